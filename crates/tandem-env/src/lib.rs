@@ -1,0 +1,1 @@
+//! placeholder: owned by the tandem-env work in progress.
