@@ -1,0 +1,75 @@
+//! Compiles the c10d shim (csrc/c10d_shim.cpp) against the very libtorch that torch-sys found, and
+//! gives tandem's binaries an rpath to it so they run without LD_LIBRARY_PATH.
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    println!("cargo:rerun-if-env-changed=NCCL_INCLUDE_DIR");
+    // torch-sys declares `links = "tch"` and exports its lib dir as `libtorch_lib`.
+    let lib = PathBuf::from(env::var("DEP_TCH_LIBTORCH_LIB").expect(
+        "torch-sys did not report a libtorch lib dir (DEP_TCH_LIBTORCH_LIB); run scripts/setup first",
+    ));
+    let include = lib
+        .parent()
+        .expect("libtorch lib dir has a parent")
+        .join("include");
+    if !include
+        .join("torch/csrc/distributed/c10d/ProcessGroupGloo.hpp")
+        .exists()
+    {
+        panic!(
+            "libtorch at {} has no c10d headers (include/torch/csrc/distributed/c10d); \
+             use the libtorch that scripts/setup installs, or a full torch build",
+            include.display()
+        );
+    }
+    if !PathBuf::from("/usr/include/gloo/allreduce.h").exists()
+        && env::var_os("GLOO_INCLUDE_DIR").is_none()
+    {
+        panic!(
+            "gloo headers not found (/usr/include/gloo); run scripts/setup, which installs libgloo-dev"
+        );
+    }
+
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .pic(true)
+        .std("c++20")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .define("USE_C10D_GLOO", None)
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .define("GLOG_USE_GLOG_EXPORT", None)
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .file("csrc/c10d_shim.cpp");
+    if let Some(dir) = env::var_os("GLOO_INCLUDE_DIR") {
+        build.include(dir);
+    }
+
+    let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
+    if cuda {
+        let cuda_home = env::var("CUDA_HOME").unwrap_or_else(|_| "/usr/local/cuda".into());
+        build
+            .define("USE_C10D_NCCL", None)
+            .include(PathBuf::from(&cuda_home).join("include"));
+        if let Ok(nccl) = env::var("NCCL_INCLUDE_DIR") {
+            build.include(nccl);
+        }
+        // tch's CPU-only link order lets --as-needed drop libtorch_cuda; the NCCL group and
+        // CUDA tensors need it loaded, so force it.
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    }
+    build.compile("tandem_c10d");
+
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    println!("cargo:rustc-env=TANDEM_LIBTORCH_LIB={}", lib.display());
+}

@@ -1,0 +1,261 @@
+// A C ABI over libtorch's c10d: the TCPStore rendezvous store and the Gloo (CPU) and NCCL (CUDA)
+// process groups. Rust reaches c10d only through these functions (see src/dist/ffi.rs).
+//
+// Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
+// success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
+// caller frees with tdc_free. Tensors cross as `at::Tensor*` (what tch's Tensor::as_mut_ptr gives).
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <c10/util/Logging.h>
+#include <torch/headeronly/version.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+char* dup_message(const std::string& msg) {
+  char* out = static_cast<char*>(std::malloc(msg.size() + 1));
+  if (out != nullptr) {
+    std::memcpy(out, msg.data(), msg.size());
+    out[msg.size()] = '\0';
+  }
+  return out;
+}
+
+// c10 errors carry a backtrace after the first line in some builds; the first part is what a
+// user can act on, so keep the message without the "Exception raised from ..." tail.
+std::string clean_what(const char* what) {
+  std::string s(what == nullptr ? "unknown error" : what);
+  auto cut = s.find("\nException raised from");
+  if (cut != std::string::npos) s.resize(cut);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+template <typename F>
+int guarded(char** err, F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const c10::Error& e) {
+    if (err) *err = dup_message(clean_what(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    if (err) *err = dup_message(clean_what(e.what()));
+  } catch (...) {
+    if (err) *err = dup_message("unknown C++ exception in c10d");
+  }
+  return 1;
+}
+
+void init_logging_once() {
+  // Makes libtorch honour TORCH_CPP_LOG_LEVEL, so c10d's own warnings can be silenced or shown.
+  static std::once_flag flag;
+  std::call_once(flag, [] { c10::initLogging(); });
+}
+
+c10d::ReduceOp to_reduce_op(int op) {
+  switch (op) {
+    case 0: return c10d::ReduceOp::SUM;
+    case 1: return c10d::ReduceOp::MIN;
+    case 2: return c10d::ReduceOp::MAX;
+    case 3: return c10d::ReduceOp::PRODUCT;
+    default: throw std::invalid_argument("unknown reduce op code " + std::to_string(op));
+  }
+}
+
+std::vector<at::Tensor> to_vector(at::Tensor** tensors, size_t n) {
+  std::vector<at::Tensor> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*tensors[i]);
+  return out;
+}
+
+void wait_work(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (!work->wait()) throw std::runtime_error("collective did not complete");
+}
+
+}  // namespace
+
+struct TdcStore {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+struct TdcGroup {
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+extern "C" {
+
+void tdc_free(void* p) { std::free(p); }
+
+// The libtorch version these headers (and so this binary) were built against, e.g. "2.13.0".
+const char* tdc_torch_version() {
+  static const std::string v = std::to_string(TORCH_VERSION_MAJOR) + "." +
+                               std::to_string(TORCH_VERSION_MINOR) + "." +
+                               std::to_string(TORCH_VERSION_PATCH);
+  return v.c_str();
+}
+
+int tdc_store_create(const char* host, uint16_t port, int is_server, int64_t timeout_ms,
+                     TdcStore** out, uint16_t* bound_port, char** err) {
+  return guarded(err, [&] {
+    init_logging_once();
+    c10d::TCPStoreOptions opts;
+    opts.port = port;
+    opts.isServer = is_server != 0;
+    // Ranks announce themselves through keys (src/dist/rendezvous.rs) so that a missing rank can be
+    // named; the server must not block in its constructor waiting for a worker count.
+    opts.waitWorkers = false;
+    opts.numWorkers = std::nullopt;
+    opts.timeout = std::chrono::milliseconds(timeout_ms);
+    auto store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+    if (bound_port) *bound_port = store->getPort();
+    *out = new TdcStore{store};
+  });
+}
+
+void tdc_store_free(TdcStore* s) {
+  try {
+    delete s;
+  } catch (...) {
+  }
+}
+
+int tdc_store_set(TdcStore* s, const char* key, const uint8_t* data, size_t len, char** err) {
+  return guarded(err, [&] {
+    std::vector<uint8_t> value(data, data + len);
+    s->store->set(std::string(key), value);
+  });
+}
+
+// Returns *found = 0 without waiting when the key is absent.
+int tdc_store_try_get(TdcStore* s, const char* key, uint8_t** data, size_t* len, int* found,
+                      char** err) {
+  return guarded(err, [&] {
+    std::string k(key);
+    *found = 0;
+    *data = nullptr;
+    *len = 0;
+    if (!s->store->check({k})) return;
+    auto value = s->store->get(k);
+    *data = static_cast<uint8_t*>(std::malloc(value.empty() ? 1 : value.size()));
+    if (*data == nullptr) throw std::bad_alloc();
+    std::memcpy(*data, value.data(), value.size());
+    *len = value.size();
+    *found = 1;
+  });
+}
+
+int tdc_store_add(TdcStore* s, const char* key, int64_t delta, int64_t* result, char** err) {
+  return guarded(err, [&] { *result = s->store->add(std::string(key), delta); });
+}
+
+int tdc_store_check(TdcStore* s, const char* key, int* present, char** err) {
+  return guarded(err, [&] { *present = s->store->check({std::string(key)}) ? 1 : 0; });
+}
+
+int tdc_group_create_gloo(TdcStore* s, int rank, int size, int64_t timeout_ms,
+                          const char* interface_host, int threads, TdcGroup** out, char** err) {
+  return guarded(err, [&] {
+    init_logging_once();
+    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(timeout_ms));
+    opts->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(std::string(interface_host)));
+    if (threads > 0) opts->threads = threads;
+    // The group's own keys live under a prefix so they never meet tandem's rendezvous keys.
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo/", s->store);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+    *out = new TdcGroup{pg};
+  });
+}
+
+int tdc_nccl_compiled() {
+#ifdef USE_C10D_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int tdc_group_create_nccl(TdcStore* s, int rank, int size, int64_t timeout_ms, TdcGroup** out,
+                          char** err) {
+  return guarded(err, [&] {
+#ifdef USE_C10D_NCCL
+    init_logging_once();
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = std::chrono::milliseconds(timeout_ms);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl/", s->store);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
+    *out = new TdcGroup{pg};
+#else
+    (void)s; (void)rank; (void)size; (void)timeout_ms; (void)out;
+    throw std::runtime_error(
+        "this tandem was built without NCCL; rebuild with `cargo build --features cuda`");
+#endif
+  });
+}
+
+void tdc_group_free(TdcGroup* g) {
+  try {
+    delete g;
+  } catch (...) {
+  }
+}
+
+int tdc_allreduce(TdcGroup* g, at::Tensor** tensors, size_t n, int op, char** err) {
+  return guarded(err, [&] {
+    auto ts = to_vector(tensors, n);
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_reduce_op(op);
+    // One tensor per call: Gloo's multi-tensor allreduce means "one tensor per local device".
+    for (auto& t : ts) {
+      std::vector<at::Tensor> one{t};
+      wait_work(g->backend->allreduce(one, opts));
+    }
+  });
+}
+
+int tdc_broadcast(TdcGroup* g, at::Tensor* tensor, int root, char** err) {
+  return guarded(err, [&] {
+    std::vector<at::Tensor> one{*tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    wait_work(g->backend->broadcast(one, opts));
+  });
+}
+
+int tdc_reduce(TdcGroup* g, at::Tensor* tensor, int root, int op, char** err) {
+  return guarded(err, [&] {
+    std::vector<at::Tensor> one{*tensor};
+    c10d::ReduceOptions opts;
+    opts.rootRank = root;
+    opts.reduceOp = to_reduce_op(op);
+    wait_work(g->backend->reduce(one, opts));
+  });
+}
+
+int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* input, char** err) {
+  return guarded(err, [&] {
+    std::vector<std::vector<at::Tensor>> outs(1);
+    outs[0] = to_vector(outputs, world);
+    std::vector<at::Tensor> in{*input};
+    wait_work(g->backend->allgather(outs, in));
+  });
+}
+
+int tdc_barrier(TdcGroup* g, char** err) {
+  return guarded(err, [&] { wait_work(g->backend->barrier()); });
+}
+
+}  // extern "C"

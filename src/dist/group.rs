@@ -1,0 +1,671 @@
+//! The safe face of c10d: [`Store`] (the TCPStore that rank 0 hosts) and [`ProcessGroup`]
+//! (Gloo for CPU tensors, NCCL for CUDA tensors). Everything else in tandem talks to other ranks
+//! through these two types only.
+//!
+//! Two hazards of c10d are handled here rather than left to callers:
+//! - c10d's own timeouts are not always honoured (a client connecting to a foreign program on the
+//!   store port waits forever), so store and group creation run under a deadline of our own
+//!   ([`with_deadline`]);
+//! - Gloo aborts the whole process from its I/O thread when ranks pass tensors of different sizes,
+//!   so every collective first checks that all ranks agree on the tensors' layout (or uses a
+//!   [`Layout`] verified once, for hot paths with a fixed layout such as gradient buckets).
+
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tch::{Device, Kind, Tensor};
+
+use super::DistError;
+use super::ffi;
+
+type Result<T> = std::result::Result<T, DistError>;
+
+/// Which c10d backend a group uses; chosen from the rank's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Gloo,
+    Nccl,
+}
+
+impl Backend {
+    pub fn for_device(device: Device) -> Backend {
+        match device {
+            Device::Cuda(_) => Backend::Nccl,
+            _ => Backend::Gloo,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Gloo => "gloo",
+            Backend::Nccl => "nccl",
+        }
+    }
+}
+
+/// The collective backends this binary was built with.
+pub fn compiled_backends() -> Vec<&'static str> {
+    let mut out = vec!["gloo"];
+    if unsafe { ffi::tdc_nccl_compiled() } != 0 {
+        out.push("nccl");
+    }
+    out
+}
+
+/// The libtorch version the c10d shim was compiled against.
+pub fn libtorch_version() -> String {
+    unsafe { CStr::from_ptr(ffi::tdc_torch_version()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    /// Sum divided by the world size (Gloo has no native average).
+    Avg,
+    Min,
+    Max,
+}
+
+impl ReduceOp {
+    fn code(self) -> c_int {
+        match self {
+            ReduceOp::Sum | ReduceOp::Avg => 0,
+            ReduceOp::Min => 1,
+            ReduceOp::Max => 2,
+        }
+    }
+}
+
+/// Takes the message a shim call left in `err` (if any) and frees it.
+fn take_error(err: *mut c_char, context: &str) -> DistError {
+    let message = if err.is_null() {
+        "no message from c10d".to_string()
+    } else {
+        let text = unsafe { CStr::from_ptr(err) }
+            .to_string_lossy()
+            .into_owned();
+        unsafe { ffi::tdc_free(err.cast()) };
+        text
+    };
+    DistError::C10d {
+        context: context.to_string(),
+        message,
+    }
+}
+
+fn check(rc: c_int, err: *mut c_char, context: &str) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(take_error(err, context))
+    }
+}
+
+fn cstring(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| DistError::Invalid(format!("{what} contains a NUL byte: {s:?}")))
+}
+
+/// Raw pointers that are moved into a deadline thread. c10d's store and groups are thread-safe
+/// for the calls we make on them.
+struct SendPtr<T>(*mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+
+/// Runs `f` on its own thread and gives up after `timeout`. On timeout the thread is left
+/// behind (a blocked C++ call cannot be cancelled); the caller is expected to fail the rank,
+/// which ends the process and with it the thread.
+pub fn with_deadline<T: Send + 'static>(
+    what: &str,
+    timeout: Duration,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("tandem-deadline: {what}"))
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| DistError::Invalid(format!("could not start a thread for {what}: {e}")))?;
+    match rx.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(DistError::Timeout {
+            what: what.to_string(),
+            after: timeout,
+            missing: Vec::new(),
+        }),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(DistError::Invalid(format!(
+            "the thread doing {what} ended without an answer"
+        ))),
+    }
+}
+
+/// A c10d TCPStore: a small key-value service hosted by rank 0, used for the rendezvous, by the
+/// process groups to exchange addresses, and for small control values.
+pub struct Store {
+    raw: *mut ffi::TdcStore,
+    host: String,
+    port: u16,
+}
+
+// TCPStore guards its client socket with a mutex.
+unsafe impl Send for Store {}
+unsafe impl Sync for Store {}
+
+impl Store {
+    /// Hosts the store (rank 0). `port` 0 lets the OS pick one; [`Store::port`] tells which.
+    pub fn host(addr: &str, port: u16, timeout: Duration) -> Result<Store> {
+        Self::create(addr, port, true, timeout)
+    }
+
+    /// Connects to the store that rank 0 hosts, retrying until `timeout`.
+    pub fn connect(addr: &str, port: u16, timeout: Duration) -> Result<Store> {
+        Self::create(addr, port, false, timeout)
+    }
+
+    fn create(addr: &str, port: u16, server: bool, timeout: Duration) -> Result<Store> {
+        let host = cstring(addr, "the store address")?;
+        let what = if server {
+            format!("hosting the rendezvous store on {addr}:{port}")
+        } else {
+            format!("connecting to the rendezvous store at {addr}:{port}")
+        };
+        let timeout_ms = timeout.as_millis() as i64;
+        let context = what.clone();
+        // A little beyond c10d's own timeout, so its clearer message wins when it does fire.
+        let (raw, bound) = with_deadline(&what, timeout + Duration::from_secs(1), move || {
+            let mut out = std::ptr::null_mut();
+            let mut bound = 0u16;
+            let mut err = std::ptr::null_mut();
+            let rc = unsafe {
+                ffi::tdc_store_create(
+                    host.as_ptr(),
+                    port,
+                    server as c_int,
+                    timeout_ms,
+                    &mut out,
+                    &mut bound,
+                    &mut err,
+                )
+            };
+            check(rc, err, &context)?;
+            Ok((SendPtr(out), bound))
+        })?;
+        Ok(Store {
+            raw: raw.0,
+            host: addr.to_string(),
+            port: bound,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        let k = cstring(key, "a store key")?;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_store_set(self.raw, k.as_ptr(), value.as_ptr(), value.len(), &mut err)
+        };
+        check(rc, err, &format!("setting store key {key:?}"))
+    }
+
+    /// The value of `key` if some rank has set it, without waiting.
+    pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let k = cstring(key, "a store key")?;
+        let mut data = std::ptr::null_mut();
+        let mut len = 0usize;
+        let mut found: c_int = 0;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_store_try_get(
+                self.raw,
+                k.as_ptr(),
+                &mut data,
+                &mut len,
+                &mut found,
+                &mut err,
+            )
+        };
+        check(rc, err, &format!("reading store key {key:?}"))?;
+        if found == 0 {
+            return Ok(None);
+        }
+        let value = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        unsafe { ffi::tdc_free(data.cast()) };
+        Ok(Some(value))
+    }
+
+    /// Waits until every key is set, polling, and fails at `timeout` naming the missing ones.
+    pub fn wait_all(&self, keys: &[String], timeout: Duration, what: &str) -> Result<Vec<Vec<u8>>> {
+        let start = Instant::now();
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut pause = Duration::from_millis(2);
+        loop {
+            for (key, slot) in keys.iter().zip(values.iter_mut()) {
+                if slot.is_none() {
+                    *slot = self.try_get(key)?;
+                }
+            }
+            if values.iter().all(Option::is_some) {
+                return Ok(values.into_iter().map(Option::unwrap).collect());
+            }
+            if start.elapsed() >= timeout {
+                let missing = keys
+                    .iter()
+                    .zip(&values)
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                return Err(DistError::Timeout {
+                    what: what.to_string(),
+                    after: timeout,
+                    missing,
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Atomically adds `delta` to the integer at `key` and returns the new value.
+    pub fn add(&self, key: &str, delta: i64) -> Result<i64> {
+        let k = cstring(key, "a store key")?;
+        let mut out = 0i64;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe { ffi::tdc_store_add(self.raw, k.as_ptr(), delta, &mut out, &mut err) };
+        check(rc, err, &format!("adding to store key {key:?}"))?;
+        Ok(out)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        unsafe { ffi::tdc_store_free(self.raw) };
+    }
+}
+
+/// A tensor layout that every rank has confirmed it shares: per tensor its kind, device type
+/// and shape. Collectives on a verified layout skip the cross-rank check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    entries: Vec<(Kind, bool, Vec<i64>)>,
+}
+
+impl Layout {
+    pub fn of(tensors: &[&Tensor]) -> Layout {
+        Layout {
+            entries: tensors
+                .iter()
+                .map(|t| (t.kind(), t.device().is_cuda(), t.size()))
+                .collect(),
+        }
+    }
+
+    /// A 64-bit digest (FNV-1a), the same on every machine for the same layout.
+    fn digest(&self) -> i64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |x: u64| {
+            for b in x.to_le_bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(self.entries.len() as u64);
+        for (kind, cuda, shape) in &self.entries {
+            eat(kind_code(*kind));
+            eat(*cuda as u64);
+            eat(shape.len() as u64);
+            for d in shape {
+                eat(*d as u64);
+            }
+        }
+        h as i64
+    }
+
+    fn describe(&self) -> String {
+        let total: i64 = self
+            .entries
+            .iter()
+            .map(|(_, _, s)| s.iter().product::<i64>())
+            .sum();
+        format!("{} tensor(s), {} element(s)", self.entries.len(), total)
+    }
+}
+
+fn kind_code(kind: Kind) -> u64 {
+    match kind {
+        Kind::Uint8 => 1,
+        Kind::Int8 => 2,
+        Kind::Int16 => 3,
+        Kind::Int => 4,
+        Kind::Int64 => 5,
+        Kind::Half => 6,
+        Kind::Float => 7,
+        Kind::Double => 8,
+        Kind::Bool => 9,
+        Kind::BFloat16 => 10,
+        _ => 99,
+    }
+}
+
+/// Facts a group is created from. The rank's identity (config hash, tandem version) is
+/// compared across ranks at rendezvous.
+#[derive(Debug, Clone)]
+pub struct GroupOptions {
+    pub rank: usize,
+    pub world_size: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// Deadline for the rendezvous (all ranks present and the group formed).
+    pub rendezvous_timeout: Duration,
+    /// Deadline for each collective.
+    pub collective_timeout: Duration,
+    pub backend: Backend,
+    /// What each rank must agree on; compared field by field at rendezvous.
+    pub identity: Vec<(String, String)>,
+}
+
+/// A process group over all ranks of a run. Destroyed (its connections closed) on drop.
+pub struct ProcessGroup {
+    raw: *mut ffi::TdcGroup,
+    store: Arc<Store>,
+    rank: usize,
+    world_size: usize,
+    backend: Backend,
+    collective_timeout: Duration,
+}
+
+unsafe impl Send for ProcessGroup {}
+
+impl ProcessGroup {
+    /// Rendezvous and group creation: rank 0 hosts the store, every rank announces its identity,
+    /// waits for all the others (naming the missing ones at the deadline), checks that all
+    /// identities agree, and forms the c10d group.
+    pub fn connect(opts: &GroupOptions) -> Result<ProcessGroup> {
+        if opts.world_size == 0 || opts.rank >= opts.world_size {
+            return Err(DistError::Invalid(format!(
+                "rank {} is outside a world of {} rank(s)",
+                opts.rank, opts.world_size
+            )));
+        }
+        let deadline = Instant::now() + opts.rendezvous_timeout;
+        let store = if opts.rank == 0 {
+            Store::host(&opts.master_addr, opts.master_port, opts.rendezvous_timeout)?
+        } else {
+            Store::connect(&opts.master_addr, opts.master_port, opts.rendezvous_timeout)?
+        };
+        let store = Arc::new(store);
+        super::rendezvous::announce_and_check(&store, opts, deadline)?;
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let raw = create_group(&store, opts, remaining)?;
+        Ok(ProcessGroup {
+            raw,
+            store,
+            rank: opts.rank,
+            world_size: opts.world_size,
+            backend: opts.backend,
+            collective_timeout: opts.collective_timeout,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn collective_timeout(&self) -> Duration {
+        self.collective_timeout
+    }
+
+    /// Confirms with every rank that they hold tensors of this same layout; the result lets
+    /// later collectives on these tensors skip the check.
+    pub fn verify_layout(&self, tensors: &[&Tensor]) -> Result<Layout> {
+        let layout = Layout::of(tensors);
+        let mine = Tensor::from_slice(&[layout.digest(), self.rank as i64]);
+        let all = self.all_gather_unchecked(&mine)?;
+        let digests: Vec<(usize, i64)> = all
+            .iter()
+            .map(|t| (t.int64_value(&[1]) as usize, t.int64_value(&[0])))
+            .collect();
+        let disagreeing: Vec<usize> = digests
+            .iter()
+            .filter(|(_, d)| *d != digests[0].1)
+            .map(|(r, _)| *r)
+            .collect();
+        if !disagreeing.is_empty() {
+            return Err(DistError::Mismatch(format!(
+                "rank(s) {disagreeing:?} hold tensors of another layout than rank 0 \
+                 (this rank {}: {}); a collective on them would abort inside Gloo",
+                self.rank,
+                layout.describe()
+            )));
+        }
+        Ok(layout)
+    }
+
+    fn ensure_layout(&self, layout: &Layout, tensors: &[&Tensor]) -> Result<()> {
+        if Layout::of(tensors) != *layout {
+            return Err(DistError::Invalid(format!(
+                "tensors passed to a collective do not match their verified layout ({})",
+                layout.describe()
+            )));
+        }
+        Ok(())
+    }
+
+    /// All-reduces every tensor in place, after checking that all ranks pass the same layout.
+    pub fn all_reduce(&self, tensors: &mut [Tensor], op: ReduceOp) -> Result<()> {
+        let layout = self.verify_layout(&tensors.iter().collect::<Vec<_>>())?;
+        self.all_reduce_verified(&layout, tensors, op)
+    }
+
+    /// All-reduces tensors whose layout was verified before (the hot path for gradients).
+    pub fn all_reduce_verified(
+        &self,
+        layout: &Layout,
+        tensors: &mut [Tensor],
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.ensure_layout(layout, &tensors.iter().collect::<Vec<_>>())?;
+        if op == ReduceOp::Avg && !tensors.iter().all(|t| t.is_floating_point()) {
+            return Err(DistError::Invalid(
+                "an average all-reduce needs floating-point tensors".into(),
+            ));
+        }
+        let mut ptrs: Vec<*mut torch_sys::C_tensor> =
+            tensors.iter_mut().map(|t| t.as_mut_ptr()).collect();
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_allreduce(self.raw, ptrs.as_mut_ptr(), ptrs.len(), op.code(), &mut err)
+        };
+        check(rc, err, "all-reduce")?;
+        if op == ReduceOp::Avg {
+            let n = self.world_size as f64;
+            for t in tensors.iter_mut() {
+                let _ = t.g_div_scalar_(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies `root`'s tensor into every rank's `tensor`.
+    pub fn broadcast(&self, tensor: &mut Tensor, root: usize) -> Result<()> {
+        let layout = self.verify_layout(&[&*tensor])?;
+        self.broadcast_verified(&layout, tensor, root)
+    }
+
+    pub fn broadcast_verified(
+        &self,
+        layout: &Layout,
+        tensor: &mut Tensor,
+        root: usize,
+    ) -> Result<()> {
+        self.ensure_layout(layout, &[&*tensor])?;
+        self.check_root(root)?;
+        let mut err = std::ptr::null_mut();
+        let rc =
+            unsafe { ffi::tdc_broadcast(self.raw, tensor.as_mut_ptr(), root as c_int, &mut err) };
+        check(rc, err, &format!("broadcast from rank {root}"))
+    }
+
+    /// Reduces into `root`'s tensor; other ranks' tensors are left unspecified.
+    pub fn reduce(&self, tensor: &mut Tensor, root: usize, op: ReduceOp) -> Result<()> {
+        let layout = self.verify_layout(&[&*tensor])?;
+        self.reduce_verified(&layout, tensor, root, op)
+    }
+
+    pub fn reduce_verified(
+        &self,
+        layout: &Layout,
+        tensor: &mut Tensor,
+        root: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.ensure_layout(layout, &[&*tensor])?;
+        self.check_root(root)?;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_reduce(
+                self.raw,
+                tensor.as_mut_ptr(),
+                root as c_int,
+                op.code(),
+                &mut err,
+            )
+        };
+        check(rc, err, &format!("reduce to rank {root}"))?;
+        if op == ReduceOp::Avg && self.rank == root {
+            let _ = tensor.g_div_scalar_(self.world_size as f64);
+        }
+        Ok(())
+    }
+
+    /// Every rank's `tensor`, in rank order.
+    pub fn all_gather(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
+        self.verify_layout(&[tensor])?;
+        self.all_gather_unchecked(tensor)
+    }
+
+    fn all_gather_unchecked(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
+        let mut outputs: Vec<Tensor> = (0..self.world_size).map(|_| tensor.empty_like()).collect();
+        let mut ptrs: Vec<*mut torch_sys::C_tensor> =
+            outputs.iter_mut().map(|t| t.as_mut_ptr()).collect();
+        let mut input = tensor.shallow_clone();
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_allgather(
+                self.raw,
+                ptrs.as_mut_ptr(),
+                ptrs.len(),
+                input.as_mut_ptr(),
+                &mut err,
+            )
+        };
+        check(rc, err, "all-gather")?;
+        Ok(outputs)
+    }
+
+    pub fn barrier(&self) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe { ffi::tdc_barrier(self.raw, &mut err) };
+        check(rc, err, "barrier")
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.world_size {
+            return Err(DistError::Invalid(format!(
+                "root rank {root} is outside a world of {} rank(s)",
+                self.world_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn create_group(
+    store: &Arc<Store>,
+    opts: &GroupOptions,
+    timeout: Duration,
+) -> Result<*mut ffi::TdcGroup> {
+    let store_ptr = SendPtr(store.raw);
+    // Keep the store alive inside the thread even if we give up waiting on it.
+    let keep = Arc::clone(store);
+    let rank = opts.rank as c_int;
+    let size = opts.world_size as c_int;
+    let collective_ms = opts.collective_timeout.as_millis() as i64;
+    let backend = opts.backend;
+    let host = cstring(&interface_host(&opts.master_addr), "the interface address")?;
+    let what = format!("forming the {} process group", backend.name());
+    let context = what.clone();
+    let group = with_deadline(&what, timeout, move || {
+        let _keep = keep;
+        let store_ptr = store_ptr;
+        let mut out = std::ptr::null_mut();
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            match backend {
+                Backend::Gloo => ffi::tdc_group_create_gloo(
+                    store_ptr.0,
+                    rank,
+                    size,
+                    collective_ms,
+                    host.as_ptr(),
+                    0,
+                    &mut out,
+                    &mut err,
+                ),
+                Backend::Nccl => ffi::tdc_group_create_nccl(
+                    store_ptr.0,
+                    rank,
+                    size,
+                    collective_ms,
+                    &mut out,
+                    &mut err,
+                ),
+            }
+        };
+        check(rc, err, &context)?;
+        Ok(SendPtr(out))
+    })?;
+    Ok(group.0)
+}
+
+/// The address Gloo binds its pairs to: loopback when the master is local, otherwise this
+/// machine's hostname (resolved by Gloo).
+fn interface_host(master_addr: &str) -> String {
+    if master_addr == "localhost" || master_addr.starts_with("127.") || master_addr == "::1" {
+        "127.0.0.1".to_string()
+    } else {
+        std::env::var("TANDEM_GLOO_HOST")
+            .ok()
+            .or_else(super::hostname)
+            .unwrap_or_else(|| "127.0.0.1".to_string())
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        unsafe { ffi::tdc_group_free(self.raw) };
+    }
+}

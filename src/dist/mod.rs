@@ -1,0 +1,45 @@
+//! Everything between ranks: the c10d shim's safe wrapper ([`ProcessGroup`], [`Store`]) and the
+//! rendezvous protocol. The rest of tandem sees other ranks only through this module.
+
+mod ffi;
+pub mod group;
+mod rendezvous;
+
+use std::time::Duration;
+
+pub use group::{
+    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, compiled_backends,
+    libtorch_version,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DistError {
+    #[error("{context} failed: {message}")]
+    C10d { context: String, message: String },
+    #[error("timed out after {}s waiting for {what}{}", after.as_secs_f64(), missing_suffix(.missing))]
+    Timeout {
+        what: String,
+        after: Duration,
+        missing: Vec<String>,
+    },
+    #[error("{0}")]
+    Mismatch(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn missing_suffix(missing: &[String]) -> String {
+    if missing.is_empty() {
+        String::new()
+    } else {
+        format!("; missing: {}", missing.join(", "))
+    }
+}
+
+/// This machine's host name, for messages and for Gloo's interface choice.
+pub(crate) fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}

@@ -1,0 +1,395 @@
+//! Real processes, real c10d: each test starts ranks as child processes (this same test binary,
+//! re-run on one test with TANDEM_TEST_ROLE set) that rendezvous over loopback with Gloo.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tandem::dist::{Backend, DistError, GroupOptions, ProcessGroup, ReduceOp};
+use tch::{Kind, Tensor};
+
+const ROLE: &str = "TANDEM_TEST_ROLE";
+
+fn role() -> Option<String> {
+    std::env::var(ROLE).ok()
+}
+
+fn env_usize(name: &str) -> usize {
+    std::env::var(name).unwrap().parse().unwrap()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> GroupOptions {
+    GroupOptions {
+        rank,
+        world_size: world,
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+        rendezvous_timeout: timeout,
+        collective_timeout: timeout,
+        backend: Backend::Gloo,
+        identity: vec![
+            (
+                "config-hash".into(),
+                std::env::var("TEST_HASH").unwrap_or_else(|_| "abc".into()),
+            ),
+            ("version".into(), "test".into()),
+        ],
+    }
+}
+
+fn child_options() -> GroupOptions {
+    let timeout = Duration::from_millis(env_usize("TEST_TIMEOUT_MS") as u64);
+    options(
+        env_usize("RANK"),
+        env_usize("WORLD_SIZE"),
+        env_usize("MASTER_PORT") as u16,
+        timeout,
+    )
+}
+
+/// Starts rank `rank` of `world` as a child running the test `test` in child mode.
+fn spawn_rank(
+    test: &str,
+    rank: usize,
+    world: usize,
+    port: u16,
+    timeout_ms: u64,
+    extra: &[(&str, &str)],
+) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "rank")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_PORT", port.to_string())
+        .env("TEST_TIMEOUT_MS", timeout_ms.to_string())
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+struct Finished {
+    success: bool,
+    output: String,
+}
+
+/// Waits for a child at most `limit`; a child still running then is killed and the test fails.
+fn finish(mut child: Child, limit: Duration) -> Finished {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut output = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut output)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut output)
+                .unwrap();
+            return Finished {
+                success: status.success(),
+                output,
+            };
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a rank was still running after {limit:?}: it hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn floats(t: &Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
+}
+
+#[test]
+fn two_ranks_collectives_give_exact_results() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let r = pg.rank() as f32;
+
+        let mut t = vec![Tensor::from_slice(&[r + 1.0, 10.0 * (r + 1.0), -r])];
+        pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+        assert_eq!(floats(&t[0]), vec![3.0, 30.0, -1.0]);
+
+        let mut t = vec![
+            Tensor::from_slice(&[r + 1.0, 4.0 * r]),
+            Tensor::from_slice(&[7.0 * r]),
+        ];
+        pg.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+        assert_eq!(floats(&t[0]), vec![1.5, 2.0]);
+        assert_eq!(floats(&t[1]), vec![3.5]);
+
+        let mut t = vec![Tensor::from_slice(&[r, 5.0 - r])];
+        pg.all_reduce(&mut t, ReduceOp::Min).unwrap();
+        assert_eq!(floats(&t[0]), vec![0.0, 4.0]);
+        let mut t = vec![Tensor::from_slice(&[r, 5.0 - r])];
+        pg.all_reduce(&mut t, ReduceOp::Max).unwrap();
+        assert_eq!(floats(&t[0]), vec![1.0, 5.0]);
+
+        let mut ints = vec![Tensor::from_slice(&[pg.rank() as i64 * 1_000_000_007, 3])];
+        pg.all_reduce(&mut ints, ReduceOp::Sum).unwrap();
+        assert_eq!(
+            Vec::<i64>::try_from(&ints[0]).unwrap(),
+            vec![1_000_000_007, 6]
+        );
+
+        let mut b =
+            Tensor::arange(6, (Kind::Float, tch::Device::Cpu)).reshape([2, 3]) * (r as f64 + 1.0);
+        pg.broadcast(&mut b, 1).unwrap();
+        assert_eq!(floats(&b), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+
+        let mine = Tensor::from_slice(&[r, r * r + 0.5]);
+        let all = pg.all_gather(&mine).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(floats(&all[0]), vec![0.0, 0.5]);
+        assert_eq!(floats(&all[1]), vec![1.0, 1.5]);
+
+        let mut red = Tensor::from_slice(&[r + 2.0]);
+        pg.reduce(&mut red, 0, ReduceOp::Sum).unwrap();
+        if pg.rank() == 0 {
+            assert_eq!(floats(&red), vec![5.0]);
+        }
+
+        pg.store()
+            .set(&format!("note/{}", pg.rank()), b"hello")
+            .unwrap();
+        pg.barrier().unwrap();
+        assert_eq!(
+            pg.store().try_get("note/0").unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(
+            pg.store().try_get("note/1").unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(pg.store().try_get("note/2").unwrap(), None);
+        pg.barrier().unwrap();
+        println!("rank {} ok", pg.rank());
+        return;
+    }
+    let port = free_port();
+    let test = "two_ranks_collectives_give_exact_results";
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
+        .collect();
+    for (r, child) in ranks.into_iter().enumerate() {
+        let done = finish(child, Duration::from_secs(60));
+        assert!(done.success, "rank {r} failed:\n{}", done.output);
+        assert!(
+            done.output.contains(&format!("rank {r} ok")),
+            "rank {r}:\n{}",
+            done.output
+        );
+    }
+}
+
+#[test]
+fn a_rank_that_never_joins_is_named_at_the_deadline() {
+    let timeout = Duration::from_secs(2);
+    let port = free_port();
+    let start = Instant::now();
+    let err = match ProcessGroup::connect(&options(0, 2, port, timeout)) {
+        Ok(_) => panic!("rendezvous succeeded without rank 1"),
+        Err(e) => e,
+    };
+    let elapsed = start.elapsed();
+    let message = err.to_string();
+    assert!(matches!(err, DistError::Timeout { .. }), "{message}");
+    assert!(message.contains("missing: rank 1"), "{message}");
+    assert!(!message.contains("rank 0"), "rank 0 is present: {message}");
+    assert!(elapsed >= timeout, "gave up early: {elapsed:?}");
+    assert!(
+        elapsed < timeout + Duration::from_secs(3),
+        "took {elapsed:?}"
+    );
+}
+
+#[test]
+fn ranks_with_different_config_hashes_are_refused() {
+    if role().is_some() {
+        let err = match ProcessGroup::connect(&child_options()) {
+            Ok(_) => panic!("ranks with different hashes formed a group"),
+            Err(e) => e,
+        };
+        println!("refused: {err}");
+        return;
+    }
+    let port = free_port();
+    let test = "ranks_with_different_config_hashes_are_refused";
+    let r0 = spawn_rank(test, 0, 2, port, 20_000, &[("TEST_HASH", "aaaa")]);
+    let r1 = spawn_rank(test, 1, 2, port, 20_000, &[("TEST_HASH", "bbbb")]);
+    for child in [r0, r1] {
+        let done = finish(child, Duration::from_secs(60));
+        assert!(done.success, "{}", done.output);
+        assert!(
+            done.output
+                .contains("refused: ranks disagree at rendezvous: config-hash differs"),
+            "{}",
+            done.output
+        );
+        assert!(
+            done.output.contains("rank(s) [0] have aaaa"),
+            "{}",
+            done.output
+        );
+        assert!(
+            done.output.contains("rank(s) [1] have bbbb"),
+            "{}",
+            done.output
+        );
+    }
+}
+
+#[test]
+fn a_killed_peer_makes_the_survivor_fail_not_hang() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let mut t = vec![Tensor::ones([1024], (Kind::Float, tch::Device::Cpu))];
+        let layout = pg.verify_layout(&[&t[0]]).unwrap();
+        println!("rank {} joined", pg.rank());
+        if pg.rank() == 1 {
+            // Wait here to be killed.
+            std::thread::sleep(Duration::from_secs(120));
+            return;
+        }
+        loop {
+            if let Err(e) = pg.all_reduce_verified(&layout, &mut t, ReduceOp::Sum) {
+                println!("survivor error: {e}");
+                std::process::exit(3);
+            }
+        }
+    }
+    let port = free_port();
+    let test = "a_killed_peer_makes_the_survivor_fail_not_hang";
+    let collective_ms = 10_000;
+    let r0 = spawn_rank(test, 0, 2, port, collective_ms, &[]);
+    let mut r1 = spawn_rank(test, 1, 2, port, collective_ms, &[]);
+    // Wait for rank 1 to say it joined, then kill it.
+    let mut out = r1.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 256];
+    while !seen.contains("joined") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "rank 1 ended before joining: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    r1.kill().unwrap();
+    r1.wait().unwrap();
+    let done = finish(
+        r0,
+        Duration::from_millis(collective_ms) + Duration::from_secs(10),
+    );
+    assert!(
+        !done.success,
+        "the survivor exited cleanly:\n{}",
+        done.output
+    );
+    assert!(
+        done.output.contains("survivor error: all-reduce failed"),
+        "{}",
+        done.output
+    );
+}
+
+#[test]
+fn hosting_on_a_port_held_by_another_program_fails_at_once() {
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let timeout = Duration::from_secs(3);
+    let start = Instant::now();
+    let err = match ProcessGroup::connect(&options(0, 2, port, timeout)) {
+        Ok(_) => panic!("hosted the store on a port another program holds"),
+        Err(e) => e,
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("hosting the rendezvous store on 127.0.0.1:{port}")),
+        "{message}"
+    );
+    assert!(
+        start.elapsed() < timeout + Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    drop(holder);
+}
+
+#[test]
+fn connecting_to_a_foreign_program_on_the_port_ends_at_the_deadline() {
+    // A program that accepts connections and never answers: c10d's client would wait forever.
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in holder.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let err = match ProcessGroup::connect(&options(1, 2, port, timeout)) {
+        Ok(_) => panic!("formed a group with a program that is not a rank"),
+        Err(e) => e,
+    };
+    let elapsed = start.elapsed();
+    let message = err.to_string();
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+    assert!(
+        elapsed < timeout + Duration::from_secs(3),
+        "took {elapsed:?}: {message}"
+    );
+}
+
+#[test]
+fn mismatched_tensor_sizes_are_an_error_not_an_abort() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let n = 3 + pg.rank() as i64;
+        let mut t = vec![Tensor::ones([n], (Kind::Float, tch::Device::Cpu))];
+        let err = pg.all_reduce(&mut t, ReduceOp::Sum).unwrap_err();
+        println!("mismatch: {err}");
+        // The group is still usable after the refused collective.
+        let mut ok = vec![Tensor::ones([2], (Kind::Float, tch::Device::Cpu))];
+        pg.all_reduce(&mut ok, ReduceOp::Sum).unwrap();
+        assert_eq!(floats(&ok[0]), vec![2.0, 2.0]);
+        println!("still usable");
+        return;
+    }
+    let port = free_port();
+    let test = "mismatched_tensor_sizes_are_an_error_not_an_abort";
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
+        .collect();
+    for child in ranks {
+        let done = finish(child, Duration::from_secs(60));
+        assert!(done.success, "{}", done.output);
+        assert!(
+            done.output
+                .contains("mismatch: rank(s) [1] hold tensors of another layout"),
+            "{}",
+            done.output
+        );
+        assert!(done.output.contains("still usable"), "{}", done.output);
+    }
+}
