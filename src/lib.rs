@@ -1,5 +1,6 @@
 //! tandem: reinforcement-learning experiments declared in KDL, trained data-parallel with one
 //! process per device. See docs/architecture.md for the map of the code.
 
+pub mod algo;
 pub mod dist;
 pub mod version;

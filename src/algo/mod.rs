@@ -1,0 +1,41 @@
+//! Learning algorithms (PPO, A2C; DQN later): each turns a batch of experience into parameter
+//! updates, reading top to bottom against its paper. They see other ranks only through
+//! [`Collective`], so one rank is simply world size 1 of the same code.
+
+use tch::Tensor;
+
+/// What an update needs from the distributed runtime. [`Local`] is the world-size-1 case.
+pub trait Collective {
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// Makes every rank hold the same gradients for `params` (DDP: the average over ranks).
+    /// Called exactly once per optimizer step, after backward and before clipping/stepping.
+    fn sync_gradients(&mut self, params: &[Tensor]) -> anyhow::Result<()>;
+    /// Sums `values` element-wise over all ranks, in place (global statistics: advantage
+    /// mean/variance over the global batch, loss averages for logging).
+    fn all_reduce_sum(&mut self, values: &mut [f64]) -> anyhow::Result<()>;
+    /// Rank 0's value of a control decision, given to every rank, so that decisions that change
+    /// how many collectives run (early stop on KL) are never taken differently by two ranks.
+    fn decide(&mut self, mine: bool) -> anyhow::Result<bool>;
+}
+
+/// One rank alone: every collective is the identity.
+pub struct Local;
+
+impl Collective for Local {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world_size(&self) -> usize {
+        1
+    }
+    fn sync_gradients(&mut self, _params: &[Tensor]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn all_reduce_sum(&mut self, _values: &mut [f64]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn decide(&mut self, mine: bool) -> anyhow::Result<bool> {
+        Ok(mine)
+    }
+}
