@@ -3,4 +3,5 @@
 
 pub mod algo;
 pub mod dist;
+pub mod optim;
 pub mod version;

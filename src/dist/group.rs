@@ -300,7 +300,9 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn of(tensors: &[&Tensor]) -> Layout {
+    /// A layout taken locally. Only this crate may treat one as verified without asking the
+    /// other ranks (for fixed-size control tensors every rank builds alike).
+    pub(crate) fn of(tensors: &[&Tensor]) -> Layout {
         Layout {
             entries: tensors
                 .iter()

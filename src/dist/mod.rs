@@ -1,12 +1,14 @@
 //! Everything between ranks: the c10d shim's safe wrapper ([`ProcessGroup`], [`Store`]) and the
 //! rendezvous protocol. The rest of tandem sees other ranks only through this module.
 
+pub mod ddp;
 mod ffi;
 pub mod group;
 mod rendezvous;
 
 use std::time::Duration;
 
+pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
     Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, compiled_backends,
     libtorch_version,

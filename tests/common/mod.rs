@@ -1,0 +1,119 @@
+//! Helpers for tests that run ranks as real child processes: the test binary re-runs itself on
+//! one test with TANDEM_TEST_ROLE set, and the parent supervises the children.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tandem::dist::{Backend, GroupOptions};
+
+pub const ROLE: &str = "TANDEM_TEST_ROLE";
+
+pub fn role() -> Option<String> {
+    std::env::var(ROLE).ok()
+}
+
+pub fn env_usize(name: &str) -> usize {
+    std::env::var(name).unwrap().parse().unwrap()
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts rank `rank` of `world` as a child running the test `test` in child mode.
+pub fn spawn_rank(
+    test: &str,
+    rank: usize,
+    world: usize,
+    port: u16,
+    timeout_ms: u64,
+    extra: &[(&str, &str)],
+) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "rank")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_PORT", port.to_string())
+        .env("TEST_TIMEOUT_MS", timeout_ms.to_string())
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+pub struct Finished {
+    pub success: bool,
+    pub output: String,
+}
+
+/// Waits for a child at most `limit`; a child still running then is killed and the test fails.
+pub fn finish(mut child: Child, limit: Duration) -> Finished {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut output = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut output)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut output)
+                .unwrap();
+            return Finished {
+                success: status.success(),
+                output,
+            };
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a rank was still running after {limit:?}: it hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> GroupOptions {
+    GroupOptions {
+        rank,
+        world_size: world,
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+        rendezvous_timeout: timeout,
+        collective_timeout: timeout,
+        backend: Backend::Gloo,
+        identity: vec![
+            (
+                "config-hash".into(),
+                std::env::var("TEST_HASH").unwrap_or_else(|_| "abc".into()),
+            ),
+            ("version".into(), "test".into()),
+        ],
+    }
+}
+
+pub fn child_options() -> GroupOptions {
+    let timeout = Duration::from_millis(env_usize("TEST_TIMEOUT_MS") as u64);
+    options(
+        env_usize("RANK"),
+        env_usize("WORLD_SIZE"),
+        env_usize("MASTER_PORT") as u16,
+        timeout,
+    )
+}
