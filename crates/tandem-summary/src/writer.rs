@@ -57,7 +57,10 @@ struct Shared {
 
 #[derive(Default)]
 struct SyncState {
-    unsynced: bool,
+    /// File length after the last record written.
+    written_len: u64,
+    /// File length known to be on disk (covered by a completed sync).
+    synced_len: u64,
     closing: bool,
     error: Option<io::Error>,
 }
@@ -228,11 +231,20 @@ impl SummaryWriter {
     /// the background sync met since the last call.
     pub fn flush(&mut self) -> io::Result<()> {
         self.take_background_error()?;
-        self.shared.state().unsynced = false;
         self.shared
             .file
             .sync_data()
-            .map_err(|error| with_context(error, format!("syncing {}", self.path.display())))
+            .map_err(|error| with_context(error, format!("syncing {}", self.path.display())))?;
+        let mut state = self.shared.state();
+        state.synced_len = state.synced_len.max(self.committed_len);
+        Ok(())
+    }
+
+    /// How many bytes of the file are known to be on disk: everything logged
+    /// up to the last completed `fsync`, by the background thread or
+    /// [`flush`](Self::flush).
+    pub fn synced_len(&self) -> u64 {
+        self.shared.state().synced_len
     }
 
     /// Stops the background sync, syncs, and reports any error; dropping the
@@ -284,7 +296,7 @@ impl SummaryWriter {
             ));
         }
         self.committed_len += self.record.len() as u64;
-        self.shared.state().unsynced = true;
+        self.shared.state().written_len = self.committed_len;
         Ok(())
     }
 }
@@ -298,6 +310,11 @@ impl Drop for SummaryWriter {
 fn sync_periodically(shared: &Shared, interval: Duration) {
     let mut state = shared.state();
     loop {
+        // Checked before waiting too: a close that came while this thread was
+        // starting or syncing has already notified and will not notify again.
+        if state.closing {
+            return;
+        }
         state = shared
             .wake
             .wait_timeout(state, interval)
@@ -306,13 +323,16 @@ fn sync_periodically(shared: &Shared, interval: Duration) {
         if state.closing {
             return;
         }
-        if state.unsynced {
-            state.unsynced = false;
+        if state.written_len > state.synced_len {
+            let target = state.written_len;
             drop(state);
             let result = shared.file.sync_data();
             state = shared.state();
-            if let Err(error) = result {
-                state.error.get_or_insert(error);
+            match result {
+                Ok(()) => state.synced_len = state.synced_len.max(target),
+                Err(error) => {
+                    state.error.get_or_insert(error);
+                }
             }
         }
     }

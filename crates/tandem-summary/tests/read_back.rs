@@ -320,3 +320,34 @@ fn step_values(series: &Value) -> Vec<(i64, f32)> {
         })
         .collect()
 }
+
+#[test]
+fn background_thread_syncs_without_further_writes() {
+    let log_dir = scratch_dir("background-sync");
+    let mut writer =
+        SummaryWriter::create_with_sync_interval(&log_dir, std::time::Duration::from_millis(20))
+            .unwrap();
+    writer.scalar("only", 1, 1.0).unwrap();
+    let file_len = std::fs::metadata(writer.path()).unwrap().len();
+    // No more writes or flushes: only the background thread can sync now.
+    // The deadline is generous; it only bounds a failing run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while writer.synced_len() < file_len && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(writer.synced_len(), file_len);
+}
+
+#[test]
+fn flush_syncs_everything_written() {
+    let log_dir = scratch_dir("flush");
+    let mut writer =
+        SummaryWriter::create_with_sync_interval(&log_dir, std::time::Duration::from_secs(3600))
+            .unwrap();
+    writer.scalar("x", 1, 1.0).unwrap();
+    writer.flush().unwrap();
+    assert_eq!(
+        writer.synced_len(),
+        std::fs::metadata(writer.path()).unwrap().len()
+    );
+}
