@@ -152,3 +152,34 @@ fn exit_without_destructors_loses_no_event() {
     assert_eq!(steps.len() as i64, STEPS_BEFORE_EXIT);
     assert_eq!(read_event_file(&path).unwrap().incomplete_tail, 0);
 }
+
+#[test]
+fn a_file_cut_mid_record_reads_up_to_the_last_whole_record() {
+    let written = scratch_dir("cut-source");
+    let mut writer = SummaryWriter::create(&written).unwrap();
+    for step in 0..10 {
+        writer.scalar("child/step", step, step as f64).unwrap();
+    }
+    let path = writer.path().to_path_buf();
+    writer.close().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+
+    // As if killed part way through writing the last record.
+    let cut = scratch_dir("cut");
+    let cut_path = cut.join(path.file_name().unwrap());
+    std::fs::write(&cut_path, &bytes[..bytes.len() - 5]).unwrap();
+    let file = read_event_file(&cut_path).unwrap();
+    assert!(file.incomplete_tail > 0);
+    assert_eq!(logged_steps(&cut_path), (0..9).collect::<Vec<_>>());
+
+    let Some(reading) = tensorboard_reading(&cut) else {
+        return;
+    };
+    let steps: Vec<i64> = reading["accumulator"]["scalars"]["child/step"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|point| point[0].as_i64().unwrap())
+        .collect();
+    assert_eq!(steps, (0..9).collect::<Vec<_>>());
+}

@@ -19,7 +19,12 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // crates/tandem-summary -> the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the crate lies two levels below the workspace root")
+        .to_path_buf()
 }
 
 /// TensorBoard's reading of `log_dir` as printed by scripts/tb-read.py, or
