@@ -81,8 +81,14 @@ impl SummaryWriter {
     }
 
     /// As [`create`](Self::create), with the background `fsync` at most every
-    /// `sync_interval` instead of [`DEFAULT_SYNC_INTERVAL`].
+    /// `sync_interval` instead of [`DEFAULT_SYNC_INTERVAL`]. A zero interval
+    /// is an `InvalidInput` error (it would keep a core busy syncing).
     pub fn create_with_sync_interval(log_dir: &Path, sync_interval: Duration) -> io::Result<Self> {
+        if sync_interval.is_zero() {
+            return Err(invalid_input(
+                "the event file sync interval must be longer than zero".into(),
+            ));
+        }
         std::fs::create_dir_all(log_dir).map_err(|error| {
             with_context(
                 error,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,6 +32,13 @@ fn child_process_entry() {
         return;
     };
     let mode = std::env::var(CHILD_MODE_VAR).unwrap();
+    // The test harness has printed "test child_process_entry ... " without a
+    // newline; start the reports on a line of their own.
+    println!();
+    if mode == "file-size-limit" {
+        write_until_the_file_size_limit(Path::new(&dir));
+        return;
+    }
     let mut writer = SummaryWriter::create(Path::new(&dir)).unwrap();
     writer.text("config", 0, "child").unwrap();
     let started = Instant::now();
@@ -51,6 +58,32 @@ fn child_process_entry() {
         step += 1;
     }
 }
+
+/// Logs scalars under a small RLIMIT_FSIZE until writing fails, reporting
+/// the step and error; the failing write is cut short by the limit part way
+/// through a record.
+fn write_until_the_file_size_limit(dir: &Path) {
+    let mut writer = SummaryWriter::create(dir).unwrap();
+    // SAFETY: plain libc calls with valid arguments. Ignoring SIGXFSZ turns
+    // writes past the limit into EFBIG errors instead of killing the process.
+    unsafe {
+        assert_ne!(libc::signal(libc::SIGXFSZ, libc::SIG_IGN), libc::SIG_ERR);
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit), 0);
+        limit.rlim_cur = FILE_SIZE_LIMIT;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    for step in 0.. {
+        if let Err(error) = writer.scalar("child/step", step, step as f64) {
+            println!("failed at {step}: {error}");
+            // Later records must still land whole after the cut-back.
+            assert!(writer.scalar("child/step", step, step as f64).is_err());
+            return;
+        }
+    }
+}
+
+const FILE_SIZE_LIMIT: libc::rlim_t = 4096;
 
 struct KillOnDrop(Child);
 
@@ -182,4 +215,32 @@ fn a_file_cut_mid_record_reads_up_to_the_last_whole_record() {
         .map(|point| point[0].as_i64().unwrap())
         .collect();
     assert_eq!(steps, (0..9).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_failed_write_is_an_error_and_leaves_no_partial_record() {
+    let dir = scratch_dir("file-size-limit");
+    let mut child = spawn_child(&dir, "file-size-limit");
+    let mut stdout = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(child.0.wait().unwrap().success(), "child failed: {stdout}");
+    let report = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("failed at "))
+        .unwrap_or_else(|| panic!("child reported no failure: {stdout}"));
+    let (step, message) = report.split_once(": ").unwrap();
+    let failed_step: i64 = step.parse().unwrap();
+    assert!(message.contains("writing an event to"), "{message}");
+
+    let path = only_event_file(&dir);
+    let file = read_event_file(&path).unwrap();
+    assert_eq!(file.incomplete_tail, 0, "the partial record was cut off");
+    assert!(std::fs::metadata(&path).unwrap().len() <= FILE_SIZE_LIMIT);
+    assert_eq!(logged_steps(&path), (0..failed_step).collect::<Vec<_>>());
 }

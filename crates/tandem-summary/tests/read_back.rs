@@ -351,3 +351,13 @@ fn flush_syncs_everything_written() {
         std::fs::metadata(writer.path()).unwrap().len()
     );
 }
+
+#[test]
+fn a_zero_sync_interval_is_rejected() {
+    let log_dir = scratch_dir("zero-interval");
+    let error = SummaryWriter::create_with_sync_interval(&log_dir, std::time::Duration::ZERO)
+        .err()
+        .expect("a zero interval is refused");
+    assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("sync interval"), "{error}");
+}
