@@ -13,7 +13,8 @@
 //!   there are unsynced events, so the trainer thread never waits on the disk
 //!   and events are durable within a few seconds even when logging stops.
 //!   [`SummaryWriter::flush`], [`SummaryWriter::close`] and `Drop` sync at once.
-//! - Errors from the background sync are kept and returned by the next call.
+//! - Errors from the background sync are kept and returned by the next call,
+//!   which then does nothing else.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -45,6 +46,9 @@ pub struct SummaryWriter {
     path: PathBuf,
     /// File length after the last whole record, to cut back to on a failed write.
     committed_len: u64,
+    /// Set if a partial record could not be cut off: records appended after
+    /// it would be unreadable, so no more are written.
+    partial_record_stuck: bool,
     syncer: Option<JoinHandle<()>>,
     record: Vec<u8>,
 }
@@ -115,6 +119,7 @@ impl SummaryWriter {
             shared,
             path,
             committed_len: 0,
+            partial_record_stuck: false,
             syncer: Some(syncer),
             record: Vec::new(),
         };
@@ -288,6 +293,14 @@ impl SummaryWriter {
 
     fn write_event(&mut self, event: &Event) -> io::Result<()> {
         self.take_background_error()?;
+        if self.partial_record_stuck {
+            return Err(io::Error::other(format!(
+                "event file {} ends in a partial record at byte {} that could not be \
+                 removed; no further events are written to it",
+                self.path.display(),
+                self.committed_len
+            )));
+        }
         let payload = event.encode_to_vec();
         self.record.clear();
         append_record(&mut self.record, &payload);
@@ -295,7 +308,7 @@ impl SummaryWriter {
         // `&File` writes do not need the lock the sync thread uses.
         if let Err(error) = (&self.shared.file).write_all(&self.record) {
             // Cut off any partial record so later records stay readable.
-            let _ = self.shared.file.set_len(self.committed_len);
+            self.partial_record_stuck = self.shared.file.set_len(self.committed_len).is_err();
             return Err(with_context(
                 error,
                 format!("writing an event to {}", self.path.display()),
