@@ -372,7 +372,7 @@ pub(crate) fn closest<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let limit = (name.chars().count() / 3).max(1) + 1;
+    let limit = (name.chars().count() / 3).max(1);
     candidates
         .into_iter()
         .map(|c| (edit_distance(name, c), c))
@@ -409,6 +409,8 @@ mod tests {
     fn suggests_only_close_names() {
         assert_eq!(closest("gama", ["gamma", "lr"]), Some("gamma"));
         assert_eq!(closest("zzzzzz", ["gamma", "lr"]), None);
+        assert_eq!(closest("sac", ["ppo", "a2c", "dqn"]), None);
+        assert_eq!(closest("allreduc", ["allreduce", "none"]), Some("allreduce"));
     }
 
     #[test]

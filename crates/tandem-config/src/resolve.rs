@@ -116,22 +116,15 @@ impl Loader {
         match KdlDocument::parse(&text) {
             Ok(doc) => Some(doc),
             Err(err) => {
-                for d in err.diagnostics {
-                    let message = d
-                        .message
-                        .clone()
-                        .unwrap_or_else(|| "KDL syntax error".to_string());
-                    let label = d.label.clone().unwrap_or_else(|| "here".to_string());
-                    let b = error("kdl::syntax", format!("syntax error: {message}"))
-                        .at(source, d.span, label);
-                    self.push(b.help_opt(d.help.clone()));
+                let useful = useful_syntax_errors(err.diagnostics);
+                if useful.is_empty() {
+                    self.push(error("kdl::syntax", "syntax error").at(source, SourceSpan::from(0..0), "in this file"));
                 }
-                if self.diags.is_empty() {
-                    self.push(error("kdl::syntax", "syntax error").at(
-                        source,
-                        SourceSpan::from(0..0),
-                        "in this file",
-                    ));
+                for d in useful {
+                    let message = d.message.clone().unwrap_or_else(|| "KDL syntax error".to_string());
+                    let label = d.label.clone().unwrap_or_else(|| "here".to_string());
+                    let b = error("kdl::syntax", format!("syntax error: {message}")).at(source, d.span, label);
+                    self.push(b.help_opt(d.help.clone()));
                 }
                 None
             }
@@ -379,6 +372,11 @@ impl Loader {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(err) => {
+                let reason = if err.kind() == std::io::ErrorKind::NotFound {
+                    "no such file".to_string()
+                } else {
+                    err.to_string()
+                };
                 let base = if dir.as_os_str().is_empty() {
                     ".".to_string()
                 } else {
@@ -389,7 +387,7 @@ impl Loader {
                         "config::include-missing",
                         format!("cannot read included file `{display}`"),
                     )
-                    .at(source, span, err.to_string())
+                    .at(source, span, reason)
                     .help(format!(
                         "include paths are relative to the including file's folder ({base})"
                     )),
@@ -610,6 +608,28 @@ impl Loader {
             source: id,
         });
     }
+}
+
+/// The KDL parser recovers and reports follow-on errors: a block it could not
+/// close is reported twice, and "expected end of document" follows most errors.
+/// Keep the first report of each, and "end of document" only when alone.
+fn useful_syntax_errors(mut diags: Vec<kdl::KdlDiagnostic>) -> Vec<kdl::KdlDiagnostic> {
+    diags.sort_by_key(|d| d.span.offset());
+    let alone = diags.len() == 1;
+    let mut seen_unclosed = false;
+    diags.retain(|d| {
+        let label = d.label.as_deref().unwrap_or("");
+        if label == "not EOF" {
+            return alone;
+        }
+        if label == "not closed" {
+            let first = !seen_unclosed;
+            seen_unclosed = true;
+            return first;
+        }
+        true
+    });
+    diags
 }
 
 /// Node names allowed directly inside `experiment`.

@@ -965,7 +965,7 @@ fn float_text(x: f64) -> String {
     if x == f64::INFINITY {
         "∞".into()
     } else {
-        format!("{x:?}")
+        format!("{x}")
     }
 }
 
