@@ -1,0 +1,242 @@
+//! The canonical resolved config: one deterministic KDL (or JSON) text per
+//! experiment, in schema order with every value explicit, its sha256 hash, and the
+//! strict parser that workers use to read it back.
+
+use sha2::{Digest, Sha256};
+
+use crate::Source;
+use crate::diag::{Diagnostics, SourceKind, Sources, error};
+use crate::model::{Device, Experiment, Threads, Wrapper};
+use crate::schema::{self, SECTIONS};
+use crate::values::{self, Val, Values};
+
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Shortest text that parses back to the same f64; always has a `.` or an exponent
+/// so KDL reads it as a float.
+fn float(x: f64) -> String {
+    format!("{x:?}")
+}
+
+fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
+    match *w {
+        Wrapper::NoopReset { max } => vec![("max", Val::Int(max.into()))],
+        Wrapper::FrameSkip { n, max_pool } => {
+            vec![("n", Val::Int(n.into())), ("max-pool", Val::Bool(max_pool))]
+        }
+        Wrapper::Resize { height, width } => vec![
+            ("height", Val::Int(height.into())),
+            ("width", Val::Int(width.into())),
+        ],
+        Wrapper::FrameStack { n } => vec![("n", Val::Int(n.into()))],
+        Wrapper::TimeLimit { max_steps } => vec![(
+            "max-steps",
+            Val::Int(i64::try_from(max_steps).unwrap_or(i64::MAX)),
+        )],
+        Wrapper::StickyActions { probability } => vec![("probability", Val::Float(probability))],
+        Wrapper::NormalizeObs { clip } => vec![("clip", Val::Float(clip))],
+        Wrapper::NormalizeReward { gamma, clip } => {
+            vec![("gamma", Val::Float(gamma)), ("clip", Val::Float(clip))]
+        }
+        Wrapper::FireReset | Wrapper::EpisodicLife | Wrapper::Grayscale | Wrapper::ClipReward => {
+            Vec::new()
+        }
+    }
+}
+
+fn kdl_value(v: &Val) -> String {
+    match v {
+        Val::Int(i) => i.to_string(),
+        Val::Float(x) => float(*x),
+        Val::Bool(b) => format!("#{b}"),
+        Val::Str(s) => quote(s),
+        Val::Null => "#null".into(),
+        Val::IntList(l) => l
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        Val::Devices(d) => d
+            .iter()
+            .map(|d| quote(&d.to_string()))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Val::Threads(Threads::Auto) => quote("auto"),
+        Val::Threads(Threads::PerRank(n)) => n.to_string(),
+        // Blocks are written by the caller.
+        Val::Wrappers(_) => String::new(),
+    }
+}
+
+fn get<'a>(values: &'a Values, path: &str) -> &'a Val {
+    const NULL: &Val = &Val::Null;
+    values.get(path).unwrap_or(NULL)
+}
+
+/// The canonical KDL text of an experiment.
+pub fn canonical_kdl(e: &Experiment) -> String {
+    let values = values::from_experiment(e);
+    let mut out = String::new();
+    out.push_str(&format!("experiment {} {{\n", quote(&e.name)));
+    for field in schema::TOP.common.iter().filter(|f| f.name != "name") {
+        out.push_str(&format!(
+            "    {} {}\n",
+            field.name,
+            kdl_value(get(&values, field.name))
+        ));
+    }
+    for section in SECTIONS.iter().skip(1) {
+        let kind_name = values::kind_of(&values, section);
+        let kind = kind_name.and_then(|k| section.kind(k));
+        match kind_name {
+            Some(k) => out.push_str(&format!("    {} {} {{\n", section.name, quote(k))),
+            None => out.push_str(&format!("    {} {{\n", section.name)),
+        }
+        for field in section.fields(kind) {
+            let value = get(&values, &section.path(field.name));
+            match value {
+                Val::Wrappers(list) if list.is_empty() => {
+                    out.push_str(&format!("        {} {{}}\n", field.name))
+                }
+                Val::Wrappers(list) => {
+                    out.push_str(&format!("        {} {{\n", field.name));
+                    for w in list {
+                        out.push_str(&format!("            {}", w.name()));
+                        for (key, v) in wrapper_params(w) {
+                            out.push_str(&format!(" {key}={}", kdl_value(&v)));
+                        }
+                        out.push('\n');
+                    }
+                    out.push_str("        }\n");
+                }
+                v => out.push_str(&format!("        {} {}\n", field.name, kdl_value(v))),
+            }
+        }
+        out.push_str("    }\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn json_value(v: &Val) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Val::Int(i) => J::from(*i),
+        Val::Float(x) => serde_json::Number::from_f64(*x).map_or(J::Null, J::Number),
+        Val::Bool(b) => J::Bool(*b),
+        Val::Str(s) => J::String(s.clone()),
+        Val::Null => J::Null,
+        Val::IntList(l) => J::Array(l.iter().map(|i| J::from(*i)).collect()),
+        Val::Devices(d) => J::Array(
+            d.iter()
+                .map(|d: &Device| J::String(d.to_string()))
+                .collect(),
+        ),
+        Val::Threads(Threads::Auto) => J::String("auto".into()),
+        Val::Threads(Threads::PerRank(n)) => J::from(*n),
+        Val::Wrappers(list) => J::Array(
+            list.iter()
+                .map(|w| {
+                    let mut o = serde_json::Map::new();
+                    o.insert("kind".into(), J::String(w.name().into()));
+                    for (key, v) in wrapper_params(w) {
+                        o.insert(key.into(), json_value(&v));
+                    }
+                    J::Object(o)
+                })
+                .collect(),
+        ),
+    }
+}
+
+pub(crate) fn json_object(e: &Experiment) -> serde_json::Value {
+    let values = values::from_experiment(e);
+    let mut root = serde_json::Map::new();
+    for field in schema::TOP.common {
+        root.insert(field.name.into(), json_value(get(&values, field.name)));
+    }
+    for section in SECTIONS.iter().skip(1) {
+        let mut object = serde_json::Map::new();
+        let kind_name = values::kind_of(&values, section);
+        if let Some(k) = kind_name {
+            object.insert(section.kind_key.into(), serde_json::Value::String(k.into()));
+        }
+        for field in section.fields(kind_name.and_then(|k| section.kind(k))) {
+            object.insert(
+                field.name.into(),
+                json_value(get(&values, &section.path(field.name))),
+            );
+        }
+        root.insert(section.name.into(), serde_json::Value::Object(object));
+    }
+    serde_json::Value::Object(root)
+}
+
+/// The canonical JSON text: keys sorted, numbers in shortest round-trip form.
+pub fn canonical_json(e: &Experiment) -> String {
+    let mut text = serde_json::to_string_pretty(&json_object(e)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// sha256 (lowercase hex) of the canonical KDL text.
+pub fn config_hash(e: &Experiment) -> String {
+    let digest = Sha256::digest(canonical_kdl(e).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads a canonical config back. It is checked like any experiment (includes are
+/// refused) and must be byte-identical to the canonical form of what it resolves to,
+/// so a worker can be sure it runs exactly what the launcher hashed.
+pub fn parse_canonical(text: &str) -> Result<Experiment, Diagnostics> {
+    let resolved = crate::resolve::run(&Source::Stdin(text.to_string()), &[], false)?;
+    let canonical = canonical_kdl(&resolved.experiment);
+    if canonical != text {
+        let offset = canonical
+            .bytes()
+            .zip(text.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let line_start = text[..offset.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let line_end = text[line_start..]
+            .find('\n')
+            .map_or(text.len(), |i| line_start + i);
+        let mut sources = Sources::default();
+        let id = sources.add("<canonical>".into(), text.to_string(), SourceKind::File);
+        let expected = canonical[line_start.min(canonical.len())..]
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let d = error(
+            "config::not-canonical",
+            "this config is valid but not in canonical form",
+        )
+        .at(id, (line_start..line_end).into(), "first difference")
+        .help(format!(
+            "the canonical form has `{expected}` here; produce the text with `tandem resolve`"
+        ))
+        .finish(&sources);
+        return Err(Diagnostics::new(vec![d]));
+    }
+    Ok(resolved.experiment)
+}

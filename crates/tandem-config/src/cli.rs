@@ -1,0 +1,156 @@
+//! The `tandem validate` and `tandem resolve` subcommands as pure functions: they
+//! return the text to print and the exit code (0 valid, 1 invalid, 2 usage error)
+//! and print nothing themselves. `-` as a file name reads standard input.
+
+use std::path::PathBuf;
+
+use crate::{
+    Diagnostics, Resolved, Source, canonical_json, canonical_kdl, config_hash,
+    resolve as resolve_source,
+};
+
+/// Exit code of a valid run.
+pub const EXIT_OK: i32 = 0;
+/// Exit code when a config is invalid.
+pub const EXIT_INVALID: i32 = 1;
+/// Exit code for a malformed command line.
+pub const EXIT_USAGE: i32 = 2;
+
+fn source_of(file: &str) -> Result<Source, String> {
+    if file == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map(Source::Stdin)
+            .map_err(|e| format!("error: cannot read the config from standard input: {e}\n"))
+    } else {
+        Ok(Source::Path(PathBuf::from(file)))
+    }
+}
+
+fn check_sets(sets: &[String]) -> Result<(), String> {
+    match sets.iter().find(|s| !s.contains('=')) {
+        Some(bad) => Err(format!(
+            "error: `--set {bad}` is not PATH=VALUE\n  for example `--set algorithm.lr=0.001` or `--set train.max-steps=4096`\n"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `tandem validate FILE...`: checks every file, reports every problem of each.
+/// Returns the text to print on standard output and the exit code.
+pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
+    if files.is_empty() {
+        return ("error: no file to validate\nusage: tandem validate FILE... (`-` reads standard input)\n".into(), EXIT_USAGE);
+    }
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        return (
+            "error: `-` (standard input) can be given only once\n".into(),
+            EXIT_USAGE,
+        );
+    }
+    let mut text = String::new();
+    let mut reports = Vec::new();
+    let (mut valid, mut errors) = (0usize, 0usize);
+    for file in files {
+        let outcome: Result<Resolved, Result<Diagnostics, String>> = match source_of(file) {
+            Ok(source) => resolve_source(&source, &[]).map_err(Ok),
+            Err(message) => Err(Err(message)),
+        };
+        let mut report = serde_json::Map::new();
+        report.insert("file".into(), file.clone().into());
+        match outcome {
+            Ok(resolved) => {
+                valid += 1;
+                let hash = config_hash(&resolved.experiment);
+                text.push_str(&format!("ok: {file} (sha256 {})\n", &hash[..16]));
+                report.insert("valid".into(), true.into());
+                report.insert("hash".into(), hash.into());
+                report.insert("diagnostics".into(), serde_json::Value::Array(Vec::new()));
+            }
+            Err(Ok(diags)) => {
+                errors += diags.len();
+                text.push_str(&diags.render(color));
+                text.push_str(&format!(
+                    "invalid: {file} ({} error{})\n",
+                    diags.len(),
+                    if diags.len() == 1 { "" } else { "s" }
+                ));
+                report.insert("valid".into(), false.into());
+                report.insert(
+                    "diagnostics".into(),
+                    serde_json::Value::Array(diags.json_values()),
+                );
+            }
+            Err(Err(message)) => {
+                errors += 1;
+                text.push_str(&message);
+                report.insert("valid".into(), false.into());
+                let mut d = serde_json::Map::new();
+                d.insert("severity".into(), "error".into());
+                d.insert("code".into(), "config::read".into());
+                d.insert("message".into(), message.trim().into());
+                report.insert(
+                    "diagnostics".into(),
+                    serde_json::Value::Array(vec![serde_json::Value::Object(d)]),
+                );
+            }
+        }
+        reports.push(serde_json::Value::Object(report));
+    }
+    let invalid = files.len() - valid;
+    let code = if invalid == 0 { EXIT_OK } else { EXIT_INVALID };
+    if json {
+        let mut root = serde_json::Map::new();
+        root.insert("valid".into(), (invalid == 0).into());
+        root.insert("files".into(), serde_json::Value::Array(reports));
+        let mut out = serde_json::Value::Object(root).to_string();
+        out.push('\n');
+        return (out, code);
+    }
+    text.push_str(&format!(
+        "{} file{} checked: {valid} valid, {invalid} invalid, {errors} error{}\n",
+        files.len(),
+        if files.len() == 1 { "" } else { "s" },
+        if errors == 1 { "" } else { "s" }
+    ));
+    (text, code)
+}
+
+/// `tandem resolve FILE [--set PATH=VALUE]... [--format kdl|json] [--hash]`.
+/// Returns (standard output, standard error, exit code). With `json`, diagnostics
+/// on standard error are JSON too.
+pub fn resolve(
+    file: &str,
+    sets: &[String],
+    json: bool,
+    hash_only: bool,
+    color: bool,
+) -> (String, String, i32) {
+    if let Err(message) = check_sets(sets) {
+        return (String::new(), message, EXIT_USAGE);
+    }
+    let source = match source_of(file) {
+        Ok(source) => source,
+        Err(message) => return (String::new(), message, EXIT_INVALID),
+    };
+    match resolve_source(&source, sets) {
+        Ok(resolved) => {
+            let e = &resolved.experiment;
+            let out = if hash_only {
+                format!("{}\n", config_hash(e))
+            } else if json {
+                canonical_json(e)
+            } else {
+                canonical_kdl(e)
+            };
+            (out, String::new(), EXIT_OK)
+        }
+        Err(diags) => {
+            let err = if json {
+                format!("{}\n", diags.to_json())
+            } else {
+                diags.render(color)
+            };
+            (String::new(), err, EXIT_INVALID)
+        }
+    }
+}

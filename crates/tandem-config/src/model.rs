@@ -1,0 +1,648 @@
+//! The typed, fully resolved experiment that the rest of tandem codes against, with
+//! the helpers that turn global sizes into per-rank ones and describe the
+//! observation each environment produces after its wrappers.
+
+use std::fmt;
+
+/// A fully resolved experiment: every default is explicit, every size is global.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    pub seed: u64,
+    /// One rank per entry, in rank order.
+    pub devices: Vec<Device>,
+    pub threads: Threads,
+    pub algorithm: Algorithm,
+    pub env: Env,
+    pub network: Network,
+    pub sync: Sync,
+    pub train: Train,
+    pub log: Log,
+    pub checkpoint: Checkpoint,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    Cuda(u32),
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+impl Device {
+    /// Parses `cpu` or `cuda:N`, the only forms a resolved config holds.
+    pub fn parse(text: &str) -> Option<Device> {
+        if text == "cpu" {
+            return Some(Device::Cpu);
+        }
+        let index = text.strip_prefix("cuda:")?;
+        if index.is_empty()
+            || !index.bytes().all(|b| b.is_ascii_digit())
+            || (index.len() > 1 && index.starts_with('0'))
+        {
+            return None;
+        }
+        index.parse().ok().map(Device::Cuda)
+    }
+
+    pub fn is_cuda(&self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// Cores divided by ranks, decided by the launcher on the machine it runs on.
+    Auto,
+    PerRank(usize),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Algorithm {
+    Ppo(Ppo),
+    A2c(A2c),
+    Dqn(Dqn),
+}
+
+impl Algorithm {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::Ppo(_) => "ppo",
+            Algorithm::A2c(_) => "a2c",
+            Algorithm::Dqn(_) => "dqn",
+        }
+    }
+
+    pub fn is_on_policy(&self) -> bool {
+        !matches!(self, Algorithm::Dqn(_))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ppo {
+    pub lr: f64,
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip: f64,
+    pub value_clip: Option<f64>,
+    pub entropy_coef: f64,
+    pub value_coef: f64,
+    pub epochs: usize,
+    pub minibatches: usize,
+    pub max_grad_norm: Option<f64>,
+    pub anneal_lr: bool,
+    pub target_kl: Option<f64>,
+    pub normalize_advantages: bool,
+    pub adam_eps: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Optimizer {
+    Rmsprop,
+    Adam,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct A2c {
+    pub lr: f64,
+    pub gamma: f64,
+    /// `None`: n-step returns over the rollout.
+    pub gae_lambda: Option<f64>,
+    pub entropy_coef: f64,
+    pub value_coef: f64,
+    pub max_grad_norm: Option<f64>,
+    pub optimizer: Optimizer,
+    pub optimizer_eps: f64,
+    pub rmsprop_alpha: f64,
+    pub anneal_lr: bool,
+    pub normalize_advantages: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    Huber,
+    Mse,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dqn {
+    pub lr: f64,
+    pub gamma: f64,
+    /// Global; see [`Experiment::per_rank_buffer_capacity`].
+    pub buffer_capacity: usize,
+    /// Global; see [`Experiment::per_rank_batch_size`].
+    pub batch_size: usize,
+    pub learning_starts: u64,
+    pub train_frequency: u64,
+    pub target_every: u64,
+    pub tau: f64,
+    pub double: bool,
+    pub dueling: bool,
+    pub n_step: usize,
+    pub loss: Loss,
+    pub epsilon_start: f64,
+    pub epsilon_end: f64,
+    pub epsilon_fraction: f64,
+    pub prioritized: bool,
+    pub priority_alpha: f64,
+    pub priority_beta_start: f64,
+    pub priority_beta_end: f64,
+    pub max_grad_norm: Option<f64>,
+    pub checkpoint_replay: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Game {
+    Cartpole,
+    MinatarBreakout,
+    AtariBreakout,
+}
+
+/// What the resolver needs to know about a game to check wrappers and networks.
+/// Adding a game means adding a variant, a row here and a kind in the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GameInfo {
+    pub name: &'static str,
+    pub observation: Observation,
+    pub actions: usize,
+    /// Runs on the ALE: no-op resets make sense.
+    pub atari: bool,
+    pub has_lives: bool,
+    pub has_fire: bool,
+}
+
+const GAMES: &[(Game, GameInfo)] = &[
+    (
+        Game::Cartpole,
+        GameInfo {
+            name: "cartpole",
+            observation: Observation::Vector { len: 4 },
+            actions: 2,
+            atari: false,
+            has_lives: false,
+            has_fire: false,
+        },
+    ),
+    (
+        Game::MinatarBreakout,
+        GameInfo {
+            name: "minatar-breakout",
+            observation: Observation::Planes {
+                height: 10,
+                width: 10,
+                channels: 4,
+            },
+            actions: 3,
+            atari: false,
+            has_lives: false,
+            has_fire: false,
+        },
+    ),
+    (
+        Game::AtariBreakout,
+        GameInfo {
+            name: "atari-breakout",
+            observation: Observation::Image {
+                height: 210,
+                width: 160,
+                color: Color::Rgb,
+                frames: 1,
+            },
+            actions: 4,
+            atari: true,
+            has_lives: true,
+            has_fire: true,
+        },
+    ),
+];
+
+impl Game {
+    pub fn info(&self) -> GameInfo {
+        GAMES
+            .iter()
+            .find(|(g, _)| g == self)
+            .map(|(_, i)| *i)
+            .unwrap_or(GAMES[0].1)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.info().name
+    }
+
+    pub fn from_name(name: &str) -> Option<Game> {
+        GAMES.iter().find(|(_, i)| i.name == name).map(|(g, _)| *g)
+    }
+
+    pub fn all() -> impl Iterator<Item = Game> {
+        GAMES.iter().map(|(g, _)| *g)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Color {
+    Rgb,
+    Gray,
+}
+
+/// The shape and nature of an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observation {
+    /// Floats; frame stacking multiplies the length.
+    Vector { len: usize },
+    /// Binary feature planes (MinAtar); frame stacking multiplies the channels.
+    Planes {
+        height: usize,
+        width: usize,
+        channels: usize,
+    },
+    /// Camera frames of bytes; `frames` stacked frames of 3 (RGB) or 1 (gray) channels.
+    Image {
+        height: usize,
+        width: usize,
+        color: Color,
+        frames: usize,
+    },
+}
+
+impl Observation {
+    /// Channel-first shape as the network sees it: `[len]` or `[channels, height, width]`.
+    pub fn shape(&self) -> Vec<usize> {
+        match *self {
+            Observation::Vector { len } => vec![len],
+            Observation::Planes {
+                height,
+                width,
+                channels,
+            } => vec![channels, height, width],
+            Observation::Image {
+                height,
+                width,
+                color,
+                frames,
+            } => {
+                let per_frame = if color == Color::Rgb { 3 } else { 1 };
+                vec![per_frame * frames, height, width]
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match *self {
+            Observation::Vector { len } => format!("a vector of {len} floats"),
+            Observation::Planes {
+                height,
+                width,
+                channels,
+            } => format!("{height}x{width}x{channels} binary planes"),
+            Observation::Image {
+                height,
+                width,
+                color,
+                frames,
+            } => {
+                let c = if color == Color::Rgb {
+                    "RGB"
+                } else {
+                    "grayscale"
+                };
+                if frames == 1 {
+                    format!("{height}x{width} {c} images")
+                } else {
+                    format!("{frames} stacked {height}x{width} {c} images")
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Wrapper {
+    NoopReset { max: u32 },
+    FireReset,
+    FrameSkip { n: u32, max_pool: bool },
+    EpisodicLife,
+    Resize { height: u32, width: u32 },
+    Grayscale,
+    ClipReward,
+    FrameStack { n: u32 },
+    TimeLimit { max_steps: u64 },
+    StickyActions { probability: f64 },
+    NormalizeObs { clip: f64 },
+    NormalizeReward { gamma: f64, clip: f64 },
+}
+
+impl Wrapper {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Wrapper::NoopReset { .. } => "noop-reset",
+            Wrapper::FireReset => "fire-reset",
+            Wrapper::FrameSkip { .. } => "frame-skip",
+            Wrapper::EpisodicLife => "episodic-life",
+            Wrapper::Resize { .. } => "resize",
+            Wrapper::Grayscale => "grayscale",
+            Wrapper::ClipReward => "clip-reward",
+            Wrapper::FrameStack { .. } => "frame-stack",
+            Wrapper::TimeLimit { .. } => "time-limit",
+            Wrapper::StickyActions { .. } => "sticky-actions",
+            Wrapper::NormalizeObs { .. } => "normalize-obs",
+            Wrapper::NormalizeReward { .. } => "normalize-reward",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Env {
+    pub game: Game,
+    /// Global; see [`Experiment::per_rank_envs`].
+    pub envs: usize,
+    pub wrappers: Vec<Wrapper>,
+}
+
+impl Env {
+    /// The observation after every wrapper, as the network receives it.
+    pub fn observation(&self) -> Observation {
+        self.wrappers
+            .iter()
+            .fold(self.game.info().observation, |obs, w| apply_wrapper(obs, w))
+    }
+}
+
+/// How one wrapper changes an observation; wrappers that do not change it (or do
+/// not fit it: the resolver rejects those) return it unchanged.
+pub(crate) fn apply_wrapper(obs: Observation, wrapper: &Wrapper) -> Observation {
+    match (*wrapper, obs) {
+        (
+            Wrapper::Grayscale,
+            Observation::Image {
+                height,
+                width,
+                frames,
+                ..
+            },
+        ) => Observation::Image {
+            height,
+            width,
+            color: Color::Gray,
+            frames,
+        },
+        (Wrapper::Resize { height, width }, Observation::Image { color, frames, .. }) => {
+            Observation::Image {
+                height: height as usize,
+                width: width as usize,
+                color,
+                frames,
+            }
+        }
+        (Wrapper::FrameStack { n }, Observation::Vector { len }) => Observation::Vector {
+            len: len * n as usize,
+        },
+        (
+            Wrapper::FrameStack { n },
+            Observation::Planes {
+                height,
+                width,
+                channels,
+            },
+        ) => Observation::Planes {
+            height,
+            width,
+            channels: channels * n as usize,
+        },
+        (
+            Wrapper::FrameStack { n },
+            Observation::Image {
+                height,
+                width,
+                color,
+                frames,
+            },
+        ) => Observation::Image {
+            height,
+            width,
+            color,
+            frames: frames * n as usize,
+        },
+        _ => obs,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Tanh,
+    Relu,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Torso {
+    Mlp {
+        hidden: Vec<usize>,
+        activation: Activation,
+    },
+    NatureCnn {
+        features: usize,
+    },
+    MinatarCnn {
+        channels: usize,
+        features: usize,
+    },
+    ImpalaCnn {
+        channels: Vec<usize>,
+        features: usize,
+    },
+}
+
+impl Torso {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Torso::Mlp { .. } => "mlp",
+            Torso::NatureCnn { .. } => "nature-cnn",
+            Torso::MinatarCnn { .. } => "minatar-cnn",
+            Torso::ImpalaCnn { .. } => "impala-cnn",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Init {
+    Orthogonal,
+    Default,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Network {
+    pub torso: Torso,
+    /// `true`: one torso feeds both heads; `false`: actor and critic have their own.
+    pub shared: bool,
+    pub init: Init,
+    pub torso_gain: f64,
+    pub policy_gain: f64,
+    pub value_gain: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Bf16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SyncPolicy {
+    Allreduce {
+        bucket_mb: f64,
+        compression: Compression,
+    },
+    Broadcast,
+    Periodic {
+        every: u64,
+    },
+    None,
+}
+
+impl SyncPolicy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SyncPolicy::Allreduce { .. } => "allreduce",
+            SyncPolicy::Broadcast => "broadcast",
+            SyncPolicy::Periodic { .. } => "periodic",
+            SyncPolicy::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sync {
+    pub policy: SyncPolicy,
+    /// Updates between cross-rank fingerprint checks; `None` disables them.
+    pub check_every: Option<u64>,
+    pub rendezvous_timeout_s: f64,
+    pub collective_timeout_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Train {
+    /// Global environment steps.
+    pub total_steps: u64,
+    /// Steps per environment per update (on-policy algorithms).
+    pub rollout: usize,
+    /// Global steps after which to stop early; schedules still use `total_steps`.
+    pub max_steps: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Console {
+    Progress,
+    Plain,
+    Quiet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    Updates(u64),
+    Seconds(u64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Log {
+    pub tensorboard: bool,
+    pub console: Console,
+    pub interval: Interval,
+    pub histogram_every: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointUnit {
+    Updates,
+    /// Global environment steps.
+    Steps,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// Interval in `unit`; `None`: only the final checkpoint.
+    pub every: Option<u64>,
+    pub unit: CheckpointUnit,
+    pub keep: usize,
+}
+
+impl Experiment {
+    /// Number of ranks: one per device.
+    pub fn world_size(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Environments each rank runs. The resolver guarantees exact division.
+    pub fn per_rank_envs(&self) -> usize {
+        self.env.envs / self.world_size()
+    }
+
+    /// Transitions per on-policy update over all ranks: environments times rollout.
+    pub fn batch_size(&self) -> usize {
+        self.env.envs * self.train.rollout
+    }
+
+    /// Transitions each rank collects per on-policy update.
+    pub fn per_rank_batch(&self) -> usize {
+        self.per_rank_envs() * self.train.rollout
+    }
+
+    /// PPO minibatch size on each rank (the resolver guarantees exact division);
+    /// `None` for other algorithms.
+    pub fn per_rank_minibatch_size(&self) -> Option<usize> {
+        match &self.algorithm {
+            Algorithm::Ppo(ppo) => Some(self.per_rank_batch() / ppo.minibatches),
+            _ => None,
+        }
+    }
+
+    /// DQN replay capacity of each rank's buffer; `None` for other algorithms.
+    pub fn per_rank_buffer_capacity(&self) -> Option<usize> {
+        match &self.algorithm {
+            Algorithm::Dqn(dqn) => Some(dqn.buffer_capacity / self.world_size()),
+            _ => None,
+        }
+    }
+
+    /// DQN transitions each rank samples per gradient step; `None` for other algorithms.
+    pub fn per_rank_batch_size(&self) -> Option<usize> {
+        match &self.algorithm {
+            Algorithm::Dqn(dqn) => Some(dqn.batch_size / self.world_size()),
+            _ => None,
+        }
+    }
+
+    /// Threads for each rank on a machine with `cores` cores.
+    pub fn threads_per_rank(&self, cores: usize) -> usize {
+        match self.threads {
+            Threads::PerRank(n) => n,
+            Threads::Auto => (cores / self.world_size()).max(1),
+        }
+    }
+
+    /// A distinct, reproducible seed per rank (so ranks do not explore identically).
+    pub fn rank_seed(&self, rank: usize) -> u64 {
+        // SplitMix64 finaliser: well-mixed and stable across platforms.
+        let mut z = self
+            .seed
+            .wrapping_add((rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The observation the network receives.
+    pub fn observation(&self) -> Observation {
+        self.env.observation()
+    }
+
+    /// Number of discrete actions of the game.
+    pub fn actions(&self) -> usize {
+        self.env.game.info().actions
+    }
+}

@@ -1,0 +1,1103 @@
+//! The schema of the experiment language as data: every section, every kind a
+//! section can take (algorithm, game, network, sync policy), every setting with its
+//! type, range, default and meaning, and every environment wrapper. The resolver
+//! checks values against these tables, the canonical form is printed in their order,
+//! and the reference tables of `docs/config.md` are generated from them.
+
+/// The type (and allowed range) of one setting.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ty {
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        min_open: bool,
+        max: f64,
+        max_open: bool,
+    },
+    Bool,
+    Choice(&'static [&'static str]),
+    IntList {
+        min: i64,
+        max: i64,
+    },
+    Name,
+    Devices,
+    Threads,
+    Wrappers,
+}
+
+/// The default of one setting, written out explicitly in the resolved form.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Dflt {
+    Required,
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(&'static str),
+    IntList(&'static [i64]),
+    Devices,
+    Auto,
+    NoWrappers,
+}
+
+#[derive(Debug)]
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub nullable: bool,
+    pub default: Dflt,
+    pub doc: &'static str,
+}
+
+#[derive(Debug)]
+pub(crate) struct Kind {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub fields: &'static [Field],
+}
+
+#[derive(Debug)]
+pub(crate) struct Section {
+    /// Empty for the settings directly inside `experiment`.
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// What the kind is called in messages and in the JSON form (`kind`, `game`).
+    pub kind_key: &'static str,
+    pub kinds: &'static [Kind],
+    /// `None` with kinds present means the kind must be given.
+    pub default_kind: Option<&'static str>,
+    pub common: &'static [Field],
+}
+
+impl Section {
+    pub fn kind(&self, name: &str) -> Option<&'static Kind> {
+        self.kinds.iter().find(|k| k.name == name)
+    }
+
+    pub fn has_kinds(&self) -> bool {
+        !self.kinds.is_empty()
+    }
+
+    /// The common settings, then those of `kind`: the order of the canonical form.
+    pub fn fields<'a>(&'a self, kind: Option<&'a Kind>) -> impl Iterator<Item = &'a Field> + 'a {
+        self.common
+            .iter()
+            .chain(kind.into_iter().flat_map(|k| k.fields.iter()))
+    }
+
+    pub fn path(&self, field: &str) -> String {
+        if self.name.is_empty() {
+            field.to_string()
+        } else {
+            format!("{}.{field}", self.name)
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct WrapperSpec {
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// The first parameter may also be written as the wrapper's only argument.
+    pub params: &'static [Field],
+}
+
+const POSITIVE: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: f64::INFINITY,
+    max_open: true,
+};
+const NON_NEGATIVE: Ty = Ty::Float {
+    min: 0.0,
+    min_open: false,
+    max: f64::INFINITY,
+    max_open: true,
+};
+const UNIT_OPEN_CLOSED: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 1.0,
+    max_open: false,
+};
+const UNIT_CLOSED: Ty = Ty::Float {
+    min: 0.0,
+    min_open: false,
+    max: 1.0,
+    max_open: false,
+};
+const UNIT_OPEN: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 1.0,
+    max_open: true,
+};
+const COUNT: Ty = Ty::Int {
+    min: 1,
+    max: i64::MAX,
+};
+const ZERO_OR_MORE: Ty = Ty::Int {
+    min: 0,
+    max: i64::MAX,
+};
+const SECONDS: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 86_400.0,
+    max_open: false,
+};
+
+const fn f(name: &'static str, ty: Ty, default: Dflt, doc: &'static str) -> Field {
+    Field {
+        name,
+        ty,
+        nullable: false,
+        default,
+        doc,
+    }
+}
+
+/// A setting that may also be `#null` (meaning "off" or "none", as documented).
+const fn n(name: &'static str, ty: Ty, default: Dflt, doc: &'static str) -> Field {
+    Field {
+        name,
+        ty,
+        nullable: true,
+        default,
+        doc,
+    }
+}
+
+pub(crate) static TOP: Section = Section {
+    name: "",
+    doc: "Settings directly inside `experiment \"name\" { ... }`.",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: &[
+        f(
+            "name",
+            Ty::Name,
+            Dflt::Required,
+            "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.",
+        ),
+        f(
+            "seed",
+            ZERO_OR_MORE,
+            Dflt::Int(1),
+            "Base random seed; each rank derives its own seed from it.",
+        ),
+        f(
+            "devices",
+            Ty::Devices,
+            Dflt::Devices,
+            "One rank per device: `devices \"cpu\" \"cpu\"`, `devices \"cuda:0\" \"cuda:1\"` or `devices count=2 kind=\"cuda\"`. Several `cpu` are allowed; a CUDA device may appear once. The number of devices is the world size.",
+        ),
+        f(
+            "threads",
+            Ty::Threads,
+            Dflt::Auto,
+            "Compute threads per rank: a count, or `\"auto\"` (the machine's cores divided by the number of ranks, decided at launch).",
+        ),
+    ],
+};
+
+pub(crate) static ALGORITHM: Section = Section {
+    name: "algorithm",
+    doc: "The learning algorithm and its hyperparameters: `algorithm \"ppo\" { ... }`. Changing the kind drops the settings given for the previous kind.",
+    kind_key: "kind",
+    kinds: &[
+        Kind {
+            name: "ppo",
+            doc: "Proximal policy optimisation (clipped surrogate objective).",
+            fields: &[
+                f("lr", POSITIVE, Dflt::Float(2.5e-4), "Adam learning rate."),
+                f(
+                    "gamma",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.99),
+                    "Discount factor.",
+                ),
+                f("gae-lambda", UNIT_CLOSED, Dflt::Float(0.95), "GAE lambda."),
+                f(
+                    "clip",
+                    POSITIVE,
+                    Dflt::Float(0.2),
+                    "Policy ratio clip range.",
+                ),
+                n(
+                    "value-clip",
+                    POSITIVE,
+                    Dflt::Null,
+                    "Clip range of the value loss; `#null` disables value clipping.",
+                ),
+                f(
+                    "entropy-coef",
+                    NON_NEGATIVE,
+                    Dflt::Float(0.01),
+                    "Entropy bonus coefficient.",
+                ),
+                f(
+                    "value-coef",
+                    NON_NEGATIVE,
+                    Dflt::Float(0.5),
+                    "Value loss coefficient.",
+                ),
+                f(
+                    "epochs",
+                    Ty::Int { min: 1, max: 1000 },
+                    Dflt::Int(4),
+                    "Passes over each batch.",
+                ),
+                f(
+                    "minibatches",
+                    COUNT,
+                    Dflt::Int(4),
+                    "Minibatches per epoch; must divide each rank's batch (its environments times the rollout).",
+                ),
+                n(
+                    "max-grad-norm",
+                    POSITIVE,
+                    Dflt::Float(0.5),
+                    "Global gradient norm clip; `#null` disables clipping.",
+                ),
+                f(
+                    "anneal-lr",
+                    Ty::Bool,
+                    Dflt::Bool(true),
+                    "Decay the learning rate linearly to 0 over the run.",
+                ),
+                n(
+                    "target-kl",
+                    POSITIVE,
+                    Dflt::Null,
+                    "Stop the epochs of an update early when the approximate KL exceeds this (decided on rank 0); `#null` never stops.",
+                ),
+                f(
+                    "normalize-advantages",
+                    Ty::Bool,
+                    Dflt::Bool(true),
+                    "Normalise advantages per minibatch.",
+                ),
+                f("adam-eps", UNIT_OPEN, Dflt::Float(1e-5), "Adam epsilon."),
+            ],
+        },
+        Kind {
+            name: "a2c",
+            doc: "Synchronous advantage actor-critic.",
+            fields: &[
+                f("lr", POSITIVE, Dflt::Float(7e-4), "Learning rate."),
+                f(
+                    "gamma",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.99),
+                    "Discount factor.",
+                ),
+                n(
+                    "gae-lambda",
+                    UNIT_CLOSED,
+                    Dflt::Null,
+                    "GAE lambda; `#null` uses n-step returns over the rollout.",
+                ),
+                f(
+                    "entropy-coef",
+                    NON_NEGATIVE,
+                    Dflt::Float(0.01),
+                    "Entropy bonus coefficient.",
+                ),
+                f(
+                    "value-coef",
+                    NON_NEGATIVE,
+                    Dflt::Float(0.5),
+                    "Value loss coefficient.",
+                ),
+                n(
+                    "max-grad-norm",
+                    POSITIVE,
+                    Dflt::Float(0.5),
+                    "Global gradient norm clip; `#null` disables clipping.",
+                ),
+                f(
+                    "optimizer",
+                    Ty::Choice(&["rmsprop", "adam"]),
+                    Dflt::Str("rmsprop"),
+                    "Optimiser.",
+                ),
+                f(
+                    "optimizer-eps",
+                    UNIT_OPEN,
+                    Dflt::Float(1e-5),
+                    "Epsilon of the optimiser.",
+                ),
+                f(
+                    "rmsprop-alpha",
+                    UNIT_OPEN,
+                    Dflt::Float(0.99),
+                    "RMSprop smoothing constant (ignored by adam).",
+                ),
+                f(
+                    "anneal-lr",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Decay the learning rate linearly to 0 over the run.",
+                ),
+                f(
+                    "normalize-advantages",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Normalise advantages per batch.",
+                ),
+            ],
+        },
+        Kind {
+            name: "dqn",
+            doc: "Deep Q-learning with optional double, dueling, n-step and prioritised replay. Each rank keeps its own replay buffer.",
+            fields: &[
+                f("lr", POSITIVE, Dflt::Float(1e-4), "Adam learning rate."),
+                f(
+                    "gamma",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.99),
+                    "Discount factor.",
+                ),
+                f(
+                    "buffer-capacity",
+                    COUNT,
+                    Dflt::Int(100_000),
+                    "Replay capacity in transitions, global: each rank holds capacity / world size.",
+                ),
+                f(
+                    "batch-size",
+                    COUNT,
+                    Dflt::Int(32),
+                    "Transitions per gradient step, global: each rank samples batch-size / world size.",
+                ),
+                f(
+                    "learning-starts",
+                    ZERO_OR_MORE,
+                    Dflt::Int(10_000),
+                    "Global environment steps before the first gradient step; at least batch-size.",
+                ),
+                f(
+                    "train-frequency",
+                    COUNT,
+                    Dflt::Int(4),
+                    "Vector steps (one step of every environment) between gradient steps.",
+                ),
+                f(
+                    "target-every",
+                    COUNT,
+                    Dflt::Int(1000),
+                    "Gradient steps between target network updates.",
+                ),
+                f(
+                    "tau",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(1.0),
+                    "Target update coefficient: 1 copies the online network, less than 1 is Polyak averaging.",
+                ),
+                f("double", Ty::Bool, Dflt::Bool(false), "Double DQN targets."),
+                f(
+                    "dueling",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Dueling value/advantage head.",
+                ),
+                f(
+                    "n-step",
+                    Ty::Int { min: 1, max: 100 },
+                    Dflt::Int(1),
+                    "Steps of the bootstrapped return.",
+                ),
+                f(
+                    "loss",
+                    Ty::Choice(&["huber", "mse"]),
+                    Dflt::Str("huber"),
+                    "TD loss.",
+                ),
+                f(
+                    "epsilon-start",
+                    UNIT_CLOSED,
+                    Dflt::Float(1.0),
+                    "Initial exploration rate.",
+                ),
+                f(
+                    "epsilon-end",
+                    UNIT_CLOSED,
+                    Dflt::Float(0.01),
+                    "Final exploration rate; at most epsilon-start.",
+                ),
+                f(
+                    "epsilon-fraction",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.1),
+                    "Fraction of total steps over which epsilon decays linearly.",
+                ),
+                f(
+                    "prioritized",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Prioritised experience replay.",
+                ),
+                f(
+                    "priority-alpha",
+                    UNIT_CLOSED,
+                    Dflt::Float(0.6),
+                    "Priority exponent.",
+                ),
+                f(
+                    "priority-beta-start",
+                    UNIT_CLOSED,
+                    Dflt::Float(0.4),
+                    "Initial importance-sampling exponent.",
+                ),
+                f(
+                    "priority-beta-end",
+                    UNIT_CLOSED,
+                    Dflt::Float(1.0),
+                    "Final importance-sampling exponent.",
+                ),
+                n(
+                    "max-grad-norm",
+                    POSITIVE,
+                    Dflt::Float(10.0),
+                    "Global gradient norm clip; `#null` disables clipping.",
+                ),
+                f(
+                    "checkpoint-replay",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Write the replay buffers into checkpoints (large).",
+                ),
+            ],
+        },
+    ],
+    default_kind: Some("ppo"),
+    common: &[],
+};
+
+pub(crate) static ENV: Section = Section {
+    name: "env",
+    doc: "The game, how many copies run, and the ordered wrappers applied to each: `env \"cartpole\" { ... }`. The game is required.",
+    kind_key: "game",
+    kinds: &[
+        Kind {
+            name: "cartpole",
+            doc: "Classic cart-pole balancing; observes a vector of 4 floats, 2 actions.",
+            fields: &[],
+        },
+        Kind {
+            name: "minatar-breakout",
+            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions.",
+            fields: &[],
+        },
+        Kind {
+            name: "atari-breakout",
+            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action.",
+            fields: &[],
+        },
+    ],
+    default_kind: None,
+    common: &[
+        f(
+            "envs",
+            COUNT,
+            Dflt::Int(8),
+            "Number of environments, global: each rank runs envs / world size.",
+        ),
+        f(
+            "wrappers",
+            Ty::Wrappers,
+            Dflt::NoWrappers,
+            "Ordered block of wrappers, applied first to last (see the wrapper table).",
+        ),
+    ],
+};
+
+pub(crate) static NETWORK: Section = Section {
+    name: "network",
+    doc: "The policy/value network: `network \"nature-cnn\" { ... }`.",
+    kind_key: "kind",
+    kinds: &[
+        Kind {
+            name: "mlp",
+            doc: "Fully connected torso; flattens any observation.",
+            fields: &[
+                f(
+                    "hidden",
+                    Ty::IntList {
+                        min: 1,
+                        max: 65_536,
+                    },
+                    Dflt::IntList(&[64, 64]),
+                    "Hidden layer sizes, e.g. `hidden 64 64`.",
+                ),
+                f(
+                    "activation",
+                    Ty::Choice(&["tanh", "relu"]),
+                    Dflt::Str("tanh"),
+                    "Activation between layers.",
+                ),
+            ],
+        },
+        Kind {
+            name: "nature-cnn",
+            doc: "The DQN Nature convolutional torso; needs image observations of at least 36x36.",
+            fields: &[f(
+                "features",
+                Ty::Int {
+                    min: 1,
+                    max: 65_536,
+                },
+                Dflt::Int(512),
+                "Width of the final dense layer.",
+            )],
+        },
+        Kind {
+            name: "minatar-cnn",
+            doc: "One 3x3 convolution and a dense layer, for MinAtar planes.",
+            fields: &[
+                f(
+                    "channels",
+                    Ty::Int { min: 1, max: 4096 },
+                    Dflt::Int(16),
+                    "Convolution channels.",
+                ),
+                f(
+                    "features",
+                    Ty::Int {
+                        min: 1,
+                        max: 65_536,
+                    },
+                    Dflt::Int(128),
+                    "Width of the dense layer.",
+                ),
+            ],
+        },
+        Kind {
+            name: "impala-cnn",
+            doc: "The IMPALA residual torso; needs image observations.",
+            fields: &[
+                f(
+                    "channels",
+                    Ty::IntList { min: 1, max: 4096 },
+                    Dflt::IntList(&[16, 32, 32]),
+                    "Channels of each residual stage.",
+                ),
+                f(
+                    "features",
+                    Ty::Int {
+                        min: 1,
+                        max: 65_536,
+                    },
+                    Dflt::Int(256),
+                    "Width of the final dense layer.",
+                ),
+            ],
+        },
+    ],
+    default_kind: Some("mlp"),
+    common: &[
+        f(
+            "actor-critic",
+            Ty::Choice(&["shared", "separate"]),
+            Dflt::Str("shared"),
+            "Whether actor and critic share one torso or each has its own.",
+        ),
+        f(
+            "init",
+            Ty::Choice(&["orthogonal", "default"]),
+            Dflt::Str("orthogonal"),
+            "Weight initialisation: orthogonal with the gains below, or libtorch's default.",
+        ),
+        f(
+            "torso-gain",
+            NON_NEGATIVE,
+            Dflt::Float(std::f64::consts::SQRT_2),
+            "Orthogonal gain of torso layers.",
+        ),
+        f(
+            "policy-gain",
+            NON_NEGATIVE,
+            Dflt::Float(0.01),
+            "Orthogonal gain of the policy (or Q) head.",
+        ),
+        f(
+            "value-gain",
+            NON_NEGATIVE,
+            Dflt::Float(1.0),
+            "Orthogonal gain of the value head.",
+        ),
+    ],
+};
+
+pub(crate) static SYNC: Section = Section {
+    name: "sync",
+    doc: "How ranks stay in step: `sync \"allreduce\" { ... }`.",
+    kind_key: "policy",
+    kinds: &[
+        Kind {
+            name: "allreduce",
+            doc: "Average gradients across ranks every update (DDP).",
+            fields: &[
+                f(
+                    "bucket-mb",
+                    Ty::Float {
+                        min: 0.0,
+                        min_open: true,
+                        max: 4096.0,
+                        max_open: false,
+                    },
+                    Dflt::Float(25.0),
+                    "Gradient bucket size in MiB.",
+                ),
+                f(
+                    "compression",
+                    Ty::Choice(&["none", "bf16"]),
+                    Dflt::Str("none"),
+                    "Gradient compression on the wire.",
+                ),
+            ],
+        },
+        Kind {
+            name: "broadcast",
+            doc: "Rank 0 broadcasts its parameters to the others after every update.",
+            fields: &[],
+        },
+        Kind {
+            name: "periodic",
+            doc: "Ranks train independently and average parameters every N updates.",
+            fields: &[f(
+                "every",
+                COUNT,
+                Dflt::Int(10),
+                "Updates between parameter averages.",
+            )],
+        },
+        Kind {
+            name: "none",
+            doc: "No synchronisation after the initial broadcast (independent ranks).",
+            fields: &[],
+        },
+    ],
+    default_kind: Some("allreduce"),
+    common: &[
+        n(
+            "check-every",
+            COUNT,
+            Dflt::Int(100),
+            "Updates between cross-rank parameter fingerprint checks; `#null` disables them.",
+        ),
+        f(
+            "rendezvous-timeout",
+            SECONDS,
+            Dflt::Float(120.0),
+            "Seconds to wait for all ranks at start.",
+        ),
+        f(
+            "collective-timeout",
+            SECONDS,
+            Dflt::Float(300.0),
+            "Seconds before a collective operation fails.",
+        ),
+    ],
+};
+
+pub(crate) static TRAIN: Section = Section {
+    name: "train",
+    doc: "How long and in what steps to train.",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: &[
+        f(
+            "total-steps",
+            COUNT,
+            Dflt::Int(1_000_000),
+            "Environment steps over all ranks.",
+        ),
+        f(
+            "rollout",
+            Ty::Int {
+                min: 1,
+                max: 1_000_000,
+            },
+            Dflt::Int(128),
+            "Steps per environment per update (ppo, a2c).",
+        ),
+        n(
+            "max-steps",
+            COUNT,
+            Dflt::Null,
+            "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.",
+        ),
+    ],
+};
+
+pub(crate) static LOG: Section = Section {
+    name: "log",
+    doc: "What rank 0 reports.",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: &[
+        f(
+            "tensorboard",
+            Ty::Bool,
+            Dflt::Bool(true),
+            "Write TensorBoard event files.",
+        ),
+        f(
+            "console",
+            Ty::Choice(&["progress", "plain", "quiet"]),
+            Dflt::Str("progress"),
+            "Console output: a progress bar, plain log lines, or nothing but errors.",
+        ),
+        f(
+            "interval",
+            COUNT,
+            Dflt::Int(10),
+            "How often to log, in interval-unit.",
+        ),
+        f(
+            "interval-unit",
+            Ty::Choice(&["updates", "seconds"]),
+            Dflt::Str("updates"),
+            "Unit of interval.",
+        ),
+        n(
+            "histogram-every",
+            COUNT,
+            Dflt::Null,
+            "Updates between parameter histograms; `#null` writes none.",
+        ),
+    ],
+};
+
+pub(crate) static CHECKPOINT: Section = Section {
+    name: "checkpoint",
+    doc: "Checkpoints written by rank 0.",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: &[
+        n(
+            "every",
+            COUNT,
+            Dflt::Int(100),
+            "Checkpoint interval in unit; `#null` writes only the final checkpoint.",
+        ),
+        f(
+            "unit",
+            Ty::Choice(&["updates", "steps"]),
+            Dflt::Str("updates"),
+            "Unit of every: updates, or global environment steps.",
+        ),
+        f(
+            "keep",
+            Ty::Int {
+                min: 1,
+                max: 100_000,
+            },
+            Dflt::Int(3),
+            "How many recent checkpoints to keep.",
+        ),
+    ],
+};
+
+/// Every section in canonical order; the first holds the top-level settings.
+pub(crate) static SECTIONS: [&Section; 8] = [
+    &TOP,
+    &ALGORITHM,
+    &ENV,
+    &NETWORK,
+    &SYNC,
+    &TRAIN,
+    &LOG,
+    &CHECKPOINT,
+];
+
+pub(crate) fn section(name: &str) -> Option<&'static Section> {
+    SECTIONS.iter().skip(1).find(|s| s.name == name).copied()
+}
+
+pub(crate) const WRAPPERS: &[WrapperSpec] = &[
+    WrapperSpec {
+        name: "noop-reset",
+        doc: "After a reset, take a random number (1 to max) of no-op actions (Atari).",
+        params: &[f(
+            "max",
+            Ty::Int { min: 1, max: 1000 },
+            Dflt::Int(30),
+            "Largest number of no-ops.",
+        )],
+    },
+    WrapperSpec {
+        name: "fire-reset",
+        doc: "Press FIRE after a reset (games with a FIRE action).",
+        params: &[],
+    },
+    WrapperSpec {
+        name: "frame-skip",
+        doc: "Repeat each action n frames and sum the rewards.",
+        params: &[
+            f(
+                "n",
+                Ty::Int { min: 1, max: 100 },
+                Dflt::Int(4),
+                "Frames per action.",
+            ),
+            f(
+                "max-pool",
+                Ty::Bool,
+                Dflt::Bool(true),
+                "Observe the maximum of the last two frames (image observations only).",
+            ),
+        ],
+    },
+    WrapperSpec {
+        name: "episodic-life",
+        doc: "End an episode for learning when a life is lost (games with lives).",
+        params: &[],
+    },
+    WrapperSpec {
+        name: "resize",
+        doc: "Resize image observations (bilinear).",
+        params: &[
+            f(
+                "height",
+                Ty::Int { min: 1, max: 4096 },
+                Dflt::Int(84),
+                "Output height.",
+            ),
+            f(
+                "width",
+                Ty::Int { min: 1, max: 4096 },
+                Dflt::Int(84),
+                "Output width.",
+            ),
+        ],
+    },
+    WrapperSpec {
+        name: "grayscale",
+        doc: "Convert RGB image observations to one luminance channel.",
+        params: &[],
+    },
+    WrapperSpec {
+        name: "clip-reward",
+        doc: "Replace each reward by its sign, for learning only (episode returns stay raw).",
+        params: &[],
+    },
+    WrapperSpec {
+        name: "frame-stack",
+        doc: "Stack the last n observations along the channel axis.",
+        params: &[f(
+            "n",
+            Ty::Int { min: 1, max: 64 },
+            Dflt::Int(4),
+            "Observations stacked.",
+        )],
+    },
+    WrapperSpec {
+        name: "time-limit",
+        doc: "Truncate episodes after a number of agent steps.",
+        params: &[f(
+            "max-steps",
+            COUNT,
+            Dflt::Required,
+            "Agent steps per episode.",
+        )],
+    },
+    WrapperSpec {
+        name: "sticky-actions",
+        doc: "With this probability, repeat the previous action instead of the chosen one.",
+        params: &[f(
+            "probability",
+            Ty::Float {
+                min: 0.0,
+                min_open: false,
+                max: 1.0,
+                max_open: true,
+            },
+            Dflt::Float(0.25),
+            "Repeat probability.",
+        )],
+    },
+    WrapperSpec {
+        name: "normalize-obs",
+        doc: "Normalise vector observations by running mean and variance (synchronised across ranks).",
+        params: &[f(
+            "clip",
+            POSITIVE,
+            Dflt::Float(10.0),
+            "Clip normalised values to [-clip, clip].",
+        )],
+    },
+    WrapperSpec {
+        name: "normalize-reward",
+        doc: "Scale rewards by the running standard deviation of the discounted return.",
+        params: &[
+            f(
+                "gamma",
+                UNIT_OPEN_CLOSED,
+                Dflt::Float(0.99),
+                "Discount of the return whose variance is tracked.",
+            ),
+            f(
+                "clip",
+                POSITIVE,
+                Dflt::Float(10.0),
+                "Clip scaled rewards to [-clip, clip].",
+            ),
+        ],
+    },
+];
+
+pub(crate) fn wrapper(name: &str) -> Option<&'static WrapperSpec> {
+    WRAPPERS.iter().find(|w| w.name == name)
+}
+
+fn float_text(x: f64) -> String {
+    if x == f64::INFINITY {
+        "∞".into()
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Human description of a type and range, used in messages and in the docs.
+pub(crate) fn describe(ty: &Ty) -> String {
+    match *ty {
+        Ty::Int { min, max } if max == i64::MAX => format!("integer >= {min}"),
+        Ty::Int { min, max } => format!("integer in {min}..={max}"),
+        Ty::Float {
+            min, min_open, max, ..
+        } if max == f64::INFINITY => {
+            format!(
+                "number {} {}",
+                if min_open { ">" } else { ">=" },
+                float_text(min)
+            )
+        }
+        Ty::Float {
+            min,
+            min_open,
+            max,
+            max_open,
+        } => format!(
+            "number in {}{}, {}{}",
+            if min_open { "(" } else { "[" },
+            float_text(min),
+            float_text(max),
+            if max_open { ")" } else { "]" }
+        ),
+        Ty::Bool => "boolean (`#true` or `#false`)".into(),
+        Ty::Choice(choices) => {
+            let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
+            format!("one of {}", quoted.join(", "))
+        }
+        Ty::IntList { min, max } => format!("one or more integers in {min}..={max}"),
+        Ty::Name => "string".into(),
+        Ty::Devices => "device strings, or count= and kind=".into(),
+        Ty::Threads => "integer >= 1 or \"auto\"".into(),
+        Ty::Wrappers => "block of wrappers".into(),
+    }
+}
+
+/// How a default is written in the docs: exactly as in the canonical form.
+pub(crate) fn default_text(d: &Dflt) -> String {
+    match *d {
+        Dflt::Required => "required".into(),
+        Dflt::Null => "`#null`".into(),
+        Dflt::Int(i) => format!("`{i}`"),
+        Dflt::Float(x) => format!("`{x:?}`"),
+        Dflt::Bool(b) => format!("`#{b}`"),
+        Dflt::Str(s) => format!("`\"{s}\"`"),
+        Dflt::IntList(l) => format!(
+            "`{}`",
+            l.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Dflt::Devices => "`\"cpu\"`".into(),
+        Dflt::Auto => "`\"auto\"`".into(),
+        Dflt::NoWrappers => "empty".into(),
+    }
+}
+
+fn field_rows(out: &mut String, fields: &[Field]) {
+    out.push_str("| setting | type | default | meaning |\n|---|---|---|---|\n");
+    for field in fields {
+        let ty = describe(&field.ty) + if field.nullable { " or `#null`" } else { "" };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            field.name,
+            ty,
+            default_text(&field.default),
+            field.doc
+        ));
+    }
+}
+
+/// The reference part of `docs/config.md`, generated from the tables above so the
+/// page and the schema cannot disagree (a test compares them).
+pub fn reference_markdown() -> String {
+    let mut out = String::new();
+    for section in SECTIONS {
+        let title = if section.name.is_empty() {
+            "experiment".to_string()
+        } else {
+            section.name.to_string()
+        };
+        out.push_str(&format!("### `{title}`\n\n{}\n\n", section.doc));
+        if section.has_kinds() {
+            let default = match section.default_kind {
+                Some(d) => format!("default `\"{d}\"`"),
+                None => "required".to_string(),
+            };
+            out.push_str(&format!("The {} ({default}):\n\n", section.kind_key));
+            out.push_str(&format!("| {} | meaning |\n|---|---|\n", section.kind_key));
+            for kind in section.kinds {
+                out.push_str(&format!("| `\"{}\"` | {} |\n", kind.name, kind.doc));
+            }
+            out.push('\n');
+        }
+        if !section.common.is_empty() {
+            if section.has_kinds() {
+                out.push_str(&format!("Settings of every {}:\n\n", section.kind_key));
+            }
+            field_rows(&mut out, section.common);
+            out.push('\n');
+        }
+        for kind in section.kinds.iter().filter(|k| !k.fields.is_empty()) {
+            out.push_str(&format!(
+                "#### `{} \"{}\"`\n\n",
+                if section.name.is_empty() {
+                    ""
+                } else {
+                    section.name
+                },
+                kind.name
+            ));
+            field_rows(&mut out, kind.fields);
+            out.push('\n');
+        }
+    }
+    out.push_str("### Wrappers\n\nInside `env { wrappers { ... } }`, one node per wrapper, applied in order. The first parameter may be written as the only argument (`frame-stack 4`); the canonical form names every parameter (`frame-stack n=4`).\n\n");
+    out.push_str("| wrapper | meaning |\n|---|---|\n");
+    for w in WRAPPERS {
+        out.push_str(&format!("| `{}` | {} |\n", w.name, w.doc));
+    }
+    out.push('\n');
+    for w in WRAPPERS.iter().filter(|w| !w.params.is_empty()) {
+        out.push_str(&format!("#### wrapper `{}`\n\n", w.name));
+        field_rows(&mut out, w.params);
+        out.push('\n');
+    }
+    out
+}
