@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <c10/util/Logging.h>
@@ -186,6 +187,19 @@ int tdc_nccl_compiled() {
 #else
   return 0;
 #endif
+}
+
+// Makes `index` this process's current CUDA device, so tensors created without an explicit
+// device (inside libtorch and NCCL) land on the rank's own GPU.
+int tdc_set_cuda_device(int index, char** err) {
+  return guarded(err, [&] {
+#ifdef USE_C10D_NCCL
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+    (void)index;
+    throw std::runtime_error("this tandem was built without CUDA; rebuild with `cargo build --features cuda`");
+#endif
+  });
 }
 
 int tdc_group_create_nccl(TdcStore* s, int rank, int size, int64_t timeout_ms, TdcGroup** out,

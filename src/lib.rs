@@ -3,5 +3,9 @@
 
 pub mod algo;
 pub mod dist;
-pub mod optim;
+pub mod launch;
+pub mod logging;
+pub mod nn;
+pub mod play;
+pub mod train;
 pub mod version;

@@ -1,14 +1,18 @@
 //! The `tandem` command line: parses arguments and hands each subcommand to the library.
+//! `tandem FILE` is `tandem train FILE`.
 
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "tandem",
     about = "Data-parallel reinforcement learning experiments declared in KDL",
-    disable_version_flag = true
+    disable_version_flag = true,
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     /// Print the version, the libtorch version, the collective backends and CUDA availability.
@@ -16,10 +20,105 @@ struct Cli {
     version: bool,
     #[command(subcommand)]
     command: Option<Command>,
+    /// `tandem FILE [options]` trains FILE, like `tandem train FILE`.
+    #[command(flatten)]
+    train: Option<TrainArgs>,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Train an experiment: resolve it once, start one worker per device, supervise them.
+    Train(TrainArgs),
+    /// Check experiment files and report every problem, with the line it is on.
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+        /// Output format of the diagnostics.
+        #[arg(long, value_parser = ["text", "json"], default_value = "text")]
+        format: String,
+    },
+    /// Print the fully resolved (canonical) config, or its hash.
+    Resolve {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// Override a value: PATH=VALUE, e.g. `algorithm.lr=0.001` (checked like file values).
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        #[arg(long, value_parser = ["kdl", "json"], default_value = "kdl")]
+        format: String,
+        /// Print only the sha256 of the canonical config.
+        #[arg(long)]
+        hash: bool,
+    },
+    /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
+    Play(tandem::play::PlayArgs),
+    /// Internal: one rank, started by the launcher (the resolved config arrives on stdin).
+    #[command(name = "__worker", hide = true)]
+    Worker(WorkerCli),
+}
+
+#[derive(Args, Clone)]
+struct TrainArgs {
+    /// The experiment file (`-` reads standard input).
+    #[arg(value_name = "FILE", required_unless_present = "resume")]
+    file: Option<String>,
+    /// Override a value: PATH=VALUE, e.g. `train.max-steps=4096`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    sets: Vec<String>,
+    /// Where the run's files go (default: runs/<experiment>/<UTC time>).
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+    /// Continue the run in RUN_DIR from its newest checkpoint (its own resolved config; --set
+    /// may change `devices` to resume on another number of ranks).
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<PathBuf>,
+    /// Stop after this many global environment steps (schedules still use train.total-steps).
+    #[arg(long, value_name = "STEPS")]
+    max_steps: Option<u64>,
+    /// Only warnings and errors on the console.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Number of machines in the job (one launcher per machine).
+    #[arg(long, default_value_t = 1)]
+    nnodes: usize,
+    /// This machine's index in the job.
+    #[arg(long)]
+    node_rank: Option<usize>,
+    /// Address of node 0, where rank 0 hosts the rendezvous store.
+    #[arg(long)]
+    master_addr: Option<String>,
+    /// Port of the rendezvous store on node 0.
+    #[arg(long)]
+    master_port: Option<u16>,
+}
+
+#[derive(Args)]
+struct WorkerCli {
+    #[arg(long)]
+    rank: usize,
+    #[arg(long)]
+    world_size: usize,
+    #[arg(long)]
+    local_rank: usize,
+    #[arg(long)]
+    local_world_size: usize,
+    #[arg(long)]
+    device: String,
+    #[arg(long)]
+    master_addr: String,
+    #[arg(long)]
+    master_port: u16,
+    #[arg(long)]
+    run_dir: PathBuf,
+    #[arg(long)]
+    resume: bool,
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn code(c: i32) -> ExitCode {
+    ExitCode::from(c.clamp(0, 255) as u8)
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -27,10 +126,76 @@ fn main() -> ExitCode {
         print!("{}", tandem::version::report());
         return ExitCode::SUCCESS;
     }
-    match cli.command {
-        None => {
-            eprintln!("tandem: nothing to do; see `tandem --help`");
+    let color = std::io::stderr().is_terminal();
+    match (cli.command, cli.train) {
+        (Some(Command::Validate { files, format }), _) => {
+            let (text, c) = tandem_config::cli::validate(&files, format == "json", color);
+            if format == "json" || c == 0 {
+                print!("{text}");
+            } else {
+                eprint!("{text}");
+            }
+            code(c)
+        }
+        (Some(Command::Resolve { file, sets, format, hash }), _) => {
+            let (out, err, c) = tandem_config::cli::resolve(&file, &sets, format == "json", hash, color);
+            print!("{out}");
+            eprint!("{err}");
+            code(c)
+        }
+        (Some(Command::Train(args)), _) | (None, Some(args)) => train(args),
+        (Some(Command::Play(args)), _) => report(tandem::play::run(&args)),
+        (Some(Command::Worker(w)), _) => tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
+            rank: w.rank,
+            world_size: w.world_size,
+            local_rank: w.local_rank,
+            local_world_size: w.local_world_size,
+            device: w.device,
+            master_addr: w.master_addr,
+            master_port: w.master_port,
+            run_dir: w.run_dir,
+            resume: w.resume,
+            quiet: w.quiet,
+        }),
+        (None, None) => {
+            eprintln!("tandem: nothing to do; try `tandem experiments/cartpole.kdl` or `tandem --help`");
             ExitCode::from(2)
+        }
+    }
+}
+
+fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tandem: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn train(args: TrainArgs) -> ExitCode {
+    let request = tandem::launch::TrainRequest {
+        file: args.file,
+        sets: args.sets,
+        run_dir: args.run_dir,
+        resume: args.resume,
+        max_steps: args.max_steps,
+        quiet: args.quiet,
+        nnodes: args.nnodes,
+        node_rank: args.node_rank,
+        master_addr: args.master_addr,
+        master_port: args.master_port,
+    };
+    match tandem::launch::train(request) {
+        Ok(c) => c,
+        Err(e) => {
+            // Config errors arrive rendered (with their spans) and speak for themselves.
+            eprintln!("{e:#}");
+            ExitCode::from(match e.downcast_ref::<tandem::launch::UsageError>() {
+                Some(_) => 2,
+                None => 1,
+            })
         }
     }
 }

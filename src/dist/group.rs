@@ -61,6 +61,13 @@ pub fn libtorch_version() -> String {
         .into_owned()
 }
 
+/// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
+pub fn set_cuda_device(index: usize) -> Result<()> {
+    let mut err = std::ptr::null_mut();
+    let rc = unsafe { ffi::tdc_set_cuda_device(index as c_int, &mut err) };
+    check(rc, err, &format!("binding cuda:{index}"))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
     Sum,

@@ -1,0 +1,469 @@
+//! The launcher: resolves an experiment once, makes the run directory, starts one worker process
+//! per local device, and supervises them. Workers receive the resolved config on stdin, their
+//! rank and their device on the command line, and nothing else.
+//!
+//! Supervision rules (DESIGN.md lessons 3 and 4): ranks start concurrently; when one fails the
+//! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
+//! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
+
+pub mod worker;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Where and how this launcher's ranks join a job.
+#[derive(Debug, Clone)]
+pub struct JobLayout {
+    pub nnodes: usize,
+    pub node_rank: usize,
+    pub master_addr: String,
+    /// `None`: node 0 picks a free port (single-node runs).
+    pub master_port: Option<u16>,
+}
+
+/// What `tandem train` was asked to do, after the config was resolved.
+pub struct LaunchRequest {
+    pub experiment: tandem_config::Experiment,
+    pub canonical: String,
+    pub hash: String,
+    pub run_dir: PathBuf,
+    pub resume: bool,
+    pub layout: JobLayout,
+    pub quiet: bool,
+}
+
+/// Exit code of a run stopped by Ctrl-C / SIGTERM (128 + SIGINT), as shells report it.
+pub const INTERRUPTED: u8 = 130;
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        std::process::id()
+    ));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The default run directory: `runs/<experiment>/<UTC timestamp>`, made unique if taken.
+pub fn default_run_dir(experiment: &str) -> PathBuf {
+    let base = PathBuf::from("runs").join(experiment);
+    let stamp = utc_stamp();
+    let mut dir = base.join(&stamp);
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = base.join(format!("{stamp}-{n}"));
+    }
+    dir
+}
+
+fn utc_stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// A port nobody listens on right now (the OS's choice). Another program could take it before
+/// rank 0 binds it; rank 0 then fails at once with a clear "address in use" error.
+fn pick_free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("no free TCP port on loopback")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The ranks this node runs: devices are split evenly over the nodes, in order.
+pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<usize>> {
+    if layout.nnodes == 0 || layout.node_rank >= layout.nnodes {
+        bail!("--node-rank {} is outside --nnodes {}", layout.node_rank, layout.nnodes);
+    }
+    if world % layout.nnodes != 0 {
+        bail!(
+            "the experiment has {world} device(s), which do not divide over {} nodes; \
+             list a multiple of {} devices",
+            layout.nnodes,
+            layout.nnodes
+        );
+    }
+    let per = world / layout.nnodes;
+    Ok(layout.node_rank * per..(layout.node_rank + 1) * per)
+}
+
+/// Prepares the run directory (or checks the one being resumed) and writes the resolved config.
+pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
+    let logs = req.run_dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let resolved = req.run_dir.join("resolved.kdl");
+    if req.resume {
+        // The resumed run keeps its resolved config; a changed world size is recorded beside it.
+        if !resolved.exists() {
+            bail!("{} has no resolved.kdl: is it a tandem run directory?", req.run_dir.display());
+        }
+    }
+    // Only node 0 writes the run's files; other nodes may share the directory over a network
+    // file system.
+    if req.layout.node_rank == 0 {
+        write_atomic(&resolved, req.canonical.as_bytes())?;
+        write_atomic(&req.run_dir.join("resolved.sha256"), format!("{}\n", req.hash).as_bytes())?;
+    }
+    for entry in std::fs::read_dir(&logs)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "error") {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    Ok(())
+}
+
+/// Signals received by the launcher (SIGINT, SIGTERM), counted.
+fn install_signal_counter() -> Result<Arc<AtomicUsize>> {
+    let count = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let c = Arc::clone(&count);
+        unsafe {
+            signal_hook::low_level::register(sig, move || {
+                c.fetch_add(1, Ordering::SeqCst);
+            })
+        }
+        .context("cannot install the signal handler")?;
+    }
+    Ok(count)
+}
+
+struct Rank {
+    rank: usize,
+    child: Child,
+    done: Option<i32>,
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Starts the local workers and supervises them until the job ends; returns the exit code.
+pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
+    let world = req.experiment.world_size();
+    let ranks = local_ranks(world, &req.layout)?;
+    prepare_run_dir(req)?;
+    let master_port = match req.layout.master_port {
+        Some(p) => p,
+        None if req.layout.nnodes == 1 => pick_free_port()?,
+        None => bail!("--master-port is required with --nnodes > 1"),
+    };
+    let signals = install_signal_counter()?;
+    let exe = std::env::current_exe().context("cannot find the tandem executable to start workers")?;
+
+    let mut children = Vec::new();
+    for rank in ranks.clone() {
+        let device = req.experiment.devices[rank].to_string();
+        let mut cmd = Command::new(&exe);
+        cmd.arg("__worker")
+            .args(["--rank", &rank.to_string()])
+            .args(["--world-size", &world.to_string()])
+            .args(["--local-rank", &(rank - ranks.start).to_string()])
+            .args(["--device", &device])
+            .args(["--master-addr", &req.layout.master_addr])
+            .args(["--master-port", &master_port.to_string()])
+            .arg("--run-dir")
+            .arg(&req.run_dir)
+            .args(["--local-world-size", &ranks.len().to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        if req.resume {
+            cmd.arg("--resume");
+        }
+        if req.quiet {
+            cmd.arg("--quiet");
+        }
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                // Own process group: a terminal's Ctrl-C reaches the launcher only, which decides
+                // what the ranks get. And no orphans: a worker dies with its launcher.
+                libc::setpgid(0, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().with_context(|| format!("cannot start the worker for rank {rank}"))?;
+        // The resolved config is the worker's only input; it reads it to the end first thing.
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin
+            .write_all(req.canonical.as_bytes())
+            .with_context(|| format!("cannot hand the config to rank {rank}"))?;
+        drop(stdin);
+        children.push(Rank { rank, child, done: None });
+    }
+
+    supervise(&mut children, &signals, &req.run_dir)
+}
+
+fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Result<ExitCode> {
+    let mut forwarded = 0usize;
+    let mut failure: Option<(usize, i32)> = None;
+    let mut stop_deadline: Option<Instant> = None;
+    loop {
+        let received = signals.load(Ordering::SeqCst);
+        if received > forwarded {
+            if forwarded == 0 {
+                eprintln!("tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)");
+                for c in children.iter().filter(|c| c.done.is_none()) {
+                    signal(c.child.id(), libc::SIGINT);
+                }
+            } else {
+                eprintln!("tandem: stopping now");
+                kill_all(children);
+                return Ok(ExitCode::from(INTERRUPTED));
+            }
+            forwarded = received;
+        }
+        let mut newly_failed = None;
+        for c in children.iter_mut().filter(|c| c.done.is_none()) {
+            if let Some(status) = c.child.try_wait()? {
+                let code = status.code().unwrap_or_else(|| 128 + status_signal(&status));
+                c.done = Some(code);
+                if code != 0 && code != INTERRUPTED as i32 && failure.is_none() && newly_failed.is_none() {
+                    newly_failed = Some((c.rank, code));
+                }
+            }
+        }
+        if let Some((rank, code)) = newly_failed {
+            failure = Some((rank, code));
+            report_failure(rank, code, run_dir);
+            for c in children.iter().filter(|c| c.done.is_none()) {
+                signal(c.child.id(), libc::SIGTERM);
+            }
+            stop_deadline = Some(Instant::now() + Duration::from_secs(5));
+        }
+        if children.iter().all(|c| c.done.is_some()) {
+            break;
+        }
+        if stop_deadline.is_some_and(|d| Instant::now() > d) {
+            kill_all(children);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if failure.is_some() {
+        return Ok(ExitCode::FAILURE);
+    }
+    if forwarded > 0 || children.iter().any(|c| c.done == Some(INTERRUPTED as i32)) {
+        return Ok(ExitCode::from(INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status_signal(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().unwrap_or(0)
+}
+
+fn kill_all(children: &mut [Rank]) {
+    for c in children.iter_mut().filter(|c| c.done.is_none()) {
+        // The worker's whole process group, in case it started helpers of its own.
+        unsafe {
+            libc::killpg(c.child.id() as libc::pid_t, libc::SIGKILL);
+        }
+        let _ = c.child.kill();
+        if let Ok(status) = c.child.wait() {
+            c.done = Some(status.code().unwrap_or(137));
+        }
+    }
+}
+
+/// Prints the failed rank's own message (written by the worker to logs/rank-N.error).
+fn report_failure(rank: usize, code: i32, run_dir: &Path) {
+    let error_file = run_dir.join("logs").join(format!("rank-{rank}.error"));
+    // The worker writes its error just before exiting; give the file system a moment.
+    let mut message = None;
+    for _ in 0..10 {
+        if let Ok(text) = std::fs::read_to_string(&error_file) {
+            message = Some(text.trim().to_string());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let how = if code > 128 {
+        format!("was killed by signal {}", code - 128)
+    } else {
+        format!("exited with code {code}")
+    };
+    match message {
+        Some(m) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
+        None => eprintln!(
+            "tandem: rank {rank} failed ({how}) without a message; see {}",
+            run_dir.join("logs").join(format!("rank-{rank}.log")).display()
+        ),
+    }
+    eprintln!("tandem: stopping the other ranks");
+}
+
+/// A command-line mistake (exit code 2), as opposed to a failed run (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// `tandem train` as the command line states it.
+#[derive(Debug, Clone, Default)]
+pub struct TrainRequest {
+    pub file: Option<String>,
+    pub sets: Vec<String>,
+    pub run_dir: Option<PathBuf>,
+    pub resume: Option<PathBuf>,
+    pub max_steps: Option<u64>,
+    pub quiet: bool,
+    pub nnodes: usize,
+    pub node_rank: Option<usize>,
+    pub master_addr: Option<String>,
+    pub master_port: Option<u16>,
+}
+
+fn env_var<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| UsageError(format!("environment variable {name}={v:?} is not a valid value")).into()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Resolves the experiment (or the resumed run's own config) once and either launches the local
+/// workers or, under an external launcher that set RANK and WORLD_SIZE, becomes that rank.
+pub fn train(req: TrainRequest) -> Result<ExitCode> {
+    let mut sets = req.sets.clone();
+    if let Some(n) = req.max_steps {
+        sets.push(format!("train.max-steps={n}"));
+    }
+    let source = match (&req.resume, &req.file) {
+        (Some(run_dir), None) => tandem_config::Source::Path(run_dir.join("resolved.kdl")),
+        (Some(_), Some(_)) => {
+            return Err(UsageError("--resume continues a run with its own config; give no FILE with it".into()).into());
+        }
+        (None, Some(f)) if f == "-" => tandem_config::Source::Stdin(
+            std::io::read_to_string(std::io::stdin()).context("cannot read the experiment from standard input")?,
+        ),
+        (None, Some(f)) => tandem_config::Source::Path(PathBuf::from(f)),
+        (None, None) => return Err(UsageError("give an experiment FILE or --resume RUN_DIR".into()).into()),
+    };
+    if let Some(dir) = &req.resume {
+        if !dir.join("resolved.kdl").is_file() {
+            bail!("{} is not a tandem run directory (it has no resolved.kdl)", dir.display());
+        }
+    }
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let resolved = tandem_config::resolve(&source, &sets).map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
+    let experiment = resolved.experiment;
+    let canonical = tandem_config::canonical_kdl(&experiment);
+    let hash = tandem_config::config_hash(&experiment);
+
+    // Standard launcher variables (torchrun, Slurm wrappers, Kubernetes jobs): this process is
+    // one rank; it neither spawns nor supervises.
+    let env_rank: Option<usize> = env_var("RANK")?;
+    let env_world: Option<usize> = env_var("WORLD_SIZE")?;
+    if let (Some(rank), Some(world)) = (env_rank, env_world) {
+        let run_dir = req
+            .resume
+            .clone()
+            .or(req.run_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("runs").join(&experiment.name).join(format!("job-{}", &hash[..12])));
+        let layout = JobLayout {
+            nnodes: 1,
+            node_rank: 0,
+            master_addr: std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into()),
+            master_port: env_var("MASTER_PORT")?,
+        };
+        let request = LaunchRequest {
+            experiment: experiment.clone(),
+            canonical: canonical.clone(),
+            hash: hash.clone(),
+            run_dir: run_dir.clone(),
+            resume: req.resume.is_some(),
+            layout: layout.clone(),
+            quiet: req.quiet,
+        };
+        if rank == 0 {
+            prepare_run_dir(&request)?;
+        }
+        let args = worker::WorkerArgs {
+            rank,
+            world_size: world,
+            local_rank: env_var("LOCAL_RANK")?.unwrap_or(0),
+            local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(1),
+            device: experiment
+                .devices
+                .get(rank)
+                .map(|d| d.to_string())
+                .with_context(|| format!("RANK={rank} but the experiment lists {} device(s)", experiment.world_size()))?,
+            master_addr: layout.master_addr.clone(),
+            master_port: layout
+                .master_port
+                .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?,
+            run_dir,
+            resume: req.resume.is_some(),
+            quiet: req.quiet,
+        };
+        return Ok(worker::run_with_config(args, &canonical));
+    }
+
+    if req.nnodes > 1 && (req.node_rank.is_none() || req.master_port.is_none()) {
+        return Err(UsageError("--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)".into()).into());
+    }
+    let run_dir = match (&req.resume, &req.run_dir) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => default_run_dir(&experiment.name),
+    };
+    let request = LaunchRequest {
+        experiment,
+        canonical,
+        hash,
+        run_dir,
+        resume: req.resume.is_some(),
+        layout: JobLayout {
+            nnodes: req.nnodes,
+            node_rank: req.node_rank.unwrap_or(0),
+            master_addr: req.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into()),
+            master_port: req.master_port,
+        },
+        quiet: req.quiet,
+    };
+    launch(&request)
+}

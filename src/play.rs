@@ -1,0 +1,123 @@
+//! `tandem play`: evaluates a checkpoint with the resolved config stored inside it (never the
+//! source files), prints each episode's return and game score, and can write an animated GIF
+//! of the first episode for games that draw themselves.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow, bail};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::nn::{ActionSpace, ActorCritic, parameters_in_order};
+use crate::train::{checkpoint, derived_seed, envs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlayArgs {
+    /// A run directory (its newest checkpoint) or a checkpoint file.
+    #[arg(value_name = "RUN_DIR|CHECKPOINT")]
+    pub path: PathBuf,
+    /// Number of evaluation episodes.
+    #[arg(long, default_value_t = 5)]
+    pub episodes: usize,
+    /// Write an animated GIF of the first episode here.
+    #[arg(long, value_name = "FILE")]
+    pub gif: Option<PathBuf>,
+    /// Take the most likely action instead of sampling from the policy.
+    #[arg(long)]
+    pub greedy: bool,
+    /// Seed of the evaluation environments and action sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Give up on an episode after this many steps.
+    #[arg(long, default_value_t = 100_000)]
+    pub max_steps: u64,
+}
+
+/// What an evaluation produced.
+#[derive(Debug, Clone)]
+pub struct PlayReport {
+    pub returns: Vec<f64>,
+    pub scores: Vec<f64>,
+    pub gif_frames: usize,
+}
+
+pub fn run(args: &PlayArgs) -> Result<ExitCode> {
+    let report = evaluate(args)?;
+    for (i, (r, s)) in report.returns.iter().zip(&report.scores).enumerate() {
+        println!("episode {}: return {r:.2}, score {s:.2}", i + 1);
+    }
+    let mean = report.returns.iter().sum::<f64>() / report.returns.len().max(1) as f64;
+    println!("mean return over {} episode(s): {mean:.2}", report.returns.len());
+    if let Some(gif) = &args.gif {
+        println!("wrote {} ({} frames)", gif.display(), report.gif_frames);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
+    if args.episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    let path = checkpoint::locate(&args.path)?;
+    let ckpt = checkpoint::load(&path)?;
+    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config)
+        .map_err(|d| anyhow!("the config stored in {} does not parse:\n{}", path.display(), d.render(false)))?;
+    if tandem_config::config_hash(&experiment) != ckpt.config_hash {
+        bail!("{} is damaged: its config does not match the hash stored with it", path.display());
+    }
+    let spec = crate::train::actor_critic_spec(&experiment)?;
+    let env_spec = envs::env_spec(&experiment);
+    let seed = derived_seed(args.seed, 10, 0, 0);
+    let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1).context("cannot build the evaluation environment")?;
+    let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
+    let vs = VarStore::new(Device::Cpu);
+    let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, ActionSpace::Discrete { n: env.num_actions() as i64 })?;
+    let targets: Vec<(String, Tensor)> =
+        parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+    checkpoint::restore_into(&ckpt, &targets)?;
+    tch::manual_seed(seed as i64);
+
+    let want_gif = args.gif.is_some();
+    if want_gif && env.render_rgb(0).is_none() {
+        bail!("{} does not draw itself; --gif needs an image-based game", experiment.env.game.name());
+    }
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mut size = (0usize, 0usize);
+    let mut returns = Vec::new();
+    let mut scores = Vec::new();
+    env.reset();
+    let mut steps = 0u64;
+    while returns.len() < args.episodes {
+        if want_gif && returns.is_empty()
+            && let Some(f) = env.render_rgb(0)
+        {
+            size = (f.width, f.height);
+            frames.push(f.pixels);
+        }
+        let mut shape = vec![1i64];
+        shape.extend_from_slice(&obs_shape);
+        let obs = Tensor::from_slice(env.obs()).view(shape.as_slice());
+        let action = tch::no_grad(|| -> Result<Tensor> {
+            Ok(if args.greedy { model.act_greedy(&obs)? } else { model.act(&obs)?.actions })
+        })?;
+        let a = action.to_kind(Kind::Int64).int64_value(&[0]);
+        env.step(&[a])?;
+        steps += 1;
+        for e in env.drain_episodes() {
+            returns.push(e.episode_return);
+            scores.push(e.raw_score);
+            steps = 0;
+        }
+        if steps >= args.max_steps {
+            bail!("an episode ran past --max-steps {}; the policy may be stuck", args.max_steps);
+        }
+    }
+    let gif_frames = frames.len();
+    if let Some(gif) = &args.gif {
+        let (w, h) = size;
+        tandem_summary::write_gif(gif, w as u16, h as u16, &frames, 4)
+            .with_context(|| format!("cannot write {}", gif.display()))?;
+    }
+    Ok(PlayReport { returns, scores, gif_frames })
+}

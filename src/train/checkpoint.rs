@@ -1,0 +1,219 @@
+//! Checkpoints, written by rank 0 only: one file per checkpoint holding named tensors (model,
+//! optimizer state, normaliser statistics) and the run's metadata (counters, the resolved config
+//! and its hash) as byte tensors. Written atomically (temporary file, fsync, rename, fsync of
+//! the directory) so a crash mid-write leaves the previous checkpoint intact; the last K are kept.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use tch::{Device, Kind, Tensor};
+
+/// Everything a run needs to continue.
+pub struct Checkpoint {
+    pub update: u64,
+    pub global_step: u64,
+    pub episodes: u64,
+    /// The world size the checkpoint was written on (a resume may use another).
+    pub world_size: u64,
+    pub config_hash: String,
+    pub resolved_config: String,
+    /// Model parameters, optimizer state, normaliser statistics, by name.
+    pub tensors: Vec<(String, Tensor)>,
+}
+
+const META_COUNTERS: &str = "meta.counters";
+const META_HASH: &str = "meta.config_hash";
+const META_CONFIG: &str = "meta.resolved_config";
+const META_VERSION: &str = "meta.format_version";
+const FORMAT_VERSION: i64 = 1;
+
+pub fn checkpoint_dir(run_dir: &Path) -> PathBuf {
+    run_dir.join("checkpoints")
+}
+
+fn file_name(update: u64) -> String {
+    format!("ckpt-{update:09}.pt")
+}
+
+fn bytes_tensor(text: &str) -> Tensor {
+    Tensor::from_slice(text.as_bytes())
+}
+
+fn tensor_text(t: &Tensor) -> Result<String> {
+    let bytes = Vec::<u8>::try_from(t.to_kind(Kind::Uint8))?;
+    Ok(String::from_utf8(bytes)?)
+}
+
+/// Writes `ckpt` into `run_dir/checkpoints/` and removes all but the newest `keep`.
+pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
+    let dir = checkpoint_dir(run_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(file_name(ckpt.update));
+    let tmp = dir.join(format!(".{}.tmp-{}", file_name(ckpt.update), std::process::id()));
+
+    let mut named: Vec<(String, Tensor)> = ckpt
+        .tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.detach().to_device(Device::Cpu)))
+        .collect();
+    named.push((
+        META_COUNTERS.into(),
+        Tensor::from_slice(&[ckpt.update as i64, ckpt.global_step as i64, ckpt.episodes as i64, ckpt.world_size as i64]),
+    ));
+    named.push((META_HASH.into(), bytes_tensor(&ckpt.config_hash)));
+    named.push((META_CONFIG.into(), bytes_tensor(&ckpt.resolved_config)));
+    named.push((META_VERSION.into(), Tensor::from_slice(&[FORMAT_VERSION])));
+
+    Tensor::save_multi(&named, &tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("cannot sync {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot move the checkpoint into {}", path.display()))?;
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    prune(&dir, keep)?;
+    Ok(path)
+}
+
+fn list(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !dir.exists() {
+        return Ok(out);
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with("ckpt-") && name.ends_with(".pt") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn prune(dir: &Path, keep: usize) -> Result<()> {
+    let all = list(dir)?;
+    let keep = keep.max(1);
+    if all.len() > keep {
+        for old in &all[..all.len() - keep] {
+            std::fs::remove_file(old).with_context(|| format!("cannot remove old checkpoint {}", old.display()))?;
+        }
+    }
+    // Temporary files left by a writer that was killed.
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with(".ckpt-") && !name.ends_with(&format!("-{}", std::process::id())) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    Ok(())
+}
+
+/// The newest checkpoint of a run directory, or the file itself when given a checkpoint file.
+pub fn locate(path: &Path) -> Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let dir = checkpoint_dir(path);
+    list(&dir)?
+        .pop()
+        .with_context(|| format!("{} holds no checkpoint (looked in {})", path.display(), dir.display()))
+}
+
+pub fn load(path: &Path) -> Result<Checkpoint> {
+    let mut named = Tensor::load_multi(path).with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    let mut take = |name: &str| -> Result<Tensor> {
+        let i = named
+            .iter()
+            .position(|(n, _)| n == name)
+            .with_context(|| format!("{} is not a tandem checkpoint (no {name})", path.display()))?;
+        Ok(named.remove(i).1)
+    };
+    let version = take(META_VERSION)?.int64_value(&[0]);
+    if version != FORMAT_VERSION {
+        bail!("{} has checkpoint format {version}; this tandem reads format {FORMAT_VERSION}", path.display());
+    }
+    let counters = Vec::<i64>::try_from(take(META_COUNTERS)?)?;
+    let config_hash = tensor_text(&take(META_HASH)?)?;
+    let resolved_config = tensor_text(&take(META_CONFIG)?)?;
+    Ok(Checkpoint {
+        update: counters[0] as u64,
+        global_step: counters[1] as u64,
+        episodes: counters[2] as u64,
+        world_size: counters[3] as u64,
+        config_hash,
+        resolved_config,
+        tensors: named,
+    })
+}
+
+/// Copies checkpointed tensors into `targets` by name; every target must be present with the
+/// same shape.
+pub fn restore_into(ckpt: &Checkpoint, targets: &[(String, Tensor)]) -> Result<()> {
+    tch::no_grad(|| -> Result<()> {
+        for (name, target) in targets {
+            let (_, source) = ckpt
+                .tensors
+                .iter()
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("the checkpoint has no tensor `{name}`"))?;
+            if source.size() != target.size() {
+                bail!("checkpoint tensor `{name}` has shape {:?}, the model expects {:?}", source.size(), target.size());
+            }
+            let mut target = target.shallow_clone();
+            target.copy_(&source.to_device(target.device()).to_kind(target.kind()));
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(update: u64) -> Checkpoint {
+        Checkpoint {
+            update,
+            global_step: update * 100,
+            episodes: 7,
+            world_size: 2,
+            config_hash: "abc123".into(),
+            resolved_config: "experiment \"x\" {\n}\n".into(),
+            tensors: vec![("model.w".into(), Tensor::from_slice(&[1.5f32, -2.0]))],
+        }
+    }
+
+    #[test]
+    fn save_load_round_trip_and_keep_the_newest() {
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for u in 1..=4 {
+            save(&dir, &sample(u), 2).unwrap();
+        }
+        let files = list(&checkpoint_dir(&dir)).unwrap();
+        assert_eq!(files.len(), 2);
+        let newest = locate(&dir).unwrap();
+        assert!(newest.ends_with("ckpt-000000004.pt"), "{newest:?}");
+        let back = load(&newest).unwrap();
+        assert_eq!((back.update, back.global_step, back.episodes, back.world_size), (4, 400, 7, 2));
+        assert_eq!(back.config_hash, "abc123");
+        assert_eq!(back.resolved_config, "experiment \"x\" {\n}\n");
+        let target = vec![("model.w".to_string(), Tensor::zeros([2], (Kind::Float, Device::Cpu)))];
+        restore_into(&back, &target).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&target[0].1).unwrap(), vec![1.5, -2.0]);
+        let wrong = vec![("model.w".to_string(), Tensor::zeros([3], (Kind::Float, Device::Cpu)))];
+        assert!(restore_into(&back, &wrong).unwrap_err().to_string().contains("shape"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_directory_without_checkpoints_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = locate(&dir).unwrap_err().to_string();
+        assert!(err.contains("holds no checkpoint"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,94 @@
+//! What rank 0 shows while training: a progress bar (steps, steps/s, recent return, ETA) on a
+//! terminal, or one plain line per logging interval otherwise, and a one-screen summary at the
+//! end. Other ranks show nothing here (their warnings reach the console through logging).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tracing_indicatif::span_ext::IndicatifSpanExt;
+
+use crate::logging::{ConsoleKind, console_kind};
+
+pub struct Console {
+    kind: ConsoleKind,
+    active: bool,
+    span: Option<tracing::Span>,
+    total_steps: u64,
+    start: Instant,
+    start_step: u64,
+}
+
+impl Console {
+    /// `active` is true on rank 0 only.
+    pub fn new(active: bool, total_steps: u64, start_step: u64) -> Console {
+        let kind = if active { console_kind() } else { ConsoleKind::Quiet };
+        let span = (kind == ConsoleKind::Progress).then(|| {
+            let span = tracing::info_span!("train");
+            span.pb_set_style(
+                &indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} steps {msg} (eta {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            span.pb_set_length(total_steps);
+            span.pb_set_position(start_step);
+            span.pb_start();
+            span
+        });
+        Console { kind, active, span, total_steps, start: Instant::now(), start_step }
+    }
+
+    fn steps_per_second(&self, step: u64) -> f64 {
+        let secs = self.start.elapsed().as_secs_f64().max(1e-9);
+        (step.saturating_sub(self.start_step)) as f64 / secs
+    }
+
+    /// Called after every update; `log_line` is true at the logging interval.
+    pub fn update(&mut self, step: u64, recent_return: Option<f64>, log_line: bool) {
+        if !self.active {
+            return;
+        }
+        let sps = self.steps_per_second(step);
+        let ret = recent_return.map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into());
+        match self.kind {
+            ConsoleKind::Progress => {
+                if let Some(span) = &self.span {
+                    span.pb_set_position(step.min(self.total_steps));
+                    span.pb_set_message(&format!("| {sps:.0} steps/s | return {ret}"));
+                }
+            }
+            ConsoleKind::Plain if log_line => {
+                tracing::info!("step {step}/{} | {sps:.0} steps/s | recent return {ret}", self.total_steps);
+            }
+            _ => {}
+        }
+    }
+
+    /// The end-of-run summary.
+    pub fn finish(&mut self, step: u64, recent_return: Option<f64>, episodes: u64, run_dir: &Path, interrupted: bool) {
+        self.span = None;
+        if !self.active {
+            return;
+        }
+        let wall = self.start.elapsed();
+        let sps = self.steps_per_second(step);
+        let ret = recent_return.map(|r| format!("{r:.2}")).unwrap_or_else(|| "no finished episode".into());
+        let how = if interrupted { "stopped on request" } else { "finished" };
+        tracing::info!(
+            "training {how}: {step} steps in {} ({sps:.0} steps/s), {episodes} episodes, recent return {ret}",
+            human(wall)
+        );
+        tracing::info!("run directory: {}", run_dir.display());
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m{:02}s", s / 3600, (s % 3600) / 60, s % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}

@@ -1,0 +1,120 @@
+//! Statistics across ranks: every rank's finished episodes are gathered to all ranks (so rank 0
+//! can summarise the whole run and every rank agrees on recent returns), and per-rank scalars
+//! are reduced to mean/min/max.
+
+use std::collections::VecDeque;
+
+use anyhow::Result;
+use tch::Tensor;
+
+use crate::dist::{ProcessGroup, ReduceOp};
+
+/// A finished episode as reported in summaries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Episode {
+    pub ret: f64,
+    pub length: f64,
+    /// The game's own score (before reward clipping, across all lives).
+    pub score: f64,
+}
+
+/// Every rank's episodes of this update, in rank order. All ranks get the same list.
+pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Vec<Episode>> {
+    let Some(pg) = pg else { return Ok(mine.to_vec()) };
+    if pg.world_size() == 1 {
+        return Ok(mine.to_vec());
+    }
+    // Counts first, so every rank can pad to the same length (collectives need equal sizes).
+    let counts = pg.all_gather(&Tensor::from_slice(&[mine.len() as i64]))?;
+    let counts: Vec<usize> = counts.iter().map(|t| t.int64_value(&[0]) as usize).collect();
+    let longest = counts.iter().copied().max().unwrap_or(0);
+    if longest == 0 {
+        return Ok(Vec::new());
+    }
+    let mut flat = vec![0f64; longest * 3];
+    for (i, e) in mine.iter().enumerate() {
+        flat[i * 3] = e.ret;
+        flat[i * 3 + 1] = e.length;
+        flat[i * 3 + 2] = e.score;
+    }
+    let all = pg.all_gather(&Tensor::from_slice(&flat))?;
+    let mut out = Vec::new();
+    for (rank, t) in all.iter().enumerate() {
+        let v = Vec::<f64>::try_from(t)?;
+        for i in 0..counts[rank] {
+            out.push(Episode { ret: v[i * 3], length: v[i * 3 + 1], score: v[i * 3 + 2] });
+        }
+    }
+    Ok(out)
+}
+
+/// Mean, min and max of one value per rank.
+pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f64, f64)> {
+    let Some(pg) = pg else { return Ok((value, value, value)) };
+    let mut t = vec![Tensor::from_slice(&[value]), Tensor::from_slice(&[value]), Tensor::from_slice(&[value])];
+    let world = pg.world_size() as f64;
+    pg.all_reduce(&mut t[0..1], ReduceOp::Sum)?;
+    pg.all_reduce(&mut t[1..2], ReduceOp::Min)?;
+    pg.all_reduce(&mut t[2..3], ReduceOp::Max)?;
+    Ok((t[0].double_value(&[0]) / world, t[1].double_value(&[0]), t[2].double_value(&[0])))
+}
+
+/// The last `capacity` episodes of the whole run.
+#[derive(Debug, Clone)]
+pub struct RecentEpisodes {
+    capacity: usize,
+    episodes: VecDeque<Episode>,
+    total: u64,
+}
+
+impl RecentEpisodes {
+    pub fn new(capacity: usize) -> Self {
+        RecentEpisodes { capacity, episodes: VecDeque::with_capacity(capacity), total: 0 }
+    }
+
+    pub fn extend(&mut self, new: &[Episode]) {
+        for e in new {
+            if self.episodes.len() == self.capacity {
+                self.episodes.pop_front();
+            }
+            self.episodes.push_back(*e);
+            self.total += 1;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.episodes.is_empty()
+    }
+
+    pub fn mean_return(&self) -> Option<f64> {
+        mean(self.episodes.iter().map(|e| e.ret))
+    }
+
+    pub fn mean_score(&self) -> Option<f64> {
+        mean(self.episodes.iter().map(|e| e.score))
+    }
+
+    pub fn mean_length(&self) -> Option<f64> {
+        mean(self.episodes.iter().map(|e| e.length))
+    }
+}
+
+fn mean(values: impl ExactSizeIterator<Item = f64>) -> Option<f64> {
+    let n = values.len();
+    if n == 0 { None } else { Some(values.sum::<f64>() / n as f64) }
+}
+
+/// Mean, min and max of a list (None when empty).
+pub fn summary(values: &[f64]) -> Option<(f64, f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((mean, min, max))
+}

@@ -1,0 +1,497 @@
+//! The on-policy training loop (PPO, A2C): collect T steps from this rank's N environments with
+//! the current policy, compute advantages, update (gradients averaged over ranks by DDP), then
+//! keep the rest of the state equal across ranks (normaliser statistics, control decisions) and
+//! let rank 0 log and checkpoint.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use tandem_config::{Algorithm, Experiment, Interval};
+use tandem_summary::SummaryWriter;
+
+use super::checkpoint::{self, Checkpoint};
+use super::console::Console;
+use super::envs::make_vec_env;
+use super::metrics::{self, Episode, RecentEpisodes};
+use super::{Outcome, RankContext, derived_seed};
+use crate::algo::{A2c, A2cConfig, A2cStats, Collective, OptimizerSpec, Ppo, PpoConfig, PpoStats, RolloutBuffer, StepRecord};
+use crate::dist::{Ddp, SyncPolicy};
+use crate::nn::{ActionSpace, ActorCritic, ActorCriticSpec, parameters_in_order, trainable_parameters_in_order};
+
+/// Seeds for distinct purposes (see [`derived_seed`]).
+const SEED_INIT: u64 = 1;
+const SEED_SAMPLING: u64 = 2;
+const SEED_SHUFFLE: u64 = 3;
+
+enum Learner {
+    Ppo(Ppo),
+    A2c(A2c),
+}
+
+/// The scalars one update produced, by TensorBoard tag.
+type Scalars = Vec<(&'static str, f64)>;
+
+impl Learner {
+    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        match self {
+            Learner::Ppo(p) => p.optimizer().state_tensors(),
+            Learner::A2c(a) => a.optimizer().state_tensors(),
+        }
+    }
+
+    fn optimizer_steps(&self) -> u64 {
+        match self {
+            Learner::Ppo(p) => p.optimizer().step_count(),
+            Learner::A2c(a) => a.optimizer().step_count(),
+        }
+    }
+
+    fn set_optimizer_steps(&mut self, steps: u64) {
+        match self {
+            Learner::Ppo(p) => p.optimizer_mut().set_step_count(steps),
+            Learner::A2c(a) => a.optimizer_mut().set_step_count(steps),
+        }
+    }
+}
+
+/// Maps the config's network onto the nn module's spec.
+pub fn actor_critic_spec(experiment: &Experiment) -> Result<ActorCriticSpec> {
+    use crate::nn::{Activation, NetworkSpec};
+    use tandem_config::{Activation as A, Torso};
+    let network = match &experiment.network.torso {
+        Torso::Mlp { hidden, activation } => NetworkSpec::Mlp {
+            hidden: hidden.iter().map(|&h| h as i64).collect(),
+            activation: match activation {
+                A::Tanh => Activation::Tanh,
+                A::Relu => Activation::Relu,
+            },
+        },
+        Torso::NatureCnn { features } => {
+            if *features != 512 {
+                bail!("network nature-cnn: features {features} is not supported; the Nature CNN has 512");
+            }
+            NetworkSpec::NatureCnn
+        }
+        Torso::MinatarCnn { .. } => NetworkSpec::MinAtarCnn,
+        Torso::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
+            channels: channels.iter().map(|&c| c as i64).collect(),
+            hidden: *features as i64,
+        },
+    };
+    let scale_pixels = matches!(network, NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. })
+        && matches!(experiment.observation(), tandem_config::Observation::Image { .. });
+    Ok(ActorCriticSpec { network, share_torso: experiment.network.shared, scale_pixels })
+}
+
+fn sync_policy(experiment: &Experiment) -> SyncPolicy {
+    match experiment.sync.policy {
+        tandem_config::SyncPolicy::Allreduce { bucket_mb, compression } => SyncPolicy::AllReduce {
+            bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
+            bf16: compression == tandem_config::Compression::Bf16,
+        },
+        tandem_config::SyncPolicy::Broadcast => SyncPolicy::Broadcast,
+        tandem_config::SyncPolicy::Periodic { every } => SyncPolicy::Periodic { every },
+        tandem_config::SyncPolicy::None => SyncPolicy::None,
+    }
+}
+
+fn ppo_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> PpoConfig {
+    PpoConfig {
+        num_steps: rollout as i64,
+        learning_rate: p.lr,
+        anneal_lr: p.anneal_lr,
+        adam_eps: p.adam_eps,
+        gamma: p.gamma,
+        gae_lambda: p.gae_lambda,
+        update_epochs: p.epochs,
+        num_minibatches: minibatches as i64,
+        normalize_advantages: p.normalize_advantages,
+        clip_coef: p.clip,
+        value_clip_coef: p.value_clip,
+        ent_coef: p.entropy_coef,
+        vf_coef: p.value_coef,
+        max_grad_norm: p.max_grad_norm.unwrap_or(f64::INFINITY),
+        target_kl: p.target_kl,
+    }
+}
+
+fn a2c_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
+    A2cConfig {
+        num_steps: rollout as i64,
+        learning_rate: a.lr,
+        anneal_lr: a.anneal_lr,
+        gamma: a.gamma,
+        gae_lambda: a.gae_lambda.unwrap_or(1.0),
+        ent_coef: a.entropy_coef,
+        vf_coef: a.value_coef,
+        max_grad_norm: a.max_grad_norm.unwrap_or(f64::INFINITY),
+        normalize_advantages: a.normalize_advantages,
+        optimizer: match a.optimizer {
+            tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp { alpha: a.rmsprop_alpha, eps: a.optimizer_eps },
+            tandem_config::Optimizer::Adam => OptimizerSpec::Adam { beta1: 0.9, beta2: 0.999, eps: a.optimizer_eps },
+        },
+    }
+}
+
+/// Per-phase wall time of one logging interval.
+#[derive(Default)]
+struct Phases {
+    rollout: Duration,
+    learn: Duration,
+    sync: Duration,
+    log: Duration,
+}
+
+pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
+    let RankContext { experiment: exp, hash, device, pg, run_dir, resume, threads, stop_requested } = ctx;
+    let rank = pg.rank();
+    let world = pg.world_size();
+    let n_envs = exp.per_rank_envs();
+    let rollout = exp.train.rollout;
+
+    let mut envs = make_vec_env(&exp, rank, threads)?;
+    let obs_shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
+
+    // Ranks initialise differently on purpose; the broadcast below makes rank 0's weights everyone's.
+    tch::manual_seed(derived_seed(exp.seed, SEED_INIT, rank as u64, 0) as i64);
+    let vs = VarStore::new(device);
+    let spec = actor_critic_spec(&exp)?;
+    let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, ActionSpace::Discrete { n: envs.num_actions() as i64 })?;
+    let shuffle_seed = derived_seed(exp.seed, SEED_SHUFFLE, rank as u64, 0);
+    let (mut learner, gae_lambda, gamma) = match &exp.algorithm {
+        Algorithm::Ppo(p) => {
+            let minibatches = p.minibatches;
+            (Learner::Ppo(Ppo::new(&vs, ppo_config(p, rollout, minibatches), shuffle_seed)?), Some(p.gae_lambda), p.gamma)
+        }
+        Algorithm::A2c(a) => (Learner::A2c(A2c::new(&vs, a2c_config(a, rollout))?), a.gae_lambda, a.gamma),
+        Algorithm::Dqn(_) => unreachable!("dispatched to the off-policy trainer"),
+    };
+    let params = trainable_parameters_in_order(&vs);
+    let mut ddp = Ddp::new(pg, &params, sync_policy(&exp))?;
+
+    // Counters. A global step is one environment step on one rank's environment.
+    let steps_per_update = (n_envs * rollout * world) as u64;
+    let total_updates = exp.train.total_steps.div_ceil(steps_per_update).max(1);
+    let stop_step = exp.train.max_steps.unwrap_or(exp.train.total_steps).min(exp.train.total_steps);
+    let mut update: u64 = 0;
+    let mut global_step: u64 = 0;
+    let mut recent = RecentEpisodes::new(100);
+
+    if resume {
+        let path = checkpoint::locate(&run_dir)?;
+        let ckpt = checkpoint::load(&path)?;
+        // The model and optimizer are the same whatever the world size, so a checkpoint from 2
+        // ranks resumes on 1 and vice versa.
+        let mut targets = parameters_in_order(&vs)
+            .into_iter()
+            .map(|(n, t)| (format!("model.{n}"), t))
+            .collect::<Vec<_>>();
+        targets.extend(learner.optimizer_state());
+        checkpoint::restore_into(&ckpt, &targets).with_context(|| format!("restoring {}", path.display()))?;
+        learner.set_optimizer_steps(ckpt.tensors.iter().find(|(n, _)| n == "learner.optimizer_steps").map(|(_, t)| t.int64_value(&[0]) as u64).unwrap_or(0));
+        restore_normalizers(&mut envs, &ckpt)?;
+        update = ckpt.update;
+        global_step = ckpt.global_step;
+        tracing::info!("resumed from {} at update {update}, step {global_step} (saved on {} rank(s))", path.display(), ckpt.world_size);
+    }
+
+    // Lesson 5 of DESIGN.md: identical start on every rank, also after a resume.
+    let mut shared_state: Vec<Tensor> = parameters_in_order(&vs).into_iter().map(|(_, t)| t).collect();
+    shared_state.extend(learner.optimizer_state().into_iter().map(|(_, t)| t));
+    ddp.broadcast_from_rank0(&shared_state)?;
+    let _ = ddp.take_sync_time();
+
+    let mut writer = if rank == 0 && exp.log.tensorboard {
+        let mut w = SummaryWriter::create(&run_dir.join("tensorboard")).context("cannot create the TensorBoard event file")?;
+        w.text("config/resolved", global_step as i64, &format!("```\n{}\n```\nsha256 {hash}", tandem_config::canonical_kdl(&exp)))?;
+        Some(w)
+    } else {
+        None
+    };
+
+    let mut buffer = RolloutBuffer::new(rollout as i64, n_envs as i64, &obs_shape, device)?;
+    envs.reset();
+    let mut console = Console::new(rank == 0, stop_step, global_step);
+    let mut phases = Phases::default();
+    let mut last_log = Instant::now();
+    let mut interval_start_step = global_step;
+    let mut interval_start = Instant::now();
+    let mut outcome = Outcome::Finished;
+    let check_every = exp.sync.check_every;
+
+    while update < total_updates && global_step < stop_step {
+        // ---- rollout: T steps of N environments with the current policy
+        let t0 = Instant::now();
+        tch::manual_seed(derived_seed(exp.seed, SEED_SAMPLING, rank as u64, update) as i64);
+        buffer.reset();
+        let mut my_episodes: Vec<Episode> = Vec::new();
+        for _ in 0..rollout {
+            let obs = Tensor::from_slice(envs.obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+            let taken = tch::no_grad(|| model.act(&obs))?;
+            let actions: Vec<i64> = Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
+            envs.step(&actions)?;
+            let rewards = Tensor::from_slice(envs.rewards()).to_device(device);
+            let terminated = Tensor::from_slice(&envs.terminated().iter().map(|&b| b as u8 as f32).collect::<Vec<_>>()).to_device(device);
+            let truncated_flags: Vec<bool> = envs.truncated().to_vec();
+            let truncated = Tensor::from_slice(&truncated_flags.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>()).to_device(device);
+            // A time-limit cut bootstraps from V(final observation); the env has already reset.
+            let truncation_values = if truncated_flags.iter().zip(envs.terminated()).any(|(&tr, &te)| tr && !te) {
+                let finals = Tensor::from_slice(envs.final_obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+                Some(tch::no_grad(|| model.value(&finals))?)
+            } else {
+                None
+            };
+            buffer.push(&StepRecord {
+                obs: &obs,
+                actions: &taken.actions,
+                log_probs: &taken.log_probs,
+                values: &taken.values,
+                rewards: &rewards,
+                terminated: &terminated,
+                truncated: &truncated,
+                truncation_values: truncation_values.as_ref(),
+            })?;
+            for e in envs.drain_episodes() {
+                my_episodes.push(Episode { ret: e.episode_return, length: e.length as f64, score: e.raw_score });
+            }
+        }
+        let last_obs = Tensor::from_slice(envs.obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+        let last_values = tch::no_grad(|| model.value(&last_obs))?;
+        phases.rollout += t0.elapsed();
+
+        // ---- learn (gradients are averaged across ranks inside, by DDP)
+        let t1 = Instant::now();
+        let progress = update as f64 / total_updates as f64;
+        let scalars: Scalars = match &mut learner {
+            Learner::Ppo(ppo) => {
+                let batch = buffer.gae_batch(&last_values, gamma, gae_lambda.unwrap_or(1.0))?;
+                ppo_scalars(&ppo.update(&model, &batch, progress, &mut ddp)?)
+            }
+            Learner::A2c(a2c) => {
+                let batch = match gae_lambda {
+                    Some(l) => buffer.gae_batch(&last_values, gamma, l)?,
+                    None => buffer.n_step_batch(&last_values, gamma)?,
+                };
+                a2c_scalars(&a2c.update(&model, &batch, progress, &mut ddp)?)
+            }
+        };
+        let sync_in_learn = ddp.take_sync_time();
+        phases.learn += t1.elapsed().saturating_sub(sync_in_learn);
+        phases.sync += sync_in_learn;
+
+        // ---- keep the rest equal across ranks
+        let t2 = Instant::now();
+        sync_normalizers(&mut envs, &mut ddp)?;
+        update += 1;
+        global_step += steps_per_update;
+        if let Some(every) = check_every
+            && update % every == 0
+            && ddp.ranks_should_agree()
+        {
+            let mut named = parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect::<Vec<_>>();
+            if ddp.steps_locally() && !matches!(ddp.policy(), SyncPolicy::Broadcast) {
+                named.extend(learner.optimizer_state());
+            }
+            ddp.check_fingerprints(&named)?;
+        }
+        let episodes = metrics::gather_episodes(Some(ddp.group()), &my_episodes)?;
+        recent.extend(&episodes);
+        // Explained variance is legitimately NaN when returns are constant; everything else is not.
+        let nan = scalars.iter().any(|(k, v)| !v.is_finite() && !k.ends_with("explained_variance")) || !params_finite(&params);
+        // Lesson 9: decisions that change how many collectives run are rank 0's, broadcast.
+        let stop = ddp.decide(stop_requested() || nan)?;
+        phases.sync += t2.elapsed();
+
+        // ---- log and checkpoint (rank 0 writes)
+        let t3 = Instant::now();
+        let log_now = match exp.log.interval {
+            Interval::Updates(n) => update % n.max(1) == 0,
+            Interval::Seconds(s) => last_log.elapsed() >= Duration::from_secs(s),
+        } || update == total_updates
+            || global_step >= stop_step
+            || stop;
+        let (sps_mean, sps_min, sps_max) = if log_now {
+            let elapsed = interval_start.elapsed().as_secs_f64().max(1e-9);
+            let my_sps = ((global_step - interval_start_step) as f64 / world as f64) / elapsed;
+            metrics::reduce_per_rank(Some(ddp.group()), my_sps)?
+        } else {
+            (0.0, 0.0, 0.0)
+        };
+        if let Some(w) = writer.as_mut() {
+            let step = global_step as i64;
+            if let Some((mean, min, max)) = metrics::summary(&episodes.iter().map(|e| e.ret).collect::<Vec<_>>()) {
+                w.scalars(step, &[("episode/return_mean", mean), ("episode/return_min", min), ("episode/return_max", max)])?;
+                let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
+                let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
+                w.scalars(step, &[("episode/length_mean", metrics::summary(&lengths).map(|s| s.0).unwrap_or(0.0)), ("episode/score_mean", metrics::summary(&scores).map(|s| s.0).unwrap_or(0.0))])?;
+            }
+            if log_now {
+                let mut s: Vec<(&str, f64)> = scalars.iter().map(|(k, v)| (*k, *v)).collect();
+                let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
+                s.push(("perf/steps_per_second", (global_step - interval_start_step) as f64 / secs));
+                s.push(("perf/rank_steps_per_second_mean", sps_mean));
+                s.push(("perf/rank_steps_per_second_min", sps_min));
+                s.push(("perf/rank_steps_per_second_max", sps_max));
+                s.push(("time/rollout_s", phases.rollout.as_secs_f64()));
+                s.push(("time/learn_s", phases.learn.as_secs_f64()));
+                s.push(("time/sync_s", phases.sync.as_secs_f64()));
+                s.push(("time/log_s", phases.log.as_secs_f64()));
+                if let Some(r) = recent.mean_return() {
+                    s.push(("episode/recent_return_mean", r));
+                }
+                w.scalars(global_step as i64, &s)?;
+                if let Some(every) = exp.log.histogram_every
+                    && update % every.max(1) == 0
+                {
+                    for (name, t) in parameters_in_order(&vs) {
+                        let values = Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).flatten(0, -1))?;
+                        w.histogram(&format!("params/{name}"), global_step as i64, &values)?;
+                    }
+                }
+            }
+        }
+        console.update(global_step, recent.mean_return(), log_now);
+        if log_now {
+            if rank == 0 && crate::logging::console_kind() != crate::logging::ConsoleKind::Plain {
+                tracing::debug!("update {update}: {:?}", scalars);
+            }
+            last_log = Instant::now();
+            interval_start = Instant::now();
+            interval_start_step = global_step;
+            phases = Phases::default();
+        }
+        phases.log += t3.elapsed();
+
+        if nan && stop {
+            bail!("training diverged at update {update}: a loss or parameter is NaN or infinite");
+        }
+        let checkpoint_due = match exp.checkpoint.every {
+            Some(every) => match exp.checkpoint.unit {
+                tandem_config::CheckpointUnit::Updates => update % every.max(1) == 0,
+                tandem_config::CheckpointUnit::Steps => (global_step / every.max(1)) > ((global_step - steps_per_update) / every.max(1)),
+            },
+            None => false,
+        };
+        let last = stop || update >= total_updates || global_step >= stop_step;
+        if rank == 0 && (checkpoint_due || last) {
+            let mut tensors: Vec<(String, Tensor)> =
+                parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+            tensors.extend(learner.optimizer_state());
+            tensors.push(("learner.optimizer_steps".into(), Tensor::from_slice(&[learner.optimizer_steps() as i64])));
+            tensors.extend(normalizer_tensors(&envs));
+            let path = checkpoint::save(
+                &run_dir,
+                &Checkpoint {
+                    update,
+                    global_step,
+                    episodes: recent.total(),
+                    world_size: world as u64,
+                    config_hash: hash.clone(),
+                    resolved_config: tandem_config::canonical_kdl(&exp),
+                    tensors,
+                },
+                exp.checkpoint.keep,
+            )?;
+            tracing::debug!("checkpoint {}", path.display());
+        }
+        if stop {
+            outcome = Outcome::Interrupted;
+            break;
+        }
+    }
+    if let Some(w) = writer.as_mut() {
+        w.flush()?;
+    }
+    console.finish(global_step, recent.mean_return(), recent.total(), &run_dir, outcome == Outcome::Interrupted);
+    if rank == 0 {
+        // For scripts and CI: the final numbers in a stable place.
+        let summary = format!(
+            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
+            recent.total(),
+            recent.mean_return().map(|r| format!("{r}")).unwrap_or_else(|| "null".into()),
+            outcome == Outcome::Interrupted
+        );
+        crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
+    }
+    // Nobody leaves while another rank may still need the store that rank 0 hosts.
+    ddp.group().barrier()?;
+    Ok(outcome)
+}
+
+fn obs_shape_with_batch(n: usize, obs_shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![n as i64];
+    s.extend_from_slice(obs_shape);
+    s
+}
+
+fn params_finite(params: &[Tensor]) -> bool {
+    params.iter().all(|p| p.isfinite().all().int64_value(&[]) != 0)
+}
+
+fn ppo_scalars(s: &PpoStats) -> Scalars {
+    vec![
+        ("loss/policy", s.policy_loss),
+        ("loss/value", s.value_loss),
+        ("loss/entropy", s.entropy),
+        ("ppo/approx_kl", s.approx_kl),
+        ("ppo/clip_fraction", s.clip_fraction),
+        ("ppo/explained_variance", s.explained_variance),
+        ("ppo/epochs", s.epochs_run as f64),
+        ("optim/grad_norm", s.grad_norm),
+        ("optim/learning_rate", s.learning_rate),
+    ]
+}
+
+fn a2c_scalars(s: &A2cStats) -> Scalars {
+    vec![
+        ("loss/policy", s.policy_loss),
+        ("loss/value", s.value_loss),
+        ("loss/entropy", s.entropy),
+        ("a2c/explained_variance", s.explained_variance),
+        ("optim/grad_norm", s.grad_norm),
+        ("optim/learning_rate", s.learning_rate),
+    ]
+}
+
+/// All-reduces the normalisers' new statistics so every rank normalises identically.
+fn sync_normalizers(envs: &mut tandem_env::VecEnv, ddp: &mut Ddp) -> Result<()> {
+    let deltas = envs.normalizer_deltas();
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let mut merged = Vec::with_capacity(deltas.len());
+    for d in deltas {
+        let mut sums = d.to_sums();
+        ddp.all_reduce_sum(&mut sums)?;
+        merged.push(tandem_env::NormStats::from_sums(&sums).context("normaliser statistics do not merge")?);
+    }
+    envs.apply_normalizer_sync(&merged)?;
+    Ok(())
+}
+
+fn normalizer_tensors(envs: &tandem_env::VecEnv) -> Vec<(String, Tensor)> {
+    envs.normalizer_stats()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
+        .collect()
+}
+
+fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Result<()> {
+    let count = envs.normalizer_stats().len();
+    if count == 0 {
+        return Ok(());
+    }
+    let mut stats = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("normalizer.{i}");
+        let (_, t) = ckpt.tensors.iter().find(|(n, _)| *n == name).with_context(|| format!("the checkpoint has no {name}"))?;
+        let sums = Vec::<f64>::try_from(t)?;
+        stats.push(tandem_env::NormStats::from_sums(&sums).with_context(|| format!("{name} in the checkpoint is malformed"))?);
+    }
+    envs.set_normalizer_stats(&stats)?;
+    Ok(())
+}
