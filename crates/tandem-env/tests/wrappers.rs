@@ -70,7 +70,7 @@ impl Env for ScriptedGame {
     fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
         self.log.lock().unwrap().push(Event::Step(action));
         self.frame += 1;
-        if self.frame % 10 == 0 {
+        if self.frame.is_multiple_of(10) {
             self.lives -= 1;
         }
         if !obs.is_skip() {
@@ -289,16 +289,12 @@ fn noop_and_fire_reset_press_the_expected_buttons() {
         assert_eq!(events[1 + noops..], [Event::Step(1), Event::Step(2)]);
         counts.push(noops);
     }
-    assert!(
-        counts.iter().any(|&n| n == 1) && counts.iter().any(|&n| n == 5),
-        "{counts:?}"
-    );
+    assert!(counts.contains(&1) && counts.contains(&5), "{counts:?}");
     // The same seed gives the same noop counts.
     let replay = |seed| {
         let (mut env, log) = chain(&[WrapperSpec::NoopReset { max_noops: 30 }]);
         env.reset(Some(seed), ObsBuf::Skip);
-        let n = log.lock().unwrap().len();
-        n
+        log.lock().unwrap().len()
     };
     assert_eq!(replay(7), replay(7));
     assert!(
