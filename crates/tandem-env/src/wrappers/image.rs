@@ -6,12 +6,13 @@ use super::forward_to_inner;
 use crate::env::{Env, Step};
 use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
-/// OpenCV's RGB2GRAY on u8: ITU-R 601 weights 0.299, 0.587, 0.114 in 14-bit fixed point
-/// (4899, 9617, 1868, summing to 2^14), rounded half up.
+/// OpenCV's RGB2GRAY on u8: ITU-R 601 weights 0.299, 0.587, 0.114 in 15-bit fixed point
+/// (9798, 19235, 3735, summing to 2^15), rounded half up. (OpenCV 4.12 was checked
+/// on all 2^24 colours by scripts/parity/resize_fixtures.py.)
 pub fn rgb_to_gray(rgb: &[u8], gray: &mut [u8]) {
     for (g, px) in gray.iter_mut().zip(rgb.chunks_exact(3)) {
-        let y = u32::from(px[0]) * 4899 + u32::from(px[1]) * 9617 + u32::from(px[2]) * 1868;
-        *g = ((y + (1 << 13)) >> 14) as u8;
+        let y = u32::from(px[0]) * 9798 + u32::from(px[1]) * 19235 + u32::from(px[2]) * 3735;
+        *g = ((y + (1 << 14)) >> 15) as u8;
     }
 }
 

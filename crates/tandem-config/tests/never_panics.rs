@@ -1,0 +1,78 @@
+//! Property tests: whatever the input (arbitrary text, token soup built from the
+//! language's own words, mutations of a valid experiment, arbitrary `--set`),
+//! parse + resolve ends in Ok or in at least one diagnostic, and rendering those
+//! diagnostics (plain, colour, JSON) never panics either.
+
+use proptest::prelude::*;
+use tandem_config::{Source, canonical_kdl, config_hash, parse_canonical, resolve};
+
+const WORDS: &[&str] = &[
+    "experiment", "\"x\"", "include", "\"../x.kdl\"", "seed", "devices", "\"cpu\"", "\"cuda:0\"", "\"cuda:1\"",
+    "count=2", "kind=\"cuda\"", "threads", "\"auto\"", "algorithm", "\"ppo\"", "\"dqn\"", "\"a2c\"", "lr", "gamma",
+    "minibatches", "batch-size", "buffer-capacity", "env", "\"cartpole\"", "\"atari-breakout\"",
+    "\"minatar-breakout\"", "envs", "wrappers", "grayscale", "resize", "height=84", "frame-stack", "frame-skip",
+    "max-pool=#true", "time-limit", "noop-reset", "fire-reset", "normalize-obs", "network", "\"nature-cnn\"",
+    "\"mlp\"", "\"minatar-cnn\"", "\"impala-cnn\"", "hidden", "channels", "sync", "\"periodic\"", "every",
+    "train", "rollout", "total-steps", "max-steps", "log", "console", "checkpoint", "keep", "{", "}", "{", "}",
+    ";", "\n", "=", "0", "1", "2", "3", "-1", "0.5", "1e300", "-0.0", "#nan", "#inf", "#-inf", "#null", "#true",
+    "#false", "170141183460469231731687303715884105727", "\"\"", "\"é\"", "(ty)", "/-", "//c\n", "/*", "*/",
+    "r#\"raw\"#", "\"\"\"\nmulti\n\"\"\"", "\\", "é", "🦀",
+];
+
+fn soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(WORDS), 0..60).prop_map(|tokens| tokens.join(" "))
+}
+
+fn check(text: &str, sets: &[String]) {
+    match resolve(&Source::Stdin(text.to_string()), sets) {
+        Ok(r) => {
+            // Anything that resolves also round-trips.
+            let canonical = canonical_kdl(&r.experiment);
+            let back = parse_canonical(&canonical).expect("canonical text parses back");
+            assert_eq!(config_hash(&back), config_hash(&r.experiment));
+        }
+        Err(d) => {
+            assert!(!d.is_empty(), "an error without diagnostics for {text:?}");
+            let _ = d.render(false);
+            let _ = d.render(true);
+            let _ = d.to_json();
+        }
+    }
+}
+
+fn valid_base() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments/breakout.kdl");
+    canonical_kdl(&resolve(&Source::Path(dir.into()), &[]).unwrap().experiment)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in any::<String>()) {
+        check(&text, &[]);
+    }
+
+    #[test]
+    fn token_soup_never_panics(body in soup()) {
+        check(&body, &[]);
+        check(&format!("experiment \"fuzz\" {{\n{body}\n}}\n"), &[]);
+    }
+
+    #[test]
+    fn mutated_experiments_never_panic(start in 0usize..2000, len in 0usize..40, insert in soup()) {
+        let base = valid_base();
+        let start = start.min(base.len());
+        let end = (start + len).min(base.len());
+        if base.is_char_boundary(start) && base.is_char_boundary(end) {
+            let mutated = format!("{}{}{}", &base[..start], insert, &base[end..]);
+            check(&mutated, &[]);
+        }
+    }
+
+    #[test]
+    fn arbitrary_sets_never_panic(path in "[a-z.=-]{0,24}", value in soup(), raw in any::<String>()) {
+        let text = "experiment \"x\" {\n    env \"cartpole\"\n}\n";
+        check(text, &[format!("{path}={value}"), raw]);
+    }
+}
