@@ -370,7 +370,7 @@ impl Env {
     pub fn observation(&self) -> Observation {
         self.wrappers
             .iter()
-            .fold(self.game.info().observation, |obs, w| apply_wrapper(obs, w))
+            .fold(self.game.info().observation, apply_wrapper)
     }
 }
 

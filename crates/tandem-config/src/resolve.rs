@@ -118,12 +118,20 @@ impl Loader {
             Err(err) => {
                 let useful = useful_syntax_errors(err.diagnostics);
                 if useful.is_empty() {
-                    self.push(error("kdl::syntax", "syntax error").at(source, SourceSpan::from(0..0), "in this file"));
+                    self.push(error("kdl::syntax", "syntax error").at(
+                        source,
+                        SourceSpan::from(0..0),
+                        "in this file",
+                    ));
                 }
                 for d in useful {
-                    let message = d.message.clone().unwrap_or_else(|| "KDL syntax error".to_string());
+                    let message = d
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| "KDL syntax error".to_string());
                     let label = d.label.clone().unwrap_or_else(|| "here".to_string());
-                    let b = error("kdl::syntax", format!("syntax error: {message}")).at(source, d.span, label);
+                    let b = error("kdl::syntax", format!("syntax error: {message}"))
+                        .at(source, d.span, label);
                     self.push(b.help_opt(d.help.clone()));
                 }
                 None
@@ -1546,10 +1554,9 @@ pub(crate) fn run(
     for a in &assignments {
         if let (Target::Kind { section }, [(KdlValue::String(s), _)]) =
             (&a.target, a.raw.args.as_slice())
+            && let Some(k) = SECTIONS[*section].kind(s)
         {
-            if let Some(k) = SECTIONS[*section].kind(s) {
-                applier.final_kind[*section] = Some(k);
-            }
+            applier.final_kind[*section] = Some(k);
         }
     }
     for a in &assignments {
@@ -1614,11 +1621,11 @@ pub(crate) fn run(
         );
         for field in section.fields(kind) {
             let path = section.path(field.name);
-            if !applier.entries.contains_key(&path) {
-                if let Some(v) = Val::from_default(&field.default) {
-                    values.insert(path.clone(), v);
-                    provenance.insert(path, Origin::Default);
-                }
+            if !applier.entries.contains_key(&path)
+                && let Some(v) = Val::from_default(&field.default)
+            {
+                values.insert(path.clone(), v);
+                provenance.insert(path, Origin::Default);
             }
         }
     }
@@ -1710,7 +1717,7 @@ impl CrossCheck<'_, '_> {
         let e = self.experiment;
         let world = e.world_size().max(1);
         let world_text = format!("{world} device{}", if world == 1 { "" } else { "s" });
-        if self.ok(&["devices", "env.envs"]) && e.env.envs % world != 0 {
+        if self.ok(&["devices", "env.envs"]) && !e.env.envs.is_multiple_of(world) {
             self.report(
                 "config::not-divisible",
                 format!(
@@ -1719,7 +1726,7 @@ impl CrossCheck<'_, '_> {
                 ),
                 "env.envs",
                 &format!("not a multiple of {world}"),
-                Some(("devices", &format!("{world_text}"))),
+                Some(("devices", &world_text)),
                 format!(
                     "sizes are global: use a multiple of {world}, e.g. envs {}",
                     e.env.envs.div_ceil(world) * world
@@ -1735,8 +1742,8 @@ impl CrossCheck<'_, '_> {
                     "train.rollout",
                     "algorithm",
                     "algorithm.minibatches",
-                ]) && e.env.envs % world == 0
-                    && batch % ppo.minibatches != 0
+                ]) && e.env.envs.is_multiple_of(world)
+                    && !batch.is_multiple_of(ppo.minibatches)
                 {
                     self.report(
                         "config::not-divisible",
@@ -1761,7 +1768,7 @@ impl CrossCheck<'_, '_> {
                         "buffer-capacity",
                     ),
                 ] {
-                    if self.ok(&["devices", "algorithm", path]) && value % world != 0 {
+                    if self.ok(&["devices", "algorithm", path]) && !value.is_multiple_of(world) {
                         self.report(
                             "config::not-divisible",
                             format!("{what} {value} cannot be split evenly over {world_text}"),
@@ -1823,17 +1830,18 @@ impl CrossCheck<'_, '_> {
             }
             Algorithm::A2c(_) => {}
         }
-        if let Some(max) = e.train.max_steps {
-            if self.ok(&["train.max-steps", "train.total-steps"]) && max > e.train.total_steps {
-                self.report(
-                    "config::inconsistent",
-                    "max-steps exceeds total-steps".into(),
-                    "train.max-steps",
-                    &format!("more than total-steps {}", e.train.total_steps),
-                    Some(("train.total-steps", "total-steps")),
-                    "max-steps stops a run early; it cannot extend it past total-steps".into(),
-                );
-            }
+        if let Some(max) = e.train.max_steps
+            && self.ok(&["train.max-steps", "train.total-steps"])
+            && max > e.train.total_steps
+        {
+            self.report(
+                "config::inconsistent",
+                "max-steps exceeds total-steps".into(),
+                "train.max-steps",
+                &format!("more than total-steps {}", e.train.total_steps),
+                Some(("train.total-steps", "total-steps")),
+                "max-steps stops a run early; it cannot extend it past total-steps".into(),
+            );
         }
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
