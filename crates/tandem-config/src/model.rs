@@ -636,6 +636,21 @@ impl Experiment {
         z ^ (z >> 31)
     }
 
+    /// Global environment steps this run takes: `max-steps` when set, else `total-steps`.
+    pub fn step_limit(&self) -> u64 {
+        self.train
+            .max_steps
+            .map_or(self.train.total_steps, |m| m.min(self.train.total_steps))
+    }
+
+    /// On-policy updates in the full run (`total-steps / batch`, rounded down), the
+    /// horizon of learning-rate annealing; `None` for DQN.
+    pub fn total_updates(&self) -> Option<u64> {
+        self.algorithm
+            .is_on_policy()
+            .then(|| self.train.total_steps / self.batch_size().max(1) as u64)
+    }
+
     /// The observation the network receives.
     pub fn observation(&self) -> Observation {
         self.env.observation()

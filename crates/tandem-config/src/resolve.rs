@@ -284,9 +284,13 @@ impl Loader {
     }
 
     fn walk_body(&mut self, body: &KdlDocument, source: SourceId, dir: &Path) {
+        let mut seen = HashMap::new();
         for node in body.nodes() {
             self.reject_annotations(node, source);
             let name = node.name().value();
+            if schema::TOP.common.iter().any(|f| f.name == name) {
+                self.check_duplicate(&mut seen, name, "", node.name().span(), source);
+            }
             if name == "include" {
                 self.include(node, source, dir);
             } else if let Some(section) = schema::section(name) {
@@ -423,9 +427,50 @@ impl Loader {
         self.stack.pop();
     }
 
+    /// The same setting twice in one block is almost always a slip (across files
+    /// and blocks, later values override earlier ones on purpose).
+    fn check_duplicate(
+        &mut self,
+        seen: &mut HashMap<String, SourceSpan>,
+        name: &str,
+        section: &str,
+        span: SourceSpan,
+        source: SourceId,
+    ) {
+        let path = if section.is_empty() {
+            name.to_string()
+        } else {
+            format!("{section}.{name}")
+        };
+        match seen.get(name) {
+            Some(first) => self.push(
+                error(
+                    "config::duplicate-setting",
+                    format!("`{path}` is set twice in one block"),
+                )
+                .at(source, span, "set again here")
+                .also(source, *first, "first set here")
+                .help("remove one; to override a value, do it in a later block or file"),
+            ),
+            None => {
+                seen.insert(name.to_string(), span);
+            }
+        }
+    }
+
     fn walk_section(&mut self, node: &KdlNode, section: &'static Section, source: SourceId) {
         let index = section_index(section);
         let raw = raw_of_node(node);
+        let mut seen = HashMap::new();
+        for (key, _, span) in &raw.props {
+            self.check_duplicate(&mut seen, key, section.name, *span, source);
+        }
+        for child in node.children().map(|c| c.nodes()).unwrap_or_default() {
+            let name = child.name().value();
+            if name != "include" {
+                self.check_duplicate(&mut seen, name, section.name, child.name().span(), source);
+            }
+        }
         for (i, (value, span)) in raw.args.iter().enumerate() {
             if !section.has_kinds() {
                 self.push(
