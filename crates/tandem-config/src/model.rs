@@ -661,3 +661,58 @@ impl Experiment {
         self.env.game.info().actions
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings_are_strict() {
+        assert_eq!(Device::parse("cpu"), Some(Device::Cpu));
+        assert_eq!(Device::parse("cuda:0"), Some(Device::Cuda(0)));
+        assert_eq!(Device::parse("cuda:12"), Some(Device::Cuda(12)));
+        for bad in [
+            "",
+            "gpu",
+            "cuda",
+            "cuda:",
+            "cuda:01",
+            "cuda:-1",
+            "CUDA:0",
+            "cuda:0 ",
+            "cuda:99999999999",
+        ] {
+            assert_eq!(Device::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
+    }
+
+    #[test]
+    fn wrappers_change_observations() {
+        let rgb = Game::AtariBreakout.info().observation;
+        let gray = apply_wrapper(rgb, &Wrapper::Grayscale);
+        let small = apply_wrapper(
+            gray,
+            &Wrapper::Resize {
+                height: 84,
+                width: 84,
+            },
+        );
+        let stacked = apply_wrapper(small, &Wrapper::FrameStack { n: 4 });
+        assert_eq!(rgb.shape(), vec![3, 210, 160]);
+        assert_eq!(stacked.shape(), vec![4, 84, 84]);
+        let vector = apply_wrapper(
+            Observation::Vector { len: 4 },
+            &Wrapper::FrameStack { n: 3 },
+        );
+        assert_eq!(vector.shape(), vec![12]);
+        assert_eq!(apply_wrapper(vector, &Wrapper::ClipReward), vector);
+    }
+
+    #[test]
+    fn every_game_has_a_name_that_maps_back() {
+        for game in Game::all() {
+            assert_eq!(Game::from_name(game.name()), Some(game));
+        }
+    }
+}
