@@ -235,7 +235,6 @@ impl Loader {
             return;
         };
         self.reject_annotations(node, id);
-        self.experiment_at = Some((id, node.name().span()));
         let raw = raw_of_node(node);
         if raw.args.is_empty() {
             self.push(
@@ -269,6 +268,10 @@ impl Loader {
                 raw: name_raw,
                 source: id,
             });
+        }
+        // Without a block nothing else can be checked; one error says it all.
+        if node.children().is_some() {
+            self.experiment_at = Some((id, node.name().span()));
         }
         match node.children() {
             Some(body) => self.walk_body(body, id, &dir),
