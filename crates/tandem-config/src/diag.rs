@@ -140,19 +140,19 @@ impl Diagnostic {
 
 /// Builder used inside the crate; `finish` attaches the source text.
 pub(crate) struct DiagBuilder {
-    diag: Diagnostic,
+    diag: Box<Diagnostic>,
 }
 
 pub(crate) fn error(code: &'static str, message: impl Into<String>) -> DiagBuilder {
     DiagBuilder {
-        diag: Diagnostic {
+        diag: Box::new(Diagnostic {
             code,
             message: message.into(),
             primary: None,
             secondary: Vec::new(),
             help: None,
             source: None,
-        },
+        }),
     }
 }
 
@@ -195,7 +195,7 @@ impl DiagBuilder {
     /// primary one cannot be drawn by one report, so they become notes in the help.
     pub fn finish(mut self, sources: &Sources) -> Diagnostic {
         let Some(primary) = &self.diag.primary else {
-            return self.diag;
+            return *self.diag;
         };
         let primary_source = primary.source;
         self.diag.source = Some(sources.get(primary_source).clone());
@@ -214,7 +214,7 @@ impl DiagBuilder {
                 None => note,
             });
         }
-        self.diag
+        *self.diag
     }
 }
 
@@ -322,10 +322,8 @@ impl Diagnostics {
             if handler.render_report(&mut out, &report).is_err() {
                 out.push_str(&format!("error: {}\n", diag.message));
             }
-            if diag.primary.is_none() {
-                if let Some(source) = &diag.source {
-                    out.push_str(&format!("  in {}\n", source.name));
-                }
+            if let (None, Some(source)) = (&diag.primary, &diag.source) {
+                out.push_str(&format!("  in {}\n", source.name));
             }
         }
         out
@@ -410,7 +408,10 @@ mod tests {
         assert_eq!(closest("gama", ["gamma", "lr"]), Some("gamma"));
         assert_eq!(closest("zzzzzz", ["gamma", "lr"]), None);
         assert_eq!(closest("sac", ["ppo", "a2c", "dqn"]), None);
-        assert_eq!(closest("allreduc", ["allreduce", "none"]), Some("allreduce"));
+        assert_eq!(
+            closest("allreduc", ["allreduce", "none"]),
+            Some("allreduce")
+        );
     }
 
     #[test]

@@ -370,7 +370,7 @@ impl Env {
     pub fn observation(&self) -> Observation {
         self.wrappers
             .iter()
-            .fold(self.game.info().observation, |obs, w| apply_wrapper(obs, w))
+            .fold(self.game.info().observation, apply_wrapper)
     }
 }
 
@@ -636,6 +636,21 @@ impl Experiment {
         z ^ (z >> 31)
     }
 
+    /// Global environment steps this run takes: `max-steps` when set, else `total-steps`.
+    pub fn step_limit(&self) -> u64 {
+        self.train
+            .max_steps
+            .map_or(self.train.total_steps, |m| m.min(self.train.total_steps))
+    }
+
+    /// On-policy updates in the full run (`total-steps / batch`, rounded down), the
+    /// horizon of learning-rate annealing; `None` for DQN.
+    pub fn total_updates(&self) -> Option<u64> {
+        self.algorithm
+            .is_on_policy()
+            .then(|| self.train.total_steps / self.batch_size().max(1) as u64)
+    }
+
     /// The observation the network receives.
     pub fn observation(&self) -> Observation {
         self.env.observation()
@@ -644,5 +659,60 @@ impl Experiment {
     /// Number of discrete actions of the game.
     pub fn actions(&self) -> usize {
         self.env.game.info().actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings_are_strict() {
+        assert_eq!(Device::parse("cpu"), Some(Device::Cpu));
+        assert_eq!(Device::parse("cuda:0"), Some(Device::Cuda(0)));
+        assert_eq!(Device::parse("cuda:12"), Some(Device::Cuda(12)));
+        for bad in [
+            "",
+            "gpu",
+            "cuda",
+            "cuda:",
+            "cuda:01",
+            "cuda:-1",
+            "CUDA:0",
+            "cuda:0 ",
+            "cuda:99999999999",
+        ] {
+            assert_eq!(Device::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
+    }
+
+    #[test]
+    fn wrappers_change_observations() {
+        let rgb = Game::AtariBreakout.info().observation;
+        let gray = apply_wrapper(rgb, &Wrapper::Grayscale);
+        let small = apply_wrapper(
+            gray,
+            &Wrapper::Resize {
+                height: 84,
+                width: 84,
+            },
+        );
+        let stacked = apply_wrapper(small, &Wrapper::FrameStack { n: 4 });
+        assert_eq!(rgb.shape(), vec![3, 210, 160]);
+        assert_eq!(stacked.shape(), vec![4, 84, 84]);
+        let vector = apply_wrapper(
+            Observation::Vector { len: 4 },
+            &Wrapper::FrameStack { n: 3 },
+        );
+        assert_eq!(vector.shape(), vec![12]);
+        assert_eq!(apply_wrapper(vector, &Wrapper::ClipReward), vector);
+    }
+
+    #[test]
+    fn every_game_has_a_name_that_maps_back() {
+        for game in Game::all() {
+            assert_eq!(Game::from_name(game.name()), Some(game));
+        }
     }
 }

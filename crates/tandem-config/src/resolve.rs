@@ -118,12 +118,20 @@ impl Loader {
             Err(err) => {
                 let useful = useful_syntax_errors(err.diagnostics);
                 if useful.is_empty() {
-                    self.push(error("kdl::syntax", "syntax error").at(source, SourceSpan::from(0..0), "in this file"));
+                    self.push(error("kdl::syntax", "syntax error").at(
+                        source,
+                        SourceSpan::from(0..0),
+                        "in this file",
+                    ));
                 }
                 for d in useful {
-                    let message = d.message.clone().unwrap_or_else(|| "KDL syntax error".to_string());
+                    let message = d
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| "KDL syntax error".to_string());
                     let label = d.label.clone().unwrap_or_else(|| "here".to_string());
-                    let b = error("kdl::syntax", format!("syntax error: {message}")).at(source, d.span, label);
+                    let b = error("kdl::syntax", format!("syntax error: {message}"))
+                        .at(source, d.span, label);
                     self.push(b.help_opt(d.help.clone()));
                 }
                 None
@@ -227,7 +235,6 @@ impl Loader {
             return;
         };
         self.reject_annotations(node, id);
-        self.experiment_at = Some((id, node.name().span()));
         let raw = raw_of_node(node);
         if raw.args.is_empty() {
             self.push(
@@ -262,6 +269,10 @@ impl Loader {
                 source: id,
             });
         }
+        // Without a block nothing else can be checked; one error says it all.
+        if node.children().is_some() {
+            self.experiment_at = Some((id, node.name().span()));
+        }
         match node.children() {
             Some(body) => self.walk_body(body, id, &dir),
             None => self.push(
@@ -276,9 +287,13 @@ impl Loader {
     }
 
     fn walk_body(&mut self, body: &KdlDocument, source: SourceId, dir: &Path) {
+        let mut seen = HashMap::new();
         for node in body.nodes() {
             self.reject_annotations(node, source);
             let name = node.name().value();
+            if schema::TOP.common.iter().any(|f| f.name == name) {
+                self.check_duplicate(&mut seen, name, "", node.name().span(), source);
+            }
             if name == "include" {
                 self.include(node, source, dir);
             } else if let Some(section) = schema::section(name) {
@@ -415,9 +430,50 @@ impl Loader {
         self.stack.pop();
     }
 
+    /// The same setting twice in one block is almost always a slip (across files
+    /// and blocks, later values override earlier ones on purpose).
+    fn check_duplicate(
+        &mut self,
+        seen: &mut HashMap<String, SourceSpan>,
+        name: &str,
+        section: &str,
+        span: SourceSpan,
+        source: SourceId,
+    ) {
+        let path = if section.is_empty() {
+            name.to_string()
+        } else {
+            format!("{section}.{name}")
+        };
+        match seen.get(name) {
+            Some(first) => self.push(
+                error(
+                    "config::duplicate-setting",
+                    format!("`{path}` is set twice in one block"),
+                )
+                .at(source, span, "set again here")
+                .also(source, *first, "first set here")
+                .help("remove one; to override a value, do it in a later block or file"),
+            ),
+            None => {
+                seen.insert(name.to_string(), span);
+            }
+        }
+    }
+
     fn walk_section(&mut self, node: &KdlNode, section: &'static Section, source: SourceId) {
         let index = section_index(section);
         let raw = raw_of_node(node);
+        let mut seen = HashMap::new();
+        for (key, _, span) in &raw.props {
+            self.check_duplicate(&mut seen, key, section.name, *span, source);
+        }
+        for child in node.children().map(|c| c.nodes()).unwrap_or_default() {
+            let name = child.name().value();
+            if name != "include" {
+                self.check_duplicate(&mut seen, name, section.name, child.name().span(), source);
+            }
+        }
         for (i, (value, span)) in raw.args.iter().enumerate() {
             if !section.has_kinds() {
                 self.push(
@@ -1546,10 +1602,9 @@ pub(crate) fn run(
     for a in &assignments {
         if let (Target::Kind { section }, [(KdlValue::String(s), _)]) =
             (&a.target, a.raw.args.as_slice())
+            && let Some(k) = SECTIONS[*section].kind(s)
         {
-            if let Some(k) = SECTIONS[*section].kind(s) {
-                applier.final_kind[*section] = Some(k);
-            }
+            applier.final_kind[*section] = Some(k);
         }
     }
     for a in &assignments {
@@ -1614,11 +1669,11 @@ pub(crate) fn run(
         );
         for field in section.fields(kind) {
             let path = section.path(field.name);
-            if !applier.entries.contains_key(&path) {
-                if let Some(v) = Val::from_default(&field.default) {
-                    values.insert(path.clone(), v);
-                    provenance.insert(path, Origin::Default);
-                }
+            if !applier.entries.contains_key(&path)
+                && let Some(v) = Val::from_default(&field.default)
+            {
+                values.insert(path.clone(), v);
+                provenance.insert(path, Origin::Default);
             }
         }
     }
@@ -1710,7 +1765,7 @@ impl CrossCheck<'_, '_> {
         let e = self.experiment;
         let world = e.world_size().max(1);
         let world_text = format!("{world} device{}", if world == 1 { "" } else { "s" });
-        if self.ok(&["devices", "env.envs"]) && e.env.envs % world != 0 {
+        if self.ok(&["devices", "env.envs"]) && !e.env.envs.is_multiple_of(world) {
             self.report(
                 "config::not-divisible",
                 format!(
@@ -1719,7 +1774,7 @@ impl CrossCheck<'_, '_> {
                 ),
                 "env.envs",
                 &format!("not a multiple of {world}"),
-                Some(("devices", &format!("{world_text}"))),
+                Some(("devices", &world_text)),
                 format!(
                     "sizes are global: use a multiple of {world}, e.g. envs {}",
                     e.env.envs.div_ceil(world) * world
@@ -1735,8 +1790,8 @@ impl CrossCheck<'_, '_> {
                     "train.rollout",
                     "algorithm",
                     "algorithm.minibatches",
-                ]) && e.env.envs % world == 0
-                    && batch % ppo.minibatches != 0
+                ]) && e.env.envs.is_multiple_of(world)
+                    && !batch.is_multiple_of(ppo.minibatches)
                 {
                     self.report(
                         "config::not-divisible",
@@ -1761,7 +1816,7 @@ impl CrossCheck<'_, '_> {
                         "buffer-capacity",
                     ),
                 ] {
-                    if self.ok(&["devices", "algorithm", path]) && value % world != 0 {
+                    if self.ok(&["devices", "algorithm", path]) && !value.is_multiple_of(world) {
                         self.report(
                             "config::not-divisible",
                             format!("{what} {value} cannot be split evenly over {world_text}"),
@@ -1823,17 +1878,18 @@ impl CrossCheck<'_, '_> {
             }
             Algorithm::A2c(_) => {}
         }
-        if let Some(max) = e.train.max_steps {
-            if self.ok(&["train.max-steps", "train.total-steps"]) && max > e.train.total_steps {
-                self.report(
-                    "config::inconsistent",
-                    "max-steps exceeds total-steps".into(),
-                    "train.max-steps",
-                    &format!("more than total-steps {}", e.train.total_steps),
-                    Some(("train.total-steps", "total-steps")),
-                    "max-steps stops a run early; it cannot extend it past total-steps".into(),
-                );
-            }
+        if let Some(max) = e.train.max_steps
+            && self.ok(&["train.max-steps", "train.total-steps"])
+            && max > e.train.total_steps
+        {
+            self.report(
+                "config::inconsistent",
+                "max-steps exceeds total-steps".into(),
+                "train.max-steps",
+                &format!("more than total-steps {}", e.train.total_steps),
+                Some(("train.total-steps", "total-steps")),
+                "max-steps stops a run early; it cannot extend it past total-steps".into(),
+            );
         }
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();

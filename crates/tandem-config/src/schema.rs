@@ -1101,3 +1101,61 @@ pub fn reference_markdown() -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_env_kind_is_a_game() {
+        for kind in ENV.kinds {
+            assert!(
+                crate::model::Game::from_name(kind.name).is_some(),
+                "{} has no game info",
+                kind.name
+            );
+        }
+        assert_eq!(ENV.kinds.len(), crate::model::Game::all().count());
+    }
+
+    #[test]
+    fn defaults_satisfy_their_own_types() {
+        let all = SECTIONS
+            .iter()
+            .flat_map(|s| {
+                s.common
+                    .iter()
+                    .chain(s.kinds.iter().flat_map(|k| k.fields.iter()))
+            })
+            .chain(WRAPPERS.iter().flat_map(|w| w.params.iter()));
+        for field in all {
+            let ok = match (field.ty, field.default) {
+                (_, Dflt::Required) => true,
+                (_, Dflt::Null) => field.nullable,
+                (Ty::Int { min, max }, Dflt::Int(i)) => (min..=max).contains(&i),
+                (
+                    Ty::Float {
+                        min,
+                        min_open,
+                        max,
+                        max_open,
+                    },
+                    Dflt::Float(x),
+                ) => {
+                    (if min_open { x > min } else { x >= min })
+                        && (if max_open { x < max } else { x <= max })
+                }
+                (Ty::Bool, Dflt::Bool(_)) => true,
+                (Ty::Choice(c), Dflt::Str(s)) => c.contains(&s),
+                (Ty::IntList { min, max }, Dflt::IntList(l)) => {
+                    l.iter().all(|i| (min..=max).contains(i))
+                }
+                (Ty::Devices, Dflt::Devices)
+                | (Ty::Threads, Dflt::Auto)
+                | (Ty::Wrappers, Dflt::NoWrappers) => true,
+                _ => false,
+            };
+            assert!(ok, "default of `{}` does not fit its type", field.name);
+        }
+    }
+}

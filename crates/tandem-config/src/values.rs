@@ -580,3 +580,48 @@ pub(crate) fn kind_of<'a>(values: &'a Values, section: &schema::Section) -> Opti
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::SECTIONS;
+    use crate::{Source, resolve};
+
+    /// `from_experiment` must write exactly the paths the schema expects for every
+    /// kind; a forgotten nullable field would otherwise print as `#null` unnoticed.
+    #[test]
+    fn every_schema_path_is_written_for_every_kind() {
+        let text = "experiment \"x\" {\n    env \"atari-breakout\"\n}\n";
+        let combos = [
+            ["algorithm=ppo", "network=nature-cnn", "sync=allreduce"],
+            ["algorithm=a2c", "network=impala-cnn", "sync=periodic"],
+            ["algorithm=dqn", "network=mlp", "sync=broadcast"],
+            ["algorithm=dqn", "network=nature-cnn", "sync=none"],
+        ];
+        for combo in combos {
+            let sets: Vec<String> = combo.iter().map(|s| s.to_string()).collect();
+            let e = resolve(&Source::Stdin(text.into()), &sets)
+                .unwrap()
+                .experiment;
+            let values = from_experiment(&e);
+            let mut expected: Vec<String> = Vec::new();
+            for section in SECTIONS {
+                let kind = kind_of(&values, section).and_then(|k| section.kind(k));
+                if section.has_kinds() {
+                    expected.push(section.name.to_string());
+                }
+                expected.extend(section.fields(kind).map(|f| section.path(f.name)));
+            }
+            expected.sort();
+            let written: Vec<String> = values.keys().cloned().collect();
+            assert_eq!(written, expected, "{combo:?}");
+            assert_eq!(to_experiment(&values), e, "{combo:?}");
+        }
+        let minatar =
+            "experiment \"x\" {\n    env \"minatar-breakout\"\n    network \"minatar-cnn\"\n}\n";
+        let e = resolve(&Source::Stdin(minatar.into()), &[])
+            .unwrap()
+            .experiment;
+        assert_eq!(to_experiment(&from_experiment(&e)), e);
+    }
+}

@@ -20,7 +20,10 @@ fn cases() -> Vec<PathBuf> {
 
 fn sets_of(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).expect("readable case");
-    text.lines().filter_map(|l| l.strip_prefix("// set: ")).map(str::to_string).collect()
+    text.lines()
+        .filter_map(|l| l.strip_prefix("// set: "))
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -40,7 +43,12 @@ fn every_invalid_config_renders_as_its_golden() {
         for d in diags.iter() {
             codes.insert(d.code().to_string());
             // Every diagnostic names a file, and those with a position have a help line.
-            assert!(d.file().is_some(), "{}: diagnostic without a file: {}", path.display(), d.message());
+            assert!(
+                d.file().is_some(),
+                "{}: diagnostic without a file: {}",
+                path.display(),
+                d.message()
+            );
         }
         let rendered = diags.render(false);
         let golden = path.with_extension("txt");
@@ -53,7 +61,11 @@ fn every_invalid_config_renders_as_its_golden() {
             }
         }
     }
-    assert!(mismatches.is_empty(), "renderings differ from goldens (UPDATE_GOLDEN=1 rewrites):\n{}", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "renderings differ from goldens (UPDATE_GOLDEN=1 rewrites):\n{}",
+        mismatches.join("\n")
+    );
     for class in [
         "kdl::syntax",
         "config::unknown-node",
@@ -81,17 +93,28 @@ fn rendering_has_position_label_and_help() {
     let d = diags.iter().next().unwrap();
     assert_eq!(d.file(), Some("tests/golden/negative-lr.kdl"));
     assert_eq!(d.line_column(), Some((3, 21)));
-    assert!(d.label().unwrap().contains("found -0.0003"), "{:?}", d.label());
+    assert!(
+        d.label().unwrap().contains("found -0.0003"),
+        "{:?}",
+        d.label()
+    );
     assert!(d.help().is_some());
     let text = diags.render(false);
     assert!(text.contains("tests/golden/negative-lr.kdl:3:21"), "{text}");
     assert!(!text.contains('\u{1b}'), "plain rendering has escape codes");
-    assert!(diags.render(true).contains('\u{1b}'), "colour rendering has no escape codes");
+    assert!(
+        diags.render(true).contains('\u{1b}'),
+        "colour rendering has no escape codes"
+    );
 }
 
 #[test]
 fn json_diagnostics_are_machine_readable() {
-    let diags = resolve(&Source::Path("tests/golden/unknown-setting.kdl".into()), &[]).unwrap_err();
+    let diags = resolve(
+        &Source::Path("tests/golden/unknown-setting.kdl".into()),
+        &[],
+    )
+    .unwrap_err();
     let parsed: serde_json::Value = serde_json::from_str(&diags.to_json()).unwrap();
     let first = &parsed[0];
     assert_eq!(first["code"], "config::unknown-setting");

@@ -27,8 +27,10 @@ fn sets(list: &[&str]) -> Vec<String> {
 #[test]
 fn one_file_with_several_mistakes_reports_all_of_them() {
     let diags = resolve(&fixture("many-mistakes.kdl"), &[]).unwrap_err();
-    let found: Vec<(&str, usize)> =
-        diags.iter().map(|d| (d.code(), d.line_column().expect("positioned").0)).collect();
+    let found: Vec<(&str, usize)> = diags
+        .iter()
+        .map(|d| (d.code(), d.line_column().expect("positioned").0))
+        .collect();
     assert_eq!(
         found,
         vec![
@@ -41,21 +43,33 @@ fn one_file_with_several_mistakes_reports_all_of_them() {
             ("config::wrapper-mismatch", 11),
         ]
     );
-    let gama = diags.iter().find(|d| d.code() == "config::unknown-setting").unwrap();
+    let gama = diags
+        .iter()
+        .find(|d| d.code() == "config::unknown-setting")
+        .unwrap();
     assert_eq!(gama.help(), Some("did you mean `gamma`?"));
 }
 
 #[test]
 fn every_example_experiment_validates_and_round_trips() {
     let files = experiments();
-    assert!(files.len() >= 6, "expected the example experiments, found {files:?}");
+    assert!(
+        files.len() >= 6,
+        "expected the example experiments, found {files:?}"
+    );
     for path in files {
         let resolved = resolve(&Source::Path(path.clone()), &[])
             .unwrap_or_else(|d| panic!("{} is invalid:\n{}", path.display(), d.render(false)));
         let e = &resolved.experiment;
         let text = canonical_kdl(e);
-        let back = parse_canonical(&text).unwrap_or_else(|d| panic!("{}: {}", path.display(), d.render(false)));
-        assert_eq!(&back, e, "{}: round trip changed the experiment", path.display());
+        let back = parse_canonical(&text)
+            .unwrap_or_else(|d| panic!("{}: {}", path.display(), d.render(false)));
+        assert_eq!(
+            &back,
+            e,
+            "{}: round trip changed the experiment",
+            path.display()
+        );
         assert_eq!(canonical_kdl(&back), text);
         assert_eq!(config_hash(&back), config_hash(e));
         // The canonical text is also a valid source, and resolves to the same hash.
@@ -75,17 +89,25 @@ fn resolution_is_deterministic_and_hash_is_sha256_of_canonical_text() {
     assert_eq!(canonical_json(&a.experiment), canonical_json(&b.experiment));
     let hash = config_hash(&a.experiment);
     assert_eq!(hash.len(), 64);
-    assert!(hash.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(
+        hash.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
     // A fixed experiment has a fixed hash on every machine: this pins the format.
     let text = canonical_kdl(&a.experiment);
-    assert!(text.starts_with("experiment \"layered\" {\n    seed 1\n    devices \"cpu\" \"cpu\"\n"), "{text}");
+    assert!(
+        text.starts_with("experiment \"layered\" {\n    seed 1\n    devices \"cpu\" \"cpu\"\n"),
+        "{text}"
+    );
     assert!(text.contains("        lr 0.0005\n"), "{text}");
 }
 
 #[test]
 fn later_values_override_earlier_ones_node_by_node() {
     let r = resolve(&fixture("layered.kdl"), &[]).unwrap();
-    let Algorithm::Ppo(ppo) = &r.experiment.algorithm else { panic!("not ppo") };
+    let Algorithm::Ppo(ppo) = &r.experiment.algorithm else {
+        panic!("not ppo")
+    };
     assert_eq!(ppo.lr, 0.0005, "the main file overrides the include");
     assert_eq!(ppo.gamma, 0.98, "untouched values from the include stay");
     assert_eq!(ppo.clip, 0.1);
@@ -95,9 +117,14 @@ fn later_values_override_earlier_ones_node_by_node() {
 #[test]
 fn changing_the_kind_drops_the_previous_kinds_settings() {
     let r = resolve(&fixture("switch-kind.kdl"), &[]).unwrap();
-    let Algorithm::Dqn(dqn) = &r.experiment.algorithm else { panic!("not dqn") };
+    let Algorithm::Dqn(dqn) = &r.experiment.algorithm else {
+        panic!("not dqn")
+    };
     assert_eq!(dqn.batch_size, 64);
-    assert_eq!(dqn.lr, 1e-4, "ppo's lr from the include does not leak into dqn");
+    assert_eq!(
+        dqn.lr, 1e-4,
+        "ppo's lr from the include does not leak into dqn"
+    );
     assert_eq!(r.provenance.get("algorithm.lr"), Some(&Origin::Default));
 }
 
@@ -105,20 +132,58 @@ fn changing_the_kind_drops_the_previous_kinds_settings() {
 fn provenance_names_include_main_file_set_and_default() {
     let r = resolve(&fixture("layered.kdl"), &sets(&["train.max-steps=4096"])).unwrap();
     let p = &r.provenance;
-    assert_eq!(p.get("algorithm.gamma"), Some(&Origin::File { path: "tests/fixtures/base-ppo.kdl".into(), line: 4 }));
-    assert_eq!(p.get("algorithm.lr"), Some(&Origin::File { path: "tests/fixtures/layered.kdl".into(), line: 4 }));
-    assert_eq!(p.get("algorithm"), Some(&Origin::File { path: "tests/fixtures/base-ppo.kdl".into(), line: 2 }));
-    assert_eq!(p.get("train.max-steps"), Some(&Origin::Set { text: "train.max-steps=4096".into() }));
+    assert_eq!(
+        p.get("algorithm.gamma"),
+        Some(&Origin::File {
+            path: "tests/fixtures/base-ppo.kdl".into(),
+            line: 4
+        })
+    );
+    assert_eq!(
+        p.get("algorithm.lr"),
+        Some(&Origin::File {
+            path: "tests/fixtures/layered.kdl".into(),
+            line: 4
+        })
+    );
+    assert_eq!(
+        p.get("algorithm"),
+        Some(&Origin::File {
+            path: "tests/fixtures/base-ppo.kdl".into(),
+            line: 2
+        })
+    );
+    assert_eq!(
+        p.get("train.max-steps"),
+        Some(&Origin::Set {
+            text: "train.max-steps=4096".into()
+        })
+    );
     assert_eq!(p.get("algorithm.epochs"), Some(&Origin::Default));
-    assert_eq!(p.get("name"), Some(&Origin::File { path: "tests/fixtures/layered.kdl".into(), line: 1 }));
+    assert_eq!(
+        p.get("name"),
+        Some(&Origin::File {
+            path: "tests/fixtures/layered.kdl".into(),
+            line: 1
+        })
+    );
     // Every value of the canonical form has an origin.
     let json: serde_json::Value = serde_json::from_str(&canonical_json(&r.experiment)).unwrap();
     for (key, value) in json.as_object().unwrap() {
         match value.as_object() {
             Some(section) => {
-                assert!(p.get(key).is_some() || !section.contains_key("kind") && key != "env", "no origin for {key}");
-                for field in section.keys().filter(|f| !["kind", "game", "policy"].contains(&f.as_str())) {
-                    assert!(p.get(&format!("{key}.{field}")).is_some(), "no origin for {key}.{field}");
+                assert!(
+                    p.get(key).is_some() || !section.contains_key("kind") && key != "env",
+                    "no origin for {key}"
+                );
+                for field in section
+                    .keys()
+                    .filter(|f| !["kind", "game", "policy"].contains(&f.as_str()))
+                {
+                    assert!(
+                        p.get(&format!("{key}.{field}")).is_some(),
+                        "no origin for {key}.{field}"
+                    );
                 }
             }
             None => assert!(p.get(key).is_some(), "no origin for {key}"),
@@ -133,7 +198,10 @@ fn nested_includes_resolve_relative_to_the_including_file() {
     assert_eq!(r.experiment.env.game, Game::Cartpole);
     assert_eq!(
         r.provenance.get("env"),
-        Some(&Origin::File { path: "tests/fixtures/nested/../base-ppo.kdl".into(), line: 7 })
+        Some(&Origin::File {
+            path: "tests/fixtures/nested/../base-ppo.kdl".into(),
+            line: 7
+        })
     );
 }
 
@@ -143,7 +211,13 @@ fn stdin_includes_resolve_relative_to_the_current_directory() {
     let text = "experiment \"from-stdin\" {\n    include \"tests/fixtures/base-ppo.kdl\"\n}\n";
     let r = resolve(&Source::Stdin(text.into()), &[]).unwrap();
     assert_eq!(r.experiment.env.envs, 4);
-    assert_eq!(r.provenance.get("name"), Some(&Origin::File { path: "<stdin>".into(), line: 1 }));
+    assert_eq!(
+        r.provenance.get("name"),
+        Some(&Origin::File {
+            path: "<stdin>".into(),
+            line: 1
+        })
+    );
 }
 
 #[test]
@@ -159,15 +233,36 @@ fn set_changes_exactly_the_named_value() {
         let changed = resolve(&fixture("layered.kdl"), &sets(&[set])).unwrap();
         let before = canonical_kdl(&base.experiment);
         let after = canonical_kdl(&changed.experiment);
-        let removed: Vec<&str> = before.lines().filter(|l| !after.lines().any(|m| m == *l)).collect();
-        let added: Vec<&str> = after.lines().filter(|l| !before.lines().any(|m| m == *l)).collect();
+        let removed: Vec<&str> = before
+            .lines()
+            .filter(|l| !after.lines().any(|m| m == *l))
+            .collect();
+        let added: Vec<&str> = after
+            .lines()
+            .filter(|l| !before.lines().any(|m| m == *l))
+            .collect();
         assert_eq!(added, vec![line], "--set {set}");
-        assert!(removed.len() <= 1, "--set {set} changed more than one value: {removed:?}");
-        assert!(changed.provenance.iter().any(|(_, o)| *o == Origin::Set { text: set.into() }));
+        assert!(
+            removed.len() <= 1,
+            "--set {set} changed more than one value: {removed:?}"
+        );
+        assert!(
+            changed
+                .provenance
+                .iter()
+                .any(|(_, o)| *o == Origin::Set { text: set.into() })
+        );
     }
     // A block replaces the (empty) block as a whole.
-    let changed = resolve(&fixture("layered.kdl"), &sets(&["env.wrappers=time-limit 200; clip-reward"])).unwrap();
-    assert_eq!(changed.experiment.env.wrappers, vec![Wrapper::TimeLimit { max_steps: 200 }, Wrapper::ClipReward]);
+    let changed = resolve(
+        &fixture("layered.kdl"),
+        &sets(&["env.wrappers=time-limit 200; clip-reward"]),
+    )
+    .unwrap();
+    assert_eq!(
+        changed.experiment.env.wrappers,
+        vec![Wrapper::TimeLimit { max_steps: 200 }, Wrapper::ClipReward]
+    );
     let mut expected = base.experiment.clone();
     expected.env.wrappers = changed.experiment.env.wrappers.clone();
     assert_eq!(changed.experiment, expected);
@@ -175,14 +270,28 @@ fn set_changes_exactly_the_named_value() {
 
 #[test]
 fn set_can_switch_the_kind_and_later_sets_win() {
-    let r = resolve(&fixture("layered.kdl"), &sets(&["algorithm=dqn", "algorithm.batch-size=32", "algorithm.batch-size=64"])).unwrap();
-    let Algorithm::Dqn(dqn) = &r.experiment.algorithm else { panic!("not dqn") };
+    let r = resolve(
+        &fixture("layered.kdl"),
+        &sets(&[
+            "algorithm=dqn",
+            "algorithm.batch-size=32",
+            "algorithm.batch-size=64",
+        ]),
+    )
+    .unwrap();
+    let Algorithm::Dqn(dqn) = &r.experiment.algorithm else {
+        panic!("not dqn")
+    };
     assert_eq!(dqn.batch_size, 64);
 }
 
 #[test]
 fn set_values_are_checked_like_file_values() {
-    let diags = resolve(&fixture("layered.kdl"), &sets(&["algorithm.gamma=2", "algorithm.clip=fast"])).unwrap_err();
+    let diags = resolve(
+        &fixture("layered.kdl"),
+        &sets(&["algorithm.gamma=2", "algorithm.clip=fast"]),
+    )
+    .unwrap_err();
     let codes: Vec<&str> = diags.iter().map(|d| d.code()).collect();
     assert_eq!(codes, vec!["config::range", "config::type"]);
     assert!(diags.iter().all(|d| d.file() == Some("--set")));
@@ -201,14 +310,26 @@ fn per_rank_sizes_divide_the_global_ones() {
     assert_eq!(e.threads_per_rank(16), 8);
     assert_ne!(e.rank_seed(0), e.rank_seed(1));
 
-    let dqn = resolve(&fixture("layered.kdl"), &sets(&["algorithm=dqn", "algorithm.buffer-capacity=1000", "algorithm.batch-size=64"])).unwrap();
+    let dqn = resolve(
+        &fixture("layered.kdl"),
+        &sets(&[
+            "algorithm=dqn",
+            "algorithm.buffer-capacity=1000",
+            "algorithm.batch-size=64",
+        ]),
+    )
+    .unwrap();
     assert_eq!(dqn.experiment.per_rank_buffer_capacity(), Some(500));
     assert_eq!(dqn.experiment.per_rank_batch_size(), Some(32));
 }
 
 #[test]
 fn devices_count_form_expands_to_a_list() {
-    let r = resolve(&fixture("layered.kdl"), &sets(&["devices=count=2 kind=\"cuda\""])).unwrap();
+    let r = resolve(
+        &fixture("layered.kdl"),
+        &sets(&["devices=count=2 kind=\"cuda\""]),
+    )
+    .unwrap();
     assert_eq!(r.experiment.devices, vec![Device::Cuda(0), Device::Cuda(1)]);
     assert!(canonical_kdl(&r.experiment).contains("    devices \"cuda:0\" \"cuda:1\"\n"));
 }
@@ -216,7 +337,13 @@ fn devices_count_form_expands_to_a_list() {
 #[test]
 fn observations_follow_the_wrapper_chain() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    let obs = |name: &str| resolve(&Source::Path(dir.join(name)), &[]).unwrap().experiment.observation().shape();
+    let obs = |name: &str| {
+        resolve(&Source::Path(dir.join(name)), &[])
+            .unwrap()
+            .experiment
+            .observation()
+            .shape()
+    };
     assert_eq!(obs("breakout.kdl"), vec![4, 84, 84]);
     assert_eq!(obs("minatar-breakout.kdl"), vec![4, 10, 10]);
     assert_eq!(obs("cartpole.kdl"), vec![4]);
@@ -229,8 +356,15 @@ fn parse_canonical_accepts_only_canonical_self_contained_text() {
     let with_comment = format!("// edited\n{text}");
     let d = parse_canonical(&with_comment).unwrap_err();
     assert_eq!(d.iter().next().unwrap().code(), "config::not-canonical");
-    let reordered = text.replacen("    seed 1\n", "", 1).replacen("    threads \"auto\"\n", "    threads \"auto\"\n    seed 1\n", 1);
-    assert!(parse_canonical(&reordered).is_err(), "order matters in the canonical form");
+    let reordered = text.replacen("    seed 1\n", "", 1).replacen(
+        "    threads \"auto\"\n",
+        "    threads \"auto\"\n    seed 1\n",
+        1,
+    );
+    assert!(
+        parse_canonical(&reordered).is_err(),
+        "order matters in the canonical form"
+    );
     let with_include = "experiment \"x\" {\n    include \"tests/fixtures/base-ppo.kdl\"\n}\n";
     let d = parse_canonical(with_include).unwrap_err();
     assert_eq!(d.iter().next().unwrap().code(), "config::canonical-include");
@@ -238,7 +372,10 @@ fn parse_canonical_accepts_only_canonical_self_contained_text() {
 
 #[test]
 fn cli_validate_exit_codes_and_summary() {
-    let good = format!("{}/../../experiments/cartpole.kdl", env!("CARGO_MANIFEST_DIR"));
+    let good = format!(
+        "{}/../../experiments/cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let (out, code) = cli::validate(std::slice::from_ref(&good), false, false);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 valid, 0 invalid"), "{out}");
@@ -280,7 +417,15 @@ fn cli_resolve_outputs_and_exit_codes() {
 #[test]
 fn no_hidden_inputs_in_the_resolver() {
     // No environment variable or home-directory file may change a resolved config.
-    for file in ["lib.rs", "resolve.rs", "schema.rs", "values.rs", "canonical.rs", "model.rs", "diag.rs"] {
+    for file in [
+        "lib.rs",
+        "resolve.rs",
+        "schema.rs",
+        "values.rs",
+        "canonical.rs",
+        "model.rs",
+        "diag.rs",
+    ] {
         let text = std::fs::read_to_string(Path::new("src").join(file)).unwrap();
         for forbidden in ["env::var", "home_dir", "current_dir"] {
             assert!(!text.contains(forbidden), "src/{file} uses {forbidden}");
