@@ -3,4 +3,5 @@
 
 pub mod algo;
 pub mod dist;
+pub mod nn;
 pub mod version;
