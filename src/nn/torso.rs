@@ -147,7 +147,7 @@ fn orthogonal_conv(
     stride: i64,
     padding: i64,
 ) -> nn::Conv2D {
-    nn::conv2d(
+    let mut conv = nn::conv2d(
         path,
         inputs,
         outputs,
@@ -155,11 +155,21 @@ fn orthogonal_conv(
         nn::ConvConfig {
             stride,
             padding,
-            ws_init: nn::Init::Orthogonal { gain: TORSO_GAIN },
+            ws_init: nn::Init::Const(0.0),
             bs_init: nn::Init::Const(0.0),
             ..Default::default()
         },
-    )
+    );
+    // tch's `Init::Orthogonal` returns the flattened `[out, in*k*k]` matrix for a 4-d shape
+    // (the kernel loses its shape), so orthogonalise the flattened kernel here and reshape it.
+    let dims = conv.ws.size();
+    let flat = nn::init(
+        nn::Init::Orthogonal { gain: TORSO_GAIN },
+        &[dims[0], dims[1..].iter().product()],
+        conv.ws.device(),
+    );
+    tch::no_grad(|| conv.ws.copy_(&flat.reshape(&dims)));
+    conv
 }
 
 /// Spatial size after a convolution or pooling window, or an error naming the layer.
