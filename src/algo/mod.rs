@@ -39,3 +39,17 @@ impl Collective for Local {
         Ok(mine)
     }
 }
+
+pub mod a2c;
+mod common;
+pub mod optim;
+pub mod ppo;
+pub mod rollout;
+
+pub use a2c::{A2c, A2cConfig, A2cStats};
+pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
+pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss};
+pub use rollout::{
+    Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
+    n_step_returns,
+};

@@ -1,0 +1,153 @@
+//! Pieces PPO and A2C share: checks on a batch, statistics over the global batch (all ranks),
+//! the learning-rate schedule and the synchronised optimizer step.
+
+use anyhow::{Result, bail, ensure};
+use tch::{Kind, Tensor};
+
+use super::Collective;
+use super::optim::{Optimizer, clip_grad_norm};
+use super::rollout::Batch;
+use crate::nn::{ActionSpace, ActorCritic};
+
+/// Rejects a batch the model cannot evaluate (wrong observation shape, out-of-range actions)
+/// before any collective runs, with a message naming the problem.
+pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
+    let obs = batch.obs.size();
+    ensure!(
+        obs[1..] == *model.obs_shape(),
+        "update: batch observations have shape {:?} per sample, the network expects {:?}",
+        &obs[1..],
+        model.obs_shape()
+    );
+    ensure!(
+        !batch.actions.is_floating_point(),
+        "update: discrete actions must be integers, got {:?}",
+        batch.actions.kind()
+    );
+    let ActionSpace::Discrete { n } = model.action_space();
+    let (low, high) = batch.actions.aminmax(None, false);
+    let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+    if low < 0 || high >= n {
+        bail!(
+            "update: batch holds action {} but the action space is 0..{n}",
+            if low < 0 { low } else { high }
+        );
+    }
+    Ok(())
+}
+
+/// Learning rate at `progress` (fraction of training done, in [0, 1]): linear decay to 0 when
+/// annealing (CleanRL: `lr * (1 - (iteration - 1) / num_iterations)`), else constant.
+pub(crate) fn scheduled_lr(base: f64, anneal: bool, progress: f64) -> Result<f64> {
+    ensure!(
+        (0.0..=1.0).contains(&progress),
+        "update: training progress must be in [0, 1], got {progress}"
+    );
+    Ok(if anneal {
+        base * (1.0 - progress)
+    } else {
+        base
+    })
+}
+
+/// Statistics of the whole global batch, summed over ranks in one collective.
+pub(crate) struct GlobalBatchStats {
+    pub advantage_mean: f64,
+    pub advantage_std: f64,
+    /// 1 - Var[returns - values] / Var[returns] over the global batch; NaN when the returns
+    /// have zero variance (the ratio is undefined).
+    pub explained_variance: f64,
+}
+
+/// Sums per-rank moments of advantages, returns and value errors over all ranks, and checks that
+/// every rank will run the same number of optimizer steps with equally sized minibatches
+/// (otherwise the gradient all-reduce would hang or average unequal things).
+pub(crate) fn global_batch_stats(
+    batch: &Batch,
+    optimizer_steps: usize,
+    minibatch_size: i64,
+    collective: &mut dyn Collective,
+) -> Result<GlobalBatchStats> {
+    let (advantages, returns, values) = (
+        batch.advantages.to_kind(Kind::Double),
+        batch.returns.to_kind(Kind::Double),
+        batch.values.to_kind(Kind::Double),
+    );
+    let errors = &returns - &values;
+    let moments = Tensor::stack(
+        &[
+            advantages.sum(Kind::Double),
+            advantages.square().sum(Kind::Double),
+            returns.sum(Kind::Double),
+            returns.square().sum(Kind::Double),
+            errors.sum(Kind::Double),
+            errors.square().sum(Kind::Double),
+        ],
+        0,
+    );
+    let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
+    let steps = optimizer_steps as f64;
+    let size = minibatch_size as f64;
+    sums.extend_from_slice(&[batch.len() as f64, steps, steps * steps, size, size * size]);
+    collective.all_reduce_sum(&mut sums)?;
+    let world = collective.world_size() as f64;
+    let same_everywhere = |sum: f64, sum_sq: f64| world * sum_sq == sum * sum;
+    ensure!(
+        same_everywhere(sums[7], sums[8]) && same_everywhere(sums[9], sums[10]),
+        "update: ranks disagree on the number of optimizer steps ({} on this rank) or the minibatch size \
+         ({minibatch_size} here); every rank needs the same per-rank batch size",
+        optimizer_steps
+    );
+    let n = sums[6];
+    ensure!(
+        n >= 2.0,
+        "update: the global batch has {n} samples; advantage statistics need at least 2"
+    );
+    let mean = |s: f64| s / n;
+    let advantage_mean = mean(sums[0]);
+    // Unbiased (n - 1) variance, as torch.std in CleanRL's normalisation.
+    let advantage_var = ((sums[1] - n * advantage_mean * advantage_mean) / (n - 1.0)).max(0.0);
+    // Population variances, as np.var in CleanRL's explained variance.
+    let returns_var = mean(sums[3]) - mean(sums[2]).powi(2);
+    let errors_var = mean(sums[5]) - mean(sums[4]).powi(2);
+    let explained_variance = if returns_var > 0.0 {
+        1.0 - errors_var / returns_var
+    } else {
+        f64::NAN
+    };
+    Ok(GlobalBatchStats {
+        advantage_mean,
+        advantage_std: advantage_var.sqrt(),
+        explained_variance,
+    })
+}
+
+/// Backward, DDP gradient sync, clipping of the (now identical) averaged gradient, step.
+/// Returns the gradient norm before clipping. A non-finite norm is an error on every rank at
+/// once (all ranks hold the same averaged gradient), so no rank is left waiting.
+pub(crate) fn synchronised_step(
+    optimizer: &mut Optimizer,
+    loss: &Tensor,
+    max_grad_norm: f64,
+    lr: f64,
+    collective: &mut dyn Collective,
+    position: &dyn Fn() -> String,
+) -> Result<f64> {
+    optimizer.zero_grad();
+    loss.backward();
+    collective.sync_gradients(optimizer.parameters())?;
+    let norm = clip_grad_norm(
+        optimizer.parameter_names(),
+        optimizer.parameters(),
+        max_grad_norm,
+    )?;
+    let norm = norm.double_value(&[]);
+    if !norm.is_finite() {
+        bail!(
+            "update: the gradient norm is {norm} at {}; the loss diverged",
+            position()
+        );
+    }
+    optimizer.step(lr)?;
+    Ok(norm)
+}

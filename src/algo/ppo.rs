@@ -1,0 +1,431 @@
+//! Proximal Policy Optimization (Schulman et al. 2017, "Proximal Policy Optimization
+//! Algorithms"), clipped-surrogate variant, with the implementation details of CleanRL's
+//! `ppo.py` (Huang et al. 2022, "The 37 Implementation Details of PPO").
+//!
+//! One update, top to bottom:
+//! 1. advantages A_t come from GAE(lambda) (paper eq. 11-12; [`super::rollout`]);
+//! 2. they are normalised with the mean and standard deviation of the GLOBAL batch, summed over
+//!    ranks, so N ranks normalise exactly like one rank holding all the data (CleanRL normalises
+//!    per minibatch; over the whole batch is the choice that stays rank-count independent);
+//! 3. for K epochs, for each minibatch: maximise L^CLIP+VF+S (paper eq. 9) by one optimizer
+//!    step on the DDP-averaged gradient, clipped to a global norm;
+//! 4. optionally stop early when the epoch's mean approximate KL exceeds `target_kl`, decided on
+//!    rank 0 so every rank runs the same number of collectives.
+
+use anyhow::{Result, ensure};
+use tch::nn::VarStore;
+use tch::{Kind, Tensor};
+
+use super::Collective;
+use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
+use super::optim::{Optimizer, OptimizerSpec};
+use super::rollout::{Batch, MinibatchSampler};
+use crate::nn::{ActorCritic, Evaluation};
+
+/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (and `ppo_atari.py`, which differs only
+/// in rollout size and environment settings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PpoConfig {
+    /// Rollout length per environment between updates (the trainer uses it; T in the paper).
+    pub num_steps: i64,
+    /// Adam step size at the start of training.
+    pub learning_rate: f64,
+    /// Decay the learning rate linearly to 0 over training.
+    pub anneal_lr: bool,
+    /// Adam epsilon (CleanRL uses 1e-5 rather than PyTorch's 1e-8).
+    pub adam_eps: f64,
+    /// Discount factor gamma.
+    pub gamma: f64,
+    /// GAE lambda.
+    pub gae_lambda: f64,
+    /// Epochs K over each batch.
+    pub update_epochs: usize,
+    /// Minibatches per epoch. Every rank cuts its local batch into this many, so the global
+    /// minibatch is `world_size` times the per-rank one.
+    pub num_minibatches: i64,
+    /// Normalise advantages (over the global batch).
+    pub normalize_advantages: bool,
+    /// Surrogate clipping epsilon.
+    pub clip_coef: f64,
+    /// Clip value updates to this distance from the old values (CleanRL's `clip_vloss`, which
+    /// reuses `clip_coef`); `None` for the plain squared error.
+    pub value_clip_coef: Option<f64>,
+    /// Entropy bonus coefficient c2.
+    pub ent_coef: f64,
+    /// Value loss coefficient c1.
+    pub vf_coef: f64,
+    /// Global gradient-norm limit.
+    pub max_grad_norm: f64,
+    /// Stop the update's epochs early once the mean approximate KL of an epoch exceeds this.
+    pub target_kl: Option<f64>,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            num_steps: 128,
+            learning_rate: 2.5e-4,
+            anneal_lr: true,
+            adam_eps: 1e-5,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            update_epochs: 4,
+            num_minibatches: 4,
+            normalize_advantages: true,
+            clip_coef: 0.2,
+            value_clip_coef: Some(0.2),
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            target_kl: None,
+        }
+    }
+}
+
+impl PpoConfig {
+    /// Checks every field's range; the error names the field.
+    pub fn validate(&self) -> Result<()> {
+        let positive = |name: &str, v: f64| -> Result<()> {
+            ensure!(
+                v.is_finite() && v > 0.0,
+                "ppo: {name} must be a positive number, got {v}"
+            );
+            Ok(())
+        };
+        let non_negative = |name: &str, v: f64| -> Result<()> {
+            ensure!(
+                v.is_finite() && v >= 0.0,
+                "ppo: {name} must be >= 0, got {v}"
+            );
+            Ok(())
+        };
+        let unit = |name: &str, v: f64| -> Result<()> {
+            ensure!(
+                (0.0..=1.0).contains(&v),
+                "ppo: {name} must be in [0, 1], got {v}"
+            );
+            Ok(())
+        };
+        ensure!(
+            self.num_steps > 0,
+            "ppo: num_steps must be positive, got {}",
+            self.num_steps
+        );
+        positive("learning_rate", self.learning_rate)?;
+        positive("adam_eps", self.adam_eps)?;
+        unit("gamma", self.gamma)?;
+        unit("gae_lambda", self.gae_lambda)?;
+        ensure!(
+            self.update_epochs > 0,
+            "ppo: update_epochs must be positive, got 0"
+        );
+        ensure!(
+            self.num_minibatches > 0,
+            "ppo: num_minibatches must be positive, got {}",
+            self.num_minibatches
+        );
+        positive("clip_coef", self.clip_coef)?;
+        if let Some(v) = self.value_clip_coef {
+            positive("value_clip_coef", v)?;
+        }
+        non_negative("ent_coef", self.ent_coef)?;
+        non_negative("vf_coef", self.vf_coef)?;
+        positive("max_grad_norm", self.max_grad_norm)?;
+        if let Some(kl) = self.target_kl {
+            positive("target_kl", kl)?;
+        }
+        Ok(())
+    }
+}
+
+/// The terms of the PPO objective on one minibatch. `total` carries gradients; the others are
+/// detached scalars for logging.
+#[derive(Debug)]
+pub struct PpoLoss {
+    /// -L^CLIP + c1 L^VF - c2 S, the quantity minimised.
+    pub total: Tensor,
+    /// -L^CLIP
+    pub policy_loss: Tensor,
+    /// L^VF
+    pub value_loss: Tensor,
+    /// S, mean entropy
+    pub entropy: Tensor,
+    /// E[(r - 1) - log r], the low-variance KL(old || new) estimator CleanRL logs.
+    pub approx_kl: Tensor,
+    /// Fraction of samples whose ratio left [1 - eps, 1 + eps].
+    pub clip_fraction: Tensor,
+}
+
+/// The PPO loss on one minibatch. `advantages` are already normalised (if at all);
+/// `old_log_probs`, `old_values` and `returns` come from the rollout.
+pub fn ppo_loss(
+    new: &Evaluation,
+    old_log_probs: &Tensor,
+    old_values: &Tensor,
+    advantages: &Tensor,
+    returns: &Tensor,
+    config: &PpoConfig,
+) -> PpoLoss {
+    // Probability ratio r_t(theta) = pi_theta(a_t|s_t) / pi_theta_old(a_t|s_t)  (eq. 6).
+    let log_ratio = &new.log_probs - old_log_probs;
+    let ratio = log_ratio.exp();
+
+    // L^CLIP = E[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)]  (eq. 7); we minimise -L^CLIP.
+    let eps = config.clip_coef;
+    let unclipped = -advantages * &ratio;
+    let clipped = -advantages * ratio.clamp(1.0 - eps, 1.0 + eps);
+    let policy_loss = unclipped.maximum(&clipped).mean(Kind::Float);
+
+    // L^VF = (V_theta(s_t) - V_t^targ)^2 (eq. 9), halved as in CleanRL; optionally with the
+    // value prediction clipped around the old one (Huang et al. 2022, detail 9).
+    let value_loss = match config.value_clip_coef {
+        Some(value_eps) => {
+            let unclipped = (&new.values - returns).square();
+            let clipped_values =
+                old_values + (&new.values - old_values).clamp(-value_eps, value_eps);
+            let clipped = (clipped_values - returns).square();
+            unclipped.maximum(&clipped).mean(Kind::Float) * 0.5
+        }
+        None => (&new.values - returns).square().mean(Kind::Float) * 0.5,
+    };
+
+    // S[pi_theta](s_t), the entropy bonus.
+    let entropy = new.entropy.mean(Kind::Float);
+
+    // Maximise L^CLIP - c1 L^VF + c2 S  (eq. 9)  <=>  minimise its negation.
+    let total = &policy_loss - &entropy * config.ent_coef + &value_loss * config.vf_coef;
+
+    let (approx_kl, clip_fraction) = tch::no_grad(|| {
+        let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
+        let clip_fraction = (&ratio - 1.0)
+            .abs()
+            .gt(eps)
+            .to_kind(Kind::Float)
+            .mean(Kind::Float);
+        (approx_kl, clip_fraction)
+    });
+    PpoLoss {
+        total,
+        policy_loss: policy_loss.detach(),
+        value_loss: value_loss.detach(),
+        entropy: entropy.detach(),
+        approx_kl,
+        clip_fraction,
+    }
+}
+
+/// What one update did, averaged over its minibatches and over ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PpoStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    /// Of the rollout's value predictions against its returns, over the global batch; NaN when
+    /// the returns have zero variance.
+    pub explained_variance: f64,
+    /// Global gradient norm before clipping (of the rank-averaged gradient).
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    /// Epochs completed (fewer than `update_epochs` after a KL early stop).
+    pub epochs_run: usize,
+    /// Optimizer steps taken.
+    pub optimizer_steps: usize,
+}
+
+/// The PPO learner: optimizer state and minibatch sampler, both checkpointable.
+#[derive(Debug)]
+pub struct Ppo {
+    config: PpoConfig,
+    optimizer: Optimizer,
+    sampler: MinibatchSampler,
+}
+
+/// Index of each statistic in the per-minibatch accumulator.
+const POLICY: usize = 0;
+const VALUE: usize = 1;
+const ENTROPY: usize = 2;
+const KL: usize = 3;
+const CLIP: usize = 4;
+
+impl Ppo {
+    /// Adam over the trainable variables of `vs`; `shuffle_seed` seeds the minibatch order.
+    pub fn new(vs: &VarStore, config: PpoConfig, shuffle_seed: u64) -> Result<Ppo> {
+        config.validate()?;
+        let optimizer = Optimizer::new(
+            vs,
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: config.adam_eps,
+            },
+        )?;
+        Ok(Ppo {
+            config,
+            optimizer,
+            sampler: MinibatchSampler::new(shuffle_seed),
+        })
+    }
+
+    pub fn config(&self) -> &PpoConfig {
+        &self.config
+    }
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
+    }
+    pub fn sampler(&self) -> &MinibatchSampler {
+        &self.sampler
+    }
+    /// Restores the minibatch order after a resume.
+    pub fn set_sampler(&mut self, sampler: MinibatchSampler) {
+        self.sampler = sampler;
+    }
+
+    /// One PPO update on this rank's share of the batch. `progress` is the fraction of training
+    /// done before this update (for annealing). Every rank must call it with a batch of the same
+    /// size.
+    pub fn update(
+        &mut self,
+        model: &ActorCritic,
+        batch: &Batch,
+        progress: f64,
+        collective: &mut dyn Collective,
+    ) -> Result<PpoStats> {
+        let plan = (0..self.config.update_epochs)
+            .map(|_| {
+                self.sampler
+                    .minibatches(batch.len(), self.config.num_minibatches, batch.device())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.update_with_minibatches(model, batch, progress, &plan, collective)
+    }
+
+    /// [`Ppo::update`] with the minibatch indices given: `plan[epoch][k]` holds the rows of
+    /// minibatch k in that epoch (for tests and for custom orders).
+    pub fn update_with_minibatches(
+        &mut self,
+        model: &ActorCritic,
+        batch: &Batch,
+        progress: f64,
+        plan: &[Vec<Tensor>],
+        collective: &mut dyn Collective,
+    ) -> Result<PpoStats> {
+        let config = self.config.clone();
+        check_batch(model, batch)?;
+        ensure!(
+            plan.len() == config.update_epochs,
+            "ppo: the minibatch plan has {} epochs, the config asks for {}",
+            plan.len(),
+            config.update_epochs
+        );
+        let minibatch_size = plan
+            .first()
+            .and_then(|e| e.first())
+            .map_or(0, |m| m.size1().unwrap_or(0));
+        for (epoch, minibatches) in plan.iter().enumerate() {
+            ensure!(
+                minibatches.len() as i64 == config.num_minibatches,
+                "ppo: epoch {epoch} of the plan has {} minibatches, the config asks for {}",
+                minibatches.len(),
+                config.num_minibatches
+            );
+            for m in minibatches {
+                ensure!(
+                    m.size() == [minibatch_size] && minibatch_size > 0,
+                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); got shape {:?}",
+                    m.size()
+                );
+            }
+        }
+        let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
+        let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
+        let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
+
+        // Advantage normalisation over the global batch (Huang et al. 2022, detail 7).
+        let advantages = if config.normalize_advantages {
+            (&batch.advantages - global.advantage_mean) / (global.advantage_std + 1e-8)
+        } else {
+            batch.advantages.shallow_clone()
+        };
+
+        let stats_on_device = |loss: &PpoLoss| {
+            Tensor::stack(
+                &[
+                    &loss.policy_loss,
+                    &loss.value_loss,
+                    &loss.entropy,
+                    &loss.approx_kl,
+                    &loss.clip_fraction,
+                ],
+                0,
+            )
+        };
+        let mut totals = Tensor::zeros([5], (Kind::Float, batch.device()));
+        let mut grad_norm_sum = 0.0;
+        let mut steps_taken = 0usize;
+        let mut epochs_run = 0usize;
+        for (epoch, minibatches) in plan.iter().enumerate() {
+            let mut epoch_kl = Tensor::zeros([], (Kind::Float, batch.device()));
+            for (k, indices) in minibatches.iter().enumerate() {
+                let minibatch = batch.select(indices);
+                let evaluation = model.evaluate(&minibatch.obs, &minibatch.actions)?;
+                let loss = ppo_loss(
+                    &evaluation,
+                    &minibatch.log_probs,
+                    &minibatch.values,
+                    &advantages.index_select(0, indices),
+                    &minibatch.returns,
+                    &config,
+                );
+                let position = || format!("epoch {epoch}, minibatch {k}");
+                grad_norm_sum += synchronised_step(
+                    &mut self.optimizer,
+                    &loss.total,
+                    config.max_grad_norm,
+                    lr,
+                    collective,
+                    &position,
+                )?;
+                steps_taken += 1;
+                let minibatch_stats = stats_on_device(&loss);
+                epoch_kl += minibatch_stats.get(KL as i64);
+                totals += minibatch_stats;
+            }
+            epochs_run += 1;
+            if let Some(target_kl) = config.target_kl {
+                let mut kl = [epoch_kl.double_value(&[]) / minibatches.len() as f64];
+                collective.all_reduce_sum(&mut kl)?;
+                let mean_kl = kl[0] / collective.world_size() as f64;
+                if collective.decide(mean_kl > target_kl)? {
+                    break;
+                }
+            }
+        }
+
+        let mut averages =
+            Vec::<f64>::try_from(&totals.to_device(tch::Device::Cpu).to_kind(Kind::Double))?;
+        averages.push(grad_norm_sum);
+        for v in &mut averages {
+            *v /= steps_taken as f64;
+        }
+        collective.all_reduce_sum(&mut averages)?;
+        let world = collective.world_size() as f64;
+        let mean = |i: usize| averages[i] / world;
+        Ok(PpoStats {
+            policy_loss: mean(POLICY),
+            value_loss: mean(VALUE),
+            entropy: mean(ENTROPY),
+            approx_kl: mean(KL),
+            clip_fraction: mean(CLIP),
+            explained_variance: global.explained_variance,
+            grad_norm: mean(5),
+            learning_rate: lr,
+            epochs_run,
+            optimizer_steps: steps_taken,
+        })
+    }
+}

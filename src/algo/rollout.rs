@@ -1,0 +1,593 @@
+//! Experience for on-policy learners: the T x N rollout buffer on the rank's device, the return
+//! and advantage estimators (GAE(lambda), n-step returns), the flat [`Batch`] an update consumes,
+//! and the seeded [`MinibatchSampler`].
+//!
+//! Episode ends come in two kinds and are treated differently (Pardo et al. 2018, "Time Limits in
+//! Reinforcement Learning"): at a *terminated* step the MDP ended and nothing is bootstrapped; at
+//! a *truncated* step (time limit) the episode was cut short, so the target bootstraps from
+//! V(final observation), which the trainer evaluates and passes in because the environment has
+//! already reset. In both cases the advantage recursion does not run across the boundary.
+
+use anyhow::{Context, Result, bail, ensure};
+use tch::{Device, Kind, Tensor};
+
+/// One environment step for all N environments, as the trainer records it.
+#[derive(Debug)]
+pub struct StepRecord<'a> {
+    /// `[N, ...obs_shape]`: the observations the actions were chosen from.
+    pub obs: &'a Tensor,
+    /// `[N]` integer actions.
+    pub actions: &'a Tensor,
+    /// `[N]` log pi_old(a|s) at acting time.
+    pub log_probs: &'a Tensor,
+    /// `[N]` V_old(s) at acting time.
+    pub values: &'a Tensor,
+    /// `[N]` rewards of this step.
+    pub rewards: &'a Tensor,
+    /// `[N]` bool or 0/1: the episode reached a terminal state at this step.
+    pub terminated: &'a Tensor,
+    /// `[N]` bool or 0/1: the episode was cut off (time limit) at this step.
+    pub truncated: &'a Tensor,
+    /// `[N]` V(final observation) for the truncated environments (other entries are ignored).
+    /// Required whenever any environment is truncated-and-not-terminated at this step.
+    pub truncation_values: Option<&'a Tensor>,
+}
+
+/// Per-step, per-environment arrays in step-major order (index `t * num_envs + env`), the input
+/// of the pure estimators. Flags are true when nonzero.
+#[derive(Debug, Clone, Copy)]
+pub struct RolloutArrays<'a> {
+    pub num_envs: usize,
+    pub rewards: &'a [f32],
+    pub values: &'a [f32],
+    pub terminated: &'a [f32],
+    pub truncated: &'a [f32],
+    pub truncation_values: &'a [f32],
+    /// `[N]` V(s_T): the observation after the last recorded step.
+    pub last_values: &'a [f32],
+}
+
+impl RolloutArrays<'_> {
+    fn num_steps(&self) -> Result<usize> {
+        ensure!(self.num_envs > 0, "rollout: num_envs must be positive");
+        let len = self.rewards.len();
+        ensure!(
+            len.is_multiple_of(self.num_envs),
+            "rollout: {len} rewards is not a whole number of steps of {} environments",
+            self.num_envs
+        );
+        for (name, other) in [
+            ("values", self.values.len()),
+            ("terminated", self.terminated.len()),
+            ("truncated", self.truncated.len()),
+            ("truncation_values", self.truncation_values.len()),
+        ] {
+            ensure!(
+                other == len,
+                "rollout: {name} has {other} entries, rewards has {len}"
+            );
+        }
+        ensure!(
+            self.last_values.len() == self.num_envs,
+            "rollout: last_values has {} entries for {} environments",
+            self.last_values.len(),
+            self.num_envs
+        );
+        Ok(len / self.num_envs)
+    }
+
+    /// The value the target at step index `i` (step `t`) bootstraps from, and whether the
+    /// episode continues into step t+1.
+    fn bootstrap(&self, t: usize, env: usize, num_steps: usize) -> (f64, bool) {
+        let i = t * self.num_envs + env;
+        if self.terminated[i] != 0.0 {
+            (0.0, false)
+        } else if self.truncated[i] != 0.0 {
+            (self.truncation_values[i] as f64, false)
+        } else if t + 1 == num_steps {
+            (self.last_values[env] as f64, true)
+        } else {
+            (self.values[i + self.num_envs] as f64, true)
+        }
+    }
+}
+
+/// GAE(lambda) (Schulman et al. 2016, eq. 16), returning `(advantages, returns)` with
+/// `returns = advantages + values` (the lambda-return the value function regresses on).
+///
+///   delta_t = r_t + gamma * V_boot(t) - V(s_t)
+///   A_t     = delta_t + gamma * lambda * A_{t+1}   (only while the episode continues)
+pub fn generalized_advantages(
+    arrays: &RolloutArrays,
+    gamma: f64,
+    lambda: f64,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    check_discount(gamma, lambda)?;
+    let num_steps = arrays.num_steps()?;
+    let n = arrays.num_envs;
+    let mut advantages = vec![0f32; arrays.rewards.len()];
+    for env in 0..n {
+        let mut next_advantage = 0f64;
+        for t in (0..num_steps).rev() {
+            let i = t * n + env;
+            let (bootstrap, continues) = arrays.bootstrap(t, env, num_steps);
+            let delta = arrays.rewards[i] as f64 + gamma * bootstrap - arrays.values[i] as f64;
+            let carried = if continues {
+                gamma * lambda * next_advantage
+            } else {
+                0.0
+            };
+            next_advantage = delta + carried;
+            advantages[i] = next_advantage as f32;
+        }
+    }
+    let returns = advantages
+        .iter()
+        .zip(arrays.values)
+        .map(|(a, v)| a + v)
+        .collect();
+    Ok((advantages, returns))
+}
+
+/// n-step discounted returns as in A3C/A2C (Mnih et al. 2016, Algorithm S3): each step's
+/// return sums the rewards up to the end of the rollout and bootstraps from V(s_T), or from
+/// V(final observation) at a truncation, or from nothing at a termination.
+///
+///   R_t = r_t + gamma * R_{t+1}        (R_T = V(s_T))
+pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
+    check_discount(gamma, 1.0)?;
+    let num_steps = arrays.num_steps()?;
+    let n = arrays.num_envs;
+    let mut returns = vec![0f32; arrays.rewards.len()];
+    for env in 0..n {
+        let mut next_return = arrays.last_values[env] as f64;
+        for t in (0..num_steps).rev() {
+            let i = t * n + env;
+            let (bootstrap, continues) = arrays.bootstrap(t, env, num_steps);
+            let tail = if continues { next_return } else { bootstrap };
+            next_return = arrays.rewards[i] as f64 + gamma * tail;
+            returns[i] = next_return as f32;
+        }
+    }
+    Ok(returns)
+}
+
+fn check_discount(gamma: f64, lambda: f64) -> Result<()> {
+    ensure!(
+        (0.0..=1.0).contains(&gamma),
+        "rollout: gamma must be in [0, 1], got {gamma}"
+    );
+    ensure!(
+        (0.0..=1.0).contains(&lambda),
+        "rollout: GAE lambda must be in [0, 1], got {lambda}"
+    );
+    Ok(())
+}
+
+/// A flat batch of `B` samples for an update. Row `t * N + env` for a flattened rollout.
+#[derive(Debug)]
+pub struct Batch {
+    /// `[B, ...obs_shape]`
+    pub obs: Tensor,
+    /// `[B]` integer actions
+    pub actions: Tensor,
+    /// `[B]` log pi_old(a|s)
+    pub log_probs: Tensor,
+    /// `[B]` V_old(s)
+    pub values: Tensor,
+    /// `[B]` advantage estimates (not normalised; the learner normalises over the global batch)
+    pub advantages: Tensor,
+    /// `[B]` value targets
+    pub returns: Tensor,
+}
+
+impl Batch {
+    /// Checks that all fields agree on the batch size and are on one device.
+    pub fn new(
+        obs: Tensor,
+        actions: Tensor,
+        log_probs: Tensor,
+        values: Tensor,
+        advantages: Tensor,
+        returns: Tensor,
+    ) -> Result<Batch> {
+        let obs_shape = obs.size();
+        ensure!(
+            !obs_shape.is_empty(),
+            "batch: observations need a batch dimension, got a scalar"
+        );
+        let b = obs_shape[0];
+        ensure!(b > 0, "batch: the batch is empty");
+        let device = obs.device();
+        for (name, t) in [
+            ("actions", &actions),
+            ("log_probs", &log_probs),
+            ("values", &values),
+            ("advantages", &advantages),
+            ("returns", &returns),
+        ] {
+            ensure!(
+                t.size() == [b],
+                "batch: {name} has shape {:?}, expected [{b}]",
+                t.size()
+            );
+            ensure!(
+                t.device() == device,
+                "batch: {name} is on {:?} but observations are on {device:?}",
+                t.device()
+            );
+        }
+        Ok(Batch {
+            obs,
+            actions,
+            log_probs,
+            values,
+            advantages,
+            returns,
+        })
+    }
+
+    pub fn len(&self) -> i64 {
+        self.obs.size()[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn device(&self) -> Device {
+        self.obs.device()
+    }
+
+    /// The rows `indices` (an integer tensor on the batch's device).
+    pub fn select(&self, indices: &Tensor) -> Batch {
+        let pick = |t: &Tensor| t.index_select(0, indices);
+        Batch {
+            obs: pick(&self.obs),
+            actions: pick(&self.actions),
+            log_probs: pick(&self.log_probs),
+            values: pick(&self.values),
+            advantages: pick(&self.advantages),
+            returns: pick(&self.returns),
+        }
+    }
+
+    /// Rows `start .. start + len` (shares storage).
+    pub fn narrow(&self, start: i64, len: i64) -> Result<Batch> {
+        ensure!(
+            start >= 0 && len > 0 && start + len <= self.len(),
+            "batch: rows {start}..{} are outside a batch of {}",
+            start + len,
+            self.len()
+        );
+        let cut = |t: &Tensor| t.narrow(0, start, len);
+        Ok(Batch {
+            obs: cut(&self.obs),
+            actions: cut(&self.actions),
+            log_probs: cut(&self.log_probs),
+            values: cut(&self.values),
+            advantages: cut(&self.advantages),
+            returns: cut(&self.returns),
+        })
+    }
+}
+
+/// Rollout storage for `num_steps` x `num_envs` transitions on one device.
+#[derive(Debug)]
+pub struct RolloutBuffer {
+    num_steps: i64,
+    num_envs: i64,
+    obs_shape: Vec<i64>,
+    obs: Tensor,
+    actions: Tensor,
+    log_probs: Tensor,
+    values: Tensor,
+    rewards: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    truncation_values: Tensor,
+    /// Per step: whether truncation values were supplied.
+    has_truncation_values: Vec<bool>,
+    filled: i64,
+}
+
+fn expect_shape(what: &str, step: i64, t: &Tensor, shape: &[i64]) -> Result<()> {
+    ensure!(
+        t.size() == shape,
+        "rollout step {step}: {what} has shape {:?}, expected {shape:?}",
+        t.size()
+    );
+    Ok(())
+}
+
+impl RolloutBuffer {
+    pub fn new(num_steps: i64, num_envs: i64, obs_shape: &[i64], device: Device) -> Result<Self> {
+        ensure!(
+            num_steps > 0,
+            "rollout buffer: num_steps must be positive, got {num_steps}"
+        );
+        ensure!(
+            num_envs > 0,
+            "rollout buffer: num_envs must be positive, got {num_envs}"
+        );
+        ensure!(
+            obs_shape.iter().all(|&d| d > 0),
+            "rollout buffer: observation shape {obs_shape:?} has a non-positive dimension"
+        );
+        let mut full_obs = vec![num_steps, num_envs];
+        full_obs.extend_from_slice(obs_shape);
+        let float = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, device));
+        let tn = [num_steps, num_envs];
+        Ok(RolloutBuffer {
+            num_steps,
+            num_envs,
+            obs_shape: obs_shape.to_vec(),
+            obs: float(&full_obs),
+            actions: Tensor::zeros(tn, (Kind::Int64, device)),
+            log_probs: float(&tn),
+            values: float(&tn),
+            rewards: float(&tn),
+            terminated: float(&tn),
+            truncated: float(&tn),
+            truncation_values: float(&tn),
+            has_truncation_values: vec![false; num_steps as usize],
+            filled: 0,
+        })
+    }
+
+    pub fn num_steps(&self) -> i64 {
+        self.num_steps
+    }
+    pub fn num_envs(&self) -> i64 {
+        self.num_envs
+    }
+    /// Steps recorded since the last reset.
+    pub fn len(&self) -> i64 {
+        self.filled
+    }
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+    pub fn is_full(&self) -> bool {
+        self.filled == self.num_steps
+    }
+    /// Starts a new rollout (storage is reused and overwritten).
+    pub fn reset(&mut self) {
+        self.filled = 0;
+        self.has_truncation_values.fill(false);
+    }
+
+    /// Records one step for all environments.
+    pub fn push(&mut self, step: &StepRecord) -> Result<()> {
+        let t = self.filled;
+        ensure!(
+            t < self.num_steps,
+            "rollout buffer: already holds {} steps; reset it before recording more",
+            self.num_steps
+        );
+        let n = self.num_envs;
+        let mut obs_shape = vec![n];
+        obs_shape.extend_from_slice(&self.obs_shape);
+        expect_shape("obs", t, step.obs, &obs_shape)?;
+        for (what, tensor) in [
+            ("actions", step.actions),
+            ("log_probs", step.log_probs),
+            ("values", step.values),
+            ("rewards", step.rewards),
+            ("terminated", step.terminated),
+            ("truncated", step.truncated),
+        ] {
+            expect_shape(what, t, tensor, &[n])?;
+        }
+        if let Some(v) = step.truncation_values {
+            expect_shape("truncation_values", t, v, &[n])?;
+        }
+        ensure!(
+            !step.actions.is_floating_point(),
+            "rollout step {t}: discrete actions must be integers, got {:?}",
+            step.actions.kind()
+        );
+        tch::no_grad(|| {
+            let row = |storage: &Tensor, src: &Tensor| storage.get(t).copy_(src);
+            row(&self.obs, step.obs);
+            row(&self.actions, step.actions);
+            row(&self.log_probs, step.log_probs);
+            row(&self.values, step.values);
+            row(&self.rewards, step.rewards);
+            row(&self.terminated, step.terminated);
+            row(&self.truncated, step.truncated);
+            match step.truncation_values {
+                Some(v) => row(&self.truncation_values, v),
+                None => {
+                    let _ = self.truncation_values.get(t).zero_();
+                }
+            }
+        });
+        self.has_truncation_values[t as usize] = step.truncation_values.is_some();
+        self.filled += 1;
+        Ok(())
+    }
+
+    fn host_arrays(&self, last_values: &Tensor) -> Result<HostArrays> {
+        ensure!(
+            self.is_full(),
+            "rollout buffer: holds {} of {} steps; returns need the whole rollout",
+            self.filled,
+            self.num_steps
+        );
+        ensure!(
+            last_values.size() == [self.num_envs],
+            "rollout: last_values has shape {:?}, expected [{}]",
+            last_values.size(),
+            self.num_envs
+        );
+        let host = |t: &Tensor| -> Result<Vec<f32>> {
+            let flat = t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
+            Vec::<f32>::try_from(&flat).context("rollout: copying to the host")
+        };
+        let arrays = HostArrays {
+            rewards: host(&self.rewards)?,
+            values: host(&self.values)?,
+            terminated: host(&self.terminated)?,
+            truncated: host(&self.truncated)?,
+            truncation_values: host(&self.truncation_values)?,
+            last_values: host(last_values)?,
+        };
+        let n = self.num_envs as usize;
+        for (t, supplied) in self.has_truncation_values.iter().enumerate() {
+            if *supplied {
+                continue;
+            }
+            let row = t * n..(t + 1) * n;
+            if let Some(env) = row
+                .clone()
+                .find(|&i| arrays.truncated[i] != 0.0 && arrays.terminated[i] == 0.0)
+            {
+                bail!(
+                    "rollout step {t}: environment {} was truncated but no truncation_values were \
+                     recorded; pass V(final observation) so the return can bootstrap",
+                    env - t * n
+                );
+            }
+        }
+        Ok(arrays)
+    }
+
+    fn device_tensor(&self, host: &[f32]) -> Tensor {
+        Tensor::from_slice(host)
+            .to_device(self.obs.device())
+            .reshape([-1])
+    }
+
+    fn flat_batch(&self, advantages: &[f32], returns: &[f32]) -> Result<Batch> {
+        let b = self.num_steps * self.num_envs;
+        let mut obs_shape = vec![b];
+        obs_shape.extend_from_slice(&self.obs_shape);
+        Batch::new(
+            self.obs.reshape(&obs_shape),
+            self.actions.reshape([b]),
+            self.log_probs.reshape([b]),
+            self.values.reshape([b]),
+            self.device_tensor(advantages),
+            self.device_tensor(returns),
+        )
+    }
+
+    /// The flattened rollout with GAE(lambda) advantages and lambda-returns (PPO).
+    /// `last_values` is V(s_T) `[N]` for the observations after the last step.
+    pub fn gae_batch(&self, last_values: &Tensor, gamma: f64, lambda: f64) -> Result<Batch> {
+        let host = self.host_arrays(last_values)?;
+        let (advantages, returns) =
+            generalized_advantages(&host.view(self.num_envs as usize), gamma, lambda)?;
+        self.flat_batch(&advantages, &returns)
+    }
+
+    /// The flattened rollout with n-step returns and advantages `R_t - V(s_t)` (A2C).
+    pub fn n_step_batch(&self, last_values: &Tensor, gamma: f64) -> Result<Batch> {
+        let host = self.host_arrays(last_values)?;
+        let returns = n_step_returns(&host.view(self.num_envs as usize), gamma)?;
+        let advantages: Vec<f32> = returns
+            .iter()
+            .zip(&host.values)
+            .map(|(r, v)| r - v)
+            .collect();
+        self.flat_batch(&advantages, &returns)
+    }
+}
+
+struct HostArrays {
+    rewards: Vec<f32>,
+    values: Vec<f32>,
+    terminated: Vec<f32>,
+    truncated: Vec<f32>,
+    truncation_values: Vec<f32>,
+    last_values: Vec<f32>,
+}
+
+impl HostArrays {
+    fn view(&self, num_envs: usize) -> RolloutArrays<'_> {
+        RolloutArrays {
+            num_envs,
+            rewards: &self.rewards,
+            values: &self.values,
+            terminated: &self.terminated,
+            truncated: &self.truncated,
+            truncation_values: &self.truncation_values,
+            last_values: &self.last_values,
+        }
+    }
+}
+
+/// Seeded shuffling of sample indices into minibatches. Its whole state is one `u64`
+/// ([`MinibatchSampler::state`]), so checkpoints can store it and a resumed run draws the same
+/// minibatches. The generator is SplitMix64 (Steele et al. 2014): tiny, fast, and good enough
+/// for shuffling; it does not touch libtorch's generator, so sampling actions and shuffling
+/// never perturb each other.
+#[derive(Debug, Clone)]
+pub struct MinibatchSampler {
+    state: u64,
+}
+
+impl MinibatchSampler {
+    pub fn new(seed: u64) -> Self {
+        MinibatchSampler { state: seed }
+    }
+
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..bound` without modulo bias (Lemire 2019, multiply-and-reject).
+    fn below(&mut self, bound: u64) -> u64 {
+        loop {
+            let wide = (self.next_u64() as u128) * (bound as u128);
+            let low = wide as u64;
+            if low >= bound.wrapping_neg() % bound {
+                return (wide >> 64) as u64;
+            }
+        }
+    }
+
+    /// A uniformly random permutation of `0..n` (Fisher-Yates).
+    pub fn permutation(&mut self, n: usize) -> Vec<i64> {
+        let mut order: Vec<i64> = (0..n as i64).collect();
+        for i in (1..n).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
+        order
+    }
+
+    /// One epoch's minibatches: a fresh permutation of `0..batch_size` cut into
+    /// `num_minibatches` equal index tensors on `device`. The batch must divide evenly, so that
+    /// every rank runs the same number of equally sized minibatches.
+    pub fn minibatches(
+        &mut self,
+        batch_size: i64,
+        num_minibatches: i64,
+        device: Device,
+    ) -> Result<Vec<Tensor>> {
+        ensure!(
+            num_minibatches > 0 && batch_size > 0,
+            "minibatches: batch size ({batch_size}) and number of minibatches ({num_minibatches}) must be positive"
+        );
+        ensure!(
+            batch_size % num_minibatches == 0,
+            "minibatches: the per-rank batch of {batch_size} samples does not split into {num_minibatches} equal minibatches"
+        );
+        let size = (batch_size / num_minibatches) as usize;
+        let order = self.permutation(batch_size as usize);
+        Ok(order
+            .chunks(size)
+            .map(|chunk| Tensor::from_slice(chunk).to_device(device))
+            .collect())
+    }
+}

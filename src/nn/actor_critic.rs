@@ -1,0 +1,231 @@
+//! The actor-critic used by PPO and A2C: a torso (shared by both heads, or one per head), a
+//! policy head giving an [`ActionDistribution`] and a value head giving V(s).
+
+use anyhow::{Result, bail, ensure};
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::distribution::{ActionDistribution, Categorical};
+use super::torso::{NetworkSpec, Torso, orthogonal_linear, prepare_observations};
+use super::{POLICY_HEAD_GAIN, VALUE_HEAD_GAIN};
+
+/// How the actor-critic is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActorCriticSpec {
+    pub network: NetworkSpec,
+    /// One torso feeding both heads (the usual choice for image networks), or an actor torso and
+    /// a critic torso of the same architecture (CleanRL's choice for classic control).
+    pub share_torso: bool,
+    /// Multiply observations by 1/255 inside the network (raw 0..255 pixels in the buffer).
+    pub scale_pixels: bool,
+}
+
+impl ActorCriticSpec {
+    /// The customary setup for a network: shared torso for image networks, separate for MLPs;
+    /// pixel scaling for the networks that read raw frames (Nature CNN, IMPALA), not for the
+    /// MinAtar net (its observations are already 0/1) nor MLPs.
+    pub fn for_network(network: NetworkSpec) -> Self {
+        let share_torso = network.is_image();
+        let scale_pixels = matches!(
+            network,
+            NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
+        );
+        ActorCriticSpec {
+            network,
+            share_torso,
+            scale_pixels,
+        }
+    }
+}
+
+/// The environment's action space as the network sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionSpace {
+    /// `n` discrete actions `0..n`.
+    Discrete { n: i64 },
+}
+
+#[derive(Debug)]
+enum ActionHead {
+    /// Linear layer to `n` logits.
+    Categorical(nn::Linear),
+}
+
+/// What `act` returns for a batch of observations; all `[B]`, detached.
+#[derive(Debug)]
+pub struct ActTaken {
+    pub actions: Tensor,
+    pub log_probs: Tensor,
+    pub values: Tensor,
+}
+
+/// What `evaluate` returns for a batch of (observation, action) pairs; all `[B]`, differentiable.
+#[derive(Debug)]
+pub struct Evaluation {
+    pub log_probs: Tensor,
+    pub entropy: Tensor,
+    pub values: Tensor,
+}
+
+#[derive(Debug)]
+pub struct ActorCritic {
+    obs_shape: Vec<i64>,
+    action_space: ActionSpace,
+    scale_pixels: bool,
+    /// The shared torso when `critic_torso` is `None`.
+    actor_torso: Torso,
+    critic_torso: Option<Torso>,
+    action_head: ActionHead,
+    value_head: nn::Linear,
+}
+
+impl ActorCritic {
+    /// Creates the variables under `root` (normally `vs.root()`). Variable names: `torso.*`
+    /// (shared) or `actor_torso.*` and `critic_torso.*`, then `policy_head.*`, `value_head.*`.
+    pub fn new(
+        root: &nn::Path,
+        spec: &ActorCriticSpec,
+        obs_shape: &[i64],
+        action_space: ActionSpace,
+    ) -> Result<Self> {
+        let ActionSpace::Discrete { n } = action_space;
+        ensure!(
+            n >= 1,
+            "action space: a discrete action space needs at least one action, got {n}"
+        );
+        let (actor_torso, critic_torso) = if spec.share_torso {
+            (
+                Torso::new(&(root / "torso"), &spec.network, obs_shape)?,
+                None,
+            )
+        } else {
+            (
+                Torso::new(&(root / "actor_torso"), &spec.network, obs_shape)?,
+                Some(Torso::new(
+                    &(root / "critic_torso"),
+                    &spec.network,
+                    obs_shape,
+                )?),
+            )
+        };
+        let features = actor_torso.output_dim();
+        let action_head = ActionHead::Categorical(orthogonal_linear(
+            root / "policy_head",
+            features,
+            n,
+            POLICY_HEAD_GAIN,
+        ));
+        let critic_features = critic_torso.as_ref().map_or(features, Torso::output_dim);
+        let value_head =
+            orthogonal_linear(root / "value_head", critic_features, 1, VALUE_HEAD_GAIN);
+        Ok(ActorCritic {
+            obs_shape: obs_shape.to_vec(),
+            action_space,
+            scale_pixels: spec.scale_pixels,
+            actor_torso,
+            critic_torso,
+            action_head,
+            value_head,
+        })
+    }
+
+    pub fn obs_shape(&self) -> &[i64] {
+        &self.obs_shape
+    }
+
+    pub fn action_space(&self) -> ActionSpace {
+        self.action_space
+    }
+
+    fn checked_input(&self, obs: &Tensor) -> Result<Tensor> {
+        let shape = obs.size();
+        if shape.len() != self.obs_shape.len() + 1 || shape[1..] != self.obs_shape[..] {
+            bail!(
+                "actor-critic: expected observations of shape [batch, {}], got {shape:?}",
+                self.obs_shape
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(prepare_observations(obs, self.scale_pixels))
+    }
+
+    /// Policy head output (logits `[B, n]`) and values `[B]`.
+    pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        let x = self.checked_input(obs)?;
+        let actor_features = self.actor_torso.forward(&x);
+        let critic_features = match &self.critic_torso {
+            Some(torso) => torso.forward(&x),
+            None => actor_features.shallow_clone(),
+        };
+        let ActionHead::Categorical(head) = &self.action_head;
+        let logits = head.forward(&actor_features);
+        let values = self.value_head.forward(&critic_features).squeeze_dim(-1);
+        Ok((logits, values))
+    }
+
+    /// The action distribution that a policy head output describes.
+    pub fn distribution(&self, head_output: &Tensor) -> ActionDistribution {
+        match self.action_head {
+            ActionHead::Categorical(_) => {
+                ActionDistribution::Categorical(Categorical::from_logits(head_output))
+            }
+        }
+    }
+
+    /// Samples actions for a batch of observations (no gradients recorded).
+    pub fn act(&self, obs: &Tensor) -> Result<ActTaken> {
+        tch::no_grad(|| {
+            let (logits, values) = self.forward(obs)?;
+            let dist = self.distribution(&logits);
+            let actions = dist.sample();
+            let log_probs = dist.log_prob(&actions);
+            Ok(ActTaken {
+                actions,
+                log_probs,
+                values,
+            })
+        })
+    }
+
+    /// The most likely action per observation (evaluation, `tandem play`).
+    pub fn act_greedy(&self, obs: &Tensor) -> Result<Tensor> {
+        tch::no_grad(|| {
+            let (logits, _) = self.forward(obs)?;
+            Ok(self.distribution(&logits).mode())
+        })
+    }
+
+    /// V(s) `[B]` without gradients: bootstrap values for the last observation and for
+    /// observations at which an episode was truncated.
+    pub fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        tch::no_grad(|| Ok(self.forward(obs)?.1))
+    }
+
+    /// log pi(a|s), entropy and V(s) for stored observations and actions, with gradients.
+    pub fn evaluate(&self, obs: &Tensor, actions: &Tensor) -> Result<Evaluation> {
+        let batch = obs.size().first().copied().unwrap_or(0);
+        ensure!(
+            actions.size() == [batch],
+            "actor-critic: expected actions of shape [{batch}] for {batch} observations, got {:?}",
+            actions.size()
+        );
+        ensure!(
+            matches!(
+                actions.kind(),
+                Kind::Int64 | Kind::Int | Kind::Int16 | Kind::Int8 | Kind::Uint8
+            ),
+            "actor-critic: discrete actions must be integers, got {:?}",
+            actions.kind()
+        );
+        let (logits, values) = self.forward(obs)?;
+        let dist = self.distribution(&logits);
+        Ok(Evaluation {
+            log_probs: dist.log_prob(actions),
+            entropy: dist.entropy(),
+            values,
+        })
+    }
+}

@@ -1,0 +1,365 @@
+//! Feature extractors ("torsos") declared by [`NetworkSpec`]: the layers between an observation
+//! and the heads. Output sizes are computed from the observation shape when the torso is built,
+//! so an observation that cannot fit the architecture is rejected with a message, not a panic.
+
+use anyhow::{Result, bail, ensure};
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::TORSO_GAIN;
+
+/// Nonlinearity between MLP layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Tanh,
+    Relu,
+}
+
+impl Activation {
+    fn apply(self, x: &Tensor) -> Tensor {
+        match self {
+            Activation::Tanh => x.tanh(),
+            Activation::Relu => x.relu(),
+        }
+    }
+}
+
+/// Which torso to build. The image torsos expect channels-first observations `C x H x W`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NetworkSpec {
+    /// Fully connected layers of the given widths; observations of any shape are flattened.
+    /// An empty `hidden` list makes a linear model (the heads read the flat observation).
+    Mlp {
+        hidden: Vec<i64>,
+        activation: Activation,
+    },
+    /// The DQN paper's network (Mnih et al. 2015): conv 32 8x8 stride 4, conv 64 4x4 stride 2,
+    /// conv 64 3x3 stride 1, fully connected 512, ReLU after each.
+    NatureCnn,
+    /// The MinAtar paper's small network (Young & Tian 2019): conv 16 3x3 stride 1, fully
+    /// connected 128, ReLU after each; made for 10 x 10 x C observations.
+    MinAtarCnn,
+    /// The IMPALA paper's ResNet encoder (Espeholt et al. 2018): per entry of `channels`, a 3x3
+    /// conv, a 3x3 stride-2 max pool and two residual blocks; then ReLU, a fully connected layer
+    /// of `hidden` units and ReLU.
+    ImpalaResNet { channels: Vec<i64>, hidden: i64 },
+}
+
+impl NetworkSpec {
+    /// CleanRL's classic-control MLP: two hidden layers of 64 with tanh.
+    pub fn default_mlp() -> Self {
+        NetworkSpec::Mlp {
+            hidden: vec![64, 64],
+            activation: Activation::Tanh,
+        }
+    }
+
+    /// The IMPALA encoder as in the paper and CleanRL's procgen agent: channels 16, 32, 32 and
+    /// 256 hidden units.
+    pub fn default_impala() -> Self {
+        NetworkSpec::ImpalaResNet {
+            channels: vec![16, 32, 32],
+            hidden: 256,
+        }
+    }
+
+    /// Whether this torso reads images (and so expects `C x H x W`).
+    pub fn is_image(&self) -> bool {
+        !matches!(self, NetworkSpec::Mlp { .. })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            NetworkSpec::Mlp { .. } => "mlp",
+            NetworkSpec::NatureCnn => "nature-cnn",
+            NetworkSpec::MinAtarCnn => "minatar-cnn",
+            NetworkSpec::ImpalaResNet { .. } => "impala-resnet",
+        }
+    }
+}
+
+/// A built torso: maps `[B, ...obs_shape]` to `[B, output_dim]` features.
+#[derive(Debug)]
+pub struct Torso {
+    layers: Layers,
+    output_dim: i64,
+}
+
+#[derive(Debug)]
+enum Layers {
+    Mlp {
+        linears: Vec<nn::Linear>,
+        activation: Activation,
+    },
+    /// Convolutions each followed by ReLU, then a ReLU fully connected layer (Nature, MinAtar).
+    PlainConv {
+        convs: Vec<nn::Conv2D>,
+        fc: nn::Linear,
+    },
+    Impala {
+        stages: Vec<ImpalaStage>,
+        fc: nn::Linear,
+    },
+}
+
+#[derive(Debug)]
+struct ImpalaStage {
+    conv: nn::Conv2D,
+    residual: [ResidualBlock; 2],
+}
+
+#[derive(Debug)]
+struct ResidualBlock {
+    conv0: nn::Conv2D,
+    conv1: nn::Conv2D,
+}
+
+impl ResidualBlock {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let inner = self.conv1.forward(&self.conv0.forward(&x.relu()).relu());
+        inner + x
+    }
+}
+
+pub(crate) fn orthogonal_linear(
+    path: nn::Path,
+    inputs: i64,
+    outputs: i64,
+    gain: f64,
+) -> nn::Linear {
+    nn::linear(
+        path,
+        inputs,
+        outputs,
+        nn::LinearConfig {
+            ws_init: nn::Init::Orthogonal { gain },
+            bs_init: Some(nn::Init::Const(0.0)),
+            bias: true,
+        },
+    )
+}
+
+fn orthogonal_conv(
+    path: nn::Path,
+    inputs: i64,
+    outputs: i64,
+    kernel: i64,
+    stride: i64,
+    padding: i64,
+) -> nn::Conv2D {
+    let mut conv = nn::conv2d(
+        path,
+        inputs,
+        outputs,
+        kernel,
+        nn::ConvConfig {
+            stride,
+            padding,
+            ws_init: nn::Init::Const(0.0),
+            bs_init: nn::Init::Const(0.0),
+            ..Default::default()
+        },
+    );
+    // tch's `Init::Orthogonal` returns the flattened `[out, in*k*k]` matrix for a 4-d shape
+    // (the kernel loses its shape), so orthogonalise the flattened kernel here and reshape it.
+    let dims = conv.ws.size();
+    let flat = nn::init(
+        nn::Init::Orthogonal { gain: TORSO_GAIN },
+        &[dims[0], dims[1..].iter().product()],
+        conv.ws.device(),
+    );
+    tch::no_grad(|| conv.ws.copy_(&flat.reshape(&dims)));
+    conv
+}
+
+/// Spatial size after a convolution or pooling window, or an error naming the layer.
+fn window_output(
+    spec: &NetworkSpec,
+    layer: &str,
+    size: i64,
+    kernel: i64,
+    stride: i64,
+    padding: i64,
+) -> Result<i64> {
+    let span = size + 2 * padding - kernel;
+    if span < 0 {
+        bail!(
+            "network {}: the input to {layer} is {size} pixels wide, smaller than its {kernel}x{kernel} window \
+             (padding {padding}); use larger observations or another network",
+            spec.name()
+        );
+    }
+    Ok(span / stride + 1)
+}
+
+impl Torso {
+    /// Builds the torso's variables under `path` for observations of shape `obs_shape`
+    /// (without the batch dimension).
+    pub fn new(path: &nn::Path, spec: &NetworkSpec, obs_shape: &[i64]) -> Result<Torso> {
+        ensure!(
+            !obs_shape.is_empty() && obs_shape.iter().all(|&d| d > 0),
+            "network {}: observation shape {obs_shape:?} must have at least one dimension, all positive",
+            spec.name()
+        );
+        let image = |what: &str| -> Result<(i64, i64, i64)> {
+            match obs_shape {
+                &[c, h, w] => Ok((c, h, w)),
+                _ => bail!(
+                    "network {}: {what} needs channels-first image observations C x H x W, got shape {obs_shape:?}",
+                    spec.name()
+                ),
+            }
+        };
+        match spec {
+            NetworkSpec::Mlp { hidden, activation } => {
+                if let Some(bad) = hidden.iter().find(|&&h| h <= 0) {
+                    bail!(
+                        "network mlp: hidden layer sizes must be positive, got {bad} in {hidden:?}"
+                    );
+                }
+                let mut inputs: i64 = obs_shape.iter().product();
+                let mut linears = Vec::with_capacity(hidden.len());
+                for (i, &width) in hidden.iter().enumerate() {
+                    linears.push(orthogonal_linear(
+                        path / format!("fc{i}"),
+                        inputs,
+                        width,
+                        TORSO_GAIN,
+                    ));
+                    inputs = width;
+                }
+                Ok(Torso {
+                    layers: Layers::Mlp {
+                        linears,
+                        activation: *activation,
+                    },
+                    output_dim: inputs,
+                })
+            }
+            NetworkSpec::NatureCnn | NetworkSpec::MinAtarCnn => {
+                let (c, mut h, mut w) = image("this network")?;
+                let (conv_shapes, fc_width): (&[(i64, i64, i64)], i64) = match spec {
+                    NetworkSpec::NatureCnn => (&[(32, 8, 4), (64, 4, 2), (64, 3, 1)], 512),
+                    _ => (&[(16, 3, 1)], 128),
+                };
+                let mut convs = Vec::new();
+                let mut channels = c;
+                for (i, &(out, kernel, stride)) in conv_shapes.iter().enumerate() {
+                    let layer = format!("conv{i}");
+                    h = window_output(spec, &layer, h, kernel, stride, 0)?;
+                    w = window_output(spec, &layer, w, kernel, stride, 0)?;
+                    convs.push(orthogonal_conv(
+                        path / layer,
+                        channels,
+                        out,
+                        kernel,
+                        stride,
+                        0,
+                    ));
+                    channels = out;
+                }
+                let fc = orthogonal_linear(path / "fc", channels * h * w, fc_width, TORSO_GAIN);
+                Ok(Torso {
+                    layers: Layers::PlainConv { convs, fc },
+                    output_dim: fc_width,
+                })
+            }
+            NetworkSpec::ImpalaResNet { channels, hidden } => {
+                let (c, mut h, mut w) = image("this network")?;
+                ensure!(
+                    !channels.is_empty() && channels.iter().all(|&c| c > 0),
+                    "network impala-resnet: channels must be a non-empty list of positive sizes, got {channels:?}"
+                );
+                ensure!(
+                    *hidden > 0,
+                    "network impala-resnet: hidden must be positive, got {hidden}"
+                );
+                let mut stages = Vec::new();
+                let mut inputs = c;
+                for (i, &out) in channels.iter().enumerate() {
+                    let stage = path / format!("stage{i}");
+                    let conv = orthogonal_conv(&stage / "conv", inputs, out, 3, 1, 1);
+                    let pool = format!("stage{i} max pool");
+                    h = window_output(spec, &pool, h, 3, 2, 1)?;
+                    w = window_output(spec, &pool, w, 3, 2, 1)?;
+                    let block = |b: usize| ResidualBlock {
+                        conv0: orthogonal_conv(
+                            &stage / format!("res{b}") / "conv0",
+                            out,
+                            out,
+                            3,
+                            1,
+                            1,
+                        ),
+                        conv1: orthogonal_conv(
+                            &stage / format!("res{b}") / "conv1",
+                            out,
+                            out,
+                            3,
+                            1,
+                            1,
+                        ),
+                    };
+                    let residual = [block(0), block(1)];
+                    stages.push(ImpalaStage { conv, residual });
+                    inputs = out;
+                }
+                let fc = orthogonal_linear(path / "fc", inputs * h * w, *hidden, TORSO_GAIN);
+                Ok(Torso {
+                    layers: Layers::Impala { stages, fc },
+                    output_dim: *hidden,
+                })
+            }
+        }
+    }
+
+    /// Width of the feature vector this torso produces.
+    pub fn output_dim(&self) -> i64 {
+        self.output_dim
+    }
+
+    /// `[B, ...obs_shape]` (already float and scaled) to `[B, output_dim]`. Shapes are checked
+    /// by the caller ([`super::ActorCritic`], [`super::QNetwork`]).
+    pub fn forward(&self, obs: &Tensor) -> Tensor {
+        match &self.layers {
+            Layers::Mlp {
+                linears,
+                activation,
+            } => {
+                let mut x = obs.flatten(1, -1);
+                for linear in linears {
+                    x = activation.apply(&linear.forward(&x));
+                }
+                x
+            }
+            Layers::PlainConv { convs, fc } => {
+                let mut x = obs.shallow_clone();
+                for conv in convs {
+                    x = conv.forward(&x).relu();
+                }
+                fc.forward(&x.flatten(1, -1)).relu()
+            }
+            Layers::Impala { stages, fc } => {
+                let mut x = obs.shallow_clone();
+                for stage in stages {
+                    x = stage.conv.forward(&x);
+                    x = x.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);
+                    for block in &stage.residual {
+                        x = block.forward(&x);
+                    }
+                }
+                fc.forward(&x.flatten(1, -1).relu()).relu()
+            }
+        }
+    }
+}
+
+/// Converts observations to float and applies the 1/255 pixel scaling when asked.
+pub(crate) fn prepare_observations(obs: &Tensor, scale_pixels: bool) -> Tensor {
+    let x = if obs.kind() == Kind::Float {
+        obs.shallow_clone()
+    } else {
+        obs.to_kind(Kind::Float)
+    };
+    if scale_pixels { x * (1.0 / 255.0) } else { x }
+}

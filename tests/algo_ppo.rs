@@ -1,0 +1,712 @@
+//! PPO and A2C updates: the loss against hand-computed values, the optimizers against libtorch's
+//! own, bit-reproducibility, and one rank versus two in-process "ranks" (threads joined by a
+//! collective that averages their gradients) giving the same parameters.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier, Mutex};
+
+use anyhow::Result;
+use tandem::algo::{
+    A2c, A2cConfig, Batch, Collective, Local, MinibatchSampler, Optimizer, OptimizerSpec, Ppo,
+    PpoConfig, clip_grad_norm, ppo_loss,
+};
+use tandem::nn::{
+    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Evaluation, NetworkSpec,
+    parameters_in_order,
+};
+use tch::nn::{OptimizerConfig, VarStore};
+use tch::{Device, Kind, Tensor};
+
+/// libtorch's generator is process-wide and tests run on parallel threads: tests that seed it
+/// hold this lock while they draw.
+static TORCH_RNG: Mutex<()> = Mutex::new(());
+
+fn with_torch_rng<T>(draw: impl FnOnce() -> T) -> T {
+    let _guard = TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    draw()
+}
+
+fn floats(values: &[f32]) -> Tensor {
+    Tensor::from_slice(values)
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.double_value(&[])
+}
+
+#[test]
+fn ppo_loss_matches_hand_computation() {
+    // Ratios r = [1.5, 0.9, 0.7]; advantages [1, -2, 0.5]; eps 0.2.
+    //   -min(rA, clip(r)A): [-min(1.5, 1.2), -min(-1.8, -1.8), -min(0.35, 0.4)] = [-1.2, 1.8, -0.35]
+    //   policy loss = 0.25 / 3; ratios outside [0.8, 1.2]: 1.5 and 0.7 -> clip fraction 2/3.
+    // Values: old [1, 2, 0], new [1.5, 1.9, -0.5], returns [2, 1, 0], value clip 0.2.
+    //   unclipped errors^2 [0.25, 0.81, 0.25]; clipped predictions [1.2, 1.9, -0.2] ->
+    //   errors^2 [0.64, 0.81, 0.04]; max [0.64, 0.81, 0.25] -> value loss 0.5 * 1.7 / 3.
+    // Entropy mean 0.6. Total = 0.25/3 - 0.01 * 0.6 + 0.5 * (0.85/3) = 0.219.
+    let ratios = [1.5f64, 0.9, 0.7];
+    let new = Evaluation {
+        log_probs: Tensor::from_slice(&ratios.map(|r| r.ln() as f32)),
+        entropy: floats(&[1.0, 0.5, 0.3]),
+        values: floats(&[1.5, 1.9, -0.5]),
+    };
+    let old_log_probs = floats(&[0.0, 0.0, 0.0]);
+    let old_values = floats(&[1.0, 2.0, 0.0]);
+    let advantages = floats(&[1.0, -2.0, 0.5]);
+    let returns = floats(&[2.0, 1.0, 0.0]);
+    let config = PpoConfig::default();
+    let loss = ppo_loss(
+        &new,
+        &old_log_probs,
+        &old_values,
+        &advantages,
+        &returns,
+        &config,
+    );
+    let close = |name: &str, got: f64, expected: f64| {
+        assert!(
+            (got - expected).abs() < 1e-6,
+            "{name}: got {got}, expected {expected}"
+        );
+    };
+    close("policy loss", scalar(&loss.policy_loss), 0.25 / 3.0);
+    close("value loss", scalar(&loss.value_loss), 0.5 * 1.7 / 3.0);
+    close("entropy", scalar(&loss.entropy), 0.6);
+    close("clip fraction", scalar(&loss.clip_fraction), 2.0 / 3.0);
+    close("total", scalar(&loss.total), 0.219);
+    let kl: f64 = ratios.iter().map(|r| (r - 1.0) - r.ln()).sum::<f64>() / 3.0;
+    close("approx kl", scalar(&loss.approx_kl), kl);
+
+    let unclipped_config = PpoConfig {
+        value_clip_coef: None,
+        ..PpoConfig::default()
+    };
+    let loss = ppo_loss(
+        &new,
+        &old_log_probs,
+        &old_values,
+        &advantages,
+        &returns,
+        &unclipped_config,
+    );
+    close(
+        "unclipped value loss",
+        scalar(&loss.value_loss),
+        0.5 * 1.31 / 3.0,
+    );
+}
+
+#[test]
+fn optimizers_match_libtorchs_adam_and_rmsprop() {
+    let cases = [
+        (
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-5,
+            },
+            "exp_avg_sq/w",
+        ),
+        (
+            OptimizerSpec::RmsProp {
+                alpha: 0.99,
+                eps: 1e-5,
+            },
+            "square_avg/w",
+        ),
+    ];
+    let _guard = TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for (spec, state_name) in cases {
+        let reference_vs = VarStore::new(Device::Cpu);
+        let reference_w = reference_vs.root().randn_standard("w", &[3, 4]);
+        let mut ours_vs = VarStore::new(Device::Cpu);
+        let ours_w = ours_vs.root().zeros("w", &[3, 4]);
+        ours_vs.copy(&reference_vs).unwrap();
+        let target = Tensor::randn([3, 4], (Kind::Float, Device::Cpu));
+        let weights = Tensor::rand([3, 4], (Kind::Float, Device::Cpu)) * 3.0;
+        let loss = |w: &Tensor| ((w - &target).square() * &weights).sum(Kind::Float);
+        let lr = 0.05;
+        let mut reference = match spec {
+            OptimizerSpec::Adam { eps, .. } => tch::nn::Adam {
+                eps,
+                ..Default::default()
+            }
+            .build(&reference_vs, lr)
+            .unwrap(),
+            OptimizerSpec::RmsProp { alpha, eps } => tch::nn::RmsProp {
+                alpha,
+                eps,
+                wd: 0.0,
+                momentum: 0.0,
+                centered: false,
+            }
+            .build(&reference_vs, lr)
+            .unwrap(),
+        };
+        let mut ours = Optimizer::new(&ours_vs, spec).unwrap();
+        for _ in 0..6 {
+            reference.zero_grad();
+            loss(&reference_w).backward();
+            reference.step();
+            ours.zero_grad();
+            loss(&ours_w).backward();
+            ours.step(lr).unwrap();
+        }
+        let diff = scalar(&(&reference_w - &ours_w).abs().max());
+        assert!(
+            diff < 1e-6,
+            "{spec:?}: parameters differ from libtorch's by {diff}"
+        );
+        assert!(scalar(&(&ours_w - &target).abs().sum(Kind::Float)) > 0.0);
+        assert_eq!(ours.step_count(), 6);
+        let names: Vec<String> = ours.state_tensors().into_iter().map(|(n, _)| n).collect();
+        assert!(names.contains(&state_name.to_string()), "{names:?}");
+    }
+}
+
+#[test]
+fn gradient_clipping_scales_to_the_limit_and_reports_the_raw_norm() {
+    let vs = VarStore::new(Device::Cpu);
+    let w = vs.root().zeros("w", &[2]);
+    (&w * floats(&[3.0, 4.0])).sum(Kind::Float).backward();
+    let names = vec!["w".to_string()];
+    let norm = clip_grad_norm(&names, std::slice::from_ref(&w), 1.0).unwrap();
+    assert!((scalar(&norm) - 5.0).abs() < 1e-6);
+    let clipped = Vec::<f32>::try_from(&w.grad()).unwrap();
+    assert!(
+        (clipped[0] - 0.6).abs() < 1e-5 && (clipped[1] - 0.8).abs() < 1e-5,
+        "{clipped:?}"
+    );
+    // Below the limit nothing changes.
+    let norm = clip_grad_norm(&names, std::slice::from_ref(&w), 10.0).unwrap();
+    assert!((scalar(&norm) - 1.0).abs() < 1e-5);
+    assert!((Vec::<f32>::try_from(&w.grad()).unwrap()[0] - 0.6).abs() < 1e-5);
+
+    let unused = vs.root().zeros("unused", &[1]);
+    let err = clip_grad_norm(&["unused".into()], &[unused], 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unused has no gradient"), "{err}");
+}
+
+const OBS: i64 = 4;
+const ACTIONS: i64 = 3;
+
+fn spec() -> ActorCriticSpec {
+    ActorCriticSpec::for_network(NetworkSpec::Mlp {
+        hidden: vec![8, 8],
+        activation: Activation::Tanh,
+    })
+}
+
+fn new_model() -> (VarStore, ActorCritic) {
+    with_torch_rng(new_model_holding_rng)
+}
+
+fn new_model_holding_rng() -> (VarStore, ActorCritic) {
+    let vs = VarStore::new(Device::Cpu);
+    let model = ActorCritic::new(
+        &vs.root(),
+        &spec(),
+        &[OBS],
+        ActionSpace::Discrete { n: ACTIONS },
+    )
+    .unwrap();
+    (vs, model)
+}
+
+type Snapshot = Vec<(String, Tensor)>;
+
+fn snapshot(vs: &VarStore) -> Snapshot {
+    parameters_in_order(vs)
+        .into_iter()
+        .map(|(n, t)| (n, t.detach().copy()))
+        .collect()
+}
+
+fn load(vs: &VarStore, from: &Snapshot) {
+    let by_name: HashMap<&str, &Tensor> = from.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    for (name, mut t) in parameters_in_order(vs) {
+        tch::no_grad(|| t.copy_(by_name[name.as_str()]));
+    }
+}
+
+fn copy_batch(b: &Batch) -> Batch {
+    Batch::new(
+        b.obs.copy(),
+        b.actions.copy(),
+        b.log_probs.copy(),
+        b.values.copy(),
+        b.advantages.copy(),
+        b.returns.copy(),
+    )
+    .unwrap()
+}
+
+/// A seeded initial model and a 16-sample batch acted by it (so the first ratios are 1).
+fn fixture(seed: i64) -> (Snapshot, Batch) {
+    let _guard = TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    tch::manual_seed(seed);
+    let (vs, model) = new_model_holding_rng();
+    let obs = Tensor::randn([16, OBS], (Kind::Float, Device::Cpu));
+    let taken = model.act(&obs).unwrap();
+    let advantages = Tensor::randn([16], (Kind::Float, Device::Cpu)) * 2.0 + 0.3;
+    let returns = &taken.values + Tensor::randn([16], (Kind::Float, Device::Cpu));
+    let batch = Batch::new(
+        obs,
+        taken.actions,
+        taken.log_probs,
+        taken.values,
+        advantages,
+        returns,
+    )
+    .unwrap();
+    (snapshot(&vs), batch)
+}
+
+fn max_param_diff(a: &Snapshot, b: &Snapshot) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|((na, ta), (nb, tb))| {
+            assert_eq!(na, nb);
+            scalar(&(ta - tb).abs().max())
+        })
+        .fold(0.0, f64::max)
+}
+
+fn ppo_config(target_kl: Option<f64>) -> PpoConfig {
+    PpoConfig {
+        learning_rate: 0.02,
+        update_epochs: 3,
+        num_minibatches: 2,
+        // Small enough that every step clips, so the test sees clipping happen after the sync.
+        max_grad_norm: 0.05,
+        target_kl,
+        ..PpoConfig::default()
+    }
+}
+
+#[test]
+fn a_ppo_update_is_bit_reproducible_under_the_same_seed() {
+    let run = || {
+        let (initial, batch) = fixture(11);
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut ppo = Ppo::new(&vs, ppo_config(None), 5).unwrap();
+        let first = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
+        let second = ppo.update(&model, &batch, 0.5, &mut Local).unwrap();
+        (snapshot(&vs), first, second, ppo.sampler().state())
+    };
+    let (params_a, first_a, second_a, sampler_a) = run();
+    let (params_b, first_b, second_b, sampler_b) = run();
+    for ((name, a), (_, b)) in params_a.iter().zip(&params_b) {
+        assert!(a.equal(b), "{name} differs between identical runs");
+    }
+    assert_eq!(first_a, first_b);
+    assert_eq!(second_a, second_b);
+    assert_eq!(sampler_a, sampler_b);
+    // The update did something, and annealing halved the learning rate.
+    let (initial, _) = fixture(11);
+    assert!(max_param_diff(&initial, &params_a) > 1e-4);
+    assert_eq!(second_a.learning_rate, first_a.learning_rate * 0.5);
+    assert_eq!(first_a.epochs_run, 3);
+    assert_eq!(first_a.optimizer_steps, 6);
+}
+
+/// In-process stand-in for the DDP runtime: ranks are threads that meet at a barrier and
+/// exchange values through shared slots.
+struct ThreadCollective {
+    rank: usize,
+    world: usize,
+    barrier: Arc<Barrier>,
+    slots: Arc<Mutex<Vec<Vec<f64>>>>,
+}
+
+impl ThreadCollective {
+    fn group(world: usize) -> Vec<ThreadCollective> {
+        let barrier = Arc::new(Barrier::new(world));
+        let slots = Arc::new(Mutex::new(vec![Vec::new(); world]));
+        (0..world)
+            .map(|rank| ThreadCollective {
+                rank,
+                world,
+                barrier: barrier.clone(),
+                slots: slots.clone(),
+            })
+            .collect()
+    }
+
+    fn exchange(&self, mine: Vec<f64>) -> Vec<Vec<f64>> {
+        self.slots.lock().unwrap()[self.rank] = mine;
+        self.barrier.wait();
+        let all = self.slots.lock().unwrap().clone();
+        self.barrier.wait();
+        all
+    }
+
+    fn sum(&self, mine: Vec<f64>) -> Vec<f64> {
+        let all = self.exchange(mine);
+        assert!(
+            all.iter().all(|v| v.len() == all[0].len()),
+            "ranks reduced different lengths"
+        );
+        (0..all[0].len())
+            .map(|i| all.iter().map(|v| v[i]).sum())
+            .collect()
+    }
+}
+
+impl Collective for ThreadCollective {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world
+    }
+    fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {
+        let grads: Vec<Tensor> = params.iter().map(Tensor::grad).collect();
+        let flat = Tensor::cat(
+            &grads.iter().map(|g| g.reshape([-1])).collect::<Vec<_>>(),
+            0,
+        );
+        let mine = Vec::<f64>::try_from(&flat.to_kind(Kind::Double))?;
+        let summed = self.sum(mine);
+        let average = Tensor::from_slice(&summed) / self.world as f64;
+        let mut offset = 0;
+        for g in grads {
+            let n = g.numel() as i64;
+            let mut g = g;
+            tch::no_grad(|| g.copy_(&average.narrow(0, offset, n).reshape(g.size())));
+            offset += n;
+        }
+        Ok(())
+    }
+    fn all_reduce_sum(&mut self, values: &mut [f64]) -> Result<()> {
+        let summed = self.sum(values.to_vec());
+        values.copy_from_slice(&summed);
+        Ok(())
+    }
+    fn decide(&mut self, mine: bool) -> Result<bool> {
+        Ok(self.exchange(vec![mine as u8 as f64])[0][0] != 0.0)
+    }
+}
+
+/// Runs `work(rank, input, collective)` on two threads joined by a [`ThreadCollective`]
+/// (tensors are not `Sync`, so each rank's tensors are moved into its thread).
+fn two_ranks<I: Send, R: Send>(
+    inputs: [I; 2],
+    work: impl Fn(usize, I, &mut dyn Collective) -> R + Sync,
+) -> Vec<R> {
+    let collectives = ThreadCollective::group(2);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = collectives
+            .into_iter()
+            .zip(inputs)
+            .map(|(mut c, input)| {
+                let work = &work;
+                scope.spawn(move || work(c.rank, input, &mut c))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn copy_snapshot(s: &Snapshot) -> Snapshot {
+    s.iter().map(|(n, t)| (n.clone(), t.copy())).collect()
+}
+
+/// Each rank's half of the batch with its own copy of the initial parameters.
+fn rank_inputs(initial: &Snapshot, batch: &Batch, second_half: i64) -> [(Snapshot, Batch); 2] {
+    [
+        (
+            copy_snapshot(initial),
+            copy_batch(&batch.narrow(0, 8).unwrap()),
+        ),
+        (
+            copy_snapshot(initial),
+            copy_batch(&batch.narrow(8, second_half).unwrap()),
+        ),
+    ]
+}
+
+type Plan = Vec<Vec<Vec<i64>>>;
+
+/// `plan[epoch][k]` for each rank's half (different orders per rank), and the matching plan for
+/// the whole batch: global minibatch k is the union of the ranks' minibatches k.
+fn split_plans(epochs: usize) -> ([Plan; 2], Plan) {
+    let mut samplers = [MinibatchSampler::new(100), MinibatchSampler::new(200)];
+    let mut per_rank: [Plan; 2] = [Vec::new(), Vec::new()];
+    let mut whole = Vec::new();
+    for _ in 0..epochs {
+        let orders: Vec<Vec<i64>> = samplers.iter_mut().map(|s| s.permutation(8)).collect();
+        let mut rank_epochs = [Vec::new(), Vec::new()];
+        let mut global_epoch = Vec::new();
+        for k in 0..2 {
+            let local: Vec<Vec<i64>> = orders
+                .iter()
+                .map(|o| o[k * 4..k * 4 + 4].to_vec())
+                .collect();
+            let mut global = local[0].clone();
+            global.extend(local[1].iter().map(|i| i + 8));
+            global_epoch.push(global);
+            for (rank, indices) in local.into_iter().enumerate() {
+                rank_epochs[rank].push(indices);
+            }
+        }
+        for (rank, epoch) in rank_epochs.into_iter().enumerate() {
+            per_rank[rank].push(epoch);
+        }
+        whole.push(global_epoch);
+    }
+    (per_rank, whole)
+}
+
+fn to_plan(plan: &[Vec<i64>]) -> Vec<Tensor> {
+    plan.iter()
+        .map(|indices| Tensor::from_slice(indices))
+        .collect()
+}
+
+fn assert_stats_close(one: &[f64], two: &[f64]) {
+    for (i, (a, b)) in one.iter().zip(two).enumerate() {
+        assert!(
+            (a - b).abs() < 1e-5,
+            "statistic {i}: one rank {a}, two ranks {b}"
+        );
+    }
+}
+
+#[test]
+fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
+    for target_kl in [None, Some(1e-9)] {
+        let config = ppo_config(target_kl);
+        let epochs = config.update_epochs;
+        let (initial, batch) = fixture(3);
+        let (per_rank_plans, whole_plan) = split_plans(epochs);
+
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+        let plan: Vec<Vec<Tensor>> = whole_plan.iter().map(|e| to_plan(e)).collect();
+        let one = ppo
+            .update_with_minibatches(&model, &batch, 0.25, &plan, &mut Local)
+            .unwrap();
+        let one_rank_params = snapshot(&vs);
+
+        let results = two_ranks(
+            rank_inputs(&initial, &batch, 8),
+            |rank, (initial, half), collective| {
+                let (vs, model) = new_model();
+                load(&vs, &initial);
+                let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+                let plan: Vec<Vec<Tensor>> =
+                    per_rank_plans[rank].iter().map(|e| to_plan(e)).collect();
+                let stats = ppo
+                    .update_with_minibatches(&model, &half, 0.25, &plan, collective)
+                    .unwrap();
+                (snapshot(&vs), stats)
+            },
+        );
+
+        let expected_epochs = if target_kl.is_some() { 1 } else { epochs };
+        assert_eq!(one.epochs_run, expected_epochs);
+        assert!(
+            one.clip_fraction > 0.0 || target_kl.is_some(),
+            "the clipped branch never ran: {one:?}"
+        );
+        assert!(
+            one.grad_norm > config.max_grad_norm,
+            "gradients were never clipped: {one:?}"
+        );
+        for (rank, (params, stats)) in results.iter().enumerate() {
+            let diff = max_param_diff(&one_rank_params, params);
+            assert!(
+                diff < 1e-5,
+                "target_kl {target_kl:?}, rank {rank}: parameters differ by {diff}"
+            );
+            assert!(
+                max_param_diff(&initial, params) > 1e-3,
+                "the update did not move the parameters"
+            );
+            assert_eq!(stats.epochs_run, expected_epochs);
+            let numbers = |s: &tandem::algo::PpoStats| {
+                vec![
+                    s.policy_loss,
+                    s.value_loss,
+                    s.entropy,
+                    s.approx_kl,
+                    s.clip_fraction,
+                    s.explained_variance,
+                    s.grad_norm,
+                    s.learning_rate,
+                ]
+            };
+            assert_stats_close(&numbers(&one), &numbers(stats));
+        }
+        assert!(
+            results[0]
+                .0
+                .iter()
+                .zip(&results[1].0)
+                .all(|((_, a), (_, b))| a.equal(b)),
+            "ranks diverged"
+        );
+    }
+}
+
+#[test]
+fn a2c_on_two_ranks_equals_a2c_on_one_rank() {
+    let config = A2cConfig {
+        normalize_advantages: true,
+        ent_coef: 0.01,
+        ..A2cConfig::default()
+    };
+    let (initial, batch) = fixture(4);
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    // The policy loss is -E[log pi(a|s) A] with A normalised over the batch: check it by hand.
+    let advantages = Vec::<f32>::try_from(&batch.advantages).unwrap();
+    let n = advantages.len() as f64;
+    let mean = advantages.iter().map(|&a| a as f64).sum::<f64>() / n;
+    let std = (advantages
+        .iter()
+        .map(|&a| (a as f64 - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1.0))
+        .sqrt();
+    let log_probs = Vec::<f32>::try_from(&batch.log_probs).unwrap();
+    let expected_policy_loss = -advantages
+        .iter()
+        .zip(&log_probs)
+        .map(|(&a, &lp)| lp as f64 * (a as f64 - mean) / (std + 1e-8))
+        .sum::<f64>()
+        / n;
+
+    let mut a2c = A2c::new(&vs, config.clone()).unwrap();
+    for _ in 0..3 {
+        // The first step sees the rollout's own policy, so its log-probabilities are the batch's.
+        let stats = a2c.update(&model, &batch, 0.0, &mut Local).unwrap();
+        if a2c.optimizer().step_count() == 1 {
+            assert!(
+                (stats.policy_loss - expected_policy_loss).abs() < 1e-5,
+                "{stats:?} vs {expected_policy_loss}"
+            );
+        }
+    }
+    let one_rank_params = snapshot(&vs);
+
+    let results = two_ranks(
+        rank_inputs(&initial, &batch, 8),
+        |_, (initial, half), collective| {
+            let (vs, model) = new_model();
+            load(&vs, &initial);
+            let mut a2c = A2c::new(&vs, config.clone()).unwrap();
+            for _ in 0..3 {
+                a2c.update(&model, &half, 0.0, collective).unwrap();
+            }
+            snapshot(&vs)
+        },
+    );
+    for params in &results {
+        let diff = max_param_diff(&one_rank_params, params);
+        assert!(diff < 1e-5, "parameters differ by {diff}");
+    }
+    assert!(max_param_diff(&initial, &one_rank_params) > 1e-3);
+}
+
+/// A collective whose rank 0 has decided to stop, whatever this rank measured.
+struct RankZeroSaysStop;
+
+impl Collective for RankZeroSaysStop {
+    fn rank(&self) -> usize {
+        1
+    }
+    fn world_size(&self) -> usize {
+        1
+    }
+    fn sync_gradients(&mut self, _: &[Tensor]) -> Result<()> {
+        Ok(())
+    }
+    fn all_reduce_sum(&mut self, _: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn decide(&mut self, _mine: bool) -> Result<bool> {
+        Ok(true)
+    }
+}
+
+#[test]
+fn kl_early_stop_follows_rank_zeros_decision() {
+    let (initial, batch) = fixture(5);
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    // This rank would never stop on its own (target 1e9) but rank 0's decision wins.
+    let mut ppo = Ppo::new(&vs, ppo_config(Some(1e9)), 0).unwrap();
+    let stats = ppo
+        .update(&model, &batch, 0.0, &mut RankZeroSaysStop)
+        .unwrap();
+    assert_eq!(stats.epochs_run, 1);
+    assert_eq!(stats.optimizer_steps, 2);
+    let stats = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
+    assert_eq!(stats.epochs_run, 3);
+}
+
+#[test]
+fn bad_updates_are_refused_with_reasons() {
+    let (initial, batch) = fixture(6);
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    let mut ppo = Ppo::new(&vs, ppo_config(None), 0).unwrap();
+    let err = ppo
+        .update(&model, &batch, 1.5, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("progress must be in [0, 1]"), "{err}");
+
+    let bad_actions = copy_batch(&batch);
+    let _ = bad_actions.actions.get(3).fill_(ACTIONS);
+    let err = ppo
+        .update(&model, &bad_actions, 0.0, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("action 3") && err.contains("0..3"), "{err}");
+
+    let err = ppo
+        .update(&model, &batch.narrow(0, 7).unwrap(), 0.0, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("7 samples does not split into 2"), "{err}");
+
+    let err = Ppo::new(
+        &vs,
+        PpoConfig {
+            clip_coef: -0.1,
+            ..PpoConfig::default()
+        },
+        0,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("clip_coef"), "{err}");
+
+    // Ranks with different batch sizes are told so instead of hanging in the gradient sync.
+    let errors = two_ranks(
+        rank_inputs(&initial, &batch, 4),
+        |_, (_, half), collective| {
+            let (vs, model) = new_model();
+            let mut ppo = Ppo::new(&vs, ppo_config(None), 0).unwrap();
+            ppo.update(&model, &half, 0.0, collective)
+                .unwrap_err()
+                .to_string()
+        },
+    );
+    for err in errors {
+        assert!(err.contains("ranks disagree"), "{err}");
+    }
+}

@@ -1,0 +1,235 @@
+//! Return estimators against hand-computed examples (terminated vs truncated), the rollout
+//! buffer against the pure estimators, and the minibatch sampler.
+
+use tandem::algo::{
+    MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
+    n_step_returns,
+};
+use tch::{Device, Kind, Tensor};
+
+// Two environments, three steps, step-major (index t * 2 + env).
+// env 0: terminates at t = 1, then runs on; V(s_3) = 2.
+// env 1: truncated at t = 0 with V(final obs) = 4, terminates at t = 2 (its V(s_3) = 7 must be
+//        ignored).
+const REWARDS: [f32; 6] = [1.0, 0.0, 2.0, 1.0, 3.0, 1.0];
+const VALUES: [f32; 6] = [0.5, 1.0, 1.0, 1.0, 1.5, 1.0];
+const TERMINATED: [f32; 6] = [0.0, 0.0, 1.0, 0.0, 0.0, 1.0];
+const TRUNCATED: [f32; 6] = [0.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+const TRUNCATION_VALUES: [f32; 6] = [0.0, 4.0, 0.0, 0.0, 0.0, 0.0];
+const LAST_VALUES: [f32; 2] = [2.0, 7.0];
+
+fn arrays<'a>(terminated: &'a [f32], truncated: &'a [f32]) -> RolloutArrays<'a> {
+    RolloutArrays {
+        num_envs: 2,
+        rewards: &REWARDS,
+        values: &VALUES,
+        terminated,
+        truncated,
+        truncation_values: &TRUNCATION_VALUES,
+        last_values: &LAST_VALUES,
+    }
+}
+
+fn assert_close(actual: &[f32], expected: &[f32]) {
+    assert_eq!(actual.len(), expected.len());
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() < 1e-5,
+            "index {i}: got {a}, expected {e} (all: {actual:?})"
+        );
+    }
+}
+
+#[test]
+fn gae_matches_hand_computation_with_terminated_and_truncated_steps() {
+    // gamma 0.9, lambda 0.5, worked by hand:
+    // env 0: t2: d = 3 + .9*2 - 1.5 = 3.3, A = 3.3 | t1 (terminated): d = 2 - 1 = 1, A = 1
+    //        t0: d = 1 + .9*1 - .5 = 1.4, A = 1.4 + .45*1 = 1.85
+    // env 1: t2 (terminated): d = 1 - 1 = 0 | t1: d = 1 + .9*1 - 1 = .9, A = .9 + .45*0 = .9
+    //        t0 (truncated, bootstrap 4): d = 0 + .9*4 - 1 = 2.6, A = 2.6 (no carry from t1)
+    let (advantages, returns) =
+        generalized_advantages(&arrays(&TERMINATED, &TRUNCATED), 0.9, 0.5).unwrap();
+    assert_close(&advantages, &[1.85, 2.6, 1.0, 0.9, 3.3, 0.0]);
+    assert_close(&returns, &[2.35, 3.6, 2.0, 1.9, 4.8, 1.0]);
+}
+
+#[test]
+fn truncation_bootstraps_where_termination_does_not() {
+    // The same step marked terminated instead: no bootstrap, d = 0 - 1 = -1.
+    let mut terminated = TERMINATED;
+    terminated[1] = 1.0;
+    let (advantages, _) =
+        generalized_advantages(&arrays(&terminated, &[0.0; 6]), 0.9, 0.5).unwrap();
+    assert_close(&advantages[1..2], &[-1.0]);
+    // Both flags: termination wins.
+    let (both, _) = generalized_advantages(&arrays(&terminated, &TRUNCATED), 0.9, 0.5).unwrap();
+    assert_close(&both[1..2], &[-1.0]);
+}
+
+#[test]
+fn n_step_returns_match_hand_computation_and_gae_with_lambda_one() {
+    // env 0: R2 = 3 + .9*2 = 4.8, R1 = 2 (terminated), R0 = 1 + .9*2 = 2.8
+    // env 1: R2 = 1 (terminated), R1 = 1 + .9*1 = 1.9, R0 = 0 + .9*4 = 3.6 (truncated)
+    let returns = n_step_returns(&arrays(&TERMINATED, &TRUNCATED), 0.9).unwrap();
+    assert_close(&returns, &[2.8, 3.6, 2.0, 1.9, 4.8, 1.0]);
+    let (_, lambda_one) =
+        generalized_advantages(&arrays(&TERMINATED, &TRUNCATED), 0.9, 1.0).unwrap();
+    assert_close(&lambda_one, &returns);
+}
+
+#[test]
+fn estimators_reject_inconsistent_input() {
+    let short = RolloutArrays {
+        values: &VALUES[..4],
+        ..arrays(&TERMINATED, &TRUNCATED)
+    };
+    let err = generalized_advantages(&short, 0.9, 0.5)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("values has 4 entries"), "{err}");
+    let err = n_step_returns(&arrays(&TERMINATED, &TRUNCATED), 1.5)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("gamma"), "{err}");
+}
+
+fn column(values: &[f32], t: usize) -> Tensor {
+    Tensor::from_slice(&values[t * 2..t * 2 + 2])
+}
+
+fn filled_buffer(with_truncation_values: bool) -> RolloutBuffer {
+    let mut buffer = RolloutBuffer::new(3, 2, &[3], Device::Cpu).unwrap();
+    for t in 0..3 {
+        let obs = Tensor::from_slice(&[t as f32; 6]).reshape([2, 3]);
+        let actions = Tensor::from_slice(&[t as i64, 1]);
+        let log_probs = Tensor::from_slice(&[-0.5f32, -0.7]);
+        let trunc_values = column(&TRUNCATION_VALUES, t);
+        buffer
+            .push(&StepRecord {
+                obs: &obs,
+                actions: &actions,
+                log_probs: &log_probs,
+                values: &column(&VALUES, t),
+                rewards: &column(&REWARDS, t),
+                terminated: &column(&TERMINATED, t).to_kind(Kind::Bool),
+                truncated: &column(&TRUNCATED, t).to_kind(Kind::Bool),
+                truncation_values: (with_truncation_values && t == 0).then_some(&trunc_values),
+            })
+            .unwrap();
+    }
+    buffer
+}
+
+#[test]
+fn buffer_flattens_step_major_with_the_same_estimates() {
+    let buffer = filled_buffer(true);
+    assert!(buffer.is_full());
+    let batch = buffer
+        .gae_batch(&Tensor::from_slice(&LAST_VALUES), 0.9, 0.5)
+        .unwrap();
+    assert_eq!(batch.len(), 6);
+    assert_eq!(batch.obs.size(), [6, 3]);
+    assert_close(
+        &Vec::<f32>::try_from(&batch.advantages).unwrap(),
+        &[1.85, 2.6, 1.0, 0.9, 3.3, 0.0],
+    );
+    assert_close(&Vec::<f32>::try_from(&batch.values).unwrap(), &VALUES);
+    assert_eq!(
+        Vec::<i64>::try_from(&batch.actions).unwrap(),
+        [0, 1, 1, 1, 2, 1]
+    );
+    // Row t*N + env holds step t's observation.
+    assert_eq!(batch.obs.get(4).double_value(&[0]), 2.0);
+
+    let n_step = buffer
+        .n_step_batch(&Tensor::from_slice(&LAST_VALUES), 0.9)
+        .unwrap();
+    let returns = Vec::<f32>::try_from(&n_step.returns).unwrap();
+    assert_close(&returns, &[2.8, 3.6, 2.0, 1.9, 4.8, 1.0]);
+    let expected_adv: Vec<f32> = returns.iter().zip(VALUES).map(|(r, v)| r - v).collect();
+    assert_close(
+        &Vec::<f32>::try_from(&n_step.advantages).unwrap(),
+        &expected_adv,
+    );
+}
+
+#[test]
+fn buffer_rejects_truncation_without_final_values_and_bad_shapes() {
+    let buffer = filled_buffer(false);
+    let err = buffer
+        .gae_batch(&Tensor::from_slice(&LAST_VALUES), 0.9, 0.5)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("step 0") && err.contains("environment 1") && err.contains("truncat"),
+        "{err}"
+    );
+
+    let mut buffer = RolloutBuffer::new(2, 2, &[3], Device::Cpu).unwrap();
+    let wrong_obs = Tensor::zeros([2, 4], (Kind::Float, Device::Cpu));
+    let flags = Tensor::zeros([2], (Kind::Float, Device::Cpu));
+    let actions = Tensor::zeros([2], (Kind::Int64, Device::Cpu));
+    let err = buffer
+        .push(&StepRecord {
+            obs: &wrong_obs,
+            actions: &actions,
+            log_probs: &flags,
+            values: &flags,
+            rewards: &flags,
+            terminated: &flags,
+            truncated: &flags,
+            truncation_values: None,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("obs has shape [2, 4], expected [2, 3]"),
+        "{err}"
+    );
+    let err = buffer
+        .gae_batch(&Tensor::zeros([2], (Kind::Float, Device::Cpu)), 0.9, 0.9)
+        .unwrap_err();
+    assert!(err.to_string().contains("holds 0 of 2 steps"), "{err}");
+}
+
+#[test]
+fn sampler_is_seeded_and_covers_every_index_once() {
+    let mut a = MinibatchSampler::new(42);
+    let mut b = MinibatchSampler::new(42);
+    let first = a.permutation(100);
+    assert_eq!(first, b.permutation(100));
+    let mut sorted = first.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..100).collect::<Vec<i64>>());
+    assert_ne!(
+        first,
+        (0..100).collect::<Vec<i64>>(),
+        "a shuffle of 100 left everything in place"
+    );
+    assert_ne!(
+        first,
+        a.permutation(100),
+        "consecutive epochs drew the same order"
+    );
+    assert_ne!(first, MinibatchSampler::new(43).permutation(100));
+
+    // Resuming from a saved state continues the same sequence.
+    let mut resumed = MinibatchSampler::new(a.state());
+    assert_eq!(resumed.permutation(10), a.permutation(10));
+
+    let minibatches = MinibatchSampler::new(1)
+        .minibatches(12, 3, Device::Cpu)
+        .unwrap();
+    assert_eq!(minibatches.len(), 3);
+    let mut all: Vec<i64> = minibatches
+        .iter()
+        .flat_map(|m| Vec::<i64>::try_from(m).unwrap())
+        .collect();
+    all.sort();
+    assert_eq!(all, (0..12).collect::<Vec<i64>>());
+    let err = MinibatchSampler::new(1)
+        .minibatches(10, 3, Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not split into 3"), "{err}");
+}
