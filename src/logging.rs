@@ -35,7 +35,12 @@ pub fn console_kind() -> ConsoleKind {
     INITIALISED.get().copied().unwrap_or(ConsoleKind::Quiet)
 }
 
-pub fn init_worker(run_dir: &Path, rank: usize, log: &tandem_config::Log, quiet: bool) -> Result<()> {
+pub fn init_worker(
+    run_dir: &Path,
+    rank: usize,
+    log: &tandem_config::Log,
+    quiet: bool,
+) -> Result<()> {
     let logs = run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let file = std::fs::OpenOptions::new()
@@ -58,8 +63,16 @@ pub fn init_worker(run_dir: &Path, rank: usize, log: &tandem_config::Log, quiet:
     } else {
         ConsoleKind::Plain
     };
-    let console_level = if kind == ConsoleKind::Quiet { Level::WARN } else { Level::INFO };
-    let prefix = if rank == 0 { String::new() } else { format!("[rank {rank}] ") };
+    let console_level = if kind == ConsoleKind::Quiet {
+        Level::WARN
+    } else {
+        Level::INFO
+    };
+    let prefix = if rank == 0 {
+        String::new()
+    } else {
+        format!("[rank {rank}] ")
+    };
 
     let registry = tracing_subscriber::registry().with(file_layer);
     if kind == ConsoleKind::Progress {
@@ -70,7 +83,11 @@ pub fn init_worker(run_dir: &Path, rank: usize, log: &tandem_config::Log, quiet:
             .without_time()
             .with_writer(bars.get_stderr_writer())
             .with_filter(LevelFilter::from_level(console_level));
-        registry.with(console).with(bars).try_init().context("logging was initialised twice")?;
+        registry
+            .with(console)
+            .with(bars)
+            .try_init()
+            .context("logging was initialised twice")?;
     } else {
         let console = tracing_subscriber::fmt::layer()
             .with_ansi(terminal)
@@ -79,9 +96,15 @@ pub fn init_worker(run_dir: &Path, rank: usize, log: &tandem_config::Log, quiet:
             .with_level(rank != 0 || kind == ConsoleKind::Quiet)
             .fmt_fields(tracing_subscriber::fmt::format::DefaultFields::new())
             .map_event_format(|f| f)
-            .with_writer(move || PrefixWriter { prefix: prefix.clone(), inner: std::io::stderr() })
+            .with_writer(move || PrefixWriter {
+                prefix: prefix.clone(),
+                inner: std::io::stderr(),
+            })
             .with_filter(LevelFilter::from_level(console_level));
-        registry.with(console).try_init().context("logging was initialised twice")?;
+        registry
+            .with(console)
+            .try_init()
+            .context("logging was initialised twice")?;
     }
     let _ = INITIALISED.set(kind);
     Ok(())

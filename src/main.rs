@@ -137,28 +137,41 @@ fn main() -> ExitCode {
             }
             code(c)
         }
-        (Some(Command::Resolve { file, sets, format, hash }), _) => {
-            let (out, err, c) = tandem_config::cli::resolve(&file, &sets, format == "json", hash, color);
+        (
+            Some(Command::Resolve {
+                file,
+                sets,
+                format,
+                hash,
+            }),
+            _,
+        ) => {
+            let (out, err, c) =
+                tandem_config::cli::resolve(&file, &sets, format == "json", hash, color);
             print!("{out}");
             eprint!("{err}");
             code(c)
         }
         (Some(Command::Train(args)), _) | (None, Some(args)) => train(args),
         (Some(Command::Play(args)), _) => report(tandem::play::run(&args)),
-        (Some(Command::Worker(w)), _) => tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
-            rank: w.rank,
-            world_size: w.world_size,
-            local_rank: w.local_rank,
-            local_world_size: w.local_world_size,
-            device: w.device,
-            master_addr: w.master_addr,
-            master_port: w.master_port,
-            run_dir: w.run_dir,
-            resume: w.resume,
-            quiet: w.quiet,
-        }),
+        (Some(Command::Worker(w)), _) => {
+            tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
+                rank: w.rank,
+                world_size: w.world_size,
+                local_rank: w.local_rank,
+                local_world_size: w.local_world_size,
+                device: w.device,
+                master_addr: w.master_addr,
+                master_port: w.master_port,
+                run_dir: w.run_dir,
+                resume: w.resume,
+                quiet: w.quiet,
+            })
+        }
         (None, None) => {
-            eprintln!("tandem: nothing to do; try `tandem experiments/cartpole.kdl` or `tandem --help`");
+            eprintln!(
+                "tandem: nothing to do; try `tandem experiments/cartpole.kdl` or `tandem --help`"
+            );
             ExitCode::from(2)
         }
     }

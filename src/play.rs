@@ -48,7 +48,10 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
         println!("episode {}: return {r:.2}, score {s:.2}", i + 1);
     }
     let mean = report.returns.iter().sum::<f64>() / report.returns.len().max(1) as f64;
-    println!("mean return over {} episode(s): {mean:.2}", report.returns.len());
+    println!(
+        "mean return over {} episode(s): {mean:.2}",
+        report.returns.len()
+    );
     if let Some(gif) = &args.gif {
         println!("wrote {} ({} frames)", gif.display(), report.gif_frames);
     }
@@ -61,26 +64,47 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     }
     let path = checkpoint::locate(&args.path)?;
     let ckpt = checkpoint::load(&path)?;
-    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config)
-        .map_err(|d| anyhow!("the config stored in {} does not parse:\n{}", path.display(), d.render(false)))?;
+    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
+        anyhow!(
+            "the config stored in {} does not parse:\n{}",
+            path.display(),
+            d.render(false)
+        )
+    })?;
     if tandem_config::config_hash(&experiment) != ckpt.config_hash {
-        bail!("{} is damaged: its config does not match the hash stored with it", path.display());
+        bail!(
+            "{} is damaged: its config does not match the hash stored with it",
+            path.display()
+        );
     }
     let spec = crate::train::actor_critic_spec(&experiment)?;
     let env_spec = envs::env_spec(&experiment);
     let seed = derived_seed(args.seed, 10, 0, 0);
-    let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1).context("cannot build the evaluation environment")?;
+    let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
+        .context("cannot build the evaluation environment")?;
     let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
     let vs = VarStore::new(Device::Cpu);
-    let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, ActionSpace::Discrete { n: env.num_actions() as i64 })?;
-    let targets: Vec<(String, Tensor)> =
-        parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+    let model = ActorCritic::new(
+        &vs.root(),
+        &spec,
+        &obs_shape,
+        ActionSpace::Discrete {
+            n: env.num_actions() as i64,
+        },
+    )?;
+    let targets: Vec<(String, Tensor)> = parameters_in_order(&vs)
+        .into_iter()
+        .map(|(n, t)| (format!("model.{n}"), t))
+        .collect();
     checkpoint::restore_into(&ckpt, &targets)?;
     tch::manual_seed(seed as i64);
 
     let want_gif = args.gif.is_some();
     if want_gif && env.render_rgb(0).is_none() {
-        bail!("{} does not draw itself; --gif needs an image-based game", experiment.env.game.name());
+        bail!(
+            "{} does not draw itself; --gif needs an image-based game",
+            experiment.env.game.name()
+        );
     }
     let mut frames: Vec<Vec<u8>> = Vec::new();
     let mut size = (0usize, 0usize);
@@ -89,7 +113,8 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     env.reset();
     let mut steps = 0u64;
     while returns.len() < args.episodes {
-        if want_gif && returns.is_empty()
+        if want_gif
+            && returns.is_empty()
             && let Some(f) = env.render_rgb(0)
         {
             size = (f.width, f.height);
@@ -99,7 +124,11 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         shape.extend_from_slice(&obs_shape);
         let obs = Tensor::from_slice(env.obs()).view(shape.as_slice());
         let action = tch::no_grad(|| -> Result<Tensor> {
-            Ok(if args.greedy { model.act_greedy(&obs)? } else { model.act(&obs)?.actions })
+            Ok(if args.greedy {
+                model.act_greedy(&obs)?
+            } else {
+                model.act(&obs)?.actions
+            })
         })?;
         let a = action.to_kind(Kind::Int64).int64_value(&[0]);
         env.step(&[a])?;
@@ -110,7 +139,10 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             steps = 0;
         }
         if steps >= args.max_steps {
-            bail!("an episode ran past --max-steps {}; the policy may be stuck", args.max_steps);
+            bail!(
+                "an episode ran past --max-steps {}; the policy may be stuck",
+                args.max_steps
+            );
         }
     }
     let gif_frames = frames.len();
@@ -119,5 +151,9 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_summary::write_gif(gif, w as u16, h as u16, &frames, 4)
             .with_context(|| format!("cannot write {}", gif.display()))?;
     }
-    Ok(PlayReport { returns, scores, gif_frames })
+    Ok(PlayReport {
+        returns,
+        scores,
+        gif_frames,
+    })
 }

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use common::{child_options, finish, free_port, role, spawn_rank};
 use tandem::algo::{Collective, Local};
+use tandem::algo::{Optimizer, OptimizerSpec};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
-use tandem::optim::{Optimizer, OptimizerKind};
+use tandem::nn::trainable_parameters_in_order;
+use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 const GLOBAL_BATCH: i64 = 8;
@@ -27,35 +29,69 @@ fn data() -> (Tensor, Tensor) {
     (x, y)
 }
 
-fn model(seed: i64) -> Vec<Tensor> {
+/// A linear model in a VarStore, initialised from `seed`.
+fn model(seed: i64) -> VarStore {
     tch::manual_seed(seed);
-    let w = Tensor::randn([3, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-    let b = Tensor::randn([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-    vec![w, b]
+    let vs = VarStore::new(Device::Cpu);
+    let root = vs.root();
+    let _ = root.var(
+        "b",
+        &[3],
+        tch::nn::Init::Randn {
+            mean: 0.0,
+            stdev: 1.0,
+        },
+    );
+    let _ = root.var(
+        "w",
+        &[3, 4],
+        tch::nn::Init::Randn {
+            mean: 0.0,
+            stdev: 1.0,
+        },
+    );
+    vs
 }
 
-/// `UPDATES` Adam steps on rows [start, start + len) of the global batch, synchronising through
-/// `collective`; returns the final parameters.
-fn train(params: &[Tensor], collective: &mut dyn Collective, start: i64, len: i64) -> Vec<f32> {
-    let (x, y) = data();
-    let (x, y) = (x.narrow(0, start, len), y.narrow(0, start, len));
-    let mut opt = Optimizer::new(
-        OptimizerKind::adam(),
-        params.iter().map(|p| p.shallow_clone()).collect(),
-        0.05,
-    );
-    for _ in 0..UPDATES {
-        opt.zero_grad();
-        let pred = x.matmul(&params[0].tr()) + &params[1];
-        let loss = (pred - &y).square().mean(Kind::Float);
-        loss.backward();
-        collective.sync_gradients(params).unwrap();
-        opt.step();
-    }
+fn adam(vs: &VarStore) -> Optimizer {
+    Optimizer::new(
+        vs,
+        OptimizerSpec::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-5,
+        },
+    )
+    .unwrap()
+}
+
+/// Parameters in the fixed order: b, then w.
+fn flat(params: &[Tensor]) -> Vec<f32> {
     params
         .iter()
         .flat_map(|p| Vec::<f32>::try_from(p.detach().flatten(0, -1)).unwrap())
         .collect()
+}
+
+fn loss(params: &[Tensor], x: &Tensor, y: &Tensor) -> Tensor {
+    let (b, w) = (&params[0], &params[1]);
+    (x.matmul(&w.tr()) + b - y).square().mean(Kind::Float)
+}
+
+/// `UPDATES` Adam steps on rows [start, start + len) of the global batch, synchronising through
+/// `collective`; returns the final parameters.
+fn train(vs: &VarStore, collective: &mut dyn Collective, start: i64, len: i64) -> Vec<f32> {
+    let params = trainable_parameters_in_order(vs);
+    let (x, y) = data();
+    let (x, y) = (x.narrow(0, start, len), y.narrow(0, start, len));
+    let mut opt = adam(vs);
+    for _ in 0..UPDATES {
+        opt.zero_grad();
+        loss(&params, &x, &y).backward();
+        collective.sync_gradients(&params).unwrap();
+        opt.step(0.05).unwrap();
+    }
+    flat(&params)
 }
 
 fn policy_from_env() -> SyncPolicy {
@@ -77,7 +113,8 @@ fn run_rank() {
     let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
     let rank = pg.rank() as i64;
     // Ranks initialise differently on purpose: the start-up broadcast must make them equal.
-    let params = model(100 + rank);
+    let vs = model(100 + rank);
+    let params = trainable_parameters_in_order(&vs);
     let mut ddp = Ddp::new(pg, &params, policy_from_env()).unwrap();
     ddp.broadcast_from_rank0(&params).unwrap();
     let half = GLOBAL_BATCH / 2;
@@ -87,41 +124,33 @@ fn run_rank() {
         x.narrow(0, rank * half, half),
         y.narrow(0, rank * half, half),
     );
-    let mut opt = Optimizer::new(
-        OptimizerKind::adam(),
-        params.iter().map(|p| p.shallow_clone()).collect(),
-        0.05,
-    );
+    let mut opt = adam(&vs);
     for _ in 0..UPDATES {
         opt.zero_grad();
-        let loss = (x.matmul(&params[0].tr()) + &params[1] - &y)
-            .square()
-            .mean(Kind::Float);
-        loss.backward();
+        loss(&params, &x, &y).backward();
         ddp.sync_gradients(&params).unwrap();
         if steps_locally {
-            opt.step();
+            opt.step(0.05).unwrap();
         }
         ddp.after_step(&params).unwrap();
     }
     let named: Vec<(String, Tensor)> = vec![
-        ("w".into(), params[0].shallow_clone()),
-        ("b".into(), params[1].shallow_clone()),
+        ("b".into(), params[0].shallow_clone()),
+        ("w".into(), params[1].shallow_clone()),
     ];
     ddp.check_fingerprints(&named).unwrap();
     if std::env::var("TEST_PERTURB").is_ok() {
         if rank == 1 {
             tch::no_grad(|| {
-                let _ = params[1].narrow(0, 1, 1).g_add_scalar_(1e-3);
+                let _ = params[0].narrow(0, 1, 1).g_add_scalar_(1e-3);
             });
         }
         let err = ddp.check_fingerprints(&named).unwrap_err();
         println!("drift: {err}");
         return;
     }
-    let values: Vec<String> = params
+    let values: Vec<String> = flat(&params)
         .iter()
-        .flat_map(|p| Vec::<f32>::try_from(p.detach().flatten(0, -1)).unwrap())
         .map(|v| format!("{:08x}", v.to_bits()))
         .collect();
     println!("PARAMS {}", values.join(","));
@@ -155,8 +184,7 @@ fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
 }
 
 fn reference() -> Vec<f32> {
-    let params = model(100);
-    train(&params, &mut Local, 0, GLOBAL_BATCH)
+    train(&model(100), &mut Local, 0, GLOBAL_BATCH)
 }
 
 fn assert_close(a: &[f32], b: &[f32], tol: f32) {
@@ -187,10 +215,7 @@ fn allreduce_on_two_ranks_equals_one_rank_on_the_global_batch() {
     let one = reference();
     assert_close(&p0, &one, 1e-5);
     // And the run did move the parameters (the comparison is not between two initial states).
-    let init: Vec<f32> = model(100)
-        .iter()
-        .flat_map(|p| Vec::<f32>::try_from(p.detach().flatten(0, -1)).unwrap())
-        .collect();
+    let init = flat(&trainable_parameters_in_order(&model(100)));
     assert!(p0.iter().zip(&init).any(|(a, b)| (a - b).abs() > 0.1));
 }
 

@@ -148,6 +148,11 @@ pub(crate) fn synchronised_step(
             position()
         );
     }
-    optimizer.step(lr)?;
+    // Under the broadcast policy only rank 0 steps; then the policy's post-step sync runs
+    // (parameter broadcast, periodic averaging).
+    if collective.steps_locally() {
+        optimizer.step(lr)?;
+    }
+    collective.after_step(optimizer.parameters())?;
     Ok(norm)
 }

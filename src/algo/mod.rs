@@ -17,6 +17,15 @@ pub trait Collective {
     /// Rank 0's value of a control decision, given to every rank, so that decisions that change
     /// how many collectives run (early stop on KL) are never taken differently by two ranks.
     fn decide(&mut self, mine: bool) -> anyhow::Result<bool>;
+    /// Whether this rank applies optimizer steps (under the broadcast policy only rank 0 does).
+    fn steps_locally(&self) -> bool {
+        true
+    }
+    /// Called once after every optimizer step (or where it would have been): the policy's
+    /// parameter broadcast or periodic averaging.
+    fn after_step(&mut self, _params: &[Tensor]) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// One rank alone: every collective is the identity.

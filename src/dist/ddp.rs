@@ -182,6 +182,10 @@ impl Ddp {
                         let mut g = grad_or_zeros(p);
                         let layout = Layout::of(&[&g]);
                         self.pg.reduce_verified(&layout, &mut g, 0, ReduceOp::Avg)?;
+                        // Other ranks' buffers hold partial sums; they do not step, so clear them.
+                        if self.pg.rank() != 0 {
+                            let _ = g.zero_();
+                        }
                     }
                     Ok(())
                 })?;
@@ -319,6 +323,14 @@ impl crate::algo::Collective for Ddp {
         values.copy_from_slice(&Vec::<f64>::try_from(&t[0])?);
         self.sync_time += start.elapsed();
         Ok(())
+    }
+
+    fn steps_locally(&self) -> bool {
+        Ddp::steps_locally(self)
+    }
+
+    fn after_step(&mut self, params: &[Tensor]) -> Result<()> {
+        Ddp::after_step(self, params)
     }
 
     fn decide(&mut self, mine: bool) -> Result<bool> {

@@ -46,7 +46,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         std::process::id()
     ));
     {
@@ -101,14 +103,19 @@ fn utc_stamp() -> String {
 /// A port nobody listens on right now (the OS's choice). Another program could take it before
 /// rank 0 binds it; rank 0 then fails at once with a clear "address in use" error.
 fn pick_free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("no free TCP port on loopback")?;
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("no free TCP port on loopback")?;
     Ok(listener.local_addr()?.port())
 }
 
 /// The ranks this node runs: devices are split evenly over the nodes, in order.
 pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<usize>> {
     if layout.nnodes == 0 || layout.node_rank >= layout.nnodes {
-        bail!("--node-rank {} is outside --nnodes {}", layout.node_rank, layout.nnodes);
+        bail!(
+            "--node-rank {} is outside --nnodes {}",
+            layout.node_rank,
+            layout.nnodes
+        );
     }
     if world % layout.nnodes != 0 {
         bail!(
@@ -130,14 +137,20 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
     if req.resume {
         // The resumed run keeps its resolved config; a changed world size is recorded beside it.
         if !resolved.exists() {
-            bail!("{} has no resolved.kdl: is it a tandem run directory?", req.run_dir.display());
+            bail!(
+                "{} has no resolved.kdl: is it a tandem run directory?",
+                req.run_dir.display()
+            );
         }
     }
     // Only node 0 writes the run's files; other nodes may share the directory over a network
     // file system.
     if req.layout.node_rank == 0 {
         write_atomic(&resolved, req.canonical.as_bytes())?;
-        write_atomic(&req.run_dir.join("resolved.sha256"), format!("{}\n", req.hash).as_bytes())?;
+        write_atomic(
+            &req.run_dir.join("resolved.sha256"),
+            format!("{}\n", req.hash).as_bytes(),
+        )?;
     }
     for entry in std::fs::read_dir(&logs)? {
         let path = entry?.path();
@@ -186,7 +199,8 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         None => bail!("--master-port is required with --nnodes > 1"),
     };
     let signals = install_signal_counter()?;
-    let exe = std::env::current_exe().context("cannot find the tandem executable to start workers")?;
+    let exe =
+        std::env::current_exe().context("cannot find the tandem executable to start workers")?;
 
     let mut children = Vec::new();
     for rank in ranks.clone() {
@@ -221,14 +235,20 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().with_context(|| format!("cannot start the worker for rank {rank}"))?;
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the worker for rank {rank}"))?;
         // The resolved config is the worker's only input; it reads it to the end first thing.
         let mut stdin = child.stdin.take().expect("piped stdin");
         stdin
             .write_all(req.canonical.as_bytes())
             .with_context(|| format!("cannot hand the config to rank {rank}"))?;
         drop(stdin);
-        children.push(Rank { rank, child, done: None });
+        children.push(Rank {
+            rank,
+            child,
+            done: None,
+        });
     }
 
     supervise(&mut children, &signals, &req.run_dir)
@@ -242,7 +262,9 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         let received = signals.load(Ordering::SeqCst);
         if received > forwarded {
             if forwarded == 0 {
-                eprintln!("tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)");
+                eprintln!(
+                    "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
+                );
                 for c in children.iter().filter(|c| c.done.is_none()) {
                     signal(c.child.id(), libc::SIGINT);
                 }
@@ -256,9 +278,15 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         let mut newly_failed = None;
         for c in children.iter_mut().filter(|c| c.done.is_none()) {
             if let Some(status) = c.child.try_wait()? {
-                let code = status.code().unwrap_or_else(|| 128 + status_signal(&status));
+                let code = status
+                    .code()
+                    .unwrap_or_else(|| 128 + status_signal(&status));
                 c.done = Some(code);
-                if code != 0 && code != INTERRUPTED as i32 && failure.is_none() && newly_failed.is_none() {
+                if code != 0
+                    && code != INTERRUPTED as i32
+                    && failure.is_none()
+                    && newly_failed.is_none()
+                {
                     newly_failed = Some((c.rank, code));
                 }
             }
@@ -328,7 +356,10 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) {
         Some(m) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
         None => eprintln!(
             "tandem: rank {rank} failed ({how}) without a message; see {}",
-            run_dir.join("logs").join(format!("rank-{rank}.log")).display()
+            run_dir
+                .join("logs")
+                .join(format!("rank-{rank}.log"))
+                .display()
         ),
     }
     eprintln!("tandem: stopping the other ranks");
@@ -356,11 +387,12 @@ pub struct TrainRequest {
 
 fn env_var<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
     match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| UsageError(format!("environment variable {name}={v:?} is not a valid value")).into()),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| {
+            UsageError(format!(
+                "environment variable {name}={v:?} is not a valid value"
+            ))
+            .into()
+        }),
         Err(_) => Ok(None),
     }
 }
@@ -375,21 +407,31 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let source = match (&req.resume, &req.file) {
         (Some(run_dir), None) => tandem_config::Source::Path(run_dir.join("resolved.kdl")),
         (Some(_), Some(_)) => {
-            return Err(UsageError("--resume continues a run with its own config; give no FILE with it".into()).into());
+            return Err(UsageError(
+                "--resume continues a run with its own config; give no FILE with it".into(),
+            )
+            .into());
         }
         (None, Some(f)) if f == "-" => tandem_config::Source::Stdin(
-            std::io::read_to_string(std::io::stdin()).context("cannot read the experiment from standard input")?,
+            std::io::read_to_string(std::io::stdin())
+                .context("cannot read the experiment from standard input")?,
         ),
         (None, Some(f)) => tandem_config::Source::Path(PathBuf::from(f)),
-        (None, None) => return Err(UsageError("give an experiment FILE or --resume RUN_DIR".into()).into()),
+        (None, None) => {
+            return Err(UsageError("give an experiment FILE or --resume RUN_DIR".into()).into());
+        }
     };
     if let Some(dir) = &req.resume {
         if !dir.join("resolved.kdl").is_file() {
-            bail!("{} is not a tandem run directory (it has no resolved.kdl)", dir.display());
+            bail!(
+                "{} is not a tandem run directory (it has no resolved.kdl)",
+                dir.display()
+            );
         }
     }
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let resolved = tandem_config::resolve(&source, &sets).map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
+    let resolved = tandem_config::resolve(&source, &sets)
+        .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
     let experiment = resolved.experiment;
     let canonical = tandem_config::canonical_kdl(&experiment);
     let hash = tandem_config::config_hash(&experiment);
@@ -403,7 +445,11 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
             .resume
             .clone()
             .or(req.run_dir.clone())
-            .unwrap_or_else(|| PathBuf::from("runs").join(&experiment.name).join(format!("job-{}", &hash[..12])));
+            .unwrap_or_else(|| {
+                PathBuf::from("runs")
+                    .join(&experiment.name)
+                    .join(format!("job-{}", &hash[..12]))
+            });
         let layout = JobLayout {
             nnodes: 1,
             node_rank: 0,
@@ -431,7 +477,12 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
                 .devices
                 .get(rank)
                 .map(|d| d.to_string())
-                .with_context(|| format!("RANK={rank} but the experiment lists {} device(s)", experiment.world_size()))?,
+                .with_context(|| {
+                    format!(
+                        "RANK={rank} but the experiment lists {} device(s)",
+                        experiment.world_size()
+                    )
+                })?,
             master_addr: layout.master_addr.clone(),
             master_port: layout
                 .master_port
@@ -444,7 +495,11 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     }
 
     if req.nnodes > 1 && (req.node_rank.is_none() || req.master_port.is_none()) {
-        return Err(UsageError("--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)".into()).into());
+        return Err(UsageError(
+            "--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)"
+                .into(),
+        )
+        .into());
     }
     let run_dir = match (&req.resume, &req.run_dir) {
         (Some(dir), _) => dir.clone(),
@@ -460,7 +515,10 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         layout: JobLayout {
             nnodes: req.nnodes,
             node_rank: req.node_rank.unwrap_or(0),
-            master_addr: req.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into()),
+            master_addr: req
+                .master_addr
+                .clone()
+                .unwrap_or_else(|| "127.0.0.1".into()),
             master_port: req.master_port,
         },
         quiet: req.quiet,

@@ -34,7 +34,10 @@ pub struct WorkerArgs {
 pub fn main(args: WorkerArgs) -> ExitCode {
     let mut text = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-        return fail(&args, anyhow!("cannot read the resolved config from stdin: {e}"));
+        return fail(
+            &args,
+            anyhow!("cannot read the resolved config from stdin: {e}"),
+        );
     }
     run_with_config(args, &text)
 }
@@ -52,7 +55,10 @@ pub fn run_with_config(args: WorkerArgs, canonical: &str) -> ExitCode {
 fn fail(args: &WorkerArgs, error: anyhow::Error) -> ExitCode {
     let message = format!("{error:#}");
     tracing::error!("{message}");
-    let path = args.run_dir.join("logs").join(format!("rank-{}.error", args.rank));
+    let path = args
+        .run_dir
+        .join("logs")
+        .join(format!("rank-{}.error", args.rank));
     let _ = std::fs::create_dir_all(args.run_dir.join("logs"));
     let _ = super::write_atomic(&path, message.as_bytes());
     if !crate::logging::is_initialised() {
@@ -62,8 +68,12 @@ fn fail(args: &WorkerArgs, error: anyhow::Error) -> ExitCode {
 }
 
 fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
-    let experiment = tandem_config::parse_canonical(canonical)
-        .map_err(|d| anyhow!("the resolved config handed to this rank does not parse:\n{}", d.render(false)))?;
+    let experiment = tandem_config::parse_canonical(canonical).map_err(|d| {
+        anyhow!(
+            "the resolved config handed to this rank does not parse:\n{}",
+            d.render(false)
+        )
+    })?;
     let hash = tandem_config::config_hash(&experiment);
     if args.world_size != experiment.world_size() {
         bail!(
@@ -74,13 +84,19 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     }
     let configured = experiment.devices[args.rank].to_string();
     if configured != args.device {
-        bail!("rank {} was given device {} but the config assigns it {configured}", args.rank, args.device);
+        bail!(
+            "rank {} was given device {} but the config assigns it {configured}",
+            args.rank,
+            args.device
+        );
     }
     // Lesson 2 of DESIGN.md: the device is bound before any tensor exists.
     let device = bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let threads = match experiment.threads {
         tandem_config::Threads::PerRank(n) => n,
         tandem_config::Threads::Auto => (cores / args.local_world_size.max(1)).max(1),
@@ -98,7 +114,8 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("cannot install the signal handler")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the signal handler")?;
     }
 
     let pg = ProcessGroup::connect(&GroupOptions {

@@ -49,7 +49,11 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     let dir = checkpoint_dir(run_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(file_name(ckpt.update));
-    let tmp = dir.join(format!(".{}.tmp-{}", file_name(ckpt.update), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        file_name(ckpt.update),
+        std::process::id()
+    ));
 
     let mut named: Vec<(String, Tensor)> = ckpt
         .tensors
@@ -58,7 +62,12 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
         .collect();
     named.push((
         META_COUNTERS.into(),
-        Tensor::from_slice(&[ckpt.update as i64, ckpt.global_step as i64, ckpt.episodes as i64, ckpt.world_size as i64]),
+        Tensor::from_slice(&[
+            ckpt.update as i64,
+            ckpt.global_step as i64,
+            ckpt.episodes as i64,
+            ckpt.world_size as i64,
+        ]),
     ));
     named.push((META_HASH.into(), bytes_tensor(&ckpt.config_hash)));
     named.push((META_CONFIG.into(), bytes_tensor(&ckpt.resolved_config)));
@@ -68,7 +77,8 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     std::fs::File::open(&tmp)
         .and_then(|f| f.sync_all())
         .with_context(|| format!("cannot sync {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot move the checkpoint into {}", path.display()))?;
+    std::fs::rename(&tmp, &path)
+        .with_context(|| format!("cannot move the checkpoint into {}", path.display()))?;
     if let Ok(d) = std::fs::File::open(&dir) {
         let _ = d.sync_all();
     }
@@ -83,7 +93,10 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with("ckpt-") && name.ends_with(".pt") {
             out.push(path);
         }
@@ -97,13 +110,17 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
     let keep = keep.max(1);
     if all.len() > keep {
         for old in &all[..all.len() - keep] {
-            std::fs::remove_file(old).with_context(|| format!("cannot remove old checkpoint {}", old.display()))?;
+            std::fs::remove_file(old)
+                .with_context(|| format!("cannot remove old checkpoint {}", old.display()))?;
         }
     }
     // Temporary files left by a writer that was killed.
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with(".ckpt-") && !name.ends_with(&format!("-{}", std::process::id())) {
             let _ = std::fs::remove_file(path);
         }
@@ -117,23 +134,30 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let dir = checkpoint_dir(path);
-    list(&dir)?
-        .pop()
-        .with_context(|| format!("{} holds no checkpoint (looked in {})", path.display(), dir.display()))
+    list(&dir)?.pop().with_context(|| {
+        format!(
+            "{} holds no checkpoint (looked in {})",
+            path.display(),
+            dir.display()
+        )
+    })
 }
 
 pub fn load(path: &Path) -> Result<Checkpoint> {
-    let mut named = Tensor::load_multi(path).with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    let mut named = Tensor::load_multi(path)
+        .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
     let mut take = |name: &str| -> Result<Tensor> {
-        let i = named
-            .iter()
-            .position(|(n, _)| n == name)
-            .with_context(|| format!("{} is not a tandem checkpoint (no {name})", path.display()))?;
+        let i = named.iter().position(|(n, _)| n == name).with_context(|| {
+            format!("{} is not a tandem checkpoint (no {name})", path.display())
+        })?;
         Ok(named.remove(i).1)
     };
     let version = take(META_VERSION)?.int64_value(&[0]);
     if version != FORMAT_VERSION {
-        bail!("{} has checkpoint format {version}; this tandem reads format {FORMAT_VERSION}", path.display());
+        bail!(
+            "{} has checkpoint format {version}; this tandem reads format {FORMAT_VERSION}",
+            path.display()
+        );
     }
     let counters = Vec::<i64>::try_from(take(META_COUNTERS)?)?;
     let config_hash = tensor_text(&take(META_HASH)?)?;
@@ -160,7 +184,11 @@ pub fn restore_into(ckpt: &Checkpoint, targets: &[(String, Tensor)]) -> Result<(
                 .find(|(n, _)| n == name)
                 .with_context(|| format!("the checkpoint has no tensor `{name}`"))?;
             if source.size() != target.size() {
-                bail!("checkpoint tensor `{name}` has shape {:?}, the model expects {:?}", source.size(), target.size());
+                bail!(
+                    "checkpoint tensor `{name}` has shape {:?}, the model expects {:?}",
+                    source.size(),
+                    target.size()
+                );
             }
             let mut target = target.shallow_clone();
             target.copy_(&source.to_device(target.device()).to_kind(target.kind()));
@@ -197,14 +225,33 @@ mod tests {
         let newest = locate(&dir).unwrap();
         assert!(newest.ends_with("ckpt-000000004.pt"), "{newest:?}");
         let back = load(&newest).unwrap();
-        assert_eq!((back.update, back.global_step, back.episodes, back.world_size), (4, 400, 7, 2));
+        assert_eq!(
+            (
+                back.update,
+                back.global_step,
+                back.episodes,
+                back.world_size
+            ),
+            (4, 400, 7, 2)
+        );
         assert_eq!(back.config_hash, "abc123");
         assert_eq!(back.resolved_config, "experiment \"x\" {\n}\n");
-        let target = vec![("model.w".to_string(), Tensor::zeros([2], (Kind::Float, Device::Cpu)))];
+        let target = vec![(
+            "model.w".to_string(),
+            Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+        )];
         restore_into(&back, &target).unwrap();
         assert_eq!(Vec::<f32>::try_from(&target[0].1).unwrap(), vec![1.5, -2.0]);
-        let wrong = vec![("model.w".to_string(), Tensor::zeros([3], (Kind::Float, Device::Cpu)))];
-        assert!(restore_into(&back, &wrong).unwrap_err().to_string().contains("shape"));
+        let wrong = vec![(
+            "model.w".to_string(),
+            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+        )];
+        assert!(
+            restore_into(&back, &wrong)
+                .unwrap_err()
+                .to_string()
+                .contains("shape")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

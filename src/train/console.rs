@@ -21,7 +21,11 @@ pub struct Console {
 impl Console {
     /// `active` is true on rank 0 only.
     pub fn new(active: bool, total_steps: u64, start_step: u64) -> Console {
-        let kind = if active { console_kind() } else { ConsoleKind::Quiet };
+        let kind = if active {
+            console_kind()
+        } else {
+            ConsoleKind::Quiet
+        };
         let span = (kind == ConsoleKind::Progress).then(|| {
             let span = tracing::info_span!("train");
             span.pb_set_style(
@@ -35,7 +39,14 @@ impl Console {
             span.pb_start();
             span
         });
-        Console { kind, active, span, total_steps, start: Instant::now(), start_step }
+        Console {
+            kind,
+            active,
+            span,
+            total_steps,
+            start: Instant::now(),
+            start_step,
+        }
     }
 
     fn steps_per_second(&self, step: u64) -> f64 {
@@ -49,7 +60,9 @@ impl Console {
             return;
         }
         let sps = self.steps_per_second(step);
-        let ret = recent_return.map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into());
+        let ret = recent_return
+            .map(|r| format!("{r:.2}"))
+            .unwrap_or_else(|| "-".into());
         match self.kind {
             ConsoleKind::Progress => {
                 if let Some(span) = &self.span {
@@ -58,22 +71,38 @@ impl Console {
                 }
             }
             ConsoleKind::Plain if log_line => {
-                tracing::info!("step {step}/{} | {sps:.0} steps/s | recent return {ret}", self.total_steps);
+                tracing::info!(
+                    "step {step}/{} | {sps:.0} steps/s | recent return {ret}",
+                    self.total_steps
+                );
             }
             _ => {}
         }
     }
 
     /// The end-of-run summary.
-    pub fn finish(&mut self, step: u64, recent_return: Option<f64>, episodes: u64, run_dir: &Path, interrupted: bool) {
+    pub fn finish(
+        &mut self,
+        step: u64,
+        recent_return: Option<f64>,
+        episodes: u64,
+        run_dir: &Path,
+        interrupted: bool,
+    ) {
         self.span = None;
         if !self.active {
             return;
         }
         let wall = self.start.elapsed();
         let sps = self.steps_per_second(step);
-        let ret = recent_return.map(|r| format!("{r:.2}")).unwrap_or_else(|| "no finished episode".into());
-        let how = if interrupted { "stopped on request" } else { "finished" };
+        let ret = recent_return
+            .map(|r| format!("{r:.2}"))
+            .unwrap_or_else(|| "no finished episode".into());
+        let how = if interrupted {
+            "stopped on request"
+        } else {
+            "finished"
+        };
         tracing::info!(
             "training {how}: {step} steps in {} ({sps:.0} steps/s), {episodes} episodes, recent return {ret}",
             human(wall)

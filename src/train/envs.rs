@@ -12,10 +12,17 @@ pub fn env_spec(experiment: &Experiment) -> EnvSpec {
     let game = match experiment.env.game {
         Game::Cartpole => GameSpec::CartPole,
         // minatar's own default: sticky actions with probability 0.1, minimal action set.
-        Game::MinatarBreakout => GameSpec::MinAtarBreakout { sticky_action_prob: 0.1, full_action_set: false },
+        Game::MinatarBreakout => GameSpec::MinAtarBreakout {
+            sticky_action_prob: 0.1,
+            full_action_set: false,
+        },
         // ALE-level stickiness is off (set explicitly, ALE's default would be 0.25); a config
         // that wants sticky actions declares the `sticky-actions` wrapper.
-        Game::AtariBreakout => GameSpec::Atari { rom: "breakout".into(), repeat_action_probability: 0.0, full_action_space: false },
+        Game::AtariBreakout => GameSpec::Atari {
+            rom: "breakout".into(),
+            repeat_action_probability: 0.0,
+            full_action_space: false,
+        },
     };
     let wrappers = experiment.env.wrappers.iter().map(wrapper_spec).collect();
     EnvSpec { game, wrappers }
@@ -27,14 +34,24 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
         Wrapper::FireReset => WrapperSpec::FireReset,
         Wrapper::FrameSkip { n, max_pool } => WrapperSpec::FrameSkip { skip: n, max_pool },
         Wrapper::EpisodicLife => WrapperSpec::EpisodicLife,
-        Wrapper::Resize { height, width } => WrapperSpec::Resize { height: height as usize, width: width as usize },
+        Wrapper::Resize { height, width } => WrapperSpec::Resize {
+            height: height as usize,
+            width: width as usize,
+        },
         Wrapper::Grayscale => WrapperSpec::Grayscale,
         Wrapper::ClipReward => WrapperSpec::ClipReward,
         Wrapper::FrameStack { n } => WrapperSpec::FrameStack { frames: n },
         Wrapper::TimeLimit { max_steps } => WrapperSpec::TimeLimit { max_steps },
         Wrapper::StickyActions { probability } => WrapperSpec::StickyActions { prob: probability },
-        Wrapper::NormalizeObs { clip } => WrapperSpec::NormalizeObs { clip: clip as f32, epsilon: 1e-8 },
-        Wrapper::NormalizeReward { gamma, clip } => WrapperSpec::NormalizeReward { gamma, clip: clip as f32, epsilon: 1e-8 },
+        Wrapper::NormalizeObs { clip } => WrapperSpec::NormalizeObs {
+            clip: clip as f32,
+            epsilon: 1e-8,
+        },
+        Wrapper::NormalizeReward { gamma, clip } => WrapperSpec::NormalizeReward {
+            gamma,
+            clip: clip as f32,
+            epsilon: 1e-8,
+        },
     }
 }
 
@@ -42,6 +59,10 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
 pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Result<VecEnv> {
     let per_rank = experiment.per_rank_envs();
     let seeds = tandem_env::env_seeds(experiment.seed, rank, rank * per_rank, per_rank);
-    VecEnv::new(&env_spec(experiment), &seeds, threads)
-        .with_context(|| format!("cannot build the {} environments of rank {rank}", experiment.env.game.name()))
+    VecEnv::new(&env_spec(experiment), &seeds, threads).with_context(|| {
+        format!(
+            "cannot build the {} environments of rank {rank}",
+            experiment.env.game.name()
+        )
+    })
 }

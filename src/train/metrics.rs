@@ -20,13 +20,18 @@ pub struct Episode {
 
 /// Every rank's episodes of this update, in rank order. All ranks get the same list.
 pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Vec<Episode>> {
-    let Some(pg) = pg else { return Ok(mine.to_vec()) };
+    let Some(pg) = pg else {
+        return Ok(mine.to_vec());
+    };
     if pg.world_size() == 1 {
         return Ok(mine.to_vec());
     }
     // Counts first, so every rank can pad to the same length (collectives need equal sizes).
     let counts = pg.all_gather(&Tensor::from_slice(&[mine.len() as i64]))?;
-    let counts: Vec<usize> = counts.iter().map(|t| t.int64_value(&[0]) as usize).collect();
+    let counts: Vec<usize> = counts
+        .iter()
+        .map(|t| t.int64_value(&[0]) as usize)
+        .collect();
     let longest = counts.iter().copied().max().unwrap_or(0);
     if longest == 0 {
         return Ok(Vec::new());
@@ -42,7 +47,11 @@ pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Ve
     for (rank, t) in all.iter().enumerate() {
         let v = Vec::<f64>::try_from(t)?;
         for i in 0..counts[rank] {
-            out.push(Episode { ret: v[i * 3], length: v[i * 3 + 1], score: v[i * 3 + 2] });
+            out.push(Episode {
+                ret: v[i * 3],
+                length: v[i * 3 + 1],
+                score: v[i * 3 + 2],
+            });
         }
     }
     Ok(out)
@@ -50,13 +59,23 @@ pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Ve
 
 /// Mean, min and max of one value per rank.
 pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f64, f64)> {
-    let Some(pg) = pg else { return Ok((value, value, value)) };
-    let mut t = vec![Tensor::from_slice(&[value]), Tensor::from_slice(&[value]), Tensor::from_slice(&[value])];
+    let Some(pg) = pg else {
+        return Ok((value, value, value));
+    };
+    let mut t = vec![
+        Tensor::from_slice(&[value]),
+        Tensor::from_slice(&[value]),
+        Tensor::from_slice(&[value]),
+    ];
     let world = pg.world_size() as f64;
     pg.all_reduce(&mut t[0..1], ReduceOp::Sum)?;
     pg.all_reduce(&mut t[1..2], ReduceOp::Min)?;
     pg.all_reduce(&mut t[2..3], ReduceOp::Max)?;
-    Ok((t[0].double_value(&[0]) / world, t[1].double_value(&[0]), t[2].double_value(&[0])))
+    Ok((
+        t[0].double_value(&[0]) / world,
+        t[1].double_value(&[0]),
+        t[2].double_value(&[0]),
+    ))
 }
 
 /// The last `capacity` episodes of the whole run.
@@ -69,7 +88,11 @@ pub struct RecentEpisodes {
 
 impl RecentEpisodes {
     pub fn new(capacity: usize) -> Self {
-        RecentEpisodes { capacity, episodes: VecDeque::with_capacity(capacity), total: 0 }
+        RecentEpisodes {
+            capacity,
+            episodes: VecDeque::with_capacity(capacity),
+            total: 0,
+        }
     }
 
     pub fn extend(&mut self, new: &[Episode]) {
@@ -105,7 +128,11 @@ impl RecentEpisodes {
 
 fn mean(values: impl ExactSizeIterator<Item = f64>) -> Option<f64> {
     let n = values.len();
-    if n == 0 { None } else { Some(values.sum::<f64>() / n as f64) }
+    if n == 0 {
+        None
+    } else {
+        Some(values.sum::<f64>() / n as f64)
+    }
 }
 
 /// Mean, min and max of a list (None when empty).

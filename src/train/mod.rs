@@ -43,7 +43,9 @@ pub fn run(ctx: RankContext) -> Result<Outcome> {
     match &ctx.experiment.algorithm {
         tandem_config::Algorithm::Ppo(_) | tandem_config::Algorithm::A2c(_) => on_policy::run(ctx),
         tandem_config::Algorithm::Dqn(_) => {
-            bail!("the dqn algorithm validates but cannot train yet: off-policy training is issue 7 of the tracker")
+            bail!(
+                "the dqn algorithm validates but cannot train yet: off-policy training is issue 7 of the tracker"
+            )
         }
     }
 }

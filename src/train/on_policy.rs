@@ -17,9 +17,14 @@ use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::{Outcome, RankContext, derived_seed};
-use crate::algo::{A2c, A2cConfig, A2cStats, Collective, OptimizerSpec, Ppo, PpoConfig, PpoStats, RolloutBuffer, StepRecord};
+use crate::algo::{
+    A2c, A2cConfig, A2cStats, Collective, OptimizerSpec, Ppo, PpoConfig, PpoStats, RolloutBuffer,
+    StepRecord,
+};
 use crate::dist::{Ddp, SyncPolicy};
-use crate::nn::{ActionSpace, ActorCritic, ActorCriticSpec, parameters_in_order, trainable_parameters_in_order};
+use crate::nn::{
+    ActionSpace, ActorCritic, ActorCriticSpec, parameters_in_order, trainable_parameters_in_order,
+};
 
 /// Seeds for distinct purposes (see [`derived_seed`]).
 const SEED_INIT: u64 = 1;
@@ -71,7 +76,9 @@ pub fn actor_critic_spec(experiment: &Experiment) -> Result<ActorCriticSpec> {
         },
         Torso::NatureCnn { features } => {
             if *features != 512 {
-                bail!("network nature-cnn: features {features} is not supported; the Nature CNN has 512");
+                bail!(
+                    "network nature-cnn: features {features} is not supported; the Nature CNN has 512"
+                );
             }
             NetworkSpec::NatureCnn
         }
@@ -81,14 +88,26 @@ pub fn actor_critic_spec(experiment: &Experiment) -> Result<ActorCriticSpec> {
             hidden: *features as i64,
         },
     };
-    let scale_pixels = matches!(network, NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. })
-        && matches!(experiment.observation(), tandem_config::Observation::Image { .. });
-    Ok(ActorCriticSpec { network, share_torso: experiment.network.shared, scale_pixels })
+    let scale_pixels = matches!(
+        network,
+        NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
+    ) && matches!(
+        experiment.observation(),
+        tandem_config::Observation::Image { .. }
+    );
+    Ok(ActorCriticSpec {
+        network,
+        share_torso: experiment.network.shared,
+        scale_pixels,
+    })
 }
 
 fn sync_policy(experiment: &Experiment) -> SyncPolicy {
     match experiment.sync.policy {
-        tandem_config::SyncPolicy::Allreduce { bucket_mb, compression } => SyncPolicy::AllReduce {
+        tandem_config::SyncPolicy::Allreduce {
+            bucket_mb,
+            compression,
+        } => SyncPolicy::AllReduce {
             bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
             bf16: compression == tandem_config::Compression::Bf16,
         },
@@ -130,8 +149,15 @@ fn a2c_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
         max_grad_norm: a.max_grad_norm.unwrap_or(f64::INFINITY),
         normalize_advantages: a.normalize_advantages,
         optimizer: match a.optimizer {
-            tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp { alpha: a.rmsprop_alpha, eps: a.optimizer_eps },
-            tandem_config::Optimizer::Adam => OptimizerSpec::Adam { beta1: 0.9, beta2: 0.999, eps: a.optimizer_eps },
+            tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp {
+                alpha: a.rmsprop_alpha,
+                eps: a.optimizer_eps,
+            },
+            tandem_config::Optimizer::Adam => OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: a.optimizer_eps,
+            },
         },
     }
 }
@@ -146,7 +172,16 @@ struct Phases {
 }
 
 pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
-    let RankContext { experiment: exp, hash, device, pg, run_dir, resume, threads, stop_requested } = ctx;
+    let RankContext {
+        experiment: exp,
+        hash,
+        device,
+        pg,
+        run_dir,
+        resume,
+        threads,
+        stop_requested,
+    } = ctx;
     let rank = pg.rank();
     let world = pg.world_size();
     let n_envs = exp.per_rank_envs();
@@ -159,14 +194,33 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     tch::manual_seed(derived_seed(exp.seed, SEED_INIT, rank as u64, 0) as i64);
     let vs = VarStore::new(device);
     let spec = actor_critic_spec(&exp)?;
-    let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, ActionSpace::Discrete { n: envs.num_actions() as i64 })?;
+    let model = ActorCritic::new(
+        &vs.root(),
+        &spec,
+        &obs_shape,
+        ActionSpace::Discrete {
+            n: envs.num_actions() as i64,
+        },
+    )?;
     let shuffle_seed = derived_seed(exp.seed, SEED_SHUFFLE, rank as u64, 0);
     let (mut learner, gae_lambda, gamma) = match &exp.algorithm {
         Algorithm::Ppo(p) => {
             let minibatches = p.minibatches;
-            (Learner::Ppo(Ppo::new(&vs, ppo_config(p, rollout, minibatches), shuffle_seed)?), Some(p.gae_lambda), p.gamma)
+            (
+                Learner::Ppo(Ppo::new(
+                    &vs,
+                    ppo_config(p, rollout, minibatches),
+                    shuffle_seed,
+                )?),
+                Some(p.gae_lambda),
+                p.gamma,
+            )
         }
-        Algorithm::A2c(a) => (Learner::A2c(A2c::new(&vs, a2c_config(a, rollout))?), a.gae_lambda, a.gamma),
+        Algorithm::A2c(a) => (
+            Learner::A2c(A2c::new(&vs, a2c_config(a, rollout))?),
+            a.gae_lambda,
+            a.gamma,
+        ),
         Algorithm::Dqn(_) => unreachable!("dispatched to the off-policy trainer"),
     };
     let params = trainable_parameters_in_order(&vs);
@@ -175,7 +229,11 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     // Counters. A global step is one environment step on one rank's environment.
     let steps_per_update = (n_envs * rollout * world) as u64;
     let total_updates = exp.train.total_steps.div_ceil(steps_per_update).max(1);
-    let stop_step = exp.train.max_steps.unwrap_or(exp.train.total_steps).min(exp.train.total_steps);
+    let stop_step = exp
+        .train
+        .max_steps
+        .unwrap_or(exp.train.total_steps)
+        .min(exp.train.total_steps);
     let mut update: u64 = 0;
     let mut global_step: u64 = 0;
     let mut recent = RecentEpisodes::new(100);
@@ -190,23 +248,45 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             .map(|(n, t)| (format!("model.{n}"), t))
             .collect::<Vec<_>>();
         targets.extend(learner.optimizer_state());
-        checkpoint::restore_into(&ckpt, &targets).with_context(|| format!("restoring {}", path.display()))?;
-        learner.set_optimizer_steps(ckpt.tensors.iter().find(|(n, _)| n == "learner.optimizer_steps").map(|(_, t)| t.int64_value(&[0]) as u64).unwrap_or(0));
+        checkpoint::restore_into(&ckpt, &targets)
+            .with_context(|| format!("restoring {}", path.display()))?;
+        learner.set_optimizer_steps(
+            ckpt.tensors
+                .iter()
+                .find(|(n, _)| n == "learner.optimizer_steps")
+                .map(|(_, t)| t.int64_value(&[0]) as u64)
+                .unwrap_or(0),
+        );
         restore_normalizers(&mut envs, &ckpt)?;
         update = ckpt.update;
         global_step = ckpt.global_step;
-        tracing::info!("resumed from {} at update {update}, step {global_step} (saved on {} rank(s))", path.display(), ckpt.world_size);
+        tracing::info!(
+            "resumed from {} at update {update}, step {global_step} (saved on {} rank(s))",
+            path.display(),
+            ckpt.world_size
+        );
     }
 
     // Lesson 5 of DESIGN.md: identical start on every rank, also after a resume.
-    let mut shared_state: Vec<Tensor> = parameters_in_order(&vs).into_iter().map(|(_, t)| t).collect();
+    let mut shared_state: Vec<Tensor> = parameters_in_order(&vs)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
     shared_state.extend(learner.optimizer_state().into_iter().map(|(_, t)| t));
     ddp.broadcast_from_rank0(&shared_state)?;
     let _ = ddp.take_sync_time();
 
     let mut writer = if rank == 0 && exp.log.tensorboard {
-        let mut w = SummaryWriter::create(&run_dir.join("tensorboard")).context("cannot create the TensorBoard event file")?;
-        w.text("config/resolved", global_step as i64, &format!("```\n{}\n```\nsha256 {hash}", tandem_config::canonical_kdl(&exp)))?;
+        let mut w = SummaryWriter::create(&run_dir.join("tensorboard"))
+            .context("cannot create the TensorBoard event file")?;
+        w.text(
+            "config/resolved",
+            global_step as i64,
+            &format!(
+                "```\n{}\n```\nsha256 {hash}",
+                tandem_config::canonical_kdl(&exp)
+            ),
+        )?;
         Some(w)
     } else {
         None
@@ -229,17 +309,35 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         buffer.reset();
         let mut my_episodes: Vec<Episode> = Vec::new();
         for _ in 0..rollout {
-            let obs = Tensor::from_slice(envs.obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+            let obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
             let taken = tch::no_grad(|| model.act(&obs))?;
-            let actions: Vec<i64> = Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
+            let actions: Vec<i64> =
+                Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
             envs.step(&actions)?;
             let rewards = Tensor::from_slice(envs.rewards()).to_device(device);
-            let terminated = Tensor::from_slice(&envs.terminated().iter().map(|&b| b as u8 as f32).collect::<Vec<_>>()).to_device(device);
+            let terminated = Tensor::from_slice(
+                &envs
+                    .terminated()
+                    .iter()
+                    .map(|&b| b as u8 as f32)
+                    .collect::<Vec<_>>(),
+            )
+            .to_device(device);
             let truncated_flags: Vec<bool> = envs.truncated().to_vec();
-            let truncated = Tensor::from_slice(&truncated_flags.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>()).to_device(device);
+            let truncated = Tensor::from_slice(
+                &truncated_flags
+                    .iter()
+                    .map(|&b| b as u8 as f32)
+                    .collect::<Vec<_>>(),
+            )
+            .to_device(device);
             // A time-limit cut bootstraps from V(final observation); the env has already reset.
-            let truncation_values = if truncated_flags.iter().zip(envs.terminated()).any(|(&tr, &te)| tr && !te) {
-                let finals = Tensor::from_slice(envs.final_obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+            let truncation_values = if truncated_flags
+                .iter()
+                .zip(envs.terminated())
+                .any(|(&tr, &te)| tr && !te)
+            {
+                let finals = batch_tensor(envs.final_obs(), n_envs, &obs_shape, device);
                 Some(tch::no_grad(|| model.value(&finals))?)
             } else {
                 None
@@ -255,10 +353,14 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 truncation_values: truncation_values.as_ref(),
             })?;
             for e in envs.drain_episodes() {
-                my_episodes.push(Episode { ret: e.episode_return, length: e.length as f64, score: e.raw_score });
+                my_episodes.push(Episode {
+                    ret: e.episode_return,
+                    length: e.length as f64,
+                    score: e.raw_score,
+                });
             }
         }
-        let last_obs = Tensor::from_slice(envs.obs()).view(obs_shape_with_batch(n_envs, &obs_shape)).to_device(device);
+        let last_obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
         let last_values = tch::no_grad(|| model.value(&last_obs))?;
         phases.rollout += t0.elapsed();
 
@@ -291,7 +393,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             && update % every == 0
             && ddp.ranks_should_agree()
         {
-            let mut named = parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect::<Vec<_>>();
+            let mut named = parameters_in_order(&vs)
+                .into_iter()
+                .map(|(n, t)| (format!("model.{n}"), t))
+                .collect::<Vec<_>>();
             if ddp.steps_locally() && !matches!(ddp.policy(), SyncPolicy::Broadcast) {
                 named.extend(learner.optimizer_state());
             }
@@ -300,7 +405,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let episodes = metrics::gather_episodes(Some(ddp.group()), &my_episodes)?;
         recent.extend(&episodes);
         // Explained variance is legitimately NaN when returns are constant; everything else is not.
-        let nan = scalars.iter().any(|(k, v)| !v.is_finite() && !k.ends_with("explained_variance")) || !params_finite(&params);
+        let nan = scalars
+            .iter()
+            .any(|(k, v)| !v.is_finite() && !k.ends_with("explained_variance"))
+            || !params_finite(&params);
         // Lesson 9: decisions that change how many collectives run are rank 0's, broadcast.
         let stop = ddp.decide(stop_requested() || nan)?;
         phases.sync += t2.elapsed();
@@ -322,16 +430,40 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         };
         if let Some(w) = writer.as_mut() {
             let step = global_step as i64;
-            if let Some((mean, min, max)) = metrics::summary(&episodes.iter().map(|e| e.ret).collect::<Vec<_>>()) {
-                w.scalars(step, &[("episode/return_mean", mean), ("episode/return_min", min), ("episode/return_max", max)])?;
+            if let Some((mean, min, max)) =
+                metrics::summary(&episodes.iter().map(|e| e.ret).collect::<Vec<_>>())
+            {
+                w.scalars(
+                    step,
+                    &[
+                        ("episode/return_mean", mean),
+                        ("episode/return_min", min),
+                        ("episode/return_max", max),
+                    ],
+                )?;
                 let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
                 let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
-                w.scalars(step, &[("episode/length_mean", metrics::summary(&lengths).map(|s| s.0).unwrap_or(0.0)), ("episode/score_mean", metrics::summary(&scores).map(|s| s.0).unwrap_or(0.0))])?;
+                w.scalars(
+                    step,
+                    &[
+                        (
+                            "episode/length_mean",
+                            metrics::summary(&lengths).map(|s| s.0).unwrap_or(0.0),
+                        ),
+                        (
+                            "episode/score_mean",
+                            metrics::summary(&scores).map(|s| s.0).unwrap_or(0.0),
+                        ),
+                    ],
+                )?;
             }
             if log_now {
                 let mut s: Vec<(&str, f64)> = scalars.iter().map(|(k, v)| (*k, *v)).collect();
                 let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
-                s.push(("perf/steps_per_second", (global_step - interval_start_step) as f64 / secs));
+                s.push((
+                    "perf/steps_per_second",
+                    (global_step - interval_start_step) as f64 / secs,
+                ));
                 s.push(("perf/rank_steps_per_second_mean", sps_mean));
                 s.push(("perf/rank_steps_per_second_min", sps_min));
                 s.push(("perf/rank_steps_per_second_max", sps_max));
@@ -347,7 +479,8 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                     && update % every.max(1) == 0
                 {
                     for (name, t) in parameters_in_order(&vs) {
-                        let values = Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).flatten(0, -1))?;
+                        let values =
+                            Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).flatten(0, -1))?;
                         w.histogram(&format!("params/{name}"), global_step as i64, &values)?;
                     }
                 }
@@ -371,16 +504,23 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let checkpoint_due = match exp.checkpoint.every {
             Some(every) => match exp.checkpoint.unit {
                 tandem_config::CheckpointUnit::Updates => update % every.max(1) == 0,
-                tandem_config::CheckpointUnit::Steps => (global_step / every.max(1)) > ((global_step - steps_per_update) / every.max(1)),
+                tandem_config::CheckpointUnit::Steps => {
+                    (global_step / every.max(1)) > ((global_step - steps_per_update) / every.max(1))
+                }
             },
             None => false,
         };
         let last = stop || update >= total_updates || global_step >= stop_step;
         if rank == 0 && (checkpoint_due || last) {
-            let mut tensors: Vec<(String, Tensor)> =
-                parameters_in_order(&vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+            let mut tensors: Vec<(String, Tensor)> = parameters_in_order(&vs)
+                .into_iter()
+                .map(|(n, t)| (format!("model.{n}"), t))
+                .collect();
             tensors.extend(learner.optimizer_state());
-            tensors.push(("learner.optimizer_steps".into(), Tensor::from_slice(&[learner.optimizer_steps() as i64])));
+            tensors.push((
+                "learner.optimizer_steps".into(),
+                Tensor::from_slice(&[learner.optimizer_steps() as i64]),
+            ));
             tensors.extend(normalizer_tensors(&envs));
             let path = checkpoint::save(
                 &run_dir,
@@ -405,13 +545,22 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     if let Some(w) = writer.as_mut() {
         w.flush()?;
     }
-    console.finish(global_step, recent.mean_return(), recent.total(), &run_dir, outcome == Outcome::Interrupted);
+    console.finish(
+        global_step,
+        recent.mean_return(),
+        recent.total(),
+        &run_dir,
+        outcome == Outcome::Interrupted,
+    );
     if rank == 0 {
         // For scripts and CI: the final numbers in a stable place.
         let summary = format!(
             "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
             recent.total(),
-            recent.mean_return().map(|r| format!("{r}")).unwrap_or_else(|| "null".into()),
+            recent
+                .mean_return()
+                .map(|r| format!("{r}"))
+                .unwrap_or_else(|| "null".into()),
             outcome == Outcome::Interrupted
         );
         crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
@@ -421,14 +570,19 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     Ok(outcome)
 }
 
-fn obs_shape_with_batch(n: usize, obs_shape: &[i64]) -> Vec<i64> {
-    let mut s = vec![n as i64];
-    s.extend_from_slice(obs_shape);
-    s
+/// The VecEnv's contiguous observation rows as one `[N, ...obs_shape]` tensor on `device`.
+fn batch_tensor(rows: &[f32], n: usize, obs_shape: &[i64], device: Device) -> Tensor {
+    let mut shape = vec![n as i64];
+    shape.extend_from_slice(obs_shape);
+    Tensor::from_slice(rows)
+        .view(shape.as_slice())
+        .to_device(device)
 }
 
 fn params_finite(params: &[Tensor]) -> bool {
-    params.iter().all(|p| p.isfinite().all().int64_value(&[]) != 0)
+    params
+        .iter()
+        .all(|p| p.isfinite().all().int64_value(&[]) != 0)
 }
 
 fn ppo_scalars(s: &PpoStats) -> Scalars {
@@ -466,7 +620,10 @@ fn sync_normalizers(envs: &mut tandem_env::VecEnv, ddp: &mut Ddp) -> Result<()> 
     for d in deltas {
         let mut sums = d.to_sums();
         ddp.all_reduce_sum(&mut sums)?;
-        merged.push(tandem_env::NormStats::from_sums(&sums).context("normaliser statistics do not merge")?);
+        merged.push(
+            tandem_env::NormStats::from_sums(&sums)
+                .context("normaliser statistics do not merge")?,
+        );
     }
     envs.apply_normalizer_sync(&merged)?;
     Ok(())
@@ -488,9 +645,16 @@ fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Resu
     let mut stats = Vec::with_capacity(count);
     for i in 0..count {
         let name = format!("normalizer.{i}");
-        let (_, t) = ckpt.tensors.iter().find(|(n, _)| *n == name).with_context(|| format!("the checkpoint has no {name}"))?;
+        let (_, t) = ckpt
+            .tensors
+            .iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("the checkpoint has no {name}"))?;
         let sums = Vec::<f64>::try_from(t)?;
-        stats.push(tandem_env::NormStats::from_sums(&sums).with_context(|| format!("{name} in the checkpoint is malformed"))?);
+        stats.push(
+            tandem_env::NormStats::from_sums(&sums)
+                .with_context(|| format!("{name} in the checkpoint is malformed"))?,
+        );
     }
     envs.set_normalizer_stats(&stats)?;
     Ok(())
