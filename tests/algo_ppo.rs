@@ -683,6 +683,23 @@ fn bad_updates_are_refused_with_reasons() {
         .to_string();
     assert!(err.contains("7 samples does not split into 2"), "{err}");
 
+    let outside: Vec<Vec<Tensor>> = (0..3)
+        .map(|_| {
+            vec![
+                Tensor::from_slice(&[0i64, 16]),
+                Tensor::from_slice(&[1i64, 2]),
+            ]
+        })
+        .collect();
+    let err = ppo
+        .update_with_minibatches(&model, &batch, 0.0, &outside, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("epoch 0 minibatch 0 indexes rows 0..=16 of a batch of 16"),
+        "{err}"
+    );
+
     let err = Ppo::new(
         &vs,
         PpoConfig {

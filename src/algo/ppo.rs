@@ -333,11 +333,26 @@ impl Ppo {
                 minibatches.len(),
                 config.num_minibatches
             );
-            for m in minibatches {
+            for (k, m) in minibatches.iter().enumerate() {
                 ensure!(
                     m.size() == [minibatch_size] && minibatch_size > 0,
-                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); got shape {:?}",
+                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); \
+                     epoch {epoch} minibatch {k} has shape {:?}",
                     m.size()
+                );
+                ensure!(
+                    m.kind() == Kind::Int64 && m.device() == batch.device(),
+                    "ppo: minibatch indices must be int64 on {:?}; epoch {epoch} minibatch {k} is {:?} on {:?}",
+                    batch.device(),
+                    m.kind(),
+                    m.device()
+                );
+                let (low, high) = m.aminmax(None, false);
+                let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+                ensure!(
+                    low >= 0 && high < batch.len(),
+                    "ppo: epoch {epoch} minibatch {k} indexes rows {low}..={high} of a batch of {}",
+                    batch.len()
                 );
             }
         }
