@@ -22,8 +22,8 @@ use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, MinibatchSampler};
 use crate::nn::{ActorCritic, Evaluation};
 
-/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (and `ppo_atari.py`, which differs only
-/// in rollout size and environment settings).
+/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (classic control); [`PpoConfig::atari`]
+/// gives `ppo_atari.py`'s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PpoConfig {
     /// Rollout length per environment between updates (the trainer uses it; T in the paper).
@@ -83,6 +83,16 @@ impl Default for PpoConfig {
 }
 
 impl PpoConfig {
+    /// CleanRL's `ppo_atari.py`: as the defaults but with surrogate and value clipping at 0.1
+    /// (that script also runs 8 environments, which is the trainer's setting).
+    pub fn atari() -> Self {
+        PpoConfig {
+            clip_coef: 0.1,
+            value_clip_coef: Some(0.1),
+            ..PpoConfig::default()
+        }
+    }
+
     /// Checks every field's range; the error names the field.
     pub fn validate(&self) -> Result<()> {
         let positive = |name: &str, v: f64| -> Result<()> {
