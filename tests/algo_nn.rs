@@ -246,7 +246,13 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
     let skewed = Categorical::from_logits(&Tensor::from_slice(&[0f32, 3f32.ln()]).reshape([1, 2]));
     let lp = skewed
         .log_prob(&Tensor::from_slice(&[1i64]))
+        .unwrap()
         .double_value(&[0]);
+    let err = skewed
+        .log_prob(&Tensor::from_slice(&[2i64]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("actions must lie in 0..2"), "{err}");
     assert!((lp - 0.75f64.ln()).abs() < 1e-6, "{lp}");
     let h = skewed.entropy().double_value(&[0]);
     let expected = -(0.25f64 * 0.25f64.ln() + 0.75 * 0.75f64.ln());
