@@ -253,6 +253,9 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("actions must lie in 0..2"), "{err}");
+    let diverged = Categorical::from_logits(&Tensor::from_slice(&[f32::NAN, 0.0]).reshape([1, 2]));
+    let err = diverged.sample().unwrap_err().to_string();
+    assert!(err.contains("diverged"), "{err}");
     assert!((lp - 0.75f64.ln()).abs() < 1e-6, "{lp}");
     let h = skewed.entropy().double_value(&[0]);
     let expected = -(0.25f64 * 0.25f64.ln() + 0.75 * 0.75f64.ln());

@@ -180,7 +180,7 @@ impl ActorCritic {
         tch::no_grad(|| {
             let (logits, values) = self.forward(obs)?;
             let dist = self.distribution(&logits);
-            let actions = dist.sample();
+            let actions = dist.sample()?;
             let log_probs = dist.log_prob(&actions)?;
             Ok(ActTaken {
                 actions,

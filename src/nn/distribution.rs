@@ -24,7 +24,7 @@ pub enum ActionDistribution {
 impl ActionDistribution {
     /// One action per row, drawn with libtorch's default generator (seed it with
     /// `tch::manual_seed`, differently per rank, for reproducible but decorrelated ranks).
-    pub fn sample(&self) -> Tensor {
+    pub fn sample(&self) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.sample(),
         }
@@ -70,8 +70,17 @@ impl Categorical {
         &self.log_probs
     }
 
-    pub fn sample(&self) -> Tensor {
-        tch::no_grad(|| self.log_probs.exp().multinomial(1, true).squeeze_dim(-1))
+    /// An error (not a panic) when the probabilities are not finite, i.e. the policy diverged.
+    pub fn sample(&self) -> Result<Tensor> {
+        tch::no_grad(|| {
+            let drawn = self.log_probs.exp().f_multinomial(1, true).map_err(|e| {
+                anyhow!(
+                    "categorical: cannot sample from these action probabilities (has the policy diverged?): {}",
+                    first_line(&e.to_string())
+                )
+            })?;
+            Ok(drawn.squeeze_dim(-1))
+        })
     }
 
     /// `actions` are integer indices `[B]`.
