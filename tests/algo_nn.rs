@@ -46,16 +46,22 @@ fn assert_orthogonal(name: &str, weight: &Tensor, gain: f64) {
 
 #[test]
 fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
-    for spec in [
-        mlp_spec(),
-        ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn),
-        ActorCriticSpec::for_network(NetworkSpec::default_impala()),
-    ] {
-        let obs: &[i64] = if spec.network.is_image() {
-            &[4, 10, 10]
-        } else {
-            &[5]
-        };
+    let cases: [(ActorCriticSpec, &[i64]); 4] = [
+        (mlp_spec(), &[5]),
+        (
+            ActorCriticSpec::for_network(NetworkSpec::NatureCnn),
+            &[4, 84, 84],
+        ),
+        (
+            ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn),
+            &[4, 10, 10],
+        ),
+        (
+            ActorCriticSpec::for_network(NetworkSpec::default_impala()),
+            &[3, 16, 16],
+        ),
+    ];
+    for (spec, obs) in cases {
         let (vs, _) = build(&spec, obs, 3);
         let mut checked = 0;
         for (name, tensor) in parameters_in_order(&vs) {
@@ -74,6 +80,14 @@ fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
             } else {
                 std::f64::consts::SQRT_2
             };
+            if name.contains("conv") {
+                assert_eq!(
+                    tensor.dim(),
+                    4,
+                    "{name} is not a 4-d kernel: {:?}",
+                    tensor.size()
+                );
+            }
             assert_orthogonal(&name, &tensor, gain);
             checked += 1;
         }
@@ -232,7 +246,16 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
     let skewed = Categorical::from_logits(&Tensor::from_slice(&[0f32, 3f32.ln()]).reshape([1, 2]));
     let lp = skewed
         .log_prob(&Tensor::from_slice(&[1i64]))
+        .unwrap()
         .double_value(&[0]);
+    let err = skewed
+        .log_prob(&Tensor::from_slice(&[2i64]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("actions must lie in 0..2"), "{err}");
+    let diverged = Categorical::from_logits(&Tensor::from_slice(&[f32::NAN, 0.0]).reshape([1, 2]));
+    let err = diverged.sample().unwrap_err().to_string();
+    assert!(err.contains("diverged"), "{err}");
     assert!((lp - 0.75f64.ln()).abs() < 1e-6, "{lp}");
     let h = skewed.entropy().double_value(&[0]);
     let expected = -(0.25f64 * 0.25f64.ln() + 0.75 * 0.75f64.ln());

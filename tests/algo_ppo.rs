@@ -683,6 +683,23 @@ fn bad_updates_are_refused_with_reasons() {
         .to_string();
     assert!(err.contains("7 samples does not split into 2"), "{err}");
 
+    let outside: Vec<Vec<Tensor>> = (0..3)
+        .map(|_| {
+            vec![
+                Tensor::from_slice(&[0i64, 16]),
+                Tensor::from_slice(&[1i64, 2]),
+            ]
+        })
+        .collect();
+    let err = ppo
+        .update_with_minibatches(&model, &batch, 0.0, &outside, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("epoch 0 minibatch 0 indexes rows 0..=16 of a batch of 16"),
+        "{err}"
+    );
+
     let err = Ppo::new(
         &vs,
         PpoConfig {
@@ -709,4 +726,51 @@ fn bad_updates_are_refused_with_reasons() {
     for err in errors {
         assert!(err.contains("ranks disagree"), "{err}");
     }
+}
+
+#[test]
+fn optimizer_state_survives_a_save_and_load() {
+    let (initial, batch) = fixture(8);
+    let config = PpoConfig {
+        update_epochs: 1,
+        num_minibatches: 1,
+        ..ppo_config(None)
+    };
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    let mut ppo = Ppo::new(&vs, config.clone(), 1).unwrap();
+    ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
+    let saved_params = snapshot(&vs);
+    let saved_state: Snapshot = ppo
+        .optimizer()
+        .state_tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.copy()))
+        .collect();
+    let saved_steps = ppo.optimizer().step_count();
+    let saved_sampler = ppo.sampler().state();
+    ppo.update(&model, &batch, 0.5, &mut Local).unwrap();
+    let uninterrupted = snapshot(&vs);
+
+    let (resumed_vs, resumed_model) = new_model();
+    load(&resumed_vs, &saved_params);
+    let mut resumed = Ppo::new(&resumed_vs, config, 999).unwrap();
+    resumed
+        .optimizer_mut()
+        .load_state(&saved_state, saved_steps)
+        .unwrap();
+    resumed.set_sampler(MinibatchSampler::new(saved_sampler));
+    resumed
+        .update(&resumed_model, &batch, 0.5, &mut Local)
+        .unwrap();
+    for ((name, a), (_, b)) in uninterrupted.iter().zip(&snapshot(&resumed_vs)) {
+        assert!(a.equal(b), "{name} differs after resuming");
+    }
+
+    let err = resumed
+        .optimizer_mut()
+        .load_state(&saved_state[1..], 1)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("holds"), "{err}");
 }

@@ -233,3 +233,30 @@ fn sampler_is_seeded_and_covers_every_index_once() {
         .to_string();
     assert!(err.contains("does not split into 3"), "{err}");
 }
+
+#[test]
+fn pixel_observations_can_be_stored_as_bytes() {
+    let mut buffer =
+        RolloutBuffer::with_obs_kind(1, 2, &[1, 2, 2], Kind::Uint8, Device::Cpu).unwrap();
+    let obs =
+        Tensor::from_slice(&[0f32, 17.0, 128.0, 255.0, 1.0, 2.0, 3.0, 254.0]).reshape([2, 1, 2, 2]);
+    let zeros = Tensor::zeros([2], (Kind::Float, Device::Cpu));
+    let actions = Tensor::zeros([2], (Kind::Int64, Device::Cpu));
+    buffer
+        .push(&StepRecord {
+            obs: &obs,
+            actions: &actions,
+            log_probs: &zeros,
+            values: &zeros,
+            rewards: &zeros,
+            terminated: &zeros,
+            truncated: &zeros,
+            truncation_values: None,
+        })
+        .unwrap();
+    let batch = buffer.gae_batch(&zeros, 0.99, 0.95).unwrap();
+    assert_eq!(batch.obs.kind(), Kind::Uint8);
+    assert!(batch.obs.to_kind(Kind::Float).equal(&obs));
+    let err = RolloutBuffer::with_obs_kind(1, 2, &[3], Kind::Int64, Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("not Int64"), "{err}");
+}

@@ -1,6 +1,46 @@
 //! Learning algorithms (PPO, A2C; DQN later): each turns a batch of experience into parameter
 //! updates, reading top to bottom against its paper. They see other ranks only through
 //! [`Collective`], so one rank is simply world size 1 of the same code.
+//!
+//! How a trainer drives an on-policy learner, on every rank alike:
+//!
+//! ```text
+//! vs = VarStore::new(device); model = ActorCritic::new(&vs.root(), &spec, obs_shape, space)?
+//! (broadcast rank 0's parameters_in_order(&vs) to all ranks)
+//! ppo = Ppo::new(&vs, config, seed)?            // A2c::new(&vs, config)? likewise
+//! buffer = RolloutBuffer::new(config.num_steps, num_envs, obs_shape, device)?
+//! loop {
+//!     buffer.reset()
+//!     for t in 0..num_steps {
+//!         taken = model.act(&obs)?                // actions, log_probs, values
+//!         step the envs with taken.actions -> rewards, terminated, truncated, next obs
+//!         where truncated: V(final observation) via model.value(..)? -> truncation_values
+//!         buffer.push(&StepRecord { obs: &obs, .. })?
+//!         obs = next obs (already reset where an episode ended)
+//!     }
+//!     batch = buffer.gae_batch(&model.value(&obs)?, config.gamma, config.gae_lambda)?
+//!     stats = ppo.update(&model, &batch, progress, &mut collective)?   // progress in [0, 1]
+//! }
+//! ```
+//!
+//! Every rank must pass a batch of the same size (the global batch divided by the world size);
+//! the update checks this before its first gradient sync. Checkpoints need, besides
+//! `parameters_in_order(&vs)`: `optimizer().state_tensors()` and `optimizer().step_count()`,
+//! and for PPO `sampler().state()` (restore with `set_sampler(MinibatchSampler::new(state))`).
+
+pub mod a2c;
+mod common;
+pub mod optim;
+pub mod ppo;
+pub mod rollout;
+
+pub use a2c::{A2c, A2cConfig, A2cStats};
+pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
+pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss};
+pub use rollout::{
+    Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
+    n_step_returns,
+};
 
 use tch::Tensor;
 
@@ -48,17 +88,3 @@ impl Collective for Local {
         Ok(mine)
     }
 }
-
-pub mod a2c;
-mod common;
-pub mod optim;
-pub mod ppo;
-pub mod rollout;
-
-pub use a2c::{A2c, A2cConfig, A2cStats};
-pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
-pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss};
-pub use rollout::{
-    Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
-    n_step_returns,
-};

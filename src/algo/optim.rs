@@ -62,6 +62,8 @@ pub struct Optimizer {
     first_moments: Vec<Tensor>,
     /// Adam's second moment or RMSprop's running square average.
     second_moments: Vec<Tensor>,
+    /// One work buffer per parameter, so a step allocates nothing.
+    scratch: Vec<Tensor>,
     steps: u64,
 }
 
@@ -86,12 +88,14 @@ impl Optimizer {
             OptimizerSpec::RmsProp { .. } => Vec::new(),
         };
         let second_moments = zeros(&params);
+        let scratch = zeros(&params);
         Ok(Optimizer {
             spec,
             names,
             params,
             first_moments,
             second_moments,
+            scratch,
             steps: 0,
         })
     }
@@ -140,6 +144,38 @@ impl Optimizer {
         firsts.chain(seconds).collect()
     }
 
+    /// Restores state saved from [`Optimizer::state_tensors`] and [`Optimizer::step_count`]
+    /// (a checkpoint). Every tensor must be present with its shape; nothing is changed otherwise.
+    pub fn load_state(&mut self, saved: &[(String, Tensor)], steps: u64) -> Result<()> {
+        let current = self.state_tensors();
+        ensure!(
+            saved.len() == current.len(),
+            "optimizer state: the checkpoint holds {} tensors, this optimizer has {}",
+            saved.len(),
+            current.len()
+        );
+        let by_name: std::collections::HashMap<&str, &Tensor> =
+            saved.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        for (name, tensor) in &current {
+            let Some(stored) = by_name.get(name.as_str()) else {
+                bail!("optimizer state: the checkpoint has no tensor {name}");
+            };
+            ensure!(
+                stored.size() == tensor.size(),
+                "optimizer state: {name} has shape {:?} in the checkpoint, {:?} here",
+                stored.size(),
+                tensor.size()
+            );
+        }
+        tch::no_grad(|| {
+            for (name, mut tensor) in current {
+                tensor.copy_(by_name[name.as_str()]);
+            }
+        });
+        self.steps = steps;
+        Ok(())
+    }
+
     /// Clears every parameter's gradient.
     pub fn zero_grad(&mut self) {
         for p in &mut self.params {
@@ -157,35 +193,40 @@ impl Optimizer {
         self.steps += 1;
         tch::no_grad(|| match self.spec {
             OptimizerSpec::Adam { beta1, beta2, eps } => {
-                let t = self.steps as i32;
-                let bias_correction1 = 1.0 - beta1.powi(t);
-                let bias_correction2_sqrt = (1.0 - beta2.powi(t)).sqrt();
+                let t = self.steps as f64;
+                let bias_correction1 = 1.0 - beta1.powf(t);
+                let bias_correction2_sqrt = (1.0 - beta2.powf(t)).sqrt();
                 let step_size = lr / bias_correction1;
-                for ((p, g), (m, v)) in self.params.iter_mut().zip(&grads).zip(
-                    self.first_moments
-                        .iter_mut()
-                        .zip(self.second_moments.iter_mut()),
-                ) {
+                for (i, g) in grads.iter().enumerate() {
+                    let (m, v, s) = (
+                        &mut self.first_moments[i],
+                        &mut self.second_moments[i],
+                        &mut self.scratch[i],
+                    );
                     // m <- beta1 m + (1 - beta1) g ;  v <- beta2 v + (1 - beta2) g^2
                     let _ = m.lerp_(g, 1.0 - beta1);
-                    *v *= beta2;
-                    *v += g.square() * (1.0 - beta2);
+                    let _ = g.square_out(s);
+                    let _ = v.lerp_(s, 1.0 - beta2);
                     // theta <- theta - lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
-                    let denom = v.sqrt() / bias_correction2_sqrt + eps;
-                    *p -= (&*m / denom) * step_size;
+                    let _ = v.sqrt_out(s);
+                    *s *= 1.0 / bias_correction2_sqrt;
+                    *s += eps;
+                    let _ = m.div_out(s, s);
+                    *s *= step_size;
+                    self.params[i] -= &*s;
                 }
             }
             OptimizerSpec::RmsProp { alpha, eps } => {
-                for ((p, g), v) in self
-                    .params
-                    .iter_mut()
-                    .zip(&grads)
-                    .zip(self.second_moments.iter_mut())
-                {
+                for (i, g) in grads.iter().enumerate() {
+                    let (v, s) = (&mut self.second_moments[i], &mut self.scratch[i]);
                     // v <- alpha v + (1 - alpha) g^2 ;  theta <- theta - lr g / (sqrt(v) + eps)
-                    *v *= alpha;
-                    *v += g.square() * (1.0 - alpha);
-                    *p -= (g / (v.sqrt() + eps)) * lr;
+                    let _ = g.square_out(s);
+                    let _ = v.lerp_(s, 1.0 - alpha);
+                    let _ = v.sqrt_out(s);
+                    *s += eps;
+                    let _ = g.div_out(s, s);
+                    *s *= lr;
+                    self.params[i] -= &*s;
                 }
             }
         });

@@ -22,8 +22,8 @@ use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, MinibatchSampler};
 use crate::nn::{ActorCritic, Evaluation};
 
-/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (and `ppo_atari.py`, which differs only
-/// in rollout size and environment settings).
+/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (classic control); [`PpoConfig::atari`]
+/// gives `ppo_atari.py`'s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PpoConfig {
     /// Rollout length per environment between updates (the trainer uses it; T in the paper).
@@ -83,6 +83,16 @@ impl Default for PpoConfig {
 }
 
 impl PpoConfig {
+    /// CleanRL's `ppo_atari.py`: as the defaults but with surrogate and value clipping at 0.1
+    /// (that script also runs 8 environments, which is the trainer's setting).
+    pub fn atari() -> Self {
+        PpoConfig {
+            clip_coef: 0.1,
+            value_clip_coef: Some(0.1),
+            ..PpoConfig::default()
+        }
+    }
+
     /// Checks every field's range; the error names the field.
     pub fn validate(&self) -> Result<()> {
         let positive = |name: &str, v: f64| -> Result<()> {
@@ -333,11 +343,26 @@ impl Ppo {
                 minibatches.len(),
                 config.num_minibatches
             );
-            for m in minibatches {
+            for (k, m) in minibatches.iter().enumerate() {
                 ensure!(
                     m.size() == [minibatch_size] && minibatch_size > 0,
-                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); got shape {:?}",
+                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); \
+                     epoch {epoch} minibatch {k} has shape {:?}",
                     m.size()
+                );
+                ensure!(
+                    m.kind() == Kind::Int64 && m.device() == batch.device(),
+                    "ppo: minibatch indices must be int64 on {:?}; epoch {epoch} minibatch {k} is {:?} on {:?}",
+                    batch.device(),
+                    m.kind(),
+                    m.device()
+                );
+                let (low, high) = m.aminmax(None, false);
+                let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+                ensure!(
+                    low >= 0 && high < batch.len(),
+                    "ppo: epoch {epoch} minibatch {k} indexes rows {low}..={high} of a batch of {}",
+                    batch.len()
                 );
             }
         }

@@ -301,7 +301,28 @@ fn expect_shape(what: &str, step: i64, t: &Tensor, shape: &[i64]) -> Result<()> 
 }
 
 impl RolloutBuffer {
+    /// Storage with float observations.
     pub fn new(num_steps: i64, num_envs: i64, obs_shape: &[i64], device: Device) -> Result<Self> {
+        Self::with_obs_kind(num_steps, num_envs, obs_shape, Kind::Float, device)
+    }
+
+    /// Storage with observations kept as `obs_kind`: `Kind::Uint8` holds raw 0..255 pixels in a
+    /// quarter of the memory (the network converts and scales them); observations pushed as
+    /// floats are cast on the way in.
+    pub fn with_obs_kind(
+        num_steps: i64,
+        num_envs: i64,
+        obs_shape: &[i64],
+        obs_kind: Kind,
+        device: Device,
+    ) -> Result<Self> {
+        ensure!(
+            matches!(
+                obs_kind,
+                Kind::Float | Kind::Uint8 | Kind::Half | Kind::BFloat16
+            ),
+            "rollout buffer: observations can be stored as float, half, bfloat16 or uint8, not {obs_kind:?}"
+        );
         ensure!(
             num_steps > 0,
             "rollout buffer: num_steps must be positive, got {num_steps}"
@@ -322,7 +343,7 @@ impl RolloutBuffer {
             num_steps,
             num_envs,
             obs_shape: obs_shape.to_vec(),
-            obs: float(&full_obs),
+            obs: Tensor::zeros(&full_obs, (obs_kind, device)),
             actions: Tensor::zeros(tn, (Kind::Int64, device)),
             log_probs: float(&tn),
             values: float(&tn),

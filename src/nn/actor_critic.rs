@@ -180,8 +180,8 @@ impl ActorCritic {
         tch::no_grad(|| {
             let (logits, values) = self.forward(obs)?;
             let dist = self.distribution(&logits);
-            let actions = dist.sample();
-            let log_probs = dist.log_prob(&actions);
+            let actions = dist.sample()?;
+            let log_probs = dist.log_prob(&actions)?;
             Ok(ActTaken {
                 actions,
                 log_probs,
@@ -223,7 +223,7 @@ impl ActorCritic {
         let (logits, values) = self.forward(obs)?;
         let dist = self.distribution(&logits);
         Ok(Evaluation {
-            log_probs: dist.log_prob(actions),
+            log_probs: dist.log_prob(actions)?,
             entropy: dist.entropy(),
             values,
         })

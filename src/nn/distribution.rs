@@ -8,7 +8,12 @@
 //! only `sample`, `log_prob` and `entropy`, so they need no change; the rollout buffer would
 //! store actions as float `[T, N, dims]` instead of integer `[T, N]`.
 
+use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
+
+fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or(message)
+}
 
 /// A batch of action distributions, one per row.
 #[derive(Debug)]
@@ -19,13 +24,15 @@ pub enum ActionDistribution {
 impl ActionDistribution {
     /// One action per row, drawn with libtorch's default generator (seed it with
     /// `tch::manual_seed`, differently per rank, for reproducible but decorrelated ranks).
-    pub fn sample(&self) -> Tensor {
+    pub fn sample(&self) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.sample(),
         }
     }
-    /// log pi(a|s) for the given actions, shape `[B]`.
-    pub fn log_prob(&self, actions: &Tensor) -> Tensor {
+    /// log pi(a|s) for the given actions, shape `[B]`; an error for actions outside the space
+    /// (on CPU; on CUDA an out-of-range index is a device-side assertion, so callers check
+    /// ranges beforehand, as the learners do once per batch).
+    pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.log_prob(actions),
         }
@@ -63,15 +70,38 @@ impl Categorical {
         &self.log_probs
     }
 
-    pub fn sample(&self) -> Tensor {
-        tch::no_grad(|| self.log_probs.exp().multinomial(1, true).squeeze_dim(-1))
+    /// An error (not a panic) when the probabilities are not finite, i.e. the policy diverged.
+    pub fn sample(&self) -> Result<Tensor> {
+        tch::no_grad(|| {
+            let drawn = self.log_probs.exp().f_multinomial(1, true).map_err(|e| {
+                anyhow!(
+                    "categorical: cannot sample from these action probabilities (has the policy diverged?): {}",
+                    first_line(&e.to_string())
+                )
+            })?;
+            Ok(drawn.squeeze_dim(-1))
+        })
     }
 
     /// `actions` are integer indices `[B]`.
-    pub fn log_prob(&self, actions: &Tensor) -> Tensor {
-        self.log_probs
-            .gather(-1, &actions.to_kind(Kind::Int64).unsqueeze(-1), false)
-            .squeeze_dim(-1)
+    pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
+        let rows = self.log_probs.size()[0];
+        ensure!(
+            actions.size() == [rows],
+            "categorical: expected {rows} actions, got shape {:?}",
+            actions.size()
+        );
+        let picked = self
+            .log_probs
+            .f_gather(-1, &actions.to_kind(Kind::Int64).unsqueeze(-1), false)
+            .map_err(|e| {
+                let n = self.log_probs.size()[1];
+                anyhow!(
+                    "categorical: actions must lie in 0..{n}: {}",
+                    first_line(&e.to_string())
+                )
+            })?;
+        Ok(picked.squeeze_dim(-1))
     }
 
     /// H = -sum_a p(a) log p(a).

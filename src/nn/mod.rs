@@ -13,7 +13,7 @@ mod torso;
 pub use actor_critic::{ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, Evaluation};
 pub use distribution::{ActionDistribution, Categorical};
 pub use q_network::{QHead, QNetwork};
-pub use torso::{Activation, NetworkSpec, Torso};
+pub use torso::{Activation, NetworkSpec};
 
 use tch::Tensor;
 use tch::nn::VarStore;

@@ -80,7 +80,7 @@ impl NetworkSpec {
 
 /// A built torso: maps `[B, ...obs_shape]` to `[B, output_dim]` features.
 #[derive(Debug)]
-pub struct Torso {
+pub(crate) struct Torso {
     layers: Layers,
     output_dim: i64,
 }
