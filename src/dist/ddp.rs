@@ -142,6 +142,9 @@ impl Ddp {
 
     /// After backward: makes the gradients what this policy wants stepped on.
     pub fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {
+        if self.pg.world_size() == 1 {
+            return Ok(());
+        }
         let start = Instant::now();
         let world = self.pg.world_size() as f64;
         match &self.policy {
@@ -204,6 +207,9 @@ impl Ddp {
     /// After the optimizer step: parameter broadcast or periodic averaging, per the policy.
     pub fn after_step(&mut self, params: &[Tensor]) -> Result<()> {
         self.updates += 1;
+        if self.pg.world_size() == 1 {
+            return Ok(());
+        }
         let start = Instant::now();
         match self.policy {
             SyncPolicy::Broadcast => {
@@ -314,6 +320,9 @@ impl crate::algo::Collective for Ddp {
     }
 
     fn all_reduce_sum(&mut self, values: &mut [f64]) -> Result<()> {
+        if self.pg.world_size() == 1 {
+            return Ok(());
+        }
         let start = Instant::now();
         let mut t = [Tensor::from_slice(values)];
         let layout = Layout::of(&[&t[0]]);
@@ -334,6 +343,9 @@ impl crate::algo::Collective for Ddp {
     }
 
     fn decide(&mut self, mine: bool) -> Result<bool> {
+        if self.pg.world_size() == 1 {
+            return Ok(mine);
+        }
         let start = Instant::now();
         let mut t = Tensor::from_slice(&[mine as u8]);
         let layout = Layout::of(&[&t]);
