@@ -28,10 +28,14 @@ fn main() {
     println!("cargo:rerun-if-env-changed=TANDEM_ALE_BUILD_DIR");
     println!("cargo:rerun-if-env-changed=CXX");
 
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let source = ale_source_dir(&manifest_dir);
-    println!("cargo:rerun-if-changed={}", source.join(VERIFIED_MARKER).display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        source.join(VERIFIED_MARKER).display()
+    );
 
     let build_dir = cmake_build_dir(&out_dir);
     let library_dir = build_ale(&source, &build_dir);
@@ -52,7 +56,9 @@ fn ale_source_dir(manifest_dir: &Path) -> PathBuf {
     let (source, origin) = match env::var_os("TANDEM_ALE_SRC") {
         Some(path) => (PathBuf::from(path), "TANDEM_ALE_SRC"),
         None => (
-            manifest_dir.join("../../.deps").join(format!("ale-py-{ALE_VERSION}")),
+            manifest_dir
+                .join("../../.deps")
+                .join(format!("ale-py-{ALE_VERSION}")),
             "the default location",
         ),
     };
@@ -80,7 +86,8 @@ fn cmake_build_dir(out_dir: &Path) -> PathBuf {
         return PathBuf::from(dir);
     }
     let profile_dir = out_dir.ancestors().nth(3);
-    let is_cargo_layout = out_dir.ancestors().nth(2).and_then(Path::file_name) == Some("build".as_ref());
+    let is_cargo_layout =
+        out_dir.ancestors().nth(2).and_then(Path::file_name) == Some("build".as_ref());
     match (is_cargo_layout, profile_dir.and_then(Path::parent)) {
         (true, Some(target_dir)) => target_dir.join("tandem-ale-cmake"),
         _ => out_dir.join("ale-cmake"),
@@ -103,12 +110,18 @@ fn run(command: &mut Command, what: &str) {
 /// Configures (once) and builds the static `libale.a`; returns its folder.
 fn build_ale(source: &Path, build_dir: &Path) -> PathBuf {
     let key_file = build_dir.join("tandem-config-key");
-    let key = format!("{CMAKE_CONFIG_KEY} {} {}", source.display(), env::var("CXX").unwrap_or_default());
+    let key = format!(
+        "{CMAKE_CONFIG_KEY} {} {}",
+        source.display(),
+        env::var("CXX").unwrap_or_default()
+    );
     let configured = build_dir.join("CMakeCache.txt").is_file()
         && fs::read_to_string(&key_file).is_ok_and(|existing| existing == key);
     if !configured {
         let _ = fs::remove_dir_all(build_dir);
-        fs::create_dir_all(build_dir).unwrap_or_else(|error| fail(&format!("cannot create {}: {error}", build_dir.display())));
+        fs::create_dir_all(build_dir).unwrap_or_else(|error| {
+            fail(&format!("cannot create {}: {error}", build_dir.display()))
+        });
         let mut cmake = Command::new("cmake");
         cmake
             .arg("-S")
@@ -132,10 +145,15 @@ fn build_ale(source: &Path, build_dir: &Path) -> PathBuf {
             cmake.arg(format!("-DCMAKE_CXX_COMPILER={cxx}"));
         }
         run(&mut cmake, "configuring ALE with cmake");
-        fs::write(&key_file, &key).unwrap_or_else(|error| fail(&format!("cannot write {}: {error}", key_file.display())));
+        fs::write(&key_file, &key)
+            .unwrap_or_else(|error| fail(&format!("cannot write {}: {error}", key_file.display())));
     }
     // Cargo's -j (NUM_JOBS), but never more than 2: the build machines are small and shared.
-    let jobs = env::var("NUM_JOBS").ok().and_then(|n| n.parse::<usize>().ok()).unwrap_or(1).clamp(1, 2);
+    let jobs = env::var("NUM_JOBS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, 2);
     run(
         Command::new("cmake")
             .arg("--build")
@@ -148,7 +166,10 @@ fn build_ale(source: &Path, build_dir: &Path) -> PathBuf {
     );
     let library_dir = build_dir.join("src/ale");
     if !library_dir.join("libale.a").is_file() {
-        fail(&format!("cmake finished but {} is missing", library_dir.join("libale.a").display()));
+        fail(&format!(
+            "cmake finished but {} is missing",
+            library_dir.join("libale.a").display()
+        ));
     }
     library_dir
 }
@@ -171,7 +192,12 @@ fn compile_shim(manifest_dir: &Path, source: &Path, build_dir: &Path) {
 fn embed_roms(source: &Path, out_dir: &Path) {
     let rom_dir = source.join("src/ale/python/roms");
     let mut roms: Vec<(String, PathBuf)> = fs::read_dir(&rom_dir)
-        .unwrap_or_else(|error| fail(&format!("cannot list ROMs in {}: {error}", rom_dir.display())))
+        .unwrap_or_else(|error| {
+            fail(&format!(
+                "cannot list ROMs in {}: {error}",
+                rom_dir.display()
+            ))
+        })
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "bin"))
@@ -179,13 +205,24 @@ fn embed_roms(source: &Path, out_dir: &Path) {
         .collect();
     roms.sort();
     if !roms.iter().any(|(name, _)| name == "breakout") {
-        fail(&format!("no breakout.bin in {}; rerun scripts/setup-ale", rom_dir.display()));
+        fail(&format!(
+            "no breakout.bin in {}; rerun scripts/setup-ale",
+            rom_dir.display()
+        ));
     }
-    let mut table = String::from("/// (game, ROM image), sorted by game name.\npub(crate) static ROMS: &[(&str, &[u8])] = &[\n");
+    let mut table = String::from(
+        "/// (game, ROM image), sorted by game name.\npub(crate) static ROMS: &[(&str, &[u8])] = &[\n",
+    );
     for (name, path) in &roms {
-        writeln!(table, "    ({name:?}, include_bytes!({:?})),", path.display().to_string()).expect("writing to a String");
+        writeln!(
+            table,
+            "    ({name:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        )
+        .expect("writing to a String");
     }
     table.push_str("];\n");
     let destination = out_dir.join("roms.rs");
-    fs::write(&destination, table).unwrap_or_else(|error| fail(&format!("cannot write {}: {error}", destination.display())));
+    fs::write(&destination, table)
+        .unwrap_or_else(|error| fail(&format!("cannot write {}: {error}", destination.display())));
 }

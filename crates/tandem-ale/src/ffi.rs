@@ -35,7 +35,11 @@ unsafe extern "C" {
         error_capacity: usize,
     ) -> c_int;
     pub(crate) fn tandem_ale_free(handle: *mut TandemAle);
-    pub(crate) fn tandem_ale_reset(handle: *mut TandemAle, error: *mut c_char, error_capacity: usize) -> c_int;
+    pub(crate) fn tandem_ale_reset(
+        handle: *mut TandemAle,
+        error: *mut c_char,
+        error_capacity: usize,
+    ) -> c_int;
     pub(crate) fn tandem_ale_act(
         handle: *mut TandemAle,
         action: i32,
@@ -48,9 +52,21 @@ unsafe extern "C" {
     pub(crate) fn tandem_ale_lives(handle: *mut TandemAle) -> i32;
     pub(crate) fn tandem_ale_frame_number(handle: *const TandemAle) -> i32;
     pub(crate) fn tandem_ale_episode_frame_number(handle: *const TandemAle) -> i32;
-    pub(crate) fn tandem_ale_minimal_actions(handle: *const TandemAle, actions: *mut i32, capacity: usize) -> usize;
-    pub(crate) fn tandem_ale_legal_actions(handle: *const TandemAle, actions: *mut i32, capacity: usize) -> usize;
-    pub(crate) fn tandem_ale_screen_dims(handle: *const TandemAle, height: *mut usize, width: *mut usize);
+    pub(crate) fn tandem_ale_minimal_actions(
+        handle: *const TandemAle,
+        actions: *mut i32,
+        capacity: usize,
+    ) -> usize;
+    pub(crate) fn tandem_ale_legal_actions(
+        handle: *const TandemAle,
+        actions: *mut i32,
+        capacity: usize,
+    ) -> usize;
+    pub(crate) fn tandem_ale_screen_dims(
+        handle: *const TandemAle,
+        height: *mut usize,
+        width: *mut usize,
+    );
     pub(crate) fn tandem_ale_screen_rgb(handle: *mut TandemAle, rgb: *mut u8);
     pub(crate) fn tandem_ale_screen_grayscale(handle: *mut TandemAle, gray: *mut u8);
     pub(crate) fn tandem_ale_ram(handle: *const TandemAle, ram: *mut u8);

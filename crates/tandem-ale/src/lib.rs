@@ -113,16 +113,17 @@ impl AleSettings {
                 reason: "must be a probability in [0, 1]",
             });
         }
-        let to_i32 = |setting: &'static str, value: Option<u32>, none: i32| -> Result<i32, AleError> {
-            match value {
-                None => Ok(none),
-                Some(value) => i32::try_from(value).map_err(|_| AleError::InvalidSetting {
-                    setting,
-                    value: value.to_string(),
-                    reason: "must be below 2^31",
-                }),
-            }
-        };
+        let to_i32 =
+            |setting: &'static str, value: Option<u32>, none: i32| -> Result<i32, AleError> {
+                match value {
+                    None => Ok(none),
+                    Some(value) => i32::try_from(value).map_err(|_| AleError::InvalidSetting {
+                        setting,
+                        value: value.to_string(),
+                        reason: "must be below 2^31",
+                    }),
+                }
+            };
         if self.max_num_frames_per_episode == Some(0) {
             return Err(AleError::InvalidSetting {
                 setting: "max_num_frames_per_episode",
@@ -133,7 +134,11 @@ impl AleSettings {
         Ok(ffi::TandemAleConfig {
             random_seed: self.seed as i32,
             repeat_action_probability: probability,
-            max_num_frames_per_episode: to_i32("max_num_frames_per_episode", self.max_num_frames_per_episode, 0)?,
+            max_num_frames_per_episode: to_i32(
+                "max_num_frames_per_episode",
+                self.max_num_frames_per_episode,
+                0,
+            )?,
             mode: to_i32("mode", self.mode, -1)?,
             difficulty: to_i32("difficulty", self.difficulty, -1)?,
         })
@@ -144,42 +149,83 @@ impl AleSettings {
 #[derive(Debug)]
 pub enum AleError {
     /// No built-in ROM has this name.
-    UnknownGame { game: String, suggestions: Vec<&'static str> },
+    UnknownGame {
+        game: String,
+        suggestions: Vec<&'static str>,
+    },
     /// A setting is out of range.
-    InvalidSetting { setting: &'static str, value: String, reason: &'static str },
+    InvalidSetting {
+        setting: &'static str,
+        value: String,
+        reason: &'static str,
+    },
     /// A ROM file is not one ALE supports (its MD5 is not in ALE's table).
     UnsupportedRom { path: PathBuf },
     /// Writing or reading a ROM file failed.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// ALE threw a C++ exception.
-    Ale { operation: &'static str, message: String },
+    Ale {
+        operation: &'static str,
+        message: String,
+    },
     /// An action index outside the action set.
     ActionOutOfRange { index: usize, count: usize },
     /// A caller-provided buffer has the wrong length.
-    BufferSize { what: &'static str, expected: usize, actual: usize },
+    BufferSize {
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+    },
 }
 
 impl fmt::Display for AleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AleError::UnknownGame { game, suggestions } if suggestions.is_empty() => {
-                write!(f, "unknown Atari game {game:?}: no built-in ROM has this name (names are snake_case, e.g. \"breakout\", \"space_invaders\")")
+                write!(
+                    f,
+                    "unknown Atari game {game:?}: no built-in ROM has this name (names are snake_case, e.g. \"breakout\", \"space_invaders\")"
+                )
             }
             AleError::UnknownGame { game, suggestions } => {
-                write!(f, "unknown Atari game {game:?}; did you mean {}?", suggestions.join(", "))
+                write!(
+                    f,
+                    "unknown Atari game {game:?}; did you mean {}?",
+                    suggestions.join(", ")
+                )
             }
-            AleError::InvalidSetting { setting, value, reason } => {
+            AleError::InvalidSetting {
+                setting,
+                value,
+                reason,
+            } => {
                 write!(f, "invalid ALE setting {setting} = {value}: {reason}")
             }
             AleError::UnsupportedRom { path } => {
-                write!(f, "{} is not a ROM ALE 0.12.1 supports (its MD5 is not in ALE's table)", path.display())
+                write!(
+                    f,
+                    "{} is not a ROM ALE 0.12.1 supports (its MD5 is not in ALE's table)",
+                    path.display()
+                )
             }
             AleError::Io { path, source } => write!(f, "ROM file {}: {source}", path.display()),
-            AleError::Ale { operation, message } => write!(f, "ALE failed in {operation}: {message}"),
-            AleError::ActionOutOfRange { index, count } => {
-                write!(f, "action index {index} is outside the action set (0..{count})")
+            AleError::Ale { operation, message } => {
+                write!(f, "ALE failed in {operation}: {message}")
             }
-            AleError::BufferSize { what, expected, actual } => {
+            AleError::ActionOutOfRange { index, count } => {
+                write!(
+                    f,
+                    "action index {index} is outside the action set (0..{count})"
+                )
+            }
+            AleError::BufferSize {
+                what,
+                expected,
+                actual,
+            } => {
                 write!(f, "{what} buffer holds {actual} bytes, expected {expected}")
             }
         }
@@ -196,13 +242,18 @@ impl std::error::Error for AleError {
 }
 
 /// Runs a shim call that reports failure through an error buffer.
-fn checked(operation: &'static str, call: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), AleError> {
+fn checked(
+    operation: &'static str,
+    call: impl FnOnce(*mut c_char, usize) -> c_int,
+) -> Result<(), AleError> {
     let mut buffer = [0 as c_char; ERROR_CAPACITY];
     if call(buffer.as_mut_ptr(), buffer.len()) == 0 {
         return Ok(());
     }
     // SAFETY: the shim always NUL-terminates within the capacity it was given.
-    let message = unsafe { CStr::from_ptr(buffer.as_ptr()) }.to_string_lossy().into_owned();
+    let message = unsafe { CStr::from_ptr(buffer.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     Err(AleError::Ale { operation, message })
 }
 
@@ -222,11 +273,18 @@ impl TemporaryRom {
     fn write(game: &str, image: &[u8]) -> Result<Self, AleError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let folder = std::env::temp_dir().join(format!("tandem-ale-{}-{unique}", std::process::id()));
+        let folder =
+            std::env::temp_dir().join(format!("tandem-ale-{}-{unique}", std::process::id()));
         let path = folder.join(format!("{game}.bin"));
-        let io_error = |source| AleError::Io { path: path.clone(), source };
+        let io_error = |source| AleError::Io {
+            path: path.clone(),
+            source,
+        };
         fs::create_dir_all(&folder).map_err(io_error)?;
-        let rom = TemporaryRom { folder, path: path.clone() };
+        let rom = TemporaryRom {
+            folder,
+            path: path.clone(),
+        };
         fs::write(&path, image).map_err(io_error)?;
         Ok(rom)
     }
@@ -266,13 +324,24 @@ impl Ale {
     /// Loads a ROM file; ALE must recognise its MD5.
     pub fn from_rom_file(path: &Path, settings: &AleSettings) -> Result<Ale, AleError> {
         let config = settings.validate()?;
-        let metadata = fs::metadata(path).map_err(|source| AleError::Io { path: path.to_owned(), source })?;
+        let metadata = fs::metadata(path).map_err(|source| AleError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         if !metadata.is_file() {
-            return Err(AleError::Io { path: path.to_owned(), source: std::io::Error::other("not a regular file") });
+            return Err(AleError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other("not a regular file"),
+            });
         }
-        let c_path = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| AleError::Io { path: path.to_owned(), source: std::io::Error::other("path contains a NUL byte") })?;
-        let _guard = CREATION_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let c_path =
+            CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| AleError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other("path contains a NUL byte"),
+            })?;
+        let _guard = CREATION_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         // ALE calls std::exit() when asked to load a ROM it cannot wrap, so ask first.
         let mut supported: c_int = 0;
         // SAFETY: valid C string and out-pointers for the duration of the call.
@@ -280,7 +349,9 @@ impl Ale {
             ffi::tandem_ale_rom_supported(c_path.as_ptr(), &mut supported, error, capacity)
         })?;
         if supported == 0 {
-            return Err(AleError::UnsupportedRom { path: path.to_owned() });
+            return Err(AleError::UnsupportedRom {
+                path: path.to_owned(),
+            });
         }
         let mut raw: *mut ffi::TandemAle = std::ptr::null_mut();
         // SAFETY: as above; on success the shim hands over ownership of `raw`.
@@ -291,15 +362,26 @@ impl Ale {
             operation: "loading the ROM",
             message: "the shim returned no instance".into(),
         })?;
-        let mut ale = Ale { handle, actions: Vec::new(), height: 0, width: 0 };
+        let mut ale = Ale {
+            handle,
+            actions: Vec::new(),
+            height: 0,
+            width: 0,
+        };
         ale.actions = ale.read_actions(settings.full_action_space);
         // SAFETY: live handle, valid out-pointers.
-        unsafe { ffi::tandem_ale_screen_dims(ale.handle.as_ptr(), &mut ale.height, &mut ale.width) };
+        unsafe {
+            ffi::tandem_ale_screen_dims(ale.handle.as_ptr(), &mut ale.height, &mut ale.width)
+        };
         Ok(ale)
     }
 
     fn read_actions(&self, full_action_space: bool) -> Vec<i32> {
-        let reader = if full_action_space { ffi::tandem_ale_legal_actions } else { ffi::tandem_ale_minimal_actions };
+        let reader = if full_action_space {
+            ffi::tandem_ale_legal_actions
+        } else {
+            ffi::tandem_ale_minimal_actions
+        };
         let mut actions = vec![0i32; 32];
         // SAFETY: live handle; the shim writes at most `capacity` entries and returns the true count.
         let count = unsafe { reader(self.handle.as_ptr(), actions.as_mut_ptr(), actions.len()) };
@@ -316,15 +398,17 @@ impl Ale {
     /// the ROM's starting actions). The sticky-action RNG is not reseeded.
     pub fn reset(&mut self) -> Result<(), AleError> {
         // SAFETY: live handle, error buffer from `checked`.
-        checked("reset", |error, capacity| unsafe { ffi::tandem_ale_reset(self.handle.as_ptr(), error, capacity) })
+        checked("reset", |error, capacity| unsafe {
+            ffi::tandem_ale_reset(self.handle.as_ptr(), error, capacity)
+        })
     }
 
     /// Emulates one frame with action `index` of [`Ale::action_set`]; returns its reward.
     pub fn act(&mut self, index: usize) -> Result<i32, AleError> {
-        let code = *self
-            .actions
-            .get(index)
-            .ok_or(AleError::ActionOutOfRange { index, count: self.actions.len() })?;
+        let code = *self.actions.get(index).ok_or(AleError::ActionOutOfRange {
+            index,
+            count: self.actions.len(),
+        })?;
         let mut reward = 0;
         // SAFETY: live handle, valid out-pointer, error buffer from `checked`.
         checked("act", |error, capacity| unsafe {
@@ -383,7 +467,11 @@ impl Ale {
     pub fn screen_rgb(&mut self, rgb: &mut [u8]) -> Result<(), AleError> {
         let expected = self.height * self.width * 3;
         if rgb.len() != expected {
-            return Err(AleError::BufferSize { what: "RGB screen", expected, actual: rgb.len() });
+            return Err(AleError::BufferSize {
+                what: "RGB screen",
+                expected,
+                actual: rgb.len(),
+            });
         }
         // SAFETY: live handle; the buffer holds exactly height*width*3 bytes.
         unsafe { ffi::tandem_ale_screen_rgb(self.handle.as_ptr(), rgb.as_mut_ptr()) };
@@ -394,7 +482,11 @@ impl Ale {
     pub fn screen_grayscale(&mut self, gray: &mut [u8]) -> Result<(), AleError> {
         let expected = self.height * self.width;
         if gray.len() != expected {
-            return Err(AleError::BufferSize { what: "grayscale screen", expected, actual: gray.len() });
+            return Err(AleError::BufferSize {
+                what: "grayscale screen",
+                expected,
+                actual: gray.len(),
+            });
         }
         // SAFETY: live handle; the buffer holds exactly height*width bytes.
         unsafe { ffi::tandem_ale_screen_grayscale(self.handle.as_ptr(), gray.as_mut_ptr()) };
