@@ -12,9 +12,12 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "ale/ale_interface.hpp"
+#include "ale/emucore/Props.hxx"
+#include "ale/games/Roms.hpp"
 
 struct TandemAle {
   ale::ALEInterface ale;
@@ -86,6 +89,34 @@ int tandem_ale_new(const char* rom_path, const TandemAleConfig* config, TandemAl
 }
 
 void tandem_ale_free(TandemAle* handle) { delete handle; }
+
+// What ale-py's reset(seed=...) achieves by loading the ROM again (which reads
+// the ROM file): new RNG seed, fresh ROM wrapper and environment state, frame
+// counters at zero, then a reset. The console, built from the same ROM, is
+// kept; tests/api.rs checks that this matches a freshly loaded instance.
+int tandem_ale_reseed(TandemAle* handle, const TandemAleConfig* config, char* error,
+                      std::size_t error_capacity) {
+  return guarded(error, error_capacity, [&] {
+    ale::ALEInterface& ale = handle->ale;
+    ale.setInt("random_seed", config->random_seed);
+    ale.setFloat("repeat_action_probability", config->repeat_action_probability);
+    ale.setInt("max_num_frames_per_episode", config->max_num_frames_per_episode);
+    const ale::stella::Properties& properties = ale.theOSystem->console().properties();
+    std::unique_ptr<ale::RomSettings> rom_settings(ale::buildRomRLWrapper(
+        ale.theOSystem->romFile(), properties.get(ale::stella::Cartridge_MD5)));
+    if (!rom_settings) throw std::runtime_error("ALE no longer recognises the loaded ROM");
+    // The environment points at the ROM settings: drop it before replacing them.
+    ale.environment.reset();
+    ale.romSettings = std::move(rom_settings);
+    ale.environment = std::make_unique<ale::StellaEnvironment>(ale.theOSystem.get(),
+                                                                ale.romSettings.get());
+    ale.max_num_frames = config->max_num_frames_per_episode;
+    ale.environment->reset();
+    if (config->mode >= 0) ale.setMode(static_cast<ale::game_mode_t>(config->mode));
+    if (config->difficulty >= 0)
+      ale.setDifficulty(static_cast<ale::difficulty_t>(config->difficulty));
+  });
+}
 
 int tandem_ale_reset(TandemAle* handle, char* error, std::size_t error_capacity) {
   return guarded(error, error_capacity, [&] { handle->ale.reset_game(); });

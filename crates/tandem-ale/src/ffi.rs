@@ -35,6 +35,12 @@ unsafe extern "C" {
         error_capacity: usize,
     ) -> c_int;
     pub(crate) fn tandem_ale_free(handle: *mut TandemAle);
+    pub(crate) fn tandem_ale_reseed(
+        handle: *mut TandemAle,
+        config: *const TandemAleConfig,
+        error: *mut c_char,
+        error_capacity: usize,
+    ) -> c_int;
     pub(crate) fn tandem_ale_reset(
         handle: *mut TandemAle,
         error: *mut c_char,

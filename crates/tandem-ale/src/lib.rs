@@ -394,6 +394,18 @@ impl Ale {
         actions
     }
 
+    /// Reseeds ALE and restarts the game as if the ROM had just been loaded
+    /// with `settings` (what ale-py's `reset(seed=...)` does by reloading the
+    /// ROM): fresh RNG, frame counters at zero, mode and difficulty reapplied.
+    /// The action-space choice of the original settings is kept.
+    pub fn reseed(&mut self, settings: &AleSettings) -> Result<(), AleError> {
+        let config = settings.validate()?;
+        // SAFETY: live handle, valid config and error buffer for the duration of the call.
+        checked("reseeding", |error, capacity| unsafe {
+            ffi::tandem_ale_reseed(self.handle.as_ptr(), &config, error, capacity)
+        })
+    }
+
     /// Restarts the game (ALE's `reset_game`: 60 no-op frames, soft reset,
     /// the ROM's starting actions). The sticky-action RNG is not reseeded.
     pub fn reset(&mut self) -> Result<(), AleError> {

@@ -219,3 +219,50 @@ fn instances_can_be_created_and_stepped_on_several_threads() {
     });
     assert!(results.windows(2).all(|pair| pair[0] == pair[1]));
 }
+
+/// Plays `frames` frames with a fixed pattern, recording every RAM snapshot and grayscale screen.
+fn trajectory(ale: &mut Ale, frames: usize) -> Vec<(i32, [u8; RAM_SIZE], Vec<u8>, i32)> {
+    let mut gray = vec![0u8; SCREEN_HEIGHT * SCREEN_WIDTH];
+    (0..frames)
+        .map(|frame| {
+            let reward = ale
+                .act((frame / 5 + frame / 3) % ale.num_actions())
+                .unwrap();
+            ale.screen_grayscale(&mut gray).unwrap();
+            if ale.game_over() {
+                ale.reset().unwrap();
+            }
+            (reward, ale.ram(), gray.clone(), ale.frame_number())
+        })
+        .collect()
+}
+
+#[test]
+fn reseeding_matches_a_freshly_loaded_rom() {
+    let settings = AleSettings::new(2024, 0.25);
+    let mut fresh = Ale::new("breakout", &settings).unwrap();
+    fresh.reset().unwrap();
+    let mut reseeded = breakout(5, 0.5);
+    reseeded.reset().unwrap();
+    trajectory(&mut reseeded, 777);
+    reseeded.reseed(&settings).unwrap();
+    reseeded.reset().unwrap();
+    assert_eq!(reseeded.frame_number(), fresh.frame_number());
+    assert!(trajectory(&mut fresh, 3000) == trajectory(&mut reseeded, 3000));
+}
+
+#[test]
+fn reseeding_validates_settings() {
+    let mut ale = breakout(1, 0.0);
+    assert!(ale.reseed(&AleSettings::new(1, -0.1)).is_err());
+    assert!(
+        ale.reseed(&AleSettings {
+            mode: Some(99),
+            ..AleSettings::new(1, 0.0)
+        })
+        .is_err()
+    );
+    // The instance is still usable after a failed reseed.
+    ale.reset().unwrap();
+    assert_eq!(ale.act(1).unwrap(), 0);
+}
