@@ -1,1 +1,124 @@
-//! placeholder: owned by the tandem-env work in progress.
+//! Environments for tandem: the single-environment [`Env`] trait, observation spaces,
+//! native games (CartPole, MinAtar Breakout), composable wrappers declared by
+//! [`WrapperSpec`], the batched [`VecEnv`] the trainer steps, and per-environment seeding.
+//!
+//! Observation layout seen by networks: vectors are `[N]`; images are channels-first
+//! `[C, H, W]` f32 with pixel values kept in 0..=255 (the network scales). Internally a
+//! wrapper chain may carry `u8` frames in height-width-channel order (what ALE produces);
+//! [`VecEnv`] converts the outermost observation to f32 channels-first in its batch buffer.
+
+pub mod cartpole;
+pub mod env;
+pub mod minatar;
+pub mod mt19937;
+pub mod norm;
+pub mod rng;
+pub mod space;
+pub mod spec;
+pub mod vec_env;
+pub mod wrappers;
+
+// Written on the ALE branch; it provides
+// `pub fn make_atari(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError>`.
+#[cfg(feature = "atari")]
+#[rustfmt::skip]
+pub mod atari;
+
+pub use env::{Env, RgbFrame, Step};
+pub use norm::NormStats;
+pub use space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
+pub use spec::{EnvSpec, GameSpec, WrapperSpec, make_env, make_game, observation_space};
+pub use vec_env::{EpisodeStats, VecEnv};
+
+/// Errors raised while building or driving environments.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    /// A wrapper was given an observation it cannot process.
+    #[error("wrapper #{index} `{wrapper}` does not fit its input observation {input}: {reason}")]
+    WrapperMismatch {
+        /// Position of the wrapper in the `wrappers` list (0 = applied first, to the game).
+        index: usize,
+        wrapper: &'static str,
+        /// The observation space the wrapper receives, in words.
+        input: String,
+        reason: String,
+    },
+    /// A wrapper parameter is out of range.
+    #[error("wrapper #{index} `{wrapper}`: {reason}")]
+    InvalidWrapperParameter {
+        index: usize,
+        wrapper: &'static str,
+        reason: String,
+    },
+    /// A game parameter is out of range.
+    #[error("game `{game}`: {reason}")]
+    InvalidGameParameter { game: String, reason: String },
+    /// The game name is not known.
+    #[error("unknown game `{name}`; known games: {known}")]
+    UnknownGame { name: String, known: String },
+    /// The game exists but this build left it out.
+    #[error("game `{game}` needs tandem-env built with the cargo feature `{feature}`")]
+    FeatureDisabled { game: String, feature: &'static str },
+    /// The actions slice does not have one action per environment.
+    #[error("expected {expected} actions (one per environment), got {got}")]
+    ActionCount { expected: usize, got: usize },
+    /// An action is outside `0..num_actions`.
+    #[error("environment {env}: action {action} is outside 0..{num_actions}")]
+    InvalidAction {
+        env: usize,
+        action: i64,
+        num_actions: usize,
+    },
+    /// Bad VecEnv construction arguments or normaliser statistics.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The game backend failed (e.g. ALE could not load a ROM).
+    #[error("game backend error: {0}")]
+    Backend(String),
+}
+
+/// The seed of environment `index` on rank `rank` of an experiment seeded with
+/// `experiment_seed`.
+///
+/// Each input passes through a bijective 64-bit finaliser (SplitMix64's), with distinct
+/// odd constants folded in between, so for a fixed experiment seed and rank distinct
+/// indices give distinct seeds, and changing any input changes every output bit with
+/// probability about one half. Two runs with the same inputs get the same seeds.
+pub fn env_seed(experiment_seed: u64, rank: usize, index: usize) -> u64 {
+    let a = rng::splitmix64_finalize(experiment_seed ^ 0x6a09_e667_f3bc_c909);
+    let b = rng::splitmix64_finalize(a ^ (rank as u64).wrapping_mul(0xbb67_ae85_84ca_a73b));
+    rng::splitmix64_finalize(b ^ (index as u64).wrapping_mul(0x3c6e_f372_fe94_f82b))
+}
+
+/// Seeds for environments `first_index..first_index + count` of one rank (see [`env_seed`]).
+pub fn env_seeds(experiment_seed: u64, rank: usize, first_index: usize, count: usize) -> Vec<u64> {
+    (first_index..first_index + count)
+        .map(|index| env_seed(experiment_seed, rank, index))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn env_seeds_are_distinct_across_ranks_and_indices() {
+        let mut seen = HashSet::new();
+        for rank in 0..8 {
+            for index in 0..512 {
+                assert!(
+                    seen.insert(env_seed(7, rank, index)),
+                    "collision at rank {rank} index {index}"
+                );
+            }
+        }
+        assert_ne!(env_seed(7, 0, 0), env_seed(8, 0, 0));
+        assert_ne!(env_seed(0, 1, 0), env_seed(0, 0, 1));
+        assert_eq!(env_seed(42, 3, 9), env_seed(42, 3, 9));
+        assert_eq!(
+            env_seeds(42, 3, 8, 2),
+            vec![env_seed(42, 3, 8), env_seed(42, 3, 9)]
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! The single-environment interface every game and wrapper implements.
+
+use crate::norm::Normalizer;
+use crate::space::{ObsBuf, ObsSpace};
+
+/// What one step returned.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Step {
+    /// The reward the agent sees (after clipping or normalisation wrappers).
+    pub reward: f32,
+    /// The episode ended by the environment's own rules (the agent's episode, which
+    /// under episodic-life is a single life).
+    pub terminated: bool,
+    /// The episode was cut short (time limit); the observation is still bootstrappable.
+    pub truncated: bool,
+    /// The game's own reward for this step, summed over skipped frames, untouched by
+    /// reward wrappers: what episode statistics report as the game score.
+    pub raw_reward: f32,
+    /// The whole game is over, so the next `reset` starts a new game. Equal to
+    /// `terminated || truncated` except under episodic-life, where losing a life
+    /// terminates the agent's episode but not the game.
+    pub game_over: bool,
+}
+
+impl Step {
+    /// A step of a game without wrappers: the raw reward is the reward and the game is
+    /// over exactly when the episode ends.
+    pub fn game(reward: f32, terminated: bool, truncated: bool) -> Self {
+        Step {
+            reward,
+            terminated,
+            truncated,
+            raw_reward: reward,
+            game_over: terminated || truncated,
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// An RGB picture of the game (for GIFs): `height * width * 3` bytes, row-major,
+/// interleaved R, G, B.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RgbFrame {
+    pub height: usize,
+    pub width: usize,
+    pub pixels: Vec<u8>,
+}
+
+/// One environment: a game, or a wrapper around another environment.
+///
+/// Contract: after construction, call [`Env::reset`] before the first [`Env::step`];
+/// after a step that ends the episode (`terminated || truncated`) call `reset` before
+/// stepping again. Every observation is written into the caller's [`ObsBuf`], which
+/// must match [`Env::observation_space`] in element type and length (or be
+/// [`ObsBuf::Skip`]). Actions must be in `0..num_actions()`; [`crate::VecEnv`] checks
+/// this before stepping.
+pub trait Env: Send {
+    fn observation_space(&self) -> ObsSpace;
+
+    /// Number of discrete actions.
+    fn num_actions(&self) -> usize;
+
+    /// Starts a new episode. `Some(seed)` reseeds every random stream of the chain
+    /// (the game's and the wrappers'), `None` continues them.
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>);
+
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step;
+
+    /// Lives left in the game (0 for games without lives).
+    fn lives(&self) -> u32 {
+        0
+    }
+
+    /// The current game screen in RGB, if this game can draw itself.
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        None
+    }
+
+    /// Calls `visit` on every running normaliser of this chain, innermost first. Games
+    /// have none; wrappers forward to the environment they wrap, then add their own.
+    fn visit_normalizers(&mut self, _visit: &mut dyn FnMut(&mut Normalizer)) {}
+}
+
+impl Env for Box<dyn Env> {
+    fn observation_space(&self) -> ObsSpace {
+        (**self).observation_space()
+    }
+    fn num_actions(&self) -> usize {
+        (**self).num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        (**self).reset(seed, obs)
+    }
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        (**self).step(action, obs)
+    }
+    fn lives(&self) -> u32 {
+        (**self).lives()
+    }
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        (**self).render_rgb()
+    }
+    fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
+        (**self).visit_normalizers(visit)
+    }
+}

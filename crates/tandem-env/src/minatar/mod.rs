@@ -1,0 +1,9 @@
+//! MinAtar games (Young and Tian, 2019), reproducing the `minatar` Python package
+//! step for step, its numpy `RandomState` stream included.
+
+mod breakout;
+
+pub use breakout::Breakout;
+
+/// Size of the square MinAtar playfield.
+pub const GRID: usize = 10;

@@ -1,0 +1,270 @@
+//! Observation spaces (shape, element type, image layout) and the buffer an
+//! environment writes its observation into.
+
+use std::fmt;
+
+/// Element type of an observation inside a wrapper chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// Raw pixels 0..=255 (game frames and image wrappers working on them).
+    U8,
+    F32,
+}
+
+/// Memory order of an image observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Height, width, channel (interleaved pixels, as ALE and OpenCV produce).
+    Hwc,
+    /// Channel, height, width (planar, as libtorch convolutions consume).
+    Chw,
+}
+
+/// Shape of an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObsShape {
+    /// A flat vector of `len` values.
+    Vector { len: usize },
+    /// An image; `layout` says how it is stored.
+    Image {
+        height: usize,
+        width: usize,
+        channels: usize,
+        layout: Layout,
+    },
+}
+
+/// What an environment (or a wrapper chain) writes on every reset and step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObsSpace {
+    pub shape: ObsShape,
+    pub dtype: Dtype,
+}
+
+impl ObsSpace {
+    pub fn vector(len: usize, dtype: Dtype) -> Self {
+        ObsSpace {
+            shape: ObsShape::Vector { len },
+            dtype,
+        }
+    }
+
+    pub fn image(
+        height: usize,
+        width: usize,
+        channels: usize,
+        layout: Layout,
+        dtype: Dtype,
+    ) -> Self {
+        ObsSpace {
+            shape: ObsShape::Image {
+                height,
+                width,
+                channels,
+                layout,
+            },
+            dtype,
+        }
+    }
+
+    /// Number of values in one observation.
+    pub fn len(&self) -> usize {
+        match self.shape {
+            ObsShape::Vector { len } => len,
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                ..
+            } => height * width * channels,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The shape a network receives from [`crate::VecEnv`] for this space: `[len]` for
+    /// vectors, `[C, H, W]` for images.
+    pub fn network_shape(&self) -> Vec<usize> {
+        match self.shape {
+            ObsShape::Vector { len } => vec![len],
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                ..
+            } => vec![channels, height, width],
+        }
+    }
+
+    /// True for single-channel images, whose HWC and CHW layouts coincide.
+    pub(crate) fn is_single_channel_image(&self) -> bool {
+        matches!(self.shape, ObsShape::Image { channels: 1, .. })
+    }
+}
+
+impl fmt::Display for ObsSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dtype = match self.dtype {
+            Dtype::U8 => "u8",
+            Dtype::F32 => "f32",
+        };
+        match self.shape {
+            ObsShape::Vector { len } => write!(f, "vector of {len} {dtype}"),
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                layout: Layout::Hwc,
+            } => {
+                write!(
+                    f,
+                    "{dtype} image {height}x{width}x{channels} (height x width x channels)"
+                )
+            }
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                layout: Layout::Chw,
+            } => {
+                write!(
+                    f,
+                    "{dtype} image {channels}x{height}x{width} (channels x height x width)"
+                )
+            }
+        }
+    }
+}
+
+/// Where an environment writes an observation. Its variant must match the
+/// environment's [`ObsSpace::dtype`] and its length [`ObsSpace::len`];
+/// [`ObsBuf::Skip`] tells the environment the caller will not look at this
+/// observation (e.g. the skipped frames of frame-skip), so it may avoid producing it.
+#[derive(Debug)]
+pub enum ObsBuf<'a> {
+    U8(&'a mut [u8]),
+    F32(&'a mut [f32]),
+    Skip,
+}
+
+impl ObsBuf<'_> {
+    /// A shorter-lived copy of this buffer handle, for passing it down a wrapper chain.
+    pub fn reborrow(&mut self) -> ObsBuf<'_> {
+        match self {
+            ObsBuf::U8(b) => ObsBuf::U8(b),
+            ObsBuf::F32(b) => ObsBuf::F32(b),
+            ObsBuf::Skip => ObsBuf::Skip,
+        }
+    }
+
+    /// The sub-buffer `start..end` (a skip stays a skip).
+    pub fn slice(&mut self, start: usize, end: usize) -> ObsBuf<'_> {
+        match self {
+            ObsBuf::U8(b) => ObsBuf::U8(&mut b[start..end]),
+            ObsBuf::F32(b) => ObsBuf::F32(&mut b[start..end]),
+            ObsBuf::Skip => ObsBuf::Skip,
+        }
+    }
+
+    pub fn is_skip(&self) -> bool {
+        matches!(self, ObsBuf::Skip)
+    }
+
+    /// Writes the given values, converting to the buffer's element type (u8 buffers
+    /// saturate-round; intended for values already in 0..=255).
+    pub fn write_f32(&mut self, values: &[f32]) {
+        match self {
+            ObsBuf::F32(b) => b.copy_from_slice(values),
+            ObsBuf::U8(b) => {
+                for (d, &v) in b.iter_mut().zip(values) {
+                    *d = v.round().clamp(0.0, 255.0) as u8;
+                }
+            }
+            ObsBuf::Skip => {}
+        }
+    }
+
+    /// Writes the given pixels, converting to the buffer's element type.
+    pub fn write_u8(&mut self, values: &[u8]) {
+        match self {
+            ObsBuf::U8(b) => b.copy_from_slice(values),
+            ObsBuf::F32(b) => {
+                for (d, &v) in b.iter_mut().zip(values) {
+                    *d = f32::from(v);
+                }
+            }
+            ObsBuf::Skip => {}
+        }
+    }
+}
+
+/// An owned observation of one space, used by wrappers that keep frames.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObsStore {
+    U8(Vec<u8>),
+    F32(Vec<f32>),
+}
+
+impl ObsStore {
+    pub fn zeros(space: &ObsSpace) -> Self {
+        match space.dtype {
+            Dtype::U8 => ObsStore::U8(vec![0; space.len()]),
+            Dtype::F32 => ObsStore::F32(vec![0.0; space.len()]),
+        }
+    }
+
+    pub fn buf(&mut self) -> ObsBuf<'_> {
+        match self {
+            ObsStore::U8(v) => ObsBuf::U8(v),
+            ObsStore::F32(v) => ObsBuf::F32(v),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            ObsStore::U8(v) => v.len(),
+            ObsStore::F32(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies this observation into `out` (converting element types if needed).
+    pub fn write_to(&self, out: &mut ObsBuf<'_>) {
+        match self {
+            ObsStore::U8(v) => out.write_u8(v),
+            ObsStore::F32(v) => out.write_f32(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_and_network_shapes() {
+        let atari = ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8);
+        assert_eq!(atari.len(), 210 * 160 * 3);
+        assert_eq!(atari.network_shape(), vec![3, 210, 160]);
+        assert_eq!(ObsSpace::vector(4, Dtype::F32).network_shape(), vec![4]);
+        assert_eq!(
+            atari.to_string(),
+            "u8 image 210x160x3 (height x width x channels)"
+        );
+    }
+
+    #[test]
+    fn buffer_conversions_round_and_saturate() {
+        let mut bytes = [0u8; 3];
+        ObsBuf::U8(&mut bytes).write_f32(&[1.6, -3.0, 300.0]);
+        assert_eq!(bytes, [2, 0, 255]);
+        let mut floats = [0f32; 2];
+        ObsBuf::F32(&mut floats).write_u8(&[7, 255]);
+        assert_eq!(floats, [7.0, 255.0]);
+    }
+}

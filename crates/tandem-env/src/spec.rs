@@ -1,0 +1,285 @@
+//! Declarative environment specs: which game, which wrappers in which order, and
+//! [`make_env`], which builds the chain and reports wrappers that do not fit.
+
+use crate::EnvError;
+use crate::cartpole::CartPole;
+use crate::env::Env;
+use crate::minatar::Breakout;
+use crate::rng::derive_seed;
+use crate::space::{Dtype, Layout, ObsSpace};
+use crate::wrappers;
+
+/// The game at the bottom of a wrapper chain.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GameSpec {
+    /// CartPole-v1: 4 f32 values, 2 actions, truncated at 500 steps.
+    CartPole,
+    /// MinAtar Breakout: f32 image 4x10x10 (channels paddle, ball, trail, brick),
+    /// exact to the `minatar` package. `full_action_set` exposes minatar's 6 actions
+    /// (n, l, u, r, d, f); otherwise the minimal set (n, l, r).
+    MinAtarBreakout {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
+    /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
+    /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
+    Atari {
+        rom: String,
+        repeat_action_probability: f32,
+        full_action_space: bool,
+    },
+}
+
+/// Game names accepted by [`GameSpec::from_name`] (Atari games are `atari-<rom>`).
+pub const GAME_NAMES: &[&str] = &["cartpole", "minatar-breakout", "atari-breakout"];
+
+impl GameSpec {
+    /// The game called `name`, with its default options: MinAtar sticky actions 0.1 and
+    /// the minimal action set; Atari sticky actions 0.25 (ALE's v5 default, set
+    /// explicitly) and the minimal action set.
+    pub fn from_name(name: &str) -> Result<Self, EnvError> {
+        match name {
+            "cartpole" => Ok(GameSpec::CartPole),
+            "minatar-breakout" => Ok(GameSpec::MinAtarBreakout {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            _ => match name.strip_prefix("atari-") {
+                Some(rom)
+                    if !rom.is_empty()
+                        && rom
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') =>
+                {
+                    Ok(GameSpec::Atari {
+                        rom: rom.to_string(),
+                        repeat_action_probability: 0.25,
+                        full_action_space: false,
+                    })
+                }
+                _ => Err(EnvError::UnknownGame {
+                    name: name.to_string(),
+                    known: GAME_NAMES.join(", ") + ", atari-<rom>",
+                }),
+            },
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            GameSpec::CartPole => "cartpole".into(),
+            GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
+            GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
+        }
+    }
+
+    /// The observation the game produces, known without building it.
+    pub fn observation_space(&self) -> ObsSpace {
+        match self {
+            GameSpec::CartPole => ObsSpace::vector(4, Dtype::F32),
+            GameSpec::MinAtarBreakout { .. } => ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32),
+            GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
+        }
+    }
+
+    /// The number of actions, when known without building the game (ALE's minimal
+    /// action sets need the ROM).
+    pub fn num_actions(&self) -> Option<usize> {
+        match self {
+            GameSpec::CartPole => Some(2),
+            GameSpec::MinAtarBreakout {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 3 }),
+            GameSpec::Atari {
+                full_action_space: true,
+                ..
+            } => Some(18),
+            GameSpec::Atari { .. } => None,
+        }
+    }
+
+    fn validate(&self) -> Result<(), EnvError> {
+        let bad = |reason: String| {
+            Err(EnvError::InvalidGameParameter {
+                game: self.name(),
+                reason,
+            })
+        };
+        match self {
+            GameSpec::MinAtarBreakout {
+                sticky_action_prob: p,
+                ..
+            } if !(0.0..=1.0).contains(p) => {
+                bad(format!("sticky action probability {p} is outside [0, 1]"))
+            }
+            GameSpec::Atari {
+                repeat_action_probability: p,
+                ..
+            } if !(0.0..=1.0).contains(p) => {
+                bad(format!("repeat action probability {p} is outside [0, 1]"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One wrapper; a chain applies them in list order, the first wrapping the game.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WrapperSpec {
+    /// On reset, take between 1 and `max_noops` (uniform) no-op actions (action 0).
+    NoopReset { max_noops: u32 },
+    /// On reset, press FIRE (action 1) then action 2, as games that wait for FIRE need.
+    FireReset,
+    /// Repeat each action `skip` times, summing rewards; with `max_pool` the
+    /// observation is the element-wise max of the last two frames.
+    FrameSkip { skip: u32, max_pool: bool },
+    /// A lost life ends the agent's episode; reset then continues the same game.
+    EpisodicLife,
+    /// Shrink u8 images to `height` x `width` exactly as OpenCV's INTER_AREA does.
+    Resize { height: usize, width: usize },
+    /// u8 RGB to one luma channel exactly as OpenCV's RGB2GRAY does on u8.
+    Grayscale,
+    /// Rewards become their sign (-1, 0, 1).
+    ClipReward,
+    /// Observation = the last `frames` observations stacked on the channel axis
+    /// (oldest first), channels-first for images.
+    FrameStack { frames: u32 },
+    /// Truncate episodes after `max_steps` steps.
+    TimeLimit { max_steps: u64 },
+    /// With probability `prob` the previous action is repeated instead of the new one.
+    StickyActions { prob: f64 },
+    /// Observations become `(x - mean) / sqrt(var + epsilon)` from running statistics,
+    /// clipped to `[-clip, clip]`; the output is f32.
+    NormalizeObs { clip: f32, epsilon: f64 },
+    /// Rewards are divided by the running standard deviation of the discounted return
+    /// (discount `gamma`), clipped to `[-clip, clip]`.
+    NormalizeReward { gamma: f64, clip: f32, epsilon: f64 },
+}
+
+/// Wrapper names as they appear in configs, in the order of [`WrapperSpec`]'s variants.
+pub const WRAPPER_NAMES: &[&str] = &[
+    "noop-reset",
+    "fire-reset",
+    "frame-skip",
+    "episodic-life",
+    "resize",
+    "grayscale",
+    "clip-reward",
+    "frame-stack",
+    "time-limit",
+    "sticky-actions",
+    "normalize-obs",
+    "normalize-reward",
+];
+
+impl WrapperSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            WrapperSpec::NoopReset { .. } => "noop-reset",
+            WrapperSpec::FireReset => "fire-reset",
+            WrapperSpec::FrameSkip { .. } => "frame-skip",
+            WrapperSpec::EpisodicLife => "episodic-life",
+            WrapperSpec::Resize { .. } => "resize",
+            WrapperSpec::Grayscale => "grayscale",
+            WrapperSpec::ClipReward => "clip-reward",
+            WrapperSpec::FrameStack { .. } => "frame-stack",
+            WrapperSpec::TimeLimit { .. } => "time-limit",
+            WrapperSpec::StickyActions { .. } => "sticky-actions",
+            WrapperSpec::NormalizeObs { .. } => "normalize-obs",
+            WrapperSpec::NormalizeReward { .. } => "normalize-reward",
+        }
+    }
+}
+
+/// A game and its wrappers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvSpec {
+    pub game: GameSpec,
+    pub wrappers: Vec<WrapperSpec>,
+}
+
+impl EnvSpec {
+    pub fn new(game: GameSpec) -> Self {
+        EnvSpec {
+            game,
+            wrappers: Vec::new(),
+        }
+    }
+
+    pub fn with(mut self, wrapper: WrapperSpec) -> Self {
+        self.wrappers.push(wrapper);
+        self
+    }
+
+    /// The DeepMind Atari preprocessing on `game`: noop-reset 30, fire-reset,
+    /// frame-skip 4 with max-pool, episodic-life, grayscale, resize 84x84, clip-reward,
+    /// frame-stack 4.
+    pub fn deepmind_atari(game: GameSpec) -> Self {
+        EnvSpec {
+            game,
+            wrappers: vec![
+                WrapperSpec::NoopReset { max_noops: 30 },
+                WrapperSpec::FireReset,
+                WrapperSpec::FrameSkip {
+                    skip: 4,
+                    max_pool: true,
+                },
+                WrapperSpec::EpisodicLife,
+                WrapperSpec::Grayscale,
+                WrapperSpec::Resize {
+                    height: 84,
+                    width: 84,
+                },
+                WrapperSpec::ClipReward,
+                WrapperSpec::FrameStack { frames: 4 },
+            ],
+        }
+    }
+}
+
+/// The observation space at the end of the chain, checking every wrapper's fit and
+/// parameters without building the game (for config validation).
+pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
+    spec.game.validate()?;
+    let mut space = spec.game.observation_space();
+    let num_actions = spec.game.num_actions();
+    for (index, wrapper) in spec.wrappers.iter().enumerate() {
+        space = wrappers::output_space(wrapper, index, &space, num_actions)?;
+    }
+    Ok(space)
+}
+
+/// Builds the bare game, seeded with `seed`.
+pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
+    game.validate()?;
+    match game {
+        GameSpec::CartPole => Ok(Box::new(CartPole::new(seed))),
+        GameSpec::MinAtarBreakout {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(Breakout::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        #[cfg(feature = "atari")]
+        GameSpec::Atari { .. } => crate::atari::make_atari(game, seed),
+        #[cfg(not(feature = "atari"))]
+        GameSpec::Atari { .. } => Err(EnvError::FeatureDisabled {
+            game: game.name(),
+            feature: "atari",
+        }),
+    }
+}
+
+/// Builds the game and its wrappers; the game gets `seed`, wrapper `i` the sub-seed
+/// `derive_seed(seed, i + 1)`. Errors name the first wrapper that does not fit.
+pub fn make_env(spec: &EnvSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
+    // Check the whole chain first so a misfit is reported before an expensive game loads.
+    observation_space(spec)?;
+    let mut env = make_game(&spec.game, seed)?;
+    for (index, wrapper) in spec.wrappers.iter().enumerate() {
+        env = wrappers::wrap(wrapper, index, env, derive_seed(seed, index as u64 + 1))?;
+    }
+    Ok(env)
+}

@@ -1,0 +1,206 @@
+//! Wrappers over time: frame-skip (with max-pooling of the last two frames) and
+//! frame-stack.
+
+use super::forward_to_inner;
+use crate::env::{Env, Step};
+use crate::space::{Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
+
+/// Repeats each action `skip` times and sums the rewards.
+///
+/// Only the last two frames are requested from the wrapped environment (the others
+/// are stepped with [`ObsBuf::Skip`]). If the episode ends before the second-to-last
+/// frame, that frame was never captured and the observation is built from the frames
+/// kept from the previous step, as gymnasium's `AtariPreprocessing` does; such an
+/// observation only ever ends a terminated or truncated episode.
+pub struct FrameSkip {
+    inner: Box<dyn Env>,
+    skip: u32,
+    max_pool: bool,
+    /// Second-to-last and last frame of the latest step.
+    frames: [ObsStore; 2],
+}
+
+impl FrameSkip {
+    pub fn new(inner: Box<dyn Env>, skip: u32, max_pool: bool) -> Self {
+        let space = inner.observation_space();
+        FrameSkip {
+            inner,
+            skip,
+            max_pool: max_pool && skip > 1,
+            frames: [ObsStore::zeros(&space), ObsStore::zeros(&space)],
+        }
+    }
+
+    fn write_output(&self, obs: &mut ObsBuf<'_>) {
+        if !self.max_pool {
+            self.frames[1].write_to(obs);
+            return;
+        }
+        match (&self.frames[0], &self.frames[1], obs) {
+            (ObsStore::U8(a), ObsStore::U8(b), ObsBuf::U8(out)) => {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = x.max(y);
+                }
+            }
+            (ObsStore::F32(a), ObsStore::F32(b), ObsBuf::F32(out)) => {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = x.max(y);
+                }
+            }
+            (_, _, ObsBuf::Skip) => {}
+            _ => unreachable!("frame-skip buffers follow the wrapped observation space"),
+        }
+    }
+}
+
+impl Env for FrameSkip {
+    fn observation_space(&self) -> ObsSpace {
+        self.inner.observation_space()
+    }
+    fn num_actions(&self) -> usize {
+        self.inner.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
+        self.inner.reset(seed, self.frames[1].buf());
+        if let ObsStore::U8(v) = &mut self.frames[0] {
+            v.fill(0);
+        } else if let ObsStore::F32(v) = &mut self.frames[0] {
+            v.fill(f32::MIN);
+        }
+        self.frames[1].write_to(&mut obs);
+    }
+    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+        let mut total = Step::default();
+        let wanted = !obs.is_skip();
+        for t in 0..self.skip {
+            let remaining = self.skip - t;
+            let out = match remaining {
+                1 if wanted => self.frames[1].buf(),
+                2 if wanted && self.max_pool => self.frames[0].buf(),
+                _ => ObsBuf::Skip,
+            };
+            let step = self.inner.step(action, out);
+            total.reward += step.reward;
+            total.raw_reward += step.raw_reward;
+            total.terminated |= step.terminated;
+            total.truncated |= step.truncated;
+            total.game_over |= step.game_over;
+            if step.done() {
+                if remaining == 2 && wanted {
+                    // Only the frame just captured is current: pool it with itself.
+                    let [a, b] = &mut self.frames;
+                    b.clone_from(a);
+                }
+                break;
+            }
+        }
+        if wanted {
+            self.write_output(&mut obs);
+        }
+        total
+    }
+    forward_to_inner!(with_normalizers);
+}
+
+/// Stacks the last `k` observations on the channel axis, oldest first; images come out
+/// channels-first. After a reset all `k` slots hold the first observation.
+pub struct FrameStack {
+    inner: Box<dyn Env>,
+    output: ObsSpace,
+    /// The wrapped observation before reordering, when it is interleaved (HWC, C > 1).
+    incoming: Option<ObsStore>,
+    ring: Vec<ObsStore>,
+    /// Slot the next frame goes to (= the oldest frame).
+    head: usize,
+    /// (height * width, channels) for the HWC to CHW reorder.
+    plane: (usize, usize),
+}
+
+impl FrameStack {
+    pub fn new(inner: Box<dyn Env>, k: usize, output: ObsSpace) -> Self {
+        let input = inner.observation_space();
+        let (incoming, plane) = match input.shape {
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                layout: Layout::Hwc,
+            } if channels > 1 => (Some(ObsStore::zeros(&input)), (height * width, channels)),
+            _ => (None, (0, 0)),
+        };
+        let ring = (0..k).map(|_| ObsStore::zeros(&input)).collect();
+        FrameStack {
+            inner,
+            output,
+            incoming,
+            ring,
+            head: 0,
+            plane,
+        }
+    }
+
+    /// Fetches the wrapped observation into the ring slot `head` (reordered to CHW).
+    fn capture(&mut self, fill: impl FnOnce(&mut Box<dyn Env>, ObsBuf<'_>) -> Step) -> Step {
+        let slot = &mut self.ring[self.head];
+        match &mut self.incoming {
+            None => fill(&mut self.inner, slot.buf()),
+            Some(incoming) => {
+                let step = fill(&mut self.inner, incoming.buf());
+                let (plane, channels) = self.plane;
+                match (incoming, slot) {
+                    (ObsStore::U8(src), ObsStore::U8(dst)) => hwc_to_chw(src, dst, plane, channels),
+                    (ObsStore::F32(src), ObsStore::F32(dst)) => {
+                        hwc_to_chw(src, dst, plane, channels)
+                    }
+                    _ => unreachable!("frame-stack buffers follow the wrapped observation space"),
+                }
+                step
+            }
+        }
+    }
+
+    fn write_output(&self, obs: &mut ObsBuf<'_>) {
+        let k = self.ring.len();
+        let frame = self.output.len() / k;
+        for i in 0..k {
+            let slot = &self.ring[(self.head + i) % k];
+            slot.write_to(&mut obs.slice(i * frame, (i + 1) * frame));
+        }
+    }
+}
+
+fn hwc_to_chw<T: Copy>(src: &[T], dst: &mut [T], plane: usize, channels: usize) {
+    for (p, px) in src.chunks_exact(channels).enumerate() {
+        for (c, &v) in px.iter().enumerate() {
+            dst[c * plane + p] = v;
+        }
+    }
+}
+
+impl Env for FrameStack {
+    fn observation_space(&self) -> ObsSpace {
+        self.output
+    }
+    fn num_actions(&self) -> usize {
+        self.inner.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
+        self.head = 0;
+        self.capture(|env, buf| {
+            env.reset(seed, buf);
+            Step::default()
+        });
+        let (first, rest) = self.ring.split_at_mut(1);
+        for slot in rest {
+            slot.clone_from(&first[0]);
+        }
+        self.write_output(&mut obs);
+    }
+    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+        let step = self.capture(|env, buf| env.step(action, buf));
+        self.head = (self.head + 1) % self.ring.len();
+        self.write_output(&mut obs);
+        step
+    }
+    forward_to_inner!(with_normalizers);
+}

@@ -1,0 +1,246 @@
+//! The wrappers named by [`WrapperSpec`]: how each changes the observation space
+//! ([`output_space`], also used for validation) and how each is built ([`wrap`]).
+
+mod episode;
+mod frames;
+pub mod image;
+mod normalize;
+
+pub use episode::{EpisodicLife, FireReset, NoopReset, StickyActions, TimeLimit};
+pub use frames::{FrameSkip, FrameStack};
+pub use image::{Grayscale, Resize};
+pub use normalize::{ClipReward, NormalizeObs, NormalizeReward};
+
+use crate::EnvError;
+use crate::env::Env;
+use crate::space::{Dtype, Layout, ObsShape, ObsSpace};
+use crate::spec::WrapperSpec;
+
+/// Forwards the trait methods a wrapper does not change to the wrapped `inner`.
+macro_rules! forward_to_inner {
+    () => {
+        fn lives(&self) -> u32 {
+            self.inner.lives()
+        }
+        fn render_rgb(&self) -> Option<$crate::env::RgbFrame> {
+            self.inner.render_rgb()
+        }
+    };
+    (with_normalizers) => {
+        forward_to_inner!();
+        fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut $crate::norm::Normalizer)) {
+            self.inner.visit_normalizers(visit)
+        }
+    };
+}
+pub(crate) use forward_to_inner;
+
+fn mismatch(
+    wrapper: &WrapperSpec,
+    index: usize,
+    input: &ObsSpace,
+    reason: impl Into<String>,
+) -> EnvError {
+    EnvError::WrapperMismatch {
+        index,
+        wrapper: wrapper.name(),
+        input: input.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn bad_parameter(wrapper: &WrapperSpec, index: usize, reason: impl Into<String>) -> EnvError {
+    EnvError::InvalidWrapperParameter {
+        index,
+        wrapper: wrapper.name(),
+        reason: reason.into(),
+    }
+}
+
+/// The observation space `wrapper` (at position `index`) produces from `input`, or
+/// why it cannot take `input`. `num_actions` is the game's action count when known.
+pub fn output_space(
+    wrapper: &WrapperSpec,
+    index: usize,
+    input: &ObsSpace,
+    num_actions: Option<usize>,
+) -> Result<ObsSpace, EnvError> {
+    let param = |ok: bool, reason: String| {
+        if ok {
+            Ok(())
+        } else {
+            Err(bad_parameter(wrapper, index, reason))
+        }
+    };
+    match *wrapper {
+        WrapperSpec::NoopReset { max_noops } => {
+            param(
+                max_noops >= 1,
+                format!("max noops must be at least 1, got {max_noops}"),
+            )?;
+            Ok(*input)
+        }
+        WrapperSpec::FireReset => {
+            if let Some(n) = num_actions.filter(|&n| n < 3) {
+                return Err(mismatch(
+                    wrapper,
+                    index,
+                    input,
+                    format!("needs at least 3 actions (FIRE is action 1), the game has {n}"),
+                ));
+            }
+            Ok(*input)
+        }
+        WrapperSpec::FrameSkip { skip, .. } => {
+            param(skip >= 1, format!("skip must be at least 1, got {skip}"))?;
+            Ok(*input)
+        }
+        WrapperSpec::EpisodicLife | WrapperSpec::ClipReward => Ok(*input),
+        WrapperSpec::TimeLimit { max_steps } => {
+            param(
+                max_steps >= 1,
+                format!("max steps must be at least 1, got {max_steps}"),
+            )?;
+            Ok(*input)
+        }
+        WrapperSpec::StickyActions { prob } => {
+            param(
+                (0.0..=1.0).contains(&prob),
+                format!("probability {prob} is outside [0, 1]"),
+            )?;
+            Ok(*input)
+        }
+        WrapperSpec::Grayscale => match input.shape {
+            ObsShape::Image {
+                height,
+                width,
+                channels: 3,
+                layout: Layout::Hwc,
+            } if input.dtype == Dtype::U8 => {
+                Ok(ObsSpace::image(height, width, 1, Layout::Chw, Dtype::U8))
+            }
+            _ => Err(mismatch(
+                wrapper,
+                index,
+                input,
+                "needs a u8 RGB image (height x width x 3)",
+            )),
+        },
+        WrapperSpec::Resize { height, width } => {
+            param(
+                height >= 1 && width >= 1,
+                format!("target size {height}x{width} must be at least 1x1"),
+            )?;
+            match input.shape {
+                ObsShape::Image {
+                    height: h,
+                    width: w,
+                    channels,
+                    layout,
+                } if input.dtype == Dtype::U8 && (layout == Layout::Hwc || channels == 1) => {
+                    if height > h || width > w {
+                        return Err(mismatch(
+                            wrapper,
+                            index,
+                            input,
+                            format!(
+                                "resize only shrinks (INTER_AREA); {height}x{width} is larger than {h}x{w}"
+                            ),
+                        ));
+                    }
+                    Ok(ObsSpace::image(height, width, channels, layout, Dtype::U8))
+                }
+                _ => Err(mismatch(
+                    wrapper,
+                    index,
+                    input,
+                    "needs a u8 image in height x width x channels order (put resize before frame-stack and normalize-obs)",
+                )),
+            }
+        }
+        WrapperSpec::FrameStack { frames } => {
+            param(
+                frames >= 1,
+                format!("frames must be at least 1, got {frames}"),
+            )?;
+            let k = frames as usize;
+            Ok(match input.shape {
+                ObsShape::Vector { len } => ObsSpace::vector(len * k, input.dtype),
+                ObsShape::Image {
+                    height,
+                    width,
+                    channels,
+                    ..
+                } => ObsSpace::image(height, width, channels * k, Layout::Chw, input.dtype),
+            })
+        }
+        WrapperSpec::NormalizeObs { clip, epsilon } => {
+            param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
+            param(
+                epsilon > 0.0,
+                format!("epsilon must be positive, got {epsilon}"),
+            )?;
+            Ok(ObsSpace {
+                shape: input.shape,
+                dtype: Dtype::F32,
+            })
+        }
+        WrapperSpec::NormalizeReward {
+            gamma,
+            clip,
+            epsilon,
+        } => {
+            param(
+                gamma > 0.0 && gamma <= 1.0,
+                format!("gamma {gamma} is outside (0, 1]"),
+            )?;
+            param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
+            param(
+                epsilon > 0.0,
+                format!("epsilon must be positive, got {epsilon}"),
+            )?;
+            Ok(*input)
+        }
+    }
+}
+
+/// Wraps `inner` in `wrapper` (at position `index` of the chain); `seed` seeds the
+/// wrapper's own random stream, if it has one.
+pub fn wrap(
+    wrapper: &WrapperSpec,
+    index: usize,
+    inner: Box<dyn Env>,
+    seed: u64,
+) -> Result<Box<dyn Env>, EnvError> {
+    let input = inner.observation_space();
+    let output = output_space(wrapper, index, &input, Some(inner.num_actions()))?;
+    let stream = index as u64 + 1;
+    Ok(match *wrapper {
+        WrapperSpec::NoopReset { max_noops } => {
+            Box::new(NoopReset::new(inner, max_noops, seed, stream))
+        }
+        WrapperSpec::FireReset => Box::new(FireReset::new(inner)),
+        WrapperSpec::FrameSkip { skip, max_pool } => {
+            Box::new(FrameSkip::new(inner, skip, max_pool))
+        }
+        WrapperSpec::EpisodicLife => Box::new(EpisodicLife::new(inner)),
+        WrapperSpec::Resize { height, width } => Box::new(Resize::new(inner, height, width)),
+        WrapperSpec::Grayscale => Box::new(Grayscale::new(inner)),
+        WrapperSpec::ClipReward => Box::new(ClipReward::new(inner)),
+        WrapperSpec::FrameStack { frames } => {
+            Box::new(FrameStack::new(inner, frames as usize, output))
+        }
+        WrapperSpec::TimeLimit { max_steps } => Box::new(TimeLimit::new(inner, max_steps)),
+        WrapperSpec::StickyActions { prob } => {
+            Box::new(StickyActions::new(inner, prob, seed, stream))
+        }
+        WrapperSpec::NormalizeObs { clip, epsilon } => {
+            Box::new(NormalizeObs::new(inner, clip, epsilon))
+        }
+        WrapperSpec::NormalizeReward {
+            gamma,
+            clip,
+            epsilon,
+        } => Box::new(NormalizeReward::new(inner, gamma, clip, epsilon)),
+    })
+}

@@ -1,0 +1,170 @@
+//! Reward and observation scaling wrappers: clip-reward, normalize-obs,
+//! normalize-reward.
+
+use super::forward_to_inner;
+use crate::env::{Env, Step};
+use crate::norm::{NormKind, Normalizer};
+use crate::space::{Dtype, ObsBuf, ObsSpace, ObsStore};
+
+/// Replaces each reward by its sign.
+pub struct ClipReward {
+    inner: Box<dyn Env>,
+}
+
+impl ClipReward {
+    pub fn new(inner: Box<dyn Env>) -> Self {
+        ClipReward { inner }
+    }
+}
+
+impl Env for ClipReward {
+    fn observation_space(&self) -> ObsSpace {
+        self.inner.observation_space()
+    }
+    fn num_actions(&self) -> usize {
+        self.inner.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        let mut step = self.inner.step(action, obs);
+        step.reward = if step.reward > 0.0 {
+            1.0
+        } else if step.reward < 0.0 {
+            -1.0
+        } else {
+            0.0
+        };
+        step
+    }
+    forward_to_inner!(with_normalizers);
+}
+
+/// Normalises observations with running statistics (f32 output).
+pub struct NormalizeObs {
+    inner: Box<dyn Env>,
+    input: ObsStore,
+    values: Vec<f32>,
+    normalizer: Normalizer,
+    clip: f32,
+    output: ObsSpace,
+}
+
+impl NormalizeObs {
+    pub fn new(inner: Box<dyn Env>, clip: f32, epsilon: f64) -> Self {
+        let input = inner.observation_space();
+        NormalizeObs {
+            inner,
+            input: ObsStore::zeros(&input),
+            values: vec![0.0; input.len()],
+            normalizer: Normalizer::new(NormKind::Observation, input.len(), epsilon),
+            clip,
+            output: ObsSpace {
+                shape: input.shape,
+                dtype: Dtype::F32,
+            },
+        }
+    }
+
+    fn process(&mut self, obs: &mut ObsBuf<'_>) {
+        let ObsBuf::F32(out) = obs else { return };
+        match &self.input {
+            ObsStore::U8(v) => self
+                .values
+                .iter_mut()
+                .zip(v)
+                .for_each(|(d, &s)| *d = f32::from(s)),
+            ObsStore::F32(v) => self.values.copy_from_slice(v),
+        }
+        self.normalizer
+            .observe(self.values.iter().map(|&v| f64::from(v)));
+        out.copy_from_slice(&self.values);
+        self.normalizer.normalize(out, self.clip);
+    }
+}
+
+impl Env for NormalizeObs {
+    fn observation_space(&self) -> ObsSpace {
+        self.output
+    }
+    fn num_actions(&self) -> usize {
+        self.inner.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
+        let wanted = !obs.is_skip();
+        self.inner.reset(
+            seed,
+            if wanted {
+                self.input.buf()
+            } else {
+                ObsBuf::Skip
+            },
+        );
+        self.process(&mut obs);
+    }
+    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+        let wanted = !obs.is_skip();
+        let step = self.inner.step(
+            action,
+            if wanted {
+                self.input.buf()
+            } else {
+                ObsBuf::Skip
+            },
+        );
+        self.process(&mut obs);
+        step
+    }
+    fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
+        self.inner.visit_normalizers(visit);
+        visit(&mut self.normalizer);
+    }
+    forward_to_inner!();
+}
+
+/// Divides rewards by the running standard deviation of the discounted return.
+pub struct NormalizeReward {
+    inner: Box<dyn Env>,
+    gamma: f64,
+    clip: f32,
+    discounted_return: f64,
+    normalizer: Normalizer,
+}
+
+impl NormalizeReward {
+    pub fn new(inner: Box<dyn Env>, gamma: f64, clip: f32, epsilon: f64) -> Self {
+        NormalizeReward {
+            inner,
+            gamma,
+            clip,
+            discounted_return: 0.0,
+            normalizer: Normalizer::new(NormKind::Reward, 1, epsilon),
+        }
+    }
+}
+
+impl Env for NormalizeReward {
+    fn observation_space(&self) -> ObsSpace {
+        self.inner.observation_space()
+    }
+    fn num_actions(&self) -> usize {
+        self.inner.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        self.discounted_return = 0.0;
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        let mut step = self.inner.step(action, obs);
+        self.discounted_return = self.discounted_return * self.gamma + f64::from(step.reward);
+        self.normalizer.observe([self.discounted_return]);
+        step.reward = self.normalizer.scale(step.reward, self.clip);
+        step
+    }
+    fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
+        self.inner.visit_normalizers(visit);
+        visit(&mut self.normalizer);
+    }
+    forward_to_inner!();
+}

@@ -1,0 +1,187 @@
+//! VecEnv behaviour: thread-count independence, automatic reset, final observations,
+//! episode statistics and action checking.
+
+use tandem_env::{EnvError, EnvSpec, GameSpec, VecEnv, WrapperSpec, env_seeds};
+
+/// A fixed, state-dependent action sequence so runs differ if observations differ.
+fn policy(obs: &[f32], obs_len: usize, t: usize, num_actions: usize) -> Vec<i64> {
+    obs.chunks(obs_len)
+        .enumerate()
+        .map(|(i, row)| {
+            let s: f32 = row
+                .iter()
+                .enumerate()
+                .map(|(j, v)| v * (j % 7) as f32)
+                .sum();
+            ((s.abs() * 13.0) as usize + t + i) as i64 % num_actions as i64
+        })
+        .collect()
+}
+
+/// Runs `steps` batch steps and returns a digest of everything observable.
+fn run(
+    spec: &EnvSpec,
+    envs: usize,
+    threads: usize,
+    steps: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
+    let mut venv = VecEnv::new(spec, &env_seeds(11, 1, 0, envs), threads).unwrap();
+    let mut obs_trace = Vec::new();
+    let mut rewards = Vec::new();
+    let mut dones = Vec::new();
+    let mut obs = venv.reset().to_vec();
+    for t in 0..steps {
+        let actions = policy(&obs, venv.obs_len(), t, venv.num_actions());
+        venv.step(&actions).unwrap();
+        obs = venv.obs().to_vec();
+        // Keep the trace small but sensitive: a checksum per step.
+        obs_trace.push(
+            obs.iter()
+                .enumerate()
+                .map(|(i, v)| v * (1 + i % 31) as f32)
+                .sum(),
+        );
+        rewards.extend_from_slice(venv.rewards());
+        dones.extend(
+            venv.terminated()
+                .iter()
+                .zip(venv.truncated())
+                .map(|(a, b)| *a || *b),
+        );
+    }
+    (obs_trace, rewards, dones, venv.drain_episodes())
+}
+
+#[test]
+fn same_seed_same_results_with_one_and_two_threads() {
+    let specs = [
+        EnvSpec::new(GameSpec::CartPole),
+        EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(GameSpec::CartPole)
+            .with(WrapperSpec::StickyActions { prob: 0.3 })
+            .with(WrapperSpec::NormalizeObs {
+                clip: 5.0,
+                epsilon: 1e-8,
+            })
+            .with(WrapperSpec::NormalizeReward {
+                gamma: 0.99,
+                clip: 10.0,
+                epsilon: 1e-8,
+            }),
+    ];
+    for spec in &specs {
+        let one = run(spec, 9, 1, 300);
+        let two = run(spec, 9, 2, 300);
+        assert!(
+            !one.3.is_empty(),
+            "some episodes should finish for {spec:?}"
+        );
+        assert_eq!(one, two, "1 and 2 threads differ for {spec:?}");
+    }
+}
+
+#[test]
+fn different_seeds_give_different_streams() {
+    let spec = EnvSpec::new(GameSpec::CartPole);
+    let mut a = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
+    let mut b = VecEnv::new(&spec, &env_seeds(1, 1, 0, 4), 1).unwrap();
+    assert_ne!(a.reset(), b.reset());
+    let first = a.obs()[..4].to_vec();
+    assert_ne!(
+        first,
+        a.obs()[4..8].to_vec(),
+        "environments of one rank must differ"
+    );
+}
+
+#[test]
+fn episode_end_resets_and_keeps_the_final_observation() {
+    let spec = EnvSpec::new(GameSpec::CartPole);
+    let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 2), 1).unwrap();
+    venv.reset();
+    // Always pushing right topples the pole within a few dozen steps.
+    let mut steps = 0;
+    loop {
+        let before = venv.obs().to_vec();
+        venv.step(&[1, 1]).unwrap();
+        steps += 1;
+        if venv.terminated()[0] {
+            let last = venv.final_obs_row(0);
+            // The final observation is past a threshold; the new first one is near zero.
+            assert!(last[0].abs() > 2.4 || last[2].abs() > 0.2094, "{last:?}");
+            assert!(venv.obs()[..4].iter().all(|v| v.abs() <= 0.05));
+            assert_ne!(&before[..4], last);
+            break;
+        }
+        assert!(steps < 200, "pole never fell");
+    }
+    let episodes = venv.drain_episodes();
+    let first = episodes.iter().find(|e| e.env_index == 0).unwrap();
+    assert_eq!(first.length, steps);
+    assert_eq!(first.episode_return, steps as f64);
+    assert_eq!(first.raw_score, steps as f64);
+    assert!(
+        venv.drain_episodes().is_empty(),
+        "drained statistics are gone"
+    );
+}
+
+#[test]
+fn bad_actions_are_rejected_before_stepping() {
+    let spec = EnvSpec::new(GameSpec::CartPole);
+    let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 2), 2).unwrap();
+    let obs = venv.reset().to_vec();
+    assert_eq!(
+        venv.step(&[0]),
+        Err(EnvError::ActionCount {
+            expected: 2,
+            got: 1
+        })
+    );
+    assert_eq!(
+        venv.step(&[0, 2]),
+        Err(EnvError::InvalidAction {
+            env: 1,
+            action: 2,
+            num_actions: 2
+        })
+    );
+    assert_eq!(
+        venv.step(&[-1, 0]),
+        Err(EnvError::InvalidAction {
+            env: 0,
+            action: -1,
+            num_actions: 2
+        })
+    );
+    assert_eq!(venv.obs(), &obs[..], "a rejected step changes nothing");
+    assert!(VecEnv::new(&spec, &[], 1).is_err());
+    assert!(VecEnv::new(&spec, &[1], 0).is_err());
+}
+
+#[test]
+fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
+    let spec = EnvSpec::new(GameSpec::CartPole)
+        .with(WrapperSpec::NormalizeReward {
+            gamma: 0.9,
+            clip: 10.0,
+            epsilon: 1e-8,
+        })
+        .with(WrapperSpec::TimeLimit { max_steps: 5 });
+    let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 3), 2).unwrap();
+    venv.reset();
+    for _ in 0..5 {
+        venv.step(&[0, 1, 0]).unwrap();
+    }
+    assert_eq!(venv.truncated(), &[true, true, true]);
+    let episodes = venv.drain_episodes();
+    assert_eq!(episodes.len(), 3);
+    for e in &episodes {
+        assert_eq!((e.length, e.raw_score), (5, 5.0));
+        assert!(e.truncated);
+        assert!(
+            (e.episode_return - 5.0).abs() > 1e-3,
+            "normalised rewards differ from the raw ones"
+        );
+    }
+}
