@@ -476,7 +476,7 @@ impl Ale {
     }
 
     /// Writes the screen as height x width x RGB bytes, row-major.
-    pub fn screen_rgb(&mut self, rgb: &mut [u8]) -> Result<(), AleError> {
+    pub fn screen_rgb(&self, rgb: &mut [u8]) -> Result<(), AleError> {
         let expected = self.height * self.width * 3;
         if rgb.len() != expected {
             return Err(AleError::BufferSize {
@@ -491,7 +491,7 @@ impl Ale {
     }
 
     /// Writes the screen as height x width luma bytes (ALE's palette grayscale).
-    pub fn screen_grayscale(&mut self, gray: &mut [u8]) -> Result<(), AleError> {
+    pub fn screen_grayscale(&self, gray: &mut [u8]) -> Result<(), AleError> {
         let expected = self.height * self.width;
         if gray.len() != expected {
             return Err(AleError::BufferSize {
