@@ -27,9 +27,10 @@ pub const V5_MAX_FRAMES_PER_EPISODE: u32 = 108_000;
 pub enum AtariObservation {
     /// u8 RGB, 210 x 160 x 3 (height x width x channels).
     Rgb,
-    /// u8 luma from ALE's palette, 210 x 160 x 1 — what gymnasium's
-    /// `AtariPreprocessing` pools and resizes. Identical to the `grayscale`
-    /// wrapper on RGB for every colour Breakout shows.
+    /// u8 luma from ALE's palette, 210 x 160 x 1: what gymnasium's
+    /// `AtariPreprocessing` pools and resizes. For all 128 NTSC colours ALE's
+    /// luma equals OpenCV's RGB2GRAY, i.e. the `grayscale` wrapper on RGB; this
+    /// mode only saves the RGB detour.
     Grayscale,
 }
 
