@@ -182,12 +182,6 @@ fn raw_frames_per_second(steps: usize) -> f64 {
     frames as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Best of `rounds` runs: the machines this runs on are shared, and other
-/// load only ever slows a run down.
-fn best_of(rounds: usize, mut measure: impl FnMut() -> f64) -> f64 {
-    (0..rounds).map(|_| measure()).fold(0.0, f64::max)
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too, briefly.
     let quick = !std::env::args().any(|arg| arg == "--bench");
@@ -210,7 +204,8 @@ fn main() {
     let mut reference: Result<(f64, f64), String> = Ok((0.0, 0.0));
     let (mut raw, mut gym_like, mut deepmind_single) = (0.0f64, 0.0f64, 0.0f64);
     let mut vec_env = [0.0f64; 2];
-    // Interleaved rounds, so a burst of outside load hits every contestant alike.
+    // Best of interleaved rounds: the machines this runs on are shared, other load
+    // only ever slows a run down, and a burst of it then hits every contestant alike.
     for _ in 0..rounds {
         reference = match (reference, python_reference(steps)) {
             (Ok((frames, agent)), Ok((new_frames, new_agent))) => {
