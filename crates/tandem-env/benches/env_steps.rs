@@ -37,24 +37,59 @@ impl Actions {
     }
 }
 
+/// CPU seconds used by the calling thread (Linux; `None` elsewhere).
+fn thread_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(stat.split_whitespace().next()?.parse::<f64>().ok()? * 1e-9)
+}
+
+/// Throughput of one measurement.
+#[derive(Clone, Copy)]
+struct Rate {
+    /// Steps per wall-clock second.
+    wall: f64,
+    /// Steps per CPU-second of the calling thread (meaningful for 1-thread runs: it
+    /// discounts time the thread waited for a core on a busy machine).
+    cpu: Option<f64>,
+}
+
 /// Calls `batch` (which performs `per_call` environment steps) for about `seconds()`
-/// after a short warm-up; returns environment steps per second.
-fn rate(per_call: usize, mut batch: impl FnMut()) -> f64 {
+/// after a short warm-up.
+fn rate(per_call: usize, mut batch: impl FnMut()) -> Rate {
     let warm = Instant::now();
     while warm.elapsed() < Duration::from_millis(200) {
         batch();
     }
     let budget = Duration::from_secs_f64(seconds());
     let start = Instant::now();
+    let cpu_start = thread_cpu_seconds();
     let mut calls = 0u64;
     while start.elapsed() < budget {
         batch();
         calls += 1;
     }
-    (calls as f64 * per_call as f64) / start.elapsed().as_secs_f64()
+    let steps = calls as f64 * per_call as f64;
+    let cpu = match (cpu_start, thread_cpu_seconds()) {
+        (Some(a), Some(b)) if b > a => Some(steps / (b - a)),
+        _ => None,
+    };
+    Rate {
+        wall: steps / start.elapsed().as_secs_f64(),
+        cpu,
+    }
 }
 
-fn vec_env_rate(spec: &EnvSpec, num_envs: usize, threads: usize) -> f64 {
+fn show(label: &str, r: Rate, unit: &str) {
+    match r.cpu {
+        Some(cpu) => println!(
+            "{label:<62} {:>12.0} {unit}/s wall, {cpu:>12.0} per CPU-second",
+            r.wall
+        ),
+        None => println!("{label:<62} {:>12.0} {unit}/s wall", r.wall),
+    }
+}
+
+fn vec_env_rate(spec: &EnvSpec, num_envs: usize, threads: usize) -> Rate {
     let mut venv = VecEnv::new(spec, &env_seeds(0, 0, 0, num_envs), threads).unwrap();
     venv.reset();
     let mut actions = vec![0i64; num_envs];
@@ -89,7 +124,7 @@ impl Env for StaticFrames {
     fn step(&mut self, _action: usize, mut obs: ObsBuf<'_>) -> Step {
         self.frame += 1;
         obs.write_u8(&self.pixels);
-        Step::game(1.0, self.frame % 4000 == 0, false)
+        Step::game(1.0, self.frame.is_multiple_of(4000), false)
     }
 }
 
@@ -103,7 +138,7 @@ fn deepmind_on_static_frames() -> Box<dyn Env> {
     env
 }
 
-fn python_minatar_rate() -> Result<(f64, f64), String> {
+fn python_minatar_rate() -> Result<(Rate, Rate), String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let python = root.join(".deps/venv-parity/bin/python");
     if !python.exists() {
@@ -120,15 +155,15 @@ def run(with_state):
     env = Environment("breakout", sticky_action_prob=0.1)
     env.seed(0); env.reset()
     actions = np.random.RandomState(1).randint(6, size=1 << 16).tolist()
-    n = 0; start = time.perf_counter()
+    n = 0; start = time.perf_counter(); cpu = time.process_time()
     while time.perf_counter() - start < {secs}:
         for a in actions[:4096]:
             _, terminal = env.act(a)
             if with_state: env.state()
             if terminal: env.reset()
         n += 4096
-    return n / (time.perf_counter() - start)
-print(run(False), run(True))
+    return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
+print(*run(False), *run(True))
 "#,
         secs = seconds()
     );
@@ -145,7 +180,16 @@ print(run(False), run(True))
         .filter_map(|v| v.parse().ok())
         .collect();
     match values[..] {
-        [act, act_state] => Ok((act, act_state)),
+        [a, b, c, d] => Ok((
+            Rate {
+                wall: a,
+                cpu: Some(b),
+            },
+            Rate {
+                wall: c,
+                cpu: Some(d),
+            },
+        )),
         _ => Err(format!(
             "unexpected output from python: {text} {}",
             String::from_utf8_lossy(&out.stderr)
@@ -154,12 +198,17 @@ print(run(False), run(True))
 }
 
 fn main() {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "tandem-env benchmark, {} s per measurement, {} cores available",
+        "tandem-env benchmark: {} s per measurement, {} cores, load average {}",
         seconds(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
-    let mut native_breakout_one_thread = 0.0;
+    let mut native_breakout = None;
     let games = [
         ("cartpole", EnvSpec::new(GameSpec::CartPole)),
         (
@@ -173,11 +222,22 @@ fn main() {
         ),
     ];
     for (name, spec) in &games {
-        for threads in [1, 2] {
-            let r = vec_env_rate(spec, 256, threads);
-            println!("{name:<34} VecEnv 256 envs, {threads} thread(s): {r:>12.0} steps/s");
-            if *name == "minatar-breakout" && threads == 1 {
-                native_breakout_one_thread = r;
+        for num_envs in [64, 1024] {
+            for threads in [1, 2] {
+                let r = vec_env_rate(spec, num_envs, threads);
+                let r = if threads == 1 {
+                    r
+                } else {
+                    Rate { cpu: None, ..r }
+                };
+                show(
+                    &format!("{name}: VecEnv {num_envs} envs, {threads} thread(s)"),
+                    r,
+                    "steps",
+                );
+                if *name == "minatar-breakout" && threads == 1 && num_envs == 64 {
+                    native_breakout = Some(r);
+                }
             }
         }
     }
@@ -195,9 +255,10 @@ fn main() {
         }
         black_box(&obs);
     });
-    println!(
-        "{:<34} bare game, 1 thread:          {bare:>12.0} steps/s",
-        "minatar-breakout"
+    show(
+        "minatar-breakout: bare game with observations, 1 thread",
+        bare,
+        "steps",
     );
 
     let mut env = deepmind_on_static_frames();
@@ -211,27 +272,31 @@ fn main() {
         }
         black_box(&obs);
     });
-    println!(
-        "{:<34} 1 thread:                     {chain:>12.0} agent steps/s (wrappers only, 4 frames each)",
-        "deepmind chain on static frames"
+    show(
+        "deepmind wrappers alone (static 210x160 RGB frames), 1 thread",
+        chain,
+        "agent steps",
     );
 
     match python_minatar_rate() {
         Ok((act, act_state)) => {
+            show("minatar package (python), act only, 1 core", act, "steps");
+            show(
+                "minatar package (python), act + state(), 1 core",
+                act_state,
+                "steps",
+            );
+            let native = native_breakout.expect("measured above");
+            let per_cpu = |r: Rate| r.cpu.unwrap_or(r.wall);
             println!(
-                "{:<34} python, 1 core:               {act:>12.0} steps/s (act only)",
-                "minatar package breakout"
+                "native VecEnv (64 envs, 1 thread) / python, per CPU-second: {:.0}x vs act + state(), {:.0}x vs act only",
+                per_cpu(native) / per_cpu(act_state),
+                per_cpu(native) / per_cpu(act)
             );
             println!(
-                "{:<34} python, 1 core:               {act_state:>12.0} steps/s (act + state())",
-                "minatar package breakout"
-            );
-            println!(
-                "ratio native VecEnv 1 thread / python: {:.0}x (vs act + state()), {:.0}x (vs act only); bare game: {:.0}x / {:.0}x",
-                native_breakout_one_thread / act_state,
-                native_breakout_one_thread / act,
-                bare / act_state,
-                bare / act
+                "native bare game / python, per CPU-second:                   {:.0}x vs act + state(), {:.0}x vs act only",
+                per_cpu(bare) / per_cpu(act_state),
+                per_cpu(bare) / per_cpu(act)
             );
         }
         Err(why) => println!("python minatar reference skipped: {why}"),

@@ -4,6 +4,11 @@ use crate::norm::Normalizer;
 use crate::space::{ObsBuf, ObsSpace};
 
 /// What one step returned.
+// repr(C) with the flags apart: the optimiser would otherwise read `terminated` and
+// `truncated` as one 16-bit load from two separately written bytes, and that failed
+// store-to-load forwarding stalled VecEnv behind every observation store (measured:
+// about a third of a MinAtar step).
+#[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Step {
     /// The reward the agent sees (after clipping or normalisation wrappers).
@@ -11,11 +16,11 @@ pub struct Step {
     /// The episode ended by the environment's own rules (the agent's episode, which
     /// under episodic-life is a single life).
     pub terminated: bool,
-    /// The episode was cut short (time limit); the observation is still bootstrappable.
-    pub truncated: bool,
     /// The game's own reward for this step, summed over skipped frames, untouched by
     /// reward wrappers: what episode statistics report as the game score.
     pub raw_reward: f32,
+    /// The episode was cut short (time limit); the observation is still bootstrappable.
+    pub truncated: bool,
     /// The whole game is over, so the next `reset` starts a new game. Equal to
     /// `terminated || truncated` except under episodic-life, where losing a life
     /// terminates the agent's episode but not the game.

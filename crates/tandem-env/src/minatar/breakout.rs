@@ -29,6 +29,21 @@ const BOTTOM: i32 = GRID as i32 - 1;
 const BRICK_ROWS: std::ops::Range<usize> = 1..4;
 const FULL_ROW: u16 = (1 << GRID) - 1;
 
+/// The five cells of each 5-bit pattern (bit x = cell x) as observation values.
+const FIVE_CELLS: [[f32; 5]; 32] = {
+    let mut table = [[0.0; 5]; 32];
+    let mut bits = 0;
+    while bits < 32 {
+        let mut x = 0;
+        while x < 5 {
+            table[bits][x] = ((bits >> x) & 1) as f32;
+            x += 1;
+        }
+        bits += 1;
+    }
+    table
+};
+
 /// Actions of minatar's full set, by index: no-op, left, up, right, down, fire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Move {
@@ -186,16 +201,16 @@ impl Breakout {
         out[cell(PADDLE, self.paddle, BOTTOM)] = 1.0;
         out[cell(BALL, self.ball_x, self.ball_y)] = 1.0;
         out[cell(TRAIL, self.trail_x, self.trail_y)] = 1.0;
-        // Bricks only ever exist on their three rows.
+        // Bricks only ever exist on their three rows; each row's ten cells are written
+        // as two five-cell patterns from a table.
         for row in BRICK_ROWS {
-            let bits = self.bricks[row];
+            let bits = usize::from(self.bricks[row]);
             if bits == 0 {
                 continue;
             }
             let base = BRICK * GRID * GRID + row * GRID;
-            for (x, v) in out[base..base + GRID].iter_mut().enumerate() {
-                *v = f32::from((bits >> x) as u8 & 1);
-            }
+            out[base..base + 5].copy_from_slice(&FIVE_CELLS[bits & 31]);
+            out[base + 5..base + 10].copy_from_slice(&FIVE_CELLS[bits >> 5]);
         }
     }
 
