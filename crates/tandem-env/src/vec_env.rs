@@ -84,7 +84,12 @@ impl Slot {
         final_row: &mut [f32],
         emit: Emit,
     ) -> (f32, bool, bool) {
-        let step = self.env.step(action, Self::buf(&mut self.scratch, row));
+        let step = match &mut self.scratch {
+            // The row holds this environment's previous observation and nothing else
+            // writes it, so the environment may update it in place.
+            None => self.env.step_in_place(action, row),
+            Some(store) => self.env.step(action, store.buf()),
+        };
         emit_row(&self.scratch, row, emit);
         self.episode_return += f64::from(step.reward);
         self.raw_score += f64::from(step.raw_reward);
