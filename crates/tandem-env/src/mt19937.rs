@@ -83,6 +83,9 @@ impl RandomState {
         }
     }
 
+    // Runs once per 624 outputs; kept out of line so that `next_u32` inlines.
+    #[cold]
+    #[inline(never)]
     fn regenerate(&mut self) {
         let mt = &mut self.state;
         let twist = |current: u32, next: u32, far: u32| {
@@ -102,6 +105,7 @@ impl RandomState {
     }
 
     /// The next 32-bit output (tempered).
+    #[inline]
     pub fn next_u32(&mut self) -> u32 {
         if self.index >= N {
             self.regenerate();
@@ -116,6 +120,7 @@ impl RandomState {
     }
 
     /// `RandomState.rand()`: a double in [0, 1) from 53 bits of two outputs.
+    #[inline]
     pub fn rand(&mut self) -> f64 {
         let high = u64::from(self.next_u32() >> 5);
         let low = u64::from(self.next_u32() >> 6);

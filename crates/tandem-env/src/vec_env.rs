@@ -94,7 +94,6 @@ impl Slot {
         self.episode_return += f64::from(step.reward);
         self.raw_score += f64::from(step.raw_reward);
         self.length += 1;
-        self.finished = None;
         if step.done() {
             final_row.copy_from_slice(row);
             if step.game_over {
@@ -495,8 +494,12 @@ impl VecEnv {
                 })
             }
         }
-        self.episodes
-            .extend(self.slots.iter_mut().filter_map(|s| s.finished.take()));
+        // Only environments whose episode ended can have finished a game.
+        for (i, (te, tr)) in self.terminated.iter().zip(&self.truncated).enumerate() {
+            if *te || *tr {
+                self.episodes.extend(self.slots[i].finished.take());
+            }
+        }
         self.sync_normalizers_in_batch();
         Ok(())
     }
