@@ -84,12 +84,16 @@ impl Slot {
         final_row: &mut [f32],
         emit: Emit,
     ) -> (f32, bool, bool) {
-        let step = self.env.step(action, Self::buf(&mut self.scratch, row));
+        let step = match &mut self.scratch {
+            // The row holds this environment's previous observation and nothing else
+            // writes it, so the environment may update it in place.
+            None => self.env.step_in_place(action, row),
+            Some(store) => self.env.step(action, store.buf()),
+        };
         emit_row(&self.scratch, row, emit);
         self.episode_return += f64::from(step.reward);
         self.raw_score += f64::from(step.raw_reward);
         self.length += 1;
-        self.finished = None;
         if step.done() {
             final_row.copy_from_slice(row);
             if step.game_over {
@@ -490,8 +494,12 @@ impl VecEnv {
                 })
             }
         }
-        self.episodes
-            .extend(self.slots.iter_mut().filter_map(|s| s.finished.take()));
+        // Only environments whose episode ended can have finished a game.
+        for (i, (te, tr)) in self.terminated.iter().zip(&self.truncated).enumerate() {
+            if *te || *tr {
+                self.episodes.extend(self.slots[i].finished.take());
+            }
+        }
         self.sync_normalizers_in_batch();
         Ok(())
     }

@@ -1,0 +1,170 @@
+//! MinAtar Breakout parity: replays the committed traces of the `minatar` package
+//! (scripts/parity/minatar_traces.py) and requires every observation, reward and
+//! terminal flag to match.
+
+use std::io::Read;
+
+use flate2::read::GzDecoder;
+use tandem_env::minatar::Breakout;
+use tandem_env::mt19937::RandomState;
+use tandem_env::space::ObsBuf;
+use tandem_env::{Env, EnvSpec, GameSpec, make_env};
+
+const PACKED: usize = 50;
+const RECORD: usize = 4 + PACKED;
+
+struct Record {
+    is_step: bool,
+    action: u8,
+    reward: i8,
+    terminal: bool,
+    state: [bool; 400],
+}
+
+struct Trace {
+    seed_kind: u8,
+    seed: u64,
+    sticky: f64,
+    records: Vec<Record>,
+}
+
+fn load(name: &str) -> Trace {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let mut bytes = Vec::new();
+    GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .read_to_end(&mut bytes)
+        .unwrap();
+    assert_eq!(&bytes[..8], b"TMTRACE1", "{path}: not a trace");
+    let seed_kind = bytes[8];
+    let seed = u64::from_le_bytes(bytes[9..17].try_into().unwrap());
+    let sticky = f64::from_le_bytes(bytes[17..25].try_into().unwrap());
+    let count = u32::from_le_bytes(bytes[25..29].try_into().unwrap()) as usize;
+    let body = &bytes[29..];
+    assert_eq!(body.len(), count * RECORD, "{path}: truncated");
+    let mut packed = [0u8; PACKED];
+    let records = body
+        .chunks_exact(RECORD)
+        .map(|r| {
+            for (p, d) in packed.iter_mut().zip(&r[4..]) {
+                *p ^= d;
+            }
+            // numpy.packbits: most significant bit first.
+            let state = std::array::from_fn(|i| packed[i / 8] >> (7 - i % 8) & 1 == 1);
+            Record {
+                is_step: r[0] == 1,
+                action: r[1],
+                reward: r[2] as i8,
+                terminal: r[3] == 1,
+                state,
+            }
+        })
+        .collect();
+    Trace {
+        seed_kind,
+        seed,
+        sticky,
+        records,
+    }
+}
+
+fn check(name: &str, expect_steps: usize) {
+    let trace = load(name);
+    if trace.seed_kind == 1 {
+        assert!(
+            trace.seed > u64::from(u32::MAX),
+            "{name}: array-seeded traces use seeds beyond 32 bits"
+        );
+    }
+    // Breakout::new seeds like RandomState(seed) below 2^32 and RandomState([lo, hi]) above.
+    let mut game = Breakout::new(trace.seed, trace.sticky, true);
+    let mut steps = 0;
+    let mut resets = 0;
+    for (i, r) in trace.records.iter().enumerate() {
+        if r.is_step {
+            let (reward, terminal) = game.act_full(usize::from(r.action));
+            assert_eq!(
+                (reward, terminal),
+                (f32::from(r.reward), r.terminal),
+                "{name} record {i}: reward/terminal"
+            );
+            steps += 1;
+        } else {
+            if i > 0 {
+                game.reset_game();
+            }
+            resets += 1;
+        }
+        assert!(
+            game.state_hwc() == r.state,
+            "{name} record {i}: observation differs"
+        );
+    }
+    assert_eq!(steps, expect_steps, "{name}");
+    assert!(resets > 5, "{name}: traces must cover resets");
+}
+
+#[test]
+fn random_policy_seed_0() {
+    check("minatar_breakout_random_seed0.bin.gz", 30_000);
+}
+
+#[test]
+fn random_policy_64_bit_seed() {
+    check("minatar_breakout_random_seed64bit.bin.gz", 30_000);
+}
+
+#[test]
+fn ball_tracking_policy_seed_42() {
+    check("minatar_breakout_tracking_seed42.bin.gz", 40_000);
+}
+
+#[test]
+fn ball_tracking_policy_large_32_bit_seed() {
+    check("minatar_breakout_tracking_seed3141592653.bin.gz", 30_000);
+}
+
+/// The same trace through the `Env` interface built by `make_env`: the channels-first
+/// f32 observation is the trace's state reordered.
+#[test]
+fn env_interface_matches_the_trace() {
+    let trace = load("minatar_breakout_tracking_seed42.bin.gz");
+    let spec = EnvSpec::new(GameSpec::MinAtarBreakout {
+        sticky_action_prob: trace.sticky,
+        full_action_set: true,
+    });
+    let mut env = make_env(&spec, trace.seed).unwrap();
+    let mut obs = vec![0f32; 400];
+    for (i, r) in trace.records.iter().enumerate().take(5000) {
+        let seed = (i == 0).then_some(trace.seed);
+        if r.is_step {
+            let step = env.step(usize::from(r.action), ObsBuf::F32(&mut obs));
+            assert_eq!(
+                (step.reward, step.terminated),
+                (f32::from(r.reward), r.terminal),
+                "record {i}"
+            );
+        } else {
+            env.reset(seed, ObsBuf::F32(&mut obs));
+        }
+        for c in 0..4 {
+            for cell in 0..100 {
+                assert_eq!(
+                    obs[c * 100 + cell] == 1.0,
+                    r.state[cell * 4 + c],
+                    "record {i} channel {c} cell {cell}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn seeding_matches_numpy_randomstate_for_both_seed_forms() {
+    // The first draw of a game is its start side: RandomState(seed).randint(2).
+    let mut a = RandomState::from_u64(42);
+    let mut b = RandomState::from_u32(42);
+    assert_eq!(a.next_u32(), b.next_u32());
+    let mut c = RandomState::from_u64((1 << 40) + 12345);
+    let mut d = RandomState::from_key(&[12345, 256]);
+    assert_eq!(c.next_u32(), d.next_u32());
+}

@@ -1,0 +1,108 @@
+"""Writes MinAtar Breakout parity traces from the `minatar` PyPI package.
+
+Each trace plays one seeded game stream for a fixed number of steps with a fixed
+policy, resetting whenever a game ends, and records every reset and step. The Rust
+test `crates/tandem-env/tests/minatar_parity.rs` replays the same seeds and actions
+and must reproduce every observation, reward and terminal flag.
+
+File format (gzip-compressed, little-endian):
+  header: b"TMTRACE1", seed_kind u8 (0: RandomState(seed), 1: RandomState([lo, hi])),
+          seed u64, sticky_action_prob f64, record count u32
+  record: kind u8 (0 reset, 1 step), action u8, reward i8, terminal u8,
+          50 bytes: the 10x10x4 boolean state (minatar's height-width-channel order)
+          bit-packed with numpy.packbits, XORed with the previous record's packed state
+          (so that unchanged cells compress away).
+
+Run through scripts/parity/minatar_venv.sh, which makes the venv.
+"""
+
+import copy
+import gzip
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+from minatar import Environment
+
+STICKY = 0.1
+
+
+def ball_tracking_action(env, rng):
+    """Moves the paddle to where the ball will next come down to the paddle row (full-set
+    actions 1 = left, 3 = right, 0 = stay), found by playing a copy of the game forward;
+    with a small chance of a random action so that rarer situations occur too. Games
+    last long enough to clear and restore the bricks."""
+    if rng.rand() < 0.01:
+        return int(rng.randint(6))
+    game = env.env
+    sim = copy.deepcopy(game)
+    target = sim.ball_x
+    for _ in range(40):
+        if sim.ball_y == 8 and sim.ball_dir in (2, 3):
+            target = sim.ball_x
+            break
+        sim.act(0)
+        if sim.terminal:
+            break
+    if target < game.pos:
+        return 1
+    if target > game.pos:
+        return 3
+    return 0
+
+
+def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
+    env = Environment("breakout", sticky_action_prob=STICKY)
+    if seed_kind == 0:
+        env.seed(seed)
+    else:
+        # minatar seeds numpy directly; a 64-bit seed goes in as two 32-bit words.
+        env.seed(np.array([seed & 0xFFFFFFFF, seed >> 32], dtype=np.uint32))
+    policy_rng = np.random.RandomState(policy_seed)
+    records = []
+    previous = np.zeros(50, dtype=np.uint8)
+
+    def record(kind, action, reward, terminal):
+        nonlocal previous
+        packed = np.packbits(env.state().astype(np.uint8).reshape(-1))
+        assert packed.size == 50
+        records.append(struct.pack("<BBbB", kind, action, reward, terminal) + (packed ^ previous).tobytes())
+        previous = packed
+
+    env.reset()
+    record(0, 0, 0, 0)
+    games = 1
+    score = best = 0
+    for _ in range(steps):
+        if policy == "random":
+            action = int(policy_rng.randint(6))
+        else:
+            action = ball_tracking_action(env, policy_rng)
+        reward, terminal = env.act(action)
+        assert reward in (0, 1)
+        record(1, action, int(reward), int(terminal))
+        score += reward
+        best = max(best, score)
+        if terminal:
+            env.reset()
+            record(0, 0, 0, 0)
+            games += 1
+            score = 0
+    header = b"TMTRACE1" + struct.pack("<BQdI", seed_kind, seed, STICKY, len(records))
+    with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as f:
+        f.write(header + b"".join(records))
+    print(f"{path.name}: {steps} steps, {games} games, best score {best}, {path.stat().st_size} bytes")
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    write_trace(out / "minatar_breakout_random_seed0.bin.gz", 0, 0, 30_000, "random", 1)
+    write_trace(out / "minatar_breakout_random_seed64bit.bin.gz", (1 << 40) + 12345, 1, 30_000, "random", 2)
+    write_trace(out / "minatar_breakout_tracking_seed42.bin.gz", 42, 0, 40_000, "tracking", 3)
+    write_trace(out / "minatar_breakout_tracking_seed3141592653.bin.gz", 3141592653, 0, 30_000, "tracking", 4)
+
+
+if __name__ == "__main__":
+    main()
