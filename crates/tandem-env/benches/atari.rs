@@ -6,6 +6,10 @@
 //! that `scripts/parity/atari_fixture.sh` creates in `.deps/venv-atari`, or a
 //! Python given by `TANDEM_ATARI_PYTHON`; without it only tandem's figures print).
 //! `TANDEM_BENCH_STEPS` changes the number of agent steps per measurement.
+//!
+//! Every rate is given per wall-clock second and per CPU-second of the process
+//! (all its threads; Python: `time.process_time()`), because the machines this
+//! runs on are shared: CPU time discounts the time spent waiting for a core.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,6 +29,56 @@ impl Policy {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % actions as u64) as usize
+    }
+}
+
+/// Steps per wall-clock second and per CPU-second.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rate {
+    wall: f64,
+    cpu: f64,
+}
+
+impl Rate {
+    fn best(self, other: Rate) -> Rate {
+        Rate {
+            wall: self.wall.max(other.wall),
+            cpu: self.cpu.max(other.cpu),
+        }
+    }
+}
+
+/// CPU time of all threads of this process so far (Linux schedstat), in seconds.
+fn process_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let nanoseconds: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    nanoseconds as f64 * 1e-9
+}
+
+struct Stopwatch {
+    wall: Instant,
+    cpu: f64,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Stopwatch {
+            wall: Instant::now(),
+            cpu: process_cpu_seconds(),
+        }
+    }
+
+    fn rate(&self, count: usize) -> Rate {
+        Rate {
+            wall: count as f64 / self.wall.elapsed().as_secs_f64(),
+            cpu: count as f64 / (process_cpu_seconds() - self.cpu),
+        }
     }
 }
 
@@ -54,35 +108,54 @@ fn gymnasium_equivalent() -> Box<dyn Env> {
     env
 }
 
-/// Agent steps per second of one environment stepped on this thread.
-fn single_env_steps_per_second(mut env: Box<dyn Env>, steps: usize) -> f64 {
+/// Agent steps of one environment stepped on this thread.
+fn single_env(mut env: Box<dyn Env>, steps: usize) -> Rate {
     let mut obs = vec![0u8; env.observation_space().len()];
     let mut policy = Policy(7);
     env.reset(Some(1), ObsBuf::U8(&mut obs));
-    let start = Instant::now();
+    let stopwatch = Stopwatch::start();
     for _ in 0..steps {
         let action = policy.next(env.num_actions());
         if env.step(action, ObsBuf::U8(&mut obs)).done() {
             env.reset(None, ObsBuf::U8(&mut obs));
         }
     }
-    steps as f64 / start.elapsed().as_secs_f64()
+    stopwatch.rate(steps)
 }
 
-/// Agent steps per second of a VecEnv (f32 batch output, auto-reset).
-fn vec_env_steps_per_second(spec: &EnvSpec, envs: usize, threads: usize, steps: usize) -> f64 {
+/// Agent steps of a VecEnv (f32 batch output, auto-reset), all its threads counted.
+fn vec_env(spec: &EnvSpec, envs: usize, threads: usize, steps: usize) -> Rate {
     let mut venv = VecEnv::new(spec, &env_seeds(1, 0, 0, envs), threads).expect("VecEnv builds");
     let mut policy = Policy(11);
     venv.reset();
     let batches = steps.div_ceil(envs);
-    let start = Instant::now();
+    let stopwatch = Stopwatch::start();
     for _ in 0..batches {
         let actions: Vec<i64> = (0..envs)
             .map(|_| policy.next(venv.num_actions()) as i64)
             .collect();
         venv.step(&actions).expect("valid actions");
     }
-    (batches * envs) as f64 / start.elapsed().as_secs_f64()
+    stopwatch.rate(batches * envs)
+}
+
+/// Emulated frames of bare ALE (`act` only, no screens).
+fn raw_frames(steps: usize) -> Rate {
+    let settings = tandem_ale::AleSettings::new(1, 0.25);
+    let mut ale = tandem_ale::Ale::new("breakout", &settings).expect("Breakout loads");
+    ale.reset().expect("reset");
+    let mut policy = Policy(7);
+    let stopwatch = Stopwatch::start();
+    for _ in 0..steps {
+        let action = policy.next(ale.num_actions());
+        for _ in 0..4 {
+            ale.act(action).expect("valid action");
+            if ale.game_over() {
+                ale.reset().expect("reset");
+            }
+        }
+    }
+    stopwatch.rate(4 * steps)
 }
 
 const PYTHON_REFERENCE: &str = r#"
@@ -92,11 +165,12 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 cv2.setNumThreads(1)
 gym.register_envs(ale_py)
 steps = int(sys.argv[1])
-env = gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.25)
-env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
-env = FrameStackObservation(env, 4)
 rng = np.random.default_rng(7)
 actions = rng.integers(0, 4, size=steps)
+
+def report(count, wall, cpu):
+    print(count / (time.perf_counter() - wall), count / (time.process_time() - cpu))
+
 ale = ale_py.ALEInterface()
 ale.setLoggerMode(ale_py.LoggerMode.Error)
 ale.setInt("random_seed", 1)
@@ -104,20 +178,23 @@ ale.setFloat("repeat_action_probability", 0.25)
 ale.loadROM(ale_py.roms.get_rom_path("breakout"))
 ale.reset_game()
 minimal = ale.getMinimalActionSet()
-frames = 4 * steps
-start = time.perf_counter()
+wall, cpu = time.perf_counter(), time.process_time()
 for action in np.repeat(actions, 4):
     ale.act(minimal[action])
     if ale.game_over():
         ale.reset_game()
-print(frames / (time.perf_counter() - start))
+report(4 * steps, wall, cpu)
+
+env = gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.25)
+env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+env = FrameStackObservation(env, 4)
 env.reset(seed=1)
-start = time.perf_counter()
+wall, cpu = time.perf_counter(), time.process_time()
 for action in actions:
     _, _, terminated, truncated, _ = env.step(int(action))
     if terminated or truncated:
         env.reset()
-print(steps / (time.perf_counter() - start))
+report(steps, wall, cpu)
 "#;
 
 fn python_interpreter() -> Option<PathBuf> {
@@ -128,9 +205,8 @@ fn python_interpreter() -> Option<PathBuf> {
     venv.is_file().then_some(venv)
 }
 
-/// ale-py's raw frames per second and ale-py + gymnasium's agent steps per
-/// second, or why there are no figures.
-fn python_reference(steps: usize) -> Result<(f64, f64), String> {
+/// ale-py's raw frames and ale-py + gymnasium's agent steps, or why there are no figures.
+fn python_reference(steps: usize) -> Result<(Rate, Rate), String> {
     let python = python_interpreter().ok_or(
         "no reference Python: run scripts/parity/atari_fixture.sh or set TANDEM_ATARI_PYTHON",
     )?;
@@ -150,36 +226,28 @@ fn python_reference(steps: usize) -> Result<(f64, f64), String> {
         ));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let figures: Vec<f64> = stdout
+    let rates: Vec<Rate> = stdout
         .lines()
-        .filter_map(|line| line.trim().parse().ok())
+        .filter_map(|line| {
+            match line
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<Vec<f64>, _>>()
+            {
+                Ok(values) if values.len() == 2 => Some(Rate {
+                    wall: values[0],
+                    cpu: values[1],
+                }),
+                _ => None,
+            }
+        })
         .collect();
-    match figures[..] {
-        [frames, steps] => Ok((frames, steps)),
+    match rates[..] {
+        [frames, agent_steps] => Ok((frames, agent_steps)),
         _ => Err(format!(
             "unexpected output from the Python reference: {stdout}"
         )),
     }
-}
-
-/// Emulated frames per second of bare ALE (`act` only, no screens).
-fn raw_frames_per_second(steps: usize) -> f64 {
-    let settings = tandem_ale::AleSettings::new(1, 0.25);
-    let mut ale = tandem_ale::Ale::new("breakout", &settings).expect("Breakout loads");
-    ale.reset().expect("reset");
-    let mut policy = Policy(7);
-    let frames = 4 * steps;
-    let start = Instant::now();
-    for _ in 0..steps {
-        let action = policy.next(ale.num_actions());
-        for _ in 0..4 {
-            ale.act(action).expect("valid action");
-            if ale.game_over() {
-                ale.reset().expect("reset");
-            }
-        }
-    }
-    frames as f64 / start.elapsed().as_secs_f64()
 }
 
 fn main() {
@@ -192,7 +260,7 @@ fn main() {
     let rounds = if quick { 1 } else { 3 };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "Atari Breakout, agent steps per second (1 agent step = 4 emulated frames), best of {rounds} x {steps} steps; load average {}",
+        "Atari Breakout (1 agent step = 4 emulated frames), best of {rounds} interleaved rounds of {steps} agent steps; load average {}",
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()
@@ -201,63 +269,75 @@ fn main() {
     let deepmind =
         EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").expect("known game"));
 
-    let mut reference: Result<(f64, f64), String> = Ok((0.0, 0.0));
-    let (mut raw, mut gym_like, mut deepmind_single) = (0.0f64, 0.0f64, 0.0f64);
-    let mut vec_env = [0.0f64; 2];
     // Best of interleaved rounds: the machines this runs on are shared, other load
     // only ever slows a run down, and a burst of it then hits every contestant alike.
+    let mut reference: Result<(Rate, Rate), String> = Ok((Rate::default(), Rate::default()));
+    let (mut raw, mut gym_like, mut deepmind_single) =
+        (Rate::default(), Rate::default(), Rate::default());
+    let mut vec_envs = [Rate::default(); 2];
     for _ in 0..rounds {
         reference = match (reference, python_reference(steps)) {
             (Ok((frames, agent)), Ok((new_frames, new_agent))) => {
-                Ok((frames.max(new_frames), agent.max(new_agent)))
+                Ok((frames.best(new_frames), agent.best(new_agent)))
             }
             (Err(reason), _) | (_, Err(reason)) => Err(reason),
         };
-        raw = raw.max(raw_frames_per_second(steps));
-        gym_like = gym_like.max(single_env_steps_per_second(gymnasium_equivalent(), steps));
-        deepmind_single = deepmind_single.max(single_env_steps_per_second(
-            make_env(&deepmind, 1).expect("builds"),
-            steps,
-        ));
-        for (slot, threads) in vec_env.iter_mut().zip([1, 2]) {
-            *slot = slot.max(vec_env_steps_per_second(&deepmind, 8, threads, steps));
+        raw = raw.best(raw_frames(steps));
+        gym_like = gym_like.best(single_env(gymnasium_equivalent(), steps));
+        deepmind_single =
+            deepmind_single.best(single_env(make_env(&deepmind, 1).expect("builds"), steps));
+        for (slot, threads) in vec_envs.iter_mut().zip([1, 2]) {
+            *slot = slot.best(vec_env(&deepmind, 8, threads, steps));
         }
     }
-    let python = reference
-        .as_ref()
-        .map(|&(_, agent)| agent)
-        .map_err(Clone::clone);
 
-    match &reference {
-        Ok((frames, _)) => println!(
-            "  raw ALE frames per second: ale-py wheel {frames:.0}, tandem-ale {raw:.0} ({:.2}x)",
-            raw / frames
-        ),
-        Err(_) => println!("  raw ALE frames per second: tandem-ale {raw:.0}"),
-    }
-    match &python {
-        Ok(rate) => println!(
-            "  ale-py + gymnasium AtariPreprocessing + FrameStack, 1 core: {rate:>8.0}  (baseline)"
-        ),
-        Err(reason) => println!("  ale-py + gymnasium reference: skipped ({reason})"),
-    }
-    let ratio = |rate: f64| match &python {
-        Ok(baseline) => format!("{:.2}x", rate / baseline),
-        Err(_) => "n/a".to_owned(),
-    };
     println!(
-        "  tandem, same pipeline (ALE gray, gym no-ops), 1 env, 1 core: {gym_like:>8.0}  {}",
-        ratio(gym_like)
+        "{:<78} {:>10} {:>12} {:>9}",
+        "", "wall /s", "per CPU-s", "ratio"
     );
-    println!(
-        "  tandem, deepmind preprocessing (RGB, fire-reset, episodic life), 1 env, 1 core: {deepmind_single:>8.0}  {}",
-        ratio(deepmind_single)
-    );
-    for (rate, threads) in vec_env.into_iter().zip([1usize, 2]) {
-        let per_core = rate / threads as f64;
+    let line = |what: &str, rate: Rate, baseline: Option<Rate>| {
+        let ratio = baseline.map_or("".to_owned(), |baseline| {
+            format!("{:.2}x", rate.cpu / baseline.cpu)
+        });
         println!(
-            "  tandem VecEnv, deepmind preprocessing, 8 envs, {threads} thread(s): {rate:>8.0} total, {per_core:>8.0} per core  {}",
-            ratio(per_core)
+            "{what:<78} {:>10.0} {:>12.0} {ratio:>9}",
+            rate.wall, rate.cpu
+        );
+    };
+    let (python_frames, python_steps) = match &reference {
+        Ok((frames, agent_steps)) => (Some(*frames), Some(*agent_steps)),
+        Err(reason) => {
+            println!("(ale-py + gymnasium reference skipped: {reason})");
+            (None, None)
+        }
+    };
+    if let Some(frames) = python_frames {
+        line("raw frames, ale-py wheel (act only)", frames, None);
+    }
+    line("raw frames, tandem-ale (act only)", raw, python_frames);
+    if let Some(agent_steps) = python_steps {
+        line(
+            "agent steps, ale-py + gymnasium AtariPreprocessing + FrameStack (baseline)",
+            agent_steps,
+            None,
         );
     }
+    line(
+        "agent steps, tandem, same pipeline (ALE gray, gym no-ops), 1 env",
+        gym_like,
+        python_steps,
+    );
+    line(
+        "agent steps, tandem, DeepMind chain (RGB, fire, episodic life), 1 env",
+        deepmind_single,
+        python_steps,
+    );
+    for (rate, threads) in vec_envs.into_iter().zip([1usize, 2]) {
+        line(
+            &format!("agent steps, tandem VecEnv, DeepMind chain, 8 envs, {threads} thread(s)"),
+            rate,
+            python_steps,
+        );
+    }
+    println!("(ratios: per CPU-second against the ale-py line above them)");
 }
