@@ -21,6 +21,10 @@
 
 struct TandemAle {
   ale::ALEInterface ale;
+  // The whole emulated system right after the ROM was loaded, including the
+  // console's own RNG (which seeds RAM and the RIOT timer on every reset);
+  // reseeding restores it, so it equals a fresh load without re-reading the ROM.
+  std::unique_ptr<ale::ALEState> loaded_state;
   ale::ActionVect minimal_actions;
   ale::ActionVect legal_actions;
 };
@@ -79,6 +83,7 @@ int tandem_ale_new(const char* rom_path, const TandemAleConfig* config, TandemAl
     handle->ale.setFloat("repeat_action_probability", config->repeat_action_probability);
     handle->ale.setInt("max_num_frames_per_episode", config->max_num_frames_per_episode);
     handle->ale.loadROM(rom_path);
+    handle->loaded_state = std::make_unique<ale::ALEState>(handle->ale.cloneState(false));
     if (config->mode >= 0) handle->ale.setMode(static_cast<ale::game_mode_t>(config->mode));
     if (config->difficulty >= 0)
       handle->ale.setDifficulty(static_cast<ale::difficulty_t>(config->difficulty));
@@ -91,9 +96,9 @@ int tandem_ale_new(const char* rom_path, const TandemAleConfig* config, TandemAl
 void tandem_ale_free(TandemAle* handle) { delete handle; }
 
 // What ale-py's reset(seed=...) achieves by loading the ROM again (which reads
-// the ROM file): new RNG seed, fresh ROM wrapper and environment state, frame
-// counters at zero, then a reset. The console, built from the same ROM, is
-// kept; tests/api.rs checks that this matches a freshly loaded instance.
+// the ROM file): a new environment (sticky-action RNG seeded, previous action
+// NOOP, fresh ROM wrapper), the emulated system as it was right after loading,
+// then mode and difficulty. tests/api.rs checks it against fresh loads.
 int tandem_ale_reseed(TandemAle* handle, const TandemAleConfig* config, char* error,
                       std::size_t error_capacity) {
   return guarded(error, error_capacity, [&] {
@@ -111,7 +116,7 @@ int tandem_ale_reseed(TandemAle* handle, const TandemAleConfig* config, char* er
     ale.environment = std::make_unique<ale::StellaEnvironment>(ale.theOSystem.get(),
                                                                 ale.romSettings.get());
     ale.max_num_frames = config->max_num_frames_per_episode;
-    ale.environment->reset();
+    ale.restoreState(*handle->loaded_state);
     if (config->mode >= 0) ale.setMode(static_cast<ale::game_mode_t>(config->mode));
     if (config->difficulty >= 0)
       ale.setDifficulty(static_cast<ale::difficulty_t>(config->difficulty));

@@ -251,6 +251,27 @@ fn reseeding_matches_a_freshly_loaded_rom() {
     assert!(trajectory(&mut fresh, 3000) == trajectory(&mut reseeded, 3000));
 }
 
+/// Freeway and Frostbite read state the console's own RNG sets on every reset
+/// (RAM, RIOT timer), so a reseed that kept the console's RNG running would
+/// diverge from a fresh load at once.
+#[test]
+fn reseeding_restores_the_console_state_of_a_fresh_load() {
+    for game in ["freeway", "frostbite"] {
+        let settings = AleSettings::new(31, 0.25);
+        let mut fresh = Ale::new(game, &settings).unwrap();
+        fresh.reset().unwrap();
+        let mut reseeded = Ale::new(game, &AleSettings::new(8, 0.5)).unwrap();
+        reseeded.reset().unwrap();
+        trajectory(&mut reseeded, 300);
+        reseeded.reseed(&settings).unwrap();
+        reseeded.reset().unwrap();
+        assert!(
+            trajectory(&mut fresh, 1000) == trajectory(&mut reseeded, 1000),
+            "{game}"
+        );
+    }
+}
+
 #[test]
 fn reseeding_validates_settings() {
     let mut ale = breakout(1, 0.0);
