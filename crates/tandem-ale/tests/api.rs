@@ -110,7 +110,7 @@ fn grayscale_and_rgb_screens_fill_whole_buffers() {
 
 #[test]
 fn wrong_buffer_sizes_are_errors() {
-    let mut ale = breakout(1, 0.0);
+    let ale = breakout(1, 0.0);
     let mut small = vec![0u8; 100];
     let error = ale.screen_rgb(&mut small).unwrap_err();
     assert!(
