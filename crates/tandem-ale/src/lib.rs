@@ -394,10 +394,14 @@ impl Ale {
         actions
     }
 
-    /// Reseeds ALE and restarts the game as if the ROM had just been loaded
-    /// with `settings` (what ale-py's `reset(seed=...)` does by reloading the
-    /// ROM): fresh RNG, frame counters at zero, mode and difficulty reapplied.
-    /// The action-space choice of the original settings is kept.
+    /// Puts the emulator in the state of the ROM freshly loaded with
+    /// `settings`, which is what ale-py's `reset(seed=...)` achieves by
+    /// reloading the ROM: sticky-action RNG seeded, previous action NOOP,
+    /// frame counters at zero, the console (RAM, its own RNG) as right after
+    /// loading, mode and difficulty reapplied; call [`Ale::reset`] next, as
+    /// after [`Ale::new`]. The ROM file is not read again. Costs about as much
+    /// as loading (~0.2 s: ALE's environment precomputes colour tables). The
+    /// action-space choice of the original settings is kept.
     pub fn reseed(&mut self, settings: &AleSettings) -> Result<(), AleError> {
         let config = settings.validate()?;
         // SAFETY: live handle, valid config and error buffer for the duration of the call.
