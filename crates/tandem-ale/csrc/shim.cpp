@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,13 @@ int guarded(char* error, std::size_t error_capacity, Body&& body) {
   return 1;
 }
 
+// ALE logs a banner, every ROM load and every seed at Info to stderr. The level
+// is a global, so it is set exactly once, before any instance logs.
+void quiet_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
+}
+
 }  // namespace
 
 extern "C" {
@@ -76,8 +84,7 @@ int tandem_ale_new(const char* rom_path, const TandemAleConfig* config, TandemAl
                    char* error, std::size_t error_capacity) {
   *out = nullptr;
   return guarded(error, error_capacity, [&] {
-    // Global, and ALE logs a banner plus every ROM load at Info to stderr.
-    ale::Logger::setMode(ale::Logger::Error);
+    quiet_logging();
     auto handle = std::make_unique<TandemAle>();
     handle->ale.setInt("random_seed", config->random_seed);
     handle->ale.setFloat("repeat_action_probability", config->repeat_action_probability);

@@ -257,9 +257,11 @@ fn checked(
     Err(AleError::Ale { operation, message })
 }
 
-/// ALE keeps its logger level in a global and loading touches other shared
-/// emulator state, so instances are created one at a time; stepping distinct
-/// instances in parallel is safe (ale-py's vector env does the same).
+/// Loading a ROM builds a console whose TIA (re)computes lookup tables that
+/// are static, shared by all instances, so instances are created one at a
+/// time. The tables always get the same values, and after creation each
+/// instance only touches its own state: stepping distinct instances in
+/// parallel is safe (ale-py's vector environment does the same).
 static CREATION_LOCK: Mutex<()> = Mutex::new(());
 
 /// A temporary folder holding one ROM file; removed on drop. ALE only loads
@@ -304,8 +306,9 @@ pub struct Ale {
     width: usize,
 }
 
-// SAFETY: an ALEInterface owns all its emulator state; the only globals it
-// touches (logger level, ROM loading) are serialised by CREATION_LOCK. It is
+// SAFETY: an ALEInterface owns all its emulator state; the globals it touches
+// (TIA tables while loading, the logger level once) are written under
+// CREATION_LOCK or std::call_once. It is
 // not Sync: even ALE's const getters are not documented as thread-safe.
 unsafe impl Send for Ale {}
 
