@@ -308,8 +308,8 @@ pub struct Ale {
 
 // SAFETY: an ALEInterface owns all its emulator state; the globals it touches
 // (TIA tables while loading, the logger level once) are written under
-// CREATION_LOCK or std::call_once. It is
-// not Sync: even ALE's const getters are not documented as thread-safe.
+// CREATION_LOCK or std::call_once. It is not Sync: even ALE's const getters
+// are not documented as thread-safe.
 unsafe impl Send for Ale {}
 
 impl Ale {
