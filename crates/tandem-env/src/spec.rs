@@ -173,6 +173,46 @@ pub const WRAPPER_NAMES: &[&str] = &[
 ];
 
 impl WrapperSpec {
+    /// The wrapper called `name` (see [`WRAPPER_NAMES`]) with its default parameters:
+    /// noop-reset 30, frame-skip 4 with max-pool, resize 84x84, frame-stack 4,
+    /// time-limit 27000 steps (108k frames at frame-skip 4), sticky-actions 0.25,
+    /// normalize-obs clip 10 epsilon 1e-8, normalize-reward gamma 0.99 clip 10 epsilon 1e-8.
+    pub fn with_defaults(name: &str) -> Result<Self, EnvError> {
+        Ok(match name {
+            "noop-reset" => WrapperSpec::NoopReset { max_noops: 30 },
+            "fire-reset" => WrapperSpec::FireReset,
+            "frame-skip" => WrapperSpec::FrameSkip {
+                skip: 4,
+                max_pool: true,
+            },
+            "episodic-life" => WrapperSpec::EpisodicLife,
+            "resize" => WrapperSpec::Resize {
+                height: 84,
+                width: 84,
+            },
+            "grayscale" => WrapperSpec::Grayscale,
+            "clip-reward" => WrapperSpec::ClipReward,
+            "frame-stack" => WrapperSpec::FrameStack { frames: 4 },
+            "time-limit" => WrapperSpec::TimeLimit { max_steps: 27_000 },
+            "sticky-actions" => WrapperSpec::StickyActions { prob: 0.25 },
+            "normalize-obs" => WrapperSpec::NormalizeObs {
+                clip: 10.0,
+                epsilon: 1e-8,
+            },
+            "normalize-reward" => WrapperSpec::NormalizeReward {
+                gamma: 0.99,
+                clip: 10.0,
+                epsilon: 1e-8,
+            },
+            _ => {
+                return Err(EnvError::UnknownWrapper {
+                    name: name.to_string(),
+                    known: WRAPPER_NAMES.join(", "),
+                });
+            }
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             WrapperSpec::NoopReset { .. } => "noop-reset",
