@@ -222,7 +222,7 @@ fn main() {
         ),
     ];
     for (name, spec) in &games {
-        for num_envs in [64, 1024] {
+        for num_envs in [64, 4096] {
             for threads in [1, 2] {
                 let r = vec_env_rate(spec, num_envs, threads);
                 let r = if threads == 1 {

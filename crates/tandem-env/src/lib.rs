@@ -31,7 +31,7 @@ pub use spec::{
     EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
     observation_space,
 };
-pub use vec_env::{EpisodeStats, VecEnv};
+pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, VecEnv};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -26,6 +26,8 @@ fn run(
     steps: usize,
 ) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
     let mut venv = VecEnv::new(spec, &env_seeds(11, 1, 0, envs), threads).unwrap();
+    // These batches are too small to be worth a pool by default; force it.
+    venv.set_min_parallel_work(std::time::Duration::ZERO);
     let mut obs_trace = Vec::new();
     let mut rewards = Vec::new();
     let mut dones = Vec::new();
