@@ -52,8 +52,39 @@ def ball_tracking_action(env, rng):
     return 0
 
 
-def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
-    env = Environment("breakout", sticky_action_prob=STICKY)
+def asterix_dodging_action(env, rng):
+    """Asterix: step out of the row of an enemy that is about to reach the player and
+    otherwise head for the row of the nearest treasure (full-set actions 0 stay, 1 left,
+    2 up, 3 right, 4 down), with a small chance of a random action."""
+    if rng.rand() < 0.05:
+        return int(rng.randint(6))
+    game = env.env
+    px, py = game.player_x, game.player_y
+    danger_rows = set()
+    for e in game.entities:
+        if e is not None and not e[3]:
+            ex, ey, right = e[0], e[1], e[2]
+            if abs(ex - px) <= 2 and ((right and ex <= px) or (not right and ex >= px)):
+                danger_rows.add(ey)
+    if py in danger_rows:
+        if py > 1 and py - 1 not in danger_rows:
+            return 2
+        if py < 8 and py + 1 not in danger_rows:
+            return 4
+        return 1 if px > 4 else 3
+    golds = [e for e in game.entities if e is not None and e[3]]
+    if golds:
+        target = min(golds, key=lambda e: abs(e[1] - py) + abs(e[0] - px))
+        if target[1] < py and py - 1 not in danger_rows:
+            return 2
+        if target[1] > py and py + 1 not in danger_rows:
+            return 4
+        return 1 if target[0] < px else 3 if target[0] > px else 0
+    return 0
+
+
+def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakout"):
+    env = Environment(game, sticky_action_prob=STICKY)
     if seed_kind == 0:
         env.seed(seed)
     else:
@@ -77,6 +108,8 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
     for _ in range(steps):
         if policy == "random":
             action = int(policy_rng.randint(6))
+        elif policy == "dodging":
+            action = asterix_dodging_action(env, policy_rng)
         else:
             action = ball_tracking_action(env, policy_rng)
         reward, terminal = env.act(action)
@@ -102,6 +135,8 @@ def main():
     write_trace(out / "minatar_breakout_random_seed64bit.bin.gz", (1 << 40) + 12345, 1, 30_000, "random", 2)
     write_trace(out / "minatar_breakout_tracking_seed42.bin.gz", 42, 0, 40_000, "tracking", 3)
     write_trace(out / "minatar_breakout_tracking_seed3141592653.bin.gz", 3141592653, 0, 30_000, "tracking", 4)
+    write_trace(out / "minatar_asterix_random_seed7.bin.gz", 7, 0, 50_000, "random", 5, "asterix")
+    write_trace(out / "minatar_asterix_dodging_seed64bit.bin.gz", (1 << 33) + 99, 1, 60_000, "dodging", 6, "asterix")
 
 
 if __name__ == "__main__":

@@ -216,6 +216,10 @@ fn main() {
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         ),
         (
+            "minatar-asterix",
+            EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+        ),
+        (
             "minatar-breakout + frame-stack 4",
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
                 .with(WrapperSpec::FrameStack { frames: 4 }),

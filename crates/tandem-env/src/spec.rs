@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::Breakout;
+use crate::minatar::{Asterix, Breakout};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -21,6 +21,13 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Asterix with difficulty ramping: f32 image 4x10x10 (channels player,
+    /// enemy, trail, treasure), exact to the `minatar` package. Minimal action set: n,
+    /// l, u, r, d; `full_action_set` adds f.
+    MinAtarAsterix {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -31,7 +38,12 @@ pub enum GameSpec {
 }
 
 /// Game names accepted by [`GameSpec::from_name`] (Atari games are `atari-<rom>`).
-pub const GAME_NAMES: &[&str] = &["cartpole", "minatar-breakout", "atari-breakout"];
+pub const GAME_NAMES: &[&str] = &[
+    "cartpole",
+    "minatar-breakout",
+    "minatar-asterix",
+    "atari-breakout",
+];
 
 impl GameSpec {
     /// The game called `name`, with its default options: MinAtar sticky actions 0.1 and
@@ -41,6 +53,10 @@ impl GameSpec {
         match name {
             "cartpole" => Ok(GameSpec::CartPole),
             "minatar-breakout" => Ok(GameSpec::MinAtarBreakout {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-asterix" => Ok(GameSpec::MinAtarAsterix {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
             }),
@@ -69,6 +85,7 @@ impl GameSpec {
         match self {
             GameSpec::CartPole => "cartpole".into(),
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
+            GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -77,7 +94,9 @@ impl GameSpec {
     pub fn observation_space(&self) -> ObsSpace {
         match self {
             GameSpec::CartPole => ObsSpace::vector(4, Dtype::F32),
-            GameSpec::MinAtarBreakout { .. } => ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32),
+            GameSpec::MinAtarBreakout { .. } | GameSpec::MinAtarAsterix { .. } => {
+                ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
+            }
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
     }
@@ -90,6 +109,9 @@ impl GameSpec {
             GameSpec::MinAtarBreakout {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 3 }),
+            GameSpec::MinAtarAsterix {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 5 }),
             GameSpec::Atari {
                 full_action_space: true,
                 ..
@@ -107,6 +129,10 @@ impl GameSpec {
         };
         match self {
             GameSpec::MinAtarBreakout {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarAsterix {
                 sticky_action_prob: p,
                 ..
             } if !(0.0..=1.0).contains(p) => {
@@ -298,6 +324,14 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             sticky_action_prob,
             full_action_set,
         } => Ok(Box::new(Breakout::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarAsterix {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(Asterix::new(
             seed,
             *sticky_action_prob,
             *full_action_set,

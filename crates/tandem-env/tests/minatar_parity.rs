@@ -5,7 +5,7 @@
 use std::io::Read;
 
 use flate2::read::GzDecoder;
-use tandem_env::minatar::Breakout;
+use tandem_env::minatar::{Asterix, Breakout};
 use tandem_env::mt19937::RandomState;
 use tandem_env::space::ObsBuf;
 use tandem_env::{Env, EnvSpec, GameSpec, make_env};
@@ -67,7 +67,44 @@ fn load(name: &str) -> Trace {
     }
 }
 
+/// The minatar-level interface of a native MinAtar game.
+trait MinAtarGame {
+    fn act_full(&mut self, action: usize) -> (f32, bool);
+    fn reset_game(&mut self);
+    fn state_hwc(&self) -> [bool; 400];
+}
+
+impl MinAtarGame for Breakout {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Breakout::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Breakout::reset_game(self)
+    }
+    fn state_hwc(&self) -> [bool; 400] {
+        Breakout::state_hwc(self)
+    }
+}
+
+impl MinAtarGame for Asterix {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Asterix::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Asterix::reset_game(self)
+    }
+    fn state_hwc(&self) -> [bool; 400] {
+        Asterix::state_hwc(self)
+    }
+}
+
 fn check(name: &str, expect_steps: usize) {
+    check_game(name, expect_steps, |seed, sticky| {
+        Breakout::new(seed, sticky, true)
+    });
+}
+
+fn check_game<G: MinAtarGame>(name: &str, expect_steps: usize, make: impl Fn(u64, f64) -> G) {
     let trace = load(name);
     if trace.seed_kind == 1 {
         assert!(
@@ -76,7 +113,7 @@ fn check(name: &str, expect_steps: usize) {
         );
     }
     // Breakout::new seeds like RandomState(seed) below 2^32 and RandomState([lo, hi]) above.
-    let mut game = Breakout::new(trace.seed, trace.sticky, true);
+    let mut game = make(trace.seed, trace.sticky);
     let mut steps = 0;
     let mut resets = 0;
     for (i, r) in trace.records.iter().enumerate() {
@@ -167,4 +204,22 @@ fn seeding_matches_numpy_randomstate_for_both_seed_forms() {
     let mut c = RandomState::from_u64((1 << 40) + 12345);
     let mut d = RandomState::from_key(&[12345, 256]);
     assert_eq!(c.next_u32(), d.next_u32());
+}
+
+#[test]
+fn asterix_random_policy_seed_7() {
+    check_game(
+        "minatar_asterix_random_seed7.bin.gz",
+        50_000,
+        |seed, sticky| Asterix::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn asterix_dodging_policy_64_bit_seed() {
+    check_game(
+        "minatar_asterix_dodging_seed64bit.bin.gz",
+        60_000,
+        |seed, sticky| Asterix::new(seed, sticky, true),
+    );
 }

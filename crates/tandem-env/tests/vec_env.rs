@@ -59,6 +59,7 @@ fn same_seed_same_results_with_one_and_two_threads() {
     let specs = [
         EnvSpec::new(GameSpec::CartPole),
         EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
         EnvSpec::new(GameSpec::CartPole)
             .with(WrapperSpec::StickyActions { prob: 0.3 })
             .with(WrapperSpec::NormalizeObs {

@@ -1,8 +1,10 @@
 //! MinAtar games (Young and Tian, 2019), reproducing the `minatar` Python package
 //! step for step, its numpy `RandomState` stream included.
 
+mod asterix;
 mod breakout;
 
+pub use asterix::Asterix;
 pub use breakout::Breakout;
 
 /// Size of the square MinAtar playfield.
