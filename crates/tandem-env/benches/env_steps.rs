@@ -216,6 +216,10 @@ fn main() {
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         ),
         (
+            "minatar-freeway",
+            EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap()),
+        ),
+        (
             "minatar-asterix",
             EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
         ),

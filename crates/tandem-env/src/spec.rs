@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::{Asterix, Breakout};
+use crate::minatar::{Asterix, Breakout, Freeway};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -28,6 +28,13 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Freeway: f32 image 7x10x10 (channels chicken, car, and the trail of cars
+    /// of speed 1 to 5), exact to the `minatar` package. Minimal action set: n, u, d;
+    /// `full_action_set` exposes all six.
+    MinAtarFreeway {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -42,6 +49,7 @@ pub const GAME_NAMES: &[&str] = &[
     "cartpole",
     "minatar-breakout",
     "minatar-asterix",
+    "minatar-freeway",
     "atari-breakout",
 ];
 
@@ -57,6 +65,10 @@ impl GameSpec {
                 full_action_set: false,
             }),
             "minatar-asterix" => Ok(GameSpec::MinAtarAsterix {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-freeway" => Ok(GameSpec::MinAtarFreeway {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
             }),
@@ -86,6 +98,7 @@ impl GameSpec {
             GameSpec::CartPole => "cartpole".into(),
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
             GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
+            GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -97,6 +110,7 @@ impl GameSpec {
             GameSpec::MinAtarBreakout { .. } | GameSpec::MinAtarAsterix { .. } => {
                 ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
             }
+            GameSpec::MinAtarFreeway { .. } => ObsSpace::image(10, 10, 7, Layout::Chw, Dtype::F32),
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
     }
@@ -112,6 +126,9 @@ impl GameSpec {
             GameSpec::MinAtarAsterix {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 5 }),
+            GameSpec::MinAtarFreeway {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 3 }),
             GameSpec::Atari {
                 full_action_space: true,
                 ..
@@ -133,6 +150,10 @@ impl GameSpec {
                 ..
             }
             | GameSpec::MinAtarAsterix {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarFreeway {
                 sticky_action_prob: p,
                 ..
             } if !(0.0..=1.0).contains(p) => {
@@ -332,6 +353,14 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             sticky_action_prob,
             full_action_set,
         } => Ok(Box::new(Asterix::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarFreeway {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(Freeway::new(
             seed,
             *sticky_action_prob,
             *full_action_set,

@@ -3,9 +3,11 @@
 
 mod asterix;
 mod breakout;
+mod freeway;
 
 pub use asterix::Asterix;
 pub use breakout::Breakout;
+pub use freeway::Freeway;
 
 /// Size of the square MinAtar playfield.
 pub const GRID: usize = 10;
