@@ -216,13 +216,21 @@ fn main() {
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         ),
         (
+            "minatar-freeway",
+            EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap()),
+        ),
+        (
+            "minatar-asterix",
+            EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+        ),
+        (
             "minatar-breakout + frame-stack 4",
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
                 .with(WrapperSpec::FrameStack { frames: 4 }),
         ),
     ];
     for (name, spec) in &games {
-        for num_envs in [64, 1024] {
+        for num_envs in [64, 4096] {
             for threads in [1, 2] {
                 let r = vec_env_rate(spec, num_envs, threads);
                 let r = if threads == 1 {

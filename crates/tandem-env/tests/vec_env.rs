@@ -26,6 +26,8 @@ fn run(
     steps: usize,
 ) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
     let mut venv = VecEnv::new(spec, &env_seeds(11, 1, 0, envs), threads).unwrap();
+    // These batches are too small to be worth a pool by default; force it.
+    venv.set_min_parallel_work(std::time::Duration::ZERO);
     let mut obs_trace = Vec::new();
     let mut rewards = Vec::new();
     let mut dones = Vec::new();
@@ -57,6 +59,10 @@ fn same_seed_same_results_with_one_and_two_threads() {
     let specs = [
         EnvSpec::new(GameSpec::CartPole),
         EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+        // Freeway games last 2501 steps; cut them short to see episode ends.
+        EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap())
+            .with(WrapperSpec::TimeLimit { max_steps: 120 }),
         EnvSpec::new(GameSpec::CartPole)
             .with(WrapperSpec::StickyActions { prob: 0.3 })
             .with(WrapperSpec::NormalizeObs {
