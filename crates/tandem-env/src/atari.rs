@@ -120,7 +120,7 @@ pub struct AtariGame {
     ale: Ale,
     /// gymnasium's `AtariEnv.np_random`: where gymnasium-style no-op counts come from.
     np_random: NumpyGenerator,
-    /// RGB scratch for f32 observations and renders.
+    /// Screen scratch for f32 observations.
     rgb: Vec<u8>,
     /// The seed the game was built or last reseeded with, while nothing has
     /// happened since: reseeding then would only repeat the work (a new ALE
