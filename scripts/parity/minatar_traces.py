@@ -6,12 +6,12 @@ test `crates/tandem-env/tests/minatar_parity.rs` replays the same seeds and acti
 and must reproduce every observation, reward and terminal flag.
 
 File format (gzip-compressed, little-endian):
-  header: b"TMTRACE1", seed_kind u8 (0: RandomState(seed), 1: RandomState([lo, hi])),
-          seed u64, sticky_action_prob f64, record count u32
+  header: b"TMTRACE2", channels u8, seed_kind u8 (0: RandomState(seed),
+          1: RandomState([lo, hi])), seed u64, sticky_action_prob f64, record count u32
   record: kind u8 (0 reset, 1 step), action u8, reward i8, terminal u8,
-          50 bytes: the 10x10x4 boolean state (minatar's height-width-channel order)
-          bit-packed with numpy.packbits, XORed with the previous record's packed state
-          (so that unchanged cells compress away).
+          ceil(100 * channels / 8) bytes: the 10x10xC boolean state (minatar's
+          height-width-channel order) bit-packed with numpy.packbits, XORed with the
+          previous record's packed state (so that unchanged cells compress away).
 
 Run through scripts/parity/minatar_venv.sh, which makes the venv.
 """
@@ -52,8 +52,52 @@ def ball_tracking_action(env, rng):
     return 0
 
 
-def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
-    env = Environment("breakout", sticky_action_prob=STICKY)
+def asterix_dodging_action(env, rng):
+    """Asterix: step out of the row of an enemy that is about to reach the player and
+    otherwise head for the row of the nearest treasure (full-set actions 0 stay, 1 left,
+    2 up, 3 right, 4 down), with a small chance of a random action."""
+    if rng.rand() < 0.05:
+        return int(rng.randint(6))
+    game = env.env
+    px, py = game.player_x, game.player_y
+    danger_rows = set()
+    for e in game.entities:
+        if e is not None and not e[3]:
+            ex, ey, right = e[0], e[1], e[2]
+            if abs(ex - px) <= 2 and ((right and ex <= px) or (not right and ex >= px)):
+                danger_rows.add(ey)
+    if py in danger_rows:
+        if py > 1 and py - 1 not in danger_rows:
+            return 2
+        if py < 8 and py + 1 not in danger_rows:
+            return 4
+        return 1 if px > 4 else 3
+    golds = [e for e in game.entities if e is not None and e[3]]
+    if golds:
+        target = min(golds, key=lambda e: abs(e[1] - py) + abs(e[0] - px))
+        if target[1] < py and py - 1 not in danger_rows:
+            return 2
+        if target[1] > py and py + 1 not in danger_rows:
+            return 4
+        return 1 if target[0] < px else 3 if target[0] > px else 0
+    return 0
+
+
+def freeway_crossing_action(env, rng):
+    """Freeway: go up unless the car in the next lane up is about to pass column 4
+    (full-set actions 0 stay, 2 up, 4 down), with a small chance of a random action."""
+    if rng.rand() < 0.05:
+        return int(rng.randint(6))
+    game = env.env
+    target_row = game.pos - 1
+    for car in game.cars:
+        if car[1] == target_row and abs(car[0] - 4) <= 1:
+            return 0
+    return 2
+
+
+def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakout"):
+    env = Environment(game, sticky_action_prob=STICKY)
     if seed_kind == 0:
         env.seed(seed)
     else:
@@ -61,12 +105,14 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
         env.seed(np.array([seed & 0xFFFFFFFF, seed >> 32], dtype=np.uint32))
     policy_rng = np.random.RandomState(policy_seed)
     records = []
-    previous = np.zeros(50, dtype=np.uint8)
+    channels = env.state_shape()[2]
+    packed_len = (100 * channels + 7) // 8
+    previous = np.zeros(packed_len, dtype=np.uint8)
 
     def record(kind, action, reward, terminal):
         nonlocal previous
         packed = np.packbits(env.state().astype(np.uint8).reshape(-1))
-        assert packed.size == 50
+        assert packed.size == packed_len
         records.append(struct.pack("<BBbB", kind, action, reward, terminal) + (packed ^ previous).tobytes())
         previous = packed
 
@@ -77,6 +123,10 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
     for _ in range(steps):
         if policy == "random":
             action = int(policy_rng.randint(6))
+        elif policy == "crossing":
+            action = freeway_crossing_action(env, policy_rng)
+        elif policy == "dodging":
+            action = asterix_dodging_action(env, policy_rng)
         else:
             action = ball_tracking_action(env, policy_rng)
         reward, terminal = env.act(action)
@@ -89,7 +139,7 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed):
             record(0, 0, 0, 0)
             games += 1
             score = 0
-    header = b"TMTRACE1" + struct.pack("<BQdI", seed_kind, seed, STICKY, len(records))
+    header = b"TMTRACE2" + struct.pack("<BBQdI", channels, seed_kind, seed, STICKY, len(records))
     with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as f:
         f.write(header + b"".join(records))
     print(f"{path.name}: {steps} steps, {games} games, best score {best}, {path.stat().st_size} bytes")
@@ -102,6 +152,10 @@ def main():
     write_trace(out / "minatar_breakout_random_seed64bit.bin.gz", (1 << 40) + 12345, 1, 30_000, "random", 2)
     write_trace(out / "minatar_breakout_tracking_seed42.bin.gz", 42, 0, 40_000, "tracking", 3)
     write_trace(out / "minatar_breakout_tracking_seed3141592653.bin.gz", 3141592653, 0, 30_000, "tracking", 4)
+    write_trace(out / "minatar_asterix_random_seed7.bin.gz", 7, 0, 50_000, "random", 5, "asterix")
+    write_trace(out / "minatar_asterix_dodging_seed64bit.bin.gz", (1 << 33) + 99, 1, 60_000, "dodging", 6, "asterix")
+    write_trace(out / "minatar_freeway_random_seed11.bin.gz", 11, 0, 30_000, "random", 7, "freeway")
+    write_trace(out / "minatar_freeway_crossing_seed64bit.bin.gz", (1 << 50) + 3, 1, 30_000, "crossing", 8, "freeway")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ use crate::norm::Normalizer;
 use crate::space::{ObsBuf, ObsSpace};
 
 /// What one step returned.
+// repr(C) with the flags apart: the optimiser would otherwise read `terminated` and
+// `truncated` as one 16-bit load from two separately written bytes, and that failed
+// store-to-load forwarding stalled VecEnv behind every observation store (measured:
+// about a third of a MinAtar step).
+#[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Step {
     /// The reward the agent sees (after clipping or normalisation wrappers).
@@ -11,11 +16,11 @@ pub struct Step {
     /// The episode ended by the environment's own rules (the agent's episode, which
     /// under episodic-life is a single life).
     pub terminated: bool,
-    /// The episode was cut short (time limit); the observation is still bootstrappable.
-    pub truncated: bool,
     /// The game's own reward for this step, summed over skipped frames, untouched by
     /// reward wrappers: what episode statistics report as the game score.
     pub raw_reward: f32,
+    /// The episode was cut short (time limit); the observation is still bootstrappable.
+    pub truncated: bool,
     /// The whole game is over, so the next `reset` starts a new game. Equal to
     /// `terminated || truncated` except under episodic-life, where losing a life
     /// terminates the agent's episode but not the game.
@@ -69,6 +74,14 @@ pub trait Env: Send {
 
     fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step;
 
+    /// [`Env::step`] into an f32 buffer that holds exactly the observation this
+    /// environment wrote last (by `reset`, `step` or `step_in_place`), so that only the
+    /// values that change need writing. [`crate::VecEnv`] uses it for rows only the
+    /// environment writes. The default writes the whole observation.
+    fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> Step {
+        self.step(action, ObsBuf::F32(obs))
+    }
+
     /// Lives left in the game (0 for games without lives).
     fn lives(&self) -> u32 {
         0
@@ -97,6 +110,9 @@ impl Env for Box<dyn Env> {
     fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
         (**self).step(action, obs)
     }
+    fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> Step {
+        (**self).step_in_place(action, obs)
+    }
     fn lives(&self) -> u32 {
         (**self).lives()
     }
@@ -105,5 +121,22 @@ impl Env for Box<dyn Env> {
     }
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         (**self).visit_normalizers(visit)
+    }
+}
+
+/// Where a wrapper that leaves observations untouched sends the wrapped environment's
+/// observation: an ordinary buffer, or an in-place row (see [`Env::step_in_place`]).
+pub enum ObsOut<'a> {
+    Buf(ObsBuf<'a>),
+    InPlace(&'a mut [f32]),
+}
+
+impl ObsOut<'_> {
+    /// Steps `env` into this destination.
+    pub fn step(self, env: &mut dyn Env, action: usize) -> Step {
+        match self {
+            ObsOut::Buf(obs) => env.step(action, obs),
+            ObsOut::InPlace(obs) => env.step_in_place(action, obs),
+        }
     }
 }

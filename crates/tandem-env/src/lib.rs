@@ -27,8 +27,11 @@ pub mod atari;
 pub use env::{Env, RgbFrame, Step};
 pub use norm::NormStats;
 pub use space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
-pub use spec::{EnvSpec, GameSpec, WrapperSpec, make_env, make_game, observation_space};
-pub use vec_env::{EpisodeStats, VecEnv};
+pub use spec::{
+    EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
+    observation_space,
+};
+pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, VecEnv};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -56,6 +59,9 @@ pub enum EnvError {
     /// The game name is not known.
     #[error("unknown game `{name}`; known games: {known}")]
     UnknownGame { name: String, known: String },
+    /// The wrapper name is not known.
+    #[error("unknown wrapper `{name}`; known wrappers: {known}")]
+    UnknownWrapper { name: String, known: String },
     /// The game exists but this build left it out.
     #[error("game `{game}` needs tandem-env built with the cargo feature `{feature}`")]
     FeatureDisabled { game: String, feature: &'static str },

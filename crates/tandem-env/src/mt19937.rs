@@ -83,20 +83,29 @@ impl RandomState {
         }
     }
 
+    // Runs once per 624 outputs; kept out of line so that `next_u32` inlines.
+    #[cold]
+    #[inline(never)]
     fn regenerate(&mut self) {
         let mt = &mut self.state;
-        for i in 0..N {
-            let y = (mt[i] & UPPER_MASK) | (mt[(i + 1) % N] & LOWER_MASK);
-            let mut next = mt[(i + M) % N] ^ (y >> 1);
-            if y & 1 != 0 {
-                next ^= MATRIX_A;
-            }
-            mt[i] = next;
+        let twist = |current: u32, next: u32, far: u32| {
+            let y = (current & UPPER_MASK) | (next & LOWER_MASK);
+            far ^ (y >> 1) ^ if y & 1 != 0 { MATRIX_A } else { 0 }
+        };
+        // The same recurrence as one loop over (i + 1) % N and (i + M) % N, split where
+        // the indices wrap so that no modulo is computed per word.
+        for i in 0..N - M {
+            mt[i] = twist(mt[i], mt[i + 1], mt[i + M]);
         }
+        for i in N - M..N - 1 {
+            mt[i] = twist(mt[i], mt[i + 1], mt[i + M - N]);
+        }
+        mt[N - 1] = twist(mt[N - 1], mt[0], mt[M - 1]);
         self.index = 0;
     }
 
     /// The next 32-bit output (tempered).
+    #[inline]
     pub fn next_u32(&mut self) -> u32 {
         if self.index >= N {
             self.regenerate();
@@ -111,6 +120,7 @@ impl RandomState {
     }
 
     /// `RandomState.rand()`: a double in [0, 1) from 53 bits of two outputs.
+    #[inline]
     pub fn rand(&mut self) -> f64 {
         let high = u64::from(self.next_u32() >> 5);
         let low = u64::from(self.next_u32() >> 6);

@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::Breakout;
+use crate::minatar::{Asterix, Breakout, Freeway};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -21,6 +21,20 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Asterix with difficulty ramping: f32 image 4x10x10 (channels player,
+    /// enemy, trail, treasure), exact to the `minatar` package. Minimal action set: n,
+    /// l, u, r, d; `full_action_set` adds f.
+    MinAtarAsterix {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
+    /// MinAtar Freeway: f32 image 7x10x10 (channels chicken, car, and the trail of cars
+    /// of speed 1 to 5), exact to the `minatar` package. Minimal action set: n, u, d;
+    /// `full_action_set` exposes all six.
+    MinAtarFreeway {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -31,7 +45,13 @@ pub enum GameSpec {
 }
 
 /// Game names accepted by [`GameSpec::from_name`] (Atari games are `atari-<rom>`).
-pub const GAME_NAMES: &[&str] = &["cartpole", "minatar-breakout", "atari-breakout"];
+pub const GAME_NAMES: &[&str] = &[
+    "cartpole",
+    "minatar-breakout",
+    "minatar-asterix",
+    "minatar-freeway",
+    "atari-breakout",
+];
 
 impl GameSpec {
     /// The game called `name`, with its default options: MinAtar sticky actions 0.1 and
@@ -41,6 +61,14 @@ impl GameSpec {
         match name {
             "cartpole" => Ok(GameSpec::CartPole),
             "minatar-breakout" => Ok(GameSpec::MinAtarBreakout {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-asterix" => Ok(GameSpec::MinAtarAsterix {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-freeway" => Ok(GameSpec::MinAtarFreeway {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
             }),
@@ -69,6 +97,8 @@ impl GameSpec {
         match self {
             GameSpec::CartPole => "cartpole".into(),
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
+            GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
+            GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -77,7 +107,10 @@ impl GameSpec {
     pub fn observation_space(&self) -> ObsSpace {
         match self {
             GameSpec::CartPole => ObsSpace::vector(4, Dtype::F32),
-            GameSpec::MinAtarBreakout { .. } => ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32),
+            GameSpec::MinAtarBreakout { .. } | GameSpec::MinAtarAsterix { .. } => {
+                ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
+            }
+            GameSpec::MinAtarFreeway { .. } => ObsSpace::image(10, 10, 7, Layout::Chw, Dtype::F32),
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
     }
@@ -88,6 +121,12 @@ impl GameSpec {
         match self {
             GameSpec::CartPole => Some(2),
             GameSpec::MinAtarBreakout {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 3 }),
+            GameSpec::MinAtarAsterix {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 5 }),
+            GameSpec::MinAtarFreeway {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 3 }),
             GameSpec::Atari {
@@ -107,6 +146,14 @@ impl GameSpec {
         };
         match self {
             GameSpec::MinAtarBreakout {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarAsterix {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarFreeway {
                 sticky_action_prob: p,
                 ..
             } if !(0.0..=1.0).contains(p) => {
@@ -173,6 +220,46 @@ pub const WRAPPER_NAMES: &[&str] = &[
 ];
 
 impl WrapperSpec {
+    /// The wrapper called `name` (see [`WRAPPER_NAMES`]) with its default parameters:
+    /// noop-reset 30, frame-skip 4 with max-pool, resize 84x84, frame-stack 4,
+    /// time-limit 27000 steps (108k frames at frame-skip 4), sticky-actions 0.25,
+    /// normalize-obs clip 10 epsilon 1e-8, normalize-reward gamma 0.99 clip 10 epsilon 1e-8.
+    pub fn with_defaults(name: &str) -> Result<Self, EnvError> {
+        Ok(match name {
+            "noop-reset" => WrapperSpec::NoopReset { max_noops: 30 },
+            "fire-reset" => WrapperSpec::FireReset,
+            "frame-skip" => WrapperSpec::FrameSkip {
+                skip: 4,
+                max_pool: true,
+            },
+            "episodic-life" => WrapperSpec::EpisodicLife,
+            "resize" => WrapperSpec::Resize {
+                height: 84,
+                width: 84,
+            },
+            "grayscale" => WrapperSpec::Grayscale,
+            "clip-reward" => WrapperSpec::ClipReward,
+            "frame-stack" => WrapperSpec::FrameStack { frames: 4 },
+            "time-limit" => WrapperSpec::TimeLimit { max_steps: 27_000 },
+            "sticky-actions" => WrapperSpec::StickyActions { prob: 0.25 },
+            "normalize-obs" => WrapperSpec::NormalizeObs {
+                clip: 10.0,
+                epsilon: 1e-8,
+            },
+            "normalize-reward" => WrapperSpec::NormalizeReward {
+                gamma: 0.99,
+                clip: 10.0,
+                epsilon: 1e-8,
+            },
+            _ => {
+                return Err(EnvError::UnknownWrapper {
+                    name: name.to_string(),
+                    known: WRAPPER_NAMES.join(", "),
+                });
+            }
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             WrapperSpec::NoopReset { .. } => "noop-reset",
@@ -258,6 +345,22 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             sticky_action_prob,
             full_action_set,
         } => Ok(Box::new(Breakout::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarAsterix {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(Asterix::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarFreeway {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(Freeway::new(
             seed,
             *sticky_action_prob,
             *full_action_set,

@@ -14,6 +14,8 @@
 //! state and rows, and anything shared (episode statistics, normaliser statistics) is
 //! combined afterwards in environment order.
 
+use std::time::{Duration, Instant};
+
 use rayon::prelude::*;
 
 use crate::EnvError;
@@ -84,12 +86,16 @@ impl Slot {
         final_row: &mut [f32],
         emit: Emit,
     ) -> (f32, bool, bool) {
-        let step = self.env.step(action, Self::buf(&mut self.scratch, row));
+        let step = match &mut self.scratch {
+            // The row holds this environment's previous observation and nothing else
+            // writes it, so the environment may update it in place.
+            None => self.env.step_in_place(action, row),
+            Some(store) => self.env.step(action, store.buf()),
+        };
         emit_row(&self.scratch, row, emit);
         self.episode_return += f64::from(step.reward);
         self.raw_score += f64::from(step.raw_reward);
         self.length += 1;
-        self.finished = None;
         if step.done() {
             final_row.copy_from_slice(row);
             if step.game_over {
@@ -186,7 +192,15 @@ pub struct VecEnv {
     norms: Vec<SharedNorm>,
     pool: Option<rayon::ThreadPool>,
     threads: usize,
+    /// Below this much work per batch step (as if done on one thread), stepping stays on
+    /// the calling thread: waking pool threads would cost more than it saves.
+    min_parallel_work: Duration,
+    /// Running estimate of one batch step's single-thread cost, in seconds.
+    work_estimate: Option<f64>,
 }
+
+/// Default for [`VecEnv::set_min_parallel_work`].
+pub const DEFAULT_MIN_PARALLEL_WORK: Duration = Duration::from_micros(100);
 
 impl VecEnv {
     /// Builds `seeds.len()` environments from `spec`, environment `i` seeded with
@@ -341,6 +355,8 @@ impl VecEnv {
             norms,
             pool,
             threads,
+            min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
+            work_estimate: None,
         })
     }
 
@@ -354,6 +370,22 @@ impl VecEnv {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Batch steps estimated to take less than `work` on one thread run on the calling
+    /// thread even when the VecEnv has a pool (default [`DEFAULT_MIN_PARALLEL_WORK`];
+    /// zero: always use the pool). Results are identical either way; only speed differs.
+    pub fn set_min_parallel_work(&mut self, work: Duration) {
+        self.min_parallel_work = work;
+    }
+
+    /// Whether the next batch step should use the pool.
+    fn use_pool(&self) -> bool {
+        self.pool.is_some()
+            && (self.min_parallel_work.is_zero()
+                || self
+                    .work_estimate
+                    .is_some_and(|w| w >= self.min_parallel_work.as_secs_f64()))
     }
 
     /// The observation space of each environment's chain (before the conversion to
@@ -406,7 +438,7 @@ impl VecEnv {
             slot.reset(seeds.map(|s| s[i]), row, emit);
         };
         let obs_len = self.obs_len;
-        match &self.pool {
+        match self.pool.as_ref().filter(|_| self.use_pool()) {
             None => self
                 .slots
                 .iter_mut()
@@ -459,7 +491,9 @@ impl VecEnv {
             *terminated = te;
             *truncated = tr;
         };
-        match &self.pool {
+        let started = Instant::now();
+        let pooled = self.use_pool();
+        match self.pool.as_ref().filter(|_| pooled) {
             None => self
                 .slots
                 .iter_mut()
@@ -490,8 +524,19 @@ impl VecEnv {
                 })
             }
         }
-        self.episodes
-            .extend(self.slots.iter_mut().filter_map(|s| s.finished.take()));
+        // A pooled step's single-thread cost is at most its time on all threads.
+        let elapsed =
+            started.elapsed().as_secs_f64() * if pooled { self.threads as f64 } else { 1.0 };
+        self.work_estimate = Some(
+            self.work_estimate
+                .map_or(elapsed, |w| 0.9 * w + 0.1 * elapsed),
+        );
+        // Only environments whose episode ended can have finished a game.
+        for (i, (te, tr)) in self.terminated.iter().zip(&self.truncated).enumerate() {
+            if *te || *tr {
+                self.episodes.extend(self.slots[i].finished.take());
+            }
+        }
         self.sync_normalizers_in_batch();
         Ok(())
     }

@@ -5,20 +5,17 @@
 use std::io::Read;
 
 use flate2::read::GzDecoder;
-use tandem_env::minatar::Breakout;
+use tandem_env::minatar::{Asterix, Breakout, Freeway};
 use tandem_env::mt19937::RandomState;
 use tandem_env::space::ObsBuf;
 use tandem_env::{Env, EnvSpec, GameSpec, make_env};
-
-const PACKED: usize = 50;
-const RECORD: usize = 4 + PACKED;
 
 struct Record {
     is_step: bool,
     action: u8,
     reward: i8,
     terminal: bool,
-    state: [bool; 400],
+    state: Vec<bool>,
 }
 
 struct Trace {
@@ -34,22 +31,28 @@ fn load(name: &str) -> Trace {
     GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
         .read_to_end(&mut bytes)
         .unwrap();
-    assert_eq!(&bytes[..8], b"TMTRACE1", "{path}: not a trace");
-    let seed_kind = bytes[8];
-    let seed = u64::from_le_bytes(bytes[9..17].try_into().unwrap());
-    let sticky = f64::from_le_bytes(bytes[17..25].try_into().unwrap());
-    let count = u32::from_le_bytes(bytes[25..29].try_into().unwrap()) as usize;
-    let body = &bytes[29..];
-    assert_eq!(body.len(), count * RECORD, "{path}: truncated");
-    let mut packed = [0u8; PACKED];
+    assert_eq!(&bytes[..8], b"TMTRACE2", "{path}: not a trace");
+    let channels = usize::from(bytes[8]);
+    let seed_kind = bytes[9];
+    let seed = u64::from_le_bytes(bytes[10..18].try_into().unwrap());
+    let sticky = f64::from_le_bytes(bytes[18..26].try_into().unwrap());
+    let count = u32::from_le_bytes(bytes[26..30].try_into().unwrap()) as usize;
+    let body = &bytes[30..];
+    let cells = 100 * channels;
+    let packed_len = cells.div_ceil(8);
+    let record = 4 + packed_len;
+    assert_eq!(body.len(), count * record, "{path}: truncated");
+    let mut packed = vec![0u8; packed_len];
     let records = body
-        .chunks_exact(RECORD)
+        .chunks_exact(record)
         .map(|r| {
             for (p, d) in packed.iter_mut().zip(&r[4..]) {
                 *p ^= d;
             }
             // numpy.packbits: most significant bit first.
-            let state = std::array::from_fn(|i| packed[i / 8] >> (7 - i % 8) & 1 == 1);
+            let state = (0..cells)
+                .map(|i| packed[i / 8] >> (7 - i % 8) & 1 == 1)
+                .collect();
             Record {
                 is_step: r[0] == 1,
                 action: r[1],
@@ -67,7 +70,56 @@ fn load(name: &str) -> Trace {
     }
 }
 
+/// The minatar-level interface of a native MinAtar game.
+trait MinAtarGame {
+    fn act_full(&mut self, action: usize) -> (f32, bool);
+    fn reset_game(&mut self);
+    fn state_hwc(&self) -> Vec<bool>;
+}
+
+impl MinAtarGame for Breakout {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Breakout::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Breakout::reset_game(self)
+    }
+    fn state_hwc(&self) -> Vec<bool> {
+        Breakout::state_hwc(self).to_vec()
+    }
+}
+
+impl MinAtarGame for Asterix {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Asterix::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Asterix::reset_game(self)
+    }
+    fn state_hwc(&self) -> Vec<bool> {
+        Asterix::state_hwc(self).to_vec()
+    }
+}
+
+impl MinAtarGame for Freeway {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Freeway::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Freeway::reset_game(self)
+    }
+    fn state_hwc(&self) -> Vec<bool> {
+        Freeway::state_hwc(self)
+    }
+}
+
 fn check(name: &str, expect_steps: usize) {
+    check_game(name, expect_steps, |seed, sticky| {
+        Breakout::new(seed, sticky, true)
+    });
+}
+
+fn check_game<G: MinAtarGame>(name: &str, expect_steps: usize, make: impl Fn(u64, f64) -> G) {
     let trace = load(name);
     if trace.seed_kind == 1 {
         assert!(
@@ -76,7 +128,7 @@ fn check(name: &str, expect_steps: usize) {
         );
     }
     // Breakout::new seeds like RandomState(seed) below 2^32 and RandomState([lo, hi]) above.
-    let mut game = Breakout::new(trace.seed, trace.sticky, true);
+    let mut game = make(trace.seed, trace.sticky);
     let mut steps = 0;
     let mut resets = 0;
     for (i, r) in trace.records.iter().enumerate() {
@@ -167,4 +219,40 @@ fn seeding_matches_numpy_randomstate_for_both_seed_forms() {
     let mut c = RandomState::from_u64((1 << 40) + 12345);
     let mut d = RandomState::from_key(&[12345, 256]);
     assert_eq!(c.next_u32(), d.next_u32());
+}
+
+#[test]
+fn asterix_random_policy_seed_7() {
+    check_game(
+        "minatar_asterix_random_seed7.bin.gz",
+        50_000,
+        |seed, sticky| Asterix::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn asterix_dodging_policy_64_bit_seed() {
+    check_game(
+        "minatar_asterix_dodging_seed64bit.bin.gz",
+        60_000,
+        |seed, sticky| Asterix::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn freeway_random_policy_seed_11() {
+    check_game(
+        "minatar_freeway_random_seed11.bin.gz",
+        30_000,
+        |seed, sticky| Freeway::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn freeway_crossing_policy_64_bit_seed() {
+    check_game(
+        "minatar_freeway_crossing_seed64bit.bin.gz",
+        30_000,
+        |seed, sticky| Freeway::new(seed, sticky, true),
+    );
 }

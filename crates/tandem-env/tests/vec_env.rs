@@ -26,6 +26,8 @@ fn run(
     steps: usize,
 ) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
     let mut venv = VecEnv::new(spec, &env_seeds(11, 1, 0, envs), threads).unwrap();
+    // These batches are too small to be worth a pool by default; force it.
+    venv.set_min_parallel_work(std::time::Duration::ZERO);
     let mut obs_trace = Vec::new();
     let mut rewards = Vec::new();
     let mut dones = Vec::new();
@@ -57,6 +59,10 @@ fn same_seed_same_results_with_one_and_two_threads() {
     let specs = [
         EnvSpec::new(GameSpec::CartPole),
         EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+        // Freeway games last 2501 steps; cut them short to see episode ends.
+        EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap())
+            .with(WrapperSpec::TimeLimit { max_steps: 120 }),
         EnvSpec::new(GameSpec::CartPole)
             .with(WrapperSpec::StickyActions { prob: 0.3 })
             .with(WrapperSpec::NormalizeObs {
@@ -184,4 +190,53 @@ fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
             "normalised rewards differ from the raw ones"
         );
     }
+}
+
+/// VecEnv lets environments update their rows in place; the rows must always equal
+/// the observations a fully written buffer gets, across episode ends and through
+/// wrappers that pass observations on.
+#[test]
+fn in_place_rows_equal_fully_written_observations() {
+    use tandem_env::space::ObsBuf;
+    use tandem_env::{Env, make_env};
+    let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
+        .with(WrapperSpec::StickyActions { prob: 0.2 })
+        .with(WrapperSpec::ClipReward)
+        .with(WrapperSpec::TimeLimit { max_steps: 150 });
+    let seeds = env_seeds(5, 0, 0, 3);
+    let mut venv = VecEnv::new(&spec, &seeds, 1).unwrap();
+    let mut reference: Vec<Box<dyn Env>> =
+        seeds.iter().map(|&s| make_env(&spec, s).unwrap()).collect();
+    let mut obs = vec![vec![0f32; 400]; 3];
+    venv.reset();
+    for ((env, o), &seed) in reference.iter_mut().zip(&mut obs).zip(&seeds) {
+        env.reset(Some(seed), ObsBuf::F32(o));
+    }
+    let mut ends = 0;
+    for t in 0..3000usize {
+        let actions: Vec<i64> = (0..3).map(|i| ((t * 7 + i * 3) / 5 % 3) as i64).collect();
+        venv.step(&actions).unwrap();
+        for (i, (env, o)) in reference.iter_mut().zip(&mut obs).enumerate() {
+            // Poison the reference buffer so a partial write would show.
+            o.fill(0.5);
+            let step = env.step(actions[i] as usize, ObsBuf::F32(o));
+            assert_eq!(step.reward, venv.rewards()[i]);
+            if step.done() {
+                assert_eq!(
+                    venv.final_obs_row(i),
+                    &o[..],
+                    "final observation, step {t} env {i}"
+                );
+                o.fill(0.5);
+                env.reset(None, ObsBuf::F32(o));
+                ends += 1;
+            }
+            assert_eq!(
+                &venv.obs()[i * 400..(i + 1) * 400],
+                &o[..],
+                "step {t} env {i}"
+            );
+        }
+    }
+    assert!(ends > 20, "{ends}");
 }

@@ -531,3 +531,26 @@ fn normaliser_statistics_can_be_read_synced_and_restored() {
     bad[0].var[0] = -1.0;
     assert!(b.set_normalizer_stats(&bad).is_err());
 }
+
+#[test]
+fn every_wrapper_name_has_defaults_that_round_trip() {
+    for name in tandem_env::WRAPPER_NAMES {
+        let spec = WrapperSpec::with_defaults(name).unwrap();
+        assert_eq!(spec.name(), *name);
+    }
+    let err = WrapperSpec::with_defaults("grayscal").unwrap_err();
+    assert!(
+        err.to_string().contains("unknown wrapper `grayscal`"),
+        "{err}"
+    );
+    for name in tandem_env::GAME_NAMES {
+        assert_eq!(GameSpec::from_name(name).unwrap().name(), *name);
+    }
+}
+
+#[test]
+fn vec_env_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<VecEnv>();
+    assert_send::<Box<dyn Env>>();
+}

@@ -29,6 +29,21 @@ const BOTTOM: i32 = GRID as i32 - 1;
 const BRICK_ROWS: std::ops::Range<usize> = 1..4;
 const FULL_ROW: u16 = (1 << GRID) - 1;
 
+/// The five cells of each 5-bit pattern (bit x = cell x) as observation values.
+const FIVE_CELLS: [[f32; 5]; 32] = {
+    let mut table = [[0.0; 5]; 32];
+    let mut bits = 0;
+    while bits < 32 {
+        let mut x = 0;
+        while x < 5 {
+            table[bits][x] = ((bits >> x) & 1) as f32;
+            x += 1;
+        }
+        bits += 1;
+    }
+    table
+};
+
 /// Actions of minatar's full set, by index: no-op, left, up, right, down, fire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Move {
@@ -73,6 +88,21 @@ pub struct Breakout {
     /// The ball touched a brick last step (so touching one again does not count).
     striking: bool,
     terminal: bool,
+    /// What the last observation written holds (for in-place updates).
+    drawn: Drawn,
+}
+
+/// The movable parts of an observation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Drawn {
+    paddle: i32,
+    ball: (i32, i32),
+    trail: (i32, i32),
+    brick_rows: [u16; 3],
+}
+
+fn cell(channel: usize, x: i32, y: i32) -> usize {
+    channel * GRID * GRID + y as usize * GRID + x as usize
 }
 
 impl Breakout {
@@ -93,6 +123,7 @@ impl Breakout {
             bricks: [0; GRID],
             striking: false,
             terminal: false,
+            drawn: Drawn::default(),
         };
         // minatar's Environment builds its game with a reset, drawing from the stream.
         game.new_game();
@@ -177,26 +208,55 @@ impl Breakout {
         reward
     }
 
+    fn snapshot(&self) -> Drawn {
+        Drawn {
+            paddle: self.paddle,
+            ball: (self.ball_x, self.ball_y),
+            trail: (self.trail_x, self.trail_y),
+            brick_rows: [self.bricks[1], self.bricks[2], self.bricks[3]],
+        }
+    }
+
+    fn write_brick_row(out: &mut [f32], row: usize, bits: u16) {
+        let base = cell(BRICK, 0, row as i32);
+        let bits = usize::from(bits);
+        out[base..base + 5].copy_from_slice(&FIVE_CELLS[bits & 31]);
+        out[base + 5..base + 10].copy_from_slice(&FIVE_CELLS[bits >> 5]);
+    }
+
     /// Writes the 4x10x10 channels-first observation (1.0 where a thing is).
-    fn write_obs(&self, obs: ObsBuf<'_>) {
+    fn write_obs(&mut self, obs: ObsBuf<'_>) {
         let ObsBuf::F32(out) = obs else { return };
         out.fill(0.0);
-        let cell =
-            |channel: usize, x: i32, y: i32| channel * GRID * GRID + y as usize * GRID + x as usize;
-        out[cell(PADDLE, self.paddle, BOTTOM)] = 1.0;
-        out[cell(BALL, self.ball_x, self.ball_y)] = 1.0;
-        out[cell(TRAIL, self.trail_x, self.trail_y)] = 1.0;
+        let now = self.snapshot();
+        out[cell(PADDLE, now.paddle, BOTTOM)] = 1.0;
+        out[cell(BALL, now.ball.0, now.ball.1)] = 1.0;
+        out[cell(TRAIL, now.trail.0, now.trail.1)] = 1.0;
         // Bricks only ever exist on their three rows.
-        for row in BRICK_ROWS {
-            let bits = self.bricks[row];
-            if bits == 0 {
-                continue;
-            }
-            let base = BRICK * GRID * GRID + row * GRID;
-            for (x, v) in out[base..base + GRID].iter_mut().enumerate() {
-                *v = f32::from((bits >> x) as u8 & 1);
+        for (row, &bits) in BRICK_ROWS.zip(&now.brick_rows) {
+            Self::write_brick_row(out, row, bits);
+        }
+        self.drawn = now;
+    }
+
+    /// Turns the observation last written into the current one, touching only the
+    /// cells that can have changed.
+    fn update_obs(&mut self, out: &mut [f32]) {
+        let old = self.drawn;
+        let now = self.snapshot();
+        // Clear before set, so an unmoved part stays drawn.
+        out[cell(PADDLE, old.paddle, BOTTOM)] = 0.0;
+        out[cell(BALL, old.ball.0, old.ball.1)] = 0.0;
+        out[cell(TRAIL, old.trail.0, old.trail.1)] = 0.0;
+        out[cell(PADDLE, now.paddle, BOTTOM)] = 1.0;
+        out[cell(BALL, now.ball.0, now.ball.1)] = 1.0;
+        out[cell(TRAIL, now.trail.0, now.trail.1)] = 1.0;
+        for ((row, &was), &is) in BRICK_ROWS.zip(&old.brick_rows).zip(&now.brick_rows) {
+            if was != is {
+                Self::write_brick_row(out, row, is);
             }
         }
+        self.drawn = now;
     }
 
     /// The observation as 400 booleans in minatar's own layout (10x10x4,
@@ -268,6 +328,17 @@ impl Env for Breakout {
         };
         let (reward, terminal) = self.act_full(full);
         self.write_obs(obs);
+        Step::game(reward, terminal, false)
+    }
+
+    fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> Step {
+        let full = if self.full_action_set {
+            action
+        } else {
+            MINIMAL_ACTIONS[action]
+        };
+        let (reward, terminal) = self.act_full(full);
+        self.update_obs(obs);
         Step::game(reward, terminal, false)
     }
 

@@ -1,9 +1,13 @@
 //! MinAtar games (Young and Tian, 2019), reproducing the `minatar` Python package
 //! step for step, its numpy `RandomState` stream included.
 
+mod asterix;
 mod breakout;
+mod freeway;
 
+pub use asterix::Asterix;
 pub use breakout::Breakout;
+pub use freeway::Freeway;
 
 /// Size of the square MinAtar playfield.
 pub const GRID: usize = 10;

@@ -1,8 +1,8 @@
 //! Wrappers that change how episodes start, end or act: noop-reset, fire-reset,
 //! episodic-life, time-limit and sticky-actions.
 
-use super::forward_to_inner;
-use crate::env::{Env, Step};
+use super::{forward_to_inner, pass_through_step};
+use crate::env::{Env, ObsOut, Step};
 use crate::rng::{Xoshiro256, derive_seed};
 use crate::space::{ObsBuf, ObsSpace};
 
@@ -28,6 +28,12 @@ impl NoopReset {
     }
 }
 
+impl NoopReset {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        obs.step(&mut *self.inner, action)
+    }
+}
+
 impl Env for NoopReset {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -50,9 +56,7 @@ impl Env for NoopReset {
             }
         }
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        self.inner.step(action, obs)
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
 
@@ -64,6 +68,12 @@ pub struct FireReset {
 impl FireReset {
     pub fn new(inner: Box<dyn Env>) -> Self {
         FireReset { inner }
+    }
+}
+
+impl FireReset {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        obs.step(&mut *self.inner, action)
     }
 }
 
@@ -83,9 +93,7 @@ impl Env for FireReset {
             self.inner.reset(None, obs);
         }
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        self.inner.step(action, obs)
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
 
@@ -107,6 +115,19 @@ impl EpisodicLife {
     }
 }
 
+impl EpisodicLife {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        self.game_over = step.game_over;
+        let lives = self.inner.lives();
+        if lives < self.lives && lives > 0 {
+            step.terminated = true;
+        }
+        self.lives = lives;
+        step
+    }
+}
+
 impl Env for EpisodicLife {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -123,16 +144,7 @@ impl Env for EpisodicLife {
         self.game_over = false;
         self.lives = self.inner.lives();
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let mut step = self.inner.step(action, obs);
-        self.game_over = step.game_over;
-        let lives = self.inner.lives();
-        if lives < self.lives && lives > 0 {
-            step.terminated = true;
-        }
-        self.lives = lives;
-        step
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
 
@@ -153,6 +165,19 @@ impl TimeLimit {
     }
 }
 
+impl TimeLimit {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        self.steps += 1;
+        if self.steps >= self.max_steps && !step.terminated {
+            step.truncated = true;
+            // The next reset must restart the game, so statistics count it as over.
+            step.game_over = true;
+        }
+        step
+    }
+}
+
 impl Env for TimeLimit {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -164,16 +189,7 @@ impl Env for TimeLimit {
         self.steps = 0;
         self.inner.reset(seed, obs);
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let mut step = self.inner.step(action, obs);
-        self.steps += 1;
-        if self.steps >= self.max_steps && !step.terminated {
-            step.truncated = true;
-            // The next reset must restart the game, so statistics count it as over.
-            step.game_over = true;
-        }
-        step
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
 
@@ -198,6 +214,15 @@ impl StickyActions {
     }
 }
 
+impl StickyActions {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        if self.rng.next_f64() >= self.prob {
+            self.previous = action;
+        }
+        obs.step(&mut *self.inner, self.previous)
+    }
+}
+
 impl Env for StickyActions {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -212,11 +237,6 @@ impl Env for StickyActions {
         self.previous = NOOP;
         self.inner.reset(seed, obs);
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        if self.rng.next_f64() >= self.prob {
-            self.previous = action;
-        }
-        self.inner.step(self.previous, obs)
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }

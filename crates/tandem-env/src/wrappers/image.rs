@@ -10,8 +10,9 @@ use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 /// (9798, 19235, 3735, summing to 2^15), rounded half up. (OpenCV 4.12 was checked
 /// on all 2^24 colours by scripts/parity/resize_fixtures.py.)
 pub fn rgb_to_gray(rgb: &[u8], gray: &mut [u8]) {
-    for (g, px) in gray.iter_mut().zip(rgb.chunks_exact(3)) {
-        let y = u32::from(px[0]) * 9798 + u32::from(px[1]) * 19235 + u32::from(px[2]) * 3735;
+    let (pixels, _) = rgb.as_chunks::<3>();
+    for (g, &[r, gr, b]) in gray.iter_mut().zip(pixels) {
+        let y = u32::from(r) * 9798 + u32::from(gr) * 19235 + u32::from(b) * 3735;
         *g = ((y + (1 << 14)) >> 15) as u8;
     }
 }
@@ -65,7 +66,70 @@ fn area_weights(src_len: usize, dst_len: usize, scale: f64) -> Vec<AreaWeight> {
 
 /// OpenCV's saturate_cast<uchar>(float): round half to even, then clamp.
 fn saturate_u8(v: f32) -> u8 {
-    v.round_ties_even().clamp(0.0, 255.0) as u8
+    // Rounding is monotone and the bounds are integers, so clamping first is the same.
+    // Adding and removing 2^23 rounds any value in [0, 2^23) to the nearest integer,
+    // ties to even, in the default rounding mode (and inlines, unlike `rintf`).
+    const SHIFT: f32 = 8_388_608.0;
+    ((v.clamp(0.0, 255.0) + SHIFT) - SHIFT) as u8
+}
+
+/// [`area_weights`] as a band: destination `d` reads the `width` consecutive source
+/// indices `start[d]..start[d] + width` with weights `weight[d * width..][..width]`,
+/// in OpenCV's accumulation order. A destination with fewer entries gets weight 0 on
+/// the extra indices (before or after its own, staying inside the source); adding
+/// `x * 0.0 = +0.0` to a non-negative sum leaves it bit-identical, and `0.0 + p = p`,
+/// so the padding changes no result while the loops get one fixed shape.
+#[derive(Debug, Clone)]
+struct Band {
+    width: usize,
+    start: Vec<usize>,
+    weight: Vec<f32>,
+}
+
+impl Band {
+    fn new(weights: &[AreaWeight], src_len: usize, dst_len: usize) -> Self {
+        let mut groups: Vec<Vec<&AreaWeight>> = vec![Vec::new(); dst_len];
+        for w in weights {
+            groups[w.dst].push(w);
+        }
+        let width = groups.iter().map(Vec::len).max().unwrap_or(1).min(src_len);
+        let mut start = Vec::with_capacity(dst_len);
+        let mut weight = vec![0f32; dst_len * width];
+        for (d, group) in groups.iter().enumerate() {
+            let first = group.first().map_or(0, |w| w.src).min(src_len - width);
+            start.push(first);
+            for w in group {
+                debug_assert!(
+                    w.src >= first && w.src < first + width,
+                    "area weights are consecutive"
+                );
+                weight[d * width + (w.src - first)] = w.weight;
+            }
+        }
+        Band {
+            width,
+            start,
+            weight,
+        }
+    }
+}
+
+/// The horizontal pass of one single-channel row for bands of width `K`.
+fn band_sums<const K: usize>(line: &[f32], band: &Band, out: &mut [f32]) {
+    for ((o, &start), weights) in out
+        .iter_mut()
+        .zip(&band.start)
+        .zip(band.weight.as_chunks::<K>().0)
+    {
+        let window: &[f32; K] = line[start..start + K]
+            .try_into()
+            .expect("band inside the row");
+        let mut acc = 0f32;
+        for j in 0..K {
+            acc += window[j] * weights[j];
+        }
+        *o = acc;
+    }
 }
 
 /// A precomputed INTER_AREA shrink of `src` (h x w x c, interleaved) to `dst`.
@@ -87,8 +151,10 @@ enum ResizeKind {
     },
     /// Separable weighted sums in f32, accumulated in OpenCV's order.
     General {
-        xs: Vec<AreaWeight>,
-        ys: Vec<AreaWeight>,
+        xs: Band,
+        ys: Band,
+        /// Source rows some destination row uses.
+        used_rows: Vec<bool>,
     },
 }
 
@@ -111,10 +177,14 @@ impl AreaResizer {
                 fy: scale_y.round() as usize,
             }
         } else {
-            ResizeKind::General {
-                xs: area_weights(src.1, dst.1, scale_x),
-                ys: area_weights(src.0, dst.0, scale_y),
+            let xs = area_weights(src.1, dst.1, scale_x);
+            let ys = area_weights(src.0, dst.0, scale_y);
+            let (xs, ys) = (Band::new(&xs, src.1, dst.1), Band::new(&ys, src.0, dst.0));
+            let mut used_rows = vec![false; src.0];
+            for &start in &ys.start {
+                used_rows[start..start + ys.width].fill(true);
             }
+            ResizeKind::General { xs, ys, used_rows }
         };
         AreaResizer {
             src,
@@ -168,37 +238,58 @@ impl AreaResizer {
                     }
                 }
             }
-            ResizeKind::General { xs, ys } => {
+            ResizeKind::General { xs, ys, used_rows } => {
+                // OpenCV sums each source row horizontally into f32 (entries of one
+                // destination pixel in order, starting from 0), then each destination row
+                // vertically (first entry times its weight, then adding weight times row).
+                // Both orders are kept, so the f32 results are identical; a source row
+                // shared by two destination rows is summed once here.
                 let width = dw * c;
-                let mut row_sum = vec![0f32; width];
-                let mut acc = vec![0f32; width];
-                let mut current = ys[0].dst;
-                for yw in ys {
-                    row_sum.fill(0.0);
-                    let line = &src[yw.src * sw * c..(yw.src + 1) * sw * c];
-                    for xw in xs {
-                        for k in 0..c {
-                            row_sum[xw.dst * c + k] += f32::from(line[xw.src * c + k]) * xw.weight;
-                        }
+                let mut rows = vec![0f32; sh * width];
+                let mut line = vec![0f32; sw * c];
+                let k = xs.width;
+                for (y, _) in used_rows.iter().enumerate().filter(|(_, used)| **used) {
+                    for (l, &v) in line.iter_mut().zip(&src[y * sw * c..(y + 1) * sw * c]) {
+                        *l = f32::from(v);
                     }
-                    if yw.dst != current {
-                        let out = &mut dst[current * width..(current + 1) * width];
-                        for ((o, a), r) in out.iter_mut().zip(acc.iter_mut()).zip(&row_sum) {
-                            *o = saturate_u8(*a);
-                            *a = yw.weight * r;
-                        }
-                        current = yw.dst;
-                    } else {
-                        for (a, r) in acc.iter_mut().zip(&row_sum) {
-                            *a += yw.weight * r;
+                    let out = &mut rows[y * width..(y + 1) * width];
+                    match (c, k) {
+                        (1, 2) => band_sums::<2>(&line, xs, out),
+                        (1, 3) => band_sums::<3>(&line, xs, out),
+                        (1, 4) => band_sums::<4>(&line, xs, out),
+                        _ => {
+                            for ((px, &start), weights) in out
+                                .chunks_exact_mut(c)
+                                .zip(&xs.start)
+                                .zip(xs.weight.chunks_exact(k))
+                            {
+                                let window = &line[start * c..(start + k) * c];
+                                for (ch, o) in px.iter_mut().enumerate() {
+                                    let mut acc = 0f32;
+                                    for (j, &w) in weights.iter().enumerate() {
+                                        acc += window[j * c + ch] * w;
+                                    }
+                                    *o = acc;
+                                }
+                            }
                         }
                     }
                 }
-                for (o, a) in dst[current * width..(current + 1) * width]
-                    .iter_mut()
-                    .zip(&acc)
+                for ((out, &start), weights) in dst
+                    .chunks_exact_mut(width)
+                    .zip(&ys.start)
+                    .zip(ys.weight.chunks_exact(ys.width))
                 {
-                    *o = saturate_u8(*a);
+                    let band = &rows[start * width..(start + ys.width) * width];
+                    let mut acc: Vec<f32> = band[..width].iter().map(|r| weights[0] * r).collect();
+                    for (row, &beta) in band.chunks_exact(width).zip(weights).skip(1) {
+                        for (a, r) in acc.iter_mut().zip(row) {
+                            *a += beta * r;
+                        }
+                    }
+                    for (o, a) in out.iter_mut().zip(&acc) {
+                        *o = saturate_u8(*a);
+                    }
                 }
             }
         }

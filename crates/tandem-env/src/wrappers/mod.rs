@@ -35,6 +35,20 @@ macro_rules! forward_to_inner {
 }
 pub(crate) use forward_to_inner;
 
+/// `step` and `step_in_place` of a wrapper that hands observations through unchanged,
+/// both going through its `step_with(action, ObsOut) -> Step`.
+macro_rules! pass_through_step {
+    () => {
+        fn step(&mut self, action: usize, obs: $crate::space::ObsBuf<'_>) -> $crate::env::Step {
+            self.step_with(action, $crate::env::ObsOut::Buf(obs))
+        }
+        fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> $crate::env::Step {
+            self.step_with(action, $crate::env::ObsOut::InPlace(obs))
+        }
+    };
+}
+pub(crate) use pass_through_step;
+
 fn mismatch(
     wrapper: &WrapperSpec,
     index: usize,

@@ -1,8 +1,8 @@
 //! Reward and observation scaling wrappers: clip-reward, normalize-obs,
 //! normalize-reward.
 
-use super::forward_to_inner;
-use crate::env::{Env, Step};
+use super::{forward_to_inner, pass_through_step};
+use crate::env::{Env, ObsOut, Step};
 use crate::norm::{NormKind, Normalizer};
 use crate::space::{Dtype, ObsBuf, ObsSpace, ObsStore};
 
@@ -17,6 +17,20 @@ impl ClipReward {
     }
 }
 
+impl ClipReward {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        step.reward = if step.reward > 0.0 {
+            1.0
+        } else if step.reward < 0.0 {
+            -1.0
+        } else {
+            0.0
+        };
+        step
+    }
+}
+
 impl Env for ClipReward {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -27,17 +41,7 @@ impl Env for ClipReward {
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.inner.reset(seed, obs)
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let mut step = self.inner.step(action, obs);
-        step.reward = if step.reward > 0.0 {
-            1.0
-        } else if step.reward < 0.0 {
-            -1.0
-        } else {
-            0.0
-        };
-        step
-    }
+    pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
 
@@ -144,6 +148,16 @@ impl NormalizeReward {
     }
 }
 
+impl NormalizeReward {
+    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        self.discounted_return = self.discounted_return * self.gamma + f64::from(step.reward);
+        self.normalizer.observe([self.discounted_return]);
+        step.reward = self.normalizer.scale(step.reward, self.clip);
+        step
+    }
+}
+
 impl Env for NormalizeReward {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
@@ -155,13 +169,7 @@ impl Env for NormalizeReward {
         self.discounted_return = 0.0;
         self.inner.reset(seed, obs)
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let mut step = self.inner.step(action, obs);
-        self.discounted_return = self.discounted_return * self.gamma + f64::from(step.reward);
-        self.normalizer.observe([self.discounted_return]);
-        step.reward = self.normalizer.scale(step.reward, self.clip);
-        step
-    }
+    pass_through_step!();
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         self.inner.visit_normalizers(visit);
         visit(&mut self.normalizer);

@@ -1,0 +1,504 @@
+//! Atari 2600 games through the Arcade Learning Environment (crate `tandem-ale`,
+//! GPL-2.0, behind this crate's cargo feature `atari`): the [`AtariGame`]
+//! environment, gymnasium-compatible seeding ([`gym_seeding`]) and a no-op reset
+//! that draws its counts the way gymnasium's `AtariPreprocessing` does
+//! ([`GymNoopReset`]).
+//!
+//! One [`Env::step`] of [`AtariGame`] is one emulated frame, like ale-py's
+//! `AtariEnv` with `frameskip=1`: frame skipping, pooling, resizing and stacking
+//! are the wrappers' job. Seeding follows gymnasium's `AtariEnv` exactly, so
+//! `reset(Some(s))` here and `env.reset(seed=s)` there give the same game: the
+//! seed goes through numpy's `SeedSequence`, whose first word seeds a PCG64
+//! generator (used for no-op counts) and whose second word is ALE's seed.
+
+use crate::EnvError;
+use crate::env::{Env, RgbFrame, Step};
+use crate::space::{Dtype, Layout, ObsBuf, ObsSpace};
+use crate::spec::GameSpec;
+use gym_seeding::NumpyGenerator;
+use tandem_ale::{Ale, AleError, AleSettings, SCREEN_HEIGHT, SCREEN_WIDTH};
+
+/// gymnasium's `ALE/*-v5` environments truncate episodes after 108,000 frames
+/// (30 minutes of play).
+pub const V5_MAX_FRAMES_PER_EPISODE: u32 = 108_000;
+
+/// What an [`AtariGame`] writes as its observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtariObservation {
+    /// u8 RGB, 210 x 160 x 3 (height x width x channels).
+    Rgb,
+    /// u8 luma from ALE's palette, 210 x 160 x 1: what gymnasium's
+    /// `AtariPreprocessing` pools and resizes. For all 128 NTSC colours ALE's
+    /// luma equals OpenCV's RGB2GRAY, i.e. the `grayscale` wrapper on RGB; this
+    /// mode only saves the RGB detour.
+    Grayscale,
+}
+
+/// Everything that defines an Atari game instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtariConfig {
+    /// ALE's ROM name, e.g. `breakout`.
+    pub rom: String,
+    /// ALE's sticky-action probability (per emulated frame); always set explicitly.
+    pub repeat_action_probability: f32,
+    /// All 18 actions instead of the game's minimal set.
+    pub full_action_space: bool,
+    /// ALE truncates an episode after this many frames (`None`: never).
+    pub max_frames_per_episode: Option<u32>,
+    pub observation: AtariObservation,
+}
+
+impl AtariConfig {
+    /// gymnasium's `ALE/<Rom>-v5` with `frameskip=1`: sticky actions 0.25, the
+    /// minimal action set, truncation at 108,000 frames, RGB observations.
+    pub fn v5(rom: &str) -> Self {
+        AtariConfig {
+            rom: rom.to_owned(),
+            repeat_action_probability: 0.25,
+            full_action_space: false,
+            max_frames_per_episode: Some(V5_MAX_FRAMES_PER_EPISODE),
+            observation: AtariObservation::Rgb,
+        }
+    }
+
+    fn ale_settings(&self, ale_seed: u32) -> AleSettings {
+        AleSettings {
+            // ALE reads -1 as "seed from the clock" (gymnasium would pass it on, one
+            // seed in 2^32); keep runs reproducible instead.
+            seed: if ale_seed == u32::MAX {
+                u32::MAX - 1
+            } else {
+                ale_seed
+            },
+            repeat_action_probability: self.repeat_action_probability,
+            max_num_frames_per_episode: self.max_frames_per_episode,
+            mode: None,
+            difficulty: None,
+            full_action_space: self.full_action_space,
+        }
+    }
+}
+
+/// Builds the game of `GameSpec::Atari` (`make_game` calls this): gymnasium's
+/// v5 settings with the spec's sticky-action probability and action space.
+pub fn make_atari(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
+    match game {
+        GameSpec::Atari {
+            rom,
+            repeat_action_probability,
+            full_action_space,
+        } => {
+            let config = AtariConfig {
+                repeat_action_probability: *repeat_action_probability,
+                full_action_space: *full_action_space,
+                ..AtariConfig::v5(rom)
+            };
+            Ok(Box::new(AtariGame::new(config, seed)?))
+        }
+        other => Err(EnvError::InvalidGameParameter {
+            game: other.name(),
+            reason: "make_atari only builds Atari games".into(),
+        }),
+    }
+}
+
+fn backend_error(config: &AtariConfig, error: AleError) -> EnvError {
+    match error {
+        AleError::UnknownGame { .. } | AleError::InvalidSetting { .. } => {
+            EnvError::InvalidGameParameter {
+                game: format!("atari-{}", config.rom),
+                reason: error.to_string(),
+            }
+        }
+        other => EnvError::Backend(format!("atari-{}: {other}", config.rom)),
+    }
+}
+
+/// An Atari 2600 game; one step is one emulated frame.
+pub struct AtariGame {
+    config: AtariConfig,
+    ale: Ale,
+    /// gymnasium's `AtariEnv.np_random`: where gymnasium-style no-op counts come from.
+    np_random: NumpyGenerator,
+    /// Screen scratch for f32 observations.
+    rgb: Vec<u8>,
+    /// The seed the game was built or last reseeded with, while nothing has
+    /// happened since: reseeding then would only repeat the work (a new ALE
+    /// environment costs ~0.2 s of CPU), so VecEnv's first, seeded reset is free.
+    untouched_seed: Option<u64>,
+}
+
+impl AtariGame {
+    /// Loads the game seeded as gymnasium's `reset(seed=seed)` would seed it.
+    pub fn new(config: AtariConfig, seed: u64) -> Result<Self, EnvError> {
+        let (np_random, ale_seed) = gym_seeding::atari_env_seeds(seed);
+        let ale = Ale::new(&config.rom, &config.ale_settings(ale_seed))
+            .map_err(|error| backend_error(&config, error))?;
+        Ok(AtariGame {
+            config,
+            ale,
+            np_random,
+            rgb: vec![0; SCREEN_HEIGHT * SCREEN_WIDTH * 3],
+            untouched_seed: Some(seed),
+        })
+    }
+
+    pub fn config(&self) -> &AtariConfig {
+        &self.config
+    }
+
+    /// ALE action codes of the action set, in action-index order.
+    pub fn action_set(&self) -> &[i32] {
+        self.ale.action_set()
+    }
+
+    /// Draws a no-op count in `1..=noop_max` from this game's gymnasium stream, as
+    /// `AtariPreprocessing.reset` does with `env.unwrapped.np_random`.
+    pub fn gym_noop_count(&mut self, noop_max: u32) -> u32 {
+        self.untouched_seed = None;
+        1 + self.np_random.below(noop_max.max(1))
+    }
+
+    /// The emulator, e.g. for RAM inspection.
+    pub fn ale(&self) -> &Ale {
+        &self.ale
+    }
+
+    fn write_observation(&mut self, obs: ObsBuf<'_>) {
+        let result = match obs {
+            ObsBuf::Skip => return,
+            ObsBuf::U8(out) => match self.config.observation {
+                AtariObservation::Rgb => self.ale.screen_rgb(out),
+                AtariObservation::Grayscale => self.ale.screen_grayscale(out),
+            },
+            ObsBuf::F32(out) => {
+                let pixels = match self.config.observation {
+                    AtariObservation::Rgb => &mut self.rgb[..],
+                    AtariObservation::Grayscale => &mut self.rgb[..SCREEN_HEIGHT * SCREEN_WIDTH],
+                };
+                let result = match self.config.observation {
+                    AtariObservation::Rgb => self.ale.screen_rgb(pixels),
+                    AtariObservation::Grayscale => self.ale.screen_grayscale(pixels),
+                };
+                if out.len() != pixels.len() {
+                    panic!(
+                        "atari-{}: f32 observation buffer holds {} values, the observation space {}",
+                        self.config.rom,
+                        out.len(),
+                        pixels.len()
+                    );
+                }
+                for (value, &pixel) in out.iter_mut().zip(pixels.iter()) {
+                    *value = f32::from(pixel);
+                }
+                result
+            }
+        };
+        // Only a buffer of the wrong size can fail, which breaks the Env contract.
+        if let Err(error) = result {
+            panic!(
+                "atari-{}: observation buffer does not match the observation space: {error}",
+                self.config.rom
+            );
+        }
+    }
+}
+
+impl Env for AtariGame {
+    fn observation_space(&self) -> ObsSpace {
+        match self.config.observation {
+            AtariObservation::Rgb => {
+                ObsSpace::image(SCREEN_HEIGHT, SCREEN_WIDTH, 3, Layout::Hwc, Dtype::U8)
+            }
+            AtariObservation::Grayscale => {
+                ObsSpace::image(SCREEN_HEIGHT, SCREEN_WIDTH, 1, Layout::Hwc, Dtype::U8)
+            }
+        }
+    }
+
+    fn num_actions(&self) -> usize {
+        self.ale.num_actions()
+    }
+
+    /// `Some(seed)`: reseed as gymnasium's `AtariEnv.reset(seed=seed)` (fresh ALE
+    /// seed and no-op stream, game reloaded); then restart the game.
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        if let Some(seed) = seed.filter(|&seed| self.untouched_seed != Some(seed)) {
+            let (np_random, ale_seed) = gym_seeding::atari_env_seeds(seed);
+            self.np_random = np_random;
+            // The settings were validated when the game was built; only the seed changed.
+            if let Err(error) = self.ale.reseed(&self.config.ale_settings(ale_seed)) {
+                panic!("atari-{}: reseeding ALE failed: {error}", self.config.rom);
+            }
+        }
+        self.untouched_seed = None;
+        if let Err(error) = self.ale.reset() {
+            panic!("atari-{}: ALE reset failed: {error}", self.config.rom);
+        }
+        self.write_observation(obs);
+    }
+
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        self.untouched_seed = None;
+        // VecEnv checks actions against num_actions before stepping.
+        let reward = match self.ale.act(action) {
+            Ok(reward) => reward as f32,
+            Err(error) => panic!("atari-{}: {error}", self.config.rom),
+        };
+        self.write_observation(obs);
+        Step::game(reward, self.ale.game_over(), self.ale.truncated())
+    }
+
+    fn lives(&self) -> u32 {
+        self.ale.lives().max(0) as u32
+    }
+
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        let mut pixels = vec![0u8; SCREEN_HEIGHT * SCREEN_WIDTH * 3];
+        self.ale.screen_rgb(&mut pixels).ok()?;
+        Some(RgbFrame {
+            height: SCREEN_HEIGHT,
+            width: SCREEN_WIDTH,
+            pixels,
+        })
+    }
+}
+
+/// No-op reset drawing its counts from the wrapped [`AtariGame`]'s gymnasium
+/// stream, so that with the same seed it takes exactly the no-ops gymnasium's
+/// `AtariPreprocessing(noop_max=...)` takes. Otherwise like the `noop-reset`
+/// wrapper: after the game's reset, 1..=`noop_max` NOOP frames; a game that ends
+/// during them is reset again.
+pub struct GymNoopReset {
+    game: AtariGame,
+    noop_max: u32,
+}
+
+impl GymNoopReset {
+    pub fn new(game: AtariGame, noop_max: u32) -> Result<Self, EnvError> {
+        if noop_max == 0 {
+            return Err(EnvError::InvalidArgument(
+                "gymnasium no-op reset: noop_max must be at least 1".into(),
+            ));
+        }
+        Ok(GymNoopReset { game, noop_max })
+    }
+
+    pub fn game(&self) -> &AtariGame {
+        &self.game
+    }
+}
+
+impl Env for GymNoopReset {
+    fn observation_space(&self) -> ObsSpace {
+        self.game.observation_space()
+    }
+    fn num_actions(&self) -> usize {
+        self.game.num_actions()
+    }
+    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
+        self.game.reset(seed, ObsBuf::Skip);
+        let noops = self.game.gym_noop_count(self.noop_max);
+        for noop in 1..=noops {
+            let out = if noop == noops {
+                obs.reborrow()
+            } else {
+                ObsBuf::Skip
+            };
+            if self.game.step(0, out).done() {
+                // gymnasium resets with the episode's seed again here; the seed was
+                // already applied above, so continuing unseeded differs only if a
+                // game can end within 30 no-ops (Breakout cannot).
+                let out = if noop == noops {
+                    obs.reborrow()
+                } else {
+                    ObsBuf::Skip
+                };
+                self.game.reset(None, out);
+            }
+        }
+    }
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        self.game.step(action, obs)
+    }
+    fn lives(&self) -> u32 {
+        self.game.lives()
+    }
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        self.game.render_rgb()
+    }
+}
+
+/// numpy's seeding algorithms as gymnasium's Atari environments use them:
+/// `SeedSequence` (entropy pool and `generate_state`), the PCG64 bit generator,
+/// and `Generator.integers` for small ranges. Written from numpy's documented
+/// algorithms; checked against numpy by `tests/atari_parity.rs`.
+pub mod gym_seeding {
+    const POOL_SIZE: usize = 4;
+    const INIT_A: u32 = 0x43b0_d7e5;
+    const MULT_A: u32 = 0x931e_8875;
+    const INIT_B: u32 = 0x8b51_f9dd;
+    const MULT_B: u32 = 0x58f3_8ded;
+    const MIX_MULT_L: u32 = 0xca01_f9dd;
+    const MIX_MULT_R: u32 = 0x4973_f715;
+    const XSHIFT: u32 = 16;
+
+    /// numpy's `SeedSequence(entropy)` for an integer entropy without spawn keys.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SeedSequence {
+        pool: [u32; POOL_SIZE],
+    }
+
+    /// The running multiplier numpy's hashmix threads through successive calls.
+    struct HashMix {
+        multiplier: u32,
+    }
+
+    impl HashMix {
+        fn mix(&mut self, value: u32) -> u32 {
+            let mut value = value ^ self.multiplier;
+            self.multiplier = self.multiplier.wrapping_mul(MULT_A);
+            value = value.wrapping_mul(self.multiplier);
+            value ^ (value >> XSHIFT)
+        }
+    }
+
+    fn mix(x: u32, y: u32) -> u32 {
+        let result = MIX_MULT_L
+            .wrapping_mul(x)
+            .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+        result ^ (result >> XSHIFT)
+    }
+
+    impl SeedSequence {
+        pub fn new(entropy: u64) -> Self {
+            // An integer becomes its 32-bit words, least significant first; 0 is one zero word.
+            let mut words = vec![entropy as u32];
+            if entropy >> 32 != 0 {
+                words.push((entropy >> 32) as u32);
+            }
+            let mut hash = HashMix { multiplier: INIT_A };
+            let mut pool = [0u32; POOL_SIZE];
+            for (index, slot) in pool.iter_mut().enumerate() {
+                *slot = hash.mix(words.get(index).copied().unwrap_or(0));
+            }
+            for source in 0..POOL_SIZE {
+                for destination in 0..POOL_SIZE {
+                    if source != destination {
+                        pool[destination] = mix(pool[destination], hash.mix(pool[source]));
+                    }
+                }
+            }
+            for &word in words.iter().skip(POOL_SIZE) {
+                for slot in pool.iter_mut() {
+                    *slot = mix(*slot, hash.mix(word));
+                }
+            }
+            SeedSequence { pool }
+        }
+
+        /// `generate_state(n, dtype=uint32)`.
+        pub fn generate_u32(&self, count: usize) -> Vec<u32> {
+            let mut multiplier = INIT_B;
+            (0..count)
+                .map(|index| {
+                    let mut value = self.pool[index % POOL_SIZE] ^ multiplier;
+                    multiplier = multiplier.wrapping_mul(MULT_B);
+                    value = value.wrapping_mul(multiplier);
+                    value ^ (value >> XSHIFT)
+                })
+                .collect()
+        }
+
+        /// `generate_state(n, dtype=uint64)`: pairs of 32-bit words, low word first.
+        pub fn generate_u64(&self, count: usize) -> Vec<u64> {
+            self.generate_u32(count * 2)
+                .chunks_exact(2)
+                .map(|pair| u64::from(pair[0]) | (u64::from(pair[1]) << 32))
+                .collect()
+        }
+    }
+
+    const PCG_MULTIPLIER: u128 = 0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645;
+
+    /// numpy's `Generator(PCG64(seed_sequence))`, for the draws gymnasium makes.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct NumpyGenerator {
+        state: u128,
+        increment: u128,
+        /// PCG64 hands out 32-bit draws in halves of one 64-bit output, low half first.
+        buffered_u32: Option<u32>,
+    }
+
+    impl NumpyGenerator {
+        pub fn new(seed: &SeedSequence) -> Self {
+            let words = seed.generate_u64(4);
+            let initial_state = (u128::from(words[0]) << 64) | u128::from(words[1]);
+            let sequence = (u128::from(words[2]) << 64) | u128::from(words[3]);
+            let mut generator = NumpyGenerator {
+                state: 0,
+                increment: (sequence << 1) | 1,
+                buffered_u32: None,
+            };
+            generator.advance();
+            generator.state = generator.state.wrapping_add(initial_state);
+            generator.advance();
+            generator
+        }
+
+        /// gymnasium's `seeding.np_random(seed)`.
+        pub fn from_seed(seed: u64) -> Self {
+            Self::new(&SeedSequence::new(seed))
+        }
+
+        fn advance(&mut self) {
+            self.state = self
+                .state
+                .wrapping_mul(PCG_MULTIPLIER)
+                .wrapping_add(self.increment);
+        }
+
+        /// PCG64 (XSL-RR 128/64): the next 64-bit output.
+        pub fn next_u64(&mut self) -> u64 {
+            self.advance();
+            let high = (self.state >> 64) as u64;
+            let low = self.state as u64;
+            (high ^ low).rotate_right((high >> 58) as u32)
+        }
+
+        pub fn next_u32(&mut self) -> u32 {
+            if let Some(value) = self.buffered_u32.take() {
+                return value;
+            }
+            let value = self.next_u64();
+            self.buffered_u32 = Some((value >> 32) as u32);
+            value as u32
+        }
+
+        /// `integers(low, low + count)` minus `low`: uniform in `0..count` by
+        /// Lemire's multiply-and-reject on 32-bit draws, as numpy does for ranges
+        /// below 2^32. A single-value range consumes no draw, as in numpy.
+        pub fn below(&mut self, count: u32) -> u32 {
+            if count <= 1 {
+                return 0;
+            }
+            let mut product = u64::from(self.next_u32()) * u64::from(count);
+            let mut leftover = product as u32;
+            if leftover < count {
+                let threshold = count.wrapping_neg() % count;
+                while leftover < threshold {
+                    product = u64::from(self.next_u32()) * u64::from(count);
+                    leftover = product as u32;
+                }
+            }
+            (product >> 32) as u32
+        }
+    }
+
+    /// What gymnasium's `AtariEnv.seed_game(seed)` derives: its `np_random` and
+    /// the ALE seed (the uint32 bit pattern ALE receives as an int32).
+    pub fn atari_env_seeds(seed: u64) -> (NumpyGenerator, u32) {
+        let state = SeedSequence::new(seed).generate_u32(2);
+        (NumpyGenerator::from_seed(u64::from(state[0])), state[1])
+    }
+}
