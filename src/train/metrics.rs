@@ -117,6 +117,12 @@ impl RecentEpisodes {
         mean(self.episodes.iter().map(|e| e.ret))
     }
 
+    /// Mean return of the newest `n` episodes (fewer if fewer finished).
+    pub fn mean_return_last(&self, n: usize) -> Option<f64> {
+        let skip = self.episodes.len().saturating_sub(n);
+        mean(self.episodes.iter().skip(skip).map(|e| e.ret))
+    }
+
     pub fn mean_score(&self) -> Option<f64> {
         mean(self.episodes.iter().map(|e| e.score))
     }

@@ -554,13 +554,13 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     );
     if rank == 0 {
         // For scripts and CI: the final numbers in a stable place.
+        let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
         let summary = format!(
-            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
+            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"last_20_return_mean\": {}, \"recent_score_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
             recent.total(),
-            recent
-                .mean_return()
-                .map(|r| format!("{r}"))
-                .unwrap_or_else(|| "null".into()),
+            json(recent.mean_return()),
+            json(recent.mean_return_last(20)),
+            json(recent.mean_score()),
             outcome == Outcome::Interrupted
         );
         crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
