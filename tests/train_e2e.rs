@@ -2,6 +2,8 @@
 //! TensorBoard read-back, checkpoints, and the launcher's failure handling, all with real
 //! processes and real Gloo.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -38,22 +40,13 @@ fn run(cmd: &mut Command, limit: Duration) -> Output {
     wait_with_limit(child, limit)
 }
 
-fn wait_with_limit(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "tandem ran past {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// Waits at most `limit` (draining the child's pipes meanwhile) and gives its output.
+fn wait_with_limit(child: Child, limit: Duration) -> Output {
+    let done = common::finish(child, limit);
+    Output {
+        status: done.status,
+        stdout: done.output.into_bytes(),
+        stderr: Vec::new(),
     }
 }
 
