@@ -96,6 +96,38 @@ def freeway_crossing_action(env, rng):
     return 2
 
 
+def invaders_shooting_action(env, rng):
+    """Space Invaders: fire when under an alien, else move towards the nearest alien
+    column, skipping any action after which (playing a copy of the game forward with
+    no-ops) the cannon dies within a few steps (full-set actions 0 stay, 1 left,
+    3 right, 5 fire); with a small chance of a random action. Long enough to clear
+    waves, so the difficulty ramp is covered."""
+    if rng.rand() < 0.03:
+        return int(rng.randint(6))
+    game = env.env
+    pos = game.pos
+    columns = [x for x in range(10) if game.alien_map[:, x].any()]
+    preferred = []
+    if columns:
+        target = min(columns, key=lambda x: (abs(x - pos), x))
+        preferred.append(5 if target == pos else 1 if target < pos else 3)
+    preferred += [5, 0, 1, 3]
+
+    def survives(action):
+        sim = copy.deepcopy(game)
+        sim.act(action)
+        for _ in range(3):
+            if sim.terminal:
+                return False
+            sim.act(0)
+        return not sim.terminal
+
+    for action in preferred:
+        if survives(action):
+            return action
+    return preferred[0]
+
+
 def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakout"):
     env = Environment(game, sticky_action_prob=STICKY)
     if seed_kind == 0:
@@ -123,6 +155,8 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakou
     for _ in range(steps):
         if policy == "random":
             action = int(policy_rng.randint(6))
+        elif policy == "shooting":
+            action = invaders_shooting_action(env, policy_rng)
         elif policy == "crossing":
             action = freeway_crossing_action(env, policy_rng)
         elif policy == "dodging":
@@ -156,6 +190,10 @@ def main():
     write_trace(out / "minatar_asterix_dodging_seed64bit.bin.gz", (1 << 33) + 99, 1, 60_000, "dodging", 6, "asterix")
     write_trace(out / "minatar_freeway_random_seed11.bin.gz", 11, 0, 30_000, "random", 7, "freeway")
     write_trace(out / "minatar_freeway_crossing_seed64bit.bin.gz", (1 << 50) + 3, 1, 30_000, "crossing", 8, "freeway")
+    write_trace(out / "minatar_space_invaders_random_seed5.bin.gz", 5, 0, 30_000, "random", 9, "space_invaders")
+    write_trace(
+        out / "minatar_space_invaders_shooting_seed64bit.bin.gz", (1 << 45) + 17, 1, 40_000, "shooting", 10, "space_invaders"
+    )
 
 
 if __name__ == "__main__":

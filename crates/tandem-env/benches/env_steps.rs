@@ -216,6 +216,10 @@ fn main() {
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         ),
         (
+            "minatar-space-invaders",
+            EnvSpec::new(GameSpec::from_name("minatar-space-invaders").unwrap()),
+        ),
+        (
             "minatar-freeway",
             EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap()),
         ),

@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::{Asterix, Breakout, Freeway};
+use crate::minatar::{Asterix, Breakout, Freeway, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -35,6 +35,13 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Space Invaders with difficulty ramping: f32 image 6x10x10 (channels
+    /// cannon, alien, alien moving left, alien moving right, friendly bullet, enemy
+    /// bullet), exact to the `minatar` package. Minimal action set: n, l, r, f.
+    MinAtarSpaceInvaders {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -50,6 +57,7 @@ pub const GAME_NAMES: &[&str] = &[
     "minatar-breakout",
     "minatar-asterix",
     "minatar-freeway",
+    "minatar-space-invaders",
     "atari-breakout",
 ];
 
@@ -69,6 +77,10 @@ impl GameSpec {
                 full_action_set: false,
             }),
             "minatar-freeway" => Ok(GameSpec::MinAtarFreeway {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-space-invaders" => Ok(GameSpec::MinAtarSpaceInvaders {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
             }),
@@ -99,6 +111,7 @@ impl GameSpec {
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
             GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
             GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
+            GameSpec::MinAtarSpaceInvaders { .. } => "minatar-space-invaders".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -111,6 +124,9 @@ impl GameSpec {
                 ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
             }
             GameSpec::MinAtarFreeway { .. } => ObsSpace::image(10, 10, 7, Layout::Chw, Dtype::F32),
+            GameSpec::MinAtarSpaceInvaders { .. } => {
+                ObsSpace::image(10, 10, 6, Layout::Chw, Dtype::F32)
+            }
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
     }
@@ -129,6 +145,9 @@ impl GameSpec {
             GameSpec::MinAtarFreeway {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 3 }),
+            GameSpec::MinAtarSpaceInvaders {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 4 }),
             GameSpec::Atari {
                 full_action_space: true,
                 ..
@@ -154,6 +173,10 @@ impl GameSpec {
                 ..
             }
             | GameSpec::MinAtarFreeway {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarSpaceInvaders {
                 sticky_action_prob: p,
                 ..
             } if !(0.0..=1.0).contains(p) => {
@@ -361,6 +384,14 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             sticky_action_prob,
             full_action_set,
         } => Ok(Box::new(Freeway::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarSpaceInvaders {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(SpaceInvaders::new(
             seed,
             *sticky_action_prob,
             *full_action_set,

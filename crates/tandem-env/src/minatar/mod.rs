@@ -4,10 +4,12 @@
 mod asterix;
 mod breakout;
 mod freeway;
+mod space_invaders;
 
 pub use asterix::Asterix;
 pub use breakout::Breakout;
 pub use freeway::Freeway;
+pub use space_invaders::SpaceInvaders;
 
 /// Size of the square MinAtar playfield.
 pub const GRID: usize = 10;
