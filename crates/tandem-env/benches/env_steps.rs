@@ -216,6 +216,10 @@ fn main() {
             EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         ),
         (
+            "minatar-seaquest",
+            EnvSpec::new(GameSpec::from_name("minatar-seaquest").unwrap()),
+        ),
+        (
             "minatar-space-invaders",
             EnvSpec::new(GameSpec::from_name("minatar-space-invaders").unwrap()),
         ),

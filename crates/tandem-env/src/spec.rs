@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::{Asterix, Breakout, Freeway, SpaceInvaders};
+use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -42,6 +42,10 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Seaquest with difficulty ramping: f32 image 10x10x10 (channels sub front,
+    /// sub back, friendly bullet, trail, enemy bullet, enemy fish, enemy sub, oxygen
+    /// gauge, diver gauge, diver), exact to the `minatar` package; all six actions.
+    MinAtarSeaquest { sticky_action_prob: f64 },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -58,6 +62,7 @@ pub const GAME_NAMES: &[&str] = &[
     "minatar-asterix",
     "minatar-freeway",
     "minatar-space-invaders",
+    "minatar-seaquest",
     "atari-breakout",
 ];
 
@@ -83,6 +88,9 @@ impl GameSpec {
             "minatar-space-invaders" => Ok(GameSpec::MinAtarSpaceInvaders {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
+            }),
+            "minatar-seaquest" => Ok(GameSpec::MinAtarSeaquest {
+                sticky_action_prob: 0.1,
             }),
             _ => match name.strip_prefix("atari-") {
                 Some(rom)
@@ -112,6 +120,7 @@ impl GameSpec {
             GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
             GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
             GameSpec::MinAtarSpaceInvaders { .. } => "minatar-space-invaders".into(),
+            GameSpec::MinAtarSeaquest { .. } => "minatar-seaquest".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -126,6 +135,9 @@ impl GameSpec {
             GameSpec::MinAtarFreeway { .. } => ObsSpace::image(10, 10, 7, Layout::Chw, Dtype::F32),
             GameSpec::MinAtarSpaceInvaders { .. } => {
                 ObsSpace::image(10, 10, 6, Layout::Chw, Dtype::F32)
+            }
+            GameSpec::MinAtarSeaquest { .. } => {
+                ObsSpace::image(10, 10, 10, Layout::Chw, Dtype::F32)
             }
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
@@ -148,6 +160,7 @@ impl GameSpec {
             GameSpec::MinAtarSpaceInvaders {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 4 }),
+            GameSpec::MinAtarSeaquest { .. } => Some(6),
             GameSpec::Atari {
                 full_action_space: true,
                 ..
@@ -179,6 +192,9 @@ impl GameSpec {
             | GameSpec::MinAtarSpaceInvaders {
                 sticky_action_prob: p,
                 ..
+            }
+            | GameSpec::MinAtarSeaquest {
+                sticky_action_prob: p,
             } if !(0.0..=1.0).contains(p) => {
                 bad(format!("sticky action probability {p} is outside [0, 1]"))
             }
@@ -396,6 +412,9 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             *sticky_action_prob,
             *full_action_set,
         ))),
+        GameSpec::MinAtarSeaquest { sticky_action_prob } => {
+            Ok(Box::new(Seaquest::new(seed, *sticky_action_prob)))
+        }
         #[cfg(feature = "atari")]
         GameSpec::Atari { .. } => crate::atari::make_atari(game, seed),
         #[cfg(not(feature = "atari"))]

@@ -4,11 +4,13 @@
 mod asterix;
 mod breakout;
 mod freeway;
+mod seaquest;
 mod space_invaders;
 
 pub use asterix::Asterix;
 pub use breakout::Breakout;
 pub use freeway::Freeway;
+pub use seaquest::Seaquest;
 pub use space_invaders::SpaceInvaders;
 
 /// Size of the square MinAtar playfield.
