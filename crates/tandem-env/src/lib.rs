@@ -1,6 +1,8 @@
 //! Environments for tandem: the single-environment [`Env`] trait, observation spaces,
-//! native games (CartPole, MinAtar Breakout), composable wrappers declared by
-//! [`WrapperSpec`], the batched [`VecEnv`] the trainer steps, and per-environment seeding.
+//! native games (CartPole-v1 and the five MinAtar games, the latter step-for-step equal
+//! to the `minatar` package), composable wrappers declared by [`WrapperSpec`], the
+//! batched [`VecEnv`] the trainer steps, and per-environment seeding. Atari games come
+//! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`.
 //!
 //! Observation layout seen by networks: vectors are `[N]`; images are channels-first
 //! `[C, H, W]` f32 with pixel values kept in 0..=255 (the network scales). Internally a
