@@ -80,7 +80,9 @@ fn two_ranks_collectives_give_exact_results() {
         );
         assert_eq!(pg.store().try_get("note/2").unwrap(), None);
         pg.barrier().unwrap();
-        println!("rank {} ok", pg.rank());
+        let rank = pg.rank();
+        pg.shutdown(Duration::from_secs(20)).unwrap();
+        println!("rank {rank} ok");
         return;
     }
     let port = free_port();
@@ -268,6 +270,7 @@ fn mismatched_tensor_sizes_are_an_error_not_an_abort() {
         let mut ok = vec![Tensor::ones([2], (Kind::Float, tch::Device::Cpu))];
         pg.all_reduce(&mut ok, ReduceOp::Sum).unwrap();
         assert_eq!(floats(&ok[0]), vec![2.0, 2.0]);
+        pg.shutdown(Duration::from_secs(20)).unwrap();
         println!("still usable");
         return;
     }

@@ -138,6 +138,7 @@ fn ppo_split_over_two_real_ranks_equals_one_rank() {
         )
         .unwrap();
         let p = train(Some(rank), &mut ddp);
+        ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
         let hex: Vec<String> = p.iter().map(|v| format!("{:08x}", v.to_bits())).collect();
         println!("PARAMS {}", hex.join(","));
         return;

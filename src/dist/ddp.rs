@@ -98,6 +98,11 @@ impl Ddp {
         &self.pg
     }
 
+    /// The process group back, e.g. for [`ProcessGroup::shutdown`] at the end of a run.
+    pub fn into_group(self) -> ProcessGroup {
+        self.pg
+    }
+
     pub fn policy(&self) -> &SyncPolicy {
         &self.policy
     }

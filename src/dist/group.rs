@@ -595,6 +595,53 @@ impl ProcessGroup {
         Ok(outputs)
     }
 
+    /// Leaves the group so that no rank's exit can break another rank's last collective.
+    ///
+    /// Closing Gloo's sockets while a peer still reads its final message resets the connection
+    /// (the peer sees "connection closed" in a barrier that had in fact completed). So ranks
+    /// first count themselves done through the store (request/response, no such race), wait
+    /// until all are, and rank 0, which hosts the store, leaves last.
+    pub fn shutdown(self, timeout: Duration) -> Result<()> {
+        let world = self.world_size as i64;
+        if world == 1 {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        let wait_for = |key: &str, target: i64, what: &str| -> Result<()> {
+            let mut pause = Duration::from_millis(1);
+            loop {
+                if self.store.add(key, 0)? >= target {
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    return Err(DistError::Timeout {
+                        what: what.to_string(),
+                        after: timeout,
+                        missing: Vec::new(),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+        };
+        self.store.add("tandem/shutdown/finished", 1)?;
+        wait_for(
+            "tandem/shutdown/finished",
+            world,
+            "every rank to finish its last collective",
+        )?;
+        if self.rank == 0 {
+            wait_for(
+                "tandem/shutdown/left",
+                world - 1,
+                "the other ranks to leave before the store closes",
+            )?;
+        } else {
+            self.store.add("tandem/shutdown/left", 1)?;
+        }
+        Ok(())
+    }
+
     pub fn barrier(&self) -> Result<()> {
         let mut err = std::ptr::null_mut();
         let rc = unsafe { ffi::tdc_barrier(self.raw, &mut err) };

@@ -18,8 +18,8 @@ use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
-    A2c, A2cConfig, A2cStats, Collective, OptimizerSpec, Ppo, PpoConfig, PpoStats, RolloutBuffer,
-    StepRecord,
+    A2c, A2cConfig, A2cStats, Collective, MinibatchSampler, OptimizerSpec, Ppo, PpoConfig,
+    PpoStats, RolloutBuffer, StepRecord,
 };
 use crate::dist::{Ddp, SyncPolicy};
 use crate::nn::{
@@ -369,6 +369,14 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let progress = update as f64 / total_updates as f64;
         let scalars: Scalars = match &mut learner {
             Learner::Ppo(ppo) => {
+                // Minibatch order is derived from (seed, rank, update), not carried state, so a
+                // resumed run shuffles exactly as the uninterrupted one.
+                ppo.set_sampler(MinibatchSampler::new(derived_seed(
+                    exp.seed,
+                    SEED_SHUFFLE,
+                    rank as u64,
+                    update,
+                )));
                 let batch = buffer.gae_batch(&last_values, gamma, gae_lambda.unwrap_or(1.0))?;
                 ppo_scalars(&ppo.update(&model, &batch, progress, &mut ddp)?)
             }
@@ -545,6 +553,12 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     if let Some(w) = writer.as_mut() {
         w.flush()?;
     }
+    // The run ends with proof that every rank holds the same model (lesson 5 of DESIGN.md).
+    if world > 1 && ddp.ranks_should_agree() {
+        let state = agreed_state(&vs, &learner, ddp.policy());
+        ddp.check_fingerprints(&state)?;
+        tracing::info!("all {world} ranks hold bitwise identical copies of {} tensors", state.len());
+    }
     console.finish(
         global_step,
         recent.mean_return(),
@@ -565,9 +579,21 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         );
         crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
     }
-    // Nobody leaves while another rank may still need the store that rank 0 hosts.
-    ddp.group().barrier()?;
+    // Nobody leaves while another rank may still be in a collective or need rank 0's store.
+    ddp.into_group()
+        .shutdown(Duration::from_secs_f64(exp.sync.collective_timeout_s))?;
     Ok(outcome)
+}
+
+/// What ranks must hold identically under `policy`: the model, and the optimizer state unless
+/// only rank 0 steps.
+fn agreed_state(vs: &VarStore, learner: &Learner, policy: &SyncPolicy) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> =
+        parameters_in_order(vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+    if !matches!(policy, SyncPolicy::Broadcast) {
+        named.extend(learner.optimizer_state());
+    }
+    named
 }
 
 /// The VecEnv's contiguous observation rows as one `[N, ...obs_shape]` tensor on `device`.
