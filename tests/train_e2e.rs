@@ -587,3 +587,192 @@ fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
         assert!(tandem::train::checkpoint::load(&newest).is_ok());
     }
 }
+
+#[test]
+fn a2c_learns_cartpole() {
+    let dir = fresh_dir("a2c");
+    let out = train(
+        &config("a2c-cartpole.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // The threshold this seed holds with Stable-Baselines3's A2C settings within 200k steps.
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 400.0,
+        "A2C: mean return of the last 20 episodes {last20} < 400"
+    );
+}
+
+/// Mean score of a uniformly random policy on MinAtar Breakout, over `episodes` games.
+fn random_minatar_breakout(episodes: usize) -> f64 {
+    let spec = tandem_env::EnvSpec::new(tandem_env::GameSpec::MinAtarBreakout {
+        sticky_action_prob: 0.1,
+        full_action_set: false,
+    });
+    let mut env = tandem_env::VecEnv::new(&spec, &tandem_env::env_seeds(7, 0, 0, 8), 1).unwrap();
+    env.reset();
+    let mut scores = Vec::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    while scores.len() < episodes {
+        let actions: Vec<i64> = (0..8)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 3) as i64
+            })
+            .collect();
+        env.step(&actions).unwrap();
+        scores.extend(env.drain_episodes().iter().map(|e| e.raw_score));
+    }
+    scores.iter().sum::<f64>() / scores.len() as f64
+}
+
+#[test]
+fn ppo_beats_a_random_policy_on_minatar_breakout_within_two_minutes() {
+    let random = random_minatar_breakout(200);
+    let dir = fresh_dir("minatar");
+    let start = Instant::now();
+    let out = train(
+        &config("ppo-minatar-breakout.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let trained = summary_number(&dir, "recent_score_mean").unwrap();
+    eprintln!(
+        "MinAtar Breakout: random {random:.2}, PPO {trained:.2} after {:?}",
+        start.elapsed()
+    );
+    assert!(random < 1.0, "random policy scored {random}");
+    assert!(
+        trained >= 4.0 * random.max(0.5),
+        "PPO scored {trained}, random {random}"
+    );
+    // A GIF of the trained policy playing, from the checkpoint's own config.
+    let gif = dir.join("play.gif");
+    let play = run(
+        tandem()
+            .arg("play")
+            .arg(&dir)
+            .args(["--episodes", "2", "--gif"])
+            .arg(&gif),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    let bytes = std::fs::read(&gif).unwrap();
+    assert!(
+        bytes.starts_with(b"GIF89a") && bytes.len() > 100,
+        "{} bytes",
+        bytes.len()
+    );
+}
+
+#[test]
+fn the_ci_run_of_cartpole_ddp_records_its_hash_and_learns() {
+    // What CI checks of a reproducible short run: the example experiment on 2 ranks, its config
+    // hash recorded in the run directory, and a return that shows learning.
+    let example = format!(
+        "{}/experiments/cartpole-ddp.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = fresh_dir("ci-ddp");
+    let mut cmd = tandem();
+    cmd.args([
+        "train",
+        &example,
+        "--max-steps",
+        "61440",
+        "--quiet",
+        "--run-dir",
+    ])
+    .arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out));
+    let hash = run(
+        tandem().args([
+            "resolve",
+            &example,
+            "--set",
+            "train.max-steps=61440",
+            "--hash",
+        ]),
+        Duration::from_secs(30),
+    );
+    let hash = String::from_utf8_lossy(&hash.stdout).trim().to_string();
+    assert_eq!(hash.len(), 64, "{hash}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("resolved.sha256"))
+            .unwrap()
+            .trim(),
+        hash
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(
+        summary.contains(&format!("\"config_hash\": \"{hash}\"")),
+        "{summary}"
+    );
+    let recent = summary_number(&dir, "recent_return_mean").unwrap();
+    assert!(
+        recent >= 100.0,
+        "cartpole-ddp after 61k steps: recent return {recent}"
+    );
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("all 2 ranks hold bitwise identical copies of"),
+        "{log}"
+    );
+}
+
+#[test]
+fn validate_reports_exit_codes_and_points_at_the_line() {
+    let examples: Vec<String> =
+        std::fs::read_dir(format!("{}/experiments", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+            .map(|p| p.display().to_string())
+            .collect();
+    assert!(examples.len() >= 5, "{examples:?}");
+    let ok = run(
+        tandem().arg("validate").args(&examples),
+        Duration::from_secs(30),
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let bad = fresh_dir("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    let file = bad.join("bad.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr \"fast\"\n    }\n}\n",
+    )
+    .unwrap();
+    let out = run(tandem().arg("validate").arg(&file), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("bad.kdl:4:"), "no file:line:column in:\n{all}");
+    let usage = run(
+        tandem().args(["resolve", "--set", "nonsense"]).arg(&file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+}
+
+#[test]
+fn version_names_libtorch_backends_and_cuda() {
+    let out = run(tandem().arg("--version"), Duration::from_secs(30));
+    assert!(out.status.success());
+    let v = text(&out);
+    assert!(
+        v.contains(&format!("tandem {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    assert!(v.contains("libtorch 2.13.0"), "{v}");
+    assert!(v.contains("collective backends: gloo"), "{v}");
+    assert!(v.contains("cuda usable: "), "{v}");
+}

@@ -557,7 +557,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     if world > 1 && ddp.ranks_should_agree() {
         let state = agreed_state(&vs, &learner, ddp.policy());
         ddp.check_fingerprints(&state)?;
-        tracing::info!("all {world} ranks hold bitwise identical copies of {} tensors", state.len());
+        tracing::info!(
+            "all {world} ranks hold bitwise identical copies of {} tensors",
+            state.len()
+        );
     }
     console.finish(
         global_step,
@@ -588,8 +591,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
 /// What ranks must hold identically under `policy`: the model, and the optimizer state unless
 /// only rank 0 steps.
 fn agreed_state(vs: &VarStore, learner: &Learner, policy: &SyncPolicy) -> Vec<(String, Tensor)> {
-    let mut named: Vec<(String, Tensor)> =
-        parameters_in_order(vs).into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
+    let mut named: Vec<(String, Tensor)> = parameters_in_order(vs)
+        .into_iter()
+        .map(|(n, t)| (format!("model.{n}"), t))
+        .collect();
     if !matches!(policy, SyncPolicy::Broadcast) {
         named.extend(learner.optimizer_state());
     }
