@@ -95,6 +95,7 @@
       apps.${system}.default = {
         type = "app";
         program = "${tandem}/bin/tandem";
+        meta.description = "Train, validate, resolve or play tandem experiments";
       };
 
       devShells.${system}.default = requireRust (

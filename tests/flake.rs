@@ -68,6 +68,7 @@ fn make_writable(path: &Path) {
         return;
     }
     let mut permissions = metadata.permissions();
+    // World-writable is harmless here: the tree is deleted right after.
     #[allow(clippy::permissions_set_readonly_false)]
     permissions.set_readonly(false);
     let _ = fs::set_permissions(path, permissions);
