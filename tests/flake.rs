@@ -367,6 +367,7 @@ fn flake_and_its_nix_files_parse() {
         parses(&broken).is_err(),
         "nix-instantiate --parse accepted broken Nix"
     );
+    remove_tree(&sandbox.root);
 }
 
 #[test]
