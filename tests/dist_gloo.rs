@@ -90,14 +90,18 @@ fn two_ranks_collectives_give_exact_results() {
     let ranks: Vec<Child> = (0..2)
         .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
         .collect();
-    for (r, child) in ranks.into_iter().enumerate() {
-        let done = finish(child, Duration::from_secs(60));
-        assert!(done.success, "rank {r} failed:\n{}", done.output);
-        assert!(
-            done.output.contains(&format!("rank {r} ok")),
-            "rank {r}:\n{}",
-            done.output
-        );
+    let done: Vec<_> = ranks
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(60)))
+        .collect();
+    let all: String = done
+        .iter()
+        .enumerate()
+        .map(|(r, d)| format!("--- rank {r}:\n{}\n", d.output))
+        .collect();
+    for (r, d) in done.iter().enumerate() {
+        assert!(d.success, "rank {r} failed:\n{all}");
+        assert!(d.output.contains(&format!("rank {r} ok")), "{all}");
     }
 }
 

@@ -301,6 +301,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut interval_start = Instant::now();
     let mut outcome = Outcome::Finished;
     let check_every = exp.sync.check_every;
+    let (loop_start, loop_start_step) = (Instant::now(), global_step);
 
     while update < total_updates && global_step < stop_step {
         // ---- rollout: T steps of N environments with the current policy
@@ -572,8 +573,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     if rank == 0 {
         // For scripts and CI: the final numbers in a stable place.
         let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
+        let wall = loop_start.elapsed().as_secs_f64();
+        let sps = (global_step - loop_start_step) as f64 / wall.max(1e-9);
         let summary = format!(
-            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"last_20_return_mean\": {}, \"recent_score_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
+            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"last_20_return_mean\": {}, \"recent_score_mean\": {}, \"wall_seconds\": {wall}, \"steps_per_second\": {sps}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
             recent.total(),
             json(recent.mean_return()),
             json(recent.mean_return_last(20)),
