@@ -215,15 +215,21 @@ impl Store {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// Sets `key`; when this returns, every rank's next read sees the value.
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = cstring(key, "a store key")?;
         let mut err = std::ptr::null_mut();
         let rc = unsafe {
             ffi::tdc_store_set(self.raw, k.as_ptr(), value.as_ptr(), value.len(), &mut err)
         };
-        check(rc, err, &format!("setting store key {key:?}"))
+        check(rc, err, &format!("setting store key {key:?}"))?;
+        // TCPStore's SET gets no reply, so another rank's read could overtake it. A request that
+        // does get a reply, on the same connection, returns only after the server applied it.
+        let mut present: c_int = 0;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe { ffi::tdc_store_check(self.raw, k.as_ptr(), &mut present, &mut err) };
+        check(rc, err, &format!("confirming store key {key:?}"))
     }
-
     /// The value of `key` if some rank has set it, without waiting.
     pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let k = cstring(key, "a store key")?;
