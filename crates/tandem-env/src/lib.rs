@@ -39,6 +39,7 @@ pub mod minatar;
 pub mod mt19937;
 pub mod norm;
 pub mod rng;
+pub mod snapshot;
 pub mod space;
 pub mod spec;
 pub mod vec_env;
@@ -57,7 +58,7 @@ pub use spec::{
     EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
     observation_space,
 };
-pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, VecEnv};
+pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -107,6 +108,11 @@ pub enum EnvError {
     /// The game backend failed (e.g. ALE could not load a ROM).
     #[error("game backend error: {0}")]
     Backend(String),
+    /// A snapshot cannot be taken or restored: it is truncated or corrupt, of another
+    /// format version, or of differently built environments (the message names what
+    /// differs and where).
+    #[error("snapshot: {0}")]
+    Snapshot(String),
 }
 
 /// The seed of environment `index` on rank `rank` of an experiment seeded with
