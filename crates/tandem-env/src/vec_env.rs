@@ -26,7 +26,7 @@
 //! per environment           return / length / raw score in progress, finished game,
 //!                           conversion buffer, then the chain's state: one section per
 //!                           wrapper, outermost first, ending with the game's
-//! checksum                  u64 FNV-1a of every byte before it
+//! checksum                  u32 CRC-32 (IEEE) of every byte before it
 //! ```
 //!
 //! Sections (see [`crate::snapshot`]) are tagged with the wrapper or game name and
@@ -732,12 +732,12 @@ impl VecEnv {
                 "format version {version}; this build reads version {SNAPSHOT_FORMAT_VERSION}"
             )));
         }
-        let Some(body_len) = input.len().checked_sub(8) else {
+        let Some(body_len) = input.len().checked_sub(4) else {
             return Err(snapshot_error("truncated: no checksum"));
         };
         let (body, stored_sum) = input.split_at(body_len);
-        let stored_sum = u64::from_le_bytes(stored_sum.try_into().expect("8 bytes"));
-        if checksum(&bytes[..bytes.len() - 8]) != stored_sum {
+        let stored_sum = u32::from_le_bytes(stored_sum.try_into().expect("4 bytes"));
+        if checksum(&bytes[..bytes.len() - 4]) != stored_sum {
             return Err(snapshot_error(
                 "corrupt or truncated: the checksum does not match the contents",
             ));
