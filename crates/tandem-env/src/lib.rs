@@ -28,6 +28,14 @@
 //! # Ok::<(), tandem_env::EnvError>(())
 //! ```
 //!
+//! For exact resume, [`VecEnv::snapshot`] captures the whole batch (every game's state
+//! and random streams, every wrapper's buffers and counters, normaliser statistics,
+//! episodes in progress) as versioned, checksummed bytes, and [`VecEnv::restore`] puts
+//! them back into a batch built from the same spec, refusing with an
+//! [`EnvError::Snapshot`] that names the difference when it was built otherwise. Games
+//! and wrappers take part through [`Env::save_state`] / [`Env::load_state`]; the
+//! encoding helpers are in [`snapshot`].
+//!
 //! Observation layout seen by networks: vectors are `[N]`; images are channels-first
 //! `[C, H, W]` f32 with pixel values kept in 0..=255 (the network scales). Internally a
 //! wrapper chain may carry `u8` frames in height-width-channel order (what ALE produces);
