@@ -28,6 +28,14 @@
 //! # Ok::<(), tandem_env::EnvError>(())
 //! ```
 //!
+//! For exact resume, [`VecEnv::snapshot`] captures the whole batch (every game's state
+//! and random streams, every wrapper's buffers and counters, normaliser statistics,
+//! episodes in progress) as versioned, checksummed bytes, and [`VecEnv::restore`] puts
+//! them back into a batch built from the same spec, refusing with an
+//! [`EnvError::Snapshot`] that names the difference when it was built otherwise. Games
+//! and wrappers take part through [`Env::save_state`] / [`Env::load_state`]; the
+//! encoding helpers are in [`snapshot`].
+//!
 //! Observation layout seen by networks: vectors are `[N]`; images are channels-first
 //! `[C, H, W]` f32 with pixel values kept in 0..=255 (the network scales). Internally a
 //! wrapper chain may carry `u8` frames in height-width-channel order (what ALE produces);
@@ -39,6 +47,7 @@ pub mod minatar;
 pub mod mt19937;
 pub mod norm;
 pub mod rng;
+pub mod snapshot;
 pub mod space;
 pub mod spec;
 pub mod vec_env;
@@ -57,7 +66,7 @@ pub use spec::{
     EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
     observation_space,
 };
-pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, VecEnv};
+pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -107,6 +116,11 @@ pub enum EnvError {
     /// The game backend failed (e.g. ALE could not load a ROM).
     #[error("game backend error: {0}")]
     Backend(String),
+    /// A snapshot cannot be taken or restored: it is truncated or corrupt, of another
+    /// format version, or of differently built environments (the message names what
+    /// differs and where).
+    #[error("snapshot: {0}")]
+    Snapshot(String),
 }
 
 /// The seed of environment `index` on rank `rank` of an experiment seeded with

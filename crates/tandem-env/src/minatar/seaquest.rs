@@ -50,7 +50,7 @@ const MAX_DIVERS: i32 = 6;
 const LAST: i32 = GRID as i32 - 1;
 
 /// Something that moves horizontally: position, direction, and move countdown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Mover {
     x: i32,
     y: i32,
@@ -72,11 +72,14 @@ impl Mover {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct EnemySub {
     mover: Mover,
     shot_timer: i32,
 }
+
+crate::snapshot::persist_fields!(Mover { x, y, right, timer });
+crate::snapshot::persist_fields!(EnemySub { mover, shot_timer });
 
 /// Python's `list.remove(value)`: removes the first element equal to `value` (which
 /// must be present) and returns its index.
@@ -527,6 +530,8 @@ impl Seaquest {
 }
 
 impl Env for Seaquest {
+    crate::snapshot::game_snapshot_methods!("minatar-seaquest", params: [sticky_action_prob, ramping], state: [rng, last_action, oxygen, diver_count, sub_x, sub_y, facing_right, friendly_bullets, enemy_bullets, fish, subs, divers, spawn_speed, spawn_timer, diver_spawn_timer, move_speed, ramp_index, shot_timer, surfaced, terminal]);
+
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }

@@ -257,6 +257,8 @@ impl SpaceInvaders {
 }
 
 impl Env for SpaceInvaders {
+    crate::snapshot::game_snapshot_methods!("minatar-space-invaders", params: [sticky_action_prob, full_action_set, ramping], state: [rng, last_action, cannon, friendly_bullets, enemy_bullets, aliens, alien_dir, enemy_move_interval, alien_move_timer, alien_shot_timer, ramp_index, shot_timer, terminal]);
+
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }
