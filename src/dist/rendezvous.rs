@@ -69,9 +69,13 @@ pub(super) fn announce_and_check(
     // read every identity, or they would see "connection closed" instead of the real reason.
     store.add("tandem/rendezvous/read", 1)?;
     if opts.rank == 0 {
-        let remaining = deadline.saturating_duration_since(Instant::now()).max(std::time::Duration::from_secs(5));
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(std::time::Duration::from_secs(5));
         let start = Instant::now();
-        while store.add("tandem/rendezvous/read", 0)? < opts.world_size as i64 && start.elapsed() < remaining {
+        while store.add("tandem/rendezvous/read", 0)? < opts.world_size as i64
+            && start.elapsed() < remaining
+        {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }

@@ -238,6 +238,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut global_step: u64 = 0;
     let mut recent = RecentEpisodes::new(100);
 
+    let mut env_restored = false;
     if resume {
         let path = checkpoint::locate(&run_dir)?;
         let ckpt = checkpoint::load(&path)?;
@@ -257,7 +258,11 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 .map(|(_, t)| t.int64_value(&[0]) as u64)
                 .unwrap_or(0),
         );
-        restore_normalizers(&mut envs, &ckpt)?;
+        env_restored = restore_envs(&mut envs, &run_dir, &ckpt, rank, world)?;
+        if !env_restored {
+            envs = make_vec_env(&exp, rank, threads)?;
+            restore_normalizers(&mut envs, &ckpt)?;
+        }
         update = ckpt.update;
         global_step = ckpt.global_step;
         tracing::info!(
@@ -293,7 +298,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     };
 
     let mut buffer = RolloutBuffer::new(rollout as i64, n_envs as i64, &obs_shape, device)?;
-    envs.reset();
+    if !env_restored {
+        envs.reset();
+    }
     let mut console = Console::new(rank == 0, stop_step, global_step);
     let mut phases = Phases::default();
     let mut last_log = Instant::now();
@@ -520,6 +527,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             None => false,
         };
         let last = stop || update >= total_updates || global_step >= stop_step;
+        if checkpoint_due || last {
+            // Every rank saves its environments mid-episode, so a resumed run continues exactly.
+            checkpoint::save_env_snapshot(&run_dir, update, rank, &envs.snapshot()?)?;
+        }
         if rank == 0 && (checkpoint_due || last) {
             let mut tensors: Vec<(String, Tensor)> = parameters_in_order(&vs)
                 .into_iter()
@@ -669,6 +680,46 @@ fn normalizer_tensors(envs: &tandem_env::VecEnv) -> Vec<(String, Tensor)> {
         .enumerate()
         .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
         .collect()
+}
+
+/// Restores this rank's environments from the snapshot saved with `ckpt`, when there is one
+/// for the same world size. Returns whether it did; a resume on another number of ranks (or a
+/// missing snapshot) starts fresh episodes instead.
+fn restore_envs(
+    envs: &mut tandem_env::VecEnv,
+    run_dir: &std::path::Path,
+    ckpt: &Checkpoint,
+    rank: usize,
+    world: usize,
+) -> Result<bool> {
+    if ckpt.world_size != world as u64 {
+        tracing::info!(
+            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
+            ckpt.world_size
+        );
+        return Ok(false);
+    }
+    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(
+                "no environment snapshot {} ({e}): environments start fresh episodes",
+                path.display()
+            );
+            return Ok(false);
+        }
+    };
+    match envs.restore(&bytes) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(
+                "cannot restore {}: {e}; environments start fresh episodes",
+                path.display()
+            );
+            Ok(false)
+        }
+    }
 }
 
 fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Result<()> {
