@@ -166,6 +166,8 @@ fn a2c_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
 #[derive(Default)]
 struct Phases {
     rollout: Duration,
+    /// The part of `rollout` spent in the policy's forward passes (libtorch).
+    inference: Duration,
     learn: Duration,
     sync: Duration,
     log: Duration,
@@ -318,7 +320,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let mut my_episodes: Vec<Episode> = Vec::new();
         for _ in 0..rollout {
             let obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
+            let infer = Instant::now();
             let taken = tch::no_grad(|| model.act(&obs))?;
+            phases.inference += infer.elapsed();
             let actions: Vec<i64> =
                 Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
             envs.step(&actions)?;
@@ -484,6 +488,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 s.push(("perf/rank_steps_per_second_min", sps_min));
                 s.push(("perf/rank_steps_per_second_max", sps_max));
                 s.push(("time/rollout_s", phases.rollout.as_secs_f64()));
+                s.push(("time/inference_s", phases.inference.as_secs_f64()));
                 s.push(("time/learn_s", phases.learn.as_secs_f64()));
                 s.push(("time/sync_s", phases.sync.as_secs_f64()));
                 s.push(("time/log_s", phases.log.as_secs_f64()));
