@@ -100,6 +100,7 @@ fn rank_update() {
 
 /// One rank of the all-reduce benchmark: bucketed gradients vs one raw all-reduce of the bytes.
 fn rank_allreduce() {
+    tch::set_num_threads(1);
     let pg = connect();
     let (vs, _) = nature_model();
     let params = trainable_parameters_in_order(&vs);

@@ -349,7 +349,7 @@ fn a_rank_killed_mid_training_stops_the_job_with_its_name() {
         .copied()
         .find(|&w| {
             std::fs::read_to_string(format!("/proc/{w}/cmdline"))
-                .is_ok_and(|c| c.contains("--rank\01\0"))
+                .is_ok_and(|c| c.contains("--rank\x001\x00"))
         })
         .expect("rank 1's process");
     let killed_at = Instant::now();

@@ -62,7 +62,7 @@ pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f6
     let Some(pg) = pg else {
         return Ok((value, value, value));
     };
-    let mut t = vec![
+    let mut t = [
         Tensor::from_slice(&[value]),
         Tensor::from_slice(&[value]),
         Tensor::from_slice(&[value]),

@@ -410,7 +410,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         update += 1;
         global_step += steps_per_update;
         if let Some(every) = check_every
-            && update % every == 0
+            && update.is_multiple_of(every)
             && ddp.ranks_should_agree()
         {
             let mut named = parameters_in_order(&vs)
@@ -436,7 +436,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         // ---- log and checkpoint (rank 0 writes)
         let t3 = Instant::now();
         let log_now = match exp.log.interval {
-            Interval::Updates(n) => update % n.max(1) == 0,
+            Interval::Updates(n) => update.is_multiple_of(n.max(1)),
             Interval::Seconds(s) => last_log.elapsed() >= Duration::from_secs(s),
         } || update == total_updates
             || global_step >= stop_step
@@ -497,7 +497,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 }
                 w.scalars(global_step as i64, &s)?;
                 if let Some(every) = exp.log.histogram_every
-                    && update % every.max(1) == 0
+                    && update.is_multiple_of(every.max(1))
                 {
                     for (name, t) in parameters_in_order(&vs) {
                         let values =
@@ -524,7 +524,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         }
         let checkpoint_due = match exp.checkpoint.every {
             Some(every) => match exp.checkpoint.unit {
-                tandem_config::CheckpointUnit::Updates => update % every.max(1) == 0,
+                tandem_config::CheckpointUnit::Updates => update.is_multiple_of(every.max(1)),
                 tandem_config::CheckpointUnit::Steps => {
                     (global_step / every.max(1)) > ((global_step - steps_per_update) / every.max(1))
                 }
