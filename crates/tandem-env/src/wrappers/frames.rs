@@ -9,16 +9,19 @@ use crate::space::{Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 /// Repeats each action `skip` times and sums the rewards.
 ///
 /// Only the last two frames are requested from the wrapped environment (the others
-/// are stepped with [`ObsBuf::Skip`]). If the episode ends before the second-to-last
-/// frame, that frame was never captured and the observation is built from the frames
-/// kept from the previous step, as gymnasium's `AtariPreprocessing` does; such an
-/// observation only ever ends a terminated or truncated episode.
+/// are stepped with [`ObsBuf::Skip`]), and a frame is kept only if the episode goes on
+/// after it; the max-pool is written back into the last frame. That is exactly what
+/// gymnasium's `AtariPreprocessing` does, so a step that ends the episode returns the
+/// frames kept from earlier steps (such an observation only ever ends an episode, and
+/// is never bootstrapped from after a termination).
 pub struct FrameSkip {
     inner: Box<dyn Env>,
     skip: u32,
     max_pool: bool,
-    /// Second-to-last and last frame of the latest step.
+    /// Second-to-last and last frame kept (the last one pooled in place).
     frames: [ObsStore; 2],
+    /// Where a frame lands before we know whether the episode went on after it.
+    scratch: ObsStore,
 }
 
 impl FrameSkip {
@@ -29,28 +32,29 @@ impl FrameSkip {
             skip,
             max_pool: max_pool && skip > 1,
             frames: [ObsStore::zeros(&space), ObsStore::zeros(&space)],
+            scratch: ObsStore::zeros(&space),
         }
     }
 
-    fn write_output(&self, obs: &mut ObsBuf<'_>) {
-        if !self.max_pool {
-            self.frames[1].write_to(obs);
-            return;
-        }
-        match (&self.frames[0], &self.frames[1], obs) {
-            (ObsStore::U8(a), ObsStore::U8(b), ObsBuf::U8(out)) => {
-                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                    *o = x.max(y);
+    /// Max-pools the two kept frames into the last one and writes it out.
+    fn pool_and_write(&mut self, obs: &mut ObsBuf<'_>) {
+        if self.max_pool {
+            let [older, last] = &mut self.frames;
+            match (older, last) {
+                (ObsStore::U8(a), ObsStore::U8(b)) => {
+                    for (y, &x) in b.iter_mut().zip(a.iter()) {
+                        *y = (*y).max(x);
+                    }
                 }
-            }
-            (ObsStore::F32(a), ObsStore::F32(b), ObsBuf::F32(out)) => {
-                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                    *o = x.max(y);
+                (ObsStore::F32(a), ObsStore::F32(b)) => {
+                    for (y, &x) in b.iter_mut().zip(a.iter()) {
+                        *y = y.max(x);
+                    }
                 }
+                _ => unreachable!("frame-skip buffers follow the wrapped observation space"),
             }
-            (_, _, ObsBuf::Skip) => {}
-            _ => unreachable!("frame-skip buffers follow the wrapped observation space"),
         }
+        self.frames[1].write_to(obs);
     }
 }
 
@@ -68,17 +72,21 @@ impl Env for FrameSkip {
         } else if let ObsStore::F32(v) = &mut self.frames[0] {
             v.fill(f32::MIN);
         }
-        self.frames[1].write_to(&mut obs);
+        self.pool_and_write(&mut obs);
     }
     fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
         let mut total = Step::default();
         let wanted = !obs.is_skip();
         for t in 0..self.skip {
-            let remaining = self.skip - t;
-            let out = match remaining {
-                1 if wanted => self.frames[1].buf(),
-                2 if wanted && self.max_pool => self.frames[0].buf(),
-                _ => ObsBuf::Skip,
+            let slot = match self.skip - t {
+                1 if wanted => Some(1),
+                2 if wanted && self.max_pool => Some(0),
+                _ => None,
+            };
+            let out = if slot.is_some() {
+                self.scratch.buf()
+            } else {
+                ObsBuf::Skip
             };
             let step = self.inner.step(action, out);
             total.reward += step.reward;
@@ -87,16 +95,14 @@ impl Env for FrameSkip {
             total.truncated |= step.truncated;
             total.game_over |= step.game_over;
             if step.done() {
-                if remaining == 2 && wanted {
-                    // Only the frame just captured is current: pool it with itself.
-                    let [a, b] = &mut self.frames;
-                    b.clone_from(a);
-                }
                 break;
+            }
+            if let Some(slot) = slot {
+                self.frames[slot].clone_from(&self.scratch);
             }
         }
         if wanted {
-            self.write_output(&mut obs);
+            self.pool_and_write(&mut obs);
         }
         total
     }
