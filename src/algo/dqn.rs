@@ -110,7 +110,11 @@ impl Dqn {
             config.target_every >= 1,
             "dqn: target-every must be at least 1"
         );
-        let head = if dueling { QHead::Dueling } else { QHead::Plain };
+        let head = if dueling {
+            QHead::Dueling
+        } else {
+            QHead::Plain
+        };
         let online_vs = VarStore::new(device);
         let online = QNetwork::new(
             &online_vs.root(),
@@ -232,7 +236,9 @@ impl Dqn {
     /// γ^m (0 at a terminal state) comes with the batch; and the importance-weighted loss.
     pub fn td_loss(&self, batch: &TransitionBatch) -> Result<(Tensor, Tensor, Tensor)> {
         let q = self.online.forward(&batch.obs)?;
-        let q_taken = q.gather(1, &batch.actions.unsqueeze(1), false).squeeze_dim(1);
+        let q_taken = q
+            .gather(1, &batch.actions.unsqueeze(1), false)
+            .squeeze_dim(1);
         let target = tch::no_grad(|| -> Result<Tensor> {
             let next_target = self.target.forward(&batch.next_obs)?;
             let next_value = if self.config.double {

@@ -437,10 +437,7 @@ impl ReplayBuffer {
             "replay: cannot sample {batch} transitions, {available} are ready"
         );
         let total = self.tree.total();
-        ensure!(
-            total > 0.0,
-            "replay: every ready transition has priority 0"
-        );
+        ensure!(total > 0.0, "replay: every ready transition has priority 0");
         let len = self.spec.obs_len;
         let mut s = Sample {
             slots: Vec::with_capacity(batch),
@@ -552,7 +549,9 @@ impl ReplayBuffer {
         }
         match &self.frames {
             FrameStore::U8(v) => out.extend_from_slice(v),
-            FrameStore::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            FrameStore::F32(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         }
         let slots = self.actions.len();
         for i in 0..slots {
@@ -582,7 +581,8 @@ impl ReplayBuffer {
         let mut buf = ReplayBuffer::new(spec)?;
         let mut r = bytes;
         let mut magic = [0u8; 8];
-        r.read_exact(&mut magic).context("replay file is empty")?;
+        r.read_exact(&mut magic)
+            .context("replay file truncated before its header")?;
         ensure!(&magic == MAGIC, "not a tandem replay file (bad magic)");
         let mut u64s = [0u64; 10];
         for v in &mut u64s {
@@ -599,7 +599,10 @@ impl ReplayBuffer {
         );
         let s = &buf.spec;
         ensure!(
-            saved == (s.capacity, s.num_envs, s.obs_len, s.stack, s.pixels, s.n_step, s.gamma)
+            saved
+                == (
+                    s.capacity, s.num_envs, s.obs_len, s.stack, s.pixels, s.n_step, s.gamma
+                )
                 && (u64s[7] == u64::MAX) == s.priority_alpha.is_none(),
             "the replay file was written for another layout (capacity, envs, observation, frame-stack, \
              n-step, gamma or prioritization differ): saved {saved:?}, this run {s:?}"
@@ -623,10 +626,7 @@ impl ReplayBuffer {
             buf.truncated[i] = flags[0] & 2 != 0;
             buf.episode_pos[i] = read_u32(&mut r)?;
             let p = f64::from_bits(read_u64(&mut r)?);
-            ensure!(
-                p.is_finite() && p >= 0.0,
-                "replay file holds priority {p}"
-            );
+            ensure!(p.is_finite() && p >= 0.0, "replay file holds priority {p}");
             buf.tree.set(i, p);
         }
         for p in buf.next_pos.iter_mut() {
@@ -651,11 +651,12 @@ impl ReplayBuffer {
         let dir = path
             .parent()
             .with_context(|| format!("{} has no parent directory", path.display()))?;
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let tmp = dir.join(format!(
             ".{}.tmp-{}",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("replay"),
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("replay"),
             std::process::id()
         ));
         let write = || -> std::io::Result<()> {

@@ -66,13 +66,27 @@ fn replay_stack(experiment: &Experiment) -> usize {
     for w in &experiment.env.wrappers {
         match w {
             Wrapper::FrameStack { n } => stack = *n as usize,
-            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => {
-                stack = 1
-            }
+            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
             _ => {}
         }
     }
     stack.max(1)
+}
+
+/// Whether observations are whole numbers in 0..=255 that replay can keep as bytes: images
+/// (u8) and MinAtar's binary planes, unless a normaliser turns them into arbitrary floats.
+/// (The buffer checks every stored value, so a wrong guess is an error, not a silent loss.)
+fn stores_bytes(experiment: &Experiment, dtype: Dtype) -> bool {
+    let normalised = experiment
+        .env
+        .wrappers
+        .iter()
+        .any(|w| matches!(w, Wrapper::NormalizeObs { .. }));
+    let binary_planes = matches!(
+        experiment.observation(),
+        tandem_config::Observation::Planes { .. }
+    );
+    (dtype == Dtype::U8 || binary_planes) && !normalised
 }
 
 /// Where rank `rank` keeps its replay buffer in a run directory.
@@ -108,7 +122,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         stop_requested,
     } = ctx;
     let Algorithm::Dqn(cfg) = &exp.algorithm else {
-        bail!("the off-policy trainer runs dqn, not {}", exp.algorithm.name());
+        bail!(
+            "the off-policy trainer runs dqn, not {}",
+            exp.algorithm.name()
+        );
     };
     let cfg = cfg.clone();
     let rank = pg.rank();
@@ -154,7 +171,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         num_envs: n_envs,
         obs_len,
         stack: replay_stack(&exp),
-        pixels: envs.env_observation_space().dtype == Dtype::U8,
+        pixels: stores_bytes(&exp, envs.env_observation_space().dtype),
         n_step: cfg.n_step,
         gamma: cfg.gamma,
         priority_alpha: cfg.prioritized.then_some(cfg.priority_alpha),
@@ -314,12 +331,8 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 cfg.priority_beta_end,
                 global_step as f64 / exp.train.total_steps as f64,
             );
-            let mut rng = Xoshiro256::new(derived_seed(
-                exp.seed,
-                SEED_REPLAY,
-                rank as u64,
-                iteration,
-            ));
+            let mut rng =
+                Xoshiro256::new(derived_seed(exp.seed, SEED_REPLAY, rank as u64, iteration));
             let sample = replay.sample(per_rank_batch, beta, &mut rng)?;
             let batch = crate::algo::dqn::TransitionBatch {
                 obs: tensor_of(&sample.obs, per_rank_batch, &obs_shape, device),
