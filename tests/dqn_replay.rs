@@ -45,8 +45,8 @@ fn sum_tree_matches_a_brute_force_prefix_search_through_updates() {
             "round {round}: total {} vs {total}",
             tree.total()
         );
-        for i in 0..n {
-            assert_eq!(tree.get(i), reference[i]);
+        for (i, &p) in reference.iter().enumerate() {
+            assert_eq!(tree.get(i), p);
         }
         for _ in 0..2000 {
             let mass = rng.next_f64() * total;

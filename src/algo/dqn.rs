@@ -278,7 +278,7 @@ impl Dqn {
             &|| format!("dqn gradient step {steps}"),
         )?;
         self.gradient_steps += 1;
-        let target_updated = self.gradient_steps % self.config.target_every == 0;
+        let target_updated = self.gradient_steps.is_multiple_of(self.config.target_every);
         if target_updated {
             self.copy_to_target(self.config.tau);
         }

@@ -207,7 +207,7 @@ impl ReplayBuffer {
             "replay: needs at least one environment, frame and step, got {spec:?}"
         );
         ensure!(
-            spec.obs_len % spec.stack == 0,
+            spec.obs_len.is_multiple_of(spec.stack),
             "replay: an observation of {} values does not split into {} stacked frames",
             spec.obs_len,
             spec.stack
@@ -360,13 +360,13 @@ impl ReplayBuffer {
             }
         }
         // ... and the row whose n-step horizon just completed enters it.
-        if let Some(ready) = self.rows_written.checked_sub(self.spec.n_step as u64 + 1) {
-            if ready >= self.lowest_sampleable_row() {
-                let p = self.new_priority();
-                for env in 0..n {
-                    let s = self.slot(ready, env);
-                    self.tree.set(s, p);
-                }
+        if let Some(ready) = self.rows_written.checked_sub(self.spec.n_step as u64 + 1)
+            && ready >= self.lowest_sampleable_row()
+        {
+            let p = self.new_priority();
+            for env in 0..n {
+                let s = self.slot(ready, env);
+                self.tree.set(s, p);
             }
         }
         Ok(())

@@ -352,7 +352,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         iteration += 1;
 
         let last_iteration = iteration >= total_iterations || global_step >= stop_step;
-        if iteration % EXCHANGE_EVERY != 0 && !last_iteration {
+        if !iteration.is_multiple_of(EXCHANGE_EVERY) && !last_iteration {
             continue;
         }
 
@@ -360,7 +360,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let t2 = Instant::now();
         sync_normalizers(&mut envs, &mut ddp)?;
         if let Some(every) = exp.sync.check_every
-            && (iteration / EXCHANGE_EVERY) % every == 0
+            && (iteration / EXCHANGE_EVERY).is_multiple_of(every)
             && ddp.ranks_should_agree()
         {
             let mut named = learner.named_state();
