@@ -96,6 +96,8 @@ fn a_resumed_run_continues_with_its_replay_buffer() {
         "algorithm.prioritized=#true",
         "--set",
         "algorithm.learning-starts=1000",
+        "--set",
+        "algorithm.buffer-capacity=20000",
     ];
     let mut first = vec![
         "train",
@@ -108,7 +110,7 @@ fn a_resumed_run_continues_with_its_replay_buffer() {
     first.extend(common);
     tandem(&first);
     let spec = ReplaySpec {
-        capacity: 120_000,
+        capacity: 20_000,
         num_envs: 4,
         obs_len: 4,
         stack: 1,
