@@ -133,6 +133,7 @@ fn a_resumed_run_continues_with_its_replay_buffer() {
     let replay = dir.join("checkpoints/replay-rank0.bin");
     let saved = ReplayBuffer::load(spec.clone(), &replay).unwrap();
     assert_eq!(saved.steps_pushed(), 2000 / 4);
+    assert_eq!(saved.tag(), 2000, "saved with the checkpoint's global step");
     // The resumed run keeps its own config; only the step limit moves on.
     tandem(&["train", "--resume", d, "--max-steps", "4000", "--quiet"]);
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();

@@ -194,11 +194,14 @@ pub struct ReplayBuffer {
     rows_written: u64,
     tree: SumTree,
     max_priority: f64,
+    /// A caller's label saved with the buffer: the trainer stores the global step, so a resume
+    /// can tell that a replay file and a model checkpoint were written together.
+    tag: u64,
 }
 
 /// Small constant added to |TD error| so no transition gets priority 0 (Schaul et al. 2016, eq. 1).
 const PRIORITY_EPS: f64 = 1e-6;
-const MAGIC: &[u8; 8] = b"TNDMRPL1";
+const MAGIC: &[u8; 8] = b"TNDMRPL2";
 
 impl ReplayBuffer {
     pub fn new(spec: ReplaySpec) -> Result<ReplayBuffer> {
@@ -251,6 +254,7 @@ impl ReplayBuffer {
             rows_written: 0,
             tree: SumTree::new(slots),
             max_priority: 1.0,
+            tag: 0,
             spec,
         })
     }
@@ -272,6 +276,14 @@ impl ReplayBuffer {
         } else {
             0
         }
+    }
+
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    pub fn set_tag(&mut self, tag: u64) {
+        self.tag = tag;
     }
 
     /// Vector steps pushed since the buffer was created.
@@ -544,6 +556,7 @@ impl ReplayBuffer {
             spec.priority_alpha.map(f64::to_bits).unwrap_or(u64::MAX),
             self.rows_written,
             self.max_priority.to_bits(),
+            self.tag,
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -584,7 +597,7 @@ impl ReplayBuffer {
         r.read_exact(&mut magic)
             .context("replay file truncated before its header")?;
         ensure!(&magic == MAGIC, "not a tandem replay file (bad magic)");
-        let mut u64s = [0u64; 10];
+        let mut u64s = [0u64; 11];
         for v in &mut u64s {
             *v = read_u64(&mut r)?;
         }
@@ -609,6 +622,7 @@ impl ReplayBuffer {
         );
         buf.rows_written = u64s[8];
         buf.max_priority = f64::from_bits(u64s[9]);
+        buf.tag = u64s[10];
         match &mut buf.frames {
             FrameStore::U8(v) => r.read_exact(v).context("replay file truncated in frames")?,
             FrameStore::F32(v) => {

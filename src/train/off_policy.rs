@@ -209,20 +209,26 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         restore_normalizers(&mut envs, &ckpt)?;
         iteration = ckpt.update;
         global_step = ckpt.global_step;
-        if cfg.checkpoint_replay {
+        if cfg.checkpoint_replay && ckpt.world_size as usize != world {
+            // Buffers hold each rank's own environments' streams; they cannot be split or merged.
+            tracing::warn!(
+                "rank {rank}: the checkpoint was written on {} rank(s), this run has {world}; \
+                 per-rank replay buffers do not carry over, starting with an empty one",
+                ckpt.world_size
+            );
+        } else if cfg.checkpoint_replay {
             let file = replay_path(&run_dir, rank);
             if file.exists() {
                 let loaded = ReplayBuffer::load(replay_spec.clone(), &file).context(
                     "cannot resume this rank's replay buffer; resume with checkpoint-replay #false \
                      to start with an empty one",
                 )?;
-                let expected = global_step / steps_per_vector_step;
-                if loaded.steps_pushed() != expected {
+                if loaded.tag() != global_step {
                     bail!(
-                        "{} holds {} vector steps but the checkpoint {} is at {expected}; \
+                        "{} was saved at global step {} but the checkpoint {} is at step {global_step}; \
                          they were not written together",
                         file.display(),
-                        loaded.steps_pushed(),
+                        loaded.tag(),
                         path.display()
                     );
                 }
@@ -517,6 +523,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 tracing::debug!("checkpoint {}", path.display());
             }
             if cfg.checkpoint_replay {
+                replay.set_tag(global_step);
                 replay.save(&replay_path(&run_dir, rank))?;
             }
         }
