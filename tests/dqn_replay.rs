@@ -392,3 +392,37 @@ fn a_buffer_survives_a_round_trip_through_its_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_stack_that_does_not_continue_its_previous_frames_is_an_error() {
+    let mut buffer = ReplayBuffer::new(ReplaySpec {
+        capacity: 16,
+        num_envs: 1,
+        obs_len: 2,
+        stack: 2,
+        pixels: false,
+        n_step: 1,
+        gamma: 0.9,
+        priority_alpha: None,
+    })
+    .unwrap();
+    fn step(obs: &[f32]) -> VectorStep<'_> {
+        VectorStep {
+            obs,
+            actions: &[0],
+            rewards: &[0.0],
+            terminated: &[false],
+            truncated: &[false],
+            final_obs: &[0.0, 0.0],
+        }
+    }
+    buffer.push(&step(&[1.0, 1.0])).unwrap();
+    buffer.push(&step(&[1.0, 2.0])).unwrap();
+    // The older frame should be 2 (the previous newest frame), as frame-stack would give.
+    let err = buffer.push(&step(&[5.0, 3.0])).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not continue its frame stack"),
+        "{err}"
+    );
+}
