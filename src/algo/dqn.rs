@@ -232,7 +232,7 @@ impl Dqn {
 
     /// The per-sample TD errors δ = y - Q(s, a) with
     /// y = G + γ^m Q⁻(s', argmax_a Q(s', a)) (double DQN, van Hasselt et al. 2016, eq. 4) or
-    /// y = G + γ^m max_a Q⁻(s', a) (Mnih et al. 2015, eq. 2), where G is the n-step return and
+    /// y = G + γ^m max_a Q⁻(s', a) (Mnih et al. 2015, Methods: the loss L_i(θ_i)), where G is the n-step return and
     /// γ^m (0 at a terminal state) comes with the batch; and the importance-weighted loss.
     pub fn td_loss(&self, batch: &TransitionBatch) -> Result<(Tensor, Tensor, Tensor)> {
         let q = self.online.forward(&batch.obs)?;

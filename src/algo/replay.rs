@@ -199,7 +199,8 @@ pub struct ReplayBuffer {
     tag: u64,
 }
 
-/// Small constant added to |TD error| so no transition gets priority 0 (Schaul et al. 2016, eq. 1).
+/// Small constant added to |TD error| so no transition gets priority 0: p_i = |δ_i| + ε
+/// (Schaul et al. 2016, section 3.3), sampled with P(i) = p_i^α / Σ_k p_k^α (eq. 1).
 const PRIORITY_EPS: f64 = 1e-6;
 const MAGIC: &[u8; 8] = b"TNDMRPL2";
 
@@ -441,7 +442,8 @@ impl ReplayBuffer {
 
     /// Draws `batch` transitions: proportional to priority in `batch` equal segments of the
     /// total (stratified, Schaul et al. 2016, appendix B.2.1), and for prioritized replay with
-    /// importance weights `w_i = (N P(i))^-beta / max_j w_j` (eq. 2 and section 3.4).
+    /// importance weights `w_i = (N P(i))^-beta / max_j w_j` (section 3.4), with
+    /// the maximum taken over the batch.
     pub fn sample(&self, batch: usize, beta: f64, rng: &mut Xoshiro256) -> Result<Sample> {
         let available = self.sampleable();
         ensure!(
