@@ -60,7 +60,7 @@ enum Command {
 #[derive(Args, Clone)]
 struct TrainArgs {
     /// The experiment file (`-` reads standard input).
-    #[arg(value_name = "FILE", required_unless_present = "resume")]
+    #[arg(value_name = "FILE")]
     file: Option<String>,
     /// Override a value: PATH=VALUE, e.g. `train.max-steps=4096`.
     #[arg(long = "set", value_name = "PATH=VALUE")]

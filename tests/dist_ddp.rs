@@ -147,8 +147,10 @@ fn run_rank() {
         }
         let err = ddp.check_fingerprints(&named).unwrap_err();
         println!("drift: {err}");
+        ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
         return;
     }
+    ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
     let values: Vec<String> = flat(&params)
         .iter()
         .map(|v| format!("{:08x}", v.to_bits()))

@@ -80,7 +80,9 @@ fn two_ranks_collectives_give_exact_results() {
         );
         assert_eq!(pg.store().try_get("note/2").unwrap(), None);
         pg.barrier().unwrap();
-        println!("rank {} ok", pg.rank());
+        let rank = pg.rank();
+        pg.shutdown(Duration::from_secs(20)).unwrap();
+        println!("rank {rank} ok");
         return;
     }
     let port = free_port();
@@ -88,14 +90,18 @@ fn two_ranks_collectives_give_exact_results() {
     let ranks: Vec<Child> = (0..2)
         .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
         .collect();
-    for (r, child) in ranks.into_iter().enumerate() {
-        let done = finish(child, Duration::from_secs(60));
-        assert!(done.success, "rank {r} failed:\n{}", done.output);
-        assert!(
-            done.output.contains(&format!("rank {r} ok")),
-            "rank {r}:\n{}",
-            done.output
-        );
+    let done: Vec<_> = ranks
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(60)))
+        .collect();
+    let all: String = done
+        .iter()
+        .enumerate()
+        .map(|(r, d)| format!("--- rank {r}:\n{}\n", d.output))
+        .collect();
+    for (r, d) in done.iter().enumerate() {
+        assert!(d.success, "rank {r} failed:\n{all}");
+        assert!(d.output.contains(&format!("rank {r} ok")), "{all}");
     }
 }
 
@@ -268,6 +274,7 @@ fn mismatched_tensor_sizes_are_an_error_not_an_abort() {
         let mut ok = vec![Tensor::ones([2], (Kind::Float, tch::Device::Cpu))];
         pg.all_reduce(&mut ok, ReduceOp::Sum).unwrap();
         assert_eq!(floats(&ok[0]), vec![2.0, 2.0]);
+        pg.shutdown(Duration::from_secs(20)).unwrap();
         println!("still usable");
         return;
     }

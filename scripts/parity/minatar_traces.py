@@ -96,6 +96,82 @@ def freeway_crossing_action(env, rng):
     return 2
 
 
+def invaders_shooting_action(env, rng):
+    """Space Invaders: fire when under an alien, else move towards the nearest alien
+    column, skipping any action after which (playing a copy of the game forward with
+    no-ops) the cannon dies within a few steps (full-set actions 0 stay, 1 left,
+    3 right, 5 fire); with a small chance of a random action. Long enough to clear
+    waves, so the difficulty ramp is covered."""
+    if rng.rand() < 0.03:
+        return int(rng.randint(6))
+    game = env.env
+    pos = game.pos
+    columns = [x for x in range(10) if game.alien_map[:, x].any()]
+    preferred = []
+    if columns:
+        target = min(columns, key=lambda x: (abs(x - pos), x))
+        preferred.append(5 if target == pos else 1 if target < pos else 3)
+    preferred += [5, 0, 1, 3]
+
+    def survives(action):
+        sim = copy.deepcopy(game)
+        sim.act(action)
+        for _ in range(3):
+            if sim.terminal:
+                return False
+            sim.act(0)
+        return not sim.terminal
+
+    for action in preferred:
+        if survives(action):
+            return action
+    return preferred[0]
+
+
+def seaquest_diving_action(env, rng):
+    """Seaquest: surface when low on oxygen or full of divers, dive from the surface,
+    shoot enemies in the sub's row, otherwise head for the row of the nearest diver or
+    enemy; any action after which (playing a copy of the game forward with no-ops) the
+    sub dies within a few steps is skipped (full-set actions 0 stay, 1 left, 2 up,
+    3 right, 4 down, 5 fire). A small chance of a random action."""
+    if rng.rand() < 0.03:
+        return int(rng.randint(6))
+    game = env.env
+    x, y = game.sub_x, game.sub_y
+    enemies = game.e_fish + game.e_subs
+    if y > 0 and (game.oxygen < 40 or game.diver_count >= 6):
+        plan = 2
+    elif y == 0 and (game.diver_count <= 0 or game.oxygen >= 190):
+        plan = 4
+    else:
+        in_row = [e for e in enemies if e[1] == y]
+        if in_row:
+            target = min(in_row, key=lambda e: abs(e[0] - x))
+            facing_it = (target[0] >= x) == game.sub_or
+            plan = 5 if facing_it else (3 if target[0] >= x else 1)
+        else:
+            things = game.divers + enemies
+            if things:
+                target = min(things, key=lambda e: abs(e[1] - y) + abs(e[0] - x))
+                plan = 4 if target[1] > y else 2 if target[1] < y else (3 if target[0] > x else 1)
+            else:
+                plan = 0
+
+    def survives(action):
+        sim = copy.deepcopy(game)
+        sim.act(action)
+        for _ in range(3):
+            if sim.terminal:
+                return False
+            sim.act(0)
+        return not sim.terminal
+
+    for action in [plan, 5, 4, 2, 1, 3, 0]:
+        if survives(action):
+            return action
+    return plan
+
+
 def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakout"):
     env = Environment(game, sticky_action_prob=STICKY)
     if seed_kind == 0:
@@ -123,6 +199,10 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakou
     for _ in range(steps):
         if policy == "random":
             action = int(policy_rng.randint(6))
+        elif policy == "diving":
+            action = seaquest_diving_action(env, policy_rng)
+        elif policy == "shooting":
+            action = invaders_shooting_action(env, policy_rng)
         elif policy == "crossing":
             action = freeway_crossing_action(env, policy_rng)
         elif policy == "dodging":
@@ -130,7 +210,7 @@ def write_trace(path, seed, seed_kind, steps, policy, policy_seed, game="breakou
         else:
             action = ball_tracking_action(env, policy_rng)
         reward, terminal = env.act(action)
-        assert reward in (0, 1)
+        assert reward == int(reward) and 0 <= reward <= 127, reward
         record(1, action, int(reward), int(terminal))
         score += reward
         best = max(best, score)
@@ -156,6 +236,12 @@ def main():
     write_trace(out / "minatar_asterix_dodging_seed64bit.bin.gz", (1 << 33) + 99, 1, 60_000, "dodging", 6, "asterix")
     write_trace(out / "minatar_freeway_random_seed11.bin.gz", 11, 0, 30_000, "random", 7, "freeway")
     write_trace(out / "minatar_freeway_crossing_seed64bit.bin.gz", (1 << 50) + 3, 1, 30_000, "crossing", 8, "freeway")
+    write_trace(out / "minatar_space_invaders_random_seed5.bin.gz", 5, 0, 30_000, "random", 9, "space_invaders")
+    write_trace(
+        out / "minatar_space_invaders_shooting_seed64bit.bin.gz", (1 << 45) + 17, 1, 40_000, "shooting", 10, "space_invaders"
+    )
+    write_trace(out / "minatar_seaquest_random_seed13.bin.gz", 13, 0, 30_000, "random", 11, "seaquest")
+    write_trace(out / "minatar_seaquest_diving_seed64bit.bin.gz", (1 << 40) + 5, 1, 40_000, "diving", 12, "seaquest")
 
 
 if __name__ == "__main__":

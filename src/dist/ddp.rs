@@ -98,6 +98,11 @@ impl Ddp {
         &self.pg
     }
 
+    /// The process group back, e.g. for [`ProcessGroup::shutdown`] at the end of a run.
+    pub fn into_group(self) -> ProcessGroup {
+        self.pg
+    }
+
     pub fn policy(&self) -> &SyncPolicy {
         &self.policy
     }
@@ -222,7 +227,7 @@ impl Ddp {
                     Ok(())
                 })?;
             }
-            SyncPolicy::Periodic { every } if every > 0 && self.updates % every == 0 => {
+            SyncPolicy::Periodic { every } if every > 0 && self.updates.is_multiple_of(every) => {
                 tch::no_grad(|| -> Result<()> {
                     for p in params {
                         let mut one = [p.shallow_clone()];
@@ -244,7 +249,7 @@ impl Ddp {
     pub fn ranks_should_agree(&self) -> bool {
         match self.policy {
             SyncPolicy::AllReduce { .. } | SyncPolicy::Broadcast => true,
-            SyncPolicy::Periodic { every } => every > 0 && self.updates % every == 0,
+            SyncPolicy::Periodic { every } => every > 0 && self.updates.is_multiple_of(every),
             SyncPolicy::None => false,
         }
     }

@@ -50,6 +50,12 @@ unsafe extern "C" {
         found: *mut c_int,
         err: *mut *mut c_char,
     ) -> c_int;
+    pub fn tdc_store_check(
+        store: *mut TdcStore,
+        key: *const c_char,
+        present: *mut c_int,
+        err: *mut *mut c_char,
+    ) -> c_int;
     pub fn tdc_store_add(
         store: *mut TdcStore,
         key: *const c_char,

@@ -215,15 +215,21 @@ impl Store {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// Sets `key`; when this returns, every rank's next read sees the value.
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = cstring(key, "a store key")?;
         let mut err = std::ptr::null_mut();
         let rc = unsafe {
             ffi::tdc_store_set(self.raw, k.as_ptr(), value.as_ptr(), value.len(), &mut err)
         };
-        check(rc, err, &format!("setting store key {key:?}"))
+        check(rc, err, &format!("setting store key {key:?}"))?;
+        // TCPStore's SET gets no reply, so another rank's read could overtake it. A request that
+        // does get a reply, on the same connection, returns only after the server applied it.
+        let mut present: c_int = 0;
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe { ffi::tdc_store_check(self.raw, k.as_ptr(), &mut present, &mut err) };
+        check(rc, err, &format!("confirming store key {key:?}"))
     }
-
     /// The value of `key` if some rank has set it, without waiting.
     pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let k = cstring(key, "a store key")?;
@@ -593,6 +599,53 @@ impl ProcessGroup {
         };
         check(rc, err, "all-gather")?;
         Ok(outputs)
+    }
+
+    /// Leaves the group so that no rank's exit can break another rank's last collective.
+    ///
+    /// Closing Gloo's sockets while a peer still reads its final message resets the connection
+    /// (the peer sees "connection closed" in a barrier that had in fact completed). So ranks
+    /// first count themselves done through the store (request/response, no such race), wait
+    /// until all are, and rank 0, which hosts the store, leaves last.
+    pub fn shutdown(self, timeout: Duration) -> Result<()> {
+        let world = self.world_size as i64;
+        if world == 1 {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        let wait_for = |key: &str, target: i64, what: &str| -> Result<()> {
+            let mut pause = Duration::from_millis(1);
+            loop {
+                if self.store.add(key, 0)? >= target {
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    return Err(DistError::Timeout {
+                        what: what.to_string(),
+                        after: timeout,
+                        missing: Vec::new(),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+        };
+        self.store.add("tandem/shutdown/finished", 1)?;
+        wait_for(
+            "tandem/shutdown/finished",
+            world,
+            "every rank to finish its last collective",
+        )?;
+        if self.rank == 0 {
+            wait_for(
+                "tandem/shutdown/left",
+                world - 1,
+                "the other ranks to leave before the store closes",
+            )?;
+        } else {
+            self.store.add("tandem/shutdown/left", 1)?;
+        }
+        Ok(())
     }
 
     pub fn barrier(&self) -> Result<()> {

@@ -65,6 +65,20 @@ pub(super) fn announce_and_check(
             other => other,
         })?;
 
+    // Rank 0 hosts the store: it must not leave (on a mismatch below) before every rank has
+    // read every identity, or they would see "connection closed" instead of the real reason.
+    store.add("tandem/rendezvous/read", 1)?;
+    if opts.rank == 0 {
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(std::time::Duration::from_secs(5));
+        let start = Instant::now();
+        while store.add("tandem/rendezvous/read", 0)? < opts.world_size as i64
+            && start.elapsed() < remaining
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
     let identities: Vec<Vec<(String, String)>> = values.iter().map(|v| decode(v)).collect();
     let mut problems = Vec::new();
     for (field, mine) in &opts.identity {

@@ -117,7 +117,7 @@ pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<u
             layout.nnodes
         );
     }
-    if world % layout.nnodes != 0 {
+    if !world.is_multiple_of(layout.nnodes) {
         bail!(
             "the experiment has {world} device(s), which do not divide over {} nodes; \
              list a multiple of {} devices",
@@ -421,13 +421,13 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
             return Err(UsageError("give an experiment FILE or --resume RUN_DIR".into()).into());
         }
     };
-    if let Some(dir) = &req.resume {
-        if !dir.join("resolved.kdl").is_file() {
-            bail!(
-                "{} is not a tandem run directory (it has no resolved.kdl)",
-                dir.display()
-            );
-        }
+    if let Some(dir) = &req.resume
+        && !dir.join("resolved.kdl").is_file()
+    {
+        bail!(
+            "{} is not a tandem run directory (it has no resolved.kdl)",
+            dir.display()
+        );
     }
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let resolved = tandem_config::resolve(&source, &sets)

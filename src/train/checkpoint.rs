@@ -31,6 +31,26 @@ pub fn checkpoint_dir(run_dir: &Path) -> PathBuf {
     run_dir.join("checkpoints")
 }
 
+/// Where rank `rank` keeps the snapshot of its environments that goes with checkpoint `update`.
+/// Every rank writes its own (environments are per rank); rank 0 writes the model checkpoint.
+pub fn env_snapshot_path(run_dir: &Path, update: u64, rank: usize) -> PathBuf {
+    checkpoint_dir(run_dir).join(format!("ckpt-{update:09}.rank-{rank}.envs"))
+}
+
+/// Writes a rank's environment snapshot atomically.
+pub fn save_env_snapshot(run_dir: &Path, update: u64, rank: usize, bytes: &[u8]) -> Result<()> {
+    let path = env_snapshot_path(run_dir, update, rank);
+    std::fs::create_dir_all(checkpoint_dir(run_dir))?;
+    crate::launch::write_atomic(&path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The update number a checkpoint or snapshot file name carries.
+fn update_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("ckpt-")?.get(..9)?.parse().ok()
+}
+
 fn file_name(update: u64) -> String {
     format!("ckpt-{update:09}.pt")
 }
@@ -112,6 +132,16 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
         for old in &all[..all.len() - keep] {
             std::fs::remove_file(old)
                 .with_context(|| format!("cannot remove old checkpoint {}", old.display()))?;
+        }
+        // Environment snapshots of checkpoints that are gone.
+        let oldest_kept = update_of(&all[all.len() - keep]).unwrap_or(0);
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "envs")
+                && update_of(&path).is_some_and(|u| u < oldest_kept)
+            {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
     // Temporary files left by a writer that was killed.

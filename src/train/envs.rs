@@ -1,7 +1,7 @@
 //! Builds a rank's environments from the resolved config: maps the config's game and wrappers
-//! onto tandem-env's specs and derives every environment's seed from the experiment seed, the
-//! rank and the environment's global index, so no two ranks see the same stream and a run is
-//! reproducible.
+//! onto tandem-env's specs and derives every environment's seed from the experiment seed and
+//! the environment's global index (which includes the rank), so no two ranks see the same
+//! stream and a run is reproducible.
 
 use anyhow::{Context, Result};
 use tandem_config::{Experiment, Game, Wrapper};
@@ -56,9 +56,13 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
 }
 
 /// This rank's share of the environments: global indices `rank * n .. (rank + 1) * n`.
+///
+/// Seeds depend on the global index only (the rank argument of `env_seeds` stays 0), so the
+/// same experiment plays the same environment streams on any number of ranks, and no two
+/// environments of a run, on any rank, share a stream.
 pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Result<VecEnv> {
     let per_rank = experiment.per_rank_envs();
-    let seeds = tandem_env::env_seeds(experiment.seed, rank, rank * per_rank, per_rank);
+    let seeds = tandem_env::env_seeds(experiment.seed, 0, rank * per_rank, per_rank);
     VecEnv::new(&env_spec(experiment), &seeds, threads).with_context(|| {
         format!(
             "cannot build the {} environments of rank {rank}",

@@ -62,7 +62,7 @@ pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f6
     let Some(pg) = pg else {
         return Ok((value, value, value));
     };
-    let mut t = vec![
+    let mut t = [
         Tensor::from_slice(&[value]),
         Tensor::from_slice(&[value]),
         Tensor::from_slice(&[value]),
@@ -115,6 +115,12 @@ impl RecentEpisodes {
 
     pub fn mean_return(&self) -> Option<f64> {
         mean(self.episodes.iter().map(|e| e.ret))
+    }
+
+    /// Mean return of the newest `n` episodes (fewer if fewer finished).
+    pub fn mean_return_last(&self, n: usize) -> Option<f64> {
+        let skip = self.episodes.len().saturating_sub(n);
+        mean(self.episodes.iter().skip(skip).map(|e| e.ret))
     }
 
     pub fn mean_score(&self) -> Option<f64> {

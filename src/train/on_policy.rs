@@ -18,8 +18,8 @@ use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
-    A2c, A2cConfig, A2cStats, Collective, OptimizerSpec, Ppo, PpoConfig, PpoStats, RolloutBuffer,
-    StepRecord,
+    A2c, A2cConfig, A2cStats, Collective, MinibatchSampler, OptimizerSpec, Ppo, PpoConfig,
+    PpoStats, RolloutBuffer, StepRecord,
 };
 use crate::dist::{Ddp, SyncPolicy};
 use crate::nn::{
@@ -166,6 +166,8 @@ fn a2c_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
 #[derive(Default)]
 struct Phases {
     rollout: Duration,
+    /// The part of `rollout` spent in the policy's forward passes (libtorch).
+    inference: Duration,
     learn: Duration,
     sync: Duration,
     log: Duration,
@@ -238,6 +240,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut global_step: u64 = 0;
     let mut recent = RecentEpisodes::new(100);
 
+    let mut env_restored = false;
     if resume {
         let path = checkpoint::locate(&run_dir)?;
         let ckpt = checkpoint::load(&path)?;
@@ -257,7 +260,11 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 .map(|(_, t)| t.int64_value(&[0]) as u64)
                 .unwrap_or(0),
         );
-        restore_normalizers(&mut envs, &ckpt)?;
+        env_restored = restore_envs(&mut envs, &run_dir, &ckpt, rank, world)?;
+        if !env_restored {
+            envs = make_vec_env(&exp, rank, threads)?;
+            restore_normalizers(&mut envs, &ckpt)?;
+        }
         update = ckpt.update;
         global_step = ckpt.global_step;
         tracing::info!(
@@ -293,7 +300,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     };
 
     let mut buffer = RolloutBuffer::new(rollout as i64, n_envs as i64, &obs_shape, device)?;
-    envs.reset();
+    if !env_restored {
+        envs.reset();
+    }
     let mut console = Console::new(rank == 0, stop_step, global_step);
     let mut phases = Phases::default();
     let mut last_log = Instant::now();
@@ -301,6 +310,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut interval_start = Instant::now();
     let mut outcome = Outcome::Finished;
     let check_every = exp.sync.check_every;
+    let (loop_start, loop_start_step) = (Instant::now(), global_step);
 
     while update < total_updates && global_step < stop_step {
         // ---- rollout: T steps of N environments with the current policy
@@ -310,7 +320,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let mut my_episodes: Vec<Episode> = Vec::new();
         for _ in 0..rollout {
             let obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
+            let infer = Instant::now();
             let taken = tch::no_grad(|| model.act(&obs))?;
+            phases.inference += infer.elapsed();
             let actions: Vec<i64> =
                 Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
             envs.step(&actions)?;
@@ -369,6 +381,14 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let progress = update as f64 / total_updates as f64;
         let scalars: Scalars = match &mut learner {
             Learner::Ppo(ppo) => {
+                // Minibatch order is derived from (seed, rank, update), not carried state, so a
+                // resumed run shuffles exactly as the uninterrupted one.
+                ppo.set_sampler(MinibatchSampler::new(derived_seed(
+                    exp.seed,
+                    SEED_SHUFFLE,
+                    rank as u64,
+                    update,
+                )));
                 let batch = buffer.gae_batch(&last_values, gamma, gae_lambda.unwrap_or(1.0))?;
                 ppo_scalars(&ppo.update(&model, &batch, progress, &mut ddp)?)
             }
@@ -390,7 +410,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         update += 1;
         global_step += steps_per_update;
         if let Some(every) = check_every
-            && update % every == 0
+            && update.is_multiple_of(every)
             && ddp.ranks_should_agree()
         {
             let mut named = parameters_in_order(&vs)
@@ -416,7 +436,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         // ---- log and checkpoint (rank 0 writes)
         let t3 = Instant::now();
         let log_now = match exp.log.interval {
-            Interval::Updates(n) => update % n.max(1) == 0,
+            Interval::Updates(n) => update.is_multiple_of(n.max(1)),
             Interval::Seconds(s) => last_log.elapsed() >= Duration::from_secs(s),
         } || update == total_updates
             || global_step >= stop_step
@@ -468,6 +488,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 s.push(("perf/rank_steps_per_second_min", sps_min));
                 s.push(("perf/rank_steps_per_second_max", sps_max));
                 s.push(("time/rollout_s", phases.rollout.as_secs_f64()));
+                s.push(("time/inference_s", phases.inference.as_secs_f64()));
                 s.push(("time/learn_s", phases.learn.as_secs_f64()));
                 s.push(("time/sync_s", phases.sync.as_secs_f64()));
                 s.push(("time/log_s", phases.log.as_secs_f64()));
@@ -476,7 +497,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 }
                 w.scalars(global_step as i64, &s)?;
                 if let Some(every) = exp.log.histogram_every
-                    && update % every.max(1) == 0
+                    && update.is_multiple_of(every.max(1))
                 {
                     for (name, t) in parameters_in_order(&vs) {
                         let values =
@@ -503,7 +524,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         }
         let checkpoint_due = match exp.checkpoint.every {
             Some(every) => match exp.checkpoint.unit {
-                tandem_config::CheckpointUnit::Updates => update % every.max(1) == 0,
+                tandem_config::CheckpointUnit::Updates => update.is_multiple_of(every.max(1)),
                 tandem_config::CheckpointUnit::Steps => {
                     (global_step / every.max(1)) > ((global_step - steps_per_update) / every.max(1))
                 }
@@ -511,6 +532,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             None => false,
         };
         let last = stop || update >= total_updates || global_step >= stop_step;
+        if checkpoint_due || last {
+            // Every rank saves its environments mid-episode, so a resumed run continues exactly.
+            checkpoint::save_env_snapshot(&run_dir, update, rank, &envs.snapshot()?)?;
+        }
         if rank == 0 && (checkpoint_due || last) {
             let mut tensors: Vec<(String, Tensor)> = parameters_in_order(&vs)
                 .into_iter()
@@ -545,6 +570,15 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     if let Some(w) = writer.as_mut() {
         w.flush()?;
     }
+    // The run ends with proof that every rank holds the same model (lesson 5 of DESIGN.md).
+    if world > 1 && ddp.ranks_should_agree() {
+        let state = agreed_state(&vs, &learner, ddp.policy());
+        ddp.check_fingerprints(&state)?;
+        tracing::info!(
+            "all {world} ranks hold bitwise identical copies of {} tensors",
+            state.len()
+        );
+    }
     console.finish(
         global_step,
         recent.mean_return(),
@@ -554,20 +588,36 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     );
     if rank == 0 {
         // For scripts and CI: the final numbers in a stable place.
+        let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
+        let wall = loop_start.elapsed().as_secs_f64();
+        let sps = (global_step - loop_start_step) as f64 / wall.max(1e-9);
         let summary = format!(
-            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
+            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"last_20_return_mean\": {}, \"recent_score_mean\": {}, \"wall_seconds\": {wall}, \"steps_per_second\": {sps}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
             recent.total(),
-            recent
-                .mean_return()
-                .map(|r| format!("{r}"))
-                .unwrap_or_else(|| "null".into()),
+            json(recent.mean_return()),
+            json(recent.mean_return_last(20)),
+            json(recent.mean_score()),
             outcome == Outcome::Interrupted
         );
         crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
     }
-    // Nobody leaves while another rank may still need the store that rank 0 hosts.
-    ddp.group().barrier()?;
+    // Nobody leaves while another rank may still be in a collective or need rank 0's store.
+    ddp.into_group()
+        .shutdown(Duration::from_secs_f64(exp.sync.collective_timeout_s))?;
     Ok(outcome)
+}
+
+/// What ranks must hold identically under `policy`: the model, and the optimizer state unless
+/// only rank 0 steps.
+fn agreed_state(vs: &VarStore, learner: &Learner, policy: &SyncPolicy) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> = parameters_in_order(vs)
+        .into_iter()
+        .map(|(n, t)| (format!("model.{n}"), t))
+        .collect();
+    if !matches!(policy, SyncPolicy::Broadcast) {
+        named.extend(learner.optimizer_state());
+    }
+    named
 }
 
 /// The VecEnv's contiguous observation rows as one `[N, ...obs_shape]` tensor on `device`.
@@ -635,6 +685,46 @@ fn normalizer_tensors(envs: &tandem_env::VecEnv) -> Vec<(String, Tensor)> {
         .enumerate()
         .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
         .collect()
+}
+
+/// Restores this rank's environments from the snapshot saved with `ckpt`, when there is one
+/// for the same world size. Returns whether it did; a resume on another number of ranks (or a
+/// missing snapshot) starts fresh episodes instead.
+fn restore_envs(
+    envs: &mut tandem_env::VecEnv,
+    run_dir: &std::path::Path,
+    ckpt: &Checkpoint,
+    rank: usize,
+    world: usize,
+) -> Result<bool> {
+    if ckpt.world_size != world as u64 {
+        tracing::info!(
+            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
+            ckpt.world_size
+        );
+        return Ok(false);
+    }
+    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(
+                "no environment snapshot {} ({e}): environments start fresh episodes",
+                path.display()
+            );
+            return Ok(false);
+        }
+    };
+    match envs.restore(&bytes) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(
+                "cannot restore {}: {e}; environments start fresh episodes",
+                path.display()
+            );
+            Ok(false)
+        }
+    }
 }
 
 fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Result<()> {

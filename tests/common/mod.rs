@@ -54,36 +54,50 @@ pub fn spawn_rank(
 
 pub struct Finished {
     pub success: bool,
+    pub status: std::process::ExitStatus,
+    /// Standard output, then standard error.
     pub output: String,
 }
 
 /// Waits for a child at most `limit`; a child still running then is killed and the test fails.
+/// Its output is drained while it runs, so a chatty child never blocks on a full pipe.
 pub fn finish(mut child: Child, limit: Duration) -> Finished {
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut output = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut output)
-                .unwrap();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut output)
-                .unwrap();
+            let output = out.join().unwrap() + &err.join().unwrap();
             return Finished {
                 success: status.success(),
+                status,
                 output,
             };
         }
         if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("a rank was still running after {limit:?}: it hung");
+            let output = out.join().unwrap() + &err.join().unwrap();
+            panic!("a process was still running after {limit:?}: it hung. Its output:\n{output}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }

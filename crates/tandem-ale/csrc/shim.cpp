@@ -47,6 +47,9 @@ int guarded(char* error, std::size_t error_capacity, Body&& body) {
     return 0;
   } catch (const std::exception& exception) {
     write_error(error, error_capacity, exception.what());
+  } catch (const char* message) {
+    // Stella's Deserializer throws string literals on truncated or corrupt input.
+    write_error(error, error_capacity, message);
   } catch (...) {
     write_error(error, error_capacity, "unknown C++ exception in ALE");
   }
@@ -59,6 +62,43 @@ void quiet_logging() {
   static std::once_flag once;
   std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
 }
+
+// The sticky-action memory (the action and paddle strength each player held last
+// frame) lives in private members of StellaEnvironment that ALE's state
+// serialisation leaves out. An explicit template instantiation may name private
+// members (the standard exempts it from access checks); the friend function it
+// defines hands out the member pointer.
+template <typename Tag, typename Tag::type Member>
+struct ExposeMember {
+  friend typename Tag::type member_of(Tag) { return Member; }
+};
+
+struct PlayerAAction {
+  using type = ale::Action ale::StellaEnvironment::*;
+  friend type member_of(PlayerAAction);
+};
+struct PlayerBAction {
+  using type = ale::Action ale::StellaEnvironment::*;
+  friend type member_of(PlayerBAction);
+};
+struct PaddleAStrength {
+  using type = float ale::StellaEnvironment::*;
+  friend type member_of(PaddleAStrength);
+};
+struct PaddleBStrength {
+  using type = float ale::StellaEnvironment::*;
+  friend type member_of(PaddleBStrength);
+};
+struct Screen {
+  using type = ale::ALEScreen ale::StellaEnvironment::*;
+  friend type member_of(Screen);
+};
+
+template struct ExposeMember<PlayerAAction, &ale::StellaEnvironment::m_player_a_action>;
+template struct ExposeMember<PlayerBAction, &ale::StellaEnvironment::m_player_b_action>;
+template struct ExposeMember<PaddleAStrength, &ale::StellaEnvironment::m_paddle_a_strength>;
+template struct ExposeMember<PaddleBStrength, &ale::StellaEnvironment::m_paddle_b_strength>;
+template struct ExposeMember<Screen, &ale::StellaEnvironment::m_screen>;
 
 }  // namespace
 
@@ -200,6 +240,66 @@ void tandem_ale_screen_grayscale(TandemAle* handle, uint8_t* gray) {
   const ale::ALEScreen& screen = handle->ale.getScreen();
   handle->ale.theOSystem->colourPalette().applyPaletteGrayscale(
       gray, screen.getArray(), screen.height() * screen.width());
+}
+
+// What ALE's own state serialisation leaves out but the next frames depend on.
+struct TandemAleExtraState {
+  int32_t player_a_action;
+  int32_t player_b_action;
+  float paddle_a_strength;
+  float paddle_b_strength;
+};
+
+// The whole game state: ALE's serialised ALEState with its environment RNG
+// (cloneState(include_rng=true): console, cartridge, RIOT, TIA, the system and
+// sticky-action RNGs, ROM settings such as score and lives, frame counters), plus
+// the sticky-action memory. `*data` is allocated here; free it with
+// tandem_ale_free_state.
+int tandem_ale_save_state(TandemAle* handle, char** data, std::size_t* size,
+                          TandemAleExtraState* extra, char* error, std::size_t error_capacity) {
+  *data = nullptr;
+  *size = 0;
+  return guarded(error, error_capacity, [&] {
+    std::string serialized = handle->ale.cloneState(true).serialize();
+    char* copy = new char[serialized.size()];
+    std::memcpy(copy, serialized.data(), serialized.size());
+    *data = copy;
+    *size = serialized.size();
+    ale::StellaEnvironment& environment = *handle->ale.environment;
+    extra->player_a_action = static_cast<int32_t>(environment.*member_of(PlayerAAction{}));
+    extra->player_b_action = static_cast<int32_t>(environment.*member_of(PlayerBAction{}));
+    extra->paddle_a_strength = environment.*member_of(PaddleAStrength{});
+    extra->paddle_b_strength = environment.*member_of(PaddleBStrength{});
+  });
+}
+
+void tandem_ale_free_state(char* data) { delete[] data; }
+
+// Restores what tandem_ale_save_state produced for the same ROM.
+int tandem_ale_load_state(TandemAle* handle, const char* data, std::size_t size,
+                          const TandemAleExtraState* extra, char* error,
+                          std::size_t error_capacity) {
+  return guarded(error, error_capacity, [&] {
+    ale::ALEState state(std::string(data, size));
+    handle->ale.restoreState(state);
+    ale::StellaEnvironment& environment = *handle->ale.environment;
+    environment.*member_of(PlayerAAction{}) = static_cast<ale::Action>(extra->player_a_action);
+    environment.*member_of(PlayerBAction{}) = static_cast<ale::Action>(extra->player_b_action);
+    environment.*member_of(PaddleAStrength{}) = extra->paddle_a_strength;
+    environment.*member_of(PaddleBStrength{}) = extra->paddle_b_strength;
+  });
+}
+
+// The screen as ALE's palette indices, height * width bytes: restoring a state does
+// not redraw it, so snapshots carry it.
+void tandem_ale_screen_indices(const TandemAle* handle, uint8_t* pixels) {
+  const ale::ALEScreen& screen = handle->ale.getScreen();
+  std::memcpy(pixels, screen.getArray(), screen.height() * screen.width());
+}
+
+void tandem_ale_set_screen_indices(TandemAle* handle, const uint8_t* pixels) {
+  ale::ALEScreen& screen = handle->ale.environment.get()->*member_of(Screen{});
+  std::memcpy(screen.getArray(), pixels, screen.height() * screen.width());
 }
 
 // `ram` must hold 128 bytes.

@@ -20,7 +20,36 @@ pub(crate) struct TandemAleConfig {
     pub difficulty: i32,
 }
 
+/// Mirrors `TandemAleExtraState` in the shim: the sticky-action memory.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct TandemAleExtraState {
+    pub player_a_action: i32,
+    pub player_b_action: i32,
+    pub paddle_a_strength: f32,
+    pub paddle_b_strength: f32,
+}
+
 unsafe extern "C" {
+    pub(crate) fn tandem_ale_save_state(
+        handle: *mut TandemAle,
+        data: *mut *mut c_char,
+        size: *mut usize,
+        extra: *mut TandemAleExtraState,
+        error: *mut c_char,
+        error_capacity: usize,
+    ) -> c_int;
+    pub(crate) fn tandem_ale_free_state(data: *mut c_char);
+    pub(crate) fn tandem_ale_load_state(
+        handle: *mut TandemAle,
+        data: *const c_char,
+        size: usize,
+        extra: *const TandemAleExtraState,
+        error: *mut c_char,
+        error_capacity: usize,
+    ) -> c_int;
+    pub(crate) fn tandem_ale_screen_indices(handle: *const TandemAle, pixels: *mut u8);
+    pub(crate) fn tandem_ale_set_screen_indices(handle: *mut TandemAle, pixels: *const u8);
     pub(crate) fn tandem_ale_rom_supported(
         rom_path: *const c_char,
         supported: *mut c_int,

@@ -512,6 +512,95 @@ impl Ale {
         Ok(())
     }
 
+    /// The whole emulator state, for [`Ale::load_state`]: ALE's own serialisation
+    /// with its sticky-action RNG (`cloneState(include_rng=true)`: console, RAM,
+    /// cartridge, the system RNG, ROM settings such as score and lives, frame
+    /// counters), the sticky-action memory ALE leaves out of it (the action and
+    /// paddle strength each player held last frame) and the current screen (which
+    /// restoring does not redraw). About 2 KB plus the 33.6 KB screen.
+    pub fn save_state(&self) -> Result<AleState, AleError> {
+        let mut data: *mut c_char = std::ptr::null_mut();
+        let mut size = 0usize;
+        let mut extra = ffi::TandemAleExtraState::default();
+        // SAFETY: live handle, valid out-pointers, error buffer from `checked`.
+        checked("saving state", |error, capacity| unsafe {
+            ffi::tandem_ale_save_state(
+                self.handle.as_ptr(),
+                &mut data,
+                &mut size,
+                &mut extra,
+                error,
+                capacity,
+            )
+        })?;
+        // SAFETY: on success the shim allocated `size` bytes at `data`; they are
+        // copied, then freed exactly once by the shim's own deallocator.
+        let system = unsafe {
+            let copy = std::slice::from_raw_parts(data.cast::<u8>(), size).to_vec();
+            ffi::tandem_ale_free_state(data);
+            copy
+        };
+        let mut screen = vec![0u8; self.height * self.width];
+        // SAFETY: live handle; the buffer holds exactly height*width bytes.
+        unsafe { ffi::tandem_ale_screen_indices(self.handle.as_ptr(), screen.as_mut_ptr()) };
+        Ok(AleState {
+            system,
+            player_a_action: extra.player_a_action,
+            player_b_action: extra.player_b_action,
+            paddle_a_strength: extra.paddle_a_strength,
+            paddle_b_strength: extra.paddle_b_strength,
+            screen,
+        })
+    }
+
+    /// Restores a state [`Ale::save_state`] produced for the same ROM (the Rust
+    /// side's business to check: ALE does not compare the cartridge). Afterwards
+    /// the emulator continues exactly as the saved one would have, sticky actions
+    /// included, whatever this instance's seed was. Errors for a malformed state.
+    pub fn load_state(&mut self, state: &AleState) -> Result<(), AleError> {
+        let invalid = |message: String| AleError::Ale {
+            operation: "restoring state",
+            message,
+        };
+        if state.screen.len() != self.height * self.width {
+            return Err(AleError::BufferSize {
+                what: "saved screen",
+                expected: self.height * self.width,
+                actual: state.screen.len(),
+            });
+        }
+        if !(0..=17).contains(&state.player_a_action) || !(18..=35).contains(&state.player_b_action)
+        {
+            return Err(invalid(format!(
+                "held actions {} and {} are not player A and player B actions",
+                state.player_a_action, state.player_b_action
+            )));
+        }
+        if !state.paddle_a_strength.is_finite() || !state.paddle_b_strength.is_finite() {
+            return Err(invalid("paddle strengths are not finite".into()));
+        }
+        let extra = ffi::TandemAleExtraState {
+            player_a_action: state.player_a_action,
+            player_b_action: state.player_b_action,
+            paddle_a_strength: state.paddle_a_strength,
+            paddle_b_strength: state.paddle_b_strength,
+        };
+        // SAFETY: live handle; `system` is a valid slice for the call's duration.
+        checked("restoring state", |error, capacity| unsafe {
+            ffi::tandem_ale_load_state(
+                self.handle.as_ptr(),
+                state.system.as_ptr().cast::<c_char>(),
+                state.system.len(),
+                &extra,
+                error,
+                capacity,
+            )
+        })?;
+        // SAFETY: live handle; the buffer holds exactly height*width bytes.
+        unsafe { ffi::tandem_ale_set_screen_indices(self.handle.as_ptr(), state.screen.as_ptr()) };
+        Ok(())
+    }
+
     /// The console's 128 bytes of RAM.
     pub fn ram(&self) -> [u8; RAM_SIZE] {
         let mut ram = [0u8; RAM_SIZE];
@@ -519,6 +608,21 @@ impl Ale {
         unsafe { ffi::tandem_ale_ram(self.handle.as_ptr(), ram.as_mut_ptr()) };
         ram
     }
+}
+
+/// An emulator state from [`Ale::save_state`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AleState {
+    /// ALE's serialised `ALEState` including its environment RNG.
+    pub system: Vec<u8>,
+    /// `ale::Action` player A held last frame (what a sticky action repeats).
+    pub player_a_action: i32,
+    /// `ale::Action` player B held last frame.
+    pub player_b_action: i32,
+    pub paddle_a_strength: f32,
+    pub paddle_b_strength: f32,
+    /// The screen as palette indices, height x width.
+    pub screen: Vec<u8>,
 }
 
 impl Drop for Ale {

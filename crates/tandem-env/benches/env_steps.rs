@@ -138,7 +138,9 @@ fn deepmind_on_static_frames() -> Box<dyn Env> {
     env
 }
 
-fn python_minatar_rate() -> Result<(Rate, Rate), String> {
+/// The `minatar` package playing `game` (a minatar module name) on one core: `act` only,
+/// then `act` + `state()`.
+fn python_minatar_rate(game: &str) -> Result<(Rate, Rate), String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let python = root.join(".deps/venv-parity/bin/python");
     if !python.exists() {
@@ -152,7 +154,7 @@ fn python_minatar_rate() -> Result<(Rate, Rate), String> {
 import time, numpy as np
 from minatar import Environment
 def run(with_state):
-    env = Environment("breakout", sticky_action_prob=0.1)
+    env = Environment("{game}", sticky_action_prob=0.1)
     env.seed(0); env.reset()
     actions = np.random.RandomState(1).randint(6, size=1 << 16).tolist()
     n = 0; start = time.perf_counter(); cpu = time.process_time()
@@ -165,7 +167,8 @@ def run(with_state):
     return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
 print(*run(False), *run(True))
 "#,
-        secs = seconds()
+        secs = seconds(),
+        game = game
     );
     let out = Command::new(python)
         .arg("-c")
@@ -208,28 +211,43 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let mut native_breakout = None;
+    let minatar = |name: &str| EnvSpec::new(GameSpec::from_name(name).unwrap());
+    // (label, spec, minatar module for the Python reference)
     let games = [
-        ("cartpole", EnvSpec::new(GameSpec::CartPole)),
+        ("cartpole", EnvSpec::new(GameSpec::CartPole), None),
         (
             "minatar-breakout",
-            EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
-        ),
-        (
-            "minatar-freeway",
-            EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap()),
+            minatar("minatar-breakout"),
+            Some("breakout"),
         ),
         (
             "minatar-asterix",
-            EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+            minatar("minatar-asterix"),
+            Some("asterix"),
+        ),
+        (
+            "minatar-freeway",
+            minatar("minatar-freeway"),
+            Some("freeway"),
+        ),
+        (
+            "minatar-seaquest",
+            minatar("minatar-seaquest"),
+            Some("seaquest"),
+        ),
+        (
+            "minatar-space-invaders",
+            minatar("minatar-space-invaders"),
+            Some("space_invaders"),
         ),
         (
             "minatar-breakout + frame-stack 4",
-            EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
-                .with(WrapperSpec::FrameStack { frames: 4 }),
+            minatar("minatar-breakout").with(WrapperSpec::FrameStack { frames: 4 }),
+            None,
         ),
     ];
-    for (name, spec) in &games {
+    let mut references = Vec::new();
+    for (name, spec, python) in &games {
         for num_envs in [64, 4096] {
             for threads in [1, 2] {
                 let r = vec_env_rate(spec, num_envs, threads);
@@ -243,8 +261,8 @@ fn main() {
                     r,
                     "steps",
                 );
-                if *name == "minatar-breakout" && threads == 1 && num_envs == 64 {
-                    native_breakout = Some(r);
+                if let (Some(module), 1, 64) = (python, threads, num_envs) {
+                    references.push((*name, *module, r));
                 }
             }
         }
@@ -286,27 +304,41 @@ fn main() {
         "agent steps",
     );
 
-    match python_minatar_rate() {
-        Ok((act, act_state)) => {
-            show("minatar package (python), act only, 1 core", act, "steps");
-            show(
-                "minatar package (python), act + state(), 1 core",
-                act_state,
-                "steps",
-            );
-            let native = native_breakout.expect("measured above");
-            let per_cpu = |r: Rate| r.cpu.unwrap_or(r.wall);
-            println!(
-                "native VecEnv (64 envs, 1 thread) / python, per CPU-second: {:.0}x vs act + state(), {:.0}x vs act only",
-                per_cpu(native) / per_cpu(act_state),
-                per_cpu(native) / per_cpu(act)
-            );
-            println!(
-                "native bare game / python, per CPU-second:                   {:.0}x vs act + state(), {:.0}x vs act only",
-                per_cpu(bare) / per_cpu(act_state),
-                per_cpu(bare) / per_cpu(act)
-            );
+    let per_cpu = |r: Rate| r.cpu.unwrap_or(r.wall);
+    let mut summary = Vec::new();
+    for (name, module, native) in &references {
+        match python_minatar_rate(module) {
+            Ok((act, act_state)) => {
+                show(
+                    &format!("minatar package {module} (python), act only, 1 core"),
+                    act,
+                    "steps",
+                );
+                show(
+                    &format!("minatar package {module} (python), act + state(), 1 core"),
+                    act_state,
+                    "steps",
+                );
+                summary.push(format!(
+                    "{name}: native VecEnv (64 envs, 1 thread) / python per CPU-second: {:.0}x vs act + state(), {:.0}x vs act only",
+                    per_cpu(*native) / per_cpu(act_state),
+                    per_cpu(*native) / per_cpu(act)
+                ));
+                if *name == "minatar-breakout" {
+                    summary.push(format!(
+                        "minatar-breakout: native bare game / python per CPU-second:           {:.0}x vs act + state(), {:.0}x vs act only",
+                        per_cpu(bare) / per_cpu(act_state),
+                        per_cpu(bare) / per_cpu(act)
+                    ));
+                }
+            }
+            Err(why) => {
+                println!("python minatar reference skipped: {why}");
+                break;
+            }
         }
-        Err(why) => println!("python minatar reference skipped: {why}"),
+    }
+    for line in summary {
+        println!("{line}");
     }
 }

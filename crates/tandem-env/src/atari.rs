@@ -16,7 +16,17 @@ use crate::env::{Env, RgbFrame, Step};
 use crate::space::{Dtype, Layout, ObsBuf, ObsSpace};
 use crate::spec::GameSpec;
 use gym_seeding::NumpyGenerator;
-use tandem_ale::{Ale, AleError, AleSettings, SCREEN_HEIGHT, SCREEN_WIDTH};
+use crate::snapshot::{Persist, expect_same, load_section, save_param, save_section, snapshot_error};
+use tandem_ale::{Ale, AleError, AleSettings, AleState, SCREEN_HEIGHT, SCREEN_WIDTH};
+
+crate::snapshot::persist_fields!(AleState {
+    system,
+    player_a_action,
+    player_b_action,
+    paddle_a_strength,
+    paddle_b_strength,
+    screen
+});
 
 /// gymnasium's `ALE/*-v5` environments truncate episodes after 108,000 frames
 /// (30 minutes of play).
@@ -164,6 +174,25 @@ impl AtariGame {
         &self.ale
     }
 
+    fn tag(&self) -> String {
+        format!("atari-{}", self.config.rom)
+    }
+
+    /// Build parameters a restored state must agree with (the ROM is in the tag).
+    fn params(&self) -> (f32, (bool, (Option<u32>, u8))) {
+        let observation = match self.config.observation {
+            AtariObservation::Rgb => 0u8,
+            AtariObservation::Grayscale => 1,
+        };
+        (
+            self.config.repeat_action_probability,
+            (
+                self.config.full_action_space,
+                (self.config.max_frames_per_episode, observation),
+            ),
+        )
+    }
+
     fn write_observation(&mut self, obs: ObsBuf<'_>) {
         let result = match obs {
             ObsBuf::Skip => return,
@@ -253,6 +282,43 @@ impl Env for AtariGame {
         self.ale.lives().max(0) as u32
     }
 
+    fn chain_names(&self, names: &mut Vec<String>) {
+        names.push(self.tag());
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        let state = self
+            .ale
+            .save_state()
+            .map_err(|error| snapshot_error(format!("{}: {error}", self.tag())))?;
+        save_section(out, &self.tag(), |out| {
+            save_param(&self.params(), out);
+            self.np_random.save(out);
+            self.untouched_seed.save(out);
+            state.save(out);
+            Ok(())
+        })
+    }
+
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        let tag = self.tag();
+        let params = self.params();
+        let mut state = AleState::default();
+        load_section(input, &tag, |input| {
+            expect_same(
+                &params,
+                "(sticky-action probability, (full action space, (frame limit, observation)))",
+                input,
+            )?;
+            self.np_random.load(input)?;
+            self.untouched_seed.load(input)?;
+            state.load(input)
+        })?;
+        self.ale
+            .load_state(&state)
+            .map_err(|error| snapshot_error(format!("{tag}: {error}")))
+    }
+
     fn render_rgb(&self) -> Option<RgbFrame> {
         let mut pixels = vec![0u8; SCREEN_HEIGHT * SCREEN_WIDTH * 3];
         self.ale.screen_rgb(&mut pixels).ok()?;
@@ -323,6 +389,22 @@ impl Env for GymNoopReset {
     }
     fn lives(&self) -> u32 {
         self.game.lives()
+    }
+    fn chain_names(&self, names: &mut Vec<String>) {
+        names.push("gym-noop-reset".to_owned());
+        self.game.chain_names(names);
+    }
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        save_section(out, "gym-noop-reset", |out| {
+            save_param(&self.noop_max, out);
+            self.game.save_state(out)
+        })
+    }
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        load_section(input, "gym-noop-reset", |input| {
+            expect_same(&self.noop_max, "noop_max", input)?;
+            self.game.load_state(input)
+        })
     }
     fn render_rgb(&self) -> Option<RgbFrame> {
         self.game.render_rgb()
@@ -422,13 +504,19 @@ pub mod gym_seeding {
     const PCG_MULTIPLIER: u128 = 0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645;
 
     /// numpy's `Generator(PCG64(seed_sequence))`, for the draws gymnasium makes.
-    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
     pub struct NumpyGenerator {
         state: u128,
         increment: u128,
         /// PCG64 hands out 32-bit draws in halves of one 64-bit output, low half first.
         buffered_u32: Option<u32>,
     }
+
+    crate::snapshot::persist_fields!(NumpyGenerator {
+        state,
+        increment,
+        buffered_u32
+    });
 
     impl NumpyGenerator {
         pub fn new(seed: &SeedSequence) -> Self {

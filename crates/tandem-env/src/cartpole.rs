@@ -89,6 +89,8 @@ impl Env for CartPole {
         Step::game(1.0, terminated, truncated)
     }
 
+    crate::snapshot::game_snapshot_methods!("cartpole", params: [], state: [state, steps, rng]);
+
     /// A 160x240 side view: track, cart and pole.
     fn render_rgb(&self) -> Option<RgbFrame> {
         const H: usize = 160;

@@ -1,5 +1,6 @@
 //! The single-environment interface every game and wrapper implements.
 
+use crate::EnvError;
 use crate::norm::Normalizer;
 use crate::space::{ObsBuf, ObsSpace};
 
@@ -95,6 +96,36 @@ pub trait Env: Send {
     /// Calls `visit` on every running normaliser of this chain, innermost first. Games
     /// have none; wrappers forward to the environment they wrap, then add their own.
     fn visit_normalizers(&mut self, _visit: &mut dyn FnMut(&mut Normalizer)) {}
+
+    /// Names of the parts of this chain, outermost wrapper first and the game last
+    /// (wrappers add their own name, then ask the environment they wrap). Snapshots
+    /// record them to refuse being restored into a different chain.
+    fn chain_names(&self, names: &mut Vec<String>) {
+        names.push(std::any::type_name::<Self>().to_owned());
+    }
+
+    /// Appends everything that influences this environment's future observations,
+    /// rewards and flags (game state, random streams, wrapper buffers and counters,
+    /// normaliser statistics) to `out`, as one [`crate::snapshot`] section per part of
+    /// the chain. Environments that cannot do so return [`EnvError::Snapshot`].
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {
+        Err(EnvError::Snapshot(format!(
+            "`{}` cannot save its state",
+            std::any::type_name::<Self>()
+        )))
+    }
+
+    /// Restores the state [`Env::save_state`] wrote, reading it off the front of
+    /// `input`. The environment must be built the same way (same game, wrappers and
+    /// parameters; its seed may differ): a mismatch is an [`EnvError::Snapshot`] that
+    /// names the part that does not fit. After an error the environment's state is
+    /// unspecified (partly restored): restore again or rebuild it.
+    fn load_state(&mut self, _input: &mut &[u8]) -> Result<(), EnvError> {
+        Err(EnvError::Snapshot(format!(
+            "`{}` cannot restore a state",
+            std::any::type_name::<Self>()
+        )))
+    }
 }
 
 impl Env for Box<dyn Env> {
@@ -121,6 +152,15 @@ impl Env for Box<dyn Env> {
     }
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         (**self).visit_normalizers(visit)
+    }
+    fn chain_names(&self, names: &mut Vec<String>) {
+        (**self).chain_names(names)
+    }
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        (**self).save_state(out)
+    }
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        (**self).load_state(input)
     }
 }
 

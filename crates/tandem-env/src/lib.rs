@@ -1,6 +1,40 @@
 //! Environments for tandem: the single-environment [`Env`] trait, observation spaces,
-//! native games (CartPole, MinAtar Breakout), composable wrappers declared by
-//! [`WrapperSpec`], the batched [`VecEnv`] the trainer steps, and per-environment seeding.
+//! native games (CartPole-v1 and the five MinAtar games, the latter step-for-step equal
+//! to the `minatar` package), composable wrappers declared by [`WrapperSpec`], the
+//! batched [`VecEnv`] the trainer steps, and per-environment seeding. Atari games come
+//! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`.
+//!
+//! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:
+//!
+//! ```
+//! use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec, env_seeds};
+//!
+//! let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout")?)
+//!     .with(WrapperSpec::with_defaults("frame-stack")?);
+//! // 8 environments of rank 1 in an experiment seeded 42, stepped on 2 threads.
+//! let mut envs = VecEnv::new(&spec, &env_seeds(42, 1, 0, 8), 2)?;
+//! assert_eq!(envs.obs_shape(), vec![16, 10, 10]); // 4 stacked frames of 4 channels
+//! let first = envs.reset().to_vec(); // 8 rows of 1600 f32 values
+//! assert_eq!(first.len(), 8 * 1600);
+//! for _ in 0..100 {
+//!     let actions = vec![0i64; envs.num_envs()]; // the policy's choices
+//!     envs.step(&actions)?;
+//!     let (_obs, _rewards) = (envs.obs(), envs.rewards());
+//!     let (_terminated, _truncated) = (envs.terminated(), envs.truncated());
+//!     for game in envs.drain_episodes() {
+//!         assert!(game.length > 0); // return, length and raw score of a finished game
+//!     }
+//! }
+//! # Ok::<(), tandem_env::EnvError>(())
+//! ```
+//!
+//! For exact resume, [`VecEnv::snapshot`] captures the whole batch (every game's state
+//! and random streams, every wrapper's buffers and counters, normaliser statistics,
+//! episodes in progress) as versioned, checksummed bytes, and [`VecEnv::restore`] puts
+//! them back into a batch built from the same spec, refusing with an
+//! [`EnvError::Snapshot`] that names the difference when it was built otherwise. Games
+//! and wrappers take part through [`Env::save_state`] / [`Env::load_state`]; the
+//! encoding helpers are in [`snapshot`].
 //!
 //! Observation layout seen by networks: vectors are `[N]`; images are channels-first
 //! `[C, H, W]` f32 with pixel values kept in 0..=255 (the network scales). Internally a
@@ -13,6 +47,7 @@ pub mod minatar;
 pub mod mt19937;
 pub mod norm;
 pub mod rng;
+pub mod snapshot;
 pub mod space;
 pub mod spec;
 pub mod vec_env;
@@ -31,7 +66,7 @@ pub use spec::{
     EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
     observation_space,
 };
-pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, VecEnv};
+pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -81,6 +116,11 @@ pub enum EnvError {
     /// The game backend failed (e.g. ALE could not load a ROM).
     #[error("game backend error: {0}")]
     Backend(String),
+    /// A snapshot cannot be taken or restored: it is truncated or corrupt, of another
+    /// format version, or of differently built environments (the message names what
+    /// differs and where).
+    #[error("snapshot: {0}")]
+    Snapshot(String),
 }
 
 /// The seed of environment `index` on rank `rank` of an experiment seeded with

@@ -23,6 +23,30 @@ impl std::fmt::Debug for RandomState {
     }
 }
 
+impl crate::snapshot::Persist for RandomState {
+    fn save(&self, out: &mut Vec<u8>) {
+        self.state.save(out);
+        self.index.save(out);
+    }
+    fn load(&mut self, input: &mut &[u8]) -> Result<(), crate::EnvError> {
+        self.state.load(input)?;
+        self.index.load(input)?;
+        if self.index > N {
+            return Err(crate::snapshot::snapshot_error(format!(
+                "corrupt: MT19937 position {} is beyond its {N} words",
+                self.index
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RandomState {
+    fn default() -> Self {
+        RandomState::from_u32(0)
+    }
+}
+
 impl RandomState {
     /// `numpy.random.RandomState(seed)` for an integer seed (0..2^32).
     pub fn from_u32(seed: u32) -> Self {

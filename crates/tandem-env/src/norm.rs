@@ -138,6 +138,37 @@ pub struct Normalizer {
     inv_std32: Vec<f32>,
 }
 
+crate::snapshot::persist_fields!(NormStats { count, mean, var });
+
+impl crate::snapshot::Persist for Normalizer {
+    fn save(&self, out: &mut Vec<u8>) {
+        crate::snapshot::save_param(&self.epsilon, out);
+        self.current.save(out);
+        self.pending.save(out);
+        self.managed.save(out);
+        self.update.save(out);
+    }
+    fn load(&mut self, input: &mut &[u8]) -> Result<(), crate::EnvError> {
+        crate::snapshot::expect_same(&self.epsilon, "normaliser epsilon", input)?;
+        let dim = self.current.dim();
+        self.current.load(input)?;
+        self.pending.load(input)?;
+        self.managed.load(input)?;
+        self.update.load(input)?;
+        for stats in [&self.current, &self.pending] {
+            if stats.mean.len() != dim || stats.var.len() != dim {
+                return Err(crate::snapshot::snapshot_error(format!(
+                    "normaliser statistics of {} means and {} variances in the snapshot, this normaliser has dimension {dim}",
+                    stats.mean.len(),
+                    stats.var.len()
+                )));
+            }
+        }
+        self.refresh_cache();
+        Ok(())
+    }
+}
+
 impl Normalizer {
     pub fn new(kind: NormKind, dim: usize, epsilon: f64) -> Self {
         let mut n = Normalizer {

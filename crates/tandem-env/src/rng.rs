@@ -19,6 +19,8 @@ pub struct Xoshiro256 {
     s: [u64; 4],
 }
 
+crate::snapshot::persist_fields!(Xoshiro256 { s });
+
 impl Xoshiro256 {
     pub fn new(seed: u64) -> Self {
         let mut x = seed;

@@ -207,6 +207,43 @@ pub enum ObsStore {
     F32(Vec<f32>),
 }
 
+/// An observation buffer keeps the element type and length it was built with.
+impl crate::snapshot::Persist for ObsStore {
+    fn save(&self, out: &mut Vec<u8>) {
+        match self {
+            ObsStore::U8(v) => {
+                out.push(0);
+                crate::snapshot::save_buffer(v, out);
+            }
+            ObsStore::F32(v) => {
+                out.push(1);
+                crate::snapshot::save_buffer(v, out);
+            }
+        }
+    }
+    fn load(&mut self, input: &mut &[u8]) -> Result<(), crate::EnvError> {
+        let kind = crate::snapshot::take(input, 1, "observation buffer type")?[0];
+        match (kind, self) {
+            (0, ObsStore::U8(v)) => crate::snapshot::load_buffer(v, "u8 observation buffer", input),
+            (1, ObsStore::F32(v)) => {
+                crate::snapshot::load_buffer(v, "f32 observation buffer", input)
+            }
+            (kind @ (0 | 1), this) => Err(crate::snapshot::snapshot_error(format!(
+                "observation buffer holds {} in the snapshot, {} in this environment",
+                if kind == 0 { "u8" } else { "f32" },
+                if matches!(this, ObsStore::U8(_)) {
+                    "u8"
+                } else {
+                    "f32"
+                }
+            ))),
+            (other, _) => Err(crate::snapshot::snapshot_error(format!(
+                "corrupt: observation buffer type {other}"
+            ))),
+        }
+    }
+}
+
 impl ObsStore {
     pub fn zeros(space: &ObsSpace) -> Self {
         match space.dtype {

@@ -4,7 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
-use crate::minatar::{Asterix, Breakout, Freeway};
+use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
 use crate::wrappers;
@@ -35,6 +35,17 @@ pub enum GameSpec {
         sticky_action_prob: f64,
         full_action_set: bool,
     },
+    /// MinAtar Space Invaders with difficulty ramping: f32 image 6x10x10 (channels
+    /// cannon, alien, alien moving left, alien moving right, friendly bullet, enemy
+    /// bullet), exact to the `minatar` package. Minimal action set: n, l, r, f.
+    MinAtarSpaceInvaders {
+        sticky_action_prob: f64,
+        full_action_set: bool,
+    },
+    /// MinAtar Seaquest with difficulty ramping: f32 image 10x10x10 (channels sub front,
+    /// sub back, friendly bullet, trail, enemy bullet, enemy fish, enemy sub, oxygen
+    /// gauge, diver gauge, diver), exact to the `minatar` package; all six actions.
+    MinAtarSeaquest { sticky_action_prob: f64 },
     /// An Atari 2600 game through ALE (cargo feature `atari`): u8 RGB image
     /// 210x160x3 (height x width x channels). `rom` is ALE's ROM name, e.g. `breakout`.
     Atari {
@@ -50,6 +61,8 @@ pub const GAME_NAMES: &[&str] = &[
     "minatar-breakout",
     "minatar-asterix",
     "minatar-freeway",
+    "minatar-space-invaders",
+    "minatar-seaquest",
     "atari-breakout",
 ];
 
@@ -71,6 +84,13 @@ impl GameSpec {
             "minatar-freeway" => Ok(GameSpec::MinAtarFreeway {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
+            }),
+            "minatar-space-invaders" => Ok(GameSpec::MinAtarSpaceInvaders {
+                sticky_action_prob: 0.1,
+                full_action_set: false,
+            }),
+            "minatar-seaquest" => Ok(GameSpec::MinAtarSeaquest {
+                sticky_action_prob: 0.1,
             }),
             _ => match name.strip_prefix("atari-") {
                 Some(rom)
@@ -99,6 +119,8 @@ impl GameSpec {
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
             GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
             GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
+            GameSpec::MinAtarSpaceInvaders { .. } => "minatar-space-invaders".into(),
+            GameSpec::MinAtarSeaquest { .. } => "minatar-seaquest".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
         }
     }
@@ -111,6 +133,12 @@ impl GameSpec {
                 ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
             }
             GameSpec::MinAtarFreeway { .. } => ObsSpace::image(10, 10, 7, Layout::Chw, Dtype::F32),
+            GameSpec::MinAtarSpaceInvaders { .. } => {
+                ObsSpace::image(10, 10, 6, Layout::Chw, Dtype::F32)
+            }
+            GameSpec::MinAtarSeaquest { .. } => {
+                ObsSpace::image(10, 10, 10, Layout::Chw, Dtype::F32)
+            }
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         }
     }
@@ -129,6 +157,10 @@ impl GameSpec {
             GameSpec::MinAtarFreeway {
                 full_action_set, ..
             } => Some(if *full_action_set { 6 } else { 3 }),
+            GameSpec::MinAtarSpaceInvaders {
+                full_action_set, ..
+            } => Some(if *full_action_set { 6 } else { 4 }),
+            GameSpec::MinAtarSeaquest { .. } => Some(6),
             GameSpec::Atari {
                 full_action_space: true,
                 ..
@@ -156,6 +188,13 @@ impl GameSpec {
             | GameSpec::MinAtarFreeway {
                 sticky_action_prob: p,
                 ..
+            }
+            | GameSpec::MinAtarSpaceInvaders {
+                sticky_action_prob: p,
+                ..
+            }
+            | GameSpec::MinAtarSeaquest {
+                sticky_action_prob: p,
             } if !(0.0..=1.0).contains(p) => {
                 bad(format!("sticky action probability {p} is outside [0, 1]"))
             }
@@ -365,6 +404,17 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             *sticky_action_prob,
             *full_action_set,
         ))),
+        GameSpec::MinAtarSpaceInvaders {
+            sticky_action_prob,
+            full_action_set,
+        } => Ok(Box::new(SpaceInvaders::new(
+            seed,
+            *sticky_action_prob,
+            *full_action_set,
+        ))),
+        GameSpec::MinAtarSeaquest { sticky_action_prob } => {
+            Ok(Box::new(Seaquest::new(seed, *sticky_action_prob)))
+        }
         #[cfg(feature = "atari")]
         GameSpec::Atari { .. } => crate::atari::make_atari(game, seed),
         #[cfg(not(feature = "atari"))]

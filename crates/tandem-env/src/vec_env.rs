@@ -10,6 +10,29 @@
 //! [`VecEnv::final_obs`], valid for the rows whose `terminated` or `truncated` flag is set
 //! in the latest step.
 //!
+//! Snapshots ([`VecEnv::snapshot`], [`VecEnv::restore`]) capture the whole batch so a
+//! resumed run continues exactly where it stopped. Format (version
+//! [`SNAPSHOT_FORMAT_VERSION`]), all integers little-endian:
+//!
+//! ```text
+//! magic  b"TANDEMVE"        8 bytes
+//! format version            u32
+//! game name                 string (u64 byte length + UTF-8), e.g. "atari-breakout"
+//! wrapper names             u64 count + strings, in chain order (first wraps the game)
+//! environments, obs values per row, actions    3 x u64
+//! batch state               seeds, seeded flag, obs / final_obs / rewards / flags rows,
+//!                           finished episodes not yet drained, shared normaliser
+//!                           statistics (kind, synced, local delta)
+//! per environment           return / length / raw score in progress, finished game,
+//!                           conversion buffer, then the chain's state: one section per
+//!                           wrapper, outermost first, ending with the game's
+//! checksum                  u32 CRC-32 (IEEE) of every byte before it
+//! ```
+//!
+//! Sections (see [`crate::snapshot`]) are tagged with the wrapper or game name and
+//! length-prefixed, so a snapshot restored into differently built environments fails
+//! with an error naming the part that differs.
+//!
 //! Results never depend on the thread count: every environment only touches its own
 //! state and rows, and anything shared (episode statistics, normaliser statistics) is
 //! combined afterwards in environment order.
@@ -21,11 +44,12 @@ use rayon::prelude::*;
 use crate::EnvError;
 use crate::env::Env;
 use crate::norm::{NormKind, NormStats, Normalizer};
+use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 use crate::spec::{EnvSpec, make_env};
 
 /// Statistics of one finished game (all lives, under episodic-life).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EpisodeStats {
     /// Which environment of the batch played it.
     pub env_index: usize,
@@ -37,6 +61,51 @@ pub struct EpisodeStats {
     pub raw_score: f64,
     /// True if the game ended by truncation (time limit) rather than by its rules.
     pub truncated: bool,
+}
+
+crate::snapshot::persist_fields!(EpisodeStats {
+    env_index,
+    episode_return,
+    length,
+    raw_score,
+    truncated
+});
+
+/// The version of the snapshot format [`VecEnv::snapshot`] writes and
+/// [`VecEnv::restore`] reads (see the module documentation).
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+const SNAPSHOT_MAGIC: &[u8; 8] = b"TANDEMVE";
+
+/// What a snapshot was taken of: checked first on restore.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct SnapshotHeader {
+    game: String,
+    wrappers: Vec<String>,
+    num_envs: usize,
+    obs_len: usize,
+    num_actions: usize,
+}
+
+crate::snapshot::persist_fields!(SnapshotHeader {
+    game,
+    wrappers,
+    num_envs,
+    obs_len,
+    num_actions
+});
+
+impl std::fmt::Display for SnapshotHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} environment(s) of `{}` with wrappers [{}] ({} observation values, {} actions)",
+            self.num_envs,
+            self.game,
+            self.wrappers.join(", "),
+            self.obs_len,
+            self.num_actions
+        )
+    }
 }
 
 /// How a slot's observation reaches its f32 channels-first row.
@@ -575,6 +644,192 @@ impl VecEnv {
         std::mem::take(&mut self.episodes)
     }
 
+    fn snapshot_header(&self) -> SnapshotHeader {
+        let mut names = Vec::new();
+        self.slots[0].env.chain_names(&mut names);
+        // chain_names lists outermost first; configs list the game, then wrappers inside out.
+        let game = names.pop().unwrap_or_default();
+        names.reverse();
+        SnapshotHeader {
+            game,
+            wrappers: names,
+            num_envs: self.slots.len(),
+            obs_len: self.obs_len,
+            num_actions: self.num_actions,
+        }
+    }
+
+    /// Everything that determines this batch's future observations, rewards, flags and
+    /// episode statistics, as bytes [`VecEnv::restore`] reads back: every game's state
+    /// and random streams, every wrapper's buffers and counters, normaliser statistics
+    /// (shared and per environment), the episodes in progress and finished but not yet
+    /// drained, and the current observation, reward and flag buffers. Costs time and
+    /// space in proportion to that state (mostly frame buffers).
+    ///
+    /// Fails only if an environment cannot save its state (a custom [`Env`] without
+    /// [`Env::save_state`]).
+    pub fn snapshot(&self) -> Result<Vec<u8>, EnvError> {
+        let mut out = Vec::new();
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        SNAPSHOT_FORMAT_VERSION.save(&mut out);
+        self.snapshot_header().save(&mut out);
+        self.seeds.save(&mut out);
+        self.seeded.save(&mut out);
+        self.obs.save(&mut out);
+        self.final_obs.save(&mut out);
+        self.rewards.save(&mut out);
+        self.terminated.save(&mut out);
+        self.truncated.save(&mut out);
+        self.episodes.save(&mut out);
+        self.norms.len().save(&mut out);
+        for norm in &self.norms {
+            norm_kind_code(norm.kind).save(&mut out);
+            norm.synced.save(&mut out);
+            norm.local.save(&mut out);
+        }
+        for (i, slot) in self.slots.iter().enumerate() {
+            slot.episode_return.save(&mut out);
+            slot.length.save(&mut out);
+            slot.raw_score.save(&mut out);
+            slot.finished.save(&mut out);
+            slot.scratch.is_some().save(&mut out);
+            if let Some(scratch) = &slot.scratch {
+                scratch.save(&mut out);
+            }
+            slot.env
+                .save_state(&mut out)
+                .map_err(|e| within_env(i, e))?;
+        }
+        let sum = checksum(&out);
+        sum.save(&mut out);
+        Ok(out)
+    }
+
+    /// Restores a [`VecEnv::snapshot`] into this batch, which must be built from the
+    /// same spec with the same number of environments (its seeds may differ: the
+    /// snapshot's state and seeds replace them). Afterwards stepping with the same
+    /// actions gives bit-identical results to the batch the snapshot was taken of.
+    ///
+    /// Errors, naming what is wrong: not a snapshot, another format version, a
+    /// checksum mismatch (corruption), truncation, or a batch built differently (game,
+    /// wrapper chain, environment count, observation size, action count, a wrapper or
+    /// game parameter, a buffer size). The magic, version, checksum and header are
+    /// checked before anything changes; a mismatch found deeper (e.g. a wrapper
+    /// parameter) may leave this batch partly restored, so rebuild it after an error.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), EnvError> {
+        let mut input = bytes;
+        let magic = take(&mut input, SNAPSHOT_MAGIC.len(), "the snapshot magic")
+            .map_err(|_| snapshot_error("not a tandem VecEnv snapshot (too short)"))?;
+        if magic != SNAPSHOT_MAGIC {
+            return Err(snapshot_error(
+                "not a tandem VecEnv snapshot (its first bytes are not `TANDEMVE`)",
+            ));
+        }
+        let mut version = 0u32;
+        version.load(&mut input)?;
+        if version != SNAPSHOT_FORMAT_VERSION {
+            return Err(snapshot_error(format!(
+                "format version {version}; this build reads version {SNAPSHOT_FORMAT_VERSION}"
+            )));
+        }
+        let Some(body_len) = input.len().checked_sub(4) else {
+            return Err(snapshot_error("truncated: no checksum"));
+        };
+        let (body, stored_sum) = input.split_at(body_len);
+        let stored_sum = u32::from_le_bytes(stored_sum.try_into().expect("4 bytes"));
+        if checksum(&bytes[..bytes.len() - 4]) != stored_sum {
+            return Err(snapshot_error(
+                "corrupt or truncated: the checksum does not match the contents",
+            ));
+        }
+        let mut input = body;
+        let mut header = SnapshotHeader::default();
+        header.load(&mut input)?;
+        let ours = self.snapshot_header();
+        if header != ours {
+            return Err(snapshot_error(format!(
+                "taken of {header}; this VecEnv has {ours}"
+            )));
+        }
+        let mut seeds = Vec::new();
+        seeds.load(&mut input)?;
+        if seeds.len() != self.slots.len() {
+            return Err(snapshot_error(format!(
+                "corrupt: {} seeds for {} environments",
+                seeds.len(),
+                self.slots.len()
+            )));
+        }
+        self.seeds = seeds;
+        self.seeded.load(&mut input)?;
+        load_buffer(&mut self.obs, "the observation batch", &mut input)?;
+        load_buffer(
+            &mut self.final_obs,
+            "the final-observation batch",
+            &mut input,
+        )?;
+        load_buffer(&mut self.rewards, "the reward batch", &mut input)?;
+        load_buffer(&mut self.terminated, "the terminated flags", &mut input)?;
+        load_buffer(&mut self.truncated, "the truncated flags", &mut input)?;
+        self.episodes.load(&mut input)?;
+        let mut norm_count = 0usize;
+        norm_count.load(&mut input)?;
+        if norm_count != self.norms.len() {
+            return Err(snapshot_error(format!(
+                "{norm_count} shared normalisers in the snapshot, {} here",
+                self.norms.len()
+            )));
+        }
+        for (k, norm) in self.norms.iter_mut().enumerate() {
+            let mut kind = 0u8;
+            kind.load(&mut input)?;
+            if kind != norm_kind_code(norm.kind) {
+                return Err(snapshot_error(format!(
+                    "shared normaliser {k} is of another kind in the snapshot"
+                )));
+            }
+            let dim = norm.synced.dim();
+            norm.synced.load(&mut input)?;
+            norm.local.load(&mut input)?;
+            for stats in [&norm.synced, &norm.local] {
+                if stats.mean.len() != dim || stats.var.len() != dim {
+                    return Err(snapshot_error(format!(
+                        "shared normaliser {k} has dimension {} in the snapshot, {dim} here",
+                        stats.mean.len()
+                    )));
+                }
+            }
+        }
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let mut restore_slot = |input: &mut &[u8]| -> Result<(), EnvError> {
+                slot.episode_return.load(input)?;
+                slot.length.load(input)?;
+                slot.raw_score.load(input)?;
+                slot.finished.load(input)?;
+                let mut has_scratch = false;
+                has_scratch.load(input)?;
+                match (&mut slot.scratch, has_scratch) {
+                    (Some(scratch), true) => scratch.load(input)?,
+                    (None, false) => {}
+                    _ => {
+                        return Err(snapshot_error(
+                            "corrupt: conversion buffer presence differs",
+                        ));
+                    }
+                }
+                slot.env.load_state(input)
+            };
+            restore_slot(&mut input).map_err(|e| within_env(i, e))?;
+        }
+        if !input.is_empty() {
+            return Err(snapshot_error(format!(
+                "{} bytes left unread after the last environment",
+                input.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Lives left in each environment's game.
     pub fn lives(&self) -> Vec<u32> {
         self.slots.iter().map(|s| s.env.lives()).collect()
@@ -696,5 +951,20 @@ impl VecEnv {
             }
         }
         Ok(())
+    }
+}
+
+fn norm_kind_code(kind: NormKind) -> u8 {
+    match kind {
+        NormKind::Observation => 0,
+        NormKind::Reward => 1,
+    }
+}
+
+/// Says which environment of the batch a snapshot error concerns.
+fn within_env(index: usize, error: EnvError) -> EnvError {
+    match error {
+        EnvError::Snapshot(message) => snapshot_error(format!("environment {index}: {message}")),
+        other => other,
     }
 }

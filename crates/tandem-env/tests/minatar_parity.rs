@@ -5,7 +5,7 @@
 use std::io::Read;
 
 use flate2::read::GzDecoder;
-use tandem_env::minatar::{Asterix, Breakout, Freeway};
+use tandem_env::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use tandem_env::mt19937::RandomState;
 use tandem_env::space::ObsBuf;
 use tandem_env::{Env, EnvSpec, GameSpec, make_env};
@@ -98,6 +98,30 @@ impl MinAtarGame for Asterix {
     }
     fn state_hwc(&self) -> Vec<bool> {
         Asterix::state_hwc(self).to_vec()
+    }
+}
+
+impl MinAtarGame for SpaceInvaders {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        SpaceInvaders::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        SpaceInvaders::reset_game(self)
+    }
+    fn state_hwc(&self) -> Vec<bool> {
+        SpaceInvaders::state_hwc(self)
+    }
+}
+
+impl MinAtarGame for Seaquest {
+    fn act_full(&mut self, action: usize) -> (f32, bool) {
+        Seaquest::act_full(self, action)
+    }
+    fn reset_game(&mut self) {
+        Seaquest::reset_game(self)
+    }
+    fn state_hwc(&self) -> Vec<bool> {
+        Seaquest::state_hwc(self)
     }
 }
 
@@ -254,5 +278,41 @@ fn freeway_crossing_policy_64_bit_seed() {
         "minatar_freeway_crossing_seed64bit.bin.gz",
         30_000,
         |seed, sticky| Freeway::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn space_invaders_random_policy_seed_5() {
+    check_game(
+        "minatar_space_invaders_random_seed5.bin.gz",
+        30_000,
+        |seed, sticky| SpaceInvaders::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn space_invaders_shooting_policy_64_bit_seed() {
+    check_game(
+        "minatar_space_invaders_shooting_seed64bit.bin.gz",
+        40_000,
+        |seed, sticky| SpaceInvaders::new(seed, sticky, true),
+    );
+}
+
+#[test]
+fn seaquest_random_policy_seed_13() {
+    check_game(
+        "minatar_seaquest_random_seed13.bin.gz",
+        30_000,
+        Seaquest::new,
+    );
+}
+
+#[test]
+fn seaquest_diving_policy_64_bit_seed() {
+    check_game(
+        "minatar_seaquest_diving_seed64bit.bin.gz",
+        40_000,
+        Seaquest::new,
     );
 }

@@ -60,6 +60,8 @@ fn same_seed_same_results_with_one_and_two_threads() {
         EnvSpec::new(GameSpec::CartPole),
         EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
         EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
+        EnvSpec::new(GameSpec::from_name("minatar-space-invaders").unwrap()),
+        EnvSpec::new(GameSpec::from_name("minatar-seaquest").unwrap()),
         // Freeway games last 2501 steps; cut them short to see episode ends.
         EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap())
             .with(WrapperSpec::TimeLimit { max_steps: 120 }),

@@ -31,12 +31,18 @@ const INITIAL_MOVE_SPEED: i32 = 5;
 /// Full-set indices of the minimal action set (stay, left, up, right, down).
 const MINIMAL_ACTIONS: [usize; 5] = [0, 1, 2, 3, 4];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Entity {
     x: i32,
     moving_right: bool,
     treasure: bool,
 }
+
+crate::snapshot::persist_fields!(Entity {
+    x,
+    moving_right,
+    treasure
+});
 
 /// MinAtar Asterix with minatar's sticky actions and difficulty ramping.
 #[derive(Debug, Clone)]
@@ -217,6 +223,8 @@ impl Asterix {
 }
 
 impl Env for Asterix {
+    crate::snapshot::game_snapshot_methods!("minatar-asterix", params: [sticky_action_prob, full_action_set, ramping], state: [rng, last_action, player_x, player_y, rows, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index, terminal]);
+
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }

@@ -101,6 +101,13 @@ struct Drawn {
     brick_rows: [u16; 3],
 }
 
+crate::snapshot::persist_fields!(Drawn {
+    paddle,
+    ball,
+    trail,
+    brick_rows
+});
+
 fn cell(channel: usize, x: i32, y: i32) -> usize {
     channel * GRID * GRID + y as usize * GRID + x as usize
 }
@@ -298,6 +305,8 @@ impl Breakout {
 }
 
 impl Env for Breakout {
+    crate::snapshot::game_snapshot_methods!("minatar-breakout", params: [sticky_action_prob, full_action_set], state: [rng, last_action, ball_x, ball_y, trail_x, trail_y, direction, paddle, bricks, striking, terminal, drawn]);
+
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }

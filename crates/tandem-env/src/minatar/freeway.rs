@@ -39,6 +39,8 @@ struct Car {
     speed: i32,
 }
 
+crate::snapshot::persist_fields!(Car { x, timer, speed });
+
 /// MinAtar Freeway with minatar's sticky actions.
 #[derive(Debug, Clone)]
 pub struct Freeway {
@@ -221,6 +223,8 @@ impl Freeway {
 }
 
 impl Env for Freeway {
+    crate::snapshot::game_snapshot_methods!("minatar-freeway", params: [sticky_action_prob, full_action_set], state: [rng, last_action, cars, chicken_y, move_timer, terminate_timer, terminal]);
+
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }

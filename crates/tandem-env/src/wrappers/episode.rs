@@ -1,7 +1,7 @@
 //! Wrappers that change how episodes start, end or act: noop-reset, fire-reset,
 //! episodic-life, time-limit and sticky-actions.
 
-use super::{forward_to_inner, pass_through_step};
+use super::{forward_to_inner, pass_through_step, wrapper_snapshot_methods};
 use crate::env::{Env, ObsOut, Step};
 use crate::rng::{Xoshiro256, derive_seed};
 use crate::space::{ObsBuf, ObsSpace};
@@ -56,6 +56,7 @@ impl Env for NoopReset {
             }
         }
     }
+    wrapper_snapshot_methods!("noop-reset", params: [max_noops, stream], state: [rng]);
     pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
@@ -93,6 +94,7 @@ impl Env for FireReset {
             self.inner.reset(None, obs);
         }
     }
+    wrapper_snapshot_methods!("fire-reset", params: [], state: []);
     pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
@@ -144,6 +146,7 @@ impl Env for EpisodicLife {
         self.game_over = false;
         self.lives = self.inner.lives();
     }
+    wrapper_snapshot_methods!("episodic-life", params: [], state: [lives, game_over]);
     pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
@@ -189,6 +192,7 @@ impl Env for TimeLimit {
         self.steps = 0;
         self.inner.reset(seed, obs);
     }
+    wrapper_snapshot_methods!("time-limit", params: [max_steps], state: [steps]);
     pass_through_step!();
     forward_to_inner!(with_normalizers);
 }
@@ -237,6 +241,7 @@ impl Env for StickyActions {
         self.previous = NOOP;
         self.inner.reset(seed, obs);
     }
+    wrapper_snapshot_methods!("sticky-actions", params: [prob, stream], state: [previous, rng]);
     pass_through_step!();
     forward_to_inner!(with_normalizers);
 }

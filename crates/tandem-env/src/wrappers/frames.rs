@@ -1,8 +1,9 @@
 //! Wrappers over time: frame-skip (with max-pooling of the last two frames) and
 //! frame-stack.
 
-use super::forward_to_inner;
+use super::{forward_to_inner, wrapper_snapshot_methods};
 use crate::env::{Env, Step};
+use crate::snapshot::Persist;
 use crate::space::{Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
 /// Repeats each action `skip` times and sums the rewards.
@@ -99,6 +100,7 @@ impl Env for FrameSkip {
         }
         total
     }
+    wrapper_snapshot_methods!("frame-skip", params: [skip, max_pool], state: [frames]);
     forward_to_inner!(with_normalizers);
 }
 
@@ -109,7 +111,7 @@ pub struct FrameStack {
     output: ObsSpace,
     /// The wrapped observation before reordering, when it is interleaved (HWC, C > 1).
     incoming: Option<ObsStore>,
-    ring: Vec<ObsStore>,
+    ring: Box<[ObsStore]>,
     /// Slot the next frame goes to (= the oldest frame).
     head: usize,
     /// (height * width, channels) for the HWC to CHW reorder.
@@ -201,6 +203,31 @@ impl Env for FrameStack {
         self.head = (self.head + 1) % self.ring.len();
         self.write_output(&mut obs);
         step
+    }
+    fn chain_names(&self, names: &mut Vec<String>) {
+        names.push("frame-stack".to_owned());
+        self.inner.chain_names(names);
+    }
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), crate::EnvError> {
+        crate::snapshot::save_section(out, "frame-stack", |out| {
+            self.head.save(out);
+            self.ring.save(out);
+            self.inner.save_state(out)
+        })
+    }
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), crate::EnvError> {
+        crate::snapshot::load_section(input, "frame-stack", |input| {
+            self.head.load(input)?;
+            if self.head >= self.ring.len() {
+                return Err(crate::snapshot::snapshot_error(format!(
+                    "corrupt: newest frame at {} of {}",
+                    self.head,
+                    self.ring.len()
+                )));
+            }
+            crate::snapshot::load_buffer(&mut self.ring, "the stack of frames", input)?;
+            self.inner.load_state(input)
+        })
     }
     forward_to_inner!(with_normalizers);
 }

@@ -2,7 +2,7 @@
 //! most Python Atari pipelines use): grayscale (`cvtColor` RGB2GRAY) and resize
 //! (`resize` with INTER_AREA, shrinking only).
 
-use super::forward_to_inner;
+use super::{forward_to_inner, wrapper_snapshot_methods};
 use crate::env::{Env, Step};
 use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
@@ -355,6 +355,8 @@ impl Env for Grayscale {
         self.convert(&mut obs);
         step
     }
+    // Only a conversion scratch buffer, rewritten before every read.
+    wrapper_snapshot_methods!("grayscale", params: [], state: []);
     forward_to_inner!(with_normalizers);
 }
 
@@ -425,6 +427,8 @@ impl Env for Resize {
         self.convert(&mut obs);
         step
     }
+    // Only a conversion scratch buffer, rewritten before every read.
+    wrapper_snapshot_methods!("resize", params: [], state: []);
     forward_to_inner!(with_normalizers);
 }
 

@@ -49,6 +49,34 @@ macro_rules! pass_through_step {
 }
 pub(crate) use pass_through_step;
 
+/// The snapshot methods of a wrapper: one section tagged with the wrapper's name that
+/// holds its build parameters (checked on restore), its state fields (in-place
+/// [`crate::snapshot::Persist`]), then the wrapped environment's section. Buffers a
+/// wrapper always overwrites before reading (conversion scratch) are left out.
+macro_rules! wrapper_snapshot_methods {
+    ($tag:literal, params: [$($param:ident),* $(,)?], state: [$($field:ident),* $(,)?]) => {
+        fn chain_names(&self, names: &mut Vec<String>) {
+            names.push($tag.to_owned());
+            self.inner.chain_names(names);
+        }
+        fn save_state(&self, out: &mut Vec<u8>) -> Result<(), $crate::EnvError> {
+            $crate::snapshot::save_section(out, $tag, |out| {
+                $( $crate::snapshot::save_param(&self.$param, out); )*
+                $( $crate::snapshot::Persist::save(&self.$field, out); )*
+                self.inner.save_state(out)
+            })
+        }
+        fn load_state(&mut self, input: &mut &[u8]) -> Result<(), $crate::EnvError> {
+            $crate::snapshot::load_section(input, $tag, |input| {
+                $( $crate::snapshot::expect_same(&self.$param, stringify!($param), input)?; )*
+                $( $crate::snapshot::Persist::load(&mut self.$field, input)?; )*
+                self.inner.load_state(input)
+            })
+        }
+    };
+}
+pub(crate) use wrapper_snapshot_methods;
+
 fn mismatch(
     wrapper: &WrapperSpec,
     index: usize,

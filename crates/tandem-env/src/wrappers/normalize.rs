@@ -1,7 +1,7 @@
 //! Reward and observation scaling wrappers: clip-reward, normalize-obs,
 //! normalize-reward.
 
-use super::{forward_to_inner, pass_through_step};
+use super::{forward_to_inner, pass_through_step, wrapper_snapshot_methods};
 use crate::env::{Env, ObsOut, Step};
 use crate::norm::{NormKind, Normalizer};
 use crate::space::{Dtype, ObsBuf, ObsSpace, ObsStore};
@@ -42,6 +42,7 @@ impl Env for ClipReward {
         self.inner.reset(seed, obs)
     }
     pass_through_step!();
+    wrapper_snapshot_methods!("clip-reward", params: [], state: []);
     forward_to_inner!(with_normalizers);
 }
 
@@ -120,6 +121,7 @@ impl Env for NormalizeObs {
         self.process(&mut obs);
         step
     }
+    wrapper_snapshot_methods!("normalize-obs", params: [clip], state: [normalizer]);
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         self.inner.visit_normalizers(visit);
         visit(&mut self.normalizer);
@@ -170,6 +172,7 @@ impl Env for NormalizeReward {
         self.inner.reset(seed, obs)
     }
     pass_through_step!();
+    wrapper_snapshot_methods!("normalize-reward", params: [gamma, clip], state: [discounted_return, normalizer]);
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         self.inner.visit_normalizers(visit);
         visit(&mut self.normalizer);

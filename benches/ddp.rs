@@ -1,0 +1,287 @@
+//! DDP benchmark (issue 5): for the Nature-CNN actor-critic at batch 256 per rank, the time of one
+//! PPO update on 1 and on 2 ranks and the share spent synchronising; bucketed gradient all-reduce
+//! against one raw c10d all-reduce of the same bytes; end-to-end training throughput on 1 and 2
+//! ranks. Everything is reported as ratios measured in the same run.
+//!
+//!     cargo bench --bench ddp
+//!
+//! Ranks are real processes: this binary re-runs itself with TANDEM_BENCH_ROLE set.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tandem::algo::{Batch, Ppo, PpoConfig};
+use tandem::dist::{Backend, Ddp, GroupOptions, ProcessGroup, ReduceOp, SyncPolicy};
+use tandem::nn::{
+    ActionSpace, ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order,
+};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+const BATCH: i64 = 256;
+const WARMUP: usize = 2;
+const UPDATES: usize = 8;
+
+fn env_usize(name: &str) -> usize {
+    std::env::var(name).unwrap().parse().unwrap()
+}
+
+fn connect() -> ProcessGroup {
+    ProcessGroup::connect(&GroupOptions {
+        rank: env_usize("RANK"),
+        world_size: env_usize("WORLD_SIZE"),
+        master_addr: "127.0.0.1".into(),
+        master_port: env_usize("MASTER_PORT") as u16,
+        rendezvous_timeout: Duration::from_secs(60),
+        collective_timeout: Duration::from_secs(120),
+        backend: Backend::Gloo,
+        identity: vec![("bench".into(), "ddp".into())],
+    })
+    .expect("rendezvous")
+}
+
+fn nature_model() -> (VarStore, ActorCritic) {
+    tch::manual_seed(0);
+    let vs = VarStore::new(Device::Cpu);
+    let spec = ActorCriticSpec::for_network(NetworkSpec::NatureCnn);
+    let model = ActorCritic::new(
+        &vs.root(),
+        &spec,
+        &[4, 84, 84],
+        ActionSpace::Discrete { n: 4 },
+    )
+    .unwrap();
+    (vs, model)
+}
+
+/// One rank of the update benchmark: prints seconds per update and sync seconds per update.
+fn rank_update() {
+    tch::set_num_threads(1);
+    let pg = connect();
+    let (vs, model) = nature_model();
+    let mut ddp = Ddp::new(
+        pg,
+        &trainable_parameters_in_order(&vs),
+        SyncPolicy::AllReduce {
+            bucket_bytes: 25 << 20,
+            bf16: false,
+        },
+    )
+    .unwrap();
+    let config = PpoConfig {
+        update_epochs: 1,
+        num_minibatches: 1,
+        ..PpoConfig::atari()
+    };
+    let mut ppo = Ppo::new(&vs, config, 0).unwrap();
+    let opts = (Kind::Float, Device::Cpu);
+    let batch = Batch::new(
+        Tensor::randint(256, [BATCH, 4, 84, 84], opts),
+        Tensor::randint(4, [BATCH], (Kind::Int64, Device::Cpu)),
+        Tensor::full([BATCH], -1.386, opts),
+        Tensor::zeros([BATCH], opts),
+        Tensor::randn([BATCH], opts),
+        Tensor::randn([BATCH], opts),
+    )
+    .unwrap();
+    for _ in 0..WARMUP {
+        ppo.update(&model, &batch, 0.0, &mut ddp).unwrap();
+    }
+    let _ = ddp.take_sync_time();
+    let start = Instant::now();
+    for _ in 0..UPDATES {
+        ppo.update(&model, &batch, 0.0, &mut ddp).unwrap();
+    }
+    let per_update = start.elapsed().as_secs_f64() / UPDATES as f64;
+    let sync = ddp.take_sync_time().as_secs_f64() / UPDATES as f64;
+    println!("UPDATE {per_update} {sync}");
+    let _ = ddp.into_group().shutdown(Duration::from_secs(30));
+}
+
+/// One rank of the all-reduce benchmark: bucketed gradients vs one raw all-reduce of the bytes.
+fn rank_allreduce() {
+    tch::set_num_threads(1);
+    let pg = connect();
+    let (vs, _) = nature_model();
+    let params = trainable_parameters_in_order(&vs);
+    // Give every parameter a gradient to reduce.
+    let total = params
+        .iter()
+        .map(|p| p.sum(Kind::Float))
+        .fold(Tensor::zeros([], (Kind::Float, Device::Cpu)), |a, b| a + b);
+    total.backward();
+    let numel: i64 = params.iter().map(|p| p.numel() as i64).sum();
+    let mut ddp = Ddp::new(
+        pg,
+        &params,
+        SyncPolicy::AllReduce {
+            bucket_bytes: 25 << 20,
+            bf16: false,
+        },
+    )
+    .unwrap();
+    let mut raw = [Tensor::randn([numel], (Kind::Float, Device::Cpu))];
+    let layout = ddp.group().verify_layout(&[&raw[0]]).unwrap();
+    let rounds = 10;
+    for _ in 0..2 {
+        ddp.sync_gradients(&params).unwrap();
+        ddp.group()
+            .all_reduce_verified(&layout, &mut raw, ReduceOp::Sum)
+            .unwrap();
+    }
+    let t = Instant::now();
+    for _ in 0..rounds {
+        ddp.sync_gradients(&params).unwrap();
+    }
+    let bucketed = t.elapsed().as_secs_f64() / rounds as f64;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        ddp.group()
+            .all_reduce_verified(&layout, &mut raw, ReduceOp::Sum)
+            .unwrap();
+    }
+    let single = t.elapsed().as_secs_f64() / rounds as f64;
+    println!("ALLREDUCE {} {bucketed} {single}", numel * 4);
+    let _ = ddp.into_group().shutdown(Duration::from_secs(30));
+}
+
+fn run_ranks(mode: &str, world: usize) -> Vec<String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let children: Vec<_> = (0..world)
+        .map(|r| {
+            Command::new(std::env::current_exe().unwrap())
+                .env("TANDEM_BENCH_ROLE", mode)
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("MASTER_PORT", port.to_string())
+                .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "a {mode} rank failed");
+            String::from_utf8_lossy(&out.stdout).to_string()
+        })
+        .collect()
+}
+
+fn numbers(line_prefix: &str, out: &str) -> Vec<f64> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .expect("result line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect()
+}
+
+/// Global environment steps per second of a short training run of `config` on `devices`.
+fn training_throughput(config: &str, devices: &str) -> f64 {
+    let dir = std::env::temp_dir().join(format!(
+        "tandem-bench-{}-{}",
+        std::process::id(),
+        devices.replace(' ', "-")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args([
+            "train",
+            config,
+            "--quiet",
+            "--set",
+            &format!("devices={devices}"),
+            "--set",
+            "threads=1",
+            "--run-dir",
+        ])
+        .arg(&dir)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    let at = summary.find("\"steps_per_second\": ").unwrap() + "\"steps_per_second\": ".len();
+    let end = summary[at..].find([',', '}']).unwrap();
+    let sps = summary[at..at + end].trim().parse().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    sps
+}
+
+fn main() {
+    match std::env::var("TANDEM_BENCH_ROLE").as_deref() {
+        Ok("update") => return rank_update(),
+        Ok("allreduce") => return rank_allreduce(),
+        _ => {}
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    println!(
+        "DDP benchmark: Nature-CNN actor-critic, batch {BATCH} per rank, 1 libtorch thread per rank"
+    );
+    let one = numbers("UPDATE", &run_ranks("update", 1)[0]);
+    let two: Vec<Vec<f64>> = run_ranks("update", 2)
+        .iter()
+        .map(|o| numbers("UPDATE", o))
+        .collect();
+    let t1 = one[0];
+    let t2 = two.iter().map(|v| v[0]).fold(0.0, f64::max);
+    let sync2 = two.iter().map(|v| v[1]).fold(0.0, f64::max);
+    println!(
+        "  one update, 1 rank:   {:.1} ms ({:.0} samples/s)",
+        t1 * 1e3,
+        BATCH as f64 / t1
+    );
+    println!(
+        "  one update, 2 ranks:  {:.1} ms ({:.0} samples/s), of which sync {:.1} ms = {:.1}%",
+        t2 * 1e3,
+        2.0 * BATCH as f64 / t2,
+        sync2 * 1e3,
+        100.0 * sync2 / t2
+    );
+    println!(
+        "  samples/s, 2 ranks / 1 rank: {:.2}x (target >= 1.9x); sync share {:.1}% (target <= 5%)",
+        (2.0 * BATCH as f64 / t2) / (BATCH as f64 / t1),
+        100.0 * sync2 / t2
+    );
+
+    let ar: Vec<Vec<f64>> = run_ranks("allreduce", 2)
+        .iter()
+        .map(|o| numbers("ALLREDUCE", o))
+        .collect();
+    let bytes = ar[0][0];
+    let bucketed = ar.iter().map(|v| v[1]).fold(0.0, f64::max);
+    let single = ar.iter().map(|v| v[2]).fold(0.0, f64::max);
+    println!(
+        "  all-reduce of {:.1} MB of gradients: bucketed {:.0} MB/s, one raw all-reduce {:.0} MB/s: {:.0}% (target >= 90%)",
+        bytes / 1e6,
+        bytes / bucketed / 1e6,
+        bytes / single / 1e6,
+        100.0 * single / bucketed
+    );
+
+    let config = format!(
+        "{}/tests/configs/ppo-cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let e1 = training_throughput(&config, "cpu");
+    let e2 = training_throughput(&config, "cpu cpu");
+    println!(
+        "  training PPO CartPole (200k steps): 1 rank {e1:.0} steps/s, 2 ranks {e2:.0} steps/s: {:.2}x",
+        e2 / e1
+    );
+}

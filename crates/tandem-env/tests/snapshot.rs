@@ -1,0 +1,370 @@
+//! VecEnv snapshots: a batch restored into freshly built environments (with other
+//! seeds, so nothing can be re-derived from them) continues bit-identically to the
+//! batch the snapshot was taken of, for every game and wrapper; snapshots of other
+//! batches and damaged snapshots are refused with errors that say why.
+
+use tandem_env::rng::Xoshiro256;
+use tandem_env::{
+    EnvError, EnvSpec, EpisodeStats, GameSpec, SNAPSHOT_FORMAT_VERSION, VecEnv, WrapperSpec,
+    env_seeds,
+};
+
+/// Everything a trainer can observe after one batch step, floats as bit patterns.
+#[derive(Debug, PartialEq)]
+struct Observed {
+    obs: Vec<u32>,
+    final_obs: Vec<u32>,
+    rewards: Vec<u32>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+    episodes: Vec<EpisodeStats>,
+    lives: Vec<u32>,
+    normalizer_stats: Vec<(u64, Vec<u64>, Vec<u64>)>,
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+fn observe(envs: &mut VecEnv) -> Observed {
+    let done: Vec<bool> = envs
+        .terminated()
+        .iter()
+        .zip(envs.truncated())
+        .map(|(te, tr)| te | tr)
+        .collect();
+    // Final observations only mean something in rows whose episode just ended.
+    let final_obs = (0..envs.num_envs())
+        .filter(|&i| done[i])
+        .flat_map(|i| bits(envs.final_obs_row(i)))
+        .collect();
+    Observed {
+        obs: bits(envs.obs()),
+        final_obs,
+        rewards: bits(envs.rewards()),
+        terminated: envs.terminated().to_vec(),
+        truncated: envs.truncated().to_vec(),
+        episodes: envs.drain_episodes(),
+        lives: envs.lives(),
+        normalizer_stats: envs
+            .normalizer_stats()
+            .into_iter()
+            .map(|s| {
+                let f = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+                (s.count.to_bits(), f(&s.mean), f(&s.var))
+            })
+            .collect(),
+    }
+}
+
+fn random_actions(rng: &mut Xoshiro256, envs: &VecEnv) -> Vec<i64> {
+    (0..envs.num_envs())
+        .map(|_| rng.below(envs.num_actions() as u64) as i64)
+        .collect()
+}
+
+/// What a round trip saw: how many episodes ended in the compared stretch (to show it
+/// covered episode boundaries) and the snapshot's size.
+struct RoundTrip {
+    episodes_after: usize,
+    snapshot_len: usize,
+}
+
+/// Steps a batch `before` random steps (draining episodes only now and then, so some
+/// are pending in the snapshot), snapshots it, records `after` more steps; then builds
+/// the same spec with other seeds and thread count, scrambles it, restores and checks
+/// that the same actions replay bit-identically.
+fn round_trip(spec: &EnvSpec, num_envs: usize, before: usize, after: usize) -> RoundTrip {
+    let mut original = VecEnv::new(spec, &env_seeds(1, 0, 0, num_envs), 1).unwrap();
+    let mut rng = Xoshiro256::new(42);
+    original.reset();
+    for t in 0..before {
+        let actions = random_actions(&mut rng, &original);
+        original.step(&actions).unwrap();
+        if t % 7 == 0 {
+            original.drain_episodes();
+        }
+    }
+    let snapshot = original.snapshot().unwrap();
+    let mut actions = Vec::new();
+    let mut expected = Vec::new();
+    for _ in 0..after {
+        actions.push(random_actions(&mut rng, &original));
+        original.step(actions.last().unwrap()).unwrap();
+        expected.push(observe(&mut original));
+    }
+
+    let mut restored = VecEnv::new(spec, &env_seeds(999, 3, 0, num_envs), 2).unwrap();
+    restored.set_min_parallel_work(std::time::Duration::ZERO);
+    restored.reset();
+    let mut scramble = Xoshiro256::new(7);
+    for _ in 0..5 {
+        let a = random_actions(&mut scramble, &restored);
+        restored.step(&a).unwrap();
+    }
+    restored.restore(&snapshot).unwrap();
+    assert!(
+        restored.snapshot().unwrap() == snapshot,
+        "a restored batch snapshots to the same bytes"
+    );
+    for (t, (a, want)) in actions.iter().zip(&expected).enumerate() {
+        restored.step(a).unwrap();
+        let got = observe(&mut restored);
+        assert!(got == *want, "step {t} after the restore differs");
+    }
+    RoundTrip {
+        episodes_after: expected.iter().map(|o| o.episodes.len()).sum(),
+        snapshot_len: snapshot.len(),
+    }
+}
+
+fn game(name: &str) -> EnvSpec {
+    EnvSpec::new(GameSpec::from_name(name).unwrap())
+}
+
+fn wrapper(name: &str) -> WrapperSpec {
+    WrapperSpec::with_defaults(name).unwrap()
+}
+
+#[test]
+fn cartpole_resumes_exactly() {
+    let trip = round_trip(&game("cartpole"), 4, 40, 150);
+    assert!(
+        trip.episodes_after > 0,
+        "episodes end in the compared stretch"
+    );
+    // O(state): a few hundred bytes per environment for a game of 4 numbers.
+    assert!(trip.snapshot_len < 4 * 300, "{} bytes", trip.snapshot_len);
+}
+
+#[test]
+fn every_minatar_game_resumes_exactly() {
+    for name in [
+        "minatar-breakout",
+        "minatar-asterix",
+        "minatar-freeway",
+        "minatar-space-invaders",
+        "minatar-seaquest",
+    ] {
+        let trip = round_trip(&game(name), 3, 150, 400);
+        // Freeway's games last 2500 steps; the others end under random play.
+        if name != "minatar-freeway" {
+            assert!(trip.episodes_after > 0, "{name}: no episode ended");
+        }
+    }
+}
+
+#[test]
+fn minatar_games_with_the_full_action_set_resume_exactly() {
+    let spec = EnvSpec::new(GameSpec::MinAtarBreakout {
+        sticky_action_prob: 0.3,
+        full_action_set: true,
+    });
+    round_trip(&spec, 2, 20, 60);
+}
+
+/// Every generic wrapper (all but the image ones, which need Atari frames) in one
+/// chain, with a short time limit so truncations happen.
+#[test]
+fn a_chain_with_every_generic_wrapper_resumes_exactly() {
+    let spec = game("minatar-breakout")
+        .with(WrapperSpec::NoopReset { max_noops: 5 })
+        .with(wrapper("fire-reset"))
+        .with(WrapperSpec::StickyActions { prob: 0.3 })
+        .with(WrapperSpec::FrameSkip {
+            skip: 2,
+            max_pool: true,
+        })
+        .with(wrapper("episodic-life"))
+        .with(WrapperSpec::TimeLimit { max_steps: 12 })
+        .with(wrapper("clip-reward"))
+        .with(wrapper("normalize-reward"))
+        .with(WrapperSpec::FrameStack { frames: 3 })
+        .with(wrapper("normalize-obs"));
+    let trip = round_trip(&spec, 3, 30, 80);
+    assert!(trip.episodes_after > 0);
+    // Vector observations take the other frame-stack and normaliser paths.
+    let spec = game("cartpole")
+        .with(WrapperSpec::FrameStack { frames: 2 })
+        .with(wrapper("normalize-obs"))
+        .with(wrapper("normalize-reward"))
+        .with(WrapperSpec::TimeLimit { max_steps: 30 });
+    round_trip(&spec, 2, 20, 50);
+}
+
+#[cfg(feature = "atari")]
+#[test]
+fn atari_breakout_resumes_exactly_sticky_actions_included() {
+    // One step is one frame. Frequent sticky actions exercise the restored sticky-action
+    // RNG on most frames. (That the held action itself is restored is shown by
+    // tandem-ale's tests/state.rs and here by the byte-identical re-snapshot.)
+    let spec = EnvSpec::new(GameSpec::Atari {
+        rom: "breakout".into(),
+        repeat_action_probability: 0.75,
+        full_action_space: false,
+    });
+    round_trip(&spec, 4, 300, 300);
+}
+
+#[cfg(feature = "atari")]
+#[test]
+fn the_deepmind_atari_chain_resumes_exactly() {
+    let spec = EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").unwrap());
+    let trip = round_trip(&spec, 2, 120, 150);
+    // Episodic life ends agent episodes at every lost life.
+    assert!(
+        trip.episodes_after > 0,
+        "no lost life in the compared stretch"
+    );
+    // O(state), per environment: the f32 observation and final-observation rows
+    // (2 x 113 KB), frame-skip's two RGB frames (2 x 100 KB), the frame stack and the
+    // batch's conversion buffer (2 x 28 KB), the emulator with its screen (~38 KB).
+    assert!(
+        trip.snapshot_len < 2 * 560_000,
+        "snapshot of {} bytes",
+        trip.snapshot_len
+    );
+}
+
+fn stepped(spec: &EnvSpec, num_envs: usize) -> VecEnv {
+    let mut envs = VecEnv::new(spec, &env_seeds(5, 0, 0, num_envs), 1).unwrap();
+    envs.reset();
+    for t in 0..10 {
+        envs.step(&vec![(t % 2) as i64; num_envs]).unwrap();
+    }
+    envs
+}
+
+fn snapshot_error(result: Result<(), EnvError>) -> String {
+    match result {
+        Err(EnvError::Snapshot(message)) => message,
+        other => panic!("expected a snapshot error, got {other:?}"),
+    }
+}
+
+#[test]
+fn restoring_into_a_different_batch_names_the_difference() {
+    let breakout = game("minatar-breakout").with(WrapperSpec::TimeLimit { max_steps: 100 });
+    let snapshot = stepped(&breakout, 2).snapshot().unwrap();
+
+    let mut cartpole = stepped(&game("cartpole"), 2);
+    let message = snapshot_error(cartpole.restore(&snapshot));
+    assert!(
+        message.contains("`minatar-breakout` with wrappers [time-limit]")
+            && message.contains("`cartpole` with wrappers []"),
+        "{message}"
+    );
+
+    let mut three = stepped(&breakout, 3);
+    let message = snapshot_error(three.restore(&snapshot));
+    assert!(
+        message.contains("2 environment(s)") && message.contains("3 environment(s)"),
+        "{message}"
+    );
+
+    let mut other_wrappers = stepped(&game("minatar-breakout").with(wrapper("clip-reward")), 2);
+    let message = snapshot_error(other_wrappers.restore(&snapshot));
+    assert!(
+        message.contains("[time-limit]") && message.contains("[clip-reward]"),
+        "{message}"
+    );
+
+    // Same chain, another parameter: found in the wrapper's own section.
+    let mut longer = stepped(
+        &game("minatar-breakout").with(WrapperSpec::TimeLimit { max_steps: 200 }),
+        2,
+    );
+    let message = snapshot_error(longer.restore(&snapshot));
+    assert!(
+        message.contains("environment 0: time-limit: max_steps is 100 in the snapshot, 200"),
+        "{message}"
+    );
+    let mut stickier = stepped(
+        &EnvSpec::new(GameSpec::MinAtarBreakout {
+            sticky_action_prob: 0.5,
+            full_action_set: false,
+        })
+        .with(WrapperSpec::TimeLimit { max_steps: 100 }),
+        2,
+    );
+    let message = snapshot_error(stickier.restore(&snapshot));
+    assert!(
+        message.contains(
+            "time-limit: minatar-breakout: sticky_action_prob is 0.1 in the snapshot, 0.5"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn damaged_snapshots_are_refused_and_the_batch_still_restores_afterwards() {
+    let spec = game("minatar-asterix").with(WrapperSpec::FrameStack { frames: 2 });
+    let mut envs = stepped(&spec, 2);
+    let snapshot = envs.snapshot().unwrap();
+
+    let message = snapshot_error(envs.restore(&snapshot[..snapshot.len() / 2]));
+    assert!(message.contains("checksum"), "{message}");
+    let message = snapshot_error(envs.restore(&snapshot[..5]));
+    assert!(
+        message.contains("not a tandem VecEnv snapshot"),
+        "{message}"
+    );
+    let message = snapshot_error(envs.restore(b"a text file, not a snapshot"));
+    assert!(
+        message.contains("not a tandem VecEnv snapshot"),
+        "{message}"
+    );
+
+    let mut flipped = snapshot.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x10;
+    let message = snapshot_error(envs.restore(&flipped));
+    assert!(message.contains("checksum does not match"), "{message}");
+
+    let mut future = snapshot.clone();
+    future[8..12].copy_from_slice(&(SNAPSHOT_FORMAT_VERSION + 1).to_le_bytes());
+    let message = snapshot_error(envs.restore(&future));
+    assert!(
+        message.contains(&format!(
+            "format version {}; this build reads version {SNAPSHOT_FORMAT_VERSION}",
+            SNAPSHOT_FORMAT_VERSION + 1
+        )),
+        "{message}"
+    );
+
+    // None of the refusals touched the batch: it still restores and matches.
+    let before = envs.snapshot().unwrap();
+    assert!(before == snapshot);
+    envs.restore(&snapshot).unwrap();
+}
+
+#[test]
+fn environments_without_snapshot_support_say_so() {
+    struct Plain;
+    impl tandem_env::Env for Plain {
+        fn observation_space(&self) -> tandem_env::ObsSpace {
+            tandem_env::ObsSpace::vector(1, tandem_env::Dtype::F32)
+        }
+        fn num_actions(&self) -> usize {
+            1
+        }
+        fn reset(&mut self, _seed: Option<u64>, mut obs: tandem_env::ObsBuf<'_>) {
+            obs.write_f32(&[0.0]);
+        }
+        fn step(&mut self, _action: usize, mut obs: tandem_env::ObsBuf<'_>) -> tandem_env::Step {
+            obs.write_f32(&[0.0]);
+            tandem_env::Step::game(0.0, false, false)
+        }
+    }
+    let envs = VecEnv::from_envs(vec![Box::new(Plain)], vec![0], 1).unwrap();
+    let message = match envs.snapshot() {
+        Err(EnvError::Snapshot(message)) => message,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        message.contains("environment 0")
+            && message.contains("Plain")
+            && message.contains("cannot save"),
+        "{message}"
+    );
+}

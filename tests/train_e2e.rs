@@ -1,0 +1,830 @@
+//! The `tandem` binary end to end: learning with fixed seeds on 1 and 2 ranks, reproducibility,
+//! TensorBoard read-back, checkpoints, and the launcher's failure handling, all with real
+//! processes and real Gloo.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
+
+fn config(name: &str) -> String {
+    format!("{}/tests/configs/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn tandem() -> Command {
+    let mut cmd = Command::new(TANDEM);
+    cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_PORT")
+        .env_remove("MASTER_ADDR");
+    cmd
+}
+
+/// Runs to completion, failing the test if it takes longer than `limit`.
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_with_limit(child, limit)
+}
+
+/// Waits at most `limit` (draining the child's pipes meanwhile) and gives its output.
+fn wait_with_limit(child: Child, limit: Duration) -> Output {
+    let done = common::finish(child, limit);
+    Output {
+        status: done.status,
+        stdout: done.output.into_bytes(),
+        stderr: Vec::new(),
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A number from the run's summary.json.
+fn summary_number(run_dir: &Path, key: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    let at = text
+        .find(&format!("\"{key}\": "))
+        .unwrap_or_else(|| panic!("{key} not in {text}"));
+    let rest = &text[at + key.len() + 4..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end].trim().parse().ok()
+}
+
+fn train(cfg: &str, dir: &Path, sets: &[&str], limit: Duration) -> Output {
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(cfg)
+        .arg("--run-dir")
+        .arg(dir)
+        .arg("--quiet");
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    run(&mut cmd, limit)
+}
+
+#[test]
+fn ppo_learns_cartpole_on_one_rank() {
+    let dir = fresh_dir("ppo-1");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on 1 rank: mean return of the last 20 episodes {last20} < 475"
+    );
+    assert!(summary_number(&dir, "global_step").unwrap() <= 200_192.0);
+}
+
+#[test]
+fn ppo_learns_cartpole_on_two_ranks() {
+    let dir = fresh_dir("ppo-2");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["devices=cpu cpu"],
+        Duration::from_secs(400),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on 2 ranks: mean return of the last 20 episodes {last20} < 475"
+    );
+    // Both ranks wrote their logs; only rank 0 wrote summaries and checkpoints.
+    assert!(dir.join("logs/rank-0.log").exists() && dir.join("logs/rank-1.log").exists());
+    assert!(dir.join("checkpoints").read_dir().unwrap().count() >= 1);
+}
+
+/// Scalars of a run's event file as (tag, step, value bits), skipping wall-clock measurements.
+fn deterministic_scalars(run_dir: &Path) -> Vec<(String, i64, u32)> {
+    let files = tandem_summary::reader::event_files(&run_dir.join("tensorboard")).unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let events = tandem_summary::reader::read_event_file(&files[0])
+        .unwrap()
+        .events;
+    tandem_summary::reader::scalars(&events)
+        .into_iter()
+        .filter(|p| !p.tag.starts_with("perf/") && !p.tag.starts_with("time/"))
+        .map(|p| (p.tag, p.step, p.value.to_bits()))
+        .collect()
+}
+
+fn final_parameters(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let ckpt = tandem::train::checkpoint::locate(run_dir).unwrap();
+    let mut tensors = tch::Tensor::load_multi(&ckpt).unwrap();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"))
+        .map(|(n, t)| {
+            let t = t.contiguous();
+            let bytes = t.numel() * t.kind().elt_size_in_bytes();
+            let mut buf = vec![0u8; bytes];
+            t.copy_data_u8(&mut buf, t.numel());
+            (n, buf)
+        })
+        .collect()
+}
+
+#[test]
+fn two_runs_of_the_same_config_are_identical() {
+    let sets = ["devices=cpu cpu", "train.max-steps=12288", "log.interval=4"];
+    let (a, b) = (fresh_dir("repro-a"), fresh_dir("repro-b"));
+    for dir in [&a, &b] {
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            dir,
+            &sets,
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let (sa, sb) = (deterministic_scalars(&a), deterministic_scalars(&b));
+    assert!(sa.iter().any(|(t, _, _)| t == "loss/policy"), "{sa:?}");
+    assert!(
+        sa.iter().any(|(t, _, _)| t == "episode/return_mean"),
+        "{sa:?}"
+    );
+    assert_eq!(
+        sa, sb,
+        "TensorBoard scalars differ between two identical runs"
+    );
+    let (pa, pb) = (final_parameters(&a), final_parameters(&b));
+    assert!(pa.iter().any(|(n, _)| n.starts_with("model.")));
+    assert_eq!(pa, pb, "final parameters differ between two identical runs");
+    assert_eq!(
+        std::fs::read_to_string(a.join("resolved.kdl")).unwrap(),
+        std::fs::read_to_string(b.join("resolved.kdl")).unwrap()
+    );
+}
+
+#[test]
+fn tensorboards_own_reader_reads_the_event_file() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var("TANDEM_REQUIRE_PYTHON_TOOLS").is_err(),
+            "TANDEM_REQUIRE_PYTHON_TOOLS is set but {} is missing (run scripts/setup --test)",
+            python.display()
+        );
+        eprintln!("skipping: no TensorBoard venv (scripts/setup --test makes it)");
+        return;
+    }
+    let dir = fresh_dir("tb");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["train.max-steps=8192", "log.interval=2"],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let script = r#"
+import glob, json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+files = glob.glob(sys.argv[1] + "/tensorboard/events.out.tfevents.*")
+ea = EventAccumulator(files[0], size_guidance={"scalars": 0, "tensors": 0})
+ea.Reload()
+out = {t: [[e.step, e.value] for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
+out["__text__"] = ea.Tags()["tensors"]
+print(json.dumps(out))
+"#;
+    let py = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let json = String::from_utf8_lossy(&py.stdout).to_string();
+    for tag in [
+        "loss/policy",
+        "loss/value",
+        "ppo/approx_kl",
+        "episode/return_mean",
+        "perf/steps_per_second",
+        "time/rollout_s",
+    ] {
+        assert!(
+            json.contains(&format!("\"{tag}\"")),
+            "TensorBoard does not see {tag}: {json}"
+        );
+    }
+    assert!(
+        json.contains("config/resolved"),
+        "the resolved config text is missing: {json}"
+    );
+    // The values TensorBoard reads equal the ones our own reader decodes.
+    let ours = deterministic_scalars(&dir);
+    let (_, step, bits) = ours.iter().find(|(t, _, _)| t == "loss/value").unwrap();
+    let value = f32::from_bits(*bits);
+    assert!(
+        json.contains(&format!("[{step}, ")),
+        "step {step} missing: {json}"
+    );
+    let tb_values: Vec<f64> = json
+        .split("\"loss/value\": [[")
+        .nth(1)
+        .unwrap()
+        .split("]]")
+        .next()
+        .unwrap()
+        .split("], [")
+        .map(|pair| pair.split(", ").nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        tb_values.iter().any(|v| (*v as f32) == value),
+        "{value} not in {tb_values:?}"
+    );
+}
+
+/// Pids of the launcher's children (the workers).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|s| s.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn long_two_rank_run(dir: &Path, extra: &[&str]) -> Child {
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(config("ppo-cartpole.kdl"))
+        .arg("--run-dir")
+        .arg(dir)
+        .args([
+            "--set",
+            "devices=cpu cpu",
+            "--set",
+            "train.total-steps=50_000_000",
+            "--set",
+            "sync.collective-timeout=10.0",
+        ])
+        .args(["--set", "log.console=plain", "--set", "log.interval=1"]);
+    for s in extra {
+        cmd.args(["--set", s]);
+    }
+    // Into a file, not a pipe: nobody reads a pipe while the run goes on, and a full one
+    // would block the workers' logging.
+    std::fs::create_dir_all(dir).unwrap();
+    let console = std::fs::File::create(dir.join("console.txt")).unwrap();
+    cmd.stdout(Stdio::null()).stderr(console).spawn().unwrap()
+}
+
+fn console_of(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("console.txt")).unwrap_or_default()
+}
+
+#[test]
+fn a_rank_killed_mid_training_stops_the_job_with_its_name() {
+    let dir = fresh_dir("kill");
+    let launcher = long_two_rank_run(&dir, &[]);
+    let pid = launcher.id();
+    wait_for("two workers", Duration::from_secs(30), || {
+        children_of(pid).len() == 2
+    });
+    let workers = children_of(pid);
+    // Let training start (rank 0 logs updates), then kill rank 1.
+    wait_for("training to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
+    });
+    let rank1 = workers
+        .iter()
+        .copied()
+        .find(|&w| {
+            std::fs::read_to_string(format!("/proc/{w}/cmdline"))
+                .is_ok_and(|c| c.contains("--rank\x001\x00"))
+        })
+        .expect("rank 1's process");
+    let killed_at = Instant::now();
+    unsafe {
+        libc::kill(rank1 as i32, libc::SIGKILL);
+    }
+    let out = wait_with_limit(launcher, Duration::from_secs(30));
+    let elapsed = killed_at.elapsed();
+    let all = console_of(&dir);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("rank 1 failed (was killed by signal 9)"),
+        "{all}"
+    );
+    assert!(elapsed < Duration::from_secs(10 + 5), "took {elapsed:?}");
+    for w in workers {
+        wait_for("no orphan worker", Duration::from_secs(5), || !alive(w));
+    }
+}
+
+#[test]
+fn ctrl_c_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
+    let dir = fresh_dir("sigint");
+    let launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000"]);
+    let pid = launcher.id();
+    wait_for("training to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
+    });
+    unsafe {
+        libc::kill(pid as i32, libc::SIGINT);
+    }
+    let out = wait_with_limit(launcher, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(130), "{}", console_of(&dir));
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let play = run(
+        tandem().args(["play"]).arg(&dir).args(["--episodes", "1"]),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    assert!(text(&play).contains("episode 1: return"), "{}", text(&play));
+}
+
+#[test]
+fn a_rank_that_never_starts_is_named_at_the_rendezvous_deadline() {
+    let dir = fresh_dir("never");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(config("ppo-cartpole.kdl"))
+        .arg("--run-dir")
+        .arg(&dir)
+        .args([
+            "--set",
+            "devices=cpu cpu",
+            "--set",
+            "sync.rendezvous-timeout=3.0",
+        ])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string());
+    let start = Instant::now();
+    let out = run(&mut cmd, Duration::from_secs(30));
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("missing: rank 1"), "{all}");
+    assert!(
+        start.elapsed() < Duration::from_secs(3 + 10),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn ranks_started_with_different_configs_are_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = fresh_dir("hash");
+    let ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let mut cmd = tandem();
+            cmd.arg("train")
+                .arg(config("ppo-cartpole.kdl"))
+                .arg("--run-dir")
+                .arg(&dir)
+                .args([
+                    "--set",
+                    "devices=cpu cpu",
+                    "--set",
+                    "sync.rendezvous-timeout=20.0",
+                ])
+                .args(["--set", &format!("seed={}", 1 + rank)])
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in ranks {
+        let out = wait_with_limit(child, Duration::from_secs(60));
+        let all = text(&out);
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("config-hash differs"), "{all}");
+    }
+}
+
+#[test]
+fn two_launchers_with_nnodes_2_form_one_job() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = fresh_dir("nnodes");
+    let nodes: Vec<Child> = (0..2)
+        .map(|node| {
+            let mut cmd = tandem();
+            cmd.arg("train")
+                .arg(config("ppo-cartpole.kdl"))
+                .arg("--run-dir")
+                .arg(&dir)
+                .args([
+                    "--set",
+                    "devices=cpu cpu",
+                    "--set",
+                    "train.max-steps=8192",
+                    "--quiet",
+                ])
+                .args(["--nnodes", "2", "--node-rank", &node.to_string()])
+                .args([
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    &port.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in nodes {
+        let out = wait_with_limit(child, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
+    assert!(summary_number(&dir, "global_step").unwrap() >= 8192.0);
+}
+
+#[test]
+fn a_run_saved_on_two_ranks_resumes_on_one() {
+    let dir = fresh_dir("resume");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["devices=cpu cpu", "train.max-steps=8192"],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let first = summary_number(&dir, "global_step").unwrap();
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir).args([
+        "--set",
+        "devices=cpu",
+        "--set",
+        "train.max-steps=16384",
+        "--quiet",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(summary_number(&dir, "world_size"), Some(1.0));
+    let second = summary_number(&dir, "global_step").unwrap();
+    assert!(second > first && second >= 16384.0, "{first} -> {second}");
+    assert!(
+        std::fs::read_to_string(dir.join("logs/rank-0.log"))
+            .unwrap()
+            .contains("resumed from")
+    );
+}
+
+#[test]
+fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
+    // Checkpoint after every update and kill the whole job at a few points in time: whatever
+    // moment the kill lands on (mid-write included), every checkpoint file present must load.
+    for (i, delay_ms) in [700u64, 1300, 2100].into_iter().enumerate() {
+        let dir = fresh_dir(&format!("crash-{i}"));
+        let mut cmd = tandem();
+        cmd.arg("train")
+            .arg(config("ppo-cartpole.kdl"))
+            .arg("--run-dir")
+            .arg(&dir)
+            .args([
+                "--set",
+                "checkpoint.every=1",
+                "--set",
+                "checkpoint.keep=3",
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        wait_for("a first checkpoint", Duration::from_secs(60), || {
+            tandem::train::checkpoint::locate(&dir).is_ok()
+        });
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let workers = children_of(child.id());
+        for w in workers.iter().chain(std::iter::once(&child.id())) {
+            unsafe {
+                libc::kill(*w as i32, libc::SIGKILL);
+            }
+        }
+        let _ = child.wait();
+        let ckpts: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pt"))
+            .collect();
+        assert!(!ckpts.is_empty());
+        for c in &ckpts {
+            tandem::train::checkpoint::load(c)
+                .unwrap_or_else(|e| panic!("{} does not load: {e:#}", c.display()));
+        }
+        let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+        assert!(tandem::train::checkpoint::load(&newest).is_ok());
+    }
+}
+
+#[test]
+fn a2c_learns_cartpole() {
+    let dir = fresh_dir("a2c");
+    let out = train(
+        &config("a2c-cartpole.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // The threshold this seed holds with Stable-Baselines3's A2C settings within 200k steps.
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 400.0,
+        "A2C: mean return of the last 20 episodes {last20} < 400"
+    );
+}
+
+/// Mean score of a uniformly random policy on MinAtar Breakout, over `episodes` games.
+fn random_minatar_breakout(episodes: usize) -> f64 {
+    let spec = tandem_env::EnvSpec::new(tandem_env::GameSpec::MinAtarBreakout {
+        sticky_action_prob: 0.1,
+        full_action_set: false,
+    });
+    let mut env = tandem_env::VecEnv::new(&spec, &tandem_env::env_seeds(7, 0, 0, 8), 1).unwrap();
+    env.reset();
+    let mut scores = Vec::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    while scores.len() < episodes {
+        let actions: Vec<i64> = (0..8)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 3) as i64
+            })
+            .collect();
+        env.step(&actions).unwrap();
+        scores.extend(env.drain_episodes().iter().map(|e| e.raw_score));
+    }
+    scores.iter().sum::<f64>() / scores.len() as f64
+}
+
+#[test]
+fn ppo_beats_a_random_policy_on_minatar_breakout_within_two_minutes() {
+    let random = random_minatar_breakout(200);
+    let dir = fresh_dir("minatar");
+    let start = Instant::now();
+    let out = train(
+        &config("ppo-minatar-breakout.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let trained = summary_number(&dir, "recent_score_mean").unwrap();
+    eprintln!(
+        "MinAtar Breakout: random {random:.2}, PPO {trained:.2} after {:?}",
+        start.elapsed()
+    );
+    assert!(random < 1.0, "random policy scored {random}");
+    assert!(
+        trained >= 4.0 * random.max(0.5),
+        "PPO scored {trained}, random {random}"
+    );
+    // A GIF of the trained policy playing, from the checkpoint's own config.
+    let gif = dir.join("play.gif");
+    let play = run(
+        tandem()
+            .arg("play")
+            .arg(&dir)
+            .args(["--episodes", "2", "--gif"])
+            .arg(&gif),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    let bytes = std::fs::read(&gif).unwrap();
+    assert!(
+        bytes.starts_with(b"GIF89a") && bytes.len() > 100,
+        "{} bytes",
+        bytes.len()
+    );
+}
+
+#[test]
+fn the_ci_run_of_cartpole_ddp_records_its_hash_and_learns() {
+    // What CI checks of a reproducible short run: the example experiment on 2 ranks, its config
+    // hash recorded in the run directory, and a return that shows learning.
+    let example = format!(
+        "{}/experiments/cartpole-ddp.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = fresh_dir("ci-ddp");
+    let mut cmd = tandem();
+    cmd.args([
+        "train",
+        &example,
+        "--max-steps",
+        "61440",
+        "--quiet",
+        "--run-dir",
+    ])
+    .arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out));
+    let hash = run(
+        tandem().args([
+            "resolve",
+            &example,
+            "--set",
+            "train.max-steps=61440",
+            "--hash",
+        ]),
+        Duration::from_secs(30),
+    );
+    let hash = String::from_utf8_lossy(&hash.stdout).trim().to_string();
+    assert_eq!(hash.len(), 64, "{hash}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("resolved.sha256"))
+            .unwrap()
+            .trim(),
+        hash
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(
+        summary.contains(&format!("\"config_hash\": \"{hash}\"")),
+        "{summary}"
+    );
+    let recent = summary_number(&dir, "recent_return_mean").unwrap();
+    assert!(
+        recent >= 100.0,
+        "cartpole-ddp after 61k steps: recent return {recent}"
+    );
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("all 2 ranks hold bitwise identical copies of"),
+        "{log}"
+    );
+}
+
+#[test]
+fn validate_reports_exit_codes_and_points_at_the_line() {
+    let examples: Vec<String> =
+        std::fs::read_dir(format!("{}/experiments", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+            .map(|p| p.display().to_string())
+            .collect();
+    assert!(examples.len() >= 5, "{examples:?}");
+    let ok = run(
+        tandem().arg("validate").args(&examples),
+        Duration::from_secs(30),
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let bad = fresh_dir("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    let file = bad.join("bad.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr \"fast\"\n    }\n}\n",
+    )
+    .unwrap();
+    let out = run(tandem().arg("validate").arg(&file), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("bad.kdl:4:"), "no file:line:column in:\n{all}");
+    let usage = run(
+        tandem().args(["resolve", "--set", "nonsense"]).arg(&file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+}
+
+#[test]
+fn version_names_libtorch_backends_and_cuda() {
+    let out = run(tandem().arg("--version"), Duration::from_secs(30));
+    assert!(out.status.success());
+    let v = text(&out);
+    assert!(
+        v.contains(&format!("tandem {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    assert!(v.contains("libtorch 2.13.0"), "{v}");
+    assert!(v.contains("collective backends: gloo"), "{v}");
+    assert!(v.contains("cuda usable: "), "{v}");
+}
+
+#[test]
+fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
+    // Same world size: the model, optimizer, normalisers and every rank's environments
+    // (mid-episode) are restored, and all randomness is derived from counters.
+    let sets = ["devices=cpu cpu", "checkpoint.every=1000000"];
+    let whole = fresh_dir("resume-whole");
+    let mut all = sets.to_vec();
+    all.push("train.max-steps=16384");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &whole,
+        &all,
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+
+    let parts = fresh_dir("resume-parts");
+    let mut first = sets.to_vec();
+    first.push("train.max-steps=8192");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &parts,
+        &first,
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        parts
+            .join("checkpoints/ckpt-000000032.rank-1.envs")
+            .exists()
+    );
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&parts).args([
+        "--set",
+        "train.max-steps=16384",
+        "--quiet",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+
+    assert_eq!(
+        summary_number(&parts, "global_step"),
+        summary_number(&whole, "global_step")
+    );
+    let (a, b) = (final_parameters(&whole), final_parameters(&parts));
+    assert!(a.iter().any(|(n, _)| n.starts_with("model.")));
+    assert_eq!(
+        a, b,
+        "the resumed run's parameters differ from the uninterrupted run's"
+    );
+}
