@@ -187,6 +187,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut iteration: u64 = 0;
     let mut global_step: u64 = 0;
     let mut recent = RecentEpisodes::new(100);
+    let mut env_restored = false;
 
     if resume {
         let path = checkpoint::locate(&run_dir)?;
@@ -207,6 +208,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             .set_step_count(counter("learner.optimizer_steps")?);
         learner.set_gradient_steps(counter("learner.gradient_steps")?);
         restore_normalizers(&mut envs, &ckpt)?;
+        env_restored = restore_envs(&mut envs, &run_dir, &ckpt, rank, world)?;
         iteration = ckpt.update;
         global_step = ckpt.global_step;
         if cfg.checkpoint_replay && ckpt.world_size as usize != world {
@@ -232,7 +234,16 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                         path.display()
                     );
                 }
-                replay = loaded;
+                if env_restored {
+                    replay = loaded;
+                } else {
+                    // The buffer's newest stacks continue episodes that the fresh environments
+                    // no longer play; joining them would make transitions that never happened.
+                    tracing::warn!(
+                        "rank {rank}: the environments start fresh episodes, so the saved replay \
+                         buffer cannot continue; starting with an empty one"
+                    );
+                }
             } else {
                 tracing::warn!(
                     "rank {rank}: no replay buffer at {}; continuing with an empty one",
@@ -277,7 +288,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         None
     };
 
-    envs.reset();
+    if !env_restored {
+        envs.reset();
+    }
     let mut console = Console::new(rank == 0, stop_step, global_step);
     let mut phases = Phases::default();
     let mut last_log = Instant::now();
@@ -495,6 +508,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             None => false,
         };
         if checkpoint_due || last_iteration || stop {
+            // Every rank saves its environments mid-episode, so a resumed run continues exactly
+            // (and its replay buffer's stacks continue with them).
+            checkpoint::save_env_snapshot(&run_dir, iteration, rank, &envs.snapshot()?)?;
             if rank == 0 {
                 let mut tensors = learner.named_state();
                 tensors.extend(learner.optimizer().state_tensors());
@@ -614,4 +630,36 @@ fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Resu
     }
     envs.set_normalizer_stats(&stats)?;
     Ok(())
+}
+
+/// Restores this rank's environments from the snapshot saved with `ckpt` when there is one for
+/// the same world size (as the on-policy trainer does); otherwise they start fresh episodes.
+fn restore_envs(
+    envs: &mut tandem_env::VecEnv,
+    run_dir: &std::path::Path,
+    ckpt: &Checkpoint,
+    rank: usize,
+    world: usize,
+) -> Result<bool> {
+    if ckpt.world_size != world as u64 {
+        tracing::info!(
+            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
+            ckpt.world_size
+        );
+        return Ok(false);
+    }
+    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
+    let restored = std::fs::read(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| envs.restore(&bytes).map_err(anyhow::Error::from));
+    match restored {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(
+                "cannot restore the environments from {} ({e}): they start fresh episodes",
+                path.display()
+            );
+            Ok(false)
+        }
+    }
 }
