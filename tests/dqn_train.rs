@@ -62,8 +62,8 @@ fn dqn_solves_cartpole_on_one_rank() {
 }
 
 /// 2 real ranks through the launcher (2 environments, half the buffer and half of each batch
-/// per rank): 475 first at step 102,400, 498 at 115,200, where this test stops (the full run
-/// holds 500 from 128k to 180k steps, then dips to 358 and ends at 446).
+/// per rank): 475 first at step 96,000, 500 at 115,200, where this test stops (the full run
+/// holds 500 until step 188,000, then collapses to 93 at 240k).
 /// About 100 s on the loaded 2-core box (Gloo collectives on every gradient step).
 #[test]
 fn dqn_solves_cartpole_on_two_ranks() {
