@@ -30,8 +30,10 @@
 
 pub mod a2c;
 mod common;
+pub mod dqn;
 pub mod optim;
 pub mod ppo;
+pub mod replay;
 pub mod rollout;
 
 pub use a2c::{A2c, A2cConfig, A2cStats};

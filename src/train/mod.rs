@@ -6,13 +6,14 @@ pub mod checkpoint;
 pub mod console;
 pub mod envs;
 pub mod metrics;
+pub mod off_policy;
 mod on_policy;
 
 pub use on_policy::actor_critic_spec;
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::dist::ProcessGroup;
 
@@ -42,11 +43,7 @@ pub enum Outcome {
 pub fn run(ctx: RankContext) -> Result<Outcome> {
     match &ctx.experiment.algorithm {
         tandem_config::Algorithm::Ppo(_) | tandem_config::Algorithm::A2c(_) => on_policy::run(ctx),
-        tandem_config::Algorithm::Dqn(_) => {
-            bail!(
-                "the dqn algorithm validates but cannot train yet: off-policy training is issue 7 of the tracker"
-            )
-        }
+        tandem_config::Algorithm::Dqn(_) => off_policy::run(ctx),
     }
 }
 

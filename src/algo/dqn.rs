@@ -1,0 +1,296 @@
+//! Deep Q-learning: the TD loss against a target network (Mnih et al. 2015), double-DQN targets
+//! (van Hasselt et al. 2016), the dueling head (Wang et al. 2016, in `nn::QNetwork`), n-step
+//! returns and importance-weighted losses for prioritized replay (Schaul et al. 2016), the
+//! target-network update (hard copy or Polyak averaging) and the epsilon schedule.
+//!
+//! Under DDP each rank computes the loss on its own per-rank batch; gradients are averaged over
+//! ranks before the step, so every rank takes the same step. The target network is not trained:
+//! it is updated from the (identical) online parameters at identical gradient-step counts, so it
+//! stays identical on every rank without any collective.
+
+use anyhow::{Result, ensure};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use super::Collective;
+use super::common::synchronised_step;
+use super::optim::{Optimizer, OptimizerSpec};
+use crate::nn::{NetworkSpec, QHead, QNetwork, parameters_in_order};
+
+/// The TD loss applied to each error δ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TdLoss {
+    /// Quadratic within |δ| <= 1, linear outside (the error clipping of Mnih et al. 2015).
+    Huber,
+    Mse,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DqnConfig {
+    pub learning_rate: f64,
+    pub adam_eps: f64,
+    pub double: bool,
+    pub loss: TdLoss,
+    /// Gradient norm clip; infinity disables it.
+    pub max_grad_norm: f64,
+    /// Gradient steps between target updates.
+    pub target_every: u64,
+    /// 1: hard copy; less: Polyak averaging `θ⁻ ← τ θ + (1 - τ) θ⁻`.
+    pub tau: f64,
+}
+
+/// A batch of transitions as tensors (see `replay::Sample` for the meaning of each).
+pub struct TransitionBatch {
+    pub obs: Tensor,
+    pub actions: Tensor,
+    pub returns: Tensor,
+    pub discounts: Tensor,
+    pub next_obs: Tensor,
+    pub weights: Tensor,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DqnStats {
+    pub loss: f64,
+    pub q_mean: f64,
+    pub td_abs_mean: f64,
+    pub grad_norm: f64,
+    pub target_updated: bool,
+    /// |δ| per sample, for the replay priorities.
+    pub td_errors: Vec<f32>,
+}
+
+/// ε at `step` of `total` steps: linear from `start` to `end` over the first `fraction` of
+/// training, then constant (Mnih et al. 2015, Methods: "annealed linearly").
+pub fn epsilon_at(start: f64, end: f64, fraction: f64, step: u64, total: u64) -> f64 {
+    let horizon = (fraction * total as f64).max(1.0);
+    let t = (step as f64 / horizon).min(1.0);
+    start + (end - start) * t
+}
+
+/// A value annealed linearly from `start` to `end` over training progress in [0, 1]
+/// (the importance-sampling exponent β, Schaul et al. 2016, section 3.4).
+pub fn annealed(start: f64, end: f64, progress: f64) -> f64 {
+    start + (end - start) * progress.clamp(0.0, 1.0)
+}
+
+pub struct Dqn {
+    config: DqnConfig,
+    online: QNetwork,
+    target: QNetwork,
+    online_vs: VarStore,
+    target_vs: VarStore,
+    optimizer: Optimizer,
+    gradient_steps: u64,
+}
+
+impl Dqn {
+    /// Builds the online network (initialised from the current torch seed) and a target network
+    /// equal to it.
+    pub fn new(
+        device: Device,
+        network: &NetworkSpec,
+        scale_pixels: bool,
+        obs_shape: &[i64],
+        num_actions: i64,
+        dueling: bool,
+        config: DqnConfig,
+    ) -> Result<Dqn> {
+        ensure!(
+            config.learning_rate > 0.0,
+            "dqn: the learning rate must be positive, got {}",
+            config.learning_rate
+        );
+        ensure!(
+            config.tau > 0.0 && config.tau <= 1.0,
+            "dqn: tau must be in (0, 1], got {}",
+            config.tau
+        );
+        ensure!(
+            config.target_every >= 1,
+            "dqn: target-every must be at least 1"
+        );
+        let head = if dueling {
+            QHead::Dueling
+        } else {
+            QHead::Plain
+        };
+        let online_vs = VarStore::new(device);
+        let online = QNetwork::new(
+            &online_vs.root(),
+            network,
+            scale_pixels,
+            obs_shape,
+            num_actions,
+            head,
+        )?;
+        let mut target_vs = VarStore::new(device);
+        let target = QNetwork::new(
+            &target_vs.root(),
+            network,
+            scale_pixels,
+            obs_shape,
+            num_actions,
+            head,
+        )?;
+        target_vs.freeze();
+        let optimizer = Optimizer::new(
+            &online_vs,
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: config.adam_eps,
+            },
+        )?;
+        let mut dqn = Dqn {
+            config,
+            online,
+            target,
+            online_vs,
+            target_vs,
+            optimizer,
+            gradient_steps: 0,
+        };
+        dqn.copy_to_target(1.0);
+        Ok(dqn)
+    }
+
+    pub fn online_vs(&self) -> &VarStore {
+        &self.online_vs
+    }
+
+    pub fn target_vs(&self) -> &VarStore {
+        &self.target_vs
+    }
+
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
+    }
+
+    pub fn gradient_steps(&self) -> u64 {
+        self.gradient_steps
+    }
+
+    pub fn set_gradient_steps(&mut self, steps: u64) {
+        self.gradient_steps = steps;
+    }
+
+    /// Q(s, ·) of the online network, without gradients.
+    pub fn q_values(&self, obs: &Tensor) -> Result<Tensor> {
+        tch::no_grad(|| self.online.forward(obs))
+    }
+
+    /// ε-greedy actions: argmax_a Q(s, a), replaced by a uniform action with probability ε.
+    /// Randomness comes from torch's generator (seeded by the trainer per iteration).
+    pub fn act(&self, obs: &Tensor, epsilon: f64) -> Result<Tensor> {
+        let q = self.q_values(obs)?;
+        let greedy = q.argmax(-1, false);
+        if epsilon <= 0.0 {
+            return Ok(greedy);
+        }
+        let n = q.size()[0];
+        let num_actions = q.size()[1];
+        let random = Tensor::randint(num_actions, [n], (Kind::Int64, q.device()));
+        let explore = Tensor::rand([n], (Kind::Float, q.device())).lt(epsilon);
+        Ok(random.where_self(&explore, &greedy))
+    }
+
+    /// Every online then every target variable, by name (`online.*`, `target.*`), for
+    /// checkpoints and the cross-rank fingerprint.
+    pub fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named: Vec<(String, Tensor)> = parameters_in_order(&self.online_vs)
+            .into_iter()
+            .map(|(n, t)| (format!("model.{n}"), t))
+            .collect();
+        named.extend(
+            parameters_in_order(&self.target_vs)
+                .into_iter()
+                .map(|(n, t)| (format!("target.{n}"), t)),
+        );
+        named
+    }
+
+    /// `θ⁻ ← τ θ + (1 - τ) θ⁻` (τ = 1: the hard copy of Mnih et al. 2015).
+    fn copy_to_target(&mut self, tau: f64) {
+        let online = parameters_in_order(&self.online_vs);
+        let target = parameters_in_order(&self.target_vs);
+        tch::no_grad(|| {
+            for ((_, src), (_, mut dst)) in online.iter().zip(target) {
+                if tau >= 1.0 {
+                    dst.copy_(src);
+                } else {
+                    let mixed = src * tau + &dst * (1.0 - tau);
+                    dst.copy_(&mixed);
+                }
+            }
+        });
+    }
+
+    /// The per-sample TD errors δ = y - Q(s, a) with
+    /// y = G + γ^m Q⁻(s', argmax_a Q(s', a)) (double DQN, van Hasselt et al. 2016, eq. 4) or
+    /// y = G + γ^m max_a Q⁻(s', a) (Mnih et al. 2015, Methods: the loss L_i(θ_i)), where G is the n-step return and
+    /// γ^m (0 at a terminal state) comes with the batch; and the importance-weighted loss.
+    pub fn td_loss(&self, batch: &TransitionBatch) -> Result<(Tensor, Tensor, Tensor)> {
+        let q = self.online.forward(&batch.obs)?;
+        let q_taken = q
+            .gather(1, &batch.actions.unsqueeze(1), false)
+            .squeeze_dim(1);
+        let target = tch::no_grad(|| -> Result<Tensor> {
+            let next_target = self.target.forward(&batch.next_obs)?;
+            let next_value = if self.config.double {
+                let best = self.online.forward(&batch.next_obs)?.argmax(-1, true);
+                next_target.gather(1, &best, false).squeeze_dim(1)
+            } else {
+                next_target.amax(-1, false)
+            };
+            Ok(&batch.returns + &batch.discounts * next_value)
+        })?;
+        let delta = &target - &q_taken;
+        let per_sample = match self.config.loss {
+            TdLoss::Huber => q_taken.huber_loss(&target, tch::Reduction::None, 1.0),
+            TdLoss::Mse => delta.square(),
+        };
+        // Prioritized replay scales each sample's loss by its importance weight (Schaul et al.
+        // 2016, Algorithm 1, line 11); uniform replay passes weights of 1.
+        let loss = (&batch.weights * per_sample).mean(Kind::Float);
+        Ok((loss, delta.detach(), q_taken.detach()))
+    }
+
+    /// One gradient step on this rank's batch (gradients averaged over ranks), then the target
+    /// update when the gradient-step count reaches a multiple of `target_every`.
+    pub fn update(
+        &mut self,
+        batch: &TransitionBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<DqnStats> {
+        let (loss, delta, q_taken) = self.td_loss(batch)?;
+        let steps = self.gradient_steps;
+        let grad_norm = synchronised_step(
+            &mut self.optimizer,
+            &loss,
+            self.config.max_grad_norm,
+            self.config.learning_rate,
+            collective,
+            &|| format!("dqn gradient step {steps}"),
+        )?;
+        self.gradient_steps += 1;
+        let target_updated = self.gradient_steps.is_multiple_of(self.config.target_every);
+        if target_updated {
+            self.copy_to_target(self.config.tau);
+        }
+        let td_errors = Vec::<f32>::try_from(delta.abs().to_device(Device::Cpu))?;
+        Ok(DqnStats {
+            loss: loss.double_value(&[]),
+            q_mean: q_taken.mean(Kind::Float).double_value(&[]),
+            td_abs_mean: td_errors.iter().map(|&d| d as f64).sum::<f64>()
+                / td_errors.len().max(1) as f64,
+            grad_norm,
+            target_updated,
+            td_errors,
+        })
+    }
+}

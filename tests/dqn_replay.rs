@@ -1,0 +1,428 @@
+//! The replay memory against references: the sum-tree against a brute-force prefix search and
+//! sampling frequencies, prioritized sampling and its importance weights, and frame storage
+//! against the stacked observations a real VecEnv produced, across episode boundaries
+//! (terminations and time-limit truncations) and ring wrap-around.
+
+use std::collections::HashMap;
+
+use tandem::algo::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
+use tandem_env::rng::Xoshiro256;
+use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec};
+
+/// The leaf a prefix mass falls into, by a linear scan.
+fn brute_force_find(priorities: &[f64], mass: f64) -> usize {
+    let mut acc = 0.0;
+    for (i, &p) in priorities.iter().enumerate() {
+        acc += p;
+        if mass < acc {
+            return i;
+        }
+    }
+    priorities.iter().rposition(|&p| p > 0.0).unwrap()
+}
+
+#[test]
+fn sum_tree_matches_a_brute_force_prefix_search_through_updates() {
+    let mut rng = Xoshiro256::new(7);
+    let n = 37; // not a power of two: the padding leaves must never be chosen
+    let mut tree = SumTree::new(n);
+    let mut reference = vec![0.0f64; n];
+    for round in 0..5 {
+        // Update a random subset, some to zero.
+        for _ in 0..20 {
+            let i = rng.below(n as u64) as usize;
+            let p = if rng.next_f64() < 0.2 {
+                0.0
+            } else {
+                rng.uniform(0.01, 5.0)
+            };
+            tree.set(i, p);
+            reference[i] = p;
+        }
+        let total: f64 = reference.iter().sum();
+        assert!(
+            (tree.total() - total).abs() < 1e-9,
+            "round {round}: total {} vs {total}",
+            tree.total()
+        );
+        for (i, &p) in reference.iter().enumerate() {
+            assert_eq!(tree.get(i), p);
+        }
+        for _ in 0..2000 {
+            let mass = rng.next_f64() * total;
+            let found = tree.find(mass);
+            let expected = brute_force_find(&reference, mass);
+            // Rounding may move a mass sitting on a boundary to the neighbour; it must still
+            // be a leaf whose interval (within rounding) holds the mass, and never a zero leaf.
+            assert!(reference[found] > 0.0, "round {round}: zero leaf {found}");
+            if found != expected {
+                let before: f64 = reference[..found].iter().sum();
+                assert!(
+                    (mass - before).abs() < 1e-9 || (mass - before - reference[found]).abs() < 1e-9,
+                    "round {round}: mass {mass} found {found}, brute force {expected}"
+                );
+            }
+        }
+        // The edges: the total itself and zero pick the last and first positive leaves.
+        assert_eq!(
+            tree.find(total),
+            reference.iter().rposition(|&p| p > 0.0).unwrap()
+        );
+        assert_eq!(
+            tree.find(0.0),
+            reference.iter().position(|&p| p > 0.0).unwrap()
+        );
+    }
+}
+
+#[test]
+fn sum_tree_sampling_frequencies_follow_the_priorities() {
+    let priorities = [1.0, 0.0, 3.0, 0.5, 6.0, 0.0, 2.5, 7.0];
+    let mut tree = SumTree::new(priorities.len());
+    for (i, &p) in priorities.iter().enumerate() {
+        tree.set(i, p);
+    }
+    // A priority update must show up in the frequencies too.
+    tree.set(0, 4.0);
+    let mut expected = priorities;
+    expected[0] = 4.0;
+    let total: f64 = expected.iter().sum();
+    let mut rng = Xoshiro256::new(11);
+    let draws = 200_000;
+    let mut counts = [0usize; 8];
+    for _ in 0..draws {
+        counts[tree.find(rng.next_f64() * tree.total())] += 1;
+    }
+    for i in 0..8 {
+        let p = expected[i] / total;
+        let freq = counts[i] as f64 / draws as f64;
+        // Five standard errors of a binomial proportion.
+        let tolerance = 5.0 * (p * (1.0 - p) / draws as f64).sqrt() + 1e-12;
+        assert!(
+            (freq - p).abs() <= tolerance,
+            "leaf {i}: frequency {freq} vs probability {p} (tolerance {tolerance})"
+        );
+    }
+}
+
+fn vector_spec(capacity: usize, num_envs: usize, n_step: usize, alpha: Option<f64>) -> ReplaySpec {
+    ReplaySpec {
+        capacity,
+        num_envs,
+        obs_len: 1,
+        stack: 1,
+        pixels: false,
+        n_step,
+        gamma: 0.5,
+        priority_alpha: alpha,
+    }
+}
+
+/// Pushes `steps` vector steps of a synthetic single-value environment whose observation is the
+/// step number and whose reward is 1; `done_every` ends an episode (terminated).
+fn push_counting(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_every: usize) {
+    for t in 0..steps {
+        let obs: Vec<f32> = (0..num_envs).map(|_| t as f32).collect();
+        let done = (t + 1) % done_every == 0;
+        let finals: Vec<f32> = (0..num_envs).map(|_| 1000.0 + t as f32).collect();
+        buffer
+            .push(&VectorStep {
+                obs: &obs,
+                actions: &vec![(t % 3) as i64; num_envs],
+                rewards: &vec![1.0; num_envs],
+                terminated: &vec![done; num_envs],
+                truncated: &vec![false; num_envs],
+                final_obs: &finals,
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn n_step_returns_stop_at_episode_ends_and_bootstrap_from_n_steps_later() {
+    let mut buffer = ReplayBuffer::new(vector_spec(64, 1, 3, None)).unwrap();
+    push_counting(&mut buffer, 1, 20, 5);
+    let mut rng = Xoshiro256::new(3);
+    let s = buffer.sample(16, 0.4, &mut rng).unwrap();
+    for i in 0..16 {
+        let t = s.obs[i] as usize;
+        let steps_left = 4 - t % 5; // steps after t in its episode
+        if steps_left >= 3 {
+            assert_eq!(s.returns[i], 1.0 + 0.5 + 0.25, "t={t}");
+            assert_eq!(s.discounts[i], 0.125, "t={t}");
+            assert_eq!(s.next_obs[i], (t + 3) as f32, "t={t}");
+        } else {
+            let m = steps_left + 1;
+            let ret: f32 = (0..m).map(|j| 0.5f32.powi(j as i32)).sum();
+            assert_eq!(s.returns[i], ret, "t={t}");
+            assert_eq!(s.discounts[i], 0.0, "terminal within n steps, t={t}");
+            assert_eq!(s.next_obs[i], 1000.0 + (t + steps_left) as f32, "t={t}");
+        }
+        assert_eq!(s.actions[i], (t % 3) as i64);
+        assert_eq!(s.weights[i], 1.0);
+    }
+    // The newest n rows are not ready: step 19 - 2 = 17 is the last one that can be drawn.
+    let all = buffer.sample(buffer.sampleable(), 0.4, &mut rng).unwrap();
+    assert!(all.obs.iter().all(|&t| t <= 16.0), "{:?}", all.obs);
+    assert_eq!(buffer.sampleable(), 17);
+}
+
+#[test]
+fn prioritized_sampling_follows_updated_priorities_with_normalised_weights() {
+    let mut buffer = ReplayBuffer::new(vector_spec(16, 1, 1, Some(1.0))).unwrap();
+    push_counting(&mut buffer, 1, 9, 1000);
+    assert_eq!(buffer.sampleable(), 8);
+    let mut rng = Xoshiro256::new(5);
+    let s = buffer.sample(8, 1.0, &mut rng).unwrap();
+    // Give observation 2 nine times the priority of every other transition.
+    let errors: Vec<f32> = s
+        .obs
+        .iter()
+        .map(|&t| if t == 2.0 { 9.0 } else { 1.0 })
+        .collect();
+    buffer.update_priorities(&s.slots, &errors).unwrap();
+    let mut hits = 0;
+    let draws = 4000;
+    for _ in 0..draws / 8 {
+        let s = buffer.sample(8, 1.0, &mut rng).unwrap();
+        for (i, &t) in s.obs.iter().enumerate() {
+            if t == 2.0 {
+                hits += 1;
+                // The most likely transition has the smallest weight: (N P)^-1 normalised by the
+                // batch maximum, which belongs to a priority-1 transition: 1/9.
+                assert!((s.weights[i] - 1.0 / 9.0).abs() < 1e-3, "{}", s.weights[i]);
+            } else {
+                assert!((s.weights[i] - 1.0).abs() < 1e-6);
+            }
+        }
+    }
+    // P(2) = 9 / 16; stratified sampling keeps the count close.
+    let freq = hits as f64 / draws as f64;
+    assert!((freq - 9.0 / 16.0).abs() < 0.03, "frequency {freq}");
+    // New transitions enter at the largest priority seen (9).
+    push_counting(&mut buffer, 1, 1, 1000);
+    assert_eq!(buffer.sampleable(), 9);
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let err = ReplayBuffer::new(vector_spec(4, 1, 5, None)).unwrap_err();
+    assert!(err.to_string().contains("n-step 5"), "{err}");
+    let mut buffer = ReplayBuffer::new(vector_spec(16, 2, 1, None)).unwrap();
+    let err = buffer
+        .push(&VectorStep {
+            obs: &[0.0],
+            actions: &[0],
+            rewards: &[0.0],
+            terminated: &[false],
+            truncated: &[false],
+            final_obs: &[0.0],
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("2 environments"), "{err}");
+    let mut rng = Xoshiro256::new(1);
+    let err = buffer.sample(4, 0.4, &mut rng).unwrap_err();
+    assert!(err.to_string().contains("0 are ready"), "{err}");
+    let mut pixels = ReplayBuffer::new(ReplaySpec {
+        pixels: true,
+        ..vector_spec(16, 1, 1, None)
+    })
+    .unwrap();
+    let err = pixels
+        .push(&VectorStep {
+            obs: &[0.5],
+            actions: &[0],
+            rewards: &[0.0],
+            terminated: &[false],
+            truncated: &[false],
+            final_obs: &[0.0],
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("0.5"), "{err}");
+}
+
+/// What a transition looked like when the env produced it.
+struct Recorded {
+    obs: Vec<f32>,
+    next: Vec<f32>,
+}
+
+/// Steps a real VecEnv with random actions into a buffer and checks every stored transition's
+/// rebuilt observation and next observation against what the env returned.
+fn check_frame_storage(spec: EnvSpec, stack: usize, pixels: bool, capacity_rows: usize) {
+    let num_envs = 3;
+    let mut envs = VecEnv::new(&spec, &[10, 11, 12], 1).unwrap();
+    let obs_len = envs.obs_len();
+    let mut buffer = ReplayBuffer::new(ReplaySpec {
+        capacity: capacity_rows * num_envs,
+        num_envs,
+        obs_len,
+        stack,
+        pixels,
+        n_step: 1,
+        gamma: 0.99,
+        priority_alpha: None,
+    })
+    .unwrap();
+    let mut rng = Xoshiro256::new(99);
+    envs.reset();
+    let mut recorded: HashMap<(u64, usize), Recorded> = HashMap::new();
+    let (mut terminations, mut truncations) = (0, 0);
+    let steps = capacity_rows as u64 * 3 + 5;
+    for t in 0..steps {
+        let obs = envs.obs().to_vec();
+        let actions: Vec<i64> = (0..num_envs)
+            .map(|_| rng.below(envs.num_actions() as u64) as i64)
+            .collect();
+        envs.step(&actions).unwrap();
+        buffer
+            .push(&VectorStep {
+                obs: &obs,
+                actions: &actions,
+                rewards: envs.rewards(),
+                terminated: envs.terminated(),
+                truncated: envs.truncated(),
+                final_obs: envs.final_obs(),
+            })
+            .unwrap();
+        for e in 0..num_envs {
+            let done = envs.terminated()[e] || envs.truncated()[e];
+            terminations += envs.terminated()[e] as usize;
+            truncations += (envs.truncated()[e] && !envs.terminated()[e]) as usize;
+            let next = if done {
+                envs.final_obs_row(e).to_vec()
+            } else {
+                envs.obs()[e * obs_len..(e + 1) * obs_len].to_vec()
+            };
+            recorded.insert(
+                (t, e),
+                Recorded {
+                    obs: obs[e * obs_len..(e + 1) * obs_len].to_vec(),
+                    next,
+                },
+            );
+        }
+        let _ = envs.drain_episodes();
+    }
+    assert!(
+        terminations > 3 && truncations > 3,
+        "{terminations} terminations, {truncations} truncations"
+    );
+    // Rows still in the ring with their whole stack: the newest `capacity_rows - stack + 1`,
+    // except the newest one (its next observation is not stored yet).
+    let newest = steps - 1;
+    let oldest_full = newest + 1 - capacity_rows as u64 + (stack as u64 - 1);
+    let mut checked = 0;
+    for t in oldest_full..newest {
+        for e in 0..num_envs {
+            let slot = (t % capacity_rows as u64) as usize * num_envs + e;
+            let want = &recorded[&(t, e)];
+            assert_eq!(
+                buffer.observation(slot),
+                want.obs,
+                "observation of step {t}, env {e}"
+            );
+            assert_eq!(
+                buffer.next_observation(slot),
+                want.next,
+                "next observation of step {t}, env {e}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3 * (capacity_rows - stack - 1));
+    // Sampled batches return exactly these too.
+    let s = buffer.sample(32, 0.4, &mut rng).unwrap();
+    for i in 0..32 {
+        let obs = &s.obs[i * obs_len..(i + 1) * obs_len];
+        let next = &s.next_obs[i * obs_len..(i + 1) * obs_len];
+        assert_eq!(obs, buffer.observation(s.slots[i]).as_slice());
+        assert_eq!(next, buffer.next_observation(s.slots[i]).as_slice());
+    }
+}
+
+#[test]
+fn frame_storage_rebuilds_cartpole_stacks_across_terminations_and_truncations() {
+    let spec = EnvSpec {
+        game: GameSpec::CartPole,
+        wrappers: vec![
+            WrapperSpec::TimeLimit { max_steps: 13 },
+            WrapperSpec::FrameStack { frames: 4 },
+        ],
+    };
+    check_frame_storage(spec, 4, false, 60);
+}
+
+#[test]
+fn frame_storage_rebuilds_minatar_stacks_as_bytes() {
+    let spec = EnvSpec {
+        game: GameSpec::MinAtarBreakout {
+            sticky_action_prob: 0.1,
+            full_action_set: false,
+        },
+        wrappers: vec![
+            WrapperSpec::TimeLimit { max_steps: 7 },
+            WrapperSpec::FrameStack { frames: 3 },
+        ],
+    };
+    check_frame_storage(spec, 3, true, 50);
+}
+
+#[test]
+fn a_buffer_survives_a_round_trip_through_its_file() {
+    let mut buffer = ReplayBuffer::new(vector_spec(32, 2, 2, Some(0.6))).unwrap();
+    push_counting(&mut buffer, 2, 40, 7);
+    let dir = std::env::temp_dir().join(format!("tandem-replay-{}", std::process::id()));
+    let path = dir.join("replay-rank0.bin");
+    buffer.save(&path).unwrap();
+    let loaded = ReplayBuffer::load(vector_spec(32, 2, 2, Some(0.6)), &path).unwrap();
+    assert_eq!(loaded.to_bytes(), buffer.to_bytes());
+    let (mut a, mut b) = (Xoshiro256::new(4), Xoshiro256::new(4));
+    assert_eq!(
+        loaded.sample(8, 0.5, &mut a).unwrap(),
+        buffer.sample(8, 0.5, &mut b).unwrap()
+    );
+    let err = ReplayBuffer::load(vector_spec(32, 2, 3, Some(0.6)), &path).unwrap_err();
+    assert!(format!("{err:#}").contains("another layout"), "{err:#}");
+    std::fs::write(&path, b"garbage").unwrap();
+    let err = ReplayBuffer::load(vector_spec(32, 2, 2, Some(0.6)), &path).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("truncated") || format!("{err:#}").contains("magic"),
+        "{err:#}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_stack_that_does_not_continue_its_previous_frames_is_an_error() {
+    let mut buffer = ReplayBuffer::new(ReplaySpec {
+        capacity: 16,
+        num_envs: 1,
+        obs_len: 2,
+        stack: 2,
+        pixels: false,
+        n_step: 1,
+        gamma: 0.9,
+        priority_alpha: None,
+    })
+    .unwrap();
+    fn step(obs: &[f32]) -> VectorStep<'_> {
+        VectorStep {
+            obs,
+            actions: &[0],
+            rewards: &[0.0],
+            terminated: &[false],
+            truncated: &[false],
+            final_obs: &[0.0, 0.0],
+        }
+    }
+    buffer.push(&step(&[1.0, 1.0])).unwrap();
+    buffer.push(&step(&[1.0, 2.0])).unwrap();
+    // The older frame should be 2 (the previous newest frame), as frame-stack would give.
+    let err = buffer.push(&step(&[5.0, 3.0])).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not continue its frame stack"),
+        "{err}"
+    );
+}
