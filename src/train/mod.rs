@@ -8,6 +8,7 @@ pub mod envs;
 pub mod metrics;
 pub mod off_policy;
 mod on_policy;
+mod shared;
 
 pub use on_policy::actor_critic_spec;
 

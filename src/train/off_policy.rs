@@ -24,6 +24,10 @@ use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
+use super::shared::{
+    batch_tensor, normalizer_tensors, params_finite, restore_envs, restore_normalizers,
+    sync_normalizers, sync_policy,
+};
 use super::{Outcome, RankContext, actor_critic_spec, derived_seed};
 use crate::algo::Collective;
 use crate::algo::dqn::{Dqn, DqnConfig, DqnStats, TdLoss, annealed, epsilon_at};
@@ -42,22 +46,6 @@ pub const EXCHANGE_EVERY: u64 = 16;
 
 /// Adam's epsilon for DQN: torch's default, as in CleanRL's and SB3's DQN.
 const ADAM_EPS: f64 = 1e-8;
-
-/// The DDP policy the config asks for (the same mapping as the on-policy trainer's).
-fn sync_policy(experiment: &Experiment) -> SyncPolicy {
-    match experiment.sync.policy {
-        tandem_config::SyncPolicy::Allreduce {
-            bucket_mb,
-            compression,
-        } => SyncPolicy::AllReduce {
-            bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
-            bf16: compression == tandem_config::Compression::Bf16,
-        },
-        tandem_config::SyncPolicy::Broadcast => SyncPolicy::Broadcast,
-        tandem_config::SyncPolicy::Periodic { every } => SyncPolicy::Periodic { every },
-        tandem_config::SyncPolicy::None => SyncPolicy::None,
-    }
-}
 
 /// Frames per stacked observation that the replay can rebuild: the frame-stack's `n` when no
 /// later wrapper changes observations, else 1 (whole observations are stored).
@@ -92,14 +80,6 @@ fn stores_bytes(experiment: &Experiment, dtype: Dtype) -> bool {
 /// Where rank `rank` keeps its replay buffer in a run directory.
 pub fn replay_path(run_dir: &std::path::Path, rank: usize) -> PathBuf {
     checkpoint::checkpoint_dir(run_dir).join(format!("replay-rank{rank}.bin"))
-}
-
-fn tensor_of(values: &[f32], rows: usize, shape: &[i64], device: Device) -> Tensor {
-    let mut full = vec![rows as i64];
-    full.extend_from_slice(shape);
-    Tensor::from_slice(values)
-        .view(full.as_slice())
-        .to_device(device)
 }
 
 #[derive(Default)]
@@ -315,7 +295,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 exp.train.total_steps,
             );
             let obs_rows = envs.obs().to_vec();
-            let obs = tensor_of(&obs_rows, n_envs, &obs_shape, device);
+            let obs = batch_tensor(&obs_rows, n_envs, &obs_shape, device);
             let actions = Vec::<i64>::try_from(
                 learner
                     .act(&obs, epsilon)?
@@ -354,11 +334,11 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 Xoshiro256::new(derived_seed(exp.seed, SEED_REPLAY, rank as u64, iteration));
             let sample = replay.sample(per_rank_batch, beta, &mut rng)?;
             let batch = crate::algo::dqn::TransitionBatch {
-                obs: tensor_of(&sample.obs, per_rank_batch, &obs_shape, device),
+                obs: batch_tensor(&sample.obs, per_rank_batch, &obs_shape, device),
                 actions: Tensor::from_slice(&sample.actions).to_device(device),
                 returns: Tensor::from_slice(&sample.returns).to_device(device),
                 discounts: Tensor::from_slice(&sample.discounts).to_device(device),
-                next_obs: tensor_of(&sample.next_obs, per_rank_batch, &obs_shape, device),
+                next_obs: batch_tensor(&sample.next_obs, per_rank_batch, &obs_shape, device),
                 weights: Tensor::from_slice(&sample.weights).to_device(device),
             };
             let stats = learner.update(&batch, &mut ddp)?;
@@ -574,92 +554,4 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     }
     ddp.group().barrier()?;
     Ok(outcome)
-}
-
-fn params_finite(params: &[Tensor]) -> bool {
-    params
-        .iter()
-        .all(|p| p.isfinite().all().int64_value(&[]) != 0)
-}
-
-/// All-reduces the normalisers' new statistics so every rank normalises identically.
-fn sync_normalizers(envs: &mut tandem_env::VecEnv, ddp: &mut Ddp) -> Result<()> {
-    let deltas = envs.normalizer_deltas();
-    if deltas.is_empty() {
-        return Ok(());
-    }
-    let mut merged = Vec::with_capacity(deltas.len());
-    for d in deltas {
-        let mut sums = d.to_sums();
-        ddp.all_reduce_sum(&mut sums)?;
-        merged.push(
-            tandem_env::NormStats::from_sums(&sums)
-                .context("normaliser statistics do not merge")?,
-        );
-    }
-    envs.apply_normalizer_sync(&merged)?;
-    Ok(())
-}
-
-fn normalizer_tensors(envs: &tandem_env::VecEnv) -> Vec<(String, Tensor)> {
-    envs.normalizer_stats()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
-        .collect()
-}
-
-fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Result<()> {
-    let count = envs.normalizer_stats().len();
-    if count == 0 {
-        return Ok(());
-    }
-    let mut stats = Vec::with_capacity(count);
-    for i in 0..count {
-        let name = format!("normalizer.{i}");
-        let (_, t) = ckpt
-            .tensors
-            .iter()
-            .find(|(n, _)| *n == name)
-            .with_context(|| format!("the checkpoint has no {name}"))?;
-        let sums = Vec::<f64>::try_from(t)?;
-        stats.push(
-            tandem_env::NormStats::from_sums(&sums)
-                .with_context(|| format!("{name} in the checkpoint is malformed"))?,
-        );
-    }
-    envs.set_normalizer_stats(&stats)?;
-    Ok(())
-}
-
-/// Restores this rank's environments from the snapshot saved with `ckpt` when there is one for
-/// the same world size (as the on-policy trainer does); otherwise they start fresh episodes.
-fn restore_envs(
-    envs: &mut tandem_env::VecEnv,
-    run_dir: &std::path::Path,
-    ckpt: &Checkpoint,
-    rank: usize,
-    world: usize,
-) -> Result<bool> {
-    if ckpt.world_size != world as u64 {
-        tracing::info!(
-            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
-            ckpt.world_size
-        );
-        return Ok(false);
-    }
-    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
-    let restored = std::fs::read(&path)
-        .map_err(anyhow::Error::from)
-        .and_then(|bytes| envs.restore(&bytes).map_err(anyhow::Error::from));
-    match restored {
-        Ok(()) => Ok(true),
-        Err(e) => {
-            tracing::warn!(
-                "cannot restore the environments from {} ({e}): they start fresh episodes",
-                path.display()
-            );
-            Ok(false)
-        }
-    }
 }

@@ -16,6 +16,10 @@ use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
+use super::shared::{
+    batch_tensor, normalizer_tensors, params_finite, restore_envs, restore_normalizers,
+    sync_normalizers, sync_policy,
+};
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
     A2c, A2cConfig, A2cStats, Collective, MinibatchSampler, OptimizerSpec, Ppo, PpoConfig,
@@ -100,21 +104,6 @@ pub fn actor_critic_spec(experiment: &Experiment) -> Result<ActorCriticSpec> {
         share_torso: experiment.network.shared,
         scale_pixels,
     })
-}
-
-fn sync_policy(experiment: &Experiment) -> SyncPolicy {
-    match experiment.sync.policy {
-        tandem_config::SyncPolicy::Allreduce {
-            bucket_mb,
-            compression,
-        } => SyncPolicy::AllReduce {
-            bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
-            bf16: compression == tandem_config::Compression::Bf16,
-        },
-        tandem_config::SyncPolicy::Broadcast => SyncPolicy::Broadcast,
-        tandem_config::SyncPolicy::Periodic { every } => SyncPolicy::Periodic { every },
-        tandem_config::SyncPolicy::None => SyncPolicy::None,
-    }
 }
 
 fn ppo_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> PpoConfig {
@@ -437,7 +426,8 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let t3 = Instant::now();
         let log_now = match exp.log.interval {
             Interval::Updates(n) => update.is_multiple_of(n.max(1)),
-            Interval::Seconds(s) => last_log.elapsed() >= Duration::from_secs(s),
+            // Clocks differ between ranks, and logging runs a collective: rank 0's clock decides.
+            Interval::Seconds(s) => ddp.decide(last_log.elapsed() >= Duration::from_secs(s))?,
         } || update == total_updates
             || global_step >= stop_step
             || stop;
@@ -620,21 +610,6 @@ fn agreed_state(vs: &VarStore, learner: &Learner, policy: &SyncPolicy) -> Vec<(S
     named
 }
 
-/// The VecEnv's contiguous observation rows as one `[N, ...obs_shape]` tensor on `device`.
-fn batch_tensor(rows: &[f32], n: usize, obs_shape: &[i64], device: Device) -> Tensor {
-    let mut shape = vec![n as i64];
-    shape.extend_from_slice(obs_shape);
-    Tensor::from_slice(rows)
-        .view(shape.as_slice())
-        .to_device(device)
-}
-
-fn params_finite(params: &[Tensor]) -> bool {
-    params
-        .iter()
-        .all(|p| p.isfinite().all().int64_value(&[]) != 0)
-}
-
 fn ppo_scalars(s: &PpoStats) -> Scalars {
     vec![
         ("loss/policy", s.policy_loss),
@@ -658,94 +633,4 @@ fn a2c_scalars(s: &A2cStats) -> Scalars {
         ("optim/grad_norm", s.grad_norm),
         ("optim/learning_rate", s.learning_rate),
     ]
-}
-
-/// All-reduces the normalisers' new statistics so every rank normalises identically.
-fn sync_normalizers(envs: &mut tandem_env::VecEnv, ddp: &mut Ddp) -> Result<()> {
-    let deltas = envs.normalizer_deltas();
-    if deltas.is_empty() {
-        return Ok(());
-    }
-    let mut merged = Vec::with_capacity(deltas.len());
-    for d in deltas {
-        let mut sums = d.to_sums();
-        ddp.all_reduce_sum(&mut sums)?;
-        merged.push(
-            tandem_env::NormStats::from_sums(&sums)
-                .context("normaliser statistics do not merge")?,
-        );
-    }
-    envs.apply_normalizer_sync(&merged)?;
-    Ok(())
-}
-
-fn normalizer_tensors(envs: &tandem_env::VecEnv) -> Vec<(String, Tensor)> {
-    envs.normalizer_stats()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
-        .collect()
-}
-
-/// Restores this rank's environments from the snapshot saved with `ckpt`, when there is one
-/// for the same world size. Returns whether it did; a resume on another number of ranks (or a
-/// missing snapshot) starts fresh episodes instead.
-fn restore_envs(
-    envs: &mut tandem_env::VecEnv,
-    run_dir: &std::path::Path,
-    ckpt: &Checkpoint,
-    rank: usize,
-    world: usize,
-) -> Result<bool> {
-    if ckpt.world_size != world as u64 {
-        tracing::info!(
-            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
-            ckpt.world_size
-        );
-        return Ok(false);
-    }
-    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!(
-                "no environment snapshot {} ({e}): environments start fresh episodes",
-                path.display()
-            );
-            return Ok(false);
-        }
-    };
-    match envs.restore(&bytes) {
-        Ok(()) => Ok(true),
-        Err(e) => {
-            tracing::warn!(
-                "cannot restore {}: {e}; environments start fresh episodes",
-                path.display()
-            );
-            Ok(false)
-        }
-    }
-}
-
-fn restore_normalizers(envs: &mut tandem_env::VecEnv, ckpt: &Checkpoint) -> Result<()> {
-    let count = envs.normalizer_stats().len();
-    if count == 0 {
-        return Ok(());
-    }
-    let mut stats = Vec::with_capacity(count);
-    for i in 0..count {
-        let name = format!("normalizer.{i}");
-        let (_, t) = ckpt
-            .tensors
-            .iter()
-            .find(|(n, _)| *n == name)
-            .with_context(|| format!("the checkpoint has no {name}"))?;
-        let sums = Vec::<f64>::try_from(t)?;
-        stats.push(
-            tandem_env::NormStats::from_sums(&sums)
-                .with_context(|| format!("{name} in the checkpoint is malformed"))?,
-        );
-    }
-    envs.set_normalizer_stats(&stats)?;
-    Ok(())
 }
