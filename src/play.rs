@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+use crate::algo::dqn::Dqn;
 use crate::nn::{ActionSpace, ActorCritic, parameters_in_order};
 use crate::train::{checkpoint, derived_seed, envs};
 
@@ -58,6 +59,65 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The trained policy of either kind of learner.
+enum Policy {
+    ActorCritic(ActorCritic),
+    /// Acts epsilon-greedily with this epsilon unless `--greedy`.
+    Dqn(Dqn),
+}
+
+/// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
+const EVAL_EPSILON: f64 = 0.05;
+
+impl Policy {
+    fn load(
+        experiment: &tandem_config::Experiment,
+        spec: &crate::nn::ActorCriticSpec,
+        obs_shape: &[i64],
+        actions: i64,
+        ckpt: &checkpoint::Checkpoint,
+    ) -> Result<Policy> {
+        match &experiment.algorithm {
+            tandem_config::Algorithm::Dqn(cfg) => {
+                let dqn = Dqn::new(
+                    Device::Cpu,
+                    &spec.network,
+                    spec.scale_pixels,
+                    obs_shape,
+                    actions,
+                    cfg.dueling,
+                    crate::train::off_policy::dqn_config(cfg),
+                )?;
+                checkpoint::restore_into(ckpt, &dqn.named_state())?;
+                Ok(Policy::Dqn(dqn))
+            }
+            _ => {
+                let vs = VarStore::new(Device::Cpu);
+                let model = ActorCritic::new(
+                    &vs.root(),
+                    spec,
+                    obs_shape,
+                    ActionSpace::Discrete { n: actions },
+                )?;
+                let targets: Vec<(String, Tensor)> = parameters_in_order(&vs)
+                    .into_iter()
+                    .map(|(n, t)| (format!("model.{n}"), t))
+                    .collect();
+                checkpoint::restore_into(ckpt, &targets)?;
+                Ok(Policy::ActorCritic(model))
+            }
+        }
+    }
+
+    fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
+        match self {
+            Policy::ActorCritic(m) if greedy => m.act_greedy(obs),
+            Policy::ActorCritic(m) => Ok(m.act(obs)?.actions),
+            Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
+        }
+    }
+}
+
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
@@ -83,20 +143,13 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
     let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
-    let vs = VarStore::new(Device::Cpu);
-    let model = ActorCritic::new(
-        &vs.root(),
+    let policy = Policy::load(
+        &experiment,
         &spec,
         &obs_shape,
-        ActionSpace::Discrete {
-            n: env.num_actions() as i64,
-        },
+        env.num_actions() as i64,
+        &ckpt,
     )?;
-    let targets: Vec<(String, Tensor)> = parameters_in_order(&vs)
-        .into_iter()
-        .map(|(n, t)| (format!("model.{n}"), t))
-        .collect();
-    checkpoint::restore_into(&ckpt, &targets)?;
     tch::manual_seed(seed as i64);
 
     let want_gif = args.gif.is_some();
@@ -123,13 +176,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         let mut shape = vec![1i64];
         shape.extend_from_slice(&obs_shape);
         let obs = Tensor::from_slice(env.obs()).view(shape.as_slice());
-        let action = tch::no_grad(|| -> Result<Tensor> {
-            Ok(if args.greedy {
-                model.act_greedy(&obs)?
-            } else {
-                model.act(&obs)?.actions
-            })
-        })?;
+        let action = tch::no_grad(|| policy.act(&obs, args.greedy))?;
         let a = action.to_kind(Kind::Int64).int64_value(&[0]);
         env.step(&[a])?;
         steps += 1;

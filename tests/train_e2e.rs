@@ -828,3 +828,36 @@ fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
         "the resumed run's parameters differ from the uninterrupted run's"
     );
 }
+
+#[test]
+fn play_evaluates_a_dqn_checkpoint_too() {
+    let example = format!(
+        "{}/experiments/cartpole-dqn.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = fresh_dir("dqn-play");
+    let mut cmd = tandem();
+    cmd.args([
+        "train",
+        &example,
+        "--max-steps",
+        "3000",
+        "--quiet",
+        "--run-dir",
+    ])
+    .arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let gif = dir.join("episode.gif");
+    let play = run(
+        tandem()
+            .arg("play")
+            .arg(&dir)
+            .args(["--episodes", "2", "--greedy", "--gif"])
+            .arg(&gif),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    assert!(text(&play).contains("episode 2: return"), "{}", text(&play));
+    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+}

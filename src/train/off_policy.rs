@@ -125,18 +125,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         &obs_shape,
         envs.num_actions() as i64,
         cfg.dueling,
-        DqnConfig {
-            learning_rate: cfg.lr,
-            adam_eps: ADAM_EPS,
-            double: cfg.double,
-            loss: match cfg.loss {
-                tandem_config::Loss::Huber => TdLoss::Huber,
-                tandem_config::Loss::Mse => TdLoss::Mse,
-            },
-            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
-            target_every: cfg.target_every,
-            tau: cfg.tau,
-        },
+        dqn_config(&cfg),
     )?;
     let params = trainable_parameters_in_order(learner.online_vs());
     let mut ddp = Ddp::new(pg, &params, sync_policy(&exp))?;
@@ -552,6 +541,24 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         );
         crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
     }
-    ddp.group().barrier()?;
+    // Nobody leaves while another rank may still be in a collective or need rank 0's store.
+    ddp.into_group()
+        .shutdown(Duration::from_secs_f64(exp.sync.collective_timeout_s))?;
     Ok(outcome)
+}
+
+/// The learner's settings from the config's `algorithm "dqn"` node.
+pub fn dqn_config(cfg: &tandem_config::Dqn) -> DqnConfig {
+    DqnConfig {
+        learning_rate: cfg.lr,
+        adam_eps: ADAM_EPS,
+        double: cfg.double,
+        loss: match cfg.loss {
+            tandem_config::Loss::Huber => TdLoss::Huber,
+            tandem_config::Loss::Mse => TdLoss::Mse,
+        },
+        max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
+        target_every: cfg.target_every,
+        tau: cfg.tau,
+    }
 }
