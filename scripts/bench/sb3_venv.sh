@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Creates (once) .deps/venv-sb3: Stable-Baselines3 2.9.2 on the PyPI build of
+# torch 2.13.0, runnable on CPU without the NVIDIA wheels torch declares.
+# torch is installed --no-deps with only its pure-Python dependencies, the CUDA
+# runtime and CUPTI wheels (libtorch_cpu needs them), and stand-ins for the
+# other CUDA libraries (scripts/bench/torch_cpu_stubs.py). Wheels already in
+# .deps/wheels are used instead of downloading them again.
+# Usage: scripts/bench/sb3_venv.sh   (prints the venv's python on success)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+venv="$root/.deps/venv-sb3"
+# The cached torch wheel is cp312; pyenv's 3.12 is used when python3 is older.
+python="${SB3_PYTHON:-}"
+if [ -z "$python" ]; then
+    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
+        # pyenv shims exist for versions that are not selected: check the command runs.
+        if "$candidate" -c 'import sys' >/dev/null 2>&1; then python="$candidate"; break; fi
+    done
+fi
+if ! "$venv/bin/python" -c "import torch, stable_baselines3" >/dev/null 2>&1; then
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
+    "${pip[@]}" --no-deps --find-links "$root/.deps/wheels" \
+        torch==2.13.0 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85 stable-baselines3==2.9.2
+    # pip warns here that torch's NVIDIA requirements are not installed: expected.
+    "${pip[@]}" filelock==4.3.1 typing-extensions==4.16.0 setuptools==84.2.1 sympy==1.14.0 \
+        mpmath==1.3.0 networkx==3.7 jinja2==3.1.6 markupsafe==3.0.4 fsspec==2026.9.0 \
+        gymnasium==1.4.0 farama-notifications==0.0.6 numpy==2.5.5 cloudpickle==3.1.3
+    site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    "$venv/bin/python" "$root/scripts/bench/torch_cpu_stubs.py" "$site" >&2
+    "$venv/bin/python" -c "import torch, stable_baselines3" 
+fi
+echo "$venv/bin/python"

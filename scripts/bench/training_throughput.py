@@ -1,0 +1,98 @@
+"""Training throughput of tandem's PPO on CartPole, MinAtar Breakout and Atari
+Breakout, and where the wall time of each run goes.
+
+For each game and thread count it runs `tandem train` once (one CPU rank) and
+reports: environment steps per second of the training loop (summary.json), and
+the phase times that tandem writes to TensorBoard per logging interval
+(time/rollout_s, which contains time/inference_s; time/learn_s; time/sync_s;
+time/log_s), summed over the run. The libtorch share is
+(inference + learn) / wall time of the training loop: inference is the policy's
+forward pass during the rollout, learn is the PPO update (GAE, forward,
+backward, optimizer); the rest of the rollout is environment stepping and
+copying observations into tensors.
+
+Run with the TensorBoard venv's python (scripts/bench/training_throughput.sh).
+Environment: TANDEM (binary, default target/release/tandem), THREADS (default
+"1"), GAMES (default "cartpole minatar-breakout atari-breakout"),
+CARTPOLE_STEPS, MINATAR_STEPS, ATARI_STEPS (global step limits, see defaults).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "scripts", "bench")
+TAGS = ["time/rollout_s", "time/inference_s", "time/learn_s", "time/sync_s", "time/log_s"]
+
+GAMES = {
+    # game: (config, default step limit, description)
+    "cartpole": ("scripts/bench/ppo-cartpole.kdl", 100_000,
+                 "8 envs x 32 steps, 20 epochs x 1 minibatch, MLP 64x64"),
+    "minatar-breakout": ("experiments/minatar-breakout.kdl", 200_704,
+                         "16 envs x 128 steps, 4 epochs x 8 minibatches, MinAtar CNN"),
+    "atari-breakout": ("scripts/bench/atari-breakout-ppo.kdl", 65_536,
+                       "8 envs x 128 steps, 4 epochs x 4 minibatches, Nature CNN, DeepMind wrappers"),
+}
+
+
+def scalars(tb_dir):
+    out = subprocess.run([sys.executable, os.path.join(HERE, "tb_scalars.py"), tb_dir, *TAGS],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def run(binary, game, threads, steps, run_root):
+    config, _, _ = GAMES[game]
+    run_dir = os.path.join(run_root, f"{game}-t{threads}")
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    subprocess.run([binary, "train", os.path.join(ROOT, config), "--run-dir", run_dir, "--quiet",
+                    "--set", f"threads={threads}", "--set", f"train.max-steps={steps}",
+                    "--set", "checkpoint.every=#null"], check=True)
+    process_wall = time.perf_counter() - t0
+    load1 = os.getloadavg()[0]
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    phases = {tag: sum(v for _, v in series) for tag, series in scalars(os.path.join(run_dir, "tensorboard")).items()}
+    return summary, phases, process_wall, (load0, load1)
+
+
+def main():
+    binary = os.environ.get("TANDEM", os.path.join(ROOT, "target", "release", "tandem"))
+    threads_list = [int(t) for t in os.environ.get("THREADS", "1").split()]
+    games = os.environ.get("GAMES", " ".join(GAMES)).split()
+    unknown = [g for g in games if g not in GAMES]
+    if unknown:
+        sys.exit(f"training_throughput: unknown game(s) {unknown}; known: {list(GAMES)}")
+    print(f"tandem: {binary}; {os.cpu_count()} CPUs visible")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as run_root:
+        for game in games:
+            steps = int(os.environ.get(game.split("-")[0].upper() + "_STEPS", GAMES[game][1]))
+            for threads in threads_list:
+                summary, ph, process_wall, loads = run(binary, game, threads, steps, run_root)
+                wall = summary["wall_seconds"]
+                torch_s = ph["time/inference_s"] + ph["time/learn_s"]
+                env_s = ph["time/rollout_s"] - ph["time/inference_s"]
+                rows.append((game, threads, summary, ph, wall, torch_s, env_s, process_wall, loads))
+                print(f"{game}, {threads} thread(s): {summary['global_step']} steps in {wall:.1f} s "
+                      f"({summary['steps_per_second']:,.0f} steps/s; process {process_wall:.1f} s), "
+                      f"libtorch share {torch_s / wall:.1%}, load {loads[0]:.1f} -> {loads[1]:.1f}", flush=True)
+    print()
+    print("| game | threads | steps | loop wall s | steps/s | inference s | learn s | rest of rollout (envs, copies) s | sync + log s | libtorch share (inference + learn) / wall | final return (last 20) | load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for game, threads, summary, ph, wall, torch_s, env_s, _, loads in rows:
+        ret = summary["last_20_return_mean"]
+        print(f"| {game} | {threads} | {summary['global_step']:,} | {wall:.1f} | {summary['steps_per_second']:,.0f} | "
+              f"{ph['time/inference_s']:.1f} | {ph['time/learn_s']:.1f} | {env_s:.1f} | "
+              f"{ph['time/sync_s'] + ph['time/log_s']:.2f} | {torch_s / wall:.1%} | "
+              f"{'-' if ret is None else f'{ret:.1f}'} | {loads[0]:.1f}-{loads[1]:.1f} |")
+    print("\nsettings: " + "; ".join(f"{g}: {GAMES[g][2]}" for g in games))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
