@@ -268,6 +268,12 @@ int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* i
   });
 }
 
+// Makes `grad` the gradient tensor of `param`; autograd then accumulates into it in place (so
+// gradients can live inside a flat all-reduce bucket, with no copies around the collective).
+int tdc_set_grad(at::Tensor* param, at::Tensor* grad, char** err) {
+  return guarded(err, [&] { param->mutable_grad() = *grad; });
+}
+
 int tdc_barrier(TdcGroup* g, char** err) {
   return guarded(err, [&] { wait_work(g->backend->barrier()); });
 }

@@ -178,8 +178,13 @@ impl Optimizer {
 
     /// Clears every parameter's gradient.
     pub fn zero_grad(&mut self) {
-        for p in &mut self.params {
-            p.zero_grad();
+        // Zeroed in place (never replaced or detached): DDP keeps gradients as views into its
+        // all-reduce buckets, and they must stay there.
+        for p in &self.params {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
         }
     }
 

@@ -85,6 +85,19 @@ impl Ddp {
             }
             flush(&mut current, &mut buckets)?;
         }
+        // Uncompressed buckets hold the gradients themselves (each parameter's gradient is a view
+        // into its bucket), so a sync is one all-reduce and one division, with no copies.
+        if matches!(policy, SyncPolicy::AllReduce { bf16: false, .. }) && pg.world_size() > 1 {
+            for bucket in &buckets {
+                let mut offset = 0i64;
+                for &i in &bucket.params {
+                    let n = params[i].numel() as i64;
+                    let view = bucket.flat.narrow(0, offset, n).view_as(&params[i]);
+                    super::group::set_grad(&params[i], &view)?;
+                    offset += n;
+                }
+            }
+        }
         Ok(Ddp {
             pg,
             policy,
@@ -156,29 +169,31 @@ impl Ddp {
             SyncPolicy::AllReduce { .. } => {
                 for bucket in &mut self.buckets {
                     tch::no_grad(|| -> Result<()> {
-                        let grads: Vec<Tensor> = bucket
-                            .params
-                            .iter()
-                            .map(|&i| grad_or_zeros(&params[i]).flatten(0, -1))
-                            .collect();
-                        bucket.flat.copy_(&Tensor::cat(&grads, 0));
+                        // Gradients normally live in the bucket already; copy only those that
+                        // do not (compressed buckets, or a gradient someone replaced).
+                        let mut offset = 0i64;
+                        let mut copied = Vec::new();
+                        for &i in &bucket.params {
+                            let n = params[i].numel() as i64;
+                            let mut slot = bucket.flat.narrow(0, offset, n);
+                            let g = params[i].grad();
+                            if !g.defined() {
+                                let _ = slot.zero_();
+                            } else if g.data_ptr() != slot.data_ptr() || g.kind() != slot.kind() {
+                                slot.copy_(&g.view(-1));
+                                copied.push((i, offset, n));
+                            }
+                            offset += n;
+                        }
                         let mut flat = [bucket.flat.shallow_clone()];
                         self.pg
                             .all_reduce_verified(&bucket.layout, &mut flat, ReduceOp::Sum)?;
-                        let mut offset = 0i64;
-                        for &i in &bucket.params {
-                            let n = params[i].numel() as i64;
-                            let mut g = params[i].grad();
-                            let avg = bucket
-                                .flat
-                                .narrow(0, offset, n)
-                                .view_as(&params[i])
-                                .to_kind(Kind::Float)
-                                / world;
-                            if g.defined() {
-                                g.copy_(&avg);
-                            }
-                            offset += n;
+                        let _ = bucket.flat.g_div_scalar_(world);
+                        for (i, offset, n) in copied {
+                            params[i]
+                                .grad()
+                                .view(-1)
+                                .copy_(&bucket.flat.narrow(0, offset, n));
                         }
                         Ok(())
                     })?;

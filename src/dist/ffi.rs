@@ -111,5 +111,6 @@ unsafe extern "C" {
         input: *mut C_tensor,
         err: *mut *mut c_char,
     ) -> c_int;
+    pub fn tdc_set_grad(param: *mut C_tensor, grad: *mut C_tensor, err: *mut *mut c_char) -> c_int;
     pub fn tdc_barrier(group: *mut TdcGroup, err: *mut *mut c_char) -> c_int;
 }

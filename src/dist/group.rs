@@ -61,6 +61,16 @@ pub fn libtorch_version() -> String {
         .into_owned()
 }
 
+/// Makes `grad` the gradient of `param` (a view into a bucket, typically): autograd accumulates
+/// into it in place from then on.
+pub(crate) fn set_grad(param: &Tensor, grad: &Tensor) -> Result<()> {
+    let mut p = param.shallow_clone();
+    let mut g = grad.shallow_clone();
+    let mut err = std::ptr::null_mut();
+    let rc = unsafe { ffi::tdc_set_grad(p.as_mut_ptr(), g.as_mut_ptr(), &mut err) };
+    check(rc, err, "setting a gradient buffer")
+}
+
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
 pub fn set_cuda_device(index: usize) -> Result<()> {
     let mut err = std::ptr::null_mut();
@@ -579,6 +589,13 @@ impl ProcessGroup {
     /// Every rank's `tensor`, in rank order.
     pub fn all_gather(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
         self.verify_layout(&[tensor])?;
+        self.all_gather_unchecked(tensor)
+    }
+
+    /// [`ProcessGroup::all_gather`] without the layout check, for tensors whose shape every rank
+    /// derives from values all ranks already agreed on (a fixed-size count, or a length
+    /// gathered just before).
+    pub(crate) fn all_gather_agreed(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
         self.all_gather_unchecked(tensor)
     }
 

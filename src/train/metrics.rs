@@ -27,7 +27,7 @@ pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Ve
         return Ok(mine.to_vec());
     }
     // Counts first, so every rank can pad to the same length (collectives need equal sizes).
-    let counts = pg.all_gather(&Tensor::from_slice(&[mine.len() as i64]))?;
+    let counts = pg.all_gather_agreed(&Tensor::from_slice(&[mine.len() as i64]))?;
     let counts: Vec<usize> = counts
         .iter()
         .map(|t| t.int64_value(&[0]) as usize)
@@ -42,7 +42,8 @@ pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Ve
         flat[i * 3 + 1] = e.length;
         flat[i * 3 + 2] = e.score;
     }
-    let all = pg.all_gather(&Tensor::from_slice(&flat))?;
+    // Every rank pads to the same gathered maximum.
+    let all = pg.all_gather_agreed(&Tensor::from_slice(&flat))?;
     let mut out = Vec::new();
     for (rank, t) in all.iter().enumerate() {
         let v = Vec::<f64>::try_from(t)?;
