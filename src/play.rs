@@ -61,9 +61,9 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
 
 /// The trained policy of either kind of learner.
 enum Policy {
-    ActorCritic(ActorCritic),
-    /// Acts epsilon-greedily with this epsilon unless `--greedy`.
-    Dqn(Dqn),
+    ActorCritic(Box<ActorCritic>),
+    /// Acts epsilon-greedily (`EVAL_EPSILON`) unless `--greedy`.
+    Dqn(Box<Dqn>),
 }
 
 /// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
@@ -89,7 +89,7 @@ impl Policy {
                     crate::train::off_policy::dqn_config(cfg),
                 )?;
                 checkpoint::restore_into(ckpt, &dqn.named_state())?;
-                Ok(Policy::Dqn(dqn))
+                Ok(Policy::Dqn(Box::new(dqn)))
             }
             _ => {
                 let vs = VarStore::new(Device::Cpu);
@@ -104,7 +104,7 @@ impl Policy {
                     .map(|(n, t)| (format!("model.{n}"), t))
                     .collect();
                 checkpoint::restore_into(ckpt, &targets)?;
-                Ok(Policy::ActorCritic(model))
+                Ok(Policy::ActorCritic(Box::new(model)))
             }
         }
     }
