@@ -18,15 +18,14 @@ use tch::{Device, Kind, Tensor};
 use tandem_config::{Algorithm, Experiment, Interval, Wrapper};
 use tandem_env::Dtype;
 use tandem_env::rng::Xoshiro256;
-use tandem_summary::SummaryWriter;
 
 use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::shared::{
-    batch_tensor, normalizer_tensors, params_finite, restore_envs, restore_normalizers,
-    sync_normalizers, sync_policy,
+    RunSummary, batch_tensor, normalizer_tensors, open_summaries, params_finite, restore_envs,
+    restore_normalizers, sync_normalizers, sync_policy, write_summary,
 };
 use super::{Outcome, RankContext, actor_critic_spec, derived_seed};
 use crate::algo::Collective;
@@ -241,21 +240,8 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     ddp.broadcast_from_rank0(&shared_state)?;
     let _ = ddp.take_sync_time();
 
-    let mut writer = if rank == 0 && exp.log.tensorboard {
-        let mut w = SummaryWriter::create(&run_dir.join("tensorboard"))
-            .context("cannot create the TensorBoard event file")?;
-        w.text(
-            "config/resolved",
-            global_step as i64,
-            &format!(
-                "```\n{}\n```\nsha256 {hash}",
-                tandem_config::canonical_kdl(&exp)
-            ),
-        )?;
-        Some(w)
-    } else {
-        None
-    };
+    let mut writer = open_summaries(&exp, rank, &run_dir, &hash, global_step)?;
+    let (loop_start, loop_start_step) = (Instant::now(), global_step);
 
     if !env_restored {
         envs.reset();
@@ -528,18 +514,21 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         outcome == Outcome::Interrupted,
     );
     if rank == 0 {
-        // The same fields as the on-policy trainer's summary; `update` counts iterations.
-        let summary = format!(
-            "{{\"update\": {iteration}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"gradient_steps\": {}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
-            recent.total(),
-            recent
-                .mean_return()
-                .map(|r| format!("{r}"))
-                .unwrap_or_else(|| "null".into()),
-            learner.gradient_steps(),
-            outcome == Outcome::Interrupted
-        );
-        crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
+        // The on-policy trainer's fields; `update` counts iterations.
+        write_summary(
+            &run_dir,
+            &RunSummary {
+                update: iteration,
+                global_step,
+                recent: &recent,
+                loop_steps: global_step - loop_start_step,
+                loop_seconds: loop_start.elapsed().as_secs_f64(),
+                hash: &hash,
+                world,
+                interrupted: outcome == Outcome::Interrupted,
+                extra: vec![("gradient_steps", learner.gradient_steps().to_string())],
+            },
+        )?;
     }
     // Nobody leaves while another rank may still be in a collective or need rank 0's store.
     ddp.into_group()

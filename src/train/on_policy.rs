@@ -10,15 +10,14 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use tandem_config::{Algorithm, Experiment, Interval};
-use tandem_summary::SummaryWriter;
 
 use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::shared::{
-    batch_tensor, normalizer_tensors, params_finite, restore_envs, restore_normalizers,
-    sync_normalizers, sync_policy,
+    RunSummary, batch_tensor, normalizer_tensors, open_summaries, params_finite, restore_envs,
+    restore_normalizers, sync_normalizers, sync_policy, write_summary,
 };
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
@@ -272,21 +271,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     ddp.broadcast_from_rank0(&shared_state)?;
     let _ = ddp.take_sync_time();
 
-    let mut writer = if rank == 0 && exp.log.tensorboard {
-        let mut w = SummaryWriter::create(&run_dir.join("tensorboard"))
-            .context("cannot create the TensorBoard event file")?;
-        w.text(
-            "config/resolved",
-            global_step as i64,
-            &format!(
-                "```\n{}\n```\nsha256 {hash}",
-                tandem_config::canonical_kdl(&exp)
-            ),
-        )?;
-        Some(w)
-    } else {
-        None
-    };
+    let mut writer = open_summaries(&exp, rank, &run_dir, &hash, global_step)?;
 
     let mut buffer = RolloutBuffer::new(rollout as i64, n_envs as i64, &obs_shape, device)?;
     if !env_restored {
@@ -577,19 +562,20 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         outcome == Outcome::Interrupted,
     );
     if rank == 0 {
-        // For scripts and CI: the final numbers in a stable place.
-        let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
-        let wall = loop_start.elapsed().as_secs_f64();
-        let sps = (global_step - loop_start_step) as f64 / wall.max(1e-9);
-        let summary = format!(
-            "{{\"update\": {update}, \"global_step\": {global_step}, \"episodes\": {}, \"recent_return_mean\": {}, \"last_20_return_mean\": {}, \"recent_score_mean\": {}, \"wall_seconds\": {wall}, \"steps_per_second\": {sps}, \"config_hash\": \"{hash}\", \"world_size\": {world}, \"interrupted\": {}}}\n",
-            recent.total(),
-            json(recent.mean_return()),
-            json(recent.mean_return_last(20)),
-            json(recent.mean_score()),
-            outcome == Outcome::Interrupted
-        );
-        crate::launch::write_atomic(&run_dir.join("summary.json"), summary.as_bytes())?;
+        write_summary(
+            &run_dir,
+            &RunSummary {
+                update,
+                global_step,
+                recent: &recent,
+                loop_steps: global_step - loop_start_step,
+                loop_seconds: loop_start.elapsed().as_secs_f64(),
+                hash: &hash,
+                world,
+                interrupted: outcome == Outcome::Interrupted,
+                extra: Vec::new(),
+            },
+        )?;
     }
     // Nobody leaves while another rank may still be in a collective or need rank 0's store.
     ddp.into_group()

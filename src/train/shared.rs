@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use tch::{Device, Tensor};
 
 use tandem_config::Experiment;
+use tandem_summary::SummaryWriter;
 
 use super::checkpoint::{self, Checkpoint};
 use crate::algo::Collective;
@@ -129,4 +130,75 @@ pub(super) fn batch_tensor(rows: &[f32], n: usize, obs_shape: &[i64], device: De
     Tensor::from_slice(rows)
         .view(shape.as_slice())
         .to_device(device)
+}
+
+/// Rank 0's TensorBoard writer (None elsewhere, or when the config turns TensorBoard off), with
+/// the resolved config as text at the run's first step.
+pub(super) fn open_summaries(
+    exp: &Experiment,
+    rank: usize,
+    run_dir: &std::path::Path,
+    hash: &str,
+    step: u64,
+) -> Result<Option<SummaryWriter>> {
+    if rank != 0 || !exp.log.tensorboard {
+        return Ok(None);
+    }
+    let mut w = SummaryWriter::create(&run_dir.join("tensorboard"))
+        .context("cannot create the TensorBoard event file")?;
+    w.text(
+        "config/resolved",
+        step as i64,
+        &format!(
+            "```\n{}\n```\nsha256 {hash}",
+            tandem_config::canonical_kdl(exp)
+        ),
+    )?;
+    Ok(Some(w))
+}
+
+/// The final numbers of a run, for scripts and CI, written by rank 0 to `summary.json`.
+pub(super) struct RunSummary<'a> {
+    /// Updates (on-policy) or iterations (off-policy) done.
+    pub update: u64,
+    pub global_step: u64,
+    pub recent: &'a super::metrics::RecentEpisodes,
+    /// Steps of this process's training loop and their wall time (a resumed run counts its own).
+    pub loop_steps: u64,
+    pub loop_seconds: f64,
+    pub hash: &'a str,
+    pub world: usize,
+    pub interrupted: bool,
+    /// Learner-specific fields, already JSON values.
+    pub extra: Vec<(&'static str, String)>,
+}
+
+pub(super) fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
+    let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
+    let mut fields = vec![
+        ("update", s.update.to_string()),
+        ("global_step", s.global_step.to_string()),
+        ("episodes", s.recent.total().to_string()),
+        ("recent_return_mean", json(s.recent.mean_return())),
+        ("last_20_return_mean", json(s.recent.mean_return_last(20))),
+        ("recent_score_mean", json(s.recent.mean_score())),
+        ("wall_seconds", format!("{}", s.loop_seconds)),
+        (
+            "steps_per_second",
+            format!("{}", s.loop_steps as f64 / s.loop_seconds.max(1e-9)),
+        ),
+        ("config_hash", format!("\"{}\"", s.hash)),
+        ("world_size", s.world.to_string()),
+        ("interrupted", s.interrupted.to_string()),
+    ];
+    fields.extend(s.extra.iter().cloned());
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    crate::launch::write_atomic(
+        &run_dir.join("summary.json"),
+        format!("{{{}}}\n", body.join(", ")).as_bytes(),
+    )?;
+    Ok(())
 }
