@@ -10,7 +10,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::algo::dqn::Dqn;
-use crate::nn::{ActionSpace, ActorCritic, parameters_in_order};
+use crate::nn::{ActionSpace, ActorCritic, named_parameters};
 use crate::train::{checkpoint, derived_seed, envs};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -99,10 +99,7 @@ impl Policy {
                     obs_shape,
                     ActionSpace::Discrete { n: actions },
                 )?;
-                let targets: Vec<(String, Tensor)> = parameters_in_order(&vs)
-                    .into_iter()
-                    .map(|(n, t)| (format!("model.{n}"), t))
-                    .collect();
+                let targets: Vec<(String, Tensor)> = named_parameters(&vs, "model");
                 checkpoint::restore_into(ckpt, &targets)?;
                 Ok(Policy::ActorCritic(Box::new(model)))
             }

@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 use super::Collective;
 use super::common::synchronised_step;
 use super::optim::{Optimizer, OptimizerSpec};
-use crate::nn::{NetworkSpec, QHead, QNetwork, parameters_in_order};
+use crate::nn::{NetworkSpec, QHead, QNetwork, named_parameters, parameters_in_order};
 
 /// The TD loss applied to each error δ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,18 +199,11 @@ impl Dqn {
         Ok(random.where_self(&explore, &greedy))
     }
 
-    /// Every online then every target variable, by name (`online.*`, `target.*`), for
+    /// Every online then every target variable, by name (`model.*`, `target.*`), for
     /// checkpoints and the cross-rank fingerprint.
     pub fn named_state(&self) -> Vec<(String, Tensor)> {
-        let mut named: Vec<(String, Tensor)> = parameters_in_order(&self.online_vs)
-            .into_iter()
-            .map(|(n, t)| (format!("model.{n}"), t))
-            .collect();
-        named.extend(
-            parameters_in_order(&self.target_vs)
-                .into_iter()
-                .map(|(n, t)| (format!("target.{n}"), t)),
-        );
+        let mut named: Vec<(String, Tensor)> = named_parameters(&self.online_vs, "model");
+        named.extend(named_parameters(&self.target_vs, "target"));
         named
     }
 

@@ -37,6 +37,15 @@ pub fn parameters_in_order(vs: &VarStore) -> Vec<(String, Tensor)> {
     named
 }
 
+/// [`parameters_in_order`] with every name prefixed `{prefix}.`: how checkpoints, resumes and the
+/// cross-rank fingerprint name a network's tensors (`model.*`, `target.*`).
+pub fn named_parameters(vs: &VarStore, prefix: &str) -> Vec<(String, Tensor)> {
+    parameters_in_order(vs)
+        .into_iter()
+        .map(|(n, t)| (format!("{prefix}.{n}"), t))
+        .collect()
+}
+
 /// The trainable tensors of `vs` in [`parameters_in_order`]'s order.
 pub fn trainable_parameters_in_order(vs: &VarStore) -> Vec<Tensor> {
     parameters_in_order(vs)

@@ -26,7 +26,8 @@ use crate::algo::{
 };
 use crate::dist::{Ddp, SyncPolicy};
 use crate::nn::{
-    ActionSpace, ActorCritic, ActorCriticSpec, parameters_in_order, trainable_parameters_in_order,
+    ActionSpace, ActorCritic, ActorCriticSpec, named_parameters, parameters_in_order,
+    trainable_parameters_in_order,
 };
 
 /// Seeds for distinct purposes (see [`derived_seed`]).
@@ -234,10 +235,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         let ckpt = checkpoint::load(&path)?;
         // The model and optimizer are the same whatever the world size, so a checkpoint from 2
         // ranks resumes on 1 and vice versa.
-        let mut targets = parameters_in_order(&vs)
-            .into_iter()
-            .map(|(n, t)| (format!("model.{n}"), t))
-            .collect::<Vec<_>>();
+        let mut targets = named_parameters(&vs, "model");
         targets.extend(learner.optimizer_state());
         checkpoint::restore_into(&ckpt, &targets)
             .with_context(|| format!("restoring {}", path.display()))?;
@@ -387,14 +385,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             && update.is_multiple_of(every)
             && ddp.ranks_should_agree()
         {
-            let mut named = parameters_in_order(&vs)
-                .into_iter()
-                .map(|(n, t)| (format!("model.{n}"), t))
-                .collect::<Vec<_>>();
-            if ddp.steps_locally() && !matches!(ddp.policy(), SyncPolicy::Broadcast) {
-                named.extend(learner.optimizer_state());
-            }
-            ddp.check_fingerprints(&named)?;
+            ddp.check_fingerprints(&agreed_state(&vs, &learner, ddp.policy()))?;
         }
         let episodes = metrics::gather_episodes(Some(ddp.group()), &my_episodes)?;
         recent.extend(&episodes);
@@ -512,10 +503,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             checkpoint::save_env_snapshot(&run_dir, update, rank, &envs.snapshot()?)?;
         }
         if rank == 0 && (checkpoint_due || last) {
-            let mut tensors: Vec<(String, Tensor)> = parameters_in_order(&vs)
-                .into_iter()
-                .map(|(n, t)| (format!("model.{n}"), t))
-                .collect();
+            let mut tensors: Vec<(String, Tensor)> = named_parameters(&vs, "model");
             tensors.extend(learner.optimizer_state());
             tensors.push((
                 "learner.optimizer_steps".into(),
@@ -586,10 +574,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
 /// What ranks must hold identically under `policy`: the model, and the optimizer state unless
 /// only rank 0 steps.
 fn agreed_state(vs: &VarStore, learner: &Learner, policy: &SyncPolicy) -> Vec<(String, Tensor)> {
-    let mut named: Vec<(String, Tensor)> = parameters_in_order(vs)
-        .into_iter()
-        .map(|(n, t)| (format!("model.{n}"), t))
-        .collect();
+    let mut named: Vec<(String, Tensor)> = named_parameters(vs, "model");
     if !matches!(policy, SyncPolicy::Broadcast) {
         named.extend(learner.optimizer_state());
     }
