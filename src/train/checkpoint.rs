@@ -128,30 +128,30 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>> {
 fn prune(dir: &Path, keep: usize) -> Result<()> {
     let all = list(dir)?;
     let keep = keep.max(1);
-    if all.len() > keep {
+    let oldest_kept = if all.len() > keep {
         for old in &all[..all.len() - keep] {
             std::fs::remove_file(old)
                 .with_context(|| format!("cannot remove old checkpoint {}", old.display()))?;
         }
-        // Environment snapshots of checkpoints that are gone.
-        let oldest_kept = update_of(&all[all.len() - keep]).unwrap_or(0);
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "envs")
-                && update_of(&path).is_some_and(|u| u < oldest_kept)
-            {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-    // Temporary files left by a writer that was killed.
+        update_of(&all[all.len() - keep]).unwrap_or(0)
+    } else {
+        0
+    };
+    let mine = format!(".pt.tmp-{}", std::process::id());
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with(".ckpt-") && !name.ends_with(&format!("-{}", std::process::id())) {
+        // Environment snapshots of checkpoints that are gone.
+        let stale_snapshot =
+            name.ends_with(".envs") && update_of(&path).is_some_and(|u| u < oldest_kept);
+        // Model-checkpoint temporaries of a writer that was killed (only rank 0 writes those; the
+        // other ranks' snapshot temporaries may be in flight and are left alone).
+        let dead_temporary =
+            name.starts_with(".ckpt-") && name.contains(".pt.tmp-") && !name.ends_with(&mine);
+        if stale_snapshot || dead_temporary {
             let _ = std::fs::remove_file(path);
         }
     }
