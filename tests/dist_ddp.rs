@@ -7,7 +7,7 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, role, spawn_rank};
+use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
 use tandem::algo::{Collective, Local};
 use tandem::algo::{Optimizer, OptimizerSpec};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
@@ -151,22 +151,7 @@ fn run_rank() {
         return;
     }
     ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
-    let values: Vec<String> = flat(&params)
-        .iter()
-        .map(|v| format!("{:08x}", v.to_bits()))
-        .collect();
-    println!("PARAMS {}", values.join(","));
-}
-
-fn parse_params(output: &str) -> Vec<f32> {
-    // The test harness may print "test name ... " on the same line first.
-    let (_, rest) = output
-        .split_once("PARAMS ")
-        .unwrap_or_else(|| panic!("no PARAMS in:\n{output}"));
-    let line = rest.lines().next().unwrap();
-    line.split(',')
-        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
-        .collect()
+    print_params(&flat(&params));
 }
 
 fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {

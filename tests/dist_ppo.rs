@@ -7,7 +7,7 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, role, spawn_rank};
+use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
 use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{
@@ -139,8 +139,7 @@ fn ppo_split_over_two_real_ranks_equals_one_rank() {
         .unwrap();
         let p = train(Some(rank), &mut ddp);
         ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
-        let hex: Vec<String> = p.iter().map(|v| format!("{:08x}", v.to_bits())).collect();
-        println!("PARAMS {}", hex.join(","));
+        print_params(&p);
         return;
     }
     let port = free_port();
@@ -157,16 +156,7 @@ fn ppo_split_over_two_real_ranks_equals_one_rank() {
             done.output
         })
         .collect();
-    let parse = |out: &str| -> Vec<f32> {
-        let (_, rest) = out.split_once("PARAMS ").expect("PARAMS line");
-        rest.lines()
-            .next()
-            .unwrap()
-            .split(',')
-            .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
-            .collect()
-    };
-    let (p0, p1) = (parse(&outputs[0]), parse(&outputs[1]));
+    let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
     let one = train(None, &mut Local);
     let initial = params(&model().0);

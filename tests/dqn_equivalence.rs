@@ -8,7 +8,7 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, role, spawn_rank};
+use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
 use tandem::algo::Collective;
 use tandem::algo::Local;
 use tandem::algo::dqn::{Dqn, DqnConfig, TdLoss, TransitionBatch};
@@ -121,23 +121,7 @@ fn run_rank() {
     let half = GLOBAL_BATCH / 2;
     let values = train(&mut dqn, &mut ddp, rank * half, half);
     ddp.check_fingerprints(&dqn.named_state()).unwrap();
-    let hex: Vec<String> = values
-        .iter()
-        .map(|v| format!("{:08x}", v.to_bits()))
-        .collect();
-    println!("PARAMS {}", hex.join(","));
-}
-
-fn parse_params(output: &str) -> Vec<f32> {
-    let (_, rest) = output
-        .split_once("PARAMS ")
-        .unwrap_or_else(|| panic!("no PARAMS in:\n{output}"));
-    rest.lines()
-        .next()
-        .unwrap()
-        .split(',')
-        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
-        .collect()
+    print_params(&values);
 }
 
 fn run_two(test: &str, tau: &str) -> (Vec<f32>, Vec<f32>) {

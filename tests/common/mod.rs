@@ -131,3 +131,26 @@ pub fn child_options() -> GroupOptions {
         timeout,
     )
 }
+
+/// Prints a rank's parameters as exact f32 bits on one `PARAMS` line, for the parent to compare.
+pub fn print_params(values: &[f32]) {
+    let hex: Vec<String> = values
+        .iter()
+        .map(|v| format!("{:08x}", v.to_bits()))
+        .collect();
+    println!("PARAMS {}", hex.join(","));
+}
+
+/// The parameters a rank printed with [`print_params`] (the test harness may have printed
+/// "test name ... " on the same line first).
+pub fn parse_params(output: &str) -> Vec<f32> {
+    let (_, rest) = output
+        .split_once("PARAMS ")
+        .unwrap_or_else(|| panic!("no PARAMS in:\n{output}"));
+    rest.lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
+        .collect()
+}
