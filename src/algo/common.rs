@@ -5,7 +5,7 @@ use anyhow::{Result, bail, ensure};
 use tch::{Kind, Tensor};
 
 use super::Collective;
-use super::optim::{Optimizer, clip_grad_norm};
+use super::optim::Optimizer;
 use super::rollout::Batch;
 use crate::nn::{ActionSpace, ActorCritic};
 
@@ -136,11 +136,7 @@ pub(crate) fn synchronised_step(
     optimizer.zero_grad();
     loss.backward();
     collective.sync_gradients(optimizer.parameters())?;
-    let norm = clip_grad_norm(
-        optimizer.parameter_names(),
-        optimizer.parameters(),
-        max_grad_norm,
-    )?;
+    let norm = optimizer.clip_grad_norm(max_grad_norm)?;
     let norm = norm.double_value(&[]);
     if !norm.is_finite() {
         bail!(

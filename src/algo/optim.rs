@@ -5,7 +5,7 @@
 //! so the two update rules the learners use are written here on plain tensors, following
 //! PyTorch's formulations (so hyperparameters mean what they mean in CleanRL/SB3).
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
@@ -53,17 +53,31 @@ impl OptimizerSpec {
 }
 
 /// An optimizer over the trainable variables of a VarStore, in [`parameters_in_order`] order.
+///
+/// The optimizer moves the parameters into one contiguous buffer (each parameter becomes a view
+/// into it) and gives them gradients that are views into a second one, so a step, a clip and a
+/// `zero_grad` are a handful of tensor operations on the whole model instead of a handful per
+/// parameter: on a CartPole-sized network the per-operation overhead of libtorch, not the
+/// arithmetic, is what an update costs. DDP finds the gradients already contiguous and all-reduces
+/// slices of the same buffer.
 #[derive(Debug)]
 pub struct Optimizer {
     spec: OptimizerSpec,
     names: Vec<String>,
     params: Vec<Tensor>,
-    /// Adam's first moment (empty for RMSprop).
-    first_moments: Vec<Tensor>,
+    /// Every parameter's values, back to back in `params` order.
+    flat_params: Tensor,
+    /// Every parameter's gradient, laid out like `flat_params`.
+    flat_grads: Tensor,
+    /// Where each parameter's gradient must stay (checked before each step: a gradient replaced
+    /// behind the optimizer's back would otherwise be silently ignored).
+    grad_ptrs: Vec<usize>,
+    /// Adam's first moment (undefined for RMSprop), laid out like `flat_params`.
+    first_moment: Tensor,
     /// Adam's second moment or RMSprop's running square average.
-    second_moments: Vec<Tensor>,
-    /// One work buffer per parameter, so a step allocates nothing.
-    scratch: Vec<Tensor>,
+    second_moment: Tensor,
+    /// A work buffer, so a step allocates nothing.
+    scratch: Tensor,
     steps: u64,
 }
 
@@ -78,24 +92,56 @@ impl Optimizer {
             !params.is_empty(),
             "optimizer: the VarStore has no trainable variables"
         );
-        let zeros = |ps: &[Tensor]| {
-            ps.iter()
-                .map(|p| p.zeros_like().set_requires_grad(false))
-                .collect()
+        let (kind, device) = (params[0].kind(), params[0].device());
+        for (name, p) in names.iter().zip(&params) {
+            ensure!(
+                p.kind() == kind && p.device() == device,
+                "optimizer: parameter {name} is {:?} on {:?}, the first is {kind:?} on {device:?}; \
+                 all parameters must share one type and device",
+                p.kind(),
+                p.device()
+            );
+        }
+        let total: i64 = params.iter().map(|p| p.numel() as i64).sum();
+        let zeros = || Tensor::zeros([total], (kind, device));
+        let flat_params = zeros();
+        let flat_grads = zeros();
+        let mut grad_ptrs = Vec::with_capacity(params.len());
+        tch::no_grad(|| -> Result<()> {
+            let mut offset = 0i64;
+            for (name, p) in names.iter().zip(&params) {
+                let n = p.numel() as i64;
+                let mut value = flat_params.narrow(0, offset, n).view_as(p);
+                value.copy_(p);
+                // set_data swaps the storage under the variable itself, so the network's layers,
+                // the VarStore and every shallow clone see the flat buffer from now on.
+                p.shallow_clone().set_data(&value);
+                let mut grad = flat_grads.narrow(0, offset, n).view_as(p);
+                let existing = p.grad();
+                if existing.defined() {
+                    grad.copy_(&existing);
+                }
+                crate::dist::group::set_grad(p, &grad)
+                    .with_context(|| format!("optimizer: installing the gradient of {name}"))?;
+                grad_ptrs.push(grad.data_ptr() as usize);
+                offset += n;
+            }
+            Ok(())
+        })?;
+        let first_moment = match spec {
+            OptimizerSpec::Adam { .. } => zeros(),
+            OptimizerSpec::RmsProp { .. } => Tensor::new(),
         };
-        let first_moments = match spec {
-            OptimizerSpec::Adam { .. } => zeros(&params),
-            OptimizerSpec::RmsProp { .. } => Vec::new(),
-        };
-        let second_moments = zeros(&params);
-        let scratch = zeros(&params);
         Ok(Optimizer {
             spec,
             names,
             params,
-            first_moments,
-            second_moments,
-            scratch,
+            flat_params,
+            flat_grads,
+            grad_ptrs,
+            first_moment,
+            second_moment: zeros(),
+            scratch: zeros(),
             steps: 0,
         })
     }
@@ -123,6 +169,20 @@ impl Optimizer {
         self.steps = steps;
     }
 
+    /// `flat`'s slice for each parameter, shaped like it.
+    fn per_parameter(&self, flat: &Tensor) -> Vec<Tensor> {
+        let mut offset = 0i64;
+        self.params
+            .iter()
+            .map(|p| {
+                let n = p.numel() as i64;
+                let view = flat.narrow(0, offset, n).view_as(p);
+                offset += n;
+                view
+            })
+            .collect()
+    }
+
     /// The optimizer's state tensors with stable names (`exp_avg/<param>`, `exp_avg_sq/<param>`
     /// for Adam, `square_avg/<param>` for RMSprop), in a fixed order. They share storage with
     /// the optimizer: a checkpoint loader restores them with `copy_`.
@@ -131,16 +191,20 @@ impl Optimizer {
             OptimizerSpec::Adam { .. } => "exp_avg_sq",
             OptimizerSpec::RmsProp { .. } => "square_avg",
         };
+        let firsts = match self.spec {
+            OptimizerSpec::Adam { .. } => self.per_parameter(&self.first_moment),
+            OptimizerSpec::RmsProp { .. } => Vec::new(),
+        };
         let firsts = self
             .names
             .iter()
-            .zip(&self.first_moments)
-            .map(|(n, t)| (format!("exp_avg/{n}"), t.shallow_clone()));
+            .zip(firsts)
+            .map(|(n, t)| (format!("exp_avg/{n}"), t));
         let seconds = self
             .names
             .iter()
-            .zip(&self.second_moments)
-            .map(|(n, t)| (format!("{second}/{n}"), t.shallow_clone()));
+            .zip(self.per_parameter(&self.second_moment))
+            .map(|(n, t)| (format!("{second}/{n}"), t));
         firsts.chain(seconds).collect()
     }
 
@@ -176,16 +240,32 @@ impl Optimizer {
         Ok(())
     }
 
-    /// Clears every parameter's gradient.
+    /// Clears every parameter's gradient (in place: the gradients must stay views into the
+    /// flat buffer, which DDP all-reduces).
     pub fn zero_grad(&mut self) {
-        // Zeroed in place (never replaced or detached): DDP keeps gradients as views into its
-        // all-reduce buckets, and they must stay there.
-        for p in &self.params {
-            let mut g = p.grad();
-            if g.defined() {
-                let _ = g.zero_();
-            }
+        let _ = self.flat_grads.zero_();
+    }
+
+    /// Scales the gradients so that their global L2 norm is at most `max_norm`, as
+    /// [`clip_grad_norm`] does, in two operations on the flat gradient buffer. Returns the norm
+    /// before clipping.
+    pub fn clip_grad_norm(&mut self, max_norm: f64) -> Result<Tensor> {
+        self.check_gradients_in_place()?;
+        clip_flat(&[self.flat_grads.shallow_clone()], max_norm)
+    }
+
+    /// Fails if some parameter's gradient is no longer the view into the flat buffer the
+    /// optimizer gave it (someone replaced it), instead of stepping on stale values.
+    fn check_gradients_in_place(&self) -> Result<()> {
+        for ((p, name), &ptr) in self.params.iter().zip(&self.names).zip(&self.grad_ptrs) {
+            let g = p.grad();
+            ensure!(
+                g.defined() && g.data_ptr() as usize == ptr,
+                "optimizer: the gradient of {name} was replaced; gradients must be accumulated \
+                 in place (zero them with Optimizer::zero_grad, never set them to None)"
+            );
         }
+        Ok(())
     }
 
     /// One update with learning rate `lr` from the gradients currently held by the parameters.
@@ -194,45 +274,39 @@ impl Optimizer {
             lr.is_finite() && lr >= 0.0,
             "optimizer: learning rate must be finite and >= 0, got {lr}"
         );
-        let grads = gradients(&self.names, &self.params)?;
+        self.check_gradients_in_place()?;
         self.steps += 1;
+        let g = &self.flat_grads;
+        let (theta, s) = (&mut self.flat_params, &mut self.scratch);
         tch::no_grad(|| match self.spec {
             OptimizerSpec::Adam { beta1, beta2, eps } => {
                 let t = self.steps as f64;
                 let bias_correction1 = 1.0 - beta1.powf(t);
                 let bias_correction2_sqrt = (1.0 - beta2.powf(t)).sqrt();
                 let step_size = lr / bias_correction1;
-                for (i, g) in grads.iter().enumerate() {
-                    let (m, v, s) = (
-                        &mut self.first_moments[i],
-                        &mut self.second_moments[i],
-                        &mut self.scratch[i],
-                    );
-                    // m <- beta1 m + (1 - beta1) g ;  v <- beta2 v + (1 - beta2) g^2
-                    let _ = m.lerp_(g, 1.0 - beta1);
-                    let _ = g.square_out(s);
-                    let _ = v.lerp_(s, 1.0 - beta2);
-                    // theta <- theta - lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
-                    let _ = v.sqrt_out(s);
-                    *s *= 1.0 / bias_correction2_sqrt;
-                    *s += eps;
-                    let _ = m.div_out(s, s);
-                    *s *= step_size;
-                    self.params[i] -= &*s;
-                }
+                let (m, v) = (&mut self.first_moment, &mut self.second_moment);
+                // m <- beta1 m + (1 - beta1) g ;  v <- beta2 v + (1 - beta2) g^2
+                let _ = m.lerp_(g, 1.0 - beta1);
+                let _ = g.square_out(s);
+                let _ = v.lerp_(s, 1.0 - beta2);
+                // theta <- theta - lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
+                let _ = v.sqrt_out(s);
+                *s *= 1.0 / bias_correction2_sqrt;
+                *s += eps;
+                let _ = m.div_out(s, s);
+                *s *= step_size;
+                *theta -= &*s;
             }
             OptimizerSpec::RmsProp { alpha, eps } => {
-                for (i, g) in grads.iter().enumerate() {
-                    let (v, s) = (&mut self.second_moments[i], &mut self.scratch[i]);
-                    // v <- alpha v + (1 - alpha) g^2 ;  theta <- theta - lr g / (sqrt(v) + eps)
-                    let _ = g.square_out(s);
-                    let _ = v.lerp_(s, 1.0 - alpha);
-                    let _ = v.sqrt_out(s);
-                    *s += eps;
-                    let _ = g.div_out(s, s);
-                    *s *= lr;
-                    self.params[i] -= &*s;
-                }
+                let v = &mut self.second_moment;
+                // v <- alpha v + (1 - alpha) g^2 ;  theta <- theta - lr g / (sqrt(v) + eps)
+                let _ = g.square_out(s);
+                let _ = v.lerp_(s, 1.0 - alpha);
+                let _ = v.sqrt_out(s);
+                *s += eps;
+                let _ = g.div_out(s, s);
+                *s *= lr;
+                *theta -= &*s;
             }
         });
         Ok(())
@@ -257,19 +331,27 @@ fn gradients(names: &[String], params: &[Tensor]) -> Result<Vec<Tensor>> {
 /// `torch.nn.utils.clip_grad_norm_` does (coefficient max_norm / (norm + 1e-6), capped at 1).
 /// Returns the norm before clipping as a 0-dim tensor, so callers on a GPU need not synchronise.
 pub fn clip_grad_norm(names: &[String], params: &[Tensor], max_norm: f64) -> Result<Tensor> {
+    clip_flat(&gradients(names, params)?, max_norm)
+}
+
+fn clip_flat(grads: &[Tensor], max_norm: f64) -> Result<Tensor> {
     ensure!(
         max_norm > 0.0,
         "gradient clipping: max norm must be positive, got {max_norm}"
     );
-    let grads = gradients(names, params)?;
     tch::no_grad(|| {
-        let norms: Vec<Tensor> = grads
-            .iter()
-            .map(|g| g.norm().to_kind(Kind::Float))
-            .collect();
-        let total = Tensor::stack(&norms, 0).norm();
+        let total = match grads {
+            [one] => one.norm().to_kind(Kind::Float),
+            _ => {
+                let norms: Vec<Tensor> = grads
+                    .iter()
+                    .map(|g| g.norm().to_kind(Kind::Float))
+                    .collect();
+                Tensor::stack(&norms, 0).norm()
+            }
+        };
         let coefficient = ((&total + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
-        for g in &grads {
+        for g in grads {
             let mut g = g.shallow_clone();
             g *= &coefficient;
         }

@@ -86,8 +86,19 @@ impl Ddp {
             flush(&mut current, &mut buckets)?;
         }
         // Uncompressed buckets hold the gradients themselves (each parameter's gradient is a view
-        // into its bucket), so a sync is one all-reduce and one division, with no copies.
-        if matches!(policy, SyncPolicy::AllReduce { bf16: false, .. }) && pg.world_size() > 1 {
+        // into its bucket), so a sync is one all-reduce and one division, with no copies. When
+        // the gradients already lie back to back (the optimizer's flat buffer), the buckets are
+        // slices of that buffer; otherwise the gradients are moved into the buckets.
+        let in_place =
+            matches!(policy, SyncPolicy::AllReduce { bf16: false, .. }) && pg.world_size() > 1;
+        if in_place && let Some(flat) = contiguous_gradients(params) {
+            let mut offset = 0i64;
+            for bucket in &mut buckets {
+                let numel = bucket.flat.numel() as i64;
+                bucket.flat = flat.narrow(0, offset, numel);
+                offset += numel;
+            }
+        } else if in_place {
             for bucket in &buckets {
                 let mut offset = 0i64;
                 for &i in &bucket.params {
@@ -297,6 +308,34 @@ impl Ddp {
         }
         Ok(())
     }
+}
+
+/// The one buffer holding the gradients of `params` back to back, in this order, if they are laid
+/// out that way (f32, contiguous, each starting where the previous one ends).
+fn contiguous_gradients(params: &[Tensor]) -> Option<Tensor> {
+    let first = params.first()?.grad();
+    if !first.defined() {
+        return None;
+    }
+    let base = first.data_ptr() as usize;
+    let mut offset = 0usize;
+    for p in params {
+        let g = p.grad();
+        let laid_out = g.defined()
+            && g.kind() == Kind::Float
+            && g.device() == first.device()
+            && g.is_contiguous()
+            && g.data_ptr() as usize == base + offset * 4;
+        if !laid_out {
+            return None;
+        }
+        offset += g.numel();
+    }
+    // as_strided checks the range against the first gradient's storage, so the whole range is one
+    // allocation (and every gradient, starting inside it, lies in it).
+    first
+        .f_as_strided([offset as i64], [1], Some(first.storage_offset()))
+        .ok()
 }
 
 fn grad_or_zeros(p: &Tensor) -> Tensor {
