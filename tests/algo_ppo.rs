@@ -696,7 +696,7 @@ fn bad_updates_are_refused_with_reasons() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("epoch 0 minibatch 0 indexes rows 0..=16 of a batch of 16"),
+        err.contains("the minibatch plan indexes rows 0..=16 of a batch of 16"),
         "{err}"
     );
 

@@ -182,8 +182,9 @@ pub fn ppo_loss(
 
     // L^CLIP = E[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)]  (eq. 7); we minimise -L^CLIP.
     let eps = config.clip_coef;
-    let unclipped = -advantages * &ratio;
-    let clipped = -advantages * ratio.clamp(1.0 - eps, 1.0 + eps);
+    let negated = -advantages;
+    let unclipped = &negated * &ratio;
+    let clipped = &negated * ratio.clamp(1.0 - eps, 1.0 + eps);
     let policy_loss = unclipped.maximum(&clipped).mean(Kind::Float);
 
     // L^VF = (V_theta(s_t) - V_t^targ)^2 (eq. 9), halved as in CleanRL; optionally with the
@@ -202,8 +203,13 @@ pub fn ppo_loss(
     // S[pi_theta](s_t), the entropy bonus.
     let entropy = new.entropy.mean(Kind::Float);
 
-    // Maximise L^CLIP - c1 L^VF + c2 S  (eq. 9)  <=>  minimise its negation.
-    let total = &policy_loss - &entropy * config.ent_coef + &value_loss * config.vf_coef;
+    // Maximise L^CLIP - c1 L^VF + c2 S  (eq. 9)  <=>  minimise its negation. With c2 = 0 the
+    // entropy term adds no gradient, so it is left out of the graph that backward walks (it is
+    // still reported).
+    let mut total = &policy_loss + &value_loss * config.vf_coef;
+    if config.ent_coef != 0.0 {
+        total = &total - &entropy * config.ent_coef;
+    }
 
     let (approx_kl, clip_fraction) = tch::no_grad(|| {
         let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
@@ -357,15 +363,18 @@ impl Ppo {
                     m.kind(),
                     m.device()
                 );
-                let (low, high) = m.aminmax(None, false);
-                let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
-                ensure!(
-                    low >= 0 && high < batch.len(),
-                    "ppo: epoch {epoch} minibatch {k} indexes rows {low}..={high} of a batch of {}",
-                    batch.len()
-                );
             }
         }
+        // One range check over the whole plan (per minibatch, it would cost three operations and
+        // a device read each).
+        let every_index = Tensor::cat(&plan.iter().flatten().collect::<Vec<_>>(), 0);
+        let (low, high) = every_index.aminmax(None, false);
+        let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+        ensure!(
+            low >= 0 && high < batch.len(),
+            "ppo: the minibatch plan indexes rows {low}..={high} of a batch of {}",
+            batch.len()
+        );
         let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
         let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
@@ -417,7 +426,9 @@ impl Ppo {
                 )?;
                 steps_taken += 1;
                 let minibatch_stats = stats_on_device(&loss);
-                epoch_kl += minibatch_stats.get(KL as i64);
+                if config.target_kl.is_some() {
+                    epoch_kl += minibatch_stats.get(KL as i64);
+                }
                 totals += minibatch_stats;
             }
             epochs_run += 1;
