@@ -59,21 +59,23 @@ fn rank_update() {
     tch::set_num_threads(1);
     let pg = connect();
     let (vs, model) = nature_model();
+    let config = PpoConfig {
+        update_epochs: 1,
+        num_minibatches: 1,
+        ..PpoConfig::atari()
+    };
+    // The learner first, as the trainer does: its optimizer lays the gradients out flat, and DDP
+    // all-reduces slices of that buffer.
+    let mut ppo = Ppo::new(&vs, config, 0).unwrap();
     let mut ddp = Ddp::new(
         pg,
-        &trainable_parameters_in_order(&vs),
+        ppo.optimizer().parameters(),
         SyncPolicy::AllReduce {
             bucket_bytes: 25 << 20,
             bf16: false,
         },
     )
     .unwrap();
-    let config = PpoConfig {
-        update_epochs: 1,
-        num_minibatches: 1,
-        ..PpoConfig::atari()
-    };
-    let mut ppo = Ppo::new(&vs, config, 0).unwrap();
     let opts = (Kind::Float, Device::Cpu);
     let batch = Batch::new(
         Tensor::randint(256, [BATCH, 4, 84, 84], opts),

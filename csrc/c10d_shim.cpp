@@ -13,12 +13,15 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <c10/util/Logging.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/headeronly/version.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -86,7 +89,136 @@ void wait_work(const c10::intrusive_ptr<c10d::Work>& work) {
   if (!work->wait()) throw std::runtime_error("collective did not complete");
 }
 
+
+// The gradient reducer: DDP's all-reduce overlapped with the backward pass.
+//
+// Buckets are contiguous ranges of gradient memory, numbered in launch order (the trainer puts the
+// last layers, whose gradients backward produces first, in bucket 0). Once armed, a post-hook on
+// each parameter's gradient accumulator counts the parameter in; when every parameter of a bucket
+// is in, that bucket's all-reduce is started asynchronously, but only after all lower-numbered
+// buckets, so every rank issues the same collectives in the same order. `finish` starts whatever
+// is left (all of it when the reducer was not armed, e.g. after a micro-batch's backward under
+// accumulation), waits, and divides by the world size. Hooks never throw into autograd: a failure
+// is kept and reported by `finish`.
+struct ReducerState {
+  struct Bucket {
+    at::Tensor flat;  // the gradients themselves, f32
+    at::Tensor wire;  // what is all-reduced: `flat`, or a bf16 copy of it
+    std::vector<size_t> params;
+    size_t pending = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  c10::intrusive_ptr<c10d::Backend> backend;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> slots;  // each parameter's range of its bucket's `flat`
+  std::vector<size_t> bucket_of;
+  std::vector<bool> ready;
+  std::vector<Bucket> buckets;
+  size_t next_launch = 0;
+  bool armed = false;
+  std::string error;
+  std::mutex mu;
+
+  // A gradient that is not the bucket's memory (replaced by someone, or never set) is copied in.
+  void gather(size_t i) {
+    const at::Tensor& grad = params[i].grad();
+    if (!grad.defined()) {
+      slots[i].zero_();
+    } else if (grad.data_ptr() != slots[i].data_ptr()) {
+      slots[i].copy_(grad);
+    }
+  }
+
+  void launch_ready() {
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+      Bucket& b = buckets[next_launch];
+      if (!b.wire.is_same(b.flat)) b.wire.copy_(b.flat);
+      std::vector<at::Tensor> one{b.wire};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = c10d::ReduceOp::SUM;
+      b.work = backend->allreduce(one, opts);
+      ++next_launch;
+    }
+  }
+
+  void mark(size_t i) {
+    if (ready[i]) return;
+    ready[i] = true;
+    gather(i);
+    --buckets[bucket_of[i]].pending;
+  }
+
+  void on_gradient(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!armed || !error.empty()) return;
+    try {
+      at::NoGradGuard no_grad;
+      mark(i);
+      launch_ready();
+    } catch (const c10::Error& e) {
+      error = clean_what(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      error = clean_what(e.what());
+    }
+  }
+
+  void reset() {
+    for (auto& b : buckets) {
+      b.pending = b.params.size();
+      b.work.reset();
+    }
+    std::fill(ready.begin(), ready.end(), false);
+    next_launch = 0;
+    armed = false;
+  }
+
+  void finish(int world) {
+    std::lock_guard<std::mutex> lock(mu);
+    struct Reset {
+      ReducerState* s;
+      ~Reset() { s->reset(); }
+    } reset_on_exit{this};
+    at::NoGradGuard no_grad;
+    // Launched collectives are waited for even after a failure, so no work is left running on
+    // memory that the next step reuses.
+    std::string failure = error;
+    error.clear();
+    if (failure.empty()) {
+      for (size_t i = 0; i < params.size(); ++i) mark(i);
+      launch_ready();
+    }
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      auto& b = buckets[k];
+      if (!b.work) continue;
+      try {
+        if (!b.work->wait()) throw std::runtime_error("collective did not complete");
+      } catch (const std::exception& e) {
+        if (failure.empty()) {
+          failure = "gradient all-reduce of bucket " + std::to_string(k) + " of " +
+                    std::to_string(buckets.size()) + ": " + clean_what(e.what());
+        }
+      }
+    }
+    if (!failure.empty()) throw std::runtime_error(failure);
+    for (auto& b : buckets) {
+      if (!b.wire.is_same(b.flat)) b.flat.copy_(b.wire);
+      b.flat.div_(world);
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor grad = params[i].grad();
+      if (grad.defined() && grad.data_ptr() != slots[i].data_ptr()) grad.copy_(slots[i]);
+    }
+  }
+};
+
 }  // namespace
+
+struct TdcReducer {
+  std::shared_ptr<ReducerState> state;
+  // Kept alive so the hooks stay registered (a variable holds its accumulator only weakly).
+  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+};
+
 
 struct TdcStore {
   c10::intrusive_ptr<c10d::Store> store;
@@ -272,6 +404,80 @@ int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* i
 // gradients can live inside a flat all-reduce bucket, with no copies around the collective).
 int tdc_set_grad(at::Tensor* param, at::Tensor* grad, char** err) {
   return guarded(err, [&] { param->mutable_grad() = *grad; });
+}
+
+// A gradient reducer over `n` parameters given bucket by bucket: bucket k holds the next
+// bucket_sizes[k] entries of `params` (and of `slots`, each parameter's range of flats[k]).
+// With bf16 set, buckets travel as bf16 copies.
+int tdc_reducer_create(TdcGroup* g, at::Tensor** params, at::Tensor** slots, size_t n,
+                       const size_t* bucket_sizes, at::Tensor** flats, size_t n_buckets, int bf16,
+                       TdcReducer** out, char** err) {
+  return guarded(err, [&] {
+    auto state = std::make_shared<ReducerState>();
+    state->backend = g->backend;
+    state->params = to_vector(params, n);
+    state->slots = to_vector(slots, n);
+    state->ready.assign(n, false);
+    size_t next = 0;
+    for (size_t k = 0; k < n_buckets; ++k) {
+      ReducerState::Bucket b;
+      b.flat = *flats[k];
+      b.wire = bf16 ? b.flat.to(at::kBFloat16) : b.flat;
+      for (size_t j = 0; j < bucket_sizes[k]; ++j) {
+        if (next >= n) throw std::invalid_argument("bucket sizes add up to more than the parameters");
+        b.params.push_back(next);
+        state->bucket_of.push_back(k);
+        ++next;
+      }
+      b.pending = b.params.size();
+      state->buckets.push_back(std::move(b));
+    }
+    if (next != n) throw std::invalid_argument("bucket sizes do not add up to the parameters");
+    auto reducer = std::make_unique<TdcReducer>();
+    reducer->state = state;
+    std::weak_ptr<ReducerState> weak = state;
+    for (size_t i = 0; i < n; ++i) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(state->params[i]);
+      if (!accumulator) throw std::invalid_argument("parameter " + std::to_string(i) + " is not a leaf that requires grad");
+      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [weak, i](const torch::autograd::variable_list& outputs,
+                    const torch::autograd::variable_list&) {
+            if (auto live = weak.lock()) live->on_gradient(i);
+            return outputs;
+          }));
+      reducer->accumulators.push_back(std::move(accumulator));
+    }
+    *out = reducer.release();
+  });
+}
+
+// From now until the next finish, buckets are all-reduced as backward completes them.
+void tdc_reducer_arm(TdcReducer* r) {
+  std::lock_guard<std::mutex> lock(r->state->mu);
+  r->state->armed = true;
+}
+
+// Starts what backward did not, waits for every bucket, averages over `world` ranks. `params`
+// must be the reducer's own parameters (the same variables), in the order given at creation.
+int tdc_reducer_finish(TdcReducer* r, at::Tensor** params, size_t n, int world, char** err) {
+  return guarded(err, [&] {
+    const auto& own = r->state->params;
+    bool same = n == own.size();
+    for (size_t i = 0; same && i < n; ++i) same = own[i].is_same(*params[i]);
+    if (!same) {
+      throw std::invalid_argument(
+          "these are not the parameters the DDP reducer was built for (build Ddp from "
+          "Optimizer::parameters, after the optimizer)");
+    }
+    r->state->finish(world);
+  });
+}
+
+void tdc_reducer_free(TdcReducer* r) {
+  try {
+    delete r;
+  } catch (...) {
+  }
 }
 
 int tdc_barrier(TdcGroup* g, char** err) {

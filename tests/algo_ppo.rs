@@ -774,3 +774,66 @@ fn optimizer_state_survives_a_save_and_load() {
         .to_string();
     assert!(err.contains("holds"), "{err}");
 }
+
+#[test]
+fn micro_batches_accumulate_to_the_minibatch_update() {
+    let (initial, batch) = fixture(5);
+    let run = |micro_batches: i64| {
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let config = PpoConfig {
+            micro_batches,
+            ..ppo_config(None)
+        };
+        let mut ppo = Ppo::new(&vs, config, 3).unwrap();
+        let mut stats = Vec::new();
+        for u in 0..3 {
+            let s = ppo
+                .update(&model, &batch, u as f64 / 4.0, &mut Local)
+                .unwrap();
+            stats.push(s);
+        }
+        (snapshot(&vs), stats)
+    };
+    let (whole, whole_stats) = run(1);
+    // 16 samples in 2 minibatches of 8: micro-batches of 4 and of 2 samples.
+    for micro in [2, 4] {
+        let (parts, parts_stats) = run(micro);
+        let diff = max_param_diff(&whole, &parts);
+        assert!(
+            diff < 1e-5,
+            "{micro} micro-batches end {diff} away from whole minibatches"
+        );
+        assert!(
+            max_param_diff(&initial, &parts) > 1e-3,
+            "nothing was learnt"
+        );
+        for (a, b) in whole_stats.iter().zip(&parts_stats) {
+            assert!(
+                (a.policy_loss - b.policy_loss).abs() < 1e-5,
+                "{a:?} vs {b:?}"
+            );
+            assert!((a.grad_norm - b.grad_norm).abs() < 1e-5, "{a:?} vs {b:?}");
+            assert_eq!(a.optimizer_steps, b.optimizer_steps);
+        }
+    }
+
+    let (vs, model) = new_model();
+    let mut ppo = Ppo::new(
+        &vs,
+        PpoConfig {
+            micro_batches: 3,
+            ..ppo_config(None)
+        },
+        0,
+    )
+    .unwrap();
+    let err = ppo
+        .update(&model, &batch, 0.0, &mut Local)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("3 micro-batches do not divide the minibatch of 8"),
+        "{err}"
+    );
+}

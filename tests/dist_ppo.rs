@@ -1,6 +1,7 @@
 //! The PPO update over real processes and real Gloo: a fixed global batch on one rank and the
 //! same batch split over two ranks give parameters equal within 1e-5 after 10 updates
-//! (advantages normalised over the global batch, gradients averaged by DDP).
+//! (advantages normalised over the global batch, gradients averaged by DDP), also when each rank
+//! accumulates its minibatches over micro-batches and synchronises once per minibatch.
 
 mod common;
 
@@ -20,10 +21,11 @@ const GLOBAL: i64 = 64;
 const MINIBATCHES: usize = 4;
 const UPDATES: usize = 10;
 
-fn config() -> PpoConfig {
+fn config(micro_batches: i64) -> PpoConfig {
     PpoConfig {
         update_epochs: 2,
         num_minibatches: MINIBATCHES as i64,
+        micro_batches,
         learning_rate: 3e-3,
         ..PpoConfig::default()
     }
@@ -70,7 +72,7 @@ fn plans(u: usize) -> ([Vec<Vec<Tensor>>; 2], Vec<Vec<Tensor>>) {
     ];
     let mut per_rank = [Vec::new(), Vec::new()];
     let mut whole = Vec::new();
-    for _ in 0..config().update_epochs {
+    for _ in 0..config(1).update_epochs {
         let orders: Vec<Vec<i64>> = samplers.iter_mut().map(|s| s.permutation(half)).collect();
         let mut epoch = [Vec::new(), Vec::new()];
         let mut global_epoch = Vec::new();
@@ -101,9 +103,19 @@ fn params(vs: &VarStore) -> Vec<f32> {
         .collect()
 }
 
-fn train(rank: Option<usize>, collective: &mut dyn Collective) -> Vec<f32> {
+/// The model and its learner, built as the trainer builds them (the optimizer lays out the
+/// gradients that DDP then reduces).
+fn learner(micro_batches: i64) -> (VarStore, ActorCritic, Ppo) {
     let (vs, model) = model();
-    let mut ppo = Ppo::new(&vs, config(), 0).unwrap();
+    let ppo = Ppo::new(&vs, config(micro_batches), 0).unwrap();
+    (vs, model, ppo)
+}
+
+fn train(
+    (vs, model, mut ppo): (VarStore, ActorCritic, Ppo),
+    rank: Option<usize>,
+    collective: &mut dyn Collective,
+) -> Vec<f32> {
     for u in 0..UPDATES {
         let (per_rank, whole) = plans(u);
         let (b, plan) = match rank {
@@ -124,26 +136,37 @@ fn train(rank: Option<usize>, collective: &mut dyn Collective) -> Vec<f32> {
 
 #[test]
 fn ppo_split_over_two_real_ranks_equals_one_rank() {
+    split_over_two_ranks("ppo_split_over_two_real_ranks_equals_one_rank", 1);
+}
+
+/// Gradient accumulation under DDP: each rank's minibatch of 8 runs as 4 micro-batches of 2,
+/// synchronised once per minibatch, and still equals one rank stepping on whole minibatches.
+#[test]
+fn micro_batches_on_two_real_ranks_equal_one_rank() {
+    split_over_two_ranks("micro_batches_on_two_real_ranks_equal_one_rank", 4);
+}
+
+fn split_over_two_ranks(test: &str, micro_batches: i64) {
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();
-        let (vs, _) = model();
+        let learner = learner(micro_batches);
         let mut ddp = Ddp::new(
             pg,
-            &trainable_parameters_in_order(&vs),
+            learner.2.optimizer().parameters(),
             SyncPolicy::AllReduce {
                 bucket_bytes: 4096,
                 bf16: false,
             },
         )
         .unwrap();
-        let p = train(Some(rank), &mut ddp);
+        assert!(ddp.bucket_count() > 1, "the test wants several buckets");
+        let p = train(learner, Some(rank), &mut ddp);
         ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
         print_params(&p);
         return;
     }
     let port = free_port();
-    let test = "ppo_split_over_two_real_ranks_equals_one_rank";
     let ranks: Vec<Child> = (0..2)
         .map(|r| spawn_rank(test, r, 2, port, 30_000, &[]))
         .collect();
@@ -158,7 +181,7 @@ fn ppo_split_over_two_real_ranks_equals_one_rank() {
         .collect();
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
-    let one = train(None, &mut Local);
+    let one = train(learner(1), None, &mut Local);
     let initial = params(&model().0);
     let mut max_diff = 0f32;
     for (a, b) in one.iter().zip(&p0) {

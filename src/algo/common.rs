@@ -122,9 +122,22 @@ pub(crate) fn global_batch_stats(
     })
 }
 
-/// Backward, DDP gradient sync, clipping of the (now identical) averaged gradient, step.
-/// Returns the gradient norm before clipping. A non-finite norm is an error on every rank at
-/// once (all ranks hold the same averaged gradient), so no rank is left waiting.
+/// Backward of one loss into the accumulated gradients. `ends_step` marks the backward after
+/// which the gradients are synchronised (the only one, or the last micro-batch's): DDP overlaps
+/// its all-reduce with that one, and only that one.
+pub(crate) fn accumulate_gradients(
+    loss: &Tensor,
+    ends_step: bool,
+    collective: &mut dyn Collective,
+) {
+    if ends_step {
+        collective.before_backward();
+    }
+    loss.backward();
+}
+
+/// Zeroed gradients, backward, DDP gradient sync, clipping of the (now identical) averaged
+/// gradient, step. Returns the gradient norm before clipping.
 pub(crate) fn synchronised_step(
     optimizer: &mut Optimizer,
     loss: &Tensor,
@@ -134,7 +147,20 @@ pub(crate) fn synchronised_step(
     position: &dyn Fn() -> String,
 ) -> Result<f64> {
     optimizer.zero_grad();
-    loss.backward();
+    accumulate_gradients(loss, true, collective);
+    step_on_gradients(optimizer, max_grad_norm, lr, collective, position)
+}
+
+/// DDP gradient sync, clipping, step, on gradients already accumulated. Returns the gradient
+/// norm before clipping. A non-finite norm is an error on every rank at once (all ranks hold the
+/// same averaged gradient), so no rank is left waiting.
+pub(crate) fn step_on_gradients(
+    optimizer: &mut Optimizer,
+    max_grad_norm: f64,
+    lr: f64,
+    collective: &mut dyn Collective,
+    position: &dyn Fn() -> String,
+) -> Result<f64> {
     collective.sync_gradients(optimizer.parameters())?;
     let norm = optimizer.clip_grad_norm(max_grad_norm)?;
     let norm = norm.double_value(&[]);

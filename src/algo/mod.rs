@@ -50,6 +50,9 @@ use tch::Tensor;
 pub trait Collective {
     fn rank(&self) -> usize;
     fn world_size(&self) -> usize;
+    /// The next backward pass is the last before [`Collective::sync_gradients`] (not one micro-
+    /// batch of several): DDP may start all-reducing gradients while it runs.
+    fn before_backward(&mut self) {}
     /// Makes every rank hold the same gradients for `params` (DDP: the average over ranks).
     /// Called exactly once per optimizer step, after backward and before clipping/stepping.
     fn sync_gradients(&mut self, params: &[Tensor]) -> anyhow::Result<()>;

@@ -17,7 +17,9 @@ use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
 use super::Collective;
-use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
+use super::common::{
+    accumulate_gradients, check_batch, global_batch_stats, scheduled_lr, step_on_gradients,
+};
 use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, MinibatchSampler};
 use crate::nn::{ActorCritic, Evaluation};
@@ -43,6 +45,10 @@ pub struct PpoConfig {
     /// Minibatches per epoch. Every rank cuts its local batch into this many, so the global
     /// minibatch is `world_size` times the per-rank one.
     pub num_minibatches: i64,
+    /// Micro-batches per minibatch: each one's loss (weighted by its share) is backpropagated
+    /// into the accumulated gradients, which are synchronised and stepped on once per minibatch.
+    /// Gives the same update as one pass over the minibatch, in less memory.
+    pub micro_batches: i64,
     /// Normalise advantages (over the global batch).
     pub normalize_advantages: bool,
     /// Surrogate clipping epsilon.
@@ -71,6 +77,7 @@ impl Default for PpoConfig {
             gae_lambda: 0.95,
             update_epochs: 4,
             num_minibatches: 4,
+            micro_batches: 1,
             normalize_advantages: true,
             clip_coef: 0.2,
             value_clip_coef: Some(0.2),
@@ -133,6 +140,11 @@ impl PpoConfig {
             self.num_minibatches > 0,
             "ppo: num_minibatches must be positive, got {}",
             self.num_minibatches
+        );
+        ensure!(
+            self.micro_batches > 0,
+            "ppo: micro_batches must be positive, got {}",
+            self.micro_batches
         );
         positive("clip_coef", self.clip_coef)?;
         if let Some(v) = self.value_clip_coef {
@@ -402,30 +414,53 @@ impl Ppo {
         let mut grad_norm_sum = 0.0;
         let mut steps_taken = 0usize;
         let mut epochs_run = 0usize;
+        let micro = config.micro_batches;
+        ensure!(
+            minibatch_size % micro == 0,
+            "ppo: {micro} micro-batches do not divide the minibatch of {minibatch_size}"
+        );
+        let micro_size = minibatch_size / micro;
         for (epoch, minibatches) in plan.iter().enumerate() {
             let mut epoch_kl = Tensor::zeros([], (Kind::Float, batch.device()));
             for (k, indices) in minibatches.iter().enumerate() {
-                let minibatch = batch.select(indices);
-                let evaluation = model.evaluate(&minibatch.obs, &minibatch.actions)?;
-                let loss = ppo_loss(
-                    &evaluation,
-                    &minibatch.log_probs,
-                    &minibatch.values,
-                    &advantages.index_select(0, indices),
-                    &minibatch.returns,
-                    &config,
-                );
+                // Gradient accumulation: each micro-batch's mean loss weighted by 1/micro sums to
+                // the minibatch's mean loss; DDP synchronises once, after the last backward.
+                self.optimizer.zero_grad();
+                let mut minibatch_stats = Tensor::zeros([5], (Kind::Float, batch.device()));
+                for j in 0..micro {
+                    let rows = if micro == 1 {
+                        indices.shallow_clone()
+                    } else {
+                        indices.narrow(0, j * micro_size, micro_size)
+                    };
+                    let part = batch.select(&rows);
+                    let evaluation = model.evaluate(&part.obs, &part.actions)?;
+                    let loss = ppo_loss(
+                        &evaluation,
+                        &part.log_probs,
+                        &part.values,
+                        &advantages.index_select(0, &rows),
+                        &part.returns,
+                        &config,
+                    );
+                    if micro == 1 {
+                        accumulate_gradients(&loss.total, true, collective);
+                        minibatch_stats = stats_on_device(&loss);
+                    } else {
+                        let share = 1.0 / micro as f64;
+                        accumulate_gradients(&(&loss.total * share), j == micro - 1, collective);
+                        minibatch_stats += stats_on_device(&loss) * share;
+                    }
+                }
                 let position = || format!("epoch {epoch}, minibatch {k}");
-                grad_norm_sum += synchronised_step(
+                grad_norm_sum += step_on_gradients(
                     &mut self.optimizer,
-                    &loss.total,
                     config.max_grad_norm,
                     lr,
                     collective,
                     &position,
                 )?;
                 steps_taken += 1;
-                let minibatch_stats = stats_on_device(&loss);
                 if config.target_kl.is_some() {
                     epoch_kl += minibatch_stats.get(KL as i64);
                 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tch::{Kind, Tensor};
 
+use super::group::{GradientReducer, ReducerBucket};
 use super::{Layout, ProcessGroup, ReduceOp};
 
 /// How ranks keep their models together.
@@ -26,18 +27,18 @@ pub enum SyncPolicy {
     None,
 }
 
-/// A contiguous group of parameters reduced in one collective.
-struct Bucket {
-    params: Vec<usize>,
-    flat: Tensor,
-    layout: Layout,
-}
+/// The first bucket's size cap: small, so that its all-reduce starts early in the backward pass
+/// (it holds the last layers, whose gradients come first); later buckets use the configured size.
+const FIRST_BUCKET_BYTES: usize = 1 << 20;
 
 /// The gradient synchroniser of one rank.
 pub struct Ddp {
     pg: ProcessGroup,
     policy: SyncPolicy,
-    buckets: Vec<Bucket>,
+    /// Parameter indices of each all-reduce bucket, in launch order (empty unless all-reduce).
+    buckets: Vec<Vec<usize>>,
+    /// Runs the all-reduce policy's collectives, overlapped with backward (world size > 1).
+    reducer: Option<GradientReducer>,
     updates: u64,
     /// Time spent in collectives since the last [`Ddp::take_sync_time`].
     sync_time: Duration,
@@ -51,24 +52,8 @@ impl Ddp {
         pg.verify_layout(&params.iter().collect::<Vec<_>>())
             .context("ranks do not hold the same model")?;
         let mut buckets = Vec::new();
+        let mut reducer = None;
         if let SyncPolicy::AllReduce { bucket_bytes, bf16 } = &policy {
-            let kind = if *bf16 { Kind::BFloat16 } else { Kind::Float };
-            let mut current: Vec<usize> = Vec::new();
-            let mut bytes = 0usize;
-            let flush = |current: &mut Vec<usize>, buckets: &mut Vec<Bucket>| -> Result<()> {
-                if current.is_empty() {
-                    return Ok(());
-                }
-                let numel: i64 = current.iter().map(|&i| params[i].numel() as i64).sum();
-                let flat = Tensor::zeros([numel], (kind, params[current[0]].device()));
-                let layout = Layout::of(&[&flat]);
-                buckets.push(Bucket {
-                    params: std::mem::take(current),
-                    flat,
-                    layout,
-                });
-                Ok(())
-            };
             for (i, p) in params.iter().enumerate() {
                 if p.kind() != Kind::Float {
                     bail!(
@@ -76,43 +61,39 @@ impl Ddp {
                         p.kind()
                     );
                 }
+            }
+            // Buckets are filled from the last parameter backwards: backward produces the last
+            // layers' gradients first, so bucket 0 can be all-reduced while backward still works
+            // through the early layers (which in a CNN cost the most).
+            let mut current: Vec<usize> = Vec::new();
+            let mut bytes = 0usize;
+            for i in (0..params.len()).rev() {
                 current.push(i);
-                bytes += p.numel() * 4;
-                if bytes >= *bucket_bytes {
-                    flush(&mut current, &mut buckets)?;
+                bytes += params[i].numel() * 4;
+                let cap = if buckets.is_empty() {
+                    FIRST_BUCKET_BYTES.min(*bucket_bytes)
+                } else {
+                    *bucket_bytes
+                };
+                if bytes >= cap {
+                    current.reverse();
+                    buckets.push(std::mem::take(&mut current));
                     bytes = 0;
                 }
             }
-            flush(&mut current, &mut buckets)?;
-        }
-        // Uncompressed buckets hold the gradients themselves (each parameter's gradient is a view
-        // into its bucket), so a sync is one all-reduce and one division, with no copies. When
-        // the gradients already lie back to back (the optimizer's flat buffer), the buckets are
-        // slices of that buffer; otherwise the gradients are moved into the buckets.
-        let in_place =
-            matches!(policy, SyncPolicy::AllReduce { bf16: false, .. }) && pg.world_size() > 1;
-        if in_place && let Some(flat) = contiguous_gradients(params) {
-            let mut offset = 0i64;
-            for bucket in &mut buckets {
-                let numel = bucket.flat.numel() as i64;
-                bucket.flat = flat.narrow(0, offset, numel);
-                offset += numel;
+            if !current.is_empty() {
+                current.reverse();
+                buckets.push(current);
             }
-        } else if in_place {
-            for bucket in &buckets {
-                let mut offset = 0i64;
-                for &i in &bucket.params {
-                    let n = params[i].numel() as i64;
-                    let view = bucket.flat.narrow(0, offset, n).view_as(&params[i]);
-                    super::group::set_grad(&params[i], &view)?;
-                    offset += n;
-                }
+            if pg.world_size() > 1 {
+                reducer = Some(build_reducer(&pg, params, &buckets, *bf16)?);
             }
         }
         Ok(Ddp {
             pg,
             policy,
             buckets,
+            reducer,
             updates: 0,
             sync_time: Duration::ZERO,
         })
@@ -142,6 +123,14 @@ impl Ddp {
     /// Number of gradient buckets (0 unless the policy is all-reduce).
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// The next backward pass ends a gradient step (not a micro-batch of one): under the
+    /// all-reduce policy, buckets are all-reduced while backward is still running.
+    pub fn before_backward(&mut self) {
+        if let Some(reducer) = &mut self.reducer {
+            reducer.arm();
+        }
     }
 
     /// Time spent synchronising since the last call.
@@ -175,39 +164,18 @@ impl Ddp {
             return Ok(());
         }
         let start = Instant::now();
-        let world = self.pg.world_size() as f64;
         match &self.policy {
             SyncPolicy::AllReduce { .. } => {
-                for bucket in &mut self.buckets {
-                    tch::no_grad(|| -> Result<()> {
-                        // Gradients normally live in the bucket already; copy only those that
-                        // do not (compressed buckets, or a gradient someone replaced).
-                        let mut offset = 0i64;
-                        let mut copied = Vec::new();
-                        for &i in &bucket.params {
-                            let n = params[i].numel() as i64;
-                            let mut slot = bucket.flat.narrow(0, offset, n);
-                            let g = params[i].grad();
-                            if !g.defined() {
-                                let _ = slot.zero_();
-                            } else if g.data_ptr() != slot.data_ptr() || g.kind() != slot.kind() {
-                                slot.copy_(&g.view(-1));
-                                copied.push((i, offset, n));
-                            }
-                            offset += n;
-                        }
-                        let mut flat = [bucket.flat.shallow_clone()];
-                        self.pg
-                            .all_reduce_verified(&bucket.layout, &mut flat, ReduceOp::Sum)?;
-                        let _ = bucket.flat.g_div_scalar_(world);
-                        for (i, offset, n) in copied {
-                            params[i]
-                                .grad()
-                                .view(-1)
-                                .copy_(&bucket.flat.narrow(0, offset, n));
-                        }
-                        Ok(())
-                    })?;
+                if let Some(reducer) = &mut self.reducer {
+                    // In bucket order, as the reducer was built.
+                    let ordered: Vec<Tensor> = self
+                        .buckets
+                        .iter()
+                        .flatten()
+                        .map(|&i| params.get(i).map(Tensor::shallow_clone))
+                        .collect::<Option<_>>()
+                        .context("sync_gradients: fewer parameters than Ddp was built for")?;
+                    reducer.finish(&ordered)?;
                 }
             }
             SyncPolicy::Broadcast => {
@@ -338,6 +306,56 @@ fn contiguous_gradients(params: &[Tensor]) -> Option<Tensor> {
         .ok()
 }
 
+/// The all-reduce policy's reducer. Each bucket's memory is where the gradients are: a slice of
+/// the optimizer's flat gradient buffer when the gradients lie back to back, or else a new buffer
+/// that the gradients are moved into.
+fn build_reducer(
+    pg: &ProcessGroup,
+    params: &[Tensor],
+    buckets: &[Vec<usize>],
+    bf16: bool,
+) -> Result<GradientReducer> {
+    let flat_grads = contiguous_gradients(params);
+    let mut offsets = Vec::with_capacity(params.len());
+    let mut offset = 0i64;
+    for p in params {
+        offsets.push(offset);
+        offset += p.numel() as i64;
+    }
+    let mut reducer_buckets = Vec::with_capacity(buckets.len());
+    tch::no_grad(|| -> Result<()> {
+        for members in buckets {
+            let numel: i64 = members.iter().map(|&i| params[i].numel() as i64).sum();
+            let flat = match &flat_grads {
+                Some(all) => all.narrow(0, offsets[members[0]], numel),
+                None => Tensor::zeros([numel], (Kind::Float, params[members[0]].device())),
+            };
+            let mut slots = Vec::with_capacity(members.len());
+            let mut at = 0i64;
+            for &i in members {
+                let n = params[i].numel() as i64;
+                let mut slot = flat.narrow(0, at, n).view_as(&params[i]);
+                if flat_grads.is_none() {
+                    let existing = params[i].grad();
+                    if existing.defined() {
+                        slot.copy_(&existing);
+                    }
+                    super::group::set_grad(&params[i], &slot)?;
+                }
+                slots.push(slot);
+                at += n;
+            }
+            reducer_buckets.push(ReducerBucket {
+                params: members.iter().map(|&i| &params[i]).collect(),
+                slots,
+                flat,
+            });
+        }
+        Ok(())
+    })?;
+    Ok(pg.gradient_reducer(&reducer_buckets, bf16)?)
+}
+
 fn grad_or_zeros(p: &Tensor) -> Tensor {
     let g = p.grad();
     if g.defined() { g } else { p.zeros_like() }
@@ -372,6 +390,10 @@ impl crate::algo::Collective for Ddp {
 
     fn world_size(&self) -> usize {
         self.pg.world_size()
+    }
+
+    fn before_backward(&mut self) {
+        Ddp::before_backward(self)
     }
 
     fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {

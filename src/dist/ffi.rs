@@ -19,6 +19,11 @@ pub struct TdcGroup {
     _private: [u8; 0],
 }
 
+#[repr(C)]
+pub struct TdcReducer {
+    _private: [u8; 0],
+}
+
 unsafe extern "C" {
     pub fn tdc_free(p: *mut c_void);
     pub fn tdc_torch_version() -> *const c_char;
@@ -113,4 +118,27 @@ unsafe extern "C" {
     ) -> c_int;
     pub fn tdc_set_grad(param: *mut C_tensor, grad: *mut C_tensor, err: *mut *mut c_char) -> c_int;
     pub fn tdc_barrier(group: *mut TdcGroup, err: *mut *mut c_char) -> c_int;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn tdc_reducer_create(
+        group: *mut TdcGroup,
+        params: *mut *mut C_tensor,
+        slots: *mut *mut C_tensor,
+        n: usize,
+        bucket_sizes: *const usize,
+        flats: *mut *mut C_tensor,
+        n_buckets: usize,
+        bf16: c_int,
+        out: *mut *mut TdcReducer,
+        err: *mut *mut c_char,
+    ) -> c_int;
+    pub fn tdc_reducer_arm(reducer: *mut TdcReducer);
+    pub fn tdc_reducer_finish(
+        reducer: *mut TdcReducer,
+        params: *mut *mut C_tensor,
+        n: usize,
+        world: c_int,
+        err: *mut *mut c_char,
+    ) -> c_int;
+    pub fn tdc_reducer_free(reducer: *mut TdcReducer);
 }

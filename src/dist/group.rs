@@ -748,3 +748,111 @@ impl Drop for ProcessGroup {
         unsafe { ffi::tdc_group_free(self.raw) };
     }
 }
+
+/// DDP's gradient all-reduce overlapped with the backward pass (the shim's reducer): gradient
+/// buckets are all-reduced, in bucket order, as soon as backward has produced all of a bucket's
+/// gradients, while backward goes on with the earlier layers.
+pub struct GradientReducer {
+    raw: *mut ffi::TdcReducer,
+    world_size: usize,
+}
+
+unsafe impl Send for GradientReducer {}
+
+/// One bucket of a [`GradientReducer`]: its parameters, each one's range of the bucket's memory,
+/// and that memory (f32; where the gradients live).
+pub struct ReducerBucket<'a> {
+    pub params: Vec<&'a Tensor>,
+    pub slots: Vec<Tensor>,
+    pub flat: Tensor,
+}
+
+impl ProcessGroup {
+    /// A reducer over `buckets`, in launch order (put the last layers first: backward produces
+    /// their gradients first). Every rank must build the same buckets (same parameter layout).
+    pub fn gradient_reducer(
+        &self,
+        buckets: &[ReducerBucket<'_>],
+        bf16: bool,
+    ) -> Result<GradientReducer> {
+        if buckets.iter().any(|b| b.params.len() != b.slots.len()) {
+            return Err(DistError::Invalid(
+                "a reducer bucket needs one slot per parameter".into(),
+            ));
+        }
+        // Shallow clones own the handles passed down; the shim keeps its own references.
+        let mut param_handles: Vec<Tensor> = buckets
+            .iter()
+            .flat_map(|b| b.params.iter().map(|p| p.shallow_clone()))
+            .collect();
+        let mut slot_handles: Vec<Tensor> = buckets
+            .iter()
+            .flat_map(|b| b.slots.iter().map(Tensor::shallow_clone))
+            .collect();
+        let mut flat_handles: Vec<Tensor> =
+            buckets.iter().map(|b| b.flat.shallow_clone()).collect();
+        let sizes: Vec<usize> = buckets.iter().map(|b| b.params.len()).collect();
+        let pointers =
+            |ts: &mut [Tensor]| ts.iter_mut().map(|t| t.as_mut_ptr()).collect::<Vec<_>>();
+        let mut params = pointers(&mut param_handles);
+        let mut slots = pointers(&mut slot_handles);
+        let mut flats = pointers(&mut flat_handles);
+        let mut raw = std::ptr::null_mut();
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_reducer_create(
+                self.raw,
+                params.as_mut_ptr(),
+                slots.as_mut_ptr(),
+                params.len(),
+                sizes.as_ptr(),
+                flats.as_mut_ptr(),
+                flats.len(),
+                bf16 as c_int,
+                &mut raw,
+                &mut err,
+            )
+        };
+        check(rc, err, "creating the gradient reducer")?;
+        Ok(GradientReducer {
+            raw,
+            world_size: self.world_size,
+        })
+    }
+}
+
+impl GradientReducer {
+    /// The next backward pass ends a gradient step: start all-reducing buckets as it completes
+    /// them. Without this (a micro-batch's backward under gradient accumulation), gradients only
+    /// accumulate and [`GradientReducer::finish`] reduces them all.
+    pub fn arm(&mut self) {
+        unsafe { ffi::tdc_reducer_arm(self.raw) };
+    }
+
+    /// Starts the buckets backward did not, waits for all of them and divides by the world size:
+    /// afterwards every rank holds the averaged gradient.
+    /// `params` must be the reducer's parameters, in the order they were given in its buckets'
+    /// creation order (checked).
+    pub fn finish(&mut self, params: &[Tensor]) -> Result<()> {
+        let mut handles: Vec<Tensor> = params.iter().map(Tensor::shallow_clone).collect();
+        let mut pointers: Vec<*mut torch_sys::C_tensor> =
+            handles.iter_mut().map(|t| t.as_mut_ptr()).collect();
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe {
+            ffi::tdc_reducer_finish(
+                self.raw,
+                pointers.as_mut_ptr(),
+                pointers.len(),
+                self.world_size as c_int,
+                &mut err,
+            )
+        };
+        check(rc, err, "gradient sync")
+    }
+}
+
+impl Drop for GradientReducer {
+    fn drop(&mut self) {
+        unsafe { ffi::tdc_reducer_free(self.raw) };
+    }
+}

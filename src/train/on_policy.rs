@@ -116,6 +116,7 @@ fn ppo_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> Ppo
         gae_lambda: p.gae_lambda,
         update_epochs: p.epochs,
         num_minibatches: minibatches as i64,
+        micro_batches: p.micro_batches as i64,
         normalize_advantages: p.normalize_advantages,
         clip_coef: p.clip,
         value_clip_coef: p.value_clip,

@@ -96,6 +96,7 @@ pub struct Ppo {
     pub value_coef: f64,
     pub epochs: usize,
     pub minibatches: usize,
+    pub micro_batches: usize,
     pub max_grad_norm: Option<f64>,
     pub anneal_lr: bool,
     pub target_kl: Option<f64>,

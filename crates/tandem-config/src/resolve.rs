@@ -1805,6 +1805,26 @@ impl CrossCheck<'_, '_> {
                             e.train.rollout
                         ),
                     );
+                } else if self.ok(&["algorithm.micro-batches"])
+                    && e.env.envs.is_multiple_of(world)
+                    && batch.is_multiple_of(ppo.minibatches)
+                    && !(batch / ppo.minibatches).is_multiple_of(ppo.micro_batches)
+                {
+                    let minibatch = batch / ppo.minibatches;
+                    self.report(
+                        "config::not-divisible",
+                        format!(
+                            "{} micro-batches do not divide each rank's minibatch of {minibatch}",
+                            ppo.micro_batches
+                        ),
+                        "algorithm.micro-batches",
+                        &format!("does not divide {minibatch}"),
+                        Some(("algorithm.minibatches", "minibatches")),
+                        format!(
+                            "each rank's batch of {batch} splits into {} minibatches of {minibatch}; choose micro-batches dividing {minibatch}",
+                            ppo.minibatches
+                        ),
+                    );
                 }
             }
             Algorithm::Dqn(dqn) => {

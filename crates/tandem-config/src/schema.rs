@@ -259,6 +259,12 @@ pub(crate) static ALGORITHM: Section = Section {
                     Dflt::Int(4),
                     "Minibatches per epoch; must divide each rank's batch (its environments times the rollout).",
                 ),
+                f(
+                    "micro-batches",
+                    COUNT,
+                    Dflt::Int(1),
+                    "Micro-batches per minibatch: gradients are accumulated over them and synchronised across ranks once per minibatch (for minibatches too large for the device at once); must divide each rank's minibatch.",
+                ),
                 n(
                     "max-grad-norm",
                     POSITIVE,

@@ -171,6 +171,7 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             value_coef: a.float("value-coef"),
             epochs: a.usize("epochs"),
             minibatches: a.usize("minibatches"),
+            micro_batches: a.usize("micro-batches"),
             max_grad_norm: a.opt_float("max-grad-norm"),
             anneal_lr: a.boolean("anneal-lr"),
             target_kl: a.opt_float("target-kl"),
@@ -394,6 +395,7 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
             a.float("value-coef", p.value_coef);
             a.int("epochs", p.epochs);
             a.int("minibatches", p.minibatches);
+            a.int("micro-batches", p.micro_batches);
             a.opt_float("max-grad-norm", p.max_grad_norm);
             a.boolean("anneal-lr", p.anneal_lr);
             a.opt_float("target-kl", p.target_kl);

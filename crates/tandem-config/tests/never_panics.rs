@@ -27,6 +27,7 @@ const WORDS: &[&str] = &[
     "lr",
     "gamma",
     "minibatches",
+    "micro-batches",
     "batch-size",
     "buffer-capacity",
     "env",
