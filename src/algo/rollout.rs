@@ -378,6 +378,18 @@ impl RolloutBuffer {
         self.has_truncation_values.fill(false);
     }
 
+    /// The storage row the next [`RolloutBuffer::push`] fills with observations (a view,
+    /// `[num_envs, ...obs_shape]`): write the observations here and act on this tensor, and the
+    /// push has nothing to copy for them.
+    pub fn next_obs(&self) -> Result<Tensor> {
+        ensure!(
+            self.filled < self.num_steps,
+            "rollout buffer: already holds {} steps; reset it before recording more",
+            self.num_steps
+        );
+        Ok(self.obs.get(self.filled))
+    }
+
     /// Records one step for all environments.
     pub fn push(&mut self, step: &StepRecord) -> Result<()> {
         let t = self.filled;
@@ -410,7 +422,11 @@ impl RolloutBuffer {
         );
         tch::no_grad(|| {
             let row = |storage: &Tensor, src: &Tensor| storage.get(t).copy_(src);
-            row(&self.obs, step.obs);
+            let obs_row = self.obs.get(t);
+            // Observations written in place through `next_obs` are already there.
+            if obs_row.data_ptr() != step.obs.data_ptr() {
+                obs_row.shallow_clone().copy_(step.obs);
+            }
             row(&self.actions, step.actions);
             row(&self.log_probs, step.log_probs);
             row(&self.values, step.values);

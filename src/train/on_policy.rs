@@ -16,8 +16,8 @@ use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::shared::{
-    RunSummary, batch_tensor, normalizer_tensors, open_summaries, params_finite, restore_envs,
-    restore_normalizers, sync_normalizers, sync_policy, write_summary,
+    RunSummary, batch_tensor, fill_rows, normalizer_tensors, open_summaries, params_finite,
+    restore_envs, restore_normalizers, sync_normalizers, sync_policy, write_summary,
 };
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
@@ -158,6 +158,8 @@ struct Phases {
     rollout: Duration,
     /// The part of `rollout` spent in the policy's forward passes (libtorch).
     inference: Duration,
+    /// The part of `rollout` spent stepping the environments (games and wrappers).
+    env: Duration,
     learn: Duration,
     sync: Duration,
     log: Duration,
@@ -292,13 +294,16 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
         buffer.reset();
         let mut my_episodes: Vec<Episode> = Vec::new();
         for _ in 0..rollout {
-            let obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
+            let obs = buffer.next_obs()?;
+            fill_rows(&obs, envs.obs())?;
             let infer = Instant::now();
             let taken = tch::no_grad(|| model.act(&obs))?;
             phases.inference += infer.elapsed();
             let actions: Vec<i64> =
                 Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?;
+            let stepping = Instant::now();
             envs.step(&actions)?;
+            phases.env += stepping.elapsed();
             let rewards = Tensor::from_slice(envs.rewards()).to_device(device);
             let terminated = Tensor::from_slice(
                 &envs
@@ -323,7 +328,10 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 .any(|(&tr, &te)| tr && !te)
             {
                 let finals = batch_tensor(envs.final_obs(), n_envs, &obs_shape, device);
-                Some(tch::no_grad(|| model.value(&finals))?)
+                let infer = Instant::now();
+                let values = tch::no_grad(|| model.value(&finals))?;
+                phases.inference += infer.elapsed();
+                Some(values)
             } else {
                 None
             };
@@ -346,7 +354,9 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
             }
         }
         let last_obs = batch_tensor(envs.obs(), n_envs, &obs_shape, device);
+        let infer = Instant::now();
         let last_values = tch::no_grad(|| model.value(&last_obs))?;
+        phases.inference += infer.elapsed();
         phases.rollout += t0.elapsed();
 
         // ---- learn (gradients are averaged across ranks inside, by DDP)
@@ -456,6 +466,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 s.push(("perf/rank_steps_per_second_max", sps_max));
                 s.push(("time/rollout_s", phases.rollout.as_secs_f64()));
                 s.push(("time/inference_s", phases.inference.as_secs_f64()));
+                s.push(("time/env_s", phases.env.as_secs_f64()));
                 s.push(("time/learn_s", phases.learn.as_secs_f64()));
                 s.push(("time/sync_s", phases.sync.as_secs_f64()));
                 s.push(("time/log_s", phases.log.as_secs_f64()));

@@ -2,8 +2,8 @@
 //! policy, batches of observation rows as tensors, the NaN check, and keeping normalisers and
 //! environments in step across ranks and across checkpoints.
 
-use anyhow::{Context, Result};
-use tch::{Device, Tensor};
+use anyhow::{Context, Result, ensure};
+use tch::{Device, Kind, Tensor};
 
 use tandem_config::Experiment;
 use tandem_summary::SummaryWriter;
@@ -124,6 +124,31 @@ pub(super) fn restore_envs(
 }
 
 /// The VecEnv's contiguous observation rows as one `[N, ...obs_shape]` tensor on `device`.
+/// Copies `rows` (the environments' observations, row after row) into `dst`, a contiguous f32
+/// tensor of as many values: straight into its memory on the CPU, through one host tensor for a
+/// device.
+pub(super) fn fill_rows(dst: &Tensor, rows: &[f32]) -> Result<()> {
+    ensure!(
+        dst.kind() == Kind::Float && dst.numel() == rows.len() && dst.is_contiguous(),
+        "observation rows: {} values for a {:?} tensor of shape {:?}",
+        rows.len(),
+        dst.kind(),
+        dst.size()
+    );
+    if dst.device() == Device::Cpu {
+        // SAFETY: `dst` is a contiguous f32 CPU tensor of exactly `rows.len()` elements, and
+        // nothing else reads or writes it during the copy.
+        unsafe { std::slice::from_raw_parts_mut(dst.data_ptr() as *mut f32, rows.len()) }
+            .copy_from_slice(rows);
+    } else {
+        tch::no_grad(|| {
+            dst.shallow_clone()
+                .copy_(&Tensor::from_slice(rows).view(dst.size().as_slice()))
+        });
+    }
+    Ok(())
+}
+
 pub(super) fn batch_tensor(rows: &[f32], n: usize, obs_shape: &[i64], device: Device) -> Tensor {
     let mut shape = vec![n as i64];
     shape.extend_from_slice(obs_shape);

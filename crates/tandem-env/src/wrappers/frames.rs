@@ -98,7 +98,8 @@ impl Env for FrameSkip {
                 break;
             }
             if let Some(slot) = slot {
-                self.frames[slot].clone_from(&self.scratch);
+                // A swap, not a copy: the next frame overwrites the scratch whole.
+                std::mem::swap(&mut self.frames[slot], &mut self.scratch);
             }
         }
         if wanted {
