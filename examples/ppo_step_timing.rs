@@ -1,0 +1,124 @@
+//! Where one PPO optimizer step on a CartPole-sized network spends its time: gathering the
+//! minibatch, the forward pass, the loss, backward, the gradient clip, Adam and the statistics,
+//! each averaged over 3,000 steps of 256 samples on one thread (docs/performance.md, Training 1).
+//!
+//!     cargo run --release --example ppo_step_timing
+//!
+//! It allocates through mimalloc like the `tandem` binary, so the figures match a training run.
+
+use std::time::Instant;
+
+use tandem::algo::{Optimizer, OptimizerSpec, PpoConfig, ppo_loss};
+use tandem::nn::{ActionSpace, Activation, ActorCritic, ActorCriticSpec, NetworkSpec};
+use tch::{Device, Kind, Tensor, nn::VarStore};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const SECTIONS: [&str; 7] = [
+    "gather the minibatch",
+    "forward (both networks, distribution)",
+    "PPO loss",
+    "zero_grad + backward",
+    "gradient clip",
+    "Adam step",
+    "statistics to the host",
+];
+
+fn main() {
+    tch::set_num_threads(1);
+    tch::manual_seed(0);
+    let vs = VarStore::new(Device::Cpu);
+    let spec = ActorCriticSpec::for_network(NetworkSpec::Mlp {
+        hidden: vec![64, 64],
+        activation: Activation::Tanh,
+    });
+    let model = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 2 })
+        .expect("a CartPole actor-critic");
+    let mut optimizer = Optimizer::new(
+        &vs,
+        OptimizerSpec::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-5,
+        },
+    )
+    .expect("an optimizer");
+    let (b, opts) = (256, (Kind::Float, Device::Cpu));
+    let obs = Tensor::randn([b, 4], opts);
+    let actions = Tensor::randint(2, [b], (Kind::Int64, Device::Cpu));
+    let old_log_probs = Tensor::randn([b], opts) * 0.1 - 0.7;
+    let values = Tensor::randn([b], opts);
+    let advantages = Tensor::randn([b], opts);
+    let returns = Tensor::randn([b], opts);
+    let config = PpoConfig {
+        value_clip_coef: None,
+        ent_coef: 0.0,
+        ..PpoConfig::default()
+    };
+    let order = Tensor::randperm(b, (Kind::Int64, Device::Cpu));
+
+    let (warmup, steps) = (300, 3000);
+    let mut seconds = [0f64; SECTIONS.len()];
+    for i in 0..warmup + steps {
+        let mut marks = [Instant::now(); SECTIONS.len() + 1];
+        let picked = [
+            &obs,
+            &actions,
+            &old_log_probs,
+            &values,
+            &advantages,
+            &returns,
+        ]
+        .map(|t| t.index_select(0, &order));
+        marks[1] = Instant::now();
+        let evaluation = model.evaluate(&picked[0], &picked[1]).expect("evaluate");
+        marks[2] = Instant::now();
+        let loss = ppo_loss(
+            &evaluation,
+            &picked[2],
+            &picked[3],
+            &picked[4],
+            &picked[5],
+            &config,
+        );
+        marks[3] = Instant::now();
+        optimizer.zero_grad();
+        loss.total.backward();
+        marks[4] = Instant::now();
+        let norm = optimizer
+            .clip_grad_norm(0.5)
+            .expect("clip")
+            .double_value(&[]);
+        marks[5] = Instant::now();
+        optimizer.step(1e-4).expect("step");
+        marks[6] = Instant::now();
+        let stats = Tensor::stack(
+            &[
+                &loss.policy_loss,
+                &loss.value_loss,
+                &loss.entropy,
+                &loss.approx_kl,
+                &loss.clip_fraction,
+            ],
+            0,
+        );
+        let _ = Vec::<f64>::try_from(stats.to_kind(Kind::Double)).expect("stats");
+        assert!(norm.is_finite());
+        marks[7] = Instant::now();
+        if i >= warmup {
+            for (k, s) in seconds.iter_mut().enumerate() {
+                *s += (marks[k + 1] - marks[k]).as_secs_f64();
+            }
+        }
+    }
+    let per_step = |s: f64| s / steps as f64 * 1e6;
+    for (name, s) in SECTIONS.iter().zip(seconds) {
+        println!("{name:>40}: {:7.1} us", per_step(s));
+    }
+    println!(
+        "{:>40}: {:7.1} us",
+        "one optimizer step",
+        per_step(seconds.iter().sum())
+    );
+}
