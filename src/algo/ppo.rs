@@ -426,7 +426,7 @@ impl Ppo {
                 // Gradient accumulation: each micro-batch's mean loss weighted by 1/micro sums to
                 // the minibatch's mean loss; DDP synchronises once, after the last backward.
                 self.optimizer.zero_grad();
-                let mut minibatch_stats = Tensor::zeros([5], (Kind::Float, batch.device()));
+                let mut parts = Vec::with_capacity(micro as usize);
                 for j in 0..micro {
                     let rows = if micro == 1 {
                         indices.shallow_clone()
@@ -445,13 +445,18 @@ impl Ppo {
                     );
                     if micro == 1 {
                         accumulate_gradients(&loss.total, true, collective);
-                        minibatch_stats = stats_on_device(&loss);
                     } else {
                         let share = 1.0 / micro as f64;
                         accumulate_gradients(&(&loss.total * share), j == micro - 1, collective);
-                        minibatch_stats += stats_on_device(&loss) * share;
                     }
+                    parts.push(stats_on_device(&loss));
                 }
+                // Equal micro-batches: the minibatch's statistics are their mean.
+                let minibatch_stats = if parts.len() == 1 {
+                    parts.swap_remove(0)
+                } else {
+                    Tensor::stack(&parts, 0).mean_dim(0, false, Kind::Float)
+                };
                 let position = || format!("epoch {epoch}, minibatch {k}");
                 grad_norm_sum += step_on_gradients(
                     &mut self.optimizer,
