@@ -125,6 +125,16 @@ fn run_rank() {
         y.narrow(0, rank * half, half),
     );
     let mut opt = adam(&vs);
+    if matches!(ddp.policy(), SyncPolicy::AllReduce { .. }) {
+        // The reducer's hooks sit on the parameters Ddp was built from; another model's are
+        // refused on every rank alike, before any collective starts.
+        let other = trainable_parameters_in_order(&model(7));
+        let err = ddp.sync_gradients(&other).unwrap_err().to_string();
+        assert!(
+            err.contains("not the parameters the DDP reducer was built for"),
+            "{err}"
+        );
+    }
     for _ in 0..UPDATES {
         opt.zero_grad();
         loss(&params, &x, &y).backward();
