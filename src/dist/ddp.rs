@@ -1,7 +1,11 @@
 //! Data-parallel training state kept equal across ranks: the sync policies (gradient all-reduce in
-//! buckets with optional bf16 compression, reduce-to-rank-0 plus parameter broadcast, periodic
-//! parameter averaging, none), the start-up broadcast of parameters and buffers from rank 0, and
-//! the cross-rank fingerprint that proves ranks still agree.
+//! buckets, overlapped with backward, with optional bf16 compression; reduce-to-rank-0 plus
+//! parameter broadcast; periodic parameter averaging; none), the start-up broadcast of parameters
+//! and buffers from rank 0, and the cross-rank fingerprint that proves ranks still agree.
+//!
+//! Build a `Ddp` after the learner, from `Optimizer::parameters`: the all-reduce buckets are then
+//! slices of the optimizer's flat gradient buffer, and the reducer's hooks sit on exactly the
+//! variables the optimizer steps.
 //!
 //! Every rank must call the same methods in the same order; the methods themselves never decide
 //! differently on different ranks (the decisions are functions of the update count only).
