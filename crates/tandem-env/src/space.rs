@@ -172,6 +172,16 @@ impl ObsBuf<'_> {
         matches!(self, ObsBuf::Skip)
     }
 
+    /// `scratch` if this buffer wants an observation, else `Skip`: where a wrapper that
+    /// converts observations has its inner environment write.
+    pub fn scratch_if_wanted<'b>(&self, scratch: ObsBuf<'b>) -> ObsBuf<'b> {
+        if self.is_skip() {
+            ObsBuf::Skip
+        } else {
+            scratch
+        }
+    }
+
     /// Writes the given values, converting to the buffer's element type (u8 buffers
     /// saturate-round; intended for values already in 0..=255).
     pub fn write_f32(&mut self, values: &[f32]) {

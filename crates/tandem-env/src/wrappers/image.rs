@@ -331,27 +331,14 @@ impl Env for Grayscale {
         self.inner.num_actions()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        let wanted = !obs.is_skip();
-        self.inner.reset(
-            seed,
-            if wanted {
-                ObsBuf::U8(&mut self.rgb)
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        self.inner
+            .reset(seed, obs.scratch_if_wanted(ObsBuf::U8(&mut self.rgb)));
         self.convert(&mut obs);
     }
     fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
-        let wanted = !obs.is_skip();
-        let step = self.inner.step(
-            action,
-            if wanted {
-                ObsBuf::U8(&mut self.rgb)
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        let step = self
+            .inner
+            .step(action, obs.scratch_if_wanted(ObsBuf::U8(&mut self.rgb)));
         self.convert(&mut obs);
         step
     }
@@ -403,27 +390,14 @@ impl Env for Resize {
         self.inner.num_actions()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        let wanted = !obs.is_skip();
-        self.inner.reset(
-            seed,
-            if wanted {
-                self.input.buf()
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        self.inner
+            .reset(seed, obs.scratch_if_wanted(self.input.buf()));
         self.convert(&mut obs);
     }
     fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
-        let wanted = !obs.is_skip();
-        let step = self.inner.step(
-            action,
-            if wanted {
-                self.input.buf()
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        let step = self
+            .inner
+            .step(action, obs.scratch_if_wanted(self.input.buf()));
         self.convert(&mut obs);
         step
     }

@@ -97,27 +97,14 @@ impl Env for NormalizeObs {
         self.inner.num_actions()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        let wanted = !obs.is_skip();
-        self.inner.reset(
-            seed,
-            if wanted {
-                self.input.buf()
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        self.inner
+            .reset(seed, obs.scratch_if_wanted(self.input.buf()));
         self.process(&mut obs);
     }
     fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
-        let wanted = !obs.is_skip();
-        let step = self.inner.step(
-            action,
-            if wanted {
-                self.input.buf()
-            } else {
-                ObsBuf::Skip
-            },
-        );
+        let step = self
+            .inner
+            .step(action, obs.scratch_if_wanted(self.input.buf()));
         self.process(&mut obs);
         step
     }
