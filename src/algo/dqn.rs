@@ -115,24 +115,21 @@ impl Dqn {
         } else {
             QHead::Plain
         };
+        // The online network and its target: the same architecture in two VarStores.
+        let build = |vs: &VarStore| {
+            QNetwork::new(
+                &vs.root(),
+                network,
+                scale_pixels,
+                obs_shape,
+                num_actions,
+                head,
+            )
+        };
         let online_vs = VarStore::new(device);
-        let online = QNetwork::new(
-            &online_vs.root(),
-            network,
-            scale_pixels,
-            obs_shape,
-            num_actions,
-            head,
-        )?;
+        let online = build(&online_vs)?;
         let mut target_vs = VarStore::new(device);
-        let target = QNetwork::new(
-            &target_vs.root(),
-            network,
-            scale_pixels,
-            obs_shape,
-            num_actions,
-            head,
-        )?;
+        let target = build(&target_vs)?;
         target_vs.freeze();
         let optimizer = Optimizer::new(
             &online_vs,
