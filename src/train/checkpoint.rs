@@ -106,27 +106,41 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn list(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+/// Every file of `dir` with its name (nothing when the directory does not exist yet).
+fn entries(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
     if !dir.exists() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
+    let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with("ckpt-") && name.ends_with(".pt") {
-            out.push(path);
-        }
+        out.push((path, name));
     }
-    out.sort();
     Ok(out)
 }
 
+/// The model checkpoints among `entries`, oldest first.
+fn checkpoints(entries: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = entries
+        .iter()
+        .filter(|(_, name)| name.starts_with("ckpt-") && name.ends_with(".pt"))
+        .map(|(path, _)| path.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+fn list(dir: &Path) -> Result<Vec<PathBuf>> {
+    Ok(checkpoints(&entries(dir)?))
+}
+
 fn prune(dir: &Path, keep: usize) -> Result<()> {
-    let all = list(dir)?;
+    let files = entries(dir)?;
+    let all = checkpoints(&files);
     let keep = keep.max(1);
     let oldest_kept = if all.len() > keep {
         for old in &all[..all.len() - keep] {
@@ -138,12 +152,7 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
         0
     };
     let mine = format!(".pt.tmp-{}", std::process::id());
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    for (path, name) in files {
         // Environment snapshots of checkpoints that are gone.
         let stale_snapshot =
             name.ends_with(".envs") && update_of(&path).is_some_and(|u| u < oldest_kept);
