@@ -7,7 +7,9 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
+use common::{
+    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+};
 use tandem::algo::{Collective, Local};
 use tandem::algo::{Optimizer, OptimizerSpec};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
@@ -31,26 +33,27 @@ fn data() -> (Tensor, Tensor) {
 
 /// A linear model in a VarStore, initialised from `seed`.
 fn model(seed: i64) -> VarStore {
-    tch::manual_seed(seed);
-    let vs = VarStore::new(Device::Cpu);
-    let root = vs.root();
-    let _ = root.var(
-        "b",
-        &[3],
-        tch::nn::Init::Randn {
-            mean: 0.0,
-            stdev: 1.0,
-        },
-    );
-    let _ = root.var(
-        "w",
-        &[3, 4],
-        tch::nn::Init::Randn {
-            mean: 0.0,
-            stdev: 1.0,
-        },
-    );
-    vs
+    seeded(seed, || {
+        let vs = VarStore::new(Device::Cpu);
+        let root = vs.root();
+        let _ = root.var(
+            "b",
+            &[3],
+            tch::nn::Init::Randn {
+                mean: 0.0,
+                stdev: 1.0,
+            },
+        );
+        let _ = root.var(
+            "w",
+            &[3, 4],
+            tch::nn::Init::Randn {
+                mean: 0.0,
+                stdev: 1.0,
+            },
+        );
+        vs
+    })
 }
 
 fn adam(vs: &VarStore) -> Optimizer {

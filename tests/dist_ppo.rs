@@ -8,7 +8,9 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
+use common::{
+    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+};
 use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{
@@ -32,33 +34,35 @@ fn config(micro_batches: i64) -> PpoConfig {
 }
 
 fn model() -> (VarStore, ActorCritic) {
-    tch::manual_seed(7);
-    let vs = VarStore::new(Device::Cpu);
-    let spec = ActorCriticSpec::for_network(NetworkSpec::default_mlp());
-    let m = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 3 }).unwrap();
-    (vs, m)
+    seeded(7, || {
+        let vs = VarStore::new(Device::Cpu);
+        let spec = ActorCriticSpec::for_network(NetworkSpec::default_mlp());
+        let m = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 3 }).unwrap();
+        (vs, m)
+    })
 }
 
 /// The global batch of update `u`, rows [start, start + len).
 fn batch(u: usize, start: i64, len: i64) -> Batch {
-    tch::manual_seed(1000 + u as i64);
-    let opts = (Kind::Float, Device::Cpu);
-    let obs = Tensor::randn([GLOBAL, 4], opts);
-    let actions = Tensor::randint(3, [GLOBAL], (Kind::Int64, Device::Cpu));
-    let log_probs = Tensor::randn([GLOBAL], opts) * 0.1 - 1.1;
-    let values = Tensor::randn([GLOBAL], opts);
-    let advantages = Tensor::randn([GLOBAL], opts) * 2.0 + 0.5;
-    let returns = &values + &advantages;
-    let pick = |t: &Tensor| t.narrow(0, start, len);
-    Batch::new(
-        pick(&obs),
-        pick(&actions),
-        pick(&log_probs),
-        pick(&values),
-        pick(&advantages),
-        pick(&returns),
-    )
-    .unwrap()
+    seeded(1000 + u as i64, || {
+        let opts = (Kind::Float, Device::Cpu);
+        let obs = Tensor::randn([GLOBAL, 4], opts);
+        let actions = Tensor::randint(3, [GLOBAL], (Kind::Int64, Device::Cpu));
+        let log_probs = Tensor::randn([GLOBAL], opts) * 0.1 - 1.1;
+        let values = Tensor::randn([GLOBAL], opts);
+        let advantages = Tensor::randn([GLOBAL], opts) * 2.0 + 0.5;
+        let returns = &values + &advantages;
+        let pick = |t: &Tensor| t.narrow(0, start, len);
+        Batch::new(
+            pick(&obs),
+            pick(&actions),
+            pick(&log_probs),
+            pick(&values),
+            pick(&advantages),
+            pick(&returns),
+        )
+        .unwrap()
+    })
 }
 
 /// Minibatch rows for each rank's half at update `u` (rank-local indices), and the global plan

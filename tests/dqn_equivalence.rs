@@ -8,7 +8,9 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{child_options, finish, free_port, parse_params, print_params, role, spawn_rank};
+use common::{
+    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+};
 use tandem::algo::Collective;
 use tandem::algo::Local;
 use tandem::algo::dqn::{Dqn, DqnConfig, TdLoss, TransitionBatch};
@@ -32,20 +34,21 @@ fn config(tau: f64) -> DqnConfig {
 }
 
 fn learner(seed: i64, tau: f64) -> Dqn {
-    tch::manual_seed(seed);
-    Dqn::new(
-        Device::Cpu,
-        &NetworkSpec::Mlp {
-            hidden: vec![16],
-            activation: Activation::Relu,
-        },
-        false,
-        &[4],
-        3,
-        true,
-        config(tau),
-    )
-    .unwrap()
+    seeded(seed, || {
+        Dqn::new(
+            Device::Cpu,
+            &NetworkSpec::Mlp {
+                hidden: vec![16],
+                activation: Activation::Relu,
+            },
+            false,
+            &[4],
+            3,
+            true,
+            config(tau),
+        )
+        .unwrap()
+    })
 }
 
 /// Rows [start, start + len) of a fixed global batch: terminal and non-terminal transitions,

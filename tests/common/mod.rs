@@ -11,6 +11,18 @@ use tandem::dist::{Backend, GroupOptions};
 
 pub const ROLE: &str = "TANDEM_TEST_ROLE";
 
+/// Seeds libtorch's generator and runs `draw` while holding one process-wide lock: the generator
+/// is global and a test binary's tests run on parallel threads, so a seeded construction (a
+/// model's initialisation, a random batch) must not interleave with another test's.
+pub fn seeded<T>(seed: i64, draw: impl FnOnce() -> T) -> T {
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    tch::manual_seed(seed);
+    draw()
+}
+
 pub fn role() -> Option<String> {
     std::env::var(ROLE).ok()
 }
