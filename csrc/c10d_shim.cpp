@@ -1,5 +1,7 @@
 // A C ABI over libtorch's c10d: the TCPStore rendezvous store and the Gloo (CPU) and NCCL (CUDA)
-// process groups. Rust reaches c10d only through these functions (see src/dist/ffi.rs).
+// process groups. Rust reaches c10d only through these functions (see src/dist/ffi.rs). It also
+// carries the two other libtorch calls tch does not expose: installing a parameter's gradient
+// buffer (DDP buckets, the optimizer's flat gradients) and the fused Adam kernel.
 //
 // Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
 // success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
@@ -12,6 +14,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#include <ATen/ops/_fused_adam.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -404,6 +407,18 @@ int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* i
 // gradients can live inside a flat all-reduce bucket, with no copies around the collective).
 int tdc_set_grad(at::Tensor* param, at::Tensor* grad, char** err) {
   return guarded(err, [&] { param->mutable_grad() = *grad; });
+}
+
+// One Adam step over flat tensors in a single fused libtorch kernel (the one behind PyTorch's
+// `Adam(fused=True)`), with `step` the number of this step (from 1): the same update as the
+// nine separate operations it replaces, for a fraction of their dispatch cost on small models.
+int tdc_fused_adam(at::Tensor* param, at::Tensor* grad, at::Tensor* exp_avg, at::Tensor* exp_avg_sq,
+                   at::Tensor* step, double lr, double beta1, double beta2, double eps, char** err) {
+  return guarded(err, [&] {
+    at::NoGradGuard no_grad;
+    at::_fused_adam_({*param}, {*grad}, {*exp_avg}, {*exp_avg_sq}, {}, {*step}, lr, beta1, beta2,
+                     /*weight_decay=*/0.0, eps, /*amsgrad=*/false, /*maximize=*/false);
+  });
 }
 
 // A gradient reducer over `n` parameters given bucket by bucket: bucket k holds the next

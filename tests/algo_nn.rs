@@ -2,8 +2,8 @@
 //! deterministic parameter order, distribution maths, pixel scaling, dueling heads.
 
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, NetworkSpec, QHead,
-    QNetwork, parameters_in_order,
+    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, NetworkSpec,
+    QHead, QNetwork, parameters_in_order,
 };
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -218,7 +218,11 @@ fn unfit_observations_are_errors_that_say_why() {
     );
     let obs = Tensor::zeros([2, 5], (Kind::Float, Device::Cpu));
     let err = model
-        .evaluate(&obs, &Tensor::zeros([3], (Kind::Int64, Device::Cpu)))
+        .evaluate(
+            &obs,
+            &Tensor::zeros([3], (Kind::Int64, Device::Cpu)),
+            EntropyUse::Differentiable,
+        )
         .unwrap_err();
     assert!(err.to_string().contains("actions of shape [2]"), "{err}");
 }
@@ -230,10 +234,28 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
     let taken = model.act(&obs).unwrap();
     let actions = Vec::<i64>::try_from(&taken.actions).unwrap();
     assert!(actions.iter().all(|a| (0..3).contains(a)));
-    let evaluation = model.evaluate(&obs, &taken.actions).unwrap();
+    let evaluation = model
+        .evaluate(&obs, &taken.actions, EntropyUse::Differentiable)
+        .unwrap();
     assert!(max_abs_diff(&evaluation.log_probs, &taken.log_probs) < 1e-6);
     assert!(max_abs_diff(&evaluation.values, &taken.values) < 1e-6);
     assert!(evaluation.log_probs.requires_grad() && !taken.log_probs.requires_grad());
+    // An entropy that is only reported has the same values and stays out of autograd.
+    let reported = model
+        .evaluate(&obs, &taken.actions, EntropyUse::ReportOnly)
+        .unwrap();
+    assert!(evaluation.entropy.requires_grad() && !reported.entropy.requires_grad());
+    assert!(max_abs_diff(&evaluation.entropy, &reported.entropy) < 1e-7);
+    assert!(reported.log_probs.requires_grad());
+    assert_eq!(
+        EntropyUse::for_coefficient(0.0),
+        EntropyUse::ReportOnly,
+        "a zero entropy bonus differentiates nothing"
+    );
+    assert_eq!(
+        EntropyUse::for_coefficient(0.01),
+        EntropyUse::Differentiable
+    );
 
     // Uniform logits: entropy ln 4, every log-probability ln 1/4.
     let uniform = Categorical::from_logits(&Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)));

@@ -17,7 +17,7 @@ use super::Collective;
 use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
 use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::Batch;
-use crate::nn::ActorCritic;
+use crate::nn::{ActorCritic, EntropyUse};
 
 /// A2C hyperparameters; defaults are Stable-Baselines3's.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +153,11 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
-        let evaluation = model.evaluate(&batch.obs, &batch.actions)?;
+        let evaluation = model.evaluate(
+            &batch.obs,
+            &batch.actions,
+            EntropyUse::for_coefficient(config.ent_coef),
+        )?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).
         let policy_loss = -(&evaluation.log_probs * advantages.detach()).mean(Kind::Float);
         let value_loss = (&batch.returns - &evaluation.values)

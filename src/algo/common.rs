@@ -163,7 +163,6 @@ pub(crate) fn step_on_gradients(
 ) -> Result<f64> {
     collective.sync_gradients(optimizer.parameters())?;
     let norm = optimizer.clip_grad_norm(max_grad_norm)?;
-    let norm = norm.double_value(&[]);
     if !norm.is_finite() {
         bail!(
             "update: the gradient norm is {norm} at {}; the loss diverged",

@@ -2,8 +2,9 @@
 //!
 //! tch's optimizers keep their moments inside libtorch where they cannot be saved, loaded or
 //! fingerprinted. Checkpoint/resume and the cross-rank consistency check need exactly that state,
-//! so the two update rules the learners use are written here on plain tensors, following
-//! PyTorch's formulations (so hyperparameters mean what they mean in CleanRL/SB3).
+//! so the two update rules the learners use keep it here, in plain tensors, following PyTorch's
+//! formulations (so hyperparameters mean what they mean in CleanRL/SB3). RMSprop is written out;
+//! Adam runs libtorch's fused kernel (PyTorch's `Adam(fused=True)`) on the same state.
 
 use anyhow::{Context, Result, bail, ensure};
 use tch::nn::VarStore;
@@ -76,8 +77,10 @@ pub struct Optimizer {
     first_moment: Tensor,
     /// Adam's second moment or RMSprop's running square average.
     second_moment: Tensor,
-    /// A work buffer, so a step allocates nothing.
+    /// RMSprop's work buffer, so a step allocates nothing.
     scratch: Tensor,
+    /// Adam's step number t as the 0-dim float tensor the fused kernel reads.
+    step_number: Tensor,
     steps: u64,
 }
 
@@ -128,9 +131,9 @@ impl Optimizer {
             }
             Ok(())
         })?;
-        let first_moment = match spec {
-            OptimizerSpec::Adam { .. } => zeros(),
-            OptimizerSpec::RmsProp { .. } => Tensor::new(),
+        let (first_moment, scratch) = match spec {
+            OptimizerSpec::Adam { .. } => (zeros(), Tensor::new()),
+            OptimizerSpec::RmsProp { .. } => (Tensor::new(), zeros()),
         };
         Ok(Optimizer {
             spec,
@@ -141,7 +144,8 @@ impl Optimizer {
             grad_ptrs,
             first_moment,
             second_moment: zeros(),
-            scratch: zeros(),
+            scratch,
+            step_number: Tensor::zeros([], (Kind::Float, device)),
             steps: 0,
         })
     }
@@ -247,9 +251,8 @@ impl Optimizer {
     }
 
     /// Scales the gradients so that their global L2 norm is at most `max_norm`, as
-    /// [`clip_grad_norm`] does, in two operations on the flat gradient buffer. Returns the norm
-    /// before clipping.
-    pub fn clip_grad_norm(&mut self, max_norm: f64) -> Result<Tensor> {
+    /// [`clip_grad_norm`] does, on the flat gradient buffer. Returns the norm before clipping.
+    pub fn clip_grad_norm(&mut self, max_norm: f64) -> Result<f64> {
         self.check_gradients_in_place()?;
         clip_flat(&[self.flat_grads.shallow_clone()], max_norm)
     }
@@ -280,22 +283,22 @@ impl Optimizer {
         let (theta, s) = (&mut self.flat_params, &mut self.scratch);
         tch::no_grad(|| match self.spec {
             OptimizerSpec::Adam { beta1, beta2, eps } => {
-                let t = self.steps as f64;
-                let bias_correction1 = 1.0 - beta1.powf(t);
-                let bias_correction2_sqrt = (1.0 - beta2.powf(t)).sqrt();
-                let step_size = lr / bias_correction1;
-                let (m, v) = (&mut self.first_moment, &mut self.second_moment);
                 // m <- beta1 m + (1 - beta1) g ;  v <- beta2 v + (1 - beta2) g^2
-                let _ = m.lerp_(g, 1.0 - beta1);
-                let _ = g.square_out(s);
-                let _ = v.lerp_(s, 1.0 - beta2);
                 // theta <- theta - lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
-                let _ = v.sqrt_out(s);
-                *s *= 1.0 / bias_correction2_sqrt;
-                *s += eps;
-                let _ = m.div_out(s, s);
-                *s *= step_size;
-                *theta -= &*s;
+                // in libtorch's fused kernel (PyTorch's `Adam(fused=True)`): one operation where
+                // the same arithmetic written out takes nine, and on small models the
+                // per-operation overhead is most of a step.
+                let _ = self.step_number.fill_(self.steps as f64);
+                crate::dist::group::fused_adam(
+                    theta,
+                    g,
+                    &self.first_moment,
+                    &self.second_moment,
+                    &self.step_number,
+                    lr,
+                    (beta1, beta2, eps),
+                )
+                .map_err(anyhow::Error::from)
             }
             OptimizerSpec::RmsProp { alpha, eps } => {
                 let v = &mut self.second_moment;
@@ -307,9 +310,9 @@ impl Optimizer {
                 let _ = g.div_out(s, s);
                 *s *= lr;
                 *theta -= &*s;
+                Ok(())
             }
-        });
-        Ok(())
+        })
     }
 }
 
@@ -329,32 +332,37 @@ fn gradients(names: &[String], params: &[Tensor]) -> Result<Vec<Tensor>> {
 
 /// Scales all gradients together so that their global L2 norm is at most `max_norm`, as
 /// `torch.nn.utils.clip_grad_norm_` does (coefficient max_norm / (norm + 1e-6), capped at 1).
-/// Returns the norm before clipping as a 0-dim tensor, so callers on a GPU need not synchronise.
-pub fn clip_grad_norm(names: &[String], params: &[Tensor], max_norm: f64) -> Result<Tensor> {
+/// Returns the norm before clipping.
+pub fn clip_grad_norm(names: &[String], params: &[Tensor], max_norm: f64) -> Result<f64> {
     clip_flat(&gradients(names, params)?, max_norm)
 }
 
-fn clip_flat(grads: &[Tensor], max_norm: f64) -> Result<Tensor> {
+/// The norm is read to the host (the learners log it and check it is finite after every step
+/// anyway), so the coefficient is worked out there and the gradients are touched only when they
+/// need scaling: one or two tensor operations instead of six.
+fn clip_flat(grads: &[Tensor], max_norm: f64) -> Result<f64> {
     ensure!(
         max_norm > 0.0,
         "gradient clipping: max norm must be positive, got {max_norm}"
     );
     tch::no_grad(|| {
         let total = match grads {
-            [one] => one.norm().to_kind(Kind::Float),
+            [one] => one.norm(),
             _ => {
-                let norms: Vec<Tensor> = grads
-                    .iter()
-                    .map(|g| g.norm().to_kind(Kind::Float))
-                    .collect();
+                let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
                 Tensor::stack(&norms, 0).norm()
             }
         };
-        let coefficient = ((&total + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
-        for g in grads {
-            let mut g = g.shallow_clone();
-            g *= &coefficient;
+        // The norm in the gradients' precision, and the coefficient computed in it too, as
+        // PyTorch does on its float tensors (the result rounds exactly like theirs).
+        let total = total.to_kind(Kind::Float).double_value(&[]) as f32;
+        let coefficient = (max_norm as f32) / (total + 1e-6);
+        if coefficient < 1.0 {
+            for g in grads {
+                let mut g = g.shallow_clone();
+                g *= f64::from(coefficient);
+            }
         }
-        Ok(total)
+        Ok(f64::from(total))
     })
 }

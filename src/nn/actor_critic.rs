@@ -59,7 +59,28 @@ pub struct ActTaken {
     pub values: Tensor,
 }
 
-/// What `evaluate` returns for a batch of (observation, action) pairs; all `[B]`, differentiable.
+/// Whether a loss differentiates the policy's entropy or only reports it (an entropy bonus of
+/// zero): a reported entropy is computed outside autograd, which saves recording its four
+/// operations and walking them in backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntropyUse {
+    Differentiable,
+    ReportOnly,
+}
+
+impl EntropyUse {
+    /// `Differentiable` exactly when the entropy's coefficient in the loss is non-zero.
+    pub fn for_coefficient(coefficient: f64) -> Self {
+        if coefficient != 0.0 {
+            EntropyUse::Differentiable
+        } else {
+            EntropyUse::ReportOnly
+        }
+    }
+}
+
+/// What `evaluate` returns for a batch of (observation, action) pairs; all `[B]`, differentiable
+/// (the entropy only when asked for).
 #[derive(Debug)]
 pub struct Evaluation {
     pub log_probs: Tensor,
@@ -205,7 +226,12 @@ impl ActorCritic {
     }
 
     /// log pi(a|s), entropy and V(s) for stored observations and actions, with gradients.
-    pub fn evaluate(&self, obs: &Tensor, actions: &Tensor) -> Result<Evaluation> {
+    pub fn evaluate(
+        &self,
+        obs: &Tensor,
+        actions: &Tensor,
+        entropy: EntropyUse,
+    ) -> Result<Evaluation> {
         let batch = obs.size().first().copied().unwrap_or(0);
         ensure!(
             actions.size() == [batch],
@@ -224,7 +250,10 @@ impl ActorCritic {
         let dist = self.distribution(&logits);
         Ok(Evaluation {
             log_probs: dist.log_prob(actions)?,
-            entropy: dist.entropy(),
+            entropy: match entropy {
+                EntropyUse::Differentiable => dist.entropy(),
+                EntropyUse::ReportOnly => tch::no_grad(|| dist.entropy()),
+            },
             values,
         })
     }

@@ -10,7 +10,9 @@ mod distribution;
 mod q_network;
 mod torso;
 
-pub use actor_critic::{ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, Evaluation};
+pub use actor_critic::{
+    ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation,
+};
 pub use distribution::{ActionDistribution, Categorical};
 pub use q_network::{QHead, QNetwork};
 pub use torso::{Activation, NetworkSpec};
