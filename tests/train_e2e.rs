@@ -98,6 +98,15 @@ fn ppo_learns_cartpole_on_one_rank() {
         "PPO on 1 rank: mean return of the last 20 episodes {last20} < 475"
     );
     assert!(summary_number(&dir, "global_step").unwrap() <= 200_192.0);
+    // The loop's CPU time is reported, and it is the loop's: positive, and no more than the
+    // machine's cores could have spent in the loop's wall time.
+    let cpu = summary_number(&dir, "cpu_seconds").unwrap();
+    let wall = summary_number(&dir, "wall_seconds").unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(
+        cpu > 0.0 && cpu <= wall * cores + 0.05,
+        "cpu_seconds {cpu} for a loop of {wall} s on {cores} cores"
+    );
 }
 
 #[test]

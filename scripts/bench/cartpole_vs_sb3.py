@@ -10,9 +10,11 @@ load hits both alike.
 
 Throughput is environment steps per second of the training loop (tandem: the
 `steps_per_second` of summary.json, which excludes process start-up; SB3: the time
-of `model.learn`), and per CPU-second (the CPU time of the tandem process, from
-getrusage of children; SB3: `time.process_time()` around `learn`) because the
-machine is shared. Final return: mean of the last 20 finished episodes.
+of `model.learn`), and per CPU-second of that same loop, because the machine is
+shared (tandem: the `cpu_seconds` of summary.json, its process's CPU time over the
+loop; SB3: `time.process_time()` around `learn`). The whole tandem process, start-up
+included, is reported too (wall, and CPU from getrusage of children). Final
+return: mean of the last 20 finished episodes.
 
 Run with the SB3 venv's python (scripts/bench/cartpole_vs_sb3.sh does it).
 Environment: TANDEM (binary, default target/release/tandem), SEEDS (default "1 2 3").
@@ -55,7 +57,8 @@ def run_tandem(binary, seed, run_root):
         "steps": steps,
         "sps": summary["steps_per_second"],
         "sps_process": steps / process_wall,
-        "sps_cpu": steps / cpu,
+        "sps_cpu": steps / summary["cpu_seconds"],
+        "sps_process_cpu": steps / cpu,
         "final_return": summary["last_20_return_mean"],
         "episodes": summary["episodes"],
     }
@@ -107,6 +110,7 @@ def run_sb3(seed):
         "sps": steps / wall,
         "sps_process": None,
         "sps_cpu": steps / cpu,
+        "sps_process_cpu": None,
         "final_return": statistics.mean(returns[-20:]),
         "episodes": None,
     }
@@ -137,15 +141,16 @@ def main():
                   f"final return {t['final_return']:.1f} | SB3 {s['sps']:,.0f} steps/s "
                   f"({s['sps_cpu']:,.0f} per CPU-s), final return {s['final_return']:.1f}", flush=True)
     print()
-    print("| seed | tandem steps/s (loop / process / per CPU-s) | SB3 steps/s (learn / per CPU-s) | ratio wall | ratio CPU | tandem final return | SB3 final return |")
+    print("| seed | tandem steps/s (loop / per loop CPU-s / process / per process CPU-s) | SB3 steps/s (learn / per CPU-s) | ratio wall | ratio CPU | tandem final return | SB3 final return |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for seed, t, s in zip(seeds, results["tandem"], results["sb3"]):
-        print(f"| {seed} | {fmt(t['sps'])} / {fmt(t['sps_process'])} / {fmt(t['sps_cpu'])} | "
+        print(f"| {seed} | {fmt(t['sps'])} / {fmt(t['sps_cpu'])} / {fmt(t['sps_process'])} / {fmt(t['sps_process_cpu'])} | "
               f"{fmt(s['sps'])} / {fmt(s['sps_cpu'])} | {t['sps'] / s['sps']:.1f}x | "
               f"{t['sps_cpu'] / s['sps_cpu']:.1f}x | {t['final_return']:.1f} | {s['final_return']:.1f} |")
     mean = lambda side, key: statistics.mean(r[key] for r in results[side])
-    print(f"| mean | {fmt(mean('tandem', 'sps'))} / {fmt(mean('tandem', 'sps_process'))} / "
-          f"{fmt(mean('tandem', 'sps_cpu'))} | {fmt(mean('sb3', 'sps'))} / {fmt(mean('sb3', 'sps_cpu'))} | "
+    print(f"| mean | {fmt(mean('tandem', 'sps'))} / {fmt(mean('tandem', 'sps_cpu'))} / "
+          f"{fmt(mean('tandem', 'sps_process'))} / {fmt(mean('tandem', 'sps_process_cpu'))} | "
+          f"{fmt(mean('sb3', 'sps'))} / {fmt(mean('sb3', 'sps_cpu'))} | "
           f"{mean('tandem', 'sps') / mean('sb3', 'sps'):.1f}x | "
           f"{mean('tandem', 'sps_cpu') / mean('sb3', 'sps_cpu'):.1f}x | "
           f"{mean('tandem', 'final_return'):.1f} | {mean('sb3', 'final_return'):.1f} |")

@@ -24,8 +24,9 @@ use super::console::Console;
 use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::shared::{
-    RunSummary, batch_tensor, normalizer_tensors, open_summaries, params_finite, restore_envs,
-    restore_normalizers, sync_normalizers, sync_policy, write_summary,
+    RunSummary, batch_tensor, normalizer_tensors, open_summaries, params_finite,
+    process_cpu_seconds, restore_envs, restore_normalizers, sync_normalizers, sync_policy,
+    write_summary,
 };
 use super::{Outcome, RankContext, actor_critic_spec, derived_seed};
 use crate::algo::Collective;
@@ -242,6 +243,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
 
     let mut writer = open_summaries(&exp, rank, &run_dir, &hash, global_step)?;
     let (loop_start, loop_start_step) = (Instant::now(), global_step);
+    let loop_start_cpu = process_cpu_seconds();
 
     if !env_restored {
         envs.reset();
@@ -523,6 +525,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 recent: &recent,
                 loop_steps: global_step - loop_start_step,
                 loop_seconds: loop_start.elapsed().as_secs_f64(),
+                loop_cpu_seconds: process_cpu_seconds() - loop_start_cpu,
                 hash: &hash,
                 world,
                 interrupted: outcome == Outcome::Interrupted,

@@ -17,7 +17,8 @@ use super::envs::make_vec_env;
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::shared::{
     RunSummary, batch_tensor, fill_rows, normalizer_tensors, open_summaries, params_finite,
-    restore_envs, restore_normalizers, sync_normalizers, sync_policy, write_summary,
+    process_cpu_seconds, restore_envs, restore_normalizers, sync_normalizers, sync_policy,
+    write_summary,
 };
 use super::{Outcome, RankContext, derived_seed};
 use crate::algo::{
@@ -286,6 +287,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut outcome = Outcome::Finished;
     let check_every = exp.sync.check_every;
     let (loop_start, loop_start_step) = (Instant::now(), global_step);
+    let loop_start_cpu = process_cpu_seconds();
 
     while update < total_updates && global_step < stop_step {
         // ---- rollout: T steps of N environments with the current policy
@@ -570,6 +572,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                 recent: &recent,
                 loop_steps: global_step - loop_start_step,
                 loop_seconds: loop_start.elapsed().as_secs_f64(),
+                loop_cpu_seconds: process_cpu_seconds() - loop_start_cpu,
                 hash: &hash,
                 world,
                 interrupted: outcome == Outcome::Interrupted,

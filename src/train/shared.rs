@@ -182,6 +182,19 @@ pub(super) fn open_summaries(
     Ok(Some(w))
 }
 
+/// User plus system CPU time this process has used so far, over all its threads (libtorch's,
+/// the environment pool's, Gloo's): what a benchmark on a shared machine compares, since it does
+/// not depend on what else the machine runs.
+pub(super) fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// The final numbers of a run, for scripts and CI, written by rank 0 to `summary.json`.
 pub(super) struct RunSummary<'a> {
     /// Updates (on-policy) or iterations (off-policy) done.
@@ -191,6 +204,8 @@ pub(super) struct RunSummary<'a> {
     /// Steps of this process's training loop and their wall time (a resumed run counts its own).
     pub loop_steps: u64,
     pub loop_seconds: f64,
+    /// CPU time of this process, all threads, over the same loop ([`process_cpu_seconds`]).
+    pub loop_cpu_seconds: f64,
     pub hash: &'a str,
     pub world: usize,
     pub interrupted: bool,
@@ -212,6 +227,7 @@ pub(super) fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result
             "steps_per_second",
             format!("{}", s.loop_steps as f64 / s.loop_seconds.max(1e-9)),
         ),
+        ("cpu_seconds", format!("{}", s.loop_cpu_seconds)),
         ("config_hash", format!("\"{}\"", s.hash)),
         ("world_size", s.world.to_string()),
         ("interrupted", s.interrupted.to_string()),
