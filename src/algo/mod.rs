@@ -38,7 +38,7 @@ pub mod rollout;
 
 pub use a2c::{A2c, A2cConfig, A2cStats};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
-pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss};
+pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
 pub use rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
     n_step_returns,

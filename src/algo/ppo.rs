@@ -172,10 +172,22 @@ pub struct PpoLoss {
     pub value_loss: Tensor,
     /// S, mean entropy
     pub entropy: Tensor,
-    /// E[(r - 1) - log r], the low-variance KL(old || new) estimator CleanRL logs.
-    pub approx_kl: Tensor,
-    /// Fraction of samples whose ratio left [1 - eps, 1 + eps].
-    pub clip_fraction: Tensor,
+    /// log r_t(theta) per sample, detached: the input of [`ratio_diagnostics`], which the
+    /// update evaluates once over many minibatches rather than once per minibatch.
+    pub log_ratio: Tensor,
+}
+
+/// Two diagnostics of the probability ratios r = exp(`log_ratio`), over all its elements:
+/// E[(r - 1) - log r], the low-variance KL(old || new) estimator CleanRL logs, and the fraction
+/// of samples whose ratio left [1 - eps, 1 + eps]. For equally sized minibatches, over their
+/// concatenation they equal the mean of the per-minibatch values.
+pub fn ratio_diagnostics(log_ratio: &Tensor, clip_coef: f64) -> (Tensor, Tensor) {
+    tch::no_grad(|| {
+        let ratio_minus_one = log_ratio.exp() - 1.0;
+        let approx_kl = (&ratio_minus_one - log_ratio).mean(Kind::Float);
+        let clip_fraction = ratio_minus_one.abs().gt(clip_coef).mean(Kind::Float);
+        (approx_kl, clip_fraction)
+    })
 }
 
 /// The PPO loss on one minibatch. `advantages` are already normalised (if at all);
@@ -224,22 +236,12 @@ pub fn ppo_loss(
     }
     let value_loss = tch::no_grad(|| &squared_error * 0.5);
 
-    let (approx_kl, clip_fraction) = tch::no_grad(|| {
-        let approx_kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-        let clip_fraction = (&ratio - 1.0)
-            .abs()
-            .gt(eps)
-            .to_kind(Kind::Float)
-            .mean(Kind::Float);
-        (approx_kl, clip_fraction)
-    });
     PpoLoss {
         total,
         policy_loss: policy_loss.detach(),
         value_loss: value_loss.detach(),
         entropy: entropy.detach(),
-        approx_kl,
-        clip_fraction,
+        log_ratio: log_ratio.detach(),
     }
 }
 
@@ -271,12 +273,13 @@ pub struct Ppo {
     sampler: MinibatchSampler,
 }
 
-/// Index of each statistic in the per-minibatch accumulator.
+/// Index of each statistic in what the update all-reduces at its end.
 const POLICY: usize = 0;
 const VALUE: usize = 1;
 const ENTROPY: usize = 2;
 const KL: usize = 3;
 const CLIP: usize = 4;
+const GRAD_NORM: usize = 5;
 
 impl Ppo {
     /// Adam over the trainable variables of `vs`; `shuffle_seed` seeds the minibatch order.
@@ -399,19 +402,12 @@ impl Ppo {
             batch.advantages.shallow_clone()
         };
 
-        let stats_on_device = |loss: &PpoLoss| {
-            Tensor::stack(
-                &[
-                    &loss.policy_loss,
-                    &loss.value_loss,
-                    &loss.entropy,
-                    &loss.approx_kl,
-                    &loss.clip_fraction,
-                ],
-                0,
-            )
-        };
-        let mut totals = Tensor::zeros([5], (Kind::Float, batch.device()));
+        // Every (micro-)batch's detached loss terms and log-ratios, reduced once at the end (and
+        // per epoch for the KL early stop): per minibatch, their reductions would cost more
+        // operations than the loss itself on small models. All parts have the same size, so
+        // means over the lot are the means of the per-minibatch values.
+        let mut terms: [Vec<Tensor>; 3] = Default::default();
+        let mut log_ratios: Vec<Tensor> = Vec::new();
         let mut grad_norm_sum = 0.0;
         let mut steps_taken = 0usize;
         let mut epochs_run = 0usize;
@@ -421,20 +417,28 @@ impl Ppo {
             "ppo: {micro} micro-batches do not divide the minibatch of {minibatch_size}"
         );
         let micro_size = minibatch_size / micro;
+        // A minibatch that is the whole batch needs no gather: the order of the rows changes
+        // no mean (only the rounding of the sums).
+        let whole_batch = micro == 1 && minibatch_size == batch.len();
         for (epoch, minibatches) in plan.iter().enumerate() {
-            let mut epoch_kl = Tensor::zeros([], (Kind::Float, batch.device()));
+            let epoch_start = log_ratios.len();
             for (k, indices) in minibatches.iter().enumerate() {
                 // Gradient accumulation: each micro-batch's mean loss weighted by 1/micro sums to
                 // the minibatch's mean loss; DDP synchronises once, after the last backward.
                 self.optimizer.zero_grad();
-                let mut parts = Vec::with_capacity(micro as usize);
                 for j in 0..micro {
-                    let rows = if micro == 1 {
-                        indices.shallow_clone()
+                    let gathered;
+                    let (part, part_advantages) = if whole_batch {
+                        (batch, advantages.shallow_clone())
                     } else {
-                        indices.narrow(0, j * micro_size, micro_size)
+                        let rows = if micro == 1 {
+                            indices.shallow_clone()
+                        } else {
+                            indices.narrow(0, j * micro_size, micro_size)
+                        };
+                        gathered = batch.select(&rows);
+                        (&gathered, advantages.index_select(0, &rows))
                     };
-                    let part = batch.select(&rows);
                     let evaluation = model.evaluate(
                         &part.obs,
                         &part.actions,
@@ -444,7 +448,7 @@ impl Ppo {
                         &evaluation,
                         &part.log_probs,
                         &part.values,
-                        &advantages.index_select(0, &rows),
+                        &part_advantages,
                         &part.returns,
                         &config,
                     );
@@ -454,14 +458,12 @@ impl Ppo {
                         let share = 1.0 / micro as f64;
                         accumulate_gradients(&(&loss.total * share), j == micro - 1, collective);
                     }
-                    parts.push(stats_on_device(&loss));
+                    let [policy, value, entropy] = &mut terms;
+                    policy.push(loss.policy_loss);
+                    value.push(loss.value_loss);
+                    entropy.push(loss.entropy);
+                    log_ratios.push(loss.log_ratio);
                 }
-                // Equal micro-batches: the minibatch's statistics are their mean.
-                let minibatch_stats = if parts.len() == 1 {
-                    parts.swap_remove(0)
-                } else {
-                    Tensor::stack(&parts, 0).mean_dim(0, false, Kind::Float)
-                };
                 let position = || format!("epoch {epoch}, minibatch {k}");
                 grad_norm_sum += step_on_gradients(
                     &mut self.optimizer,
@@ -471,14 +473,12 @@ impl Ppo {
                     &position,
                 )?;
                 steps_taken += 1;
-                if config.target_kl.is_some() {
-                    epoch_kl += minibatch_stats.get(KL as i64);
-                }
-                totals += minibatch_stats;
             }
             epochs_run += 1;
             if let Some(target_kl) = config.target_kl {
-                let mut kl = [epoch_kl.double_value(&[]) / minibatches.len() as f64];
+                let epoch_log_ratios = Tensor::cat(&log_ratios[epoch_start..], 0);
+                let (epoch_kl, _) = ratio_diagnostics(&epoch_log_ratios, config.clip_coef);
+                let mut kl = [epoch_kl.double_value(&[])];
                 collective.all_reduce_sum(&mut kl)?;
                 let mean_kl = kl[0] / collective.world_size() as f64;
                 if collective.decide(mean_kl > target_kl)? {
@@ -487,12 +487,13 @@ impl Ppo {
             }
         }
 
+        let (approx_kl, clip_fraction) =
+            ratio_diagnostics(&Tensor::cat(&log_ratios, 0), config.clip_coef);
+        let [policy, value, entropy] = terms.map(|t| Tensor::stack(&t, 0).mean(Kind::Float));
+        let on_device = Tensor::stack(&[policy, value, entropy, approx_kl, clip_fraction], 0);
         let mut averages =
-            Vec::<f64>::try_from(&totals.to_device(tch::Device::Cpu).to_kind(Kind::Double))?;
-        averages.push(grad_norm_sum);
-        for v in &mut averages {
-            *v /= steps_taken as f64;
-        }
+            Vec::<f64>::try_from(&on_device.to_device(tch::Device::Cpu).to_kind(Kind::Double))?;
+        averages.push(grad_norm_sum / steps_taken as f64);
         collective.all_reduce_sum(&mut averages)?;
         let world = collective.world_size() as f64;
         let mean = |i: usize| averages[i] / world;
@@ -503,7 +504,7 @@ impl Ppo {
             approx_kl: mean(KL),
             clip_fraction: mean(CLIP),
             explained_variance: global.explained_variance,
-            grad_norm: mean(5),
+            grad_norm: mean(GRAD_NORM),
             learning_rate: lr,
             epochs_run,
             optimizer_steps: steps_taken,
