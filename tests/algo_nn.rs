@@ -88,6 +88,15 @@ fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
                     tensor.size()
                 );
             }
+            if name.starts_with("torsos.") {
+                // Stacked MLP torsos: each slice is a usual weight, transposed.
+                assert_eq!(tensor.dim(), 3, "{name}: {:?}", tensor.size());
+                for index in 0..2 {
+                    assert_orthogonal(&name, &tensor.get(index).tr(), gain);
+                    checked += 1;
+                }
+                continue;
+            }
             assert_orthogonal(&name, &tensor, gain);
             checked += 1;
         }
@@ -109,17 +118,15 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
             .map(|(n, _)| n)
             .collect::<Vec<_>>()
     };
+    // Separate MLP torsos are stacked: layer i of the actor's and the critic's torso in one
+    // `[2, in, out]` weight and one `[2, 1, out]` bias.
     let expected = [
-        "actor_torso.fc0.bias",
-        "actor_torso.fc0.weight",
-        "actor_torso.fc1.bias",
-        "actor_torso.fc1.weight",
-        "critic_torso.fc0.bias",
-        "critic_torso.fc0.weight",
-        "critic_torso.fc1.bias",
-        "critic_torso.fc1.weight",
         "policy_head.bias",
         "policy_head.weight",
+        "torsos.fc0.bias",
+        "torsos.fc0.weight",
+        "torsos.fc1.bias",
+        "torsos.fc1.weight",
         "value_head.bias",
         "value_head.weight",
     ];
@@ -129,8 +136,44 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
         .iter()
         .map(|(_, t)| t.size())
         .collect();
-    assert_eq!(shapes[1], [16, 5]);
-    assert_eq!(shapes[9], [3, 8]);
+    assert_eq!(shapes[1], [3, 8]);
+    assert_eq!(shapes[2], [2, 1, 16]);
+    assert_eq!(shapes[3], [2, 5, 16]);
+    assert_eq!(shapes[5], [2, 16, 8]);
+}
+
+#[test]
+fn stacked_mlp_torsos_compute_what_two_separate_mlps_compute() {
+    // The actor's features come from slice 0 of every stacked layer and the critic's from
+    // slice 1, each slice being the transpose of a usual linear layer's weight.
+    let (vs, model) = build(&mlp_spec(), &[5], 3);
+    let vars = vs.variables();
+    let obs = Tensor::randn([7, 5], (Kind::Float, Device::Cpu));
+    let torso = |index: i64| {
+        let mut x = obs.shallow_clone();
+        for layer in ["fc0", "fc1"] {
+            let w = vars[&format!("torsos.{layer}.weight")].get(index);
+            let b = vars[&format!("torsos.{layer}.bias")].get(index);
+            x = (x.matmul(&w) + b).tanh();
+        }
+        x
+    };
+    let logits = torso(0).linear(&vars["policy_head.weight"], Some(&vars["policy_head.bias"]));
+    let values = torso(1)
+        .linear(&vars["value_head.weight"], Some(&vars["value_head.bias"]))
+        .squeeze_dim(-1);
+    let (got_logits, got_values) = model.forward(&obs).unwrap();
+    assert!(max_abs_diff(&got_logits, &logits) < 1e-6);
+    assert!(max_abs_diff(&got_values, &values) < 1e-6);
+    // The two torsos really differ (independent initialisations).
+    assert!(max_abs_diff(&torso(0), &torso(1)) > 1e-3);
+    // Gradients reach both slices.
+    let (l, v) = model.forward(&obs).unwrap();
+    (l.sum(Kind::Float) + v.sum(Kind::Float)).backward();
+    let grad = vars["torsos.fc0.weight"].grad();
+    for index in 0..2 {
+        assert!(grad.get(index).abs().sum(Kind::Float).double_value(&[]) > 0.0);
+    }
 }
 
 #[test]
@@ -139,8 +182,8 @@ fn every_network_maps_its_observations_to_logits_and_values() {
         (
             NetworkSpec::default_mlp(),
             &[4],
-            "actor_torso.fc1.weight",
-            &[64, 64],
+            "torsos.fc1.weight",
+            &[2, 64, 64],
         ),
         // 84 -> 20 -> 9 -> 7: 64 * 7 * 7 features into the 512-unit layer.
         (

@@ -6,7 +6,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::distribution::{ActionDistribution, Categorical};
-use super::torso::{NetworkSpec, Torso, orthogonal_linear, prepare_observations};
+use super::torso::{NetworkSpec, Torso, TwinMlp, orthogonal_linear, prepare_observations};
 use super::{POLICY_HEAD_GAIN, VALUE_HEAD_GAIN};
 
 /// How the actor-critic is built.
@@ -88,21 +88,31 @@ pub struct Evaluation {
     pub values: Tensor,
 }
 
+/// Where the heads' features come from.
+#[derive(Debug)]
+enum Torsos {
+    /// One torso feeding both heads.
+    Shared(Torso),
+    /// An actor torso and a critic torso of the same architecture.
+    Separate { actor: Torso, critic: Torso },
+    /// Separate MLP torsos, computed together (see [`TwinMlp`]).
+    TwinMlp(TwinMlp),
+}
+
 #[derive(Debug)]
 pub struct ActorCritic {
     obs_shape: Vec<i64>,
     action_space: ActionSpace,
     scale_pixels: bool,
-    /// The shared torso when `critic_torso` is `None`.
-    actor_torso: Torso,
-    critic_torso: Option<Torso>,
+    torsos: Torsos,
     action_head: ActionHead,
     value_head: nn::Linear,
 }
 
 impl ActorCritic {
     /// Creates the variables under `root` (normally `vs.root()`). Variable names: `torso.*`
-    /// (shared) or `actor_torso.*` and `critic_torso.*`, then `policy_head.*`, `value_head.*`.
+    /// (shared), `torsos.*` (separate MLP torsos, stacked: see [`TwinMlp`]) or `actor_torso.*`
+    /// and `critic_torso.*` (other separate torsos), then `policy_head.*`, `value_head.*`.
     pub fn new(
         root: &nn::Path,
         spec: &ActorCriticSpec,
@@ -114,37 +124,38 @@ impl ActorCritic {
             n >= 1,
             "action space: a discrete action space needs at least one action, got {n}"
         );
-        let (actor_torso, critic_torso) = if spec.share_torso {
-            (
-                Torso::new(&(root / "torso"), &spec.network, obs_shape)?,
-                None,
-            )
-        } else {
-            (
-                Torso::new(&(root / "actor_torso"), &spec.network, obs_shape)?,
-                Some(Torso::new(
-                    &(root / "critic_torso"),
-                    &spec.network,
-                    obs_shape,
-                )?),
-            )
+        let torsos = match &spec.network {
+            _ if spec.share_torso => {
+                Torsos::Shared(Torso::new(&(root / "torso"), &spec.network, obs_shape)?)
+            }
+            NetworkSpec::Mlp { hidden, activation } => Torsos::TwinMlp(TwinMlp::new(
+                &(root / "torsos"),
+                hidden,
+                *activation,
+                obs_shape,
+            )?),
+            network => Torsos::Separate {
+                actor: Torso::new(&(root / "actor_torso"), network, obs_shape)?,
+                critic: Torso::new(&(root / "critic_torso"), network, obs_shape)?,
+            },
         };
-        let features = actor_torso.output_dim();
+        // Both torsos of a pair have the same architecture, so one width serves both heads.
+        let features = match &torsos {
+            Torsos::Shared(torso) | Torsos::Separate { actor: torso, .. } => torso.output_dim(),
+            Torsos::TwinMlp(twin) => twin.output_dim(),
+        };
         let action_head = ActionHead::Categorical(orthogonal_linear(
             root / "policy_head",
             features,
             n,
             POLICY_HEAD_GAIN,
         ));
-        let critic_features = critic_torso.as_ref().map_or(features, Torso::output_dim);
-        let value_head =
-            orthogonal_linear(root / "value_head", critic_features, 1, VALUE_HEAD_GAIN);
+        let value_head = orthogonal_linear(root / "value_head", features, 1, VALUE_HEAD_GAIN);
         Ok(ActorCritic {
             obs_shape: obs_shape.to_vec(),
             action_space,
             scale_pixels: spec.scale_pixels,
-            actor_torso,
-            critic_torso,
+            torsos,
             action_head,
             value_head,
         })
@@ -176,10 +187,13 @@ impl ActorCritic {
     /// Policy head output (logits `[B, n]`) and values `[B]`.
     pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
         let x = self.checked_input(obs)?;
-        let actor_features = self.actor_torso.forward(&x);
-        let critic_features = match &self.critic_torso {
-            Some(torso) => torso.forward(&x),
-            None => actor_features.shallow_clone(),
+        let (actor_features, critic_features) = match &self.torsos {
+            Torsos::Shared(torso) => {
+                let features = torso.forward(&x);
+                (features.shallow_clone(), features)
+            }
+            Torsos::Separate { actor, critic } => (actor.forward(&x), critic.forward(&x)),
+            Torsos::TwinMlp(twin) => twin.forward(&x),
         };
         let ActionHead::Categorical(head) = &self.action_head;
         let logits = head.forward(&actor_features);
