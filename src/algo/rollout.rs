@@ -390,6 +390,17 @@ impl RolloutBuffer {
         Ok(self.obs.get(self.filled))
     }
 
+    /// Row `t` of the observation storage `[N, ...obs_shape]`, to fill in place: a pipelined
+    /// rollout writes a group's next observations into row `t + 1` before step `t` is pushed.
+    pub fn obs_row(&self, t: i64) -> Result<Tensor> {
+        ensure!(
+            (0..self.num_steps).contains(&t),
+            "rollout buffer: no observation row {t} in a rollout of {} steps",
+            self.num_steps
+        );
+        Ok(self.obs.get(t))
+    }
+
     /// Records one step for all environments.
     pub fn push(&mut self, step: &StepRecord) -> Result<()> {
         let t = self.filled;

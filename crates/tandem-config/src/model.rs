@@ -532,6 +532,9 @@ pub struct Train {
     pub total_steps: u64,
     /// Steps per environment per update (on-policy algorithms).
     pub rollout: usize,
+    /// Groups each rank's environments are stepped in, overlapping one group's environment
+    /// step with the next group's forward pass (on-policy algorithms; 1: no overlap).
+    pub env_groups: usize,
     /// Global steps after which to stop early; schedules still use `total_steps`.
     pub max_steps: Option<u64>,
 }

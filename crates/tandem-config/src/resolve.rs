@@ -1780,6 +1780,24 @@ impl CrossCheck<'_, '_> {
                     e.env.envs.div_ceil(world) * world
                 ),
             );
+        } else if self.ok(&["devices", "env.envs", "train.env-groups"])
+            && !e.per_rank_envs().is_multiple_of(e.train.env_groups)
+        {
+            let per_rank = e.per_rank_envs();
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} environment groups do not divide each rank's {per_rank} environments",
+                    e.train.env_groups
+                ),
+                "train.env-groups",
+                &format!("does not divide {per_rank}"),
+                Some(("env.envs", "envs")),
+                format!(
+                    "each rank steps {per_rank} environments ({} over {world_text}); choose env-groups dividing {per_rank}",
+                    e.env.envs
+                ),
+            );
         }
         match &e.algorithm {
             Algorithm::Ppo(ppo) => {
@@ -1878,6 +1896,16 @@ impl CrossCheck<'_, '_> {
                         &format!("less than batch-size {}", dqn.batch_size),
                         Some(("algorithm.batch-size", "batch-size")),
                         "learning-starts must be at least batch-size".into(),
+                    );
+                }
+                if self.ok(&["algorithm", "train.env-groups"]) && e.train.env_groups > 1 {
+                    self.report(
+                        "config::inconsistent",
+                        "environment groups are for on-policy rollouts".into(),
+                        "train.env-groups",
+                        "not used by dqn",
+                        Some(("algorithm", "dqn")),
+                        "dqn steps its environments all at once; remove env-groups or use ppo or a2c".into(),
                     );
                 }
                 if self.ok(&[

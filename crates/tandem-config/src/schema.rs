@@ -612,7 +612,7 @@ pub(crate) static NETWORK: Section = Section {
             "actor-critic",
             Ty::Choice(&["shared", "separate"]),
             Dflt::Str("shared"),
-            "Whether actor and critic share one torso or each has its own.",
+            "Whether actor and critic share one torso or each has its own. Separate MLP torsos are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]`, index 0 the actor's), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`.",
         ),
         f(
             "init",
@@ -734,6 +734,12 @@ pub(crate) static TRAIN: Section = Section {
             },
             Dflt::Int(128),
             "Steps per environment per update (ppo, a2c).",
+        ),
+        f(
+            "env-groups",
+            Ty::Int { min: 1, max: 1024 },
+            Dflt::Int(1),
+            "Step each rank's environments in this many groups in turn, each group's environment step running on a second thread while the policy acts for the next group (double-buffered sampling; ppo, a2c). 1 steps them all at once. Must divide each rank's environments. Worth it when stepping the environments costs about as much as the forward pass (Atari); the grouping changes the order of the action draws, so a run's results depend on it.",
         ),
         n(
             "max-steps",

@@ -260,6 +260,7 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
     let train = Train {
         total_steps: t.u64("total-steps"),
         rollout: t.usize("rollout"),
+        env_groups: t.usize("env-groups"),
         max_steps: t.opt_u64("max-steps"),
     };
     let l = Reader {
@@ -535,6 +536,7 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     };
     t.int("total-steps", e.train.total_steps);
     t.int("rollout", e.train.rollout);
+    t.int("env-groups", e.train.env_groups);
     t.opt_int("max-steps", e.train.max_steps);
 
     let mut l = Writer {

@@ -28,6 +28,7 @@ const WORDS: &[&str] = &[
     "gamma",
     "minibatches",
     "micro-batches",
+    "env-groups",
     "batch-size",
     "buffer-capacity",
     "env",

@@ -37,6 +37,7 @@
 //! state and rows, and anything shared (episode statistics, normaliser statistics) is
 //! combined afterwards in environment order.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -532,61 +533,79 @@ impl VecEnv {
     /// resetting those whose episode ends. Errors, before anything is stepped, if the
     /// number of actions is wrong or an action is out of range.
     pub fn step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
-        if actions.len() != self.slots.len() {
+        self.step_group(0..self.slots.len(), actions)
+    }
+
+    /// Steps only the environments in `envs` (`actions[k]` for environment
+    /// `envs.start + k`), like [`VecEnv::step`] does all of them; the rows of the others
+    /// (observations, rewards, flags) are left as they are. A trainer steps the groups of
+    /// a batch in turn this way, overlapping one group's step with the policy's forward
+    /// pass for another.
+    pub fn step_group(&mut self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
+        if envs.start > envs.end || envs.end > self.slots.len() {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment group {envs:?} is not within the batch of {}",
+                self.slots.len()
+            )));
+        }
+        if actions.len() != envs.len() {
             return Err(EnvError::ActionCount {
-                expected: self.slots.len(),
+                expected: envs.len(),
                 got: actions.len(),
             });
         }
-        if let Some((env, &action)) = actions
+        if let Some((k, &action)) = actions
             .iter()
             .enumerate()
             .find(|&(_, &a)| a < 0 || a as u64 >= self.num_actions as u64)
         {
             return Err(EnvError::InvalidAction {
-                env,
+                env: envs.start + k,
                 action,
                 num_actions: self.num_actions,
             });
         }
         let emit = self.emit;
         let obs_len = self.obs_len;
+        let first = envs.start;
         let work = |(
-            i,
+            k,
             (((((slot, &action), row), final_row), reward), (terminated, truncated)),
         ): StepItem<'_>| {
-            let (r, te, tr) = slot.step(i, action as usize, row, final_row, emit);
+            let (r, te, tr) = slot.step(first + k, action as usize, row, final_row, emit);
             *reward = r;
             *terminated = te;
             *truncated = tr;
         };
-        let started = Instant::now();
         let pooled = self.use_pool();
+        let rows = envs.start * obs_len..envs.end * obs_len;
+        let slots = &mut self.slots[envs.clone()];
+        let obs = &mut self.obs[rows.clone()];
+        let final_obs = &mut self.final_obs[rows];
+        let rewards = &mut self.rewards[envs.clone()];
+        let terminated = &mut self.terminated[envs.clone()];
+        let truncated = &mut self.truncated[envs.clone()];
+        let started = Instant::now();
         match self.pool.as_ref().filter(|_| pooled) {
-            None => self
-                .slots
+            None => slots
                 .iter_mut()
                 .zip(actions)
-                .zip(self.obs.chunks_mut(obs_len))
-                .zip(self.final_obs.chunks_mut(obs_len))
-                .zip(self.rewards.iter_mut())
-                .zip(self.terminated.iter_mut().zip(self.truncated.iter_mut()))
+                .zip(obs.chunks_mut(obs_len))
+                .zip(final_obs.chunks_mut(obs_len))
+                .zip(rewards.iter_mut())
+                .zip(terminated.iter_mut().zip(truncated.iter_mut()))
                 .enumerate()
                 .for_each(work),
             Some(pool) => {
-                let min_len = (self.slots.len() / (self.threads * 4)).max(1);
+                let min_len = (slots.len() / (self.threads * 4)).max(1);
                 pool.install(|| {
-                    self.slots
+                    slots
                         .par_iter_mut()
                         .zip(actions)
-                        .zip(self.obs.par_chunks_mut(obs_len))
-                        .zip(self.final_obs.par_chunks_mut(obs_len))
-                        .zip(self.rewards.par_iter_mut())
-                        .zip(
-                            self.terminated
-                                .par_iter_mut()
-                                .zip(self.truncated.par_iter_mut()),
-                        )
+                        .zip(obs.par_chunks_mut(obs_len))
+                        .zip(final_obs.par_chunks_mut(obs_len))
+                        .zip(rewards.par_iter_mut())
+                        .zip(terminated.par_iter_mut().zip(truncated.par_iter_mut()))
                         .enumerate()
                         .with_min_len(min_len)
                         .for_each(work)
@@ -601,8 +620,8 @@ impl VecEnv {
                 .map_or(elapsed, |w| 0.9 * w + 0.1 * elapsed),
         );
         // Only environments whose episode ended can have finished a game.
-        for (i, (te, tr)) in self.terminated.iter().zip(&self.truncated).enumerate() {
-            if *te || *tr {
+        for i in envs {
+            if self.terminated[i] || self.truncated[i] {
                 self.episodes.extend(self.slots[i].finished.take());
             }
         }

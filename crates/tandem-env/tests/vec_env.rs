@@ -25,6 +25,17 @@ fn run(
     threads: usize,
     steps: usize,
 ) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
+    run_in_groups(spec, envs, threads, steps, 1)
+}
+
+/// [`run`] with each batch step taken as `groups` group steps, in environment order.
+fn run_in_groups(
+    spec: &EnvSpec,
+    envs: usize,
+    threads: usize,
+    steps: usize,
+    groups: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<bool>, Vec<tandem_env::EpisodeStats>) {
     let mut venv = VecEnv::new(spec, &env_seeds(11, 1, 0, envs), threads).unwrap();
     // These batches are too small to be worth a pool by default; force it.
     venv.set_min_parallel_work(std::time::Duration::ZERO);
@@ -34,7 +45,15 @@ fn run(
     let mut obs = venv.reset().to_vec();
     for t in 0..steps {
         let actions = policy(&obs, venv.obs_len(), t, venv.num_actions());
-        venv.step(&actions).unwrap();
+        if groups == 1 {
+            venv.step(&actions).unwrap();
+        } else {
+            let size = envs / groups;
+            for g in 0..groups {
+                let range = g * size..(g + 1) * size;
+                venv.step_group(range.clone(), &actions[range]).unwrap();
+            }
+        }
         obs = venv.obs().to_vec();
         // Keep the trace small but sensitive: a checksum per step.
         obs_trace.push(
@@ -86,6 +105,62 @@ fn same_seed_same_results_with_one_and_two_threads() {
         );
         assert_eq!(one, two, "1 and 2 threads differ for {spec:?}");
     }
+}
+
+#[test]
+fn stepping_in_groups_equals_stepping_the_whole_batch() {
+    // Without shared normalisers (whose statistics are merged after every group step), the
+    // environments are independent, so stepping the batch group by group changes nothing.
+    let specs = [
+        EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::StickyActions { prob: 0.3 }),
+        EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+    ];
+    for spec in &specs {
+        let whole = run(spec, 9, 1, 300);
+        assert!(!whole.3.is_empty(), "some episodes should finish");
+        for (threads, groups) in [(1, 3), (2, 3), (1, 9)] {
+            let grouped = run_in_groups(spec, 9, threads, 300, groups);
+            assert_eq!(
+                whole, grouped,
+                "{groups} groups on {threads} thread(s) differ for {spec:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_group_step_checks_its_range_and_actions_and_leaves_other_rows_alone() {
+    let spec = EnvSpec::new(GameSpec::CartPole);
+    let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 4), 1).unwrap();
+    let obs = venv.reset().to_vec();
+    assert!(matches!(
+        venv.step_group(2..5, &[0, 0, 0]),
+        Err(EnvError::InvalidArgument(_))
+    ));
+    assert_eq!(
+        venv.step_group(2..4, &[0]),
+        Err(EnvError::ActionCount {
+            expected: 2,
+            got: 1
+        })
+    );
+    // The error names the environment's index in the batch.
+    assert_eq!(
+        venv.step_group(2..4, &[0, 5]),
+        Err(EnvError::InvalidAction {
+            env: 3,
+            action: 5,
+            num_actions: 2
+        })
+    );
+    assert_eq!(venv.obs(), &obs[..], "a rejected step changes nothing");
+    venv.step_group(2..4, &[1, 1]).unwrap();
+    assert_eq!(
+        &venv.obs()[..8],
+        &obs[..8],
+        "environments 0 and 1 did not move"
+    );
+    assert_ne!(&venv.obs()[8..], &obs[8..]);
 }
 
 #[test]
