@@ -11,6 +11,16 @@
 use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
 
+/// `t` as int64, without dispatching a conversion when it already is (the rollout calls this
+/// every step).
+fn as_int64(t: &Tensor) -> Tensor {
+    if t.kind() == Kind::Int64 {
+        t.shallow_clone()
+    } else {
+        t.to_kind(Kind::Int64)
+    }
+}
+
 fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or(message)
 }
@@ -93,7 +103,7 @@ impl Categorical {
         );
         let picked = self
             .log_probs
-            .f_gather(-1, &actions.to_kind(Kind::Int64).unsqueeze(-1), false)
+            .f_gather(-1, &as_int64(actions).unsqueeze(-1), false)
             .map_err(|e| {
                 let n = self.log_probs.size()[1];
                 anyhow!(

@@ -166,6 +166,16 @@ struct Phases {
     log: Duration,
 }
 
+/// A per-environment row of host values as a tensor on `device` (no copy dispatched on CPU).
+fn host_row(values: &[f32], device: Device) -> Tensor {
+    let row = Tensor::from_slice(values);
+    if device == Device::Cpu {
+        row
+    } else {
+        row.to_device(device)
+    }
+}
+
 pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let RankContext {
         experiment: exp,
@@ -341,9 +351,13 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                         taken
                     }
                 };
-                let actions: Vec<i64> = Vec::<i64>::try_from(
-                    taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64),
-                )?;
+                let actions: Vec<i64> = if taken.actions.device() == Device::Cpu
+                    && taken.actions.kind() == Kind::Int64
+                {
+                    Vec::<i64>::try_from(&taken.actions)?
+                } else {
+                    Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?
+                };
                 let envs_of_group = g * group_size..(g + 1) * group_size;
                 // Double-buffered sampling: while this group steps on a second thread, the
                 // policy acts for the group after it (the next step's first group after the
@@ -416,23 +430,11 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                     values: cat(|a| &a.values),
                 }
             };
-            let rewards = Tensor::from_slice(envs.rewards()).to_device(device);
-            let terminated = Tensor::from_slice(
-                &envs
-                    .terminated()
-                    .iter()
-                    .map(|&b| b as u8 as f32)
-                    .collect::<Vec<_>>(),
-            )
-            .to_device(device);
+            let flags = |bits: &[bool]| bits.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>();
+            let rewards = host_row(envs.rewards(), device);
+            let terminated = host_row(&flags(envs.terminated()), device);
             let truncated_flags: Vec<bool> = envs.truncated().to_vec();
-            let truncated = Tensor::from_slice(
-                &truncated_flags
-                    .iter()
-                    .map(|&b| b as u8 as f32)
-                    .collect::<Vec<_>>(),
-            )
-            .to_device(device);
+            let truncated = host_row(&flags(&truncated_flags), device);
             // A time-limit cut bootstraps from V(final observation); the env has already reset.
             let truncation_values = if truncated_flags
                 .iter()
