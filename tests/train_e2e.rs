@@ -224,6 +224,48 @@ fn double_buffered_sampling_learns_and_is_reproducible() {
 }
 
 #[test]
+fn pinned_ranks_run_on_their_own_cores() {
+    let dir = fresh_dir("pinned");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &[
+            "devices=cpu cpu",
+            "pin-cores=#true",
+            "threads=\"auto\"",
+            "train.max-steps=4096",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Each rank logs the cores the kernel reports after pinning.
+    let cores_of = |rank: usize| -> Vec<usize> {
+        let log = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("pinned to cores"))
+            .unwrap_or_else(|| panic!("rank {rank} did not log its cores:\n{log}"));
+        let list = &line[line.find('[').unwrap() + 1..line.find(']').unwrap()];
+        list.split(", ").map(|c| c.parse().unwrap()).collect()
+    };
+    let (zero, one) = (cores_of(0), cores_of(1));
+    assert!(!zero.is_empty() && !one.is_empty());
+    let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if machine >= 2 {
+        assert!(
+            zero.iter().all(|c| !one.contains(c)),
+            "ranks share cores: {zero:?} and {one:?}"
+        );
+        // threads "auto" gives a pinned rank as many threads as it has cores.
+        let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+        assert!(
+            log.contains(&format!("({} thread(s))", zero.len())),
+            "{log}"
+        );
+    }
+}
+
+#[test]
 fn tensorboards_own_reader_reads_the_event_file() {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
     if !python.exists() {

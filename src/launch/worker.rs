@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
 use crate::train::{Outcome, RankContext};
@@ -90,16 +90,31 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
             args.device
         );
     }
+    // Before any thread exists (libtorch's, the environments', Gloo's, the logger's), so that
+    // all of them inherit the rank's cores.
+    let pinned = if experiment.pin_cores {
+        Some(pin_to_core_slice(args.local_rank, args.local_world_size)?)
+    } else {
+        None
+    };
     // Lesson 2 of DESIGN.md: the device is bound before any tensor exists.
     let device = bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+    if let Some(cores) = &pinned {
+        tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
+    }
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = match experiment.threads {
         tandem_config::Threads::PerRank(n) => n,
-        tandem_config::Threads::Auto => (cores / args.local_world_size.max(1)).max(1),
+        // A pinned rank's share is its cores (the machine's count would now read as only
+        // those, and dividing it again would halve it).
+        tandem_config::Threads::Auto => match &pinned {
+            Some(mine) => mine.len().max(1),
+            None => (cores / args.local_world_size.max(1)).max(1),
+        },
     };
     tch::set_num_threads(threads as i32);
     tch::set_num_interop_threads(1);
@@ -147,6 +162,66 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
 }
 
 /// Turns the device string into a tch device and makes it this process's current device.
+/// Local rank `rank`'s share of `cores` cores among `ranks` ranks on the machine: the rank-th of
+/// `ranks` equal slices, or one core shared round-robin when there are more ranks than cores.
+pub fn core_slice(cores: usize, rank: usize, ranks: usize) -> std::ops::Range<usize> {
+    let ranks = ranks.max(1);
+    if cores == 0 {
+        0..0
+    } else if ranks >= cores {
+        let core = rank % cores;
+        core..core + 1
+    } else {
+        rank * cores / ranks..(rank + 1) * cores / ranks
+    }
+}
+
+/// Restricts this process to its slice ([`core_slice`]) of the cores it may use now (so a
+/// container's or `taskset`'s limits are respected), and returns the cores it kept, read back
+/// from the kernel.
+fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<usize>> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    let allowed_cores = |set: &libc::cpu_set_t| -> Vec<usize> {
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: CPU_ISSET reads a bit of a valid set; the index is below CPU_SETSIZE.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
+            .collect()
+    };
+    // SAFETY: sched_getaffinity and sched_setaffinity read and write the set they are given,
+    // of the size given; pid 0 is this thread, whose mask later threads inherit.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        bail!(
+            "pin-cores: cannot read this process's CPU affinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let cores = allowed_cores(&allowed);
+    let mine = &cores[core_slice(cores.len(), local_rank, local_ranks)];
+    ensure!(
+        !mine.is_empty(),
+        "pin-cores: this process may use no cores ({cores:?})"
+    );
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &core in mine {
+        unsafe { libc::CPU_SET(core, &mut set) };
+    }
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        bail!(
+            "pin-cores: cannot pin local rank {local_rank} to cores {mine:?}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let mut now: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, size, &mut now) } != 0 {
+        bail!(
+            "pin-cores: cannot read back the CPU affinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(allowed_cores(&now))
+}
+
 fn bind_device(device: &str) -> Result<tch::Device> {
     match tandem_config::Device::parse(device) {
         Some(tandem_config::Device::Cpu) => Ok(tch::Device::Cpu),
@@ -165,5 +240,40 @@ fn bind_device(device: &str) -> Result<tch::Device> {
             Ok(tch::Device::Cuda(index as usize))
         }
         None => bail!("unknown device {device:?} (expected cpu or cuda:N)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::core_slice;
+
+    #[test]
+    fn core_slices_split_the_cores_evenly_and_share_them_round_robin_when_short() {
+        assert_eq!(core_slice(2, 0, 2), 0..1);
+        assert_eq!(core_slice(2, 1, 2), 1..2);
+        assert_eq!(core_slice(16, 0, 3), 0..5);
+        assert_eq!(core_slice(16, 1, 3), 5..10);
+        assert_eq!(core_slice(16, 2, 3), 10..16);
+        assert_eq!(core_slice(8, 0, 1), 0..8);
+        // More ranks than cores: one core each, shared.
+        assert_eq!(core_slice(2, 2, 3), 0..1);
+        assert_eq!(core_slice(2, 1, 3), 1..2);
+        assert_eq!(core_slice(0, 0, 1), 0..0);
+        for (cores, ranks) in [(16, 3), (7, 2), (64, 8), (3, 5)] {
+            let slices: Vec<_> = (0..ranks).map(|r| core_slice(cores, r, ranks)).collect();
+            assert!(
+                slices.iter().all(|s| !s.is_empty() && s.end <= cores),
+                "{slices:?}"
+            );
+            if ranks <= cores {
+                // Back to back: every core used once.
+                assert_eq!(slices[0].start, 0);
+                assert_eq!(slices[ranks - 1].end, cores);
+                assert!(
+                    slices.windows(2).all(|w| w[0].end == w[1].start),
+                    "{slices:?}"
+                );
+            }
+        }
     }
 }

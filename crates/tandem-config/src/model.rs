@@ -12,6 +12,8 @@ pub struct Experiment {
     /// One rank per entry, in rank order.
     pub devices: Vec<Device>,
     pub threads: Threads,
+    /// Confine each rank's process to its own slice of the cores.
+    pub pin_cores: bool,
     pub algorithm: Algorithm,
     pub env: Env,
     pub network: Network,

@@ -203,6 +203,12 @@ pub(crate) static TOP: Section = Section {
             Dflt::Auto,
             "Compute threads per rank: a count, or `\"auto\"` (the machine's cores divided by the number of ranks, decided at launch).",
         ),
+        f(
+            "pin-cores",
+            Ty::Bool,
+            Dflt::Bool(false),
+            "Confine each rank's process (its libtorch, environment and Gloo threads) to its own share of the cores this process may use: with L ranks on a machine, local rank r gets the r-th of L equal slices (at least one core each; ranks share cores when there are more ranks than cores). Keeps one rank's communication threads off the core another rank computes on; worth it for several CPU ranks on a small machine (docs/performance.md, Distributed).",
+        ),
     ],
 };
 

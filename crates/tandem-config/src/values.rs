@@ -305,6 +305,7 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             Some(Val::Threads(t)) => *t,
             _ => Threads::Auto,
         },
+        pin_cores: top.boolean("pin-cores"),
         algorithm,
         env,
         network,
@@ -379,6 +380,7 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     top.int("seed", e.seed);
     top.put("devices", Val::Devices(e.devices.clone()));
     top.put("threads", Val::Threads(e.threads));
+    top.boolean("pin-cores", e.pin_cores);
 
     let mut a = Writer {
         values: &mut values,

@@ -29,6 +29,7 @@ const WORDS: &[&str] = &[
     "minibatches",
     "micro-batches",
     "env-groups",
+    "pin-cores",
     "batch-size",
     "buffer-capacity",
     "env",
