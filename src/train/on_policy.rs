@@ -176,6 +176,18 @@ fn host_row(values: &[f32], device: Device) -> Tensor {
     }
 }
 
+/// Sampled actions as host integers, without dispatching a conversion when they already are
+/// int64 on the CPU (this runs every step).
+fn host_actions(actions: &Tensor) -> Result<Vec<i64>> {
+    Ok(
+        if actions.device() == Device::Cpu && actions.kind() == Kind::Int64 {
+            Vec::<i64>::try_from(actions)?
+        } else {
+            Vec::<i64>::try_from(actions.to_device(Device::Cpu).to_kind(Kind::Int64))?
+        },
+    )
+}
+
 pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let RankContext {
         experiment: exp,
@@ -351,13 +363,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
                         taken
                     }
                 };
-                let actions: Vec<i64> = if taken.actions.device() == Device::Cpu
-                    && taken.actions.kind() == Kind::Int64
-                {
-                    Vec::<i64>::try_from(&taken.actions)?
-                } else {
-                    Vec::<i64>::try_from(taken.actions.to_device(Device::Cpu).to_kind(Kind::Int64))?
-                };
+                let actions = host_actions(&taken.actions)?;
                 let envs_of_group = g * group_size..(g + 1) * group_size;
                 // Double-buffered sampling: while this group steps on a second thread, the
                 // policy acts for the group after it (the next step's first group after the
