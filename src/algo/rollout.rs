@@ -291,6 +291,34 @@ pub struct RolloutBuffer {
     filled: i64,
 }
 
+/// Writes `src` (`[N]`) into row `t` of `storage` (`[T, N]`). When both are contiguous CPU
+/// tensors of one type (the rollout's usual case) that is a plain memory copy: as a tensor copy
+/// it would be two dispatched operations, for each of seven fields, every step.
+fn write_row(storage: &Tensor, t: i64, src: &Tensor) {
+    let n = src.numel();
+    let plain = storage.device() == Device::Cpu
+        && src.device() == Device::Cpu
+        && storage.kind() == src.kind()
+        && storage.is_contiguous()
+        && src.is_contiguous()
+        && storage.size().get(1).copied() == Some(n as i64);
+    if plain {
+        let bytes = n * src.kind().elt_size_in_bytes();
+        // SAFETY: `storage` is a contiguous CPU tensor whose rows hold `n` elements of `src`'s
+        // type, and row `t` exists (the caller checked `t < num_steps`); `src` is a contiguous
+        // CPU tensor of `n` such elements. `copy` tolerates overlap.
+        unsafe {
+            std::ptr::copy(
+                src.data_ptr() as *const u8,
+                (storage.data_ptr() as *mut u8).add(t as usize * bytes),
+                bytes,
+            );
+        }
+    } else {
+        storage.get(t).copy_(src);
+    }
+}
+
 fn expect_shape(what: &str, step: i64, t: &Tensor, shape: &[i64]) -> Result<()> {
     ensure!(
         t.size() == shape,
@@ -432,20 +460,22 @@ impl RolloutBuffer {
             step.actions.kind()
         );
         tch::no_grad(|| {
-            let row = |storage: &Tensor, src: &Tensor| storage.get(t).copy_(src);
-            let obs_row = self.obs.get(t);
-            // Observations written in place through `next_obs` are already there.
-            if obs_row.data_ptr() != step.obs.data_ptr() {
-                obs_row.shallow_clone().copy_(step.obs);
+            // Observations written in place through `next_obs` are already there. (The storage
+            // is contiguous, so row t starts t rows in.)
+            let obs_row_bytes = step.obs.numel() * self.obs.kind().elt_size_in_bytes();
+            if self.obs.data_ptr() as usize + t as usize * obs_row_bytes
+                != step.obs.data_ptr() as usize
+            {
+                self.obs.get(t).copy_(step.obs);
             }
-            row(&self.actions, step.actions);
-            row(&self.log_probs, step.log_probs);
-            row(&self.values, step.values);
-            row(&self.rewards, step.rewards);
-            row(&self.terminated, step.terminated);
-            row(&self.truncated, step.truncated);
+            write_row(&self.actions, t, step.actions);
+            write_row(&self.log_probs, t, step.log_probs);
+            write_row(&self.values, t, step.values);
+            write_row(&self.rewards, t, step.rewards);
+            write_row(&self.terminated, t, step.terminated);
+            write_row(&self.truncated, t, step.truncated);
             match step.truncation_values {
-                Some(v) => row(&self.truncation_values, v),
+                Some(v) => write_row(&self.truncation_values, t, v),
                 None => {
                     let _ = self.truncation_values.get(t).zero_();
                 }
