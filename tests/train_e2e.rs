@@ -861,53 +861,56 @@ fn version_names_libtorch_backends_and_cuda() {
 #[test]
 fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
     // Same world size: the model, optimizer, normalisers and every rank's environments
-    // (mid-episode) are restored, and all randomness is derived from counters.
-    let sets = ["devices=cpu cpu", "checkpoint.every=1000000"];
-    let whole = fresh_dir("resume-whole");
-    let mut all = sets.to_vec();
-    all.push("train.max-steps=16384");
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &whole,
-        &all,
-        Duration::from_secs(120),
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    // (mid-episode) are restored, and all randomness is derived from counters. Also with the
+    // double-buffered rollout (train.env-groups 2), whose draws follow the same counters.
+    for groups in ["train.env-groups=1", "train.env-groups=2"] {
+        let sets = ["devices=cpu cpu", "checkpoint.every=1000000", groups];
+        let whole = fresh_dir("resume-whole");
+        let mut all = sets.to_vec();
+        all.push("train.max-steps=16384");
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            &whole,
+            &all,
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{}", text(&out));
 
-    let parts = fresh_dir("resume-parts");
-    let mut first = sets.to_vec();
-    first.push("train.max-steps=8192");
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &parts,
-        &first,
-        Duration::from_secs(120),
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        parts
-            .join("checkpoints/ckpt-000000032.rank-1.envs")
-            .exists()
-    );
-    let mut cmd = tandem();
-    cmd.arg("train").arg("--resume").arg(&parts).args([
-        "--set",
-        "train.max-steps=16384",
-        "--quiet",
-    ]);
-    let out = run(&mut cmd, Duration::from_secs(120));
-    assert!(out.status.success(), "{}", text(&out));
+        let parts = fresh_dir("resume-parts");
+        let mut first = sets.to_vec();
+        first.push("train.max-steps=8192");
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            &parts,
+            &first,
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            parts
+                .join("checkpoints/ckpt-000000032.rank-1.envs")
+                .exists()
+        );
+        let mut cmd = tandem();
+        cmd.arg("train").arg("--resume").arg(&parts).args([
+            "--set",
+            "train.max-steps=16384",
+            "--quiet",
+        ]);
+        let out = run(&mut cmd, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
 
-    assert_eq!(
-        summary_number(&parts, "global_step"),
-        summary_number(&whole, "global_step")
-    );
-    let (a, b) = (final_parameters(&whole), final_parameters(&parts));
-    assert!(a.iter().any(|(n, _)| n.starts_with("model.")));
-    assert_eq!(
-        a, b,
-        "the resumed run's parameters differ from the uninterrupted run's"
-    );
+        assert_eq!(
+            summary_number(&parts, "global_step"),
+            summary_number(&whole, "global_step")
+        );
+        let (a, b) = (final_parameters(&whole), final_parameters(&parts));
+        assert!(a.iter().any(|(n, _)| n.starts_with("model.")));
+        assert_eq!(
+            a, b,
+            "with {groups}, the resumed run's parameters differ from the uninterrupted run's"
+        );
+    }
 }
 
 #[test]
