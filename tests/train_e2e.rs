@@ -266,6 +266,40 @@ fn pinned_ranks_run_on_their_own_cores() {
 }
 
 #[test]
+fn workers_get_a_short_libgomp_spin_unless_the_user_sets_one() {
+    // What the workers saw, from rank 0's log; `spin` is the launcher's environment.
+    let worker_spin = |name: &str, spin: Option<&str>| -> String {
+        let dir = fresh_dir(name);
+        let mut cmd = tandem();
+        cmd.env_remove("GOMP_SPINCOUNT")
+            .env_remove("OMP_WAIT_POLICY");
+        if let Some(spin) = spin {
+            cmd.env("GOMP_SPINCOUNT", spin);
+        }
+        cmd.arg("train")
+            .arg(config("ppo-cartpole.kdl"))
+            .arg("--run-dir")
+            .arg(&dir)
+            .args(["--quiet", "--set", "train.max-steps=1024"]);
+        let out = run(&mut cmd, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+        let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("GOMP_SPINCOUNT="))
+            .unwrap_or_else(|| panic!("no GOMP_SPINCOUNT in the worker's log:\n{log}"));
+        line[line.find("GOMP_SPINCOUNT=").unwrap() + "GOMP_SPINCOUNT=".len()..]
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        worker_spin("spin-default", None),
+        tandem::launch::WORKER_GOMP_SPINCOUNT
+    );
+    assert_eq!(worker_spin("spin-user", Some("7")), "7");
+}
+
+#[test]
 fn tensorboards_own_reader_reads_the_event_file() {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
     if !python.exists() {

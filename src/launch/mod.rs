@@ -1,6 +1,7 @@
 //! The launcher: resolves an experiment once, makes the run directory, starts one worker process
 //! per local device, and supervises them. Workers receive the resolved config on stdin, their
-//! rank and their device on the command line, and nothing else.
+//! rank and their device on the command line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp
+//! tuning that carries nothing of the experiment).
 //!
 //! Supervision rules (DESIGN.md lessons 3 and 4): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
@@ -16,6 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+/// The libgomp spin count the launcher gives workers when the environment sets none (see
+/// where the workers are started).
+pub const WORKER_GOMP_SPINCOUNT: &str = "20000";
 
 /// Where and how this launcher's ranks join a job.
 #[derive(Debug, Clone)]
@@ -219,6 +224,15 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
+        // libgomp's idle threads spin for a long while after each parallel region before they
+        // sleep; with several intra-op threads on a small machine they hold the cores the
+        // environment threads need. A short spin made Atari with 2 threads 12% faster and left
+        // CartPole and MinAtar as they were (docs/performance.md). A user's own setting wins.
+        if std::env::var_os("GOMP_SPINCOUNT").is_none()
+            && std::env::var_os("OMP_WAIT_POLICY").is_none()
+        {
+            cmd.env("GOMP_SPINCOUNT", WORKER_GOMP_SPINCOUNT);
+        }
         if req.resume {
             cmd.arg("--resume");
         }

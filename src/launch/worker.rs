@@ -104,6 +104,9 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     if let Some(cores) = &pinned {
         tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
+    if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
+        tracing::info!("GOMP_SPINCOUNT={}", spin.to_string_lossy());
+    }
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
