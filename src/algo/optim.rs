@@ -111,15 +111,15 @@ impl Optimizer {
         let flat_grads = zeros();
         let mut grad_ptrs = Vec::with_capacity(params.len());
         tch::no_grad(|| -> Result<()> {
-            let mut offset = 0i64;
-            for (name, p) in names.iter().zip(&params) {
-                let n = p.numel() as i64;
-                let mut value = flat_params.narrow(0, offset, n).view_as(p);
+            let values = slices_like(&flat_params, &params);
+            let grads = slices_like(&flat_grads, &params);
+            for (((name, p), mut value), mut grad) in
+                names.iter().zip(&params).zip(values).zip(grads)
+            {
                 value.copy_(p);
                 // set_data swaps the storage under the variable itself, so the network's layers,
                 // the VarStore and every shallow clone see the flat buffer from now on.
                 p.shallow_clone().set_data(&value);
-                let mut grad = flat_grads.narrow(0, offset, n).view_as(p);
                 let existing = p.grad();
                 if existing.defined() {
                     grad.copy_(&existing);
@@ -127,7 +127,6 @@ impl Optimizer {
                 crate::dist::group::set_grad(p, &grad)
                     .with_context(|| format!("optimizer: installing the gradient of {name}"))?;
                 grad_ptrs.push(grad.data_ptr() as usize);
-                offset += n;
             }
             Ok(())
         })?;
@@ -173,20 +172,6 @@ impl Optimizer {
         self.steps = steps;
     }
 
-    /// `flat`'s slice for each parameter, shaped like it.
-    fn per_parameter(&self, flat: &Tensor) -> Vec<Tensor> {
-        let mut offset = 0i64;
-        self.params
-            .iter()
-            .map(|p| {
-                let n = p.numel() as i64;
-                let view = flat.narrow(0, offset, n).view_as(p);
-                offset += n;
-                view
-            })
-            .collect()
-    }
-
     /// The optimizer's state tensors with stable names (`exp_avg/<param>`, `exp_avg_sq/<param>`
     /// for Adam, `square_avg/<param>` for RMSprop), in a fixed order. They share storage with
     /// the optimizer: a checkpoint loader restores them with `copy_`.
@@ -196,7 +181,7 @@ impl Optimizer {
             OptimizerSpec::RmsProp { .. } => "square_avg",
         };
         let firsts = match self.spec {
-            OptimizerSpec::Adam { .. } => self.per_parameter(&self.first_moment),
+            OptimizerSpec::Adam { .. } => slices_like(&self.first_moment, &self.params),
             OptimizerSpec::RmsProp { .. } => Vec::new(),
         };
         let firsts = self
@@ -207,7 +192,7 @@ impl Optimizer {
         let seconds = self
             .names
             .iter()
-            .zip(self.per_parameter(&self.second_moment))
+            .zip(slices_like(&self.second_moment, &self.params))
             .map(|(n, t)| (format!("{second}/{n}"), t));
         firsts.chain(seconds).collect()
     }
@@ -315,6 +300,20 @@ impl Optimizer {
             }
         })
     }
+}
+
+/// `flat`'s consecutive slices, one per tensor of `like`, each viewed in that tensor's shape: the
+/// optimizer's layout of parameters, gradients and moments.
+fn slices_like(flat: &Tensor, like: &[Tensor]) -> Vec<Tensor> {
+    let mut offset = 0i64;
+    like.iter()
+        .map(|p| {
+            let n = p.numel() as i64;
+            let view = flat.narrow(0, offset, n).view_as(p);
+            offset += n;
+            view
+        })
+        .collect()
 }
 
 fn gradients(names: &[String], params: &[Tensor]) -> Result<Vec<Tensor>> {

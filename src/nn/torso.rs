@@ -196,11 +196,7 @@ impl Torso {
     /// Builds the torso's variables under `path` for observations of shape `obs_shape`
     /// (without the batch dimension).
     pub fn new(path: &nn::Path, spec: &NetworkSpec, obs_shape: &[i64]) -> Result<Torso> {
-        ensure!(
-            !obs_shape.is_empty() && obs_shape.iter().all(|&d| d > 0),
-            "network {}: observation shape {obs_shape:?} must have at least one dimension, all positive",
-            spec.name()
-        );
+        check_obs_shape(spec.name(), obs_shape)?;
         let image = |what: &str| -> Result<(i64, i64, i64)> {
             match obs_shape {
                 &[c, h, w] => Ok((c, h, w)),
@@ -350,6 +346,14 @@ impl Torso {
     }
 }
 
+fn check_obs_shape(network: &str, obs_shape: &[i64]) -> Result<()> {
+    ensure!(
+        !obs_shape.is_empty() && obs_shape.iter().all(|&d| d > 0),
+        "network {network}: observation shape {obs_shape:?} must have at least one dimension, all positive"
+    );
+    Ok(())
+}
+
 fn check_hidden(hidden: &[i64]) -> Result<()> {
     if let Some(bad) = hidden.iter().find(|&&h| h <= 0) {
         bail!("network mlp: hidden layer sizes must be positive, got {bad} in {hidden:?}");
@@ -381,10 +385,7 @@ impl TwinMlp {
         activation: Activation,
         obs_shape: &[i64],
     ) -> Result<TwinMlp> {
-        ensure!(
-            !obs_shape.is_empty() && obs_shape.iter().all(|&d| d > 0),
-            "network mlp: observation shape {obs_shape:?} must have at least one dimension, all positive"
-        );
+        check_obs_shape("mlp", obs_shape)?;
         check_hidden(hidden)?;
         let mut inputs: i64 = obs_shape.iter().product();
         let mut layers = Vec::with_capacity(hidden.len());
