@@ -21,6 +21,8 @@ use tch::{Device, Kind, Tensor};
 const BATCH: i64 = 256;
 const WARMUP: usize = 2;
 const UPDATES: usize = 12;
+/// Rounds of the update benchmark (see `main`).
+const ROUNDS: usize = 3;
 
 fn env_usize(name: &str) -> usize {
     std::env::var(name).unwrap().parse().unwrap()
@@ -56,6 +58,12 @@ fn nature_model() -> (VarStore, ActorCritic) {
 
 /// One rank of the update benchmark: prints seconds per update and sync seconds per update.
 fn rank_update() {
+    if std::env::var_os("BENCH_PIN_CORES").is_some() {
+        // What `pin-cores #true` does in a worker: this rank's slice of the cores, before any
+        // thread exists.
+        tandem::launch::worker::pin_to_core_slice(env_usize("RANK"), env_usize("WORLD_SIZE"))
+            .expect("pin-cores");
+    }
     tch::set_num_threads(1);
     let pg = connect();
     let (vs, model) = nature_model();
@@ -125,7 +133,7 @@ fn rank_allreduce() {
     let mut raw = [Tensor::randn([numel], (Kind::Float, Device::Cpu))];
     let layout = ddp.group().verify_layout(&[&raw[0]]).unwrap();
     // Alternating rounds, medians: the two are measured under the same (shared-machine) load.
-    let rounds = 30;
+    let rounds = 60;
     let (mut bucketed, mut single) = (Vec::new(), Vec::new());
     for round in 0..rounds + 2 {
         let t = Instant::now();
@@ -162,12 +170,40 @@ fn rank_allreduce() {
     let _ = ddp.into_group().shutdown(Duration::from_secs(30));
 }
 
+/// One run of the update benchmark: the slowest rank's seconds per update, and the seconds per
+/// update that the ranks waiting longest and least spent in collectives. The longest wait includes
+/// the other rank's lag (load imbalance); the least is roughly the communication that backward
+/// could not hide.
+struct UpdateTimes {
+    update: f64,
+    sync_max: f64,
+    sync_min: f64,
+    ranks: usize,
+}
+
+impl UpdateTimes {
+    fn of(outputs: &[String]) -> UpdateTimes {
+        let rows: Vec<Vec<f64>> = outputs.iter().map(|o| numbers("UPDATE", o)).collect();
+        UpdateTimes {
+            update: rows.iter().map(|v| v[0]).fold(0.0, f64::max),
+            sync_max: rows.iter().map(|v| v[1]).fold(0.0, f64::max),
+            sync_min: rows.iter().map(|v| v[1]).fold(f64::INFINITY, f64::min),
+            ranks: rows.len(),
+        }
+    }
+
+    /// Samples per second relative to `base`.
+    fn speedup_over(&self, base: &UpdateTimes) -> f64 {
+        (self.ranks as f64 / self.update) / (base.ranks as f64 / base.update)
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-fn run_ranks(mode: &str, world: usize) -> Vec<String> {
+fn run_ranks(mode: &str, world: usize, pin_cores: bool) -> Vec<String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -181,6 +217,7 @@ fn run_ranks(mode: &str, world: usize) -> Vec<String> {
                 .env("WORLD_SIZE", world.to_string())
                 .env("MASTER_PORT", port.to_string())
                 .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+                .envs(pin_cores.then_some(("BENCH_PIN_CORES", "1")))
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -257,41 +294,48 @@ fn main() {
     println!(
         "DDP benchmark: Nature-CNN actor-critic, batch {BATCH} per rank, 1 libtorch thread per rank"
     );
-    let one = numbers("UPDATE", &run_ranks("update", 1)[0]);
-    let two: Vec<Vec<f64>> = run_ranks("update", 2)
-        .iter()
-        .map(|o| numbers("UPDATE", o))
-        .collect();
-    let t1 = one[0];
-    let t2 = two.iter().map(|v| v[0]).fold(0.0, f64::max);
-    // The rank that waited longest: its wait includes the other rank's lag (load imbalance).
-    let sync2 = two.iter().map(|v| v[1]).fold(0.0, f64::max);
-    // The rank that waited least: roughly the communication backward could not hide.
-    let sync2_min = two.iter().map(|v| v[1]).fold(f64::INFINITY, f64::min);
+    // Rounds of (1 rank, 2 ranks, 2 pinned ranks), each ratio taken within its round: the
+    // machine's speed drifts by several percent between minutes, and a ratio of neighbours
+    // cancels most of that. Medians over the rounds are reported.
+    let mut rows: Vec<[UpdateTimes; 3]> = Vec::new();
+    for _ in 0..ROUNDS {
+        let one = UpdateTimes::of(&run_ranks("update", 1, false));
+        let two = UpdateTimes::of(&run_ranks("update", 2, false));
+        let pinned = UpdateTimes::of(&run_ranks("update", 2, true));
+        rows.push([one, two, pinned]);
+    }
+    let t1 = median(&mut rows.iter().map(|r| r[0].update).collect::<Vec<_>>());
     println!(
-        "  one update, 1 rank:   {:.1} ms ({:.0} samples/s)",
+        "  one update, 1 rank: {:.1} ms ({:.0} samples/s); medians of {ROUNDS} rounds",
         t1 * 1e3,
         BATCH as f64 / t1
     );
-    println!(
-        "  one update, 2 ranks:  {:.1} ms ({:.0} samples/s), of which sync {:.1} ms = {:.1}%",
-        t2 * 1e3,
-        2.0 * BATCH as f64 / t2,
-        sync2 * 1e3,
-        100.0 * sync2 / t2
-    );
-    println!(
-        "  sync per update on the rank that waited least: {:.1} ms = {:.1}% (the rest is waiting for the slower rank)",
-        sync2_min * 1e3,
-        100.0 * sync2_min / t2
-    );
-    println!(
-        "  samples/s, 2 ranks / 1 rank: {:.2}x (target >= 1.9x); sync share {:.1}% (target <= 5%)",
-        (2.0 * BATCH as f64 / t2) / (BATCH as f64 / t1),
-        100.0 * sync2 / t2
-    );
+    for (column, label) in [(1, "2 ranks"), (2, "2 ranks, pin-cores")] {
+        let pick = |f: &dyn Fn(&[UpdateTimes; 3]) -> f64| {
+            median(&mut rows.iter().map(f).collect::<Vec<_>>())
+        };
+        let t2 = pick(&|r| r[column].update);
+        let speedups: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{:.2}", r[column].speedup_over(&r[0])))
+            .collect();
+        println!(
+            "  one update, {label}: {:.1} ms ({:.0} samples/s), of which sync {:.1} ms (rank that waited least: {:.1} ms)",
+            t2 * 1e3,
+            2.0 * BATCH as f64 / t2,
+            pick(&|r| r[column].sync_max) * 1e3,
+            pick(&|r| r[column].sync_min) * 1e3,
+        );
+        println!(
+            "    samples/s, {label} / 1 rank: {:.2}x (rounds: {}; target >= 1.9x); sync share {:.1}% (rank that waited least {:.1}%; target <= 5%)",
+            pick(&|r| r[column].speedup_over(&r[0])),
+            speedups.join(", "),
+            100.0 * pick(&|r| r[column].sync_max / r[column].update),
+            100.0 * pick(&|r| r[column].sync_min / r[column].update),
+        );
+    }
 
-    let ar: Vec<Vec<f64>> = run_ranks("allreduce", 2)
+    let ar: Vec<Vec<f64>> = run_ranks("allreduce", 2, false)
         .iter()
         .map(|o| numbers("ALLREDUCE", o))
         .collect();

@@ -190,6 +190,7 @@ struct ReducerState {
       for (size_t i = 0; i < params.size(); ++i) mark(i);
       launch_ready();
     }
+    // A bucket is averaged as soon as it is in, while later buckets are still on the wire.
     for (size_t k = 0; k < buckets.size(); ++k) {
       auto& b = buckets[k];
       if (!b.work) continue;
@@ -201,12 +202,12 @@ struct ReducerState {
                     std::to_string(buckets.size()) + ": " + clean_what(e.what());
         }
       }
+      if (failure.empty()) {
+        if (!b.wire.is_same(b.flat)) b.flat.copy_(b.wire);
+        b.flat.div_(world);
+      }
     }
     if (!failure.empty()) throw std::runtime_error(failure);
-    for (auto& b : buckets) {
-      if (!b.wire.is_same(b.flat)) b.flat.copy_(b.wire);
-      b.flat.div_(world);
-    }
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor grad = params[i].grad();
       if (grad.defined() && grad.data_ptr() != slots[i].data_ptr()) grad.copy_(slots[i]);

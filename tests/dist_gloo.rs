@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_options, finish, free_port, options, role, spawn_rank};
 
-use tandem::dist::{DistError, ProcessGroup, ReduceOp};
+use tandem::dist::{DistError, ProcessGroup, ReduceOp, sched};
 use tch::{Kind, Tensor};
 
 fn floats(t: &Tensor) -> Vec<f32> {
@@ -294,4 +294,65 @@ fn mismatched_tensor_sizes_are_an_error_not_an_abort() {
         );
         assert!(done.output.contains("still usable"), "{}", done.output);
     }
+}
+
+/// Gloo's threads wake for every message of a collective; with a short time slice they preempt a
+/// busy compute thread at once instead of waiting out its slice (see `tandem::dist::sched`).
+#[test]
+fn gloos_threads_get_a_short_time_slice_and_the_caller_keeps_its_own() {
+    if role().is_some() {
+        let Some(before) = sched::time_slice(0) else {
+            println!("this kernel reports no time slices (before 6.12): nothing to check");
+            return;
+        };
+        let tasks = || -> Vec<i32> {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+                .collect()
+        };
+        let old = tasks();
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let new: Vec<(i32, Option<Duration>)> = tasks()
+            .into_iter()
+            .filter(|t| !old.contains(t))
+            .map(|t| (t, sched::time_slice(t)))
+            .collect();
+        let short = new
+            .iter()
+            .filter(|(_, s)| *s == Some(sched::COMMUNICATION_SLICE))
+            .count();
+        assert!(
+            short >= 2,
+            "threads started by connect and their slices: {new:?}"
+        );
+        assert_eq!(
+            sched::time_slice(0),
+            Some(before),
+            "the caller's slice changed"
+        );
+        assert_ne!(before, sched::COMMUNICATION_SLICE);
+        let mut t = vec![Tensor::from_slice(&[1.0f32])];
+        pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+        println!("rank 0 ok: {short} of {} new threads", new.len());
+        return;
+    }
+    let port = free_port();
+    let done = finish(
+        spawn_rank(
+            "gloos_threads_get_a_short_time_slice_and_the_caller_keeps_its_own",
+            0,
+            1,
+            port,
+            20_000,
+            &[],
+        ),
+        Duration::from_secs(60),
+    );
+    assert!(done.success, "{}", done.output);
+    assert!(
+        done.output.contains("rank 0 ok") || done.output.contains("reports no time slices"),
+        "{}",
+        done.output
+    );
 }

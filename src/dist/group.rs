@@ -731,6 +731,9 @@ fn create_group(
     let context = what.clone();
     let group = with_deadline(&what, timeout, move || {
         let _keep = keep;
+        // The threads Gloo starts here inherit this thread's slice (see `sched`). Failing to get
+        // it (a seccomp filter, say) leaves the kernel's default: slower under load, not wrong.
+        let _ = super::sched::shorten_this_threads_slice();
         let store_ptr = store_ptr;
         let mut out = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();

@@ -5,6 +5,7 @@ pub mod ddp;
 mod ffi;
 pub mod group;
 mod rendezvous;
+pub mod sched;
 
 use std::time::Duration;
 

@@ -164,7 +164,6 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     Ok(outcome)
 }
 
-/// Turns the device string into a tch device and makes it this process's current device.
 /// Local rank `rank`'s share of `cores` cores among `ranks` ranks on the machine: the rank-th of
 /// `ranks` equal slices, or one core shared round-robin when there are more ranks than cores.
 pub fn core_slice(cores: usize, rank: usize, ranks: usize) -> std::ops::Range<usize> {
@@ -182,7 +181,7 @@ pub fn core_slice(cores: usize, rank: usize, ranks: usize) -> std::ops::Range<us
 /// Restricts this process to its slice ([`core_slice`]) of the cores it may use now (so a
 /// container's or `taskset`'s limits are respected), and returns the cores it kept, read back
 /// from the kernel.
-fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<usize>> {
+pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<usize>> {
     let size = std::mem::size_of::<libc::cpu_set_t>();
     let allowed_cores = |set: &libc::cpu_set_t| -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize)
@@ -225,6 +224,7 @@ fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<usize>
     Ok(allowed_cores(&now))
 }
 
+/// Turns the device string into a tch device and makes it this process's current device.
 fn bind_device(device: &str) -> Result<tch::Device> {
     match tandem_config::Device::parse(device) {
         Some(tandem_config::Device::Cpu) => Ok(tch::Device::Cpu),
