@@ -97,6 +97,17 @@ fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
                 }
                 continue;
             }
+            if name == "heads.weight" {
+                // Stacked heads: the policy head's slice (all 3 columns), then the value head
+                // in column 0 of the second slice, whose padding columns are zero.
+                assert_eq!(tensor.size(), [2, 8, 3], "{name}");
+                assert_orthogonal("policy head", &tensor.get(0).tr(), 0.01);
+                assert_orthogonal("value head", &tensor.get(1).narrow(1, 0, 1).tr(), 1.0);
+                let padding = tensor.get(1).narrow(1, 1, 2);
+                assert_eq!(padding.abs().max().double_value(&[]), 0.0);
+                checked += 2;
+                continue;
+            }
             assert_orthogonal(&name, &tensor, gain);
             checked += 1;
         }
@@ -119,16 +130,14 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
             .collect::<Vec<_>>()
     };
     // Separate MLP torsos are stacked: layer i of the actor's and the critic's torso in one
-    // `[2, in, out]` weight and one `[2, 1, out]` bias.
+    // `[2, in, out]` weight and one `[2, 1, out]` bias, and the two heads likewise.
     let expected = [
-        "policy_head.bias",
-        "policy_head.weight",
+        "heads.bias",
+        "heads.weight",
         "torsos.fc0.bias",
         "torsos.fc0.weight",
         "torsos.fc1.bias",
         "torsos.fc1.weight",
-        "value_head.bias",
-        "value_head.weight",
     ];
     assert_eq!(names(&vs_a), expected);
     assert_eq!(names(&vs_a), names(&vs_b));
@@ -136,16 +145,33 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
         .iter()
         .map(|(_, t)| t.size())
         .collect();
-    assert_eq!(shapes[1], [3, 8]);
+    assert_eq!(shapes[0], [2, 1, 3]);
+    assert_eq!(shapes[1], [2, 8, 3]);
     assert_eq!(shapes[2], [2, 1, 16]);
     assert_eq!(shapes[3], [2, 5, 16]);
     assert_eq!(shapes[5], [2, 16, 8]);
+    // An image network keeps the usual layout.
+    let (vs_cnn, _) = build(
+        &ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn),
+        &[4, 10, 10],
+        3,
+    );
+    let cnn_names = names(&vs_cnn);
+    assert!(
+        cnn_names.contains(&"policy_head.weight".to_string()),
+        "{cnn_names:?}"
+    );
+    assert!(
+        cnn_names.contains(&"value_head.weight".to_string()),
+        "{cnn_names:?}"
+    );
 }
 
 #[test]
-fn stacked_mlp_torsos_compute_what_two_separate_mlps_compute() {
+fn stacked_mlp_torsos_and_heads_compute_what_two_separate_mlps_compute() {
     // The actor's features come from slice 0 of every stacked layer and the critic's from
-    // slice 1, each slice being the transpose of a usual linear layer's weight.
+    // slice 1, each slice being the transpose of a usual linear layer's weight; the heads'
+    // slices likewise, the value head being column 0 of its slice.
     let (vs, model) = build(&mlp_spec(), &[5], 3);
     let vars = vs.variables();
     let obs = Tensor::randn([7, 5], (Kind::Float, Device::Cpu));
@@ -158,22 +184,34 @@ fn stacked_mlp_torsos_compute_what_two_separate_mlps_compute() {
         }
         x
     };
-    let logits = torso(0).linear(&vars["policy_head.weight"], Some(&vars["policy_head.bias"]));
-    let values = torso(1)
-        .linear(&vars["value_head.weight"], Some(&vars["value_head.bias"]))
-        .squeeze_dim(-1);
+    let head = |index: i64| {
+        torso(index).matmul(&vars["heads.weight"].get(index)) + vars["heads.bias"].get(index)
+    };
+    let logits = head(0);
+    let values = head(1).select(1, 0);
     let (got_logits, got_values) = model.forward(&obs).unwrap();
+    assert_eq!(got_logits.size(), [7, 3]);
+    assert_eq!(got_values.size(), [7]);
     assert!(max_abs_diff(&got_logits, &logits) < 1e-6);
     assert!(max_abs_diff(&got_values, &values) < 1e-6);
     // The two torsos really differ (independent initialisations).
     assert!(max_abs_diff(&torso(0), &torso(1)) > 1e-3);
-    // Gradients reach both slices.
+    // Gradients reach both slices of a torso and both heads, never the value head's padding.
     let (l, v) = model.forward(&obs).unwrap();
     (l.sum(Kind::Float) + v.sum(Kind::Float)).backward();
+    let magnitude = |t: &Tensor| t.abs().sum(Kind::Float).double_value(&[]);
     let grad = vars["torsos.fc0.weight"].grad();
     for index in 0..2 {
-        assert!(grad.get(index).abs().sum(Kind::Float).double_value(&[]) > 0.0);
+        assert!(magnitude(&grad.get(index)) > 0.0);
     }
+    let heads = vars["heads.weight"].grad();
+    assert!(magnitude(&heads.get(0)) > 0.0);
+    assert!(magnitude(&heads.get(1).narrow(1, 0, 1)) > 0.0);
+    assert_eq!(magnitude(&heads.get(1).narrow(1, 1, 2)), 0.0);
+    assert_eq!(
+        magnitude(&vars["heads.bias"].grad().get(1).narrow(1, 1, 2)),
+        0.0
+    );
 }
 
 #[test]

@@ -88,15 +88,88 @@ pub struct Evaluation {
     pub values: Tensor,
 }
 
-/// Where the heads' features come from.
+/// The linear policy and value heads on top of one or two torsos.
 #[derive(Debug)]
-enum Torsos {
+struct LinearHeads {
+    action: ActionHead,
+    value: nn::Linear,
+}
+
+impl LinearHeads {
+    fn new(root: &nn::Path, features: i64, n: i64) -> LinearHeads {
+        LinearHeads {
+            action: ActionHead::Categorical(orthogonal_linear(
+                root / "policy_head",
+                features,
+                n,
+                POLICY_HEAD_GAIN,
+            )),
+            value: orthogonal_linear(root / "value_head", features, 1, VALUE_HEAD_GAIN),
+        }
+    }
+
+    fn forward(&self, actor_features: &Tensor, critic_features: &Tensor) -> (Tensor, Tensor) {
+        let ActionHead::Categorical(head) = &self.action;
+        let logits = head.forward(actor_features);
+        let values = self.value.forward(critic_features).squeeze_dim(-1);
+        (logits, values)
+    }
+}
+
+/// The two heads of a [`TwinMlp`] actor-critic, stacked like its layers: one weight
+/// `heads.weight` `[2, features, n]` and one bias `heads.bias` `[2, 1, n]`, so both heads are
+/// one batched matrix multiply instead of two linear layers, two transposes, two torso slices
+/// and a squeeze (about 10% of a CartPole PPO step; docs/performance.md). Slice 0 is the policy
+/// head (`n` logits); slice 1 is the value head in its column 0. The value slice's other `n - 1`
+/// columns are padding that keeps the stack rectangular: zero, never read, so their gradient is
+/// zero and no optimizer moves them.
+#[derive(Debug)]
+struct StackedHeads {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+impl StackedHeads {
+    fn new(path: &nn::Path, features: i64, n: i64) -> StackedHeads {
+        let weight = path.zeros("weight", &[2, features, n]);
+        let bias = path.zeros("bias", &[2, 1, n]);
+        tch::no_grad(|| {
+            // The draws of `LinearHeads`, in its order: a run seeded alike starts alike.
+            for (index, outputs, gain) in [(0, n, POLICY_HEAD_GAIN), (1, 1, VALUE_HEAD_GAIN)] {
+                let usual = nn::init(
+                    nn::Init::Orthogonal { gain },
+                    &[outputs, features],
+                    weight.device(),
+                );
+                weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
+            }
+        });
+        StackedHeads { weight, bias }
+    }
+
+    /// Stacked features `[2, B, features]` to logits `[B, n]` and values `[B]`.
+    fn forward(&self, features: &Tensor) -> (Tensor, Tensor) {
+        let out = self.bias.baddbmm(features, &self.weight, 1.0, 1.0);
+        (out.select(0, 0), out.select(0, 1).select(1, 0))
+    }
+}
+
+/// Torsos and heads.
+#[derive(Debug)]
+enum Body {
     /// One torso feeding both heads.
-    Shared(Torso),
+    Shared { torso: Torso, heads: LinearHeads },
     /// An actor torso and a critic torso of the same architecture.
-    Separate { actor: Torso, critic: Torso },
-    /// Separate MLP torsos, computed together (see [`TwinMlp`]).
-    TwinMlp(TwinMlp),
+    Separate {
+        actor: Torso,
+        critic: Torso,
+        heads: LinearHeads,
+    },
+    /// Separate MLP torsos and their heads, each computed as one stack (see [`TwinMlp`]).
+    TwinMlp {
+        torsos: TwinMlp,
+        heads: StackedHeads,
+    },
 }
 
 #[derive(Debug)]
@@ -104,15 +177,14 @@ pub struct ActorCritic {
     obs_shape: Vec<i64>,
     action_space: ActionSpace,
     scale_pixels: bool,
-    torsos: Torsos,
-    action_head: ActionHead,
-    value_head: nn::Linear,
+    body: Body,
 }
 
 impl ActorCritic {
     /// Creates the variables under `root` (normally `vs.root()`). Variable names: `torso.*`
-    /// (shared), `torsos.*` (separate MLP torsos, stacked: see [`TwinMlp`]) or `actor_torso.*`
-    /// and `critic_torso.*` (other separate torsos), then `policy_head.*`, `value_head.*`.
+    /// (shared) or `actor_torso.*` and `critic_torso.*` (separate image torsos), then
+    /// `policy_head.*` and `value_head.*`; separate MLP torsos and their heads are stacked as
+    /// `torsos.*` and `heads.*` (see [`TwinMlp`] and `StackedHeads`).
     pub fn new(
         root: &nn::Path,
         spec: &ActorCriticSpec,
@@ -124,40 +196,36 @@ impl ActorCritic {
             n >= 1,
             "action space: a discrete action space needs at least one action, got {n}"
         );
-        let torsos = match &spec.network {
+        // Torsos are created before heads, so a seed gives the same initial weights whatever
+        // the layout.
+        let body = match &spec.network {
             _ if spec.share_torso => {
-                Torsos::Shared(Torso::new(&(root / "torso"), &spec.network, obs_shape)?)
+                let torso = Torso::new(&(root / "torso"), &spec.network, obs_shape)?;
+                let heads = LinearHeads::new(root, torso.output_dim(), n);
+                Body::Shared { torso, heads }
             }
-            NetworkSpec::Mlp { hidden, activation } => Torsos::TwinMlp(TwinMlp::new(
-                &(root / "torsos"),
-                hidden,
-                *activation,
-                obs_shape,
-            )?),
-            network => Torsos::Separate {
-                actor: Torso::new(&(root / "actor_torso"), network, obs_shape)?,
-                critic: Torso::new(&(root / "critic_torso"), network, obs_shape)?,
-            },
+            NetworkSpec::Mlp { hidden, activation } => {
+                let torsos = TwinMlp::new(&(root / "torsos"), hidden, *activation, obs_shape)?;
+                let heads = StackedHeads::new(&(root / "heads"), torsos.output_dim(), n);
+                Body::TwinMlp { torsos, heads }
+            }
+            network => {
+                let actor = Torso::new(&(root / "actor_torso"), network, obs_shape)?;
+                let critic = Torso::new(&(root / "critic_torso"), network, obs_shape)?;
+                // Both torsos have the same architecture, so one width serves both heads.
+                let heads = LinearHeads::new(root, actor.output_dim(), n);
+                Body::Separate {
+                    actor,
+                    critic,
+                    heads,
+                }
+            }
         };
-        // Both torsos of a pair have the same architecture, so one width serves both heads.
-        let features = match &torsos {
-            Torsos::Shared(torso) | Torsos::Separate { actor: torso, .. } => torso.output_dim(),
-            Torsos::TwinMlp(twin) => twin.output_dim(),
-        };
-        let action_head = ActionHead::Categorical(orthogonal_linear(
-            root / "policy_head",
-            features,
-            n,
-            POLICY_HEAD_GAIN,
-        ));
-        let value_head = orthogonal_linear(root / "value_head", features, 1, VALUE_HEAD_GAIN);
         Ok(ActorCritic {
             obs_shape: obs_shape.to_vec(),
             action_space,
             scale_pixels: spec.scale_pixels,
-            torsos,
-            action_head,
-            value_head,
+            body,
         })
     }
 
@@ -187,24 +255,24 @@ impl ActorCritic {
     /// Policy head output (logits `[B, n]`) and values `[B]`.
     pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
         let x = self.checked_input(obs)?;
-        let (actor_features, critic_features) = match &self.torsos {
-            Torsos::Shared(torso) => {
+        Ok(match &self.body {
+            Body::Shared { torso, heads } => {
                 let features = torso.forward(&x);
-                (features.shallow_clone(), features)
+                heads.forward(&features, &features)
             }
-            Torsos::Separate { actor, critic } => (actor.forward(&x), critic.forward(&x)),
-            Torsos::TwinMlp(twin) => twin.forward(&x),
-        };
-        let ActionHead::Categorical(head) = &self.action_head;
-        let logits = head.forward(&actor_features);
-        let values = self.value_head.forward(&critic_features).squeeze_dim(-1);
-        Ok((logits, values))
+            Body::Separate {
+                actor,
+                critic,
+                heads,
+            } => heads.forward(&actor.forward(&x), &critic.forward(&x)),
+            Body::TwinMlp { torsos, heads } => heads.forward(&torsos.forward(&x)),
+        })
     }
 
     /// The action distribution that a policy head output describes.
     pub fn distribution(&self, head_output: &Tensor) -> ActionDistribution {
-        match self.action_head {
-            ActionHead::Categorical(_) => {
+        match self.action_space {
+            ActionSpace::Discrete { .. } => {
                 ActionDistribution::Categorical(Categorical::from_logits(head_output))
             }
         }

@@ -369,7 +369,8 @@ fn check_hidden(hidden: &[i64]) -> Result<()> {
 /// (`baddbmm`) and one activation instead of two linear layers, two transposes and two
 /// activations: on classic-control networks libtorch's per-operation overhead, not the
 /// arithmetic, is most of an update, and this halves the operations of both torsos (about 9% of
-/// a CartPole PPO step; docs/performance.md).
+/// a CartPole PPO step; docs/performance.md). The actor-critic stacks its two heads the same way
+/// on top (`StackedHeads` in `actor_critic.rs`).
 #[derive(Debug)]
 pub(crate) struct TwinMlp {
     /// `(weight [2, in, out], bias [2, 1, out])` per hidden layer.
@@ -418,20 +419,17 @@ impl TwinMlp {
         self.output_dim
     }
 
-    /// `[B, ...obs_shape]` (already float) to the actor's and the critic's features, each
-    /// `[B, output_dim]`.
-    pub fn forward(&self, obs: &Tensor) -> (Tensor, Tensor) {
+    /// `[B, ...obs_shape]` (already float) to both torsos' features, stacked: `[2, B, output_dim]`,
+    /// index 0 the actor's.
+    pub fn forward(&self, obs: &Tensor) -> Tensor {
         let x = obs.flatten(1, -1);
-        if self.layers.is_empty() {
-            return (x.shallow_clone(), x);
-        }
         let size = x.size();
         // The same rows for both torsos: a broadcast view, nothing is copied.
         let mut h = x.unsqueeze(0).expand([2, size[0], size[1]], false);
         for (weight, bias) in &self.layers {
             h = self.activation.apply(&bias.baddbmm(&h, weight, 1.0, 1.0));
         }
-        (h.select(0, 0), h.select(0, 1))
+        h
     }
 }
 
