@@ -221,7 +221,7 @@ pub fn restore_into(ckpt: &Checkpoint, targets: &[(String, Tensor)]) -> Result<(
                 .tensors
                 .iter()
                 .find(|(n, _)| n == name)
-                .with_context(|| format!("the checkpoint has no tensor `{name}`"))?;
+                .with_context(|| missing_tensor(ckpt, name, targets))?;
             if source.size() != target.size() {
                 bail!(
                     "checkpoint tensor `{name}` has shape {:?}, the model expects {:?}",
@@ -234,6 +234,36 @@ pub fn restore_into(ckpt: &Checkpoint, targets: &[(String, Tensor)]) -> Result<(
         }
         Ok(())
     })
+}
+
+/// Why `name` cannot be restored: the checkpoint's tensors of the same part (the first name
+/// component, `model` or `optimizer`) that the model does not know either, which shows a
+/// checkpoint of another network layout for what it is.
+fn missing_tensor(ckpt: &Checkpoint, name: &str, targets: &[(String, Tensor)]) -> String {
+    let part = name.split('.').next().unwrap_or(name);
+    let unknown: Vec<&str> = ckpt
+        .tensors
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| n.split('.').next() == Some(part) && !targets.iter().any(|(t, _)| t == n))
+        .collect();
+    let mut message = format!("the checkpoint has no tensor `{name}`");
+    if !unknown.is_empty() {
+        let shown = unknown.len().min(6);
+        message += &format!(
+            "; it holds {} this model does not: {}{}\nhelp: the checkpoint was written for another \
+             network layout; separate-MLP actor-critics now store their torsos and heads stacked \
+             (`torsos.*`, `heads.*`), and their checkpoints from before that change do not load",
+            if unknown.len() == 1 {
+                "a tensor"
+            } else {
+                "tensors"
+            },
+            unknown[..shown].join(", "),
+            if unknown.len() > shown { ", ..." } else { "" }
+        );
+    }
+    message
 }
 
 #[cfg(test)]
@@ -290,6 +320,20 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("shape")
+        );
+        let renamed = vec![(
+            "model.v".to_string(),
+            Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+        )];
+        let err = format!("{:#}", restore_into(&back, &renamed).unwrap_err());
+        assert!(err.contains("no tensor `model.v`"), "{err}");
+        assert!(
+            err.contains("it holds a tensor this model does not: model.w"),
+            "{err}"
+        );
+        assert!(
+            err.contains("help: the checkpoint was written for another"),
+            "{err}"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
