@@ -212,6 +212,12 @@ fn stacked_mlp_torsos_and_heads_compute_what_two_separate_mlps_compute() {
         magnitude(&vars["heads.bias"].grad().get(1).narrow(1, 1, 2)),
         0.0
     );
+
+    // One action: no padding at all.
+    let (vs_one, one) = build(&mlp_spec(), &[5], 1);
+    assert_eq!(vs_one.variables()["heads.weight"].size(), [2, 8, 1]);
+    let (logits, values) = one.forward(&obs).unwrap();
+    assert_eq!((logits.size(), values.size()), (vec![7, 1], vec![7]));
 }
 
 #[test]
