@@ -266,7 +266,7 @@ fn pinned_ranks_run_on_their_own_cores() {
 }
 
 #[test]
-fn workers_get_a_short_libgomp_spin_unless_the_user_sets_one() {
+fn workers_log_their_time_slice_and_get_a_short_libgomp_spin_unless_the_user_sets_one() {
     // What the workers saw, from rank 0's log; `spin` is the launcher's environment.
     let worker_spin = |name: &str, spin: Option<&str>| -> String {
         let dir = fresh_dir(name);
@@ -284,6 +284,11 @@ fn workers_get_a_short_libgomp_spin_unless_the_user_sets_one() {
         let out = run(&mut cmd, Duration::from_secs(120));
         assert!(out.status.success(), "{}", text(&out));
         let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+        // The worker also says what time slice its communication threads got (dist::sched).
+        assert!(
+            log.contains("communication threads run with"),
+            "no time slice in the worker's log:\n{log}"
+        );
         let line = log
             .lines()
             .find(|l| l.contains("GOMP_SPINCOUNT="))

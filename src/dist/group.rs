@@ -438,6 +438,7 @@ pub struct ProcessGroup {
     world_size: usize,
     backend: Backend,
     collective_timeout: Duration,
+    communication_slice: std::result::Result<Option<Duration>, String>,
 }
 
 unsafe impl Send for ProcessGroup {}
@@ -464,7 +465,7 @@ impl ProcessGroup {
         let remaining = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
-        let raw = create_group(&store, opts, remaining)?;
+        let (raw, communication_slice) = create_group(&store, opts, remaining)?;
         Ok(ProcessGroup {
             raw,
             store,
@@ -472,6 +473,7 @@ impl ProcessGroup {
             world_size: opts.world_size,
             backend: opts.backend,
             collective_timeout: opts.collective_timeout,
+            communication_slice,
         })
     }
 
@@ -564,6 +566,13 @@ impl ProcessGroup {
             }
         }
         Ok(())
+    }
+
+    /// The time slice the threads of this group's backend run with: `Ok(Some(_))` as the kernel
+    /// reports it (0.1 ms on Linux 6.12 and later, see [`super::sched`]), `Ok(None)` on kernels
+    /// that report none, `Err` when the request was refused.
+    pub fn communication_slice(&self) -> &std::result::Result<Option<Duration>, String> {
+        &self.communication_slice
     }
 
     /// Copies `root`'s tensor into every rank's `tensor`.
@@ -714,11 +723,17 @@ impl ProcessGroup {
     }
 }
 
+/// The group, and the time slice its threads got (see [`ProcessGroup::communication_slice`]).
+type CreatedGroup = (
+    *mut ffi::TdcGroup,
+    std::result::Result<Option<Duration>, String>,
+);
+
 fn create_group(
     store: &Arc<Store>,
     opts: &GroupOptions,
     timeout: Duration,
-) -> Result<*mut ffi::TdcGroup> {
+) -> Result<CreatedGroup> {
     let store_ptr = SendPtr(store.raw);
     // Keep the store alive inside the thread even if we give up waiting on it.
     let keep = Arc::clone(store);
@@ -733,7 +748,9 @@ fn create_group(
         let _keep = keep;
         // The threads Gloo starts here inherit this thread's slice (see `sched`). Failing to get
         // it (a seccomp filter, say) leaves the kernel's default: slower under load, not wrong.
-        let _ = super::sched::shorten_this_threads_slice();
+        let slice = super::sched::shorten_this_threads_slice()
+            .map(|()| super::sched::time_slice(0))
+            .map_err(|e| e.to_string());
         let store_ptr = store_ptr;
         let mut out = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
@@ -760,9 +777,9 @@ fn create_group(
             }
         };
         check(rc, err, &context)?;
-        Ok(SendPtr(out))
+        Ok((SendPtr(out), slice))
     })?;
-    Ok(group.0)
+    Ok((group.0.0, group.1))
 }
 
 /// The address Gloo binds its pairs to: loopback when the master is local, otherwise this

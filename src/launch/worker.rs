@@ -150,6 +150,18 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         ],
     })
     .context("joining the other ranks")?;
+    match pg.communication_slice() {
+        Ok(Some(slice)) => tracing::info!(
+            "communication threads run with a {:.1} ms time slice",
+            slice.as_secs_f64() * 1e3
+        ),
+        Ok(None) => tracing::info!(
+            "communication threads run with the kernel's default time slice (per-thread slices need Linux 6.12)"
+        ),
+        Err(why) => tracing::warn!(
+            "communication threads run with the kernel's default time slice: the shorter one was refused ({why})"
+        ),
+    }
 
     let outcome = crate::train::run(RankContext {
         experiment,
