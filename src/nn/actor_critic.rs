@@ -6,7 +6,9 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::distribution::{ActionDistribution, Categorical};
-use super::torso::{NetworkSpec, Torso, TwinMlp, orthogonal_linear, prepare_observations};
+use super::torso::{
+    NetworkSpec, Torso, TwinMlp, init_stacked_slice, orthogonal_linear, prepare_observations,
+};
 use super::{POLICY_HEAD_GAIN, VALUE_HEAD_GAIN};
 
 /// How the actor-critic is built.
@@ -133,17 +135,9 @@ impl StackedHeads {
     fn new(path: &nn::Path, features: i64, n: i64) -> StackedHeads {
         let weight = path.zeros("weight", &[2, features, n]);
         let bias = path.zeros("bias", &[2, 1, n]);
-        tch::no_grad(|| {
-            // The draws of `LinearHeads`, in its order: a run seeded alike starts alike.
-            for (index, outputs, gain) in [(0, n, POLICY_HEAD_GAIN), (1, 1, VALUE_HEAD_GAIN)] {
-                let usual = nn::init(
-                    nn::Init::Orthogonal { gain },
-                    &[outputs, features],
-                    weight.device(),
-                );
-                weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
-            }
-        });
+        // The draws of `LinearHeads`, in its order: a run seeded alike starts alike.
+        init_stacked_slice(&weight, 0, n, POLICY_HEAD_GAIN);
+        init_stacked_slice(&weight, 1, 1, VALUE_HEAD_GAIN);
         StackedHeads { weight, bias }
     }
 

@@ -394,16 +394,9 @@ impl TwinMlp {
             let layer = path / format!("fc{i}");
             let weight = layer.zeros("weight", &[2, inputs, width]);
             let bias = layer.zeros("bias", &[2, 1, width]);
-            tch::no_grad(|| {
-                for torso in 0..2 {
-                    let usual = nn::init(
-                        nn::Init::Orthogonal { gain: TORSO_GAIN },
-                        &[width, inputs],
-                        weight.device(),
-                    );
-                    weight.get(torso).copy_(&usual.tr());
-                }
-            });
+            for torso in 0..2 {
+                init_stacked_slice(&weight, torso, width, TORSO_GAIN);
+            }
             layers.push((weight, bias));
             inputs = width;
         }
@@ -431,6 +424,21 @@ impl TwinMlp {
         }
         h
     }
+}
+
+/// Initialises slice `index` of a stacked weight `[stack, in, out]` as a linear layer of
+/// `outputs` units would be (an orthogonal `[outputs, in]` matrix with `gain`), transposed into
+/// its first `outputs` columns; the rest of the slice is left as it is.
+pub(crate) fn init_stacked_slice(weight: &Tensor, index: i64, outputs: i64, gain: f64) {
+    let inputs = weight.size()[1];
+    tch::no_grad(|| {
+        let usual = nn::init(
+            nn::Init::Orthogonal { gain },
+            &[outputs, inputs],
+            weight.device(),
+        );
+        weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
+    });
 }
 
 /// Converts observations to float and applies the 1/255 pixel scaling when asked.
