@@ -70,7 +70,7 @@ fn rank_update() {
     let config = PpoConfig {
         update_epochs: 1,
         num_minibatches: 1,
-        ..PpoConfig::atari()
+        ..atari_ppo()
     };
     // The learner first, as the trainer does: its optimizer lays the gradients out flat, and DDP
     // all-reduces slices of that buffer.
@@ -378,4 +378,13 @@ fn main() {
         e2 / e1,
         e2_pinned / e1
     );
+}
+
+/// The PPO settings of the Atari benchmark experiment (`scripts/bench/atari-breakout-ppo.kdl`).
+fn atari_ppo() -> PpoConfig {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/bench/atari-breakout-ppo.kdl");
+    let resolved = tandem_config::resolve(&tandem_config::Source::Path(path), &[])
+        .unwrap_or_else(|d| panic!("{}", d.render(false)));
+    PpoConfig::from_experiment(&resolved.experiment).expect("a PPO experiment")
 }

@@ -54,7 +54,7 @@ fn main() {
     let config = PpoConfig {
         value_clip_coef: None,
         ent_coef: 0.0,
-        ..PpoConfig::default()
+        ..cartpole_ppo()
     };
     let order = Tensor::randperm(b, (Kind::Int64, Device::Cpu));
 
@@ -134,4 +134,12 @@ fn main() {
         "median step",
         totals[totals.len() / 2] * 1e6
     );
+}
+
+/// The PPO settings of the shipped CartPole experiment (`experiments/cartpole.kdl`).
+fn cartpole_ppo() -> PpoConfig {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/cartpole.kdl");
+    let resolved = tandem_config::resolve(&tandem_config::Source::Path(path), &[])
+        .unwrap_or_else(|d| panic!("{}", d.render(false)));
+    PpoConfig::from_experiment(&resolved.experiment).expect("a PPO experiment")
 }

@@ -2,10 +2,12 @@
 //! process per device. See docs/architecture.md for the map of the code.
 
 pub mod algo;
+pub mod atomic;
 pub mod dist;
 pub mod launch;
 pub mod logging;
 pub mod nn;
 pub mod play;
+pub mod seeds;
 pub mod train;
 pub mod version;

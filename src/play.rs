@@ -11,7 +11,8 @@ use tch::{Device, Kind, Tensor};
 
 use crate::algo::dqn::Dqn;
 use crate::nn::{ActionSpace, ActorCritic, named_parameters};
-use crate::train::{checkpoint, derived_seed, envs};
+use crate::seeds::{Purpose, derived_seed};
+use crate::train::{checkpoint, envs};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlayArgs {
@@ -81,12 +82,11 @@ impl Policy {
             tandem_config::Algorithm::Dqn(cfg) => {
                 let dqn = Dqn::new(
                     Device::Cpu,
-                    &spec.network,
-                    spec.scale_pixels,
+                    spec,
                     obs_shape,
                     actions,
                     cfg.dueling,
-                    crate::train::off_policy::dqn_config(cfg),
+                    crate::algo::dqn::DqnConfig::from_config(cfg),
                 )?;
                 checkpoint::restore_into(ckpt, &dqn.named_state())?;
                 Ok(Policy::Dqn(Box::new(dqn)))
@@ -134,9 +134,9 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             path.display()
         );
     }
-    let spec = crate::train::actor_critic_spec(&experiment)?;
+    let spec = crate::nn::ActorCriticSpec::from_experiment(&experiment)?;
     let env_spec = envs::env_spec(&experiment);
-    let seed = derived_seed(args.seed, 10, 0, 0);
+    let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
     let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
@@ -192,8 +192,9 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let gif_frames = frames.len();
     if let Some(gif) = &args.gif {
         let (w, h) = size;
-        tandem_summary::write_gif(gif, w as u16, h as u16, &frames, 4)
-            .with_context(|| format!("cannot write {}", gif.display()))?;
+        let bytes = tandem_summary::encode_gif(w as u16, h as u16, &frames, 4)
+            .with_context(|| format!("cannot encode {}", gif.display()))?;
+        crate::atomic::write_atomic(gif, &bytes)?;
     }
     Ok(PlayReport {
         returns,

@@ -2,6 +2,8 @@
 //! own, bit-reproducibility, and one rank versus two in-process "ranks" (threads joined by a
 //! collective that averages their gradients) giving the same parameters.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
 
@@ -55,7 +57,7 @@ fn ppo_loss_matches_hand_computation() {
     let old_values = floats(&[1.0, 2.0, 0.0]);
     let advantages = floats(&[1.0, -2.0, 0.5]);
     let returns = floats(&[2.0, 1.0, 0.0]);
-    let config = PpoConfig::default();
+    let config = common::cleanrl_ppo();
     let loss = ppo_loss(
         &new,
         &old_log_probs,
@@ -81,7 +83,7 @@ fn ppo_loss_matches_hand_computation() {
 
     let unclipped_config = PpoConfig {
         value_clip_coef: None,
-        ..PpoConfig::default()
+        ..common::cleanrl_ppo()
     };
     let loss = ppo_loss(
         &new,
@@ -289,7 +291,7 @@ fn ppo_config(target_kl: Option<f64>) -> PpoConfig {
         // Small enough that every step clips, so the test sees clipping happen after the sync.
         max_grad_norm: 0.05,
         target_kl,
-        ..PpoConfig::default()
+        ..common::cleanrl_ppo()
     }
 }
 
@@ -566,7 +568,7 @@ fn a2c_on_two_ranks_equals_a2c_on_one_rank() {
     let config = A2cConfig {
         normalize_advantages: true,
         ent_coef: 0.01,
-        ..A2cConfig::default()
+        ..common::sb3_a2c()
     };
     let (initial, batch) = fixture(4);
     let (vs, model) = new_model();
@@ -705,7 +707,7 @@ fn bad_updates_are_refused_with_reasons() {
         &vs,
         PpoConfig {
             clip_coef: -0.1,
-            ..PpoConfig::default()
+            ..common::cleanrl_ppo()
         },
         0,
     )

@@ -29,7 +29,7 @@ fn config(micro_batches: i64) -> PpoConfig {
         num_minibatches: MINIBATCHES as i64,
         micro_batches,
         learning_rate: 3e-3,
-        ..PpoConfig::default()
+        ..common::cleanrl_ppo()
     }
 }
 

@@ -15,7 +15,7 @@ use tandem::algo::Collective;
 use tandem::algo::Local;
 use tandem::algo::dqn::{Dqn, DqnConfig, TdLoss, TransitionBatch};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
-use tandem::nn::{Activation, NetworkSpec, trainable_parameters_in_order};
+use tandem::nn::{Activation, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
 use tch::{Device, Kind, Tensor};
 
 const GLOBAL_BATCH: i64 = 8;
@@ -37,11 +37,10 @@ fn learner(seed: i64, tau: f64) -> Dqn {
     seeded(seed, || {
         Dqn::new(
             Device::Cpu,
-            &NetworkSpec::Mlp {
+            &ActorCriticSpec::for_network(NetworkSpec::Mlp {
                 hidden: vec![16],
                 activation: Activation::Relu,
-            },
-            false,
+            }),
             &[4],
             3,
             true,

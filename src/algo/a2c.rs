@@ -10,16 +10,19 @@
 //! Defaults follow Stable-Baselines3's A2C (CleanRL has no A2C).
 
 use anyhow::{Result, ensure};
-use tch::Kind;
 use tch::nn::VarStore;
+use tch::{Kind, Tensor};
 
 use super::Collective;
 use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
+use super::learner::Scalars;
+use super::on_policy::{PolicyUpdate, UpdateAt};
 use super::optim::{Optimizer, OptimizerSpec};
-use super::rollout::Batch;
+use super::rollout::{Batch, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse};
 
-/// A2C hyperparameters; defaults are Stable-Baselines3's.
+/// A2C hyperparameters of one rank, built from the config by [`A2cConfig::from_config`] (the
+/// schema holds their defaults, which follow Stable-Baselines3's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct A2cConfig {
     /// Rollout length per environment between updates (n in n-step returns).
@@ -28,9 +31,9 @@ pub struct A2cConfig {
     /// Decay the learning rate linearly to 0 over training (SB3 default: constant).
     pub anneal_lr: bool,
     pub gamma: f64,
-    /// 1.0 gives the classic n-step returns; lower values give GAE(lambda) advantages (SB3's
-    /// `gae_lambda`). The trainer picks `n_step_batch` or `gae_batch` accordingly.
-    pub gae_lambda: f64,
+    /// `None`: the classic n-step returns (Algorithm S3); `Some(lambda)`: GAE(lambda)
+    /// advantages (SB3's `gae_lambda`).
+    pub gae_lambda: Option<f64>,
     /// Entropy coefficient beta.
     pub ent_coef: f64,
     /// Value loss coefficient (SB3 applies it to the un-halved squared error).
@@ -42,27 +45,34 @@ pub struct A2cConfig {
     pub optimizer: OptimizerSpec,
 }
 
-impl Default for A2cConfig {
-    fn default() -> Self {
+impl A2cConfig {
+    /// The learner's settings from the config's `algorithm "a2c"` node (the one source of their
+    /// values and defaults), for `rollout` steps per environment.
+    pub fn from_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
         A2cConfig {
-            num_steps: 5,
-            learning_rate: 7e-4,
-            anneal_lr: false,
-            gamma: 0.99,
-            gae_lambda: 1.0,
-            ent_coef: 0.0,
-            vf_coef: 0.5,
-            max_grad_norm: 0.5,
-            normalize_advantages: false,
-            optimizer: OptimizerSpec::RmsProp {
-                alpha: 0.99,
-                eps: 1e-5,
+            num_steps: rollout as i64,
+            learning_rate: a.lr,
+            anneal_lr: a.anneal_lr,
+            gamma: a.gamma,
+            gae_lambda: a.gae_lambda,
+            ent_coef: a.entropy_coef,
+            vf_coef: a.value_coef,
+            max_grad_norm: a.max_grad_norm.unwrap_or(f64::INFINITY),
+            normalize_advantages: a.normalize_advantages,
+            optimizer: match a.optimizer {
+                tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp {
+                    alpha: a.rmsprop_alpha,
+                    eps: a.optimizer_eps,
+                },
+                tandem_config::Optimizer::Adam => OptimizerSpec::Adam {
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: a.optimizer_eps,
+                },
             },
         }
     }
-}
 
-impl A2cConfig {
     pub fn validate(&self) -> Result<()> {
         ensure!(
             self.num_steps > 0,
@@ -79,11 +89,12 @@ impl A2cConfig {
             "a2c: gamma must be in [0, 1], got {}",
             self.gamma
         );
-        ensure!(
-            (0.0..=1.0).contains(&self.gae_lambda),
-            "a2c: gae_lambda must be in [0, 1], got {}",
-            self.gae_lambda
-        );
+        if let Some(lambda) = self.gae_lambda {
+            ensure!(
+                (0.0..=1.0).contains(&lambda),
+                "a2c: gae_lambda must be in [0, 1], got {lambda}"
+            );
+        }
         for (name, v) in [("ent_coef", self.ent_coef), ("vf_coef", self.vf_coef)] {
             ensure!(
                 v.is_finite() && v >= 0.0,
@@ -123,6 +134,15 @@ impl A2c {
         config.validate()?;
         let optimizer = Optimizer::new(vs, config.optimizer)?;
         Ok(A2c { config, optimizer })
+    }
+
+    /// The learner of `algorithm "a2c"` for this rank's share of the experiment.
+    pub fn from_config(
+        vs: &VarStore,
+        a: &tandem_config::A2c,
+        experiment: &tandem_config::Experiment,
+    ) -> Result<A2c> {
+        A2c::new(vs, A2cConfig::from_config(a, experiment.train.rollout))
     }
 
     pub fn config(&self) -> &A2cConfig {
@@ -192,5 +212,46 @@ impl A2c {
             grad_norm: sums[3] / world,
             learning_rate: lr,
         })
+    }
+}
+
+impl A2cStats {
+    /// The update's scalars by TensorBoard tag.
+    pub fn scalars(&self) -> Scalars {
+        vec![
+            ("loss/policy", self.policy_loss),
+            ("loss/value", self.value_loss),
+            ("loss/entropy", self.entropy),
+            ("a2c/explained_variance", self.explained_variance),
+            ("optim/grad_norm", self.grad_norm),
+            ("optim/learning_rate", self.learning_rate),
+        ]
+    }
+}
+
+impl PolicyUpdate for A2c {
+    fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+    fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
+    }
+
+    fn learn(
+        &mut self,
+        model: &ActorCritic,
+        rollout: &RolloutBuffer,
+        last_values: &Tensor,
+        at: UpdateAt,
+        collective: &mut dyn Collective,
+    ) -> Result<Scalars> {
+        let gamma = self.config.gamma;
+        let batch = match self.config.gae_lambda {
+            Some(lambda) => rollout.gae_batch(last_values, gamma, lambda)?,
+            None => rollout.n_step_batch(last_values, gamma)?,
+        };
+        Ok(self
+            .update(model, &batch, at.progress, collective)?
+            .scalars())
     }
 }

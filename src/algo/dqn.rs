@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 use super::Collective;
 use super::common::synchronised_step;
 use super::optim::{Optimizer, OptimizerSpec};
-use crate::nn::{NetworkSpec, QHead, QNetwork, named_parameters, parameters_in_order};
+use crate::nn::{ActorCriticSpec, QHead, QNetwork, named_parameters, parameters_in_order};
 
 /// The TD loss applied to each error δ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,28 @@ pub struct DqnConfig {
     pub target_every: u64,
     /// 1: hard copy; less: Polyak averaging `θ⁻ ← τ θ + (1 - τ) θ⁻`.
     pub tau: f64,
+}
+
+/// Adam's epsilon for DQN: torch's default, as in CleanRL's and SB3's DQN.
+const ADAM_EPS: f64 = 1e-8;
+
+impl DqnConfig {
+    /// The learner's settings from the config's `algorithm "dqn"` node (the one source of their
+    /// values and defaults).
+    pub fn from_config(cfg: &tandem_config::Dqn) -> DqnConfig {
+        DqnConfig {
+            learning_rate: cfg.lr,
+            adam_eps: ADAM_EPS,
+            double: cfg.double,
+            loss: match cfg.loss {
+                tandem_config::Loss::Huber => TdLoss::Huber,
+                tandem_config::Loss::Mse => TdLoss::Mse,
+            },
+            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
+            target_every: cfg.target_every,
+            tau: cfg.tau,
+        }
+    }
 }
 
 /// A batch of transitions as tensors (see `replay::Sample` for the meaning of each).
@@ -89,8 +111,7 @@ impl Dqn {
     /// equal to it.
     pub fn new(
         device: Device,
-        network: &NetworkSpec,
-        scale_pixels: bool,
+        spec: &ActorCriticSpec,
         obs_shape: &[i64],
         num_actions: i64,
         dueling: bool,
@@ -119,8 +140,8 @@ impl Dqn {
         let build = |vs: &VarStore| {
             QNetwork::new(
                 &vs.root(),
-                network,
-                scale_pixels,
+                &spec.network,
+                spec.scale_pixels,
                 obs_shape,
                 num_actions,
                 head,

@@ -1,48 +1,36 @@
-//! Learning algorithms (PPO, A2C; DQN later): each turns a batch of experience into parameter
-//! updates, reading top to bottom against its paper. They see other ranks only through
-//! [`Collective`], so one rank is simply world size 1 of the same code.
-//!
-//! How a trainer drives an on-policy learner, on every rank alike:
-//!
-//! ```text
-//! vs = VarStore::new(device); model = ActorCritic::new(&vs.root(), &spec, obs_shape, space)?
-//! (broadcast rank 0's parameters_in_order(&vs) to all ranks)
-//! ppo = Ppo::new(&vs, config, seed)?            // A2c::new(&vs, config)? likewise
-//! buffer = RolloutBuffer::new(config.num_steps, num_envs, obs_shape, device)?
-//! loop {
-//!     buffer.reset()
-//!     for t in 0..num_steps {
-//!         taken = model.act(&obs)?                // actions, log_probs, values
-//!         step the envs with taken.actions -> rewards, terminated, truncated, next obs
-//!         where truncated: V(final observation) via model.value(..)? -> truncation_values
-//!         buffer.push(&StepRecord { obs: &obs, .. })?
-//!         obs = next obs (already reset where an episode ended)
-//!     }
-//!     batch = buffer.gae_batch(&model.value(&obs)?, config.gamma, config.gae_lambda)?
-//!     stats = ppo.update(&model, &batch, progress, &mut collective)?   // progress in [0, 1]
-//! }
-//! ```
+//! Learning algorithms and the learner interface the run skeleton drives ([`learner`]). Each
+//! algorithm turns experience into parameter updates and reads top to bottom against its paper:
+//! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]). The on-policy learner ([`on_policy`]) pairs an
+//! actor-critic with a rollout ([`collect`], [`rollout`]) and an update rule; the off-policy one
+//! ([`off_policy`]) pairs a Q-network with a per-rank replay buffer ([`replay`]). They see other
+//! ranks only through [`Collective`], so one rank is simply world size 1 of the same code.
 //!
 //! Every rank must pass a batch of the same size (the global batch divided by the world size);
-//! the update checks this before its first gradient sync. Checkpoints need, besides
-//! `parameters_in_order(&vs)`: `optimizer().state_tensors()` and `optimizer().step_count()`,
-//! and for PPO `sampler().state()` (restore with `set_sampler(MinibatchSampler::new(state))`).
+//! the updates check this before their first gradient sync.
 
 pub mod a2c;
+pub mod collect;
 mod common;
 pub mod dqn;
+pub mod host_rows;
+pub mod learner;
+pub mod off_policy;
+pub mod on_policy;
 pub mod optim;
 pub mod ppo;
 pub mod replay;
 pub mod rollout;
 
 pub use a2c::{A2c, A2cConfig, A2cStats};
+pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
 pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
 pub use rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
     n_step_returns,
 };
+
+use std::time::Duration;
 
 use tch::Tensor;
 
@@ -70,6 +58,10 @@ pub trait Collective {
     /// parameter broadcast or periodic averaging.
     fn after_step(&mut self, _params: &[Tensor]) -> anyhow::Result<()> {
         Ok(())
+    }
+    /// Wall time spent waiting in collectives since the last call (for the `sync` phase).
+    fn take_sync_time(&mut self) -> Duration {
+        Duration::ZERO
     }
 }
 

@@ -18,14 +18,18 @@ use tch::{Kind, Reduction, Tensor};
 
 use super::Collective;
 use super::common::{
-    accumulate_gradients, check_batch, global_batch_stats, scheduled_lr, step_on_gradients,
+    GlobalBatchStats, accumulate_gradients, check_batch, global_batch_stats, scheduled_lr,
+    step_on_gradients,
 };
+use super::learner::Scalars;
+use super::on_policy::{PolicyUpdate, UpdateAt};
 use super::optim::{Optimizer, OptimizerSpec};
-use super::rollout::{Batch, MinibatchSampler};
+use super::rollout::{Batch, MinibatchSampler, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
+use crate::seeds::{Purpose, derived_seed};
 
-/// PPO hyperparameters. Defaults are CleanRL's `ppo.py` (classic control); [`PpoConfig::atari`]
-/// gives `ppo_atari.py`'s.
+/// PPO hyperparameters of one rank, built from the config by [`PpoConfig::from_config`] (the
+/// schema holds their defaults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PpoConfig {
     /// Rollout length per environment between updates (the trainer uses it; T in the paper).
@@ -66,38 +70,43 @@ pub struct PpoConfig {
     pub target_kl: Option<f64>,
 }
 
-impl Default for PpoConfig {
-    fn default() -> Self {
+impl PpoConfig {
+    /// The learner's settings from the config's `algorithm "ppo"` node (the one source of their
+    /// values and defaults): `rollout` steps per environment, `minibatches` per epoch.
+    pub fn from_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> PpoConfig {
         PpoConfig {
-            num_steps: 128,
-            learning_rate: 2.5e-4,
-            anneal_lr: true,
-            adam_eps: 1e-5,
-            gamma: 0.99,
-            gae_lambda: 0.95,
-            update_epochs: 4,
-            num_minibatches: 4,
-            micro_batches: 1,
-            normalize_advantages: true,
-            clip_coef: 0.2,
-            value_clip_coef: Some(0.2),
-            ent_coef: 0.01,
-            vf_coef: 0.5,
-            max_grad_norm: 0.5,
-            target_kl: None,
+            num_steps: rollout as i64,
+            learning_rate: p.lr,
+            anneal_lr: p.anneal_lr,
+            adam_eps: p.adam_eps,
+            gamma: p.gamma,
+            gae_lambda: p.gae_lambda,
+            update_epochs: p.epochs,
+            num_minibatches: minibatches as i64,
+            micro_batches: p.micro_batches as i64,
+            normalize_advantages: p.normalize_advantages,
+            clip_coef: p.clip,
+            value_clip_coef: p.value_clip,
+            ent_coef: p.entropy_coef,
+            vf_coef: p.value_coef,
+            max_grad_norm: p.max_grad_norm.unwrap_or(f64::INFINITY),
+            target_kl: p.target_kl,
         }
     }
-}
 
-impl PpoConfig {
-    /// CleanRL's `ppo_atari.py`: as the defaults but with surrogate and value clipping at 0.1
-    /// (that script also runs 8 environments, which is the trainer's setting).
-    pub fn atari() -> Self {
-        PpoConfig {
-            clip_coef: 0.1,
-            value_clip_coef: Some(0.1),
-            ..PpoConfig::default()
-        }
+    /// The settings of an experiment whose algorithm is PPO.
+    pub fn from_experiment(experiment: &tandem_config::Experiment) -> Result<PpoConfig> {
+        let tandem_config::Algorithm::Ppo(p) = &experiment.algorithm else {
+            anyhow::bail!(
+                "the experiment trains {}, not ppo",
+                experiment.algorithm.name()
+            );
+        };
+        Ok(PpoConfig::from_config(
+            p,
+            experiment.train.rollout,
+            p.minibatches,
+        ))
     }
 
     /// Checks every field's range; the error names the field.
@@ -300,6 +309,17 @@ impl Ppo {
         })
     }
 
+    /// The learner of `algorithm "ppo"` for this rank's share of the experiment.
+    pub fn from_config(
+        vs: &VarStore,
+        p: &tandem_config::Ppo,
+        experiment: &tandem_config::Experiment,
+    ) -> Result<Ppo> {
+        let config = PpoConfig::from_config(p, experiment.train.rollout, p.minibatches);
+        // The minibatch order is re-derived at every update (see `learn`).
+        Ppo::new(vs, config, 0)
+    }
+
     pub fn config(&self) -> &PpoConfig {
         &self.config
     }
@@ -338,6 +358,10 @@ impl Ppo {
 
     /// [`Ppo::update`] with the minibatch indices given: `plan[epoch][k]` holds the rows of
     /// minibatch k in that epoch (for tests and for custom orders).
+    ///
+    /// The update in the paper's order: normalise the advantages; for each epoch and minibatch,
+    /// the probability ratio, the clipped surrogate, the value loss and the entropy bonus, one
+    /// optimizer step; after each epoch, the KL early stop.
     pub fn update_with_minibatches(
         &mut self,
         model: &ActorCritic,
@@ -348,49 +372,7 @@ impl Ppo {
     ) -> Result<PpoStats> {
         let config = self.config.clone();
         check_batch(model, batch)?;
-        ensure!(
-            plan.len() == config.update_epochs,
-            "ppo: the minibatch plan has {} epochs, the config asks for {}",
-            plan.len(),
-            config.update_epochs
-        );
-        let minibatch_size = plan
-            .first()
-            .and_then(|e| e.first())
-            .map_or(0, |m| m.size1().unwrap_or(0));
-        for (epoch, minibatches) in plan.iter().enumerate() {
-            ensure!(
-                minibatches.len() as i64 == config.num_minibatches,
-                "ppo: epoch {epoch} of the plan has {} minibatches, the config asks for {}",
-                minibatches.len(),
-                config.num_minibatches
-            );
-            for (k, m) in minibatches.iter().enumerate() {
-                ensure!(
-                    m.size() == [minibatch_size] && minibatch_size > 0,
-                    "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); \
-                     epoch {epoch} minibatch {k} has shape {:?}",
-                    m.size()
-                );
-                ensure!(
-                    m.kind() == Kind::Int64 && m.device() == batch.device(),
-                    "ppo: minibatch indices must be int64 on {:?}; epoch {epoch} minibatch {k} is {:?} on {:?}",
-                    batch.device(),
-                    m.kind(),
-                    m.device()
-                );
-            }
-        }
-        // One range check over the whole plan (per minibatch, it would cost three operations and
-        // a device read each).
-        let every_index = Tensor::cat(&plan.iter().flatten().collect::<Vec<_>>(), 0);
-        let (low, high) = every_index.aminmax(None, false);
-        let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
-        ensure!(
-            low >= 0 && high < batch.len(),
-            "ppo: the minibatch plan indexes rows {low}..={high} of a batch of {}",
-            batch.len()
-        );
+        let minibatch_size = check_plan(plan, &config, batch)?;
         let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
         let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
@@ -402,98 +384,237 @@ impl Ppo {
             batch.advantages.shallow_clone()
         };
 
-        // Every (micro-)batch's detached loss terms and log-ratios, reduced once at the end (and
-        // per epoch for the KL early stop): per minibatch, their reductions would cost more
-        // operations than the loss itself on small models. All parts have the same size, so
-        // means over the lot are the means of the per-minibatch values.
-        let mut terms: [Vec<Tensor>; 3] = Default::default();
-        let mut log_ratios: Vec<Tensor> = Vec::new();
-        let mut grad_norm_sum = 0.0;
-        let mut steps_taken = 0usize;
-        let mut epochs_run = 0usize;
-        let micro = config.micro_batches;
-        ensure!(
-            minibatch_size % micro == 0,
-            "ppo: {micro} micro-batches do not divide the minibatch of {minibatch_size}"
-        );
-        let micro_size = minibatch_size / micro;
-        // A minibatch that is the whole batch needs no gather: the order of the rows changes
-        // no mean (only the rounding of the sums).
-        let whole_batch = micro == 1 && minibatch_size == batch.len();
+        let mut record = UpdateRecord::default();
         for (epoch, minibatches) in plan.iter().enumerate() {
-            let epoch_start = log_ratios.len();
+            let epoch_start = record.log_ratios.len();
             for (k, indices) in minibatches.iter().enumerate() {
-                // Gradient accumulation: each micro-batch's mean loss weighted by 1/micro sums to
-                // the minibatch's mean loss; DDP synchronises once, after the last backward.
+                let minibatch = Minibatch {
+                    batch,
+                    advantages: &advantages,
+                    indices,
+                };
                 self.optimizer.zero_grad();
-                for j in 0..micro {
-                    let gathered;
-                    let (part, part_advantages) = if whole_batch {
-                        (batch, advantages.shallow_clone())
-                    } else {
-                        let rows = if micro == 1 {
-                            indices.shallow_clone()
-                        } else {
-                            indices.narrow(0, j * micro_size, micro_size)
-                        };
-                        gathered = batch.select(&rows);
-                        (&gathered, advantages.index_select(0, &rows))
-                    };
+                for part in minibatch.parts(config.micro_batches)? {
                     let evaluation = model.evaluate(
                         &part.obs,
                         &part.actions,
                         EntropyUse::for_coefficient(config.ent_coef),
                     )?;
+                    // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
                     let loss = ppo_loss(
                         &evaluation,
                         &part.log_probs,
                         &part.values,
-                        &part_advantages,
+                        &part.advantages,
                         &part.returns,
                         &config,
                     );
-                    if micro == 1 {
-                        accumulate_gradients(&loss.total, true, collective);
-                    } else {
-                        let share = 1.0 / micro as f64;
-                        accumulate_gradients(&(&loss.total * share), j == micro - 1, collective);
-                    }
-                    let [policy, value, entropy] = &mut terms;
-                    policy.push(loss.policy_loss);
-                    value.push(loss.value_loss);
-                    entropy.push(loss.entropy);
-                    log_ratios.push(loss.log_ratio);
+                    part.accumulate_gradients(&loss.total, collective);
+                    record.push(loss);
                 }
                 let position = || format!("epoch {epoch}, minibatch {k}");
-                grad_norm_sum += step_on_gradients(
+                record.grad_norm_sum += step_on_gradients(
                     &mut self.optimizer,
                     config.max_grad_norm,
                     lr,
                     collective,
                     &position,
                 )?;
-                steps_taken += 1;
+                record.steps += 1;
             }
-            epochs_run += 1;
-            if let Some(target_kl) = config.target_kl {
-                let epoch_log_ratios = Tensor::cat(&log_ratios[epoch_start..], 0);
-                let (epoch_kl, _) = ratio_diagnostics(&epoch_log_ratios, config.clip_coef);
-                let mut kl = [epoch_kl.double_value(&[])];
-                collective.all_reduce_sum(&mut kl)?;
-                let mean_kl = kl[0] / collective.world_size() as f64;
-                if collective.decide(mean_kl > target_kl)? {
-                    break;
-                }
+            record.epochs += 1;
+            if let Some(target_kl) = config.target_kl
+                && epoch_kl_exceeds(
+                    &record.log_ratios[epoch_start..],
+                    target_kl,
+                    &config,
+                    collective,
+                )?
+            {
+                break;
             }
         }
+        record.into_stats(&global, lr, config.clip_coef, collective)
+    }
+}
 
+/// Checks the plan against the config and the batch before any collective runs; returns the
+/// minibatch size.
+fn check_plan(plan: &[Vec<Tensor>], config: &PpoConfig, batch: &Batch) -> Result<i64> {
+    ensure!(
+        plan.len() == config.update_epochs,
+        "ppo: the minibatch plan has {} epochs, the config asks for {}",
+        plan.len(),
+        config.update_epochs
+    );
+    let minibatch_size = plan
+        .first()
+        .and_then(|e| e.first())
+        .map_or(0, |m| m.size1().unwrap_or(0));
+    for (epoch, minibatches) in plan.iter().enumerate() {
+        ensure!(
+            minibatches.len() as i64 == config.num_minibatches,
+            "ppo: epoch {epoch} of the plan has {} minibatches, the config asks for {}",
+            minibatches.len(),
+            config.num_minibatches
+        );
+        for (k, m) in minibatches.iter().enumerate() {
+            ensure!(
+                m.size() == [minibatch_size] && minibatch_size > 0,
+                "ppo: minibatches must all hold the same positive number of indices ({minibatch_size}); \
+                 epoch {epoch} minibatch {k} has shape {:?}",
+                m.size()
+            );
+            ensure!(
+                m.kind() == Kind::Int64 && m.device() == batch.device(),
+                "ppo: minibatch indices must be int64 on {:?}; epoch {epoch} minibatch {k} is {:?} on {:?}",
+                batch.device(),
+                m.kind(),
+                m.device()
+            );
+        }
+    }
+    // One range check over the whole plan (per minibatch, it would cost three operations and
+    // a device read each).
+    let every_index = Tensor::cat(&plan.iter().flatten().collect::<Vec<_>>(), 0);
+    let (low, high) = every_index.aminmax(None, false);
+    let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+    ensure!(
+        low >= 0 && high < batch.len(),
+        "ppo: the minibatch plan indexes rows {low}..={high} of a batch of {}",
+        batch.len()
+    );
+    ensure!(
+        minibatch_size % config.micro_batches == 0,
+        "ppo: {} micro-batches do not divide the minibatch of {minibatch_size}",
+        config.micro_batches
+    );
+    Ok(minibatch_size)
+}
+
+/// The rows of one minibatch, with their normalised advantages.
+struct Minibatch<'a> {
+    batch: &'a Batch,
+    advantages: &'a Tensor,
+    indices: &'a Tensor,
+}
+
+/// One micro-batch of a minibatch: its rows, and its share of the minibatch's gradient.
+struct MinibatchPart {
+    rows: Batch,
+    advantages: Tensor,
+    micro_batches: i64,
+    is_last: bool,
+}
+
+impl std::ops::Deref for MinibatchPart {
+    type Target = Batch;
+    fn deref(&self) -> &Batch {
+        &self.rows
+    }
+}
+
+impl Minibatch<'_> {
+    /// The minibatch cut into `micro_batches` equal parts (gradient accumulation: each part's
+    /// mean loss weighted by 1/micro sums to the minibatch's mean loss). A minibatch that is the
+    /// whole batch is used as it is: the order of its rows changes no mean, only the rounding of
+    /// sums, and gathering it would cost a copy of every field.
+    fn parts(&self, micro_batches: i64) -> Result<Vec<MinibatchPart>> {
+        let size = self.indices.size1()?;
+        if micro_batches == 1 && size == self.batch.len() {
+            return Ok(vec![MinibatchPart {
+                rows: self.batch.select_all(),
+                advantages: self.advantages.shallow_clone(),
+                micro_batches,
+                is_last: true,
+            }]);
+        }
+        let part_size = size / micro_batches;
+        Ok((0..micro_batches)
+            .map(|j| {
+                let rows = if micro_batches == 1 {
+                    self.indices.shallow_clone()
+                } else {
+                    self.indices.narrow(0, j * part_size, part_size)
+                };
+                MinibatchPart {
+                    rows: self.batch.select(&rows),
+                    advantages: self.advantages.index_select(0, &rows),
+                    micro_batches,
+                    is_last: j == micro_batches - 1,
+                }
+            })
+            .collect())
+    }
+}
+
+impl MinibatchPart {
+    /// Backpropagates this part's share of the minibatch loss. DDP synchronises once per
+    /// minibatch, overlapping the last part's backward.
+    fn accumulate_gradients(&self, loss: &Tensor, collective: &mut dyn Collective) {
+        if self.micro_batches == 1 {
+            accumulate_gradients(loss, true, collective);
+        } else {
+            let share = 1.0 / self.micro_batches as f64;
+            accumulate_gradients(&(loss * share), self.is_last, collective);
+        }
+    }
+}
+
+/// Whether the epoch's mean approximate KL, averaged over ranks, exceeds `target_kl`; rank 0's
+/// answer is everyone's, so every rank runs the same number of collectives.
+fn epoch_kl_exceeds(
+    epoch_log_ratios: &[Tensor],
+    target_kl: f64,
+    config: &PpoConfig,
+    collective: &mut dyn Collective,
+) -> Result<bool> {
+    let (epoch_kl, _) = ratio_diagnostics(&Tensor::cat(epoch_log_ratios, 0), config.clip_coef);
+    let mut kl = [epoch_kl.double_value(&[])];
+    collective.all_reduce_sum(&mut kl)?;
+    let mean_kl = kl[0] / collective.world_size() as f64;
+    collective.decide(mean_kl > target_kl)
+}
+
+/// The detached loss terms and log-ratios of every (micro-)batch, reduced once at the end (and
+/// per epoch for the KL early stop): per minibatch, their reductions would cost more
+/// operations than the loss itself on small models. All parts have the same size, so means
+/// over the lot are the means of the per-minibatch values.
+#[derive(Default)]
+struct UpdateRecord {
+    policy: Vec<Tensor>,
+    value: Vec<Tensor>,
+    entropy: Vec<Tensor>,
+    log_ratios: Vec<Tensor>,
+    grad_norm_sum: f64,
+    steps: usize,
+    epochs: usize,
+}
+
+impl UpdateRecord {
+    fn push(&mut self, loss: PpoLoss) {
+        self.policy.push(loss.policy_loss);
+        self.value.push(loss.value_loss);
+        self.entropy.push(loss.entropy);
+        self.log_ratios.push(loss.log_ratio);
+    }
+
+    /// The update's statistics, averaged over ranks in one collective.
+    fn into_stats(
+        self,
+        global: &GlobalBatchStats,
+        lr: f64,
+        clip_coef: f64,
+        collective: &mut dyn Collective,
+    ) -> Result<PpoStats> {
         let (approx_kl, clip_fraction) =
-            ratio_diagnostics(&Tensor::cat(&log_ratios, 0), config.clip_coef);
-        let [policy, value, entropy] = terms.map(|t| Tensor::stack(&t, 0).mean(Kind::Float));
+            ratio_diagnostics(&Tensor::cat(&self.log_ratios, 0), clip_coef);
+        let [policy, value, entropy] =
+            [self.policy, self.value, self.entropy].map(|t| Tensor::stack(&t, 0).mean(Kind::Float));
         let on_device = Tensor::stack(&[policy, value, entropy, approx_kl, clip_fraction], 0);
         let mut averages =
             Vec::<f64>::try_from(&on_device.to_device(tch::Device::Cpu).to_kind(Kind::Double))?;
-        averages.push(grad_norm_sum / steps_taken as f64);
+        averages.push(self.grad_norm_sum / self.steps as f64);
         collective.all_reduce_sum(&mut averages)?;
         let world = collective.world_size() as f64;
         let mean = |i: usize| averages[i] / world;
@@ -506,8 +627,52 @@ impl Ppo {
             explained_variance: global.explained_variance,
             grad_norm: mean(GRAD_NORM),
             learning_rate: lr,
-            epochs_run,
-            optimizer_steps: steps_taken,
+            epochs_run: self.epochs,
+            optimizer_steps: self.steps,
         })
+    }
+}
+
+impl PpoStats {
+    /// The update's scalars by TensorBoard tag.
+    pub fn scalars(&self) -> Scalars {
+        vec![
+            ("loss/policy", self.policy_loss),
+            ("loss/value", self.value_loss),
+            ("loss/entropy", self.entropy),
+            ("ppo/approx_kl", self.approx_kl),
+            ("ppo/clip_fraction", self.clip_fraction),
+            ("ppo/explained_variance", self.explained_variance),
+            ("ppo/epochs", self.epochs_run as f64),
+            ("optim/grad_norm", self.grad_norm),
+            ("optim/learning_rate", self.learning_rate),
+        ]
+    }
+}
+
+impl PolicyUpdate for Ppo {
+    fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+    fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
+    }
+
+    fn learn(
+        &mut self,
+        model: &ActorCritic,
+        rollout: &RolloutBuffer,
+        last_values: &Tensor,
+        at: UpdateAt,
+        collective: &mut dyn Collective,
+    ) -> Result<Scalars> {
+        // Minibatch order is derived from (seed, rank, update), not carried state, so a resumed
+        // run shuffles exactly as the uninterrupted one.
+        let seed = derived_seed(at.seed, Purpose::Shuffle, at.rank as u64, at.update);
+        self.sampler = MinibatchSampler::new(seed);
+        let batch = rollout.gae_batch(last_values, self.config.gamma, self.config.gae_lambda)?;
+        Ok(self
+            .update(model, &batch, at.progress, collective)?
+            .scalars())
     }
 }

@@ -17,7 +17,7 @@
 //! sampleable slots at priority 1.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -662,27 +662,14 @@ impl ReplayBuffer {
         Ok(buf)
     }
 
-    /// Writes the buffer to `path` atomically: a temporary file beside it, fsync, rename.
+    /// Writes the buffer to `path` atomically (see [`crate::atomic`]).
     pub fn save(&self, path: &Path) -> Result<()> {
         let dir = path
             .parent()
             .with_context(|| format!("{} has no parent directory", path.display()))?;
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("replay"),
-            std::process::id()
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&self.to_bytes())?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            std::fs::File::open(dir)?.sync_all()
-        };
-        write().with_context(|| format!("cannot write the replay buffer {}", path.display()))
+        crate::atomic::write_atomic(path, &self.to_bytes())
+            .with_context(|| format!("cannot write the replay buffer {}", path.display()))
     }
 
     pub fn load(spec: ReplaySpec, path: &Path) -> Result<ReplayBuffer> {

@@ -239,6 +239,18 @@ impl Batch {
         self.obs.device()
     }
 
+    /// The same rows, sharing storage (no copy).
+    pub fn select_all(&self) -> Batch {
+        Batch {
+            obs: self.obs.shallow_clone(),
+            actions: self.actions.shallow_clone(),
+            log_probs: self.log_probs.shallow_clone(),
+            values: self.values.shallow_clone(),
+            advantages: self.advantages.shallow_clone(),
+            returns: self.returns.shallow_clone(),
+        }
+    }
+
     /// The rows `indices` (an integer tensor on the batch's device).
     pub fn select(&self, indices: &Tensor) -> Batch {
         let pick = |t: &Tensor| t.index_select(0, indices);
@@ -386,6 +398,9 @@ impl RolloutBuffer {
 
     pub fn num_steps(&self) -> i64 {
         self.num_steps
+    }
+    pub fn device(&self) -> Device {
+        self.obs.device()
     }
     pub fn num_envs(&self) -> i64 {
         self.num_envs
@@ -616,11 +631,8 @@ impl MinibatchSampler {
     }
 
     fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.state = self.state.wrapping_add(crate::seeds::GOLDEN_GAMMA);
+        tandem_env::rng::splitmix64_finalize(self.state)
     }
 
     /// Uniform in `0..bound` without modulo bias (Lemire 2019, multiply-and-reject).

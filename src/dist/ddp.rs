@@ -427,6 +427,10 @@ impl crate::algo::Collective for Ddp {
         Ddp::after_step(self, params)
     }
 
+    fn take_sync_time(&mut self) -> Duration {
+        Ddp::take_sync_time(self)
+    }
+
     fn decide(&mut self, mine: bool) -> Result<bool> {
         if self.pg.world_size() == 1 {
             return Ok(mine);

@@ -46,28 +46,6 @@ pub struct LaunchRequest {
 /// Exit code of a run stopped by Ctrl-C / SIGTERM (128 + SIGINT), as shells report it.
 pub const INTERRUPTED: u8 = 130;
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
 /// The default run directory: `runs/<experiment>/<UTC timestamp>`, made unique if taken.
 pub fn default_run_dir(experiment: &str) -> PathBuf {
     let base = PathBuf::from("runs").join(experiment);
@@ -151,8 +129,8 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
     // Only node 0 writes the run's files; other nodes may share the directory over a network
     // file system.
     if req.layout.node_rank == 0 {
-        write_atomic(&resolved, req.canonical.as_bytes())?;
-        write_atomic(
+        crate::atomic::write_atomic(&resolved, req.canonical.as_bytes())?;
+        crate::atomic::write_atomic(
             &req.run_dir.join("resolved.sha256"),
             format!("{}\n", req.hash).as_bytes(),
         )?;

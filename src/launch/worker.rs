@@ -60,7 +60,7 @@ fn fail(args: &WorkerArgs, error: anyhow::Error) -> ExitCode {
         .join("logs")
         .join(format!("rank-{}.error", args.rank));
     let _ = std::fs::create_dir_all(args.run_dir.join("logs"));
-    let _ = super::write_atomic(&path, message.as_bytes());
+    let _ = crate::atomic::write_atomic(&path, message.as_bytes());
     if !crate::logging::is_initialised() {
         eprintln!("[rank {}] error: {message}", args.rank);
     }

@@ -334,3 +334,45 @@ impl ActorCritic {
         })
     }
 }
+
+// TEMPORARY until the nn settings land: the config's network onto nn's spec.
+impl ActorCriticSpec {
+    pub fn from_experiment(experiment: &tandem_config::Experiment) -> Result<ActorCriticSpec> {
+        use super::Activation;
+        use tandem_config::{Activation as A, Torso as T};
+        let network = match &experiment.network.torso {
+            T::Mlp { hidden, activation } => NetworkSpec::Mlp {
+                hidden: hidden.iter().map(|&h| h as i64).collect(),
+                activation: match activation {
+                    A::Tanh => Activation::Tanh,
+                    A::Relu => Activation::Relu,
+                },
+            },
+            T::NatureCnn { features } => {
+                if *features != 512 {
+                    bail!(
+                        "network nature-cnn: features {features} is not supported; the Nature CNN has 512"
+                    );
+                }
+                NetworkSpec::NatureCnn
+            }
+            T::MinatarCnn { .. } => NetworkSpec::MinAtarCnn,
+            T::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
+                channels: channels.iter().map(|&c| c as i64).collect(),
+                hidden: *features as i64,
+            },
+        };
+        let scale_pixels = matches!(
+            network,
+            NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
+        ) && matches!(
+            experiment.observation(),
+            tandem_config::Observation::Image { .. }
+        );
+        Ok(ActorCriticSpec {
+            network,
+            share_torso: experiment.network.shared,
+            scale_pixels,
+        })
+    }
+}

@@ -41,7 +41,7 @@ pub fn env_snapshot_path(run_dir: &Path, update: u64, rank: usize) -> PathBuf {
 pub fn save_env_snapshot(run_dir: &Path, update: u64, rank: usize, bytes: &[u8]) -> Result<()> {
     let path = env_snapshot_path(run_dir, update, rank);
     std::fs::create_dir_all(checkpoint_dir(run_dir))?;
-    crate::launch::write_atomic(&path, bytes)
+    crate::atomic::write_atomic(&path, bytes)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -69,11 +69,6 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     let dir = checkpoint_dir(run_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(file_name(ckpt.update));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name(ckpt.update),
-        std::process::id()
-    ));
 
     let mut named: Vec<(String, Tensor)> = ckpt
         .tensors
@@ -93,15 +88,10 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     named.push((META_CONFIG.into(), bytes_tensor(&ckpt.resolved_config)));
     named.push((META_VERSION.into(), Tensor::from_slice(&[FORMAT_VERSION])));
 
-    Tensor::save_multi(&named, &tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .with_context(|| format!("cannot sync {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path)
-        .with_context(|| format!("cannot move the checkpoint into {}", path.display()))?;
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
+    crate::atomic::replace_with(&path, |temporary| {
+        Tensor::save_multi(&named, temporary).map_err(std::io::Error::other)
+    })
+    .context("cannot write the checkpoint")?;
     prune(&dir, keep)?;
     Ok(path)
 }
@@ -151,15 +141,17 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
     } else {
         0
     };
-    let mine = format!(".pt.tmp-{}", std::process::id());
+    let mine = format!(".pt.{}.", std::process::id());
     for (path, name) in files {
         // Environment snapshots of checkpoints that are gone.
         let stale_snapshot =
             name.ends_with(".envs") && update_of(&path).is_some_and(|u| u < oldest_kept);
         // Model-checkpoint temporaries of a writer that was killed (only rank 0 writes those; the
         // other ranks' snapshot temporaries may be in flight and are left alone).
-        let dead_temporary =
-            name.starts_with(".ckpt-") && name.contains(".pt.tmp-") && !name.ends_with(&mine);
+        let dead_temporary = name.starts_with(".ckpt-")
+            && name.contains(".pt.")
+            && crate::atomic::is_temporary(&name)
+            && !name.contains(&mine);
         if stale_snapshot || dead_temporary {
             let _ = std::fs::remove_file(path);
         }
@@ -210,6 +202,18 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         resolved_config,
         tensors: named,
     })
+}
+
+impl Checkpoint {
+    /// The counter saved as the one-element tensor `name` (`learner.optimizer_steps`, ...).
+    pub fn counter(&self, name: &str) -> Result<u64> {
+        let (_, t) = self
+            .tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .with_context(|| format!("the checkpoint has no {name}"))?;
+        Ok(t.int64_value(&[0]) as u64)
+    }
 }
 
 /// Copies checkpointed tensors into `targets` by name; every target must be present with the

@@ -1,11 +1,15 @@
-//! Builds a rank's environments from the resolved config: maps the config's game and wrappers
-//! onto tandem-env's specs and derives every environment's seed from the experiment seed and
-//! the environment's global index (which includes the rank), so no two ranks see the same
-//! stream and a run is reproducible.
+//! A rank's environments: built from the resolved config (the config's game and wrappers mapped
+//! onto tandem-env's specs, every environment's seed derived from the experiment seed and the
+//! environment's global index, so no two ranks see the same stream and a run is reproducible),
+//! their normalisers kept equal across ranks, and both carried through checkpoints.
 
 use anyhow::{Context, Result};
 use tandem_config::{Experiment, Game, Wrapper};
 use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec};
+use tch::Tensor;
+
+use super::checkpoint::{self, Checkpoint};
+use crate::algo::Collective;
 
 /// The env crate's spec for the experiment's environment.
 pub fn env_spec(experiment: &Experiment) -> EnvSpec {
@@ -69,4 +73,94 @@ pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Res
             experiment.env.game.name()
         )
     })
+}
+
+/// All-reduces the normalisers' new statistics so every rank normalises identically.
+pub fn sync_normalizers(envs: &mut VecEnv, collective: &mut dyn Collective) -> Result<()> {
+    let deltas = envs.normalizer_deltas();
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let mut merged = Vec::with_capacity(deltas.len());
+    for d in deltas {
+        let mut sums = d.to_sums();
+        collective.all_reduce_sum(&mut sums)?;
+        merged.push(
+            tandem_env::NormStats::from_sums(&sums)
+                .context("normaliser statistics do not merge")?,
+        );
+    }
+    envs.apply_normalizer_sync(&merged)?;
+    Ok(())
+}
+
+pub fn normalizer_tensors(envs: &VecEnv) -> Vec<(String, Tensor)> {
+    envs.normalizer_stats()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("normalizer.{i}"), Tensor::from_slice(&s.to_sums())))
+        .collect()
+}
+
+pub fn restore_normalizers(envs: &mut VecEnv, ckpt: &Checkpoint) -> Result<()> {
+    let count = envs.normalizer_stats().len();
+    if count == 0 {
+        return Ok(());
+    }
+    let mut stats = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("normalizer.{i}");
+        let (_, t) = ckpt
+            .tensors
+            .iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("the checkpoint has no {name}"))?;
+        let sums = Vec::<f64>::try_from(t)?;
+        stats.push(
+            tandem_env::NormStats::from_sums(&sums)
+                .with_context(|| format!("{name} in the checkpoint is malformed"))?,
+        );
+    }
+    envs.set_normalizer_stats(&stats)?;
+    Ok(())
+}
+
+/// Restores this rank's environments from the snapshot saved with `ckpt`, when there is one
+/// for the same world size. Returns whether it did; a resume on another number of ranks (or a
+/// missing snapshot) starts fresh episodes instead.
+pub fn restore_envs(
+    envs: &mut VecEnv,
+    run_dir: &std::path::Path,
+    ckpt: &Checkpoint,
+    rank: usize,
+    world: usize,
+) -> Result<bool> {
+    if ckpt.world_size != world as u64 {
+        tracing::info!(
+            "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",
+            ckpt.world_size
+        );
+        return Ok(false);
+    }
+    let path = checkpoint::env_snapshot_path(run_dir, ckpt.update, rank);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(
+                "no environment snapshot {} ({e}): environments start fresh episodes",
+                path.display()
+            );
+            return Ok(false);
+        }
+    };
+    match envs.restore(&bytes) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(
+                "cannot restore {}: {e}; environments start fresh episodes",
+                path.display()
+            );
+            Ok(false)
+        }
+    }
 }

@@ -1,16 +1,15 @@
-//! The trainer of one rank: builds environments, model and learner from the resolved config,
-//! then loops rollout -> learn -> sync -> log, with rank 0 writing summaries and checkpoints.
-//! One rank is world size 1 of the same code path.
+//! The trainer of one rank: the run skeleton ([`run`]) that drives a learner (`crate::algo`)
+//! from the resolved config to the end, with what it needs around it: the rank's environments
+//! ([`envs`]), checkpoints with per-rank environment snapshots ([`checkpoint`]), cross-rank
+//! episode metrics ([`metrics`]), summaries and `summary.json` ([`report`]), the console
+//! ([`console`]). One rank is world size 1 of the same code path.
 
 pub mod checkpoint;
 pub mod console;
 pub mod envs;
 pub mod metrics;
-pub mod off_policy;
-mod on_policy;
-mod shared;
-
-pub use on_policy::actor_critic_spec;
+pub mod report;
+mod run;
 
 use std::path::PathBuf;
 
@@ -41,22 +40,7 @@ pub enum Outcome {
     Interrupted,
 }
 
+/// Trains one rank (see [`run`]).
 pub fn run(ctx: RankContext) -> Result<Outcome> {
-    match &ctx.experiment.algorithm {
-        tandem_config::Algorithm::Ppo(_) | tandem_config::Algorithm::A2c(_) => on_policy::run(ctx),
-        tandem_config::Algorithm::Dqn(_) => off_policy::run(ctx),
-    }
-}
-
-/// A seed for one purpose, rank and update, so that runs (and resumed runs) draw the same random
-/// numbers: SplitMix64 over the inputs.
-pub fn derived_seed(seed: u64, purpose: u64, rank: u64, update: u64) -> u64 {
-    let mut z = seed;
-    for x in [purpose, rank, update] {
-        z = z.wrapping_add(x.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-    }
-    z
+    run::run(ctx)
 }

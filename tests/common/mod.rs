@@ -166,3 +166,47 @@ pub fn parse_params(output: &str) -> Vec<f32> {
         .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
         .collect()
 }
+
+/// The PPO settings of CleanRL's `ppo.py` (classic control), spelled out: the values the
+/// hand-computed expectations of the learner tests were worked out with.
+#[allow(dead_code)]
+pub fn cleanrl_ppo() -> tandem::algo::PpoConfig {
+    tandem::algo::PpoConfig {
+        num_steps: 128,
+        learning_rate: 2.5e-4,
+        anneal_lr: true,
+        adam_eps: 1e-5,
+        gamma: 0.99,
+        gae_lambda: 0.95,
+        update_epochs: 4,
+        num_minibatches: 4,
+        micro_batches: 1,
+        normalize_advantages: true,
+        clip_coef: 0.2,
+        value_clip_coef: Some(0.2),
+        ent_coef: 0.01,
+        vf_coef: 0.5,
+        max_grad_norm: 0.5,
+        target_kl: None,
+    }
+}
+
+/// Stable-Baselines3's A2C settings, spelled out (see [`cleanrl_ppo`]).
+#[allow(dead_code)]
+pub fn sb3_a2c() -> tandem::algo::A2cConfig {
+    tandem::algo::A2cConfig {
+        num_steps: 5,
+        learning_rate: 7e-4,
+        anneal_lr: false,
+        gamma: 0.99,
+        gae_lambda: None,
+        ent_coef: 0.0,
+        vf_coef: 0.5,
+        max_grad_norm: 0.5,
+        normalize_advantages: false,
+        optimizer: tandem::algo::OptimizerSpec::RmsProp {
+            alpha: 0.99,
+            eps: 1e-5,
+        },
+    }
+}

@@ -631,17 +631,6 @@ impl Experiment {
         }
     }
 
-    /// A distinct, reproducible seed per rank (so ranks do not explore identically).
-    pub fn rank_seed(&self, rank: usize) -> u64 {
-        // SplitMix64 finaliser: well-mixed and stable across platforms.
-        let mut z = self
-            .seed
-            .wrapping_add((rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     /// Global environment steps this run takes: `max-steps` when set, else `total-steps`.
     pub fn step_limit(&self) -> u64 {
         self.train

@@ -308,7 +308,6 @@ fn per_rank_sizes_divide_the_global_ones() {
     assert_eq!(e.per_rank_minibatch_size(), Some(64));
     assert_eq!(e.per_rank_buffer_capacity(), None);
     assert_eq!(e.threads_per_rank(16), 8);
-    assert_ne!(e.rank_seed(0), e.rank_seed(1));
 
     let dqn = resolve(
         &fixture("layered.kdl"),

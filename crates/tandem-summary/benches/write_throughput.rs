@@ -16,7 +16,7 @@ use std::time::Instant;
 use prost::Message;
 use tandem_summary::proto::{Event, Summary, event, summary};
 use tandem_summary::record::append_record;
-use tandem_summary::{SummaryWriter, write_gif};
+use tandem_summary::{SummaryWriter, encode_gif};
 
 const SCALAR_EVENTS: i64 = 20_000;
 const TAGS_PER_STEP: usize = 20;
@@ -96,9 +96,8 @@ fn main() {
                 .collect()
         })
         .collect();
-    let quantised =
-        seconds(|| write_gif(&dir.join("many.gif"), width, height, &many_colours, 4).unwrap());
-    let exact = seconds(|| write_gif(&dir.join("game.gif"), width, height, &game_like, 4).unwrap());
+    let quantised = seconds(|| encode_gif(width, height, &many_colours, 4).unwrap());
+    let exact = seconds(|| encode_gif(width, height, &game_like, 4).unwrap());
     report(
         "GIF 160x210, quantised vs exact palette",
         quantised,

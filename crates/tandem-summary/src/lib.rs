@@ -3,8 +3,8 @@
 //! [`SummaryWriter`] writes TensorBoard event files (scalars, histograms,
 //! PNG images, text) with its own TFRecord framing ([`record`]) and
 //! hand-derived protobuf messages ([`proto`]), built to survive a killed
-//! process; [`reader`] reads them back; [`write_gif`] writes an episode as an
-//! animated GIF, atomically.
+//! process; [`reader`] reads them back; [`encode_gif`] encodes an episode as an
+//! animated GIF.
 //!
 //! ```
 //! use tandem_summary::SummaryWriter;
@@ -28,6 +28,6 @@ pub mod reader;
 pub mod record;
 mod writer;
 
-pub use animation::write_gif;
+pub use animation::encode_gif;
 pub use histogram::BUCKET_COUNT;
 pub use writer::{DEFAULT_SYNC_INTERVAL, FILE_VERSION, SummaryWriter};

@@ -1,0 +1,518 @@
+//! The run skeleton, the one training loop every learner runs in: set-up, resume, the start-up
+//! broadcast, then rounds of (learner round -> exchange -> log -> checkpoint) until the one stop
+//! decision, then teardown. Rank 0 writes summaries and checkpoints; every rank writes its own
+//! environment snapshot (and the learner's per-rank files) beside them.
+//!
+//! Decisions that change how many collectives run are taken together after every round, in one
+//! collective: rank 0's Ctrl-C and log clock, and any rank's NaN. Everything else is a pure
+//! function of counters every rank shares (checkpoint and histogram intervals, fingerprints).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tch::{Device, Tensor};
+
+use tandem_config::{CheckpointUnit, Experiment, Interval};
+use tandem_env::VecEnv;
+use tandem_summary::SummaryWriter;
+
+use super::checkpoint::{self, Checkpoint};
+use super::console::Console;
+use super::envs::{
+    make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, sync_normalizers,
+};
+use super::metrics::{self, Episode, RecentEpisodes};
+use super::report::{RunSummary, open_summaries, process_cpu_seconds, write_summary};
+use super::{Outcome, RankContext};
+use crate::algo::Collective;
+use crate::algo::learner::{self, Counters, Learner, Limits, Phases, Resumed, Round};
+use crate::dist::{Ddp, SyncPolicy};
+use crate::seeds::{Purpose, derived_seed};
+
+/// Runs one rank's training from its resolved config to the end (or to a stop request).
+pub fn run(ctx: RankContext) -> Result<Outcome> {
+    let mut run = Run::start(ctx)?;
+    let outcome = run.train()?;
+    run.finish(outcome)
+}
+
+/// The decisions of one exchange, the same on every rank.
+struct Decisions {
+    stop: bool,
+    log: bool,
+    diverged: bool,
+}
+
+struct Run {
+    exp: Experiment,
+    hash: String,
+    rank: usize,
+    world: usize,
+    run_dir: PathBuf,
+    threads: usize,
+    stop_requested: Box<dyn Fn() -> bool + Send>,
+    envs: VecEnv,
+    learner: Box<dyn Learner>,
+    ddp: Ddp,
+    trainable: Vec<Tensor>,
+    counters: Counters,
+    limits: Limits,
+    recent: RecentEpisodes,
+    writer: Option<SummaryWriter>,
+    console: Console,
+    interval: LogInterval,
+    loop_start: (Instant, u64, f64),
+}
+
+/// What the current logging interval has seen.
+struct LogInterval {
+    started: Instant,
+    start_step: u64,
+    phases: Phases,
+}
+
+impl LogInterval {
+    fn new(step: u64) -> LogInterval {
+        LogInterval {
+            started: Instant::now(),
+            start_step: step,
+            phases: Phases::default(),
+        }
+    }
+}
+
+impl Run {
+    /// Environments, learner and DDP; the checkpoint when resuming; rank 0's state broadcast.
+    fn start(ctx: RankContext) -> Result<Run> {
+        let RankContext {
+            experiment: exp,
+            hash,
+            device,
+            pg,
+            run_dir,
+            resume,
+            threads,
+            stop_requested,
+        } = ctx;
+        let (rank, world) = (pg.rank(), pg.world_size());
+        let envs = make_vec_env(&exp, rank, threads)?;
+        // Ranks initialise differently on purpose; the broadcast below makes rank 0's weights
+        // everyone's.
+        tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
+        let learner = learner::build(&exp, &envs, rank, world, device)?;
+        let trainable = learner.trainable_parameters();
+        let ddp = Ddp::new(pg, &trainable, sync_policy(&exp))?;
+        let limits = Limits {
+            total_updates: exp
+                .train
+                .total_steps
+                .div_ceil(learner.steps_per_update())
+                .max(1),
+            stop_step: exp.step_limit(),
+            total_steps: exp.train.total_steps,
+        };
+        let mut run = Run {
+            console: Console::new(rank == 0, limits.stop_step, 0),
+            exp,
+            hash,
+            rank,
+            world,
+            run_dir,
+            threads,
+            stop_requested,
+            envs,
+            learner,
+            ddp,
+            trainable,
+            counters: Counters::default(),
+            limits,
+            recent: RecentEpisodes::new(100),
+            writer: None,
+            interval: LogInterval::new(0),
+            loop_start: (Instant::now(), 0, 0.0),
+        };
+        let envs_restored = if resume { run.resume()? } else { false };
+        run.broadcast_rank0_state()?;
+        let step = run.counters.global_step;
+        run.writer = open_summaries(&run.exp, rank, &run.run_dir, &run.hash, step)?;
+        if !envs_restored {
+            run.envs.reset();
+        }
+        run.console = Console::new(rank == 0, run.limits.stop_step, step);
+        run.interval = LogInterval::new(step);
+        run.loop_start = (Instant::now(), step, process_cpu_seconds());
+        Ok(run)
+    }
+
+    /// Restores the newest checkpoint: the learner's state and counters, the environments (or
+    /// fresh ones with the saved normalisers), the run's counters, the learner's per-rank files.
+    /// Returns whether the environments continue their saved episodes.
+    fn resume(&mut self) -> Result<bool> {
+        let path = checkpoint::locate(&self.run_dir)?;
+        let ckpt = checkpoint::load(&path)?;
+        // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
+        // resumes on 1 and vice versa.
+        checkpoint::restore_into(&ckpt, &self.learner.state())
+            .with_context(|| format!("restoring {}", path.display()))?;
+        for (name, _) in self.learner.counters() {
+            let value = ckpt.counter(&format!("learner.{name}"))?;
+            self.learner.set_counter(name, value)?;
+        }
+        let envs_restored =
+            restore_envs(&mut self.envs, &self.run_dir, &ckpt, self.rank, self.world)?;
+        if !envs_restored {
+            self.envs = make_vec_env(&self.exp, self.rank, self.threads)?;
+            restore_normalizers(&mut self.envs, &ckpt)?;
+        }
+        self.counters = Counters {
+            update: ckpt.update,
+            global_step: ckpt.global_step,
+        };
+        self.learner.restore_rank_files(&Resumed {
+            dir: &checkpoint::checkpoint_dir(&self.run_dir),
+            checkpoint: &path,
+            global_step: ckpt.global_step,
+            saved_world: ckpt.world_size as usize,
+            world: self.world,
+            envs_restored,
+        })?;
+        tracing::info!(
+            "resumed from {} at update {}, step {} (saved on {} rank(s))",
+            path.display(),
+            ckpt.update,
+            ckpt.global_step,
+            ckpt.world_size
+        );
+        Ok(envs_restored)
+    }
+
+    /// Identical start on every rank, also after a resume (docs/design.md: ranks must start
+    /// from one model).
+    fn broadcast_rank0_state(&mut self) -> Result<()> {
+        let state: Vec<Tensor> = self.learner.state().into_iter().map(|(_, t)| t).collect();
+        self.ddp.broadcast_from_rank0(&state)?;
+        let _ = self.ddp.take_sync_time();
+        Ok(())
+    }
+
+    /// Rounds until the limits or a stop.
+    fn train(&mut self) -> Result<Outcome> {
+        while !self.limits.reached(self.counters) {
+            let before = self.counters;
+            self.learner.round(
+                &mut self.envs,
+                Round {
+                    counters: &mut self.counters,
+                    limits: self.limits,
+                    collective: &mut self.ddp,
+                    phases: &mut self.interval.phases,
+                },
+            )?;
+            let exchanging = Instant::now();
+            let (episodes, decisions) = self.exchange(before)?;
+            self.interval.phases.add("sync", exchanging.elapsed());
+
+            let logging = Instant::now();
+            self.log(before, &episodes, &decisions)?;
+            self.interval.phases.add("log", logging.elapsed());
+            if decisions.diverged {
+                bail!(
+                    "training diverged at update {}: a loss, gradient or parameter is NaN or infinite",
+                    self.counters.update
+                );
+            }
+            let last = decisions.stop || self.limits.reached(self.counters);
+            if last || self.checkpoint_due(before) {
+                self.checkpoint()?;
+            }
+            if decisions.stop {
+                return Ok(Outcome::Interrupted);
+            }
+        }
+        Ok(Outcome::Finished)
+    }
+
+    /// After a round: normalisers merged, fingerprints checked when due, episodes gathered from
+    /// every rank, and the round's decisions taken together.
+    fn exchange(&mut self, before: Counters) -> Result<(Vec<Episode>, Decisions)> {
+        sync_normalizers(&mut self.envs, &mut self.ddp)?;
+        let rounds = self.counters.update / self.learner.updates_per_round();
+        if let Some(every) = self.exp.sync.check_every
+            && rounds.is_multiple_of(every)
+            && self.ddp.ranks_should_agree()
+        {
+            self.ddp.check_fingerprints(&self.agreed_state())?;
+        }
+        let mine: Vec<Episode> = self
+            .envs
+            .drain_episodes()
+            .into_iter()
+            .map(|e| Episode {
+                ret: e.episode_return,
+                length: e.length as f64,
+                score: e.raw_score,
+            })
+            .collect();
+        let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine)?;
+        self.recent.extend(&episodes);
+        let decisions = self.decide(before)?;
+        Ok((episodes, decisions))
+    }
+
+    /// Rank 0's stop request and log clock, any rank's divergence, in one collective.
+    fn decide(&mut self, before: Counters) -> Result<Decisions> {
+        let diverged = self.learner.diverged() || !all_finite(&self.trainable);
+        let log_due = match self.exp.log.interval {
+            Interval::Updates(n) => crossed(before.update, self.counters.update, n),
+            // Clocks differ between ranks: rank 0's decides.
+            Interval::Seconds(s) => self.interval.started.elapsed() >= Duration::from_secs(s),
+        };
+        let rank0 = self.rank == 0;
+        let mut votes = [
+            (rank0 && (self.stop_requested)()) as u8 as f64,
+            (rank0 && log_due) as u8 as f64,
+            diverged as u8 as f64,
+        ];
+        self.ddp.all_reduce_sum(&mut votes)?;
+        let stop = votes[0] > 0.0 || votes[2] > 0.0;
+        Ok(Decisions {
+            stop,
+            log: votes[1] > 0.0 || stop || self.limits.reached(self.counters),
+            diverged: votes[2] > 0.0,
+        })
+    }
+
+    /// Episode scalars whenever episodes ended; the rest when the decisions say so.
+    fn log(&mut self, before: Counters, episodes: &[Episode], decisions: &Decisions) -> Result<()> {
+        let step = self.counters.global_step;
+        let per_rank_rate = if decisions.log {
+            let secs = self.interval.started.elapsed().as_secs_f64().max(1e-9);
+            let mine = (step - self.interval.start_step) as f64 / self.world as f64 / secs;
+            Some(metrics::reduce_per_rank(Some(self.ddp.group()), mine)?)
+        } else {
+            None
+        };
+        if let Some(w) = self.writer.as_mut() {
+            write_episode_scalars(w, step, episodes)?;
+        }
+        if let Some(rates) = per_rank_rate {
+            self.write_interval_scalars(before, rates)?;
+        }
+        self.console
+            .update(step, self.recent.mean_return(), decisions.log);
+        if decisions.log {
+            if self.rank == 0
+                && crate::logging::console_kind() != crate::logging::ConsoleKind::Plain
+            {
+                tracing::debug!(
+                    "update {}: {:?}",
+                    self.counters.update,
+                    self.learner.scalars()
+                );
+            }
+            self.interval = LogInterval::new(step);
+        }
+        Ok(())
+    }
+
+    /// Rank 0's scalars of a logging interval: the learner's, throughput, phase times, the
+    /// recent return; parameter histograms when due.
+    fn write_interval_scalars(&mut self, before: Counters, rates: (f64, f64, f64)) -> Result<()> {
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let step = self.counters.global_step;
+        let secs = self.interval.started.elapsed().as_secs_f64().max(1e-9);
+        let mut s = self.learner.scalars();
+        s.push((
+            "perf/steps_per_second",
+            (step - self.interval.start_step) as f64 / secs,
+        ));
+        s.push(("perf/rank_steps_per_second_mean", rates.0));
+        s.push(("perf/rank_steps_per_second_min", rates.1));
+        s.push(("perf/rank_steps_per_second_max", rates.2));
+        let phases: Vec<(String, f64)> = self
+            .interval
+            .phases
+            .iter()
+            .map(|(phase, time)| (format!("time/{phase}_s"), time.as_secs_f64()))
+            .collect();
+        if let Some(r) = self.recent.mean_return() {
+            s.push(("episode/recent_return_mean", r));
+        }
+        let mut all: Vec<(&str, f64)> = s.iter().map(|(k, v)| (*k, *v)).collect();
+        all.extend(phases.iter().map(|(k, v)| (k.as_str(), *v)));
+        w.scalars(step as i64, &all)?;
+        if let Some(every) = self.exp.log.histogram_every
+            && crossed(before.update, self.counters.update, every)
+        {
+            for (name, t) in self.learner.networks() {
+                if let Some(param) = name.strip_prefix("model.") {
+                    let values =
+                        Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).flatten(0, -1))?;
+                    w.histogram(&format!("params/{param}"), step as i64, &values)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn checkpoint_due(&self, before: Counters) -> bool {
+        let Some(every) = self.exp.checkpoint.every else {
+            return false;
+        };
+        match self.exp.checkpoint.unit {
+            CheckpointUnit::Updates => crossed(before.update, self.counters.update, every),
+            CheckpointUnit::Steps => crossed(before.global_step, self.counters.global_step, every),
+        }
+    }
+
+    /// Every rank saves its environments mid-episode (so a resumed run continues exactly) and
+    /// its learner's per-rank files; rank 0 saves the checkpoint.
+    fn checkpoint(&mut self) -> Result<()> {
+        let Counters {
+            update,
+            global_step,
+        } = self.counters;
+        checkpoint::save_env_snapshot(&self.run_dir, update, self.rank, &self.envs.snapshot()?)?;
+        if self.rank == 0 {
+            let mut tensors = self.learner.state();
+            for (name, value) in self.learner.counters() {
+                tensors.push((
+                    format!("learner.{name}"),
+                    Tensor::from_slice(&[value as i64]),
+                ));
+            }
+            tensors.extend(normalizer_tensors(&self.envs));
+            let path = checkpoint::save(
+                &self.run_dir,
+                &Checkpoint {
+                    update,
+                    global_step,
+                    episodes: self.recent.total(),
+                    world_size: self.world as u64,
+                    config_hash: self.hash.clone(),
+                    resolved_config: tandem_config::canonical_kdl(&self.exp),
+                    tensors,
+                },
+                self.exp.checkpoint.keep,
+            )?;
+            tracing::debug!("checkpoint {}", path.display());
+        }
+        self.learner
+            .save_rank_files(&checkpoint::checkpoint_dir(&self.run_dir), global_step)
+    }
+
+    /// What ranks must hold identically under the sync policy: everything the learner holds,
+    /// less the optimizer state when only rank 0 steps.
+    fn agreed_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = self.learner.networks();
+        if !matches!(self.ddp.policy(), SyncPolicy::Broadcast) && self.ddp.steps_locally() {
+            named.extend(self.learner.optimizer_state());
+        }
+        named
+    }
+
+    /// Flushes summaries, proves every rank holds the same model, writes the summary, and leaves
+    /// only when no other rank can still need this one.
+    fn finish(mut self, outcome: Outcome) -> Result<Outcome> {
+        if let Some(w) = self.writer.as_mut() {
+            w.flush()?;
+        }
+        if self.world > 1 && self.ddp.ranks_should_agree() {
+            let state = self.agreed_state();
+            self.ddp.check_fingerprints(&state)?;
+            tracing::info!(
+                "all {} ranks hold bitwise identical copies of {} tensors",
+                self.world,
+                state.len()
+            );
+        }
+        let interrupted = outcome == Outcome::Interrupted;
+        let Counters {
+            update,
+            global_step,
+        } = self.counters;
+        self.console.finish(
+            global_step,
+            self.recent.mean_return(),
+            self.recent.total(),
+            &self.run_dir,
+            interrupted,
+        );
+        if self.rank == 0 {
+            let (started, start_step, start_cpu) = self.loop_start;
+            write_summary(
+                &self.run_dir,
+                &RunSummary {
+                    update,
+                    global_step,
+                    recent: &self.recent,
+                    loop_steps: global_step - start_step,
+                    loop_seconds: started.elapsed().as_secs_f64(),
+                    loop_cpu_seconds: process_cpu_seconds() - start_cpu,
+                    hash: &self.hash,
+                    world: self.world,
+                    interrupted,
+                    extra: self.learner.summary_fields(),
+                },
+            )?;
+        }
+        let timeout = Duration::from_secs_f64(self.exp.sync.collective_timeout_s);
+        self.ddp.into_group().shutdown(timeout)?;
+        Ok(outcome)
+    }
+}
+
+/// Whether a counter going from `before` to `now` passed a multiple of `every`.
+fn crossed(before: u64, now: u64, every: u64) -> bool {
+    let every = every.max(1);
+    now / every > before / every
+}
+
+fn all_finite(params: &[Tensor]) -> bool {
+    params
+        .iter()
+        .all(|p| p.isfinite().all().int64_value(&[]) != 0)
+}
+
+fn write_episode_scalars(w: &mut SummaryWriter, step: u64, episodes: &[Episode]) -> Result<()> {
+    let returns: Vec<f64> = episodes.iter().map(|e| e.ret).collect();
+    let Some((mean, min, max)) = metrics::summary(&returns) else {
+        return Ok(());
+    };
+    let mean_of = |values: Vec<f64>| metrics::summary(&values).map_or(0.0, |s| s.0);
+    w.scalars(
+        step as i64,
+        &[
+            ("episode/return_mean", mean),
+            ("episode/return_min", min),
+            ("episode/return_max", max),
+            (
+                "episode/length_mean",
+                mean_of(episodes.iter().map(|e| e.length).collect()),
+            ),
+            (
+                "episode/score_mean",
+                mean_of(episodes.iter().map(|e| e.score).collect()),
+            ),
+        ],
+    )?;
+    Ok(())
+}
+
+fn sync_policy(experiment: &Experiment) -> SyncPolicy {
+    match experiment.sync.policy {
+        tandem_config::SyncPolicy::Allreduce {
+            bucket_mb,
+            compression,
+        } => SyncPolicy::AllReduce {
+            bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
+            bf16: compression == tandem_config::Compression::Bf16,
+        },
+        tandem_config::SyncPolicy::Broadcast => SyncPolicy::Broadcast,
+        tandem_config::SyncPolicy::Periodic { every } => SyncPolicy::Periodic { every },
+        tandem_config::SyncPolicy::None => SyncPolicy::None,
+    }
+}
