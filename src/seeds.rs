@@ -51,23 +51,12 @@ mod tests {
         assert_ne!(base, derived_seed(1, Purpose::Sampling, 0, 0));
         assert_ne!(base, derived_seed(1, Purpose::Init, 1, 0));
         assert_ne!(base, derived_seed(1, Purpose::Init, 0, 1));
-        // Pinned: a change here silently changes every seeded run (and the learning tests' seeds).
-        assert_eq!(base, reference(1, 1, 0, 0));
+        // Pinned (computed by hand from the SplitMix64 steps): a change here silently changes
+        // every seeded run, and the seeds the learning tests were tuned with.
+        assert_eq!(base, 0x063a_5277_110f_4425);
         assert_eq!(
             derived_seed(7, Purpose::Replay, 3, 99),
-            reference(7, 5, 3, 99)
+            0xf2c4_833f_6610_26d9
         );
-    }
-
-    /// The mixing written out, as the trainer computed seeds before this module existed.
-    fn reference(seed: u64, purpose: u64, rank: u64, update: u64) -> u64 {
-        let mut z = seed;
-        for x in [purpose, rank, update] {
-            z = z.wrapping_add(x.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-        }
-        z
     }
 }

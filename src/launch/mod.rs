@@ -3,7 +3,7 @@
 //! rank and their device on the command line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp
 //! tuning that carries nothing of the experiment).
 //!
-//! Supervision rules (DESIGN.md lessons 3 and 4): ranks start concurrently; when one fails the
+//! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
 //! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
 

@@ -97,7 +97,7 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     } else {
         None
     };
-    // Lesson 2 of DESIGN.md: the device is bound before any tensor exists.
+    // docs/design.md, "The device is bound before any tensor exists".
     let device = bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;

@@ -35,8 +35,10 @@ pub fn open_summaries(
 /// the environment pool's, Gloo's): what a benchmark on a shared machine compares, since it does
 /// not depend on what else the machine runs.
 pub fn process_cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
+    // SAFETY: `rusage` is a plain C struct of integers, for which all-zero bytes are a valid
+    // value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives until the call returns.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return f64::NAN;
     }
