@@ -1,11 +1,12 @@
 // A C ABI over libtorch's c10d: the TCPStore rendezvous store and the Gloo (CPU) and NCCL (CUDA)
-// process groups. Rust reaches c10d only through these functions (see src/dist/ffi.rs). It also
-// carries the two other libtorch calls tch does not expose: installing a parameter's gradient
-// buffer (DDP buckets, the optimizer's flat gradients) and the fused Adam kernel.
+// process groups, and DDP's gradient reducer. Rust reaches c10d only through these functions (see
+// src/dist/ffi.rs). Libtorch calls that are not about other ranks live in csrc/torch_ops.cpp.
 //
 // Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
 // success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
 // caller frees with tdc_free. Tensors cross as `at::Tensor*` (what tch's Tensor::as_mut_ptr gives).
+
+#include "ffi_guard.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -14,7 +15,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
-#include <ATen/ops/_fused_adam.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -29,41 +29,10 @@
 #include <string>
 #include <vector>
 
+using tandem_ffi::clean_what;
+using tandem_ffi::guarded;
+
 namespace {
-
-char* dup_message(const std::string& msg) {
-  char* out = static_cast<char*>(std::malloc(msg.size() + 1));
-  if (out != nullptr) {
-    std::memcpy(out, msg.data(), msg.size());
-    out[msg.size()] = '\0';
-  }
-  return out;
-}
-
-// c10 errors carry a backtrace after the first line in some builds; the first part is what a
-// user can act on, so keep the message without the "Exception raised from ..." tail.
-std::string clean_what(const char* what) {
-  std::string s(what == nullptr ? "unknown error" : what);
-  auto cut = s.find("\nException raised from");
-  if (cut != std::string::npos) s.resize(cut);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-template <typename F>
-int guarded(char** err, F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const c10::Error& e) {
-    if (err) *err = dup_message(clean_what(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    if (err) *err = dup_message(clean_what(e.what()));
-  } catch (...) {
-    if (err) *err = dup_message("unknown C++ exception in c10d");
-  }
-  return 1;
-}
 
 void init_logging_once() {
   // Makes libtorch honour TORCH_CPP_LOG_LEVEL, so c10d's own warnings can be silenced or shown.
@@ -401,24 +370,6 @@ int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* i
     outs[0] = to_vector(outputs, world);
     std::vector<at::Tensor> in{*input};
     wait_work(g->backend->allgather(outs, in));
-  });
-}
-
-// Makes `grad` the gradient tensor of `param`; autograd then accumulates into it in place (so
-// gradients can live inside a flat all-reduce bucket, with no copies around the collective).
-int tdc_set_grad(at::Tensor* param, at::Tensor* grad, char** err) {
-  return guarded(err, [&] { param->mutable_grad() = *grad; });
-}
-
-// One Adam step over flat tensors in a single fused libtorch kernel (the one behind PyTorch's
-// `Adam(fused=True)`), with `step` the number of this step (from 1): the same update as the
-// nine separate operations it replaces, for a fraction of their dispatch cost on small models.
-int tdc_fused_adam(at::Tensor* param, at::Tensor* grad, at::Tensor* exp_avg, at::Tensor* exp_avg_sq,
-                   at::Tensor* step, double lr, double beta1, double beta2, double eps, char** err) {
-  return guarded(err, [&] {
-    at::NoGradGuard no_grad;
-    at::_fused_adam_({*param}, {*grad}, {*exp_avg}, {*exp_avg_sq}, {}, {*step}, lr, beta1, beta2,
-                     /*weight_decay=*/0.0, eps, /*amsgrad=*/false, /*maximize=*/false);
   });
 }
 

@@ -7,5 +7,6 @@ pub mod launch;
 pub mod logging;
 pub mod nn;
 pub mod play;
+pub mod torch_ops;
 pub mod train;
 pub mod version;

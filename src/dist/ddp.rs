@@ -344,7 +344,7 @@ fn build_reducer(
                     if existing.defined() {
                         slot.copy_(&existing);
                     }
-                    super::group::set_grad(&params[i], &slot)?;
+                    crate::torch_ops::set_grad(&params[i], &slot)?;
                 }
                 slots.push(slot);
                 at += n;

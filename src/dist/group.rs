@@ -61,48 +61,6 @@ pub fn libtorch_version() -> String {
         .into_owned()
 }
 
-/// Makes `grad` the gradient of `param` (a view into a bucket, typically): autograd accumulates
-/// into it in place from then on.
-pub(crate) fn set_grad(param: &Tensor, grad: &Tensor) -> Result<()> {
-    let mut p = param.shallow_clone();
-    let mut g = grad.shallow_clone();
-    let mut err = std::ptr::null_mut();
-    let rc = unsafe { ffi::tdc_set_grad(p.as_mut_ptr(), g.as_mut_ptr(), &mut err) };
-    check(rc, err, "setting a gradient buffer")
-}
-
-/// One Adam step (PyTorch's form, no weight decay) on flat tensors, in libtorch's fused kernel;
-/// `step` is a 0-dim float tensor on the parameters' device holding this step's number (from 1).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn fused_adam(
-    param: &Tensor,
-    grad: &Tensor,
-    exp_avg: &Tensor,
-    exp_avg_sq: &Tensor,
-    step: &Tensor,
-    lr: f64,
-    (beta1, beta2, eps): (f64, f64, f64),
-) -> Result<()> {
-    let [mut p, mut g, mut m, mut v, mut t] =
-        [param, grad, exp_avg, exp_avg_sq, step].map(Tensor::shallow_clone);
-    let mut err = std::ptr::null_mut();
-    let rc = unsafe {
-        ffi::tdc_fused_adam(
-            p.as_mut_ptr(),
-            g.as_mut_ptr(),
-            m.as_mut_ptr(),
-            v.as_mut_ptr(),
-            t.as_mut_ptr(),
-            lr,
-            beta1,
-            beta2,
-            eps,
-            &mut err,
-        )
-    };
-    check(rc, err, "the fused Adam step")
-}
-
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
 pub fn set_cuda_device(index: usize) -> Result<()> {
     let mut err = std::ptr::null_mut();
