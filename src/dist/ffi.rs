@@ -131,7 +131,7 @@ unsafe extern "C" {
         out: *mut *mut TdcReducer,
         err: *mut *mut c_char,
     ) -> c_int;
-    pub fn tdc_reducer_arm(reducer: *mut TdcReducer);
+    pub fn tdc_reducer_arm(reducer: *mut TdcReducer, err: *mut *mut c_char) -> c_int;
     pub fn tdc_reducer_finish(
         reducer: *mut TdcReducer,
         params: *mut *mut C_tensor,

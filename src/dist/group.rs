@@ -835,8 +835,10 @@ impl GradientReducer {
     /// The next backward pass ends a gradient step: start all-reducing buckets as it completes
     /// them. Without this (a micro-batch's backward under gradient accumulation), gradients only
     /// accumulate and [`GradientReducer::finish`] reduces them all.
-    pub fn arm(&mut self) {
-        unsafe { ffi::tdc_reducer_arm(self.raw) };
+    pub fn arm(&mut self) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        let rc = unsafe { ffi::tdc_reducer_arm(self.raw, &mut err) };
+        check(rc, err, "arming the gradient reducer")
     }
 
     /// Starts the buckets backward did not, waits for all of them and divides by the world size:
