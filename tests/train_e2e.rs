@@ -473,6 +473,8 @@ fn a_rank_killed_mid_training_stops_the_job_with_its_name() {
         })
         .expect("rank 1's process");
     let killed_at = Instant::now();
+    // SAFETY: kill(2) takes plain integers and touches no memory; `rank1` is a live worker of
+    // the launcher this test still waits for, so the pid names that process.
     unsafe {
         libc::kill(rank1 as i32, libc::SIGKILL);
     }
@@ -498,6 +500,8 @@ fn ctrl_c_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     wait_for("training to start", Duration::from_secs(60), || {
         std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
     });
+    // SAFETY: kill(2) takes plain integers and touches no memory; `pid` is the launcher this
+    // test started and has not reaped.
     unsafe {
         libc::kill(pid as i32, libc::SIGINT);
     }
@@ -687,6 +691,9 @@ fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         let workers = children_of(child.id());
         for w in workers.iter().chain(std::iter::once(&child.id())) {
+            // SAFETY: kill(2) takes plain integers and touches no memory; the pids are the
+            // unreaped launcher and the workers it was running a moment ago (a worker that
+            // already exited leaves a pid nobody else has yet: the launcher has not reaped it).
             unsafe {
                 libc::kill(*w as i32, libc::SIGKILL);
             }

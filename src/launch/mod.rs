@@ -171,6 +171,8 @@ fn install_signal_counter() -> Result<Arc<AtomicUsize>> {
     let count = Arc::new(AtomicUsize::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let c = Arc::clone(&count);
+        // SAFETY: the handler only does an atomic add on an Arc'd counter it owns: no locks, no
+        // allocation, nothing that is not async-signal-safe, as `register` requires.
         unsafe {
             signal_hook::low_level::register(sig, move || {
                 c.fetch_add(1, Ordering::SeqCst);
@@ -188,6 +190,8 @@ struct Rank {
 }
 
 fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child we
+    // have not reaped yet (callers skip the finished ones), so it cannot name a recycled pid.
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
     }
@@ -239,6 +243,9 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         if req.quiet {
             cmd.arg("--quiet");
         }
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
+        // touches no memory, locks or allocator.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(|| {
@@ -339,6 +346,8 @@ fn status_signal(status: &std::process::ExitStatus) -> i32 {
 fn kill_all(children: &mut [Rank]) {
     for c in children.iter_mut().filter(|c| c.done.is_none()) {
         // The worker's whole process group, in case it started helpers of its own.
+        // SAFETY: killpg(2) takes plain integers; the group is the unreaped child's own (it made
+        // itself a group leader before exec), so its id cannot have been recycled.
         unsafe {
             libc::killpg(c.child.id() as libc::pid_t, libc::SIGKILL);
         }

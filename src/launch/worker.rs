@@ -201,9 +201,10 @@ pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<us
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
             .collect()
     };
-    // SAFETY: sched_getaffinity and sched_setaffinity read and write the set they are given,
-    // of the size given; pid 0 is this thread, whose mask later threads inherit.
+    // SAFETY: cpu_set_t is a plain bit array, for which all zeros is a valid (empty) set.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size` bytes into `allowed`, which is that large; pid 0
+    // is this thread, whose mask later threads inherit.
     if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
         bail!(
             "pin-cores: cannot read this process's CPU affinity: {}",
@@ -216,17 +217,23 @@ pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<us
         !mine.is_empty(),
         "pin-cores: this process may use no cores ({cores:?})"
     );
+    // SAFETY: all zeros is the empty cpu_set_t, as above.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &core in mine {
+        // SAFETY: sets a bit of a valid set; `core` came from CPU_ISSET's range, below
+        // CPU_SETSIZE, so the write stays inside it.
         unsafe { libc::CPU_SET(core, &mut set) };
     }
+    // SAFETY: the kernel reads `size` bytes of `set`, which is that large; pid 0 is this thread.
     if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
         bail!(
             "pin-cores: cannot pin local rank {local_rank} to cores {mine:?}: {}",
             std::io::Error::last_os_error()
         );
     }
+    // SAFETY: all zeros is the empty cpu_set_t, as above.
     let mut now: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as the first read: at most `size` bytes into `now`, which is that large.
     if unsafe { libc::sched_getaffinity(0, size, &mut now) } != 0 {
         bail!(
             "pin-cores: cannot read back the CPU affinity: {}",
