@@ -591,6 +591,65 @@ fn ranks_started_with_different_configs_are_refused() {
     }
 }
 
+/// Ranks an external launcher (torchrun and the like) starts, with RANK and WORLD_SIZE set, run
+/// the same canonical text a spawned worker gets: rank 0 writes it to the run directory, and
+/// every rank's config hash is that text's.
+#[test]
+fn torchrun_style_ranks_run_the_canonical_config_and_rank_0_records_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = fresh_dir("torchrun");
+    let sets = ["devices=cpu cpu", "train.max-steps=4096"];
+    let ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let mut cmd = tandem();
+            cmd.arg("train")
+                .arg(config("ppo-cartpole.kdl"))
+                .arg("--run-dir")
+                .arg(&dir)
+                .arg("--quiet");
+            for s in sets {
+                cmd.args(["--set", s]);
+            }
+            cmd.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in ranks {
+        let out = wait_with_limit(child, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let mut resolve = tandem();
+    resolve.arg("resolve").arg(config("ppo-cartpole.kdl"));
+    for s in sets {
+        resolve.args(["--set", s]);
+    }
+    let canonical = run(&mut resolve, Duration::from_secs(30));
+    assert!(canonical.status.success(), "{}", text(&canonical));
+    let recorded = std::fs::read_to_string(dir.join("resolved.kdl")).unwrap();
+    assert_eq!(recorded, String::from_utf8(canonical.stdout).unwrap());
+    let hash = std::fs::read_to_string(dir.join("resolved.sha256")).unwrap();
+    for rank in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("rank {rank}/2 on cpu")) && log.contains(&hash.trim()[..12]),
+            "rank {rank}'s log does not name config {}:\n{log}",
+            &hash[..12]
+        );
+    }
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
+}
+
 #[test]
 fn two_launchers_with_nnodes_2_form_one_job() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -67,14 +67,21 @@ fn fail(args: &WorkerArgs, error: anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+/// The experiment a canonical config text describes, and its hash: how every rank, and the
+/// launcher before it starts them, reads the resolved config.
+pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, String)> {
     let experiment = tandem_config::parse_canonical(canonical).map_err(|d| {
         anyhow!(
-            "the resolved config handed to this rank does not parse:\n{}",
+            "the resolved config (its canonical text) does not parse:\n{}",
             d.render(false)
         )
     })?;
     let hash = tandem_config::config_hash(&experiment);
+    Ok((experiment, hash))
+}
+
+fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+    let (experiment, hash) = parse_config(canonical)?;
     if args.world_size != experiment.world_size() {
         bail!(
             "this rank was started for a world of {} ranks, but the config lists {} device(s)",
