@@ -1,10 +1,17 @@
-//! Compiles the c10d shim (csrc/c10d_shim.cpp) against the very libtorch that torch-sys found, and
-//! gives tandem's binaries an rpath to it so they run without LD_LIBRARY_PATH.
+//! Compiles tandem's C++ (csrc/: the c10d shim, and the libtorch operations tch lacks) against the
+//! very libtorch that torch-sys found, and gives tandem's binaries an rpath to it so they run
+//! without LD_LIBRARY_PATH.
 use std::env;
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
+    for file in [
+        "csrc/c10d_shim.cpp",
+        "csrc/torch_ops.cpp",
+        "csrc/ffi_guard.hpp",
+    ] {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     println!("cargo:rerun-if-env-changed=NCCL_INCLUDE_DIR");
     // torch-sys declares `links = "tch"` and exports its lib dir as `libtorch_lib`.
@@ -45,7 +52,8 @@ fn main() {
         .define("GLOG_USE_GLOG_EXPORT", None)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
-        .file("csrc/c10d_shim.cpp");
+        .file("csrc/c10d_shim.cpp")
+        .file("csrc/torch_ops.cpp");
     if let Some(dir) = env::var_os("GLOO_INCLUDE_DIR") {
         build.include(dir);
     }
@@ -65,7 +73,7 @@ fn main() {
         println!("cargo:rustc-link-arg=-ltorch_cuda");
         println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
-    build.compile("tandem_c10d");
+    build.compile("tandem_csrc");
 
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=torch_cpu");

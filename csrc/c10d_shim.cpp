@@ -1,11 +1,12 @@
 // A C ABI over libtorch's c10d: the TCPStore rendezvous store and the Gloo (CPU) and NCCL (CUDA)
-// process groups. Rust reaches c10d only through these functions (see src/dist/ffi.rs). It also
-// carries the two other libtorch calls tch does not expose: installing a parameter's gradient
-// buffer (DDP buckets, the optimizer's flat gradients) and the fused Adam kernel.
+// process groups, and DDP's gradient reducer. Rust reaches c10d only through these functions (see
+// src/dist/ffi.rs). Libtorch calls that are not about other ranks live in csrc/torch_ops.cpp.
 //
 // Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
 // success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
 // caller frees with tdc_free. Tensors cross as `at::Tensor*` (what tch's Tensor::as_mut_ptr gives).
+
+#include "ffi_guard.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -14,12 +15,12 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
-#include <ATen/ops/_fused_adam.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/headeronly/version.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,41 +30,10 @@
 #include <string>
 #include <vector>
 
+using tandem_ffi::caught;
+using tandem_ffi::guarded;
+
 namespace {
-
-char* dup_message(const std::string& msg) {
-  char* out = static_cast<char*>(std::malloc(msg.size() + 1));
-  if (out != nullptr) {
-    std::memcpy(out, msg.data(), msg.size());
-    out[msg.size()] = '\0';
-  }
-  return out;
-}
-
-// c10 errors carry a backtrace after the first line in some builds; the first part is what a
-// user can act on, so keep the message without the "Exception raised from ..." tail.
-std::string clean_what(const char* what) {
-  std::string s(what == nullptr ? "unknown error" : what);
-  auto cut = s.find("\nException raised from");
-  if (cut != std::string::npos) s.resize(cut);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-template <typename F>
-int guarded(char** err, F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const c10::Error& e) {
-    if (err) *err = dup_message(clean_what(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    if (err) *err = dup_message(clean_what(e.what()));
-  } catch (...) {
-    if (err) *err = dup_message("unknown C++ exception in c10d");
-  }
-  return 1;
-}
 
 void init_logging_once() {
   // Makes libtorch honour TORCH_CPP_LOG_LEVEL, so c10d's own warnings can be silenced or shown.
@@ -102,7 +72,8 @@ void wait_work(const c10::intrusive_ptr<c10d::Work>& work) {
 // buckets, so every rank issues the same collectives in the same order. `finish` starts whatever
 // is left (all of it when the reducer was not armed, e.g. after a micro-batch's backward under
 // accumulation), waits, and divides by the world size. Hooks never throw into autograd: a failure
-// is kept and reported by `finish`.
+// is kept and reported by `finish`. (A hook runs on whichever thread autograd runs the
+// accumulator on, the backward caller's on CPU, one of autograd's device threads on CUDA.)
 struct ReducerState {
   struct Bucket {
     at::Tensor flat;  // the gradients themselves, f32
@@ -120,6 +91,8 @@ struct ReducerState {
   size_t next_launch = 0;
   bool armed = false;
   std::string error;
+  // Set by a hook that failed where it could not keep its message (taking `mu` itself threw).
+  std::atomic<bool> hook_failed_unlocked{false};
   std::mutex mu;
 
   // A gradient that is not the bucket's memory (replaced by someone, or never set) is copied in.
@@ -151,18 +124,22 @@ struct ReducerState {
     --buckets[bucket_of[i]].pending;
   }
 
-  void on_gradient(size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!armed || !error.empty()) return;
-    try {
-      at::NoGradGuard no_grad;
-      mark(i);
-      launch_ready();
-    } catch (const c10::Error& e) {
-      error = clean_what(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      error = clean_what(e.what());
-    }
+  // The body of every parameter's post-hook. Nothing it does may throw into autograd.
+  void on_gradient(size_t i) noexcept {
+    std::string unlocked;
+    bool failed = caught(unlocked, [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!armed || !error.empty()) return;
+      std::string message;
+      if (caught(message, [&] {
+            at::NoGradGuard no_grad;
+            mark(i);
+            launch_ready();
+          })) {
+        error = "gradient hook of parameter " + std::to_string(i) + ": " + message;
+      }
+    });
+    if (failed) hook_failed_unlocked.store(true);
   }
 
   void reset() {
@@ -186,6 +163,9 @@ struct ReducerState {
     // memory that the next step reuses.
     std::string failure = error;
     error.clear();
+    if (failure.empty() && hook_failed_unlocked.exchange(false)) {
+      failure = "a gradient hook could not lock the reducer";
+    }
     if (failure.empty()) {
       for (size_t i = 0; i < params.size(); ++i) mark(i);
       launch_ready();
@@ -194,13 +174,10 @@ struct ReducerState {
     for (size_t k = 0; k < buckets.size(); ++k) {
       auto& b = buckets[k];
       if (!b.work) continue;
-      try {
-        if (!b.work->wait()) throw std::runtime_error("collective did not complete");
-      } catch (const std::exception& e) {
-        if (failure.empty()) {
-          failure = "gradient all-reduce of bucket " + std::to_string(k) + " of " +
-                    std::to_string(buckets.size()) + ": " + clean_what(e.what());
-        }
+      std::string message;
+      if (caught(message, [&] { wait_work(b.work); }) && failure.empty()) {
+        failure = "gradient all-reduce of bucket " + std::to_string(k) + " of " +
+                  std::to_string(buckets.size()) + ": " + message;
       }
       if (failure.empty()) {
         if (!b.wire.is_same(b.flat)) b.flat.copy_(b.wire);
@@ -234,15 +211,15 @@ struct TdcGroup {
 
 extern "C" {
 
-void tdc_free(void* p) { std::free(p); }
+// The entry points that are not `guarded` cannot throw, and say so with noexcept: tdc_free,
+// the two constant queries, and the *_free functions, which only `delete` (destructors are
+// noexcept, so a throw inside one would end the process before any catch could see it).
 
-// The libtorch version these headers (and so this binary) were built against, e.g. "2.13.0".
-const char* tdc_torch_version() {
-  static const std::string v = std::to_string(TORCH_VERSION_MAJOR) + "." +
-                               std::to_string(TORCH_VERSION_MINOR) + "." +
-                               std::to_string(TORCH_VERSION_PATCH);
-  return v.c_str();
-}
+void tdc_free(void* p) noexcept { std::free(p); }
+
+// The libtorch version these headers (and so this binary) were built against, e.g. "2.13.0":
+// a string literal of the header's, so nothing here can throw.
+const char* tdc_torch_version() noexcept { return TORCH_VERSION; }
 
 int tdc_store_create(const char* host, uint16_t port, int is_server, int64_t timeout_ms,
                      TdcStore** out, uint16_t* bound_port, char** err) {
@@ -262,12 +239,7 @@ int tdc_store_create(const char* host, uint16_t port, int is_server, int64_t tim
   });
 }
 
-void tdc_store_free(TdcStore* s) {
-  try {
-    delete s;
-  } catch (...) {
-  }
-}
+void tdc_store_free(TdcStore* s) noexcept { delete s; }
 
 int tdc_store_set(TdcStore* s, const char* key, const uint8_t* data, size_t len, char** err) {
   return guarded(err, [&] {
@@ -317,7 +289,7 @@ int tdc_group_create_gloo(TdcStore* s, int rank, int size, int64_t timeout_ms,
   });
 }
 
-int tdc_nccl_compiled() {
+int tdc_nccl_compiled() noexcept {
 #ifdef USE_C10D_NCCL
   return 1;
 #else
@@ -356,12 +328,7 @@ int tdc_group_create_nccl(TdcStore* s, int rank, int size, int64_t timeout_ms, T
   });
 }
 
-void tdc_group_free(TdcGroup* g) {
-  try {
-    delete g;
-  } catch (...) {
-  }
-}
+void tdc_group_free(TdcGroup* g) noexcept { delete g; }
 
 int tdc_allreduce(TdcGroup* g, at::Tensor** tensors, size_t n, int op, char** err) {
   return guarded(err, [&] {
@@ -404,24 +371,6 @@ int tdc_allgather(TdcGroup* g, at::Tensor** outputs, size_t world, at::Tensor* i
   });
 }
 
-// Makes `grad` the gradient tensor of `param`; autograd then accumulates into it in place (so
-// gradients can live inside a flat all-reduce bucket, with no copies around the collective).
-int tdc_set_grad(at::Tensor* param, at::Tensor* grad, char** err) {
-  return guarded(err, [&] { param->mutable_grad() = *grad; });
-}
-
-// One Adam step over flat tensors in a single fused libtorch kernel (the one behind PyTorch's
-// `Adam(fused=True)`), with `step` the number of this step (from 1): the same update as the
-// nine separate operations it replaces, for a fraction of their dispatch cost on small models.
-int tdc_fused_adam(at::Tensor* param, at::Tensor* grad, at::Tensor* exp_avg, at::Tensor* exp_avg_sq,
-                   at::Tensor* step, double lr, double beta1, double beta2, double eps, char** err) {
-  return guarded(err, [&] {
-    at::NoGradGuard no_grad;
-    at::_fused_adam_({*param}, {*grad}, {*exp_avg}, {*exp_avg_sq}, {}, {*step}, lr, beta1, beta2,
-                     /*weight_decay=*/0.0, eps, /*amsgrad=*/false, /*maximize=*/false);
-  });
-}
-
 // A gradient reducer over `n` parameters given bucket by bucket: bucket k holds the next
 // bucket_sizes[k] entries of `params` (and of `slots`, each parameter's range of flats[k]).
 // With bf16 set, buckets travel as bf16 copies.
@@ -458,6 +407,9 @@ int tdc_reducer_create(TdcGroup* g, at::Tensor** params, at::Tensor** slots, siz
       accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
           [weak, i](const torch::autograd::variable_list& outputs,
                     const torch::autograd::variable_list&) {
+            // weak_ptr::lock and on_gradient never throw. Copying `outputs` (the hook's
+            // required result) can only fail out of memory, and that is autograd's to carry
+            // to the backward call, as it does for its own allocations.
             if (auto live = weak.lock()) live->on_gradient(i);
             return outputs;
           }));
@@ -468,9 +420,11 @@ int tdc_reducer_create(TdcGroup* g, at::Tensor** params, at::Tensor** slots, siz
 }
 
 // From now until the next finish, buckets are all-reduced as backward completes them.
-void tdc_reducer_arm(TdcReducer* r) {
-  std::lock_guard<std::mutex> lock(r->state->mu);
-  r->state->armed = true;
+int tdc_reducer_arm(TdcReducer* r, char** err) {
+  return guarded(err, [&] {
+    std::lock_guard<std::mutex> lock(r->state->mu);
+    r->state->armed = true;
+  });
 }
 
 // Starts what backward did not, waits for every bucket, averages over `world` ranks. `params`
@@ -489,12 +443,7 @@ int tdc_reducer_finish(TdcReducer* r, at::Tensor** params, size_t n, int world, 
   });
 }
 
-void tdc_reducer_free(TdcReducer* r) {
-  try {
-    delete r;
-  } catch (...) {
-  }
-}
+void tdc_reducer_free(TdcReducer* r) noexcept { delete r; }
 
 int tdc_barrier(TdcGroup* g, char** err) {
   return guarded(err, [&] { wait_work(g->backend->barrier()); });

@@ -9,5 +9,6 @@ pub mod logging;
 pub mod nn;
 pub mod play;
 pub mod seeds;
+pub mod torch_ops;
 pub mod train;
 pub mod version;

@@ -26,7 +26,9 @@ const MI_DEFAULT_PURGE_DELAY: std::ffi::c_long = 1000;
 /// (kernel `clear_page` was 9% of an Atari PPO profile). Resident memory stays at the run's
 /// peak. A value set through `MIMALLOC_PURGE_DELAY` is left alone.
 fn keep_freed_memory() {
-    // SAFETY: plain option accessors of the allocator linked into this binary.
+    // SAFETY: mi_option_get/set take an option index and a value and touch only mimalloc's own
+    // option table, which they may do from any thread; the index is this pinned version's purge
+    // delay (checked by the test below).
     unsafe {
         if libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) == MI_DEFAULT_PURGE_DELAY
             && std::env::var_os("MIMALLOC_PURGE_DELAY").is_none()
@@ -251,6 +253,8 @@ mod tests {
     /// (default 10 ms, settable to -1), and its neighbours are not.
     #[test]
     fn the_purge_delay_option_index_is_right() {
+        // SAFETY: reads one entry of mimalloc's option table by a valid index (below
+        // _mi_option_last, asserted here); no memory of ours is involved.
         unsafe {
             let before = libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY);
             if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
@@ -266,6 +270,7 @@ mod tests {
         keep_freed_memory();
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             assert_eq!(
+                // SAFETY: as above, a read of a valid option index.
                 unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) },
                 -1
             );

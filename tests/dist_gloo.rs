@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{child_options, finish, free_port, options, role, spawn_rank};
 
+use tandem::dist::group::ReducerBucket;
 use tandem::dist::{DistError, ProcessGroup, ReduceOp, sched};
 use tch::{Kind, Tensor};
 
@@ -355,4 +356,56 @@ fn gloos_threads_get_a_short_time_slice_and_the_caller_keeps_its_own() {
         "{}",
         done.output
     );
+}
+
+/// The reducer's hooks run inside autograd. One that fails (here: a gradient of another shape
+/// than its bucket slot, which libtorch refuses to copy in) must keep the failure and let the
+/// sync report it with libtorch's message, instead of throwing into backward.
+#[test]
+fn a_failing_gradient_hook_is_reported_by_the_sync_with_libtorchs_message() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let p = Tensor::zeros([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let flat = Tensor::zeros([1], (Kind::Float, tch::Device::Cpu));
+        let bucket = ReducerBucket {
+            params: vec![&p],
+            slots: vec![flat.narrow(0, 0, 1)],
+            flat: flat.shallow_clone(),
+        };
+        let mut reducer = pg.gradient_reducer(&[bucket], false).unwrap();
+        // A [4] gradient for a [1] parameter: autograd accumulates into it (broadcasting), the
+        // hook's copy into the [1] slot then throws.
+        tandem::torch_ops::set_grad(&p, &Tensor::zeros([4], (Kind::Float, tch::Device::Cpu)))
+            .unwrap();
+        reducer.arm().unwrap();
+        (&p * 3.0).sum(Kind::Float).backward();
+        println!("backward returned");
+        let err = reducer.finish(&[p.shallow_clone()]).unwrap_err();
+        println!("sync: {err}");
+        pg.shutdown(Duration::from_secs(20)).unwrap();
+        return;
+    }
+    let port = free_port();
+    let test = "a_failing_gradient_hook_is_reported_by_the_sync_with_libtorchs_message";
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
+        .collect();
+    for child in ranks {
+        let done = finish(child, Duration::from_secs(60));
+        assert!(done.success, "{}", done.output);
+        assert!(done.output.contains("backward returned"), "{}", done.output);
+        assert!(
+            done.output
+                .contains("sync: gradient sync failed: gradient hook of parameter 0: "),
+            "{}",
+            done.output
+        );
+        // libtorch's own words for the refused copy.
+        assert!(
+            done.output
+                .contains("output with shape [1] doesn't match the broadcast shape [4]"),
+            "{}",
+            done.output
+        );
+    }
 }

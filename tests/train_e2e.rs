@@ -473,6 +473,8 @@ fn a_rank_killed_mid_training_stops_the_job_with_its_name() {
         })
         .expect("rank 1's process");
     let killed_at = Instant::now();
+    // SAFETY: kill(2) takes plain integers and touches no memory; `rank1` is a live worker of
+    // the launcher this test still waits for, so the pid names that process.
     unsafe {
         libc::kill(rank1 as i32, libc::SIGKILL);
     }
@@ -498,6 +500,8 @@ fn ctrl_c_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     wait_for("training to start", Duration::from_secs(60), || {
         std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
     });
+    // SAFETY: kill(2) takes plain integers and touches no memory; `pid` is the launcher this
+    // test started and has not reaped.
     unsafe {
         libc::kill(pid as i32, libc::SIGINT);
     }
@@ -585,6 +589,65 @@ fn ranks_started_with_different_configs_are_refused() {
         assert!(!out.status.success(), "{all}");
         assert!(all.contains("config-hash differs"), "{all}");
     }
+}
+
+/// Ranks an external launcher (torchrun and the like) starts, with RANK and WORLD_SIZE set, run
+/// the same canonical text a spawned worker gets: rank 0 writes it to the run directory, and
+/// every rank's config hash is that text's.
+#[test]
+fn torchrun_style_ranks_run_the_canonical_config_and_rank_0_records_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = fresh_dir("torchrun");
+    let sets = ["devices=cpu cpu", "train.max-steps=4096"];
+    let ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let mut cmd = tandem();
+            cmd.arg("train")
+                .arg(config("ppo-cartpole.kdl"))
+                .arg("--run-dir")
+                .arg(&dir)
+                .arg("--quiet");
+            for s in sets {
+                cmd.args(["--set", s]);
+            }
+            cmd.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in ranks {
+        let out = wait_with_limit(child, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let mut resolve = tandem();
+    resolve.arg("resolve").arg(config("ppo-cartpole.kdl"));
+    for s in sets {
+        resolve.args(["--set", s]);
+    }
+    let canonical = run(&mut resolve, Duration::from_secs(30));
+    assert!(canonical.status.success(), "{}", text(&canonical));
+    let recorded = std::fs::read_to_string(dir.join("resolved.kdl")).unwrap();
+    assert_eq!(recorded, String::from_utf8(canonical.stdout).unwrap());
+    let hash = std::fs::read_to_string(dir.join("resolved.sha256")).unwrap();
+    for rank in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("rank {rank}/2 on cpu")) && log.contains(&hash.trim()[..12]),
+            "rank {rank}'s log does not name config {}:\n{log}",
+            &hash[..12]
+        );
+    }
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
 }
 
 #[test]
@@ -687,6 +750,9 @@ fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         let workers = children_of(child.id());
         for w in workers.iter().chain(std::iter::once(&child.id())) {
+            // SAFETY: kill(2) takes plain integers and touches no memory; the pids are the
+            // unreaped launcher and the workers it was running a moment ago (a worker that
+            // already exited leaves a pid nobody else has yet: the launcher has not reaped it).
             unsafe {
                 libc::kill(*w as i32, libc::SIGKILL);
             }

@@ -124,7 +124,7 @@ impl Optimizer {
                 if existing.defined() {
                     grad.copy_(&existing);
                 }
-                crate::dist::group::set_grad(p, &grad)
+                crate::torch_ops::set_grad(p, &grad)
                     .with_context(|| format!("optimizer: installing the gradient of {name}"))?;
                 grad_ptrs.push(grad.data_ptr() as usize);
             }
@@ -275,7 +275,7 @@ impl Optimizer {
                 // the same arithmetic written out takes nine, and on small models the
                 // per-operation overhead is most of a step.
                 let _ = self.step_number.fill_(self.steps as f64);
-                crate::dist::group::fused_adam(
+                crate::torch_ops::fused_adam(
                     theta,
                     g,
                     &self.first_moment,

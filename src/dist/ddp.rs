@@ -43,6 +43,9 @@ pub struct Ddp {
     buckets: Vec<Vec<usize>>,
     /// Runs the all-reduce policy's collectives, overlapped with backward (world size > 1).
     reducer: Option<GradientReducer>,
+    /// Why the last [`Ddp::before_backward`] could not arm the reducer, for the
+    /// [`Ddp::sync_gradients`] that ends that step to report (arming itself reports nothing).
+    arm_failure: Option<super::DistError>,
     updates: u64,
     /// Time spent in collectives since the last [`Ddp::take_sync_time`].
     sync_time: Duration,
@@ -98,6 +101,7 @@ impl Ddp {
             policy,
             buckets,
             reducer,
+            arm_failure: None,
             updates: 0,
             sync_time: Duration::ZERO,
         })
@@ -131,9 +135,12 @@ impl Ddp {
 
     /// The next backward pass ends a gradient step (not a micro-batch of one): under the
     /// all-reduce policy, buckets are all-reduced while backward is still running.
+    /// A failure to arm is reported by the step's [`Ddp::sync_gradients`].
     pub fn before_backward(&mut self) {
-        if let Some(reducer) = &mut self.reducer {
-            reducer.arm();
+        if let Some(reducer) = &mut self.reducer
+            && let Err(e) = reducer.arm()
+        {
+            self.arm_failure.get_or_insert(e);
         }
     }
 
@@ -164,6 +171,9 @@ impl Ddp {
 
     /// After backward: makes the gradients what this policy wants stepped on.
     pub fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {
+        if let Some(e) = self.arm_failure.take() {
+            return Err(e.into());
+        }
         if self.pg.world_size() == 1 {
             return Ok(());
         }
@@ -344,7 +354,7 @@ fn build_reducer(
                     if existing.defined() {
                         slot.copy_(&existing);
                     }
-                    super::group::set_grad(&params[i], &slot)?;
+                    crate::torch_ops::set_grad(&params[i], &slot)?;
                 }
                 slots.push(slot);
                 at += n;

@@ -116,20 +116,6 @@ unsafe extern "C" {
         input: *mut C_tensor,
         err: *mut *mut c_char,
     ) -> c_int;
-    pub fn tdc_set_grad(param: *mut C_tensor, grad: *mut C_tensor, err: *mut *mut c_char) -> c_int;
-    #[allow(clippy::too_many_arguments)]
-    pub fn tdc_fused_adam(
-        param: *mut C_tensor,
-        grad: *mut C_tensor,
-        exp_avg: *mut C_tensor,
-        exp_avg_sq: *mut C_tensor,
-        step: *mut C_tensor,
-        lr: f64,
-        beta1: f64,
-        beta2: f64,
-        eps: f64,
-        err: *mut *mut c_char,
-    ) -> c_int;
     pub fn tdc_barrier(group: *mut TdcGroup, err: *mut *mut c_char) -> c_int;
 
     #[allow(clippy::too_many_arguments)]
@@ -145,7 +131,7 @@ unsafe extern "C" {
         out: *mut *mut TdcReducer,
         err: *mut *mut c_char,
     ) -> c_int;
-    pub fn tdc_reducer_arm(reducer: *mut TdcReducer);
+    pub fn tdc_reducer_arm(reducer: *mut TdcReducer, err: *mut *mut c_char) -> c_int;
     pub fn tdc_reducer_finish(
         reducer: *mut TdcReducer,
         params: *mut *mut C_tensor,

@@ -48,6 +48,7 @@ impl Backend {
 /// The collective backends this binary was built with.
 pub fn compiled_backends() -> Vec<&'static str> {
     let mut out = vec!["gloo"];
+    // SAFETY: takes no arguments and only returns a constant of the shim's build.
     if unsafe { ffi::tdc_nccl_compiled() } != 0 {
         out.push("nccl");
     }
@@ -56,56 +57,17 @@ pub fn compiled_backends() -> Vec<&'static str> {
 
 /// The libtorch version the c10d shim was compiled against.
 pub fn libtorch_version() -> String {
+    // SAFETY: the shim returns a pointer to a NUL-terminated string literal, valid for the whole
+    // program and never written.
     unsafe { CStr::from_ptr(ffi::tdc_torch_version()) }
         .to_string_lossy()
         .into_owned()
 }
 
-/// Makes `grad` the gradient of `param` (a view into a bucket, typically): autograd accumulates
-/// into it in place from then on.
-pub(crate) fn set_grad(param: &Tensor, grad: &Tensor) -> Result<()> {
-    let mut p = param.shallow_clone();
-    let mut g = grad.shallow_clone();
-    let mut err = std::ptr::null_mut();
-    let rc = unsafe { ffi::tdc_set_grad(p.as_mut_ptr(), g.as_mut_ptr(), &mut err) };
-    check(rc, err, "setting a gradient buffer")
-}
-
-/// One Adam step (PyTorch's form, no weight decay) on flat tensors, in libtorch's fused kernel;
-/// `step` is a 0-dim float tensor on the parameters' device holding this step's number (from 1).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn fused_adam(
-    param: &Tensor,
-    grad: &Tensor,
-    exp_avg: &Tensor,
-    exp_avg_sq: &Tensor,
-    step: &Tensor,
-    lr: f64,
-    (beta1, beta2, eps): (f64, f64, f64),
-) -> Result<()> {
-    let [mut p, mut g, mut m, mut v, mut t] =
-        [param, grad, exp_avg, exp_avg_sq, step].map(Tensor::shallow_clone);
-    let mut err = std::ptr::null_mut();
-    let rc = unsafe {
-        ffi::tdc_fused_adam(
-            p.as_mut_ptr(),
-            g.as_mut_ptr(),
-            m.as_mut_ptr(),
-            v.as_mut_ptr(),
-            t.as_mut_ptr(),
-            lr,
-            beta1,
-            beta2,
-            eps,
-            &mut err,
-        )
-    };
-    check(rc, err, "the fused Adam step")
-}
-
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
 pub fn set_cuda_device(index: usize) -> Result<()> {
     let mut err = std::ptr::null_mut();
+    // SAFETY: `err` is a valid out-pointer for the message, which `check` takes and frees.
     let rc = unsafe { ffi::tdc_set_cuda_device(index as c_int, &mut err) };
     check(rc, err, &format!("binding cuda:{index}"))
 }
@@ -134,9 +96,13 @@ fn take_error(err: *mut c_char, context: &str) -> DistError {
     let message = if err.is_null() {
         "no message from c10d".to_string()
     } else {
+        // SAFETY: a non-null `err` after a failed shim call is the shim's malloc'ed,
+        // NUL-terminated message, owned by us from then on and not yet freed.
         let text = unsafe { CStr::from_ptr(err) }
             .to_string_lossy()
             .into_owned();
+        // SAFETY: `err` came from the shim's malloc and is freed exactly once, here, after the
+        // last read of it (the text was copied out above).
         unsafe { ffi::tdc_free(err.cast()) };
         text
     };
@@ -161,6 +127,11 @@ fn cstring(s: &str, what: &str) -> Result<CString> {
 /// Raw pointers that are moved into a deadline thread. c10d's store and groups are thread-safe
 /// for the calls we make on them.
 struct SendPtr<T>(*mut T);
+// SAFETY: a SendPtr only carries a TdcStore or TdcGroup pointer between threads. The C++ objects
+// behind them are not tied to the thread that made them (TCPStore locks its socket, a process
+// group's creation and use need no particular thread), and whoever receives the pointer is
+// the only one to use it in that call: the store's owner keeps it alive meanwhile (see
+// `create_group`), and a freshly created object is handed back to the thread that will own it.
 unsafe impl<T> Send for SendPtr<T> {}
 
 /// Runs `f` on its own thread and gives up after `timeout`. On timeout the thread is left
@@ -199,8 +170,11 @@ pub struct Store {
     port: u16,
 }
 
-// TCPStore guards its client socket with a mutex.
+// SAFETY: `raw` is owned by this Store alone (freed once, in Drop) and the C++ TCPStore behind it
+// may be used and destroyed from any thread.
 unsafe impl Send for Store {}
+// SAFETY: every method takes `&self` and calls TCPStore's set/get/check/add, which serialise on
+// the client's own mutex, so concurrent calls from several threads are sound.
 unsafe impl Sync for Store {}
 
 impl Store {
@@ -228,6 +202,9 @@ impl Store {
             let mut out = std::ptr::null_mut();
             let mut bound = 0u16;
             let mut err = std::ptr::null_mut();
+            // SAFETY: `host` is a NUL-terminated string owned by this closure for the whole
+            // call; `out`, `bound` and `err` are valid out-pointers on this stack frame. The
+            // store pointer written to `out` on success is owned by the Store built from it.
             let rc = unsafe {
                 ffi::tdc_store_create(
                     host.as_ptr(),
@@ -261,6 +238,8 @@ impl Store {
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = cstring(key, "a store key")?;
         let mut err = std::ptr::null_mut();
+        // SAFETY: `self.raw` is the live store this Store owns; `k` is NUL-terminated and
+        // `value` a slice of `value.len()` bytes, both borrowed for the call, which copies them.
         let rc = unsafe {
             ffi::tdc_store_set(self.raw, k.as_ptr(), value.as_ptr(), value.len(), &mut err)
         };
@@ -269,6 +248,7 @@ impl Store {
         // does get a reply, on the same connection, returns only after the server applied it.
         let mut present: c_int = 0;
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned store, NUL-terminated key alive for the call, valid out-pointers.
         let rc = unsafe { ffi::tdc_store_check(self.raw, k.as_ptr(), &mut present, &mut err) };
         check(rc, err, &format!("confirming store key {key:?}"))
     }
@@ -279,6 +259,8 @@ impl Store {
         let mut len = 0usize;
         let mut found: c_int = 0;
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned store, NUL-terminated key alive for the call; `data`, `len`,
+        // `found` and `err` are valid out-pointers on this frame.
         let rc = unsafe {
             ffi::tdc_store_try_get(
                 self.raw,
@@ -293,7 +275,10 @@ impl Store {
         if found == 0 {
             return Ok(None);
         }
+        // SAFETY: with `found` set, the shim malloc'ed `data` with at least `len` initialised
+        // bytes (never null: it allocates one byte for an empty value); it is copied out here.
         let value = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        // SAFETY: `data` is the shim's malloc'ed buffer, freed once, after the copy above.
         unsafe { ffi::tdc_free(data.cast()) };
         Ok(Some(value))
     }
@@ -335,6 +320,7 @@ impl Store {
         let k = cstring(key, "a store key")?;
         let mut out = 0i64;
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned store, NUL-terminated key alive for the call, valid out-pointers.
         let rc = unsafe { ffi::tdc_store_add(self.raw, k.as_ptr(), delta, &mut out, &mut err) };
         check(rc, err, &format!("adding to store key {key:?}"))?;
         Ok(out)
@@ -343,6 +329,9 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        // SAFETY: `raw` came from a successful tdc_store_create and is freed exactly once; no
+        // other owner exists (groups keep the store through an Arc of this Store, so it is not
+        // dropped while one still uses it).
         unsafe { ffi::tdc_store_free(self.raw) };
     }
 }
@@ -441,6 +430,9 @@ pub struct ProcessGroup {
     communication_slice: std::result::Result<Option<Duration>, String>,
 }
 
+// SAFETY: `raw` is owned by this ProcessGroup alone and a c10d backend may be used from, and
+// destroyed on, any thread. It is not Sync: collectives must be issued in the same order on
+// every rank, which one thread at a time guarantees.
 unsafe impl Send for ProcessGroup {}
 
 impl ProcessGroup {
@@ -555,6 +547,9 @@ impl ProcessGroup {
         let mut ptrs: Vec<*mut torch_sys::C_tensor> =
             tensors.iter_mut().map(|t| t.as_mut_ptr()).collect();
         let mut err = std::ptr::null_mut();
+        // SAFETY: `self.raw` is the live group this ProcessGroup owns; `ptrs` holds
+        // `ptrs.len()` tensor pointers of `tensors`, which are borrowed mutably for the call
+        // (the collective waits before returning, so nothing keeps them afterwards).
         let rc = unsafe {
             ffi::tdc_allreduce(self.raw, ptrs.as_mut_ptr(), ptrs.len(), op.code(), &mut err)
         };
@@ -591,6 +586,8 @@ impl ProcessGroup {
         self.check_root(root)?;
         let mut err = std::ptr::null_mut();
         let rc =
+            // SAFETY: live owned group; `tensor` is borrowed mutably for the whole (waited-for)
+            // collective; `root` was checked to be inside the world; `err` is a valid out-pointer.
             unsafe { ffi::tdc_broadcast(self.raw, tensor.as_mut_ptr(), root as c_int, &mut err) };
         check(rc, err, &format!("broadcast from rank {root}"))
     }
@@ -611,6 +608,8 @@ impl ProcessGroup {
         self.ensure_layout(layout, &[&*tensor])?;
         self.check_root(root)?;
         let mut err = std::ptr::null_mut();
+        // SAFETY: as for broadcast: live owned group, `tensor` borrowed mutably for the
+        // waited-for collective, `root` checked, valid out-pointer.
         let rc = unsafe {
             ffi::tdc_reduce(
                 self.raw,
@@ -646,6 +645,8 @@ impl ProcessGroup {
             outputs.iter_mut().map(|t| t.as_mut_ptr()).collect();
         let mut input = tensor.shallow_clone();
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned group; `ptrs` holds exactly `world_size` pointers to `outputs`,
+        // each shaped like `input` (empty_like), all owned by this frame for the waited-for call.
         let rc = unsafe {
             ffi::tdc_allgather(
                 self.raw,
@@ -708,6 +709,7 @@ impl ProcessGroup {
 
     pub fn barrier(&self) -> Result<()> {
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned group, valid out-pointer.
         let rc = unsafe { ffi::tdc_barrier(self.raw, &mut err) };
         check(rc, err, "barrier")
     }
@@ -754,6 +756,9 @@ fn create_group(
         let store_ptr = store_ptr;
         let mut out = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
+        // SAFETY: `store_ptr` is the live store that `_keep` holds alive for this whole closure;
+        // `host` is NUL-terminated and owned by the closure; `out` and `err` are valid
+        // out-pointers. On success the new group is owned by the ProcessGroup built from it.
         let rc = unsafe {
             match backend {
                 Backend::Gloo => ffi::tdc_group_create_gloo(
@@ -797,6 +802,8 @@ fn interface_host(master_addr: &str) -> String {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        // SAFETY: `raw` came from a successful group creation and is freed exactly once. A
+        // reducer built on it keeps its own reference to the backend, so it may outlive this.
         unsafe { ffi::tdc_group_free(self.raw) };
     }
 }
@@ -809,6 +816,9 @@ pub struct GradientReducer {
     world_size: usize,
 }
 
+// SAFETY: `raw` is owned by this GradientReducer alone; the C++ state behind it is guarded by its
+// own mutex, which is what autograd's threads take when they run its hooks, so arming,
+// finishing and dropping it from another thread than the creator's is sound.
 unsafe impl Send for GradientReducer {}
 
 /// One bucket of a [`GradientReducer`]: its parameters, each one's range of the bucket's memory,
@@ -851,6 +861,10 @@ impl ProcessGroup {
         let mut flats = pointers(&mut flat_handles);
         let mut raw = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned group; `params` and `slots` hold `params.len()` tensor pointers and
+        // `flats` `flats.len()`, into handles owned by this frame until the call returns (the
+        // shim takes its own references); `sizes` has one entry per flat, and they add up to
+        // `params.len()` (the shim checks); `raw` and `err` are valid out-pointers.
         let rc = unsafe {
             ffi::tdc_reducer_create(
                 self.raw,
@@ -877,8 +891,11 @@ impl GradientReducer {
     /// The next backward pass ends a gradient step: start all-reducing buckets as it completes
     /// them. Without this (a micro-batch's backward under gradient accumulation), gradients only
     /// accumulate and [`GradientReducer::finish`] reduces them all.
-    pub fn arm(&mut self) {
-        unsafe { ffi::tdc_reducer_arm(self.raw) };
+    pub fn arm(&mut self) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: `self.raw` is the live reducer this value owns; valid out-pointer.
+        let rc = unsafe { ffi::tdc_reducer_arm(self.raw, &mut err) };
+        check(rc, err, "arming the gradient reducer")
     }
 
     /// Starts the buckets backward did not, waits for all of them and divides by the world size:
@@ -890,6 +907,8 @@ impl GradientReducer {
         let mut pointers: Vec<*mut torch_sys::C_tensor> =
             handles.iter_mut().map(|t| t.as_mut_ptr()).collect();
         let mut err = std::ptr::null_mut();
+        // SAFETY: live owned reducer; `pointers` holds `pointers.len()` pointers into `handles`,
+        // owned by this frame for the call, which waits for every collective it started.
         let rc = unsafe {
             ffi::tdc_reducer_finish(
                 self.raw,
@@ -905,6 +924,8 @@ impl GradientReducer {
 
 impl Drop for GradientReducer {
     fn drop(&mut self) {
+        // SAFETY: `raw` came from a successful tdc_reducer_create and is freed exactly once; the
+        // hooks it registered hold it weakly and do nothing once it is gone.
         unsafe { ffi::tdc_reducer_free(self.raw) };
     }
 }

@@ -149,6 +149,8 @@ fn install_signal_counter() -> Result<Arc<AtomicUsize>> {
     let count = Arc::new(AtomicUsize::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let c = Arc::clone(&count);
+        // SAFETY: the handler only does an atomic add on an Arc'd counter it owns: no locks, no
+        // allocation, nothing that is not async-signal-safe, as `register` requires.
         unsafe {
             signal_hook::low_level::register(sig, move || {
                 c.fetch_add(1, Ordering::SeqCst);
@@ -166,6 +168,8 @@ struct Rank {
 }
 
 fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child we
+    // have not reaped yet (callers skip the finished ones), so it cannot name a recycled pid.
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
     }
@@ -217,6 +221,9 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         if req.quiet {
             cmd.arg("--quiet");
         }
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
+        // touches no memory, locks or allocator.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(|| {
@@ -317,6 +324,8 @@ fn status_signal(status: &std::process::ExitStatus) -> i32 {
 fn kill_all(children: &mut [Rank]) {
     for c in children.iter_mut().filter(|c| c.done.is_none()) {
         // The worker's whole process group, in case it started helpers of its own.
+        // SAFETY: killpg(2) takes plain integers; the group is the unreaped child's own (it made
+        // itself a group leader before exec), so its id cannot have been recycled.
         unsafe {
             libc::killpg(c.child.id() as libc::pid_t, libc::SIGKILL);
         }
@@ -389,9 +398,56 @@ fn env_var<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
     }
 }
 
-/// Resolves the experiment (or the resumed run's own config) once and either launches the local
-/// workers or, under an external launcher that set RANK and WORLD_SIZE, becomes that rank.
+/// Resolves the experiment (or the resumed run's own config) once, into its canonical text, and
+/// either launches the local workers or, under an external launcher that set RANK and
+/// WORLD_SIZE, becomes that rank. Either way what runs is the canonical text, read back by
+/// [`worker::parse_config`] exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
+    let canonical = resolve_canonical(&req)?;
+    // Standard launcher variables (torchrun, Slurm wrappers, Kubernetes jobs): this process is
+    // one rank; it neither spawns nor supervises.
+    let env_rank: Option<usize> = env_var("RANK")?;
+    let env_world: Option<usize> = env_var("WORLD_SIZE")?;
+    if let (Some(rank), Some(world)) = (env_rank, env_world) {
+        return external_rank(&req, rank, world, canonical);
+    }
+    let (experiment, hash) = worker::parse_config(&canonical)?;
+
+    if req.nnodes > 1 && (req.node_rank.is_none() || req.master_port.is_none()) {
+        return Err(UsageError(
+            "--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)"
+                .into(),
+        )
+        .into());
+    }
+    let run_dir = match (&req.resume, &req.run_dir) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => default_run_dir(&experiment.name),
+    };
+    let request = LaunchRequest {
+        experiment,
+        canonical,
+        hash,
+        run_dir,
+        resume: req.resume.is_some(),
+        layout: JobLayout {
+            nnodes: req.nnodes,
+            node_rank: req.node_rank.unwrap_or(0),
+            master_addr: req
+                .master_addr
+                .clone()
+                .unwrap_or_else(|| "127.0.0.1".into()),
+            master_port: req.master_port,
+        },
+        quiet: req.quiet,
+    };
+    launch(&request)
+}
+
+/// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
+/// `--set` and `--max-steps` applied), in canonical text: the one form any rank is handed.
+fn resolve_canonical(req: &TrainRequest) -> Result<String> {
     let mut sets = req.sets.clone();
     if let Some(n) = req.max_steps {
         sets.push(format!("train.max-steps={n}"));
@@ -424,96 +480,71 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let resolved = tandem_config::resolve(&source, &sets)
         .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
-    let experiment = resolved.experiment;
-    let canonical = tandem_config::canonical_kdl(&experiment);
-    let hash = tandem_config::config_hash(&experiment);
+    Ok(tandem_config::canonical_kdl(&resolved.experiment))
+}
 
-    // Standard launcher variables (torchrun, Slurm wrappers, Kubernetes jobs): this process is
-    // one rank; it neither spawns nor supervises.
-    let env_rank: Option<usize> = env_var("RANK")?;
-    let env_world: Option<usize> = env_var("WORLD_SIZE")?;
-    if let (Some(rank), Some(world)) = (env_rank, env_world) {
-        let run_dir = req
-            .resume
-            .clone()
-            .or(req.run_dir.clone())
-            .unwrap_or_else(|| {
-                PathBuf::from("runs")
-                    .join(&experiment.name)
-                    .join(format!("job-{}", &hash[..12]))
-            });
-        let layout = JobLayout {
-            nnodes: 1,
-            node_rank: 0,
-            master_addr: std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into()),
-            master_port: env_var("MASTER_PORT")?,
-        };
-        let request = LaunchRequest {
-            experiment: experiment.clone(),
+/// This process is rank `rank` of a job an external launcher (torchrun and the like) started:
+/// every rank is its own process with the same command line, so each resolves the source
+/// itself, and the rendezvous refuses ranks whose canonical texts (their hashes) differ. From
+/// the text on, it is a spawned worker: [`worker::run_with_config`], which parses the text
+/// again, checks this rank's device against it and runs.
+fn external_rank(
+    req: &TrainRequest,
+    rank: usize,
+    world: usize,
+    canonical: String,
+) -> Result<ExitCode> {
+    let (experiment, hash) = worker::parse_config(&canonical)?;
+    let run_dir = req
+        .resume
+        .clone()
+        .or(req.run_dir.clone())
+        .unwrap_or_else(|| {
+            PathBuf::from("runs")
+                .join(&experiment.name)
+                .join(format!("job-{}", &hash[..12]))
+        });
+    let master_addr = std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
+    let master_port = env_var("MASTER_PORT")?
+        .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?;
+    let device = experiment
+        .devices
+        .get(rank)
+        .map(|d| d.to_string())
+        .with_context(|| {
+            format!(
+                "RANK={rank} but the experiment lists {} device(s)",
+                experiment.world_size()
+            )
+        })?;
+    let resume = req.resume.is_some();
+    if rank == 0 {
+        prepare_run_dir(&LaunchRequest {
+            experiment,
             canonical: canonical.clone(),
-            hash: hash.clone(),
+            hash,
             run_dir: run_dir.clone(),
-            resume: req.resume.is_some(),
-            layout: layout.clone(),
+            resume,
+            layout: JobLayout {
+                nnodes: 1,
+                node_rank: 0,
+                master_addr: master_addr.clone(),
+                master_port: Some(master_port),
+            },
             quiet: req.quiet,
-        };
-        if rank == 0 {
-            prepare_run_dir(&request)?;
-        }
-        let args = worker::WorkerArgs {
-            rank,
-            world_size: world,
-            local_rank: env_var("LOCAL_RANK")?.unwrap_or(0),
-            local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(1),
-            device: experiment
-                .devices
-                .get(rank)
-                .map(|d| d.to_string())
-                .with_context(|| {
-                    format!(
-                        "RANK={rank} but the experiment lists {} device(s)",
-                        experiment.world_size()
-                    )
-                })?,
-            master_addr: layout.master_addr.clone(),
-            master_port: layout
-                .master_port
-                .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?,
-            run_dir,
-            resume: req.resume.is_some(),
-            quiet: req.quiet,
-        };
-        return Ok(worker::run_with_config(args, &canonical));
+        })?;
     }
-
-    if req.nnodes > 1 && (req.node_rank.is_none() || req.master_port.is_none()) {
-        return Err(UsageError(
-            "--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)"
-                .into(),
-        )
-        .into());
-    }
-    let run_dir = match (&req.resume, &req.run_dir) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) => dir.clone(),
-        (None, None) => default_run_dir(&experiment.name),
-    };
-    let request = LaunchRequest {
-        experiment,
-        canonical,
-        hash,
+    let args = worker::WorkerArgs {
+        rank,
+        world_size: world,
+        local_rank: env_var("LOCAL_RANK")?.unwrap_or(0),
+        local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(1),
+        device,
+        master_addr,
+        master_port,
         run_dir,
-        resume: req.resume.is_some(),
-        layout: JobLayout {
-            nnodes: req.nnodes,
-            node_rank: req.node_rank.unwrap_or(0),
-            master_addr: req
-                .master_addr
-                .clone()
-                .unwrap_or_else(|| "127.0.0.1".into()),
-            master_port: req.master_port,
-        },
+        resume,
         quiet: req.quiet,
     };
-    launch(&request)
+    Ok(worker::run_with_config(args, &canonical))
 }

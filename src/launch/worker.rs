@@ -67,14 +67,21 @@ fn fail(args: &WorkerArgs, error: anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+/// The experiment a canonical config text describes, and its hash: how every rank, and the
+/// launcher before it starts them, reads the resolved config.
+pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, String)> {
     let experiment = tandem_config::parse_canonical(canonical).map_err(|d| {
         anyhow!(
-            "the resolved config handed to this rank does not parse:\n{}",
+            "the resolved config (its canonical text) does not parse:\n{}",
             d.render(false)
         )
     })?;
     let hash = tandem_config::config_hash(&experiment);
+    Ok((experiment, hash))
+}
+
+fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+    let (experiment, hash) = parse_config(canonical)?;
     if args.world_size != experiment.world_size() {
         bail!(
             "this rank was started for a world of {} ranks, but the config lists {} device(s)",
@@ -201,9 +208,10 @@ pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<us
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
             .collect()
     };
-    // SAFETY: sched_getaffinity and sched_setaffinity read and write the set they are given,
-    // of the size given; pid 0 is this thread, whose mask later threads inherit.
+    // SAFETY: cpu_set_t is a plain bit array, for which all zeros is a valid (empty) set.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size` bytes into `allowed`, which is that large; pid 0
+    // is this thread, whose mask later threads inherit.
     if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
         bail!(
             "pin-cores: cannot read this process's CPU affinity: {}",
@@ -216,17 +224,23 @@ pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<us
         !mine.is_empty(),
         "pin-cores: this process may use no cores ({cores:?})"
     );
+    // SAFETY: all zeros is the empty cpu_set_t, as above.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &core in mine {
+        // SAFETY: sets a bit of a valid set; `core` came from CPU_ISSET's range, below
+        // CPU_SETSIZE, so the write stays inside it.
         unsafe { libc::CPU_SET(core, &mut set) };
     }
+    // SAFETY: the kernel reads `size` bytes of `set`, which is that large; pid 0 is this thread.
     if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
         bail!(
             "pin-cores: cannot pin local rank {local_rank} to cores {mine:?}: {}",
             std::io::Error::last_os_error()
         );
     }
+    // SAFETY: all zeros is the empty cpu_set_t, as above.
     let mut now: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as the first read: at most `size` bytes into `now`, which is that large.
     if unsafe { libc::sched_getaffinity(0, size, &mut now) } != 0 {
         bail!(
             "pin-cores: cannot read back the CPU affinity: {}",

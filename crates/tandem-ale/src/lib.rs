@@ -372,7 +372,8 @@ impl Ale {
             width: 0,
         };
         ale.actions = ale.read_actions(settings.full_action_space);
-        // SAFETY: live handle, valid out-pointers.
+        // SAFETY: `ale.handle` was just created and is owned by `ale`; the two out-pointers are
+        // fields of `ale`, valid and exclusively borrowed for the call.
         unsafe {
             ffi::tandem_ale_screen_dims(ale.handle.as_ptr(), &mut ale.height, &mut ale.width)
         };
@@ -449,31 +450,36 @@ impl Ale {
 
     /// Whether the game ended (not counting truncation by the frame limit).
     pub fn game_over(&self) -> bool {
-        // SAFETY: live handle.
+        // SAFETY: `self.handle` is the instance this Ale owns, valid until Drop; the getter
+        // takes no other pointer, and Ale is not Sync, so no other call runs on it meanwhile.
         unsafe { ffi::tandem_ale_game_over(self.handle.as_ptr()) != 0 }
     }
 
     /// Whether `max_num_frames_per_episode` cut the episode short.
     pub fn truncated(&self) -> bool {
-        // SAFETY: live handle.
+        // SAFETY: `self.handle` is the instance this Ale owns, valid until Drop; the getter
+        // takes no other pointer, and Ale is not Sync, so no other call runs on it meanwhile.
         unsafe { ffi::tandem_ale_game_truncated(self.handle.as_ptr()) != 0 }
     }
 
     /// Lives left, as the game's RAM reports them.
     pub fn lives(&self) -> i32 {
-        // SAFETY: live handle.
+        // SAFETY: `self.handle` is the instance this Ale owns, valid until Drop; the getter
+        // takes no other pointer, and Ale is not Sync, so no other call runs on it meanwhile.
         unsafe { ffi::tandem_ale_lives(self.handle.as_ptr()) }
     }
 
     /// Frames emulated since the ROM was loaded.
     pub fn frame_number(&self) -> i32 {
-        // SAFETY: live handle.
+        // SAFETY: `self.handle` is the instance this Ale owns, valid until Drop; the getter
+        // takes no other pointer, and Ale is not Sync, so no other call runs on it meanwhile.
         unsafe { ffi::tandem_ale_frame_number(self.handle.as_ptr()) }
     }
 
     /// Frames emulated since the last reset.
     pub fn episode_frame_number(&self) -> i32 {
-        // SAFETY: live handle.
+        // SAFETY: `self.handle` is the instance this Ale owns, valid until Drop; the getter
+        // takes no other pointer, and Ale is not Sync, so no other call runs on it meanwhile.
         unsafe { ffi::tandem_ale_episode_frame_number(self.handle.as_ptr()) }
     }
 

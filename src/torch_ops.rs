@@ -1,0 +1,109 @@
+//! The libtorch operations tandem needs that tch does not expose, over the C ABI in
+//! `csrc/torch_ops.cpp`: installing a parameter's gradient buffer ([`set_grad`]) and libtorch's
+//! fused Adam kernel ([`fused_adam`]). Nothing here is about other ranks; the c10d shim is
+//! `crate::dist`'s.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+/// A libtorch operation threw; `message` is the C++ exception's own text.
+#[derive(Debug, thiserror::Error)]
+#[error("{context} failed: {message}")]
+pub struct TorchOpError {
+    pub context: String,
+    pub message: String,
+}
+
+type Result<T> = std::result::Result<T, TorchOpError>;
+
+// Every fallible function returns 0 on success and 1 on failure, with a malloc'ed message in
+// `err` that must be released with `tto_free`.
+unsafe extern "C" {
+    fn tto_free(p: *mut c_void);
+    fn tto_set_grad(param: *mut C_tensor, grad: *mut C_tensor, err: *mut *mut c_char) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn tto_fused_adam(
+        param: *mut C_tensor,
+        grad: *mut C_tensor,
+        exp_avg: *mut C_tensor,
+        exp_avg_sq: *mut C_tensor,
+        step: *mut C_tensor,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        err: *mut *mut c_char,
+    ) -> c_int;
+}
+
+/// Makes `grad` the gradient of `param` (a view into a bucket, typically): autograd accumulates
+/// into it in place from then on.
+pub fn set_grad(param: &Tensor, grad: &Tensor) -> Result<()> {
+    let mut p = param.shallow_clone();
+    let mut g = grad.shallow_clone();
+    let mut err = std::ptr::null_mut();
+    // SAFETY: `p` and `g` are live tensors owned by this frame, so both `at::Tensor*` stay valid
+    // for the call; the shim copies the handle it keeps (a reference count), and `err` is a
+    // valid out-pointer it may fill with a message we free in `check`.
+    let rc = unsafe { tto_set_grad(p.as_mut_ptr(), g.as_mut_ptr(), &mut err) };
+    check(rc, err, "setting a gradient buffer")
+}
+
+/// One Adam step (PyTorch's form, no weight decay) on flat tensors, in libtorch's fused kernel;
+/// `step` is a 0-dim float tensor on the parameters' device holding this step's number (from 1).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_adam(
+    param: &Tensor,
+    grad: &Tensor,
+    exp_avg: &Tensor,
+    exp_avg_sq: &Tensor,
+    step: &Tensor,
+    lr: f64,
+    (beta1, beta2, eps): (f64, f64, f64),
+) -> Result<()> {
+    let [mut p, mut g, mut m, mut v, mut t] =
+        [param, grad, exp_avg, exp_avg_sq, step].map(Tensor::shallow_clone);
+    let mut err = std::ptr::null_mut();
+    // SAFETY: the five tensors are shallow clones owned by this frame, alive until the call
+    // returns; the kernel runs synchronously and keeps no pointer to them. Wrong shapes or
+    // devices make libtorch throw, which the shim turns into `rc` 1 and a message in `err`.
+    let rc = unsafe {
+        tto_fused_adam(
+            p.as_mut_ptr(),
+            g.as_mut_ptr(),
+            m.as_mut_ptr(),
+            v.as_mut_ptr(),
+            t.as_mut_ptr(),
+            lr,
+            beta1,
+            beta2,
+            eps,
+            &mut err,
+        )
+    };
+    check(rc, err, "the fused Adam step")
+}
+
+fn check(rc: c_int, err: *mut c_char, context: &str) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let message = if err.is_null() {
+        "no message from libtorch".to_string()
+    } else {
+        // SAFETY: a non-null `err` after a failed call is the shim's NUL-terminated malloc'ed
+        // copy, owned by us; it is read once here and freed right after, never used again.
+        let text = unsafe { CStr::from_ptr(err) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: `err` came from the shim's malloc and is freed exactly once, by its own free.
+        unsafe { tto_free(err.cast()) };
+        text
+    };
+    Err(TorchOpError {
+        context: context.to_string(),
+        message,
+    })
+}
