@@ -96,8 +96,12 @@ fn main() {
                 .collect()
         })
         .collect();
-    let quantised = seconds(|| encode_gif(width, height, &many_colours, 4).unwrap());
-    let exact = seconds(|| encode_gif(width, height, &game_like, 4).unwrap());
+    let quantised = seconds(|| {
+        std::hint::black_box(encode_gif(width, height, &many_colours, 4).unwrap());
+    });
+    let exact = seconds(|| {
+        std::hint::black_box(encode_gif(width, height, &game_like, 4).unwrap());
+    });
     report(
         "GIF 160x210, quantised vs exact palette",
         quantised,
