@@ -252,7 +252,10 @@ fn experiments_dir() -> PathBuf {
 fn example_files() -> Vec<String> {
     let mut files = Vec::new();
     for sub in ["", "include/"] {
-        for entry in std::fs::read_dir(experiments_dir().join(sub)).unwrap().flatten() {
+        for entry in std::fs::read_dir(experiments_dir().join(sub))
+            .unwrap()
+            .flatten()
+        {
             let name = entry.file_name().into_string().unwrap();
             if name.ends_with(".kdl") && entry.file_type().unwrap().is_file() {
                 files.push(format!("{sub}{name}"));
@@ -261,6 +264,19 @@ fn example_files() -> Vec<String> {
     }
     files.sort();
     files
+}
+
+/// Where `claim` is made, as `experiments/FILE:LINE` (the first comment line holding its
+/// phrase; the file alone when none does).
+fn place(claim: &Claim) -> String {
+    let text = std::fs::read_to_string(experiments_dir().join(claim.file)).unwrap_or_default();
+    match comments(&text)
+        .iter()
+        .find(|(_, c)| c.contains(claim.phrase))
+    {
+        Some((line, _)) => format!("experiments/{}:{line}", claim.file),
+        None => format!("experiments/{}", claim.file),
+    }
 }
 
 /// The comments of a KDL text as (1-based line, comment text), one entry per line a comment
@@ -401,13 +417,14 @@ fn the_settings_that_example_comments_restate_hold() {
         match tandem_config::resolve(&source, &sets) {
             Ok(resolved) if holds(&resolved.experiment) => {}
             Ok(_) => problems.push(format!(
-                "experiments/{}: {:?} does not hold for experiments/{resolve} {sets:?}",
-                claim.file, claim.phrase
+                "{}: {:?} does not hold for experiments/{resolve} {sets:?}",
+                place(claim),
+                claim.phrase
             )),
             Err(diagnostics) => problems.push(format!(
-                "experiments/{}: {:?}: experiments/{resolve} {sets:?} does not resolve: \
-                 {diagnostics:?}",
-                claim.file, claim.phrase
+                "{}: {:?}: experiments/{resolve} {sets:?} does not resolve: {diagnostics:?}",
+                place(claim),
+                claim.phrase
             )),
         }
     }
@@ -426,8 +443,9 @@ fn the_tests_that_check_example_figures_exist() {
         let source = std::fs::read_to_string(&path).unwrap_or_default();
         if !source.contains(&format!("#[test]\nfn {function}()")) {
             problems.push(format!(
-                "experiments/{}: {:?} is checked by {name}, but tests/{file}.rs has no test {function}",
-                claim.file, claim.phrase
+                "{}: {:?} is checked by {name}, but tests/{file}.rs has no test {function}",
+                place(claim),
+                claim.phrase
             ));
         }
     }
@@ -442,10 +460,14 @@ fn the_code_constants_that_example_comments_restate_hold() {
             continue;
         };
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-        if !std::fs::read_to_string(&path).unwrap_or_default().contains(text) {
+        if !std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains(text)
+        {
             problems.push(format!(
-                "experiments/{}: {:?} rests on {file} containing {text:?}, which it does not",
-                claim.file, claim.phrase
+                "{}: {:?} rests on {file} containing {text:?}, which it does not",
+                place(claim),
+                claim.phrase
             ));
         }
     }
