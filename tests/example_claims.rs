@@ -1,0 +1,491 @@
+//! Every number in the comments of the example experiments (`experiments/*.kdl` and
+//! `experiments/include/*.kdl`) is checked: either it restates a setting, and the resolved file
+//! is checked here to hold it, or it is a figure a training run reaches, and CLAIMS names the
+//! test that runs the shipped file and asserts it. A number in a comment that no entry covers
+//! fails the suite, naming the file, the line and the number, so an unchecked claim cannot be
+//! added to an example.
+
+use std::path::{Path, PathBuf};
+
+use tandem_config::{Algorithm, Device, Experiment, Observation, Source, Wrapper};
+
+/// How the numbers of one phrase are checked.
+enum Check {
+    /// The experiment file `resolve` (relative to `experiments/`), resolved with `sets`, holds
+    /// what the phrase says (for an include, an experiment that includes it).
+    Settings {
+        resolve: &'static str,
+        sets: &'static [&'static str],
+        holds: fn(&Experiment) -> bool,
+    },
+    /// `tests/FILE.rs` has a test `NAME` (written `FILE::NAME`) that trains the shipped file and
+    /// asserts the phrase's figures.
+    Test(&'static str),
+    /// The repository file `file` contains `text`: the number is a constant of the code.
+    Source {
+        file: &'static str,
+        text: &'static str,
+    },
+}
+
+/// A phrase of a comment in `file` (relative to `experiments/`) and how its numbers are
+/// checked. Every number inside an occurrence of the phrase is covered by it.
+struct Claim {
+    file: &'static str,
+    phrase: &'static str,
+    check: Check,
+}
+
+const fn settings(resolve: &'static str, holds: fn(&Experiment) -> bool) -> Check {
+    Check::Settings {
+        resolve,
+        sets: &[],
+        holds,
+    }
+}
+
+fn dqn(e: &Experiment) -> &tandem_config::Dqn {
+    match &e.algorithm {
+        Algorithm::Dqn(d) => d,
+        other => panic!("{} is {}, not dqn", e.name, other.name()),
+    }
+}
+
+fn ppo(e: &Experiment) -> &tandem_config::Ppo {
+    match &e.algorithm {
+        Algorithm::Ppo(p) => p,
+        other => panic!("{} is {}, not ppo", e.name, other.name()),
+    }
+}
+
+fn frame_skip(e: &Experiment) -> Option<u32> {
+    e.env.wrappers.iter().find_map(|w| match w {
+        Wrapper::FrameSkip { n, .. } => Some(*n),
+        _ => None,
+    })
+}
+
+fn time_limit(e: &Experiment) -> Option<u64> {
+    e.env.wrappers.iter().find_map(|w| match w {
+        Wrapper::TimeLimit { max_steps } => Some(*max_steps),
+        _ => None,
+    })
+}
+
+/// Environment steps (over all ranks) per gradient step of a DQN experiment.
+fn env_steps_per_gradient_step(e: &Experiment) -> usize {
+    e.env.envs * dqn(e).train_frequency as usize
+}
+
+const CLAIMS: &[Claim] = &[
+    // breakout.kdl
+    Claim {
+        file: "breakout.kdl",
+        phrase: "32 environments per rank",
+        check: settings("breakout.kdl", |e| e.per_rank_envs() == 32),
+    },
+    Claim {
+        file: "breakout.kdl",
+        phrase: "devices \"cuda:0\" \"cuda:1\"",
+        check: Check::Settings {
+            resolve: "breakout.kdl",
+            sets: &["devices=\"cuda:0\" \"cuda:1\""],
+            holds: |e| e.world_size() == 2 && e.per_rank_envs() == 32,
+        },
+    },
+    Claim {
+        file: "breakout.kdl",
+        phrase: "32 per rank on 2 devices",
+        check: settings("breakout.kdl", |e| {
+            e.per_rank_envs() == 32 && e.world_size() == 2
+        }),
+    },
+    // cartpole-dqn.kdl
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "3-step returns",
+        check: settings("cartpole-dqn.kdl", |e| dqn(e).n_step == 3),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "one gradient step per 4 environment steps",
+        check: settings("cartpole-dqn.kdl", |e| env_steps_per_gradient_step(e) == 4),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "buffer that holds the whole run",
+        check: settings("cartpole-dqn.kdl", |e| {
+            dqn(e).buffer_capacity as u64 >= e.train.total_steps
+        }),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "the last 100 episodes",
+        check: Check::Source {
+            file: "src/train/run.rs",
+            text: "RecentEpisodes::new(100)",
+        },
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "Seed 1 on 1 CPU rank",
+        check: settings("cartpole-dqn.kdl", |e| {
+            e.seed == 1 && e.devices == [Device::Cpu]
+        }),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "first at 475 at step 161,088",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "never below 475 after it, 499.19 at the end",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "On 2 ranks",
+        check: Check::Settings {
+            resolve: "cartpole-dqn.kdl",
+            sets: &["devices=\"cpu\" \"cpu\""],
+            holds: |e| e.devices == [Device::Cpu, Device::Cpu],
+        },
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "each steps 2 of the 4 environments",
+        check: Check::Settings {
+            resolve: "cartpole-dqn.kdl",
+            sets: &["devices=\"cpu\" \"cpu\""],
+            holds: |e| e.per_rank_envs() == 2 && e.env.envs == 4,
+        },
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "475 at step 109,376, 500 from step 116,416 to the end",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_two_ranks"),
+    },
+    // cartpole-ddp.kdl
+    Claim {
+        file: "cartpole-ddp.kdl",
+        phrase: "4 environments in total",
+        check: settings("cartpole-ddp.kdl", |e| e.env.envs == 4),
+    },
+    Claim {
+        file: "cartpole-ddp.kdl",
+        phrase: "(2 per rank)",
+        check: settings("cartpole-ddp.kdl", |e| e.per_rank_envs() == 2),
+    },
+    Claim {
+        file: "cartpole-ddp.kdl",
+        phrase: "--max-steps 61440",
+        check: Check::Test("train_e2e::the_ci_run_of_cartpole_ddp_records_its_hash_and_learns"),
+    },
+    Claim {
+        file: "cartpole-ddp.kdl",
+        phrase: "2 envs x 128 steps = 256, in 2 minibatches of 128",
+        check: settings("cartpole-ddp.kdl", |e| {
+            e.per_rank_envs() == 2 && e.train.rollout == 128 && ppo(e).minibatches == 2
+        }),
+    },
+    // include/deepmind-atari.kdl
+    Claim {
+        file: "include/deepmind-atari.kdl",
+        phrase: "108k frames at frame-skip 4",
+        check: settings("breakout.kdl", |e| {
+            frame_skip(e) == Some(4) && time_limit(e).map(|t| t * 4) == Some(108_000)
+        }),
+    },
+    // minatar-breakout-dqn.kdl
+    Claim {
+        file: "minatar-breakout-dqn.kdl",
+        phrase: "each rank steps 2 of the 4 environments",
+        check: settings("minatar-breakout-dqn.kdl", |e| {
+            e.per_rank_envs() == 2 && e.env.envs == 4
+        }),
+    },
+    Claim {
+        file: "minatar-breakout-dqn.kdl",
+        phrase: "one per 4 global environment steps",
+        check: settings("minatar-breakout-dqn.kdl", |e| {
+            env_steps_per_gradient_step(e) == 4
+        }),
+    },
+    Claim {
+        file: "minatar-breakout-dqn.kdl",
+        phrase: "\"update every 4 frames\"",
+        check: settings("minatar-breakout-dqn.kdl", |e| {
+            env_steps_per_gradient_step(e) == 4
+        }),
+    },
+    Claim {
+        file: "minatar-breakout-dqn.kdl",
+        phrase: "over the first 100k steps",
+        check: settings("minatar-breakout-dqn.kdl", |e| {
+            (dqn(e).epsilon_fraction * e.train.total_steps as f64).round() == 100_000.0
+        }),
+    },
+    // minatar-breakout.kdl
+    Claim {
+        file: "minatar-breakout.kdl",
+        phrase: "(10x10x4 binary planes)",
+        check: settings("minatar-breakout.kdl", |e| {
+            matches!(
+                e.env.observation(),
+                Observation::Planes {
+                    height: 10,
+                    width: 10,
+                    channels: 4,
+                    ..
+                }
+            )
+        }),
+    },
+];
+
+fn experiments_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments")
+}
+
+/// `experiments/*.kdl` and `experiments/include/*.kdl`, relative to `experiments/`, sorted.
+fn example_files() -> Vec<String> {
+    let mut files = Vec::new();
+    for sub in ["", "include/"] {
+        for entry in std::fs::read_dir(experiments_dir().join(sub))
+            .unwrap()
+            .flatten()
+        {
+            let name = entry.file_name().into_string().unwrap();
+            if name.ends_with(".kdl") && entry.file_type().unwrap().is_file() {
+                files.push(format!("{sub}{name}"));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Where `claim` is made, as `experiments/FILE:LINE` (the first comment line holding its
+/// phrase; the file alone when none does).
+fn place(claim: &Claim) -> String {
+    let text = std::fs::read_to_string(experiments_dir().join(claim.file)).unwrap_or_default();
+    match comments(&text)
+        .iter()
+        .find(|(_, c)| c.contains(claim.phrase))
+    {
+        Some((line, _)) => format!("experiments/{}:{line}", claim.file),
+        None => format!("experiments/{}", claim.file),
+    }
+}
+
+/// The comments of a KDL text as (1-based line, comment text), one entry per line a comment
+/// covers: `// ...` to the end of the line and `/* ... */` blocks; `//` inside a string is text.
+fn comments(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut in_block = false;
+    for (index, line) in text.lines().enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut comment = String::new();
+        let (mut i, mut in_string) = (0, false);
+        while i < chars.len() {
+            let (c, next) = (chars[i], chars.get(i + 1).copied());
+            if in_block {
+                if c == '*' && next == Some('/') {
+                    in_block = false;
+                    i += 1;
+                } else {
+                    comment.push(c);
+                }
+            } else if in_string {
+                if c == '\\' {
+                    i += 1;
+                } else if c == '"' {
+                    in_string = false;
+                }
+            } else if c == '"' {
+                in_string = true;
+            } else if c == '/' && next == Some('/') {
+                comment.extend(&chars[i + 2..]);
+                break;
+            } else if c == '/' && next == Some('*') {
+                in_block = true;
+                i += 1;
+            }
+            i += 1;
+        }
+        if !comment.is_empty() {
+            found.push((index + 1, comment));
+        }
+    }
+    found
+}
+
+/// The numbers in `text` as (byte offset, text): a run of digits, with `,` `_` `.` between
+/// digits, that does not follow a letter, digit or `_` (so `e2e`, `sha256` and `x10` are names,
+/// not numbers).
+fn numbers(text: &str) -> Vec<(usize, String)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = bytes[i].is_ascii_digit()
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len()
+            && (bytes[i].is_ascii_digit()
+                || (matches!(bytes[i], b',' | b'_' | b'.')
+                    && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        found.push((start, text[start..i].to_string()));
+        // Skip the rest of a token such as `10x10x4` or `100k`.
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// The numbers of `comment` that no phrase of `claims` covers, and which claims covered any.
+fn uncovered<'a>(comment: &str, claims: &[&'a Claim]) -> (Vec<String>, Vec<&'a Claim>) {
+    let mut covered = vec![false; comment.len()];
+    let mut used = Vec::new();
+    for claim in claims {
+        for (at, _) in comment.match_indices(claim.phrase) {
+            covered[at..at + claim.phrase.len()].fill(true);
+            used.push(*claim);
+        }
+    }
+    let missing = numbers(comment)
+        .into_iter()
+        .filter(|(at, _)| !covered[*at])
+        .map(|(_, number)| number)
+        .collect();
+    (missing, used)
+}
+
+#[test]
+fn every_number_in_an_example_comment_is_checked() {
+    let mut problems = Vec::new();
+    let mut used: Vec<*const Claim> = Vec::new();
+    for file in example_files() {
+        let text = std::fs::read_to_string(experiments_dir().join(&file)).unwrap();
+        let mine: Vec<&Claim> = CLAIMS.iter().filter(|c| c.file == file).collect();
+        for (line, comment) in comments(&text) {
+            let (missing, covering) = uncovered(&comment, &mine);
+            used.extend(covering.into_iter().map(|c| c as *const Claim));
+            for number in missing {
+                problems.push(format!(
+                    "experiments/{file}:{line}: the comment states {number}, which no entry of \
+                     CLAIMS in tests/example_claims.rs checks (comment: {:?})",
+                    comment.trim()
+                ));
+            }
+        }
+    }
+    for claim in CLAIMS {
+        if !used.contains(&(claim as *const Claim)) {
+            problems.push(format!(
+                "CLAIMS names {:?} in experiments/{}, but no comment of that file says it",
+                claim.phrase, claim.file
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_settings_that_example_comments_restate_hold() {
+    let mut problems = Vec::new();
+    for claim in CLAIMS {
+        let Check::Settings {
+            resolve,
+            sets,
+            holds,
+        } = &claim.check
+        else {
+            continue;
+        };
+        let source = Source::Path(experiments_dir().join(resolve));
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        match tandem_config::resolve(&source, &sets) {
+            Ok(resolved) if holds(&resolved.experiment) => {}
+            Ok(_) => problems.push(format!(
+                "{}: {:?} does not hold for experiments/{resolve} {sets:?}",
+                place(claim),
+                claim.phrase
+            )),
+            Err(diagnostics) => problems.push(format!(
+                "{}: {:?}: experiments/{resolve} {sets:?} does not resolve: {diagnostics:?}",
+                place(claim),
+                claim.phrase
+            )),
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_tests_that_check_example_figures_exist() {
+    let mut problems = Vec::new();
+    for claim in CLAIMS {
+        let Check::Test(name) = claim.check else {
+            continue;
+        };
+        let (file, function) = name.split_once("::").expect("FILE::NAME");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{file}.rs"));
+        let source = std::fs::read_to_string(&path).unwrap_or_default();
+        if !source.contains(&format!("#[test]\nfn {function}()")) {
+            problems.push(format!(
+                "{}: {:?} is checked by {name}, but tests/{file}.rs has no test {function}",
+                place(claim),
+                claim.phrase
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_code_constants_that_example_comments_restate_hold() {
+    let mut problems = Vec::new();
+    for claim in CLAIMS {
+        let Check::Source { file, text } = claim.check else {
+            continue;
+        };
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        if !std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains(text)
+        {
+            problems.push(format!(
+                "{}: {:?} rests on {file} containing {text:?}, which it does not",
+                place(claim),
+                claim.phrase
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_scanner_finds_numbers_in_comments_and_only_there() {
+    let text = "node 12 // reaches 475 at step 153,600\n/* 10x10x4 */ \"a // 7\" // e2e cuda:0";
+    let found: Vec<(usize, Vec<String>)> = comments(text)
+        .into_iter()
+        .map(|(line, c)| (line, numbers(&c).into_iter().map(|(_, n)| n).collect()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, vec!["475".to_string(), "153,600".to_string()]),
+            (2, vec!["10".to_string(), "0".to_string()]),
+        ]
+    );
+}
