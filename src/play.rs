@@ -82,6 +82,7 @@ impl Policy {
                 let dqn = Dqn::new(
                     Device::Cpu,
                     &spec.network,
+                    &spec.init,
                     spec.scale_pixels,
                     obs_shape,
                     actions,

@@ -2,6 +2,8 @@
 //! own, bit-reproducibility, and one rank versus two in-process "ranks" (threads joined by a
 //! collective that averages their gradients) giving the same parameters.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
 
@@ -197,10 +199,13 @@ const OBS: i64 = 4;
 const ACTIONS: i64 = 3;
 
 fn spec() -> ActorCriticSpec {
-    ActorCriticSpec::for_network(NetworkSpec::Mlp {
-        hidden: vec![8, 8],
-        activation: Activation::Tanh,
-    })
+    ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![8, 8],
+            activation: Activation::Tanh,
+        },
+        common::orthogonal_init(),
+    )
 }
 
 fn new_model() -> (VarStore, ActorCritic) {

@@ -41,6 +41,7 @@ fn learner(seed: i64, tau: f64) -> Dqn {
                 hidden: vec![16],
                 activation: Activation::Relu,
             },
+            &common::orthogonal_init(),
             false,
             &[4],
             3,

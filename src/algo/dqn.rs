@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 use super::Collective;
 use super::common::synchronised_step;
 use super::optim::{Optimizer, OptimizerSpec};
-use crate::nn::{NetworkSpec, QHead, QNetwork, named_parameters, parameters_in_order};
+use crate::nn::{InitSpec, NetworkSpec, QHead, QNetwork, named_parameters, parameters_in_order};
 
 /// The TD loss applied to each error δ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +90,7 @@ impl Dqn {
     pub fn new(
         device: Device,
         network: &NetworkSpec,
+        init: &InitSpec,
         scale_pixels: bool,
         obs_shape: &[i64],
         num_actions: i64,
@@ -120,6 +121,7 @@ impl Dqn {
             QNetwork::new(
                 &vs.root(),
                 network,
+                init,
                 scale_pixels,
                 obs_shape,
                 num_actions,

@@ -121,6 +121,7 @@ pub(super) fn run(ctx: RankContext) -> Result<Outcome> {
     let mut learner = Dqn::new(
         device,
         &spec.network,
+        &spec.init,
         spec.scale_pixels,
         &obs_shape,
         envs.num_actions() as i64,

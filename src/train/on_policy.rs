@@ -69,42 +69,7 @@ impl Learner {
 
 /// Maps the config's network onto the nn module's spec.
 pub fn actor_critic_spec(experiment: &Experiment) -> Result<ActorCriticSpec> {
-    use crate::nn::{Activation, NetworkSpec};
-    use tandem_config::{Activation as A, Torso};
-    let network = match &experiment.network.torso {
-        Torso::Mlp { hidden, activation } => NetworkSpec::Mlp {
-            hidden: hidden.iter().map(|&h| h as i64).collect(),
-            activation: match activation {
-                A::Tanh => Activation::Tanh,
-                A::Relu => Activation::Relu,
-            },
-        },
-        Torso::NatureCnn { features } => {
-            if *features != 512 {
-                bail!(
-                    "network nature-cnn: features {features} is not supported; the Nature CNN has 512"
-                );
-            }
-            NetworkSpec::NatureCnn
-        }
-        Torso::MinatarCnn { .. } => NetworkSpec::MinAtarCnn,
-        Torso::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
-            channels: channels.iter().map(|&c| c as i64).collect(),
-            hidden: *features as i64,
-        },
-    };
-    let scale_pixels = matches!(
-        network,
-        NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
-    ) && matches!(
-        experiment.observation(),
-        tandem_config::Observation::Image { .. }
-    );
-    Ok(ActorCriticSpec {
-        network,
-        share_torso: experiment.network.shared,
-        scale_pixels,
-    })
+    ActorCriticSpec::from_experiment(experiment)
 }
 
 fn ppo_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> PpoConfig {
