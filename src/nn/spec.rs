@@ -76,3 +76,21 @@ fn size(network: &str, field: &str, value: usize) -> Result<i64> {
 fn sizes(network: &str, field: &str, values: &[usize]) -> Result<Vec<i64>> {
     values.iter().map(|&v| size(network, field, v)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_beyond_i64_is_an_error_that_names_the_setting() {
+        let torso = Torso::MinatarCnn {
+            channels: 16,
+            features: usize::MAX,
+        };
+        let err = network_spec(&torso).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("network minatar-cnn: features {} is too large", usize::MAX)
+        );
+    }
+}
