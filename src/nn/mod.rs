@@ -3,8 +3,8 @@
 //! action distributions, and the deterministic parameter order that DDP and checkpoints rely on.
 //!
 //! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
-//! (orthogonal with a gain per role and zero biases, or tch's default); [`ActorCriticSpec::
-//! from_experiment`] maps an experiment's `network` section onto these specs.
+//! (orthogonal with a gain per role and zero biases, or tch's default);
+//! [`ActorCriticSpec::from_experiment`] maps an experiment's `network` section onto these specs.
 
 mod actor_critic;
 mod distribution;
