@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use tandem::algo::{Batch, Ppo, PpoConfig};
 use tandem::dist::{Backend, Ddp, GroupOptions, ProcessGroup, ReduceOp, SyncPolicy};
 use tandem::nn::{
-    ActionSpace, ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order,
+    ActionSpace, ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec,
+    trainable_parameters_in_order,
 };
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -45,7 +46,15 @@ fn connect() -> ProcessGroup {
 fn nature_model() -> (VarStore, ActorCritic) {
     tch::manual_seed(0);
     let vs = VarStore::new(Device::Cpu);
-    let spec = ActorCriticSpec::for_network(NetworkSpec::NatureCnn);
+    let spec = ActorCriticSpec::for_network(
+        NetworkSpec::NatureCnn { features: 512 },
+        InitSpec {
+            scheme: InitScheme::Orthogonal,
+            torso_gain: std::f64::consts::SQRT_2,
+            policy_gain: 0.01,
+            value_gain: 1.0,
+        },
+    );
     let model = ActorCritic::new(
         &vs.root(),
         &spec,

@@ -9,7 +9,10 @@
 use std::time::Instant;
 
 use tandem::algo::{Optimizer, OptimizerSpec, PpoConfig, ppo_loss, ratio_diagnostics};
-use tandem::nn::{ActionSpace, Activation, ActorCritic, ActorCriticSpec, EntropyUse, NetworkSpec};
+use tandem::nn::{
+    ActionSpace, Activation, ActorCritic, ActorCriticSpec, EntropyUse, InitScheme, InitSpec,
+    NetworkSpec,
+};
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
 #[global_allocator]
@@ -29,10 +32,18 @@ fn main() {
     tch::set_num_threads(1);
     tch::manual_seed(0);
     let vs = VarStore::new(Device::Cpu);
-    let spec = ActorCriticSpec::for_network(NetworkSpec::Mlp {
-        hidden: vec![64, 64],
-        activation: Activation::Tanh,
-    });
+    let spec = ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![64, 64],
+            activation: Activation::Tanh,
+        },
+        InitSpec {
+            scheme: InitScheme::Orthogonal,
+            torso_gain: std::f64::consts::SQRT_2,
+            policy_gain: 0.01,
+            value_gain: 1.0,
+        },
+    );
     let model = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 2 })
         .expect("a CartPole actor-critic");
     let mut optimizer = Optimizer::new(

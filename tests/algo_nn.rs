@@ -1,12 +1,21 @@
 //! Networks: shapes for every torso, orthogonal initialisation with the right gains,
 //! deterministic parameter order, distribution maths, pixel scaling, dueling heads.
 
+mod common;
+
+use common::{orthogonal_init, torch_rng};
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, NetworkSpec,
-    QHead, QNetwork, parameters_in_order,
+    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, InitScheme,
+    InitSpec, NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
+
+const NATURE: NetworkSpec = NetworkSpec::NatureCnn { features: 512 };
+const MINATAR: NetworkSpec = NetworkSpec::MinAtarCnn {
+    channels: 16,
+    features: 128,
+};
 
 fn build(spec: &ActorCriticSpec, obs_shape: &[i64], n: i64) -> (VarStore, ActorCritic) {
     let vs = VarStore::new(Device::Cpu);
@@ -15,10 +24,13 @@ fn build(spec: &ActorCriticSpec, obs_shape: &[i64], n: i64) -> (VarStore, ActorC
 }
 
 fn mlp_spec() -> ActorCriticSpec {
-    ActorCriticSpec::for_network(NetworkSpec::Mlp {
-        hidden: vec![16, 8],
-        activation: Activation::Tanh,
-    })
+    ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![16, 8],
+            activation: Activation::Tanh,
+        },
+        orthogonal_init(),
+    )
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -44,83 +56,126 @@ fn assert_orthogonal(name: &str, weight: &Tensor, gain: f64) {
     );
 }
 
-#[test]
-fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
-    let cases: [(ActorCriticSpec, &[i64]); 4] = [
-        (mlp_spec(), &[5]),
+/// Every weight of a network built from `spec` (orthogonal init) is orthogonal with its role's
+/// gain from `spec.init`, and every bias is zero.
+fn assert_orthogonal_init(spec: &ActorCriticSpec, obs: &[i64]) {
+    let init = spec.init;
+    let (vs, _) = build(spec, obs, 3);
+    let mut checked = 0;
+    for (name, tensor) in parameters_in_order(&vs) {
+        if name.ends_with(".bias") {
+            assert_eq!(
+                tensor.abs().max().double_value(&[]),
+                0.0,
+                "{name} is not zero"
+            );
+            continue;
+        }
+        let gain = if name.starts_with("policy_head") {
+            init.policy_gain
+        } else if name.starts_with("value_head") {
+            init.value_gain
+        } else {
+            init.torso_gain
+        };
+        if name.contains("conv") {
+            assert_eq!(
+                tensor.dim(),
+                4,
+                "{name} is not a 4-d kernel: {:?}",
+                tensor.size()
+            );
+        }
+        if name.starts_with("torsos.") {
+            // Stacked MLP torsos: each slice is a usual weight, transposed.
+            assert_eq!(tensor.dim(), 3, "{name}: {:?}", tensor.size());
+            for index in 0..2 {
+                assert_orthogonal(&name, &tensor.get(index).tr(), gain);
+                checked += 1;
+            }
+            continue;
+        }
+        if name == "heads.weight" {
+            // Stacked heads: the policy head's slice (all 3 columns), then the value head
+            // in column 0 of the second slice, whose padding columns are zero.
+            assert_eq!(tensor.size(), [2, 8, 3], "{name}");
+            assert_orthogonal("policy head", &tensor.get(0).tr(), init.policy_gain);
+            assert_orthogonal(
+                "value head",
+                &tensor.get(1).narrow(1, 0, 1).tr(),
+                init.value_gain,
+            );
+            let padding = tensor.get(1).narrow(1, 1, 2);
+            assert_eq!(padding.abs().max().double_value(&[]), 0.0);
+            checked += 2;
+            continue;
+        }
+        assert_orthogonal(&name, &tensor, gain);
+        checked += 1;
+    }
+    assert!(
+        checked >= 4,
+        "{:?}: only {checked} weight matrices",
+        spec.network
+    );
+}
+
+/// The MLP (stacked), Nature, MinAtar and IMPALA actor-critics with `init`, on observations
+/// that fit them; `share_torso` as `for_network` chooses unless `flip_sharing`.
+fn every_kind(init: InitSpec, flip_sharing: bool) -> Vec<(ActorCriticSpec, &'static [i64])> {
+    let cases: [(ActorCriticSpec, &'static [i64]); 4] = [
+        (ActorCriticSpec { init, ..mlp_spec() }, &[5]),
+        (ActorCriticSpec::for_network(NATURE, init), &[4, 84, 84]),
+        (ActorCriticSpec::for_network(MINATAR, init), &[4, 10, 10]),
         (
-            ActorCriticSpec::for_network(NetworkSpec::NatureCnn),
-            &[4, 84, 84],
-        ),
-        (
-            ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn),
-            &[4, 10, 10],
-        ),
-        (
-            ActorCriticSpec::for_network(NetworkSpec::default_impala()),
+            ActorCriticSpec::for_network(NetworkSpec::default_impala(), init),
             &[3, 16, 16],
         ),
     ];
-    for (spec, obs) in cases {
-        let (vs, _) = build(&spec, obs, 3);
-        let mut checked = 0;
-        for (name, tensor) in parameters_in_order(&vs) {
-            if name.ends_with(".bias") {
-                assert_eq!(
-                    tensor.abs().max().double_value(&[]),
-                    0.0,
-                    "{name} is not zero"
-                );
-                continue;
-            }
-            let gain = if name.starts_with("policy_head") {
-                0.01
-            } else if name.starts_with("value_head") {
-                1.0
-            } else {
-                std::f64::consts::SQRT_2
-            };
-            if name.contains("conv") {
-                assert_eq!(
-                    tensor.dim(),
-                    4,
-                    "{name} is not a 4-d kernel: {:?}",
-                    tensor.size()
-                );
-            }
-            if name.starts_with("torsos.") {
-                // Stacked MLP torsos: each slice is a usual weight, transposed.
-                assert_eq!(tensor.dim(), 3, "{name}: {:?}", tensor.size());
-                for index in 0..2 {
-                    assert_orthogonal(&name, &tensor.get(index).tr(), gain);
-                    checked += 1;
-                }
-                continue;
-            }
-            if name == "heads.weight" {
-                // Stacked heads: the policy head's slice (all 3 columns), then the value head
-                // in column 0 of the second slice, whose padding columns are zero.
-                assert_eq!(tensor.size(), [2, 8, 3], "{name}");
-                assert_orthogonal("policy head", &tensor.get(0).tr(), 0.01);
-                assert_orthogonal("value head", &tensor.get(1).narrow(1, 0, 1).tr(), 1.0);
-                let padding = tensor.get(1).narrow(1, 1, 2);
-                assert_eq!(padding.abs().max().double_value(&[]), 0.0);
-                checked += 2;
-                continue;
-            }
-            assert_orthogonal(&name, &tensor, gain);
-            checked += 1;
+    cases
+        .into_iter()
+        .map(|(spec, obs)| {
+            let share_torso = spec.share_torso != flip_sharing;
+            (
+                ActorCriticSpec {
+                    share_torso,
+                    ..spec
+                },
+                obs,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn orthogonal_init_with_torso_policy_and_value_gains_and_zero_biases() {
+    let _rng = torch_rng();
+    for (spec, obs) in every_kind(orthogonal_init(), false) {
+        assert_orthogonal_init(&spec, obs);
+    }
+}
+
+#[test]
+fn each_gain_scales_the_orthogonal_weights_of_its_own_layers() {
+    let _rng = torch_rng();
+    let init = InitSpec {
+        torso_gain: 0.5,
+        policy_gain: 2.0,
+        value_gain: 3.0,
+        ..orthogonal_init()
+    };
+    // Both layouts of every kind: the stacked MLP slices, shared MLP layers, shared and
+    // separate image torsos.
+    for flip_sharing in [false, true] {
+        for (spec, obs) in every_kind(init, flip_sharing) {
+            assert_orthogonal_init(&spec, obs);
         }
-        assert!(
-            checked >= 4,
-            "{:?}: only {checked} weight matrices",
-            spec.network
-        );
     }
 }
 
 #[test]
 fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
+    let _rng = torch_rng();
     let (vs_a, _) = build(&mlp_spec(), &[5], 3);
     let (vs_b, _) = build(&mlp_spec(), &[5], 3);
     let names = |vs: &VarStore| {
@@ -152,7 +207,7 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
     assert_eq!(shapes[5], [2, 16, 8]);
     // An image network keeps the usual layout.
     let (vs_cnn, _) = build(
-        &ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn),
+        &ActorCriticSpec::for_network(MINATAR, orthogonal_init()),
         &[4, 10, 10],
         3,
     );
@@ -169,6 +224,7 @@ fn parameter_order_is_sorted_by_name_and_the_same_for_every_build() {
 
 #[test]
 fn stacked_mlp_torsos_and_heads_compute_what_two_separate_mlps_compute() {
+    let _rng = torch_rng();
     // The actor's features come from slice 0 of every stacked layer and the critic's from
     // slice 1, each slice being the transpose of a usual linear layer's weight; the heads'
     // slices likewise, the value head being column 0 of its slice.
@@ -222,6 +278,7 @@ fn stacked_mlp_torsos_and_heads_compute_what_two_separate_mlps_compute() {
 
 #[test]
 fn every_network_maps_its_observations_to_logits_and_values() {
+    let _rng = torch_rng();
     let cases: [(NetworkSpec, &[i64], &str, &[i64]); 4] = [
         (
             NetworkSpec::default_mlp(),
@@ -230,19 +287,9 @@ fn every_network_maps_its_observations_to_logits_and_values() {
             &[2, 64, 64],
         ),
         // 84 -> 20 -> 9 -> 7: 64 * 7 * 7 features into the 512-unit layer.
-        (
-            NetworkSpec::NatureCnn,
-            &[4, 84, 84],
-            "torso.fc.weight",
-            &[512, 3136],
-        ),
+        (NATURE, &[4, 84, 84], "torso.fc.weight", &[512, 3136]),
         // 10 -> 8: 16 * 8 * 8 = 1024 features into 128 units.
-        (
-            NetworkSpec::MinAtarCnn,
-            &[4, 10, 10],
-            "torso.fc.weight",
-            &[128, 1024],
-        ),
+        (MINATAR, &[4, 10, 10], "torso.fc.weight", &[128, 1024]),
         // 64 -> 32 -> 16 -> 8 after the three pools: 32 * 8 * 8 = 2048 into 256.
         (
             NetworkSpec::default_impala(),
@@ -252,7 +299,11 @@ fn every_network_maps_its_observations_to_logits_and_values() {
         ),
     ];
     for (network, obs_shape, layer, layer_shape) in cases {
-        let (vs, model) = build(&ActorCriticSpec::for_network(network.clone()), obs_shape, 6);
+        let (vs, model) = build(
+            &ActorCriticSpec::for_network(network.clone(), orthogonal_init()),
+            obs_shape,
+            6,
+        );
         assert_eq!(vs.variables()[layer].size(), layer_shape, "{network:?}");
         let mut shape = vec![2];
         shape.extend_from_slice(obs_shape);
@@ -266,8 +317,9 @@ fn every_network_maps_its_observations_to_logits_and_values() {
 
 #[test]
 fn unfit_observations_are_errors_that_say_why() {
+    let _rng = torch_rng();
     let vs = VarStore::new(Device::Cpu);
-    let spec = ActorCriticSpec::for_network(NetworkSpec::NatureCnn);
+    let spec = ActorCriticSpec::for_network(NATURE, orthogonal_init());
     let err = ActorCritic::new(
         &vs.root(),
         &spec,
@@ -316,6 +368,7 @@ fn unfit_observations_are_errors_that_say_why() {
 
 #[test]
 fn act_and_evaluate_agree_and_categorical_maths_is_right() {
+    let _rng = torch_rng();
     let (_, model) = build(&mlp_spec(), &[5], 3);
     let obs = Tensor::randn([64, 5], (Kind::Float, Device::Cpu));
     let taken = model.act(&obs).unwrap();
@@ -374,7 +427,8 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
 
 #[test]
 fn pixel_scaling_divides_by_255_inside_the_network() {
-    let spec = ActorCriticSpec::for_network(NetworkSpec::MinAtarCnn);
+    let _rng = torch_rng();
+    let spec = ActorCriticSpec::for_network(MINATAR, orthogonal_init());
     assert!(!spec.scale_pixels);
     let scaled_spec = ActorCriticSpec {
         scale_pixels: true,
@@ -392,6 +446,7 @@ fn pixel_scaling_divides_by_255_inside_the_network() {
 
 #[test]
 fn dueling_q_values_average_to_the_state_value() {
+    let _rng = torch_rng();
     let vs = VarStore::new(Device::Cpu);
     // No hidden layers: the features are the observation itself, so V is a linear map we can
     // evaluate by hand.
@@ -399,7 +454,16 @@ fn dueling_q_values_average_to_the_state_value() {
         hidden: vec![],
         activation: Activation::Relu,
     };
-    let q = QNetwork::new(&vs.root(), &linear, false, &[3], 4, QHead::Dueling).unwrap();
+    let q = QNetwork::new(
+        &vs.root(),
+        &linear,
+        &orthogonal_init(),
+        false,
+        &[3],
+        4,
+        QHead::Dueling,
+    )
+    .unwrap();
     let obs = Tensor::randn([5, 3], (Kind::Float, Device::Cpu));
     let values = q.forward(&obs).unwrap();
     assert_eq!(values.size(), [5, 4]);
@@ -411,7 +475,8 @@ fn dueling_q_values_average_to_the_state_value() {
     let plain_vs = VarStore::new(Device::Cpu);
     let plain = QNetwork::new(
         &plain_vs.root(),
-        &NetworkSpec::MinAtarCnn,
+        &MINATAR,
+        &orthogonal_init(),
         false,
         &[4, 10, 10],
         6,
@@ -424,5 +489,497 @@ fn dueling_q_values_average_to_the_state_value() {
             .unwrap()
             .size(),
         [2, 6]
+    );
+}
+
+/// A fingerprint of a store's initial parameters: `(Σ_p <x_p, s_p> / ‖x_p‖, ‖x‖)`, `x_p` the
+/// `p`th parameter in [`parameters_in_order`]'s order (flattened; zero ones are skipped), `s_p`
+/// the sines `sin(0.7 i + p + 1)` and `‖x‖` the norm of all parameters together. Each parameter
+/// contributes its own term of rms about 0.7, whatever its scale, which changes by about that
+/// when any of its draws changes or moves; rounding that differs between CPUs (libtorch's
+/// vectorised kernels, LAPACK's QR) moves a term by about a millionth.
+fn fingerprint(vs: &VarStore) -> (f64, f64) {
+    let mut weighted = 0.0;
+    let mut squares = 0.0;
+    for (p, (_, t)) in parameters_in_order(vs).iter().enumerate() {
+        let x = t.flatten(0, -1).to_kind(Kind::Double);
+        let norm = x.norm().double_value(&[]);
+        if norm == 0.0 {
+            continue;
+        }
+        let n = x.size()[0];
+        let sines = (Tensor::arange(n, (Kind::Double, Device::Cpu)) * 0.7 + (p as f64 + 1.0)).sin();
+        weighted += x.dot(&sines).double_value(&[]) / norm;
+        squares += norm * norm;
+    }
+    (weighted, squares.sqrt())
+}
+
+#[test]
+fn the_default_settings_draw_the_initial_weights_they_drew_as_constants() {
+    let _rng = torch_rng();
+    let mlp = |hidden: Vec<i64>| NetworkSpec::Mlp {
+        hidden,
+        activation: Activation::Tanh,
+    };
+    let actor_critic = |network: NetworkSpec, share: bool, obs: &[i64], n: i64| {
+        let spec = ActorCriticSpec {
+            share_torso: share,
+            ..ActorCriticSpec::for_network(network, orthogonal_init())
+        };
+        build(&spec, obs, n).0
+    };
+    let q = |network: NetworkSpec, obs: &[i64], n: i64, head: QHead| {
+        let vs = VarStore::new(Device::Cpu);
+        QNetwork::new(
+            &vs.root(),
+            &network,
+            &orthogonal_init(),
+            false,
+            obs,
+            n,
+            head,
+        )
+        .unwrap();
+        vs
+    };
+    // Seed i + 1 for case i. Recorded with this code once a hash of every parameter's bits had
+    // come out, for each case, equal to the one commit eee5120 (the gains constants, the conv
+    // nets' widths fixed) gives.
+    let cases: [(&str, &dyn Fn() -> VarStore, (f64, f64)); 10] = [
+        (
+            "mlp separate",
+            &|| actor_critic(mlp(vec![64, 64]), false, &[4], 2),
+            (-0.2096182037291736, 16.522717238857908),
+        ),
+        (
+            "mlp shared",
+            &|| actor_critic(mlp(vec![16, 8]), true, &[5], 3),
+            (0.38787171872511444, 5.196181197986556),
+        ),
+        (
+            "nature shared",
+            &|| actor_critic(NATURE, true, &[4, 84, 84], 6),
+            (1.7104512887692591, 36.67424981751688),
+        ),
+        (
+            "nature separate",
+            &|| actor_critic(NATURE, false, &[4, 44, 44], 4),
+            (2.377749553667404, 40.8044160895872),
+        ),
+        (
+            "minatar shared",
+            &|| actor_critic(MINATAR, true, &[4, 10, 10], 6),
+            (0.6207699453223544, 17.000017491204797),
+        ),
+        (
+            "impala shared",
+            &|| actor_critic(NetworkSpec::default_impala(), true, &[3, 16, 16], 5),
+            (1.1029106906673518, 32.51154366062812),
+        ),
+        (
+            "impala separate",
+            &|| actor_critic(NetworkSpec::default_impala(), false, &[3, 16, 16], 5),
+            (-1.625353671888076, 45.96738494895766),
+        ),
+        (
+            "q plain minatar",
+            &|| q(MINATAR, &[4, 10, 10], 6, QHead::Plain),
+            (1.3625779461884804, 17.146428056438165),
+        ),
+        (
+            "q dueling nature",
+            &|| q(NATURE, &[4, 84, 84], 6, QHead::Dueling),
+            (-1.9097767176915785, 36.75595189623709),
+        ),
+        (
+            "q dueling mlp",
+            &|| q(mlp(vec![16]), &[4], 3, QHead::Dueling),
+            (0.9951616416627881, 3.4641015643366146),
+        ),
+    ];
+    for (i, (name, network, (weighted, norm))) in cases.iter().enumerate() {
+        tch::manual_seed(i as i64 + 1);
+        let vs = network();
+        let (got_weighted, got_norm) = fingerprint(&vs);
+        assert!(
+            (got_weighted - weighted).abs() <= 1e-4,
+            "{name}: the initial weights differ from the recorded ones: fingerprint {got_weighted}, recorded {weighted}"
+        );
+        assert!(
+            (got_norm - norm).abs() <= 1e-5 * norm,
+            "{name}: the initial weights' norm {got_norm} is not the recorded {norm}"
+        );
+    }
+}
+
+#[test]
+fn features_and_channels_set_the_conv_nets_layer_shapes() {
+    let _rng = torch_rng();
+    let nature = NetworkSpec::NatureCnn { features: 100 };
+    let minatar = NetworkSpec::MinAtarCnn {
+        channels: 7,
+        features: 33,
+    };
+    let cases: [(NetworkSpec, &[i64], &[(&str, &[i64])]); 2] = [
+        // 64 * 7 * 7 = 3136 features into the 100-unit layer, which feeds the heads.
+        (
+            nature,
+            &[4, 84, 84],
+            &[
+                ("torso.conv2.weight", &[64, 64, 3, 3]),
+                ("torso.fc.weight", &[100, 3136]),
+                ("policy_head.weight", &[6, 100]),
+                ("value_head.weight", &[1, 100]),
+            ],
+        ),
+        // 10 -> 8: 7 * 8 * 8 = 448 features into 33 units.
+        (
+            minatar,
+            &[4, 10, 10],
+            &[
+                ("torso.conv0.weight", &[7, 4, 3, 3]),
+                ("torso.conv0.bias", &[7]),
+                ("torso.fc.weight", &[33, 448]),
+                ("policy_head.weight", &[6, 33]),
+                ("value_head.weight", &[1, 33]),
+            ],
+        ),
+    ];
+    for (network, obs_shape, layers) in cases {
+        let (vs, model) = build(
+            &ActorCriticSpec::for_network(network.clone(), orthogonal_init()),
+            obs_shape,
+            6,
+        );
+        let vars = vs.variables();
+        for (layer, shape) in layers {
+            assert_eq!(vars[*layer].size(), *shape, "{network:?}: {layer}");
+        }
+        let mut batch = vec![2];
+        batch.extend_from_slice(obs_shape);
+        let (logits, values) = model
+            .forward(&Tensor::rand(&batch, (Kind::Float, Device::Cpu)))
+            .unwrap();
+        assert_eq!((logits.size(), values.size()), (vec![2, 6], vec![2]));
+    }
+    let unbuildable = [
+        (
+            NetworkSpec::NatureCnn { features: 0 },
+            &[4, 84, 84],
+            "network nature-cnn: features must be positive, got 0",
+        ),
+        (
+            NetworkSpec::MinAtarCnn {
+                channels: 0,
+                features: 128,
+            },
+            &[4, 10, 10],
+            "network minatar-cnn: channels must be positive, got 0",
+        ),
+        (
+            NetworkSpec::MinAtarCnn {
+                channels: 16,
+                features: -1,
+            },
+            &[4, 10, 10],
+            "network minatar-cnn: features must be positive, got -1",
+        ),
+    ];
+    for (network, obs_shape, message) in unbuildable {
+        let vs = VarStore::new(Device::Cpu);
+        let spec = ActorCriticSpec::for_network(network, orthogonal_init());
+        let err = ActorCritic::new(&vs.root(), &spec, obs_shape, ActionSpace::Discrete { n: 3 })
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, message);
+    }
+}
+
+#[test]
+fn a_q_networks_heads_use_the_value_gain() {
+    let _rng = torch_rng();
+    let init = InitSpec {
+        torso_gain: 0.5,
+        policy_gain: 2.0,
+        value_gain: 3.0,
+        ..orthogonal_init()
+    };
+    let network = NetworkSpec::Mlp {
+        hidden: vec![16],
+        activation: Activation::Relu,
+    };
+    for (head, heads) in [
+        (QHead::Plain, &["q_head.weight"][..]),
+        (
+            QHead::Dueling,
+            &["value_head.weight", "advantage_head.weight"][..],
+        ),
+    ] {
+        let vs = VarStore::new(Device::Cpu);
+        QNetwork::new(&vs.root(), &network, &init, false, &[8], 4, head).unwrap();
+        let vars = vs.variables();
+        assert_orthogonal("torso.fc0.weight", &vars["torso.fc0.weight"], 0.5);
+        for name in heads {
+            assert_orthogonal(name, &vars[*name], 3.0);
+        }
+        for (name, tensor) in &vars {
+            if name.ends_with(".bias") {
+                assert_eq!(tensor.abs().max().double_value(&[]), 0.0, "{name}");
+            }
+        }
+    }
+}
+
+fn default_init() -> InitSpec {
+    InitSpec {
+        scheme: InitScheme::Default,
+        ..orthogonal_init()
+    }
+}
+
+#[test]
+fn default_init_is_what_tchs_default_layers_draw_for_separate_and_stacked_layers() {
+    let _rng = torch_rng();
+    let same = |what: &str, got: &Tensor, want: &Tensor| {
+        assert!(got.equal(want), "{what}: {got} is not {want}");
+    };
+    let reference = VarStore::new(Device::Cpu);
+    let root = reference.root();
+    let linear = |name: &str, inputs: i64, outputs: i64| {
+        tch::nn::linear(&root / name, inputs, outputs, Default::default())
+    };
+
+    // A shared MinAtar actor-critic draws as its four layers would: conv, fc, policy, value.
+    tch::manual_seed(11);
+    let (vs, _) = build(
+        &ActorCriticSpec::for_network(MINATAR, default_init()),
+        &[4, 10, 10],
+        3,
+    );
+    tch::manual_seed(11);
+    let conv = tch::nn::conv2d(&root / "conv", 4, 16, 3, Default::default());
+    let layers = [
+        ("torso.fc", linear("fc", 1024, 128)),
+        ("policy_head", linear("policy", 128, 3)),
+        ("value_head", linear("value", 128, 1)),
+    ];
+    let vars = vs.variables();
+    same("conv weight", &vars["torso.conv0.weight"], &conv.ws);
+    same(
+        "conv bias",
+        &vars["torso.conv0.bias"],
+        conv.bs.as_ref().unwrap(),
+    );
+    for (name, layer) in &layers {
+        same(name, &vars[&format!("{name}.weight")], &layer.ws);
+        same(
+            name,
+            &vars[&format!("{name}.bias")],
+            layer.bs.as_ref().unwrap(),
+        );
+    }
+
+    // Separate MLP torsos and heads are stacked, but each slice draws what the separate layer
+    // would, in the order of layer 0 of both torsos, layer 1 of both, the policy head, the value
+    // head.
+    let spec = ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![64, 32],
+            activation: Activation::Tanh,
+        },
+        default_init(),
+    );
+    assert!(!spec.share_torso);
+    tch::manual_seed(12);
+    let (vs, _) = build(&spec, &[10], 3);
+    tch::manual_seed(12);
+    let torsos = [
+        ("torsos.fc0", 0, linear("a0", 10, 64)),
+        ("torsos.fc0", 1, linear("c0", 10, 64)),
+        ("torsos.fc1", 0, linear("a1", 64, 32)),
+        ("torsos.fc1", 1, linear("c1", 64, 32)),
+        ("heads", 0, linear("p", 32, 3)),
+        ("heads", 1, linear("v", 32, 1)),
+    ];
+    let vars = vs.variables();
+    for (name, slice, layer) in &torsos {
+        let outputs = layer.ws.size()[0];
+        let weight = vars[&format!("{name}.weight")]
+            .get(*slice)
+            .narrow(1, 0, outputs);
+        let bias = vars[&format!("{name}.bias")]
+            .get(*slice)
+            .narrow(1, 0, outputs);
+        let what = format!("{name} slice {slice}");
+        same(&what, &weight, &layer.ws.tr());
+        same(&what, &bias, &layer.bs.as_ref().unwrap().unsqueeze(0));
+    }
+    // The value slice's padding stays zero.
+    let padding = |name: &str| {
+        vars[name]
+            .get(1)
+            .narrow(1, 1, 2)
+            .abs()
+            .max()
+            .double_value(&[])
+    };
+    assert_eq!((padding("heads.weight"), padding("heads.bias")), (0.0, 0.0));
+}
+
+/// Weights of `fan_in` inputs within `sqrt(6 / fan_in)`, reaching near it; biases within
+/// `1 / sqrt(fan_in)` (zero when `zero_bias`).
+fn assert_tch_default(name: &str, weight: &Tensor, bias: &Tensor, fan_in: i64, zero_bias: bool) {
+    let max = |t: &Tensor| t.abs().max().double_value(&[]);
+    let bound = (6.0 / fan_in as f64).sqrt();
+    let n = weight.numel();
+    // The largest of n uniform draws falls below 0.95 of the bound with chance 0.95^n.
+    assert!(
+        max(weight) <= bound && (n < 512 || max(weight) >= 0.95 * bound),
+        "{name}: weights reach {}, the bound is {bound}",
+        max(weight)
+    );
+    let bias_bound = 1.0 / (fan_in as f64).sqrt();
+    if zero_bias {
+        assert_eq!(max(bias), 0.0, "{name}: bias");
+    } else {
+        assert!(
+            max(bias) <= bias_bound && max(bias) > 0.0,
+            "{name}: biases reach {}, the bound is {bias_bound}",
+            max(bias)
+        );
+        if bias.numel() >= 256 {
+            assert!(
+                max(bias) >= 0.9 * bias_bound,
+                "{name}: biases reach only {}",
+                max(bias)
+            );
+        }
+    }
+}
+
+#[test]
+fn default_init_weights_are_uniform_within_sqrt_6_over_fan_in_separate_or_stacked() {
+    let _rng = torch_rng();
+    // Nature: three convs (zero biases), the fc layer and the heads (uniform biases).
+    let (vs, _) = build(
+        &ActorCriticSpec::for_network(NATURE, default_init()),
+        &[4, 84, 84],
+        6,
+    );
+    let vars = vs.variables();
+    for (layer, fan_in) in [
+        ("conv0", 4 * 8 * 8),
+        ("conv1", 32 * 4 * 4),
+        ("conv2", 64 * 3 * 3),
+    ] {
+        let name = format!("torso.{layer}");
+        let [weight, bias] = [".weight", ".bias"].map(|p| &vars[&format!("{name}{p}")]);
+        assert_tch_default(&name, weight, bias, fan_in, true);
+    }
+    for (name, fan_in) in [
+        ("torso.fc", 3136),
+        ("policy_head", 512),
+        ("value_head", 512),
+    ] {
+        let [weight, bias] = [".weight", ".bias"].map(|p| &vars[&format!("{name}{p}")]);
+        assert_tch_default(name, weight, bias, fan_in, false);
+    }
+    // Stacked: each torso slice as a 100 -> 256 layer, each head slice as a 256-input layer.
+    let spec = ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![256],
+            activation: Activation::Relu,
+        },
+        default_init(),
+    );
+    let (vs, _) = build(&spec, &[100], 3);
+    let vars = vs.variables();
+    for slice in 0..2 {
+        let weight = vars["torsos.fc0.weight"].get(slice);
+        let bias = vars["torsos.fc0.bias"].get(slice);
+        assert_tch_default(&format!("torso {slice}"), &weight, &bias, 100, false);
+    }
+    let [weight, bias] = ["heads.weight", "heads.bias"].map(|n| vars[n].shallow_clone());
+    assert_tch_default("policy head", &weight.get(0), &bias.get(0), 256, false);
+    let value = |t: &Tensor| t.get(1).narrow(1, 0, 1);
+    assert_tch_default("value head", &value(&weight), &value(&bias), 256, false);
+}
+
+#[test]
+fn from_experiment_maps_every_network_setting() {
+    let spec = |text: &str| {
+        let source = tandem_config::Source::Stdin(format!("experiment \"x\" {{\n{text}\n}}\n"));
+        let resolved =
+            tandem_config::resolve(&source, &[]).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        ActorCriticSpec::from_experiment(&resolved.experiment).unwrap()
+    };
+    let minatar = spec(
+        r#"algorithm "ppo"
+        env "minatar-breakout"
+        network "minatar-cnn" { channels 7; features 33; init "default"; actor-critic "separate"; }"#,
+    );
+    assert_eq!(
+        minatar,
+        ActorCriticSpec {
+            network: NetworkSpec::MinAtarCnn {
+                channels: 7,
+                features: 33
+            },
+            share_torso: false,
+            scale_pixels: false,
+            init: default_init(),
+        }
+    );
+    let nature = spec(
+        r#"algorithm "dqn"
+        env "atari-breakout"
+        network "nature-cnn" { features 256; torso-gain 0.5; policy-gain 2; value-gain 3; }"#,
+    );
+    assert_eq!(
+        nature,
+        ActorCriticSpec {
+            network: NetworkSpec::NatureCnn { features: 256 },
+            share_torso: true,
+            scale_pixels: true,
+            init: InitSpec {
+                scheme: InitScheme::Orthogonal,
+                torso_gain: 0.5,
+                policy_gain: 2.0,
+                value_gain: 3.0,
+            },
+        }
+    );
+    let mlp = spec(
+        r#"algorithm "ppo"
+        env "cartpole"
+        network "mlp" { hidden 32 16; activation "relu"; }"#,
+    );
+    assert_eq!(
+        (mlp.network, mlp.share_torso, mlp.scale_pixels, mlp.init),
+        (
+            NetworkSpec::Mlp {
+                hidden: vec![32, 16],
+                activation: Activation::Relu
+            },
+            true,
+            false,
+            orthogonal_init()
+        )
+    );
+    let impala = spec(
+        r#"algorithm "ppo"
+        env "minatar-breakout"
+        network "impala-cnn" { channels 8 16; features 64; }"#,
+    );
+    assert_eq!(
+        (impala.network, impala.scale_pixels),
+        (
+            NetworkSpec::ImpalaResNet {
+                channels: vec![8, 16],
+                hidden: 64
+            },
+            false
+        )
     );
 }

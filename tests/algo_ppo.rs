@@ -199,10 +199,13 @@ const OBS: i64 = 4;
 const ACTIONS: i64 = 3;
 
 fn spec() -> ActorCriticSpec {
-    ActorCriticSpec::for_network(NetworkSpec::Mlp {
-        hidden: vec![8, 8],
-        activation: Activation::Tanh,
-    })
+    ActorCriticSpec::for_network(
+        NetworkSpec::Mlp {
+            hidden: vec![8, 8],
+            activation: Activation::Tanh,
+        },
+        common::orthogonal_init(),
+    )
 }
 
 fn new_model() -> (VarStore, ActorCritic) {

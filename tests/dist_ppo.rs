@@ -36,7 +36,8 @@ fn config(micro_batches: i64) -> PpoConfig {
 fn model() -> (VarStore, ActorCritic) {
     seeded(7, || {
         let vs = VarStore::new(Device::Cpu);
-        let spec = ActorCriticSpec::for_network(NetworkSpec::default_mlp());
+        let spec =
+            ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init());
         let m = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 3 }).unwrap();
         (vs, m)
     })

@@ -37,10 +37,13 @@ fn learner(seed: i64, tau: f64) -> Dqn {
     seeded(seed, || {
         Dqn::new(
             Device::Cpu,
-            &ActorCriticSpec::for_network(NetworkSpec::Mlp {
-                hidden: vec![16],
-                activation: Activation::Relu,
-            }),
+            &ActorCriticSpec::for_network(
+                NetworkSpec::Mlp {
+                    hidden: vec![16],
+                    activation: Activation::Relu,
+                },
+                common::orthogonal_init(),
+            ),
             &[4],
             3,
             true,

@@ -141,6 +141,7 @@ impl Dqn {
             QNetwork::new(
                 &vs.root(),
                 &spec.network,
+                &spec.init,
                 spec.scale_pixels,
                 obs_shape,
                 num_actions,

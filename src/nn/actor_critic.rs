@@ -6,10 +6,8 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::distribution::{ActionDistribution, Categorical};
-use super::torso::{
-    NetworkSpec, Torso, TwinMlp, init_stacked_slice, orthogonal_linear, prepare_observations,
-};
-use super::{POLICY_HEAD_GAIN, VALUE_HEAD_GAIN};
+use super::init::{InitSpec, init_stacked_slice, linear};
+use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
 
 /// How the actor-critic is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,22 +18,25 @@ pub struct ActorCriticSpec {
     pub share_torso: bool,
     /// Multiply observations by 1/255 inside the network (raw 0..255 pixels in the buffer).
     pub scale_pixels: bool,
+    /// How every layer is initialised (torso, policy head and value head gains).
+    pub init: InitSpec,
 }
 
 impl ActorCriticSpec {
     /// The customary setup for a network: shared torso for image networks, separate for MLPs;
     /// pixel scaling for the networks that read raw frames (Nature CNN, IMPALA), not for the
     /// MinAtar net (its observations are already 0/1) nor MLPs.
-    pub fn for_network(network: NetworkSpec) -> Self {
+    pub fn for_network(network: NetworkSpec, init: InitSpec) -> Self {
         let share_torso = network.is_image();
         let scale_pixels = matches!(
             network,
-            NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
+            NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
         );
         ActorCriticSpec {
             network,
             share_torso,
             scale_pixels,
+            init,
         }
     }
 }
@@ -98,15 +99,15 @@ struct LinearHeads {
 }
 
 impl LinearHeads {
-    fn new(root: &nn::Path, features: i64, n: i64) -> LinearHeads {
+    fn new(root: &nn::Path, features: i64, n: i64, init: &InitSpec) -> LinearHeads {
         LinearHeads {
-            action: ActionHead::Categorical(orthogonal_linear(
+            action: ActionHead::Categorical(linear(
                 root / "policy_head",
                 features,
                 n,
-                POLICY_HEAD_GAIN,
+                init.policy(),
             )),
-            value: orthogonal_linear(root / "value_head", features, 1, VALUE_HEAD_GAIN),
+            value: linear(root / "value_head", features, 1, init.value()),
         }
     }
 
@@ -132,12 +133,12 @@ struct StackedHeads {
 }
 
 impl StackedHeads {
-    fn new(path: &nn::Path, features: i64, n: i64) -> StackedHeads {
+    fn new(path: &nn::Path, features: i64, n: i64, init: &InitSpec) -> StackedHeads {
         let weight = path.zeros("weight", &[2, features, n]);
         let bias = path.zeros("bias", &[2, 1, n]);
         // The draws of `LinearHeads`, in its order: a run seeded alike starts alike.
-        init_stacked_slice(&weight, 0, n, POLICY_HEAD_GAIN);
-        init_stacked_slice(&weight, 1, 1, VALUE_HEAD_GAIN);
+        init_stacked_slice(&weight, &bias, 0, n, init.policy());
+        init_stacked_slice(&weight, &bias, 1, 1, init.value());
         StackedHeads { weight, bias }
     }
 
@@ -190,24 +191,26 @@ impl ActorCritic {
             n >= 1,
             "action space: a discrete action space needs at least one action, got {n}"
         );
+        let init = &spec.init;
         // Torsos are created before heads, so a seed gives the same initial weights whatever
         // the layout.
         let body = match &spec.network {
             _ if spec.share_torso => {
-                let torso = Torso::new(&(root / "torso"), &spec.network, obs_shape)?;
-                let heads = LinearHeads::new(root, torso.output_dim(), n);
+                let torso = Torso::new(&(root / "torso"), &spec.network, init, obs_shape)?;
+                let heads = LinearHeads::new(root, torso.output_dim(), n, init);
                 Body::Shared { torso, heads }
             }
             NetworkSpec::Mlp { hidden, activation } => {
-                let torsos = TwinMlp::new(&(root / "torsos"), hidden, *activation, obs_shape)?;
-                let heads = StackedHeads::new(&(root / "heads"), torsos.output_dim(), n);
+                let torsos =
+                    TwinMlp::new(&(root / "torsos"), hidden, *activation, init, obs_shape)?;
+                let heads = StackedHeads::new(&(root / "heads"), torsos.output_dim(), n, init);
                 Body::TwinMlp { torsos, heads }
             }
             network => {
-                let actor = Torso::new(&(root / "actor_torso"), network, obs_shape)?;
-                let critic = Torso::new(&(root / "critic_torso"), network, obs_shape)?;
+                let actor = Torso::new(&(root / "actor_torso"), network, init, obs_shape)?;
+                let critic = Torso::new(&(root / "critic_torso"), network, init, obs_shape)?;
                 // Both torsos have the same architecture, so one width serves both heads.
-                let heads = LinearHeads::new(root, actor.output_dim(), n);
+                let heads = LinearHeads::new(root, actor.output_dim(), n, init);
                 Body::Separate {
                     actor,
                     critic,
@@ -331,48 +334,6 @@ impl ActorCritic {
                 EntropyUse::ReportOnly => tch::no_grad(|| dist.entropy()),
             },
             values,
-        })
-    }
-}
-
-// TEMPORARY until the nn settings land: the config's network onto nn's spec.
-impl ActorCriticSpec {
-    pub fn from_experiment(experiment: &tandem_config::Experiment) -> Result<ActorCriticSpec> {
-        use super::Activation;
-        use tandem_config::{Activation as A, Torso as T};
-        let network = match &experiment.network.torso {
-            T::Mlp { hidden, activation } => NetworkSpec::Mlp {
-                hidden: hidden.iter().map(|&h| h as i64).collect(),
-                activation: match activation {
-                    A::Tanh => Activation::Tanh,
-                    A::Relu => Activation::Relu,
-                },
-            },
-            T::NatureCnn { features } => {
-                if *features != 512 {
-                    bail!(
-                        "network nature-cnn: features {features} is not supported; the Nature CNN has 512"
-                    );
-                }
-                NetworkSpec::NatureCnn
-            }
-            T::MinatarCnn { .. } => NetworkSpec::MinAtarCnn,
-            T::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
-                channels: channels.iter().map(|&c| c as i64).collect(),
-                hidden: *features as i64,
-            },
-        };
-        let scale_pixels = matches!(
-            network,
-            NetworkSpec::NatureCnn | NetworkSpec::ImpalaResNet { .. }
-        ) && matches!(
-            experiment.observation(),
-            tandem_config::Observation::Image { .. }
-        );
-        Ok(ActorCriticSpec {
-            network,
-            share_torso: experiment.network.shared,
-            scale_pixels,
         })
     }
 }

@@ -2,30 +2,27 @@
 //! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] and [`QNetwork`] built on them, the
 //! action distributions, and the deterministic parameter order that DDP and checkpoints rely on.
 //!
-//! Every parameter lives in a `tch::nn::VarStore`, initialised orthogonally with the usual gains
-//! (sqrt(2) in the torso, 0.01 on the policy head, 1.0 on the value head) and zero biases.
+//! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
+//! (orthogonal with a gain per role and zero biases, or tch's default);
+//! [`ActorCriticSpec::from_experiment`] maps an experiment's `network` section onto these specs.
 
 mod actor_critic;
 mod distribution;
+mod init;
 mod q_network;
+mod spec;
 mod torso;
 
 pub use actor_critic::{
     ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation,
 };
 pub use distribution::{ActionDistribution, Categorical};
+pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use torso::{Activation, NetworkSpec};
 
 use tch::Tensor;
 use tch::nn::VarStore;
-
-/// Gain for hidden layers followed by ReLU/tanh (CleanRL's `layer_init` default).
-pub const TORSO_GAIN: f64 = std::f64::consts::SQRT_2;
-/// Gain for the policy logits: near-uniform initial policy.
-pub const POLICY_HEAD_GAIN: f64 = 0.01;
-/// Gain for the value head and Q heads.
-pub const VALUE_HEAD_GAIN: f64 = 1.0;
 
 /// Every variable of `vs` (trainable or not) with its full name, sorted by name.
 ///

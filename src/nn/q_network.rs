@@ -4,8 +4,8 @@ use anyhow::{Result, bail, ensure};
 use tch::Tensor;
 use tch::nn::{self, Module};
 
-use super::VALUE_HEAD_GAIN;
-use super::torso::{NetworkSpec, Torso, orthogonal_linear, prepare_observations};
+use super::init::{InitSpec, linear};
+use super::torso::{NetworkSpec, Torso, prepare_observations};
 
 /// Which head turns features into Q(s, a).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +35,13 @@ pub struct QNetwork {
 
 impl QNetwork {
     /// Variables: `torso.*`, then `q_head.*` (plain) or `value_head.*` and `advantage_head.*`.
+    /// The torso is initialised as `init` says for torso layers; every head (plain, or both
+    /// dueling streams) as for the value head, with `init.value_gain` (the policy gain is not
+    /// used: a Q-network has no policy head).
     pub fn new(
         root: &nn::Path,
         network: &NetworkSpec,
+        init: &InitSpec,
         scale_pixels: bool,
         obs_shape: &[i64],
         num_actions: i64,
@@ -47,23 +51,15 @@ impl QNetwork {
             num_actions >= 1,
             "q-network: needs at least one action, got {num_actions}"
         );
-        let torso = Torso::new(&(root / "torso"), network, obs_shape)?;
+        let torso = Torso::new(&(root / "torso"), network, init, obs_shape)?;
         let features = torso.output_dim();
         let head = match head {
-            QHead::Plain => Head::Plain(orthogonal_linear(
-                root / "q_head",
-                features,
-                num_actions,
-                VALUE_HEAD_GAIN,
-            )),
+            QHead::Plain => {
+                Head::Plain(linear(root / "q_head", features, num_actions, init.value()))
+            }
             QHead::Dueling => Head::Dueling {
-                value: orthogonal_linear(root / "value_head", features, 1, VALUE_HEAD_GAIN),
-                advantage: orthogonal_linear(
-                    root / "advantage_head",
-                    features,
-                    num_actions,
-                    VALUE_HEAD_GAIN,
-                ),
+                value: linear(root / "value_head", features, 1, init.value()),
+                advantage: linear(root / "advantage_head", features, num_actions, init.value()),
             },
         };
         Ok(QNetwork {

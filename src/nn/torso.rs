@@ -6,7 +6,7 @@ use anyhow::{Result, bail, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::TORSO_GAIN;
+use super::init::{InitSpec, LayerInit, conv, init_stacked_slice, linear};
 
 /// Nonlinearity between MLP layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,11 +34,13 @@ pub enum NetworkSpec {
         activation: Activation,
     },
     /// The DQN paper's network (Mnih et al. 2015): conv 32 8x8 stride 4, conv 64 4x4 stride 2,
-    /// conv 64 3x3 stride 1, fully connected 512, ReLU after each.
-    NatureCnn,
-    /// The MinAtar paper's small network (Young & Tian 2019): conv 16 3x3 stride 1, fully
-    /// connected 128, ReLU after each; made for 10 x 10 x C observations.
-    MinAtarCnn,
+    /// conv 64 3x3 stride 1, a fully connected layer of `features` units (512 in the paper),
+    /// ReLU after each.
+    NatureCnn { features: i64 },
+    /// The MinAtar paper's small network (Young & Tian 2019): a 3x3 stride-1 conv with
+    /// `channels` outputs (16 in MinAtar's reference network), a fully connected layer of
+    /// `features` units (128 there), ReLU after each; made for 10 x 10 x C observations.
+    MinAtarCnn { channels: i64, features: i64 },
     /// The IMPALA paper's ResNet encoder (Espeholt et al. 2018): per entry of `channels`, a 3x3
     /// conv, a 3x3 stride-2 max pool and two residual blocks; then ReLU, a fully connected layer
     /// of `hidden` units and ReLU.
@@ -71,8 +73,8 @@ impl NetworkSpec {
     fn name(&self) -> &'static str {
         match self {
             NetworkSpec::Mlp { .. } => "mlp",
-            NetworkSpec::NatureCnn => "nature-cnn",
-            NetworkSpec::MinAtarCnn => "minatar-cnn",
+            NetworkSpec::NatureCnn { .. } => "nature-cnn",
+            NetworkSpec::MinAtarCnn { .. } => "minatar-cnn",
             NetworkSpec::ImpalaResNet { .. } => "impala-resnet",
         }
     }
@@ -121,57 +123,6 @@ impl ResidualBlock {
     }
 }
 
-pub(crate) fn orthogonal_linear(
-    path: nn::Path,
-    inputs: i64,
-    outputs: i64,
-    gain: f64,
-) -> nn::Linear {
-    nn::linear(
-        path,
-        inputs,
-        outputs,
-        nn::LinearConfig {
-            ws_init: nn::Init::Orthogonal { gain },
-            bs_init: Some(nn::Init::Const(0.0)),
-            bias: true,
-        },
-    )
-}
-
-fn orthogonal_conv(
-    path: nn::Path,
-    inputs: i64,
-    outputs: i64,
-    kernel: i64,
-    stride: i64,
-    padding: i64,
-) -> nn::Conv2D {
-    let mut conv = nn::conv2d(
-        path,
-        inputs,
-        outputs,
-        kernel,
-        nn::ConvConfig {
-            stride,
-            padding,
-            ws_init: nn::Init::Const(0.0),
-            bs_init: nn::Init::Const(0.0),
-            ..Default::default()
-        },
-    );
-    // tch's `Init::Orthogonal` returns the flattened `[out, in*k*k]` matrix for a 4-d shape
-    // (the kernel loses its shape), so orthogonalise the flattened kernel here and reshape it.
-    let dims = conv.ws.size();
-    let flat = nn::init(
-        nn::Init::Orthogonal { gain: TORSO_GAIN },
-        &[dims[0], dims[1..].iter().product()],
-        conv.ws.device(),
-    );
-    tch::no_grad(|| conv.ws.copy_(&flat.reshape(&dims)));
-    conv
-}
-
 /// Spatial size after a convolution or pooling window, or an error naming the layer.
 fn window_output(
     spec: &NetworkSpec,
@@ -194,30 +145,31 @@ fn window_output(
 
 impl Torso {
     /// Builds the torso's variables under `path` for observations of shape `obs_shape`
-    /// (without the batch dimension).
-    pub fn new(path: &nn::Path, spec: &NetworkSpec, obs_shape: &[i64]) -> Result<Torso> {
+    /// (without the batch dimension), every layer initialised as `init` says for torso layers.
+    pub fn new(
+        path: &nn::Path,
+        spec: &NetworkSpec,
+        init: &InitSpec,
+        obs_shape: &[i64],
+    ) -> Result<Torso> {
         check_obs_shape(spec.name(), obs_shape)?;
-        let image = |what: &str| -> Result<(i64, i64, i64)> {
+        let image = || -> Result<[i64; 3]> {
             match obs_shape {
-                &[c, h, w] => Ok((c, h, w)),
+                &[c, h, w] => Ok([c, h, w]),
                 _ => bail!(
-                    "network {}: {what} needs channels-first image observations C x H x W, got shape {obs_shape:?}",
+                    "network {}: this network needs channels-first image observations C x H x W, got shape {obs_shape:?}",
                     spec.name()
                 ),
             }
         };
+        let torso = init.torso();
         match spec {
             NetworkSpec::Mlp { hidden, activation } => {
                 check_hidden(hidden)?;
                 let mut inputs: i64 = obs_shape.iter().product();
                 let mut linears = Vec::with_capacity(hidden.len());
                 for (i, &width) in hidden.iter().enumerate() {
-                    linears.push(orthogonal_linear(
-                        path / format!("fc{i}"),
-                        inputs,
-                        width,
-                        TORSO_GAIN,
-                    ));
+                    linears.push(linear(path / format!("fc{i}"), inputs, width, torso));
                     inputs = width;
                 }
                 Ok(Torso {
@@ -228,79 +180,18 @@ impl Torso {
                     output_dim: inputs,
                 })
             }
-            NetworkSpec::NatureCnn | NetworkSpec::MinAtarCnn => {
-                let (c, mut h, mut w) = image("this network")?;
-                let (conv_shapes, fc_width): (&[(i64, i64, i64)], i64) = match spec {
-                    NetworkSpec::NatureCnn => (&[(32, 8, 4), (64, 4, 2), (64, 3, 1)], 512),
-                    _ => (&[(16, 3, 1)], 128),
-                };
-                let mut convs = Vec::new();
-                let mut channels = c;
-                for (i, &(out, kernel, stride)) in conv_shapes.iter().enumerate() {
-                    let layer = format!("conv{i}");
-                    h = window_output(spec, &layer, h, kernel, stride, 0)?;
-                    w = window_output(spec, &layer, w, kernel, stride, 0)?;
-                    convs.push(orthogonal_conv(
-                        path / layer,
-                        channels,
-                        out,
-                        kernel,
-                        stride,
-                        0,
-                    ));
-                    channels = out;
-                }
-                let fc = orthogonal_linear(path / "fc", channels * h * w, fc_width, TORSO_GAIN);
-                Ok(Torso {
-                    layers: Layers::PlainConv { convs, fc },
-                    output_dim: fc_width,
-                })
+            NetworkSpec::NatureCnn { features } => {
+                check_positive(spec, "features", *features)?;
+                let convs = [[32, 8, 4], [64, 4, 2], [64, 3, 1]];
+                plain_conv(path, spec, image()?, &convs, *features, torso)
+            }
+            NetworkSpec::MinAtarCnn { channels, features } => {
+                check_positive(spec, "channels", *channels)?;
+                check_positive(spec, "features", *features)?;
+                plain_conv(path, spec, image()?, &[[*channels, 3, 1]], *features, torso)
             }
             NetworkSpec::ImpalaResNet { channels, hidden } => {
-                let (c, mut h, mut w) = image("this network")?;
-                ensure!(
-                    !channels.is_empty() && channels.iter().all(|&c| c > 0),
-                    "network impala-resnet: channels must be a non-empty list of positive sizes, got {channels:?}"
-                );
-                ensure!(
-                    *hidden > 0,
-                    "network impala-resnet: hidden must be positive, got {hidden}"
-                );
-                let mut stages = Vec::new();
-                let mut inputs = c;
-                for (i, &out) in channels.iter().enumerate() {
-                    let stage = path / format!("stage{i}");
-                    let conv = orthogonal_conv(&stage / "conv", inputs, out, 3, 1, 1);
-                    let pool = format!("stage{i} max pool");
-                    h = window_output(spec, &pool, h, 3, 2, 1)?;
-                    w = window_output(spec, &pool, w, 3, 2, 1)?;
-                    let block = |b: usize| ResidualBlock {
-                        conv0: orthogonal_conv(
-                            &stage / format!("res{b}") / "conv0",
-                            out,
-                            out,
-                            3,
-                            1,
-                            1,
-                        ),
-                        conv1: orthogonal_conv(
-                            &stage / format!("res{b}") / "conv1",
-                            out,
-                            out,
-                            3,
-                            1,
-                            1,
-                        ),
-                    };
-                    let residual = [block(0), block(1)];
-                    stages.push(ImpalaStage { conv, residual });
-                    inputs = out;
-                }
-                let fc = orthogonal_linear(path / "fc", inputs * h * w, *hidden, TORSO_GAIN);
-                Ok(Torso {
-                    layers: Layers::Impala { stages, fc },
-                    output_dim: *hidden,
-                })
+                impala(path, spec, image()?, channels, *hidden, torso)
             }
         }
     }
@@ -346,6 +237,80 @@ impl Torso {
     }
 }
 
+/// Convolutions `[out_channels, kernel, stride]` (no padding), each followed by ReLU, then a
+/// fully connected layer of `features` units and ReLU: the Nature and MinAtar torsos.
+fn plain_conv(
+    path: &nn::Path,
+    spec: &NetworkSpec,
+    [c, mut h, mut w]: [i64; 3],
+    shapes: &[[i64; 3]],
+    features: i64,
+    init: LayerInit,
+) -> Result<Torso> {
+    let mut convs = Vec::with_capacity(shapes.len());
+    let mut channels = c;
+    for (i, &[out, kernel, stride]) in shapes.iter().enumerate() {
+        let layer = format!("conv{i}");
+        h = window_output(spec, &layer, h, kernel, stride, 0)?;
+        w = window_output(spec, &layer, w, kernel, stride, 0)?;
+        convs.push(conv(path / layer, channels, out, [kernel, stride, 0], init));
+        channels = out;
+    }
+    let fc = linear(path / "fc", channels * h * w, features, init);
+    Ok(Torso {
+        layers: Layers::PlainConv { convs, fc },
+        output_dim: features,
+    })
+}
+
+/// The IMPALA encoder: per entry of `channels` a conv, a max pool and two residual blocks.
+fn impala(
+    path: &nn::Path,
+    spec: &NetworkSpec,
+    [c, mut h, mut w]: [i64; 3],
+    channels: &[i64],
+    hidden: i64,
+    init: LayerInit,
+) -> Result<Torso> {
+    ensure!(
+        !channels.is_empty() && channels.iter().all(|&c| c > 0),
+        "network impala-resnet: channels must be a non-empty list of positive sizes, got {channels:?}"
+    );
+    check_positive(spec, "hidden", hidden)?;
+    let same =
+        |path: nn::Path, inputs: i64, outputs: i64| conv(path, inputs, outputs, [3, 1, 1], init);
+    let mut stages = Vec::new();
+    let mut inputs = c;
+    for (i, &out) in channels.iter().enumerate() {
+        let stage = path / format!("stage{i}");
+        let conv = same(&stage / "conv", inputs, out);
+        let pool = format!("stage{i} max pool");
+        h = window_output(spec, &pool, h, 3, 2, 1)?;
+        w = window_output(spec, &pool, w, 3, 2, 1)?;
+        let block = |b: usize| ResidualBlock {
+            conv0: same(&stage / format!("res{b}") / "conv0", out, out),
+            conv1: same(&stage / format!("res{b}") / "conv1", out, out),
+        };
+        let residual = [block(0), block(1)];
+        stages.push(ImpalaStage { conv, residual });
+        inputs = out;
+    }
+    let fc = linear(path / "fc", inputs * h * w, hidden, init);
+    Ok(Torso {
+        layers: Layers::Impala { stages, fc },
+        output_dim: hidden,
+    })
+}
+
+fn check_positive(spec: &NetworkSpec, what: &str, value: i64) -> Result<()> {
+    ensure!(
+        value > 0,
+        "network {}: {what} must be positive, got {value}",
+        spec.name()
+    );
+    Ok(())
+}
+
 fn check_obs_shape(network: &str, obs_shape: &[i64]) -> Result<()> {
     ensure!(
         !obs_shape.is_empty() && obs_shape.iter().all(|&d| d > 0),
@@ -364,7 +329,7 @@ fn check_hidden(hidden: &[i64]) -> Result<()> {
 /// Two MLP torsos of one shape reading the same input, computed together: the actor's and the
 /// critic's torso of a "separate" MLP actor-critic. Layer i of both lives in one weight
 /// `fc{i}.weight` of shape `[2, in, out]` (index 0 the actor's, 1 the critic's; each slice is
-/// the transpose of the usual `[out, in]` weight, orthogonally initialised the same way) and
+/// the transpose of the usual `[out, in]` weight, initialised the same way) and
 /// one bias `fc{i}.bias` of shape `[2, 1, out]`. A layer is then one batched matrix multiply
 /// (`baddbmm`) and one activation instead of two linear layers, two transposes and two
 /// activations: on classic-control networks libtorch's per-operation overhead, not the
@@ -384,6 +349,7 @@ impl TwinMlp {
         path: &nn::Path,
         hidden: &[i64],
         activation: Activation,
+        init: &InitSpec,
         obs_shape: &[i64],
     ) -> Result<TwinMlp> {
         check_obs_shape("mlp", obs_shape)?;
@@ -395,7 +361,7 @@ impl TwinMlp {
             let weight = layer.zeros("weight", &[2, inputs, width]);
             let bias = layer.zeros("bias", &[2, 1, width]);
             for torso in 0..2 {
-                init_stacked_slice(&weight, torso, width, TORSO_GAIN);
+                init_stacked_slice(&weight, &bias, torso, width, init.torso());
             }
             layers.push((weight, bias));
             inputs = width;
@@ -424,21 +390,6 @@ impl TwinMlp {
         }
         h
     }
-}
-
-/// Initialises slice `index` of a stacked weight `[stack, in, out]` as a linear layer of
-/// `outputs` units would be (an orthogonal `[outputs, in]` matrix with `gain`), transposed into
-/// its first `outputs` columns; the rest of the slice is left as it is.
-pub(crate) fn init_stacked_slice(weight: &Tensor, index: i64, outputs: i64, gain: f64) {
-    let inputs = weight.size()[1];
-    tch::no_grad(|| {
-        let usual = nn::init(
-            nn::Init::Orthogonal { gain },
-            &[outputs, inputs],
-            weight.device(),
-        );
-        weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
-    });
 }
 
 /// Converts observations to float and applies the 1/255 pixel scaling when asked.

@@ -15,12 +15,29 @@ pub const ROLE: &str = "TANDEM_TEST_ROLE";
 /// is global and a test binary's tests run on parallel threads, so a seeded construction (a
 /// model's initialisation, a random batch) must not interleave with another test's.
 pub fn seeded<T>(seed: i64, draw: impl FnOnce() -> T) -> T {
-    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = TORCH_RNG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = torch_rng();
     tch::manual_seed(seed);
     draw()
+}
+
+/// The lock [`seeded`] holds, for a test that seeds and draws in several steps, or draws
+/// unseeded while other tests of its binary draw seeded.
+pub fn torch_rng() -> std::sync::MutexGuard<'static, ()> {
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The config's default initialisation (orthogonal; gains sqrt(2) torso, 0.01 policy, 1.0
+/// value), for tests that build networks directly.
+pub fn orthogonal_init() -> tandem::nn::InitSpec {
+    tandem::nn::InitSpec {
+        scheme: tandem::nn::InitScheme::Orthogonal,
+        torso_gain: std::f64::consts::SQRT_2,
+        policy_gain: 0.01,
+        value_gain: 1.0,
+    }
 }
 
 pub fn role() -> Option<String> {

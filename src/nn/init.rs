@@ -1,0 +1,163 @@
+//! How layers start: [`InitSpec`] (orthogonal with a gain per role, or tch's own default), and
+//! the constructors of the linear, convolutional and stacked layers that apply it.
+//!
+//! A layer's initialisation depends on its role: torso layers, the policy head, and the value
+//! head (which also covers the Q heads of a [`super::QNetwork`]). Under
+//! [`InitScheme::Default`] the roles all start alike and the gains play no part.
+
+use tch::Tensor;
+use tch::nn;
+
+/// Which initialisation scheme the layers get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitScheme {
+    /// Orthogonal weights (Saxe et al. 2014) multiplied by the role's gain, and zero biases.
+    /// For a weight `W` of shape `[out, in]` (a conv kernel flattened to `[out, in * k * k]`),
+    /// the smaller of `W Wᵀ` and `Wᵀ W` is `gain² I`.
+    Orthogonal,
+    /// What tch 0.26's `nn::linear` and `nn::conv2d` give with their default configs: weights
+    /// Kaiming-uniform for ReLU, `U(-b, b)` with `b = sqrt(3) * sqrt(2) / sqrt(fan_in)` (that is
+    /// `sqrt(6 / fan_in)`; `fan_in` is the layer's inputs, times the kernel area for a conv);
+    /// linear biases `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, conv biases zero. (PyTorch's own
+    /// modules draw their weights from a narrower `U(±1/sqrt(fan_in))`; this is tch's default,
+    /// not PyTorch's.) Stacked layers get the same draws, slice by slice, in the same order
+    /// (bias, then weight) as separate layers. The gains are not used.
+    Default,
+}
+
+/// How to initialise a network's layers. The gains only matter under
+/// [`InitScheme::Orthogonal`]: `torso_gain` for every torso layer (convolutions and fully
+/// connected), `policy_gain` for the policy head, `value_gain` for the value head and for every
+/// head of a Q-network (its plain head, or its dueling value and advantage heads).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InitSpec {
+    pub scheme: InitScheme,
+    pub torso_gain: f64,
+    pub policy_gain: f64,
+    pub value_gain: f64,
+}
+
+impl InitSpec {
+    pub(crate) fn torso(&self) -> LayerInit {
+        self.with_gain(self.torso_gain)
+    }
+
+    pub(crate) fn policy(&self) -> LayerInit {
+        self.with_gain(self.policy_gain)
+    }
+
+    pub(crate) fn value(&self) -> LayerInit {
+        self.with_gain(self.value_gain)
+    }
+
+    fn with_gain(&self, gain: f64) -> LayerInit {
+        LayerInit {
+            scheme: self.scheme,
+            gain,
+        }
+    }
+}
+
+/// One layer's initialisation: the scheme and its role's gain.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LayerInit {
+    scheme: InitScheme,
+    gain: f64,
+}
+
+/// A fully connected layer `inputs -> outputs` (variables `weight` `[outputs, inputs]` and
+/// `bias` `[outputs]` under `path`).
+pub(crate) fn linear(path: nn::Path, inputs: i64, outputs: i64, init: LayerInit) -> nn::Linear {
+    let config = match init.scheme {
+        InitScheme::Orthogonal => nn::LinearConfig {
+            ws_init: nn::Init::Orthogonal { gain: init.gain },
+            bs_init: Some(nn::Init::Const(0.0)),
+            bias: true,
+        },
+        InitScheme::Default => nn::LinearConfig::default(),
+    };
+    nn::linear(path, inputs, outputs, config)
+}
+
+/// A 2-d convolution with square `kernel`, `stride` and `padding`.
+pub(crate) fn conv(
+    path: nn::Path,
+    inputs: i64,
+    outputs: i64,
+    [kernel, stride, padding]: [i64; 3],
+    init: LayerInit,
+) -> nn::Conv2D {
+    let shape = nn::ConvConfig {
+        stride,
+        padding,
+        ..Default::default()
+    };
+    match init.scheme {
+        InitScheme::Default => nn::conv2d(path, inputs, outputs, kernel, shape),
+        InitScheme::Orthogonal => {
+            let zeros = nn::ConvConfig {
+                ws_init: nn::Init::Const(0.0),
+                bs_init: nn::Init::Const(0.0),
+                ..shape
+            };
+            let mut conv = nn::conv2d(path, inputs, outputs, kernel, zeros);
+            // tch's `Init::Orthogonal` returns the flattened `[out, in*k*k]` matrix for a 4-d
+            // shape (the kernel loses its shape), so orthogonalise the flattened kernel here
+            // and reshape it.
+            let dims = conv.ws.size();
+            let flat = nn::init(
+                nn::Init::Orthogonal { gain: init.gain },
+                &[dims[0], dims[1..].iter().product()],
+                conv.ws.device(),
+            );
+            tch::no_grad(|| conv.ws.copy_(&flat.reshape(&dims)));
+            conv
+        }
+    }
+}
+
+/// Initialises slice `index` of a stacked layer (weight `[stack, in, out]`, bias
+/// `[stack, 1, out]`, both created zero) as a [`linear`] layer `in -> outputs` would be: its
+/// usual `[outputs, in]` weight transposed into the slice's first `outputs` columns, its bias
+/// into the bias slice's first `outputs` entries, drawn in [`linear`]'s order. The rest of the
+/// slice is left as it is.
+pub(crate) fn init_stacked_slice(
+    weight: &Tensor,
+    bias: &Tensor,
+    index: i64,
+    outputs: i64,
+    init: LayerInit,
+) {
+    let inputs = weight.size()[1];
+    let device = weight.device();
+    tch::no_grad(|| {
+        let usual = match init.scheme {
+            InitScheme::Orthogonal => nn::init(
+                nn::Init::Orthogonal { gain: init.gain },
+                &[outputs, inputs],
+                device,
+            ),
+            InitScheme::Default => {
+                // `nn::linear`'s default bias, drawn before its weight.
+                let bound = 1.0 / (inputs as f64).sqrt();
+                let usual_bias = nn::init(
+                    nn::Init::Uniform {
+                        lo: -bound,
+                        up: bound,
+                    },
+                    &[outputs],
+                    device,
+                );
+                bias.get(index)
+                    .narrow(1, 0, outputs)
+                    .copy_(&usual_bias.unsqueeze(0));
+                nn::init(
+                    nn::LinearConfig::default().ws_init,
+                    &[outputs, inputs],
+                    device,
+                )
+            }
+        };
+        weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
+    });
+}

@@ -1,0 +1,96 @@
+//! The one mapping of an experiment's `network` section (tandem_config's resolved model) onto
+//! the specs this module builds networks from: [`ActorCriticSpec::from_experiment`].
+
+use anyhow::{Context, Result};
+use tandem_config::{
+    Activation as ConfigActivation, Experiment, Init, Network, Observation, Torso,
+};
+
+use super::actor_critic::ActorCriticSpec;
+use super::init::{InitScheme, InitSpec};
+use super::torso::{Activation, NetworkSpec};
+
+impl ActorCriticSpec {
+    /// The network `experiment` declares: its torso, shared or separate, its initialisation,
+    /// and whether the network scales pixels (the Nature and IMPALA torsos reading raw 0..255
+    /// image frames do; MinAtar planes are already 0/1 and vectors are left alone). A DQN
+    /// learner takes the `network`, `init` and `scale_pixels` fields for its Q-network.
+    pub fn from_experiment(experiment: &Experiment) -> Result<ActorCriticSpec> {
+        let config = &experiment.network;
+        let network = network_spec(&config.torso)?;
+        let scale_pixels = matches!(
+            network,
+            NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
+        ) && matches!(experiment.observation(), Observation::Image { .. });
+        Ok(ActorCriticSpec {
+            network,
+            share_torso: config.shared,
+            scale_pixels,
+            init: init_spec(config),
+        })
+    }
+}
+
+fn network_spec(torso: &Torso) -> Result<NetworkSpec> {
+    let name = torso.name();
+    Ok(match torso {
+        Torso::Mlp { hidden, activation } => NetworkSpec::Mlp {
+            hidden: sizes(name, "hidden", hidden)?,
+            activation: match activation {
+                ConfigActivation::Tanh => Activation::Tanh,
+                ConfigActivation::Relu => Activation::Relu,
+            },
+        },
+        Torso::NatureCnn { features } => NetworkSpec::NatureCnn {
+            features: size(name, "features", *features)?,
+        },
+        Torso::MinatarCnn { channels, features } => NetworkSpec::MinAtarCnn {
+            channels: size(name, "channels", *channels)?,
+            features: size(name, "features", *features)?,
+        },
+        Torso::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
+            channels: sizes(name, "channels", channels)?,
+            hidden: size(name, "features", *features)?,
+        },
+    })
+}
+
+fn init_spec(config: &Network) -> InitSpec {
+    InitSpec {
+        scheme: match config.init {
+            Init::Orthogonal => InitScheme::Orthogonal,
+            Init::Default => InitScheme::Default,
+        },
+        torso_gain: config.torso_gain,
+        policy_gain: config.policy_gain,
+        value_gain: config.value_gain,
+    }
+}
+
+/// A layer size as libtorch takes it. The schema bounds every size far below `i64::MAX`, so
+/// this fails only for a hand-built `Experiment`.
+fn size(network: &str, field: &str, value: usize) -> Result<i64> {
+    i64::try_from(value).with_context(|| format!("network {network}: {field} {value} is too large"))
+}
+
+fn sizes(network: &str, field: &str, values: &[usize]) -> Result<Vec<i64>> {
+    values.iter().map(|&v| size(network, field, v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_beyond_i64_is_an_error_that_names_the_setting() {
+        let torso = Torso::MinatarCnn {
+            channels: 16,
+            features: usize::MAX,
+        };
+        let err = network_spec(&torso).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("network minatar-cnn: features {} is too large", usize::MAX)
+        );
+    }
+}
