@@ -546,7 +546,7 @@ fn the_default_settings_draw_the_initial_weights_they_drew_as_constants() {
     // Seed i + 1 for case i. Recorded with this code once a hash of every parameter's bits had
     // come out, for each case, equal to the one commit eee5120 (the gains constants, the conv
     // nets' widths fixed) gives.
-    let cases: [(&str, &dyn Fn() -> VarStore, (f64, f64)); 10] = [
+    let cases: [FingerprintCase; 10] = [
         (
             "mlp separate",
             &|| actor_critic(mlp(vec![64, 64]), false, &[4], 2),
@@ -621,7 +621,7 @@ fn features_and_channels_set_the_conv_nets_layer_shapes() {
         channels: 7,
         features: 33,
     };
-    let cases: [(NetworkSpec, &[i64], &[(&str, &[i64])]); 2] = [
+    let cases: [ShapeCase; 2] = [
         // 64 * 7 * 7 = 3136 features into the 100-unit layer, which feeds the heads.
         (
             nature,
@@ -983,3 +983,8 @@ fn from_experiment_maps_every_network_setting() {
         )
     );
 }
+
+/// A network to build and the fingerprint its default initial weights were recorded with.
+type FingerprintCase<'a> = (&'a str, &'a dyn Fn() -> VarStore, (f64, f64));
+/// A network spec, its input shape, and the shapes of the named parameters it must have.
+type ShapeCase<'a> = (NetworkSpec, &'a [i64], &'a [(&'a str, &'a [i64])]);
