@@ -1120,6 +1120,109 @@ pub fn reference_markdown() -> String {
     out
 }
 
+/// One setting of the schema, as tools and tests outside this crate see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingInfo {
+    /// Where it is written: `seed`, `algorithm.lr`, `env.wrappers`; for a wrapper
+    /// parameter, the wrapper and the parameter (`frame-skip.n`); for a section's kind,
+    /// the section's name (`algorithm`); for a wrapper itself, its name (`frame-skip`).
+    pub path: String,
+    /// The section (`""` for the settings directly inside `experiment`, `"wrappers"`
+    /// for wrappers and their parameters).
+    pub section: &'static str,
+    /// The kind the setting belongs to (`Some("ppo")` for `algorithm.lr` of ppo),
+    /// `None` for settings of every kind, kinds themselves and wrappers.
+    pub kind: Option<&'static str>,
+    /// What it is: a setting, a section's kind (one row per kind value), a wrapper,
+    /// or a wrapper's parameter.
+    pub role: SettingRole,
+    /// The type and range in words, as in the docs.
+    pub ty: String,
+    /// The default as the canonical form writes it (`required`, `empty` for no
+    /// wrappers, `-` for a wrapper or a kind value).
+    pub default: String,
+}
+
+/// What a [`SettingInfo`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingRole {
+    Setting,
+    Kind,
+    Wrapper,
+    WrapperParameter,
+}
+
+/// Every setting of the schema, every kind of every section and every wrapper with
+/// its parameters, in canonical order: what a test needs to cover each of them.
+pub fn schema_settings() -> Vec<SettingInfo> {
+    let mut out = Vec::new();
+    for section in SECTIONS {
+        for kind in section.kinds {
+            out.push(SettingInfo {
+                path: section.name.to_string(),
+                section: section.name,
+                kind: Some(kind.name),
+                role: SettingRole::Kind,
+                ty: format!("{} \"{}\"", section.kind_key, kind.name),
+                default: "-".into(),
+            });
+        }
+        let fields = section.common.iter().map(|f| (None, f)).chain(
+            section
+                .kinds
+                .iter()
+                .flat_map(|k| k.fields.iter().map(move |f| (Some(k.name), f))),
+        );
+        for (kind, field) in fields {
+            out.push(setting_info(
+                section.path(field.name),
+                section.name,
+                kind,
+                SettingRole::Setting,
+                field,
+            ));
+        }
+    }
+    for w in WRAPPERS {
+        out.push(SettingInfo {
+            path: w.name.to_string(),
+            section: "wrappers",
+            kind: None,
+            role: SettingRole::Wrapper,
+            ty: "wrapper".into(),
+            default: "-".into(),
+        });
+        for p in w.params {
+            let path = format!("{}.{}", w.name, p.name);
+            out.push(setting_info(
+                path,
+                "wrappers",
+                None,
+                SettingRole::WrapperParameter,
+                p,
+            ));
+        }
+    }
+    out
+}
+
+fn setting_info(
+    path: String,
+    section: &'static str,
+    kind: Option<&'static str>,
+    role: SettingRole,
+    field: &Field,
+) -> SettingInfo {
+    SettingInfo {
+        path,
+        section,
+        kind,
+        role,
+        ty: describe(&field.ty) + if field.nullable { " or `#null`" } else { "" },
+        default: default_text(&field.default),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,9 +65,16 @@ impl CrossCheck<'_, '_> {
     pub(super) fn run(mut self) {
         self.env_split();
         match &self.experiment.algorithm {
-            Algorithm::Ppo(ppo) => self.ppo(ppo),
-            Algorithm::Dqn(dqn) => self.dqn(dqn),
-            Algorithm::A2c(_) => {}
+            Algorithm::Ppo(ppo) => {
+                self.global_batch();
+                self.ppo(ppo)
+            }
+            Algorithm::Dqn(dqn) => {
+                self.dqn(dqn);
+                self.replay(dqn);
+                self.no_critic();
+            }
+            Algorithm::A2c(_) => self.global_batch(),
         }
         self.max_steps();
         if self.ok(&["env", "env.wrappers"]) {
@@ -251,6 +258,112 @@ impl CrossCheck<'_, '_> {
         }
     }
 
+    /// On-policy updates normalise advantages and report statistics over the global
+    /// batch, whose variance needs at least two samples.
+    fn global_batch(&mut self) {
+        let e = self.experiment;
+        if self.ok(&["env.envs", "train.rollout"]) && e.batch_size() < 2 {
+            self.report(
+                "config::too-small",
+                format!(
+                    "a global batch of {} transition cannot be normalised",
+                    e.batch_size()
+                ),
+                "train.rollout",
+                "1 step per environment",
+                Some(("env.envs", "1 environment")),
+                format!(
+                    "{} updates over all ranks' environments x rollout transitions, at least 2: raise envs or rollout",
+                    e.algorithm.name()
+                ),
+            );
+        }
+    }
+
+    /// Each rank's replay ring must hold, per environment, more steps than the frame
+    /// stack and the n-step return reach back and ahead.
+    fn replay(&mut self, dqn: &Dqn) {
+        let e = self.experiment;
+        if !self.ok(&[
+            "devices",
+            "env.envs",
+            "env.wrappers",
+            "algorithm.buffer-capacity",
+            "algorithm.n-step",
+        ]) {
+            return;
+        }
+        let stack = replay_stack(&e.env.wrappers);
+        let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_envs().max(1);
+        let reserved = stack - 1 + dqn.n_step;
+        if rows > reserved {
+            self.frame_skip_after_stack();
+            return;
+        }
+        self.report(
+            "config::too-small",
+            format!("the replay buffer holds {rows} steps per environment, too few to sample from"),
+            "algorithm.buffer-capacity",
+            &format!("{rows} steps per environment"),
+            Some(("algorithm.n-step", "n-step")),
+            format!(
+                "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; frame-stack {stack} and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
+                e.per_rank_buffer_capacity().unwrap_or(0),
+                e.per_rank_envs(),
+                dqn.n_step
+            ),
+        );
+    }
+
+    /// Replay stores each stacked observation as its newest frame and rebuilds the
+    /// stack from the previous steps; a frame skip after the stack moves the stack by
+    /// several frames per step, so it cannot be rebuilt.
+    fn frame_skip_after_stack(&mut self) {
+        let e = self.experiment;
+        let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
+            return;
+        };
+        let mut stacked: Option<usize> = None;
+        for (i, w) in e.env.wrappers.iter().enumerate() {
+            match w {
+                Wrapper::FrameStack { n } if *n > 1 => stacked = Some(i),
+                Wrapper::NormalizeObs { .. } => stacked = None,
+                Wrapper::FrameSkip { n, .. } if *n > 1 => {
+                    if let Some(span) = entry.items.get(i)
+                        && let Some(stack_span) = stacked.and_then(|s| entry.items.get(s))
+                    {
+                        self.applier.push(
+                            error(
+                                "config::wrapper-mismatch",
+                                "`frame-skip` after `frame-stack` does not fit dqn's replay",
+                            )
+                            .at(entry.source, *span, "skips frames of a stacked observation")
+                            .also(entry.source, *stack_span, "the stack")
+                            .help("dqn's replay rebuilds stacks one frame per step: put `frame-skip` before `frame-stack`"),
+                        );
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// DQN learns one Q-network: there is no critic to give its own torso.
+    fn no_critic(&mut self) {
+        if self.ok(&["algorithm", "network.actor-critic"]) && !self.experiment.network.shared {
+            self.report(
+                "config::inconsistent",
+                "dqn has no critic to separate".into(),
+                "network.actor-critic",
+                "not used by dqn",
+                Some(("algorithm", "dqn")),
+                "dqn learns one Q-network; remove `actor-critic \"separate\"` or use ppo or a2c"
+                    .into(),
+            );
+        }
+    }
+
     /// A run cannot be stopped after its end.
     fn max_steps(&mut self) {
         let e = self.experiment;
@@ -428,4 +541,18 @@ fn world(e: &Experiment) -> (usize, String) {
         world,
         format!("{world} device{}", if world == 1 { "" } else { "s" }),
     )
+}
+
+/// Frames per stored observation in dqn's replay: the last `frame-stack`, unless a
+/// later wrapper (a normaliser) makes the stacked observation opaque to it.
+fn replay_stack(wrappers: &[Wrapper]) -> usize {
+    let mut stack = 1;
+    for w in wrappers {
+        match w {
+            Wrapper::FrameStack { n } => stack = *n as usize,
+            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
+            _ => {}
+        }
+    }
+    stack.max(1)
 }
