@@ -287,13 +287,13 @@ pub(crate) static ALGORITHM: Section = Section {
                     "target-kl",
                     POSITIVE,
                     Dflt::Null,
-                    "Stop the epochs of an update early when the approximate KL exceeds this (decided on rank 0); `#null` never stops.",
+                    "Stop an update after the first epoch whose approximate KL, averaged over all ranks, exceeds this (rank 0 decides for all); `#null` never stops.",
                 ),
                 f(
                     "normalize-advantages",
                     Ty::Bool,
                     Dflt::Bool(true),
-                    "Normalise advantages per minibatch.",
+                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update), once before the epochs.",
                 ),
                 f("adam-eps", UNIT_OPEN, Dflt::Float(1e-5), "Adam epsilon."),
             ],
@@ -361,7 +361,7 @@ pub(crate) static ALGORITHM: Section = Section {
                     "normalize-advantages",
                     Ty::Bool,
                     Dflt::Bool(false),
-                    "Normalise advantages per batch.",
+                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update).",
                 ),
             ],
         },
@@ -504,12 +504,12 @@ pub(crate) static ENV: Section = Section {
         },
         Kind {
             name: "minatar-breakout",
-            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions.",
+            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on.",
             fields: &[],
         },
         Kind {
             name: "atari-breakout",
-            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action.",
+            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.",
             fields: &[],
         },
     ],
@@ -856,7 +856,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         name: "fire-reset",
-        doc: "Press FIRE after a reset (games with a FIRE action).",
+        doc: "After a reset, press FIRE, then action 2 (games with a FIRE action).",
         params: &[],
     },
     WrapperSpec {
@@ -884,7 +884,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         name: "resize",
-        doc: "Resize image observations (bilinear).",
+        doc: "Shrink image observations by area averaging (bit for bit as OpenCV's INTER_AREA); it cannot enlarge.",
         params: &[
             f(
                 "height",

@@ -104,3 +104,21 @@ fn a_separate_critic_is_refused_for_dqn() {
     assert_eq!(d.line_column().unwrap().0, 5);
     assert!(d.help().unwrap().contains("one Q-network"));
 }
+
+#[test]
+fn a_resize_that_enlarges_is_refused() {
+    // The worker: crates/tandem-env/src/wrappers/mod.rs output_space refuses a resize larger
+    // than its input (INTER_AREA only shrinks). Atari frames are 210x160.
+    let text = |size: &str| {
+        format!(
+            "experiment \"x\" {{\n  env \"atari-breakout\" {{\n    wrappers {{\n      grayscale\n      resize {size}\n    }}\n  }}\n  network \"nature-cnn\"\n}}\n"
+        )
+    };
+    let d = only_error(&text("height=84 width=200"));
+    assert_eq!(d.code(), "config::wrapper-mismatch");
+    assert_eq!(d.message(), "wrapper `resize` does not fit atari-breakout");
+    assert_eq!(d.label(), Some("larger than the frame"));
+    assert_eq!(d.line_column().unwrap().0, 5, "the label is on resize");
+    assert!(d.help().unwrap().contains("only shrinks"), "{:?}", d.help());
+    assert!(resolve(&Source::Stdin(text("height=210 width=160")), &[]).is_ok());
+}

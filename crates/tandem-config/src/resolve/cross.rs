@@ -451,6 +451,17 @@ impl CrossCheck<'_, '_> {
                 Wrapper::Resize { .. } if !matches!(obs, Observation::Image { .. }) => {
                     problem = Some(("needs image observations".into(), here.clone()));
                 }
+                Wrapper::Resize { height, width }
+                    if matches!(obs, Observation::Image { height: h, width: w, .. }
+                        if *height as usize > h || *width as usize > w) =>
+                {
+                    problem = Some((
+                        "larger than the frame".into(),
+                        format!(
+                            "{here}; resize only shrinks (area averaging, as OpenCV's INTER_AREA)"
+                        ),
+                    ));
+                }
                 Wrapper::FrameSkip { max_pool: true, .. }
                     if !matches!(obs, Observation::Image { .. }) =>
                 {
