@@ -25,7 +25,7 @@ use std::fmt;
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
 pub use diag::{Diagnostic, Diagnostics};
 pub use model::*;
-pub use schema::reference_markdown;
+pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 
 /// Where an experiment comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -287,13 +287,13 @@ pub(crate) static ALGORITHM: Section = Section {
                     "target-kl",
                     POSITIVE,
                     Dflt::Null,
-                    "Stop the epochs of an update early when the approximate KL exceeds this (decided on rank 0); `#null` never stops.",
+                    "Stop an update after the first epoch whose approximate KL, averaged over all ranks, exceeds this (rank 0 decides for all); `#null` never stops.",
                 ),
                 f(
                     "normalize-advantages",
                     Ty::Bool,
                     Dflt::Bool(true),
-                    "Normalise advantages per minibatch.",
+                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update), once before the epochs.",
                 ),
                 f("adam-eps", UNIT_OPEN, Dflt::Float(1e-5), "Adam epsilon."),
             ],
@@ -361,7 +361,7 @@ pub(crate) static ALGORITHM: Section = Section {
                     "normalize-advantages",
                     Ty::Bool,
                     Dflt::Bool(false),
-                    "Normalise advantages per batch.",
+                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update).",
                 ),
             ],
         },
@@ -504,12 +504,12 @@ pub(crate) static ENV: Section = Section {
         },
         Kind {
             name: "minatar-breakout",
-            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions.",
+            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on.",
             fields: &[],
         },
         Kind {
             name: "atari-breakout",
-            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action.",
+            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.",
             fields: &[],
         },
     ],
@@ -856,7 +856,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         name: "fire-reset",
-        doc: "Press FIRE after a reset (games with a FIRE action).",
+        doc: "After a reset, press FIRE, then action 2 (games with a FIRE action).",
         params: &[],
     },
     WrapperSpec {
@@ -884,7 +884,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         name: "resize",
-        doc: "Resize image observations (bilinear).",
+        doc: "Shrink image observations by area averaging (bit for bit as OpenCV's INTER_AREA); it cannot enlarge.",
         params: &[
             f(
                 "height",
@@ -1118,6 +1118,109 @@ pub fn reference_markdown() -> String {
         out.push('\n');
     }
     out
+}
+
+/// One setting of the schema, as tools and tests outside this crate see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingInfo {
+    /// Where it is written: `seed`, `algorithm.lr`, `env.wrappers`; for a wrapper
+    /// parameter, the wrapper and the parameter (`frame-skip.n`); for a section's kind,
+    /// the section's name (`algorithm`); for a wrapper itself, its name (`frame-skip`).
+    pub path: String,
+    /// The section (`""` for the settings directly inside `experiment`, `"wrappers"`
+    /// for wrappers and their parameters).
+    pub section: &'static str,
+    /// The kind the setting belongs to (`Some("ppo")` for `algorithm.lr` of ppo),
+    /// `None` for settings of every kind, kinds themselves and wrappers.
+    pub kind: Option<&'static str>,
+    /// What it is: a setting, a section's kind (one row per kind value), a wrapper,
+    /// or a wrapper's parameter.
+    pub role: SettingRole,
+    /// The type and range in words, as in the docs.
+    pub ty: String,
+    /// The default as the canonical form writes it (`required`, `empty` for no
+    /// wrappers, `-` for a wrapper or a kind value).
+    pub default: String,
+}
+
+/// What a [`SettingInfo`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingRole {
+    Setting,
+    Kind,
+    Wrapper,
+    WrapperParameter,
+}
+
+/// Every setting of the schema, every kind of every section and every wrapper with
+/// its parameters, in canonical order: what a test needs to cover each of them.
+pub fn schema_settings() -> Vec<SettingInfo> {
+    let mut out = Vec::new();
+    for section in SECTIONS {
+        for kind in section.kinds {
+            out.push(SettingInfo {
+                path: section.name.to_string(),
+                section: section.name,
+                kind: Some(kind.name),
+                role: SettingRole::Kind,
+                ty: format!("{} \"{}\"", section.kind_key, kind.name),
+                default: "-".into(),
+            });
+        }
+        let fields = section.common.iter().map(|f| (None, f)).chain(
+            section
+                .kinds
+                .iter()
+                .flat_map(|k| k.fields.iter().map(move |f| (Some(k.name), f))),
+        );
+        for (kind, field) in fields {
+            out.push(setting_info(
+                section.path(field.name),
+                section.name,
+                kind,
+                SettingRole::Setting,
+                field,
+            ));
+        }
+    }
+    for w in WRAPPERS {
+        out.push(SettingInfo {
+            path: w.name.to_string(),
+            section: "wrappers",
+            kind: None,
+            role: SettingRole::Wrapper,
+            ty: "wrapper".into(),
+            default: "-".into(),
+        });
+        for p in w.params {
+            let path = format!("{}.{}", w.name, p.name);
+            out.push(setting_info(
+                path,
+                "wrappers",
+                None,
+                SettingRole::WrapperParameter,
+                p,
+            ));
+        }
+    }
+    out
+}
+
+fn setting_info(
+    path: String,
+    section: &'static str,
+    kind: Option<&'static str>,
+    role: SettingRole,
+    field: &Field,
+) -> SettingInfo {
+    SettingInfo {
+        path,
+        section,
+        kind,
+        role,
+        ty: describe(&field.ty) + if field.nullable { " or `#null`" } else { "" },
+        default: default_text(&field.default),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,332 @@
+//! Applying the assignments in order (later wins; changing a section's kind drops
+//! the settings of the previous kind), checking each against its setting, then
+//! filling every default explicitly and recording where each value came from.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kdl::KdlValue;
+use miette::SourceSpan;
+
+use super::check::Checker;
+use super::{Assignment, Entry, Target, found, kind_noun};
+use crate::Origin;
+use crate::diag::{
+    self, DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error,
+};
+use crate::schema::{Kind, SECTIONS, Section};
+use crate::values::{Val, Values};
+
+/// The state of the sequential application of assignments.
+pub(super) struct Applier<'a> {
+    sources: &'a Sources,
+    pub(super) diags: Vec<Diagnostic>,
+    pub(super) entries: BTreeMap<String, Entry>,
+    /// The kind currently in effect per section (`None` until one is assigned).
+    current: Vec<Option<&'static Kind>>,
+    /// The last valid kind assigned per section in the whole input.
+    final_kind: Vec<Option<&'static Kind>>,
+    /// A section whose kind was invalid: its settings are not checked (avoids noise).
+    broken: Vec<bool>,
+    /// Paths whose value was invalid: cross-field checks skip them.
+    pub(super) failed: BTreeSet<String>,
+}
+
+impl<'a> Applier<'a> {
+    pub(super) fn new(sources: &'a Sources, diags: Vec<Diagnostic>) -> Self {
+        Applier {
+            sources,
+            diags,
+            entries: BTreeMap::new(),
+            current: vec![None; SECTIONS.len()],
+            final_kind: vec![None; SECTIONS.len()],
+            broken: vec![false; SECTIONS.len()],
+            failed: BTreeSet::new(),
+        }
+    }
+
+    /// Applies every assignment in order, knowing first which kind each section
+    /// ends with (so settings given before a later kind are checked against it).
+    pub(super) fn apply_all(&mut self, assignments: &[Assignment]) {
+        for a in assignments {
+            if let (Target::Kind { section }, [(KdlValue::String(s), _)]) =
+                (&a.target, a.raw.args.as_slice())
+                && let Some(k) = SECTIONS[*section].kind(s)
+            {
+                self.final_kind[*section] = Some(k);
+            }
+        }
+        for a in assignments {
+            self.apply(a);
+        }
+    }
+
+    pub(super) fn push(&mut self, b: DiagBuilder) {
+        self.diags.push(b.finish(self.sources));
+    }
+
+    fn effective_kind(&self, section: usize) -> Option<&'static Kind> {
+        let s = SECTIONS[section];
+        self.current[section]
+            .or(self.final_kind[section])
+            .or_else(|| s.default_kind.and_then(|k| s.kind(k)))
+    }
+
+    fn apply(&mut self, a: &Assignment) {
+        match &a.target {
+            Target::Kind { section } => self.apply_kind(*section, a),
+            Target::Field {
+                section,
+                name,
+                name_span,
+            } => self.apply_field(*section, name, *name_span, a),
+        }
+    }
+
+    fn apply_kind(&mut self, index: usize, a: &Assignment) {
+        let section = SECTIONS[index];
+        let noun = kind_noun(section);
+        let kind = match a.raw.args.as_slice() {
+            [(KdlValue::String(s), span)] => match section.kind(s) {
+                Some(k) => Ok((k, *span)),
+                None => Err(
+                    error("config::unknown-kind", format!("unknown {noun} `{s}`"))
+                        .at(a.source, *span, format!("not a known {noun}"))
+                        .help(did_you_mean(s, section.kinds.iter().map(|k| k.name))),
+                ),
+            },
+            [(other, span)] => Err(error(
+                "config::type",
+                format!("wrong type for `{}`", section.name),
+            )
+            .at(
+                a.source,
+                *span,
+                format!("expected a {noun} name (a string), found {}", found(other)),
+            )
+            .help(did_you_mean("", section.kinds.iter().map(|k| k.name)))),
+            _ => Err(error(
+                "config::missing-value",
+                format!("`{}` needs one {noun}", section.name),
+            )
+            .at(a.source, a.raw.value_span, "expected one value")),
+        };
+        match kind {
+            Ok((kind, span)) => {
+                let changed = self.current[index].is_some_and(|k| !std::ptr::eq(k, kind));
+                if changed {
+                    let prefix = format!("{}.", section.name);
+                    let common: Vec<String> = section
+                        .common
+                        .iter()
+                        .map(|f| section.path(f.name))
+                        .collect();
+                    self.entries
+                        .retain(|path, _| !path.starts_with(&prefix) || common.contains(path));
+                }
+                self.current[index] = Some(kind);
+                self.broken[index] = false;
+                self.failed.remove(section.name);
+                self.entries.insert(
+                    section.name.to_string(),
+                    Entry {
+                        val: Val::Str(kind.name.to_string()),
+                        source: a.source,
+                        span,
+                        items: Vec::new(),
+                    },
+                );
+            }
+            Err(b) => {
+                self.push(b);
+                self.broken[index] = true;
+                self.failed.insert(section.name.to_string());
+            }
+        }
+    }
+
+    fn apply_field(&mut self, index: usize, name: &str, name_span: SourceSpan, a: &Assignment) {
+        let section = SECTIONS[index];
+        let kind = self.effective_kind(index);
+        let path = section.path(name);
+        let field = section.fields(kind).find(|f| f.name == name);
+        let Some(field) = field else {
+            if self.broken[index] {
+                return;
+            }
+            let label;
+            let help;
+            let place = match kind {
+                Some(k) => format!("`{} \"{}\"`", section.name, k.name),
+                None => format!("`{}`", section.name),
+            };
+            let other_kind = section
+                .kinds
+                .iter()
+                .find(|k| k.fields.iter().any(|f| f.name == name));
+            if let (Some(other), Some(kind)) = (other_kind, kind) {
+                label = format!("not a setting of {}", kind.name);
+                help = format!(
+                    "`{name}` is a setting of `{} \"{}\"`",
+                    section.name, other.name
+                );
+            } else {
+                label = "unknown setting".to_string();
+                let names: Vec<&str> = section.fields(kind).map(|f| f.name).collect();
+                help = did_you_mean(name, names.iter().copied());
+            }
+            let message = if section.name.is_empty() {
+                format!("unknown setting `{name}`")
+            } else {
+                format!("unknown setting `{name}` in {place}")
+            };
+            self.push(
+                error("config::unknown-setting", message)
+                    .at(a.source, name_span, label)
+                    .help(help),
+            );
+            return;
+        };
+        let checker = Checker {
+            source: a.source,
+            path: &path,
+        };
+        match checker.value(field, &a.raw) {
+            Ok((val, items)) => {
+                self.failed.remove(&path);
+                let span = if items.is_empty() {
+                    a.raw.value_span
+                } else {
+                    name_span
+                };
+                self.entries.insert(
+                    path,
+                    Entry {
+                        val,
+                        source: a.source,
+                        span,
+                        items,
+                    },
+                );
+            }
+            Err(errs) => {
+                for e in errs {
+                    self.push(e);
+                }
+                self.failed.insert(path);
+            }
+        }
+    }
+
+    /// Fills every default explicitly: the kind of each section (reporting a
+    /// missing required one) and every setting not written. Returns the values
+    /// and the origin of each.
+    pub(super) fn fill_defaults(
+        &mut self,
+        main_source: SourceId,
+        experiment_span: SourceSpan,
+    ) -> (Values, BTreeMap<String, Origin>) {
+        let mut provenance = BTreeMap::new();
+        let mut values = Values::new();
+        for (index, section) in SECTIONS.iter().enumerate() {
+            if section.has_kinds() {
+                self.fill_kind(
+                    index,
+                    (main_source, experiment_span),
+                    &mut values,
+                    &mut provenance,
+                );
+            }
+            let kind = section.kind(
+                match values
+                    .get(section.name)
+                    .or(self.entries.get(section.name).map(|e| &e.val))
+                {
+                    Some(Val::Str(s)) => s,
+                    _ => "",
+                },
+            );
+            for field in section.fields(kind) {
+                let path = section.path(field.name);
+                if !self.entries.contains_key(&path)
+                    && let Some(v) = Val::from_default(&field.default)
+                {
+                    values.insert(path.clone(), v);
+                    provenance.insert(path, Origin::Default);
+                }
+            }
+        }
+        for (path, entry) in &self.entries {
+            values.insert(path.clone(), entry.val.clone());
+            provenance.insert(path.clone(), self.origin(entry));
+        }
+        (values, provenance)
+    }
+
+    /// The kind of one section: as written, its default, or an error.
+    fn fill_kind(
+        &mut self,
+        index: usize,
+        (main_source, experiment_span): (SourceId, SourceSpan),
+        values: &mut Values,
+        provenance: &mut BTreeMap<String, Origin>,
+    ) {
+        let section = SECTIONS[index];
+        let kind =
+            self.current[index].or_else(|| section.default_kind.and_then(|k| section.kind(k)));
+        if let Some(k) = kind {
+            if !self.entries.contains_key(section.name) {
+                values.insert(section.name.to_string(), Val::Str(k.name.to_string()));
+                provenance.insert(section.name.to_string(), Origin::Default);
+            }
+            return;
+        }
+        if !self.broken[index] {
+            self.push(missing_kind(section, main_source, experiment_span));
+        }
+        self.failed.insert(section.name.to_string());
+        values.insert(
+            section.name.to_string(),
+            Val::Str(section.kinds[0].name.to_string()),
+        );
+    }
+
+    fn origin(&self, entry: &Entry) -> Origin {
+        let src = self.sources.get(entry.source);
+        match src.kind {
+            SourceKind::File => Origin::File {
+                path: src.name.clone(),
+                line: diag::line_col(&src.text, entry.span.offset()).0,
+            },
+            SourceKind::Set => Origin::Set {
+                text: src.text.to_string(),
+            },
+        }
+    }
+}
+
+fn missing_kind(
+    section: &Section,
+    main_source: SourceId,
+    experiment_span: SourceSpan,
+) -> DiagBuilder {
+    let kinds: Vec<String> = section
+        .kinds
+        .iter()
+        .map(|k| format!("\"{}\"", k.name))
+        .collect();
+    error(
+        "config::missing-kind",
+        format!("the experiment has no {}", kind_noun(section)),
+    )
+    .at(
+        main_source,
+        experiment_span,
+        format!("no `{} \"<{}>\"`", section.name, section.kind_key),
+    )
+    .help(format!(
+        "add e.g. `{} {}` inside the experiment; known: {}",
+        section.name,
+        kinds[0],
+        kinds.join(", ")
+    ))
+}

@@ -1,0 +1,728 @@
+//! Checking one value against its setting: type, range, choices, the forms of
+//! `devices` and of each wrapper, with a located diagnostic for each mistake.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kdl::{KdlNode, KdlValue};
+use miette::SourceSpan;
+
+use super::{Raw, found, raw_of_node};
+use crate::diag::{DiagBuilder, SourceId, did_you_mean, error};
+use crate::model::*;
+use crate::schema::{self, Dflt, Field, Ty, WrapperSpec};
+use crate::values::Val;
+
+/// A hint for common slips: quoted numbers, bare-word booleans.
+fn type_hint(ty: &Ty, value: &KdlValue) -> Option<String> {
+    match (ty, value) {
+        (Ty::Int { .. } | Ty::Float { .. }, KdlValue::String(s))
+            if s.trim().parse::<f64>().is_ok() =>
+        {
+            Some("remove the quotes: numbers are written without them".to_string())
+        }
+        (Ty::Bool, KdlValue::String(s)) if s == "true" || s == "false" => {
+            Some(format!("KDL v2 writes booleans as #{s}"))
+        }
+        _ => None,
+    }
+}
+
+pub(super) struct Checker<'a> {
+    pub(super) source: SourceId,
+    pub(super) path: &'a str,
+}
+
+impl Checker<'_> {
+    fn wrong(&self, field: &Field, value: &KdlValue, span: SourceSpan) -> DiagBuilder {
+        let nullable = if field.nullable { " or #null" } else { "" };
+        let b = error("config::type", format!("wrong type for `{}`", self.path)).at(
+            self.source,
+            span,
+            format!(
+                "expected {}{nullable}, found {}",
+                schema::describe(&field.ty),
+                found(value)
+            ),
+        );
+        b.help(
+            type_hint(&field.ty, value)
+                .unwrap_or_else(|| format!("`{}`: {}", field.name, field.doc)),
+        )
+    }
+
+    fn range(&self, field: &Field, shown: String, span: SourceSpan) -> DiagBuilder {
+        error("config::range", format!("`{}` is out of range", self.path))
+            .at(
+                self.source,
+                span,
+                format!("must be {}, found {shown}", schema::describe(&field.ty)),
+            )
+            .help(format!("`{}`: {}", field.name, field.doc))
+    }
+
+    /// Checks one value of a single-valued setting.
+    fn scalar(
+        &self,
+        field: &Field,
+        value: &KdlValue,
+        span: SourceSpan,
+    ) -> Result<Val, DiagBuilder> {
+        if value.is_null() {
+            return if field.nullable {
+                Ok(Val::Null)
+            } else {
+                Err(self.wrong(field, value, span))
+            };
+        }
+        match (&field.ty, value) {
+            (Ty::Int { min, max }, KdlValue::Integer(i)) => {
+                if *i < *min as i128 || *i > *max as i128 {
+                    Err(self.range(field, i.to_string(), span))
+                } else {
+                    Ok(Val::Int(*i as i64))
+                }
+            }
+            (
+                Ty::Float {
+                    min,
+                    min_open,
+                    max,
+                    max_open,
+                },
+                KdlValue::Integer(_) | KdlValue::Float(_),
+            ) => {
+                let x = match value {
+                    KdlValue::Integer(i) => *i as f64,
+                    KdlValue::Float(x) => *x,
+                    _ => 0.0,
+                };
+                let below = if *min_open { x <= *min } else { x < *min };
+                let above = if *max_open { x >= *max } else { x > *max };
+                if !x.is_finite() || below || above {
+                    let shown = if x.is_nan() {
+                        "#nan".to_string()
+                    } else if x.is_infinite() {
+                        format!("{}inf", if x < 0.0 { "#-" } else { "#" })
+                    } else {
+                        format!("{x}")
+                    };
+                    Err(self.range(field, shown, span))
+                } else {
+                    Ok(Val::Float(x))
+                }
+            }
+            (Ty::Bool, KdlValue::Bool(b)) => Ok(Val::Bool(*b)),
+            (Ty::Choice(choices), KdlValue::String(s)) => {
+                if choices.contains(&s.as_str()) {
+                    Ok(Val::Str(s.clone()))
+                } else {
+                    Err(error(
+                        "config::unknown-value",
+                        format!("unknown value `{s}` for `{}`", self.path),
+                    )
+                    .at(
+                        self.source,
+                        span,
+                        format!("expected {}", schema::describe(&field.ty)),
+                    )
+                    .help(did_you_mean(s, choices.iter().copied())))
+                }
+            }
+            (Ty::Name, KdlValue::String(s)) => {
+                let ok = !s.is_empty()
+                    && s.len() <= 128
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    && !s.starts_with('.');
+                if ok {
+                    Ok(Val::Str(s.clone()))
+                } else {
+                    Err(error("config::name", format!("invalid experiment name \"{s}\""))
+                        .at(self.source, span, "not a valid name")
+                        .help("names become directory names: use 1 to 128 letters, digits, `-`, `_` or `.`, not starting with `.`"))
+                }
+            }
+            (Ty::Threads, KdlValue::String(s)) if s == "auto" => Ok(Val::Threads(Threads::Auto)),
+            (Ty::Threads, KdlValue::Integer(i)) if *i >= 1 && *i <= 4096 => {
+                Ok(Val::Threads(Threads::PerRank(*i as usize)))
+            }
+            (Ty::Threads, KdlValue::Integer(i)) => Err(self.range(
+                &Field {
+                    ty: Ty::Int { min: 1, max: 4096 },
+                    ..*field
+                },
+                i.to_string(),
+                span,
+            )),
+            _ => Err(self.wrong(field, value, span)),
+        }
+    }
+
+    /// Checks a whole node, property or `--set` value against a setting.
+    pub(super) fn value(
+        &self,
+        field: &Field,
+        raw: &Raw,
+    ) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let path = self.path;
+        match field.ty {
+            Ty::Devices => return self.devices(raw).map(|v| (v, Vec::new())),
+            Ty::Wrappers => return self.wrappers(raw),
+            _ => {}
+        }
+        let mut errs = Vec::new();
+        if let Some(children) = &raw.children {
+            errs.push(
+                error(
+                    "config::unexpected-block",
+                    format!("`{path}` takes no block"),
+                )
+                .at(source, children.span(), "unexpected block")
+                .help(format!(
+                    "write the value after the name, e.g. `{}`",
+                    example(field)
+                )),
+            );
+        }
+        for (key, _, span) in &raw.props {
+            errs.push(
+                error(
+                    "config::unexpected-property",
+                    format!("`{path}` takes no properties"),
+                )
+                .at(source, *span, format!("unexpected `{key}=`"))
+                .help(format!(
+                    "write the value after the name, e.g. `{}`",
+                    example(field)
+                )),
+            );
+        }
+        if let Ty::IntList { min, max } = field.ty {
+            if raw.args.is_empty() {
+                errs.push(
+                    error(
+                        "config::missing-value",
+                        format!("`{path}` needs at least one value"),
+                    )
+                    .at(source, raw.value_span, "no value")
+                    .help(format!("e.g. `{}`", example(field))),
+                );
+            }
+            let mut list = Vec::new();
+            for (value, span) in &raw.args {
+                match value {
+                    KdlValue::Integer(i) if *i >= min as i128 && *i <= max as i128 => {
+                        list.push(*i as i64)
+                    }
+                    KdlValue::Integer(i) => errs.push(self.range(field, i.to_string(), *span)),
+                    other => errs.push(self.wrong(field, other, *span)),
+                }
+            }
+            return if errs.is_empty() {
+                Ok((Val::IntList(list), Vec::new()))
+            } else {
+                Err(errs)
+            };
+        }
+        match raw.args.as_slice() {
+            [] => errs.push(
+                error("config::missing-value", format!("`{path}` needs a value"))
+                    .at(source, raw.value_span, "no value")
+                    .help(format!("e.g. `{}`", example(field))),
+            ),
+            [(value, span), rest @ ..] => {
+                for (_, extra) in rest {
+                    errs.push(
+                        error("config::extra-value", format!("`{path}` takes one value"))
+                            .at(source, *extra, "extra value")
+                            .help(format!("e.g. `{}`", example(field))),
+                    );
+                }
+                match self.scalar(field, value, *span) {
+                    Ok(v) if errs.is_empty() => return Ok((v, Vec::new())),
+                    Ok(_) => {}
+                    Err(e) => errs.push(e),
+                }
+            }
+        }
+        Err(errs)
+    }
+
+    fn devices(&self, raw: &Raw) -> Result<Val, Vec<DiagBuilder>> {
+        let source = self.source;
+        let mut errs = Vec::new();
+        if let Some(children) = &raw.children {
+            errs.push(
+                error("config::unexpected-block", "`devices` takes no block")
+                    .at(source, children.span(), "unexpected block")
+                    .help("write `devices \"cpu\" \"cpu\"` or `devices count=2 kind=\"cuda\"`"),
+            );
+        }
+        let devices = if raw.props.is_empty() {
+            self.devices_listed(raw, &mut errs)
+        } else {
+            self.devices_counted(raw, &mut errs)
+        };
+        check_device_set(self.source, &devices, &mut errs);
+        if errs.is_empty() {
+            Ok(Val::Devices(devices.into_iter().map(|(d, _)| d).collect()))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// `devices count=N kind="..."`.
+    fn devices_counted(&self, raw: &Raw, errs: &mut Vec<DiagBuilder>) -> Vec<(Device, SourceSpan)> {
+        let source = self.source;
+        let mut devices = Vec::new();
+        if let Some((_, span)) = raw.args.first() {
+            errs.push(
+                error(
+                    "config::devices-form",
+                    "`devices` takes either a list or count= and kind=, not both",
+                )
+                .at(source, *span, "a listed device")
+                .help("write `devices \"cuda:0\" \"cuda:1\"` or `devices count=2 kind=\"cuda\"`"),
+            );
+        }
+        let count_field = Field {
+            name: "count",
+            ty: Ty::Int { min: 1, max: 1024 },
+            nullable: false,
+            default: Dflt::Required,
+            doc: "Number of devices.",
+        };
+        let kind_field = Field {
+            name: "kind",
+            ty: Ty::Choice(&["cpu", "cuda"]),
+            nullable: false,
+            default: Dflt::Required,
+            doc: "Device kind.",
+        };
+        let mut count = None;
+        let mut kind = None;
+        for (key, value, span) in &raw.props {
+            let field = match key.as_str() {
+                "count" => &count_field,
+                "kind" => &kind_field,
+                other => {
+                    errs.push(
+                        error(
+                            "config::unknown-property",
+                            format!("unknown property `{other}` of `devices`"),
+                        )
+                        .at(source, *span, "unknown property")
+                        .help(did_you_mean(other, ["count", "kind"])),
+                    );
+                    continue;
+                }
+            };
+            let checker = Checker {
+                source,
+                path: if key == "count" {
+                    "devices.count"
+                } else {
+                    "devices.kind"
+                },
+            };
+            match checker.scalar(field, value, *span) {
+                Ok(Val::Int(n)) => count = Some((n, *span)),
+                Ok(Val::Str(k)) => kind = Some(k),
+                Ok(_) => {}
+                Err(e) => errs.push(e),
+            }
+        }
+        match (count, kind) {
+            (Some((n, span)), Some(k)) => {
+                for i in 0..n {
+                    devices.push((
+                        if k == "cuda" {
+                            Device::Cuda(i as u32)
+                        } else {
+                            Device::Cpu
+                        },
+                        span,
+                    ));
+                }
+            }
+            (c, k) if errs.is_empty() => errs.push(
+                error(
+                    "config::missing-value",
+                    format!(
+                        "`devices` needs `{}`",
+                        if c.is_none() { "count" } else { "kind" }
+                    ),
+                )
+                .at(source, raw.value_span, "incomplete")
+                .help(if k.is_none() {
+                    "add kind=\"cpu\" or kind=\"cuda\""
+                } else {
+                    "add count=N"
+                }),
+            ),
+            _ => {}
+        }
+        devices
+    }
+
+    /// `devices "cpu" "cpu"` or `devices "cuda:0" "cuda:1"`.
+    fn devices_listed(&self, raw: &Raw, errs: &mut Vec<DiagBuilder>) -> Vec<(Device, SourceSpan)> {
+        let source = self.source;
+        let mut devices = Vec::new();
+        if raw.args.is_empty() {
+            errs.push(
+                error(
+                    "config::missing-value",
+                    "`devices` needs at least one device",
+                )
+                .at(source, raw.value_span, "no device")
+                .help("write `devices \"cpu\"` or `devices \"cuda:0\" \"cuda:1\"`"),
+            );
+        }
+        for (value, span) in &raw.args {
+            let parsed = match value {
+                KdlValue::String(s) => Device::parse(s),
+                _ => None,
+            };
+            match parsed {
+                Some(d) => devices.push((d, *span)),
+                None => {
+                    let shown = match value {
+                        KdlValue::String(s) => format!("`{s}`"),
+                        other => found(other),
+                    };
+                    let help = match value {
+                        KdlValue::String(s) if s == "cuda" || s == "gpu" => {
+                            "name the CUDA device: \"cuda:0\", \"cuda:1\", ...".to_string()
+                        }
+                        KdlValue::String(s) if s.starts_with("gpu:") => {
+                            format!("did you mean \"cuda:{}\"?", &s[4..])
+                        }
+                        _ => "a device is \"cpu\" or \"cuda:N\" (N = 0, 1, ...)".to_string(),
+                    };
+                    errs.push(
+                        error("config::unknown-device", format!("unknown device {shown}"))
+                            .at(source, *span, "not a device")
+                            .help(help),
+                    );
+                }
+            }
+        }
+        devices
+    }
+
+    fn wrappers(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let mut errs = Vec::new();
+        for (_, span) in &raw.args {
+            errs.push(
+                error(
+                    "config::unexpected-argument",
+                    "`wrappers` takes a block, not arguments",
+                )
+                .at(source, *span, "unexpected argument")
+                .help("write `wrappers { grayscale; frame-stack 4 }`"),
+            );
+        }
+        for (_, _, span) in &raw.props {
+            errs.push(
+                error(
+                    "config::unexpected-property",
+                    "`wrappers` takes a block, not properties",
+                )
+                .at(source, *span, "unexpected property")
+                .help("write `wrappers { grayscale; frame-stack 4 }`"),
+            );
+        }
+        let Some(block) = &raw.children else {
+            errs.push(
+                error("config::missing-block", "`wrappers` needs a block")
+                    .at(source, raw.value_span, "no block")
+                    .help("write `wrappers { grayscale; frame-stack 4 }` (`wrappers {}` for none)"),
+            );
+            return Err(errs);
+        };
+        let mut list = Vec::new();
+        let mut spans = Vec::new();
+        for node in block.nodes() {
+            match self.wrapper(node) {
+                Ok(w) => {
+                    list.push(w);
+                    spans.push(node.span());
+                }
+                Err(mut e) => errs.append(&mut e),
+            }
+        }
+        if errs.is_empty() {
+            Ok((Val::Wrappers(list), spans))
+        } else {
+            Err(errs)
+        }
+    }
+
+    fn wrapper(&self, node: &KdlNode) -> Result<Wrapper, Vec<DiagBuilder>> {
+        let source = self.source;
+        let name = node.name().value();
+        let Some(spec) = schema::wrapper(name) else {
+            return Err(vec![
+                error(
+                    "config::unknown-wrapper",
+                    format!("unknown wrapper `{name}`"),
+                )
+                .at(source, node.name().span(), "unknown wrapper")
+                .help(did_you_mean(name, schema::WRAPPERS.iter().map(|w| w.name))),
+            ]);
+        };
+        let raw = raw_of_node(node);
+        let mut errs = Vec::new();
+        let mut given = Given::new();
+        if let Some(children) = &raw.children {
+            errs.push(
+                error(
+                    "config::unexpected-block",
+                    format!("wrapper `{name}` takes no block"),
+                )
+                .at(source, children.span(), "unexpected block")
+                .help("write parameters as properties, e.g. `frame-skip n=4 max-pool=#true`"),
+            );
+        }
+        self.wrapper_args(spec, &raw, &mut given, &mut errs);
+        self.wrapper_props(spec, &raw, &mut given, &mut errs);
+        let vals = self.wrapper_defaults(spec, node, given, &mut errs);
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+        Ok(build_wrapper(name, &vals))
+    }
+
+    /// The wrapper's argument: its first parameter.
+    fn wrapper_args(
+        &self,
+        spec: &WrapperSpec,
+        raw: &Raw,
+        given: &mut Given,
+        errs: &mut Vec<DiagBuilder>,
+    ) {
+        let source = self.source;
+        let name = spec.name;
+        for (i, (value, span)) in raw.args.iter().enumerate() {
+            match spec.params.first() {
+                Some(first) if i == 0 => {
+                    let path = format!("{}.{}", name, first.name);
+                    match (Checker {
+                        source,
+                        path: &path,
+                    })
+                    .scalar(first, value, *span)
+                    {
+                        Ok(v) => {
+                            given.insert(first.name, (v, *span));
+                        }
+                        Err(e) => errs.push(e),
+                    }
+                }
+                Some(_) => errs.push(
+                    error(
+                        "config::extra-value",
+                        format!("wrapper `{name}` takes at most one argument"),
+                    )
+                    .at(source, *span, "extra argument")
+                    .help("name the other parameters, e.g. `frame-skip 4 max-pool=#false`"),
+                ),
+                None => errs.push(
+                    error(
+                        "config::unexpected-argument",
+                        format!("wrapper `{name}` takes no parameters"),
+                    )
+                    .at(source, *span, "unexpected argument")
+                    .help(format!("write just `{name}`")),
+                ),
+            }
+        }
+    }
+
+    /// The wrapper's named parameters.
+    fn wrapper_props(
+        &self,
+        spec: &WrapperSpec,
+        raw: &Raw,
+        given: &mut Given,
+        errs: &mut Vec<DiagBuilder>,
+    ) {
+        let source = self.source;
+        let name = spec.name;
+        for (key, value, span) in &raw.props {
+            let Some(param) = spec.params.iter().find(|p| p.name == key) else {
+                let help = if spec.params.is_empty() {
+                    format!("`{name}` takes no parameters")
+                } else {
+                    did_you_mean(key, spec.params.iter().map(|p| p.name))
+                };
+                errs.push(
+                    error(
+                        "config::unknown-property",
+                        format!("unknown parameter `{key}` of wrapper `{name}`"),
+                    )
+                    .at(source, *span, "unknown parameter")
+                    .help(help),
+                );
+                continue;
+            };
+            if let Some((_, first)) = given.get(param.name) {
+                errs.push(
+                    error(
+                        "config::duplicate-property",
+                        format!("parameter `{key}` of `{name}` is given twice"),
+                    )
+                    .at(source, *span, "second value")
+                    .also(source, *first, "first value"),
+                );
+                continue;
+            }
+            let path = format!("{name}.{key}");
+            match (Checker {
+                source,
+                path: &path,
+            })
+            .scalar(param, value, *span)
+            {
+                Ok(v) => {
+                    given.insert(param.name, (v, *span));
+                }
+                Err(e) => errs.push(e),
+            }
+        }
+    }
+
+    /// Every parameter: as given, or its default; a required one missing is an error.
+    fn wrapper_defaults(
+        &self,
+        spec: &WrapperSpec,
+        node: &KdlNode,
+        mut given: Given,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> BTreeMap<&'static str, Val> {
+        let source = self.source;
+        let name = spec.name;
+        let mut vals: BTreeMap<&'static str, Val> = BTreeMap::new();
+        for param in spec.params {
+            match given.remove(param.name) {
+                Some((v, _)) => {
+                    vals.insert(param.name, v);
+                }
+                None => match Val::from_default(&param.default) {
+                    Some(v) => {
+                        vals.insert(param.name, v);
+                    }
+                    None => errs.push(
+                        error(
+                            "config::missing-value",
+                            format!("wrapper `{name}` needs `{}`", param.name),
+                        )
+                        .at(source, node.span(), format!("no `{}`", param.name))
+                        .help(format!("e.g. `{name} {}=1000`: {}", param.name, param.doc)),
+                    ),
+                },
+            }
+        }
+        vals
+    }
+}
+
+/// A one-line example of a setting, for help texts.
+fn example(field: &Field) -> String {
+    let value = match field.default {
+        Dflt::Required | Dflt::Null => match field.ty {
+            Ty::Int { min, .. } => min.max(1).to_string(),
+            Ty::Float { .. } => "0.1".into(),
+            Ty::Name => "\"my-run\"".into(),
+            _ => "...".into(),
+        },
+        ref d => schema::default_text(d).trim_matches('`').to_string(),
+    };
+    format!("{} {value}", field.name)
+}
+
+/// A CUDA device appears once, and ranks do not mix CPU and CUDA.
+fn check_device_set(
+    source: SourceId,
+    devices: &[(Device, SourceSpan)],
+    errs: &mut Vec<DiagBuilder>,
+) {
+    let mut first_seen: HashMap<Device, SourceSpan> = HashMap::new();
+    for (device, span) in devices {
+        if device.is_cuda() {
+            if let Some(first) = first_seen.get(device) {
+                errs.push(
+                        error("config::duplicate-device", format!("device `{device}` appears twice"))
+                            .at(source, *span, "duplicate")
+                            .also(source, *first, "first here")
+                            .help("each CUDA device runs one rank; only \"cpu\" may repeat, since CPU ranks share the machine"),
+                    );
+            } else {
+                first_seen.insert(*device, *span);
+            }
+        }
+    }
+    let cuda = devices.iter().find(|(d, _)| d.is_cuda());
+    let cpu = devices.iter().find(|(d, _)| !d.is_cuda());
+    if let (Some((c, cspan)), Some((_, pspan))) = (cuda, cpu) {
+        errs.push(
+            error(
+                "config::mixed-devices",
+                "`devices` mixes CPU and CUDA ranks",
+            )
+            .at(source, *pspan, "a CPU rank")
+            .also(source, *cspan, format!("a CUDA rank ({c})"))
+            .help("all ranks use one kind of device (Gloo for CPU, NCCL for CUDA)"),
+        );
+    }
+}
+
+/// The typed wrapper from its complete parameters.
+fn build_wrapper(name: &str, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
+    let int = |k: &str| match vals.get(k) {
+        Some(Val::Int(i)) => *i,
+        _ => 0,
+    };
+    let float = |k: &str| match vals.get(k) {
+        Some(Val::Float(x)) => *x,
+        _ => 0.0,
+    };
+    let boolean = |k: &str| matches!(vals.get(k), Some(Val::Bool(true)));
+    match name {
+        "noop-reset" => Wrapper::NoopReset {
+            max: int("max") as u32,
+        },
+        "fire-reset" => Wrapper::FireReset,
+        "frame-skip" => Wrapper::FrameSkip {
+            n: int("n") as u32,
+            max_pool: boolean("max-pool"),
+        },
+        "episodic-life" => Wrapper::EpisodicLife,
+        "resize" => Wrapper::Resize {
+            height: int("height") as u32,
+            width: int("width") as u32,
+        },
+        "grayscale" => Wrapper::Grayscale,
+        "clip-reward" => Wrapper::ClipReward,
+        "frame-stack" => Wrapper::FrameStack { n: int("n") as u32 },
+        "time-limit" => Wrapper::TimeLimit {
+            max_steps: int("max-steps") as u64,
+        },
+        "sticky-actions" => Wrapper::StickyActions {
+            probability: float("probability"),
+        },
+        "normalize-obs" => Wrapper::NormalizeObs {
+            clip: float("clip"),
+        },
+        _ => Wrapper::NormalizeReward {
+            gamma: float("gamma"),
+            clip: float("clip"),
+        },
+    }
+}
+
+/// The parameters given so far, with where each was written.
+type Given = BTreeMap<&'static str, (Val, SourceSpan)>;

@@ -1,0 +1,569 @@
+//! The checks that involve more than one setting (sizes that must divide over the
+//! ranks, settings that contradict each other, wrappers and networks that do not
+//! fit the game), made on the typed experiment once every value is known; each
+//! points at the settings involved, or at the experiment's name for defaults.
+
+use std::collections::HashMap;
+
+use miette::SourceSpan;
+
+use super::apply::Applier;
+use crate::diag::{SourceId, error};
+use crate::model::*;
+
+/// Checks that involve more than one setting.
+pub(super) struct CrossCheck<'a, 'b> {
+    pub(super) applier: &'a mut Applier<'b>,
+    pub(super) experiment: &'a Experiment,
+    pub(super) main_source: SourceId,
+    pub(super) experiment_span: SourceSpan,
+}
+
+impl CrossCheck<'_, '_> {
+    fn ok(&self, paths: &[&str]) -> bool {
+        paths.iter().all(|p| !self.applier.failed.contains(*p))
+    }
+
+    /// Where a value was written; defaults point at the experiment's name.
+    fn at(&self, path: &str) -> (SourceId, SourceSpan, bool) {
+        match self.applier.entries.get(path) {
+            Some(e) => (e.source, e.span, true),
+            None => (self.main_source, self.experiment_span, false),
+        }
+    }
+
+    fn label(&self, path: &str, text: &str) -> (SourceId, SourceSpan, String) {
+        let (source, span, written) = self.at(path);
+        let text = if written {
+            text.to_string()
+        } else {
+            format!("{text} (`{path}` is the default here)")
+        };
+        (source, span, text)
+    }
+
+    fn report(
+        &mut self,
+        code: &'static str,
+        message: String,
+        primary: &str,
+        primary_text: &str,
+        secondary: Option<(&str, &str)>,
+        help: String,
+    ) {
+        let (s, span, text) = self.label(primary, primary_text);
+        let mut b = error(code, message).at(s, span, text);
+        if let Some((path, text)) = secondary {
+            let (s2, span2, written) = self.at(path);
+            if written {
+                b = b.also(s2, span2, text.to_string());
+            }
+        }
+        self.applier.push(b.help(help));
+    }
+
+    pub(super) fn run(mut self) {
+        self.env_split();
+        match &self.experiment.algorithm {
+            Algorithm::Ppo(ppo) => {
+                self.global_batch();
+                self.ppo(ppo)
+            }
+            Algorithm::Dqn(dqn) => {
+                self.dqn(dqn);
+                self.replay(dqn);
+                self.no_critic();
+            }
+            Algorithm::A2c(_) => self.global_batch(),
+        }
+        self.max_steps();
+        if self.ok(&["env", "env.wrappers"]) {
+            self.wrappers();
+        }
+        if self.ok(&["env", "env.wrappers", "network"]) {
+            self.network();
+        }
+    }
+
+    /// The environments split evenly over the ranks, and each rank's into its groups.
+    fn env_split(&mut self) {
+        let e = self.experiment;
+        let (world, world_text) = world(e);
+        if self.ok(&["devices", "env.envs"]) && !e.env.envs.is_multiple_of(world) {
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} environments cannot be split evenly over {world_text}",
+                    e.env.envs
+                ),
+                "env.envs",
+                &format!("not a multiple of {world}"),
+                Some(("devices", &world_text)),
+                format!(
+                    "sizes are global: use a multiple of {world}, e.g. envs {}",
+                    e.env.envs.div_ceil(world) * world
+                ),
+            );
+        } else if self.ok(&["devices", "env.envs", "train.env-groups"])
+            && !e.per_rank_envs().is_multiple_of(e.train.env_groups)
+        {
+            let per_rank = e.per_rank_envs();
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} environment groups do not divide each rank's {per_rank} environments",
+                    e.train.env_groups
+                ),
+                "train.env-groups",
+                &format!("does not divide {per_rank}"),
+                Some(("env.envs", "envs")),
+                format!(
+                    "each rank steps {per_rank} environments ({} over {world_text}); choose env-groups dividing {per_rank}",
+                    e.env.envs
+                ),
+            );
+        }
+    }
+
+    /// Each rank's batch splits into the minibatches, and those into micro-batches.
+    fn ppo(&mut self, ppo: &Ppo) {
+        let e = self.experiment;
+        let (world, _) = world(e);
+        let batch = e.per_rank_batch();
+        if self.ok(&[
+            "devices",
+            "env.envs",
+            "train.rollout",
+            "algorithm",
+            "algorithm.minibatches",
+        ]) && e.env.envs.is_multiple_of(world)
+            && !batch.is_multiple_of(ppo.minibatches)
+        {
+            self.report(
+                "config::not-divisible",
+                format!("{} minibatches do not divide each rank's batch of {batch}", ppo.minibatches),
+                "algorithm.minibatches",
+                &format!("does not divide {batch}"),
+                Some(("train.rollout", "rollout")),
+                format!(
+                    "each rank collects {} environments x rollout {} = {batch} transitions per update; choose minibatches dividing {batch}",
+                    e.per_rank_envs(),
+                    e.train.rollout
+                ),
+            );
+        } else if self.ok(&["algorithm.micro-batches"])
+            && e.env.envs.is_multiple_of(world)
+            && batch.is_multiple_of(ppo.minibatches)
+            && !(batch / ppo.minibatches).is_multiple_of(ppo.micro_batches)
+        {
+            let minibatch = batch / ppo.minibatches;
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} micro-batches do not divide each rank's minibatch of {minibatch}",
+                    ppo.micro_batches
+                ),
+                "algorithm.micro-batches",
+                &format!("does not divide {minibatch}"),
+                Some(("algorithm.minibatches", "minibatches")),
+                format!(
+                    "each rank's batch of {batch} splits into {} minibatches of {minibatch}; choose micro-batches dividing {minibatch}",
+                    ppo.minibatches
+                ),
+            );
+        }
+    }
+
+    /// Global sizes split over the ranks; buffer, batch, warm-up and epsilon agree.
+    fn dqn(&mut self, dqn: &Dqn) {
+        let e = self.experiment;
+        let (world, world_text) = world(e);
+        for (path, value, what) in [
+            ("algorithm.batch-size", dqn.batch_size, "batch-size"),
+            (
+                "algorithm.buffer-capacity",
+                dqn.buffer_capacity,
+                "buffer-capacity",
+            ),
+        ] {
+            if self.ok(&["devices", "algorithm", path]) && !value.is_multiple_of(world) {
+                self.report(
+                    "config::not-divisible",
+                    format!("{what} {value} cannot be split evenly over {world_text}"),
+                    path,
+                    &format!("not a multiple of {world}"),
+                    Some(("devices", &world_text)),
+                    format!(
+                        "sizes are global: use a multiple of {world}, e.g. {what} {}",
+                        value.div_ceil(world) * world
+                    ),
+                );
+            }
+        }
+        if self.ok(&[
+            "algorithm",
+            "algorithm.batch-size",
+            "algorithm.buffer-capacity",
+        ]) && dqn.buffer_capacity < dqn.batch_size
+        {
+            self.report(
+                "config::inconsistent",
+                "the replay buffer is smaller than one batch".into(),
+                "algorithm.buffer-capacity",
+                &format!("smaller than batch-size {}", dqn.batch_size),
+                Some(("algorithm.batch-size", "batch-size")),
+                "buffer-capacity must be at least batch-size".into(),
+            );
+        }
+        if self.ok(&[
+            "algorithm",
+            "algorithm.batch-size",
+            "algorithm.learning-starts",
+        ]) && dqn.learning_starts < dqn.batch_size as u64
+        {
+            self.report(
+                "config::inconsistent",
+                "learning starts before one batch of transitions exists".into(),
+                "algorithm.learning-starts",
+                &format!("less than batch-size {}", dqn.batch_size),
+                Some(("algorithm.batch-size", "batch-size")),
+                "learning-starts must be at least batch-size".into(),
+            );
+        }
+        if self.ok(&["algorithm", "train.env-groups"]) && e.train.env_groups > 1 {
+            self.report(
+                "config::inconsistent",
+                "environment groups are for on-policy rollouts".into(),
+                "train.env-groups",
+                "not used by dqn",
+                Some(("algorithm", "dqn")),
+                "dqn steps its environments all at once; remove env-groups or use ppo or a2c"
+                    .into(),
+            );
+        }
+        if self.ok(&[
+            "algorithm",
+            "algorithm.epsilon-start",
+            "algorithm.epsilon-end",
+        ]) && dqn.epsilon_end > dqn.epsilon_start
+        {
+            self.report(
+                "config::inconsistent",
+                "epsilon rises instead of decaying".into(),
+                "algorithm.epsilon-end",
+                &format!("greater than epsilon-start {}", dqn.epsilon_start),
+                Some(("algorithm.epsilon-start", "epsilon-start")),
+                "epsilon-end must be at most epsilon-start".into(),
+            );
+        }
+    }
+
+    /// On-policy updates normalise advantages and report statistics over the global
+    /// batch, whose variance needs at least two samples.
+    fn global_batch(&mut self) {
+        let e = self.experiment;
+        if self.ok(&["env.envs", "train.rollout"]) && e.batch_size() < 2 {
+            self.report(
+                "config::too-small",
+                format!(
+                    "a global batch of {} transition cannot be normalised",
+                    e.batch_size()
+                ),
+                "train.rollout",
+                "1 step per environment",
+                Some(("env.envs", "1 environment")),
+                format!(
+                    "{} updates over all ranks' environments x rollout transitions, at least 2: raise envs or rollout",
+                    e.algorithm.name()
+                ),
+            );
+        }
+    }
+
+    /// Each rank's replay ring must hold, per environment, more steps than the frame
+    /// stack and the n-step return reach back and ahead.
+    fn replay(&mut self, dqn: &Dqn) {
+        let e = self.experiment;
+        if !self.ok(&[
+            "devices",
+            "env.envs",
+            "env.wrappers",
+            "algorithm.buffer-capacity",
+            "algorithm.n-step",
+        ]) {
+            return;
+        }
+        let stack = replay_stack(&e.env.wrappers);
+        let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_envs().max(1);
+        let reserved = stack - 1 + dqn.n_step;
+        if rows > reserved {
+            self.frame_skip_after_stack();
+            return;
+        }
+        self.report(
+            "config::too-small",
+            format!("the replay buffer holds {rows} steps per environment, too few to sample from"),
+            "algorithm.buffer-capacity",
+            &format!("{rows} steps per environment"),
+            Some(("algorithm.n-step", "n-step")),
+            format!(
+                "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; frame-stack {stack} and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
+                e.per_rank_buffer_capacity().unwrap_or(0),
+                e.per_rank_envs(),
+                dqn.n_step
+            ),
+        );
+    }
+
+    /// Replay stores each stacked observation as its newest frame and rebuilds the
+    /// stack from the previous steps; a frame skip after the stack moves the stack by
+    /// several frames per step, so it cannot be rebuilt.
+    fn frame_skip_after_stack(&mut self) {
+        let e = self.experiment;
+        let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
+            return;
+        };
+        let mut stacked: Option<usize> = None;
+        for (i, w) in e.env.wrappers.iter().enumerate() {
+            match w {
+                Wrapper::FrameStack { n } if *n > 1 => stacked = Some(i),
+                Wrapper::NormalizeObs { .. } => stacked = None,
+                Wrapper::FrameSkip { n, .. } if *n > 1 => {
+                    if let Some(span) = entry.items.get(i)
+                        && let Some(stack_span) = stacked.and_then(|s| entry.items.get(s))
+                    {
+                        self.applier.push(
+                            error(
+                                "config::wrapper-mismatch",
+                                "`frame-skip` after `frame-stack` does not fit dqn's replay",
+                            )
+                            .at(entry.source, *span, "skips frames of a stacked observation")
+                            .also(entry.source, *stack_span, "the stack")
+                            .help("dqn's replay rebuilds stacks one frame per step: put `frame-skip` before `frame-stack`"),
+                        );
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// DQN learns one Q-network: there is no critic to give its own torso.
+    fn no_critic(&mut self) {
+        if self.ok(&["algorithm", "network.actor-critic"]) && !self.experiment.network.shared {
+            self.report(
+                "config::inconsistent",
+                "dqn has no critic to separate".into(),
+                "network.actor-critic",
+                "not used by dqn",
+                Some(("algorithm", "dqn")),
+                "dqn learns one Q-network; remove `actor-critic \"separate\"` or use ppo or a2c"
+                    .into(),
+            );
+        }
+    }
+
+    /// A run cannot be stopped after its end.
+    fn max_steps(&mut self) {
+        let e = self.experiment;
+        if let Some(max) = e.train.max_steps
+            && self.ok(&["train.max-steps", "train.total-steps"])
+            && max > e.train.total_steps
+        {
+            self.report(
+                "config::inconsistent",
+                "max-steps exceeds total-steps".into(),
+                "train.max-steps",
+                &format!("more than total-steps {}", e.train.total_steps),
+                Some(("train.total-steps", "total-steps")),
+                "max-steps stops a run early; it cannot extend it past total-steps".into(),
+            );
+        }
+    }
+
+    fn wrappers(&mut self) {
+        let e = self.experiment;
+        let game = e.env.game.info();
+        let entry = self.applier.entries.get("env.wrappers").cloned();
+        let Some(entry) = entry else { return };
+        let mut obs = game.observation;
+        let mut stacked = false;
+        let mut seen: HashMap<&str, SourceSpan> = HashMap::new();
+        for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
+            let name = wrapper.name();
+            let mut problem: Option<(String, String)> = None;
+            if let Some(first) = seen.get(name) {
+                self.applier.push(
+                    error(
+                        "config::duplicate-wrapper",
+                        format!("wrapper `{name}` appears twice"),
+                    )
+                    .at(entry.source, *span, "second time")
+                    .also(entry.source, *first, "first time")
+                    .help("each wrapper may appear once"),
+                );
+            } else {
+                seen.insert(name, *span);
+            }
+            let here = format!(
+                "{} observes {} at this point of the chain",
+                game.name,
+                obs.describe()
+            );
+            match wrapper {
+                Wrapper::NoopReset { .. } if !game.atari => {
+                    problem = Some((
+                        "needs an Atari game".into(),
+                        format!(
+                            "no-op resets randomise Atari starts; {} is not an Atari game",
+                            game.name
+                        ),
+                    ));
+                }
+                Wrapper::FireReset if !game.has_fire => {
+                    problem = Some((
+                        "needs a FIRE action".into(),
+                        format!("{} has no FIRE action", game.name),
+                    ));
+                }
+                Wrapper::EpisodicLife if !game.has_lives => {
+                    problem = Some((
+                        "needs a game with lives".into(),
+                        format!("{} has no lives", game.name),
+                    ));
+                }
+                Wrapper::Grayscale | Wrapper::Resize { .. } if stacked => {
+                    problem = Some((
+                        "after frame-stack".into(),
+                        format!("`{name}` works on single frames: move it before `frame-stack`"),
+                    ));
+                }
+                Wrapper::Grayscale => match obs {
+                    Observation::Image {
+                        color: Color::Rgb, ..
+                    } => {}
+                    Observation::Image { .. } => {
+                        problem = Some(("already grayscale".into(), here.clone()))
+                    }
+                    _ => problem = Some(("needs RGB image observations".into(), here.clone())),
+                },
+                Wrapper::Resize { .. } if !matches!(obs, Observation::Image { .. }) => {
+                    problem = Some(("needs image observations".into(), here.clone()));
+                }
+                Wrapper::Resize { height, width }
+                    if matches!(obs, Observation::Image { height: h, width: w, .. }
+                        if *height as usize > h || *width as usize > w) =>
+                {
+                    problem = Some((
+                        "larger than the frame".into(),
+                        format!(
+                            "{here}; resize only shrinks (area averaging, as OpenCV's INTER_AREA)"
+                        ),
+                    ));
+                }
+                Wrapper::FrameSkip { max_pool: true, .. }
+                    if !matches!(obs, Observation::Image { .. }) =>
+                {
+                    problem = Some((
+                        "max-pool needs image observations".into(),
+                        format!("{here}; write `max-pool=#false`"),
+                    ));
+                }
+                Wrapper::NormalizeObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
+                    problem = Some((
+                        "needs vector observations".into(),
+                        format!("{here}; networks scale images and planes themselves"),
+                    ));
+                }
+                _ => {}
+            }
+            if let Some((label, help)) = problem {
+                self.applier.push(
+                    error(
+                        "config::wrapper-mismatch",
+                        format!("wrapper `{name}` does not fit {}", game.name),
+                    )
+                    .at(entry.source, *span, label)
+                    .help(help),
+                );
+            }
+            obs = apply_wrapper(obs, wrapper);
+            if matches!(wrapper, Wrapper::FrameStack { .. }) {
+                stacked = true;
+            }
+        }
+    }
+
+    fn network(&mut self) {
+        let e = self.experiment;
+        let obs = e.observation();
+        let need = match (&e.network.torso, obs) {
+            (Torso::NatureCnn { .. }, Observation::Image { height, width, .. })
+                if height >= 36 && width >= 36 =>
+            {
+                None
+            }
+            (Torso::NatureCnn { .. }, _) => Some("image observations of at least 36x36"),
+            (Torso::MinatarCnn { .. }, Observation::Planes { height, width, .. })
+                if height >= 3 && width >= 3 =>
+            {
+                None
+            }
+            (Torso::MinatarCnn { .. }, _) => Some("binary plane observations (MinAtar)"),
+            (
+                Torso::ImpalaCnn { .. },
+                Observation::Image { height, width, .. }
+                | Observation::Planes { height, width, .. },
+            ) if height >= 8 && width >= 8 => None,
+            (Torso::ImpalaCnn { .. }, _) => Some("image observations of at least 8x8"),
+            (Torso::Mlp { .. }, _) => None,
+        };
+        if let Some(need) = need {
+            let name = e.network.torso.name();
+            let suggestion = match obs {
+                Observation::Vector { .. } => "network \"mlp\"",
+                Observation::Planes { .. } => "network \"minatar-cnn\"",
+                Observation::Image { .. } => "network \"nature-cnn\"",
+            };
+            self.report(
+                "config::network-mismatch",
+                format!(
+                    "network `{name}` does not fit the observations of {}",
+                    e.env.game.name()
+                ),
+                "network",
+                &format!("needs {need}"),
+                Some(("env", "the game")),
+                format!(
+                    "after its wrappers, {} observes {}; use `{suggestion}`",
+                    e.env.game.name(),
+                    obs.describe()
+                ),
+            );
+        }
+    }
+}
+
+/// The number of ranks (at least 1) and how messages name it.
+fn world(e: &Experiment) -> (usize, String) {
+    let world = e.world_size().max(1);
+    (
+        world,
+        format!("{world} device{}", if world == 1 { "" } else { "s" }),
+    )
+}
+
+/// Frames per stored observation in dqn's replay: the last `frame-stack`, unless a
+/// later wrapper (a normaliser) makes the stacked observation opaque to it.
+fn replay_stack(wrappers: &[Wrapper]) -> usize {
+    let mut stack = 1;
+    for w in wrappers {
+        match w {
+            Wrapper::FrameStack { n } => stack = *n as usize,
+            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
+            _ => {}
+        }
+    }
+    stack.max(1)
+}

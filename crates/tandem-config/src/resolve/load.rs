@@ -1,0 +1,676 @@
+//! Loading: reads the main file and its includes (reporting syntax errors, cycles,
+//! misplaced nodes and duplicates) and every `--set` text, and turns each setting
+//! into an [`Assignment`], in the order they are to be applied. Nothing is typed
+//! here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use kdl::{KdlDocument, KdlNode, KdlValue};
+use miette::SourceSpan;
+
+use super::{Assignment, Raw, Target, raw_of_node, section_index};
+use crate::Source;
+use crate::diag::{DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error};
+use crate::schema::{self, SECTIONS, Section};
+
+/// Reads files and `--set` texts into assignments.
+pub(super) struct Loader {
+    pub(super) sources: Sources,
+    pub(super) diags: Vec<Diagnostic>,
+    pub(super) assignments: Vec<Assignment>,
+    /// Canonical paths of the files being included, outermost first, for cycles.
+    stack: Vec<(PathBuf, String)>,
+    /// The main file's `experiment` node, when it has a block (else nothing more is checked).
+    pub(super) experiment_at: Option<(SourceId, SourceSpan)>,
+    /// Canonical configs are self-contained: workers must never touch other files.
+    allow_includes: bool,
+}
+
+/// Reads the main source, then every `--set` in order.
+pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Loader {
+    let mut loader = Loader {
+        sources: Sources::default(),
+        diags: Vec::new(),
+        assignments: Vec::new(),
+        stack: Vec::new(),
+        experiment_at: None,
+        allow_includes,
+    };
+    loader.load_main(source);
+    for set in sets {
+        loader.load_set(set);
+    }
+    loader
+}
+
+impl Loader {
+    fn push(&mut self, d: DiagBuilder) {
+        let d = d.finish(&self.sources);
+        self.diags.push(d);
+    }
+
+    fn parse(&mut self, source: SourceId) -> Option<KdlDocument> {
+        let text = self.sources.get(source).text.clone();
+        match KdlDocument::parse(&text) {
+            Ok(doc) => Some(doc),
+            Err(err) => {
+                let useful = useful_syntax_errors(err.diagnostics);
+                if useful.is_empty() {
+                    self.push(error("kdl::syntax", "syntax error").at(
+                        source,
+                        SourceSpan::from(0..0),
+                        "in this file",
+                    ));
+                }
+                for d in useful {
+                    let message = d
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| "KDL syntax error".to_string());
+                    let label = d.label.clone().unwrap_or_else(|| "here".to_string());
+                    let b = error("kdl::syntax", format!("syntax error: {message}"))
+                        .at(source, d.span, label);
+                    self.push(b.help_opt(d.help.clone()));
+                }
+                None
+            }
+        }
+    }
+
+    fn reject_annotations(&mut self, node: &KdlNode, source: SourceId) {
+        if let Some(ty) = node.ty() {
+            self.push(
+                error(
+                    "config::type-annotation",
+                    "type annotations are not used by tandem",
+                )
+                .at(source, ty.span(), "remove this annotation"),
+            );
+        }
+        for entry in node.entries() {
+            if let Some(ty) = entry.ty() {
+                self.push(
+                    error(
+                        "config::type-annotation",
+                        "type annotations are not used by tandem",
+                    )
+                    .at(source, ty.span(), "remove this annotation"),
+                );
+            }
+        }
+    }
+
+    /// The one `experiment` node of the main file; anything else at its top level
+    /// is an error.
+    fn the_experiment<'d>(&mut self, doc: &'d KdlDocument, id: SourceId) -> Option<&'d KdlNode> {
+        let mut found: Option<&KdlNode> = None;
+        for node in doc.nodes() {
+            if node.name().value() == "experiment" {
+                if let Some(first) = found {
+                    self.push(
+                        error(
+                            "config::duplicate-experiment",
+                            "a file holds one experiment",
+                        )
+                        .at(id, node.name().span(), "second experiment")
+                        .also(id, first.name().span(), "first experiment")
+                        .help("put each experiment in its own file; share settings with `include`"),
+                    );
+                } else {
+                    found = Some(node);
+                }
+            } else {
+                self.push(
+                    error(
+                        "config::top-level",
+                        format!("unexpected `{}` outside `experiment`", node.name().value()),
+                    )
+                    .at(id, node.name().span(), "not inside an experiment")
+                    .help("settings go inside `experiment \"name\" { ... }`"),
+                );
+            }
+        }
+        let Some(node) = found else {
+            self.push(
+                error("config::no-experiment", "no `experiment` in this file")
+                    .at(id, SourceSpan::from(0..0), "expected `experiment \"name\" { ... }`")
+                    .help("a file run by tandem holds one `experiment \"name\" { ... }`; files holding only settings are meant to be included"),
+            );
+            return None;
+        };
+        Some(node)
+    }
+
+    fn load_main(&mut self, src: &Source) {
+        let (name, text, dir) = match src {
+            Source::Path(path) => match std::fs::read_to_string(path) {
+                Ok(text) => (
+                    path.display().to_string(),
+                    text,
+                    path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                ),
+                Err(err) => {
+                    let id = self.sources.add(
+                        path.display().to_string(),
+                        String::new(),
+                        SourceKind::File,
+                    );
+                    let source = self.sources.get(id).clone();
+                    self.push(
+                        error(
+                            "config::read",
+                            format!("cannot read {}: {err}", path.display()),
+                        )
+                        .in_source(&source),
+                    );
+                    return;
+                }
+            },
+            Source::Stdin(text) => ("<stdin>".to_string(), text.clone(), PathBuf::new()),
+        };
+        let id = self.sources.add(name.clone(), text, SourceKind::File);
+        if let Source::Path(path) = src {
+            self.stack.push((
+                std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
+                name,
+            ));
+        } else {
+            self.stack.push((PathBuf::from("<stdin>"), name));
+        }
+        let Some(doc) = self.parse(id) else { return };
+        let Some(node) = self.the_experiment(&doc, id) else {
+            return;
+        };
+        self.reject_annotations(node, id);
+        let raw = raw_of_node(node);
+        if raw.args.is_empty() {
+            self.push(
+                error("config::missing-value", "`experiment` needs a name")
+                    .at(id, node.name().span(), "no name")
+                    .help("write `experiment \"my-run\" { ... }`"),
+            );
+        } else {
+            for (_, _, span) in &raw.props {
+                self.push(
+                    error(
+                        "config::unexpected-property",
+                        "`experiment` takes no properties",
+                    )
+                    .at(id, *span, "not allowed here")
+                    .help("settings go inside the block"),
+                );
+            }
+            let name_raw = Raw {
+                args: raw.args.clone(),
+                props: Vec::new(),
+                children: None,
+                value_span: raw.value_span,
+            };
+            self.assignments.push(Assignment {
+                target: Target::Field {
+                    section: 0,
+                    name: "name".into(),
+                    name_span: node.name().span(),
+                },
+                raw: name_raw,
+                source: id,
+            });
+        }
+        // Without a block nothing else can be checked; one error says it all.
+        if node.children().is_some() {
+            self.experiment_at = Some((id, node.name().span()));
+        }
+        match node.children() {
+            Some(body) => self.walk_body(body, id, &dir),
+            None => self.push(
+                error(
+                    "config::missing-block",
+                    "`experiment` has no settings block",
+                )
+                .at(id, node.name().span(), "expected `{ ... }` after the name")
+                .help("at least `env \"<game>\"` is required"),
+            ),
+        }
+    }
+
+    fn walk_body(&mut self, body: &KdlDocument, source: SourceId, dir: &Path) {
+        let mut seen = HashMap::new();
+        for node in body.nodes() {
+            self.reject_annotations(node, source);
+            let name = node.name().value();
+            if schema::TOP.common.iter().any(|f| f.name == name) {
+                self.check_duplicate(&mut seen, name, "", node.name().span(), source);
+            }
+            if name == "include" {
+                self.include(node, source, dir);
+            } else if let Some(section) = schema::section(name) {
+                self.walk_section(node, section, source);
+            } else if name != "name" && schema::TOP.common.iter().any(|f| f.name == name) {
+                self.assignments.push(Assignment {
+                    target: Target::Field {
+                        section: 0,
+                        name: name.to_string(),
+                        name_span: node.name().span(),
+                    },
+                    raw: raw_of_node(node),
+                    source,
+                });
+            } else {
+                let candidates = body_names();
+                let owner = SECTIONS.iter().skip(1).find(|s| {
+                    s.common
+                        .iter()
+                        .chain(s.kinds.iter().flat_map(|k| k.fields.iter()))
+                        .any(|f| f.name == name)
+                });
+                let help = match owner {
+                    Some(section) => format!(
+                        "`{name}` is a setting of `{}`: write it inside `{} {{ ... }}`",
+                        section.name, section.name
+                    ),
+                    None if name == "experiment" => {
+                        "an experiment cannot contain another".to_string()
+                    }
+                    None => did_you_mean(name, candidates.iter().copied()),
+                };
+                self.push(
+                    error(
+                        "config::unknown-node",
+                        format!("unknown node `{name}` in `experiment`"),
+                    )
+                    .at(source, node.name().span(), "unknown node")
+                    .help(help),
+                );
+            }
+        }
+    }
+
+    fn include(&mut self, node: &KdlNode, source: SourceId, dir: &Path) {
+        let raw = raw_of_node(node);
+        let path_arg = match (
+            raw.args.as_slice(),
+            raw.props.is_empty(),
+            raw.children.is_none(),
+        ) {
+            ([(KdlValue::String(p), span)], true, true) => (p.clone(), *span),
+            _ => {
+                self.push(
+                    error("config::include-syntax", "`include` takes exactly one path")
+                        .at(source, raw.value_span, "expected one string")
+                        .help("write `include \"relative/path.kdl\"` (relative to this file)"),
+                );
+                return;
+            }
+        };
+        let (rel, span) = path_arg;
+        if !self.allow_includes {
+            self.push(
+                error(
+                    "config::canonical-include",
+                    "a canonical config cannot include files",
+                )
+                .at(source, span, "include in a canonical config")
+                .help("canonical configs come from `tandem resolve`, which expands every include"),
+            );
+            return;
+        }
+        let path = dir.join(&rel);
+        let display = path.display().to_string();
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if let Some(pos) = self.stack.iter().position(|(p, _)| *p == canonical) {
+            let mut chain: Vec<String> = self.stack[pos..].iter().map(|(_, n)| n.clone()).collect();
+            chain.push(display);
+            self.push(
+                error("config::include-cycle", "include cycle")
+                    .at(
+                        source,
+                        span,
+                        "this include leads back to a file being included",
+                    )
+                    .help(format!("the chain is {}", chain.join(" -> "))),
+            );
+            return;
+        }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) => {
+                let reason = if err.kind() == std::io::ErrorKind::NotFound {
+                    "no such file".to_string()
+                } else {
+                    err.to_string()
+                };
+                let base = if dir.as_os_str().is_empty() {
+                    ".".to_string()
+                } else {
+                    dir.display().to_string()
+                };
+                self.push(
+                    error(
+                        "config::include-missing",
+                        format!("cannot read included file `{display}`"),
+                    )
+                    .at(source, span, reason)
+                    .help(format!(
+                        "include paths are relative to the including file's folder ({base})"
+                    )),
+                );
+                return;
+            }
+        };
+        let id = self.sources.add(display.clone(), text, SourceKind::File);
+        let Some(doc) = self.parse(id) else { return };
+        self.stack.push((canonical, display));
+        if let Some(node) = doc
+            .nodes()
+            .iter()
+            .find(|n| n.name().value() == "experiment")
+        {
+            self.push(
+                error("config::include-experiment", "an included file cannot hold an `experiment`")
+                    .at(id, node.name().span(), "experiment in an included file")
+                    .help("included files hold settings (`algorithm`, `env`, ...) directly at their top level"),
+            );
+        } else {
+            let new_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.walk_body(&doc, id, &new_dir);
+        }
+        self.stack.pop();
+    }
+
+    /// The same setting twice in one block is almost always a slip (across files
+    /// and blocks, later values override earlier ones on purpose).
+    fn check_duplicate(
+        &mut self,
+        seen: &mut HashMap<String, SourceSpan>,
+        name: &str,
+        section: &str,
+        span: SourceSpan,
+        source: SourceId,
+    ) {
+        let path = if section.is_empty() {
+            name.to_string()
+        } else {
+            format!("{section}.{name}")
+        };
+        match seen.get(name) {
+            Some(first) => self.push(
+                error(
+                    "config::duplicate-setting",
+                    format!("`{path}` is set twice in one block"),
+                )
+                .at(source, span, "set again here")
+                .also(source, *first, "first set here")
+                .help("remove one; to override a value, do it in a later block or file"),
+            ),
+            None => {
+                seen.insert(name.to_string(), span);
+            }
+        }
+    }
+
+    fn walk_section(&mut self, node: &KdlNode, section: &'static Section, source: SourceId) {
+        let index = section_index(section);
+        let raw = raw_of_node(node);
+        let mut seen = HashMap::new();
+        for (key, _, span) in &raw.props {
+            self.check_duplicate(&mut seen, key, section.name, *span, source);
+        }
+        for child in node.children().map(|c| c.nodes()).unwrap_or_default() {
+            let name = child.name().value();
+            if name != "include" {
+                self.check_duplicate(&mut seen, name, section.name, child.name().span(), source);
+            }
+        }
+        for (i, (value, span)) in raw.args.iter().enumerate() {
+            if !section.has_kinds() {
+                self.push(
+                    error(
+                        "config::unexpected-argument",
+                        format!("`{}` takes no argument", section.name),
+                    )
+                    .at(source, *span, "unexpected argument")
+                    .help(format!(
+                        "its settings go in its block, e.g. `{} {{ {} ... }}`",
+                        section.name, section.common[0].name
+                    )),
+                );
+            } else if i > 0 {
+                self.push(
+                    error(
+                        "config::unexpected-argument",
+                        format!(
+                            "`{}` takes one argument, its {}",
+                            section.name, section.kind_key
+                        ),
+                    )
+                    .at(source, *span, "extra argument"),
+                );
+            } else {
+                self.assignments.push(Assignment {
+                    target: Target::Kind { section: index },
+                    raw: Raw {
+                        args: vec![(value.clone(), *span)],
+                        props: Vec::new(),
+                        children: None,
+                        value_span: *span,
+                    },
+                    source,
+                });
+            }
+        }
+        for (key, value, span) in &raw.props {
+            self.assignments.push(Assignment {
+                target: Target::Field {
+                    section: index,
+                    name: key.clone(),
+                    name_span: *span,
+                },
+                raw: Raw {
+                    args: vec![(value.clone(), *span)],
+                    props: Vec::new(),
+                    children: None,
+                    value_span: *span,
+                },
+                source,
+            });
+        }
+        if let Some(children) = node.children() {
+            for child in children.nodes() {
+                self.reject_annotations(child, source);
+                if child.name().value() == "include" {
+                    self.push(
+                        error("config::include-placement", "`include` is only allowed directly inside `experiment`")
+                            .at(source, child.name().span(), "include inside a section")
+                            .help("move the include to the experiment's top level (or to the top of an included file)"),
+                    );
+                    continue;
+                }
+                self.assignments.push(Assignment {
+                    target: Target::Field {
+                        section: index,
+                        name: child.name().value().to_string(),
+                        name_span: child.name().span(),
+                    },
+                    raw: raw_of_node(child),
+                    source,
+                });
+            }
+        }
+    }
+
+    fn load_set(&mut self, text: &str) {
+        let id = self
+            .sources
+            .add("--set".to_string(), text.to_string(), SourceKind::Set);
+        let whole = SourceSpan::from(0..text.len());
+        let Some(eq) = text.find('=') else {
+            self.push(
+                error("config::set-syntax", "`--set` needs PATH=VALUE")
+                    .at(id, whole, "no `=` here")
+                    .help("for example `--set algorithm.lr=0.001` or `--set train.max-steps=4096`"),
+            );
+            return;
+        };
+        let path = &text[..eq];
+        let path_span = SourceSpan::from(0..eq);
+        let value_text = &text[eq + 1..];
+        let (section_name, field) = match path.split_once('.') {
+            Some((s, f)) => (s, Some(f)),
+            None => (path, None),
+        };
+        let target = match (schema::section(section_name), field) {
+            (Some(section), Some(f)) => Some(Target::Field {
+                section: section_index(section),
+                name: f.to_string(),
+                name_span: path_span,
+            }),
+            (Some(section), None) if section.has_kinds() => Some(Target::Kind {
+                section: section_index(section),
+            }),
+            (None, None) if schema::TOP.common.iter().any(|f| f.name == path) => {
+                Some(Target::Field {
+                    section: 0,
+                    name: path.to_string(),
+                    name_span: path_span,
+                })
+            }
+            _ => None,
+        };
+        let Some(target) = target else {
+            let paths = all_paths();
+            self.push(
+                error("config::unknown-path", format!("unknown setting `{path}`"))
+                    .at(id, path_span, "no such setting")
+                    .help(did_you_mean(path, paths.iter().map(String::as_str))),
+            );
+            return;
+        };
+        let is_wrappers = matches!(&target, Target::Field { section, name, .. } if *section == section_index(&schema::ENV) && name == "wrappers");
+        // Parse the value at its own offset so spans point into the `--set` text.
+        let synthetic = if is_wrappers {
+            format!("{}{value_text}", " ".repeat(eq + 1))
+        } else if eq >= 1 {
+            format!("{}_ {value_text}", " ".repeat(eq - 1))
+        } else {
+            format!("_ {value_text}")
+        };
+        let parsed = match KdlDocument::parse(&synthetic) {
+            Ok(doc) => doc,
+            Err(err) => {
+                for d in err.diagnostics {
+                    let message = d
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| "not a KDL value".to_string());
+                    let span = SourceSpan::new(
+                        d.span.offset().min(text.len()).into(),
+                        d.span.len().min(text.len().saturating_sub(d.span.offset())),
+                    );
+                    self.push(
+                        error("config::set-syntax", format!("cannot parse the value of `--set {path}`: {message}"))
+                            .at(id, span, d.label.clone().unwrap_or_else(|| "here".into()))
+                            .help("values are written as in KDL files: 0.001, #true, #null, \"text\" (bare words are strings)"),
+                    );
+                }
+                return;
+            }
+        };
+        let value_span = SourceSpan::from(eq + 1..text.len());
+        let raw = if is_wrappers {
+            Raw {
+                args: Vec::new(),
+                props: Vec::new(),
+                children: Some(parsed),
+                value_span,
+            }
+        } else {
+            match parsed.nodes() {
+                [node] => {
+                    let mut raw = raw_of_node(node);
+                    if raw.args.is_empty() && raw.props.is_empty() {
+                        raw.value_span = value_span;
+                    }
+                    raw
+                }
+                _ => {
+                    self.push(
+                        error(
+                            "config::set-syntax",
+                            format!("the value of `--set {path}` must be one KDL value list"),
+                        )
+                        .at(id, value_span, "not a single value")
+                        .help("values are written as in KDL files: 0.001, #true, #null, \"text\""),
+                    );
+                    return;
+                }
+            }
+        };
+        self.assignments.push(Assignment {
+            target,
+            raw,
+            source: id,
+        });
+    }
+}
+
+/// The KDL parser recovers and reports follow-on errors: a block it could not
+/// close is reported twice, and "expected end of document" follows most errors.
+/// Keep the first report of each, and "end of document" only when alone.
+fn useful_syntax_errors(mut diags: Vec<kdl::KdlDiagnostic>) -> Vec<kdl::KdlDiagnostic> {
+    diags.sort_by_key(|d| d.span.offset());
+    let alone = diags.len() == 1;
+    let mut seen_unclosed = false;
+    diags.retain(|d| {
+        let label = d.label.as_deref().unwrap_or("");
+        if label == "not EOF" {
+            return alone;
+        }
+        if label == "not closed" {
+            let first = !seen_unclosed;
+            seen_unclosed = true;
+            return first;
+        }
+        true
+    });
+    diags
+}
+
+/// Node names allowed directly inside `experiment`.
+fn body_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = vec!["include"];
+    names.extend(
+        schema::TOP
+            .common
+            .iter()
+            .map(|f| f.name)
+            .filter(|n| *n != "name"),
+    );
+    names.extend(SECTIONS.iter().skip(1).map(|s| s.name));
+    names
+}
+
+/// Every path `--set` accepts.
+fn all_paths() -> Vec<String> {
+    let mut paths: Vec<String> = schema::TOP
+        .common
+        .iter()
+        .map(|f| f.name.to_string())
+        .collect();
+    for section in SECTIONS.iter().skip(1) {
+        if section.has_kinds() {
+            paths.push(section.name.to_string());
+        }
+        for field in section
+            .common
+            .iter()
+            .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
+        {
+            let path = section.path(field.name);
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}

@@ -1,0 +1,150 @@
+//! The resolver: reads the main file and its includes, turns every setting (and
+//! every `--set`) into an ordered list of assignments, applies them in order (later
+//! wins, node by node), checks each value against the schema, fills every default,
+//! runs the cross-field checks and records where each value came from.
+//!
+//! This module owns what the steps share (the raw, untyped form of a setting, the
+//! assignments and stored entries) and the order of the steps:
+//! - [`load`]: files, includes and `--set` texts into assignments;
+//! - [`check`]: one value against its setting's type and range;
+//! - [`apply`]: the assignments in order, then every default;
+//! - [`cross`]: the checks that involve more than one setting.
+
+mod apply;
+mod check;
+mod cross;
+mod load;
+
+use kdl::{KdlDocument, KdlNode, KdlValue};
+use miette::SourceSpan;
+
+use crate::diag::{Diagnostics, SourceId};
+use crate::schema::{SECTIONS, Section};
+use crate::values::{self, Val};
+use crate::{Provenance, Resolved, Source};
+
+/// The entries of one KDL node (or one property, or one `--set`), not yet typed.
+#[derive(Debug, Clone)]
+pub(super) struct Raw {
+    pub(super) args: Vec<(KdlValue, SourceSpan)>,
+    pub(super) props: Vec<(String, KdlValue, SourceSpan)>,
+    pub(super) children: Option<KdlDocument>,
+    /// Where to point when the value as a whole is wrong.
+    pub(super) value_span: SourceSpan,
+}
+
+#[derive(Debug)]
+pub(super) enum Target {
+    Kind {
+        section: usize,
+    },
+    Field {
+        section: usize,
+        name: String,
+        name_span: SourceSpan,
+    },
+}
+
+#[derive(Debug)]
+pub(super) struct Assignment {
+    pub(super) target: Target,
+    pub(super) raw: Raw,
+    pub(super) source: SourceId,
+}
+
+/// Where a stored value was written.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) val: Val,
+    pub(super) source: SourceId,
+    pub(super) span: SourceSpan,
+    /// For wrappers: the span of each wrapper node.
+    pub(super) items: Vec<SourceSpan>,
+}
+
+pub(super) fn join(a: SourceSpan, b: SourceSpan) -> SourceSpan {
+    let start = a.offset().min(b.offset());
+    let end = (a.offset() + a.len()).max(b.offset() + b.len());
+    SourceSpan::new(start.into(), end - start)
+}
+
+pub(super) fn section_index(section: &Section) -> usize {
+    SECTIONS
+        .iter()
+        .position(|s| std::ptr::eq(*s, section))
+        .unwrap_or(0)
+}
+
+pub(super) fn raw_of_node(node: &KdlNode) -> Raw {
+    let mut raw = Raw {
+        args: Vec::new(),
+        props: Vec::new(),
+        children: node.children().cloned(),
+        value_span: node.name().span(),
+    };
+    let mut whole: Option<SourceSpan> = None;
+    for entry in node.entries() {
+        let span = entry.span();
+        whole = Some(whole.map_or(span, |w| join(w, span)));
+        match entry.name() {
+            Some(key) => raw
+                .props
+                .push((key.value().to_string(), entry.value().clone(), span)),
+            None => raw.args.push((entry.value().clone(), span)),
+        }
+    }
+    if let Some(w) = whole {
+        raw.value_span = w;
+    }
+    raw
+}
+
+pub(super) fn kind_noun(section: &Section) -> &'static str {
+    match section.name {
+        "env" => "game",
+        "sync" => "sync policy",
+        "network" => "network",
+        _ => "algorithm",
+    }
+}
+
+pub(super) fn found(value: &KdlValue) -> String {
+    match value {
+        KdlValue::String(s) => format!("the string \"{s}\""),
+        KdlValue::Integer(i) => format!("the integer {i}"),
+        KdlValue::Float(x) => format!("the number {x}"),
+        KdlValue::Bool(b) => format!("#{b}"),
+        KdlValue::Null => "#null".to_string(),
+    }
+}
+
+/// Runs the whole resolution.
+pub(crate) fn run(
+    source: &Source,
+    sets: &[String],
+    allow_includes: bool,
+) -> Result<Resolved, Diagnostics> {
+    let loaded = load::load(source, sets, allow_includes);
+    let Some((main_source, experiment_span)) = loaded.experiment_at else {
+        return Err(Diagnostics::new(loaded.diags));
+    };
+    let mut applier = apply::Applier::new(&loaded.sources, loaded.diags);
+    applier.apply_all(&loaded.assignments);
+    let (values, provenance) = applier.fill_defaults(main_source, experiment_span);
+    let experiment = values::to_experiment(&values);
+    let cross = cross::CrossCheck {
+        applier: &mut applier,
+        experiment: &experiment,
+        main_source,
+        experiment_span,
+    };
+    cross.run();
+    if applier.diags.is_empty() {
+        Ok(Resolved {
+            experiment,
+            provenance: Provenance::new(provenance),
+        })
+    } else {
+        Err(Diagnostics::new(applier.diags))
+    }
+}
