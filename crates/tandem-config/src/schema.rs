@@ -624,7 +624,7 @@ pub(crate) static NETWORK: Section = Section {
             "init",
             Ty::Choice(&["orthogonal", "default"]),
             Dflt::Str("orthogonal"),
-            "Weight initialisation: orthogonal with the gains below, or libtorch's default.",
+            "Weight initialisation: orthogonal with the gains below, or tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero), which take no gains.",
         ),
         f(
             "torso-gain",
@@ -636,13 +636,13 @@ pub(crate) static NETWORK: Section = Section {
             "policy-gain",
             NON_NEGATIVE,
             Dflt::Float(0.01),
-            "Orthogonal gain of the policy (or Q) head.",
+            "Orthogonal gain of the policy head (actor-critics; dqn refuses it).",
         ),
         f(
             "value-gain",
             NON_NEGATIVE,
             Dflt::Float(1.0),
-            "Orthogonal gain of the value head.",
+            "Orthogonal gain of the value head, and of dqn's Q heads.",
         ),
     ],
 };

@@ -122,3 +122,34 @@ fn a_resize_that_enlarges_is_refused() {
     assert!(d.help().unwrap().contains("only shrinks"), "{:?}", d.help());
     assert!(resolve(&Source::Stdin(text("height=210 width=160")), &[]).is_ok());
 }
+
+#[test]
+fn a_gain_with_init_default_is_refused_at_the_gain() {
+    // tch's default initialisation takes no gain, so the value would be ignored.
+    for gain in ["torso-gain", "policy-gain", "value-gain"] {
+        let d = only_error(&format!(
+            "experiment \"x\" {{\n  algorithm \"ppo\"\n  env \"cartpole\"\n  network \"mlp\" {{\n    init \"default\"\n    {gain} 2.0\n  }}\n}}\n"
+        ));
+        assert_eq!(d.code(), "config::inconsistent");
+        assert_eq!(
+            d.message(),
+            format!("`{gain}` has no effect with init \"default\"")
+        );
+        assert_eq!(d.line_column().unwrap().0, 6, "the label is on `{gain}`");
+        assert!(d.help().unwrap().contains("orthogonal"), "{:?}", d.help());
+    }
+    // Gains at their defaults (as the canonical form writes them) are fine.
+    let ok = "experiment \"x\" {\n  algorithm \"ppo\"\n  env \"cartpole\"\n  network \"mlp\" { init \"default\"; }\n}\n";
+    assert!(resolve(&Source::Stdin(ok.into()), &[]).is_ok());
+}
+
+#[test]
+fn a_policy_gain_under_dqn_is_refused() {
+    let d = only_error(
+        "experiment \"x\" {\n  algorithm \"dqn\"\n  env \"cartpole\"\n  network \"mlp\" {\n    policy-gain 0.1\n  }\n}\n",
+    );
+    assert_eq!(d.code(), "config::inconsistent");
+    assert_eq!(d.message(), "dqn has no policy head");
+    assert_eq!(d.line_column().unwrap().0, 5);
+    assert!(d.help().unwrap().contains("value-gain"), "{:?}", d.help());
+}

@@ -73,6 +73,7 @@ impl CrossCheck<'_, '_> {
                 self.dqn(dqn);
                 self.replay(dqn);
                 self.no_critic();
+                self.no_policy_head();
             }
             Algorithm::A2c(_) => self.global_batch(),
         }
@@ -82,6 +83,50 @@ impl CrossCheck<'_, '_> {
         }
         if self.ok(&["env", "env.wrappers", "network"]) {
             self.network();
+        }
+        self.gains_need_orthogonal_init();
+    }
+
+    /// The gains scale orthogonal weights; tch's default initialisation has none. (A gain left
+    /// at its default is fine: the canonical form writes every setting out.)
+    fn gains_need_orthogonal_init(&mut self) {
+        if self.experiment.network.init != Init::Default {
+            return;
+        }
+        let n = &self.experiment.network;
+        for (gain, value) in [
+            ("torso-gain", n.torso_gain),
+            ("policy-gain", n.policy_gain),
+            ("value-gain", n.value_gain),
+        ] {
+            let path = format!("network.{gain}");
+            if self.ok(&[path.as_str(), "network.init"]) && !is_default_gain(gain, value) {
+                self.report(
+                    "config::inconsistent",
+                    format!("`{gain}` has no effect with init \"default\""),
+                    &path,
+                    "a gain of orthogonal initialisation",
+                    Some(("network.init", "libtorch's default initialisation")),
+                    format!("gains apply only to init \"orthogonal\"; remove `{gain}` or use init \"orthogonal\""),
+                );
+            }
+        }
+    }
+
+    /// DQN's Q-network has no policy head for a gain to scale (its heads use `value-gain`);
+    /// only a gain other than the default says otherwise.
+    fn no_policy_head(&mut self) {
+        let value = self.experiment.network.policy_gain;
+        if self.ok(&["algorithm", "network.policy-gain"]) && !is_default_gain("policy-gain", value)
+        {
+            self.report(
+                "config::inconsistent",
+                "dqn has no policy head".into(),
+                "network.policy-gain",
+                "not used by dqn",
+                Some(("algorithm", "dqn")),
+                "dqn's Q heads are initialised with `value-gain`; remove `policy-gain`".into(),
+            );
         }
     }
 
@@ -566,4 +611,13 @@ fn replay_stack(wrappers: &[Wrapper]) -> usize {
         }
     }
     stack.max(1)
+}
+
+/// Whether `value` is the schema's default for the network setting `gain`.
+fn is_default_gain(gain: &str, value: f64) -> bool {
+    crate::schema::NETWORK
+        .common
+        .iter()
+        .find(|f| f.name == gain)
+        .is_some_and(|f| matches!(f.default, crate::schema::Dflt::Float(d) if d == value))
 }
