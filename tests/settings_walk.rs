@@ -1,0 +1,1150 @@
+//! Every setting of the schema does something: for each setting, kind and wrapper (taken from
+//! `tandem_config::schema_settings()`, so a setting added later without a row here fails the
+//! test), the `tandem` binary trains a tiny base config and the same config with that one
+//! thing changed, and the two runs must differ in something a user can see: the final
+//! checkpoint's tensors, `summary.json`, the TensorBoard tags and steps (and deterministic
+//! values), the files of the run directory, the rank logs, the console, or the run directory's
+//! name. A changed value the resolver refuses counts as handled too. A few settings cannot show
+//! in a short healthy run; their rows say why instead of naming a change.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tandem_config::{SettingInfo, SettingRole, Source, schema_settings};
+
+const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
+
+/// Wall-clock limit of one tiny run (a hung run fails instead of blocking the suite).
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// The base configs. Each is small (a few hundred steps) and writes a checkpoint every two
+/// updates, logs every update and lists the settings its rows change away from a default.
+const CARTPOLE_PPO: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "cartpole" {
+        envs 4
+        wrappers {
+            time-limit max-steps=30
+            normalize-obs clip=10.0
+            normalize-reward gamma=0.99 clip=10.0
+        }
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+const CARTPOLE_CLIP: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "cartpole" {
+        envs 4
+        wrappers {
+            normalize-reward
+            clip-reward
+        }
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+const CARTPOLE_A2C: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "a2c"
+    env "cartpole" { envs 4 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 8 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+const CARTPOLE_DQN: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "dqn" {
+        buffer-capacity 128
+        batch-size 16
+        learning-starts 32
+        train-frequency 1
+        target-every 4
+        epsilon-fraction 0.5
+    }
+    env "cartpole" { envs 4 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256 }
+    log { console "plain"; interval 8 }
+    checkpoint { every 16 }
+}
+"#;
+
+const MINATAR_PPO: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "minatar-breakout" { envs 4 }
+    network "minatar-cnn"
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+const ATARI_PPO: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 1; minibatches 2 }
+    env "atari-breakout" {
+        envs 2
+        wrappers {
+            sticky-actions probability=0.25
+            noop-reset max=30
+            fire-reset
+            frame-skip n=4 max-pool=#true
+            episodic-life
+            grayscale
+            resize height=84 width=84
+            frame-stack n=4
+        }
+    }
+    network "nature-cnn"
+    train { total-steps 64; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 1 }
+}
+"#;
+
+const CARTPOLE_PPO_2: &str = r#"experiment "walk" {
+    devices "cpu" "cpu"
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "cartpole" { envs 4 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 512; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+/// A base: one of the texts above, plus `--set`s (for bases that differ by a kind only).
+#[derive(Clone, Copy)]
+struct Base {
+    name: &'static str,
+    text: &'static str,
+    sets: &'static [&'static str],
+}
+
+const BASES: &[Base] = &[
+    Base {
+        name: "cartpole-ppo",
+        text: CARTPOLE_PPO,
+        sets: &[],
+    },
+    // Learning fast enough that the policy ratio and the online network move visibly within
+    // a few updates (clip, target-kl, double).
+    Base {
+        name: "cartpole-ppo-fast",
+        text: CARTPOLE_PPO,
+        sets: &["algorithm.lr=0.01"],
+    },
+    Base {
+        name: "cartpole-dqn-fast",
+        text: CARTPOLE_DQN,
+        sets: &["algorithm.lr=0.05"],
+    },
+    Base {
+        name: "cartpole-clip",
+        text: CARTPOLE_CLIP,
+        sets: &[],
+    },
+    Base {
+        name: "cartpole-a2c",
+        text: CARTPOLE_A2C,
+        sets: &[],
+    },
+    Base {
+        name: "cartpole-dqn",
+        text: CARTPOLE_DQN,
+        sets: &[],
+    },
+    Base {
+        name: "cartpole-dqn-per",
+        text: CARTPOLE_DQN,
+        sets: &["algorithm.prioritized=#true"],
+    },
+    Base {
+        name: "minatar-ppo",
+        text: MINATAR_PPO,
+        sets: &[],
+    },
+    Base {
+        name: "atari-ppo",
+        text: ATARI_PPO,
+        sets: &[],
+    },
+    Base {
+        name: "atari-impala",
+        text: ATARI_PPO,
+        sets: &["network=impala-cnn"],
+    },
+    Base {
+        name: "ppo-2",
+        text: CARTPOLE_PPO_2,
+        sets: &[],
+    },
+    Base {
+        name: "ppo-2-periodic",
+        text: CARTPOLE_PPO_2,
+        sets: &["sync=periodic"],
+    },
+];
+
+/// How a row proves its setting matters.
+enum Proof {
+    /// Train `base` and `base` with these `--set`s; the runs must differ.
+    Change(&'static str, &'static [&'static str]),
+    /// Train `base` and `base` with its wrapper `name` replaced by `with` (`""` drops it).
+    Wrapper(&'static str, &'static str, &'static str),
+    /// Nothing a short healthy run shows depends on it; the reason says why.
+    Unobservable(&'static str),
+}
+
+use Proof::{Change, Unobservable, Wrapper};
+
+/// One row per schema entry, keyed as [`key`] names it.
+fn table() -> Vec<(&'static str, Proof)> {
+    vec![
+        // experiment
+        ("name", Change("cartpole-ppo", &["name=other"])),
+        ("seed", Change("cartpole-ppo", &["seed=2"])),
+        (
+            "devices",
+            Change("cartpole-ppo", &["devices=\"cpu\" \"cpu\""]),
+        ),
+        ("threads", Change("cartpole-ppo", &["threads=2"])),
+        ("pin-cores", Change("cartpole-ppo", &["pin-cores=#true"])),
+        // algorithm kinds
+        (
+            "algorithm \"ppo\"",
+            Change("cartpole-ppo", &["algorithm=a2c"]),
+        ),
+        (
+            "algorithm \"a2c\"",
+            Change("cartpole-a2c", &["algorithm=ppo"]),
+        ),
+        (
+            "algorithm \"dqn\"",
+            Change("cartpole-dqn", &["algorithm=ppo"]),
+        ),
+        // ppo
+        (
+            "algorithm.lr (ppo)",
+            Change("cartpole-ppo", &["algorithm.lr=0.01"]),
+        ),
+        (
+            "algorithm.gamma (ppo)",
+            Change("cartpole-ppo", &["algorithm.gamma=0.9"]),
+        ),
+        (
+            "algorithm.gae-lambda (ppo)",
+            Change("cartpole-ppo", &["algorithm.gae-lambda=0.5"]),
+        ),
+        (
+            "algorithm.clip (ppo)",
+            Change("cartpole-ppo-fast", &["algorithm.clip=0.000001"]),
+        ),
+        (
+            "algorithm.value-clip (ppo)",
+            Change("cartpole-ppo", &["algorithm.value-clip=0.01"]),
+        ),
+        (
+            "algorithm.entropy-coef (ppo)",
+            Change("cartpole-ppo", &["algorithm.entropy-coef=0.5"]),
+        ),
+        (
+            "algorithm.value-coef (ppo)",
+            Change("cartpole-ppo", &["algorithm.value-coef=2.0"]),
+        ),
+        (
+            "algorithm.epochs (ppo)",
+            Change("cartpole-ppo", &["algorithm.epochs=1"]),
+        ),
+        (
+            "algorithm.minibatches (ppo)",
+            Change("cartpole-ppo", &["algorithm.minibatches=4"]),
+        ),
+        (
+            "algorithm.micro-batches (ppo)",
+            Change("cartpole-ppo", &["algorithm.micro-batches=4"]),
+        ),
+        (
+            "algorithm.max-grad-norm (ppo)",
+            Change("cartpole-ppo", &["algorithm.max-grad-norm=#null"]),
+        ),
+        (
+            "algorithm.anneal-lr (ppo)",
+            Change("cartpole-ppo", &["algorithm.anneal-lr=#false"]),
+        ),
+        (
+            "algorithm.target-kl (ppo)",
+            Change("cartpole-ppo-fast", &["algorithm.target-kl=0.000000001"]),
+        ),
+        (
+            "algorithm.normalize-advantages (ppo)",
+            Change("cartpole-ppo", &["algorithm.normalize-advantages=#false"]),
+        ),
+        (
+            "algorithm.adam-eps (ppo)",
+            Change("cartpole-ppo", &["algorithm.adam-eps=0.1"]),
+        ),
+        // a2c
+        (
+            "algorithm.lr (a2c)",
+            Change("cartpole-a2c", &["algorithm.lr=0.01"]),
+        ),
+        (
+            "algorithm.gamma (a2c)",
+            Change("cartpole-a2c", &["algorithm.gamma=0.9"]),
+        ),
+        (
+            "algorithm.gae-lambda (a2c)",
+            Change("cartpole-a2c", &["algorithm.gae-lambda=0.5"]),
+        ),
+        (
+            "algorithm.entropy-coef (a2c)",
+            Change("cartpole-a2c", &["algorithm.entropy-coef=0.5"]),
+        ),
+        (
+            "algorithm.value-coef (a2c)",
+            Change("cartpole-a2c", &["algorithm.value-coef=2.0"]),
+        ),
+        (
+            "algorithm.max-grad-norm (a2c)",
+            Change("cartpole-a2c", &["algorithm.max-grad-norm=#null"]),
+        ),
+        (
+            "algorithm.optimizer (a2c)",
+            Change("cartpole-a2c", &["algorithm.optimizer=adam"]),
+        ),
+        (
+            "algorithm.optimizer-eps (a2c)",
+            Change("cartpole-a2c", &["algorithm.optimizer-eps=0.1"]),
+        ),
+        (
+            "algorithm.rmsprop-alpha (a2c)",
+            Change("cartpole-a2c", &["algorithm.rmsprop-alpha=0.5"]),
+        ),
+        (
+            "algorithm.anneal-lr (a2c)",
+            Change("cartpole-a2c", &["algorithm.anneal-lr=#true"]),
+        ),
+        (
+            "algorithm.normalize-advantages (a2c)",
+            Change("cartpole-a2c", &["algorithm.normalize-advantages=#true"]),
+        ),
+        // dqn
+        (
+            "algorithm.lr (dqn)",
+            Change("cartpole-dqn", &["algorithm.lr=0.01"]),
+        ),
+        (
+            "algorithm.gamma (dqn)",
+            Change("cartpole-dqn", &["algorithm.gamma=0.5"]),
+        ),
+        (
+            "algorithm.buffer-capacity (dqn)",
+            Change("cartpole-dqn", &["algorithm.buffer-capacity=64"]),
+        ),
+        (
+            "algorithm.batch-size (dqn)",
+            Change("cartpole-dqn", &["algorithm.batch-size=8"]),
+        ),
+        (
+            "algorithm.learning-starts (dqn)",
+            Change("cartpole-dqn", &["algorithm.learning-starts=64"]),
+        ),
+        (
+            "algorithm.train-frequency (dqn)",
+            Change("cartpole-dqn", &["algorithm.train-frequency=2"]),
+        ),
+        (
+            "algorithm.target-every (dqn)",
+            Change("cartpole-dqn", &["algorithm.target-every=1"]),
+        ),
+        (
+            "algorithm.tau (dqn)",
+            Change("cartpole-dqn", &["algorithm.tau=0.5"]),
+        ),
+        (
+            "algorithm.double (dqn)",
+            Change("cartpole-dqn-fast", &["algorithm.double=#true"]),
+        ),
+        (
+            "algorithm.dueling (dqn)",
+            Change("cartpole-dqn", &["algorithm.dueling=#true"]),
+        ),
+        (
+            "algorithm.n-step (dqn)",
+            Change("cartpole-dqn", &["algorithm.n-step=3"]),
+        ),
+        (
+            "algorithm.loss (dqn)",
+            Change("cartpole-dqn", &["algorithm.loss=mse"]),
+        ),
+        (
+            "algorithm.epsilon-start (dqn)",
+            Change("cartpole-dqn", &["algorithm.epsilon-start=0.5"]),
+        ),
+        (
+            "algorithm.epsilon-end (dqn)",
+            Change("cartpole-dqn", &["algorithm.epsilon-end=0.5"]),
+        ),
+        (
+            "algorithm.epsilon-fraction (dqn)",
+            Change("cartpole-dqn", &["algorithm.epsilon-fraction=0.1"]),
+        ),
+        (
+            "algorithm.prioritized (dqn)",
+            Change("cartpole-dqn", &["algorithm.prioritized=#true"]),
+        ),
+        (
+            "algorithm.priority-alpha (dqn)",
+            Change("cartpole-dqn-per", &["algorithm.priority-alpha=0.1"]),
+        ),
+        (
+            "algorithm.priority-beta-start (dqn)",
+            Change("cartpole-dqn-per", &["algorithm.priority-beta-start=0.9"]),
+        ),
+        (
+            "algorithm.priority-beta-end (dqn)",
+            Change("cartpole-dqn-per", &["algorithm.priority-beta-end=0.5"]),
+        ),
+        (
+            "algorithm.max-grad-norm (dqn)",
+            Change("cartpole-dqn", &["algorithm.max-grad-norm=0.01"]),
+        ),
+        (
+            "algorithm.checkpoint-replay (dqn)",
+            Change("cartpole-dqn", &["algorithm.checkpoint-replay=#true"]),
+        ),
+        // env
+        (
+            "env \"cartpole\"",
+            Change("cartpole-ppo", &["env=minatar-breakout", "env.wrappers="]),
+        ),
+        (
+            "env \"minatar-breakout\"",
+            Change("minatar-ppo", &["env=cartpole", "network=mlp"]),
+        ),
+        (
+            "env \"atari-breakout\"",
+            Change(
+                "atari-ppo",
+                &[
+                    "env=minatar-breakout",
+                    "env.wrappers=",
+                    "network=minatar-cnn",
+                ],
+            ),
+        ),
+        ("env.envs", Change("cartpole-ppo", &["env.envs=2"])),
+        ("env.wrappers", Change("cartpole-ppo", &["env.wrappers="])),
+        // wrappers and their parameters
+        ("noop-reset", Wrapper("atari-ppo", "noop-reset", "")),
+        (
+            "noop-reset.max",
+            Wrapper("atari-ppo", "noop-reset", "noop-reset max=2"),
+        ),
+        ("fire-reset", Wrapper("atari-ppo", "fire-reset", "")),
+        ("frame-skip", Wrapper("atari-ppo", "frame-skip", "")),
+        (
+            "frame-skip.n",
+            Wrapper("atari-ppo", "frame-skip", "frame-skip n=2 max-pool=#true"),
+        ),
+        (
+            "frame-skip.max-pool",
+            Wrapper("atari-ppo", "frame-skip", "frame-skip n=4 max-pool=#false"),
+        ),
+        ("episodic-life", Wrapper("atari-ppo", "episodic-life", "")),
+        ("resize", Wrapper("atari-ppo", "resize", "")),
+        (
+            "resize.height",
+            Wrapper("atari-ppo", "resize", "resize height=64 width=84"),
+        ),
+        (
+            "resize.width",
+            Wrapper("atari-ppo", "resize", "resize height=84 width=64"),
+        ),
+        ("grayscale", Wrapper("atari-ppo", "grayscale", "")),
+        ("clip-reward", Wrapper("cartpole-clip", "clip-reward", "")),
+        ("frame-stack", Wrapper("atari-ppo", "frame-stack", "")),
+        (
+            "frame-stack.n",
+            Wrapper("atari-ppo", "frame-stack", "frame-stack n=2"),
+        ),
+        ("time-limit", Wrapper("cartpole-ppo", "time-limit", "")),
+        (
+            "time-limit.max-steps",
+            Wrapper("cartpole-ppo", "time-limit", "time-limit max-steps=10"),
+        ),
+        ("sticky-actions", Wrapper("atari-ppo", "sticky-actions", "")),
+        (
+            "sticky-actions.probability",
+            Wrapper(
+                "atari-ppo",
+                "sticky-actions",
+                "sticky-actions probability=0.9",
+            ),
+        ),
+        (
+            "normalize-obs",
+            Wrapper("cartpole-ppo", "normalize-obs", ""),
+        ),
+        (
+            "normalize-obs.clip",
+            Wrapper("cartpole-ppo", "normalize-obs", "normalize-obs clip=0.1"),
+        ),
+        (
+            "normalize-reward",
+            Wrapper("cartpole-ppo", "normalize-reward", ""),
+        ),
+        (
+            "normalize-reward.gamma",
+            Wrapper(
+                "cartpole-ppo",
+                "normalize-reward",
+                "normalize-reward gamma=0.5 clip=10.0",
+            ),
+        ),
+        (
+            "normalize-reward.clip",
+            Wrapper(
+                "cartpole-ppo",
+                "normalize-reward",
+                "normalize-reward gamma=0.99 clip=0.01",
+            ),
+        ),
+        // network
+        ("network \"mlp\"", Change("minatar-ppo", &["network=mlp"])),
+        (
+            "network \"nature-cnn\"",
+            Change("atari-ppo", &["network=impala-cnn"]),
+        ),
+        (
+            "network \"minatar-cnn\"",
+            Change("minatar-ppo", &["network=impala-cnn"]),
+        ),
+        (
+            "network \"impala-cnn\"",
+            Change("atari-impala", &["network=nature-cnn"]),
+        ),
+        (
+            "network.actor-critic",
+            Change("cartpole-ppo", &["network.actor-critic=separate"]),
+        ),
+        (
+            "network.init",
+            Change("cartpole-ppo", &["network.init=default"]),
+        ),
+        (
+            "network.torso-gain",
+            Change("cartpole-ppo", &["network.torso-gain=0.5"]),
+        ),
+        (
+            "network.policy-gain",
+            Change("cartpole-ppo", &["network.policy-gain=1.0"]),
+        ),
+        (
+            "network.value-gain",
+            Change("cartpole-ppo", &["network.value-gain=0.1"]),
+        ),
+        (
+            "network.hidden (mlp)",
+            Change("cartpole-ppo", &["network.hidden=8"]),
+        ),
+        (
+            "network.activation (mlp)",
+            Change("cartpole-ppo", &["network.activation=relu"]),
+        ),
+        (
+            "network.features (nature-cnn)",
+            Change("atari-ppo", &["network.features=64"]),
+        ),
+        (
+            "network.channels (minatar-cnn)",
+            Change("minatar-ppo", &["network.channels=4"]),
+        ),
+        (
+            "network.features (minatar-cnn)",
+            Change("minatar-ppo", &["network.features=32"]),
+        ),
+        (
+            "network.channels (impala-cnn)",
+            Change("atari-impala", &["network.channels=4 8"]),
+        ),
+        (
+            "network.features (impala-cnn)",
+            Change("atari-impala", &["network.features=32"]),
+        ),
+        // sync
+        ("sync \"allreduce\"", Change("ppo-2", &["sync=none"])),
+        ("sync \"broadcast\"", Change("ppo-2", &["sync=broadcast"])),
+        ("sync \"periodic\"", Change("ppo-2", &["sync=periodic"])),
+        ("sync \"none\"", Change("ppo-2", &["sync=none"])),
+        (
+            "sync.check-every",
+            Unobservable(
+                "a passing fingerprint check leaves no trace (no log line, file or scalar); only ranks that drifted apart would show it",
+            ),
+        ),
+        (
+            "sync.rendezvous-timeout",
+            Unobservable(
+                "no log line or file states the timeout a rank applies; only a rank that never arrives would show it",
+            ),
+        ),
+        (
+            "sync.collective-timeout",
+            Unobservable(
+                "no log line or file states the timeout a rank applies; only a collective that hangs would show it",
+            ),
+        ),
+        (
+            "sync.bucket-mb (allreduce)",
+            Unobservable(
+                "buckets decide when gradients travel, not their values (two ranks' sums are the same in any grouping); no log line states the bucket layout",
+            ),
+        ),
+        (
+            "sync.compression (allreduce)",
+            Change("ppo-2", &["sync.compression=bf16"]),
+        ),
+        (
+            "sync.every (periodic)",
+            Change("ppo-2-periodic", &["sync.every=2"]),
+        ),
+        // train
+        (
+            "train.total-steps",
+            Change("cartpole-ppo", &["train.total-steps=320"]),
+        ),
+        (
+            "train.rollout",
+            Change("cartpole-ppo", &["train.rollout=8"]),
+        ),
+        (
+            "train.env-groups",
+            Change("cartpole-ppo", &["train.env-groups=2"]),
+        ),
+        (
+            "train.max-steps",
+            Change("cartpole-ppo", &["train.max-steps=128"]),
+        ),
+        // log
+        (
+            "log.tensorboard",
+            Change("cartpole-ppo", &["log.tensorboard=#false"]),
+        ),
+        (
+            "log.console",
+            Change("cartpole-ppo", &["log.console=quiet"]),
+        ),
+        ("log.interval", Change("cartpole-ppo", &["log.interval=2"])),
+        (
+            "log.interval-unit",
+            Change(
+                "cartpole-ppo",
+                &["log.interval-unit=seconds", "log.interval=3600"],
+            ),
+        ),
+        (
+            "log.histogram-every",
+            Change("cartpole-ppo", &["log.histogram-every=1"]),
+        ),
+        // checkpoint
+        (
+            "checkpoint.every",
+            Change("cartpole-ppo", &["checkpoint.every=#null"]),
+        ),
+        (
+            "checkpoint.unit",
+            Change("cartpole-ppo", &["checkpoint.unit=steps"]),
+        ),
+        (
+            "checkpoint.keep",
+            Change("cartpole-ppo", &["checkpoint.keep=1"]),
+        ),
+    ]
+}
+
+/// The row name of a schema entry: the path, with the kind it belongs to in parentheses,
+/// a kind as `section "kind"`, a wrapper by its name and a parameter as `wrapper.param`.
+fn key(s: &SettingInfo) -> String {
+    match (s.role, s.kind) {
+        (SettingRole::Kind, Some(kind)) => format!("{} \"{kind}\"", s.path),
+        (SettingRole::Setting, Some(kind)) => format!("{} ({kind})", s.path),
+        _ => s.path.clone(),
+    }
+}
+
+/// What a user can see of a run.
+#[derive(Debug, PartialEq, Clone)]
+struct Observed {
+    /// The final checkpoint's tensors (model, optimizer, normalisers), bytes by name; the
+    /// checkpoint's metadata (its config text and hash) is left out.
+    tensors: BTreeMap<String, Vec<u8>>,
+    /// `summary.json` without wall-clock figures and the config hash.
+    summary: BTreeMap<String, String>,
+    /// TensorBoard: every (tag, step), and the values of the deterministic scalars.
+    tensorboard: Vec<(String, i64, Option<u32>)>,
+    /// The run directory's files (event file names without their time and pid).
+    files: BTreeSet<String>,
+    /// The rank logs, without timestamps, hashes and timing figures.
+    rank_logs: Vec<String>,
+    /// The launcher's console output, likewise.
+    console: Vec<String>,
+    /// The run directory relative to the working directory, without its time.
+    run_dir: String,
+}
+
+const OBSERVABLES: [&str; 7] = [
+    "tensors",
+    "summary",
+    "tensorboard",
+    "files",
+    "rank logs",
+    "console",
+    "run directory",
+];
+
+impl Observed {
+    fn equal_parts(&self, other: &Observed) -> [bool; 7] {
+        [
+            self.tensors == other.tensors,
+            self.summary == other.summary,
+            self.tensorboard == other.tensorboard,
+            self.files == other.files,
+            self.rank_logs == other.rank_logs,
+            self.console == other.console,
+            self.run_dir == other.run_dir,
+        ]
+    }
+}
+
+enum Outcome {
+    Ran(Box<Observed>),
+    /// The resolver refused the config (its message).
+    Refused(String),
+    /// The config resolved but the run failed (its output).
+    Failed(String),
+}
+
+/// A unique scratch directory for one run.
+fn scratch(label: &str) -> PathBuf {
+    let clean: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("tandem-walk-{}/{clean}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Resolves, then trains `text` with `sets` in a fresh directory (no `--run-dir`, so the
+/// experiment's name places the run) and reads what it left.
+fn train(label: &str, text: &str, sets: &[String]) -> Outcome {
+    let dir = scratch(label);
+    let file = dir.join("experiment.kdl");
+    std::fs::write(&file, text).unwrap();
+    if let Err(diags) = tandem_config::resolve(&Source::Path(file.clone()), sets) {
+        return Outcome::Refused(diags.render(false));
+    }
+    let mut cmd = Command::new(TANDEM);
+    cmd.current_dir(&dir)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_PORT")
+        .env_remove("MASTER_ADDR")
+        .arg("train")
+        .arg("experiment.kdl");
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = common::finish(child, RUN_LIMIT);
+    if !done.status.success() {
+        return Outcome::Failed(done.output);
+    }
+    Outcome::Ran(Box::new(observe(&dir, &done.output)))
+}
+
+fn observe(dir: &Path, console: &str) -> Observed {
+    let runs = dir.join("runs");
+    let experiment = only_entry(&runs);
+    let run = only_entry(&experiment);
+    let run_dir = experiment.strip_prefix(dir).unwrap().display().to_string();
+    Observed {
+        tensors: tensors(&run),
+        summary: summary(&run),
+        tensorboard: tensorboard(&run),
+        files: files(&run, &run),
+        rank_logs: rank_logs(&run),
+        console: console.lines().map(mask).collect(),
+        run_dir,
+    }
+}
+
+fn only_entry(dir: &Path) -> PathBuf {
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
+fn tensors(run: &Path) -> BTreeMap<String, Vec<u8>> {
+    let ckpt = tandem::train::checkpoint::locate(run).unwrap();
+    tch::Tensor::load_multi(&ckpt)
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("meta."))
+        .map(|(n, t)| {
+            let t = t.contiguous();
+            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
+            t.copy_data_u8(&mut buf, t.numel());
+            (n, buf)
+        })
+        .collect()
+}
+
+fn summary(run: &Path) -> BTreeMap<String, String> {
+    // A flat object of numbers, booleans, null and one string (the hash): split at the commas.
+    let text = std::fs::read_to_string(run.join("summary.json")).unwrap();
+    let body = text.trim().trim_start_matches('{').trim_end_matches('}');
+    body.split(", ")
+        .filter_map(|field| {
+            let (k, v) = field.split_once(": ")?;
+            let k = k.trim_matches('"');
+            let timed = [
+                "wall_seconds",
+                "steps_per_second",
+                "cpu_seconds",
+                "config_hash",
+            ];
+            (!timed.contains(&k)).then(|| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn tensorboard(run: &Path) -> Vec<(String, i64, Option<u32>)> {
+    use tandem_summary::proto::event::What;
+    use tandem_summary::proto::summary::value::Kind;
+    let Ok(files) = tandem_summary::reader::event_files(&run.join("tensorboard")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for file in files {
+        for event in tandem_summary::reader::read_event_file(&file)
+            .unwrap()
+            .events
+        {
+            let Some(What::Summary(s)) = &event.what else {
+                continue;
+            };
+            for v in &s.value {
+                let timed = v.tag.starts_with("perf/") || v.tag.starts_with("time/");
+                let value = match &v.kind {
+                    Some(Kind::SimpleValue(x)) if !timed => Some(x.to_bits()),
+                    _ => None,
+                };
+                out.push((v.tag.clone(), event.step, value));
+            }
+        }
+    }
+    out
+}
+
+fn files(root: &Path, dir: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(root, &path));
+        }
+        let name = path.strip_prefix(root).unwrap().display().to_string();
+        out.insert(match name.find("events.out.tfevents") {
+            Some(at) => name[..at + "events.out.tfevents".len()].to_string(),
+            None => name,
+        });
+    }
+    out
+}
+
+fn rank_logs(run: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(run.join("logs")) else {
+        return out;
+    };
+    let mut logs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    logs.sort();
+    for log in logs {
+        out.push(format!("== {}", log.file_name().unwrap().to_string_lossy()));
+        let text = std::fs::read_to_string(&log).unwrap();
+        out.extend(text.lines().map(mask));
+    }
+    out
+}
+
+/// A log or console line without what varies from run to run of one config: the timestamp,
+/// the config hash, the run directory's time and every figure of a line that reports speed
+/// or time.
+fn mask(line: &str) -> String {
+    let mut words: Vec<&str> = line.split_whitespace().collect();
+    if words
+        .first()
+        .is_some_and(|w| w.len() > 20 && w.contains('T') && w.ends_with('Z'))
+    {
+        words.remove(0);
+    }
+    let line = words.join(" ");
+    let timed = ["steps/s", "time slice", "run directory", " in ", "seconds"]
+        .iter()
+        .any(|t| line.contains(t));
+    let mut out = String::new();
+    for word in line.split(' ') {
+        let hex = word.len() >= 12 && word.chars().all(|c| c.is_ascii_hexdigit());
+        if hex {
+            out.push_str("<hash>");
+        } else if timed {
+            // Each run of digits becomes one `#`: figures of any width compare equal.
+            let mut last_digit = false;
+            for c in word.chars() {
+                if !c.is_ascii_digit() {
+                    out.push(c);
+                } else if !last_digit {
+                    out.push('#');
+                }
+                last_digit = c.is_ascii_digit();
+            }
+        } else {
+            out.push_str(word);
+        }
+        out.push(' ');
+    }
+    out
+}
+
+/// The `env.wrappers` block of `text` with the wrapper `name` replaced by `with`.
+fn wrappers_set(text: &str, name: &str, with: &str) -> String {
+    let open = text.find("wrappers {").expect("the base has wrappers");
+    let close = open + text[open..].find('}').unwrap();
+    let lines: Vec<&str> = text[open + "wrappers {".len()..close]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.split_whitespace().next() == Some(name)),
+        "the base has no wrapper {name}"
+    );
+    let kept: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            if l.split_whitespace().next() == Some(name) {
+                with
+            } else {
+                l
+            }
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    format!("env.wrappers={}", kept.join("; "))
+}
+
+/// Runs `jobs` on two threads (the machine's cores), results by job index.
+fn run_all(jobs: Vec<(String, &'static str, Vec<String>)>) -> Vec<Outcome> {
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        *n += 1;
+                        *n - 1
+                    };
+                    let Some((label, text, sets)) = jobs.get(i) else {
+                        break;
+                    };
+                    let outcome = train(label, text, sets);
+                    results.lock().unwrap()[i] = Some(outcome);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.unwrap())
+        .collect()
+}
+
+#[test]
+fn every_setting_changes_what_a_run_does() {
+    let rows = table();
+    let names: BTreeSet<&str> = rows.iter().map(|(k, _)| *k).collect();
+    assert_eq!(names.len(), rows.len(), "a row appears twice");
+    let schema: Vec<String> = schema_settings().iter().map(key).collect();
+    let missing: Vec<&String> = schema
+        .iter()
+        .filter(|k| !names.contains(k.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "settings without a row in the walk's table: {missing:?}"
+    );
+    let stale: Vec<&&str> = names
+        .iter()
+        .filter(|k| !schema.iter().any(|s| s == **k))
+        .collect();
+    assert!(stale.is_empty(), "rows for no schema setting: {stale:?}");
+
+    let base = |name: &str| {
+        *BASES
+            .iter()
+            .find(|b| b.name == name)
+            .unwrap_or_else(|| panic!("no base {name}"))
+    };
+    let own = |b: &Base| b.sets.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Every base once, then one run per row that can be observed.
+    let mut jobs: Vec<(String, &'static str, Vec<String>)> = BASES
+        .iter()
+        .map(|b| (format!("base-{}", b.name), b.text, own(b)))
+        .collect();
+    let mut row_jobs: Vec<(&str, &'static str, usize, Vec<String>)> = Vec::new();
+    for (name, proof) in &rows {
+        let (b, change) = match proof {
+            Change(b, sets) => (
+                base(b),
+                sets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            ),
+            Wrapper(b, wrapper, with) => (base(b), vec![wrappers_set(base(b).text, wrapper, with)]),
+            Unobservable(_) => continue,
+        };
+        let mut sets = own(&b);
+        sets.extend(change.iter().cloned());
+        let index = BASES.iter().position(|x| x.name == b.name).unwrap();
+        row_jobs.push((name, b.name, index, change));
+        jobs.push((name.to_string(), b.text, sets));
+    }
+    // The control: the first base again, which must leave every observable equal (else the
+    // comparisons below would prove nothing).
+    jobs.push(("control".into(), BASES[0].text, own(&BASES[0])));
+    let mut outcomes = run_all(jobs);
+    let control = outcomes.pop().unwrap();
+    let (bases, changed) = outcomes.split_at(BASES.len());
+    if let (Outcome::Ran(a), Outcome::Ran(b)) = (&bases[0], &control) {
+        let varying: Vec<&str> = OBSERVABLES
+            .iter()
+            .zip(a.equal_parts(b))
+            .filter(|(_, e)| !e)
+            .map(|(o, _)| *o)
+            .collect();
+        assert!(
+            varying.is_empty(),
+            "two runs of base {} differ in {varying:?}: the walk cannot compare runs",
+            BASES[0].name
+        );
+    }
+
+    let mut problems = Vec::new();
+    for (b, outcome) in BASES.iter().zip(bases) {
+        match outcome {
+            Outcome::Ran(_) => {}
+            Outcome::Refused(why) | Outcome::Failed(why) => {
+                problems.push(format!("base {} did not run:\n{why}", b.name))
+            }
+        }
+    }
+    let mut proven = Vec::new();
+    for ((name, base_name, index, change), outcome) in row_jobs.iter().zip(changed) {
+        let sets = change
+            .iter()
+            .map(|s| format!("--set {s}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let Outcome::Ran(before) = &bases[*index] else {
+            continue;
+        };
+        match outcome {
+            Outcome::Refused(_) => proven.push(format!("{name}: refused by the resolver")),
+            Outcome::Failed(out) => problems.push(format!(
+                "`{name}` (base {base_name}, {sets}): the changed run failed:\n{}",
+                out.lines()
+                    .rev()
+                    .take(6)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )),
+            Outcome::Ran(after) => {
+                let equal = before.equal_parts(after);
+                let differs: Vec<&str> = OBSERVABLES
+                    .iter()
+                    .zip(equal)
+                    .filter(|(_, e)| !e)
+                    .map(|(o, _)| *o)
+                    .collect();
+                if differs.is_empty() {
+                    problems.push(format!(
+                        "`{name}` is ignored: base {base_name} with {sets} left every observable equal ({})",
+                        OBSERVABLES.join(", ")
+                    ));
+                } else {
+                    proven.push(format!("{name}: {}", differs.join(", ")));
+                }
+            }
+        }
+    }
+    for (name, proof) in &rows {
+        if let Unobservable(why) = proof {
+            proven.push(format!(
+                "{name}: not observable in a short healthy run: {why}"
+            ));
+        }
+    }
+    println!("{}", proven.join("\n"));
+    if problems.is_empty() {
+        let _ = std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("tandem-walk-{}", std::process::id())),
+        );
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {} settings are not shown to matter:\n{}",
+        problems.len(),
+        rows.len(),
+        problems.join("\n")
+    );
+}
