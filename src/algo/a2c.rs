@@ -101,9 +101,10 @@ impl A2cConfig {
                 "a2c: {name} must be >= 0, got {v}"
             );
         }
+        // Infinity is `max-grad-norm #null`: no clipping.
         ensure!(
-            self.max_grad_norm.is_finite() && self.max_grad_norm > 0.0,
-            "a2c: max_grad_norm must be positive, got {}",
+            self.max_grad_norm > 0.0,
+            "a2c: max_grad_norm must be positive (infinity: no clipping), got {}",
             self.max_grad_norm
         );
         Ok(())

@@ -161,7 +161,12 @@ impl PpoConfig {
         }
         non_negative("ent_coef", self.ent_coef)?;
         non_negative("vf_coef", self.vf_coef)?;
-        positive("max_grad_norm", self.max_grad_norm)?;
+        // Infinity is `max-grad-norm #null`: no clipping.
+        ensure!(
+            self.max_grad_norm > 0.0,
+            "ppo: max_grad_norm must be positive (infinity: no clipping), got {}",
+            self.max_grad_norm
+        );
         if let Some(kl) = self.target_kl {
             positive("target_kl", kl)?;
         }

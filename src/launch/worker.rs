@@ -143,6 +143,12 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
             .context("cannot install the signal handler")?;
     }
 
+    tracing::info!(
+        "joining {} rank(s) within {} s; every collective then has {} s",
+        args.world_size,
+        experiment.sync.rendezvous_timeout_s,
+        experiment.sync.collective_timeout_s
+    );
     let pg = ProcessGroup::connect(&GroupOptions {
         rank: args.rank,
         world_size: args.world_size,

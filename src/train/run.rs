@@ -102,7 +102,15 @@ impl Run {
         tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
         let learner = learner::build(&exp, &envs, rank, world, device)?;
         let trainable = learner.trainable_parameters();
-        let ddp = Ddp::new(pg, &trainable, sync_policy(&exp))?;
+        let policy = sync_policy(&exp);
+        tracing::info!(
+            "gradient sync {policy:?}; ranks compare fingerprints {}",
+            match exp.sync.check_every {
+                Some(every) => format!("every {every} round(s) and at the end"),
+                None => "at the end".into(),
+            }
+        );
+        let ddp = Ddp::new(pg, &trainable, policy)?;
         let limits = Limits {
             total_updates: exp
                 .train
@@ -242,7 +250,13 @@ impl Run {
             && rounds.is_multiple_of(every)
             && self.ddp.ranks_should_agree()
         {
-            self.ddp.check_fingerprints(&self.agreed_state())?;
+            let state = self.agreed_state();
+            self.ddp.check_fingerprints(&state)?;
+            tracing::info!(
+                "ranks agree on {} tensors at update {}",
+                state.len(),
+                self.counters.update
+            );
         }
         let mine: Vec<Episode> = self
             .envs
@@ -404,11 +418,12 @@ impl Run {
             .save_rank_files(&checkpoint::checkpoint_dir(&self.run_dir), global_step)
     }
 
-    /// What ranks must hold identically under the sync policy: everything the learner holds,
-    /// less the optimizer state when only rank 0 steps.
+    /// What ranks must hold identically under the sync policy: the networks, and the optimizer
+    /// state where every rank steps on the same averaged gradient (all-reduce). Under broadcast
+    /// only rank 0 steps; periodic averaging makes the parameters equal, not the moments.
     fn agreed_state(&self) -> Vec<(String, Tensor)> {
         let mut named = self.learner.networks();
-        if !matches!(self.ddp.policy(), SyncPolicy::Broadcast) && self.ddp.steps_locally() {
+        if matches!(self.ddp.policy(), SyncPolicy::AllReduce { .. }) && self.ddp.steps_locally() {
             named.extend(self.learner.optimizer_state());
         }
         named

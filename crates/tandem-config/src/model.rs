@@ -638,14 +638,6 @@ impl Experiment {
             .map_or(self.train.total_steps, |m| m.min(self.train.total_steps))
     }
 
-    /// On-policy updates in the full run (`total-steps / batch`, rounded down), the
-    /// horizon of learning-rate annealing; `None` for DQN.
-    pub fn total_updates(&self) -> Option<u64> {
-        self.algorithm
-            .is_on_policy()
-            .then(|| self.train.total_steps / self.batch_size().max(1) as u64)
-    }
-
     /// The observation the network receives.
     pub fn observation(&self) -> Observation {
         self.env.observation()
