@@ -327,26 +327,12 @@ fn replay_spec(
             .context("dqn has a per-rank buffer capacity")?,
         num_envs: envs.num_envs(),
         obs_len: envs.obs_len(),
-        stack: replay_stack(experiment),
+        stack: experiment.replay_stack(),
         pixels: stores_bytes(experiment, envs.env_observation_space().dtype),
         n_step: cfg.n_step,
         gamma: cfg.gamma,
         priority_alpha: cfg.prioritized.then_some(cfg.priority_alpha),
     })
-}
-
-/// Frames per stacked observation that the replay can rebuild: the frame-stack's `n` when no
-/// later wrapper changes observations, else 1 (whole observations are stored).
-fn replay_stack(experiment: &Experiment) -> usize {
-    let mut stack = 1;
-    for w in &experiment.env.wrappers {
-        match w {
-            Wrapper::FrameStack { n } => stack = *n as usize,
-            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
-            _ => {}
-        }
-    }
-    stack.max(1)
 }
 
 /// Whether observations are whole numbers in 0..=255 that replay can keep as bytes: images

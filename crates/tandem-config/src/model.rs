@@ -638,6 +638,23 @@ impl Experiment {
             .map_or(self.train.total_steps, |m| m.min(self.train.total_steps))
     }
 
+    /// Frames per stored observation that an off-policy replay can rebuild from single frames:
+    /// the last `frame-stack`'s `n` when no later wrapper (a normaliser, a resize, grayscale)
+    /// changes the stacked observation, else 1 (whole observations are stored).
+    pub fn replay_stack(&self) -> usize {
+        let mut stack = 1;
+        for w in &self.env.wrappers {
+            match w {
+                Wrapper::FrameStack { n } => stack = *n as usize,
+                Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => {
+                    stack = 1
+                }
+                _ => {}
+            }
+        }
+        stack.max(1)
+    }
+
     /// The observation the network receives.
     pub fn observation(&self) -> Observation {
         self.env.observation()

@@ -338,7 +338,7 @@ impl CrossCheck<'_, '_> {
         ]) {
             return;
         }
-        let stack = replay_stack(&e.env.wrappers);
+        let stack = e.replay_stack();
         let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_envs().max(1);
         let reserved = stack - 1 + dqn.n_step;
         if rows > reserved {
@@ -597,20 +597,6 @@ fn world(e: &Experiment) -> (usize, String) {
         world,
         format!("{world} device{}", if world == 1 { "" } else { "s" }),
     )
-}
-
-/// Frames per stored observation in dqn's replay: the last `frame-stack`, unless a
-/// later wrapper (a normaliser) makes the stacked observation opaque to it.
-fn replay_stack(wrappers: &[Wrapper]) -> usize {
-    let mut stack = 1;
-    for w in wrappers {
-        match w {
-            Wrapper::FrameStack { n } => stack = *n as usize,
-            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
-            _ => {}
-        }
-    }
-    stack.max(1)
 }
 
 /// Whether `value` is the schema's default for the network setting `gain`.
