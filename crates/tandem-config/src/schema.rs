@@ -349,7 +349,7 @@ pub(crate) static ALGORITHM: Section = Section {
                     "rmsprop-alpha",
                     UNIT_OPEN,
                     Dflt::Float(0.99),
-                    "RMSprop smoothing constant (ignored by adam).",
+                    "RMSprop smoothing constant (adam refuses a value other than the default).",
                 ),
                 f(
                     "anneal-lr",

@@ -153,3 +153,19 @@ fn a_policy_gain_under_dqn_is_refused() {
     assert_eq!(d.line_column().unwrap().0, 5);
     assert!(d.help().unwrap().contains("value-gain"), "{:?}", d.help());
 }
+
+#[test]
+fn rmsprop_alpha_with_adam_is_refused() {
+    let d = only_error(
+        "experiment \"x\" {\n  algorithm \"a2c\" {\n    optimizer \"adam\"\n    rmsprop-alpha 0.9\n  }\n  env \"cartpole\"\n}\n",
+    );
+    assert_eq!(d.code(), "config::inconsistent");
+    assert_eq!(
+        d.message(),
+        "`rmsprop-alpha` has no effect with optimizer \"adam\""
+    );
+    assert_eq!(d.line_column().unwrap().0, 4);
+    let ok =
+        "experiment \"x\" {\n  algorithm \"a2c\" { optimizer \"adam\"; }\n  env \"cartpole\"\n}\n";
+    assert!(resolve(&Source::Stdin(ok.into()), &[]).is_ok());
+}

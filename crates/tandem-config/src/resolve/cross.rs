@@ -75,7 +75,10 @@ impl CrossCheck<'_, '_> {
                 self.no_critic();
                 self.no_policy_head();
             }
-            Algorithm::A2c(_) => self.global_batch(),
+            Algorithm::A2c(a2c) => {
+                self.global_batch();
+                self.rmsprop_alpha_needs_rmsprop(a2c);
+            }
         }
         self.max_steps();
         if self.ok(&["env", "env.wrappers"]) {
@@ -110,6 +113,24 @@ impl CrossCheck<'_, '_> {
                     format!("gains apply only to init \"orthogonal\"; remove `{gain}` or use init \"orthogonal\""),
                 );
             }
+        }
+    }
+
+    /// Adam has no smoothing constant of RMSprop's to take.
+    fn rmsprop_alpha_needs_rmsprop(&mut self, a2c: &A2c) {
+        let default = setting_default(&crate::schema::ALGORITHM, Some("a2c"), "rmsprop-alpha");
+        if a2c.optimizer == Optimizer::Adam
+            && self.ok(&["algorithm.rmsprop-alpha", "algorithm.optimizer"])
+            && default != Some(a2c.rmsprop_alpha)
+        {
+            self.report(
+                "config::inconsistent",
+                "`rmsprop-alpha` has no effect with optimizer \"adam\"".into(),
+                "algorithm.rmsprop-alpha",
+                "RMSprop's smoothing constant",
+                Some(("algorithm.optimizer", "adam has none")),
+                "remove `rmsprop-alpha`, or use optimizer \"rmsprop\"".into(),
+            );
         }
     }
 
@@ -601,9 +622,22 @@ fn world(e: &Experiment) -> (usize, String) {
 
 /// Whether `value` is the schema's default for the network setting `gain`.
 fn is_default_gain(gain: &str, value: f64) -> bool {
-    crate::schema::NETWORK
-        .common
-        .iter()
-        .find(|f| f.name == gain)
-        .is_some_and(|f| matches!(f.default, crate::schema::Dflt::Float(d) if d == value))
+    setting_default(&crate::schema::NETWORK, None, gain) == Some(value)
+}
+
+/// The schema's default of a number setting: one of `section`'s common settings, or one of
+/// kind `kind`'s.
+fn setting_default(
+    section: &crate::schema::Section,
+    kind: Option<&str>,
+    name: &str,
+) -> Option<f64> {
+    let fields = match kind {
+        Some(kind) => section.kind(kind)?.fields,
+        None => section.common,
+    };
+    match fields.iter().find(|f| f.name == name)?.default {
+        crate::schema::Dflt::Float(d) => Some(d),
+        _ => None,
+    }
 }
