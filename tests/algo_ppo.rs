@@ -150,6 +150,7 @@ fn optimizers_match_libtorchs_adam_and_rmsprop() {
             .unwrap(),
         };
         let mut ours = Optimizer::new(&ours_vs, spec).unwrap();
+        let loss_before = scalar(&loss(&ours_w).detach());
         for _ in 0..6 {
             reference.zero_grad();
             loss(&reference_w).backward();
@@ -163,7 +164,13 @@ fn optimizers_match_libtorchs_adam_and_rmsprop() {
             diff < 1e-6,
             "{spec:?}: parameters differ from libtorch's by {diff}"
         );
-        assert!(scalar(&(&ours_w - &target).abs().sum(Kind::Float)) > 0.0);
+        // The steps descended: both optimizers agreeing on parameters that did not move, or that
+        // moved uphill, would pass the comparison above.
+        let loss_after = scalar(&loss(&ours_w).detach());
+        assert!(
+            loss_after < 0.9 * loss_before,
+            "{spec:?}: 6 steps took the loss from {loss_before} to {loss_after}"
+        );
         assert_eq!(ours.step_count(), 6);
         let names: Vec<String> = ours.state_tensors().into_iter().map(|(n, _)| n).collect();
         assert!(names.contains(&state_name.to_string()), "{names:?}");

@@ -1,6 +1,8 @@
 //! DDP with real processes and real Gloo: splitting a global batch over 2 ranks must give the
-//! parameters that 1 rank gets on the whole batch, ranks must end bitwise equal, and the
-//! fingerprint check must catch a rank that drifted.
+//! parameters that 1 rank gets on the whole batch, and at every step the gradient 1 rank computes
+//! (Adam hardly sees a gradient's scale, so only the gradients show a sum where an average
+//! belongs); ranks must end bitwise equal, and the fingerprint check must catch a rank that
+//! drifted.
 
 mod common;
 
@@ -8,7 +10,8 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
+    parse_values, print_params, print_values, role, seeded, spawn_rank,
 };
 use tandem::algo::{Collective, Local};
 use tandem::algo::{Optimizer, OptimizerSpec};
@@ -82,19 +85,25 @@ fn loss(params: &[Tensor], x: &Tensor, y: &Tensor) -> Tensor {
 }
 
 /// `UPDATES` Adam steps on rows [start, start + len) of the global batch, synchronising through
-/// `collective`; returns the final parameters.
-fn train(vs: &VarStore, collective: &mut dyn Collective, start: i64, len: i64) -> Vec<f32> {
+/// `collective`; returns the final parameters and each step's synchronised gradient.
+fn train(
+    vs: &VarStore,
+    collective: &mut dyn Collective,
+    start: i64,
+    len: i64,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
     let params = trainable_parameters_in_order(vs);
     let (x, y) = data();
     let (x, y) = (x.narrow(0, start, len), y.narrow(0, start, len));
     let mut opt = adam(vs);
+    let mut recorder = RecordGradients::new(collective);
     for _ in 0..UPDATES {
         opt.zero_grad();
         loss(&params, &x, &y).backward();
-        collective.sync_gradients(&params).unwrap();
+        recorder.sync_gradients(&params).unwrap();
         opt.step(0.05).unwrap();
     }
-    flat(&params)
+    (flat(&params), recorder.synced)
 }
 
 fn policy_from_env() -> SyncPolicy {
@@ -138,15 +147,17 @@ fn run_rank() {
             "{err}"
         );
     }
+    let mut recorder = RecordGradients::new(&mut ddp);
     for _ in 0..UPDATES {
         opt.zero_grad();
         loss(&params, &x, &y).backward();
-        ddp.sync_gradients(&params).unwrap();
+        recorder.sync_gradients(&params).unwrap();
         if steps_locally {
             opt.step(0.05).unwrap();
         }
-        ddp.after_step(&params).unwrap();
+        recorder.after_step(&params).unwrap();
     }
+    let grads = recorder.all();
     let named: Vec<(String, Tensor)> = vec![
         ("b".into(), params[0].shallow_clone()),
         ("w".into(), params[1].shallow_clone()),
@@ -165,6 +176,7 @@ fn run_rank() {
     }
     ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
     print_params(&flat(&params));
+    print_values("GRADS", &grads);
 }
 
 fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
@@ -183,7 +195,8 @@ fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
-fn reference() -> Vec<f32> {
+/// 1 rank on the whole batch: final parameters and each step's gradient.
+fn reference() -> (Vec<f32>, Vec<Vec<f32>>) {
     train(&model(100), &mut Local, 0, GLOBAL_BATCH)
 }
 
@@ -212,8 +225,14 @@ fn allreduce_on_two_ranks_equals_one_rank_on_the_global_batch() {
         p1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
         "ranks differ bitwise"
     );
-    let one = reference();
+    let (one, one_grads) = reference();
     assert_close(&p0, &one, 1e-5);
+    let (g0, g1) = (
+        parse_values("GRADS", &outputs[0]),
+        parse_values("GRADS", &outputs[1]),
+    );
+    assert_eq!(g0, g1, "ranks synchronised different gradients");
+    assert_same_gradients(&g0, &one_grads, 1e-4);
     // And the run did move the parameters (the comparison is not between two initial states).
     let init = flat(&trainable_parameters_in_order(&model(100)));
     assert!(p0.iter().zip(&init).any(|(a, b)| (a - b).abs() > 0.1));
@@ -230,7 +249,10 @@ fn broadcast_policy_on_two_ranks_equals_one_rank() {
     );
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1);
-    assert_close(&p0, &reference(), 1e-5);
+    let (one, one_grads) = reference();
+    assert_close(&p0, &one, 1e-5);
+    // Only rank 0 steps, on the average it was sent (the other rank's buffer is cleared).
+    assert_same_gradients(&parse_values("GRADS", &outputs[0]), &one_grads, 1e-4);
 }
 
 #[test]
@@ -245,7 +267,15 @@ fn bf16_compressed_allreduce_keeps_ranks_equal_and_close() {
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1);
     // bf16 keeps 8 bits of mantissa; Adam's normalised steps keep the drift small.
-    assert_close(&p0, &reference(), 2e-2);
+    let (one, one_grads) = reference();
+    assert_close(&p0, &one, 2e-2);
+    let (g0, g1) = (
+        parse_values("GRADS", &outputs[0]),
+        parse_values("GRADS", &outputs[1]),
+    );
+    assert_eq!(g0, g1, "ranks synchronised different gradients");
+    // Rounded to bf16 (2^-9 relative) and stepped from parameters that drift as much.
+    assert_same_gradients(&g0, &one_grads, 2e-2);
 }
 
 #[test]

@@ -1,7 +1,10 @@
 //! The PPO update over real processes and real Gloo: a fixed global batch on one rank and the
 //! same batch split over two ranks give parameters equal within 1e-5 after 10 updates
 //! (advantages normalised over the global batch, gradients averaged by DDP), also when each rank
-//! accumulates its minibatches over micro-batches and synchronises once per minibatch.
+//! accumulates its minibatches over micro-batches and synchronises once per minibatch. Every
+//! minibatch's synchronised gradient is compared too: with Adam and a gradient clip the
+//! parameters hardly depend on the gradient's scale, so they alone would not show a DDP that
+//! summed where it should average.
 
 mod common;
 
@@ -9,7 +12,8 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
+    parse_values, print_params, print_values, role, seeded, spawn_rank,
 };
 use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
@@ -120,7 +124,8 @@ fn train(
     (vs, model, mut ppo): (VarStore, ActorCritic, Ppo),
     rank: Option<usize>,
     collective: &mut dyn Collective,
-) -> Vec<f32> {
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let mut recorder = RecordGradients::new(collective);
     for u in 0..UPDATES {
         let (per_rank, whole) = plans(u);
         let (b, plan) = match rank {
@@ -133,10 +138,11 @@ fn train(
                     .collect(),
             ),
         };
-        ppo.update_with_minibatches(&model, &b, u as f64 / UPDATES as f64, &plan, collective)
+        let progress = u as f64 / UPDATES as f64;
+        ppo.update_with_minibatches(&model, &b, progress, &plan, &mut recorder)
             .unwrap();
     }
-    params(&vs)
+    (params(&vs), recorder.synced)
 }
 
 #[test]
@@ -166,9 +172,10 @@ fn split_over_two_ranks(test: &str, micro_batches: i64) {
         )
         .unwrap();
         assert!(ddp.bucket_count() > 1, "the test wants several buckets");
-        let p = train(learner, Some(rank), &mut ddp);
+        let (p, grads) = train(learner, Some(rank), &mut ddp);
         ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
         print_params(&p);
+        print_values("GRADS", &grads.concat());
         return;
     }
     let port = free_port();
@@ -186,7 +193,13 @@ fn split_over_two_ranks(test: &str, micro_batches: i64) {
         .collect();
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
-    let one = train(learner(1), None, &mut Local);
+    let (one, one_grads) = train(learner(1), None, &mut Local);
+    let (g0, g1) = (
+        parse_values("GRADS", &outputs[0]),
+        parse_values("GRADS", &outputs[1]),
+    );
+    assert_eq!(g0, g1, "the two ranks synchronised different gradients");
+    assert_same_gradients(&g0, &one_grads, 1e-3);
     let initial = params(&model().0);
     let mut max_diff = 0f32;
     for (a, b) in one.iter().zip(&p0) {

@@ -1,7 +1,9 @@
 //! The DDP equivalence test for the DQN loss with target networks, with real processes and real
 //! Gloo: a fixed global batch trained on 1 rank and split over 2 ranks gives the same online and
 //! target parameters (within 1e-5) after 10 gradient steps that include three target copies, and
-//! both ranks end bitwise equal.
+//! both ranks end bitwise equal. Every step's synchronised gradient is compared with 1 rank's
+//! too: Adam and a gradient clip make the parameters nearly blind to the gradient's scale, so
+//! they alone would not show a DDP that summed where it should average.
 
 mod common;
 
@@ -9,7 +11,8 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    child_options, finish, free_port, parse_params, print_params, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
+    parse_values, print_params, print_values, role, seeded, spawn_rank,
 };
 use tandem::algo::Collective;
 use tandem::algo::Local;
@@ -88,16 +91,24 @@ fn target_len(dqn: &Dqn) -> usize {
         .sum()
 }
 
-fn train(dqn: &mut Dqn, collective: &mut dyn Collective, start: i64, len: i64) -> Vec<f32> {
+/// `UPDATES` gradient steps; the final online and target parameters, and each step's
+/// synchronised gradient.
+fn train(
+    dqn: &mut Dqn,
+    collective: &mut dyn Collective,
+    start: i64,
+    len: i64,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
     let b = batch(start, len);
     let mut copies = 0;
+    let mut recorder = RecordGradients::new(collective);
     for _ in 0..UPDATES {
-        let stats = dqn.update(&b, collective).unwrap();
+        let stats = dqn.update(&b, &mut recorder).unwrap();
         copies += stats.target_updated as usize;
         assert_eq!(stats.td_errors.len(), len as usize);
     }
     assert_eq!(copies, 3, "target updates at gradient steps 3, 6 and 9");
-    flat(dqn)
+    (flat(dqn), recorder.synced)
 }
 
 fn tau_from_env() -> f64 {
@@ -124,12 +135,14 @@ fn run_rank() {
     state.extend(dqn.optimizer().state_tensors().into_iter().map(|(_, t)| t));
     ddp.broadcast_from_rank0(&state).unwrap();
     let half = GLOBAL_BATCH / 2;
-    let values = train(&mut dqn, &mut ddp, rank * half, half);
+    let (values, grads) = train(&mut dqn, &mut ddp, rank * half, half);
     ddp.check_fingerprints(&dqn.named_state()).unwrap();
     print_params(&values);
+    print_values("GRADS", &grads.concat());
 }
 
-fn run_two(test: &str, tau: &str) -> (Vec<f32>, Vec<f32>) {
+/// Each rank's final parameters and synchronised gradients.
+fn run_two(test: &str, tau: &str) -> [(Vec<f32>, Vec<f32>); 2] {
     let port = free_port();
     let ranks: Vec<Child> = (0..2)
         .map(|r| spawn_rank(test, r, 2, port, 20_000, &[("TEST_TAU", tau)]))
@@ -143,11 +156,12 @@ fn run_two(test: &str, tau: &str) -> (Vec<f32>, Vec<f32>) {
             done.output
         })
         .collect();
-    (parse_params(&outputs[0]), parse_params(&outputs[1]))
+    let parse = |out: &String| (parse_params(out), parse_values("GRADS", out));
+    [parse(&outputs[0]), parse(&outputs[1])]
 }
 
 fn check(test: &str, tau: f64) {
-    let (p0, p1) = run_two(test, &tau.to_string());
+    let [(p0, g0), (p1, g1)] = run_two(test, &tau.to_string());
     assert_eq!(
         p0.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
         p1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -157,7 +171,9 @@ fn check(test: &str, tau: f64) {
     let before = flat(&initial);
     let targets = target_len(&initial);
     let mut reference = learner(100, tau);
-    let one = train(&mut reference, &mut Local, 0, GLOBAL_BATCH);
+    let (one, one_grads) = train(&mut reference, &mut Local, 0, GLOBAL_BATCH);
+    assert_eq!(g0, g1, "ranks synchronised different gradients");
+    assert_same_gradients(&g0, &one_grads, 1e-4);
     assert_eq!(p0.len(), one.len());
     for (i, (a, b)) in p0.iter().zip(&one).enumerate() {
         assert!((a - b).abs() <= 1e-5, "value {i}: 2 ranks {a}, 1 rank {b}");

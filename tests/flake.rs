@@ -5,7 +5,11 @@
 //! fails here, not on the first networked machine. Nothing is built.
 //!
 //! These tests only shell out to Nix (Debian's `nix-bin` works). Without it they print a note and
-//! pass, unless `TANDEM_REQUIRE_PYTHON_TOOLS=1` (set by scripts/test), where a missing tool fails.
+//! pass, unless `TANDEM_REQUIRE_PYTHON_TOOLS=1` (set by scripts/test), where a missing tool fails
+//! (the rule is `tests/common/tools.rs`).
+
+#[path = "common/tools.rs"]
+mod tools;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -38,15 +42,10 @@ fn nix_is_available() -> bool {
     if runs("nix") && runs("nix-instantiate") {
         return true;
     }
-    let required = std::env::var("TANDEM_REQUIRE_PYTHON_TOOLS").is_ok_and(|value| value == "1");
-    assert!(
-        !required,
-        "TANDEM_REQUIRE_PYTHON_TOOLS=1 but `nix` / `nix-instantiate` do not run; \
-         scripts/setup --test installs them (Debian package nix-bin)"
-    );
-    eprintln!(
-        "note: skipping the flake checks: nix is not installed (scripts/setup --test installs \
-         Debian's nix-bin)"
+    tools::tool_missing(
+        "`nix` / `nix-instantiate`",
+        "the flake checks",
+        "scripts/setup --test installs them (Debian package nix-bin)",
     );
     false
 }

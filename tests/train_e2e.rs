@@ -308,12 +308,11 @@ fn workers_log_their_time_slice_and_get_a_short_libgomp_spin_unless_the_user_set
 fn tensorboards_own_reader_reads_the_event_file() {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
     if !python.exists() {
-        assert!(
-            std::env::var("TANDEM_REQUIRE_PYTHON_TOOLS").is_err(),
-            "TANDEM_REQUIRE_PYTHON_TOOLS is set but {} is missing (run scripts/setup --test)",
-            python.display()
+        common::tools::tool_missing(
+            &python.display().to_string(),
+            "the TensorBoard read-back",
+            "scripts/setup --test makes it",
         );
-        eprintln!("skipping: no TensorBoard venv (scripts/setup --test makes it)");
         return;
     }
     let dir = fresh_dir("tb");
@@ -423,7 +422,13 @@ fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
 }
 
 fn long_two_rank_run(dir: &Path, extra: &[&str]) -> Child {
+    long_two_rank_run_with_env(dir, extra, &[])
+}
+
+/// [`long_two_rank_run`] with extra environment variables for the launcher and its workers.
+fn long_two_rank_run_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
     let mut cmd = tandem();
+    cmd.envs(env.iter().copied());
     cmd.arg("train")
         .arg(config("ppo-cartpole.kdl"))
         .arg("--run-dir")
@@ -453,37 +458,53 @@ fn console_of(dir: &Path) -> String {
 
 #[test]
 fn a_rank_killed_mid_training_stops_the_job_with_its_name() {
-    let dir = fresh_dir("kill");
+    killing_a_rank_stops_the_job_with_its_name("kill", 1);
+}
+
+/// Rank 0 hosts the store every rank rendezvoused through: its death must end the job as
+/// promptly, named, with no worker left behind.
+#[test]
+fn rank_0_killed_mid_training_stops_the_job_with_its_name() {
+    killing_a_rank_stops_the_job_with_its_name("kill-0", 0);
+}
+
+/// Waits for training to start (rank 0 logs updates).
+fn wait_for_training(dir: &Path) {
+    wait_for("training to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
+    });
+}
+
+/// The pid of `rank`'s worker among the launcher's children.
+fn rank_pid(workers: &[u32], rank: usize) -> u32 {
+    workers
+        .iter()
+        .copied()
+        .find(|&w| {
+            std::fs::read_to_string(format!("/proc/{w}/cmdline"))
+                .is_ok_and(|c| c.contains(&format!("--rank\x00{rank}\x00")))
+        })
+        .unwrap_or_else(|| panic!("rank {rank}'s process"))
+}
+
+fn killing_a_rank_stops_the_job_with_its_name(name: &str, rank: usize) {
+    let dir = fresh_dir(name);
     let launcher = long_two_rank_run(&dir, &[]);
     let pid = launcher.id();
     wait_for("two workers", Duration::from_secs(30), || {
         children_of(pid).len() == 2
     });
     let workers = children_of(pid);
-    // Let training start (rank 0 logs updates), then kill rank 1.
-    wait_for("training to start", Duration::from_secs(60), || {
-        std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
-    });
-    let rank1 = workers
-        .iter()
-        .copied()
-        .find(|&w| {
-            std::fs::read_to_string(format!("/proc/{w}/cmdline"))
-                .is_ok_and(|c| c.contains("--rank\x001\x00"))
-        })
-        .expect("rank 1's process");
+    wait_for_training(&dir);
+    let victim = rank_pid(&workers, rank);
     let killed_at = Instant::now();
-    // SAFETY: kill(2) takes plain integers and touches no memory; `rank1` is a live worker of
-    // the launcher this test still waits for, so the pid names that process.
-    unsafe {
-        libc::kill(rank1 as i32, libc::SIGKILL);
-    }
+    send_signal(victim, libc::SIGKILL);
     let out = wait_with_limit(launcher, Duration::from_secs(30));
     let elapsed = killed_at.elapsed();
     let all = console_of(&dir);
     assert!(!out.status.success(), "{all}");
     assert!(
-        all.contains("rank 1 failed (was killed by signal 9)"),
+        all.contains(&format!("rank {rank} failed (was killed by signal 9)")),
         "{all}"
     );
     assert!(elapsed < Duration::from_secs(10 + 5), "took {elapsed:?}");
@@ -500,11 +521,7 @@ fn ctrl_c_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     wait_for("training to start", Duration::from_secs(60), || {
         std::fs::read_to_string(dir.join("logs/rank-0.log")).is_ok_and(|l| l.contains("step "))
     });
-    // SAFETY: kill(2) takes plain integers and touches no memory; `pid` is the launcher this
-    // test started and has not reaped.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGINT);
-    }
+    send_signal(pid, libc::SIGINT);
     let out = wait_with_limit(launcher, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(130), "{}", console_of(&dir));
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
@@ -723,55 +740,323 @@ fn a_run_saved_on_two_ranks_resumes_on_one() {
     );
 }
 
+/// The files of `dir/checkpoints` whose names satisfy `pick`.
+fn checkpoint_files(dir: &Path, pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.file_name().is_some_and(|n| pick(&n.to_string_lossy())));
+    files.sort();
+    files
+}
+
+/// A file of `dir/checkpoints` marked held by the atomic writer's test seam: its write is
+/// stopped between the complete temporary file and the rename.
+fn held_write(dir: &Path) -> Option<PathBuf> {
+    checkpoint_files(dir, |n| n.ends_with(".tmp.held")).pop()
+}
+
+/// SIGKILL to the launcher and every worker (no handler runs, nothing is flushed).
+fn kill_job(launcher: &mut Child) {
+    for w in children_of(launcher.id()) {
+        send_signal(w, libc::SIGKILL);
+    }
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+}
+
 #[test]
 fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
-    // Checkpoint after every update and kill the whole job at a few points in time: whatever
-    // moment the kill lands on (mid-write included), every checkpoint file present must load.
-    for (i, delay_ms) in [700u64, 1300, 2100].into_iter().enumerate() {
-        let dir = fresh_dir(&format!("crash-{i}"));
-        let mut cmd = tandem();
-        cmd.arg("train")
-            .arg(config("ppo-cartpole.kdl"))
-            .arg("--run-dir")
-            .arg(&dir)
-            .args([
-                "--set",
-                "checkpoint.every=1",
-                "--set",
-                "checkpoint.keep=3",
-                "--quiet",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().unwrap();
-        wait_for("a first checkpoint", Duration::from_secs(60), || {
-            tandem::train::checkpoint::locate(&dir).is_ok()
-        });
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let workers = children_of(child.id());
-        for w in workers.iter().chain(std::iter::once(&child.id())) {
-            // SAFETY: kill(2) takes plain integers and touches no memory; the pids are the
-            // unreaped launcher and the workers it was running a moment ago (a worker that
-            // already exited leaves a pid nobody else has yet: the launcher has not reaped it).
-            unsafe {
-                libc::kill(*w as i32, libc::SIGKILL);
-            }
-        }
-        let _ = child.wait();
-        let ckpts: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "pt"))
-            .collect();
-        assert!(!ckpts.is_empty());
-        for c in &ckpts {
-            tandem::train::checkpoint::load(c)
-                .unwrap_or_else(|e| panic!("{} does not load: {e:#}", c.display()));
-        }
-        let newest = tandem::train::checkpoint::locate(&dir).unwrap();
-        assert!(tandem::train::checkpoint::load(&newest).is_ok());
+    // Checkpoint after every update, and stop the write of the second checkpoint (update 2)
+    // after its temporary file is complete and before the rename (the atomic writer's test
+    // seam), then kill the whole job at exactly that moment.
+    let dir = fresh_dir("crash");
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(config("ppo-cartpole.kdl"))
+        .arg("--run-dir")
+        .arg(&dir)
+        .args([
+            "--set",
+            "checkpoint.every=1",
+            "--set",
+            "checkpoint.keep=3",
+            "--quiet",
+        ])
+        .env(tandem::atomic::HOLD_BEFORE_RENAME_VAR, "ckpt-000000002.pt")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut held = None;
+    wait_for(
+        "the write of checkpoint 2 to be held",
+        Duration::from_secs(60),
+        || {
+            held = held_write(&dir);
+            held.is_some()
+        },
+    );
+    kill_job(&mut child);
+    let held = held.unwrap();
+    let temporary = PathBuf::from(held.to_string_lossy().trim_end_matches(".held"));
+    assert!(
+        !dir.join("checkpoints/ckpt-000000002.pt").exists(),
+        "checkpoint 2 is visible under its final name although its write never finished"
+    );
+    assert!(
+        temporary.is_file(),
+        "the held temporary {} is gone",
+        temporary.display()
+    );
+    let ckpts = checkpoint_files(&dir, |n| n.starts_with("ckpt-") && n.ends_with(".pt"));
+    assert!(!ckpts.is_empty());
+    for c in &ckpts {
+        tandem::train::checkpoint::load(c)
+            .unwrap_or_else(|e| panic!("{} does not load: {e:#}", c.display()));
     }
+    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+    assert!(tandem::train::checkpoint::load(&newest).is_ok());
+    assert_eq!(
+        newest.file_name().unwrap(),
+        "ckpt-000000001.pt",
+        "the newest checkpoint a resume would pick"
+    );
+    // Resuming picks checkpoint 1, never the temporary, and its next checkpoint clears the
+    // killed writer's temporary away.
+    let mut resume = tandem();
+    resume.arg("train").arg("--resume").arg(&dir).args([
+        "--set",
+        "train.max-steps=1024",
+        "--quiet",
+    ]);
+    let out = run(&mut resume, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("ckpt-000000001.pt at update 1"),
+        "the resume did not start from checkpoint 1:\n{log}"
+    );
+    assert!(
+        !temporary.exists(),
+        "the killed writer's temporary {} outlived the resumed run's checkpoints",
+        temporary.display()
+    );
+}
+
+/// The second Ctrl-C does not wait for anything: here the ranks' final checkpoint write is held
+/// (60 s) by the atomic writer's test seam when it arrives, and the job still ends at once, with
+/// exit code 130, no worker left and no checkpoint written.
+#[test]
+fn a_second_ctrl_c_stops_every_rank_at_once() {
+    let dir = fresh_dir("sigint-twice");
+    let mut launcher = long_two_rank_run_with_env(
+        &dir,
+        &["checkpoint.every=1000000"],
+        &[(tandem::atomic::HOLD_BEFORE_RENAME_VAR, "ckpt-")],
+    );
+    let pid = launcher.id();
+    wait_for_training(&dir);
+    let workers = children_of(pid);
+    send_signal(pid, libc::SIGINT);
+    wait_for(
+        "the final checkpoint write to be held",
+        Duration::from_secs(30),
+        || held_write(&dir).is_some(),
+    );
+    let second_at = Instant::now();
+    send_signal(pid, libc::SIGINT);
+    let status = wait_or_kill(&mut launcher, Duration::from_secs(10));
+    let all = console_of(&dir);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{all}");
+    assert!(all.contains("tandem: stopping now"), "{all}");
+    for w in workers {
+        wait_for("no orphan worker", Duration::from_secs(5), || !alive(w));
+    }
+    assert!(second_at.elapsed() < Duration::from_secs(10));
+    assert!(
+        checkpoint_files(&dir, |n| n.starts_with("ckpt-") && n.ends_with(".pt")).is_empty(),
+        "a checkpoint was written although the second Ctrl-C came before its rename"
+    );
+}
+
+/// Waits at most `limit` for `child`; one still running then is killed (with its workers) and
+/// `None` returned, so a hang fails the test instead of blocking it.
+fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill_job(child);
+    None
+}
+
+/// SIGTERM (what a scheduler or `kill` sends) stops a run as the first Ctrl-C does: the update
+/// finishes, a checkpoint that loads is written, exit code 130.
+#[test]
+fn sigterm_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
+    let dir = fresh_dir("sigterm");
+    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000"]);
+    let pid = launcher.id();
+    wait_for_training(&dir);
+    send_signal(pid, libc::SIGTERM);
+    let status = wait_or_kill(&mut launcher, Duration::from_secs(30));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "{status:?}\n{}",
+        console_of(&dir)
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+    tandem::train::checkpoint::load(&newest)
+        .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+}
+
+/// A rank that stops answering (SIGSTOP: alive, its sockets open) is found by the collective
+/// timeout of the rank waiting for it, and the launcher's report names the silent rank.
+#[test]
+fn a_rank_that_stops_answering_is_named_at_the_collective_timeout() {
+    let dir = fresh_dir("sigstop");
+    let mut launcher = long_two_rank_run(&dir, &["sync.collective-timeout=3.0"]);
+    let pid = launcher.id();
+    wait_for("two workers", Duration::from_secs(30), || {
+        children_of(pid).len() == 2
+    });
+    let workers = children_of(pid);
+    wait_for_training(&dir);
+    let silent = rank_pid(&workers, 1);
+    send_signal(silent, libc::SIGSTOP);
+    let stopped_at = Instant::now();
+    let status = wait_or_kill(&mut launcher, Duration::from_secs(3 + 15));
+    let elapsed = stopped_at.elapsed();
+    for &w in &workers {
+        send_signal(w, libc::SIGKILL);
+    }
+    let all = console_of(&dir);
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}\n{all}");
+    assert!(all.contains("rank 0 failed"), "{all}");
+    let report = all
+        .lines()
+        .find(|l| l.contains("rank 0 failed"))
+        .unwrap_or_default();
+    assert!(
+        report.contains("Timed out waiting 3000ms"),
+        "rank 0 did not fail on the collective timeout: {report}\n{all}"
+    );
+    assert!(
+        all.contains("rank(s) 1 did not answer"),
+        "the report does not name the silent rank 1:\n{all}"
+    );
+    assert!(elapsed < Duration::from_secs(3 + 10), "took {elapsed:?}");
+}
+
+/// A run whose loss diverges stops on every rank at the same update, each with the divergence as
+/// its own error, and writes no checkpoint from that update on. The run trains 4 sound updates
+/// (checkpointed), then is resumed with an absurd learning rate, which diverges (NaN) at once.
+#[test]
+fn a_diverging_run_stops_every_rank_and_writes_no_checkpoint_after() {
+    let dir = fresh_dir("diverge");
+    let sound = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &[
+            "devices=cpu cpu",
+            "checkpoint.every=1",
+            "checkpoint.keep=1000",
+            "train.max-steps=1024",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(sound.status.success(), "{}", text(&sound));
+    let mut resume = tandem();
+    resume.arg("train").arg("--resume").arg(&dir).args([
+        "--set",
+        "algorithm.lr=1e30",
+        "--set",
+        "train.max-steps=16384",
+        "--quiet",
+    ]);
+    let out = run(&mut resume, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(!out.status.success(), "the run did not fail:\n{all}");
+    let report = all
+        .lines()
+        .find(|l| l.starts_with("tandem: rank ") && l.contains(" failed "))
+        .unwrap_or_else(|| panic!("no failure report:\n{all}"));
+    assert!(report.contains("diverged"), "{report}");
+    // "update N: ..." (N counts the updates before, so checkpoint N is the last sound one).
+    let update_of = |message: &str| -> u64 {
+        let at = message
+            .find("update ")
+            .unwrap_or_else(|| panic!("no update in {message}"));
+        message[at + 7..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let diverged_at = update_of(report);
+    assert!(diverged_at >= 4, "{report}");
+    for rank in 0..2 {
+        let error = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.error")))
+            .unwrap_or_else(|e| panic!("rank {rank} wrote no error ({e}):\n{all}"));
+        assert!(
+            error.contains("diverged") && update_of(&error) == diverged_at,
+            "rank {rank} did not stop by itself at update {diverged_at}: {error}"
+        );
+    }
+    // The resumed run diverged in its first update, after checkpoint 4.
+    for c in checkpoint_files(&dir, |n| n.starts_with("ckpt-") && n.ends_with(".pt")) {
+        let ckpt = tandem::train::checkpoint::load(&c).unwrap();
+        assert!(
+            ckpt.update <= 4,
+            "{} was written after the divergence at update {diverged_at}",
+            c.display()
+        );
+    }
+    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+    let ckpt = tandem::train::checkpoint::load(&newest).unwrap();
+    for (name, t) in &ckpt.tensors {
+        if t.is_floating_point() {
+            assert!(
+                bool::try_from(t.isfinite().all()).unwrap(),
+                "{}: {name} is not finite",
+                newest.display()
+            );
+        }
+    }
+}
+
+/// The launcher alone killed (SIGKILL: no handler runs): its workers die with it.
+#[test]
+fn workers_die_with_a_killed_launcher() {
+    let dir = fresh_dir("launcher-killed");
+    let mut launcher = long_two_rank_run(&dir, &[]);
+    let pid = launcher.id();
+    wait_for("two workers", Duration::from_secs(30), || {
+        children_of(pid).len() == 2
+    });
+    let workers = children_of(pid);
+    wait_for_training(&dir);
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+    let start = Instant::now();
+    while workers.iter().any(|&w| alive(w)) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let orphans: Vec<u32> = workers.iter().copied().filter(|&w| alive(w)).collect();
+    for &w in &orphans {
+        send_signal(w, libc::SIGKILL);
+    }
+    assert!(
+        orphans.is_empty(),
+        "workers {orphans:?} outlived their killed launcher by 5 s"
+    );
 }
 
 #[test]
@@ -1049,4 +1334,14 @@ fn play_evaluates_a_dqn_checkpoint_too() {
     assert!(play.status.success(), "{}", text(&play));
     assert!(text(&play).contains("episode 2: return"), "{}", text(&play));
     assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+}
+
+/// Sends `sig` to process `pid`.
+fn send_signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; the pids are this
+    // test's own launcher and the workers it started (an exited worker's pid is not reused
+    // while its unreaped parent, the launcher, lives).
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
 }

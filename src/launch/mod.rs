@@ -257,6 +257,7 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
     let mut forwarded = 0usize;
     let mut failure: Option<(usize, i32)> = None;
     let mut stop_deadline: Option<Instant> = None;
+    let mut silent_check: Option<(usize, Instant)> = None;
     loop {
         let received = signals.load(Ordering::SeqCst);
         if received > forwarded {
@@ -292,11 +293,33 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         }
         if let Some((rank, code)) = newly_failed {
             failure = Some((rank, code));
-            report_failure(rank, code, run_dir);
+            let message = report_failure(rank, code, run_dir);
             for c in children.iter().filter(|c| c.done.is_none()) {
                 signal(c.child.id(), libc::SIGTERM);
             }
             stop_deadline = Some(Instant::now() + Duration::from_secs(5));
+            if message.is_some_and(|m| m.to_lowercase().contains("timed out")) {
+                silent_check = Some((rank, Instant::now() + SILENT_GRACE));
+            }
+        }
+        // A collective timed out: the ranks that neither failed nor ended since are the ones that
+        // stopped answering (a rank waiting on them would have timed out too by now). The
+        // timeout's own message cannot say whom it waited for.
+        if let Some((failed, at)) = silent_check
+            && Instant::now() >= at
+        {
+            silent_check = None;
+            let silent: Vec<String> = children
+                .iter()
+                .filter(|c| c.done.is_none())
+                .map(|c| c.rank.to_string())
+                .collect();
+            if !silent.is_empty() {
+                eprintln!(
+                    "tandem: rank {failed} timed out waiting; rank(s) {} did not answer (still running, no error of their own)",
+                    silent.join(", ")
+                );
+            }
         }
         if children.iter().all(|c| c.done.is_some()) {
             break;
@@ -336,8 +359,14 @@ fn kill_all(children: &mut [Rank]) {
     }
 }
 
-/// Prints the failed rank's own message (written by the worker to logs/rank-N.error).
-fn report_failure(rank: usize, code: i32, run_dir: &Path) {
+/// How long after one rank's collective timeout the launcher waits before naming the ranks that
+/// still run without an error of their own: ranks blocked in the same collective time out within
+/// this of each other.
+const SILENT_GRACE: Duration = Duration::from_secs(1);
+
+/// Prints the failed rank's own message (written by the worker to logs/rank-N.error) and
+/// returns it.
+fn report_failure(rank: usize, code: i32, run_dir: &Path) -> Option<String> {
     let error_file = run_dir.join("logs").join(format!("rank-{rank}.error"));
     // The worker writes its error just before exiting; give the file system a moment.
     let mut message = None;
@@ -353,7 +382,7 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) {
     } else {
         format!("exited with code {code}")
     };
-    match message {
+    match &message {
         Some(m) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
         None => eprintln!(
             "tandem: rank {rank} failed ({how}) without a message; see {}",
@@ -364,6 +393,7 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) {
         ),
     }
     eprintln!("tandem: stopping the other ranks");
+    message
 }
 
 /// A command-line mistake (exit code 2), as opposed to a failed run (exit code 1).

@@ -2,6 +2,8 @@
 //! one test with TANDEM_TEST_ROLE set, and the parent supervises the children.
 #![allow(dead_code)]
 
+pub mod tools;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -163,25 +165,13 @@ pub fn child_options() -> GroupOptions {
 
 /// Prints a rank's parameters as exact f32 bits on one `PARAMS` line, for the parent to compare.
 pub fn print_params(values: &[f32]) {
-    let hex: Vec<String> = values
-        .iter()
-        .map(|v| format!("{:08x}", v.to_bits()))
-        .collect();
-    println!("PARAMS {}", hex.join(","));
+    print_values("PARAMS", values);
 }
 
 /// The parameters a rank printed with [`print_params`] (the test harness may have printed
 /// "test name ... " on the same line first).
 pub fn parse_params(output: &str) -> Vec<f32> {
-    let (_, rest) = output
-        .split_once("PARAMS ")
-        .unwrap_or_else(|| panic!("no PARAMS in:\n{output}"));
-    rest.lines()
-        .next()
-        .unwrap()
-        .split(',')
-        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
-        .collect()
+    parse_values("PARAMS", output)
 }
 
 /// The PPO settings of CleanRL's `ppo.py` (classic control), spelled out: the values the
@@ -225,5 +215,122 @@ pub fn sb3_a2c() -> tandem::algo::A2cConfig {
             alpha: 0.99,
             eps: 1e-5,
         },
+    }
+}
+
+/// A [`tandem::algo::Collective`] that passes everything to `inner` and keeps a copy of the
+/// gradients `sync_gradients` leaves behind, so a test can compare the synchronised gradients
+/// themselves: parameters after Adam steps and a gradient clip hardly depend on the gradient's
+/// scale, so a DDP that summed instead of averaging would pass a comparison of parameters alone.
+pub struct RecordGradients<'a> {
+    pub inner: &'a mut dyn tandem::algo::Collective,
+    /// One flat copy per `sync_gradients`, parameters in the order given.
+    pub synced: Vec<Vec<f32>>,
+}
+
+impl<'a> RecordGradients<'a> {
+    pub fn new(inner: &'a mut dyn tandem::algo::Collective) -> Self {
+        RecordGradients {
+            inner,
+            synced: Vec::new(),
+        }
+    }
+
+    /// Every recorded gradient back to back, for [`print_values`].
+    pub fn all(&self) -> Vec<f32> {
+        self.synced.concat()
+    }
+}
+
+impl tandem::algo::Collective for RecordGradients<'_> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn world_size(&self) -> usize {
+        self.inner.world_size()
+    }
+    fn before_backward(&mut self) {
+        self.inner.before_backward();
+    }
+    fn sync_gradients(&mut self, params: &[tch::Tensor]) -> anyhow::Result<()> {
+        self.inner.sync_gradients(params)?;
+        let flat = params
+            .iter()
+            .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
+            .collect();
+        self.synced.push(flat);
+        Ok(())
+    }
+    fn all_reduce_sum(&mut self, values: &mut [f64]) -> anyhow::Result<()> {
+        self.inner.all_reduce_sum(values)
+    }
+    fn decide(&mut self, mine: bool) -> anyhow::Result<bool> {
+        self.inner.decide(mine)
+    }
+    fn steps_locally(&self) -> bool {
+        self.inner.steps_locally()
+    }
+    fn after_step(&mut self, params: &[tch::Tensor]) -> anyhow::Result<()> {
+        self.inner.after_step(params)
+    }
+    fn take_sync_time(&mut self) -> std::time::Duration {
+        self.inner.take_sync_time()
+    }
+}
+
+/// Prints `values` as exact f32 bits on one line tagged `tag`, for the parent to parse back.
+pub fn print_values(tag: &str, values: &[f32]) {
+    let hex: Vec<String> = values
+        .iter()
+        .map(|v| format!("{:08x}", v.to_bits()))
+        .collect();
+    println!("{tag} {}", hex.join(","));
+}
+
+/// The values a child printed with [`print_values`] under `tag`.
+pub fn parse_values(tag: &str, output: &str) -> Vec<f32> {
+    let marker = format!("{tag} ");
+    let (_, rest) = output
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("no {tag} in:\n{output}"));
+    rest.lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
+        .collect()
+}
+
+/// Asserts that the gradients 2 ranks synchronised, step by step, are those 1 rank computes on
+/// the whole batch: each step's largest difference at most `rel` of that step's largest
+/// gradient. A sum over 2 ranks instead of the average is off by 100% of it.
+pub fn assert_same_gradients(two_ranks: &[f32], one_rank: &[Vec<f32>], rel: f32) {
+    let per_step = one_rank[0].len();
+    assert_eq!(
+        two_ranks.len(),
+        per_step * one_rank.len(),
+        "2 ranks synchronised {} gradient values, 1 rank {} steps of {per_step}",
+        two_ranks.len(),
+        one_rank.len()
+    );
+    for (step, (two, one)) in two_ranks.chunks(per_step).zip(one_rank).enumerate() {
+        let scale = one.iter().fold(0f32, |m, g| m.max(g.abs()));
+        assert!(scale > 0.0, "step {step}: the gradient is zero");
+        let (worst, at) = two
+            .iter()
+            .zip(one)
+            .map(|(a, b)| (a - b).abs())
+            .enumerate()
+            .fold(
+                (0f32, 0),
+                |(m, i), (j, d)| if d > m { (d, j) } else { (m, i) },
+            );
+        assert!(
+            worst <= rel * scale,
+            "step {step}: the synchronised gradient differs from 1 rank's by {worst} at element \
+             {at} (2 ranks {}, 1 rank {}; largest gradient {scale}, tolerance {rel} of it)",
+            two[at],
+            one[at]
+        );
     }
 }

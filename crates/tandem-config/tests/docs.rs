@@ -45,3 +45,60 @@ fn reference_lists_every_setting_with_type_and_default() {
         assert!(generated.contains(needle), "reference lacks {needle:?}");
     }
 }
+
+/// The example experiments: every `experiments/*.kdl` (the pieces in `experiments/include/`
+/// belong to the files that include them), in name order.
+fn examples() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("experiments/ exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no example experiments in {dir:?}");
+    files
+}
+
+/// The page's "Example experiments" section.
+fn examples_section(page: &str) -> &str {
+    let start = page
+        .find("\n## Example experiments\n")
+        .expect("docs/config.md has a section `## Example experiments`");
+    let rest = &page[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    &rest[..end]
+}
+
+/// Every example is listed in the page's examples section, and every setting an example (or a
+/// piece it includes) sets is documented in the generated reference: a setting a reader copies
+/// from an example can be looked up.
+#[test]
+fn every_example_experiment_is_documented_by_its_settings() {
+    let page = std::fs::read_to_string(page_path()).expect("docs/config.md exists");
+    let section = examples_section(&page);
+    let reference = tandem_config::reference_markdown();
+    let mut problems = Vec::new();
+    for file in examples() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        if !section.contains(&format!("`experiments/{name}`")) {
+            problems.push(format!(
+                "experiments/{name} is not listed under `## Example experiments`"
+            ));
+        }
+        let resolved = tandem_config::resolve(&tandem_config::Source::Path(file.clone()), &[])
+            .unwrap_or_else(|e| panic!("experiments/{name} does not resolve: {e:?}"));
+        for (path, origin) in resolved.provenance.iter() {
+            if *origin == tandem_config::Origin::Default {
+                continue;
+            }
+            let leaf = path.rsplit('.').next().unwrap();
+            if !reference.contains(&format!("`{leaf}`")) {
+                problems.push(format!(
+                    "experiments/{name} sets `{path}` ({origin}), which the reference does not document"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -95,6 +95,14 @@ fn resolution_is_deterministic_and_hash_is_sha256_of_canonical_text() {
     );
     // A fixed experiment has a fixed hash on every machine: this pins the format.
     let text = canonical_kdl(&a.experiment);
+    // The hash is the SHA-256 of exactly the canonical text's bytes (what resolved.kdl holds),
+    // recomputed here, in lowercase hex.
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(text.as_bytes());
+    let expected: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hash, expected,
+        "config_hash is not the sha256 of canonical_kdl"
+    );
     assert!(
         text.starts_with("experiment \"layered\" {\n    seed 1\n    devices \"cpu\" \"cpu\"\n"),
         "{text}"

@@ -554,3 +554,76 @@ fn vec_env_can_move_to_another_thread() {
     assert_send::<VecEnv>();
     assert_send::<Box<dyn Env>>();
 }
+
+/// Per-dimension mean and (population) variance of rows of `dim` values.
+fn column_stats(values: &[f32], dim: usize) -> Vec<(f64, f64)> {
+    let rows = (values.len() / dim) as f64;
+    (0..dim)
+        .map(|d| {
+            let column = values.iter().skip(d).step_by(dim).map(|&v| f64::from(v));
+            let mean = column.clone().sum::<f64>() / rows;
+            let var = column.map(|v| (v - mean).powi(2)).sum::<f64>() / rows;
+            (mean, var)
+        })
+        .collect()
+}
+
+/// After warm-up, normalize-obs standardises each dimension: over the next 400 steps the
+/// outputs have mean within 0.2 of 0 and variance within [0.7, 1.3]. The reference is computed
+/// here from an unwrapped copy of the same environments stepped alike, whose raw observations
+/// are far from standardised (which is what makes the check worth anything).
+#[test]
+fn normalised_observations_have_zero_mean_and_unit_variance_after_warm_up() {
+    let envs = 8;
+    let seeds = tandem_env::env_seeds(3, 0, 0, envs);
+    let wrapped = EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::NormalizeObs {
+        clip: 10.0,
+        epsilon: 1e-8,
+    });
+    let mut normalised = VecEnv::new(&wrapped, &seeds, 1).unwrap();
+    let mut raw = VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &seeds, 1).unwrap();
+    normalised.reset();
+    raw.reset();
+    let (mut outputs, mut inputs) = (Vec::new(), Vec::new());
+    let mut lcg = 12345u64;
+    for t in 0..600 {
+        let actions: Vec<i64> = (0..envs)
+            .map(|_| {
+                lcg = lcg
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (lcg >> 63) as i64
+            })
+            .collect();
+        normalised.step(&actions).unwrap();
+        raw.step(&actions).unwrap();
+        // A rank alone syncs its own deltas, as the trainer does after each rollout.
+        if t % 16 == 15 {
+            let deltas = normalised.normalizer_deltas();
+            normalised.apply_normalizer_sync(&deltas).unwrap();
+        }
+        if t >= 200 {
+            outputs.extend_from_slice(normalised.obs());
+            inputs.extend_from_slice(raw.obs());
+        }
+    }
+    let reference = column_stats(&inputs, 4);
+    assert!(
+        reference
+            .iter()
+            .any(|&(m, v)| m.abs() > 0.2 || !(0.7..=1.3).contains(&v)),
+        "the raw observations are already standardised ({reference:?}): the check below would \
+         not show a normaliser that does nothing"
+    );
+    for (d, ((mean, var), (raw_mean, raw_var))) in column_stats(&outputs, 4)
+        .into_iter()
+        .zip(reference)
+        .enumerate()
+    {
+        assert!(
+            mean.abs() < 0.2 && (0.7..=1.3).contains(&var),
+            "dimension {d}: normalised mean {mean:.3}, variance {var:.3} (raw: mean \
+             {raw_mean:.3}, variance {raw_var:.4}); want mean near 0, variance near 1"
+        );
+    }
+}

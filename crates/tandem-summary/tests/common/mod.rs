@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../../../tests/common/tools.rs"]
+mod tools;
+
 /// A fresh, empty directory under Cargo's per-target scratch space.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -29,20 +32,16 @@ fn repo_root() -> PathBuf {
 
 /// TensorBoard's reading of `log_dir` as printed by scripts/tb-read.py, or
 /// `None` when the venv from scripts/tb-read-setup.sh is missing. Fails
-/// instead when `TANDEM_REQUIRE_PYTHON_TOOLS=1`, so CI cannot skip silently.
+/// instead when `TANDEM_REQUIRE_PYTHON_TOOLS=1`, so CI cannot skip silently (the rule,
+/// shared with the workspace's tests, is the root's `tests/common/tools.rs`).
 pub fn tensorboard_reading(log_dir: &Path) -> Option<serde_json::Value> {
     let root = repo_root();
     let python = root.join(".deps/venv-tb/bin/python");
     if !python.exists() {
-        let required = std::env::var("TANDEM_REQUIRE_PYTHON_TOOLS").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TANDEM_REQUIRE_PYTHON_TOOLS=1 but {} is missing; run scripts/tb-read-setup.sh",
-            python.display()
-        );
-        eprintln!(
-            "note: {} is missing (run scripts/tb-read-setup.sh); checking in Rust only",
-            python.display()
+        tools::tool_missing(
+            &python.display().to_string(),
+            "TensorBoard's reading (checking in Rust only)",
+            "run scripts/tb-read-setup.sh",
         );
         return None;
     }
