@@ -932,7 +932,7 @@ fn from_experiment_maps_every_network_setting() {
         }
     );
     let nature = spec(
-        r#"algorithm "dqn"
+        r#"algorithm "ppo"
         env "atari-breakout"
         network "nature-cnn" { features 256; torso-gain 0.5; policy-gain 2; value-gain 3; }"#,
     );
