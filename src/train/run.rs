@@ -50,7 +50,6 @@ struct Run {
     rank: usize,
     world: usize,
     run_dir: PathBuf,
-    threads: usize,
     stop_requested: Box<dyn Fn() -> bool + Send>,
     envs: VecEnv,
     learner: Box<dyn Learner>,
@@ -83,7 +82,8 @@ impl LogInterval {
 }
 
 impl Run {
-    /// Environments, learner and DDP; the checkpoint when resuming; rank 0's state broadcast.
+    /// Environments, learner and DDP; the checkpoint when resuming; rank 0's state broadcast;
+    /// then the summaries, console and clocks of the loop, from the step it starts at.
     fn start(ctx: RankContext) -> Result<Run> {
         let RankContext {
             experiment: exp,
@@ -96,11 +96,11 @@ impl Run {
             stop_requested,
         } = ctx;
         let (rank, world) = (pg.rank(), pg.world_size());
-        let envs = make_vec_env(&exp, rank, threads)?;
+        let mut envs = make_vec_env(&exp, rank, threads)?;
         // Ranks initialise differently on purpose; the broadcast below makes rank 0's weights
         // everyone's.
         tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
-        let learner = learner::build(&exp, &envs, rank, world, device)?;
+        let mut learner = learner::build(&exp, &envs, rank, world, device)?;
         let trainable = learner.trainable_parameters();
         let policy = sync_policy(&exp);
         tracing::info!(
@@ -110,7 +110,7 @@ impl Run {
                 None => "at the end".into(),
             }
         );
-        let ddp = Ddp::new(pg, &trainable, policy)?;
+        let mut ddp = Ddp::new(pg, &trainable, policy)?;
         let limits = Limits {
             total_updates: exp
                 .train
@@ -120,88 +120,43 @@ impl Run {
             stop_step: exp.step_limit(),
             total_steps: exp.train.total_steps,
         };
-        let mut run = Run {
-            console: Console::new(rank == 0, limits.stop_step, 0),
+        let place = Place {
+            exp: &exp,
+            run_dir: &run_dir,
+            rank,
+            world,
+            threads,
+        };
+        let (counters, envs_restored) = if resume {
+            place.resume(&mut envs, learner.as_mut())?
+        } else {
+            (Counters::default(), false)
+        };
+        broadcast_rank0_state(&mut ddp, learner.as_ref())?;
+        let step = counters.global_step;
+        let writer = open_summaries(&exp, rank, &run_dir, &hash, step)?;
+        if !envs_restored {
+            envs.reset();
+        }
+        Ok(Run {
+            console: Console::new(rank == 0, limits.stop_step, step),
+            interval: LogInterval::new(step),
+            loop_start: (Instant::now(), step, process_cpu_seconds()),
             exp,
             hash,
             rank,
             world,
             run_dir,
-            threads,
             stop_requested,
             envs,
             learner,
             ddp,
             trainable,
-            counters: Counters::default(),
+            counters,
             limits,
             recent: RecentEpisodes::new(100),
-            writer: None,
-            interval: LogInterval::new(0),
-            loop_start: (Instant::now(), 0, 0.0),
-        };
-        let envs_restored = if resume { run.resume()? } else { false };
-        run.broadcast_rank0_state()?;
-        let step = run.counters.global_step;
-        run.writer = open_summaries(&run.exp, rank, &run.run_dir, &run.hash, step)?;
-        if !envs_restored {
-            run.envs.reset();
-        }
-        run.console = Console::new(rank == 0, run.limits.stop_step, step);
-        run.interval = LogInterval::new(step);
-        run.loop_start = (Instant::now(), step, process_cpu_seconds());
-        Ok(run)
-    }
-
-    /// Restores the newest checkpoint: the learner's state and counters, the environments (or
-    /// fresh ones with the saved normalisers), the run's counters, the learner's per-rank files.
-    /// Returns whether the environments continue their saved episodes.
-    fn resume(&mut self) -> Result<bool> {
-        let path = checkpoint::locate(&self.run_dir)?;
-        let ckpt = checkpoint::load(&path)?;
-        // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
-        // resumes on 1 and vice versa.
-        checkpoint::restore_into(&ckpt, &self.learner.state())
-            .with_context(|| format!("restoring {}", path.display()))?;
-        for (name, _) in self.learner.counters() {
-            let value = ckpt.counter(&format!("learner.{name}"))?;
-            self.learner.set_counter(name, value)?;
-        }
-        let envs_restored =
-            restore_envs(&mut self.envs, &self.run_dir, &ckpt, self.rank, self.world)?;
-        if !envs_restored {
-            self.envs = make_vec_env(&self.exp, self.rank, self.threads)?;
-            restore_normalizers(&mut self.envs, &ckpt)?;
-        }
-        self.counters = Counters {
-            update: ckpt.update,
-            global_step: ckpt.global_step,
-        };
-        self.learner.restore_rank_files(&Resumed {
-            dir: &checkpoint::checkpoint_dir(&self.run_dir),
-            checkpoint: &path,
-            global_step: ckpt.global_step,
-            saved_world: ckpt.world_size as usize,
-            world: self.world,
-            envs_restored,
-        })?;
-        tracing::info!(
-            "resumed from {} at update {}, step {} (saved on {} rank(s))",
-            path.display(),
-            ckpt.update,
-            ckpt.global_step,
-            ckpt.world_size
-        );
-        Ok(envs_restored)
-    }
-
-    /// Identical start on every rank, also after a resume (docs/design.md: ranks must start
-    /// from one model).
-    fn broadcast_rank0_state(&mut self) -> Result<()> {
-        let state: Vec<Tensor> = self.learner.state().into_iter().map(|(_, t)| t).collect();
-        self.ddp.broadcast_from_rank0(&state)?;
-        let _ = self.ddp.take_sync_time();
-        Ok(())
+            writer,
+        })
     }
 
     /// Rounds until the limits or a stop.
@@ -300,8 +255,8 @@ impl Run {
     /// Episode scalars whenever episodes ended; the rest when the decisions say so.
     fn log(&mut self, before: Counters, episodes: &[Episode], decisions: &Decisions) -> Result<()> {
         let step = self.counters.global_step;
+        let secs = self.interval.started.elapsed().as_secs_f64().max(1e-9);
         let per_rank_rate = if decisions.log {
-            let secs = self.interval.started.elapsed().as_secs_f64().max(1e-9);
             let mine = (step - self.interval.start_step) as f64 / self.world as f64 / secs;
             Some(metrics::reduce_per_rank(Some(self.ddp.group()), mine)?)
         } else {
@@ -311,7 +266,7 @@ impl Run {
             write_episode_scalars(w, step, episodes)?;
         }
         if let Some(rates) = per_rank_rate {
-            self.write_interval_scalars(before, rates)?;
+            self.write_interval_scalars(before, secs, rates)?;
         }
         self.console
             .update(step, self.recent.mean_return(), decisions.log);
@@ -332,12 +287,16 @@ impl Run {
 
     /// Rank 0's scalars of a logging interval: the learner's, throughput, phase times, the
     /// recent return; parameter histograms when due.
-    fn write_interval_scalars(&mut self, before: Counters, rates: (f64, f64, f64)) -> Result<()> {
+    fn write_interval_scalars(
+        &mut self,
+        before: Counters,
+        secs: f64,
+        rates: (f64, f64, f64),
+    ) -> Result<()> {
         let Some(w) = self.writer.as_mut() else {
             return Ok(());
         };
         let step = self.counters.global_step;
-        let secs = self.interval.started.elapsed().as_secs_f64().max(1e-9);
         let mut s = self.learner.scalars();
         s.push((
             "perf/steps_per_second",
@@ -478,6 +437,67 @@ impl Run {
         self.ddp.into_group().shutdown(timeout)?;
         Ok(outcome)
     }
+}
+
+/// Where a rank stands in its run: what resuming needs besides the learner and environments.
+struct Place<'a> {
+    exp: &'a Experiment,
+    run_dir: &'a std::path::Path,
+    rank: usize,
+    world: usize,
+    threads: usize,
+}
+
+impl Place<'_> {
+    /// Restores the newest checkpoint: the learner's state and counters, the environments (or
+    /// fresh ones with the saved normalisers), the learner's per-rank files. Returns the run's
+    /// counters and whether the environments continue their saved episodes.
+    fn resume(&self, envs: &mut VecEnv, learner: &mut dyn Learner) -> Result<(Counters, bool)> {
+        let path = checkpoint::locate(self.run_dir)?;
+        let ckpt = checkpoint::load(&path)?;
+        // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
+        // resumes on 1 and vice versa.
+        checkpoint::restore_into(&ckpt, &learner.state())
+            .with_context(|| format!("restoring {}", path.display()))?;
+        for (name, _) in learner.counters() {
+            let value = ckpt.counter(&format!("learner.{name}"))?;
+            learner.set_counter(name, value)?;
+        }
+        let envs_restored = restore_envs(envs, self.run_dir, &ckpt, self.rank, self.world)?;
+        if !envs_restored {
+            *envs = make_vec_env(self.exp, self.rank, self.threads)?;
+            restore_normalizers(envs, &ckpt)?;
+        }
+        learner.restore_rank_files(&Resumed {
+            dir: &checkpoint::checkpoint_dir(self.run_dir),
+            checkpoint: &path,
+            global_step: ckpt.global_step,
+            saved_world: ckpt.world_size as usize,
+            world: self.world,
+            envs_restored,
+        })?;
+        tracing::info!(
+            "resumed from {} at update {}, step {} (saved on {} rank(s))",
+            path.display(),
+            ckpt.update,
+            ckpt.global_step,
+            ckpt.world_size
+        );
+        let counters = Counters {
+            update: ckpt.update,
+            global_step: ckpt.global_step,
+        };
+        Ok((counters, envs_restored))
+    }
+}
+
+/// Identical start on every rank, also after a resume (docs/design.md, "Ranks hold one model,
+/// and prove it").
+fn broadcast_rank0_state(ddp: &mut Ddp, learner: &dyn Learner) -> Result<()> {
+    let state: Vec<Tensor> = learner.state().into_iter().map(|(_, t)| t).collect();
+    ddp.broadcast_from_rank0(&state)?;
+    let _ = ddp.take_sync_time();
+    Ok(())
 }
 
 /// Whether a counter going from `before` to `now` passed a multiple of `every`.
