@@ -10,6 +10,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::algo::dqn::Dqn;
+use crate::algo::host_rows::rows_to_batch;
 use crate::nn::{ActionSpace, ActorCritic, named_parameters};
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
@@ -170,9 +171,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             size = (f.width, f.height);
             frames.push(f.pixels);
         }
-        let mut shape = vec![1i64];
-        shape.extend_from_slice(&obs_shape);
-        let obs = Tensor::from_slice(env.obs()).view(shape.as_slice());
+        let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
         let action = tch::no_grad(|| policy.act(&obs, args.greedy))?;
         let a = action.to_kind(Kind::Int64).int64_value(&[0]);
         env.step(&[a])?;
