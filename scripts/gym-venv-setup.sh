@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Creates the Python venv that the gymnasium bridge tests (crates/tandem-env/tests/gym_bridge.rs)
+# drive: gymnasium with classic-control and MuJoCo, numpy pinned. Idempotent: a venv that
+# already has the pinned versions is left alone.
+# Usage: scripts/gym-venv-setup.sh   (prints the venv's python on success)
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${repo_root}/.deps/venv-gym"
+# Pinned so the environments the parity tests compare against do not move under us.
+pins=(gymnasium==1.4.0 numpy==2.5.5 mujoco==4.0.0 pygame==2.6.1 cloudpickle==3.1.2
+    farama-notifications==0.0.6 typing-extensions==4.16.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3)
+check='import gymnasium, numpy, mujoco, sys
+want = {"gymnasium": "1.4.0", "numpy": "2.5.5", "mujoco": "4.0.0"}
+have = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "mujoco": mujoco.__version__}
+sys.exit(have != want)'
+
+if [[ -x "${venv}/bin/python" ]] && "${venv}/bin/python" -c "$check" 2>/dev/null; then
+    echo "${venv}/bin/python"
+    exit 0
+fi
+
+# numpy 2.5 needs Python 3.12 or later: pyenv's 3.12 is used when python3 is older.
+python="${GYM_PYTHON:-}"
+if [ -z "$python" ]; then
+    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
+        # pyenv shims exist for versions that are not selected: check the command runs.
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+            python="$candidate"; break
+        fi
+    done
+fi
+[ -n "$python" ] || { echo "gym-venv-setup: needs Python 3.12 or later (set GYM_PYTHON)" >&2; exit 1; }
+mkdir -p "${repo_root}/.deps"
+rm -rf "${venv}"
+"$python" -m venv "${venv}"
+"${venv}/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}" >&2
+"${venv}/bin/python" -c "$check"
+# The MuJoCo environments must build (the wheels ship the simulator and the models;
+# gymnasium's MuJoCo module imports imageio for rendering).
+"${venv}/bin/python" -c 'import gymnasium; gymnasium.make("HalfCheetah-v5").reset(seed=0)'
+echo "${venv}/bin/python"
