@@ -10,7 +10,7 @@ venv="${repo_root}/.deps/venv-gym"
 # Pinned so the environments the parity tests compare against do not move under us.
 pins=(gymnasium==1.4.0 numpy==2.5.5 mujoco==4.0.0 pygame==2.6.1 cloudpickle==3.1.2
     farama-notifications==0.0.6 typing-extensions==4.16.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3)
-check='import gymnasium, numpy, mujoco, sys
+check='import gymnasium, gymnasium.envs.mujoco, numpy, mujoco, sys
 want = {"gymnasium": "1.4.0", "numpy": "2.5.5", "mujoco": "4.0.0"}
 have = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "mujoco": mujoco.__version__}
 sys.exit(have != want)'
