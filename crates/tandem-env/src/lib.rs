@@ -43,6 +43,7 @@
 
 pub mod cartpole;
 pub mod env;
+pub mod gym;
 pub mod minatar;
 pub mod mt19937;
 pub mod norm;
@@ -60,6 +61,7 @@ pub mod wrappers;
 pub mod atari;
 
 pub use env::{Env, RgbFrame, Step};
+pub use gym::{GymInfo, GymSpec, GymValue};
 pub use norm::NormStats;
 pub use space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
 pub use spec::{

@@ -4,6 +4,7 @@
 use crate::EnvError;
 use crate::cartpole::CartPole;
 use crate::env::Env;
+use crate::gym::GymSpec;
 use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{Dtype, Layout, ObsSpace};
@@ -53,6 +54,10 @@ pub enum GameSpec {
         repeat_action_probability: f32,
         full_action_space: bool,
     },
+    /// A gymnasium environment run by Python worker processes (see [`crate::gym`]):
+    /// its spaces are known once the workers start, so only [`crate::VecEnv::new`]
+    /// builds it.
+    Gymnasium(GymSpec),
 }
 
 /// Game names accepted by [`GameSpec::from_name`] (Atari games are `atari-<rom>`).
@@ -122,12 +127,14 @@ impl GameSpec {
             GameSpec::MinAtarSpaceInvaders { .. } => "minatar-space-invaders".into(),
             GameSpec::MinAtarSeaquest { .. } => "minatar-seaquest".into(),
             GameSpec::Atari { rom, .. } => format!("atari-{rom}"),
+            GameSpec::Gymnasium(gym) => format!("gymnasium:{}", gym.id),
         }
     }
 
-    /// The observation the game produces, known without building it.
-    pub fn observation_space(&self) -> ObsSpace {
-        match self {
+    /// The observation the game produces, known without building it (not for gymnasium
+    /// environments, whose workers report it).
+    pub fn observation_space(&self) -> Option<ObsSpace> {
+        Some(match self {
             GameSpec::CartPole => ObsSpace::vector(4, Dtype::F32),
             GameSpec::MinAtarBreakout { .. } | GameSpec::MinAtarAsterix { .. } => {
                 ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
@@ -140,7 +147,8 @@ impl GameSpec {
                 ObsSpace::image(10, 10, 10, Layout::Chw, Dtype::F32)
             }
             GameSpec::Atari { .. } => ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
-        }
+            GameSpec::Gymnasium(_) => return None,
+        })
     }
 
     /// The number of actions, when known without building the game (ALE's minimal
@@ -165,7 +173,7 @@ impl GameSpec {
                 full_action_space: true,
                 ..
             } => Some(18),
-            GameSpec::Atari { .. } => None,
+            GameSpec::Atari { .. } | GameSpec::Gymnasium(_) => None,
         }
     }
 
@@ -204,6 +212,7 @@ impl GameSpec {
             } if !(0.0..=1.0).contains(p) => {
                 bad(format!("repeat action probability {p} is outside [0, 1]"))
             }
+            GameSpec::Gymnasium(gym) => gym.validate(),
             _ => Ok(()),
         }
     }
@@ -364,10 +373,22 @@ impl EnvSpec {
 }
 
 /// The observation space at the end of the chain, checking every wrapper's fit and
-/// parameters without building the game (for config validation).
+/// parameters without building the game (for config validation). A gymnasium
+/// environment's space is known only once its workers start: for one, this checks the
+/// game's parameters and refuses the wrappers it cannot take, then says so in an
+/// [`EnvError::InvalidArgument`].
 pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
     spec.game.validate()?;
-    let mut space = spec.game.observation_space();
+    let Some(mut space) = spec.game.observation_space() else {
+        let GameSpec::Gymnasium(gym) = &spec.game else {
+            unreachable!("only gymnasium environments have no static space")
+        };
+        crate::gym::check_wrappers(spec, &ObsSpace::vector(0, Dtype::F32))?;
+        return Err(EnvError::InvalidArgument(format!(
+            "the observation space of gymnasium `{}` is known once its workers start (VecEnv::new)",
+            gym.id
+        )));
+    };
     let num_actions = spec.game.num_actions();
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
         space = wrappers::output_space(wrapper, index, &space, num_actions)?;
@@ -422,6 +443,10 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             game: game.name(),
             feature: "atari",
         }),
+        GameSpec::Gymnasium(gym) => Err(EnvError::InvalidArgument(format!(
+            "gymnasium `{}` runs in worker processes that VecEnv::new starts; it cannot be built alone",
+            gym.id
+        ))),
     }
 }
 
@@ -430,7 +455,16 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
 pub fn make_env(spec: &EnvSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
     // Check the whole chain first so a misfit is reported before an expensive game loads.
     observation_space(spec)?;
-    let mut env = make_game(&spec.game, seed)?;
+    wrap_chain(spec, make_game(&spec.game, seed)?, seed)
+}
+
+/// Wraps an already-built `game` in `spec`'s wrappers, wrapper `i` seeded with
+/// `derive_seed(seed, i + 1)`.
+pub(crate) fn wrap_chain(
+    spec: &EnvSpec,
+    mut env: Box<dyn Env>,
+    seed: u64,
+) -> Result<Box<dyn Env>, EnvError> {
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
         env = wrappers::wrap(wrapper, index, env, derive_seed(seed, index as u64 + 1))?;
     }

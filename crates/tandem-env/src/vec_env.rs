@@ -47,7 +47,8 @@ use crate::env::Env;
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
-use crate::spec::{EnvSpec, make_env};
+use crate::gym::{GymInfo, Pool as GymPool};
+use crate::spec::{EnvSpec, GameSpec, make_env, wrap_chain};
 
 /// Statistics of one finished game (all lives, under episodic-life).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -267,6 +268,8 @@ pub struct VecEnv {
     min_parallel_work: Duration,
     /// Running estimate of one batch step's single-thread cost, in seconds.
     work_estimate: Option<f64>,
+    /// The worker processes of a gymnasium environment, stepped before the chains.
+    gym: Option<GymPool>,
 }
 
 /// Default for [`VecEnv::set_min_parallel_work`].
@@ -276,7 +279,27 @@ impl VecEnv {
     /// Builds `seeds.len()` environments from `spec`, environment `i` seeded with
     /// `seeds[i]` (see [`crate::env_seeds`]), stepped on `threads` threads (1 = on the
     /// calling thread, no pool).
+    ///
+    /// A gymnasium environment ([`GameSpec::Gymnasium`]) starts its worker processes
+    /// here and resets environment `i` with `seeds[i]`; [`VecEnv::gym_info`] then says
+    /// which interpreter and versions run it.
     pub fn new(spec: &EnvSpec, seeds: &[u64], threads: usize) -> Result<Self, EnvError> {
+        if let GameSpec::Gymnasium(gym) = &spec.game {
+            if seeds.is_empty() {
+                return Err(EnvError::InvalidArgument(
+                    "a VecEnv needs at least one environment".into(),
+                ));
+            }
+            let pool = GymPool::start(spec, gym, seeds)?;
+            let envs = seeds
+                .iter()
+                .enumerate()
+                .map(|(i, &seed)| wrap_chain(spec, pool.proxy(i), seed))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut batch = Self::from_envs(envs, seeds.to_vec(), threads)?;
+            batch.gym = Some(pool);
+            return Ok(batch);
+        }
         let envs = seeds
             .iter()
             .map(|&seed| make_env(spec, seed))
@@ -427,7 +450,14 @@ impl VecEnv {
             threads,
             min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
             work_estimate: None,
+            gym: None,
         })
+    }
+
+    /// The interpreter, versions, spaces and worker process ids of a gymnasium
+    /// environment (`None` for native games).
+    pub fn gym_info(&self) -> Option<&GymInfo> {
+        self.gym.as_ref().map(GymPool::info)
     }
 
     pub fn num_envs(&self) -> usize {
@@ -476,7 +506,8 @@ impl VecEnv {
 
     /// Resets every environment. The first call seeds each with its construction seed;
     /// later calls continue their random streams. Returns all observations,
-    /// `num_envs * obs_len` values, row per environment.
+    /// `num_envs * obs_len` values, row per environment. A gymnasium worker's failure
+    /// here is reported by the next [`VecEnv::step`].
     pub fn reset(&mut self) -> &[f32] {
         let seeded = std::mem::replace(&mut self.seeded, true);
         let seeds = if seeded {
@@ -499,10 +530,17 @@ impl VecEnv {
         }
         self.seeded = true;
         self.reset_impl(Some(seeds));
+        if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
+            return Err(error);
+        }
         Ok(&self.obs)
     }
 
     fn reset_impl(&mut self, seeds: Option<&[u64]>) {
+        // A failure is kept by the pool and reported by the caller or the next step.
+        if let Some(gym) = &self.gym {
+            let _ = gym.reset_all(seeds);
+        }
         let emit = self.emit;
         let work = |(i, (slot, row)): (usize, (&mut Slot, &mut [f32]))| {
             slot.reset(seeds.map(|s| s[i]), row, emit);
@@ -565,6 +603,9 @@ impl VecEnv {
                 num_actions: self.num_actions,
             });
         }
+        if let Some(gym) = &self.gym {
+            gym.step(envs.clone(), actions)?;
+        }
         let emit = self.emit;
         let obs_len = self.obs_len;
         let first = envs.start;
@@ -619,6 +660,10 @@ impl VecEnv {
             self.work_estimate
                 .map_or(elapsed, |w| 0.9 * w + 0.1 * elapsed),
         );
+        // A reset round trip (time-limit) inside a chain may have failed.
+        if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
+            return Err(error);
+        }
         // Only environments whose episode ended can have finished a game.
         for i in envs {
             if self.terminated[i] || self.truncated[i] {

@@ -1,0 +1,660 @@
+//! The gymnasium bridge: environments of any registered gymnasium id, run by a few Python
+//! worker processes per rank ([`GymSpec::workers`], each owning a contiguous share of the
+//! rank's environments) and stepped as one batch.
+//!
+//! One batch step is one request line and one reply line per worker, all workers at once;
+//! observations, actions, rewards and flags travel through a shared-memory file
+//! ([`shm`]). [`crate::VecEnv`] first steps the batch in the workers, then runs each
+//! environment's wrapper chain as for native games; the bottom of each chain is a proxy
+//! ([`GymEnv`]) that reads its precomputed result from shared memory.
+//!
+//! Semantics:
+//! - Seeds: environment `i`'s first reset is `env.reset(seed=s)` with `s` the u64 seed
+//!   tandem gives it (gymnasium takes any non-negative Python int, so the seed passes
+//!   unchanged), and `env.action_space.seed(s)`; later resets are unseeded.
+//! - Episode ends: the worker resets at once, keeping the last observation (VecEnv's
+//!   `final_obs`); terminated and truncated stay as gymnasium reports them. A reset that
+//!   tandem's own wrappers ask for (time-limit) is one more round trip for that worker.
+//! - Spaces: observations must be a `Box` of float32, float64 (sent as f32) or uint8; a
+//!   3-D uint8 box is a height x width x channels image, a 2-D uint8 box a one-channel
+//!   image (both go through the image wrappers like ALE frames), anything else is
+//!   flattened to a vector. `Discrete` observations are refused (wrap them into a `Box`,
+//!   e.g. one-hot, in a registered id of your own). Actions: `Discrete(n)` starting at 0.
+//!   Other spaces (Dict, Tuple, MultiDiscrete, MultiBinary, Text, Graph, ...) are refused
+//!   with the space and the id.
+//! - Wrappers that step the inner environment other than once per agent step
+//!   (noop-reset, fire-reset, frame-skip, episodic-life) or replace the agent's action
+//!   (sticky-actions) are refused: the batch was already stepped with the agent's actions.
+//! - Errors inside a step (a Python exception, with its traceback and the rank-local
+//!   environment index; a worker that died; a worker that did not answer within
+//!   [`GymSpec::step_timeout`]) come back as [`EnvError::Backend`] from `VecEnv::step`,
+//!   and every worker is killed then; dropping the VecEnv closes and reaps the workers.
+//! - Snapshots: a Python environment's state cannot be saved in general, so
+//!   [`Env::save_state`] refuses (a resumed run starts fresh episodes).
+
+mod pool;
+mod shm;
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::EnvError;
+use crate::env::{Env, Step};
+use crate::space::{Dtype, Layout as ImageLayout, ObsBuf, ObsSpace};
+use crate::spec::{EnvSpec, WrapperSpec};
+use pool::{Failure, Worker, await_replies};
+use shm::{Layout, Shm};
+
+/// A gymnasium environment id and how to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GymSpec {
+    /// The registered id, e.g. `CartPole-v1`, `HalfCheetah-v5`, or a user's own.
+    pub id: String,
+    /// The interpreter: a path, or a command name looked up on `PATH`.
+    pub python: PathBuf,
+    /// Modules imported before `gymnasium.make` (where user environments register
+    /// themselves). The worker's working directory is on `sys.path`.
+    pub imports: Vec<String>,
+    /// Keyword arguments of `gymnasium.make`, in order.
+    pub make_args: Vec<(String, GymValue)>,
+    /// Worker processes per rank (at most one per environment).
+    pub workers: usize,
+    /// How long one worker may take to answer a step or reset request.
+    pub step_timeout: Duration,
+    /// Put before each line a worker writes to stderr (e.g. `rank 1 `); not a setting.
+    pub log_prefix: String,
+}
+
+impl GymSpec {
+    /// `id` run by `python3` in one worker, with a 60 s step timeout.
+    pub fn new(id: impl Into<String>) -> Self {
+        GymSpec {
+            id: id.into(),
+            python: PathBuf::from("python3"),
+            imports: Vec::new(),
+            make_args: Vec::new(),
+            workers: 1,
+            step_timeout: Duration::from_secs(60),
+            log_prefix: String::new(),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), EnvError> {
+        let bad = |reason: String| {
+            Err(EnvError::InvalidGameParameter {
+                game: format!("gymnasium `{}`", self.id),
+                reason,
+            })
+        };
+        if self.id.trim().is_empty() {
+            return bad("the environment id is empty".into());
+        }
+        if self.workers == 0 {
+            return bad("needs at least one worker".into());
+        }
+        if self.step_timeout.is_zero() {
+            return bad("the step timeout must be positive".into());
+        }
+        for (name, value) in &self.make_args {
+            if let GymValue::Float(v) = value {
+                if !v.is_finite() {
+                    return bad(format!("make argument `{name}` is {v}, not a finite number"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn make_args_json(&self) -> serde_json::Value {
+        let map = self
+            .make_args
+            .iter()
+            .map(|(name, value)| {
+                let v = match value {
+                    GymValue::Bool(b) => serde_json::Value::from(*b),
+                    GymValue::Int(i) => serde_json::Value::from(*i),
+                    GymValue::Float(f) => serde_json::Value::from(*f),
+                    GymValue::Str(s) => serde_json::Value::from(s.as_str()),
+                };
+                (name.clone(), v)
+            })
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+/// A keyword argument of `gymnasium.make`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GymValue {
+    Bool(bool),
+    Int(i64),
+    /// Must be finite.
+    Float(f64),
+    Str(String),
+}
+
+/// What the workers reported at start: which interpreter and versions a run used, for
+/// its log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GymInfo {
+    pub id: String,
+    /// `sys.executable` of the workers.
+    pub python: String,
+    pub python_version: String,
+    pub gymnasium_version: String,
+    pub numpy_version: String,
+    /// The spaces as Python prints them.
+    pub observation_space: String,
+    pub action_space: String,
+    /// Process ids of the workers, in share order.
+    pub worker_pids: Vec<u32>,
+}
+
+impl std::fmt::Display for GymInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "gymnasium {} `{}` in {} worker(s) of {} (Python {}, numpy {})",
+            self.gymnasium_version,
+            self.id,
+            self.worker_pids.len(),
+            self.python,
+            self.python_version,
+            self.numpy_version
+        )
+    }
+}
+
+/// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the
+/// module documentation); `input` is the observation they would receive, for the message.
+pub(crate) fn check_wrappers(spec: &EnvSpec, input: &ObsSpace) -> Result<(), EnvError> {
+    for (index, wrapper) in spec.wrappers.iter().enumerate() {
+        let reason = match wrapper {
+            WrapperSpec::NoopReset { .. }
+            | WrapperSpec::FireReset
+            | WrapperSpec::FrameSkip { .. }
+            | WrapperSpec::EpisodicLife => {
+                "steps the environment other than once per agent step, which a gymnasium environment cannot do: its workers step once per batch step with the agent's actions (use gymnasium's own wrappers in a registered id instead)"
+            }
+            WrapperSpec::StickyActions { .. } => {
+                "replaces the agent's action, but a gymnasium environment's workers are stepped with the agent's actions before the wrappers run (use gymnasium's own wrappers in a registered id instead)"
+            }
+            _ => continue,
+        };
+        return Err(EnvError::WrapperMismatch {
+            index,
+            wrapper: wrapper.name(),
+            input: input.to_string(),
+            reason: reason.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The action space as the workers reported it.
+#[derive(Debug, Clone, PartialEq)]
+enum ActionKind {
+    Discrete(usize),
+}
+
+/// One rank's workers and the shared memory they write.
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    id: String,
+    step_timeout: Duration,
+    shm: Shm,
+    workers: Vec<Mutex<Worker>>,
+    /// The first failure; once set every request fails with it and the workers are dead.
+    failure: Mutex<Option<EnvError>>,
+    info: GymInfo,
+    obs_space: ObsSpace,
+    action: ActionKind,
+}
+
+/// Environments `0..n` split into `workers` contiguous shares differing by at most one.
+fn shares(n: usize, workers: usize) -> Vec<Range<usize>> {
+    let workers = workers.min(n).max(1);
+    (0..workers)
+        .map(|w| (w * n / workers)..((w + 1) * n / workers))
+        .collect()
+}
+
+impl Pool {
+    /// Starts the workers for `seeds.len()` environments, checks their spaces, maps the
+    /// shared memory, and resets environment `i` with `seeds[i]`. `wrappers` is checked
+    /// before anything starts.
+    pub fn start(spec: &EnvSpec, gym: &GymSpec, seeds: &[u64]) -> Result<Self, EnvError> {
+        gym.validate()?;
+        // The space is not known yet; the message shows what the wrapper would get.
+        check_wrappers(spec, &ObsSpace::vector(0, Dtype::F32)).map_err(|e| match e {
+            EnvError::WrapperMismatch {
+                index,
+                wrapper,
+                reason,
+                ..
+            } => EnvError::WrapperMismatch {
+                index,
+                wrapper,
+                input: format!("gymnasium `{}`", gym.id),
+                reason,
+            },
+            other => other,
+        })?;
+        let mut workers = Vec::new();
+        for (w, envs) in shares(seeds.len(), gym.workers).into_iter().enumerate() {
+            let config = serde_json::json!({
+                "id": gym.id,
+                "imports": gym.imports,
+                "make_args": gym.make_args_json(),
+                "lo": envs.start,
+                "hi": envs.end,
+            });
+            workers.push(Worker::spawn(gym, w, envs, &config)?);
+        }
+        let hellos = {
+            let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
+            await_replies(&mut refs, pool::start_deadline(gym))
+                .map_err(|(k, f)| describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "starting"))?
+        };
+        let hello: serde_json::Value = serde_json::from_str(&hellos[0]).map_err(|e| {
+            EnvError::Backend(format!(
+                "gymnasium `{}`: worker 0 answered {:?} instead of its handshake: {e}",
+                gym.id, hellos[0]
+            ))
+        })?;
+        let (obs_space, obs_bytes) = observation_space(&gym.id, &hello["obs"])?;
+        let action = action_kind(&gym.id, &hello["action"])?;
+        let act_bytes = match action {
+            ActionKind::Discrete(_) => 8,
+        };
+        let text = |key: &str| hello[key].as_str().unwrap_or("?").to_owned();
+        let info = GymInfo {
+            id: gym.id.clone(),
+            python: text("python"),
+            python_version: text("python_version"),
+            gymnasium_version: text("gymnasium"),
+            numpy_version: text("numpy"),
+            observation_space: hello["obs"]["repr"].as_str().unwrap_or("?").to_owned(),
+            action_space: hello["action"]["repr"].as_str().unwrap_or("?").to_owned(),
+            worker_pids: workers.iter().map(|w| w.pid).collect(),
+        };
+        let mut shm = Shm::create(Layout::new(seeds.len(), obs_bytes, act_bytes))?;
+        let map_line = format!(
+            "{}\n",
+            shm.layout.to_json(shm.path().expect("not yet unlinked"))
+        );
+        for worker in &mut workers {
+            worker.send(&map_line);
+        }
+        {
+            let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
+            let deadline = pool::start_deadline(gym);
+            await_replies(&mut refs, deadline).map_err(|(k, f)| {
+                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "mapping shared memory")
+            })?;
+        }
+        shm.unlink();
+        let pool = Pool {
+            shared: Arc::new(Shared {
+                id: gym.id.clone(),
+                step_timeout: gym.step_timeout,
+                shm,
+                workers: workers.into_iter().map(Mutex::new).collect(),
+                failure: Mutex::new(None),
+                info,
+                obs_space,
+                action,
+            }),
+        };
+        let requests: Vec<(usize, Option<u64>)> =
+            seeds.iter().enumerate().map(|(i, &s)| (i, Some(s))).collect();
+        pool.shared.reset(&requests)?;
+        Ok(pool)
+    }
+
+    pub fn info(&self) -> &GymInfo {
+        &self.shared.info
+    }
+
+    /// The bottom of environment `index`'s wrapper chain.
+    pub fn proxy(&self, index: usize) -> Box<dyn Env> {
+        Box::new(GymEnv {
+            shared: Arc::clone(&self.shared),
+            index,
+        })
+    }
+
+    /// The failure that ended the workers, if any.
+    pub fn failure(&self) -> Option<EnvError> {
+        self.shared.failure()
+    }
+
+    /// Steps environments `envs` with discrete actions (`actions[k]` for `envs.start + k`,
+    /// already checked to be in range).
+    pub fn step(&self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
+        let layout = &self.shared.shm.layout;
+        for (k, &a) in actions.iter().enumerate() {
+            let i = envs.start + k;
+            self.shared.shm.write(layout.act + i * 8, &a.to_ne_bytes());
+        }
+        self.shared.step(envs)
+    }
+
+    /// Resets every environment before a batch reset (`seeds` per environment, or
+    /// unseeded); a failure is kept for the next step to report.
+    pub fn reset_all(&self, seeds: Option<&[u64]>) -> Result<(), EnvError> {
+        let n = self.shared.shm.layout.n;
+        let requests: Vec<(usize, Option<u64>)> =
+            (0..n).map(|i| (i, seeds.map(|s| s[i]))).collect();
+        self.shared.reset(&requests)
+    }
+}
+
+/// An error for `worker`'s `failure` while `doing` something, with its recent stderr.
+fn describe_failure(
+    id: &str,
+    timeout: Duration,
+    worker: &mut Worker,
+    failure: Failure,
+    doing: &str,
+) -> EnvError {
+    let who = format!(
+        "worker {} (pid {}, environments {}..{})",
+        worker.index, worker.pid, worker.envs.start, worker.envs.end
+    );
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_owned();
+    let message = match failure {
+        Failure::Reply(v) => match v["error"].as_str().unwrap_or("") {
+            "gymnasium" => format!(
+                "gymnasium is not importable by `{}` (Python {}): {}; install it into that interpreter (`{} -m pip install gymnasium`) or point the environment's `python` at one that has it",
+                text(&v, "python"),
+                text(&v, "python_version"),
+                text(&v, "message"),
+                text(&v, "python")
+            ),
+            "import" => format!(
+                "gymnasium `{id}`: importing module `{}` failed:\n{}",
+                text(&v, "module"),
+                text(&v, "traceback").trim_end()
+            ),
+            "make" => format!(
+                "gymnasium could not make `{id}` (environment {}): {}\n{}",
+                v["env"],
+                text(&v, "message"),
+                text(&v, "traceback").trim_end()
+            ),
+            kind @ ("step" | "reset") => format!(
+                "gymnasium `{id}`: environment {} raised an exception in {kind}:\n{}",
+                v["env"],
+                text(&v, "traceback").trim_end()
+            ),
+            _ => format!("gymnasium `{id}`: {who} failed while {doing}: {v}"),
+        },
+        Failure::Died(status) => {
+            let tail = worker.stderr_tail(Duration::from_millis(500));
+            format!("gymnasium `{id}`: {who} died while {doing} ({status}){tail}")
+        }
+        Failure::Timeout => {
+            worker.kill();
+            let tail = worker.stderr_tail(Duration::from_millis(500));
+            format!(
+                "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed (raise the environment's step timeout if it is just slow){tail}",
+                timeout.as_secs_f64()
+            )
+        }
+    };
+    EnvError::Backend(message)
+}
+
+fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usize), EnvError> {
+    let repr = obs["repr"].as_str().unwrap_or("?");
+    if obs["kind"] != "box" {
+        let hint = if obs["kind"] == "discrete" {
+            " (one-hot encode it into a Box in an id of your own)"
+        } else {
+            ""
+        };
+        return Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: observation space {repr} is not supported: tandem takes Box observations of float32, float64 or uint8{hint}"
+        )));
+    }
+    let shape: Vec<usize> = obs["shape"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|v| v.as_u64()).map(|v| v as usize).collect())
+        .unwrap_or_default();
+    let len: usize = shape.iter().product();
+    let space = match (obs["dtype"].as_str().unwrap_or(""), shape.as_slice()) {
+        ("uint8", &[h, w, c]) => ObsSpace::image(h, w, c, ImageLayout::Hwc, Dtype::U8),
+        ("uint8", &[h, w]) => ObsSpace::image(h, w, 1, ImageLayout::Hwc, Dtype::U8),
+        ("uint8", _) => ObsSpace::vector(len, Dtype::U8),
+        ("float32" | "float64", _) => ObsSpace::vector(len, Dtype::F32),
+        (dtype, _) => {
+            return Err(EnvError::Backend(format!(
+                "gymnasium `{id}`: observation space {repr} has dtype {dtype}; tandem takes Box observations of float32, float64 or uint8"
+            )));
+        }
+    };
+    if len == 0 {
+        return Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: observation space {repr} is empty"
+        )));
+    }
+    let bytes = len * if space.dtype == Dtype::U8 { 1 } else { 4 };
+    Ok((space, bytes))
+}
+
+fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionKind, EnvError> {
+    let repr = act["repr"].as_str().unwrap_or("?");
+    match act["kind"].as_str() {
+        Some("discrete") if act["start"].as_i64() == Some(0) && act["n"].as_u64() > Some(0) => {
+            Ok(ActionKind::Discrete(act["n"].as_u64().unwrap_or(0) as usize))
+        }
+        Some("discrete") => Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: action space {repr} is not supported: discrete actions must start at 0"
+        ))),
+        _ => Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: action space {repr} is not supported: tandem takes Discrete(n) actions starting at 0"
+        ))),
+    }
+}
+
+impl Shared {
+    fn failure(&self) -> Option<EnvError> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Keeps the first failure and kills every worker (those in `held` through their
+    /// guards, the others by locking them).
+    fn fail(&self, error: EnvError, held: &mut [MutexGuard<'_, Worker>]) -> EnvError {
+        let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let first = slot.get_or_insert(error).clone();
+        drop(slot);
+        let held_indices: Vec<usize> = held.iter().map(|w| w.index).collect();
+        for worker in held.iter_mut() {
+            worker.kill();
+        }
+        for (w, worker) in self.workers.iter().enumerate() {
+            if !held_indices.contains(&w) {
+                worker.lock().unwrap_or_else(|e| e.into_inner()).kill();
+            }
+        }
+        first
+    }
+
+    /// Sends each worker its line (`None`: nothing for it) and awaits every reply.
+    fn round_trip(&self, lines: Vec<Option<String>>, doing: &str) -> Result<(), EnvError> {
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        let mut held: Vec<MutexGuard<'_, Worker>> = Vec::new();
+        for (w, line) in lines.iter().enumerate() {
+            if let Some(line) = line {
+                let mut worker = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
+                worker.send(line);
+                held.push(worker);
+            }
+        }
+        let deadline = Instant::now() + self.step_timeout;
+        let result = {
+            let mut refs: Vec<&mut Worker> = held.iter_mut().map(|g| &mut **g).collect();
+            await_replies(&mut refs, deadline)
+        };
+        match result {
+            Ok(_) => Ok(()),
+            Err((k, failure)) => {
+                let error = describe_failure(&self.id, self.step_timeout, &mut held[k], failure, doing);
+                Err(self.fail(error, &mut held))
+            }
+        }
+    }
+
+    fn step(&self, envs: Range<usize>) -> Result<(), EnvError> {
+        let lines = self
+            .workers
+            .iter()
+            .map(|w| {
+                let share = w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone();
+                let (lo, hi) = (share.start.max(envs.start), share.end.min(envs.end));
+                (lo < hi).then(|| format!("s {lo} {hi}\n"))
+            })
+            .collect();
+        self.round_trip(lines, "stepping")
+    }
+
+    /// Whether environment `i`'s observation row already holds a reset that fits `seed`.
+    fn ready_for(&self, i: usize, seed: Option<u64>) -> bool {
+        let l = &self.shm.layout;
+        self.shm.byte(l.ready + i) == 1
+            && seed.is_none_or(|s| self.shm.byte(l.seeded + i) == 1 && self.shm.u64_at(l.seed + i * 8) == s)
+    }
+
+    /// Resets the listed environments whose rows do not already hold a fitting reset.
+    fn reset(&self, requests: &[(usize, Option<u64>)]) -> Result<(), EnvError> {
+        let mut lines: Vec<Option<String>> = vec![None; self.workers.len()];
+        let shares: Vec<Range<usize>> = self
+            .workers
+            .iter()
+            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone())
+            .collect();
+        for &(i, seed) in requests {
+            if self.ready_for(i, seed) {
+                continue;
+            }
+            let w = shares.iter().position(|s| s.contains(&i)).expect("every env has a worker");
+            let line = lines[w].get_or_insert_with(|| "r".to_owned());
+            match seed {
+                Some(s) => line.push_str(&format!(" {i} {s}")),
+                None => line.push_str(&format!(" {i} -")),
+            }
+        }
+        for line in lines.iter_mut().flatten() {
+            line.push('\n');
+        }
+        if lines.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        self.round_trip(lines, "resetting")
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let deadline = pool::close_deadline();
+        for worker in &mut self.workers {
+            worker.get_mut().unwrap_or_else(|e| e.into_inner()).close(deadline);
+        }
+    }
+}
+
+/// The bottom of a gymnasium environment's wrapper chain: hands out the result its
+/// worker computed in the latest batch step or reset.
+struct GymEnv {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl GymEnv {
+    fn copy_row(&self, offset: usize, obs: ObsBuf<'_>) {
+        let shm = &self.shared.shm;
+        let bytes = shm.layout.obs_bytes;
+        match obs {
+            ObsBuf::U8(out) => shm.read(offset + self.index * bytes, out),
+            ObsBuf::F32(out) => shm.read_f32(offset + self.index * bytes, out),
+            ObsBuf::Skip => {}
+        }
+    }
+
+    fn record(&self, error: EnvError) {
+        let mut slot = self.shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(error);
+    }
+}
+
+impl Env for GymEnv {
+    fn observation_space(&self) -> ObsSpace {
+        self.shared.obs_space
+    }
+
+    fn num_actions(&self) -> usize {
+        match self.shared.action {
+            ActionKind::Discrete(n) => n,
+        }
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        let l = &self.shared.shm.layout;
+        if !self.shared.ready_for(self.index, seed) && self.shared.reset(&[(self.index, seed)]).is_err() {
+            // The failure is kept; VecEnv reports it after this batch step.
+            return;
+        }
+        self.shared.shm.set_byte(l.ready + self.index, 0);
+        self.copy_row(l.obs, obs);
+    }
+
+    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+        let shm = &self.shared.shm;
+        let l = &shm.layout;
+        let i = self.index;
+        if shm.byte(l.stepped + i) != 1 {
+            if self.shared.failure().is_none() {
+                self.record(EnvError::Backend(format!(
+                    "gymnasium `{}`: environment {i} was stepped twice in one batch step (by a wrapper that steps more than once per agent step?)",
+                    self.shared.id
+                )));
+            }
+            return Step::default();
+        }
+        shm.set_byte(l.stepped + i, 0);
+        if shm.u64_at(l.act + i * 8) != action as u64 {
+            self.record(EnvError::Backend(format!(
+                "gymnasium `{}`: environment {i} was stepped with action {action} but the batch sent {} (a wrapper changed the action?)",
+                self.shared.id,
+                shm.u64_at(l.act + i * 8)
+            )));
+        }
+        let terminated = shm.byte(l.term + i) == 1;
+        let truncated = shm.byte(l.trunc + i) == 1;
+        let row = if terminated || truncated { l.fin } else { l.obs };
+        self.copy_row(row, obs);
+        Step::game(shm.f64_at(l.rew + i * 8) as f32, terminated, truncated)
+    }
+
+    fn chain_names(&self, names: &mut Vec<String>) {
+        names.push(format!("gymnasium:{}", self.shared.id));
+    }
+
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {
+        Err(EnvError::Snapshot(format!(
+            "gymnasium `{}` runs in Python worker processes, whose environment state tandem cannot save; a resumed run starts fresh episodes",
+            self.shared.id
+        )))
+    }
+}

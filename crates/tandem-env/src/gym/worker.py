@@ -1,0 +1,225 @@
+"""tandem's gymnasium worker: owns a contiguous share of one rank's environments.
+
+tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observations,
+actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
+one short line per request. Protocol (all lines end in a newline):
+
+  stdin, first line:   JSON {"id", "imports", "make_args", "lo", "hi"}
+  reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
+  stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "offsets": {...}}
+  reply:               "k" or {"error": ...}
+  then, repeatedly:    "s LO HI"  step the environments LO..HI of this worker's share
+                       "r I SEED I - ..."  reset environment I with SEED ("-": unseeded)
+  reply:               "k" or {"error": ...}
+  end of stdin:        close the environments and exit.
+
+The reply channel is the original stdout; sys.stdout (and fd 1, for C libraries) is
+pointed at stderr so that prints cannot corrupt the protocol.
+"""
+
+import json
+import os
+import signal
+import sys
+import traceback
+
+REPLY_FD = os.dup(1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+# tandem decides what Ctrl-C does; the worker just goes on until its stdin closes.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def reply(obj):
+    data = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
+    while data:
+        data = data[os.write(REPLY_FD, data):]
+
+
+def error(kind, **fields):
+    fields["error"] = kind
+    reply(fields)
+
+
+def describe(space, np):
+    """The space as tandem reads it; anything tandem cannot take is reported by name."""
+    name = type(space).__name__
+    if name == "Box":
+        return {
+            "kind": "box",
+            "dtype": np.dtype(space.dtype).name,
+            "shape": list(space.shape),
+            "low": [float(v) for v in np.asarray(space.low, dtype=np.float64).reshape(-1)],
+            "high": [float(v) for v in np.asarray(space.high, dtype=np.float64).reshape(-1)],
+            "repr": repr(space),
+        }
+    if name == "Discrete":
+        return {"kind": "discrete", "n": int(space.n), "start": int(space.start), "repr": repr(space)}
+    return {"kind": "other", "type": name, "repr": repr(space)}
+
+
+def start(config):
+    try:
+        import numpy as np
+        import gymnasium
+    except Exception as e:
+        error(
+            "gymnasium",
+            message=f"{type(e).__name__}: {e}",
+            python=sys.executable,
+            python_version=sys.version.split()[0],
+        )
+        return None
+    import importlib
+
+    for module in config["imports"]:
+        try:
+            importlib.import_module(module)
+        except Exception:
+            error("import", module=module, traceback=traceback.format_exc())
+            return None
+    envs = []
+    for i in range(config["lo"], config["hi"]):
+        try:
+            envs.append(gymnasium.make(config["id"], **config["make_args"]))
+        except Exception as e:
+            error("make", env=i, message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+            return None
+    obs = describe(envs[0].observation_space, np)
+    act = describe(envs[0].action_space, np)
+    for k, env in enumerate(envs[1:], config["lo"] + 1):
+        if env.observation_space != envs[0].observation_space or env.action_space != envs[0].action_space:
+            error("make", env=k, message="its spaces differ from the first environment's", traceback="")
+            return None
+    reply(
+        {
+            "hello": True,
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "python_version": sys.version.split()[0],
+            "gymnasium": gymnasium.__version__,
+            "numpy": np.__version__,
+            "obs": obs,
+            "action": act,
+        }
+    )
+    return np, envs
+
+
+class Batch:
+    """numpy views of the shared-memory file (see crates/tandem-env/src/gym/shm.rs)."""
+
+    def __init__(self, np, layout, obs, act):
+        import mmap
+
+        fd = os.open(layout["shm"], os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(fd, layout["size"])
+        finally:
+            os.close(fd)
+        n, off = layout["n"], layout["offsets"]
+
+        def view(name, dtype, shape):
+            count = int(np.prod(shape, dtype=np.int64))
+            return np.frombuffer(self.mm, dtype=dtype, count=count, offset=off[name]).reshape(shape)
+
+        obs_dtype = np.uint8 if obs["dtype"] == "uint8" else np.float32
+        self.obs = view("obs", obs_dtype, [n] + obs["shape"])
+        self.final = view("final", obs_dtype, [n] + obs["shape"])
+        if act["kind"] == "discrete":
+            self.discrete = True
+            self.act = view("act", np.int64, [n])
+        else:
+            self.discrete = False
+            self.act = view("act", np.float32, [n] + act["shape"])
+            self.act_dtype = np.dtype(act["dtype"])
+        self.rew = view("rew", np.float64, [n])
+        self.term = view("term", np.uint8, [n])
+        self.trunc = view("trunc", np.uint8, [n])
+        self.stepped = view("stepped", np.uint8, [n])
+        self.ready = view("ready", np.uint8, [n])
+        self.seeded = view("seeded", np.uint8, [n])
+        self.seed = view("seed", np.uint64, [n])
+
+    def action(self, i):
+        if self.discrete:
+            return int(self.act[i])
+        # A copy: an environment may keep the action it was given.
+        return self.act[i].astype(self.act_dtype, copy=True)
+
+
+def step(batch, envs, base, lo, hi):
+    for i in range(lo, hi):
+        env = envs[i - base]
+        try:
+            obs, reward, terminated, truncated, _ = env.step(batch.action(i))
+            if terminated or truncated:
+                batch.final[i] = obs
+                obs, _ = env.reset()
+                batch.ready[i] = 1
+                batch.seeded[i] = 0
+            batch.obs[i] = obs
+        except Exception:
+            error("step", env=i, traceback=traceback.format_exc())
+            return
+        batch.rew[i] = reward
+        batch.term[i] = bool(terminated)
+        batch.trunc[i] = bool(truncated)
+        batch.stepped[i] = 1
+    reply(b"k\n")
+
+
+def reset(batch, envs, base, words):
+    for k in range(0, len(words), 2):
+        i = int(words[k])
+        seed = None if words[k + 1] == "-" else int(words[k + 1])
+        env = envs[i - base]
+        try:
+            obs, _ = env.reset(seed=seed)
+            if seed is not None:
+                env.action_space.seed(seed)
+            batch.obs[i] = obs
+        except Exception:
+            error("reset", env=i, traceback=traceback.format_exc())
+            return
+        batch.ready[i] = 1
+        batch.seeded[i] = seed is not None
+        batch.seed[i] = 0 if seed is None else seed
+    reply(b"k\n")
+
+
+def main():
+    stdin = sys.stdin.buffer
+    config = json.loads(stdin.readline())
+    started = start(config)
+    if started is None:
+        return
+    np, envs = started
+    hello_obs = describe(envs[0].observation_space, np)
+    hello_act = describe(envs[0].action_space, np)
+    line = stdin.readline()
+    if not line:
+        return
+    try:
+        batch = Batch(np, json.loads(line), hello_obs, hello_act)
+    except Exception:
+        error("map", traceback=traceback.format_exc())
+        return
+    reply(b"k\n")
+    base = config["lo"]
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
+        words = line.decode().split()
+        if words[0] == "s":
+            step(batch, envs, base, int(words[1]), int(words[2]))
+        elif words[0] == "r":
+            reset(batch, envs, base, words[1:])
+        else:
+            error("protocol", message=f"unknown request {line!r}")
+    for env in envs:
+        env.close()
+
+
+main()
