@@ -7,7 +7,7 @@ use crate::env::Env;
 use crate::gym::GymSpec;
 use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
-use crate::space::{Dtype, Layout, ObsSpace};
+use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 use crate::wrappers;
 
 /// The game at the bottom of a wrapper chain.
@@ -151,30 +151,32 @@ impl GameSpec {
         })
     }
 
-    /// The number of actions, when known without building the game (ALE's minimal
-    /// action sets need the ROM).
-    pub fn num_actions(&self) -> Option<usize> {
-        match self {
-            GameSpec::CartPole => Some(2),
+    /// The action space, when known without building the game (ALE's minimal action
+    /// sets need the ROM).
+    pub fn action_space(&self) -> Option<ActionSpace> {
+        let minimal_or_full = |full: bool, minimal: usize| if full { 6 } else { minimal };
+        let n = match self {
+            GameSpec::CartPole => 2,
             GameSpec::MinAtarBreakout {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 3 }),
+            } => minimal_or_full(*full_action_set, 3),
             GameSpec::MinAtarAsterix {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 5 }),
+            } => minimal_or_full(*full_action_set, 5),
             GameSpec::MinAtarFreeway {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 3 }),
+            } => minimal_or_full(*full_action_set, 3),
             GameSpec::MinAtarSpaceInvaders {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 4 }),
-            GameSpec::MinAtarSeaquest { .. } => Some(6),
+            } => minimal_or_full(*full_action_set, 4),
+            GameSpec::MinAtarSeaquest { .. } => 6,
             GameSpec::Atari {
                 full_action_space: true,
                 ..
-            } => Some(18),
-            GameSpec::Atari { .. } | GameSpec::Gymnasium(_) => None,
-        }
+            } => 18,
+            GameSpec::Atari { .. } | GameSpec::Gymnasium(_) => return None,
+        };
+        Some(ActionSpace::discrete(n))
     }
 
     fn validate(&self) -> Result<(), EnvError> {
@@ -389,9 +391,9 @@ pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
             gym.id
         )));
     };
-    let num_actions = spec.game.num_actions();
+    let actions = spec.game.action_space();
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
-        space = wrappers::output_space(wrapper, index, &space, num_actions)?;
+        space = wrappers::output_space(wrapper, index, &space, actions.as_ref())?;
     }
     Ok(space)
 }

@@ -42,8 +42,9 @@ use std::time::{Duration, Instant};
 
 use crate::EnvError;
 use crate::env::{Env, Step};
-use crate::space::{Dtype, Layout as ImageLayout, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, Layout as ImageLayout, ObsBuf, ObsSpace};
 use crate::spec::{EnvSpec, WrapperSpec};
+use crate::vec_env::GroupActions;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
 
@@ -193,12 +194,6 @@ pub(crate) fn check_wrappers(spec: &EnvSpec, input: &ObsSpace) -> Result<(), Env
     Ok(())
 }
 
-/// The action space as the workers reported it.
-#[derive(Debug, Clone, PartialEq)]
-enum ActionKind {
-    Discrete(usize),
-}
-
 /// One rank's workers and the shared memory they write.
 pub(crate) struct Pool {
     shared: Arc<Shared>,
@@ -213,7 +208,7 @@ struct Shared {
     failure: Mutex<Option<EnvError>>,
     info: GymInfo,
     obs_space: ObsSpace,
-    action: ActionKind,
+    action: ActionSpace,
 }
 
 /// Environments `0..n` split into `workers` contiguous shares differing by at most one.
@@ -269,8 +264,10 @@ impl Pool {
         })?;
         let (obs_space, obs_bytes) = observation_space(&gym.id, &hello["obs"])?;
         let action = action_kind(&gym.id, &hello["action"])?;
-        let act_bytes = match action {
-            ActionKind::Discrete(_) => 8,
+        // Discrete actions travel as int64, box actions as float32 values.
+        let act_bytes = match &action {
+            ActionSpace::Discrete { .. } => 8,
+            ActionSpace::Box { low, .. } => 4 * low.len(),
         };
         let text = |key: &str| hello[key].as_str().unwrap_or("?").to_owned();
         let info = GymInfo {
@@ -334,13 +331,16 @@ impl Pool {
         self.shared.failure()
     }
 
-    /// Steps environments `envs` with discrete actions (`actions[k]` for `envs.start + k`,
-    /// already checked to be in range).
-    pub fn step(&self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
-        let layout = &self.shared.shm.layout;
-        for (k, &a) in actions.iter().enumerate() {
-            let i = envs.start + k;
-            self.shared.shm.write(layout.act + i * 8, &a.to_ne_bytes());
+    /// Steps environments `envs` (`actions.get(k)` for `envs.start + k`, already checked
+    /// against the space).
+    pub fn step(&self, envs: Range<usize>, actions: GroupActions<'_>) -> Result<(), EnvError> {
+        let shm = &self.shared.shm;
+        let l = &shm.layout;
+        for (k, i) in envs.clone().enumerate() {
+            match actions.get(k) {
+                Action::Discrete(a) => shm.write(l.act + i * 8, &(a as i64).to_ne_bytes()),
+                Action::Box(values) => shm.write_f32(l.act + i * l.act_bytes, values),
+            }
         }
         self.shared.step(envs)
     }
@@ -448,18 +448,36 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
     Ok((space, bytes))
 }
 
-fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionKind, EnvError> {
+fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvError> {
     let repr = act["repr"].as_str().unwrap_or("?");
+    let unsupported = |why: &str| {
+        Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: action space {repr} is not supported: {why}"
+        )))
+    };
+    let bounds = |key: &str| -> Vec<f32> {
+        act[key]
+            .as_array()
+            .map(|v| v.iter().map(|x| x.as_f64().unwrap_or(f64::NAN) as f32).collect())
+            .unwrap_or_default()
+    };
     match act["kind"].as_str() {
         Some("discrete") if act["start"].as_i64() == Some(0) && act["n"].as_u64() > Some(0) => {
-            Ok(ActionKind::Discrete(act["n"].as_u64().unwrap_or(0) as usize))
+            Ok(ActionSpace::discrete(act["n"].as_u64().unwrap_or(0) as usize))
         }
-        Some("discrete") => Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: action space {repr} is not supported: discrete actions must start at 0"
-        ))),
-        _ => Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: action space {repr} is not supported: tandem takes Discrete(n) actions starting at 0"
-        ))),
+        Some("discrete") => unsupported("discrete actions must start at 0"),
+        Some("box") if act["dtype"].as_str().is_some_and(|d| d.starts_with("float")) => {
+            let (low, high) = (bounds("low"), bounds("high"));
+            if low.is_empty() || low.len() != high.len() {
+                return unsupported("an empty box");
+            }
+            // JSON has no infinities: the worker's unbounded sides arrive as null (NaN).
+            let low = low.iter().map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v }).collect();
+            let high = high.iter().map(|&v| if v.is_nan() { f32::INFINITY } else { v }).collect();
+            Ok(ActionSpace::Box { low, high })
+        }
+        Some("box") => unsupported("box actions must be floating point"),
+        _ => unsupported("tandem takes Discrete(n) actions starting at 0 and float Box actions"),
     }
 }
 
@@ -603,10 +621,8 @@ impl Env for GymEnv {
         self.shared.obs_space
     }
 
-    fn num_actions(&self) -> usize {
-        match self.shared.action {
-            ActionKind::Discrete(n) => n,
-        }
+    fn action_space(&self) -> ActionSpace {
+        self.shared.action.clone()
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -619,7 +635,7 @@ impl Env for GymEnv {
         self.copy_row(l.obs, obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
         let shm = &self.shared.shm;
         let l = &shm.layout;
         let i = self.index;
@@ -633,12 +649,14 @@ impl Env for GymEnv {
             return Step::default();
         }
         shm.set_byte(l.stepped + i, 0);
-        if shm.u64_at(l.act + i * 8) != action as u64 {
-            self.record(EnvError::Backend(format!(
-                "gymnasium `{}`: environment {i} was stepped with action {action} but the batch sent {} (a wrapper changed the action?)",
-                self.shared.id,
-                shm.u64_at(l.act + i * 8)
-            )));
+        if let Action::Discrete(a) = action {
+            let sent = shm.u64_at(l.act + i * 8);
+            if sent != a as u64 {
+                self.record(EnvError::Backend(format!(
+                    "gymnasium `{}`: environment {i} was stepped with action {a} but the batch sent {sent} (a wrapper changed the action?)",
+                    self.shared.id
+                )));
+            }
         }
         let terminated = shm.byte(l.term + i) == 1;
         let truncated = shm.byte(l.trunc + i) == 1;

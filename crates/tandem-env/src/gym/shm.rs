@@ -192,6 +192,16 @@ impl Shm {
         }
     }
 
+    /// Copies `data` (f32 values) to `offset`.
+    pub fn write_f32(&self, offset: usize, data: &[f32]) {
+        let bytes = std::mem::size_of_val(data);
+        assert!(offset + bytes <= self.layout.size, "shm write out of range");
+        // SAFETY: as in `write`; reading an f32 slice as bytes is always valid.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), self.ptr.add(offset), bytes)
+        }
+    }
+
     pub fn byte(&self, offset: usize) -> u8 {
         let mut b = [0u8];
         self.read(offset, &mut b);

@@ -41,6 +41,12 @@ def error(kind, **fields):
     reply(fields)
 
 
+def bounds(values, np):
+    # JSON has no infinities: an unbounded side is null.
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return [float(v) if np.isfinite(v) else None for v in flat]
+
+
 def describe(space, np):
     """The space as tandem reads it; anything tandem cannot take is reported by name."""
     name = type(space).__name__
@@ -49,8 +55,8 @@ def describe(space, np):
             "kind": "box",
             "dtype": np.dtype(space.dtype).name,
             "shape": list(space.shape),
-            "low": [float(v) for v in np.asarray(space.low, dtype=np.float64).reshape(-1)],
-            "high": [float(v) for v in np.asarray(space.high, dtype=np.float64).reshape(-1)],
+            "low": bounds(space.low, np),
+            "high": bounds(space.high, np),
             "repr": repr(space),
         }
     if name == "Discrete":
