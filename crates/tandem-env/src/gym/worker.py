@@ -66,8 +66,8 @@ def describe(space, np):
 
 def start(config):
     try:
-        import numpy as np
         import gymnasium
+        import numpy as np
     except Exception as e:
         error(
             "gymnasium",

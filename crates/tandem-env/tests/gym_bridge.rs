@@ -1,0 +1,385 @@
+//! The gymnasium bridge with real Python worker processes: end to end through VecEnv and
+//! wrappers, step-for-step parity with gymnasium driven directly (CartPole-v1,
+//! Pendulum-v1, HalfCheetah-v5), and every failure it must report without a panic, a hang
+//! or a process left behind. Needs the venv of scripts/gym-venv-setup.sh; without it
+//! the tests skip, unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
+
+#[path = "../../../tests/common/tools.rs"]
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use tandem_env::rng::Xoshiro256;
+use tandem_env::{
+    ActionSpace, EnvError, EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, WrapperSpec, env_seeds,
+    observation_space,
+};
+
+const FIXTURES: &str = "tests.gym_fixtures.test_envs";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the crate lies two levels below the workspace root")
+        .to_path_buf()
+}
+
+/// The venv's interpreter, or `None` (after the tools rule) when it is missing.
+fn venv_python() -> Option<PathBuf> {
+    let python = repo_root().join(".deps/venv-gym/bin/python");
+    if python.exists() {
+        Some(python)
+    } else {
+        tools::tool_missing(
+            &python.display().to_string(),
+            "the gymnasium bridge test",
+            "run scripts/gym-venv-setup.sh (scripts/setup --test does)",
+        );
+        None
+    }
+}
+
+fn gym(python: &Path, id: &str, workers: usize) -> GymSpec {
+    GymSpec {
+        python: python.to_path_buf(),
+        imports: vec![FIXTURES.into()],
+        workers,
+        step_timeout: Duration::from_secs(30),
+        ..GymSpec::new(id)
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn start_error(spec: &EnvSpec, n: usize) -> String {
+    match VecEnv::new(spec, &env_seeds(1, 0, 0, n), 1) {
+        Ok(_) => panic!("{spec:?} started"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn cartpole_runs_through_wrappers_and_reports_its_interpreter() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 2)))
+        .with(WrapperSpec::TimeLimit { max_steps: 7 })
+        .with(WrapperSpec::FrameStack { frames: 2 })
+        .with(WrapperSpec::ClipReward);
+    let mut envs = VecEnv::new(&spec, &env_seeds(3, 0, 0, 5), 1).unwrap();
+    let info = envs.gym_info().expect("a gymnasium VecEnv has handshake info").clone();
+    assert!(info.python.ends_with("venv-gym/bin/python"), "{info}");
+    assert_eq!(info.gymnasium_version, "1.4.0");
+    assert!(info.python_version.starts_with("3."), "{info}");
+    assert_eq!(info.worker_pids.len(), 2);
+    assert!(info.to_string().contains("CartPole-v1"));
+    assert_eq!(envs.action_space(), &ActionSpace::discrete(2));
+    assert_eq!(envs.obs_shape(), vec![8]);
+    envs.reset();
+    let mut rng = Xoshiro256::new(5);
+    let mut truncations = 0;
+    for _ in 0..60 {
+        let actions: Vec<i64> = (0..5).map(|_| rng.below(2) as i64).collect();
+        envs.step(&actions).unwrap();
+        truncations += envs.truncated().iter().filter(|&&t| t).count();
+        assert!(envs.rewards().iter().all(|&r| r == 1.0));
+    }
+    let episodes = envs.drain_episodes();
+    assert!(!episodes.is_empty());
+    assert!(episodes.iter().all(|e| e.length <= 7), "{episodes:?}");
+    // Time-limit resets (a round trip of their own) happened and the run went on.
+    assert!(truncations > 0);
+    drop(envs);
+    for pid in info.worker_pids {
+        assert!(!alive(pid), "worker {pid} outlived its VecEnv");
+    }
+}
+
+#[test]
+fn make_args_reach_gymnasium_make_and_user_prints_do_not_break_the_protocol() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "TandemTest/Counter-v0", 1);
+    spec.make_args = vec![
+        ("length".into(), GymValue::Int(3)),
+        ("chatty".into(), GymValue::Bool(true)),
+    ];
+    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[7, 8], 1).unwrap();
+    let first = envs.reset().to_vec();
+    assert_eq!((first[0], first[2]), (0.0, 0.0));
+    for step in 1..=3 {
+        envs.step(&[2, 1]).unwrap();
+        assert_eq!(envs.rewards(), &[2.0, 1.0]);
+        assert_eq!(envs.terminated(), &[step == 3, step == 3]);
+    }
+    // The row holds the next episode's first observation, final_obs the last one.
+    assert_eq!(envs.obs()[0], 0.0);
+    assert_eq!(envs.final_obs_row(0)[0], 3.0);
+}
+
+#[test]
+fn u8_images_go_through_the_image_wrappers() {
+    let Some(python) = venv_python() else { return };
+    let game = GameSpec::Gymnasium(gym(&python, "TandemTest/Image-v0", 1));
+    let mut raw = VecEnv::new(&EnvSpec::new(game.clone()), &[1], 1).unwrap();
+    assert_eq!(raw.obs_shape(), vec![3, 12, 10]);
+    raw.step(&[0]).unwrap();
+    // Channels-first: the pixel (h, w, c) of step 1 is (h*30 + w*3 + c + 7) % 256.
+    let (h, w, c) = (5usize, 4usize, 2usize);
+    assert_eq!(raw.obs()[c * 120 + h * 10 + w], ((h * 30 + w * 3 + c + 7) % 256) as f32);
+    let spec = EnvSpec::new(game)
+        .with(WrapperSpec::Grayscale)
+        .with(WrapperSpec::Resize { height: 6, width: 5 })
+        .with(WrapperSpec::FrameStack { frames: 2 });
+    let mut small = VecEnv::new(&spec, &[1], 1).unwrap();
+    assert_eq!(small.obs_shape(), vec![2, 6, 5]);
+    small.reset();
+    small.step(&[1]).unwrap();
+    assert_ne!(small.obs()[..30], small.obs()[30..]);
+}
+
+/// Runs `id` through the bridge and through tests/gym_fixtures/direct.py with the same
+/// seeds and random actions; everything must be bit-identical.
+fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
+    let Some(python) = venv_python() else { return };
+    let seeds = env_seeds(11, 0, 0, envs_n);
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, id, workers)));
+    let mut envs = VecEnv::new(&spec, &seeds, 1).unwrap();
+    let space = envs.action_space().clone();
+    let mut rng = Xoshiro256::new(99);
+    let mut action_bytes = Vec::new();
+    let mut actions = Vec::new();
+    for _ in 0..steps {
+        let step: Vec<f32> = match &space {
+            ActionSpace::Discrete { n } => (0..envs_n).map(|_| rng.below(*n as u64) as f32).collect(),
+            ActionSpace::Box { low, high } => (0..envs_n)
+                .flat_map(|_| low.iter().zip(high).map(|(&l, &h)| rng.uniform(l as f64, h as f64) as f32).collect::<Vec<_>>())
+                .collect(),
+        };
+        for &a in &step {
+            match space {
+                ActionSpace::Discrete { .. } => action_bytes.extend((a as i64).to_le_bytes()),
+                ActionSpace::Box { .. } => action_bytes.extend(a.to_le_bytes()),
+            }
+        }
+        actions.push(step);
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gym-parity-{id}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("actions"), &action_bytes).unwrap();
+    let config = serde_json::json!({"id": id, "seeds": seeds, "steps": steps});
+    let output = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gym_fixtures/direct.py"))
+        .arg(config.to_string())
+        .arg(dir.join("actions"))
+        .arg(dir.join("direct"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "direct.py: {}", String::from_utf8_lossy(&output.stderr));
+    let direct = std::fs::read(dir.join("direct")).unwrap();
+    let mut at = 0;
+    let mut take = |bytes: usize| {
+        at += bytes;
+        &direct[at - bytes..at]
+    };
+    let f32s = |b: &[u8]| -> Vec<f32> {
+        b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let len = envs.obs_len();
+    assert_eq!(envs.reset(), f32s(take(envs_n * len * 4)).as_slice(), "{id}: first observations");
+    let mut ends = 0;
+    for (t, step) in actions.iter().enumerate() {
+        match space {
+            ActionSpace::Discrete { .. } => {
+                envs.step(&step.iter().map(|&a| a as i64).collect::<Vec<_>>()).unwrap()
+            }
+            ActionSpace::Box { .. } => envs.step_box(step).unwrap(),
+        }
+        let obs = f32s(take(envs_n * len * 4));
+        let fin = f32s(take(envs_n * len * 4));
+        let rewards = f32s(take(envs_n * 4));
+        let term: Vec<bool> = take(envs_n).iter().map(|&b| b == 1).collect();
+        let trunc: Vec<bool> = take(envs_n).iter().map(|&b| b == 1).collect();
+        // Bitwise, so that -0.0 and 0.0 or NaNs cannot hide a difference.
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(envs.obs()), bits(&obs), "{id}: observations at step {t}");
+        assert_eq!(bits(envs.rewards()), bits(&rewards), "{id}: rewards at step {t}");
+        assert_eq!(envs.terminated(), term.as_slice(), "{id}: terminated at step {t}");
+        assert_eq!(envs.truncated(), trunc.as_slice(), "{id}: truncated at step {t}");
+        for i in 0..envs_n {
+            if term[i] || trunc[i] {
+                ends += 1;
+                assert_eq!(bits(envs.final_obs_row(i)), bits(&fin[i * len..(i + 1) * len]), "{id}: final observation of env {i} at step {t}");
+            }
+        }
+    }
+    assert_eq!(at, direct.len());
+    assert!(ends >= envs_n, "{id}: only {ends} episode ends in {steps} steps");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn cartpole_matches_gymnasium_step_for_step() {
+    parity("CartPole-v1", 2, 3, 3400);
+}
+
+#[test]
+fn pendulum_matches_gymnasium_step_for_step() {
+    parity("Pendulum-v1", 2, 3, 3400);
+}
+
+#[test]
+fn half_cheetah_matches_gymnasium_step_for_step() {
+    parity("HalfCheetah-v5", 2, 3, 3400);
+}
+
+#[test]
+fn a_missing_interpreter_is_named() {
+    let spec = GymSpec {
+        python: "/nonexistent/python3".into(),
+        ..GymSpec::new("CartPole-v1")
+    };
+    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
+    assert!(message.contains("cannot start the Python interpreter `/nonexistent/python3`"), "{message}");
+}
+
+#[test]
+fn an_interpreter_without_gymnasium_is_named() {
+    let Some(python) = venv_python() else { return };
+    // A venv made from the same interpreter without any packages.
+    let bare = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bare-venv-{}", std::process::id()));
+    let made = Command::new(&python)
+        .args(["-m", "venv", "--without-pip", "--clear"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bare_python = bare.join("bin/python");
+    let spec = GymSpec {
+        python: bare_python.clone(),
+        ..GymSpec::new("CartPole-v1")
+    };
+    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
+    assert!(message.contains("gymnasium is not importable by"), "{message}");
+    assert!(message.contains("No module named 'gymnasium'"), "{message}");
+    assert!(message.contains(&*bare.to_string_lossy()), "{message}");
+    let _ = std::fs::remove_dir_all(bare);
+}
+
+#[test]
+fn an_unknown_id_is_named() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "TandemTest/NoSuchEnv-v0", 2)));
+    let message = start_error(&spec, 3);
+    assert!(message.contains("could not make `TandemTest/NoSuchEnv-v0`"), "{message}");
+    assert!(message.contains("NoSuchEnv"), "{message}");
+}
+
+#[test]
+fn a_failing_import_shows_its_traceback() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "CartPole-v1", 1);
+    spec.imports = vec!["tandem_no_such_module".into()];
+    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 1);
+    assert!(message.contains("importing module `tandem_no_such_module` failed"), "{message}");
+    assert!(message.contains("ModuleNotFoundError"), "{message}");
+}
+
+#[test]
+fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
+    let Some(python) = venv_python() else { return };
+    for (id, words) in [
+        ("TandemTest/DictObs-v0", "observation space Dict("),
+        ("TandemTest/DiscreteObs-v0", "observation space Discrete(4)"),
+        ("TandemTest/MultiDiscreteAct-v0", "action space MultiDiscrete("),
+    ] {
+        let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(gym(&python, id, 1))), 1);
+        assert!(message.contains(id) && message.contains(words), "{id}: {message}");
+    }
+}
+
+#[test]
+fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_starts() {
+    for wrapper in ["frame-skip", "noop-reset", "fire-reset", "episodic-life", "sticky-actions"] {
+        let spec = EnvSpec::new(GameSpec::Gymnasium(GymSpec {
+            // Nothing is started: a missing interpreter would be the error otherwise.
+            python: "/nonexistent/python3".into(),
+            ..GymSpec::new("CartPole-v1")
+        }))
+        .with(WrapperSpec::with_defaults(wrapper).unwrap());
+        let error = VecEnv::new(&spec, &[1], 1).err().expect("refused");
+        assert!(matches!(error, EnvError::WrapperMismatch { wrapper: w, .. } if w == wrapper), "{error}");
+        let static_check = observation_space(&spec).unwrap_err();
+        assert!(matches!(static_check, EnvError::WrapperMismatch { .. }), "{static_check}");
+    }
+}
+
+#[test]
+fn snapshots_say_python_state_cannot_be_saved() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 1)));
+    let envs = VecEnv::new(&spec, &[1], 1).unwrap();
+    let message = envs.snapshot().unwrap_err().to_string();
+    assert!(message.contains("cannot save"), "{message}");
+}
+
+#[test]
+fn an_exception_in_a_users_step_names_the_environment_and_leaves_no_process() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
+    spec.make_args = vec![
+        ("length".into(), GymValue::Int(100)),
+        ("raise_at".into(), GymValue::Int(3)),
+        ("raise_seed".into(), GymValue::Int(12)),
+    ];
+    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[10, 11, 12], 1).unwrap();
+    let pids = envs.gym_info().unwrap().worker_pids.clone();
+    envs.reset();
+    envs.step(&[0, 0, 0]).unwrap();
+    envs.step(&[0, 0, 0]).unwrap();
+    let message = envs.step(&[0, 0, 0]).unwrap_err().to_string();
+    assert!(message.contains("environment 2 raised an exception in step"), "{message}");
+    assert!(message.contains("Traceback") && message.contains("ValueError: boom from the user's step"), "{message}");
+    // The pool is dead: it says so again rather than stepping half a batch.
+    assert!(envs.step(&[0, 0, 0]).is_err());
+    drop(envs);
+    for pid in pids {
+        assert!(!alive(pid), "worker {pid} left behind");
+    }
+}
+
+#[test]
+fn a_killed_worker_is_reported_and_the_others_are_reaped() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 2)));
+    let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
+    let pids = envs.gym_info().unwrap().worker_pids.clone();
+    envs.reset();
+    envs.step(&[0; 4]).unwrap();
+    let killed = Command::new("kill").arg("-9").arg(pids[1].to_string()).status().unwrap();
+    assert!(killed.success());
+    let message = envs.step(&[0; 4]).unwrap_err().to_string();
+    assert!(message.contains(&format!("worker 1 (pid {}, environments 2..4) died", pids[1])), "{message}");
+    for pid in &pids {
+        assert!(!alive(*pid), "worker {pid} left behind after the failure");
+    }
+}
+
+#[test]
+fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
+    spec.step_timeout = Duration::from_secs(1);
+    spec.make_args = vec![("sleep".into(), GymValue::Float(600.0))];
+    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[1, 2], 1).unwrap();
+    let pids = envs.gym_info().unwrap().worker_pids.clone();
+    envs.reset();
+    let message = envs.step(&[0, 0]).unwrap_err().to_string();
+    assert!(message.contains("did not answer within 1 s while stepping and was killed"), "{message}");
+    for pid in &pids {
+        assert!(!alive(*pid), "worker {pid} left behind after the timeout");
+    }
+}

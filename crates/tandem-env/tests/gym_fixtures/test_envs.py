@@ -1,0 +1,77 @@
+"""Small gymnasium environments that the gymnasium bridge tests (tests/gym_bridge.rs)
+register by importing this module (`imports: ["tests.gym_fixtures.test_envs"]`)."""
+
+import time
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Counter(gym.Env):
+    """Observation [t, seed-derived value]; ends after `length` steps. Optional faults:
+    raise at step `raise_at` (only in the environment first reset with `raise_seed`, when
+    given), sleep `sleep` seconds in every step, print on every step."""
+
+    def __init__(
+        self, length=5, raise_at=-1, raise_seed=-1, sleep=0.0, chatty=False, obs_space=None, act_space=None
+    ):
+        self.observation_space = obs_space or spaces.Box(-1e9, 1e9, (2,), np.float64)
+        self.action_space = act_space or spaces.Discrete(3)
+        self.length, self.raise_at, self.sleep, self.chatty = length, raise_at, sleep, chatty
+        self.raise_seed, self.first_seed = raise_seed, None
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.first_seed is None:
+            self.first_seed = seed
+        self.t = 0
+        self.base = float(self.np_random.integers(0, 1000))
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.t, self.base], dtype=np.float64)
+
+    def step(self, action):
+        if self.chatty:
+            print("a user print that must not reach the protocol")
+        if self.sleep:
+            time.sleep(self.sleep)
+        self.t += 1
+        if self.t == self.raise_at and self.raise_seed in (-1, self.first_seed):
+            raise ValueError("boom from the user's step")
+        return self._obs(), float(action), self.t >= self.length, False, {}
+
+
+class Image(gym.Env):
+    """An RGB uint8 frame 12x10x3 whose pixels encode the step count."""
+
+    observation_space = spaces.Box(0, 255, (12, 10, 3), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        frame = np.arange(12 * 10 * 3, dtype=np.int64).reshape(12, 10, 3)
+        return ((frame + 7 * self.t) % 256).astype(np.uint8)
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, self.t >= 4, False, {}
+
+
+gym.register("TandemTest/Counter-v0", entry_point=Counter)
+gym.register("TandemTest/Image-v0", entry_point=Image)
+gym.register(
+    "TandemTest/DictObs-v0",
+    entry_point=lambda: Counter(obs_space=spaces.Dict({"x": spaces.Box(0, 1, (2,))})),
+)
+gym.register(
+    "TandemTest/MultiDiscreteAct-v0",
+    entry_point=lambda: Counter(act_space=spaces.MultiDiscrete([2, 3])),
+)
+gym.register("TandemTest/DiscreteObs-v0", entry_point=lambda: Counter(obs_space=spaces.Discrete(4)))
