@@ -3,7 +3,7 @@
 # torch 2.13.0, runnable on CPU without the NVIDIA wheels torch declares.
 # torch is installed --no-deps with only its pure-Python dependencies, the CUDA
 # runtime and CUPTI wheels (libtorch_cpu needs them), and stand-ins for the
-# other CUDA libraries (scripts/bench/torch_cpu_stubs.py). Wheels already in
+# other CUDA libraries (scripts/bench/torch_cpu_stubs.py), plus MuJoCo. Wheels already in
 # .deps/wheels are used instead of downloading them again.
 # Usage: scripts/bench/sb3_venv.sh   (prints the venv's python on success)
 set -euo pipefail
@@ -30,5 +30,11 @@ if ! "$venv/bin/python" -c "import torch, stable_baselines3" >/dev/null 2>&1; th
     site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     "$venv/bin/python" "$root/scripts/bench/torch_cpu_stubs.py" "$site" >&2
     "$venv/bin/python" -c "import torch, stable_baselines3" 
+fi
+# MuJoCo for scripts/bench/gym_bridge.sh's HalfCheetah-v5 (added to an existing venv too).
+if ! "$venv/bin/python" -c "import gymnasium.envs.mujoco" >/dev/null 2>&1; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+        mujoco==4.0.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3 >&2
+    "$venv/bin/python" -c "import gymnasium.envs.mujoco"
 fi
 echo "$venv/bin/python"

@@ -44,9 +44,9 @@ use rayon::prelude::*;
 
 use crate::EnvError;
 use crate::env::Env;
+use crate::gym::{GymInfo, Pool as GymPool};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
-use crate::gym::{GymInfo, Pool as GymPool};
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 use crate::spec::{EnvSpec, GameSpec, make_env, wrap_chain};
 
@@ -676,7 +676,11 @@ impl VecEnv {
         Ok(())
     }
 
-    fn step_checked(&mut self, envs: Range<usize>, actions: GroupActions<'_>) -> Result<(), EnvError> {
+    fn step_checked(
+        &mut self,
+        envs: Range<usize>,
+        actions: GroupActions<'_>,
+    ) -> Result<(), EnvError> {
         if let Some(gym) = &self.gym {
             gym.step(envs.clone(), actions)?;
         }

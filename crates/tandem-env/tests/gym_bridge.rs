@@ -71,7 +71,10 @@ fn cartpole_runs_through_wrappers_and_reports_its_interpreter() {
         .with(WrapperSpec::FrameStack { frames: 2 })
         .with(WrapperSpec::ClipReward);
     let mut envs = VecEnv::new(&spec, &env_seeds(3, 0, 0, 5), 1).unwrap();
-    let info = envs.gym_info().expect("a gymnasium VecEnv has handshake info").clone();
+    let info = envs
+        .gym_info()
+        .expect("a gymnasium VecEnv has handshake info")
+        .clone();
     assert!(info.python.ends_with("venv-gym/bin/python"), "{info}");
     assert_eq!(info.gymnasium_version, "1.4.0");
     assert!(info.python_version.starts_with("3."), "{info}");
@@ -129,10 +132,16 @@ fn u8_images_go_through_the_image_wrappers() {
     raw.step(&[0]).unwrap();
     // Channels-first: the pixel (h, w, c) of step 1 is (h*30 + w*3 + c + 7) % 256.
     let (h, w, c) = (5usize, 4usize, 2usize);
-    assert_eq!(raw.obs()[c * 120 + h * 10 + w], ((h * 30 + w * 3 + c + 7) % 256) as f32);
+    assert_eq!(
+        raw.obs()[c * 120 + h * 10 + w],
+        ((h * 30 + w * 3 + c + 7) % 256) as f32
+    );
     let spec = EnvSpec::new(game)
         .with(WrapperSpec::Grayscale)
-        .with(WrapperSpec::Resize { height: 6, width: 5 })
+        .with(WrapperSpec::Resize {
+            height: 6,
+            width: 5,
+        })
         .with(WrapperSpec::FrameStack { frames: 2 });
     let mut small = VecEnv::new(&spec, &[1], 1).unwrap();
     assert_eq!(small.obs_shape(), vec![2, 6, 5]);
@@ -154,9 +163,16 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
     let mut actions = Vec::new();
     for _ in 0..steps {
         let step: Vec<f32> = match &space {
-            ActionSpace::Discrete { n } => (0..envs_n).map(|_| rng.below(*n as u64) as f32).collect(),
+            ActionSpace::Discrete { n } => {
+                (0..envs_n).map(|_| rng.below(*n as u64) as f32).collect()
+            }
             ActionSpace::Box { low, high } => (0..envs_n)
-                .flat_map(|_| low.iter().zip(high).map(|(&l, &h)| rng.uniform(l as f64, h as f64) as f32).collect::<Vec<_>>())
+                .flat_map(|_| {
+                    low.iter()
+                        .zip(high)
+                        .map(|(&l, &h)| rng.uniform(l as f64, h as f64) as f32)
+                        .collect::<Vec<_>>()
+                })
                 .collect(),
         };
         for &a in &step {
@@ -167,7 +183,8 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         }
         actions.push(step);
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gym-parity-{id}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gym-parity-{id}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("actions"), &action_bytes).unwrap();
     let config = serde_json::json!({"id": id, "seeds": seeds, "steps": steps});
@@ -178,7 +195,11 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         .arg(dir.join("direct"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "direct.py: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "direct.py: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let direct = std::fs::read(dir.join("direct")).unwrap();
     let mut at = 0;
     let mut take = |bytes: usize| {
@@ -186,16 +207,22 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         &direct[at - bytes..at]
     };
     let f32s = |b: &[u8]| -> Vec<f32> {
-        b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     };
     let len = envs.obs_len();
-    assert_eq!(envs.reset(), f32s(take(envs_n * len * 4)).as_slice(), "{id}: first observations");
+    assert_eq!(
+        envs.reset(),
+        f32s(take(envs_n * len * 4)).as_slice(),
+        "{id}: first observations"
+    );
     let mut ends = 0;
     for (t, step) in actions.iter().enumerate() {
         match space {
-            ActionSpace::Discrete { .. } => {
-                envs.step(&step.iter().map(|&a| a as i64).collect::<Vec<_>>()).unwrap()
-            }
+            ActionSpace::Discrete { .. } => envs
+                .step(&step.iter().map(|&a| a as i64).collect::<Vec<_>>())
+                .unwrap(),
             ActionSpace::Box { .. } => envs.step_box(step).unwrap(),
         }
         let obs = f32s(take(envs_n * len * 4));
@@ -205,19 +232,42 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         let trunc: Vec<bool> = take(envs_n).iter().map(|&b| b == 1).collect();
         // Bitwise, so that -0.0 and 0.0 or NaNs cannot hide a difference.
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(envs.obs()), bits(&obs), "{id}: observations at step {t}");
-        assert_eq!(bits(envs.rewards()), bits(&rewards), "{id}: rewards at step {t}");
-        assert_eq!(envs.terminated(), term.as_slice(), "{id}: terminated at step {t}");
-        assert_eq!(envs.truncated(), trunc.as_slice(), "{id}: truncated at step {t}");
+        assert_eq!(
+            bits(envs.obs()),
+            bits(&obs),
+            "{id}: observations at step {t}"
+        );
+        assert_eq!(
+            bits(envs.rewards()),
+            bits(&rewards),
+            "{id}: rewards at step {t}"
+        );
+        assert_eq!(
+            envs.terminated(),
+            term.as_slice(),
+            "{id}: terminated at step {t}"
+        );
+        assert_eq!(
+            envs.truncated(),
+            trunc.as_slice(),
+            "{id}: truncated at step {t}"
+        );
         for i in 0..envs_n {
             if term[i] || trunc[i] {
                 ends += 1;
-                assert_eq!(bits(envs.final_obs_row(i)), bits(&fin[i * len..(i + 1) * len]), "{id}: final observation of env {i} at step {t}");
+                assert_eq!(
+                    bits(envs.final_obs_row(i)),
+                    bits(&fin[i * len..(i + 1) * len]),
+                    "{id}: final observation of env {i} at step {t}"
+                );
             }
         }
     }
     assert_eq!(at, direct.len());
-    assert!(ends >= envs_n, "{id}: only {ends} episode ends in {steps} steps");
+    assert!(
+        ends >= envs_n,
+        "{id}: only {ends} episode ends in {steps} steps"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -243,14 +293,18 @@ fn a_missing_interpreter_is_named() {
         ..GymSpec::new("CartPole-v1")
     };
     let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
-    assert!(message.contains("cannot start the Python interpreter `/nonexistent/python3`"), "{message}");
+    assert!(
+        message.contains("cannot start the Python interpreter `/nonexistent/python3`"),
+        "{message}"
+    );
 }
 
 #[test]
 fn an_interpreter_without_gymnasium_is_named() {
     let Some(python) = venv_python() else { return };
     // A venv made from the same interpreter without any packages.
-    let bare = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bare-venv-{}", std::process::id()));
+    let bare =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bare-venv-{}", std::process::id()));
     let made = Command::new(&python)
         .args(["-m", "venv", "--without-pip", "--clear"])
         .arg(&bare)
@@ -263,7 +317,10 @@ fn an_interpreter_without_gymnasium_is_named() {
         ..GymSpec::new("CartPole-v1")
     };
     let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
-    assert!(message.contains("gymnasium is not importable by"), "{message}");
+    assert!(
+        message.contains("gymnasium is not importable by"),
+        "{message}"
+    );
     assert!(message.contains("No module named 'gymnasium'"), "{message}");
     assert!(message.contains(&*bare.to_string_lossy()), "{message}");
     let _ = std::fs::remove_dir_all(bare);
@@ -272,9 +329,16 @@ fn an_interpreter_without_gymnasium_is_named() {
 #[test]
 fn an_unknown_id_is_named() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "TandemTest/NoSuchEnv-v0", 2)));
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(
+        &python,
+        "TandemTest/NoSuchEnv-v0",
+        2,
+    )));
     let message = start_error(&spec, 3);
-    assert!(message.contains("could not make `TandemTest/NoSuchEnv-v0`"), "{message}");
+    assert!(
+        message.contains("could not make `TandemTest/NoSuchEnv-v0`"),
+        "{message}"
+    );
     assert!(message.contains("NoSuchEnv"), "{message}");
 }
 
@@ -284,7 +348,10 @@ fn a_failing_import_shows_its_traceback() {
     let mut spec = gym(&python, "CartPole-v1", 1);
     spec.imports = vec!["tandem_no_such_module".into()];
     let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 1);
-    assert!(message.contains("importing module `tandem_no_such_module` failed"), "{message}");
+    assert!(
+        message.contains("importing module `tandem_no_such_module` failed"),
+        "{message}"
+    );
     assert!(message.contains("ModuleNotFoundError"), "{message}");
 }
 
@@ -294,16 +361,28 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
     for (id, words) in [
         ("TandemTest/DictObs-v0", "observation space Dict("),
         ("TandemTest/DiscreteObs-v0", "observation space Discrete(4)"),
-        ("TandemTest/MultiDiscreteAct-v0", "action space MultiDiscrete("),
+        (
+            "TandemTest/MultiDiscreteAct-v0",
+            "action space MultiDiscrete(",
+        ),
     ] {
         let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(gym(&python, id, 1))), 1);
-        assert!(message.contains(id) && message.contains(words), "{id}: {message}");
+        assert!(
+            message.contains(id) && message.contains(words),
+            "{id}: {message}"
+        );
     }
 }
 
 #[test]
 fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_starts() {
-    for wrapper in ["frame-skip", "noop-reset", "fire-reset", "episodic-life", "sticky-actions"] {
+    for wrapper in [
+        "frame-skip",
+        "noop-reset",
+        "fire-reset",
+        "episodic-life",
+        "sticky-actions",
+    ] {
         let spec = EnvSpec::new(GameSpec::Gymnasium(GymSpec {
             // Nothing is started: a missing interpreter would be the error otherwise.
             python: "/nonexistent/python3".into(),
@@ -311,9 +390,15 @@ fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_sta
         }))
         .with(WrapperSpec::with_defaults(wrapper).unwrap());
         let error = VecEnv::new(&spec, &[1], 1).err().expect("refused");
-        assert!(matches!(error, EnvError::WrapperMismatch { wrapper: w, .. } if w == wrapper), "{error}");
+        assert!(
+            matches!(error, EnvError::WrapperMismatch { wrapper: w, .. } if w == wrapper),
+            "{error}"
+        );
         let static_check = observation_space(&spec).unwrap_err();
-        assert!(matches!(static_check, EnvError::WrapperMismatch { .. }), "{static_check}");
+        assert!(
+            matches!(static_check, EnvError::WrapperMismatch { .. }),
+            "{static_check}"
+        );
     }
 }
 
@@ -341,8 +426,14 @@ fn an_exception_in_a_users_step_names_the_environment_and_leaves_no_process() {
     envs.step(&[0, 0, 0]).unwrap();
     envs.step(&[0, 0, 0]).unwrap();
     let message = envs.step(&[0, 0, 0]).unwrap_err().to_string();
-    assert!(message.contains("environment 2 raised an exception in step"), "{message}");
-    assert!(message.contains("Traceback") && message.contains("ValueError: boom from the user's step"), "{message}");
+    assert!(
+        message.contains("environment 2 raised an exception in step"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Traceback") && message.contains("ValueError: boom from the user's step"),
+        "{message}"
+    );
     // The pool is dead: it says so again rather than stepping half a batch.
     assert!(envs.step(&[0, 0, 0]).is_err());
     drop(envs);
@@ -359,10 +450,20 @@ fn a_killed_worker_is_reported_and_the_others_are_reaped() {
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
     envs.step(&[0; 4]).unwrap();
-    let killed = Command::new("kill").arg("-9").arg(pids[1].to_string()).status().unwrap();
+    let killed = Command::new("kill")
+        .arg("-9")
+        .arg(pids[1].to_string())
+        .status()
+        .unwrap();
     assert!(killed.success());
     let message = envs.step(&[0; 4]).unwrap_err().to_string();
-    assert!(message.contains(&format!("worker 1 (pid {}, environments 2..4) died", pids[1])), "{message}");
+    assert!(
+        message.contains(&format!(
+            "worker 1 (pid {}, environments 2..4) died",
+            pids[1]
+        )),
+        "{message}"
+    );
     for pid in &pids {
         assert!(!alive(*pid), "worker {pid} left behind after the failure");
     }
@@ -378,7 +479,10 @@ fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
     let message = envs.step(&[0, 0]).unwrap_err().to_string();
-    assert!(message.contains("did not answer within 1 s while stepping and was killed"), "{message}");
+    assert!(
+        message.contains("did not answer within 1 s while stepping and was killed"),
+        "{message}"
+    );
     for pid in &pids {
         assert!(!alive(*pid), "worker {pid} left behind after the timeout");
     }

@@ -99,10 +99,12 @@ impl GymSpec {
             return bad("the step timeout must be positive".into());
         }
         for (name, value) in &self.make_args {
-            if let GymValue::Float(v) = value {
-                if !v.is_finite() {
-                    return bad(format!("make argument `{name}` is {v}, not a finite number"));
-                }
+            if let GymValue::Float(v) = value
+                && !v.is_finite()
+            {
+                return bad(format!(
+                    "make argument `{name}` is {v}, not a finite number"
+                ));
             }
         }
         Ok(())
@@ -253,8 +255,9 @@ impl Pool {
         }
         let hellos = {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
-            await_replies(&mut refs, pool::start_deadline(gym))
-                .map_err(|(k, f)| describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "starting"))?
+            await_replies(&mut refs, pool::start_deadline(gym)).map_err(|(k, f)| {
+                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "starting")
+            })?
         };
         let hello: serde_json::Value = serde_json::from_str(&hellos[0]).map_err(|e| {
             EnvError::Backend(format!(
@@ -292,7 +295,13 @@ impl Pool {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
             let deadline = pool::start_deadline(gym);
             await_replies(&mut refs, deadline).map_err(|(k, f)| {
-                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "mapping shared memory")
+                describe_failure(
+                    &gym.id,
+                    gym.step_timeout,
+                    &mut workers[k],
+                    f,
+                    "mapping shared memory",
+                )
             })?;
         }
         shm.unlink();
@@ -308,8 +317,11 @@ impl Pool {
                 action,
             }),
         };
-        let requests: Vec<(usize, Option<u64>)> =
-            seeds.iter().enumerate().map(|(i, &s)| (i, Some(s))).collect();
+        let requests: Vec<(usize, Option<u64>)> = seeds
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i, Some(s)))
+            .collect();
         pool.shared.reset(&requests)?;
         Ok(pool)
     }
@@ -425,7 +437,12 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
     }
     let shape: Vec<usize> = obs["shape"]
         .as_array()
-        .map(|d| d.iter().filter_map(|v| v.as_u64()).map(|v| v as usize).collect())
+        .map(|d| {
+            d.iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v as usize)
+                .collect()
+        })
         .unwrap_or_default();
     let len: usize = shape.iter().product();
     let space = match (obs["dtype"].as_str().unwrap_or(""), shape.as_slice()) {
@@ -458,22 +475,36 @@ fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvErro
     let bounds = |key: &str| -> Vec<f32> {
         act[key]
             .as_array()
-            .map(|v| v.iter().map(|x| x.as_f64().unwrap_or(f64::NAN) as f32).collect())
+            .map(|v| {
+                v.iter()
+                    .map(|x| x.as_f64().unwrap_or(f64::NAN) as f32)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     match act["kind"].as_str() {
-        Some("discrete") if act["start"].as_i64() == Some(0) && act["n"].as_u64() > Some(0) => {
-            Ok(ActionSpace::discrete(act["n"].as_u64().unwrap_or(0) as usize))
-        }
+        Some("discrete") if act["start"].as_i64() == Some(0) && act["n"].as_u64() > Some(0) => Ok(
+            ActionSpace::discrete(act["n"].as_u64().unwrap_or(0) as usize),
+        ),
         Some("discrete") => unsupported("discrete actions must start at 0"),
-        Some("box") if act["dtype"].as_str().is_some_and(|d| d.starts_with("float")) => {
+        Some("box")
+            if act["dtype"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("float")) =>
+        {
             let (low, high) = (bounds("low"), bounds("high"));
             if low.is_empty() || low.len() != high.len() {
                 return unsupported("an empty box");
             }
             // JSON has no infinities: the worker's unbounded sides arrive as null (NaN).
-            let low = low.iter().map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v }).collect();
-            let high = high.iter().map(|&v| if v.is_nan() { f32::INFINITY } else { v }).collect();
+            let low = low
+                .iter()
+                .map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v })
+                .collect();
+            let high = high
+                .iter()
+                .map(|&v| if v.is_nan() { f32::INFINITY } else { v })
+                .collect();
             Ok(ActionSpace::Box { low, high })
         }
         Some("box") => unsupported("box actions must be floating point"),
@@ -528,7 +559,8 @@ impl Shared {
         match result {
             Ok(_) => Ok(()),
             Err((k, failure)) => {
-                let error = describe_failure(&self.id, self.step_timeout, &mut held[k], failure, doing);
+                let error =
+                    describe_failure(&self.id, self.step_timeout, &mut held[k], failure, doing);
                 Err(self.fail(error, &mut held))
             }
         }
@@ -551,7 +583,9 @@ impl Shared {
     fn ready_for(&self, i: usize, seed: Option<u64>) -> bool {
         let l = &self.shm.layout;
         self.shm.byte(l.ready + i) == 1
-            && seed.is_none_or(|s| self.shm.byte(l.seeded + i) == 1 && self.shm.u64_at(l.seed + i * 8) == s)
+            && seed.is_none_or(|s| {
+                self.shm.byte(l.seeded + i) == 1 && self.shm.u64_at(l.seed + i * 8) == s
+            })
     }
 
     /// Resets the listed environments whose rows do not already hold a fitting reset.
@@ -566,7 +600,10 @@ impl Shared {
             if self.ready_for(i, seed) {
                 continue;
             }
-            let w = shares.iter().position(|s| s.contains(&i)).expect("every env has a worker");
+            let w = shares
+                .iter()
+                .position(|s| s.contains(&i))
+                .expect("every env has a worker");
             let line = lines[w].get_or_insert_with(|| "r".to_owned());
             match seed {
                 Some(s) => line.push_str(&format!(" {i} {s}")),
@@ -587,7 +624,10 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let deadline = pool::close_deadline();
         for worker in &mut self.workers {
-            worker.get_mut().unwrap_or_else(|e| e.into_inner()).close(deadline);
+            worker
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .close(deadline);
         }
     }
 }
@@ -611,7 +651,11 @@ impl GymEnv {
     }
 
     fn record(&self, error: EnvError) {
-        let mut slot = self.shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert(error);
     }
 }
@@ -627,7 +671,9 @@ impl Env for GymEnv {
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         let l = &self.shared.shm.layout;
-        if !self.shared.ready_for(self.index, seed) && self.shared.reset(&[(self.index, seed)]).is_err() {
+        if !self.shared.ready_for(self.index, seed)
+            && self.shared.reset(&[(self.index, seed)]).is_err()
+        {
             // The failure is kept; VecEnv reports it after this batch step.
             return;
         }
@@ -660,7 +706,11 @@ impl Env for GymEnv {
         }
         let terminated = shm.byte(l.term + i) == 1;
         let truncated = shm.byte(l.trunc + i) == 1;
-        let row = if terminated || truncated { l.fin } else { l.obs };
+        let row = if terminated || truncated {
+            l.fin
+        } else {
+            l.obs
+        };
         self.copy_row(row, obs);
         Step::game(shm.f64_at(l.rew + i * 8) as f32, terminated, truncated)
     }

@@ -100,7 +100,11 @@ impl Worker {
             child.stderr.take().expect("piped"),
         );
         let tail = Arc::new(Tail::default());
-        forward_stderr(stderr, format!("{}gym worker {index}: ", spec.log_prefix), &tail);
+        forward_stderr(
+            stderr,
+            format!("{}gym worker {index}: ", spec.log_prefix),
+            &tail,
+        );
         set_nonblocking(&stdout);
         let mut worker = Worker {
             index,
@@ -286,14 +290,16 @@ pub(crate) fn await_replies(
             }
         }
     }
-    let replies: Vec<String> = replies.into_iter().map(|r| r.expect("all replied")).collect();
+    let replies: Vec<String> = replies
+        .into_iter()
+        .map(|r| r.expect("all replied"))
+        .collect();
     for (k, line) in replies.iter().enumerate() {
-        if line != "k" {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
-                if value.get("error").is_some() {
-                    return Err((k, Failure::Reply(value)));
-                }
-            }
+        if line != "k"
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(line)
+            && value.get("error").is_some()
+        {
+            return Err((k, Failure::Reply(value)));
         }
     }
     Ok(replies)

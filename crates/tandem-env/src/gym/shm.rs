@@ -167,7 +167,10 @@ impl Shm {
 
     /// Copies `out.len()` bytes from `offset` (a row of one environment).
     pub fn read(&self, offset: usize, out: &mut [u8]) {
-        assert!(offset + out.len() <= self.layout.size, "shm read out of range");
+        assert!(
+            offset + out.len() <= self.layout.size,
+            "shm read out of range"
+        );
         // SAFETY: in range (checked); the bytes belong to an environment the caller
         // owns for now, which no worker writes while the rank holds its results.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
@@ -175,7 +178,10 @@ impl Shm {
 
     /// Copies `data` to `offset`.
     pub fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.layout.size, "shm write out of range");
+        assert!(
+            offset + data.len() <= self.layout.size,
+            "shm write out of range"
+        );
         // SAFETY: in range (checked); the caller owns these bytes (see `read`), and the
         // mapping is writable.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), data.len()) }
@@ -188,7 +194,11 @@ impl Shm {
         // SAFETY: as in `read`; every bit pattern is a valid f32, and the byte copy
         // needs no alignment.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr().cast::<u8>(), bytes)
+            std::ptr::copy_nonoverlapping(
+                self.ptr.add(offset),
+                out.as_mut_ptr().cast::<u8>(),
+                bytes,
+            )
         }
     }
 
