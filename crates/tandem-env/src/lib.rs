@@ -2,7 +2,9 @@
 //! native games (CartPole-v1 and the five MinAtar games, the latter step-for-step equal
 //! to the `minatar` package), composable wrappers declared by [`WrapperSpec`], the
 //! batched [`VecEnv`] the trainer steps, and per-environment seeding. Atari games come
-//! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`.
+//! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`; any gymnasium
+//! environment id runs in Python worker processes through the [`gym`] bridge
+//! ([`GameSpec::Gymnasium`]).
 //!
 //! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:
 //!
