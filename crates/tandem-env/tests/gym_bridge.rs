@@ -19,17 +19,10 @@ use tandem_env::{
 
 const FIXTURES: &str = "tests.gym_fixtures.test_envs";
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate lies two levels below the workspace root")
-        .to_path_buf()
-}
-
 /// The venv's interpreter, or `None` (after the tools rule) when it is missing.
 fn venv_python() -> Option<PathBuf> {
-    let python = repo_root().join(".deps/venv-gym/bin/python");
+    // The workspace root is two levels above this crate.
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv-gym/bin/python");
     if python.exists() {
         Some(python)
     } else {
@@ -486,4 +479,44 @@ fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
     for pid in &pids {
         assert!(!alive(*pid), "worker {pid} left behind after the timeout");
     }
+}
+
+#[test]
+fn box_actions_normalisers_groups_and_threads_work_together() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "Pendulum-v1", 2)))
+        .with(WrapperSpec::TimeLimit { max_steps: 30 })
+        .with(WrapperSpec::with_defaults("normalize-obs").unwrap())
+        .with(WrapperSpec::with_defaults("normalize-reward").unwrap());
+    let mut envs = VecEnv::new(&spec, &env_seeds(4, 0, 0, 4), 2).unwrap();
+    envs.set_min_parallel_work(Duration::ZERO);
+    assert_eq!(
+        envs.action_space(),
+        &ActionSpace::Box {
+            low: vec![-2.0],
+            high: vec![2.0]
+        }
+    );
+    envs.reset();
+    let mut truncations = 0;
+    for t in 0..90 {
+        let a = (t % 5) as f32 - 2.0;
+        envs.step_box(&[a, -a, a * 0.5, 0.0]).unwrap();
+        truncations += envs.truncated().iter().filter(|&&x| x).count();
+        assert!(envs.obs().iter().all(|v| v.is_finite() && v.abs() <= 10.0));
+    }
+    assert_eq!(
+        truncations,
+        4 * 3,
+        "every environment truncated at 30, 60 and 90"
+    );
+    // A group step leaves the other rows alone.
+    let before = envs.obs()[2 * 3..].to_vec();
+    envs.step_group_box(0..2, &[1.0, 1.0]).unwrap();
+    assert_eq!(&envs.obs()[2 * 3..], before.as_slice());
+    envs.step_group_box(2..4, &[1.0, 1.0]).unwrap();
+    assert_ne!(&envs.obs()[2 * 3..], before.as_slice());
+    assert!(envs.normalizer_stats().iter().all(|s| s.count > 0.0));
+    // Box actions are refused where discrete ones are expected and vice versa.
+    assert!(envs.step(&[0, 0, 0, 0]).is_err());
 }
