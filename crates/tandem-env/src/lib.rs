@@ -42,7 +42,9 @@
 //! [`VecEnv`] converts the outermost observation to f32 channels-first in its batch buffer.
 
 pub mod cartpole;
+pub mod classic;
 pub mod env;
+pub mod gym_seeding;
 pub mod minatar;
 pub mod mt19937;
 pub mod norm;

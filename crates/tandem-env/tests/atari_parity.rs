@@ -6,7 +6,8 @@
 #![cfg(feature = "atari")]
 
 use sha2::{Digest, Sha256};
-use tandem_env::atari::gym_seeding::{NumpyGenerator, SeedSequence, atari_env_seeds};
+use tandem_env::atari::atari_env_seeds;
+use tandem_env::gym_seeding::{NumpyGenerator, SeedSequence};
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
 use tandem_env::{Env, ObsBuf, WrapperSpec, wrappers};
 
