@@ -1,7 +1,9 @@
 //! Environments for tandem: the single-environment [`Env`] trait, observation spaces,
-//! native games (CartPole-v1 and the five MinAtar games, the latter step-for-step equal
-//! to the `minatar` package), composable wrappers declared by [`WrapperSpec`], the
-//! batched [`VecEnv`] the trainer steps, and per-environment seeding. Atari games come
+//! native games (CartPole-v1; gymnasium's other classic-control games Acrobot-v1,
+//! MountainCar-v0, MountainCarContinuous-v0 and Pendulum-v1, step-for-step equal to
+//! gymnasium; the five MinAtar games, step-for-step equal to the `minatar` package),
+//! composable wrappers declared by [`WrapperSpec`], the batched [`VecEnv`] the trainer
+//! steps, and per-environment seeding. Atari games come
 //! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`.
 //!
 //! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:

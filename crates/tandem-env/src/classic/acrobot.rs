@@ -5,7 +5,7 @@
 
 use crate::env::{Env, Step};
 use crate::gym_seeding::NumpyGenerator;
-use crate::space::{Dtype, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::f64::consts::PI;
 
 const DT: f64 = 0.2;
@@ -159,8 +159,8 @@ impl Env for Acrobot {
         ObsSpace::vector(6, Dtype::F32)
     }
 
-    fn num_actions(&self) -> usize {
-        3
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(TORQUES.len())
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -175,8 +175,8 @@ impl Env for Acrobot {
         self.write_obs(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let terminated = self.advance(action);
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let terminated = self.advance(action.index());
         self.steps += 1;
         self.write_obs(obs);
         let reward = if terminated { 0.0 } else { -1.0 };

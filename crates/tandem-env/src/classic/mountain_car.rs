@@ -7,7 +7,7 @@
 
 use crate::env::{Env, Step};
 use crate::gym_seeding::NumpyGenerator;
-use crate::space::{Dtype, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::cmp::Ordering;
 use std::ops::{Add, Mul, Sub};
 
@@ -78,8 +78,8 @@ impl Env for MountainCar {
         ObsSpace::vector(2, Dtype::F32)
     }
 
-    fn num_actions(&self) -> usize {
-        3
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(3)
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -88,8 +88,8 @@ impl Env for MountainCar {
         self.write_obs(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
-        let terminated = self.advance(action);
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let terminated = self.advance(action.index());
         self.steps += 1;
         self.write_obs(obs);
         Step::game(-1.0, terminated, super::truncated(terminated, self.steps, MAX_STEPS))
@@ -266,19 +266,33 @@ impl MountainCarContinuous {
     }
 }
 
-impl MountainCarContinuous {
-    fn reset_impl(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+impl Env for MountainCarContinuous {
+    fn observation_space(&self) -> ObsSpace {
+        ObsSpace::vector(2, Dtype::F32)
+    }
+
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::uniform_box(1, MIN_ACTION, MAX_ACTION)
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.state = reset_state(&mut self.np_random, seed);
         self.state_is_f32 = false;
         self.steps = 0;
         self.write_obs(obs);
     }
 
-    fn step_impl(&mut self, action: f32, obs: ObsBuf<'_>) -> Step {
-        let (reward, terminated) = self.advance(action);
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let (reward, terminated) = self.advance(action.values()[0]);
         self.steps += 1;
         self.write_obs(obs);
         let truncated = super::truncated(terminated, self.steps, CONTINUOUS_MAX_STEPS);
         Step::game(reward as f32, terminated, truncated)
     }
+
+    crate::snapshot::game_snapshot_methods!(
+        "mountain-car-continuous",
+        params: [],
+        state: [state, state_is_f32, steps, np_random]
+    );
 }

@@ -6,7 +6,7 @@
 use super::{numpy_square, numpy_square_f32};
 use crate::env::{Env, Step};
 use crate::gym_seeding::NumpyGenerator;
-use crate::space::{Dtype, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::f64::consts::PI;
 
 const MAX_SPEED: f64 = 8.0;
@@ -80,8 +80,18 @@ impl Pendulum {
         self.state = [theta + new_theta_dot * DT, new_theta_dot];
         -cost
     }
+}
 
-    fn reset_impl(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+impl Env for Pendulum {
+    fn observation_space(&self) -> ObsSpace {
+        ObsSpace::vector(3, Dtype::F32)
+    }
+
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::uniform_box(1, -MAX_TORQUE, MAX_TORQUE)
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         if let Some(seed) = seed {
             self.np_random = NumpyGenerator::from_seed(seed);
         }
@@ -93,10 +103,16 @@ impl Pendulum {
         self.write_obs(obs);
     }
 
-    fn step_impl(&mut self, action: f32, obs: ObsBuf<'_>) -> Step {
-        let reward = self.advance(action);
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let reward = self.advance(action.values()[0]);
         self.steps += 1;
         self.write_obs(obs);
         Step::game(reward as f32, false, self.steps >= MAX_STEPS)
     }
+
+    crate::snapshot::game_snapshot_methods!(
+        "pendulum",
+        params: [],
+        state: [state, steps, np_random]
+    );
 }
