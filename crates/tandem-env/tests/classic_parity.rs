@@ -38,7 +38,10 @@ fn f32_at(input: &mut &[u8]) -> f32 {
 }
 
 fn load(stem: &str) -> (String, Vec<Record>) {
-    let path = format!("{}/tests/fixtures/{stem}.bin.gz", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/{stem}.bin.gz",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let mut bytes = Vec::new();
     GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
         .read_to_end(&mut bytes)
@@ -73,7 +76,11 @@ fn load(stem: &str) -> (String, Vec<Record>) {
             Record { kind, obs }
         })
         .collect();
-    assert!(input.is_empty(), "{path}: {} bytes after the records", input.len());
+    assert!(
+        input.is_empty(),
+        "{path}: {} bytes after the records",
+        input.len()
+    );
     (name, records)
 }
 
@@ -102,7 +109,12 @@ fn replay(stem: &str) -> (usize, usize, usize) {
                     Action::Box(&values)
                 };
                 let step = env.step(action, ObsBuf::F32(&mut obs));
-                assert_eq!(step.reward.to_bits(), reward.to_bits(), "{at}: reward {} vs {reward}", step.reward);
+                assert_eq!(
+                    step.reward.to_bits(),
+                    reward.to_bits(),
+                    "{at}: reward {} vs {reward}",
+                    step.reward
+                );
                 assert_eq!(step.terminated, terminated, "{at}: terminated");
                 assert_eq!(step.truncated, truncated && !terminated, "{at}: truncated");
                 steps += 1;
@@ -112,7 +124,11 @@ fn replay(stem: &str) -> (usize, usize, usize) {
         }
         let ours: Vec<u32> = obs.iter().map(|v| v.to_bits()).collect();
         let theirs: Vec<u32> = record.obs.iter().map(|v| v.to_bits()).collect();
-        assert_eq!(ours, theirs, "{at}: observation {obs:?} vs {:?}", record.obs);
+        assert_eq!(
+            ours, theirs,
+            "{at}: observation {obs:?} vs {:?}",
+            record.obs
+        );
     }
     (steps, terminations, truncations)
 }
@@ -120,24 +136,36 @@ fn replay(stem: &str) -> (usize, usize, usize) {
 #[test]
 fn acrobot_matches_gymnasium() {
     let (steps, terminated, truncated) = replay("classic_acrobot");
-    assert!(steps > 1000 && terminated >= 3 && truncated >= 1, "{steps} {terminated} {truncated}");
+    assert!(
+        steps > 1000 && terminated >= 3 && truncated >= 1,
+        "{steps} {terminated} {truncated}"
+    );
 }
 
 #[test]
 fn mountain_car_matches_gymnasium() {
     let (steps, terminated, truncated) = replay("classic_mountain_car");
-    assert!(steps > 1000 && terminated >= 3 && truncated >= 3, "{steps} {terminated} {truncated}");
+    assert!(
+        steps > 1000 && terminated >= 3 && truncated >= 3,
+        "{steps} {terminated} {truncated}"
+    );
 }
 
 #[test]
 fn mountain_car_continuous_matches_gymnasium() {
     let (steps, terminated, truncated) = replay("classic_mountain_car_continuous");
-    assert!(steps > 1000 && terminated >= 3 && truncated >= 1, "{steps} {terminated} {truncated}");
+    assert!(
+        steps > 1000 && terminated >= 3 && truncated >= 1,
+        "{steps} {terminated} {truncated}"
+    );
 }
 
 #[test]
 fn pendulum_matches_gymnasium() {
     let (steps, terminated, truncated) = replay("classic_pendulum");
     // Pendulum never terminates: every episode not cut short is truncated at 200.
-    assert!(steps > 1000 && terminated == 0 && truncated >= 5, "{steps} {terminated} {truncated}");
+    assert!(
+        steps > 1000 && terminated == 0 && truncated >= 5,
+        "{steps} {terminated} {truncated}"
+    );
 }

@@ -5,8 +5,8 @@
 
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
-    ActionSpace, EnvError, EnvSpec, EpisodeStats, GameSpec, SNAPSHOT_FORMAT_VERSION, VecEnv, WrapperSpec,
-    env_seeds,
+    ActionSpace, EnvError, EnvSpec, EpisodeStats, GameSpec, SNAPSHOT_FORMAT_VERSION, VecEnv,
+    WrapperSpec, env_seeds,
 };
 
 /// Everything a trainer can observe after one batch step, floats as bit patterns.
@@ -169,11 +169,20 @@ fn cartpole_resumes_exactly() {
 
 #[test]
 fn every_classic_control_game_resumes_exactly() {
-    for name in ["acrobot", "mountain-car", "mountain-car-continuous", "pendulum"] {
+    for name in [
+        "acrobot",
+        "mountain-car",
+        "mountain-car-continuous",
+        "pendulum",
+    ] {
         // Random play ends these by their time limits (999 steps at most) or sooner.
         let trip = round_trip(&game(name), 3, 150, 1000);
         assert!(trip.episodes_after > 0, "{name}: no episode ended");
-        assert!(trip.snapshot_len < 3 * 400, "{name}: {} bytes", trip.snapshot_len);
+        assert!(
+            trip.snapshot_len < 3 * 400,
+            "{name}: {} bytes",
+            trip.snapshot_len
+        );
         // Right after a reset, Acrobot's state is float32 and MountainCarContinuous's
         // float64, unlike later: the snapshot must carry which.
         round_trip(&game(name), 2, 0, 30);

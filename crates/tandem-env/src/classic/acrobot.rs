@@ -58,7 +58,12 @@ impl Acrobot {
             (f32_cos(t1), f32_sin(t1), f32_cos(t2), f32_sin(t2))
         } else {
             let f = |v: f64| v as f32;
-            (f(theta1.cos()), f(theta1.sin()), f(theta2.cos()), f(theta2.sin()))
+            (
+                f(theta1.cos()),
+                f(theta1.sin()),
+                f(theta2.cos()),
+                f(theta2.sin()),
+            )
         };
         obs.write_f32(&[cos1, sin1, cos2, sin2, dtheta1 as f32, dtheta2 as f32]);
     }
@@ -81,7 +86,13 @@ impl Acrobot {
 
 /// The time derivative of `[theta1, theta2, dtheta1, dtheta2, torque]`.
 fn derivatives(s: [f64; 5]) -> [f64; 5] {
-    let (m1, m2, l1, lc1, lc2) = (LINK_MASS_1, LINK_MASS_2, LINK_LENGTH_1, LINK_COM_1, LINK_COM_2);
+    let (m1, m2, l1, lc1, lc2) = (
+        LINK_MASS_1,
+        LINK_MASS_2,
+        LINK_LENGTH_1,
+        LINK_COM_1,
+        LINK_COM_2,
+    );
     let (i1, i2, g) = (LINK_MOI, LINK_MOI, GRAVITY);
     let [theta1, theta2, dtheta1, dtheta2, torque] = s;
     let sq = super::numpy_square;
@@ -90,8 +101,7 @@ fn derivatives(s: [f64; 5]) -> [f64; 5] {
     let d1 = m1 * (lc1 * lc1) + m2 * (l1 * l1 + lc2 * lc2 + 2.0 * l1 * lc2 * cos2) + i1 + i2;
     let d2 = m2 * (lc2 * lc2 + l1 * lc2 * cos2) + i2;
     let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
-    let phi1 = -m2 * l1 * lc2 * sq(dtheta2) * sin2
-        - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
+    let phi1 = -m2 * l1 * lc2 * sq(dtheta2) * sin2 - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
         + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
         + phi2;
     let ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * sq(dtheta1) * sin2 - phi2)
@@ -180,7 +190,11 @@ impl Env for Acrobot {
         self.steps += 1;
         self.write_obs(obs);
         let reward = if terminated { 0.0 } else { -1.0 };
-        Step::game(reward, terminated, super::truncated(terminated, self.steps, MAX_STEPS))
+        Step::game(
+            reward,
+            terminated,
+            super::truncated(terminated, self.steps, MAX_STEPS),
+        )
     }
 
     crate::snapshot::game_snapshot_methods!(

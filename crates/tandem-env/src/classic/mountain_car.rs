@@ -92,7 +92,11 @@ impl Env for MountainCar {
         let terminated = self.advance(action.index());
         self.steps += 1;
         self.write_obs(obs);
-        Step::game(-1.0, terminated, super::truncated(terminated, self.steps, MAX_STEPS))
+        Step::game(
+            -1.0,
+            terminated,
+            super::truncated(terminated, self.steps, MAX_STEPS),
+        )
     }
 
     crate::snapshot::game_snapshot_methods!(

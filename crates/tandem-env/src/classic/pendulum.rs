@@ -71,7 +71,8 @@ impl Pendulum {
         let u = action.clamp(-MAX_TORQUE, MAX_TORQUE);
         // Python floats meeting a float32 are rounded to float32 first (numpy 2).
         let torque_cost = 0.001f64 as f32 * numpy_square_f32(u);
-        let cost = numpy_square(angle_normalize(theta)) + 0.1 * numpy_square(theta_dot)
+        let cost = numpy_square(angle_normalize(theta))
+            + 0.1 * numpy_square(theta_dot)
             + f64::from(torque_cost);
         let gravity_term = 3.0 * GRAVITY / (2.0 * LENGTH) * theta.sin();
         let torque_term = (3.0 / (MASS * LENGTH * LENGTH)) as f32 * u;
