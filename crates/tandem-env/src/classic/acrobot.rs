@@ -3,13 +3,16 @@
 //! fourth-order Runge-Kutta step of 0.2 s per action; reward -1 per step until the
 //! free end rises one link length above the pivot, truncated after 500 steps.
 
-use crate::env::{Env, Step};
+use super::canvas::Canvas;
+use crate::env::{Env, RgbFrame, Step};
 use crate::gym_seeding::NumpyGenerator;
 use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::f64::consts::PI;
 
 const DT: f64 = 0.2;
 const LINK_LENGTH_1: f64 = 1.0;
+/// Only drawn: the dynamics need the second link's centre of mass, not its length.
+const LINK_LENGTH_2: f64 = 1.0;
 const LINK_MASS_1: f64 = 1.0;
 const LINK_MASS_2: f64 = 1.0;
 const LINK_COM_1: f64 = 0.5;
@@ -195,6 +198,25 @@ impl Env for Acrobot {
             terminated,
             super::truncated(terminated, self.steps, MAX_STEPS),
         )
+    }
+
+    /// A 250x250 picture: both links from the pivot at the centre, and the line the
+    /// free end must rise above.
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        let reach = LINK_LENGTH_1 + LINK_LENGTH_2 + 0.2;
+        let mut canvas = Canvas::square(250, -reach, -reach, 2.0 * reach);
+        canvas.line((-reach, 1.0), (reach, 1.0), 0.02, [0, 0, 0]);
+        let [theta1, theta2, ..] = self.state;
+        let elbow = (LINK_LENGTH_1 * theta1.sin(), -LINK_LENGTH_1 * theta1.cos());
+        let tip = (
+            elbow.0 + LINK_LENGTH_2 * (theta1 + theta2).sin(),
+            elbow.1 - LINK_LENGTH_2 * (theta1 + theta2).cos(),
+        );
+        for (from, to) in [((0.0, 0.0), elbow), (elbow, tip)] {
+            canvas.line(from, to, 0.2, [0, 204, 204]);
+            canvas.disc(from.0, from.1, 0.1, [204, 204, 0]);
+        }
+        Some(canvas.finish())
     }
 
     crate::snapshot::game_snapshot_methods!(

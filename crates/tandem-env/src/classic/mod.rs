@@ -11,6 +11,7 @@
 //! the obvious one.
 
 pub mod acrobot;
+mod canvas;
 pub mod mountain_car;
 pub mod pendulum;
 
@@ -38,4 +39,33 @@ pub(crate) fn numpy_square_f32(x: f32) -> f32 {
 /// limit; here termination wins (the episode is not bootstrappable), as in CartPole.
 pub(crate) fn truncated(terminated: bool, steps: u32, max_steps: u32) -> bool {
     !terminated && steps >= max_steps
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::env::Env;
+    use crate::space::{Action, ObsBuf};
+
+    #[test]
+    fn every_game_draws_a_picture_that_follows_its_state() {
+        let games: [(Box<dyn Env>, Action<'_>); 4] = [
+            (Box::new(super::Acrobot::new(1)), Action::Discrete(2)),
+            (Box::new(super::MountainCar::new(1)), Action::Discrete(2)),
+            (
+                Box::new(super::MountainCarContinuous::new(1)),
+                Action::Box(&[1.0]),
+            ),
+            (Box::new(super::Pendulum::new(1)), Action::Box(&[2.0])),
+        ];
+        for (mut env, action) in games {
+            env.reset(Some(1), ObsBuf::Skip);
+            let first = env.render_rgb().expect("a picture");
+            assert_eq!(first.pixels.len(), first.height * first.width * 3);
+            assert!(first.pixels.iter().any(|&p| p != 255), "something is drawn");
+            for _ in 0..20 {
+                env.step(action, ObsBuf::Skip);
+            }
+            assert_ne!(env.render_rgb().unwrap(), first, "the picture moves");
+        }
+    }
 }

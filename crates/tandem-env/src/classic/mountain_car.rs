@@ -5,7 +5,8 @@
 //! actions are clipped) for reward `-0.1 a^2` per step and 100 on reaching the flag,
 //! truncated after 999 steps.
 
-use crate::env::{Env, Step};
+use super::canvas::Canvas;
+use crate::env::{Env, RgbFrame, Step};
 use crate::gym_seeding::NumpyGenerator;
 use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::cmp::Ordering;
@@ -27,6 +28,29 @@ fn reset_state(np_random: &mut NumpyGenerator, seed: Option<u64>) -> [f64; 2] {
         *np_random = NumpyGenerator::from_seed(seed);
     }
     [np_random.uniform(RESET_LOW, RESET_HIGH), 0.0]
+}
+
+/// A 300x200 picture of the valley, the car at `position` and the flag at `goal`.
+fn render_car(position: f64, goal: f64) -> RgbFrame {
+    let height = |x: f64| (3.0 * x).sin() * 0.45 + 0.55;
+    let span = MAX_POSITION - MIN_POSITION;
+    let mut canvas = Canvas::new(300, 200, MIN_POSITION, 0.0, 300.0 / span);
+    let samples = 120;
+    for i in 0..samples {
+        let x0 = MIN_POSITION + span * i as f64 / samples as f64;
+        let x1 = MIN_POSITION + span * (i + 1) as f64 / samples as f64;
+        canvas.line((x0, height(x0)), (x1, height(x1)), 0.01, [0, 0, 0]);
+    }
+    let flag = height(goal);
+    canvas.line((goal, flag), (goal, flag + 0.12), 0.01, [0, 0, 0]);
+    canvas.line(
+        (goal, flag + 0.1),
+        (goal + 0.05, flag + 0.1),
+        0.04,
+        [204, 204, 0],
+    );
+    canvas.disc(position, height(position) + 0.04, 0.045, [60, 60, 60]);
+    canvas.finish()
 }
 
 /// State `[position, velocity]`; actions 0, 1, 2 accelerate left, not at all, right.
@@ -97,6 +121,10 @@ impl Env for MountainCar {
             terminated,
             super::truncated(terminated, self.steps, MAX_STEPS),
         )
+    }
+
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        Some(render_car(self.state[0], GOAL_POSITION))
     }
 
     crate::snapshot::game_snapshot_methods!(
@@ -292,6 +320,10 @@ impl Env for MountainCarContinuous {
         self.write_obs(obs);
         let truncated = super::truncated(terminated, self.steps, CONTINUOUS_MAX_STEPS);
         Step::game(reward as f32, terminated, truncated)
+    }
+
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        Some(render_car(self.state[0], CONTINUOUS_GOAL_POSITION))
     }
 
     crate::snapshot::game_snapshot_methods!(

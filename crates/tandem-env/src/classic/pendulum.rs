@@ -3,8 +3,9 @@
 //! the speed and the torque, and episodes are truncated after 200 steps (they never
 //! terminate).
 
+use super::canvas::Canvas;
 use super::{numpy_square, numpy_square_f32};
-use crate::env::{Env, Step};
+use crate::env::{Env, RgbFrame, Step};
 use crate::gym_seeding::NumpyGenerator;
 use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 use std::f64::consts::PI;
@@ -109,6 +110,17 @@ impl Env for Pendulum {
         self.steps += 1;
         self.write_obs(obs);
         Step::game(reward as f32, false, self.steps >= MAX_STEPS)
+    }
+
+    /// A 200x200 picture: the rod from the pivot at the centre (upright is up).
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        let reach = LENGTH * 1.2;
+        let mut canvas = Canvas::square(200, -reach, -reach, 2.0 * reach);
+        let theta = self.state[0];
+        let end = (-LENGTH * theta.sin(), LENGTH * theta.cos());
+        canvas.line((0.0, 0.0), end, 0.2, [204, 77, 77]);
+        canvas.disc(0.0, 0.0, 0.05, [0, 0, 0]);
+        Some(canvas.finish())
     }
 
     crate::snapshot::game_snapshot_methods!(
