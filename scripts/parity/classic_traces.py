@@ -160,8 +160,22 @@ def record_game(gym_id, discrete, episodes, policy_rng):
     return out, count, obs_len, ends
 
 
+def write_uniform_draws(path):
+    """gymnasium's `np_random` draws as bit patterns: per seed, five `random()` doubles
+    and then five `uniform(-0.6, -0.4)` values (MountainCar's reset range)."""
+    lines = ["# seed, then 5 random() and 5 uniform(-0.6, -0.4) as float64 bits"]
+    for seed in [0, 1, 42, 2**32 - 1, 2**32, BIG_SEED, 2**64 - 1]:
+        rng, _ = gym.utils.seeding.np_random(seed)
+        draws = [rng.random() for _ in range(5)] + [rng.uniform(-0.6, -0.4) for _ in range(5)]
+        bits = [struct.unpack("<Q", struct.pack("<d", d))[0] for d in draws]
+        lines.append(" ".join(str(v) for v in [seed, *bits]))
+    path.write_text("\n".join(lines) + "\n")
+    print(f"{path.name}: {len(lines) - 1} seeds")
+
+
 def main():
     out_dir = Path(sys.argv[1])
+    write_uniform_draws(out_dir / "classic_numpy_uniform.txt")
     policy_rng = np.random.default_rng(20_26)
     for gym_id, name, stem, discrete, episodes in GAMES:
         body, count, obs_len, ends = record_game(gym_id, discrete, episodes, policy_rng)

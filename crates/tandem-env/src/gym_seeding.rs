@@ -128,6 +128,14 @@ impl NumpyGenerator {
         Self::new(&SeedSequence::new(seed))
     }
 
+    /// What gymnasium's `Env.reset(seed=seed)` does to `np_random`: a seed starts a
+    /// new generator, `None` continues this one.
+    pub fn reseed(&mut self, seed: Option<u64>) {
+        if let Some(seed) = seed {
+            *self = Self::from_seed(seed);
+        }
+    }
+
     fn advance(&mut self) {
         self.state = self
             .state

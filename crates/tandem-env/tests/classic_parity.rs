@@ -9,6 +9,7 @@
 use std::io::Read;
 
 use flate2::read::GzDecoder;
+use tandem_env::gym_seeding::NumpyGenerator;
 use tandem_env::{Action, Env, GameSpec, ObsBuf, make_game};
 
 enum Kind {
@@ -131,6 +132,24 @@ fn replay(stem: &str) -> (usize, usize, usize) {
         );
     }
     (steps, terminations, truncations)
+}
+
+#[test]
+fn random_doubles_and_uniform_draws_match_gymnasium_np_random() {
+    let fixture = include_str!("fixtures/classic_numpy_uniform.txt");
+    let mut seeds = 0;
+    for line in fixture.lines().filter(|line| !line.starts_with('#')) {
+        let values: Vec<u64> = line
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let mut rng = NumpyGenerator::from_seed(values[0]);
+        let mut ours: Vec<u64> = (0..5).map(|_| rng.next_f64().to_bits()).collect();
+        ours.extend((0..5).map(|_| rng.uniform(-0.6, -0.4).to_bits()));
+        assert_eq!(ours, values[1..], "seed {}", values[0]);
+        seeds += 1;
+    }
+    assert_eq!(seeds, 7);
 }
 
 #[test]

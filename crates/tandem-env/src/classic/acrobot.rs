@@ -177,9 +177,7 @@ impl Env for Acrobot {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        if let Some(seed) = seed {
-            self.np_random = NumpyGenerator::from_seed(seed);
-        }
+        self.np_random.reseed(seed);
         for v in &mut self.state {
             *v = f64::from(self.np_random.uniform(-RESET_BOUND, RESET_BOUND) as f32);
         }

@@ -24,9 +24,7 @@ pub const CONTINUOUS_MAX_STEPS: u32 = 999;
 
 /// Draws gymnasium's reset state `[position, 0]`.
 fn reset_state(np_random: &mut NumpyGenerator, seed: Option<u64>) -> [f64; 2] {
-    if let Some(seed) = seed {
-        *np_random = NumpyGenerator::from_seed(seed);
-    }
+    np_random.reseed(seed);
     [np_random.uniform(RESET_LOW, RESET_HIGH), 0.0]
 }
 

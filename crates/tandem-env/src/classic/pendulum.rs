@@ -94,9 +94,7 @@ impl Env for Pendulum {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        if let Some(seed) = seed {
-            self.np_random = NumpyGenerator::from_seed(seed);
-        }
+        self.np_random.reseed(seed);
         self.state = [
             self.np_random.uniform(-PI, PI),
             self.np_random.uniform(-RESET_SPEED, RESET_SPEED),
