@@ -1,10 +1,11 @@
 //! Environments for tandem: the single-environment [`Env`] trait, observation spaces,
-//! native games (CartPole-v1 and the five MinAtar games, the latter step-for-step equal
-//! to the `minatar` package), composable wrappers declared by [`WrapperSpec`], the
-//! batched [`VecEnv`] the trainer steps, and per-environment seeding. Atari games come
-//! from the `tandem-ale` crate (GPL-2.0) behind the cargo feature `atari`; any gymnasium
-//! environment id runs in Python worker processes through the [`gym`] bridge
-//! ([`GameSpec::Gymnasium`]).
+//! native games (CartPole-v1; gymnasium's other classic-control games Acrobot-v1,
+//! MountainCar-v0, MountainCarContinuous-v0 and Pendulum-v1, step-for-step equal to
+//! gymnasium; the five MinAtar games, step-for-step equal to the `minatar` package),
+//! composable wrappers declared by [`WrapperSpec`], the batched [`VecEnv`] the trainer
+//! steps, and per-environment seeding. Atari games come from the `tandem-ale` crate
+//! (GPL-2.0) behind the cargo feature `atari`; any gymnasium environment id runs in
+//! Python worker processes through the [`gym`] bridge ([`GameSpec::Gymnasium`]).
 //!
 //! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:
 //!
@@ -44,8 +45,10 @@
 //! [`VecEnv`] converts the outermost observation to f32 channels-first in its batch buffer.
 
 pub mod cartpole;
+pub mod classic;
 pub mod env;
 pub mod gym;
+pub mod gym_seeding;
 pub mod minatar;
 pub mod mt19937;
 pub mod norm;

@@ -3,6 +3,7 @@
 
 use crate::EnvError;
 use crate::cartpole::CartPole;
+use crate::classic::{Acrobot, MountainCar, MountainCarContinuous, Pendulum};
 use crate::env::Env;
 use crate::gym::GymSpec;
 use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
@@ -15,6 +16,18 @@ use crate::wrappers;
 pub enum GameSpec {
     /// CartPole-v1: 4 f32 values, 2 actions, truncated at 500 steps.
     CartPole,
+    /// Acrobot-v1, exact to gymnasium: 6 f32 values (cos and sin of both joint
+    /// angles, both angular speeds), 3 actions (torque -1, 0, +1), truncated at 500.
+    Acrobot,
+    /// MountainCar-v0, exact to gymnasium: 2 f32 values (position, velocity), 3
+    /// actions (push left, none, right), truncated at 200 steps.
+    MountainCar,
+    /// MountainCarContinuous-v0, exact to gymnasium: 2 f32 values (position,
+    /// velocity), a box of 1 f32 force in [-1, 1], truncated at 999 steps.
+    MountainCarContinuous,
+    /// Pendulum-v1, exact to gymnasium: 3 f32 values (cos and sin of the angle, the
+    /// angular speed), a box of 1 f32 torque in [-2, 2], truncated at 200 steps.
+    Pendulum,
     /// MinAtar Breakout: f32 image 4x10x10 (channels paddle, ball, trail, brick),
     /// exact to the `minatar` package. `full_action_set` exposes minatar's 6 actions
     /// (n, l, u, r, d, f); otherwise the minimal set (n, l, r).
@@ -63,6 +76,10 @@ pub enum GameSpec {
 /// Game names accepted by [`GameSpec::from_name`] (Atari games are `atari-<rom>`).
 pub const GAME_NAMES: &[&str] = &[
     "cartpole",
+    "acrobot",
+    "mountain-car",
+    "mountain-car-continuous",
+    "pendulum",
     "minatar-breakout",
     "minatar-asterix",
     "minatar-freeway",
@@ -78,6 +95,10 @@ impl GameSpec {
     pub fn from_name(name: &str) -> Result<Self, EnvError> {
         match name {
             "cartpole" => Ok(GameSpec::CartPole),
+            "acrobot" => Ok(GameSpec::Acrobot),
+            "mountain-car" => Ok(GameSpec::MountainCar),
+            "mountain-car-continuous" => Ok(GameSpec::MountainCarContinuous),
+            "pendulum" => Ok(GameSpec::Pendulum),
             "minatar-breakout" => Ok(GameSpec::MinAtarBreakout {
                 sticky_action_prob: 0.1,
                 full_action_set: false,
@@ -121,6 +142,10 @@ impl GameSpec {
     pub fn name(&self) -> String {
         match self {
             GameSpec::CartPole => "cartpole".into(),
+            GameSpec::Acrobot => "acrobot".into(),
+            GameSpec::MountainCar => "mountain-car".into(),
+            GameSpec::MountainCarContinuous => "mountain-car-continuous".into(),
+            GameSpec::Pendulum => "pendulum".into(),
             GameSpec::MinAtarBreakout { .. } => "minatar-breakout".into(),
             GameSpec::MinAtarAsterix { .. } => "minatar-asterix".into(),
             GameSpec::MinAtarFreeway { .. } => "minatar-freeway".into(),
@@ -136,6 +161,11 @@ impl GameSpec {
     pub fn observation_space(&self) -> Option<ObsSpace> {
         Some(match self {
             GameSpec::CartPole => ObsSpace::vector(4, Dtype::F32),
+            GameSpec::Acrobot => ObsSpace::vector(6, Dtype::F32),
+            GameSpec::MountainCar | GameSpec::MountainCarContinuous => {
+                ObsSpace::vector(2, Dtype::F32)
+            }
+            GameSpec::Pendulum => ObsSpace::vector(3, Dtype::F32),
             GameSpec::MinAtarBreakout { .. } | GameSpec::MinAtarAsterix { .. } => {
                 ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32)
             }
@@ -157,6 +187,9 @@ impl GameSpec {
         let minimal_or_full = |full: bool, minimal: usize| if full { 6 } else { minimal };
         let n = match self {
             GameSpec::CartPole => 2,
+            GameSpec::Acrobot | GameSpec::MountainCar => 3,
+            GameSpec::MountainCarContinuous => return Some(ActionSpace::uniform_box(1, -1.0, 1.0)),
+            GameSpec::Pendulum => return Some(ActionSpace::uniform_box(1, -2.0, 2.0)),
             GameSpec::MinAtarBreakout {
                 full_action_set, ..
             } => minimal_or_full(*full_action_set, 3),
@@ -403,6 +436,10 @@ pub fn make_game(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
     game.validate()?;
     match game {
         GameSpec::CartPole => Ok(Box::new(CartPole::new(seed))),
+        GameSpec::Acrobot => Ok(Box::new(Acrobot::new(seed))),
+        GameSpec::MountainCar => Ok(Box::new(MountainCar::new(seed))),
+        GameSpec::MountainCarContinuous => Ok(Box::new(MountainCarContinuous::new(seed))),
+        GameSpec::Pendulum => Ok(Box::new(Pendulum::new(seed))),
         GameSpec::MinAtarBreakout {
             sticky_action_prob,
             full_action_set,

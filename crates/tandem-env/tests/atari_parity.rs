@@ -6,8 +6,9 @@
 #![cfg(feature = "atari")]
 
 use sha2::{Digest, Sha256};
-use tandem_env::atari::gym_seeding::{NumpyGenerator, SeedSequence, atari_env_seeds};
+use tandem_env::atari::atari_env_seeds;
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
+use tandem_env::gym_seeding::{NumpyGenerator, SeedSequence};
 use tandem_env::{Env, ObsBuf, WrapperSpec, wrappers};
 
 fn fields(line: &str) -> Vec<&str> {
