@@ -12,6 +12,7 @@
 //! No environment variable or file outside the named ones changes a resolution.
 
 mod canonical;
+mod catalogue;
 pub mod cli;
 mod diag;
 mod model;
@@ -22,6 +23,7 @@ mod values;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use catalogue::games;
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
 pub use diag::{Diagnostic, Diagnostics};
 pub use model::*;

@@ -91,7 +91,7 @@ impl<'a> Applier<'a> {
                 None => Err(
                     error("config::unknown-kind", format!("unknown {noun} `{s}`"))
                         .at(a.source, *span, format!("not a known {noun}"))
-                        .help(did_you_mean(s, section.kinds.iter().map(|k| k.name))),
+                        .help(suggest_kind(section, s)),
                 ),
             },
             [(other, span)] => Err(error(
@@ -103,7 +103,7 @@ impl<'a> Applier<'a> {
                 *span,
                 format!("expected a {noun} name (a string), found {}", found(other)),
             )
-            .help(did_you_mean("", section.kinds.iter().map(|k| k.name)))),
+            .help(suggest_kind(section, ""))),
             _ => Err(error(
                 "config::missing-value",
                 format!("`{}` needs one {noun}", section.name),
@@ -304,16 +304,32 @@ impl<'a> Applier<'a> {
     }
 }
 
+/// The help for a kind that is not one of `section`'s: the likely one, or the list (for games,
+/// the catalogue's summary rather than a hundred names).
+fn suggest_kind(section: &Section, name: &str) -> String {
+    if section.name == "env" {
+        crate::catalogue::suggest(name)
+    } else {
+        did_you_mean(name, section.kinds.iter().map(|k| k.name))
+    }
+}
+
 fn missing_kind(
     section: &Section,
     main_source: SourceId,
     experiment_span: SourceSpan,
 ) -> DiagBuilder {
-    let kinds: Vec<String> = section
+    let mut kinds: Vec<String> = section
         .kinds
         .iter()
         .map(|k| format!("\"{}\"", k.name))
         .collect();
+    let known = if section.name == "env" {
+        crate::catalogue::summary()
+    } else {
+        kinds.join(", ")
+    };
+    kinds.truncate(1);
     error(
         "config::missing-kind",
         format!("the experiment has no {}", kind_noun(section)),
@@ -324,9 +340,8 @@ fn missing_kind(
         format!("no `{} \"<{}>\"`", section.name, section.kind_key),
     )
     .help(format!(
-        "add e.g. `{} {}` inside the experiment; known: {}",
+        "add e.g. `{} {}` inside the experiment; known: {known}",
         section.name,
         kinds[0],
-        kinds.join(", ")
     ))
 }
