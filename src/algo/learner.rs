@@ -13,11 +13,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use tch::{Device, Tensor};
 
 use tandem_config::{Algorithm, Experiment};
-use tandem_env::VecEnv;
+use tandem_env::{ActionSpace, VecEnv};
 
 use super::Collective;
 
@@ -159,6 +159,7 @@ pub fn build(
         world,
         device,
     };
+    takes_the_action_space(&experiment.algorithm, envs.action_space())?;
     Ok(match &experiment.algorithm {
         Algorithm::Ppo(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
             super::ppo::Ppo::from_config(vs, config, experiment)
@@ -168,4 +169,41 @@ pub fn build(
         })?),
         Algorithm::Dqn(config) => Box::new(super::off_policy::OffPolicy::new(&setting, config)?),
     })
+}
+
+/// Refuses an environment whose actions the algorithm cannot choose. The resolver refuses
+/// this for games it knows; a gymnasium environment's space is known only once it is built.
+pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
+    if !space.is_discrete() {
+        bail!(
+            "{} chooses discrete actions, but the environment takes a {space}; \
+             pick an environment with a discrete action space (tandem has no \
+             continuous-action learner yet)",
+            algorithm.name()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discrete_learners_refuse_a_box_space_and_take_a_discrete_one() {
+        let text = "experiment \"x\" {\n    algorithm \"a2c\"\n    env \"cartpole\"\n}\n";
+        let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+            .expect("resolves")
+            .experiment;
+        let algorithm = &experiment.algorithm;
+        assert!(takes_the_action_space(algorithm, &ActionSpace::discrete(2)).is_ok());
+        let err = takes_the_action_space(algorithm, &ActionSpace::uniform_box(1, -2.0, 2.0))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a2c chooses discrete actions")
+                && err.contains("box of 1 f32 in [-2, 2]"),
+            "{err}"
+        );
+    }
 }

@@ -115,8 +115,11 @@ fn single_env(mut env: Box<dyn Env>, steps: usize) -> Rate {
     env.reset(Some(1), ObsBuf::U8(&mut obs));
     let stopwatch = Stopwatch::start();
     for _ in 0..steps {
-        let action = policy.next(env.num_actions());
-        if env.step(action, ObsBuf::U8(&mut obs)).done() {
+        let action = policy.next(env.action_space().num_discrete().unwrap_or(1));
+        if env
+            .step(tandem_env::Action::Discrete(action), ObsBuf::U8(&mut obs))
+            .done()
+        {
             env.reset(None, ObsBuf::U8(&mut obs));
         }
     }

@@ -114,14 +114,14 @@ impl Env for StaticFrames {
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8)
     }
-    fn num_actions(&self) -> usize {
-        4
+    fn action_space(&self) -> tandem_env::ActionSpace {
+        tandem_env::ActionSpace::discrete(4)
     }
     fn reset(&mut self, _seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.frame = 0;
         obs.write_u8(&self.pixels);
     }
-    fn step(&mut self, _action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, _action: tandem_env::Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         self.frame += 1;
         obs.write_u8(&self.pixels);
         Step::game(1.0, self.frame.is_multiple_of(4000), false)
@@ -275,7 +275,13 @@ fn main() {
     let bare = rate(1024, || {
         source.fill(&mut actions, 3);
         for &a in &actions {
-            if game.step(a as usize, ObsBuf::F32(&mut obs)).terminated {
+            if game
+                .step(
+                    tandem_env::Action::Discrete(a as usize),
+                    ObsBuf::F32(&mut obs),
+                )
+                .terminated
+            {
                 game.reset(None, ObsBuf::F32(&mut obs));
             }
         }
@@ -292,7 +298,10 @@ fn main() {
     env.reset(Some(0), ObsBuf::U8(&mut obs));
     let chain = rate(64, || {
         for t in 0..64 {
-            if env.step(t % 4, ObsBuf::U8(&mut obs)).done() {
+            if env
+                .step(tandem_env::Action::Discrete(t % 4), ObsBuf::U8(&mut obs))
+                .done()
+            {
                 env.reset(None, ObsBuf::U8(&mut obs));
             }
         }

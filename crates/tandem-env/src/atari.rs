@@ -13,7 +13,7 @@
 
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
-use crate::space::{Dtype, Layout, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
 use crate::spec::GameSpec;
 use gym_seeding::NumpyGenerator;
 use crate::snapshot::{Persist, expect_same, load_section, save_param, save_section, snapshot_error};
@@ -245,8 +245,8 @@ impl Env for AtariGame {
         }
     }
 
-    fn num_actions(&self) -> usize {
-        self.ale.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(self.ale.num_actions())
     }
 
     /// `Some(seed)`: reseed as gymnasium's `AtariEnv.reset(seed=seed)` (fresh ALE
@@ -267,10 +267,10 @@ impl Env for AtariGame {
         self.write_observation(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
         self.untouched_seed = None;
-        // VecEnv checks actions against num_actions before stepping.
-        let reward = match self.ale.act(action) {
+        // VecEnv checks actions against the action space before stepping.
+        let reward = match self.ale.act(action.index()) {
             Ok(reward) => reward as f32,
             Err(error) => panic!("atari-{}: {error}", self.config.rom),
         };
@@ -359,8 +359,8 @@ impl Env for GymNoopReset {
     fn observation_space(&self) -> ObsSpace {
         self.game.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.game.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.game.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.game.reset(seed, ObsBuf::Skip);
@@ -371,7 +371,7 @@ impl Env for GymNoopReset {
             } else {
                 ObsBuf::Skip
             };
-            if self.game.step(0, out).done() {
+            if self.game.step(Action::Discrete(0), out).done() {
                 // gymnasium resets with the episode's seed again here; the seed was
                 // already applied above, so continuing unseeded differs only if a
                 // game can end within 30 no-ops (Breakout cannot).
@@ -384,7 +384,7 @@ impl Env for GymNoopReset {
             }
         }
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
         self.game.step(action, obs)
     }
     fn lives(&self) -> u32 {

@@ -4,7 +4,7 @@
 
 use crate::env::{Env, RgbFrame, Step};
 use crate::rng::Xoshiro256;
-use crate::space::{Dtype, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace};
 
 const GRAVITY: f64 = 9.8;
 const CART_MASS: f64 = 1.0;
@@ -51,8 +51,8 @@ impl Env for CartPole {
         ObsSpace::vector(4, Dtype::F32)
     }
 
-    fn num_actions(&self) -> usize {
-        2
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(2)
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -66,7 +66,8 @@ impl Env for CartPole {
         self.write_obs(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let action = action.index();
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action == 1 { FORCE } else { -FORCE };
         let (sin, cos) = theta.sin_cos();
@@ -149,7 +150,7 @@ mod tests {
         let mut env = CartPole::new(0);
         env.state = [0.0; 4];
         let mut obs = [0f32; 4];
-        let step = env.step(1, ObsBuf::F32(&mut obs));
+        let step = env.step(Action::Discrete(1), ObsBuf::F32(&mut obs));
         // From rest, pushing right: x_dot = tau * F / M_total * (1 + correction), theta_dot < 0.
         let temp = FORCE / TOTAL_MASS;
         let theta_acc = -temp / (POLE_HALF_LENGTH * (4.0 / 3.0 - POLE_MASS / TOTAL_MASS));
@@ -163,7 +164,7 @@ mod tests {
         let mut env = CartPole::new(5);
         env.reset(None, ObsBuf::Skip);
         let steps = (1..)
-            .find(|_| env.step(1, ObsBuf::Skip).terminated)
+            .find(|_| env.step(Action::Discrete(1), ObsBuf::Skip).terminated)
             .unwrap();
         assert!((5..60).contains(&steps), "{steps}");
 
@@ -172,7 +173,7 @@ mod tests {
         let mut last = Step::default();
         for _ in 0..MAX_STEPS {
             env.state = [0.0; 4];
-            last = env.step(0, ObsBuf::Skip);
+            last = env.step(Action::Discrete(0), ObsBuf::Skip);
         }
         assert!(last.truncated && !last.terminated && last.game_over);
         assert!(env.render_rgb().is_some());

@@ -2,7 +2,7 @@
 
 use crate::EnvError;
 use crate::norm::Normalizer;
-use crate::space::{ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, ObsBuf, ObsSpace};
 
 /// What one step returned.
 // repr(C) with the flags apart: the optimiser would otherwise read `terminated` and
@@ -61,25 +61,24 @@ pub struct RgbFrame {
 /// after a step that ends the episode (`terminated || truncated`) call `reset` before
 /// stepping again. Every observation is written into the caller's [`ObsBuf`], which
 /// must match [`Env::observation_space`] in element type and length (or be
-/// [`ObsBuf::Skip`]). Actions must be in `0..num_actions()`; [`crate::VecEnv`] checks
-/// this before stepping.
+/// [`ObsBuf::Skip`]). Actions are of [`Env::action_space`] (discrete in `0..n`, boxes of
+/// its length with finite values); [`crate::VecEnv`] checks this before stepping.
 pub trait Env: Send {
     fn observation_space(&self) -> ObsSpace;
 
-    /// Number of discrete actions.
-    fn num_actions(&self) -> usize;
+    fn action_space(&self) -> ActionSpace;
 
     /// Starts a new episode. `Some(seed)` reseeds every random stream of the chain
     /// (the game's and the wrappers'), `None` continues them.
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>);
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step;
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step;
 
     /// [`Env::step`] into an f32 buffer that holds exactly the observation this
     /// environment wrote last (by `reset`, `step` or `step_in_place`), so that only the
     /// values that change need writing. [`crate::VecEnv`] uses it for rows only the
     /// environment writes. The default writes the whole observation.
-    fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> Step {
+    fn step_in_place(&mut self, action: Action<'_>, obs: &mut [f32]) -> Step {
         self.step(action, ObsBuf::F32(obs))
     }
 
@@ -132,16 +131,16 @@ impl Env for Box<dyn Env> {
     fn observation_space(&self) -> ObsSpace {
         (**self).observation_space()
     }
-    fn num_actions(&self) -> usize {
-        (**self).num_actions()
+    fn action_space(&self) -> ActionSpace {
+        (**self).action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         (**self).reset(seed, obs)
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
         (**self).step(action, obs)
     }
-    fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> Step {
+    fn step_in_place(&mut self, action: Action<'_>, obs: &mut [f32]) -> Step {
         (**self).step_in_place(action, obs)
     }
     fn lives(&self) -> u32 {
@@ -173,7 +172,7 @@ pub enum ObsOut<'a> {
 
 impl ObsOut<'_> {
     /// Steps `env` into this destination.
-    pub fn step(self, env: &mut dyn Env, action: usize) -> Step {
+    pub fn step(self, env: &mut dyn Env, action: Action<'_>) -> Step {
         match self {
             ObsOut::Buf(obs) => env.step(action, obs),
             ObsOut::InPlace(obs) => env.step_in_place(action, obs),

@@ -61,7 +61,7 @@ pub mod atari;
 
 pub use env::{Env, RgbFrame, Step};
 pub use norm::NormStats;
-pub use space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
+pub use space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
 pub use spec::{
     EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
     observation_space,

@@ -1,5 +1,5 @@
-//! Observation spaces (shape, element type, image layout) and the buffer an
-//! environment writes its observation into.
+//! Observation spaces (shape, element type, image layout), the buffer an environment
+//! writes its observation into, and action spaces with the action an environment receives.
 
 use std::fmt;
 
@@ -206,6 +206,148 @@ impl ObsBuf<'_> {
                 }
             }
             ObsBuf::Skip => {}
+        }
+    }
+}
+
+/// What an environment accepts as an action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionSpace {
+    /// One of `n` actions, `0..n`.
+    Discrete { n: usize },
+    /// A vector of `low.len()` f32 values with bounds `low[i] <= a[i] <= high[i]`. The
+    /// environment decides what a value out of bounds does (gymnasium's games clip);
+    /// [`crate::VecEnv`] refuses values that are not finite.
+    Box { low: Vec<f32>, high: Vec<f32> },
+}
+
+impl ActionSpace {
+    pub fn discrete(n: usize) -> Self {
+        ActionSpace::Discrete { n }
+    }
+
+    /// A box of `dim` values, each within `[low, high]`.
+    pub fn uniform_box(dim: usize, low: f32, high: f32) -> Self {
+        ActionSpace::Box {
+            low: vec![low; dim],
+            high: vec![high; dim],
+        }
+    }
+
+    /// The number of actions of a discrete space.
+    pub fn num_discrete(&self) -> Option<usize> {
+        match self {
+            ActionSpace::Discrete { n } => Some(*n),
+            ActionSpace::Box { .. } => None,
+        }
+    }
+
+    pub fn is_discrete(&self) -> bool {
+        matches!(self, ActionSpace::Discrete { .. })
+    }
+
+    /// Values in one action: the box's length, 1 for a discrete space (the index).
+    pub fn dim(&self) -> usize {
+        match self {
+            ActionSpace::Discrete { .. } => 1,
+            ActionSpace::Box { low, .. } => low.len(),
+        }
+    }
+}
+
+impl fmt::Display for ActionSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActionSpace::Discrete { n } => write!(f, "{n} discrete actions"),
+            ActionSpace::Box { low, high } => {
+                let bounds = |v: &[f32]| match v.first() {
+                    Some(first) if v.iter().all(|x| x == first) => first.to_string(),
+                    _ => format!("{v:?}"),
+                };
+                write!(
+                    f,
+                    "box of {} f32 in [{}, {}]",
+                    low.len(),
+                    bounds(low),
+                    bounds(high)
+                )
+            }
+        }
+    }
+}
+
+/// A space is recorded as its kind (0 discrete, 1 box), then the count or the bounds.
+impl crate::snapshot::Persist for ActionSpace {
+    fn save(&self, out: &mut Vec<u8>) {
+        match self {
+            ActionSpace::Discrete { n } => {
+                out.push(0);
+                n.save(out);
+            }
+            ActionSpace::Box { low, high } => {
+                out.push(1);
+                low.save(out);
+                high.save(out);
+            }
+        }
+    }
+    fn load(&mut self, input: &mut &[u8]) -> Result<(), crate::EnvError> {
+        let kind = crate::snapshot::take(input, 1, "action space kind")?[0];
+        *self = match kind {
+            0 => {
+                let mut n = 0usize;
+                n.load(input)?;
+                ActionSpace::Discrete { n }
+            }
+            1 => {
+                let (mut low, mut high) = (Vec::new(), Vec::new());
+                low.load(input)?;
+                high.load(input)?;
+                ActionSpace::Box { low, high }
+            }
+            other => {
+                return Err(crate::snapshot::snapshot_error(format!(
+                    "corrupt: action space kind {other}"
+                )));
+            }
+        };
+        Ok(())
+    }
+}
+
+/// An empty discrete space: what a snapshot's recorded space is read into.
+impl Default for ActionSpace {
+    fn default() -> Self {
+        ActionSpace::discrete(0)
+    }
+}
+
+/// One action as an environment receives it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action<'a> {
+    Discrete(usize),
+    Box(&'a [f32]),
+}
+
+impl<'a> Action<'a> {
+    /// The index of a discrete action. [`crate::VecEnv`] hands an environment only
+    /// actions of its own space, so a discrete game never sees a box action.
+    pub fn index(self) -> usize {
+        match self {
+            Action::Discrete(index) => index,
+            Action::Box(values) => {
+                unreachable!("a discrete environment was given the box action {values:?}")
+            }
+        }
+    }
+
+    /// The values of a box action (see [`Action::index`] for why this cannot fail).
+    pub fn values(self) -> &'a [f32] {
+        match self {
+            Action::Box(values) => values,
+            Action::Discrete(index) => {
+                unreachable!("a box environment was given the discrete action {index}")
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::cartpole::CartPole;
 use crate::env::Env;
 use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
-use crate::space::{Dtype, Layout, ObsSpace};
+use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 use crate::wrappers;
 
 /// The game at the bottom of a wrapper chain.
@@ -143,30 +143,32 @@ impl GameSpec {
         }
     }
 
-    /// The number of actions, when known without building the game (ALE's minimal
-    /// action sets need the ROM).
-    pub fn num_actions(&self) -> Option<usize> {
-        match self {
-            GameSpec::CartPole => Some(2),
+    /// The action space, when known without building the game (ALE's minimal action
+    /// sets need the ROM).
+    pub fn action_space(&self) -> Option<ActionSpace> {
+        let minimal_or_full = |full: bool, minimal: usize| if full { 6 } else { minimal };
+        let n = match self {
+            GameSpec::CartPole => 2,
             GameSpec::MinAtarBreakout {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 3 }),
+            } => minimal_or_full(*full_action_set, 3),
             GameSpec::MinAtarAsterix {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 5 }),
+            } => minimal_or_full(*full_action_set, 5),
             GameSpec::MinAtarFreeway {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 3 }),
+            } => minimal_or_full(*full_action_set, 3),
             GameSpec::MinAtarSpaceInvaders {
                 full_action_set, ..
-            } => Some(if *full_action_set { 6 } else { 4 }),
-            GameSpec::MinAtarSeaquest { .. } => Some(6),
+            } => minimal_or_full(*full_action_set, 4),
+            GameSpec::MinAtarSeaquest { .. } => 6,
             GameSpec::Atari {
                 full_action_space: true,
                 ..
-            } => Some(18),
-            GameSpec::Atari { .. } => None,
-        }
+            } => 18,
+            GameSpec::Atari { .. } => return None,
+        };
+        Some(ActionSpace::discrete(n))
     }
 
     fn validate(&self) -> Result<(), EnvError> {
@@ -368,9 +370,9 @@ impl EnvSpec {
 pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
     spec.game.validate()?;
     let mut space = spec.game.observation_space();
-    let num_actions = spec.game.num_actions();
+    let actions = spec.game.action_space();
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
-        space = wrappers::output_space(wrapper, index, &space, num_actions)?;
+        space = wrappers::output_space(wrapper, index, &space, actions.as_ref())?;
     }
     Ok(space)
 }

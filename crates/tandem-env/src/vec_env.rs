@@ -46,7 +46,7 @@ use crate::EnvError;
 use crate::env::Env;
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
-use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
+use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 use crate::spec::{EnvSpec, make_env};
 
 /// Statistics of one finished game (all lives, under episodic-life).
@@ -74,7 +74,7 @@ crate::snapshot::persist_fields!(EpisodeStats {
 
 /// The version of the snapshot format [`VecEnv::snapshot`] writes and
 /// [`VecEnv::restore`] reads (see the module documentation).
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
 const SNAPSHOT_MAGIC: &[u8; 8] = b"TANDEMVE";
 
 /// What a snapshot was taken of: checked first on restore.
@@ -84,7 +84,7 @@ struct SnapshotHeader {
     wrappers: Vec<String>,
     num_envs: usize,
     obs_len: usize,
-    num_actions: usize,
+    actions: ActionSpace,
 }
 
 crate::snapshot::persist_fields!(SnapshotHeader {
@@ -92,19 +92,19 @@ crate::snapshot::persist_fields!(SnapshotHeader {
     wrappers,
     num_envs,
     obs_len,
-    num_actions
+    actions
 });
 
 impl std::fmt::Display for SnapshotHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} environment(s) of `{}` with wrappers [{}] ({} observation values, {} actions)",
+            "{} environment(s) of `{}` with wrappers [{}] ({} observation values, {})",
             self.num_envs,
             self.game,
             self.wrappers.join(", "),
             self.obs_len,
-            self.num_actions
+            self.actions
         )
     }
 }
@@ -151,7 +151,7 @@ impl Slot {
     fn step(
         &mut self,
         index: usize,
-        action: usize,
+        action: Action<'_>,
         row: &mut [f32],
         final_row: &mut [f32],
         emit: Emit,
@@ -226,13 +226,27 @@ fn emit_row(scratch: &Option<ObsStore>, row: &mut [f32], emit: Emit) {
 type StepItem<'a> = (
     usize,
     (
-        (
-            (((&'a mut Slot, &'a i64), &'a mut [f32]), &'a mut [f32]),
-            &'a mut f32,
-        ),
+        (((&'a mut Slot, &'a mut [f32]), &'a mut [f32]), &'a mut f32),
         (&'a mut bool, &'a mut bool),
     ),
 );
+
+/// The actions of one step of a group of environments, checked against the space.
+#[derive(Clone, Copy)]
+enum GroupActions<'a> {
+    Discrete(&'a [i64]),
+    Box { values: &'a [f32], dim: usize },
+}
+
+impl<'a> GroupActions<'a> {
+    /// The action of the group's `k`-th environment.
+    fn get(self, k: usize) -> Action<'a> {
+        match self {
+            GroupActions::Discrete(indices) => Action::Discrete(indices[k] as usize),
+            GroupActions::Box { values, dim } => Action::Box(&values[k * dim..(k + 1) * dim]),
+        }
+    }
+}
 
 /// Running statistics shared by position `k` in every environment's chain.
 #[derive(Debug, Clone)]
@@ -252,7 +266,7 @@ pub struct VecEnv {
     env_space: ObsSpace,
     emit: Emit,
     obs_len: usize,
-    num_actions: usize,
+    action_space: ActionSpace,
     obs: Vec<f32>,
     final_obs: Vec<f32>,
     rewards: Vec<f32>,
@@ -309,18 +323,19 @@ impl VecEnv {
             ));
         }
         let env_space = envs[0].observation_space();
-        let num_actions = envs[0].num_actions();
-        if env_space.is_empty() || num_actions == 0 {
+        let action_space = envs[0].action_space();
+        if env_space.is_empty() || action_space.dim() == 0 || action_space.num_discrete() == Some(0)
+        {
             return Err(EnvError::InvalidArgument(format!(
-                "environment has an empty observation ({env_space}) or no actions ({num_actions})"
+                "environment has an empty observation ({env_space}) or no actions ({action_space})"
             )));
         }
         for (i, env) in envs.iter().enumerate() {
-            if env.observation_space() != env_space || env.num_actions() != num_actions {
+            if env.observation_space() != env_space || env.action_space() != action_space {
                 return Err(EnvError::InvalidArgument(format!(
-                    "environment {i} has observation {} and {} actions, environment 0 has {env_space} and {num_actions}",
+                    "environment {i} has observation {} and {}, environment 0 has {env_space} and {action_space}",
                     env.observation_space(),
-                    env.num_actions()
+                    env.action_space()
                 )));
             }
         }
@@ -415,7 +430,7 @@ impl VecEnv {
             env_space,
             emit,
             obs_len,
-            num_actions,
+            action_space,
             obs: vec![0.0; n * obs_len],
             final_obs: vec![0.0; n * obs_len],
             rewards: vec![0.0; n],
@@ -434,8 +449,13 @@ impl VecEnv {
         self.slots.len()
     }
 
+    pub fn action_space(&self) -> &ActionSpace {
+        &self.action_space
+    }
+
+    /// The number of discrete actions; 0 for a box space.
     pub fn num_actions(&self) -> usize {
-        self.num_actions
+        self.action_space.num_discrete().unwrap_or(0)
     }
 
     pub fn threads(&self) -> usize {
@@ -529,11 +549,17 @@ impl VecEnv {
         self.sync_normalizers_in_batch();
     }
 
-    /// Steps every environment with its action (`actions[i]` for environment `i`),
-    /// resetting those whose episode ends. Errors, before anything is stepped, if the
-    /// number of actions is wrong or an action is out of range.
+    /// Steps every environment with its discrete action (`actions[i]` for environment
+    /// `i`), resetting those whose episode ends. Errors, before anything is stepped, if
+    /// the space is not discrete, the number of actions is wrong or one is out of range.
     pub fn step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
         self.step_group(0..self.slots.len(), actions)
+    }
+
+    /// [`VecEnv::step`] for a box action space: `actions` holds one row of
+    /// `action_space().dim()` values per environment.
+    pub fn step_box(&mut self, actions: &[f32]) -> Result<(), EnvError> {
+        self.step_group_box(0..self.slots.len(), actions)
     }
 
     /// Steps only the environments in `envs` (`actions[k]` for environment
@@ -542,41 +568,89 @@ impl VecEnv {
     /// a batch in turn this way, overlapping one group's step with the policy's forward
     /// pass for another.
     pub fn step_group(&mut self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
+        self.check_group(&envs, actions.len(), 1)?;
+        let Some(n) = self.action_space.num_discrete() else {
+            return Err(self.wrong_kind("discrete actions"));
+        };
+        if let Some((k, &action)) = actions
+            .iter()
+            .enumerate()
+            .find(|&(_, &a)| a < 0 || a as u64 >= n as u64)
+        {
+            return Err(EnvError::InvalidAction {
+                env: envs.start + k,
+                action,
+                num_actions: n,
+            });
+        }
+        self.step_checked(envs, GroupActions::Discrete(actions));
+        Ok(())
+    }
+
+    /// [`VecEnv::step_group`] for a box action space (rows of `action_space().dim()`).
+    pub fn step_group_box(&mut self, envs: Range<usize>, actions: &[f32]) -> Result<(), EnvError> {
+        if self.action_space.is_discrete() {
+            return Err(self.wrong_kind("box actions"));
+        }
+        let dim = self.action_space.dim();
+        self.check_group(&envs, actions.len(), dim)?;
+        if let Some(k) = actions.iter().position(|a| !a.is_finite()) {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {}: action value {} is not finite",
+                envs.start + k / dim,
+                actions[k]
+            )));
+        }
+        self.step_checked(
+            envs,
+            GroupActions::Box {
+                values: actions,
+                dim,
+            },
+        );
+        Ok(())
+    }
+
+    fn wrong_kind(&self, given: &str) -> EnvError {
+        EnvError::InvalidArgument(format!(
+            "{given} given to environments that take {}",
+            self.action_space
+        ))
+    }
+
+    /// Checks that `envs` is within the batch and `values` holds `per_env` values for each.
+    fn check_group(
+        &self,
+        envs: &Range<usize>,
+        values: usize,
+        per_env: usize,
+    ) -> Result<(), EnvError> {
         if envs.start > envs.end || envs.end > self.slots.len() {
             return Err(EnvError::InvalidArgument(format!(
                 "environment group {envs:?} is not within the batch of {}",
                 self.slots.len()
             )));
         }
-        if actions.len() != envs.len() {
+        if values != envs.len() * per_env {
             return Err(EnvError::ActionCount {
-                expected: envs.len(),
-                got: actions.len(),
+                expected: envs.len() * per_env,
+                got: values,
             });
         }
-        if let Some((k, &action)) = actions
-            .iter()
-            .enumerate()
-            .find(|&(_, &a)| a < 0 || a as u64 >= self.num_actions as u64)
-        {
-            return Err(EnvError::InvalidAction {
-                env: envs.start + k,
-                action,
-                num_actions: self.num_actions,
-            });
-        }
+        Ok(())
+    }
+
+    fn step_checked(&mut self, envs: Range<usize>, actions: GroupActions<'_>) {
         let emit = self.emit;
         let obs_len = self.obs_len;
         let first = envs.start;
-        let work = |(
-            k,
-            (((((slot, &action), row), final_row), reward), (terminated, truncated)),
-        ): StepItem<'_>| {
-            let (r, te, tr) = slot.step(first + k, action as usize, row, final_row, emit);
-            *reward = r;
-            *terminated = te;
-            *truncated = tr;
-        };
+        let work =
+            |(k, ((((slot, row), final_row), reward), (terminated, truncated))): StepItem<'_>| {
+                let (r, te, tr) = slot.step(first + k, actions.get(k), row, final_row, emit);
+                *reward = r;
+                *terminated = te;
+                *truncated = tr;
+            };
         let pooled = self.use_pool();
         let rows = envs.start * obs_len..envs.end * obs_len;
         let slots = &mut self.slots[envs.clone()];
@@ -589,7 +663,6 @@ impl VecEnv {
         match self.pool.as_ref().filter(|_| pooled) {
             None => slots
                 .iter_mut()
-                .zip(actions)
                 .zip(obs.chunks_mut(obs_len))
                 .zip(final_obs.chunks_mut(obs_len))
                 .zip(rewards.iter_mut())
@@ -601,7 +674,6 @@ impl VecEnv {
                 pool.install(|| {
                     slots
                         .par_iter_mut()
-                        .zip(actions)
                         .zip(obs.par_chunks_mut(obs_len))
                         .zip(final_obs.par_chunks_mut(obs_len))
                         .zip(rewards.par_iter_mut())
@@ -626,7 +698,6 @@ impl VecEnv {
             }
         }
         self.sync_normalizers_in_batch();
-        Ok(())
     }
 
     /// Observations, `num_envs * obs_len` f32 values, one row per environment, images
@@ -674,7 +745,7 @@ impl VecEnv {
             wrappers: names,
             num_envs: self.slots.len(),
             obs_len: self.obs_len,
-            num_actions: self.num_actions,
+            actions: self.action_space.clone(),
         }
     }
 

@@ -64,7 +64,7 @@ fn deepmind_breakout_has_the_network_observation() {
     let spec = EnvSpec::deepmind_atari(breakout_spec());
     let env = make_env(&spec, 1).expect("builds");
     assert_eq!(env.observation_space().network_shape(), vec![4, 84, 84]);
-    assert_eq!(env.num_actions(), 4);
+    assert_eq!(env.action_space(), tandem_env::ActionSpace::discrete(4));
     assert_eq!(env.lives(), 5);
 }
 
@@ -79,7 +79,7 @@ fn game_steps_one_frame_and_reports_the_game() {
     assert_eq!((frame.height, frame.width), (210, 160));
     assert_eq!(frame.pixels, rgb, "the render is the observation");
     let mut f32_obs = vec![0f32; 210 * 160 * 3];
-    let step = game.step(0, ObsBuf::F32(&mut f32_obs));
+    let step = game.step(tandem_env::Action::Discrete(0), ObsBuf::F32(&mut f32_obs));
     assert!(!step.done());
     assert_eq!(step.reward, step.raw_reward);
     assert!(
@@ -88,7 +88,7 @@ fn game_steps_one_frame_and_reports_the_game() {
     // Play until the game ends: 5 lives lost, then the step says terminated.
     let mut frames = 0;
     loop {
-        let step = game.step(frames % 4, ObsBuf::Skip);
+        let step = game.step(tandem_env::Action::Discrete(frames % 4), ObsBuf::Skip);
         frames += 1;
         if step.done() {
             assert!(step.terminated && step.game_over && !step.truncated);
@@ -113,7 +113,13 @@ fn same_seed_same_frames_and_seeded_reset_restarts_the_stream() {
         game.reset(seed, ObsBuf::U8(&mut gray));
         let mut trace = Vec::new();
         for frame in 0..1500 {
-            if game.step((frame / 3) % 4, ObsBuf::U8(&mut gray)).done() {
+            if game
+                .step(
+                    tandem_env::Action::Discrete((frame / 3) % 4),
+                    ObsBuf::U8(&mut gray),
+                )
+                .done()
+            {
                 game.reset(None, ObsBuf::U8(&mut gray));
             }
             trace.extend_from_slice(&gray[gray.len() / 2..gray.len() / 2 + 64]);
@@ -188,5 +194,8 @@ fn full_action_space_has_eighteen_actions() {
         repeat_action_probability: 0.0,
         full_action_space: true,
     };
-    assert_eq!(make_game(&spec, 1).unwrap().num_actions(), 18);
+    assert_eq!(
+        make_game(&spec, 1).unwrap().action_space(),
+        tandem_env::ActionSpace::discrete(18)
+    );
 }

@@ -88,18 +88,22 @@ impl Env for GymnasiumFrameSkip {
     fn observation_space(&self) -> tandem_env::ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> tandem_env::ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.inner.reset(seed, ObsBuf::U8(&mut self.buffers[0]));
         self.buffers[1].fill(0);
         self.pool_into(obs);
     }
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> tandem_env::Step {
+    fn step(&mut self, action: tandem_env::Action<'_>, obs: ObsBuf<'_>) -> tandem_env::Step {
+        let action = action.index();
         let mut total = tandem_env::Step::default();
         for t in 0..Self::SKIP {
-            let step = self.inner.step(action, ObsBuf::U8(&mut self.scratch));
+            let step = self.inner.step(
+                tandem_env::Action::Discrete(action),
+                ObsBuf::U8(&mut self.scratch),
+            );
             total.reward += step.reward;
             total.raw_reward += step.raw_reward;
             total.terminated |= step.terminated;
@@ -213,7 +217,7 @@ fn replay(fixture: &str, observation: AtariObservation, gymnasium_frame_skip: bo
             continue;
         }
         let action: usize = expected[0].parse().expect("action");
-        let step = env.step(action, ObsBuf::U8(&mut stack));
+        let step = env.step(tandem_env::Action::Discrete(action), ObsBuf::U8(&mut stack));
         replay.steps += 1;
         assert_eq!(
             step.reward,

@@ -213,7 +213,10 @@ fn env_interface_matches_the_trace() {
     for (i, r) in trace.records.iter().enumerate().take(5000) {
         let seed = (i == 0).then_some(trace.seed);
         if r.is_step {
-            let step = env.step(usize::from(r.action), ObsBuf::F32(&mut obs));
+            let step = env.step(
+                tandem_env::Action::Discrete(usize::from(r.action)),
+                ObsBuf::F32(&mut obs),
+            );
             assert_eq!(
                 (step.reward, step.terminated),
                 (f32::from(r.reward), r.terminal),

@@ -345,13 +345,17 @@ fn environments_without_snapshot_support_say_so() {
         fn observation_space(&self) -> tandem_env::ObsSpace {
             tandem_env::ObsSpace::vector(1, tandem_env::Dtype::F32)
         }
-        fn num_actions(&self) -> usize {
-            1
+        fn action_space(&self) -> tandem_env::ActionSpace {
+            tandem_env::ActionSpace::discrete(1)
         }
         fn reset(&mut self, _seed: Option<u64>, mut obs: tandem_env::ObsBuf<'_>) {
             obs.write_f32(&[0.0]);
         }
-        fn step(&mut self, _action: usize, mut obs: tandem_env::ObsBuf<'_>) -> tandem_env::Step {
+        fn step(
+            &mut self,
+            _action: tandem_env::Action<'_>,
+            mut obs: tandem_env::ObsBuf<'_>,
+        ) -> tandem_env::Step {
             obs.write_f32(&[0.0]);
             tandem_env::Step::game(0.0, false, false)
         }

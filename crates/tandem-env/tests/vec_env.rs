@@ -296,7 +296,10 @@ fn in_place_rows_equal_fully_written_observations() {
         for (i, (env, o)) in reference.iter_mut().zip(&mut obs).enumerate() {
             // Poison the reference buffer so a partial write would show.
             o.fill(0.5);
-            let step = env.step(actions[i] as usize, ObsBuf::F32(o));
+            let step = env.step(
+                tandem_env::Action::Discrete(actions[i] as usize),
+                ObsBuf::F32(o),
+            );
             assert_eq!(step.reward, venv.rewards()[i]);
             if step.done() {
                 assert_eq!(
@@ -316,4 +319,121 @@ fn in_place_rows_equal_fully_written_observations() {
         }
     }
     assert!(ends > 20, "{ends}");
+}
+
+/// A box-action environment whose observation is the action it was given, clipped to its
+/// bounds, and whose episode ends after three steps.
+struct EchoBox {
+    steps: u32,
+}
+
+impl tandem_env::Env for EchoBox {
+    fn observation_space(&self) -> tandem_env::ObsSpace {
+        tandem_env::ObsSpace::vector(2, tandem_env::Dtype::F32)
+    }
+    fn action_space(&self) -> tandem_env::ActionSpace {
+        tandem_env::ActionSpace::Box {
+            low: vec![-1.0, 0.0],
+            high: vec![1.0, 5.0],
+        }
+    }
+    fn reset(&mut self, _seed: Option<u64>, mut obs: tandem_env::ObsBuf<'_>) {
+        self.steps = 0;
+        obs.write_f32(&[9.0, 9.0]);
+    }
+    fn step(
+        &mut self,
+        action: tandem_env::Action<'_>,
+        mut obs: tandem_env::ObsBuf<'_>,
+    ) -> tandem_env::Step {
+        let a = action.values();
+        obs.write_f32(&[a[0].clamp(-1.0, 1.0), a[1].clamp(0.0, 5.0)]);
+        self.steps += 1;
+        tandem_env::Step::game(a[0] + a[1], self.steps == 3, false)
+    }
+}
+
+fn echo_boxes(n: usize) -> VecEnv {
+    let envs = (0..n)
+        .map(|_| Box::new(EchoBox { steps: 0 }) as Box<dyn tandem_env::Env>)
+        .collect();
+    let mut venv = VecEnv::from_envs(envs, vec![1; n], 1).unwrap();
+    venv.reset();
+    venv
+}
+
+#[test]
+fn box_actions_reach_each_environment_as_its_row() {
+    let mut venv = echo_boxes(3);
+    assert_eq!(venv.action_space().dim(), 2);
+    assert_eq!(venv.num_actions(), 0);
+    assert_eq!(
+        venv.action_space().to_string(),
+        "box of 2 f32 in [[-1.0, 0.0], [1.0, 5.0]]"
+    );
+    venv.step_box(&[0.5, 1.0, -3.0, 2.0, 0.25, 7.0]).unwrap();
+    assert_eq!(venv.obs(), &[0.5, 1.0, -1.0, 2.0, 0.25, 5.0]);
+    assert_eq!(venv.rewards(), &[1.5, -1.0, 7.25]);
+    venv.step_group_box(1..2, &[0.0, 4.0]).unwrap();
+    assert_eq!(venv.obs(), &[0.5, 1.0, 0.0, 4.0, 0.25, 5.0]);
+    // The third step ends environment 1's episode: its row restarts, the final row keeps it.
+    venv.step_group_box(1..2, &[0.75, 0.5]).unwrap();
+    assert!(venv.terminated()[1]);
+    assert_eq!(&venv.obs()[2..4], &[9.0, 9.0]);
+    assert_eq!(venv.final_obs_row(1), &[0.75, 0.5]);
+}
+
+#[test]
+fn box_actions_of_the_wrong_kind_count_or_value_are_refused_before_stepping() {
+    let mut venv = echo_boxes(2);
+    let before = venv.obs().to_vec();
+    let err = venv.step(&[0, 1]).unwrap_err().to_string();
+    assert!(
+        err.contains("discrete actions given") && err.contains("box of 2"),
+        "{err}"
+    );
+    assert!(matches!(
+        venv.step_box(&[0.0; 3]),
+        Err(EnvError::ActionCount {
+            expected: 4,
+            got: 3
+        })
+    ));
+    let err = venv
+        .step_box(&[0.0, 0.0, f32::NAN, 1.0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("environment 1") && err.contains("NaN"),
+        "{err}"
+    );
+    assert_eq!(venv.obs(), before.as_slice());
+    let mut discrete =
+        VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &env_seeds(1, 0, 0, 2), 1).unwrap();
+    let err = discrete.step_box(&[0.0, 0.0]).unwrap_err().to_string();
+    assert!(
+        err.contains("box actions given") && err.contains("2 discrete actions"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
+    for name in ["noop-reset", "fire-reset", "sticky-actions"] {
+        let wrapper = WrapperSpec::with_defaults(name).unwrap();
+        let env = Box::new(EchoBox { steps: 0 }) as Box<dyn tandem_env::Env>;
+        let err = match tandem_env::wrappers::wrap(&wrapper, 0, env, 1) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{name} took a box game"),
+        };
+        assert!(err.contains(name) && err.contains("box of 2"), "{err}");
+    }
+    for name in ["time-limit", "frame-stack", "normalize-obs", "clip-reward"] {
+        let wrapper = WrapperSpec::with_defaults(name).unwrap();
+        let env = Box::new(EchoBox { steps: 0 }) as Box<dyn tandem_env::Env>;
+        assert!(
+            tandem_env::wrappers::wrap(&wrapper, 0, env, 1).is_ok(),
+            "{name}"
+        );
+    }
 }

@@ -58,8 +58,8 @@ impl Env for ScriptedGame {
     fn observation_space(&self) -> ObsSpace {
         ObsSpace::image(H, W, 3, Layout::Hwc, Dtype::U8)
     }
-    fn num_actions(&self) -> usize {
-        4
+    fn action_space(&self) -> tandem_env::ActionSpace {
+        tandem_env::ActionSpace::discrete(4)
     }
     fn reset(&mut self, _seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.log.lock().unwrap().push(Event::Reset);
@@ -67,7 +67,8 @@ impl Env for ScriptedGame {
         self.lives = 3;
         obs.write_u8(&Self::pixels(0));
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: tandem_env::Action<'_>, mut obs: ObsBuf<'_>) -> Step {
+        let action = action.index();
         self.log.lock().unwrap().push(Event::Step(action));
         self.frame += 1;
         if self.frame.is_multiple_of(10) {
@@ -137,7 +138,7 @@ fn frame_skip_sums_rewards_and_max_pools_the_last_two_frames() {
     }]);
     let mut obs = u8_obs(&*env);
     env.reset(Some(1), ObsBuf::U8(&mut obs));
-    let step = env.step(2, ObsBuf::U8(&mut obs));
+    let step = env.step(tandem_env::Action::Discrete(2), ObsBuf::U8(&mut obs));
     let expected_reward: f32 = (1..=4).map(ScriptedGame::reward).sum();
     assert_eq!(
         (step.reward, step.raw_reward),
@@ -161,7 +162,7 @@ fn grayscale_then_resize_equal_the_direct_functions() {
     ]);
     let mut obs = u8_obs(&*env);
     env.reset(None, ObsBuf::U8(&mut obs));
-    env.step(0, ObsBuf::U8(&mut obs));
+    env.step(tandem_env::Action::Discrete(0), ObsBuf::U8(&mut obs));
     let mut gray = vec![0u8; H * W];
     rgb_to_gray(&ScriptedGame::pixels(1), &mut gray);
     let mut small = vec![0u8; 84 * 84];
@@ -173,7 +174,9 @@ fn grayscale_then_resize_equal_the_direct_functions() {
 fn clip_reward_keeps_the_raw_reward() {
     let (mut env, _) = chain(&[WrapperSpec::ClipReward]);
     env.reset(None, ObsBuf::Skip);
-    let steps: Vec<Step> = (0..5).map(|_| env.step(0, ObsBuf::Skip)).collect();
+    let steps: Vec<Step> = (0..5)
+        .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
+        .collect();
     let clipped: Vec<f32> = steps.iter().map(|s| s.reward).collect();
     let raw: Vec<f32> = steps.iter().map(|s| s.raw_reward).collect();
     assert_eq!(raw, [0.0, 1.0, 2.0, 3.0, -1.0]);
@@ -241,9 +244,9 @@ fn frame_stack_orders_oldest_first_and_fills_on_reset() {
     assert_eq!(obs[..plane], obs[plane..2 * plane]);
     assert_eq!(obs[..plane], obs[2 * plane..]);
     let first = obs[..plane].to_vec();
-    env.step(0, ObsBuf::U8(&mut obs));
+    env.step(tandem_env::Action::Discrete(0), ObsBuf::U8(&mut obs));
     let second = obs[2 * plane..].to_vec();
-    env.step(0, ObsBuf::U8(&mut obs));
+    env.step(tandem_env::Action::Discrete(0), ObsBuf::U8(&mut obs));
     assert_eq!(obs[..plane], first[..]);
     assert_eq!(obs[plane..2 * plane], second[..]);
     assert_ne!(first, second);
@@ -258,7 +261,7 @@ fn frame_stack_of_rgb_frames_is_channels_first() {
     );
     let mut obs = u8_obs(&*env);
     env.reset(None, ObsBuf::U8(&mut obs));
-    env.step(0, ObsBuf::U8(&mut obs));
+    env.step(tandem_env::Action::Discrete(0), ObsBuf::U8(&mut obs));
     let (old, new) = (ScriptedGame::pixels(0), ScriptedGame::pixels(1));
     let plane = H * W;
     for p in [0, 1, 777, plane - 1] {
@@ -310,7 +313,7 @@ fn noop_and_fire_reset_press_the_expected_buttons() {
 fn sticky_actions_repeat_with_the_given_probability() {
     let (mut env, log) = chain(&[WrapperSpec::StickyActions { prob: 1.0 }]);
     env.reset(Some(3), ObsBuf::Skip);
-    env.step(3, ObsBuf::Skip);
+    env.step(tandem_env::Action::Discrete(3), ObsBuf::Skip);
     assert_eq!(
         log.lock().unwrap()[1],
         Event::Step(0),
@@ -322,7 +325,7 @@ fn sticky_actions_repeat_with_the_given_probability() {
     let mut repeats = 0;
     for t in 0..4000 {
         let action = t % 4;
-        env.step(action, ObsBuf::Skip);
+        env.step(tandem_env::Action::Discrete(action), ObsBuf::Skip);
         let Event::Step(done) = *log.lock().unwrap().last().unwrap() else {
             panic!()
         };
@@ -344,7 +347,9 @@ fn sticky_actions_repeat_with_the_given_probability() {
 fn time_limit_truncates_and_ends_the_game() {
     let (mut env, _) = chain(&[WrapperSpec::TimeLimit { max_steps: 4 }]);
     env.reset(None, ObsBuf::Skip);
-    let steps: Vec<Step> = (0..4).map(|_| env.step(0, ObsBuf::Skip)).collect();
+    let steps: Vec<Step> = (0..4)
+        .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
+        .collect();
     assert!(steps[..3].iter().all(|s| !s.done()));
     assert!(steps[3].truncated && !steps[3].terminated && steps[3].game_over);
 }

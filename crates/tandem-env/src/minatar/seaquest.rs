@@ -25,7 +25,7 @@
 use super::GRID;
 use crate::env::{Env, Step};
 use crate::mt19937::RandomState;
-use crate::space::{Dtype, Layout, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
 
 const CHANNELS: usize = 10;
 const SUB_FRONT: usize = 0;
@@ -536,8 +536,8 @@ impl Env for Seaquest {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }
 
-    fn num_actions(&self) -> usize {
-        6
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(6)
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -549,7 +549,8 @@ impl Env for Seaquest {
         self.write_obs(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let action = action.index();
         let (reward, terminal) = self.act_full(action);
         self.write_obs(obs);
         Step::game(reward, terminal, false)

@@ -18,7 +18,7 @@
 use super::GRID;
 use crate::env::{Env, Step};
 use crate::mt19937::RandomState;
-use crate::space::{Dtype, Layout, ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
 
 const CHANNELS: usize = 6;
 const CANNON: usize = 0;
@@ -263,12 +263,12 @@ impl Env for SpaceInvaders {
         ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
     }
 
-    fn num_actions(&self) -> usize {
-        if self.full_action_set {
+    fn action_space(&self) -> ActionSpace {
+        ActionSpace::discrete(if self.full_action_set {
             6
         } else {
             MINIMAL_ACTIONS.len()
-        }
+        })
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
@@ -280,7 +280,8 @@ impl Env for SpaceInvaders {
         self.write_obs(obs);
     }
 
-    fn step(&mut self, action: usize, obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
+        let action = action.index();
         let full = if self.full_action_set {
             action
         } else {

@@ -4,10 +4,10 @@
 use super::{forward_to_inner, pass_through_step, wrapper_snapshot_methods};
 use crate::env::{Env, ObsOut, Step};
 use crate::rng::{Xoshiro256, derive_seed};
-use crate::space::{ObsBuf, ObsSpace};
+use crate::space::{Action, ActionSpace, ObsBuf, ObsSpace};
 
-const NOOP: usize = 0;
-const FIRE: usize = 1;
+const NOOP: Action<'static> = Action::Discrete(0);
+const FIRE: Action<'static> = Action::Discrete(1);
 
 /// Starts each episode with 1..=max_noops no-op actions.
 pub struct NoopReset {
@@ -29,7 +29,7 @@ impl NoopReset {
 }
 
 impl NoopReset {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         obs.step(&mut *self.inner, action)
     }
 }
@@ -38,8 +38,8 @@ impl Env for NoopReset {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         if let Some(seed) = seed {
@@ -73,7 +73,7 @@ impl FireReset {
 }
 
 impl FireReset {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         obs.step(&mut *self.inner, action)
     }
 }
@@ -82,15 +82,15 @@ impl Env for FireReset {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.inner.reset(seed, ObsBuf::Skip);
         if self.inner.step(FIRE, ObsBuf::Skip).done() {
             self.inner.reset(None, ObsBuf::Skip);
         }
-        if self.inner.step(2, obs.reborrow()).done() {
+        if self.inner.step(Action::Discrete(2), obs.reborrow()).done() {
             self.inner.reset(None, obs);
         }
     }
@@ -118,7 +118,7 @@ impl EpisodicLife {
 }
 
 impl EpisodicLife {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         let mut step = obs.step(&mut *self.inner, action);
         self.game_over = step.game_over;
         let lives = self.inner.lives();
@@ -134,8 +134,8 @@ impl Env for EpisodicLife {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         if self.game_over || seed.is_some() {
@@ -169,7 +169,7 @@ impl TimeLimit {
 }
 
 impl TimeLimit {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         let mut step = obs.step(&mut *self.inner, action);
         self.steps += 1;
         if self.steps >= self.max_steps && !step.terminated {
@@ -185,8 +185,8 @@ impl Env for TimeLimit {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.steps = 0;
@@ -201,6 +201,7 @@ impl Env for TimeLimit {
 pub struct StickyActions {
     inner: Box<dyn Env>,
     prob: f64,
+    /// The index of the action the game received last (sticky actions are discrete only).
     previous: usize,
     rng: Xoshiro256,
     stream: u64,
@@ -211,7 +212,7 @@ impl StickyActions {
         StickyActions {
             inner,
             prob,
-            previous: NOOP,
+            previous: 0,
             rng: Xoshiro256::new(seed),
             stream,
         }
@@ -219,11 +220,11 @@ impl StickyActions {
 }
 
 impl StickyActions {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         if self.rng.next_f64() >= self.prob {
-            self.previous = action;
+            self.previous = action.index();
         }
-        obs.step(&mut *self.inner, self.previous)
+        obs.step(&mut *self.inner, Action::Discrete(self.previous))
     }
 }
 
@@ -231,14 +232,14 @@ impl Env for StickyActions {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         if let Some(seed) = seed {
             self.rng = Xoshiro256::new(derive_seed(seed, self.stream));
         }
-        self.previous = NOOP;
+        self.previous = 0;
         self.inner.reset(seed, obs);
     }
     wrapper_snapshot_methods!("sticky-actions", params: [prob, stream], state: [previous, rng]);

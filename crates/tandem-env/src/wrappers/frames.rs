@@ -4,7 +4,7 @@
 use super::{forward_to_inner, wrapper_snapshot_methods};
 use crate::env::{Env, Step};
 use crate::snapshot::Persist;
-use crate::space::{Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
+use crate::space::{Action, ActionSpace, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
 /// Repeats each action `skip` times and sums the rewards.
 ///
@@ -62,8 +62,8 @@ impl Env for FrameSkip {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.inner.reset(seed, self.frames[1].buf());
@@ -74,7 +74,7 @@ impl Env for FrameSkip {
         }
         self.pool_and_write(&mut obs);
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         let mut total = Step::default();
         let wanted = !obs.is_skip();
         for t in 0..self.skip {
@@ -190,8 +190,8 @@ impl Env for FrameStack {
     fn observation_space(&self) -> ObsSpace {
         self.output
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.head = 0;
@@ -205,7 +205,7 @@ impl Env for FrameStack {
         }
         self.write_output(&mut obs);
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         let step = self.capture(|env, buf| env.step(action, buf));
         self.head = (self.head + 1) % self.ring.len();
         self.write_output(&mut obs);

@@ -4,7 +4,7 @@
 
 use super::{forward_to_inner, wrapper_snapshot_methods};
 use crate::env::{Env, Step};
-use crate::space::{Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
+use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
 /// OpenCV's RGB2GRAY on u8: ITU-R 601 weights 0.299, 0.587, 0.114 in 15-bit fixed point
 /// (9798, 19235, 3735, summing to 2^15), rounded half up. (OpenCV 4.12 was checked
@@ -327,15 +327,15 @@ impl Env for Grayscale {
     fn observation_space(&self) -> ObsSpace {
         self.output
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.inner
             .reset(seed, obs.scratch_if_wanted(ObsBuf::U8(&mut self.rgb)));
         self.convert(&mut obs);
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         let step = self
             .inner
             .step(action, obs.scratch_if_wanted(ObsBuf::U8(&mut self.rgb)));
@@ -386,15 +386,15 @@ impl Env for Resize {
     fn observation_space(&self) -> ObsSpace {
         self.output
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.inner
             .reset(seed, obs.scratch_if_wanted(self.input.buf()));
         self.convert(&mut obs);
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         let step = self
             .inner
             .step(action, obs.scratch_if_wanted(self.input.buf()));

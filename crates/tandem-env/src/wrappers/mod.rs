@@ -13,7 +13,7 @@ pub use normalize::{ClipReward, NormalizeObs, NormalizeReward};
 
 use crate::EnvError;
 use crate::env::Env;
-use crate::space::{Dtype, Layout, ObsShape, ObsSpace};
+use crate::space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 use crate::spec::WrapperSpec;
 
 /// Forwards the trait methods a wrapper does not change to the wrapped `inner`.
@@ -39,10 +39,18 @@ pub(crate) use forward_to_inner;
 /// both going through its `step_with(action, ObsOut) -> Step`.
 macro_rules! pass_through_step {
     () => {
-        fn step(&mut self, action: usize, obs: $crate::space::ObsBuf<'_>) -> $crate::env::Step {
+        fn step(
+            &mut self,
+            action: $crate::space::Action<'_>,
+            obs: $crate::space::ObsBuf<'_>,
+        ) -> $crate::env::Step {
             self.step_with(action, $crate::env::ObsOut::Buf(obs))
         }
-        fn step_in_place(&mut self, action: usize, obs: &mut [f32]) -> $crate::env::Step {
+        fn step_in_place(
+            &mut self,
+            action: $crate::space::Action<'_>,
+            obs: &mut [f32],
+        ) -> $crate::env::Step {
             self.step_with(action, $crate::env::ObsOut::InPlace(obs))
         }
     };
@@ -100,13 +108,29 @@ fn bad_parameter(wrapper: &WrapperSpec, index: usize, reason: impl Into<String>)
 }
 
 /// The observation space `wrapper` (at position `index`) produces from `input`, or
-/// why it cannot take `input`. `num_actions` is the game's action count when known.
+/// why it cannot take `input`. `actions` is the game's action space when known.
 pub fn output_space(
     wrapper: &WrapperSpec,
     index: usize,
     input: &ObsSpace,
-    num_actions: Option<usize>,
+    actions: Option<&ActionSpace>,
 ) -> Result<ObsSpace, EnvError> {
+    if let Some(space @ ActionSpace::Box { .. }) = actions {
+        if matches!(
+            wrapper,
+            WrapperSpec::NoopReset { .. }
+                | WrapperSpec::FireReset
+                | WrapperSpec::StickyActions { .. }
+        ) {
+            return Err(mismatch(
+                wrapper,
+                index,
+                input,
+                format!("it picks discrete actions itself, the game takes a {space}"),
+            ));
+        }
+    }
+    let num_actions = actions.and_then(ActionSpace::num_discrete);
     let param = |ok: bool, reason: String| {
         if ok {
             Ok(())
@@ -255,7 +279,7 @@ pub fn wrap(
     seed: u64,
 ) -> Result<Box<dyn Env>, EnvError> {
     let input = inner.observation_space();
-    let output = output_space(wrapper, index, &input, Some(inner.num_actions()))?;
+    let output = output_space(wrapper, index, &input, Some(&inner.action_space()))?;
     let stream = index as u64 + 1;
     Ok(match *wrapper {
         WrapperSpec::NoopReset { max_noops } => {

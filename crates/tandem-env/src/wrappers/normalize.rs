@@ -4,7 +4,7 @@
 use super::{forward_to_inner, pass_through_step, wrapper_snapshot_methods};
 use crate::env::{Env, ObsOut, Step};
 use crate::norm::{NormKind, Normalizer};
-use crate::space::{Dtype, ObsBuf, ObsSpace, ObsStore};
+use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace, ObsStore};
 
 /// Replaces each reward by its sign.
 pub struct ClipReward {
@@ -18,7 +18,7 @@ impl ClipReward {
 }
 
 impl ClipReward {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         let mut step = obs.step(&mut *self.inner, action);
         step.reward = if step.reward > 0.0 {
             1.0
@@ -35,8 +35,8 @@ impl Env for ClipReward {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.inner.reset(seed, obs)
@@ -93,15 +93,15 @@ impl Env for NormalizeObs {
     fn observation_space(&self) -> ObsSpace {
         self.output
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
         self.inner
             .reset(seed, obs.scratch_if_wanted(self.input.buf()));
         self.process(&mut obs);
     }
-    fn step(&mut self, action: usize, mut obs: ObsBuf<'_>) -> Step {
+    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
         let step = self
             .inner
             .step(action, obs.scratch_if_wanted(self.input.buf()));
@@ -138,7 +138,7 @@ impl NormalizeReward {
 }
 
 impl NormalizeReward {
-    fn step_with(&mut self, action: usize, obs: ObsOut<'_>) -> Step {
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
         let mut step = obs.step(&mut *self.inner, action);
         self.discounted_return = self.discounted_return * self.gamma + f64::from(step.reward);
         self.normalizer.observe([self.discounted_return]);
@@ -151,8 +151,8 @@ impl Env for NormalizeReward {
     fn observation_space(&self) -> ObsSpace {
         self.inner.observation_space()
     }
-    fn num_actions(&self) -> usize {
-        self.inner.num_actions()
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
     }
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         self.discounted_return = 0.0;
