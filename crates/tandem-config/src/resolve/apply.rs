@@ -247,11 +247,22 @@ impl<'a> Applier<'a> {
             );
             for field in section.fields(kind) {
                 let path = section.path(field.name);
-                if !self.entries.contains_key(&path)
-                    && let Some(v) = Val::from_default(&field.default)
-                {
-                    values.insert(path.clone(), v);
-                    provenance.insert(path, Origin::Default);
+                if self.entries.contains_key(&path) {
+                    continue;
+                }
+                match Val::from_default(&field.default) {
+                    Some(v) => {
+                        values.insert(path.clone(), v);
+                        provenance.insert(path, Origin::Default);
+                    }
+                    // A value written but invalid has had its own error.
+                    None if !section.name.is_empty()
+                        && !self.broken[index]
+                        && !self.failed.contains(&path) =>
+                    {
+                        self.missing_required(section, kind, field, (main_source, experiment_span))
+                    }
+                    None => {}
                 }
             }
         }
@@ -260,6 +271,34 @@ impl<'a> Applier<'a> {
             provenance.insert(path.clone(), self.origin(entry));
         }
         (values, provenance)
+    }
+
+    /// A setting without default that was not written: pointed at the kind that needs it.
+    fn missing_required(
+        &mut self,
+        section: &Section,
+        kind: Option<&Kind>,
+        field: &crate::schema::Field,
+        (main_source, experiment_span): (SourceId, SourceSpan),
+    ) {
+        let path = section.path(field.name);
+        let (source, span) = self
+            .entries
+            .get(section.name)
+            .map_or((main_source, experiment_span), |e| (e.source, e.span));
+        let owner = match kind {
+            Some(k) => format!("`{} \"{}\"`", section.name, k.name),
+            None => format!("`{}`", section.name),
+        };
+        self.push(
+            error(
+                "config::missing-value",
+                format!("{owner} needs `{}`", field.name),
+            )
+            .at(source, span, format!("no `{}` in its block", field.name))
+            .help(format!("add `{}` to its block: {}", field.name, field.doc)),
+        );
+        self.failed.insert(path);
     }
 
     /// The kind of one section: as written, its default, or an error.
