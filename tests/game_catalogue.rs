@@ -21,7 +21,12 @@ const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 /// Native games the config names whose tandem-env implementation is not on this branch yet:
 /// `env_spec` must refuse them until they are mapped (then remove them here).
-const AWAITING_NATIVE: &[&str] = &["acrobot", "mountain-car", "mountain-car-continuous", "pendulum"];
+const AWAITING_NATIVE: &[&str] = &[
+    "acrobot",
+    "mountain-car",
+    "mountain-car-continuous",
+    "pendulum",
+];
 
 /// The Atari games the binary trains (with every MinAtar game).
 const TRAINED_ATARI: &[&str] = &[
@@ -41,9 +46,10 @@ fn resolve(text: &str) -> Result<tandem_config::Experiment, String> {
 /// The env crate's action space is the one the catalogue gives the resolver.
 fn same_actions(env: &tandem_env::ActionSpace, config: &tandem_config::ActionSpace) -> bool {
     match (env, config) {
-        (tandem_env::ActionSpace::Discrete { n }, tandem_config::ActionSpace::Discrete { n: m }) => {
-            n == m
-        }
+        (
+            tandem_env::ActionSpace::Discrete { n },
+            tandem_config::ActionSpace::Discrete { n: m },
+        ) => n == m,
         (
             tandem_env::ActionSpace::Box { low, high },
             tandem_config::ActionSpace::Box { low: l, high: h },
@@ -99,7 +105,11 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
         checked += 1;
     }
     assert!(checked > 100, "only {checked} games were built");
-    assert!(AWAITING_NATIVE.iter().all(|n| tandem_config::games().any(|g| g.name == *n)));
+    assert!(
+        AWAITING_NATIVE
+            .iter()
+            .all(|n| tandem_config::games().any(|g| g.name == *n))
+    );
 }
 
 /// A tiny training config for `game`: Atari frames shrunk so an MLP reads them cheaply.

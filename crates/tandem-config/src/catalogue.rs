@@ -148,7 +148,12 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
     ),
     (
         Game::MountainCar,
-        native("mountain-car", Family::ClassicControl, vector(2), discrete(3)),
+        native(
+            "mountain-car",
+            Family::ClassicControl,
+            vector(2),
+            discrete(3),
+        ),
     ),
     (
         Game::MountainCarContinuous,
@@ -362,7 +367,10 @@ mod tests {
             assert_eq!(help, format!("did you mean {meant}?"), "{typed}");
         }
         let unknown = suggest("starcraft");
-        assert!(unknown.starts_with("known games: \"cartpole\""), "{unknown}");
+        assert!(
+            unknown.starts_with("known games: \"cartpole\""),
+            "{unknown}"
+        );
         assert!(unknown.contains("atari-<rom>"), "{unknown}");
     }
 }

@@ -23,8 +23,8 @@ mod values;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use catalogue::games;
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
+pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics};
 pub use model::*;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};

@@ -179,7 +179,9 @@ pub enum Game {
     MinatarSeaquest,
     /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
     /// `atari-space-invaders`).
-    Atari { rom: &'static str },
+    Atari {
+        rom: &'static str,
+    },
     Gymnasium(Gymnasium),
 }
 

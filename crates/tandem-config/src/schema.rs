@@ -632,7 +632,8 @@ const fn concat<const N: usize>(parts: &[&[Kind]]) -> [Kind; N] {
 const ENV_KIND_COUNT: usize = NATIVE_KINDS.len() + ATARI_KINDS.len() + 1;
 
 /// Every game `env` accepts: the catalogue's natives, every Atari ROM, gymnasium.
-static ENV_KINDS: [Kind; ENV_KIND_COUNT] = concat(&[&NATIVE_KINDS, &ATARI_KINDS, &[GYMNASIUM_KIND]]);
+static ENV_KINDS: [Kind; ENV_KIND_COUNT] =
+    concat(&[&NATIVE_KINDS, &ATARI_KINDS, &[GYMNASIUM_KIND]]);
 
 pub(crate) static ENV: Section = Section {
     name: "env",
@@ -1387,7 +1388,11 @@ mod tests {
         }
         assert_eq!(ENV.kinds.len(), crate::games().count() + 1);
         for info in crate::games() {
-            assert!(ENV.kind(info.name).is_some(), "{} is no env kind", info.name);
+            assert!(
+                ENV.kind(info.name).is_some(),
+                "{} is no env kind",
+                info.name
+            );
         }
     }
 

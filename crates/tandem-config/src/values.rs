@@ -654,11 +654,18 @@ mod tests {
             assert_eq!(written, expected, "{combo:?}");
             assert_eq!(to_experiment(&values), e, "{combo:?}");
         }
-        let minatar =
-            "experiment \"x\" {\n    env \"minatar-breakout\"\n    network \"minatar-cnn\"\n}\n";
-        let e = resolve(&Source::Stdin(minatar.into()), &[])
-            .unwrap()
-            .experiment;
-        assert_eq!(to_experiment(&from_experiment(&e)), e);
+        for text in [
+            "experiment \"x\" {\n    env \"minatar-breakout\"\n    network \"minatar-cnn\"\n}\n",
+            "experiment \"x\" {\n    env \"gymnasium\" { id \"A-v0\"; import \"m\"; make-args { a 1 } }\n}\n",
+        ] {
+            let e = resolve(&Source::Stdin(text.into()), &[])
+                .unwrap()
+                .experiment;
+            let values = from_experiment(&e);
+            let env_paths = values.keys().filter(|k| k.starts_with("env")).count();
+            let kind = kind_of(&values, &schema::ENV).and_then(|k| schema::ENV.kind(k));
+            assert_eq!(env_paths, 1 + schema::ENV.fields(kind).count(), "{text}");
+            assert_eq!(to_experiment(&values), e);
+        }
     }
 }

@@ -54,10 +54,22 @@ fn every_minatar_game_and_atari_rom_is_named() {
 fn a_misspelt_game_gets_the_nearest_name() {
     for (typed, help) in [
         ("atari-mspacman", "did you mean `atari-ms-pacman`?"),
-        ("minatar-space-invader", "did you mean `minatar-space-invaders`?"),
-        ("atari-spaceinvaders", "did you mean `atari-space-invaders`?"),
-        ("atari-space_invaders", "did you mean `atari-space-invaders`?"),
-        ("seaquest", "did you mean `minatar-seaquest` or `atari-seaquest`?"),
+        (
+            "minatar-space-invader",
+            "did you mean `minatar-space-invaders`?",
+        ),
+        (
+            "atari-spaceinvaders",
+            "did you mean `atari-space-invaders`?",
+        ),
+        (
+            "atari-space_invaders",
+            "did you mean `atari-space-invaders`?",
+        ),
+        (
+            "seaquest",
+            "did you mean `minatar-seaquest` or `atari-seaquest`?",
+        ),
     ] {
         let diags = errors(&with_env(&format!("env \"{typed}\"")), &[]);
         assert_eq!(diags.len(), 1, "{typed}");
@@ -79,9 +91,8 @@ fn a_discrete_learner_refuses_a_box_action_space() {
         ("pendulum", "dqn"),
         ("mountain-car-continuous", "a2c"),
     ] {
-        let text = format!(
-            "experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{game}\"\n}}\n"
-        );
+        let text =
+            format!("experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{game}\"\n}}\n");
         let diags = errors(&text, &[]);
         assert_eq!(diags.len(), 1, "{game} {algorithm}: {diags:?}");
         let d = &diags[0];
@@ -89,7 +100,11 @@ fn a_discrete_learner_refuses_a_box_action_space() {
         assert_eq!(d.message(), format!("{algorithm} cannot act in {game}"));
         // Labelled on the game, line 3.
         assert_eq!(d.line_column().unwrap().0, 3);
-        assert!(d.label().unwrap().contains("a box of 1 number in"), "{:?}", d.label());
+        assert!(
+            d.label().unwrap().contains("a box of 1 number in"),
+            "{:?}",
+            d.label()
+        );
         let help = d.help().unwrap();
         assert!(help.contains("discrete actions"), "{help}");
     }
@@ -146,14 +161,20 @@ fn gymnasium_settings_round_trip_and_enter_the_hash() {
         ),
         "{text}"
     );
-    assert!(text.contains("        import \"my_envs.registry\" \"ale_py\"\n"), "{text}");
+    assert!(
+        text.contains("        import \"my_envs.registry\" \"ale_py\"\n"),
+        "{text}"
+    );
     assert_eq!(parse_canonical(&text).unwrap(), e);
     let json = canonical_json(&e);
     assert!(json.contains("\"gravity\": -9.8"), "{json}");
     // No imports, no arguments: both still written, and read back.
     let bare = experiment(&with_env("env \"gymnasium\" { id \"CartPole-v1\" }"));
     let bare_text = canonical_kdl(&bare);
-    assert!(bare_text.contains("        import\n        make-args {}\n"), "{bare_text}");
+    assert!(
+        bare_text.contains("        import\n        make-args {}\n"),
+        "{bare_text}"
+    );
     assert_eq!(parse_canonical(&bare_text).unwrap(), bare);
     // Every make-args value is part of the hash, its type too.
     let hash = config_hash(&e);
@@ -263,7 +284,11 @@ fn gymnasium_refuses_wrappers_that_step_the_game_for_the_agent() {
         let d = &diags[0];
         assert_eq!(d.code(), "config::wrapper-mismatch");
         assert_eq!(d.line_column().unwrap().0, 5, "{wrapper}");
-        assert!(d.help().unwrap().starts_with(&format!("remove `{wrapper}`")));
+        assert!(
+            d.help()
+                .unwrap()
+                .starts_with(&format!("remove `{wrapper}`"))
+        );
     }
     // Wrappers that need a space the resolver does not know are left to the run, as are the
     // network and the learner.

@@ -80,7 +80,11 @@ fn the_config_catalogue_matches_ale() {
             None => unsupported.push(rom),
         }
     }
-    assert!(rows.len() > 100, "ALE supports only {} bundled ROMs", rows.len());
+    assert!(
+        rows.len() > 100,
+        "ALE supports only {} bundled ROMs",
+        rows.len()
+    );
     let expected = render(&rows, &unsupported);
     let path = catalogue_path();
     if std::env::var_os("UPDATE_CATALOGUE").is_some() {

@@ -380,7 +380,6 @@ fn missing_kind(
     )
     .help(format!(
         "add e.g. `{} {}` inside the experiment; known: {known}",
-        section.name,
-        kinds[0],
+        section.name, kinds[0],
     ))
 }

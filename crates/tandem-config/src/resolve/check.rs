@@ -144,9 +144,12 @@ impl Checker<'_> {
             }
             (Ty::Text, KdlValue::String(s)) => {
                 if s.is_empty() || s.chars().any(char::is_control) {
-                    Err(error("config::text", format!("`{}` needs a non-empty string", self.path))
-                        .at(self.source, span, "empty or holding control characters")
-                        .help(format!("`{}`: {}", field.name, field.doc)))
+                    Err(error(
+                        "config::text",
+                        format!("`{}` needs a non-empty string", self.path),
+                    )
+                    .at(self.source, span, "empty or holding control characters")
+                    .help(format!("`{}`: {}", field.name, field.doc)))
                 } else {
                     Ok(Val::Str(s.clone()))
                 }
@@ -295,20 +298,27 @@ impl Checker<'_> {
     fn args(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
         let source = self.source;
         let path = self.path;
-        let example = "write `make-args { continuous #true; gravity -9.8 }` (`make-args {}` for none)";
+        let example =
+            "write `make-args { continuous #true; gravity -9.8 }` (`make-args {}` for none)";
         let mut errs = Vec::new();
         for (_, span) in &raw.args {
             errs.push(
-                error("config::unexpected-argument", format!("`{path}` takes a block, not arguments"))
-                    .at(source, *span, "unexpected argument")
-                    .help(example),
+                error(
+                    "config::unexpected-argument",
+                    format!("`{path}` takes a block, not arguments"),
+                )
+                .at(source, *span, "unexpected argument")
+                .help(example),
             );
         }
         for (_, _, span) in &raw.props {
             errs.push(
-                error("config::unexpected-property", format!("`{path}` takes a block, not properties"))
-                    .at(source, *span, "unexpected property")
-                    .help(example),
+                error(
+                    "config::unexpected-property",
+                    format!("`{path}` takes a block, not properties"),
+                )
+                .at(source, *span, "unexpected property")
+                .help(example),
             );
         }
         let Some(block) = &raw.children else {
@@ -325,10 +335,13 @@ impl Checker<'_> {
             let span = node.name().span();
             if let Some((_, first)) = args.get(name) {
                 errs.push(
-                    error("config::duplicate-setting", format!("keyword argument `{name}` is given twice"))
-                        .at(source, span, "given again here")
-                        .also(source, *first, "first given here")
-                        .help("each keyword argument of gymnasium.make appears once"),
+                    error(
+                        "config::duplicate-setting",
+                        format!("keyword argument `{name}` is given twice"),
+                    )
+                    .at(source, span, "given again here")
+                    .also(source, *first, "first given here")
+                    .help("each keyword argument of gymnasium.make appears once"),
                 );
                 continue;
             }
@@ -352,28 +365,51 @@ impl Checker<'_> {
         let source = self.source;
         let name = node.name().value();
         let raw = raw_of_node(node);
-        let help = format!("write `{name} VALUE` with one integer, number, boolean, string or #null");
+        let help =
+            format!("write `{name} VALUE` with one integer, number, boolean, string or #null");
         // KDL reads these bare words as keywords, so the canonical form could not write them.
         if !is_identifier(name) || ["true", "false", "null", "inf", "nan"].contains(&name) {
-            return Err(error("config::argument-name", format!("`{name}` is not a keyword argument name"))
-                .at(source, node.name().span(), "not a Python identifier")
-                .help("keyword arguments are named by letters, digits and `_`, not starting with a digit"));
+            return Err(error(
+                "config::argument-name",
+                format!("`{name}` is not a keyword argument name"),
+            )
+            .at(source, node.name().span(), "not a Python identifier")
+            .help(
+                "keyword arguments are named by letters, digits and `_`, not starting with a digit",
+            ));
         }
         if let Some(children) = &raw.children {
-            return Err(error("config::unexpected-block", format!("keyword argument `{name}` takes no block"))
-                .at(source, children.span(), "unexpected block")
-                .help(help));
+            return Err(error(
+                "config::unexpected-block",
+                format!("keyword argument `{name}` takes no block"),
+            )
+            .at(source, children.span(), "unexpected block")
+            .help(help));
         }
         if let Some((key, _, span)) = raw.props.first() {
-            return Err(error("config::unexpected-property", format!("keyword argument `{name}` takes no properties"))
-                .at(source, *span, format!("unexpected `{key}=`"))
-                .help(help));
+            return Err(error(
+                "config::unexpected-property",
+                format!("keyword argument `{name}` takes no properties"),
+            )
+            .at(source, *span, format!("unexpected `{key}=`"))
+            .help(help));
         }
         let [(value, span)] = raw.args.as_slice() else {
             let span = raw.args.get(1).map_or(node.span(), |(_, s)| *s);
-            return Err(error("config::missing-value", format!("keyword argument `{name}` needs one value"))
-                .at(source, span, if raw.args.is_empty() { "no value" } else { "extra value" })
-                .help(help));
+            return Err(error(
+                "config::missing-value",
+                format!("keyword argument `{name}` needs one value"),
+            )
+            .at(
+                source,
+                span,
+                if raw.args.is_empty() {
+                    "no value"
+                } else {
+                    "extra value"
+                },
+            )
+            .help(help));
         };
         match value {
             KdlValue::Integer(i) => i64::try_from(*i).map(Scalar::Int).map_err(|_| {

@@ -514,7 +514,9 @@ impl CrossCheck<'_, '_> {
                 Wrapper::FireReset => "presses FIRE, which a gymnasium environment need not have",
                 Wrapper::FrameSkip { .. } => "steps the game several times per agent step",
                 Wrapper::EpisodicLife => "needs lives, which the bridge does not read",
-                Wrapper::StickyActions { .. } => "steps the game with an action the agent did not choose",
+                Wrapper::StickyActions { .. } => {
+                    "steps the game with an action the agent did not choose"
+                }
                 _ => continue,
             };
             let name = wrapper.name();
