@@ -12,7 +12,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tandem_config::{GameInfo, Observation, Source};
@@ -189,36 +188,22 @@ fn the_binary_trains_every_minatar_game_and_five_atari_games() {
     assert_eq!(games.len(), 5 + TRAINED_ATARI.len());
     let scratch = std::env::temp_dir().join(format!("tandem-catalogue-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    let next = Mutex::new(0usize);
-    let failures = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                loop {
-                    let i = {
-                        let mut n = next.lock().unwrap();
-                        *n += 1;
-                        *n - 1
-                    };
-                    let Some(game) = games.get(i) else { break };
-                    let run = train(game, &scratch);
-                    let resolved = std::fs::read_to_string(run.join("resolved.kdl")).unwrap();
-                    let outputs = policy_outputs(&run);
-                    let expected = game.actions.num_discrete().unwrap() as i64;
-                    if !resolved.contains(&format!("    env \"{}\" {{", game.name))
-                        || outputs != expected
-                    {
-                        failures.lock().unwrap().push(format!(
-                            "{}: {outputs} policy outputs (the catalogue says {expected}), resolved env line present: {}",
-                            game.name,
-                            resolved.contains(game.name)
-                        ));
-                    }
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
+    let failures: Vec<String> = common::on_two_threads(&games, |game| {
+        let run = train(game, &scratch);
+        let resolved = std::fs::read_to_string(run.join("resolved.kdl")).unwrap();
+        let outputs = policy_outputs(&run);
+        let expected = game.actions.num_discrete().unwrap() as i64;
+        let named = resolved.contains(&format!("    env \"{}\" {{", game.name));
+        (!named || outputs != expected).then(|| {
+            format!(
+                "{}: {outputs} policy outputs (the catalogue says {expected}), the resolved config names the game: {named}",
+                game.name
+            )
+        })
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&scratch);
 }

@@ -17,7 +17,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tandem_config::{SettingInfo, SettingRole, Source, schema_settings};
@@ -974,32 +973,7 @@ fn wrappers_set(text: &str, name: &str, with: &str) -> String {
 
 /// Runs `jobs` on two threads (the machine's cores), results by job index.
 fn run_all(jobs: Vec<(String, &'static str, Vec<String>)>) -> Vec<Outcome> {
-    let next = Mutex::new(0usize);
-    let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                loop {
-                    let i = {
-                        let mut n = next.lock().unwrap();
-                        *n += 1;
-                        *n - 1
-                    };
-                    let Some((label, text, sets)) = jobs.get(i) else {
-                        break;
-                    };
-                    let outcome = train(label, text, sets);
-                    results.lock().unwrap()[i] = Some(outcome);
-                }
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.unwrap())
-        .collect()
+    common::on_two_threads(&jobs, |(label, text, sets)| train(label, text, sets))
 }
 
 #[test]
