@@ -136,7 +136,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         );
     }
     let spec = crate::nn::ActorCriticSpec::from_experiment(&experiment)?;
-    let env_spec = envs::env_spec(&experiment);
+    let env_spec = envs::env_spec(&experiment)?;
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;

@@ -233,12 +233,12 @@ const CLAIMS: &[Claim] = &[
         check: settings("minatar-breakout.kdl", |e| {
             matches!(
                 e.env.observation(),
-                Observation::Planes {
+                Some(Observation::Planes {
                     height: 10,
                     width: 10,
                     channels: 4,
                     ..
-                }
+                })
             )
         }),
     },

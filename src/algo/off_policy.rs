@@ -346,7 +346,7 @@ fn stores_bytes(experiment: &Experiment, dtype: Dtype) -> bool {
         .any(|w| matches!(w, Wrapper::NormalizeObs { .. }));
     let binary_planes = matches!(
         experiment.observation(),
-        tandem_config::Observation::Planes { .. }
+        Some(tandem_config::Observation::Planes { .. })
     );
     (dtype == Dtype::U8 || binary_planes) && !normalised
 }

@@ -21,7 +21,7 @@ impl ActorCriticSpec {
         let scale_pixels = matches!(
             network,
             NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
-        ) && matches!(experiment.observation(), Observation::Image { .. });
+        ) && matches!(experiment.observation(), Some(Observation::Image { .. }));
         Ok(ActorCriticSpec {
             network,
             share_torso: config.shared,

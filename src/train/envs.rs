@@ -11,25 +11,48 @@ use tch::Tensor;
 use super::checkpoint::{self, Checkpoint};
 use crate::algo::Collective;
 
-/// The env crate's spec for the experiment's environment.
-pub fn env_spec(experiment: &Experiment) -> EnvSpec {
-    let game = match experiment.env.game {
+/// The env crate's spec for the experiment's environment; an error for a game the resolver
+/// knows that this build cannot run.
+pub fn env_spec(experiment: &Experiment) -> Result<EnvSpec> {
+    // minatar's own default: sticky actions with probability 0.1, minimal action set.
+    let (sticky_action_prob, full_action_set) = (0.1, false);
+    let game = match &experiment.env.game {
         Game::Cartpole => GameSpec::CartPole,
-        // minatar's own default: sticky actions with probability 0.1, minimal action set.
         Game::MinatarBreakout => GameSpec::MinAtarBreakout {
-            sticky_action_prob: 0.1,
-            full_action_set: false,
+            sticky_action_prob,
+            full_action_set,
         },
+        Game::MinatarAsterix => GameSpec::MinAtarAsterix {
+            sticky_action_prob,
+            full_action_set,
+        },
+        Game::MinatarFreeway => GameSpec::MinAtarFreeway {
+            sticky_action_prob,
+            full_action_set,
+        },
+        Game::MinatarSpaceInvaders => GameSpec::MinAtarSpaceInvaders {
+            sticky_action_prob,
+            full_action_set,
+        },
+        Game::MinatarSeaquest => GameSpec::MinAtarSeaquest { sticky_action_prob },
         // ALE-level stickiness is off (set explicitly, ALE's default would be 0.25); a config
         // that wants sticky actions declares the `sticky-actions` wrapper.
-        Game::AtariBreakout => GameSpec::Atari {
-            rom: "breakout".into(),
+        Game::Atari { rom } => GameSpec::Atari {
+            rom: (*rom).to_string(),
             repeat_action_probability: 0.0,
             full_action_space: false,
         },
+        Game::Acrobot
+        | Game::MountainCar
+        | Game::MountainCarContinuous
+        | Game::Pendulum
+        | Game::Gymnasium(_) => anyhow::bail!(
+            "the game {} is not built into this tandem",
+            experiment.env.game.name()
+        ),
     };
     let wrappers = experiment.env.wrappers.iter().map(wrapper_spec).collect();
-    EnvSpec { game, wrappers }
+    Ok(EnvSpec { game, wrappers })
 }
 
 fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
@@ -67,7 +90,7 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
 pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Result<VecEnv> {
     let per_rank = experiment.per_rank_envs();
     let seeds = tandem_env::env_seeds(experiment.seed, 0, rank * per_rank, per_rank);
-    VecEnv::new(&env_spec(experiment), &seeds, threads).with_context(|| {
+    VecEnv::new(&env_spec(experiment)?, &seeds, threads).with_context(|| {
         format!(
             "cannot build the {} environments of rank {rank}",
             experiment.env.game.name()

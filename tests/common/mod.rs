@@ -334,3 +334,33 @@ pub fn assert_same_gradients(two_ranks: &[f32], one_rank: &[Vec<f32>], rel: f32)
         );
     }
 }
+
+/// Runs `work` on every job on two threads (the machine's cores), results in job order: the
+/// tests that train many tiny runs through the binary share it.
+pub fn on_two_threads<J: Sync, R: Send>(jobs: &[J], work: impl Fn(&J) -> R + Sync) -> Vec<R> {
+    let next = std::sync::Mutex::new(0usize);
+    let results: std::sync::Mutex<Vec<Option<R>>> =
+        std::sync::Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        *n += 1;
+                        *n - 1
+                    };
+                    let Some(job) = jobs.get(i) else { break };
+                    let result = work(job);
+                    results.lock().unwrap()[i] = Some(result);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}

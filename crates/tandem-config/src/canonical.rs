@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Source;
 use crate::diag::{Diagnostics, SourceKind, Sources, error};
-use crate::model::{Device, Experiment, Threads, Wrapper};
+use crate::model::{Device, Experiment, Scalar, Threads, Wrapper};
 use crate::schema::{self, SECTIONS};
 use crate::values::{self, Val, Values};
 
@@ -79,8 +79,19 @@ fn kdl_value(v: &Val) -> String {
             .join(" "),
         Val::Threads(Threads::Auto) => quote("auto"),
         Val::Threads(Threads::PerRank(n)) => n.to_string(),
+        Val::Modules(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
         // Blocks are written by the caller.
-        Val::Wrappers(_) => String::new(),
+        Val::Wrappers(_) | Val::Args(_) => String::new(),
+    }
+}
+
+fn scalar_val(v: &Scalar) -> Val {
+    match v {
+        Scalar::Int(i) => Val::Int(*i),
+        Scalar::Float(x) => Val::Float(*x),
+        Scalar::Bool(b) => Val::Bool(*b),
+        Scalar::Str(s) => Val::Str(s.clone()),
+        Scalar::Null => Val::Null,
     }
 }
 
@@ -125,6 +136,22 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                     }
                     out.push_str("        }\n");
                 }
+                Val::Args(args) if args.is_empty() => {
+                    out.push_str(&format!("        {} {{}}\n", field.name))
+                }
+                Val::Args(args) => {
+                    out.push_str(&format!("        {} {{\n", field.name));
+                    for (name, v) in args {
+                        out.push_str(&format!(
+                            "            {name} {}\n",
+                            kdl_value(&scalar_val(v))
+                        ));
+                    }
+                    out.push_str("        }\n");
+                }
+                Val::Modules(m) if m.is_empty() => {
+                    out.push_str(&format!("        {}\n", field.name))
+                }
                 v => out.push_str(&format!("        {} {}\n", field.name, kdl_value(v))),
             }
         }
@@ -150,6 +177,12 @@ fn json_value(v: &Val) -> serde_json::Value {
         ),
         Val::Threads(Threads::Auto) => J::String("auto".into()),
         Val::Threads(Threads::PerRank(n)) => J::from(*n),
+        Val::Modules(m) => J::Array(m.iter().map(|m| J::String(m.clone())).collect()),
+        Val::Args(args) => J::Object(
+            args.iter()
+                .map(|(name, v)| (name.clone(), json_value(&scalar_val(v))))
+                .collect(),
+        ),
         Val::Wrappers(list) => J::Array(
             list.iter()
                 .map(|w| {

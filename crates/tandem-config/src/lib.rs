@@ -12,6 +12,7 @@
 //! No environment variable or file outside the named ones changes a resolution.
 
 mod canonical;
+mod catalogue;
 pub mod cli;
 mod diag;
 mod model;
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
+pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics};
 pub use model::*;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};

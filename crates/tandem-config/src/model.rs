@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+pub use crate::catalogue::{ActionSpace, Family, GameInfo};
+
 /// A fully resolved experiment: every default is explicit, every size is global.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
@@ -161,91 +163,76 @@ pub struct Dqn {
     pub checkpoint_replay: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The game of an experiment: one of the catalogue (see [`games`](crate::games)), or a
+/// gymnasium environment with the parameters of its bridge.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Game {
     Cartpole,
+    Acrobot,
+    MountainCar,
+    MountainCarContinuous,
+    Pendulum,
     MinatarBreakout,
-    AtariBreakout,
+    MinatarAsterix,
+    MinatarFreeway,
+    MinatarSpaceInvaders,
+    MinatarSeaquest,
+    /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
+    /// `atari-space-invaders`).
+    Atari {
+        rom: &'static str,
+    },
+    Gymnasium(Gymnasium),
 }
-
-/// What the resolver needs to know about a game to check wrappers and networks.
-/// Adding a game means adding a variant, a row here and a kind in the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GameInfo {
-    pub name: &'static str,
-    pub observation: Observation,
-    pub actions: usize,
-    /// Runs on the ALE: no-op resets make sense.
-    pub atari: bool,
-    pub has_lives: bool,
-    pub has_fire: bool,
-}
-
-const GAMES: &[(Game, GameInfo)] = &[
-    (
-        Game::Cartpole,
-        GameInfo {
-            name: "cartpole",
-            observation: Observation::Vector { len: 4 },
-            actions: 2,
-            atari: false,
-            has_lives: false,
-            has_fire: false,
-        },
-    ),
-    (
-        Game::MinatarBreakout,
-        GameInfo {
-            name: "minatar-breakout",
-            observation: Observation::Planes {
-                height: 10,
-                width: 10,
-                channels: 4,
-            },
-            actions: 3,
-            atari: false,
-            has_lives: false,
-            has_fire: false,
-        },
-    ),
-    (
-        Game::AtariBreakout,
-        GameInfo {
-            name: "atari-breakout",
-            observation: Observation::Image {
-                height: 210,
-                width: 160,
-                color: Color::Rgb,
-                frames: 1,
-            },
-            actions: 4,
-            atari: true,
-            has_lives: true,
-            has_fire: true,
-        },
-    ),
-];
 
 impl Game {
-    pub fn info(&self) -> GameInfo {
-        GAMES
-            .iter()
-            .find(|(g, _)| g == self)
-            .map(|(_, i)| *i)
-            .unwrap_or(GAMES[0].1)
+    /// What the resolver knows of the game; `None` for gymnasium, whose spaces are known once
+    /// the environment is built.
+    pub fn info(&self) -> Option<GameInfo> {
+        crate::catalogue::info(self)
     }
 
+    /// The name in `env "<name>"`.
     pub fn name(&self) -> &'static str {
-        self.info().name
+        match self {
+            Game::Gymnasium(_) => "gymnasium",
+            game => game.info().map_or("", |i| i.name),
+        }
     }
 
+    /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
+    /// which needs its settings.
     pub fn from_name(name: &str) -> Option<Game> {
-        GAMES.iter().find(|(_, i)| i.name == name).map(|(g, _)| *g)
+        crate::catalogue::by_name(name)
     }
+}
 
-    pub fn all() -> impl Iterator<Item = Game> {
-        GAMES.iter().map(|(g, _)| *g)
-    }
+/// A gymnasium environment run by the bridge's Python worker processes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gymnasium {
+    /// The id passed to `gymnasium.make`, e.g. `CartPole-v1`.
+    pub id: String,
+    /// The interpreter the workers run on.
+    pub python: String,
+    /// Modules imported before `gymnasium.make` (to register environments), in order.
+    pub imports: Vec<String>,
+    /// Keyword arguments of `gymnasium.make`, sorted by name.
+    pub make_args: Vec<(String, Scalar)>,
+    /// Worker processes per rank.
+    pub workers: usize,
+    /// Seconds one step (or reset) of a worker may take before the run stops.
+    pub step_timeout_s: f64,
+}
+
+/// One value of a keyword argument (`make-args`), as Python receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    /// Python's `None`.
+    Null,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,11 +356,11 @@ pub struct Env {
 }
 
 impl Env {
-    /// The observation after every wrapper, as the network receives it.
-    pub fn observation(&self) -> Observation {
-        self.wrappers
-            .iter()
-            .fold(self.game.info().observation, apply_wrapper)
+    /// The observation after every wrapper, as the network receives it; `None` for
+    /// gymnasium (known once the environment is built).
+    pub fn observation(&self) -> Option<Observation> {
+        let game = self.game.info()?.observation;
+        Some(self.wrappers.iter().fold(game, apply_wrapper))
     }
 }
 
@@ -655,14 +642,14 @@ impl Experiment {
         stack.max(1)
     }
 
-    /// The observation the network receives.
-    pub fn observation(&self) -> Observation {
+    /// The observation the network receives; `None` for gymnasium.
+    pub fn observation(&self) -> Option<Observation> {
         self.env.observation()
     }
 
-    /// Number of discrete actions of the game.
-    pub fn actions(&self) -> usize {
-        self.env.game.info().actions
+    /// The game's action space; `None` for gymnasium.
+    pub fn actions(&self) -> Option<ActionSpace> {
+        self.env.game.info().map(|i| i.actions)
     }
 }
 
@@ -693,7 +680,7 @@ mod tests {
 
     #[test]
     fn wrappers_change_observations() {
-        let rgb = Game::AtariBreakout.info().observation;
+        let rgb = Game::Atari { rom: "breakout" }.info().unwrap().observation;
         let gray = apply_wrapper(rgb, &Wrapper::Grayscale);
         let small = apply_wrapper(
             gray,
@@ -715,8 +702,10 @@ mod tests {
 
     #[test]
     fn every_game_has_a_name_that_maps_back() {
-        for game in Game::all() {
-            assert_eq!(Game::from_name(game.name()), Some(game));
+        for info in crate::games() {
+            let game = Game::from_name(info.name).unwrap();
+            assert_eq!(game.name(), info.name);
         }
+        assert_eq!(Game::from_name("gymnasium"), None);
     }
 }

@@ -24,9 +24,15 @@ pub(crate) enum Ty {
         max: i64,
     },
     Name,
+    /// Any non-empty string without control characters.
+    Text,
+    /// Zero or more Python module names (`ale_py`, `my_envs.registry`).
+    Modules,
     Devices,
     Threads,
     Wrappers,
+    /// A block of `name value` keyword arguments.
+    Args,
 }
 
 /// The default of one setting, written out explicitly in the resolved form.
@@ -42,9 +48,13 @@ pub(crate) enum Dflt {
     Devices,
     Auto,
     NoWrappers,
+    /// No modules.
+    NoModules,
+    /// An empty block of keyword arguments.
+    NoArgs,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Field {
     pub name: &'static str,
     pub ty: Ty,
@@ -53,7 +63,7 @@ pub(crate) struct Field {
     pub doc: &'static str,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Kind {
     pub name: &'static str,
     pub doc: &'static str,
@@ -492,27 +502,144 @@ pub(crate) static ALGORITHM: Section = Section {
     common: &[],
 };
 
+const fn game(name: &'static str, doc: &'static str) -> Kind {
+    Kind {
+        name,
+        doc,
+        fields: &[],
+    }
+}
+
+/// The games written out in the catalogue, in its order.
+const NATIVE_KINDS: [Kind; 10] = [
+    game(
+        "cartpole",
+        "Classic cart-pole balancing (gymnasium's CartPole-v1); observes a vector of 4 floats, 2 actions.",
+    ),
+    game(
+        "acrobot",
+        "Swing up a two-link pendulum (gymnasium's Acrobot-v1); observes a vector of 6 floats, 3 actions.",
+    ),
+    game(
+        "mountain-car",
+        "Drive an underpowered car up a hill (gymnasium's MountainCar-v0); observes a vector of 2 floats, 3 actions.",
+    ),
+    game(
+        "mountain-car-continuous",
+        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1] (no learner of tandem takes box actions yet).",
+    ),
+    game(
+        "pendulum",
+        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2] (no learner of tandem takes box actions yet).",
+    ),
+    game(
+        "minatar-breakout",
+        "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on, as for every MinAtar game.",
+    ),
+    game(
+        "minatar-asterix",
+        "MinAtar Asterix; observes 10x10x4 binary planes, 5 actions.",
+    ),
+    game(
+        "minatar-freeway",
+        "MinAtar Freeway; observes 10x10x7 binary planes, 3 actions.",
+    ),
+    game(
+        "minatar-space-invaders",
+        "MinAtar Space Invaders; observes 10x10x6 binary planes, 4 actions.",
+    ),
+    game(
+        "minatar-seaquest",
+        "MinAtar Seaquest; observes 10x10x10 binary planes, 6 actions.",
+    ),
+];
+
+/// The doc of every Atari kind (the docs list them in one row).
+const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
+
+const ATARI_KINDS: [Kind; crate::catalogue::ATARI.len()] = {
+    let rows = crate::catalogue::ATARI;
+    let mut out = [game("", ATARI_DOC); crate::catalogue::ATARI.len()];
+    let mut i = 0;
+    while i < rows.len() {
+        out[i].name = rows[i].name;
+        i += 1;
+    }
+    out
+};
+
+const GYMNASIUM_KIND: Kind = Kind {
+    name: "gymnasium",
+    doc: "Any gymnasium environment, stepped by Python worker processes (the gymnasium bridge): `env \"gymnasium\" { id \"CartPole-v1\" }`. Its observation and action spaces are known once the environment is built, so the checks that need them are made when the run starts. Wrappers that step the game other than once per agent step with the agent's action, or that need lives or FIRE (`noop-reset`, `fire-reset`, `frame-skip`, `episodic-life`, `sticky-actions`), are refused: use gymnasium's own wrappers inside the environment instead.",
+    fields: &[
+        f(
+            "id",
+            Ty::Text,
+            Dflt::Required,
+            "The id passed to `gymnasium.make`, e.g. `\"CartPole-v1\"` or `\"ALE/Pong-v5\"`.",
+        ),
+        f(
+            "python",
+            Ty::Text,
+            Dflt::Str("python3"),
+            "The Python interpreter the workers run on (a path, or a name looked up on PATH); it must be able to import gymnasium.",
+        ),
+        f(
+            "import",
+            Ty::Modules,
+            Dflt::NoModules,
+            "Modules imported before `gymnasium.make`, in order (those that register environments, e.g. `import \"ale_py\"`).",
+        ),
+        f(
+            "make-args",
+            Ty::Args,
+            Dflt::NoArgs,
+            "Keyword arguments of `gymnasium.make`, one `name value` per entry: `make-args { continuous #true; gravity -9.8 }`. Values are integers, numbers, booleans, strings or `#null` (Python's None); names are Python identifiers.",
+        ),
+        f(
+            "workers",
+            COUNT,
+            Dflt::Int(2),
+            "Python worker processes per rank, each stepping its share of the rank's environments; at most the rank's environments.",
+        ),
+        f(
+            "step-timeout",
+            SECONDS,
+            Dflt::Float(60.0),
+            "Seconds a worker may take for one step or reset before the run stops with an error.",
+        ),
+    ],
+};
+
+/// Copies `parts` one after the other into one array (statics cannot be concatenated
+/// otherwise).
+const fn concat<const N: usize>(parts: &[&[Kind]]) -> [Kind; N] {
+    let mut out = [game("", ""); N];
+    let (mut p, mut k) = (0, 0);
+    while p < parts.len() {
+        let mut i = 0;
+        while i < parts[p].len() {
+            out[k] = parts[p][i];
+            i += 1;
+            k += 1;
+        }
+        p += 1;
+    }
+    assert!(k == N, "the env kinds do not fill their array");
+    out
+}
+
+const ENV_KIND_COUNT: usize = NATIVE_KINDS.len() + ATARI_KINDS.len() + 1;
+
+/// Every game `env` accepts: the catalogue's natives, every Atari ROM, gymnasium.
+static ENV_KINDS: [Kind; ENV_KIND_COUNT] =
+    concat(&[&NATIVE_KINDS, &ATARI_KINDS, &[GYMNASIUM_KIND]]);
+
 pub(crate) static ENV: Section = Section {
     name: "env",
     doc: "The game, how many copies run, and the ordered wrappers applied to each: `env \"cartpole\" { ... }`. The game is required.",
     kind_key: "game",
-    kinds: &[
-        Kind {
-            name: "cartpole",
-            doc: "Classic cart-pole balancing; observes a vector of 4 floats, 2 actions.",
-            fields: &[],
-        },
-        Kind {
-            name: "minatar-breakout",
-            doc: "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on.",
-            fields: &[],
-        },
-        Kind {
-            name: "atari-breakout",
-            doc: "Atari 2600 Breakout through the ALE; observes 210x160 RGB frames, 4 actions, lives, a FIRE action. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.",
-            fields: &[],
-        },
-    ],
+    kinds: &ENV_KINDS,
     default_kind: None,
     common: &[
         f(
@@ -1019,7 +1146,9 @@ pub(crate) fn describe(ty: &Ty) -> String {
             format!("one of {}", quoted.join(", "))
         }
         Ty::IntList { min, max } => format!("one or more integers in {min}..={max}"),
-        Ty::Name => "string".into(),
+        Ty::Name | Ty::Text => "string".into(),
+        Ty::Modules => "zero or more module names (strings)".into(),
+        Ty::Args => "block of `name value` keyword arguments".into(),
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
         Ty::Wrappers => "block of wrappers".into(),
@@ -1044,7 +1173,8 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         ),
         Dflt::Devices => "`\"cpu\"`".into(),
         Dflt::Auto => "`\"auto\"`".into(),
-        Dflt::NoWrappers => "empty".into(),
+        Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
+        Dflt::NoModules => "none".into(),
     }
 }
 
@@ -1060,6 +1190,28 @@ fn field_rows(out: &mut String, fields: &[Field]) {
             field.doc
         ));
     }
+}
+
+/// One row per kind; the Atari games share one row that lists their names (a hundred rows
+/// of one text would bury the others).
+fn kind_rows(out: &mut String, kinds: &[Kind]) {
+    let mut atari: Vec<String> = Vec::new();
+    for kind in kinds {
+        if kind.doc == ATARI_DOC {
+            if atari.is_empty() {
+                out.push_str("| `\"atari-<rom>\"` | ATARI_ROWS |\n");
+            }
+            atari.push(format!("`{}`", kind.name));
+        } else {
+            out.push_str(&format!("| `\"{}\"` | {} |\n", kind.name, kind.doc));
+        }
+    }
+    let games = format!(
+        "{ATARI_DOC} The {} games: {}.",
+        atari.len(),
+        atari.join(" ")
+    );
+    *out = out.replace("ATARI_ROWS", &games);
 }
 
 /// The reference part of `docs/config.md`, generated from the tables above so the
@@ -1080,9 +1232,7 @@ pub fn reference_markdown() -> String {
             };
             out.push_str(&format!("The {} ({default}):\n\n", section.kind_key));
             out.push_str(&format!("| {} | meaning |\n|---|---|\n", section.kind_key));
-            for kind in section.kinds {
-                out.push_str(&format!("| `\"{}\"` | {} |\n", kind.name, kind.doc));
-            }
+            kind_rows(&mut out, section.kinds);
             out.push('\n');
         }
         if !section.common.is_empty() {
@@ -1229,14 +1379,21 @@ mod tests {
 
     #[test]
     fn every_env_kind_is_a_game() {
-        for kind in ENV.kinds {
+        for kind in ENV.kinds.iter().filter(|k| k.name != "gymnasium") {
             assert!(
                 crate::model::Game::from_name(kind.name).is_some(),
                 "{} has no game info",
                 kind.name
             );
         }
-        assert_eq!(ENV.kinds.len(), crate::model::Game::all().count());
+        assert_eq!(ENV.kinds.len(), crate::games().count() + 1);
+        for info in crate::games() {
+            assert!(
+                ENV.kind(info.name).is_some(),
+                "{} is no env kind",
+                info.name
+            );
+        }
     }
 
     #[test]
@@ -1271,9 +1428,12 @@ mod tests {
                 (Ty::IntList { min, max }, Dflt::IntList(l)) => {
                     l.iter().all(|i| (min..=max).contains(i))
                 }
+                (Ty::Text, Dflt::Str(s)) => !s.is_empty(),
                 (Ty::Devices, Dflt::Devices)
                 | (Ty::Threads, Dflt::Auto)
-                | (Ty::Wrappers, Dflt::NoWrappers) => true,
+                | (Ty::Wrappers, Dflt::NoWrappers)
+                | (Ty::Modules, Dflt::NoModules)
+                | (Ty::Args, Dflt::NoArgs) => true,
                 _ => false,
             };
             assert!(ok, "default of `{}` does not fit its type", field.name);

@@ -19,6 +19,10 @@ pub(crate) enum Val {
     Devices(Vec<Device>),
     Threads(Threads),
     Wrappers(Vec<Wrapper>),
+    /// Python module names, in order.
+    Modules(Vec<String>),
+    /// Keyword arguments, sorted by name.
+    Args(Vec<(String, Scalar)>),
 }
 
 pub(crate) type Values = BTreeMap<String, Val>;
@@ -36,6 +40,8 @@ impl Val {
             Dflt::Devices => Val::Devices(vec![Device::Cpu]),
             Dflt::Auto => Val::Threads(Threads::Auto),
             Dflt::NoWrappers => Val::Wrappers(Vec::new()),
+            Dflt::NoModules => Val::Modules(Vec::new()),
+            Dflt::NoArgs => Val::Args(Vec::new()),
         })
     }
 }
@@ -183,8 +189,25 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
         values,
         prefix: "env",
     };
+    let game = match e.kind() {
+        "gymnasium" => Game::Gymnasium(Gymnasium {
+            id: e.text("id").to_string(),
+            python: e.text("python").to_string(),
+            imports: match e.get("import") {
+                Some(Val::Modules(m)) => m.clone(),
+                _ => Vec::new(),
+            },
+            make_args: match e.get("make-args") {
+                Some(Val::Args(a)) => a.clone(),
+                _ => Vec::new(),
+            },
+            workers: e.usize("workers"),
+            step_timeout_s: e.float("step-timeout"),
+        }),
+        kind => Game::from_name(kind).unwrap_or(Game::Cartpole),
+    };
     let env = Env {
-        game: Game::from_name(e.kind()).unwrap_or(Game::Cartpole),
+        game,
         envs: e.usize("envs"),
         wrappers: match e.get("wrappers") {
             Some(Val::Wrappers(w)) => w.clone(),
@@ -457,6 +480,14 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     en.kind(e.env.game.name());
     en.int("envs", e.env.envs);
     en.put("wrappers", Val::Wrappers(e.env.wrappers.clone()));
+    if let Game::Gymnasium(g) = &e.env.game {
+        en.text("id", &g.id);
+        en.text("python", &g.python);
+        en.put("import", Val::Modules(g.imports.clone()));
+        en.put("make-args", Val::Args(g.make_args.clone()));
+        en.int("workers", g.workers);
+        en.float("step-timeout", g.step_timeout_s);
+    }
 
     let mut nw = Writer {
         values: &mut values,
@@ -623,11 +654,18 @@ mod tests {
             assert_eq!(written, expected, "{combo:?}");
             assert_eq!(to_experiment(&values), e, "{combo:?}");
         }
-        let minatar =
-            "experiment \"x\" {\n    env \"minatar-breakout\"\n    network \"minatar-cnn\"\n}\n";
-        let e = resolve(&Source::Stdin(minatar.into()), &[])
-            .unwrap()
-            .experiment;
-        assert_eq!(to_experiment(&from_experiment(&e)), e);
+        for text in [
+            "experiment \"x\" {\n    env \"minatar-breakout\"\n    network \"minatar-cnn\"\n}\n",
+            "experiment \"x\" {\n    env \"gymnasium\" { id \"A-v0\"; import \"m\"; make-args { a 1 } }\n}\n",
+        ] {
+            let e = resolve(&Source::Stdin(text.into()), &[])
+                .unwrap()
+                .experiment;
+            let values = from_experiment(&e);
+            let env_paths = values.keys().filter(|k| k.starts_with("env")).count();
+            let kind = kind_of(&values, &schema::ENV).and_then(|k| schema::ENV.kind(k));
+            assert_eq!(env_paths, 1 + schema::ENV.fields(kind).count(), "{text}");
+            assert_eq!(to_experiment(&values), e);
+        }
     }
 }

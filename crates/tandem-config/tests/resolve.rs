@@ -349,6 +349,7 @@ fn observations_follow_the_wrapper_chain() {
             .unwrap()
             .experiment
             .observation()
+            .expect("a catalogue game")
             .shape()
     };
     assert_eq!(obs("breakout.kdl"), vec![4, 84, 84]);

@@ -91,7 +91,7 @@ impl<'a> Applier<'a> {
                 None => Err(
                     error("config::unknown-kind", format!("unknown {noun} `{s}`"))
                         .at(a.source, *span, format!("not a known {noun}"))
-                        .help(did_you_mean(s, section.kinds.iter().map(|k| k.name))),
+                        .help(suggest_kind(section, s)),
                 ),
             },
             [(other, span)] => Err(error(
@@ -103,7 +103,7 @@ impl<'a> Applier<'a> {
                 *span,
                 format!("expected a {noun} name (a string), found {}", found(other)),
             )
-            .help(did_you_mean("", section.kinds.iter().map(|k| k.name)))),
+            .help(suggest_kind(section, ""))),
             _ => Err(error(
                 "config::missing-value",
                 format!("`{}` needs one {noun}", section.name),
@@ -247,11 +247,22 @@ impl<'a> Applier<'a> {
             );
             for field in section.fields(kind) {
                 let path = section.path(field.name);
-                if !self.entries.contains_key(&path)
-                    && let Some(v) = Val::from_default(&field.default)
-                {
-                    values.insert(path.clone(), v);
-                    provenance.insert(path, Origin::Default);
+                if self.entries.contains_key(&path) {
+                    continue;
+                }
+                match Val::from_default(&field.default) {
+                    Some(v) => {
+                        values.insert(path.clone(), v);
+                        provenance.insert(path, Origin::Default);
+                    }
+                    // A value written but invalid has had its own error.
+                    None if !section.name.is_empty()
+                        && !self.broken[index]
+                        && !self.failed.contains(&path) =>
+                    {
+                        self.missing_required(section, kind, field, (main_source, experiment_span))
+                    }
+                    None => {}
                 }
             }
         }
@@ -260,6 +271,34 @@ impl<'a> Applier<'a> {
             provenance.insert(path.clone(), self.origin(entry));
         }
         (values, provenance)
+    }
+
+    /// A setting without default that was not written: pointed at the kind that needs it.
+    fn missing_required(
+        &mut self,
+        section: &Section,
+        kind: Option<&Kind>,
+        field: &crate::schema::Field,
+        (main_source, experiment_span): (SourceId, SourceSpan),
+    ) {
+        let path = section.path(field.name);
+        let (source, span) = self
+            .entries
+            .get(section.name)
+            .map_or((main_source, experiment_span), |e| (e.source, e.span));
+        let owner = match kind {
+            Some(k) => format!("`{} \"{}\"`", section.name, k.name),
+            None => format!("`{}`", section.name),
+        };
+        self.push(
+            error(
+                "config::missing-value",
+                format!("{owner} needs `{}`", field.name),
+            )
+            .at(source, span, format!("no `{}` in its block", field.name))
+            .help(format!("add `{}` to its block: {}", field.name, field.doc)),
+        );
+        self.failed.insert(path);
     }
 
     /// The kind of one section: as written, its default, or an error.
@@ -304,16 +343,32 @@ impl<'a> Applier<'a> {
     }
 }
 
+/// The help for a kind that is not one of `section`'s: the likely one, or the list (for games,
+/// the catalogue's summary rather than a hundred names).
+fn suggest_kind(section: &Section, name: &str) -> String {
+    if section.name == "env" {
+        crate::catalogue::suggest(name)
+    } else {
+        did_you_mean(name, section.kinds.iter().map(|k| k.name))
+    }
+}
+
 fn missing_kind(
     section: &Section,
     main_source: SourceId,
     experiment_span: SourceSpan,
 ) -> DiagBuilder {
-    let kinds: Vec<String> = section
+    let mut kinds: Vec<String> = section
         .kinds
         .iter()
         .map(|k| format!("\"{}\"", k.name))
         .collect();
+    let known = if section.name == "env" {
+        crate::catalogue::summary()
+    } else {
+        kinds.join(", ")
+    };
+    kinds.truncate(1);
     error(
         "config::missing-kind",
         format!("the experiment has no {}", kind_noun(section)),
@@ -324,9 +379,7 @@ fn missing_kind(
         format!("no `{} \"<{}>\"`", section.name, section.kind_key),
     )
     .help(format!(
-        "add e.g. `{} {}` inside the experiment; known: {}",
-        section.name,
-        kinds[0],
-        kinds.join(", ")
+        "add e.g. `{} {}` inside the experiment; known: {known}",
+        section.name, kinds[0],
     ))
 }

@@ -142,6 +142,18 @@ impl Checker<'_> {
                         .help("names become directory names: use 1 to 128 letters, digits, `-`, `_` or `.`, not starting with `.`"))
                 }
             }
+            (Ty::Text, KdlValue::String(s)) => {
+                if s.is_empty() || s.chars().any(char::is_control) {
+                    Err(error(
+                        "config::text",
+                        format!("`{}` needs a non-empty string", self.path),
+                    )
+                    .at(self.source, span, "empty or holding control characters")
+                    .help(format!("`{}`: {}", field.name, field.doc)))
+                } else {
+                    Ok(Val::Str(s.clone()))
+                }
+            }
             (Ty::Threads, KdlValue::String(s)) if s == "auto" => Ok(Val::Threads(Threads::Auto)),
             (Ty::Threads, KdlValue::Integer(i)) if *i >= 1 && *i <= 4096 => {
                 Ok(Val::Threads(Threads::PerRank(*i as usize)))
@@ -169,6 +181,7 @@ impl Checker<'_> {
         match field.ty {
             Ty::Devices => return self.devices(raw).map(|v| (v, Vec::new())),
             Ty::Wrappers => return self.wrappers(raw),
+            Ty::Args => return self.args(raw),
             _ => {}
         }
         let mut errs = Vec::new();
@@ -197,6 +210,9 @@ impl Checker<'_> {
                     example(field)
                 )),
             );
+        }
+        if let Ty::Modules = field.ty {
+            return self.modules(field, raw, errs);
         }
         if let Ty::IntList { min, max } = field.ty {
             if raw.args.is_empty() {
@@ -247,6 +263,168 @@ impl Checker<'_> {
             }
         }
         Err(errs)
+    }
+
+    /// `import "a" "b.c"`: zero or more dotted Python names.
+    fn modules(
+        &self,
+        field: &Field,
+        raw: &Raw,
+        mut errs: Vec<DiagBuilder>,
+    ) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let mut list = Vec::new();
+        for (value, span) in &raw.args {
+            match value {
+                KdlValue::String(s) if s.split('.').all(is_identifier) => list.push(s.clone()),
+                KdlValue::String(s) => errs.push(
+                    error(
+                        "config::module-name",
+                        format!("`{s}` is not a Python module name"),
+                    )
+                    .at(self.source, *span, "not a module name")
+                    .help("a module is named by identifiers joined with `.`, e.g. `import \"ale_py\" \"my_envs.registry\"`"),
+                ),
+                other => errs.push(self.wrong(field, other, *span)),
+            }
+        }
+        if errs.is_empty() {
+            Ok((Val::Modules(list), Vec::new()))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// `make-args { name value; ... }`: keyword arguments, each once, sorted by name.
+    fn args(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let path = self.path;
+        let example =
+            "write `make-args { continuous #true; gravity -9.8 }` (`make-args {}` for none)";
+        let mut errs = Vec::new();
+        for (_, span) in &raw.args {
+            errs.push(
+                error(
+                    "config::unexpected-argument",
+                    format!("`{path}` takes a block, not arguments"),
+                )
+                .at(source, *span, "unexpected argument")
+                .help(example),
+            );
+        }
+        for (_, _, span) in &raw.props {
+            errs.push(
+                error(
+                    "config::unexpected-property",
+                    format!("`{path}` takes a block, not properties"),
+                )
+                .at(source, *span, "unexpected property")
+                .help(example),
+            );
+        }
+        let Some(block) = &raw.children else {
+            errs.push(
+                error("config::missing-block", format!("`{path}` needs a block"))
+                    .at(source, raw.value_span, "no block")
+                    .help(example),
+            );
+            return Err(errs);
+        };
+        let mut args: BTreeMap<String, (Scalar, SourceSpan)> = BTreeMap::new();
+        for node in block.nodes() {
+            let name = node.name().value();
+            let span = node.name().span();
+            if let Some((_, first)) = args.get(name) {
+                errs.push(
+                    error(
+                        "config::duplicate-setting",
+                        format!("keyword argument `{name}` is given twice"),
+                    )
+                    .at(source, span, "given again here")
+                    .also(source, *first, "first given here")
+                    .help("each keyword argument of gymnasium.make appears once"),
+                );
+                continue;
+            }
+            match self.arg(node) {
+                Ok(v) => {
+                    args.insert(name.to_string(), (v, span));
+                }
+                Err(e) => errs.push(e),
+            }
+        }
+        if errs.is_empty() {
+            let list = args.into_iter().map(|(k, (v, _))| (k, v)).collect();
+            Ok((Val::Args(list), Vec::new()))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// One keyword argument: a Python identifier and one scalar value.
+    fn arg(&self, node: &KdlNode) -> Result<Scalar, DiagBuilder> {
+        let source = self.source;
+        let name = node.name().value();
+        let raw = raw_of_node(node);
+        let help =
+            format!("write `{name} VALUE` with one integer, number, boolean, string or #null");
+        // KDL reads these bare words as keywords, so the canonical form could not write them.
+        if !is_identifier(name) || ["true", "false", "null", "inf", "nan"].contains(&name) {
+            return Err(error(
+                "config::argument-name",
+                format!("`{name}` is not a keyword argument name"),
+            )
+            .at(source, node.name().span(), "not a Python identifier")
+            .help(
+                "keyword arguments are named by letters, digits and `_`, not starting with a digit",
+            ));
+        }
+        if let Some(children) = &raw.children {
+            return Err(error(
+                "config::unexpected-block",
+                format!("keyword argument `{name}` takes no block"),
+            )
+            .at(source, children.span(), "unexpected block")
+            .help(help));
+        }
+        if let Some((key, _, span)) = raw.props.first() {
+            return Err(error(
+                "config::unexpected-property",
+                format!("keyword argument `{name}` takes no properties"),
+            )
+            .at(source, *span, format!("unexpected `{key}=`"))
+            .help(help));
+        }
+        let [(value, span)] = raw.args.as_slice() else {
+            let span = raw.args.get(1).map_or(node.span(), |(_, s)| *s);
+            return Err(error(
+                "config::missing-value",
+                format!("keyword argument `{name}` needs one value"),
+            )
+            .at(
+                source,
+                span,
+                if raw.args.is_empty() {
+                    "no value"
+                } else {
+                    "extra value"
+                },
+            )
+            .help(help));
+        };
+        match value {
+            KdlValue::Integer(i) => i64::try_from(*i).map(Scalar::Int).map_err(|_| {
+                error("config::range", format!("keyword argument `{name}` is out of range"))
+                    .at(source, *span, "beyond 64-bit integers")
+                    .help("integers passed to gymnasium.make fit in 64 bits")
+            }),
+            KdlValue::Float(x) if x.is_finite() => Ok(Scalar::Float(*x)),
+            KdlValue::Float(_) => Err(error("config::range", format!("keyword argument `{name}` is not finite"))
+                .at(source, *span, "infinite or NaN")
+                .help("pass finite numbers; an environment that needs infinity can take a string it converts")),
+            KdlValue::Bool(b) => Ok(Scalar::Bool(*b)),
+            KdlValue::String(s) => Ok(Scalar::Str(s.clone())),
+            KdlValue::Null => Ok(Scalar::Null),
+        }
     }
 
     fn devices(&self, raw: &Raw) -> Result<Val, Vec<DiagBuilder>> {
@@ -632,16 +810,29 @@ impl Checker<'_> {
 
 /// A one-line example of a setting, for help texts.
 fn example(field: &Field) -> String {
+    if let Ty::Modules = field.ty {
+        return format!("{} \"ale_py\"", field.name);
+    }
     let value = match field.default {
         Dflt::Required | Dflt::Null => match field.ty {
             Ty::Int { min, .. } => min.max(1).to_string(),
             Ty::Float { .. } => "0.1".into(),
             Ty::Name => "\"my-run\"".into(),
+            Ty::Text => "\"CartPole-v1\"".into(),
             _ => "...".into(),
         },
         ref d => schema::default_text(d).trim_matches('`').to_string(),
     };
     format!("{} {value}", field.name)
+}
+
+/// A Python identifier (ASCII: what `gymnasium.make`'s keyword arguments and module names use).
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A CUDA device appears once, and ranks do not mix CPU and CUDA.

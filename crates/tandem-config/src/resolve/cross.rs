@@ -87,6 +87,12 @@ impl CrossCheck<'_, '_> {
         if self.ok(&["env", "env.wrappers", "network"]) {
             self.network();
         }
+        if self.ok(&["env", "algorithm"]) {
+            self.learner_takes_the_actions();
+        }
+        if let Game::Gymnasium(g) = &self.experiment.env.game {
+            self.gymnasium_workers(g.workers);
+        }
         self.gains_need_orthogonal_init();
     }
 
@@ -448,37 +454,107 @@ impl CrossCheck<'_, '_> {
         }
     }
 
+    /// ppo, a2c and dqn choose among discrete actions.
+    fn learner_takes_the_actions(&mut self) {
+        let e = self.experiment;
+        let Some(info) = e.env.game.info() else {
+            return;
+        };
+        if info.actions.is_discrete() {
+            return;
+        }
+        let algorithm = e.algorithm.name();
+        self.report(
+            "config::action-mismatch",
+            format!("{algorithm} cannot act in {}", info.name),
+            "env",
+            &format!("acts with {}", info.actions),
+            Some(("algorithm", "takes discrete actions only")),
+            format!(
+                "{algorithm} (like every learner of tandem: ppo, a2c, dqn) chooses among discrete actions, and {} takes {}; choose a game with discrete actions (e.g. `env \"mountain-car\"` for `mountain-car-continuous`)",
+                info.name, info.actions
+            ),
+        );
+    }
+
+    /// Each gymnasium worker steps at least one of the rank's environments.
+    fn gymnasium_workers(&mut self, workers: usize) {
+        let e = self.experiment;
+        let (world, world_text) = world(e);
+        let per_rank = e.env.envs / world;
+        if self.ok(&["devices", "env.envs", "env.workers"])
+            && e.env.envs.is_multiple_of(world)
+            && workers > per_rank
+        {
+            self.report(
+                "config::inconsistent",
+                format!("{workers} gymnasium workers for {per_rank} environments per rank"),
+                "env.workers",
+                &format!("more than the rank's {per_rank} environments"),
+                Some(("env.envs", "envs")),
+                format!(
+                    "each rank runs {per_rank} environments ({} over {world_text}) on its workers; use at most {per_rank} workers, or more envs",
+                    e.env.envs
+                ),
+            );
+        }
+    }
+
+    /// The wrappers a gymnasium environment cannot take: they step the game other than once
+    /// per agent step with the agent's action, or need lives or FIRE, which the bridge does
+    /// not know of.
+    fn gymnasium_wrappers(&mut self) {
+        let e = self.experiment;
+        let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
+            return;
+        };
+        for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
+            let why = match wrapper {
+                Wrapper::NoopReset { .. } => "steps the game with no-ops the agent did not choose",
+                Wrapper::FireReset => "presses FIRE, which a gymnasium environment need not have",
+                Wrapper::FrameSkip { .. } => "steps the game several times per agent step",
+                Wrapper::EpisodicLife => "needs lives, which the bridge does not read",
+                Wrapper::StickyActions { .. } => {
+                    "steps the game with an action the agent did not choose"
+                }
+                _ => continue,
+            };
+            let name = wrapper.name();
+            self.applier.push(
+                error(
+                    "config::wrapper-mismatch",
+                    format!("wrapper `{name}` does not fit a gymnasium environment"),
+                )
+                .at(entry.source, *span, why)
+                .help(format!(
+                    "remove `{name}`; a gymnasium environment that needs it applies gymnasium's own wrapper (e.g. in a module named by `import` that registers the wrapped environment)"
+                )),
+            );
+        }
+    }
+
     fn wrappers(&mut self) {
         let e = self.experiment;
-        let game = e.env.game.info();
+        let Some(game) = e.env.game.info() else {
+            self.duplicate_wrappers();
+            self.gymnasium_wrappers();
+            return;
+        };
         let entry = self.applier.entries.get("env.wrappers").cloned();
         let Some(entry) = entry else { return };
         let mut obs = game.observation;
         let mut stacked = false;
-        let mut seen: HashMap<&str, SourceSpan> = HashMap::new();
+        self.duplicate_wrappers();
         for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
             let name = wrapper.name();
             let mut problem: Option<(String, String)> = None;
-            if let Some(first) = seen.get(name) {
-                self.applier.push(
-                    error(
-                        "config::duplicate-wrapper",
-                        format!("wrapper `{name}` appears twice"),
-                    )
-                    .at(entry.source, *span, "second time")
-                    .also(entry.source, *first, "first time")
-                    .help("each wrapper may appear once"),
-                );
-            } else {
-                seen.insert(name, *span);
-            }
             let here = format!(
                 "{} observes {} at this point of the chain",
                 game.name,
                 obs.describe()
             );
             match wrapper {
-                Wrapper::NoopReset { .. } if !game.atari => {
+                Wrapper::NoopReset { .. } if game.family != Family::Atari => {
                     problem = Some((
                         "needs an Atari game".into(),
                         format!(
@@ -561,9 +637,36 @@ impl CrossCheck<'_, '_> {
         }
     }
 
+    fn duplicate_wrappers(&mut self) {
+        let e = self.experiment;
+        let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
+            return;
+        };
+        let mut seen: HashMap<&str, SourceSpan> = HashMap::new();
+        for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
+            let name = wrapper.name();
+            if let Some(first) = seen.get(name) {
+                self.applier.push(
+                    error(
+                        "config::duplicate-wrapper",
+                        format!("wrapper `{name}` appears twice"),
+                    )
+                    .at(entry.source, *span, "second time")
+                    .also(entry.source, *first, "first time")
+                    .help("each wrapper may appear once"),
+                );
+            } else {
+                seen.insert(name, *span);
+            }
+        }
+    }
+
     fn network(&mut self) {
         let e = self.experiment;
-        let obs = e.observation();
+        // A gymnasium environment's observation is known once it is built; the run checks then.
+        let Some(obs) = e.observation() else {
+            return;
+        };
         let need = match (&e.network.torso, obs) {
             (Torso::NatureCnn { .. }, Observation::Image { height, width, .. })
                 if height >= 36 && width >= 36 =>

@@ -546,7 +546,8 @@ impl Loader {
             );
             return;
         };
-        let is_wrappers = matches!(&target, Target::Field { section, name, .. } if *section == section_index(&schema::ENV) && name == "wrappers");
+        // Block-valued settings: the value text is the block's content.
+        let is_wrappers = matches!(&target, Target::Field { section, name, .. } if *section == section_index(&schema::ENV) && (name == "wrappers" || name == "make-args"));
         // Parse the value at its own offset so spans point into the `--set` text.
         let synthetic = if is_wrappers {
             format!("{}{value_text}", " ".repeat(eq + 1))

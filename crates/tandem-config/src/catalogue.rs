@@ -1,0 +1,376 @@
+//! The catalogue of games the config language names: the classic-control and MinAtar games
+//! written out here, and every Atari ROM that tandem-ale's ALE loads, from the table
+//! generated from ALE (`catalogue/atari.rs`). For each game it holds what the resolver checks
+//! wrappers, networks and learners against (observation, action space, lives, FIRE), and it
+//! suggests the game a misspelt name was meant to be.
+
+mod atari;
+
+use std::fmt;
+
+use crate::diag::closest;
+use crate::model::{Color, Game, Observation};
+
+/// What a game accepts as an action, as far as the resolver needs to know.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ActionSpace {
+    /// One of `n` actions.
+    Discrete { n: usize },
+    /// A vector of `low.len()` numbers with `low[i] <= a[i] <= high[i]`.
+    Box {
+        low: &'static [f32],
+        high: &'static [f32],
+    },
+}
+
+impl ActionSpace {
+    pub fn is_discrete(&self) -> bool {
+        matches!(self, ActionSpace::Discrete { .. })
+    }
+
+    /// The number of discrete actions; `None` for a box.
+    pub fn num_discrete(&self) -> Option<usize> {
+        match *self {
+            ActionSpace::Discrete { n } => Some(n),
+            ActionSpace::Box { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for ActionSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ActionSpace::Discrete { n } => write!(f, "{n} discrete actions"),
+            ActionSpace::Box { low, high } => {
+                let bounds = |v: &[f32]| {
+                    v.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                if low.len() == 1 {
+                    write!(f, "a box of 1 number in [{}, {}]", low[0], high[0])
+                } else {
+                    write!(
+                        f,
+                        "a box of {} numbers in [{}] .. [{}]",
+                        low.len(),
+                        bounds(low),
+                        bounds(high)
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// Where a game comes from; wrappers such as `noop-reset` only make sense for some.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    ClassicControl,
+    MinAtar,
+    /// An Atari 2600 ROM run by the ALE.
+    Atari,
+}
+
+/// What the resolver knows about a game of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GameInfo {
+    /// The name in `env "<name>"`.
+    pub name: &'static str,
+    pub family: Family,
+    /// The observation before any wrapper.
+    pub observation: Observation,
+    /// The action space (Atari: the ROM's minimal action set).
+    pub actions: ActionSpace,
+    /// The game reports lives (`episodic-life` needs them).
+    pub has_lives: bool,
+    /// FIRE is one of the game's actions (`fire-reset` presses it).
+    pub has_fire: bool,
+}
+
+/// One row of the generated Atari table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AtariRow {
+    pub name: &'static str,
+    /// ALE's name of the ROM (`space_invaders`).
+    pub rom: &'static str,
+    /// Size of the minimal action set.
+    pub actions: usize,
+    pub fire: bool,
+    pub lives: bool,
+}
+
+pub(crate) use atari::ATARI;
+
+const fn vector(len: usize) -> Observation {
+    Observation::Vector { len }
+}
+
+const fn planes(channels: usize) -> Observation {
+    Observation::Planes {
+        height: 10,
+        width: 10,
+        channels,
+    }
+}
+
+const fn native(
+    name: &'static str,
+    family: Family,
+    observation: Observation,
+    actions: ActionSpace,
+) -> GameInfo {
+    GameInfo {
+        name,
+        family,
+        observation,
+        actions,
+        has_lives: false,
+        has_fire: false,
+    }
+}
+
+const fn discrete(n: usize) -> ActionSpace {
+    ActionSpace::Discrete { n }
+}
+
+/// The games written out here (gymnasium 1.x's classic control, MinAtar's minimal action
+/// sets), in the order of the docs.
+pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
+    (
+        Game::Cartpole,
+        native("cartpole", Family::ClassicControl, vector(4), discrete(2)),
+    ),
+    (
+        Game::Acrobot,
+        native("acrobot", Family::ClassicControl, vector(6), discrete(3)),
+    ),
+    (
+        Game::MountainCar,
+        native(
+            "mountain-car",
+            Family::ClassicControl,
+            vector(2),
+            discrete(3),
+        ),
+    ),
+    (
+        Game::MountainCarContinuous,
+        native(
+            "mountain-car-continuous",
+            Family::ClassicControl,
+            vector(2),
+            ActionSpace::Box {
+                low: &[-1.0],
+                high: &[1.0],
+            },
+        ),
+    ),
+    (
+        Game::Pendulum,
+        native(
+            "pendulum",
+            Family::ClassicControl,
+            vector(3),
+            ActionSpace::Box {
+                low: &[-2.0],
+                high: &[2.0],
+            },
+        ),
+    ),
+    (
+        Game::MinatarBreakout,
+        native("minatar-breakout", Family::MinAtar, planes(4), discrete(3)),
+    ),
+    (
+        Game::MinatarAsterix,
+        native("minatar-asterix", Family::MinAtar, planes(4), discrete(5)),
+    ),
+    (
+        Game::MinatarFreeway,
+        native("minatar-freeway", Family::MinAtar, planes(7), discrete(3)),
+    ),
+    (
+        Game::MinatarSpaceInvaders,
+        native(
+            "minatar-space-invaders",
+            Family::MinAtar,
+            planes(6),
+            discrete(4),
+        ),
+    ),
+    (
+        Game::MinatarSeaquest,
+        native("minatar-seaquest", Family::MinAtar, planes(10), discrete(6)),
+    ),
+];
+
+fn atari_info(row: &AtariRow) -> GameInfo {
+    GameInfo {
+        name: row.name,
+        family: Family::Atari,
+        observation: Observation::Image {
+            height: 210,
+            width: 160,
+            color: Color::Rgb,
+            frames: 1,
+        },
+        actions: discrete(row.actions),
+        has_lives: row.lives,
+        has_fire: row.fire,
+    }
+}
+
+/// The catalogue entry of `game`; `None` for a gymnasium environment (its spaces are known
+/// once it is built).
+pub(crate) fn info(game: &Game) -> Option<GameInfo> {
+    match game {
+        Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
+        Game::Gymnasium(_) => None,
+        native => NATIVE.iter().find(|(g, _)| g == native).map(|(_, i)| *i),
+    }
+}
+
+/// The catalogue game called `name` (`gymnasium` is not one: it carries settings).
+pub(crate) fn by_name(name: &str) -> Option<Game> {
+    if let Some((g, _)) = NATIVE.iter().find(|(_, i)| i.name == name) {
+        return Some(g.clone());
+    }
+    ATARI
+        .iter()
+        .find(|r| r.name == name)
+        .map(|r| Game::Atari { rom: r.rom })
+}
+
+/// Every game of the catalogue, natives first, then the Atari ROMs by name.
+pub fn games() -> impl Iterator<Item = GameInfo> {
+    NATIVE
+        .iter()
+        .map(|(_, i)| *i)
+        .chain(ATARI.iter().map(atari_info))
+}
+
+/// Every name `env` accepts: the catalogue, then `gymnasium`.
+fn kind_names() -> impl Iterator<Item = &'static str> + Clone {
+    NATIVE
+        .iter()
+        .map(|(_, i)| i.name)
+        .chain(ATARI.iter().map(|r| r.name))
+        .chain(std::iter::once("gymnasium"))
+}
+
+/// The help line for an unknown game `name`: the names it was probably meant to be, else
+/// where the catalogue is listed.
+pub(crate) fn suggest(name: &str) -> String {
+    let names: Vec<&str> = kind_names().collect();
+    let normal = normalise(name);
+    if let Some(exact) = names.iter().find(|n| **n == normal) {
+        return format!("did you mean `{exact}`?");
+    }
+    // A game named without its family: `breakout` is `minatar-breakout` or `atari-breakout`.
+    let bare: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| {
+            ["atari-", "minatar-"]
+                .iter()
+                .any(|p| n.strip_prefix(p) == Some(normal.as_str()))
+        })
+        .collect();
+    match bare.as_slice() {
+        [] => {}
+        [one] => return format!("did you mean `{one}`?"),
+        several => {
+            let quoted: Vec<String> = several.iter().map(|n| format!("`{n}`")).collect();
+            return format!("did you mean {}?", quoted.join(" or "));
+        }
+    }
+    match closest(&normal, names.iter().copied()) {
+        Some(c) => format!("did you mean `{c}`?"),
+        None => format!("known games: {}", summary()),
+    }
+}
+
+/// `Space Invaders`, `space_invaders`, `SpaceInvaders` all read as `space-invaders`.
+fn normalise(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    let mut previous: Option<char> = None;
+    for c in name.trim().chars() {
+        let c2 = if c == '_' || c == ' ' { '-' } else { c };
+        if c2.is_ascii_uppercase() && previous.is_some_and(|p| p.is_ascii_lowercase()) {
+            out.push('-');
+        }
+        out.push(c2.to_ascii_lowercase());
+        previous = Some(c);
+    }
+    out
+}
+
+/// The catalogue in one line, for messages: the natives by name, the Atari ROMs as a pattern.
+pub(crate) fn summary() -> String {
+    let natives: Vec<String> = NATIVE
+        .iter()
+        .map(|(_, i)| format!("\"{}\"", i.name))
+        .collect();
+    format!(
+        "{}, \"atari-<rom>\" for each of {} ALE ROMs (e.g. \"atari-pong\", \"atari-ms-pacman\"; docs/config.md lists them) and \"gymnasium\"",
+        natives.join(", "),
+        ATARI.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_maps_back_to_its_game() {
+        for info in games() {
+            let game = by_name(info.name).expect("a catalogue name");
+            assert_eq!(crate::catalogue::info(&game), Some(info));
+        }
+        assert_eq!(games().count(), NATIVE.len() + ATARI.len());
+        let mut names: Vec<&str> = kind_names().collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "a game name appears twice");
+    }
+
+    #[test]
+    fn atari_names_are_the_roms_in_kebab_case() {
+        for row in ATARI {
+            assert_eq!(row.name, format!("atari-{}", row.rom.replace('_', "-")));
+            assert!(row.actions >= 2 && row.actions <= 18, "{}", row.name);
+        }
+        assert!(ATARI.len() > 100);
+    }
+
+    #[test]
+    fn misspelt_games_get_the_intended_name() {
+        for (typed, meant) in [
+            ("minatar-space-invader", "`minatar-space-invaders`"),
+            ("atari-spaceinvaders", "`atari-space-invaders`"),
+            ("atari-space_invaders", "`atari-space-invaders`"),
+            ("atari-SpaceInvaders", "`atari-space-invaders`"),
+            ("atari-mspacman", "`atari-ms-pacman`"),
+            ("atari-ms-packman", "`atari-ms-pacman`"),
+            ("atari-packman", "`atari-pacman`"),
+            ("pong", "`atari-pong`"),
+            ("breakout", "`minatar-breakout` or `atari-breakout`"),
+            ("mountaincar", "`mountain-car`"),
+            ("cart-pole", "`cartpole`"),
+            ("gymnasum", "`gymnasium`"),
+        ] {
+            let help = suggest(typed);
+            assert_eq!(help, format!("did you mean {meant}?"), "{typed}");
+        }
+        let unknown = suggest("starcraft");
+        assert!(
+            unknown.starts_with("known games: \"cartpole\""),
+            "{unknown}"
+        );
+        assert!(unknown.contains("atari-<rom>"), "{unknown}");
+    }
+}

@@ -1,0 +1,310 @@
+//! The games of the config language: the catalogue's names, the suggestions for misspelt ones,
+//! learners refusing action spaces they cannot take, and the gymnasium kind (its settings,
+//! canonical form, hash, and the checks made and skipped for it).
+
+use tandem_config::*;
+
+fn stdin(text: &str) -> Source {
+    Source::Stdin(text.to_string())
+}
+
+fn with_env(env: &str) -> String {
+    format!("experiment \"x\" {{\n    {env}\n}}\n")
+}
+
+fn errors(text: &str, sets: &[&str]) -> Vec<Diagnostic> {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    resolve(&stdin(text), &sets)
+        .expect_err("the config is refused")
+        .iter()
+        .cloned()
+        .collect()
+}
+
+fn experiment(text: &str) -> Experiment {
+    resolve(&stdin(text), &[]).unwrap().experiment
+}
+
+#[test]
+fn every_minatar_game_and_atari_rom_is_named() {
+    for (name, actions, obs) in [
+        ("minatar-asterix", 5, vec![4, 10, 10]),
+        ("minatar-freeway", 3, vec![7, 10, 10]),
+        ("minatar-space-invaders", 4, vec![6, 10, 10]),
+        ("minatar-seaquest", 6, vec![10, 10, 10]),
+        ("atari-space-invaders", 6, vec![3, 210, 160]),
+        ("atari-ms-pacman", 9, vec![3, 210, 160]),
+        ("acrobot", 3, vec![6]),
+        ("mountain-car", 3, vec![2]),
+    ] {
+        let e = experiment(&with_env(&format!("env \"{name}\"")));
+        assert_eq!(e.env.game.name(), name);
+        assert_eq!(e.actions(), Some(ActionSpace::Discrete { n: actions }));
+        assert_eq!(e.observation().unwrap().shape(), obs);
+    }
+    let e = experiment(&with_env("env \"atari-ms-pacman\""));
+    assert_eq!(e.env.game, Game::Atari { rom: "ms_pacman" });
+    // The canonical form names the game as written, and reads back.
+    let text = canonical_kdl(&e);
+    assert!(text.contains("    env \"atari-ms-pacman\" {\n"), "{text}");
+    assert_eq!(parse_canonical(&text).unwrap(), e);
+}
+
+#[test]
+fn a_misspelt_game_gets_the_nearest_name() {
+    for (typed, help) in [
+        ("atari-mspacman", "did you mean `atari-ms-pacman`?"),
+        (
+            "minatar-space-invader",
+            "did you mean `minatar-space-invaders`?",
+        ),
+        (
+            "atari-spaceinvaders",
+            "did you mean `atari-space-invaders`?",
+        ),
+        (
+            "atari-space_invaders",
+            "did you mean `atari-space-invaders`?",
+        ),
+        (
+            "seaquest",
+            "did you mean `minatar-seaquest` or `atari-seaquest`?",
+        ),
+    ] {
+        let diags = errors(&with_env(&format!("env \"{typed}\"")), &[]);
+        assert_eq!(diags.len(), 1, "{typed}");
+        assert_eq!(diags[0].code(), "config::unknown-kind");
+        assert_eq!(diags[0].label(), Some("not a known game"));
+        assert_eq!(diags[0].help(), Some(help), "{typed}");
+    }
+    // `atari-pacman` is a ROM of its own, not a misspelling of Ms. Pac-Man.
+    assert_eq!(
+        experiment(&with_env("env \"atari-pacman\"")).env.game,
+        Game::Atari { rom: "pacman" }
+    );
+}
+
+#[test]
+fn a_discrete_learner_refuses_a_box_action_space() {
+    for (game, algorithm) in [
+        ("pendulum", "ppo"),
+        ("pendulum", "dqn"),
+        ("mountain-car-continuous", "a2c"),
+    ] {
+        let text =
+            format!("experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{game}\"\n}}\n");
+        let diags = errors(&text, &[]);
+        assert_eq!(diags.len(), 1, "{game} {algorithm}: {diags:?}");
+        let d = &diags[0];
+        assert_eq!(d.code(), "config::action-mismatch");
+        assert_eq!(d.message(), format!("{algorithm} cannot act in {game}"));
+        // Labelled on the game, line 3.
+        assert_eq!(d.line_column().unwrap().0, 3);
+        assert!(
+            d.label().unwrap().contains("a box of 1 number in"),
+            "{:?}",
+            d.label()
+        );
+        let help = d.help().unwrap();
+        assert!(help.contains("discrete actions"), "{help}");
+    }
+    // The same learner takes the discrete variant.
+    experiment(&with_env("env \"mountain-car\""));
+}
+
+const GYM: &str = r#"experiment "x" {
+    env "gymnasium" {
+        envs 4
+        id "LunarLander-v3"
+        import "my_envs.registry" "ale_py"
+        make-args { gravity -9.8; continuous #false; render_mode #null; mode "fast"; level 3 }
+        workers 2
+        wrappers { clip-reward; frame-stack 2 }
+    }
+}
+"#;
+
+#[test]
+fn a_gymnasium_env_carries_its_settings_into_the_experiment() {
+    let e = experiment(GYM);
+    let Game::Gymnasium(g) = &e.env.game else {
+        panic!("not gymnasium: {:?}", e.env.game)
+    };
+    assert_eq!(g.id, "LunarLander-v3");
+    assert_eq!(g.python, "python3");
+    assert_eq!(g.imports, vec!["my_envs.registry", "ale_py"]);
+    assert_eq!(g.workers, 2);
+    assert_eq!(g.step_timeout_s, 60.0);
+    // Sorted by name, each value of its own type.
+    assert_eq!(
+        g.make_args,
+        vec![
+            ("continuous".to_string(), Scalar::Bool(false)),
+            ("gravity".to_string(), Scalar::Float(-9.8)),
+            ("level".to_string(), Scalar::Int(3)),
+            ("mode".to_string(), Scalar::Str("fast".into())),
+            ("render_mode".to_string(), Scalar::Null),
+        ]
+    );
+    // The spaces are unknown until the environment is built.
+    assert_eq!(e.observation(), None);
+    assert_eq!(e.actions(), None);
+}
+
+#[test]
+fn gymnasium_settings_round_trip_and_enter_the_hash() {
+    let e = experiment(GYM);
+    let text = canonical_kdl(&e);
+    assert!(
+        text.contains(
+            "        make-args {\n            continuous #false\n            gravity -9.8\n            level 3\n            mode \"fast\"\n            render_mode #null\n        }\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("        import \"my_envs.registry\" \"ale_py\"\n"),
+        "{text}"
+    );
+    assert_eq!(parse_canonical(&text).unwrap(), e);
+    let json = canonical_json(&e);
+    assert!(json.contains("\"gravity\": -9.8"), "{json}");
+    // No imports, no arguments: both still written, and read back.
+    let bare = experiment(&with_env("env \"gymnasium\" { id \"CartPole-v1\" }"));
+    let bare_text = canonical_kdl(&bare);
+    assert!(
+        bare_text.contains("        import\n        make-args {}\n"),
+        "{bare_text}"
+    );
+    assert_eq!(parse_canonical(&bare_text).unwrap(), bare);
+    // Every make-args value is part of the hash, its type too.
+    let hash = config_hash(&e);
+    for change in ["gravity -9.7", "level 3.0", "mode \"slow\"", "extra 1"] {
+        let other = GYM.replace("level 3 }", &format!("level 3; {change} }}"));
+        let other = if change.starts_with("extra") {
+            other
+        } else {
+            let name = change.split(' ').next().unwrap();
+            let old = GYM
+                .split(&['{', ';', '}'][..])
+                .find(|p| p.trim().starts_with(name))
+                .unwrap()
+                .trim()
+                .to_string();
+            GYM.replace(&old, change)
+        };
+        assert_ne!(config_hash(&experiment(&other)), hash, "{change}");
+    }
+    // Order of writing is not part of it.
+    let reordered = GYM.replace(
+        "gravity -9.8; continuous #false",
+        "continuous #false; gravity -9.8",
+    );
+    assert_eq!(config_hash(&experiment(&reordered)), hash);
+}
+
+#[test]
+fn make_args_can_be_set_from_the_command_line() {
+    let sets = vec!["env.make-args=gravity -3.5; continuous #true".to_string()];
+    let e = resolve(
+        &stdin(&with_env("env \"gymnasium\" { id \"Pendulum-v1\" }")),
+        &sets,
+    )
+    .unwrap()
+    .experiment;
+    let Game::Gymnasium(g) = &e.env.game else {
+        panic!()
+    };
+    assert_eq!(
+        g.make_args,
+        vec![
+            ("continuous".to_string(), Scalar::Bool(true)),
+            ("gravity".to_string(), Scalar::Float(-3.5)),
+        ]
+    );
+}
+
+#[test]
+fn gymnasium_mistakes_are_located() {
+    let cases: &[(&str, &str, usize)] = &[
+        ("env \"gymnasium\"", "config::missing-value", 2),
+        (
+            "env \"gymnasium\" {\n        id \"A-v0\"\n        make-args { a 1; a 2 }\n    }",
+            "config::duplicate-setting",
+            4,
+        ),
+        (
+            "env \"gymnasium\" {\n        id \"A-v0\"\n        make-args { a 1 2 }\n    }",
+            "config::missing-value",
+            4,
+        ),
+        (
+            "env \"gymnasium\" {\n        id \"A-v0\"\n        make-args { a #inf }\n    }",
+            "config::range",
+            4,
+        ),
+        (
+            "env \"gymnasium\" {\n        id \"A-v0\"\n        import \"not a module\"\n    }",
+            "config::module-name",
+            4,
+        ),
+        (
+            "env \"gymnasium\" {\n        id \"\"\n    }",
+            "config::text",
+            3,
+        ),
+        (
+            "env \"gymnasium\" {\n        id \"A-v0\"\n        envs 4\n        workers 5\n    }",
+            "config::inconsistent",
+            5,
+        ),
+    ];
+    for (env, code, line) in cases {
+        let diags = errors(&with_env(env), &[]);
+        assert_eq!(diags.len(), 1, "{env}: {diags:?}");
+        assert_eq!(diags[0].code(), *code, "{env}");
+        assert_eq!(diags[0].line_column().map(|l| l.0), Some(*line), "{env}");
+        assert!(diags[0].help().is_some(), "{env}");
+    }
+}
+
+#[test]
+fn gymnasium_refuses_wrappers_that_step_the_game_for_the_agent() {
+    for wrapper in [
+        "noop-reset",
+        "fire-reset",
+        "frame-skip",
+        "episodic-life",
+        "sticky-actions",
+    ] {
+        let text = format!(
+            "experiment \"x\" {{\n    env \"gymnasium\" {{\n        id \"A-v0\"\n        wrappers {{\n            {wrapper}\n        }}\n    }}\n}}\n"
+        );
+        let diags = errors(&text, &[]);
+        assert_eq!(diags.len(), 1, "{wrapper}: {diags:?}");
+        let d = &diags[0];
+        assert_eq!(d.code(), "config::wrapper-mismatch");
+        assert_eq!(d.line_column().unwrap().0, 5, "{wrapper}");
+        assert!(
+            d.help()
+                .unwrap()
+                .starts_with(&format!("remove `{wrapper}`"))
+        );
+    }
+    // Wrappers that need a space the resolver does not know are left to the run, as are the
+    // network and the learner.
+    experiment(
+        "experiment \"x\" {\n    algorithm \"dqn\"\n    env \"gymnasium\" { id \"A-v0\"; wrappers { grayscale; resize; normalize-obs } }\n    network \"nature-cnn\"\n}\n",
+    );
+}
+
+#[test]
+fn existing_games_keep_their_canonical_form() {
+    // Games without settings of their own write nothing new: the hashes of experiments
+    // written before the catalogue grew stay the same.
+    let e = experiment(&with_env("env \"cartpole\""));
+    let text = canonical_kdl(&e);
+    assert!(
+        text.contains("    env \"cartpole\" {\n        envs 8\n        wrappers {}\n    }\n"),
+        "{text}"
+    );
+}
