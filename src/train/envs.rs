@@ -4,8 +4,10 @@
 //! their normalisers kept equal across ranks, and both carried through checkpoints.
 
 use anyhow::{Context, Result};
-use tandem_config::{Experiment, Game, Wrapper};
-use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec};
+use std::time::Duration;
+
+use tandem_config::{Experiment, Game, Gymnasium, Scalar, Wrapper};
+use tandem_env::{EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, WrapperSpec};
 use tch::Tensor;
 
 use super::checkpoint::{self, Checkpoint};
@@ -42,17 +44,41 @@ pub fn env_spec(experiment: &Experiment) -> Result<EnvSpec> {
             repeat_action_probability: 0.0,
             full_action_space: false,
         },
-        Game::Acrobot
-        | Game::MountainCar
-        | Game::MountainCarContinuous
-        | Game::Pendulum
-        | Game::Gymnasium(_) => anyhow::bail!(
-            "the game {} is not built into this tandem",
-            experiment.env.game.name()
-        ),
+        Game::Acrobot => GameSpec::Acrobot,
+        Game::MountainCar => GameSpec::MountainCar,
+        Game::MountainCarContinuous => GameSpec::MountainCarContinuous,
+        Game::Pendulum => GameSpec::Pendulum,
+        Game::Gymnasium(gym) => GameSpec::Gymnasium(gym_spec(gym)?),
     };
     let wrappers = experiment.env.wrappers.iter().map(wrapper_spec).collect();
     Ok(EnvSpec { game, wrappers })
+}
+
+fn gym_spec(gym: &Gymnasium) -> Result<GymSpec> {
+    let make_args = gym
+        .make_args
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                Scalar::Int(i) => GymValue::Int(*i),
+                Scalar::Float(f) => GymValue::Float(*f),
+                Scalar::Bool(b) => GymValue::Bool(*b),
+                Scalar::Str(s) => GymValue::Str(s.clone()),
+                Scalar::Null => GymValue::None,
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    let step_timeout = Duration::try_from_secs_f64(gym.step_timeout_s)
+        .with_context(|| format!("step-timeout {} s is not a duration", gym.step_timeout_s))?;
+    Ok(GymSpec {
+        python: gym.python.clone().into(),
+        imports: gym.imports.clone(),
+        make_args,
+        workers: gym.workers,
+        step_timeout,
+        ..GymSpec::new(gym.id.clone())
+    })
 }
 
 fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
@@ -90,12 +116,22 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
 pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Result<VecEnv> {
     let per_rank = experiment.per_rank_envs();
     let seeds = tandem_env::env_seeds(experiment.seed, 0, rank * per_rank, per_rank);
-    VecEnv::new(&env_spec(experiment)?, &seeds, threads).with_context(|| {
+    let mut spec = env_spec(experiment)?;
+    if let GameSpec::Gymnasium(gym) = &mut spec.game {
+        // Worker output reaches the console among other ranks' lines.
+        gym.log_prefix = format!("rank {rank} ");
+    }
+    let envs = VecEnv::new(&spec, &seeds, threads).with_context(|| {
         format!(
             "cannot build the {} environments of rank {rank}",
             experiment.env.game.name()
         )
-    })
+    })?;
+    if let Some(info) = envs.gym_info() {
+        // Two runs of one config on different interpreters must be told apart.
+        tracing::info!("rank {rank} environments: {info}");
+    }
+    Ok(envs)
 }
 
 /// All-reduces the normalisers' new statistics so every rank normalises identically.
@@ -158,6 +194,13 @@ pub fn restore_envs(
     rank: usize,
     world: usize,
 ) -> Result<bool> {
+    if !envs.can_snapshot() {
+        tracing::info!(
+            "{} cannot be snapshotted (its state lives in Python processes): environments start fresh episodes",
+            envs.gym_info().map_or("this environment", |g| g.id.as_str())
+        );
+        return Ok(false);
+    }
     if ckpt.world_size != world as u64 {
         tracing::info!(
             "the checkpoint was saved on {} rank(s), this run has {world}: environments start fresh episodes",

@@ -348,7 +348,9 @@ impl Run {
             update,
             global_step,
         } = self.counters;
-        checkpoint::save_env_snapshot(&self.run_dir, update, self.rank, &self.envs.snapshot()?)?;
+        if self.envs.can_snapshot() {
+            checkpoint::save_env_snapshot(&self.run_dir, update, self.rank, &self.envs.snapshot()?)?;
+        }
         if self.rank == 0 {
             let mut tensors = self.learner.state();
             for (name, value) in self.learner.counters() {

@@ -475,6 +475,12 @@ impl VecEnv {
         self.gym.as_ref().map(GymPool::info)
     }
 
+    /// Whether [`VecEnv::snapshot`] can capture this batch: not for gymnasium
+    /// environments, whose state lives in the Python worker processes.
+    pub fn can_snapshot(&self) -> bool {
+        self.gym.is_none()
+    }
+
     pub fn num_envs(&self) -> usize {
         self.slots.len()
     }

@@ -120,6 +120,7 @@ impl GymSpec {
                     GymValue::Int(i) => serde_json::Value::from(*i),
                     GymValue::Float(f) => serde_json::Value::from(*f),
                     GymValue::Str(s) => serde_json::Value::from(s.as_str()),
+                    GymValue::None => serde_json::Value::Null,
                 };
                 (name.clone(), v)
             })
@@ -136,6 +137,8 @@ pub enum GymValue {
     /// Must be finite.
     Float(f64),
     Str(String),
+    /// Python's `None`.
+    None,
 }
 
 /// What the workers reported at start: which interpreter and versions a run used, for
