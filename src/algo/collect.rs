@@ -20,6 +20,25 @@ use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::{ActTaken, ActorCritic};
 
+/// What collection needs of a policy: sampled actions (with their log-probabilities and values)
+/// and values alone. A trait so that a learner with another model (a box policy) collects
+/// through the same code.
+pub trait RolloutPolicy {
+    /// Actions `[n]` (discrete) or `[n, d]` (box) for observations `[n, ...]`.
+    fn act(&self, obs: &Tensor) -> Result<ActTaken>;
+    /// V(s) `[n]`.
+    fn value(&self, obs: &Tensor) -> Result<Tensor>;
+}
+
+impl RolloutPolicy for ActorCritic {
+    fn act(&self, obs: &Tensor) -> Result<ActTaken> {
+        ActorCritic::act(self, obs)
+    }
+    fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        ActorCritic::value(self, obs)
+    }
+}
+
 /// Collects rollouts of one rank's environments, stepped in `groups` groups.
 pub struct RolloutCollector {
     groups: usize,
@@ -76,7 +95,7 @@ impl RolloutCollector {
     /// `inference` (the policy's forward passes) and `env` (stepping the games and wrappers).
     pub fn collect(
         &self,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &mut RolloutBuffer,
         phases: &mut Phases,
@@ -123,7 +142,7 @@ impl RolloutCollector {
     fn collect_step(
         &self,
         t: i64,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &mut RolloutBuffer,
         chosen: &mut Chosen,
@@ -148,7 +167,7 @@ impl RolloutCollector {
         t: i64,
         g: usize,
         obs: &Tensor,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &RolloutBuffer,
         chosen: &mut Chosen,
@@ -212,7 +231,7 @@ impl RolloutCollector {
     /// policy on `next_rows`; returns the policy's choice for those.
     fn step_while_acting(
         &self,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         range: Range<usize>,
         actions: &ActionBatch,
@@ -278,7 +297,7 @@ fn record_step(
     envs: &VecEnv,
     obs: &Tensor,
     taken: &ActTaken,
-    model: &ActorCritic,
+    model: &dyn RolloutPolicy,
     phases: &mut Phases,
 ) -> Result<()> {
     let device = buffer.device();
