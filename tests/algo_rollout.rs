@@ -1,11 +1,11 @@
 //! Return estimators against hand-computed examples (terminated vs truncated), the rollout
 //! buffer against the pure estimators, and the minibatch sampler.
 
+use tandem::algo::actions::ActionKind;
 use tandem::algo::{
     MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
     n_step_returns,
 };
-use tandem::algo::actions::ActionKind;
 use tch::{Device, Kind, Tensor};
 
 // Two environments, three steps, step-major (index t * 2 + env).
@@ -237,15 +237,15 @@ fn sampler_is_seeded_and_covers_every_index_once() {
 
 #[test]
 fn pixel_observations_can_be_stored_as_bytes() {
-    let mut buffer =
-        RolloutBuffer::with_obs_kind(
-            1,
-            2,
-            &[1, 2, 2],
-            Kind::Uint8,
-            ActionKind::Discrete,
-            Device::Cpu,
-        ).unwrap();
+    let mut buffer = RolloutBuffer::with_obs_kind(
+        1,
+        2,
+        &[1, 2, 2],
+        Kind::Uint8,
+        ActionKind::Discrete,
+        Device::Cpu,
+    )
+    .unwrap();
     let obs =
         Tensor::from_slice(&[0f32, 17.0, 128.0, 255.0, 1.0, 2.0, 3.0, 254.0]).reshape([2, 1, 2, 2]);
     let zeros = Tensor::zeros([2], (Kind::Float, Device::Cpu));
@@ -265,14 +265,9 @@ fn pixel_observations_can_be_stored_as_bytes() {
     let batch = buffer.gae_batch(&zeros, 0.99, 0.95).unwrap();
     assert_eq!(batch.obs.kind(), Kind::Uint8);
     assert!(batch.obs.to_kind(Kind::Float).equal(&obs));
-    let err = RolloutBuffer::with_obs_kind(
-        1,
-        2,
-        &[3],
-        Kind::Int64,
-        ActionKind::Discrete,
-        Device::Cpu,
-    ).unwrap_err();
+    let err =
+        RolloutBuffer::with_obs_kind(1, 2, &[3], Kind::Int64, ActionKind::Discrete, Device::Cpu)
+            .unwrap_err();
     assert!(err.to_string().contains("not Int64"), "{err}");
 }
 
@@ -302,8 +297,8 @@ fn box_action(t: i64, env: i64, i: i64) -> f32 {
 #[test]
 fn box_actions_flatten_to_rows_of_their_dimension_through_batches_and_minibatches() {
     let (steps, n, d) = (3, 2, 3);
-    let mut buffer = RolloutBuffer::new(steps, n, &[3], ActionKind::Box { dim: 3 }, Device::Cpu)
-        .unwrap();
+    let mut buffer =
+        RolloutBuffer::new(steps, n, &[3], ActionKind::Box { dim: 3 }, Device::Cpu).unwrap();
     for t in 0..steps {
         let values: Vec<f32> = (0..n)
             .flat_map(|env| (0..d).map(move |i| box_action(t, env, i)))
@@ -345,32 +340,50 @@ fn box_actions_flatten_to_rows_of_their_dimension_through_batches_and_minibatche
 #[test]
 fn actions_of_the_wrong_kind_or_shape_are_refused() {
     let boxes = || RolloutBuffer::new(1, 2, &[3], ActionKind::Box { dim: 2 }, Device::Cpu).unwrap();
-    let err = push_actions(&mut boxes(), &Tensor::zeros([2, 2], (Kind::Int64, Device::Cpu)))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("box actions must be floats, got Int64"), "{err}");
-    let err = push_actions(&mut boxes(), &Tensor::zeros([2], (Kind::Float, Device::Cpu)))
-        .unwrap_err()
-        .to_string();
+    let err = push_actions(
+        &mut boxes(),
+        &Tensor::zeros([2, 2], (Kind::Int64, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("box actions must be floats, got Int64"),
+        "{err}"
+    );
+    let err = push_actions(
+        &mut boxes(),
+        &Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("actions have shape [2], expected [2, 2] for box actions of 2 f32"),
         "{err}"
     );
-    let err = push_actions(&mut boxes(), &Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)))
-        .unwrap_err()
-        .to_string();
+    let err = push_actions(
+        &mut boxes(),
+        &Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("expected [2, 2]"), "{err}");
     let mut discrete = RolloutBuffer::new(1, 2, &[3], ActionKind::Discrete, Device::Cpu).unwrap();
-    let err = push_actions(&mut discrete, &Tensor::zeros([2, 2], (Kind::Float, Device::Cpu)))
-        .unwrap_err()
-        .to_string();
+    let err = push_actions(
+        &mut discrete,
+        &Tensor::zeros([2, 2], (Kind::Float, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("actions have shape [2, 2], expected [2] for discrete actions"),
         "{err}"
     );
-    let err = push_actions(&mut discrete, &Tensor::zeros([2], (Kind::Float, Device::Cpu)))
-        .unwrap_err()
-        .to_string();
+    let err = push_actions(
+        &mut discrete,
+        &Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("discrete actions must be integers"), "{err}");
     let err = tandem::algo::Batch::new(
         Tensor::zeros([4, 3], (Kind::Float, Device::Cpu)),
@@ -382,5 +395,8 @@ fn actions_of_the_wrong_kind_or_shape_are_refused() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("actions have shape [3, 2], expected [4] or [4, dim]"), "{err}");
+    assert!(
+        err.contains("actions have shape [3, 2], expected [4] or [4, dim]"),
+        "{err}"
+    );
 }

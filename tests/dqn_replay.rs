@@ -412,12 +412,12 @@ fn a_stack_that_does_not_continue_its_previous_frames_is_an_error() {
     .unwrap();
     let zero = ActionBatch::Discrete(vec![0]);
     let step = |obs: &'static [f32]| VectorStep {
-            obs,
-            actions: &zero,
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0, 0.0],
+        obs,
+        actions: &zero,
+        rewards: &[0.0],
+        terminated: &[false],
+        truncated: &[false],
+        final_obs: &[0.0, 0.0],
     };
     buffer.push(&step(&[1.0, 1.0])).unwrap();
     buffer.push(&step(&[1.0, 2.0])).unwrap();
@@ -443,7 +443,12 @@ fn box_action(t: usize, env: usize) -> [f32; 2] {
 }
 
 /// [`push_counting`] with box actions.
-fn push_counting_boxes(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_every: usize) {
+fn push_counting_boxes(
+    buffer: &mut ReplayBuffer,
+    num_envs: usize,
+    steps: usize,
+    done_every: usize,
+) {
     for t in 0..steps {
         let obs = vec![t as f32; num_envs];
         let done = (t + 1) % done_every == 0;

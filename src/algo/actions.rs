@@ -63,7 +63,10 @@ impl fmt::Display for ActionKind {
 pub enum ActionBatch {
     Discrete(Vec<i64>),
     /// `values.len() / dim` actions of `dim` values each.
-    Box { dim: usize, values: Vec<f32> },
+    Box {
+        dim: usize,
+        values: Vec<f32>,
+    },
 }
 
 impl ActionBatch {

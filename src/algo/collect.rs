@@ -15,7 +15,9 @@ use tch::Tensor;
 use tandem_env::{EnvError, VecEnv};
 
 use super::actions::{ActionBatch, ActionKind};
-use super::host_rows::{copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch};
+use super::host_rows::{
+    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
+};
 use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::{ActTaken, ActorCritic};
@@ -268,7 +270,11 @@ impl RolloutCollector {
 }
 
 /// Steps the environments of `range` with host actions of either kind.
-fn step_group(envs: &mut VecEnv, range: Range<usize>, actions: &ActionBatch) -> Result<(), EnvError> {
+fn step_group(
+    envs: &mut VecEnv,
+    range: Range<usize>,
+    actions: &ActionBatch,
+) -> Result<(), EnvError> {
     match actions {
         ActionBatch::Discrete(a) => envs.step_group(range, a),
         ActionBatch::Box { values, .. } => envs.step_group_box(range, values),

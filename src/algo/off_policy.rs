@@ -18,8 +18,8 @@ use tandem_config::{Experiment, Wrapper};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{Dtype, VecEnv};
 
-use super::dqn::{Dqn, DqnConfig, DqnStats, TransitionBatch, annealed, epsilon_at};
 use super::actions::{ActionBatch, ActionKind};
+use super::dqn::{Dqn, DqnConfig, DqnStats, TransitionBatch, annealed, epsilon_at};
 use super::host_rows::{actions_to_host, rows_to_batch};
 use super::learner::{Learner, Resumed, Round, Scalars, Setting};
 use super::replay::{ReplayBuffer, ReplaySpec, VectorStep};

@@ -84,12 +84,8 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             action_kind,
             device,
         )?;
-        let collector = RolloutCollector::new(
-            n_envs,
-            experiment.train.env_groups,
-            &obs_shape,
-            action_kind,
-        )?;
+        let collector =
+            RolloutCollector::new(n_envs, experiment.train.env_groups, &obs_shape, action_kind)?;
         Ok(OnPolicy {
             vs,
             model,
