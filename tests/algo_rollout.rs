@@ -250,18 +250,7 @@ fn pixel_observations_can_be_stored_as_bytes() {
         Tensor::from_slice(&[0f32, 17.0, 128.0, 255.0, 1.0, 2.0, 3.0, 254.0]).reshape([2, 1, 2, 2]);
     let zeros = Tensor::zeros([2], (Kind::Float, Device::Cpu));
     let actions = Tensor::zeros([2], (Kind::Int64, Device::Cpu));
-    buffer
-        .push(&StepRecord {
-            obs: &obs,
-            actions: &actions,
-            log_probs: &zeros,
-            values: &zeros,
-            rewards: &zeros,
-            terminated: &zeros,
-            truncated: &zeros,
-            truncation_values: None,
-        })
-        .unwrap();
+    push_step(&mut buffer, &obs, &actions).unwrap();
     let batch = buffer.gae_batch(&zeros, 0.99, 0.95).unwrap();
     assert_eq!(batch.obs.kind(), Kind::Uint8);
     assert!(batch.obs.to_kind(Kind::Float).equal(&obs));
@@ -271,13 +260,19 @@ fn pixel_observations_can_be_stored_as_bytes() {
     assert!(err.to_string().contains("not Int64"), "{err}");
 }
 
-/// A step of `n` environments with the given actions and zero everything else.
+/// A step of `n` environments with the given actions, observations `[n, 3]` and zero
+/// everything else.
 fn push_actions(buffer: &mut RolloutBuffer, actions: &Tensor) -> anyhow::Result<()> {
+    let obs = Tensor::zeros([buffer.num_envs(), 3], (Kind::Float, Device::Cpu));
+    push_step(buffer, &obs, actions)
+}
+
+/// A step with the given observations and actions and zero everything else.
+fn push_step(buffer: &mut RolloutBuffer, obs: &Tensor, actions: &Tensor) -> anyhow::Result<()> {
     let n = buffer.num_envs();
-    let obs = Tensor::zeros([n, 3], (Kind::Float, Device::Cpu));
     let zeros = Tensor::zeros([n], (Kind::Float, Device::Cpu));
     buffer.push(&StepRecord {
-        obs: &obs,
+        obs,
         actions,
         log_probs: &zeros,
         values: &zeros,
@@ -339,52 +334,42 @@ fn box_actions_flatten_to_rows_of_their_dimension_through_batches_and_minibatche
 
 #[test]
 fn actions_of_the_wrong_kind_or_shape_are_refused() {
-    let boxes = || RolloutBuffer::new(1, 2, &[3], ActionKind::Box { dim: 2 }, Device::Cpu).unwrap();
-    let err = push_actions(
-        &mut boxes(),
-        &Tensor::zeros([2, 2], (Kind::Int64, Device::Cpu)),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("box actions must be floats, got Int64"),
-        "{err}"
-    );
-    let err = push_actions(
-        &mut boxes(),
-        &Tensor::zeros([2], (Kind::Float, Device::Cpu)),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("actions have shape [2], expected [2, 2] for box actions of 2 f32"),
-        "{err}"
-    );
-    let err = push_actions(
-        &mut boxes(),
-        &Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("expected [2, 2]"), "{err}");
-    let mut discrete = RolloutBuffer::new(1, 2, &[3], ActionKind::Discrete, Device::Cpu).unwrap();
-    let err = push_actions(
-        &mut discrete,
-        &Tensor::zeros([2, 2], (Kind::Float, Device::Cpu)),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("actions have shape [2, 2], expected [2] for discrete actions"),
-        "{err}"
-    );
-    let err = push_actions(
-        &mut discrete,
-        &Tensor::zeros([2], (Kind::Float, Device::Cpu)),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("discrete actions must be integers"), "{err}");
+    let boxes = ActionKind::Box { dim: 2 };
+    let cases: [(ActionKind, &[i64], Kind, &str); 5] = [
+        (
+            boxes,
+            &[2, 2],
+            Kind::Int64,
+            "box actions must be floats, got Int64",
+        ),
+        (
+            boxes,
+            &[2],
+            Kind::Float,
+            "actions have shape [2], expected [2, 2] for box actions of 2 f32",
+        ),
+        (boxes, &[2, 3], Kind::Float, "expected [2, 2]"),
+        (
+            ActionKind::Discrete,
+            &[2, 2],
+            Kind::Float,
+            "actions have shape [2, 2], expected [2] for discrete actions",
+        ),
+        (
+            ActionKind::Discrete,
+            &[2],
+            Kind::Float,
+            "discrete actions must be integers",
+        ),
+    ];
+    for (kind, shape, dtype, message) in cases {
+        let mut buffer = RolloutBuffer::new(1, 2, &[3], kind, Device::Cpu).unwrap();
+        let err = push_actions(&mut buffer, &Tensor::zeros(shape, (dtype, Device::Cpu)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{kind} {shape:?} {dtype:?}: {err}");
+        assert!(buffer.is_empty(), "a refused step must not be recorded");
+    }
     let err = tandem::algo::Batch::new(
         Tensor::zeros([4, 3], (Kind::Float, Device::Cpu)),
         Tensor::zeros([3, 2], (Kind::Float, Device::Cpu)),

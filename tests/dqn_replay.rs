@@ -121,8 +121,22 @@ fn vector_spec(capacity: usize, num_envs: usize, n_step: usize, alpha: Option<f6
 }
 
 /// Pushes `steps` vector steps of a synthetic single-value environment whose observation is the
-/// step number and whose reward is 1; `done_every` ends an episode (terminated).
+/// step number and whose reward is 1; `done_every` ends an episode (terminated). Actions: step
+/// t % 3 in every environment.
 fn push_counting(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_every: usize) {
+    push_counting_with(buffer, num_envs, steps, done_every, |t| {
+        ActionBatch::Discrete(vec![(t % 3) as i64; num_envs])
+    });
+}
+
+/// [`push_counting`] with the actions `actions(t)` at step t.
+fn push_counting_with(
+    buffer: &mut ReplayBuffer,
+    num_envs: usize,
+    steps: usize,
+    done_every: usize,
+    actions: impl Fn(usize) -> ActionBatch,
+) {
     for t in 0..steps {
         let obs: Vec<f32> = (0..num_envs).map(|_| t as f32).collect();
         let done = (t + 1) % done_every == 0;
@@ -130,7 +144,7 @@ fn push_counting(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_
         buffer
             .push(&VectorStep {
                 obs: &obs,
-                actions: &ActionBatch::Discrete(vec![(t % 3) as i64; num_envs]),
+                actions: &actions(t),
                 rewards: &vec![1.0; num_envs],
                 terminated: &vec![done; num_envs],
                 truncated: &vec![false; num_envs],
@@ -206,20 +220,26 @@ fn prioritized_sampling_follows_updated_priorities_with_normalised_weights() {
     assert_eq!(buffer.sampleable(), 9);
 }
 
+/// One environment's step from observation `obs` (a single value) with `actions`, reward 0,
+/// the episode running on.
+fn single_step<'a>(obs: &'a [f32], actions: &'a ActionBatch) -> VectorStep<'a> {
+    VectorStep {
+        obs,
+        actions,
+        rewards: &[0.0],
+        terminated: &[false],
+        truncated: &[false],
+        final_obs: obs,
+    }
+}
+
 #[test]
 fn bad_inputs_are_errors() {
     let err = ReplayBuffer::new(vector_spec(4, 1, 5, None)).unwrap_err();
     assert!(err.to_string().contains("n-step 5"), "{err}");
     let mut buffer = ReplayBuffer::new(vector_spec(16, 2, 1, None)).unwrap();
     let err = buffer
-        .push(&VectorStep {
-            obs: &[0.0],
-            actions: &ActionBatch::Discrete(vec![0]),
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        .push(&single_step(&[0.0], &ActionBatch::Discrete(vec![0])))
         .unwrap_err();
     assert!(err.to_string().contains("2 environments"), "{err}");
     let mut rng = Xoshiro256::new(1);
@@ -231,14 +251,7 @@ fn bad_inputs_are_errors() {
     })
     .unwrap();
     let err = pixels
-        .push(&VectorStep {
-            obs: &[0.5],
-            actions: &ActionBatch::Discrete(vec![0]),
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        .push(&single_step(&[0.5], &ActionBatch::Discrete(vec![0])))
         .unwrap_err();
     assert!(err.to_string().contains("0.5"), "{err}");
 }
@@ -449,22 +462,10 @@ fn push_counting_boxes(
     steps: usize,
     done_every: usize,
 ) {
-    for t in 0..steps {
-        let obs = vec![t as f32; num_envs];
-        let done = (t + 1) % done_every == 0;
-        let finals = vec![1000.0 + t as f32; num_envs];
-        let values = (0..num_envs).flat_map(|env| box_action(t, env)).collect();
-        buffer
-            .push(&VectorStep {
-                obs: &obs,
-                actions: &ActionBatch::Box { dim: 2, values },
-                rewards: &vec![1.0; num_envs],
-                terminated: &vec![done; num_envs],
-                truncated: &vec![false; num_envs],
-                final_obs: &finals,
-            })
-            .unwrap();
-    }
+    push_counting_with(buffer, num_envs, steps, done_every, |t| ActionBatch::Box {
+        dim: 2,
+        values: (0..num_envs).flat_map(|env| box_action(t, env)).collect(),
+    });
 }
 
 #[test]
@@ -491,14 +492,7 @@ fn box_actions_come_back_with_their_transitions_and_n_step_returns() {
 fn actions_of_the_other_kind_are_refused_by_push() {
     let mut boxes = ReplayBuffer::new(box_spec(1, 1, None)).unwrap();
     let err = boxes
-        .push(&VectorStep {
-            obs: &[0.0],
-            actions: &ActionBatch::Discrete(vec![0]),
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        .push(&single_step(&[0.0], &ActionBatch::Discrete(vec![0])))
         .unwrap_err();
     assert!(
         err.to_string()
@@ -506,17 +500,13 @@ fn actions_of_the_other_kind_are_refused_by_push() {
         "{err}"
     );
     let err = boxes
-        .push(&VectorStep {
-            obs: &[0.0],
-            actions: &ActionBatch::Box {
+        .push(&single_step(
+            &[0.0],
+            &ActionBatch::Box {
                 dim: 2,
                 values: vec![0.0; 4],
             },
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        ))
         .unwrap_err();
     assert!(err.to_string().contains("1 environments"), "{err}");
 }
