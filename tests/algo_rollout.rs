@@ -1,6 +1,7 @@
 //! Return estimators against hand-computed examples (terminated vs truncated), the rollout
 //! buffer against the pure estimators, and the minibatch sampler.
 
+use tandem::algo::actions::ActionKind;
 use tandem::algo::{
     MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
     n_step_returns,
@@ -98,7 +99,7 @@ fn column(values: &[f32], t: usize) -> Tensor {
 }
 
 fn filled_buffer(with_truncation_values: bool) -> RolloutBuffer {
-    let mut buffer = RolloutBuffer::new(3, 2, &[3], Device::Cpu).unwrap();
+    let mut buffer = RolloutBuffer::new(3, 2, &[3], ActionKind::Discrete, Device::Cpu).unwrap();
     for t in 0..3 {
         let obs = Tensor::from_slice(&[t as f32; 6]).reshape([2, 3]);
         let actions = Tensor::from_slice(&[t as i64, 1]);
@@ -165,7 +166,7 @@ fn buffer_rejects_truncation_without_final_values_and_bad_shapes() {
         "{err}"
     );
 
-    let mut buffer = RolloutBuffer::new(2, 2, &[3], Device::Cpu).unwrap();
+    let mut buffer = RolloutBuffer::new(2, 2, &[3], ActionKind::Discrete, Device::Cpu).unwrap();
     let wrong_obs = Tensor::zeros([2, 4], (Kind::Float, Device::Cpu));
     let flags = Tensor::zeros([2], (Kind::Float, Device::Cpu));
     let actions = Tensor::zeros([2], (Kind::Int64, Device::Cpu));
@@ -236,27 +237,151 @@ fn sampler_is_seeded_and_covers_every_index_once() {
 
 #[test]
 fn pixel_observations_can_be_stored_as_bytes() {
-    let mut buffer =
-        RolloutBuffer::with_obs_kind(1, 2, &[1, 2, 2], Kind::Uint8, Device::Cpu).unwrap();
+    let mut buffer = RolloutBuffer::with_obs_kind(
+        1,
+        2,
+        &[1, 2, 2],
+        Kind::Uint8,
+        ActionKind::Discrete,
+        Device::Cpu,
+    )
+    .unwrap();
     let obs =
         Tensor::from_slice(&[0f32, 17.0, 128.0, 255.0, 1.0, 2.0, 3.0, 254.0]).reshape([2, 1, 2, 2]);
     let zeros = Tensor::zeros([2], (Kind::Float, Device::Cpu));
     let actions = Tensor::zeros([2], (Kind::Int64, Device::Cpu));
-    buffer
-        .push(&StepRecord {
-            obs: &obs,
-            actions: &actions,
-            log_probs: &zeros,
-            values: &zeros,
-            rewards: &zeros,
-            terminated: &zeros,
-            truncated: &zeros,
-            truncation_values: None,
-        })
-        .unwrap();
+    push_step(&mut buffer, &obs, &actions).unwrap();
     let batch = buffer.gae_batch(&zeros, 0.99, 0.95).unwrap();
     assert_eq!(batch.obs.kind(), Kind::Uint8);
     assert!(batch.obs.to_kind(Kind::Float).equal(&obs));
-    let err = RolloutBuffer::with_obs_kind(1, 2, &[3], Kind::Int64, Device::Cpu).unwrap_err();
+    let err =
+        RolloutBuffer::with_obs_kind(1, 2, &[3], Kind::Int64, ActionKind::Discrete, Device::Cpu)
+            .unwrap_err();
     assert!(err.to_string().contains("not Int64"), "{err}");
+}
+
+/// A step of `n` environments with the given actions, observations `[n, 3]` and zero
+/// everything else.
+fn push_actions(buffer: &mut RolloutBuffer, actions: &Tensor) -> anyhow::Result<()> {
+    let obs = Tensor::zeros([buffer.num_envs(), 3], (Kind::Float, Device::Cpu));
+    push_step(buffer, &obs, actions)
+}
+
+/// A step with the given observations and actions and zero everything else.
+fn push_step(buffer: &mut RolloutBuffer, obs: &Tensor, actions: &Tensor) -> anyhow::Result<()> {
+    let n = buffer.num_envs();
+    let zeros = Tensor::zeros([n], (Kind::Float, Device::Cpu));
+    buffer.push(&StepRecord {
+        obs,
+        actions,
+        log_probs: &zeros,
+        values: &zeros,
+        rewards: &zeros,
+        terminated: &zeros,
+        truncated: &zeros,
+        truncation_values: None,
+    })
+}
+
+/// Box action `(t, env)` of dimension 3: every value distinct, so a row copied short (the plain
+/// copy sized for N values instead of N*d) or out of order shows.
+fn box_action(t: i64, env: i64, i: i64) -> f32 {
+    (100 * t + 10 * env + i) as f32 + 0.5
+}
+
+#[test]
+fn box_actions_flatten_to_rows_of_their_dimension_through_batches_and_minibatches() {
+    let (steps, n, d) = (3, 2, 3);
+    let mut buffer =
+        RolloutBuffer::new(steps, n, &[3], ActionKind::Box { dim: 3 }, Device::Cpu).unwrap();
+    for t in 0..steps {
+        let values: Vec<f32> = (0..n)
+            .flat_map(|env| (0..d).map(move |i| box_action(t, env, i)))
+            .collect();
+        push_actions(&mut buffer, &Tensor::from_slice(&values).reshape([n, d])).unwrap();
+    }
+    let batch = buffer
+        .gae_batch(&Tensor::zeros([n], (Kind::Float, Device::Cpu)), 0.9, 0.9)
+        .unwrap();
+    assert_eq!(batch.actions.size(), [steps * n, d]);
+    assert_eq!(batch.actions.kind(), Kind::Float);
+    let row = |b: &tandem::algo::Batch, r: i64| Vec::<f32>::try_from(&b.actions.get(r)).unwrap();
+    // Row t * N + env, as for every other field.
+    for t in 0..steps {
+        for env in 0..n {
+            let expected: Vec<f32> = (0..d).map(|i| box_action(t, env, i)).collect();
+            assert_eq!(row(&batch, t * n + env), expected, "t={t} env={env}");
+        }
+    }
+    let picked = Tensor::from_slice(&[5i64, 0, 3]);
+    let selected = batch.select(&picked);
+    assert_eq!(selected.actions.size(), [3, d]);
+    assert_eq!(row(&selected, 0), row(&batch, 5));
+    assert_eq!(row(&selected, 2), row(&batch, 3));
+    let narrowed = batch.narrow(2, 2).unwrap();
+    assert_eq!(row(&narrowed, 1), row(&batch, 3));
+    let minibatches = MinibatchSampler::new(7)
+        .minibatches(batch.len(), 2, Device::Cpu)
+        .unwrap();
+    for indices in &minibatches {
+        let mb = batch.select(indices);
+        assert_eq!(mb.actions.size(), [3, d]);
+        for (k, &r) in Vec::<i64>::try_from(indices).unwrap().iter().enumerate() {
+            assert_eq!(row(&mb, k as i64), row(&batch, r));
+        }
+    }
+}
+
+#[test]
+fn actions_of_the_wrong_kind_or_shape_are_refused() {
+    let boxes = ActionKind::Box { dim: 2 };
+    let cases: [(ActionKind, &[i64], Kind, &str); 5] = [
+        (
+            boxes,
+            &[2, 2],
+            Kind::Int64,
+            "box actions must be floats, got Int64",
+        ),
+        (
+            boxes,
+            &[2],
+            Kind::Float,
+            "actions have shape [2], expected [2, 2] for box actions of 2 f32",
+        ),
+        (boxes, &[2, 3], Kind::Float, "expected [2, 2]"),
+        (
+            ActionKind::Discrete,
+            &[2, 2],
+            Kind::Float,
+            "actions have shape [2, 2], expected [2] for discrete actions",
+        ),
+        (
+            ActionKind::Discrete,
+            &[2],
+            Kind::Float,
+            "discrete actions must be integers",
+        ),
+    ];
+    for (kind, shape, dtype, message) in cases {
+        let mut buffer = RolloutBuffer::new(1, 2, &[3], kind, Device::Cpu).unwrap();
+        let err = push_actions(&mut buffer, &Tensor::zeros(shape, (dtype, Device::Cpu)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{kind} {shape:?} {dtype:?}: {err}");
+        assert!(buffer.is_empty(), "a refused step must not be recorded");
+    }
+    let err = tandem::algo::Batch::new(
+        Tensor::zeros([4, 3], (Kind::Float, Device::Cpu)),
+        Tensor::zeros([3, 2], (Kind::Float, Device::Cpu)),
+        Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+        Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+        Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+        Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("actions have shape [3, 2], expected [4] or [4, dim]"),
+        "{err}"
+    );
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use tandem::algo::actions::{ActionBatch, ActionKind};
 use tandem::algo::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec};
@@ -115,12 +116,27 @@ fn vector_spec(capacity: usize, num_envs: usize, n_step: usize, alpha: Option<f6
         n_step,
         gamma: 0.5,
         priority_alpha: alpha,
+        actions: ActionKind::Discrete,
     }
 }
 
 /// Pushes `steps` vector steps of a synthetic single-value environment whose observation is the
-/// step number and whose reward is 1; `done_every` ends an episode (terminated).
+/// step number and whose reward is 1; `done_every` ends an episode (terminated). Actions: step
+/// t % 3 in every environment.
 fn push_counting(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_every: usize) {
+    push_counting_with(buffer, num_envs, steps, done_every, |t| {
+        ActionBatch::Discrete(vec![(t % 3) as i64; num_envs])
+    });
+}
+
+/// [`push_counting`] with the actions `actions(t)` at step t.
+fn push_counting_with(
+    buffer: &mut ReplayBuffer,
+    num_envs: usize,
+    steps: usize,
+    done_every: usize,
+    actions: impl Fn(usize) -> ActionBatch,
+) {
     for t in 0..steps {
         let obs: Vec<f32> = (0..num_envs).map(|_| t as f32).collect();
         let done = (t + 1) % done_every == 0;
@@ -128,7 +144,7 @@ fn push_counting(buffer: &mut ReplayBuffer, num_envs: usize, steps: usize, done_
         buffer
             .push(&VectorStep {
                 obs: &obs,
-                actions: &vec![(t % 3) as i64; num_envs],
+                actions: &actions(t),
                 rewards: &vec![1.0; num_envs],
                 terminated: &vec![done; num_envs],
                 truncated: &vec![false; num_envs],
@@ -158,7 +174,7 @@ fn n_step_returns_stop_at_episode_ends_and_bootstrap_from_n_steps_later() {
             assert_eq!(s.discounts[i], 0.0, "terminal within n steps, t={t}");
             assert_eq!(s.next_obs[i], 1000.0 + (t + steps_left) as f32, "t={t}");
         }
-        assert_eq!(s.actions[i], (t % 3) as i64);
+        assert_eq!(s.actions.discrete("test").unwrap()[i], (t % 3) as i64);
         assert_eq!(s.weights[i], 1.0);
     }
     // The newest n rows are not ready: step 19 - 2 = 17 is the last one that can be drawn.
@@ -204,20 +220,26 @@ fn prioritized_sampling_follows_updated_priorities_with_normalised_weights() {
     assert_eq!(buffer.sampleable(), 9);
 }
 
+/// One environment's step from observation `obs` (a single value) with `actions`, reward 0,
+/// the episode running on.
+fn single_step<'a>(obs: &'a [f32], actions: &'a ActionBatch) -> VectorStep<'a> {
+    VectorStep {
+        obs,
+        actions,
+        rewards: &[0.0],
+        terminated: &[false],
+        truncated: &[false],
+        final_obs: obs,
+    }
+}
+
 #[test]
 fn bad_inputs_are_errors() {
     let err = ReplayBuffer::new(vector_spec(4, 1, 5, None)).unwrap_err();
     assert!(err.to_string().contains("n-step 5"), "{err}");
     let mut buffer = ReplayBuffer::new(vector_spec(16, 2, 1, None)).unwrap();
     let err = buffer
-        .push(&VectorStep {
-            obs: &[0.0],
-            actions: &[0],
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        .push(&single_step(&[0.0], &ActionBatch::Discrete(vec![0])))
         .unwrap_err();
     assert!(err.to_string().contains("2 environments"), "{err}");
     let mut rng = Xoshiro256::new(1);
@@ -229,14 +251,7 @@ fn bad_inputs_are_errors() {
     })
     .unwrap();
     let err = pixels
-        .push(&VectorStep {
-            obs: &[0.5],
-            actions: &[0],
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0],
-        })
+        .push(&single_step(&[0.5], &ActionBatch::Discrete(vec![0])))
         .unwrap_err();
     assert!(err.to_string().contains("0.5"), "{err}");
 }
@@ -262,6 +277,7 @@ fn check_frame_storage(spec: EnvSpec, stack: usize, pixels: bool, capacity_rows:
         n_step: 1,
         gamma: 0.99,
         priority_alpha: None,
+        actions: ActionKind::Discrete,
     })
     .unwrap();
     let mut rng = Xoshiro256::new(99);
@@ -278,7 +294,7 @@ fn check_frame_storage(spec: EnvSpec, stack: usize, pixels: bool, capacity_rows:
         buffer
             .push(&VectorStep {
                 obs: &obs,
-                actions: &actions,
+                actions: &ActionBatch::Discrete(actions.clone()),
                 rewards: envs.rewards(),
                 terminated: envs.terminated(),
                 truncated: envs.truncated(),
@@ -404,18 +420,18 @@ fn a_stack_that_does_not_continue_its_previous_frames_is_an_error() {
         n_step: 1,
         gamma: 0.9,
         priority_alpha: None,
+        actions: ActionKind::Discrete,
     })
     .unwrap();
-    fn step(obs: &[f32]) -> VectorStep<'_> {
-        VectorStep {
-            obs,
-            actions: &[0],
-            rewards: &[0.0],
-            terminated: &[false],
-            truncated: &[false],
-            final_obs: &[0.0, 0.0],
-        }
-    }
+    let zero = ActionBatch::Discrete(vec![0]);
+    let step = |obs: &'static [f32]| VectorStep {
+        obs,
+        actions: &zero,
+        rewards: &[0.0],
+        terminated: &[false],
+        truncated: &[false],
+        final_obs: &[0.0, 0.0],
+    };
     buffer.push(&step(&[1.0, 1.0])).unwrap();
     buffer.push(&step(&[1.0, 2.0])).unwrap();
     // The older frame should be 2 (the previous newest frame), as frame-stack would give.
@@ -425,4 +441,124 @@ fn a_stack_that_does_not_continue_its_previous_frames_is_an_error() {
             .contains("does not continue its frame stack"),
         "{err}"
     );
+}
+
+fn box_spec(num_envs: usize, n_step: usize, alpha: Option<f64>) -> ReplaySpec {
+    ReplaySpec {
+        actions: ActionKind::Box { dim: 2 },
+        ..vector_spec(64, num_envs, n_step, alpha)
+    }
+}
+
+/// The box action environment `env` took at step `t`: both values distinct per step and env.
+fn box_action(t: usize, env: usize) -> [f32; 2] {
+    [t as f32 + 0.25, env as f32 - 0.5]
+}
+
+/// [`push_counting`] with box actions.
+fn push_counting_boxes(
+    buffer: &mut ReplayBuffer,
+    num_envs: usize,
+    steps: usize,
+    done_every: usize,
+) {
+    push_counting_with(buffer, num_envs, steps, done_every, |t| ActionBatch::Box {
+        dim: 2,
+        values: (0..num_envs).flat_map(|env| box_action(t, env)).collect(),
+    });
+}
+
+#[test]
+fn box_actions_come_back_with_their_transitions_and_n_step_returns() {
+    let mut buffer = ReplayBuffer::new(box_spec(2, 2, None)).unwrap();
+    push_counting_boxes(&mut buffer, 2, 20, 5);
+    let s = buffer.sample(24, 0.4, &mut Xoshiro256::new(5)).unwrap();
+    let ActionBatch::Box { dim: 2, values } = &s.actions else {
+        panic!("box replay sampled {:?}", s.actions);
+    };
+    assert_eq!(values.len(), 24 * 2);
+    for i in 0..24 {
+        let (t, env) = (s.obs[i] as usize, s.slots[i] % 2);
+        assert_eq!(&values[2 * i..2 * i + 2], &box_action(t, env), "sample {i}");
+        let steps_left = 4 - t % 5; // steps after t in its episode
+        let expected = if steps_left >= 1 { 1.5 } else { 1.0 };
+        assert_eq!(s.returns[i], expected, "t={t}");
+        let discount = if steps_left >= 2 { 0.25 } else { 0.0 };
+        assert_eq!(s.discounts[i], discount, "t={t}");
+    }
+}
+
+#[test]
+fn actions_of_the_other_kind_are_refused_by_push() {
+    let mut boxes = ReplayBuffer::new(box_spec(1, 1, None)).unwrap();
+    let err = boxes
+        .push(&single_step(&[0.0], &ActionBatch::Discrete(vec![0])))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("stores box actions of 2 f32, the vector step holds discrete actions"),
+        "{err}"
+    );
+    let err = boxes
+        .push(&single_step(
+            &[0.0],
+            &ActionBatch::Box {
+                dim: 2,
+                values: vec![0.0; 4],
+            },
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("1 environments"), "{err}");
+}
+
+#[test]
+fn replay_files_record_their_action_kind_and_refuse_the_other() {
+    let dir = std::env::temp_dir().join(format!("tandem-replay-kinds-{}", std::process::id()));
+    let (box_file, discrete_file) = (dir.join("box.bin"), dir.join("discrete.bin"));
+    let mut boxes = ReplayBuffer::new(box_spec(2, 2, Some(0.6))).unwrap();
+    push_counting_boxes(&mut boxes, 2, 40, 7);
+    boxes.save(&box_file).unwrap();
+    let loaded = ReplayBuffer::load(box_spec(2, 2, Some(0.6)), &box_file).unwrap();
+    assert_eq!(loaded.to_bytes(), boxes.to_bytes());
+    let (mut a, mut b) = (Xoshiro256::new(4), Xoshiro256::new(4));
+    assert_eq!(
+        loaded.sample(8, 0.5, &mut a).unwrap(),
+        boxes.sample(8, 0.5, &mut b).unwrap()
+    );
+    let mut discrete = ReplayBuffer::new(vector_spec(64, 2, 2, Some(0.6))).unwrap();
+    push_counting(&mut discrete, 2, 40, 7);
+    discrete.save(&discrete_file).unwrap();
+    let err = ReplayBuffer::load(vector_spec(64, 2, 2, Some(0.6)), &box_file).unwrap_err();
+    assert!(
+        format!("{err:#}").contains(
+            "the replay file holds box actions of 2 f32, this run's environments take discrete actions"
+        ),
+        "{err:#}"
+    );
+    let err = ReplayBuffer::load(box_spec(2, 2, Some(0.6)), &discrete_file).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("holds discrete actions, this run's environments take box"),
+        "{err:#}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Files written before box actions (format 2: no action field in the header, discrete slots
+/// laid out as now) still load, as the same buffer.
+#[test]
+fn format_2_replay_files_load_as_discrete() {
+    let spec = vector_spec(32, 2, 2, Some(0.6));
+    let mut buffer = ReplayBuffer::new(spec.clone()).unwrap();
+    push_counting(&mut buffer, 2, 40, 7);
+    let current = buffer.to_bytes();
+    assert_eq!(&current[..8], b"TNDMRPL3");
+    // Format 2: its own magic, and the header's 11 numbers without the 12th (the action field).
+    let header_end = 8 + 11 * 8;
+    let mut old = b"TNDMRPL2".to_vec();
+    old.extend_from_slice(&current[8..header_end]);
+    old.extend_from_slice(&current[header_end + 8..]);
+    let loaded = ReplayBuffer::from_bytes(spec.clone(), &old).unwrap();
+    assert_eq!(loaded.to_bytes(), current);
+    let err = ReplayBuffer::from_bytes(box_spec(2, 2, Some(0.6)), &old).unwrap_err();
+    assert!(err.to_string().contains("holds discrete actions"), "{err}");
 }

@@ -176,6 +176,7 @@ fn a_resumed_run_continues_with_its_replay_buffer() {
         n_step: 3,
         gamma: 0.99,
         priority_alpha: Some(0.6),
+        actions: tandem::algo::actions::ActionKind::Discrete,
     };
     let replay = dir.join("checkpoints/replay-rank0.bin");
     let saved = ReplayBuffer::load(spec.clone(), &replay).unwrap();

@@ -12,20 +12,41 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use tch::Tensor;
 
-use tandem_env::VecEnv;
+use tandem_env::{EnvError, VecEnv};
 
+use super::actions::{ActionBatch, ActionKind};
 use super::host_rows::{
-    actions_to_host, copy_rows_into, flags_to_tensor, row_to_tensor, rows_to_batch,
+    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
 };
 use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::{ActTaken, ActorCritic};
+
+/// What collection needs of a policy: sampled actions (with their log-probabilities and values)
+/// and values alone. A trait so that a learner with another model (a box policy) collects
+/// through the same code.
+pub trait RolloutPolicy {
+    /// Actions `[n]` (discrete) or `[n, d]` (box) for observations `[n, ...]`.
+    fn act(&self, obs: &Tensor) -> Result<ActTaken>;
+    /// V(s) `[n]`.
+    fn value(&self, obs: &Tensor) -> Result<Tensor>;
+}
+
+impl RolloutPolicy for ActorCritic {
+    fn act(&self, obs: &Tensor) -> Result<ActTaken> {
+        ActorCritic::act(self, obs)
+    }
+    fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        ActorCritic::value(self, obs)
+    }
+}
 
 /// Collects rollouts of one rank's environments, stepped in `groups` groups.
 pub struct RolloutCollector {
     groups: usize,
     group_size: usize,
     obs_shape: Vec<i64>,
+    action_kind: ActionKind,
     /// Steps a group while the policy acts for the next one. One long-lived thread: a thread
     /// per group step cost about 0.5 ms each on Atari, a fifth of the step itself.
     env_thread: Option<rayon::ThreadPool>,
@@ -36,7 +57,12 @@ pub struct RolloutCollector {
 type Chosen = Option<ActTaken>;
 
 impl RolloutCollector {
-    pub fn new(num_envs: usize, groups: usize, obs_shape: &[i64]) -> Result<RolloutCollector> {
+    pub fn new(
+        num_envs: usize,
+        groups: usize,
+        obs_shape: &[i64],
+        action_kind: ActionKind,
+    ) -> Result<RolloutCollector> {
         ensure!(
             groups >= 1 && num_envs.is_multiple_of(groups),
             "train.env-groups {groups} must divide this rank's {num_envs} environments"
@@ -61,6 +87,7 @@ impl RolloutCollector {
             groups,
             group_size,
             obs_shape: obs_shape.to_vec(),
+            action_kind,
             env_thread,
         })
     }
@@ -70,12 +97,13 @@ impl RolloutCollector {
     /// `inference` (the policy's forward passes) and `env` (stepping the games and wrappers).
     pub fn collect(
         &self,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &mut RolloutBuffer,
         phases: &mut Phases,
     ) -> Result<Tensor> {
         let start = Instant::now();
+        self.check_kinds(envs, buffer)?;
         buffer.reset();
         // Row 0 holds every group's observation; each group's next observations go into the
         // next row as soon as that group has stepped.
@@ -97,11 +125,26 @@ impl RolloutCollector {
         Ok(last_values)
     }
 
+    /// The policy's actions go to the environments and into the buffer as they are, so all
+    /// three must agree on what an action is.
+    fn check_kinds(&self, envs: &VecEnv, buffer: &RolloutBuffer) -> Result<()> {
+        let env_kind = ActionKind::of(envs.action_space());
+        ensure!(
+            env_kind == self.action_kind && buffer.action_kind() == self.action_kind,
+            "rollout collection: the environments take {env_kind} ({}), the collector was built \
+             for {} and the buffer holds {}",
+            envs.action_space(),
+            self.action_kind,
+            buffer.action_kind()
+        );
+        Ok(())
+    }
+
     /// Step t: every group acts and steps, then the step is recorded.
     fn collect_step(
         &self,
         t: i64,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &mut RolloutBuffer,
         chosen: &mut Chosen,
@@ -126,7 +169,7 @@ impl RolloutCollector {
         t: i64,
         g: usize,
         obs: &Tensor,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         buffer: &RolloutBuffer,
         chosen: &mut Chosen,
@@ -138,12 +181,12 @@ impl RolloutCollector {
                 tch::no_grad(|| model.act(&self.group_rows(obs, g)))
             })?,
         };
-        let actions = actions_to_host(&taken.actions)?;
+        let actions = host_actions(&taken.actions, self.action_kind)?;
         let range = g * self.group_size..(g + 1) * self.group_size;
         *chosen = match self.next_group(t, g, buffer.num_steps()) {
             None => {
                 let stepping = Instant::now();
-                envs.step_group(range.clone(), &actions)?;
+                step_group(envs, range.clone(), &actions)?;
                 phases.add("env", stepping.elapsed());
                 None
             }
@@ -190,10 +233,10 @@ impl RolloutCollector {
     /// policy on `next_rows`; returns the policy's choice for those.
     fn step_while_acting(
         &self,
-        model: &ActorCritic,
+        model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
         range: Range<usize>,
-        actions: &[i64],
+        actions: &ActionBatch,
         next_rows: &Tensor,
         phases: &mut Phases,
     ) -> Result<ActTaken> {
@@ -206,7 +249,7 @@ impl RolloutCollector {
                 let stepped = &mut stepped;
                 scope.spawn(move |_| {
                     let stepping = Instant::now();
-                    let result = envs.step_group(range, actions).map_err(anyhow::Error::from);
+                    let result = step_group(envs, range, actions).map_err(anyhow::Error::from);
                     *stepped = Some((result, stepping.elapsed()));
                 });
                 let infer = Instant::now();
@@ -223,6 +266,18 @@ impl RolloutCollector {
 
     fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
         rows.narrow(0, (g * self.group_size) as i64, self.group_size as i64)
+    }
+}
+
+/// Steps the environments of `range` with host actions of either kind.
+fn step_group(
+    envs: &mut VecEnv,
+    range: Range<usize>,
+    actions: &ActionBatch,
+) -> Result<(), EnvError> {
+    match actions {
+        ActionBatch::Discrete(a) => envs.step_group(range, a),
+        ActionBatch::Box { values, .. } => envs.step_group_box(range, values),
     }
 }
 
@@ -248,7 +303,7 @@ fn record_step(
     envs: &VecEnv,
     obs: &Tensor,
     taken: &ActTaken,
-    model: &ActorCritic,
+    model: &dyn RolloutPolicy,
     phases: &mut Phases,
 ) -> Result<()> {
     let device = buffer.device();

@@ -2,8 +2,10 @@
 //! with as few libtorch dispatches as possible: on small games these conversions run every step
 //! and their per-call overhead is a visible share of the rollout.
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use tch::{Device, Kind, Tensor};
+
+use super::actions::{ActionBatch, ActionKind};
 
 /// Copies `rows` (the environments' observations, row after row) into `dst`, a contiguous f32
 /// tensor of as many values: straight into its memory on the CPU, through one host tensor for a
@@ -65,4 +67,38 @@ pub fn actions_to_host(actions: &Tensor) -> Result<Vec<i64>> {
             Vec::<i64>::try_from(actions.to_device(Device::Cpu).to_kind(Kind::Int64))?
         },
     )
+}
+
+/// A policy's `[n]` (discrete) or `[n, dim]` (box) action tensor as host actions of `kind`,
+/// row-major, ready for the VecEnv.
+pub fn host_actions(actions: &Tensor, kind: ActionKind) -> Result<ActionBatch> {
+    match kind {
+        ActionKind::Discrete => Ok(ActionBatch::Discrete(actions_to_host(actions)?)),
+        ActionKind::Box { dim } => {
+            let shape = actions.size();
+            ensure!(
+                matches!(shape.as_slice(), [_, d] if *d == dim as i64),
+                "box actions of {dim} f32: the policy produced a tensor of shape {shape:?}, \
+                 expected [environments, {dim}]"
+            );
+            Ok(ActionBatch::Box {
+                dim,
+                values: box_actions_to_host(actions)?,
+            })
+        }
+    }
+}
+
+/// Box actions as host f32 values, row-major; no conversion dispatched when they already are
+/// contiguous f32 on the CPU.
+fn box_actions_to_host(actions: &Tensor) -> Result<Vec<f32>> {
+    let host = if actions.device() == Device::Cpu && actions.kind() == Kind::Float {
+        actions.reshape([-1])
+    } else {
+        actions
+            .to_device(Device::Cpu)
+            .to_kind(Kind::Float)
+            .reshape([-1])
+    };
+    Vec::<f32>::try_from(&host).context("copying box actions to the host")
 }

@@ -9,6 +9,7 @@
 //! the updates check this before their first gradient sync.
 
 pub mod a2c;
+pub mod actions;
 pub mod collect;
 mod common;
 pub mod dqn;

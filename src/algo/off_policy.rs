@@ -18,6 +18,7 @@ use tandem_config::{Experiment, Wrapper};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{Dtype, VecEnv};
 
+use super::actions::{ActionBatch, ActionKind};
 use super::dqn::{Dqn, DqnConfig, DqnStats, TransitionBatch, annealed, epsilon_at};
 use super::host_rows::{actions_to_host, rows_to_batch};
 use super::learner::{Learner, Resumed, Round, Scalars, Setting};
@@ -103,7 +104,7 @@ impl OffPolicy {
             envs.step(&actions)?;
             self.replay.push(&VectorStep {
                 obs: &obs_rows,
-                actions: &actions,
+                actions: &ActionBatch::Discrete(actions),
                 rewards: envs.rewards(),
                 terminated: envs.terminated(),
                 truncated: envs.truncated(),
@@ -140,7 +141,7 @@ impl OffPolicy {
         let (shape, device) = (&self.obs_shape, self.device);
         let batch = TransitionBatch {
             obs: rows_to_batch(&sample.obs, n, shape, device),
-            actions: Tensor::from_slice(&sample.actions).to_device(device),
+            actions: Tensor::from_slice(sample.actions.discrete("dqn")?).to_device(device),
             returns: Tensor::from_slice(&sample.returns).to_device(device),
             discounts: Tensor::from_slice(&sample.discounts).to_device(device),
             next_obs: rows_to_batch(&sample.next_obs, n, shape, device),
@@ -332,6 +333,7 @@ fn replay_spec(
         n_step: cfg.n_step,
         gamma: cfg.gamma,
         priority_alpha: cfg.prioritized.then_some(cfg.priority_alpha),
+        actions: ActionKind::of(envs.action_space()),
     })
 }
 

@@ -9,6 +9,7 @@ use tch::Tensor;
 use tch::nn::VarStore;
 
 use super::Collective;
+use super::actions::ActionKind;
 use super::collect::RolloutCollector;
 use super::learner::{Counters, Learner, Round, Scalars, Setting};
 use super::optim::Optimizer;
@@ -75,8 +76,16 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         let rule = make_rule(&vs)?;
         let n_envs = experiment.per_rank_envs();
         let rollout = experiment.train.rollout;
-        let buffer = RolloutBuffer::new(rollout as i64, n_envs as i64, &obs_shape, device)?;
-        let collector = RolloutCollector::new(n_envs, experiment.train.env_groups, &obs_shape)?;
+        let action_kind = ActionKind::of(envs.action_space());
+        let buffer = RolloutBuffer::new(
+            rollout as i64,
+            n_envs as i64,
+            &obs_shape,
+            action_kind,
+            device,
+        )?;
+        let collector =
+            RolloutCollector::new(n_envs, experiment.train.env_groups, &obs_shape, action_kind)?;
         Ok(OnPolicy {
             vs,
             model,

@@ -23,6 +23,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail, ensure};
 use tandem_env::rng::Xoshiro256;
 
+use super::actions::{ActionBatch, ActionKind};
+
 /// A binary tree whose leaves are priorities and whose inner nodes are the sums of their
 /// children: prefix-sum search and updates in O(log n) (Schaul et al. 2016, appendix B.2.1).
 #[derive(Debug, Clone)]
@@ -143,13 +145,16 @@ pub struct ReplaySpec {
     pub gamma: f64,
     /// `Some(alpha)`: proportional prioritization with exponent alpha; `None`: uniform.
     pub priority_alpha: Option<f64>,
+    /// What one stored action is (from the environments' action space).
+    pub actions: ActionKind,
 }
 
 /// One environment step of every environment of the rank, as the VecEnv reports it.
 pub struct VectorStep<'a> {
     /// The observations the actions were taken from, `num_envs * obs_len`.
     pub obs: &'a [f32],
-    pub actions: &'a [i64],
+    /// One action per environment, of the spec's kind.
+    pub actions: &'a ActionBatch,
     pub rewards: &'a [f32],
     pub terminated: &'a [bool],
     pub truncated: &'a [bool],
@@ -163,7 +168,7 @@ pub struct Sample {
     /// Slot indices, for [`ReplayBuffer::update_priorities`].
     pub slots: Vec<usize>,
     pub obs: Vec<f32>,
-    pub actions: Vec<i64>,
+    pub actions: ActionBatch,
     /// Discounted n-step reward sums, `sum_{j<m} gamma^j r_{t+j}`.
     pub returns: Vec<f32>,
     /// Factor of the bootstrap value: `gamma^m`, or 0 when the episode terminated within the m steps.
@@ -180,7 +185,8 @@ pub struct ReplayBuffer {
     rows: usize,
     frame_len: usize,
     frames: FrameStore,
-    actions: Vec<i64>,
+    /// One action per slot.
+    actions: ActionBatch,
     rewards: Vec<f32>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
@@ -202,7 +208,10 @@ pub struct ReplayBuffer {
 /// Small constant added to |TD error| so no transition gets priority 0: p_i = |δ_i| + ε
 /// (Schaul et al. 2016, section 3.3), sampled with P(i) = p_i^α / Σ_k p_k^α (eq. 1).
 const PRIORITY_EPS: f64 = 1e-6;
-const MAGIC: &[u8; 8] = b"TNDMRPL2";
+/// Format 3 records the action kind in the header and stores box actions as f32 values; a
+/// format-2 file (before box actions) holds discrete actions in the same layout otherwise.
+const MAGIC: &[u8; 8] = b"TNDMRPL3";
+const MAGIC_V2: &[u8; 8] = b"TNDMRPL2";
 
 impl ReplayBuffer {
     pub fn new(spec: ReplaySpec) -> Result<ReplayBuffer> {
@@ -234,6 +243,10 @@ impl ReplayBuffer {
                 "replay: priority alpha must be in [0, 1], got {alpha}"
             );
         }
+        ensure!(
+            spec.actions.values_per_action() > 0,
+            "replay: box actions need at least one value"
+        );
         let slots = rows * spec.num_envs;
         let frame_len = spec.obs_len / spec.stack;
         let frames = if spec.pixels {
@@ -245,7 +258,7 @@ impl ReplayBuffer {
             rows,
             frame_len,
             frames,
-            actions: vec![0; slots],
+            actions: ActionBatch::zeros(spec.actions, slots),
             rewards: vec![0.0; slots],
             terminated: vec![false; slots],
             truncated: vec![false; slots],
@@ -322,6 +335,12 @@ impl ReplayBuffer {
                 && step.truncated.len() == n,
             "replay: a vector step must hold {n} environments of {len} observation values"
         );
+        ensure!(
+            step.actions.kind() == self.spec.actions,
+            "replay: the buffer stores {}, the vector step holds {}",
+            self.spec.actions,
+            step.actions.kind()
+        );
         let row = self.rows_written;
         for env in 0..n {
             let obs = &step.obs[env * len..(env + 1) * len];
@@ -345,7 +364,7 @@ impl ReplayBuffer {
             }
             let slot = self.slot(row, env);
             self.frames.write(slot * f, newest);
-            self.actions[slot] = step.actions[env];
+            self.actions.copy_row(slot, step.actions, env);
             self.rewards[slot] = step.rewards[env];
             self.terminated[slot] = step.terminated[env];
             self.truncated[slot] = step.truncated[env];
@@ -456,7 +475,7 @@ impl ReplayBuffer {
         let mut s = Sample {
             slots: Vec::with_capacity(batch),
             obs: vec![0.0; batch * len],
-            actions: Vec::with_capacity(batch),
+            actions: ActionBatch::with_capacity(self.spec.actions, batch),
             returns: Vec::with_capacity(batch),
             discounts: Vec::with_capacity(batch),
             next_obs: vec![0.0; batch * len],
@@ -491,7 +510,7 @@ impl ReplayBuffer {
             }
             self.write_next(last, env, &mut s.next_obs[i * len..(i + 1) * len]);
             s.slots.push(slot);
-            s.actions.push(self.actions[slot]);
+            s.actions.push_row(&self.actions, slot);
             s.returns.push(ret as f32);
             s.discounts
                 .push(if terminal { 0.0 } else { discount as f32 });
@@ -559,6 +578,7 @@ impl ReplayBuffer {
             self.rows_written,
             self.max_priority.to_bits(),
             self.tag,
+            action_code(spec.actions),
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -570,7 +590,7 @@ impl ReplayBuffer {
         }
         let slots = self.actions.len();
         for i in 0..slots {
-            out.extend_from_slice(&self.actions[i].to_le_bytes());
+            self.write_action(i, &mut out);
             out.extend_from_slice(&self.rewards[i].to_le_bytes());
             out.push(self.terminated[i] as u8 | (self.truncated[i] as u8) << 1);
             out.extend_from_slice(&self.episode_pos[i].to_le_bytes());
@@ -595,14 +615,8 @@ impl ReplayBuffer {
     pub fn from_bytes(spec: ReplaySpec, bytes: &[u8]) -> Result<ReplayBuffer> {
         let mut buf = ReplayBuffer::new(spec)?;
         let mut r = bytes;
-        let mut magic = [0u8; 8];
-        r.read_exact(&mut magic)
-            .context("replay file truncated before its header")?;
-        ensure!(&magic == MAGIC, "not a tandem replay file (bad magic)");
-        let mut u64s = [0u64; 11];
-        for v in &mut u64s {
-            *v = read_u64(&mut r)?;
-        }
+        let u64s = read_header(&mut r)?;
+        buf.check_action_code(u64s[11])?;
         let saved = (
             u64s[0] as usize,
             u64s[1] as usize,
@@ -634,7 +648,7 @@ impl ReplayBuffer {
             }
         }
         for i in 0..buf.actions.len() {
-            buf.actions[i] = read_u64(&mut r)? as i64;
+            buf.read_action(i, &mut r)?;
             buf.rewards[i] = f32::from_bits(read_u32(&mut r)?);
             let mut flags = [0u8];
             r.read_exact(&mut flags).context("replay file truncated")?;
@@ -662,6 +676,41 @@ impl ReplayBuffer {
         Ok(buf)
     }
 
+    fn write_action(&self, slot: usize, out: &mut Vec<u8>) {
+        match &self.actions {
+            ActionBatch::Discrete(v) => out.extend_from_slice(&v[slot].to_le_bytes()),
+            ActionBatch::Box { dim, values } => values[slot * dim..(slot + 1) * dim]
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        }
+    }
+
+    fn read_action(&mut self, slot: usize, r: &mut &[u8]) -> Result<()> {
+        match &mut self.actions {
+            ActionBatch::Discrete(v) => v[slot] = read_u64(r)? as i64,
+            ActionBatch::Box { dim, values } => {
+                for x in &mut values[slot * *dim..(slot + 1) * *dim] {
+                    *x = f32::from_bits(read_u32(r)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A file of the other action kind cannot be read as this one: its slots have another size.
+    fn check_action_code(&self, code: u64) -> Result<()> {
+        let saved = match code {
+            0 => ActionKind::Discrete,
+            dim => ActionKind::Box { dim: dim as usize },
+        };
+        ensure!(
+            saved == self.spec.actions,
+            "the replay file holds {saved}, this run's environments take {}",
+            self.spec.actions
+        );
+        Ok(())
+    }
+
     /// Writes the buffer to `path` atomically (see [`crate::atomic`]).
     pub fn save(&self, path: &Path) -> Result<()> {
         let dir = path
@@ -677,6 +726,32 @@ impl ReplayBuffer {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         ReplayBuffer::from_bytes(spec, &bytes).with_context(|| format!("in {}", path.display()))
     }
+}
+
+/// The header's action field: 0 for discrete, the values per action for a box.
+fn action_code(kind: ActionKind) -> u64 {
+    match kind {
+        ActionKind::Discrete => 0,
+        ActionKind::Box { dim } => dim as u64,
+    }
+}
+
+/// The magic and the header's numbers: the layout, counters and tag, then the action field
+/// (0, discrete, for a format-2 file, which has none).
+fn read_header(r: &mut &[u8]) -> Result<[u64; 12]> {
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)
+        .context("replay file truncated before its header")?;
+    let fields = match &magic {
+        m if m == MAGIC => 12,
+        m if m == MAGIC_V2 => 11,
+        _ => bail!("not a tandem replay file (bad magic)"),
+    };
+    let mut u64s = [0u64; 12];
+    for v in &mut u64s[..fields] {
+        *v = read_u64(r)?;
+    }
+    Ok(u64s)
 }
 
 fn read_u64(r: &mut &[u8]) -> Result<u64> {

@@ -11,12 +11,14 @@
 use anyhow::{Context, Result, bail, ensure};
 use tch::{Device, Kind, Tensor};
 
+use super::actions::ActionKind;
+
 /// One environment step for all N environments, as the trainer records it.
 #[derive(Debug)]
 pub struct StepRecord<'a> {
     /// `[N, ...obs_shape]`: the observations the actions were chosen from.
     pub obs: &'a Tensor,
-    /// `[N]` integer actions.
+    /// `[N]` integer actions (discrete) or `[N, d]` floats (box of d).
     pub actions: &'a Tensor,
     /// `[N]` log pi_old(a|s) at acting time.
     pub log_probs: &'a Tensor,
@@ -169,7 +171,7 @@ fn check_discount(gamma: f64, lambda: f64) -> Result<()> {
 pub struct Batch {
     /// `[B, ...obs_shape]`
     pub obs: Tensor,
-    /// `[B]` integer actions
+    /// `[B]` integer actions (discrete) or `[B, d]` f32 (box of d)
     pub actions: Tensor,
     /// `[B]` log pi_old(a|s)
     pub log_probs: Tensor,
@@ -199,8 +201,17 @@ impl Batch {
         let b = obs_shape[0];
         ensure!(b > 0, "batch: the batch is empty");
         let device = obs.device();
+        let action_shape = actions.size();
+        ensure!(
+            matches!(action_shape.as_slice(), [rows] | [rows, _] if *rows == b),
+            "batch: actions have shape {action_shape:?}, expected [{b}] or [{b}, dim]"
+        );
+        ensure!(
+            actions.device() == device,
+            "batch: actions are on {:?} but observations are on {device:?}",
+            actions.device()
+        );
         for (name, t) in [
-            ("actions", &actions),
             ("log_probs", &log_probs),
             ("values", &values),
             ("advantages", &advantages),
@@ -290,7 +301,9 @@ pub struct RolloutBuffer {
     num_steps: i64,
     num_envs: i64,
     obs_shape: Vec<i64>,
+    action_kind: ActionKind,
     obs: Tensor,
+    /// `[T, N]` int64 (discrete) or `[T, N, d]` f32 (box of d).
     actions: Tensor,
     log_probs: Tensor,
     values: Tensor,
@@ -303,7 +316,7 @@ pub struct RolloutBuffer {
     filled: i64,
 }
 
-/// Writes `src` (`[N]`) into row `t` of `storage` (`[T, N]`). When both are contiguous CPU
+/// Writes `src` (`[N, ...]`) into row `t` of `storage` (`[T, N, ...]`). When both are contiguous CPU
 /// tensors of one type (the rollout's usual case) that is a plain memory copy: as a tensor copy
 /// it would be two dispatched operations, for each of seven fields, every step.
 fn write_row(storage: &Tensor, t: i64, src: &Tensor) {
@@ -313,7 +326,7 @@ fn write_row(storage: &Tensor, t: i64, src: &Tensor) {
         && storage.kind() == src.kind()
         && storage.is_contiguous()
         && src.is_contiguous()
-        && storage.size().get(1).copied() == Some(n as i64);
+        && storage.numel() == storage.size()[0] as usize * n;
     if plain {
         let bytes = n * src.kind().elt_size_in_bytes();
         // SAFETY: `storage` is a contiguous CPU tensor whose rows hold `n` elements of `src`'s
@@ -341,9 +354,22 @@ fn expect_shape(what: &str, step: i64, t: &Tensor, shape: &[i64]) -> Result<()> 
 }
 
 impl RolloutBuffer {
-    /// Storage with float observations.
-    pub fn new(num_steps: i64, num_envs: i64, obs_shape: &[i64], device: Device) -> Result<Self> {
-        Self::with_obs_kind(num_steps, num_envs, obs_shape, Kind::Float, device)
+    /// Storage with float observations for actions of `action_kind`.
+    pub fn new(
+        num_steps: i64,
+        num_envs: i64,
+        obs_shape: &[i64],
+        action_kind: ActionKind,
+        device: Device,
+    ) -> Result<Self> {
+        Self::with_obs_kind(
+            num_steps,
+            num_envs,
+            obs_shape,
+            Kind::Float,
+            action_kind,
+            device,
+        )
     }
 
     /// Storage with observations kept as `obs_kind`: `Kind::Uint8` holds raw 0..255 pixels in a
@@ -354,6 +380,7 @@ impl RolloutBuffer {
         num_envs: i64,
         obs_shape: &[i64],
         obs_kind: Kind,
+        action_kind: ActionKind,
         device: Device,
     ) -> Result<Self> {
         ensure!(
@@ -375,6 +402,12 @@ impl RolloutBuffer {
             obs_shape.iter().all(|&d| d > 0),
             "rollout buffer: observation shape {obs_shape:?} has a non-positive dimension"
         );
+        ensure!(
+            action_kind.values_per_action() > 0,
+            "rollout buffer: box actions need at least one value"
+        );
+        let mut action_shape = vec![num_steps];
+        action_shape.extend(action_kind.shape(num_envs));
         let mut full_obs = vec![num_steps, num_envs];
         full_obs.extend_from_slice(obs_shape);
         let float = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, device));
@@ -383,8 +416,9 @@ impl RolloutBuffer {
             num_steps,
             num_envs,
             obs_shape: obs_shape.to_vec(),
+            action_kind,
             obs: Tensor::zeros(&full_obs, (obs_kind, device)),
-            actions: Tensor::zeros(tn, (Kind::Int64, device)),
+            actions: Tensor::zeros(&action_shape, (action_kind.tensor_kind(), device)),
             log_probs: float(&tn),
             values: float(&tn),
             rewards: float(&tn),
@@ -404,6 +438,9 @@ impl RolloutBuffer {
     }
     pub fn num_envs(&self) -> i64 {
         self.num_envs
+    }
+    pub fn action_kind(&self) -> ActionKind {
+        self.action_kind
     }
     /// Steps recorded since the last reset.
     pub fn len(&self) -> i64 {
@@ -456,8 +493,8 @@ impl RolloutBuffer {
         let mut obs_shape = vec![n];
         obs_shape.extend_from_slice(&self.obs_shape);
         expect_shape("obs", t, step.obs, &obs_shape)?;
+        self.check_actions(t, step.actions)?;
         for (what, tensor) in [
-            ("actions", step.actions),
             ("log_probs", step.log_probs),
             ("values", step.values),
             ("rewards", step.rewards),
@@ -469,11 +506,6 @@ impl RolloutBuffer {
         if let Some(v) = step.truncation_values {
             expect_shape("truncation_values", t, v, &[n])?;
         }
-        ensure!(
-            !step.actions.is_floating_point(),
-            "rollout step {t}: discrete actions must be integers, got {:?}",
-            step.actions.kind()
-        );
         tch::no_grad(|| {
             // Observations written in place through `next_obs` are already there. (The storage
             // is contiguous, so row t starts t rows in.)
@@ -498,6 +530,32 @@ impl RolloutBuffer {
         });
         self.has_truncation_values[t as usize] = step.truncation_values.is_some();
         self.filled += 1;
+        Ok(())
+    }
+
+    /// Actions must be of the buffer's kind: a float tensor cast into int64 storage (or the
+    /// reverse) would silently round a policy's choices.
+    fn check_actions(&self, t: i64, actions: &Tensor) -> Result<()> {
+        let expected = self.action_kind.shape(self.num_envs);
+        ensure!(
+            actions.size() == expected,
+            "rollout step {t}: actions have shape {:?}, expected {expected:?} for {}",
+            actions.size(),
+            self.action_kind
+        );
+        let floats = actions.is_floating_point();
+        match self.action_kind {
+            ActionKind::Discrete => ensure!(
+                !floats,
+                "rollout step {t}: discrete actions must be integers, got {:?}",
+                actions.kind()
+            ),
+            ActionKind::Box { .. } => ensure!(
+                floats,
+                "rollout step {t}: box actions must be floats, got {:?}",
+                actions.kind()
+            ),
+        }
         Ok(())
     }
 
@@ -558,7 +616,7 @@ impl RolloutBuffer {
         obs_shape.extend_from_slice(&self.obs_shape);
         Batch::new(
             self.obs.reshape(&obs_shape),
-            self.actions.reshape([b]),
+            self.actions.reshape(self.action_kind.shape(b)),
             self.log_probs.reshape([b]),
             self.values.reshape([b]),
             self.device_tensor(advantages),
