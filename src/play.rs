@@ -135,12 +135,15 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             path.display()
         );
     }
-    let spec = crate::nn::ActorCriticSpec::from_experiment(&experiment)?;
     let env_spec = envs::env_spec(&experiment)?;
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
     crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
+    let spec = crate::nn::ActorCriticSpec::from_experiment(
+        &experiment,
+        env.env_observation_space().is_pixel_image(),
+    )?;
     let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
     let policy = Policy::load(
         &experiment,

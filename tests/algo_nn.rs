@@ -908,12 +908,24 @@ fn default_init_weights_are_uniform_within_sqrt_6_over_fan_in_separate_or_stacke
 
 #[test]
 fn from_experiment_maps_every_network_setting() {
-    let spec = |text: &str| {
+    let spec_built = |text: &str, built_gives_pixels: bool| {
         let source = tandem_config::Source::Stdin(format!("experiment \"x\" {{\n{text}\n}}\n"));
         let resolved =
             tandem_config::resolve(&source, &[]).unwrap_or_else(|d| panic!("{}", d.render(false)));
-        ActorCriticSpec::from_experiment(&resolved.experiment).unwrap()
+        ActorCriticSpec::from_experiment(&resolved.experiment, built_gives_pixels).unwrap()
     };
+    let spec = |text: &str| spec_built(text, false);
+    // Where the config knows the observation it decides; a gymnasium environment's is known
+    // once built, and the built space decides.
+    let atari = r#"algorithm "ppo"
+        env "atari-breakout"
+        network "nature-cnn""#;
+    assert!(spec_built(atari, false).scale_pixels);
+    let gym = r#"algorithm "ppo"
+        env "gymnasium" { id "ALE/Pong-v5"; }
+        network "nature-cnn""#;
+    assert!(spec_built(gym, true).scale_pixels);
+    assert!(!spec_built(gym, false).scale_pixels);
     let minatar = spec(
         r#"algorithm "ppo"
         env "minatar-breakout"

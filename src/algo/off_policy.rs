@@ -55,7 +55,10 @@ impl OffPolicy {
             device,
         } = *setting;
         let obs_shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
-        let spec = ActorCriticSpec::from_experiment(experiment)?;
+        let spec = ActorCriticSpec::from_experiment(
+            experiment,
+            envs.env_observation_space().is_pixel_image(),
+        )?;
         let dqn = Dqn::new(
             device,
             &spec,

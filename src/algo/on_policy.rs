@@ -68,7 +68,10 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         } = *setting;
         let obs_shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
         let vs = VarStore::new(device);
-        let spec = ActorCriticSpec::from_experiment(experiment)?;
+        let spec = ActorCriticSpec::from_experiment(
+            experiment,
+            envs.env_observation_space().is_pixel_image(),
+        )?;
         let space = ActionSpace::Discrete {
             n: envs.num_actions() as i64,
         };

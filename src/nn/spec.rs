@@ -15,13 +15,24 @@ impl ActorCriticSpec {
     /// and whether the network scales pixels (the Nature and IMPALA torsos reading raw 0..255
     /// image frames do; MinAtar planes are already 0/1 and vectors are left alone). A DQN
     /// learner takes the `network`, `init` and `scale_pixels` fields for its Q-network.
-    pub fn from_experiment(experiment: &Experiment) -> Result<ActorCriticSpec> {
+    ///
+    /// `built_gives_pixels` says whether the built environments observe u8 images; it decides
+    /// only where the config cannot (a gymnasium environment's space is known once built).
+    pub fn from_experiment(
+        experiment: &Experiment,
+        built_gives_pixels: bool,
+    ) -> Result<ActorCriticSpec> {
         let config = &experiment.network;
         let network = network_spec(&config.torso)?;
-        let scale_pixels = matches!(
-            network,
-            NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
-        ) && matches!(experiment.observation(), Some(Observation::Image { .. }));
+        let pixels = match experiment.observation() {
+            Some(observation) => matches!(observation, Observation::Image { .. }),
+            None => built_gives_pixels,
+        };
+        let scale_pixels = pixels
+            && matches!(
+                network,
+                NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
+            );
         Ok(ActorCriticSpec {
             network,
             share_torso: config.shared,

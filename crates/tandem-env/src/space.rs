@@ -98,6 +98,11 @@ impl ObsSpace {
         }
     }
 
+    /// True for images of raw u8 pixels (0..=255), which image networks scale.
+    pub fn is_pixel_image(&self) -> bool {
+        self.dtype == Dtype::U8 && matches!(self.shape, ObsShape::Image { .. })
+    }
+
     /// True for single-channel images, whose HWC and CHW layouts coincide.
     pub(crate) fn is_single_channel_image(&self) -> bool {
         matches!(self.shape, ObsShape::Image { channels: 1, .. })
