@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the Python venv that the gymnasium bridge tests (crates/tandem-env/tests/gym_bridge.rs)
-# drive: gymnasium with classic-control and MuJoCo, numpy pinned. Idempotent: a venv that
-# already has the pinned versions is left alone.
+# drive: gymnasium with classic-control and MuJoCo, numpy pinned, and the example user package
+# examples/gymnasium-package installed editable, as docs/environments.md walks through. Idempotent:
+# a venv that already has the pinned versions and the package is left alone.
 # Usage: scripts/gym-venv-setup.sh   (prints the venv's python on success)
 set -euo pipefail
 
@@ -10,7 +11,7 @@ venv="${repo_root}/.deps/venv-gym"
 # Pinned so the environments the parity tests compare against do not move under us.
 pins=(gymnasium==1.4.0 numpy==2.5.5 mujoco==4.0.0 pygame==2.6.1 cloudpickle==3.1.2
     farama-notifications==0.0.6 typing-extensions==4.16.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3)
-check='import gymnasium, gymnasium.envs.mujoco, numpy, mujoco, sys
+check='import gymnasium, gymnasium.envs.mujoco, numpy, mujoco, sys, tandem_corridor
 want = {"gymnasium": "1.4.0", "numpy": "2.5.5", "mujoco": "4.0.0"}
 have = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "mujoco": mujoco.__version__}
 sys.exit(have != want)'
@@ -35,6 +36,8 @@ mkdir -p "${repo_root}/.deps"
 rm -rf "${venv}"
 "$python" -m venv "${venv}"
 "${venv}/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}" >&2
+# A user's own environment package, the way docs/environments.md installs it.
+"${venv}/bin/python" -m pip install --quiet --disable-pip-version-check -e "${repo_root}/examples/gymnasium-package" >&2
 "${venv}/bin/python" -c "$check"
 # The MuJoCo environments must build (the wheels ship the simulator and the models;
 # gymnasium's MuJoCo module imports imageio for rendering).
