@@ -105,3 +105,49 @@ fn every_example_experiment_is_documented_by_its_settings() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+const ATARI_BEGIN: &str = "<!-- BEGIN GENERATED ATARI TABLE";
+const ATARI_END: &str = "<!-- END GENERATED ATARI TABLE -->";
+
+/// The Atari games of the catalogue as docs/environments.md shows them.
+fn atari_table() -> String {
+    let mut table = String::from("| game | actions | FIRE | lives |\n|---|---:|:---:|:---:|\n");
+    for game in tandem_config::games().filter(|g| g.family == tandem_config::Family::Atari) {
+        let tandem_config::ActionSpace::Discrete { n } = game.actions else {
+            panic!("{} has a box action space", game.name);
+        };
+        let mark = |b: bool| if b { "yes" } else { "" };
+        table.push_str(&format!(
+            "| `{}` | {n} | {} | {} |\n",
+            game.name,
+            mark(game.has_fire),
+            mark(game.has_lives)
+        ));
+    }
+    table
+}
+
+#[test]
+fn environments_page_lists_the_whole_catalogue() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/environments.md");
+    let page = std::fs::read_to_string(&path).expect("docs/environments.md exists");
+    let begin = page.find(ATARI_BEGIN).expect("begin marker");
+    let body_start = begin + page[begin..].find("-->\n").expect("end of begin marker") + 4;
+    let end = page.find(ATARI_END).expect("end marker");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        let updated = format!("{}{}{}", &page[..body_start], atari_table(), &page[end..]);
+        std::fs::write(&path, updated).expect("write docs/environments.md");
+        return;
+    }
+    assert!(
+        page[body_start..end] == atari_table(),
+        "docs/environments.md's Atari table disagrees with the catalogue; run UPDATE_DOCS=1 cargo test -p tandem-config --test docs"
+    );
+    for game in tandem_config::games() {
+        assert!(
+            page.contains(&format!("`{}`", game.name)),
+            "docs/environments.md does not name {}",
+            game.name
+        );
+    }
+}
