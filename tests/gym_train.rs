@@ -241,7 +241,9 @@ fn an_exception_in_a_users_step_stops_one_rank_with_its_traceback() {
     assert_eq!(reports.len(), 1, "{}", ran.output);
     assert!(
         reports[0].starts_with("tandem: rank 0 failed (exited with code 1)")
-            && reports[0].contains("gymnasium `TandemTest/Counter-v0`: environment 0 raised an exception in step"),
+            && reports[0].contains(
+                "gymnasium `TandemTest/Counter-v0`: environment 0 raised an exception in step"
+            ),
         "{}",
         ran.output
     );
@@ -285,13 +287,17 @@ fn an_exception_on_one_of_two_ranks_stops_both_and_names_the_first() {
     assert!(!ran.success, "{}", ran.output);
     let reports = failure_reports(&ran.output);
     assert!(
-        reports.first().is_some_and(|r| r.starts_with("tandem: rank 1 failed")
-            && r.contains("environment 1 raised an exception in step")),
+        reports
+            .first()
+            .is_some_and(|r| r.starts_with("tandem: rank 1 failed")
+                && r.contains("environment 1 raised an exception in step")),
         "the first report is not rank 1's environment 1:\n{}",
         ran.output
     );
     assert!(
-        !reports.iter().any(|r| r.starts_with("tandem: rank 0 failed")),
+        !reports
+            .iter()
+            .any(|r| r.starts_with("tandem: rank 0 failed")),
         "rank 0 failed by itself, so the test shows nothing about stopping it:\n{}",
         ran.output
     );
@@ -317,14 +323,20 @@ fn a_worker_that_stops_answering_fails_the_run_at_the_step_timeout() {
     assert!(!ran.success, "{}", ran.output);
     let reports = failure_reports(&ran.output);
     assert!(
-        reports.first().is_some_and(|r| r.starts_with("tandem: rank 0 failed")
-            && r.contains("did not answer within 2 s while stepping and was killed")),
+        reports
+            .first()
+            .is_some_and(|r| r.starts_with("tandem: rank 0 failed")
+                && r.contains("did not answer within 2 s while stepping and was killed")),
         "{}",
         ran.output
     );
     // Start-up (two interpreters importing gymnasium) plus the 2 s deadline, with slack for a
     // loaded machine: far less than the 600 s the worker would sleep.
-    assert!(ran.took < Duration::from_secs(2 + 30), "took {:?}", ran.took);
+    assert!(
+        ran.took < Duration::from_secs(2 + 30),
+        "took {:?}",
+        ran.took
+    );
     assert_nothing_left(name, &ran.output);
 }
 
@@ -490,10 +502,11 @@ fn a_resumed_gymnasium_run_starts_fresh_episodes_from_the_checkpoints_step() {
         // The resumed run's part of the log: its environments were started once, not again
         // after the checkpoint was read.
         let resumed_part = &log[log.rfind("resumed from").unwrap_or(0)..];
-        let starts = log
-            .matches(&format!("rank {rank} environments: "))
-            .count();
-        assert_eq!(starts, 2, "rank {rank}: workers started {starts} times over two runs:\n{log}");
+        let starts = log.matches(&format!("rank {rank} environments: ")).count();
+        assert_eq!(
+            starts, 2,
+            "rank {rank}: workers started {starts} times over two runs:\n{log}"
+        );
         if rank == 0 {
             assert!(
                 resumed_part.contains("training finished: 640 steps"),

@@ -200,7 +200,8 @@ pub fn restore_envs(
     if !envs.can_snapshot() {
         tracing::info!(
             "{} cannot be snapshotted (its state lives in Python processes): environments start fresh episodes",
-            envs.gym_info().map_or("this environment", |g| g.id.as_str())
+            envs.gym_info()
+                .map_or("this environment", |g| g.id.as_str())
         );
         return Ok(false);
     }

@@ -349,7 +349,12 @@ impl Run {
             global_step,
         } = self.counters;
         if self.envs.can_snapshot() {
-            checkpoint::save_env_snapshot(&self.run_dir, update, self.rank, &self.envs.snapshot()?)?;
+            checkpoint::save_env_snapshot(
+                &self.run_dir,
+                update,
+                self.rank,
+                &self.envs.snapshot()?,
+            )?;
         }
         if self.rank == 0 {
             let mut tensors = self.learner.state();
