@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::summary_number;
+
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 /// Every process a run starts inherits this variable (with a value unique to the run), so the
@@ -138,17 +140,6 @@ fn assert_nothing_left(name: &str, output: &str) {
     }
 }
 
-/// A number from the run's summary.json.
-fn summary_number(run_dir: &Path, key: &str) -> f64 {
-    let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
-    let at = text
-        .find(&format!("\"{key}\": "))
-        .unwrap_or_else(|| panic!("{key} not in {text}"));
-    let rest = &text[at + key.len() + 4..];
-    let end = rest.find([',', '}']).unwrap();
-    rest[..end].trim().parse().unwrap()
-}
-
 fn python_set(python: &Path) -> String {
     format!("env.python=\"{}\"", python.display())
 }
@@ -171,12 +162,12 @@ fn learns_cartpole(name: &str, devices: &str) {
         Duration::from_secs(400),
     );
     assert!(ran.success, "{}", ran.output);
-    let last20 = summary_number(&run_dir, "last_20_return_mean");
+    let last20 = summary_number(&run_dir, "last_20_return_mean").unwrap();
     assert!(
         last20 >= 475.0,
         "PPO on gymnasium CartPole-v1 ({devices}): mean return of the last 20 episodes {last20} < 475"
     );
-    assert!(summary_number(&run_dir, "global_step") <= 200_192.0);
+    assert!(summary_number(&run_dir, "global_step").unwrap() <= 200_192.0);
     // The workers ran on the interpreter the run was told to use.
     let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
     let told = format!("`CartPole-v1`, 2 worker(s) running {}", python.display());
@@ -496,7 +487,7 @@ fn a_resumed_gymnasium_run_starts_fresh_episodes_from_the_checkpoints_step() {
         "{}",
         resumed.output
     );
-    assert_eq!(summary_number(&run_dir, "global_step"), 640.0);
+    assert_eq!(summary_number(&run_dir, "global_step").unwrap(), 640.0);
     for rank in 0..2 {
         let log = std::fs::read_to_string(run_dir.join(format!("logs/rank-{rank}.log"))).unwrap();
         // The resumed run's part of the log: its environments were started once, not again

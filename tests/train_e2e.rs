@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::summary_number;
+
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 fn config(name: &str) -> String {
@@ -56,17 +58,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// A number from the run's summary.json.
-fn summary_number(run_dir: &Path, key: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
-    let at = text
-        .find(&format!("\"{key}\": "))
-        .unwrap_or_else(|| panic!("{key} not in {text}"));
-    let rest = &text[at + key.len() + 4..];
-    let end = rest.find([',', '}']).unwrap();
-    rest[..end].trim().parse().ok()
 }
 
 fn train(cfg: &str, dir: &Path, sets: &[&str], limit: Duration) -> Output {

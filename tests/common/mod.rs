@@ -364,3 +364,14 @@ pub fn on_two_threads<J: Sync, R: Send>(jobs: &[J], work: impl Fn(&J) -> R + Syn
         .map(|r| r.expect("every job ran"))
         .collect()
 }
+
+/// A number from the run's summary.json.
+pub fn summary_number(run_dir: &std::path::Path, key: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    let at = text
+        .find(&format!("\"{key}\": "))
+        .unwrap_or_else(|| panic!("{key} not in {text}"));
+    let rest = &text[at + key.len() + 4..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end].trim().parse().ok()
+}
