@@ -7,6 +7,10 @@
 //! name. A changed value the resolver refuses counts as handled too. A few settings cannot show
 //! in a short healthy run; their rows say why instead of naming a change.
 //!
+//! The gymnasium rows train a fixture environment of crates/tandem-env/tests/gym_fixtures on
+//! the venv of scripts/gym-venv-setup.sh; without it they are skipped, unless
+//! TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
+//!
 //! The games of the catalogue (`env "<game>"` for over a hundred games) have no rows: a game
 //! changes a run by being another game, which tests/game_catalogue.rs shows for every one of
 //! them (each builds with the action count and observation the resolver checks against, and
@@ -126,6 +130,52 @@ const ATARI_PPO: &str = r#"experiment "walk" {
 }
 "#;
 
+/// Counter-v0 of crates/tandem-env/tests/gym_fixtures/test_envs.py through the gymnasium
+/// bridge (observations [t, a seeded number], reward = the action, 5-step episodes). Its
+/// interpreter is set to the venv's by [`train`], which also puts the fixtures on PYTHONPATH.
+const GYM_COUNTER: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "gymnasium" {
+        id "TandemTest/Counter-v0"
+        import "tests.gym_fixtures.test_envs"
+        workers 2
+        envs 4
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+/// In a row's `--set`, the folder of the gymnasium venv (see [`venv`]).
+const VENV: &str = "@VENV@";
+
+/// The gymnasium venv, where it is; `None` (after the tools rule, applied once) where it is
+/// missing.
+fn venv() -> Option<&'static Path> {
+    static VENV_DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    VENV_DIR
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-gym");
+            if dir.join("bin/python").exists() {
+                return Some(dir);
+            }
+            common::tools::tool_missing(
+                &dir.join("bin/python").display().to_string(),
+                "the gymnasium rows of the settings walk",
+                "run scripts/gym-venv-setup.sh (scripts/setup --test does)",
+            );
+            None
+        })
+        .as_deref()
+}
+
+fn is_gymnasium(text: &str) -> bool {
+    text.contains("env \"gymnasium\"")
+}
+
 const CARTPOLE_PPO_2: &str = r#"experiment "walk" {
     devices "cpu" "cpu"
     threads 1
@@ -200,6 +250,11 @@ const BASES: &[Base] = &[
         sets: &["network=impala-cnn"],
     },
     Base {
+        name: "gym-counter",
+        text: GYM_COUNTER,
+        sets: &[],
+    },
+    Base {
         name: "ppo-2",
         text: CARTPOLE_PPO_2,
         sets: &[],
@@ -217,15 +272,12 @@ enum Proof {
     Change(&'static str, &'static [&'static str]),
     /// Train `base` and `base` with its wrapper `name` replaced by `with` (`""` drops it).
     Wrapper(&'static str, &'static str, &'static str),
-    /// Not run here, for the reason given.
+    /// Not run here, for the reason given (no row needs it at present).
+    #[allow(dead_code)]
     Deferred(&'static str),
 }
 
 use Proof::{Change, Deferred, Wrapper};
-
-/// The gymnasium settings need the gymnasium bridge of tandem-env to run.
-const NEEDS_BRIDGE: Proof =
-    Deferred("needs the gymnasium bridge (tandem-env), which this branch does not have");
 
 /// One row per schema entry, keyed as [`key`] names it.
 fn table() -> Vec<(&'static str, Proof)> {
@@ -444,13 +496,39 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("cartpole-dqn", &["algorithm.checkpoint-replay=#true"]),
         ),
         // env (the catalogue's games: see the module doc)
-        ("env \"gymnasium\"", NEEDS_BRIDGE),
-        ("env.id (gymnasium)", NEEDS_BRIDGE),
-        ("env.python (gymnasium)", NEEDS_BRIDGE),
-        ("env.import (gymnasium)", NEEDS_BRIDGE),
-        ("env.make-args (gymnasium)", NEEDS_BRIDGE),
-        ("env.workers (gymnasium)", NEEDS_BRIDGE),
-        ("env.step-timeout (gymnasium)", NEEDS_BRIDGE),
+        // gymnasium: the interpreter and the worker count and step timeout show in the rank
+        // logs; counter_short.py registers Counter-v0 again with 2-step episodes.
+        (
+            "env \"gymnasium\"",
+            Change("gym-counter", &["env=cartpole"]),
+        ),
+        (
+            "env.id (gymnasium)",
+            Change("gym-counter", &["env.id=CartPole-v1"]),
+        ),
+        (
+            "env.python (gymnasium)",
+            Change("gym-counter", &["env.python=\"@VENV@/bin/python3\""]),
+        ),
+        (
+            "env.import (gymnasium)",
+            Change(
+                "gym-counter",
+                &["env.import=tests.gym_fixtures.counter_short"],
+            ),
+        ),
+        (
+            "env.make-args (gymnasium)",
+            Change("gym-counter", &["env.make-args=length 3"]),
+        ),
+        (
+            "env.workers (gymnasium)",
+            Change("gym-counter", &["env.workers=1"]),
+        ),
+        (
+            "env.step-timeout (gymnasium)",
+            Change("gym-counter", &["env.step-timeout=7"]),
+        ),
         ("env.envs", Change("cartpole-ppo", &["env.envs=2"])),
         ("env.wrappers", Change("cartpole-ppo", &["env.wrappers="])),
         // wrappers and their parameters
@@ -738,6 +816,8 @@ enum Outcome {
     Refused(String),
     /// The config resolved but the run failed (its output).
     Failed(String),
+    /// Not run: the gymnasium venv is missing (and not required).
+    Skipped,
 }
 
 /// A unique scratch directory for one run.
@@ -755,6 +835,22 @@ fn scratch(label: &str) -> PathBuf {
 /// Resolves, then trains `text` with `sets` in a fresh directory (no `--run-dir`, so the
 /// experiment's name places the run) and reads what it left.
 fn train(label: &str, text: &str, sets: &[String]) -> Outcome {
+    let gymnasium = is_gymnasium(text);
+    let sets: Vec<String> = match (gymnasium, venv()) {
+        (false, _) => sets.to_vec(),
+        (true, None) => return Outcome::Skipped,
+        // The venv's interpreter first, so that a row's own `env.python` wins.
+        (true, Some(venv)) => std::iter::once(format!(
+            "env.python=\"{}\"",
+            venv.join("bin/python").display()
+        ))
+        .chain(
+            sets.iter()
+                .map(|s| s.replace(VENV, &venv.display().to_string())),
+        )
+        .collect(),
+    };
+    let sets = &sets[..];
     let dir = scratch(label);
     let file = dir.join("experiment.kdl");
     std::fs::write(&file, text).unwrap();
@@ -770,6 +866,13 @@ fn train(label: &str, text: &str, sets: &[String]) -> Outcome {
         .env_remove("MASTER_ADDR")
         .arg("train")
         .arg("experiment.kdl");
+    if gymnasium {
+        // The fixtures' modules (`tests.gym_fixtures.*`) live in crates/tandem-env.
+        cmd.env(
+            "PYTHONPATH",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/tandem-env"),
+        );
+    }
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -1032,30 +1135,43 @@ fn every_setting_changes_what_a_run_does() {
         row_jobs.push((name, b.name, index, change));
         jobs.push((name.to_string(), b.text, sets));
     }
-    // The control: the first base again, which must leave every observable equal (else the
-    // comparisons below would prove nothing).
-    jobs.push(("control".into(), BASES[0].text, own(&BASES[0])));
+    // The controls: the first base and the gymnasium base (Python processes, another source
+    // of variation) again, which must leave every observable equal (else the comparisons
+    // below would prove nothing).
+    let controls = [
+        0,
+        BASES.iter().position(|b| b.name == "gym-counter").unwrap(),
+    ];
+    for &c in &controls {
+        jobs.push((
+            format!("control-{}", BASES[c].name),
+            BASES[c].text,
+            own(&BASES[c]),
+        ));
+    }
     let mut outcomes = run_all(jobs);
-    let control = outcomes.pop().unwrap();
+    let control_runs = outcomes.split_off(outcomes.len() - controls.len());
     let (bases, changed) = outcomes.split_at(BASES.len());
-    if let (Outcome::Ran(a), Outcome::Ran(b)) = (&bases[0], &control) {
-        let varying: Vec<&str> = OBSERVABLES
-            .iter()
-            .zip(a.equal_parts(b))
-            .filter(|(_, e)| !e)
-            .map(|(o, _)| *o)
-            .collect();
-        assert!(
-            varying.is_empty(),
-            "two runs of base {} differ in {varying:?}: the walk cannot compare runs",
-            BASES[0].name
-        );
+    for (&c, control) in controls.iter().zip(&control_runs) {
+        if let (Outcome::Ran(a), Outcome::Ran(b)) = (&bases[c], control) {
+            let varying: Vec<&str> = OBSERVABLES
+                .iter()
+                .zip(a.equal_parts(b))
+                .filter(|(_, e)| !e)
+                .map(|(o, _)| *o)
+                .collect();
+            assert!(
+                varying.is_empty(),
+                "two runs of base {} differ in {varying:?}: the walk cannot compare runs",
+                BASES[c].name
+            );
+        }
     }
 
     let mut problems = Vec::new();
     for (b, outcome) in BASES.iter().zip(bases) {
         match outcome {
-            Outcome::Ran(_) => {}
+            Outcome::Ran(_) | Outcome::Skipped => {}
             Outcome::Refused(why) | Outcome::Failed(why) => {
                 problems.push(format!("base {} did not run:\n{why}", b.name))
             }
@@ -1068,10 +1184,16 @@ fn every_setting_changes_what_a_run_does() {
             .map(|s| format!("--set {s}"))
             .collect::<Vec<_>>()
             .join(" ");
-        let Outcome::Ran(before) = &bases[*index] else {
-            continue;
+        let before = match &bases[*index] {
+            Outcome::Ran(before) => before,
+            Outcome::Skipped => {
+                deferred.push(format!("{name}: skipped, no gymnasium venv"));
+                continue;
+            }
+            _ => continue,
         };
         match outcome {
+            Outcome::Skipped => unreachable!("{name} ran its base but was skipped"),
             Outcome::Refused(_) => proven.push(format!("{name}: refused by the resolver")),
             Outcome::Failed(out) => problems.push(format!(
                 "`{name}` (base {base_name}, {sets}): the changed run failed:\n{}",

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::summary_number;
+
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 fn config(name: &str) -> String {

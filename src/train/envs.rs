@@ -127,9 +127,12 @@ pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Res
             experiment.env.game.name()
         )
     })?;
-    if let Some(info) = envs.gym_info() {
+    if let (Some(info), Game::Gymnasium(gym)) = (envs.gym_info(), &experiment.env.game) {
         // Two runs of one config on different interpreters must be told apart.
-        tracing::info!("rank {rank} environments: {info}");
+        tracing::info!(
+            "rank {rank} environments: {info}, step timeout {} s",
+            gym.step_timeout_s
+        );
     }
     Ok(envs)
 }

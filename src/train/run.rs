@@ -472,7 +472,12 @@ impl Place<'_> {
         }
         let envs_restored = restore_envs(envs, self.run_dir, &ckpt, self.rank, self.world)?;
         if !envs_restored {
-            *envs = make_vec_env(self.exp, self.rank, self.threads)?;
+            // A failed restore may leave environments half restored, so they are built again;
+            // ones that cannot be snapshotted were not touched, and building them again would
+            // start a second set of Python workers for nothing.
+            if envs.can_snapshot() {
+                *envs = make_vec_env(self.exp, self.rank, self.threads)?;
+            }
             restore_normalizers(envs, &ckpt)?;
         }
         learner.restore_rank_files(&Resumed {

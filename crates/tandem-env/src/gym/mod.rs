@@ -162,7 +162,7 @@ impl std::fmt::Display for GymInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "gymnasium {} `{}` in {} worker(s) of {} (Python {}, numpy {})",
+            "gymnasium {} `{}`, {} worker(s) running {} (Python {}, numpy {})",
             self.gymnasium_version,
             self.id,
             self.worker_pids.len(),

@@ -1,0 +1,537 @@
+//! The gymnasium bridge through the `tandem` binary: PPO learns gymnasium's own CartPole-v1
+//! (experiments/gymnasium-cartpole.kdl) on 1 and 2 ranks; a user's environment that raises or
+//! stops answering stops the run with the traceback, the rank and the environment on the
+//! console and no process left behind; bad input (interpreter, gymnasium, id, space) is a clear
+//! error; a resumed run starts fresh episodes and continues from the checkpoint's step.
+//! crates/tandem-env/tests/gym_bridge.rs checks the bridge itself; these check what reaches a
+//! user of the binary. Needs the venv of scripts/gym-venv-setup.sh; without it the tests skip,
+//! unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::summary_number;
+
+const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
+
+/// Every process a run starts inherits this variable (with a value unique to the run), so the
+/// run's leftovers can be found in /proc whatever their parent became.
+const MARK: &str = "TANDEM_GYM_TRAIN_TEST_MARK";
+
+/// The fixture environments' module, importable with crates/tandem-env on the path.
+const FIXTURES: &str = "tests.gym_fixtures.test_envs";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv's interpreter, or `None` (after the tools rule) when it is missing.
+fn venv_python() -> Option<PathBuf> {
+    let python = root().join(".deps/venv-gym/bin/python");
+    if python.exists() {
+        Some(python)
+    } else {
+        common::tools::tool_missing(
+            &python.display().to_string(),
+            "the gymnasium training test",
+            "run scripts/gym-venv-setup.sh (scripts/setup --test does)",
+        );
+        None
+    }
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-gym-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mark(name: &str) -> String {
+    format!("{}-{name}", std::process::id())
+}
+
+struct Ran {
+    success: bool,
+    output: String,
+    took: Duration,
+}
+
+/// Runs `tandem train <args>` with the fixtures importable and the run's mark set; a run still
+/// going after `limit` is killed and fails the test.
+fn tandem(name: &str, args: &[&str], limit: Duration) -> Ran {
+    let mut cmd = Command::new(TANDEM);
+    cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env("PYTHONPATH", root().join("crates/tandem-env"))
+        .env(MARK, mark(name))
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_PORT")
+        .env_remove("MASTER_ADDR")
+        .arg("train")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let done = common::finish(cmd.spawn().unwrap(), limit);
+    Ran {
+        success: done.success,
+        output: done.output,
+        took: start.elapsed(),
+    }
+}
+
+/// Writes `text` as the experiment file of run `name` and trains it into `<dir>/run`.
+fn train_text(name: &str, text: &str, sets: &[String], limit: Duration) -> (PathBuf, Ran) {
+    let dir = fresh_dir(name);
+    let file = dir.join("experiment.kdl");
+    std::fs::write(&file, text).unwrap();
+    let run_dir = dir.join("run");
+    let mut args = vec![
+        file.to_str().unwrap().to_string(),
+        "--run-dir".into(),
+        run_dir.to_str().unwrap().into(),
+    ];
+    for s in sets {
+        args.extend(["--set".to_string(), s.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (run_dir, tandem(name, &args, limit))
+}
+
+/// Pids of live processes carrying run `name`'s mark (zombies have no environment to read).
+fn marked(name: &str) -> Vec<u32> {
+    let needle = format!("{MARK}={}\0", mark(name));
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// Fails unless every process of run `name` (ranks and Python workers) is gone within a few
+/// seconds: a worker whose rank was killed sees its stdin close and exits on its own.
+fn assert_nothing_left(name: &str, output: &str) {
+    let start = Instant::now();
+    loop {
+        let left = marked(name);
+        if left.is_empty() {
+            return;
+        }
+        let cmdlines: Vec<String> = left
+            .iter()
+            .map(|p| {
+                let c = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                format!("{p}: {}", c.chars().take(80).collect::<String>())
+            })
+            .collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "run {name} left processes behind: {cmdlines:?}\n{output}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn python_set(python: &Path) -> String {
+    format!("env.python=\"{}\"", python.display())
+}
+
+fn learns_cartpole(name: &str, devices: &str) {
+    let Some(python) = venv_python() else { return };
+    let run_dir = fresh_dir(name).join("run");
+    let experiment = root().join("experiments/gymnasium-cartpole.kdl");
+    let ran = tandem(
+        name,
+        &[
+            experiment.to_str().unwrap(),
+            "--run-dir",
+            run_dir.to_str().unwrap(),
+            "--set",
+            &python_set(&python),
+            "--set",
+            devices,
+        ],
+        Duration::from_secs(400),
+    );
+    assert!(ran.success, "{}", ran.output);
+    let last20 = summary_number(&run_dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on gymnasium CartPole-v1 ({devices}): mean return of the last 20 episodes {last20} < 475"
+    );
+    assert!(summary_number(&run_dir, "global_step").unwrap() <= 200_192.0);
+    // The workers ran on the interpreter the run was told to use.
+    let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
+    let told = format!("`CartPole-v1`, 2 worker(s) running {}", python.display());
+    assert!(log.contains(&told), "{log}");
+    eprintln!("{name}: {:.1} s", ran.took.as_secs_f64());
+    assert_nothing_left(name, &ran.output);
+}
+
+#[test]
+fn ppo_learns_gymnasium_cartpole_on_one_rank() {
+    learns_cartpole("learn-1", "devices=cpu");
+}
+
+#[test]
+fn ppo_learns_gymnasium_cartpole_on_two_ranks() {
+    learns_cartpole("learn-2", "devices=cpu cpu");
+}
+
+/// A small PPO run of a gymnasium environment; `{env}` is the body of its `env` block.
+fn experiment(devices: &str, env: &str) -> String {
+    format!(
+        r#"experiment "gym-test" {{
+    devices {devices}
+    threads 1
+    algorithm "ppo" {{ epochs 1; minibatches 1 }}
+    env "gymnasium" {{
+{env}
+    }}
+    network "mlp" {{ hidden 8 }}
+    train {{ total-steps 4096; rollout 8 }}
+    log {{ console "plain"; interval 1 }}
+}}
+"#
+    )
+}
+
+/// The env block of the Counter fixture on the venv's interpreter with `args` for
+/// gymnasium.make and `extra` lines.
+fn counter(python: &Path, args: &str, extra: &str) -> String {
+    format!(
+        "        id \"TandemTest/Counter-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        make-args {{ {args} }}\n        workers 2\n        envs 4\n{extra}",
+        python.display()
+    )
+}
+
+/// The launcher's failure reports, in order ("tandem: rank N failed ...", first line).
+fn failure_reports(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|l| l.starts_with("tandem: rank ") && l.contains(" failed "))
+        .collect()
+}
+
+#[test]
+fn an_exception_in_a_users_step_stops_one_rank_with_its_traceback() {
+    let Some(python) = venv_python() else { return };
+    let name = "raise-1";
+    let text = experiment("\"cpu\"", &counter(&python, "length 50; raise_at 20", ""));
+    let (_, ran) = train_text(name, &text, &[], Duration::from_secs(60));
+    assert!(!ran.success, "{}", ran.output);
+    let reports = failure_reports(&ran.output);
+    assert_eq!(reports.len(), 1, "{}", ran.output);
+    assert!(
+        reports[0].starts_with("tandem: rank 0 failed (exited with code 1)")
+            && reports[0].contains(
+                "gymnasium `TandemTest/Counter-v0`: environment 0 raised an exception in step"
+            ),
+        "{}",
+        ran.output
+    );
+    let after = &ran.output[ran.output.find(reports[0]).unwrap()..];
+    assert!(
+        after.contains("Traceback (most recent call last)")
+            && after.contains("test_envs.py")
+            && after.contains("ValueError: boom from the user's step"),
+        "the traceback does not follow the report:\n{}",
+        ran.output
+    );
+    assert_nothing_left(name, &ran.output);
+}
+
+/// Rank 1's second environment raises (the fixture raises in the environment first reset with
+/// `raise_seed`); rank 0 is stopped by the launcher, which names rank 1's failure.
+#[test]
+fn an_exception_on_one_of_two_ranks_stops_both_and_names_the_first() {
+    let Some(python) = venv_python() else { return };
+    let name = "raise-2";
+    // Environment 1 of rank 1 is the run's environment 3 (2 per rank). make-args integers are
+    // i64: pick the first experiment seed whose environment 3 has a seed that fits.
+    let (seed, env_seed) = (1u64..)
+        .map(|s| (s, tandem_env::env_seed(s, 0, 3)))
+        .find(|(_, e)| *e <= i64::MAX as u64)
+        .unwrap();
+    let text = experiment(
+        "\"cpu\" \"cpu\"",
+        &counter(
+            &python,
+            &format!("length 50; raise_at 20; raise_seed {env_seed}"),
+            "",
+        ),
+    );
+    let (run_dir, ran) = train_text(
+        name,
+        &text,
+        &[format!("seed={seed}")],
+        Duration::from_secs(60),
+    );
+    assert!(!ran.success, "{}", ran.output);
+    let reports = failure_reports(&ran.output);
+    assert!(
+        reports
+            .first()
+            .is_some_and(|r| r.starts_with("tandem: rank 1 failed")
+                && r.contains("environment 1 raised an exception in step")),
+        "the first report is not rank 1's environment 1:\n{}",
+        ran.output
+    );
+    assert!(
+        !reports
+            .iter()
+            .any(|r| r.starts_with("tandem: rank 0 failed")),
+        "rank 0 failed by itself, so the test shows nothing about stopping it:\n{}",
+        ran.output
+    );
+    assert!(ran.output.contains("tandem: stopping the other ranks"));
+    let rank1 = std::fs::read_to_string(run_dir.join("logs/rank-1.error")).unwrap();
+    assert!(
+        rank1.contains("ValueError: boom from the user's step"),
+        "{rank1}"
+    );
+    // Rank 0 is gone too (its process carries the mark) and so are all four workers.
+    assert_nothing_left(name, &ran.output);
+}
+
+#[test]
+fn a_worker_that_stops_answering_fails_the_run_at_the_step_timeout() {
+    let Some(python) = venv_python() else { return };
+    let name = "timeout";
+    let text = experiment(
+        "\"cpu\"",
+        &counter(&python, "sleep 600.0", "        step-timeout 2.0\n"),
+    );
+    let (_, ran) = train_text(name, &text, &[], Duration::from_secs(60));
+    assert!(!ran.success, "{}", ran.output);
+    let reports = failure_reports(&ran.output);
+    assert!(
+        reports
+            .first()
+            .is_some_and(|r| r.starts_with("tandem: rank 0 failed")
+                && r.contains("did not answer within 2 s while stepping and was killed")),
+        "{}",
+        ran.output
+    );
+    // Start-up (two interpreters importing gymnasium) plus the 2 s deadline, with slack for a
+    // loaded machine: far less than the 600 s the worker would sleep.
+    assert!(
+        ran.took < Duration::from_secs(2 + 30),
+        "took {:?}",
+        ran.took
+    );
+    assert_nothing_left(name, &ran.output);
+}
+
+/// A venv made from `python` without any packages, so gymnasium is not importable.
+fn bare_venv(python: &Path) -> PathBuf {
+    let bare = fresh_dir("bare-venv").join("venv");
+    let made = Command::new(python)
+        .args(["-m", "venv", "--without-pip", "--clear"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    bare.join("bin/python")
+}
+
+/// Each mistake of a gymnasium env block fails `tandem train` with its cause on the console,
+/// quickly and without leftovers. The bridge's own tests check each message in detail; this
+/// checks that it reaches the user of the binary.
+#[test]
+fn bad_gymnasium_input_is_a_clear_error_of_the_binary() {
+    let Some(python) = venv_python() else { return };
+    let bare = bare_venv(&python);
+    let block = |id: &str, python: &Path, import: &str| {
+        format!(
+            "        id \"{id}\"\n        python \"{}\"\n        import {import}\n        envs 2\n",
+            python.display()
+        )
+    };
+    let fixtures = format!("\"{FIXTURES}\"");
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "no-interpreter",
+            block("CartPole-v1", Path::new("/nonexistent/python"), ""),
+            vec!["cannot start the Python interpreter `/nonexistent/python`"],
+        ),
+        (
+            "no-gymnasium",
+            block("CartPole-v1", &bare, ""),
+            vec![
+                "gymnasium is not importable by",
+                "No module named 'gymnasium'",
+            ],
+        ),
+        (
+            "unknown-id",
+            block("TandemTest/NoSuchEnv-v0", &python, &fixtures),
+            vec!["could not make `TandemTest/NoSuchEnv-v0`"],
+        ),
+        (
+            "failing-import",
+            block("CartPole-v1", &python, "\"tandem_no_such_module\""),
+            vec![
+                "importing module `tandem_no_such_module` failed",
+                "ModuleNotFoundError",
+            ],
+        ),
+        (
+            "dict-space",
+            block("TandemTest/DictObs-v0", &python, &fixtures),
+            vec!["TandemTest/DictObs-v0", "observation space Dict("],
+        ),
+    ];
+    let results = common::on_two_threads(&cases, |(name, env, _)| {
+        let (_, ran) = train_text(
+            name,
+            &experiment("\"cpu\"", env),
+            &[],
+            Duration::from_secs(60),
+        );
+        ran
+    });
+    for ((name, _, words), ran) in cases.iter().zip(&results) {
+        assert!(!ran.success, "{name} trained:\n{}", ran.output);
+        let report = failure_reports(&ran.output)
+            .first()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| panic!("{name}: no failure report:\n{}", ran.output));
+        let from_report = &ran.output[ran.output.find(&report).unwrap()..];
+        for word in words {
+            assert!(
+                from_report.contains(word),
+                "{name}: the report lacks `{word}`:\n{}",
+                ran.output
+            );
+        }
+        assert!(
+            !ran.output.contains("panicked"),
+            "{name} panicked:\n{}",
+            ran.output
+        );
+        assert_nothing_left(name, &ran.output);
+    }
+    eprintln!(
+        "bad input runs: {:?}",
+        results.iter().map(|r| r.took).collect::<Vec<_>>()
+    );
+}
+
+/// Checkpoint files of a run directory.
+fn checkpoint_files(run_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run_dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_resumed_gymnasium_run_starts_fresh_episodes_from_the_checkpoints_step() {
+    let Some(python) = venv_python() else { return };
+    let name = "resume";
+    let env = format!(
+        "        id \"CartPole-v1\"\n        python \"{}\"\n        workers 2\n        envs 4\n",
+        python.display()
+    );
+    let text = experiment("\"cpu\" \"cpu\"", &env).replace(
+        "    log {",
+        "    checkpoint { every 4; keep 100 }\n    log {",
+    );
+    // 4 envs x rollout 8 = 32 steps an update: checkpoints at updates 4, 8 and 12 (step 384).
+    let (run_dir, first) = train_text(
+        name,
+        &text,
+        &["train.max-steps=384".into()],
+        Duration::from_secs(60),
+    );
+    assert!(first.success, "{}", first.output);
+    let saved = checkpoint_files(&run_dir);
+    assert_eq!(
+        saved,
+        [
+            "ckpt-000000004.pt",
+            "ckpt-000000008.pt",
+            "ckpt-000000012.pt"
+        ],
+        "gymnasium environments must not be snapshotted (no ckpt-*.rank-N.envs)"
+    );
+    let resumed = tandem(
+        name,
+        &["--resume", run_dir.to_str().unwrap(), "--max-steps", "640"],
+        Duration::from_secs(60),
+    );
+    assert!(resumed.success, "{}", resumed.output);
+    assert!(
+        resumed.output.contains(&format!(
+            "resumed from {} at update 12, step 384 (saved on 2 rank(s))",
+            run_dir.join("checkpoints/ckpt-000000012.pt").display()
+        )),
+        "{}",
+        resumed.output
+    );
+    assert!(
+        resumed
+            .output
+            .contains("CartPole-v1 cannot be snapshotted (its state lives in Python processes): environments start fresh episodes"),
+        "{}",
+        resumed.output
+    );
+    assert_eq!(summary_number(&run_dir, "global_step").unwrap(), 640.0);
+    for rank in 0..2 {
+        let log = std::fs::read_to_string(run_dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        // The resumed run's part of the log: its environments were started once, not again
+        // after the checkpoint was read.
+        let resumed_part = &log[log.rfind("resumed from").unwrap_or(0)..];
+        let starts = log.matches(&format!("rank {rank} environments: ")).count();
+        assert_eq!(
+            starts, 2,
+            "rank {rank}: workers started {starts} times over two runs:\n{log}"
+        );
+        if rank == 0 {
+            assert!(
+                resumed_part.contains("training finished: 640 steps"),
+                "rank 0:\n{log}"
+            );
+        }
+    }
+    assert_eq!(
+        checkpoint_files(&run_dir).last().unwrap(),
+        "ckpt-000000020.pt",
+        "{:?}",
+        checkpoint_files(&run_dir)
+    );
+    assert!(
+        checkpoint_files(&run_dir)
+            .iter()
+            .all(|n| n.ends_with(".pt")),
+        "{:?}",
+        checkpoint_files(&run_dir)
+    );
+    assert_nothing_left(name, &resumed.output);
+}
+
+/// The leftover check finds a marked process, so its silence above means something.
+#[test]
+fn the_leftover_check_sees_a_marked_process() {
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .env(MARK, mark("probe"))
+        .spawn()
+        .unwrap();
+    let seen = marked("probe");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(seen, [child.id()]);
+    assert!(marked("probe").is_empty());
+}
