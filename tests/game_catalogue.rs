@@ -18,15 +18,6 @@ use tandem_config::{GameInfo, Observation, Source};
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
-/// Native games the config names whose tandem-env implementation is not on this branch yet:
-/// `env_spec` must refuse them until they are mapped (then remove them here).
-const AWAITING_NATIVE: &[&str] = &[
-    "acrobot",
-    "mountain-car",
-    "mountain-car-continuous",
-    "pendulum",
-];
-
 /// The Atari games the binary trains (with every MinAtar game).
 const TRAINED_ATARI: &[&str] = &[
     "atari-pong",
@@ -80,11 +71,6 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
         };
         assert_eq!(experiment.env.game.name(), info.name);
         let spec = tandem::train::envs::env_spec(&experiment);
-        if AWAITING_NATIVE.contains(&info.name) {
-            let why = spec.expect_err(info.name).to_string();
-            assert!(why.contains("not built into"), "{}: {why}", info.name);
-            continue;
-        }
         let spec = spec.unwrap_or_else(|e| panic!("{}: {e:#}", info.name));
         let envs = tandem_env::VecEnv::new(&spec, &[1], 1)
             .unwrap_or_else(|e| panic!("{} does not build: {e}", info.name));
@@ -104,11 +90,6 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
         checked += 1;
     }
     assert!(checked > 100, "only {checked} games were built");
-    assert!(
-        AWAITING_NATIVE
-            .iter()
-            .all(|n| tandem_config::games().any(|g| g.name == *n))
-    );
 }
 
 /// A tiny training config for `game`: Atari frames shrunk so an MLP reads them cheaply.

@@ -48,7 +48,7 @@ fn the_example_package_trains_through_its_own_registered_id() {
     assert!(last20 >= 0.9, "last-20 mean return {last20}");
     let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
     assert!(
-        log.contains("`tandem_corridor/Corridor-v0` in 2 worker(s) of ")
+        log.contains("`tandem_corridor/Corridor-v0`, 2 worker(s) running ")
             && log.contains("venv-gym/bin/python"),
         "the rank log does not name the interpreter:\n{log}"
     );

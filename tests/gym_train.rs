@@ -535,3 +535,48 @@ fn the_leftover_check_sees_a_marked_process() {
     assert_eq!(seen, [child.id()]);
     assert!(marked("probe").is_empty());
 }
+
+/// A rank killed from outside while its worker is inside a long step: the worker cannot see
+/// its stdin close until the step returns, so it must die with its parent instead.
+#[test]
+fn workers_die_with_a_rank_killed_from_outside_mid_step() {
+    let Some(python) = venv_python() else { return };
+    let name = "killed-rank";
+    let dir = fresh_dir(name);
+    let file = dir.join("experiment.kdl");
+    let text = experiment(
+        "\"cpu\"",
+        &counter(&python, "sleep 600.0", "        step-timeout 900.0\n"),
+    );
+    std::fs::write(&file, text).unwrap();
+    let mut child = Command::new(TANDEM)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env("PYTHONPATH", root().join("crates/tandem-env"))
+        .env(MARK, mark(name))
+        .args(["train", "--quiet", "--run-dir"])
+        .arg(dir.join("run"))
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let is_python = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("python"))
+    };
+    let start = Instant::now();
+    while marked(name).iter().filter(|p| is_python(p)).count() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the workers never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the first step reach the sleeping environments.
+    std::thread::sleep(Duration::from_secs(2));
+    for pid in marked(name).into_iter().filter(|p| !is_python(p)) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    let _ = child.wait();
+    assert_nothing_left(name, "(a worker outlived its killed rank)");
+}

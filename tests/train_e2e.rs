@@ -4,8 +4,6 @@
 
 mod common;
 
-use common::summary_number;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -82,6 +82,8 @@ impl Worker {
         let mut child = Command::new(&spec.python)
             .arg("-c")
             .arg(WORKER_SOURCE)
+            // The worker asks to die with this process (see worker.py).
+            .env("TANDEM_GYM_PARENT", std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -30,6 +30,24 @@ sys.stdout = sys.stderr
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def die_with_parent():
+    # A rank killed from outside cannot close our stdin while a user's step runs long;
+    # Linux's parent-death signal ends the worker with it (the signal follows the thread
+    # that started us, which is the one that owns the environments).
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # not Linux: closing stdin still stops the worker between requests
+    if str(os.getppid()) != os.environ.get("TANDEM_GYM_PARENT", str(os.getppid())):
+        os._exit(1)  # the parent died before the signal was armed
+
+
+die_with_parent()
+
+
 def reply(obj):
     data = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
     while data:
