@@ -115,20 +115,20 @@ pub fn output_space(
     input: &ObsSpace,
     actions: Option<&ActionSpace>,
 ) -> Result<ObsSpace, EnvError> {
-    if let Some(space @ ActionSpace::Box { .. }) = actions {
-        if matches!(
+    if let Some(space @ ActionSpace::Box { .. }) = actions
+        && matches!(
             wrapper,
             WrapperSpec::NoopReset { .. }
                 | WrapperSpec::FireReset
                 | WrapperSpec::StickyActions { .. }
-        ) {
-            return Err(mismatch(
-                wrapper,
-                index,
-                input,
-                format!("it picks discrete actions itself, the game takes a {space}"),
-            ));
-        }
+        )
+    {
+        return Err(mismatch(
+            wrapper,
+            index,
+            input,
+            format!("it picks discrete actions itself, the game takes a {space}"),
+        ));
     }
     let num_actions = actions.and_then(ActionSpace::num_discrete);
     let param = |ok: bool, reason: String| {
