@@ -1,6 +1,10 @@
 """Writes classic-control parity traces from gymnasium (Acrobot-v1, MountainCar-v0,
-MountainCarContinuous-v0, Pendulum-v1, made with `gymnasium.make`, so with their
-registered time limits).
+MountainCarContinuous-v0, Pendulum-v1 and CartPole-v1, made with `gymnasium.make`, so
+with their registered time limits).
+
+tandem's `cartpole` keeps its own seeding (its start states come from another
+generator), so its trace checks the dynamics: every reset is recorded as the float64
+state gymnasium drew, which the test puts the cart into.
 
 Each trace is a list of episodes. An episode starts with `reset(seed=s)` or
 `reset(seed=None)` (which continues the generator) and runs a policy until the
@@ -12,8 +16,10 @@ through tandem-env's games and must reproduce every observation bit, reward and 
 File format (gzip-compressed, little-endian):
   header: b"TCTRACE1", game-name length u8, game name (tandem's name, ASCII),
           observation length u8, record count u32
-  record: kind u8 (0 reset with a seed, 1 reset without, 2 step), then
+  record: kind u8 (0 reset with a seed, 1 reset without, 2 step, 3 start at a
+          state), then
           for a seeded reset: seed u64;
+          for a start at a state: the state, float64 values (CartPole's four);
           for a step: action f32 (the index for discrete games), reward f32 (the
           float64 reward rounded to float32), terminated u8, truncated u8 (as
           gymnasium's TimeLimit reports them);
@@ -55,6 +61,14 @@ def car_continuous_pump(obs, rng):
 def pendulum_swing(obs, rng):
     """Torque with the angular speed (swings up), with noise, beyond the bounds at times."""
     return np.float32(np.clip(1.5 * np.sign(obs[2]) + rng.normal(0, 1), -3, 3))
+
+
+def cartpole_balance(obs, rng):
+    """Push the way the pole leans (balances long enough to reach the time limit), with
+    a random push now and then."""
+    if rng.random() < 0.05:
+        return int(rng.integers(2))
+    return 1 if obs[2] + 0.5 * obs[3] > 0 else 0
 
 
 def random_discrete(n):
@@ -122,20 +136,33 @@ GAMES = [
         (None, random_box(1.0), None),
         *resets_only(100),
     ]),
+    # Last, so the policy draws of the games above stay as they were.
+    ("CartPole-v1", "cartpole", "classic_cartpole", True, [
+        (0, random_discrete(2), None),
+        (None, random_discrete(2), None),
+        (BIG_SEED, random_discrete(2), None),
+        (None, cartpole_balance, None),
+        (9, cartpole_balance, 120),
+        (None, cartpole_balance, None),
+        (None, random_discrete(2), None),
+        *resets_only(50),
+    ]),
 ]
 
 
-def record_game(gym_id, discrete, episodes, policy_rng):
+def record_game(gym_id, discrete, episodes, policy_rng, state_resets):
     env = gym.make(gym_id)
     out = bytearray()
     count = 0
     ends = {"terminated": 0, "truncated": 0, "cut": 0, "reset only": 0}
     for seed, policy, cap in episodes:
-        if seed is None:
+        obs, _ = env.reset(seed=seed)
+        if state_resets:
+            out += struct.pack("<B", 3) + np.asarray(env.unwrapped.state, dtype="<f8").tobytes()
+        elif seed is None:
             out += struct.pack("<B", 1)
         else:
             out += struct.pack("<BQ", 0, seed)
-        obs, _ = env.reset(seed=seed)
         out += np.asarray(obs, dtype="<f4").tobytes()
         count += 1
         if cap == 0:
@@ -178,7 +205,8 @@ def main():
     write_uniform_draws(out_dir / "classic_numpy_uniform.txt")
     policy_rng = np.random.default_rng(20_26)
     for gym_id, name, stem, discrete, episodes in GAMES:
-        body, count, obs_len, ends = record_game(gym_id, discrete, episodes, policy_rng)
+        body, count, obs_len, ends = record_game(
+            gym_id, discrete, episodes, policy_rng, state_resets=name == "cartpole")
         header = b"TCTRACE1" + struct.pack("<B", len(name)) + name.encode()
         header += struct.pack("<BI", obs_len, count)
         path = out_dir / f"{stem}.bin.gz"

@@ -1,7 +1,8 @@
 //! Classic-control parity: replays the committed gymnasium traces
 //! (scripts/parity/classic_traces.py: Acrobot-v1, MountainCar-v0,
-//! MountainCarContinuous-v0, Pendulum-v1 with their registered time limits) through
-//! the games `make_game` builds, and requires every observation and reward to be
+//! MountainCarContinuous-v0, Pendulum-v1 and CartPole-v1 with their registered time
+//! limits) through the games `make_game` builds (CartPole started at gymnasium's drawn
+//! states, since its seeding is tandem's own), and requires every observation and reward to be
 //! bit-for-bit gymnasium's (the reward as the float32 Step carries it) and every flag
 //! to match. gymnasium's TimeLimit also marks a terminating step at the limit as
 //! truncated; tandem reports such a step as terminated only.
@@ -9,11 +10,14 @@
 use std::io::Read;
 
 use flate2::read::GzDecoder;
+use tandem_env::cartpole::CartPole;
 use tandem_env::gym_seeding::NumpyGenerator;
 use tandem_env::{Action, Env, GameSpec, ObsBuf, make_game};
 
 enum Kind {
     Reset(Option<u64>),
+    /// Start an episode at this state (CartPole).
+    StartAt([f64; 4]),
     Step {
         action: f32,
         reward: f32,
@@ -60,6 +64,9 @@ fn load(stem: &str) -> (String, Vec<Record>) {
                     take(&mut input, 8).try_into().unwrap(),
                 ))),
                 1 => Kind::Reset(None),
+                3 => Kind::StartAt(std::array::from_fn(|_| {
+                    f64::from_le_bytes(take(&mut input, 8).try_into().unwrap())
+                })),
                 2 => {
                     let action = f32_at(&mut input);
                     let reward = f32_at(&mut input);
@@ -89,14 +96,31 @@ fn load(stem: &str) -> (String, Vec<Record>) {
 fn replay(stem: &str) -> (usize, usize, usize) {
     let (name, records) = load(stem);
     let game = GameSpec::from_name(&name).unwrap();
-    let discrete = game.action_space().unwrap().is_discrete();
-    let mut env = make_game(&game, 0).unwrap();
+    if name == "cartpole" {
+        let start_at = |cart: &mut CartPole, state, obs: &mut [f32]| {
+            cart.start_at(state, ObsBuf::F32(obs));
+        };
+        return replay_into(stem, &records, &mut CartPole::new(0), start_at);
+    }
+    let no_states = |_: &mut Box<dyn Env>, _, _: &mut [f32]| panic!("{stem}: a state record");
+    replay_into(stem, &records, &mut make_game(&game, 0).unwrap(), no_states)
+}
+
+/// Replays `records` through `env`; `start_at` puts it into a recorded state.
+fn replay_into<E: Env>(
+    stem: &str,
+    records: &[Record],
+    env: &mut E,
+    start_at: impl Fn(&mut E, [f64; 4], &mut [f32]),
+) -> (usize, usize, usize) {
+    let discrete = env.action_space().is_discrete();
     let mut obs = vec![0f32; env.observation_space().len()];
     let (mut steps, mut terminations, mut truncations) = (0, 0, 0);
     for (index, record) in records.iter().enumerate() {
         let at = format!("{stem} record {index}");
         match record.kind {
             Kind::Reset(seed) => env.reset(seed, ObsBuf::F32(&mut obs)),
+            Kind::StartAt(state) => start_at(env, state, &mut obs),
             Kind::Step {
                 action,
                 reward,
@@ -185,6 +209,21 @@ fn pendulum_matches_gymnasium() {
     // Pendulum never terminates: every episode not cut short is truncated at 200.
     assert!(
         steps > 1000 && terminated == 0 && truncated >= 5,
+        "{steps} {terminated} {truncated}"
+    );
+}
+
+/// Fails today: tandem's CartPole multiplies `m l θ̇ θ̇ sin θ` and `m cos θ cos θ` left to
+/// right where gymnasium squares first, so a last bit differs at record 231 and the episode
+/// drifts apart. Squaring first passes this test, but changes every native CartPole run, and
+/// the shipped DQN example's seed-1 run then ends at 181 instead of 499.19; the fix waits for
+/// that example to be retuned (docs/environments.md, Classic control).
+#[test]
+#[ignore = "native CartPole's product order differs from gymnasium's (see the doc comment)"]
+fn cartpole_dynamics_match_gymnasium() {
+    let (steps, terminated, truncated) = replay("classic_cartpole");
+    assert!(
+        steps > 1000 && terminated >= 3 && truncated >= 1,
         "{steps} {terminated} {truncated}"
     );
 }
