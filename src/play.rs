@@ -140,11 +140,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
     crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
-    let spec = crate::nn::ActorCriticSpec::from_experiment(
-        &experiment,
-        env.env_observation_space().is_pixel_image(),
-    )?;
-    let obs_shape: Vec<i64> = env.obs_shape().iter().map(|&d| d as i64).collect();
+    let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
     let policy = Policy::load(
         &experiment,
         &spec,

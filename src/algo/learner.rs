@@ -20,6 +20,7 @@ use tandem_config::{Algorithm, Experiment};
 use tandem_env::{ActionSpace, VecEnv};
 
 use super::Collective;
+use crate::nn::ActorCriticSpec;
 
 /// The scalars one round produced, by TensorBoard tag.
 pub type Scalars = Vec<(&'static str, f64)>;
@@ -169,6 +170,17 @@ pub fn build(
         })?),
         Algorithm::Dqn(config) => Box::new(super::off_policy::OffPolicy::new(&setting, config)?),
     })
+}
+
+/// The network `experiment` declares for `envs` (pixel scaling decided by their built
+/// observation where the config cannot tell) and the observation shape it reads.
+pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriticSpec, Vec<i64>)> {
+    let spec = ActorCriticSpec::from_experiment(
+        experiment,
+        envs.env_observation_space().is_pixel_image(),
+    )?;
+    let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
+    Ok((spec, obs_shape))
 }
 
 /// Refuses an environment whose actions the algorithm cannot choose. The resolver refuses

@@ -23,7 +23,7 @@ use super::dqn::{Dqn, DqnConfig, DqnStats, TransitionBatch, annealed, epsilon_at
 use super::host_rows::{actions_to_host, rows_to_batch};
 use super::learner::{Learner, Resumed, Round, Scalars, Setting};
 use super::replay::{ReplayBuffer, ReplaySpec, VectorStep};
-use crate::nn::{ActorCriticSpec, trainable_parameters_in_order};
+use crate::nn::trainable_parameters_in_order;
 use crate::seeds::{Purpose, derived_seed};
 
 /// Iterations per round (between exchanges of episodes and control decisions).
@@ -54,11 +54,7 @@ impl OffPolicy {
             world,
             device,
         } = *setting;
-        let obs_shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
-        let spec = ActorCriticSpec::from_experiment(
-            experiment,
-            envs.env_observation_space().is_pixel_image(),
-        )?;
+        let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
         let dqn = Dqn::new(
             device,
             &spec,

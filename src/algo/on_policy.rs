@@ -14,9 +14,7 @@ use super::collect::RolloutCollector;
 use super::learner::{Counters, Learner, Round, Scalars, Setting};
 use super::optim::Optimizer;
 use super::rollout::RolloutBuffer;
-use crate::nn::{
-    ActionSpace, ActorCritic, ActorCriticSpec, named_parameters, trainable_parameters_in_order,
-};
+use crate::nn::{ActionSpace, ActorCritic, named_parameters, trainable_parameters_in_order};
 
 /// An on-policy update rule: what PPO and A2C each do with a full rollout buffer.
 pub trait PolicyUpdate {
@@ -66,12 +64,8 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             world,
             device,
         } = *setting;
-        let obs_shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
+        let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
         let vs = VarStore::new(device);
-        let spec = ActorCriticSpec::from_experiment(
-            experiment,
-            envs.env_observation_space().is_pixel_image(),
-        )?;
         let space = ActionSpace::Discrete {
             n: envs.num_actions() as i64,
         };
