@@ -60,9 +60,8 @@ struct Ran {
     took: Duration,
 }
 
-/// Runs `tandem train <args>` with the fixtures importable and the run's mark set; a run still
-/// going after `limit` is killed and fails the test.
-fn tandem(name: &str, args: &[&str], limit: Duration) -> Ran {
+/// `tandem train <args>` with the fixtures importable and the run's mark set.
+fn tandem_command(name: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(TANDEM);
     cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
         .env("PYTHONPATH", root().join("crates/tandem-env"))
@@ -72,9 +71,14 @@ fn tandem(name: &str, args: &[&str], limit: Duration) -> Ran {
         .env_remove("MASTER_PORT")
         .env_remove("MASTER_ADDR")
         .arg("train")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args);
+    cmd
+}
+
+/// Runs [`tandem_command`]; a run still going after `limit` is killed and fails the test.
+fn tandem(name: &str, args: &[&str], limit: Duration) -> Ran {
+    let mut cmd = tandem_command(name, args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let done = common::finish(cmd.spawn().unwrap(), limit);
     Ran {
@@ -549,13 +553,14 @@ fn workers_die_with_a_rank_killed_from_outside_mid_step() {
         &counter(&python, "sleep 600.0", "        step-timeout 900.0\n"),
     );
     std::fs::write(&file, text).unwrap();
-    let mut child = Command::new(TANDEM)
-        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
-        .env("PYTHONPATH", root().join("crates/tandem-env"))
-        .env(MARK, mark(name))
-        .args(["train", "--quiet", "--run-dir"])
-        .arg(dir.join("run"))
-        .arg(&file)
+    let run_dir = dir.join("run");
+    let args = [
+        "--quiet",
+        "--run-dir",
+        run_dir.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ];
+    let mut child = tandem_command(name, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -579,4 +584,38 @@ fn workers_die_with_a_rank_killed_from_outside_mid_step() {
     }
     let _ = child.wait();
     assert_nothing_left(name, "(a worker outlived its killed rank)");
+}
+
+/// The worked example of docs/environments.md, run as a user would: the example package
+/// (examples/gymnasium-package, installed editable into the venv by scripts/gym-venv-setup.sh)
+/// registers its own id, and the run imports it first and learns it.
+#[test]
+fn the_example_package_trains_through_its_own_registered_id() {
+    let Some(python) = venv_python() else { return };
+    let name = "example-package";
+    let run_dir = fresh_dir(name).join("run");
+    let experiment = root().join("examples/gymnasium-package/corridor.kdl");
+    let ran = tandem(
+        name,
+        &[
+            experiment.to_str().unwrap(),
+            "--quiet",
+            "--run-dir",
+            run_dir.to_str().unwrap(),
+            "--set",
+            &python_set(&python),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(ran.success, "{}", ran.output);
+    // Going right from a start in the left half pays about 0.955 on average; a policy that
+    // has not learnt to go right walks about and pays less than 0.5.
+    let last20 = summary_number(&run_dir, "last_20_return_mean").unwrap();
+    assert!(last20 >= 0.9, "last-20 mean return {last20}");
+    let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("`tandem_corridor/Corridor-v0`, 2 worker(s) running ")
+            && log.contains("venv-gym/bin/python"),
+        "the rank log does not name the interpreter:\n{log}"
+    );
 }
