@@ -547,9 +547,10 @@ impl Loader {
             return;
         };
         // Block-valued settings: the value text is the block's content.
-        let is_wrappers = matches!(&target, Target::Field { section, name, .. } if *section == section_index(&schema::ENV) && (name == "wrappers" || name == "make-args"));
+        let is_block =
+            matches!(&target, Target::Field { section, name, .. } if takes_a_block(*section, name));
         // Parse the value at its own offset so spans point into the `--set` text.
-        let synthetic = if is_wrappers {
+        let synthetic = if is_block {
             format!("{}{value_text}", " ".repeat(eq + 1))
         } else if eq >= 1 {
             format!("{}_ {value_text}", " ".repeat(eq - 1))
@@ -578,7 +579,7 @@ impl Loader {
             }
         };
         let value_span = SourceSpan::from(eq + 1..text.len());
-        let raw = if is_wrappers {
+        let raw = if is_block {
             Raw {
                 args: Vec::new(),
                 props: Vec::new(),
@@ -674,4 +675,15 @@ fn all_paths() -> Vec<String> {
         }
     }
     paths
+}
+
+/// Whether setting `name` of section number `section` (of any kind) is written as a block of
+/// child nodes (the wrapper list, keyword arguments) rather than as values.
+fn takes_a_block(section: usize, name: &str) -> bool {
+    let section = SECTIONS[section];
+    section
+        .common
+        .iter()
+        .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
+        .any(|f| f.name == name && matches!(f.ty, schema::Ty::Wrappers | schema::Ty::Args))
 }
