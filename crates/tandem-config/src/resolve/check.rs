@@ -686,20 +686,7 @@ impl Checker<'_> {
         let name = spec.name;
         for (i, (value, span)) in raw.args.iter().enumerate() {
             match spec.params.first() {
-                Some(first) if i == 0 => {
-                    let path = format!("{}.{}", name, first.name);
-                    match (Checker {
-                        source,
-                        path: &path,
-                    })
-                    .scalar(first, value, *span)
-                    {
-                        Ok(v) => {
-                            given.insert(first.name, (v, *span));
-                        }
-                        Err(e) => errs.push(e),
-                    }
-                }
+                Some(first) if i == 0 => self.wrapper_param(name, first, value, *span, given, errs),
                 Some(_) => errs.push(
                     error(
                         "config::extra-value",
@@ -758,18 +745,30 @@ impl Checker<'_> {
                 );
                 continue;
             }
-            let path = format!("{name}.{key}");
-            match (Checker {
-                source,
-                path: &path,
-            })
-            .scalar(param, value, *span)
-            {
-                Ok(v) => {
-                    given.insert(param.name, (v, *span));
-                }
-                Err(e) => errs.push(e),
+            self.wrapper_param(name, param, value, *span, given, errs);
+        }
+    }
+
+    /// Checks one parameter value of wrapper `wrapper` and records it in `given`.
+    fn wrapper_param(
+        &self,
+        wrapper: &str,
+        param: &'static Field,
+        value: &KdlValue,
+        span: SourceSpan,
+        given: &mut Given,
+        errs: &mut Vec<DiagBuilder>,
+    ) {
+        let path = format!("{wrapper}.{}", param.name);
+        let checker = Checker {
+            source: self.source,
+            path: &path,
+        };
+        match checker.scalar(param, value, span) {
+            Ok(v) => {
+                given.insert(param.name, (v, span));
             }
+            Err(e) => errs.push(e),
         }
     }
 
