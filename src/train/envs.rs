@@ -13,8 +13,8 @@ use tch::Tensor;
 use super::checkpoint::{self, Checkpoint};
 use crate::algo::Collective;
 
-/// The env crate's spec for the experiment's environment; an error for a game the resolver
-/// knows that this build cannot run.
+/// The env crate's spec for the experiment's environment; an error only for a gymnasium step
+/// timeout too large to be a duration.
 pub fn env_spec(experiment: &Experiment) -> Result<EnvSpec> {
     // minatar's own default: sticky actions with probability 0.1, minimal action set.
     let (sticky_action_prob, full_action_set) = (0.1, false);
