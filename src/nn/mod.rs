@@ -7,6 +7,7 @@
 //! [`ActorCriticSpec::from_experiment`] maps an experiment's `network` section onto these specs.
 
 mod actor_critic;
+mod bounds;
 mod distribution;
 mod init;
 mod q_network;
@@ -16,6 +17,7 @@ mod torso;
 pub use actor_critic::{
     ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation,
 };
+pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
