@@ -135,7 +135,11 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             path.display()
         );
     }
-    let env_spec = envs::env_spec(&experiment)?;
+    let mut env_spec = envs::env_spec(&experiment)?;
+    if let tandem_env::GameSpec::Gymnasium(gym) = &mut env_spec.game {
+        // Drawing costs every step, so a gymnasium environment draws only for a GIF.
+        gym.render = args.gif.is_some();
+    }
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
@@ -151,7 +155,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     tch::manual_seed(seed as i64);
 
     let want_gif = args.gif.is_some();
-    if want_gif && env.render_rgb(0).is_none() {
+    if want_gif && env.render_rgb(0)?.is_none() {
         bail!(
             "{} does not draw itself; --gif needs an image-based game",
             experiment.env.game.name()
@@ -166,7 +170,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     while returns.len() < args.episodes {
         if want_gif
             && returns.is_empty()
-            && let Some(f) = env.render_rgb(0)
+            && let Some(f) = env.render_rgb(0)?
         {
             size = (f.width, f.height);
             frames.push(f.pixels);

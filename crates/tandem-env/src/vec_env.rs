@@ -979,9 +979,19 @@ impl VecEnv {
         self.slots.iter().map(|s| s.env.lives()).collect()
     }
 
-    /// The RGB screen of one environment, if its game can draw itself.
-    pub fn render_rgb(&self, env: usize) -> Option<crate::env::RgbFrame> {
-        self.slots.get(env).and_then(|s| s.env.render_rgb())
+    /// The RGB screen of one environment: `Ok(None)` when its game does not draw itself
+    /// (a gymnasium environment draws itself only when made for it, [`GymSpec::render`]);
+    /// an error when a gymnasium worker failed to draw it.
+    ///
+    /// [`GymSpec::render`]: crate::GymSpec::render
+    pub fn render_rgb(&self, env: usize) -> Result<Option<crate::env::RgbFrame>, EnvError> {
+        let frame = self.slots.get(env).and_then(|s| s.env.render_rgb());
+        if frame.is_none()
+            && let Some(error) = self.gym.as_ref().and_then(GymPool::failure)
+        {
+            return Err(error);
+        }
+        Ok(frame)
     }
 
     /// Merges the values every environment's normalisers saw in the latest step into

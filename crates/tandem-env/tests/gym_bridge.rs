@@ -520,3 +520,144 @@ fn box_actions_normalisers_groups_and_threads_work_together() {
     // Box actions are refused where discrete ones are expected and vice versa.
     assert!(envs.step(&[0, 0, 0, 0]).is_err());
 }
+
+/// The Drawn fixture made for drawing (or not) with make argument `fault`.
+fn drawn(python: &Path, workers: usize, render: bool, fault: &str) -> EnvSpec {
+    let mut spec = gym(python, "TandemTest/Drawn-v0", workers);
+    spec.render = render;
+    spec.make_args = vec![("fault".into(), GymValue::Str(fault.into()))];
+    EnvSpec::new(GameSpec::Gymnasium(spec))
+}
+
+#[test]
+fn rendering_returns_the_workers_frame_and_leaves_the_episode_alone() {
+    let Some(python) = venv_python() else { return };
+    let seeds = env_seeds(9, 0, 0, 3);
+    let mut drawn_envs = VecEnv::new(&drawn(&python, 2, true, ""), &seeds, 1).unwrap();
+    let mut plain = VecEnv::new(&drawn(&python, 2, false, ""), &seeds, 1).unwrap();
+    // Not made for drawing: nothing is drawn and nothing fails.
+    assert_eq!(plain.render_rgb(0).unwrap(), None);
+    assert_eq!(drawn_envs.reset(), plain.reset());
+    let mut rng = Xoshiro256::new(3);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for t in 0..20 {
+        // Env 0 lives on worker 0, envs 1 and 2 on worker 1.
+        for i in 0..3 {
+            let frame = drawn_envs.render_rgb(i).unwrap().expect("made for drawing");
+            assert_eq!((frame.height, frame.width), (4, 6));
+            let steps = drawn_envs.obs()[i * 2] as usize;
+            assert_eq!(steps, t % 6, "episodes are 6 steps long");
+            // Row-major, channels interleaved: pixel (h, w, c) = h*18 + w*3 + c + 10 t.
+            let (h, w, c) = (3usize, 5usize, 1usize);
+            assert_eq!(
+                frame.pixels[(h * 6 + w) * 3 + c] as usize,
+                (h * 18 + w * 3 + c + 10 * steps) % 256
+            );
+            let x = drawn_envs.obs()[i * 2 + 1] as f64;
+            assert_eq!(
+                frame.pixels[2] as i64,
+                ((x * 10.0).round() as i64).rem_euclid(256),
+                "the picture shows the state the observation shows"
+            );
+        }
+        let actions: Vec<i64> = (0..3).map(|_| rng.below(2) as i64).collect();
+        drawn_envs.step(&actions).unwrap();
+        plain.step(&actions).unwrap();
+        assert_eq!(bits(drawn_envs.obs()), bits(plain.obs()), "obs at step {t}");
+        assert_eq!(bits(drawn_envs.rewards()), bits(plain.rewards()), "step {t}");
+        assert_eq!(drawn_envs.terminated(), plain.terminated(), "step {t}");
+    }
+}
+
+#[test]
+fn a_render_that_fails_names_the_id_and_why_and_leaves_no_process() {
+    let Some(python) = venv_python() else { return };
+    for (fault, words) in [
+        ("raise", "render() raised RuntimeError: no picture today"),
+        ("none", "render() returned None"),
+        ("gray", "render() returned an array of shape (4, 6) and dtype uint8"),
+    ] {
+        let mut envs = VecEnv::new(&drawn(&python, 1, true, fault), &[1, 2], 1).unwrap();
+        let pids = envs.gym_info().unwrap().worker_pids.clone();
+        envs.reset();
+        let message = envs.render_rgb(1).unwrap_err().to_string();
+        assert!(
+            message.contains("gymnasium `TandemTest/Drawn-v0`: environment 1 could not render")
+                && message.contains(words),
+            "{fault}: {message}"
+        );
+        // The failure ends the workers: the next step reports it rather than going on.
+        let again = envs.step(&[0, 0]).unwrap_err().to_string();
+        assert_eq!(again, message);
+        drop(envs);
+        for pid in pids {
+            assert!(!alive(pid), "{fault}: worker {pid} left behind");
+        }
+    }
+}
+
+/// Whether `message` says the machine cannot draw MuJoCo offscreen; then the rendering
+/// test skips (or fails) by the tools rule.
+fn cannot_draw_offscreen(message: &str) -> bool {
+    let missing = message.contains("could not render") && message.contains("MUJOCO_GL");
+    if missing {
+        tools::tool_missing(
+            "offscreen OpenGL (EGL) for MuJoCo",
+            "drawing HalfCheetah-v5",
+            &format!("the bridge said: {message}"),
+        );
+    }
+    missing
+}
+
+#[test]
+fn half_cheetah_draws_offscreen_without_changing_its_episode() {
+    let Some(python) = venv_python() else { return };
+    let seeds = env_seeds(5, 0, 0, 1);
+    let mut spec = gym(&python, "HalfCheetah-v5", 1);
+    spec.imports.clear();
+    let plain_spec = EnvSpec::new(GameSpec::Gymnasium(spec.clone()));
+    spec.render = true;
+    let mut drawn_envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &seeds, 1).unwrap();
+    let mut plain = VecEnv::new(&plain_spec, &seeds, 1).unwrap();
+    assert_eq!(drawn_envs.reset(), plain.reset());
+    let first = match drawn_envs.render_rgb(0) {
+        Ok(frame) => frame.expect("made for drawing"),
+        Err(e) if cannot_draw_offscreen(&e.to_string()) => return,
+        Err(e) => panic!("{e}"),
+    };
+    // gymnasium's MuJoCo default size.
+    assert_eq!((first.height, first.width), (480, 480));
+    let distinct: std::collections::HashSet<&[u8]> = first.pixels.chunks_exact(3).collect();
+    assert!(distinct.len() > 10, "a real picture, not a blank one");
+    let mut rng = Xoshiro256::new(8);
+    for t in 0..30 {
+        let action: Vec<f32> = (0..6).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        drawn_envs.step_box(&action).unwrap();
+        plain.step_box(&action).unwrap();
+        drawn_envs.render_rgb(0).unwrap().expect("a frame every step");
+        assert_eq!(drawn_envs.obs(), plain.obs(), "obs at step {t}");
+        assert_eq!(drawn_envs.rewards(), plain.rewards(), "reward at step {t}");
+    }
+    let last = drawn_envs.render_rgb(0).unwrap().unwrap();
+    assert_ne!(last.pixels, first.pixels, "the cheetah moved");
+}
+
+#[test]
+fn a_machine_without_egl_is_told_what_to_install() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "HalfCheetah-v5", 1);
+    // Stands for a machine without libEGL (the import fails as it would there).
+    spec.imports = vec!["tests.gym_fixtures.no_egl".into()];
+    spec.render = true;
+    let envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[1], 1).unwrap();
+    let message = envs.render_rgb(0).unwrap_err().to_string();
+    for words in [
+        "gymnasium `HalfCheetah-v5`: environment 0 could not render",
+        "libEGL.so.1: cannot open shared object file",
+        "MUJOCO_GL='egl'",
+        "apt-get install libegl1 libegl-mesa0 libopengl0 libgl1-mesa-dri",
+    ] {
+        assert!(message.contains(words), "{words}: {message}");
+    }
+}

@@ -31,6 +31,17 @@
 //!   and every worker is killed then; dropping the VecEnv closes and reaps the workers.
 //! - Snapshots: a Python environment's state cannot be saved in general, so
 //!   [`Env::save_state`] refuses (a resumed run starts fresh episodes).
+//! - Rendering: only with [`GymSpec::render`] (which `tandem play --gif` sets; training
+//!   never does) are the environments made with `render_mode="rgb_array"`. Then
+//!   [`Env::render_rgb`] is one round trip to the owning worker, which calls
+//!   `env.render()` and replies with the uint8 height x width x 3 frame hex-encoded in its
+//!   reply line (frames are rare and their size is known only once drawn, so they travel
+//!   through the pipe, not the fixed shared-memory layout). Rendering reads the state
+//!   only: the episode is the same with and without it. A `render()` that raises or
+//!   returns anything but such a frame is an [`EnvError::Backend`] naming the id, reported
+//!   by `VecEnv::render_rgb`. MuJoCo renders offscreen with `MUJOCO_GL=egl` (the worker's
+//!   default when rendering and `MUJOCO_GL` is unset) or `osmesa`; a machine without the
+//!   GL libraries gets a message that says which to install.
 
 mod pool;
 mod shm;
@@ -41,7 +52,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::EnvError;
-use crate::env::{Env, Step};
+use crate::env::{Env, RgbFrame, Step};
 use crate::space::{Action, ActionSpace, Dtype, Layout as ImageLayout, ObsBuf, ObsSpace};
 use crate::spec::{EnvSpec, WrapperSpec};
 use crate::vec_env::GroupActions;
@@ -66,6 +77,9 @@ pub struct GymSpec {
     pub step_timeout: Duration,
     /// Put before each line a worker writes to stderr (e.g. `rank 1 `); not a setting.
     pub log_prefix: String,
+    /// Make the environments with `render_mode="rgb_array"` so that [`Env::render_rgb`]
+    /// draws them (`tandem play --gif`); not a setting: training never pays for drawing.
+    pub render: bool,
 }
 
 impl GymSpec {
@@ -79,6 +93,7 @@ impl GymSpec {
             workers: 1,
             step_timeout: Duration::from_secs(60),
             log_prefix: String::new(),
+            render: false,
         }
     }
 
@@ -214,6 +229,8 @@ struct Shared {
     info: GymInfo,
     obs_space: ObsSpace,
     action: ActionSpace,
+    /// [`GymSpec::render`]: the workers' environments can draw themselves.
+    render: bool,
 }
 
 /// Environments `0..n` split into `workers` contiguous shares differing by at most one.
@@ -251,6 +268,7 @@ impl Pool {
                 "id": gym.id,
                 "imports": gym.imports,
                 "make_args": gym.make_args_json(),
+                "render": gym.render,
                 "lo": envs.start,
                 "hi": envs.end,
             });
@@ -318,6 +336,7 @@ impl Pool {
                 info,
                 obs_space,
                 action,
+                render: gym.render,
             }),
         };
         let requests: Vec<(usize, Option<u64>)> = seeds
@@ -403,6 +422,11 @@ fn describe_failure(
                 text(&v, "message"),
                 text(&v, "traceback").trim_end()
             ),
+            "render" => format!(
+                "gymnasium `{id}`: environment {} could not render: {}",
+                v["env"],
+                text(&v, "message").trim_end()
+            ),
             kind @ ("step" | "reset") => format!(
                 "gymnasium `{id}`: environment {} raised an exception in {kind}:\n{}",
                 v["env"],
@@ -412,18 +436,70 @@ fn describe_failure(
         },
         Failure::Died(status) => {
             let tail = worker.stderr_tail(Duration::from_millis(500));
-            format!("gymnasium `{id}`: {who} died while {doing} ({status}){tail}")
+            format!(
+                "gymnasium `{id}`: {who} died while {doing} ({status}){}{tail}",
+                render_hint(doing)
+            )
         }
         Failure::Timeout => {
             worker.kill();
             let tail = worker.stderr_tail(Duration::from_millis(500));
             format!(
-                "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed (raise the environment's step timeout if it is just slow){tail}",
-                timeout.as_secs_f64()
+                "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed (raise the environment's step timeout if it is just slow){}{tail}",
+                timeout.as_secs_f64(),
+                render_hint(doing)
             )
         }
     };
     EnvError::Backend(message)
+}
+
+/// What to check when a worker died or hung while drawing: offscreen OpenGL is the usual
+/// cause (the worker's own error names it when `render()` raises instead).
+fn render_hint(doing: &str) -> &'static str {
+    if doing == "rendering" {
+        "; drawing offscreen needs OpenGL: MuJoCo uses MUJOCO_GL=egl (Debian: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri) or MUJOCO_GL=osmesa (libosmesa6), see docs/environments.md"
+    } else {
+        ""
+    }
+}
+
+/// The frame of environment `i` in a worker's render reply (`{"frame": {"height",
+/// "width", "hex"}}`, the RGB bytes row-major).
+fn decode_frame(id: &str, i: usize, reply: &str) -> Result<RgbFrame, EnvError> {
+    let bad = |why: &str| {
+        EnvError::Backend(format!(
+            "gymnasium `{id}`: environment {i}'s worker answered a render request with {why}"
+        ))
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(reply).map_err(|_| bad("a line that is not JSON"))?;
+    let frame = &value["frame"];
+    let dim = |key: &str| frame[key].as_u64().map(|v| v as usize).filter(|&v| v > 0);
+    let (Some(height), Some(width), Some(hex)) =
+        (dim("height"), dim("width"), frame["hex"].as_str())
+    else {
+        return Err(bad("no frame"));
+    };
+    let hex = hex.as_bytes();
+    if hex.len() != height * width * 3 * 2 {
+        return Err(bad("a frame whose size does not match its height and width"));
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let pixels = hex
+        .chunks_exact(2)
+        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| bad("a frame that is not hexadecimal"))?;
+    Ok(RgbFrame {
+        height,
+        width,
+        pixels,
+    })
 }
 
 fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usize), EnvError> {
@@ -541,8 +617,13 @@ impl Shared {
         first
     }
 
-    /// Sends each worker its line (`None`: nothing for it) and awaits every reply.
-    fn round_trip(&self, lines: Vec<Option<String>>, doing: &str) -> Result<(), EnvError> {
+    /// Sends each worker its line (`None`: nothing for it) and awaits every reply; the
+    /// replies of the workers that got a line, in worker order.
+    fn round_trip(
+        &self,
+        lines: Vec<Option<String>>,
+        doing: &str,
+    ) -> Result<Vec<String>, EnvError> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -560,7 +641,7 @@ impl Shared {
             await_replies(&mut refs, deadline)
         };
         match result {
-            Ok(_) => Ok(()),
+            Ok(replies) => Ok(replies),
             Err((k, failure)) => {
                 let error =
                     describe_failure(&self.id, self.step_timeout, &mut held[k], failure, doing);
@@ -579,7 +660,24 @@ impl Shared {
                 (lo < hi).then(|| format!("s {lo} {hi}\n"))
             })
             .collect();
-        self.round_trip(lines, "stepping")
+        self.round_trip(lines, "stepping").map(drop)
+    }
+
+    /// The worker that owns environment `i`.
+    fn owner(&self, i: usize) -> usize {
+        self.workers
+            .iter()
+            .position(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.contains(&i))
+            .expect("every env has a worker")
+    }
+
+    /// Environment `i`'s current picture, drawn by its worker (see the module
+    /// documentation).
+    fn render(&self, i: usize) -> Result<RgbFrame, EnvError> {
+        let mut lines: Vec<Option<String>> = vec![None; self.workers.len()];
+        lines[self.owner(i)] = Some(format!("f {i}\n"));
+        let replies = self.round_trip(lines, "rendering")?;
+        decode_frame(&self.id, i, &replies[0])
     }
 
     /// Whether environment `i`'s observation row already holds a reset that fits `seed`.
@@ -594,20 +692,11 @@ impl Shared {
     /// Resets the listed environments whose rows do not already hold a fitting reset.
     fn reset(&self, requests: &[(usize, Option<u64>)]) -> Result<(), EnvError> {
         let mut lines: Vec<Option<String>> = vec![None; self.workers.len()];
-        let shares: Vec<Range<usize>> = self
-            .workers
-            .iter()
-            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone())
-            .collect();
         for &(i, seed) in requests {
             if self.ready_for(i, seed) {
                 continue;
             }
-            let w = shares
-                .iter()
-                .position(|s| s.contains(&i))
-                .expect("every env has a worker");
-            let line = lines[w].get_or_insert_with(|| "r".to_owned());
+            let line = lines[self.owner(i)].get_or_insert_with(|| "r".to_owned());
             match seed {
                 Some(s) => line.push_str(&format!(" {i} {s}")),
                 None => line.push_str(&format!(" {i} -")),
@@ -619,7 +708,7 @@ impl Shared {
         if lines.iter().all(Option::is_none) {
             return Ok(());
         }
-        self.round_trip(lines, "resetting")
+        self.round_trip(lines, "resetting").map(drop)
     }
 }
 
@@ -720,6 +809,18 @@ impl Env for GymEnv {
 
     fn chain_names(&self, names: &mut Vec<String>) {
         names.push(format!("gymnasium:{}", self.shared.id));
+    }
+
+    /// `None` unless made for rendering; a failure is kept for `VecEnv::render_rgb` (and
+    /// every later request) to report.
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        if !self.shared.render {
+            return None;
+        }
+        self.shared
+            .render(self.index)
+            .map_err(|e| self.record(e))
+            .ok()
     }
 
     fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {

@@ -1,6 +1,6 @@
 //! The worker processes of one rank's gymnasium environments: starting them (the
 //! embedded `worker.py` run with `<python> -c`), the handshake, one request line and one
-//! reply line per worker per batch step (all workers at once, each reply awaited with a
+//! reply line per worker per batch step or render request (all workers at once, each reply awaited with a
 //! deadline by `poll`), forwarding their stderr with a prefix, and killing and reaping
 //! them on failure or drop.
 
@@ -139,7 +139,8 @@ impl Worker {
 
     /// Reads what is available; false at end of file (the worker died or closed stdout).
     fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 4096];
+        // Large enough that a rendered frame (a megabyte or two of hex) takes few reads.
+        let mut chunk = [0u8; 65536];
         loop {
             match self.stdout.read(&mut chunk) {
                 Ok(0) => return false,

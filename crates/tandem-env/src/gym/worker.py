@@ -4,13 +4,15 @@ tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observat
 actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
 one short line per request. Protocol (all lines end in a newline):
 
-  stdin, first line:   JSON {"id", "imports", "make_args", "lo", "hi"}
+  stdin, first line:   JSON {"id", "imports", "make_args", "render", "lo", "hi"}
   reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
   stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "offsets": {...}}
   reply:               "k" or {"error": ...}
   then, repeatedly:    "s LO HI"  step the environments LO..HI of this worker's share
                        "r I SEED I - ..."  reset environment I with SEED ("-": unseeded)
   reply:               "k" or {"error": ...}
+                       "f I"  draw environment I (only when made with "render": true)
+  reply:               {"frame": {"height", "width", "hex"}} (uint8 RGB, row-major) or {"error": ...}
   end of stdin:        close the environments and exit.
 
 The reply channel is the original stdout; sys.stdout (and fd 1, for C libraries) is
@@ -82,7 +84,18 @@ def describe(space, np):
     return {"kind": "other", "type": name, "repr": repr(space)}
 
 
+# What a machine needs for MuJoCo to draw offscreen, for the render error.
+GL_HELP = (
+    "MuJoCo draws offscreen through MUJOCO_GL=egl (tandem's default when rendering; Debian: "
+    "apt-get install libegl1 libegl-mesa0 libopengl0 libgl1-mesa-dri) or MUJOCO_GL=osmesa "
+    "(apt-get install libosmesa6); see docs/environments.md"
+)
+
+
 def start(config):
+    if config["render"]:
+        # Before anything imports mujoco, which reads it once. EGL needs no display.
+        os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         import gymnasium
         import numpy as np
@@ -102,12 +115,16 @@ def start(config):
         except Exception:
             error("import", module=module, traceback=traceback.format_exc())
             return None
+    kwargs = dict(config["make_args"])
+    if config["render"]:
+        kwargs["render_mode"] = "rgb_array"
     envs = []
     for i in range(config["lo"], config["hi"]):
         try:
-            envs.append(gymnasium.make(config["id"], **config["make_args"]))
+            envs.append(gymnasium.make(config["id"], **kwargs))
         except Exception as e:
-            error("make", env=i, message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+            why = " (made with render_mode='rgb_array' to draw it)" if config["render"] else ""
+            error("make", env=i, message=f"{type(e).__name__}: {e}{why}", traceback=traceback.format_exc())
             return None
     obs = describe(envs[0].observation_space, np)
     act = describe(envs[0].action_space, np)
@@ -212,6 +229,40 @@ def reset(batch, envs, base, words):
     reply(b"k\n")
 
 
+def uses_mujoco(env):
+    return type(env.unwrapped).__module__.startswith("gymnasium.envs.mujoco") or hasattr(
+        env.unwrapped, "mujoco_renderer"
+    )
+
+
+def render(np, envs, base, i):
+    """Draws environment I; rendering only reads the simulation, so the episode goes on
+    unchanged."""
+    env = envs[i - base]
+    try:
+        frame = env.render()
+    except Exception as e:
+        message = f"render() raised {type(e).__name__}: {e}"
+        if uses_mujoco(env):
+            message += f" (MUJOCO_GL={os.environ.get('MUJOCO_GL', '')!r}). {GL_HELP}"
+        error("render", env=i, message=f"{message}\n{traceback.format_exc()}")
+        return
+    if frame is None:
+        error("render", env=i, message='render() returned None (the environment does not draw itself with render_mode="rgb_array")')
+        return
+    frame = np.asarray(frame)
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3 or 0 in frame.shape:
+        error(
+            "render",
+            env=i,
+            message=f"render() returned an array of shape {frame.shape} and dtype {frame.dtype}; tandem takes uint8 height x width x 3 RGB frames",
+        )
+        return
+    height, width = frame.shape[:2]
+    payload = np.ascontiguousarray(frame).tobytes().hex()
+    reply({"frame": {"height": int(height), "width": int(width), "hex": payload}})
+
+
 def main():
     stdin = sys.stdin.buffer
     config = json.loads(stdin.readline())
@@ -240,6 +291,8 @@ def main():
             step(batch, envs, base, int(words[1]), int(words[2]))
         elif words[0] == "r":
             reset(batch, envs, base, words[1:])
+        elif words[0] == "f" and config["render"]:
+            render(np, envs, base, int(words[1]))
         else:
             error("protocol", message=f"unknown request {line!r}")
     for env in envs:

@@ -64,7 +64,48 @@ class Image(gym.Env):
         return self._obs(), 1.0, self.t >= 4, False, {}
 
 
+class Drawn(gym.Env):
+    """A seeded random walk [t, x] that draws itself: a 4x6 RGB frame whose pixel
+    (h, w, c) is (h*18 + w*3 + c + 10*t) % 256, blue at (0, 0) the walk's x in tenths.
+    Ends after 6 steps. `fault` makes render() misbehave: "raise", "none" (returns None)
+    or "gray" (a 2-D array)."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+    observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, render_mode=None, fault=""):
+        self.render_mode, self.fault = render_mode, fault
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.x = float(self.np_random.normal())
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.t, self.x], dtype=np.float64)
+
+    def step(self, action):
+        self.t += 1
+        self.x += action - 0.5 + 0.1 * float(self.np_random.normal())
+        return self._obs(), float(self.np_random.random()), self.t >= 6, False, {}
+
+    def render(self):
+        if self.fault == "raise":
+            raise RuntimeError("no picture today")
+        if self.fault == "none" or self.render_mode != "rgb_array":
+            return None
+        if self.fault == "gray":
+            return np.zeros((4, 6), dtype=np.uint8)
+        frame = np.arange(4 * 6 * 3, dtype=np.int64).reshape(4, 6, 3)
+        frame = ((frame + 10 * self.t) % 256).astype(np.uint8)
+        frame[0, 0, 2] = int(round(self.x * 10)) % 256
+        return frame
+
+
 gym.register("TandemTest/Counter-v0", entry_point=Counter)
+gym.register("TandemTest/Drawn-v0", entry_point=Drawn)
 gym.register("TandemTest/Image-v0", entry_point=Image)
 gym.register(
     "TandemTest/DictObs-v0",
