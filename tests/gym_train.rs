@@ -2,7 +2,9 @@
 //! (experiments/gymnasium-cartpole.kdl) on 1 and 2 ranks; a user's environment that raises or
 //! stops answering stops the run with the traceback, the rank and the environment on the
 //! console and no process left behind; bad input (interpreter, gymnasium, id, space) is a clear
-//! error; a resumed run starts fresh episodes and continues from the checkpoint's step.
+//! error; a resumed run starts fresh episodes and continues from the checkpoint's step;
+//! `tandem play --gif` draws a gymnasium environment through the bridge, or names the one that
+//! cannot draw.
 //! crates/tandem-env/tests/gym_bridge.rs checks the bridge itself; these check what reaches a
 //! user of the binary. Needs the venv of scripts/gym-venv-setup.sh; without it the tests skip,
 //! unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
@@ -62,6 +64,11 @@ struct Ran {
 
 /// `tandem train <args>` with the fixtures importable and the run's mark set.
 fn tandem_command(name: &str, args: &[&str]) -> Command {
+    tandem_subcommand(name, "train", args)
+}
+
+/// `tandem <subcommand> <args>` as [`tandem_command`] sets it up.
+fn tandem_subcommand(name: &str, subcommand: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(TANDEM);
     cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
         .env("PYTHONPATH", root().join("crates/tandem-env"))
@@ -70,14 +77,18 @@ fn tandem_command(name: &str, args: &[&str]) -> Command {
         .env_remove("WORLD_SIZE")
         .env_remove("MASTER_PORT")
         .env_remove("MASTER_ADDR")
-        .arg("train")
+        .arg(subcommand)
         .args(args);
     cmd
 }
 
 /// Runs [`tandem_command`]; a run still going after `limit` is killed and fails the test.
 fn tandem(name: &str, args: &[&str], limit: Duration) -> Ran {
-    let mut cmd = tandem_command(name, args);
+    run_to_end(tandem_command(name, args), limit)
+}
+
+/// Runs `cmd`; a process still going after `limit` is killed and fails the test.
+fn run_to_end(mut cmd: Command, limit: Duration) -> Ran {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let done = common::finish(cmd.spawn().unwrap(), limit);
@@ -618,4 +629,83 @@ fn the_example_package_trains_through_its_own_registered_id() {
             && log.contains("venv-gym/bin/python"),
         "the rank log does not name the interpreter:\n{log}"
     );
+}
+
+/// The env block of the Drawn fixture (a 6-step episode that draws 4x6 frames) whose
+/// render() misbehaves as `fault` says ("" for not at all).
+fn drawn(python: &Path, fault: &str) -> String {
+    format!(
+        "        id \"TandemTest/Drawn-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        make-args {{ fault \"{fault}\" }}\n        workers 1\n        envs 2\n",
+        python.display()
+    )
+}
+
+#[test]
+fn play_writes_a_gif_of_a_gymnasium_environment() {
+    let Some(python) = venv_python() else { return };
+    let name = "play-gif";
+    let (run_dir, ran) = train_text(
+        name,
+        &experiment("\"cpu\"", &drawn(&python, "")),
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(ran.success, "{}", ran.output);
+    let gif = run_dir.with_file_name("episode.gif");
+    let args = [
+        run_dir.to_str().unwrap(),
+        "--episodes",
+        "2",
+        "--gif",
+        gif.to_str().unwrap(),
+    ];
+    let played = run_to_end(
+        tandem_subcommand(name, "play", &args),
+        Duration::from_secs(120),
+    );
+    assert!(played.success, "{}", played.output);
+    // One frame before each of the first episode's 6 steps.
+    let wrote = format!("wrote {} (6 frames)", gif.display());
+    assert!(played.output.contains(&wrote), "{}", played.output);
+    let bytes = std::fs::read(&gif).unwrap();
+    assert_eq!(&bytes[..6], b"GIF89a");
+    let size = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    assert_eq!((size(6), size(8)), (6, 4), "the fixture's 6x4 frames");
+    assert_nothing_left(name, &played.output);
+}
+
+#[test]
+fn play_gif_of_a_gymnasium_environment_that_cannot_draw_names_it() {
+    let Some(python) = venv_python() else { return };
+    let name = "play-gif-fails";
+    // Training never draws, so a render() that raises does not stop it.
+    let (run_dir, ran) = train_text(
+        name,
+        &experiment("\"cpu\"", &drawn(&python, "raise")),
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(ran.success, "{}", ran.output);
+    let gif = run_dir.with_file_name("episode.gif");
+    let run = run_dir.to_str().unwrap();
+    let with_gif = [run, "--episodes", "1", "--gif", gif.to_str().unwrap()];
+    let played = run_to_end(
+        tandem_subcommand(name, "play", &with_gif),
+        Duration::from_secs(120),
+    );
+    assert!(!played.success, "{}", played.output);
+    assert!(
+        played.output.contains(
+            "gymnasium `TandemTest/Drawn-v0`: environment 0 could not render: render() raised RuntimeError: no picture today"
+        ),
+        "{}",
+        played.output
+    );
+    assert!(!gif.exists());
+    let without = run_to_end(
+        tandem_subcommand(name, "play", &[run, "--episodes", "1"]),
+        Duration::from_secs(120),
+    );
+    assert!(without.success, "{}", without.output);
+    assert_nothing_left(name, &played.output);
 }

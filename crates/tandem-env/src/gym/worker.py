@@ -96,6 +96,8 @@ def start(config):
     if config["render"]:
         # Before anything imports mujoco, which reads it once. EGL needs no display.
         os.environ.setdefault("MUJOCO_GL", "egl")
+        # pygame (classic control) draws rgb_array frames without a window.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         import gymnasium
         import numpy as np
