@@ -15,12 +15,14 @@ normalisation does not change it) of the last 20 finished episodes. The learning
 (every finished episode's score against the step it ended at, and the mean of the last
 20 episodes there) go to <out>/curves.csv for the docs.
 
-tandem's episode scores are read from its TensorBoard scalars (`episode/score_mean` per
-round where episodes ended, with scripts/bench/tb_scalars.py); a round can end several
-episodes (several environments with the same time limit), so each point counts
-summary.json's `episodes` divided by the number of points, which is exact when every
-point holds as many episodes (checked: the same computation on `episode/return_mean`
-must give summary.json's `last_20_return_mean`).
+tandem's episode scores are read from its TensorBoard scalars (`episode/score_mean` at
+each round where episodes ended, with scripts/bench/tb_scalars.py). A round can end
+several episodes; the four cases' episodes all run to the time limit (Pendulum-v1 and
+HalfCheetah-v5 never terminate), so with N environments stepping together and episodes
+of L steps, N * floor(step / (N * L)) episodes have ended by `step`: that tells each
+point's count. Checked: the counts must add up to summary.json's `episodes`, every point
+must have the length L, and the same computation on `episode/return_mean` must give
+summary.json's `last_20_return_mean`; a run that breaks this stops the script.
 
 Run with the SB3 venv's python (scripts/bench/continuous_vs_sb3.sh does it):
   continuous_vs_sb3.py [--steps N] [--seeds "1 2"] [--cases pendulum-sac,halfcheetah-ppo]
@@ -34,6 +36,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -114,9 +117,28 @@ def tb_series(run_dir, tags):
     return json.loads(out)
 
 
-def expand_points(points, per_point):
-    """(step, mean) points, each standing for `per_point` episodes, as per-episode rows."""
-    return [(step, value) for step, value in points for _ in range(per_point)]
+def expand_points(points, counts):
+    """(step, mean) points, each standing for its count of episodes, as per-episode rows."""
+    return [(step, value) for (step, value), n in zip(points, counts) for _ in range(n)]
+
+
+def episode_counts(run_dir, summary, series):
+    """How many episodes each TensorBoard point holds (see the module documentation)."""
+    fail = lambda why: SystemExit(f"continuous_vs_sb3: {run_dir}: {why}")
+    with open(os.path.join(run_dir, "resolved.kdl")) as f:
+        envs = [int(m) for m in re.findall(r"^\s*envs\s+(\d+)", f.read(), re.M)]
+    if len(envs) != 1:
+        raise fail("cannot read the env block's `envs` from resolved.kdl")
+    n = envs[0] * int(summary["world_size"])
+    lengths = {round(v) for _, v in series["episode/length_mean"]}
+    if len(lengths) != 1:
+        raise fail(f"episodes of different lengths {sorted(lengths)}: cannot tell how many each point holds")
+    span = n * lengths.pop()
+    ended = [n * (step // span) for step, _ in series["episode/score_mean"]]
+    counts = [b - a for a, b in zip([0] + ended, ended)]
+    if sum(counts) != summary["episodes"] or 0 in counts:
+        raise fail(f"{summary['episodes']} episodes do not fit {n} environments ending together")
+    return counts
 
 
 def run_tandem(binary, case, seed, steps, run_root):
@@ -134,21 +156,14 @@ def run_tandem(binary, case, seed, steps, run_root):
     subprocess.run(cmd, check=True)
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    tags = ["episode/score_mean", "episode/return_mean"]
-    series = tb_series(run_dir, tags)
-    points = series["episode/score_mean"]
-    episodes = int(summary["episodes"])
-    if not points or episodes % len(points) != 0:
-        raise SystemExit(
-            f"continuous_vs_sb3: {run_dir}: {episodes} episodes in {len(points)} TensorBoard points; "
-            "cannot tell how many episodes each point holds")
-    per_point = episodes // len(points)
-    returns = [r for _, r in expand_points(series["episode/return_mean"], per_point)]
+    series = tb_series(run_dir, ["episode/score_mean", "episode/return_mean", "episode/length_mean"])
+    counts = episode_counts(run_dir, summary, series)
+    returns = [r for _, r in expand_points(series["episode/return_mean"], counts)]
     check, want = last_mean(returns), summary["last_20_return_mean"]
     if want is not None and abs(check - want) > 1e-3 * max(1.0, abs(want)):
         raise SystemExit(
             f"continuous_vs_sb3: {run_dir}: last-20 return from TensorBoard {check} differs from summary.json's {want}")
-    curve = expand_points(points, per_point)
+    curve = expand_points(series["episode/score_mean"], counts)
     return {
         "steps": summary["global_step"],
         "sps": summary["steps_per_second"],
