@@ -564,7 +564,11 @@ fn rendering_returns_the_workers_frame_and_leaves_the_episode_alone() {
         drawn_envs.step(&actions).unwrap();
         plain.step(&actions).unwrap();
         assert_eq!(bits(drawn_envs.obs()), bits(plain.obs()), "obs at step {t}");
-        assert_eq!(bits(drawn_envs.rewards()), bits(plain.rewards()), "step {t}");
+        assert_eq!(
+            bits(drawn_envs.rewards()),
+            bits(plain.rewards()),
+            "step {t}"
+        );
         assert_eq!(drawn_envs.terminated(), plain.terminated(), "step {t}");
     }
 }
@@ -575,7 +579,10 @@ fn a_render_that_fails_names_the_id_and_why_and_leaves_no_process() {
     for (fault, words) in [
         ("raise", "render() raised RuntimeError: no picture today"),
         ("none", "render() returned None"),
-        ("gray", "render() returned an array of shape (4, 6) and dtype uint8"),
+        (
+            "gray",
+            "render() returned an array of shape (4, 6) and dtype uint8",
+        ),
     ] {
         let mut envs = VecEnv::new(&drawn(&python, 1, true, fault), &[1, 2], 1).unwrap();
         let pids = envs.gym_info().unwrap().worker_pids.clone();
@@ -635,7 +642,10 @@ fn half_cheetah_draws_offscreen_without_changing_its_episode() {
         let action: Vec<f32> = (0..6).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
         drawn_envs.step_box(&action).unwrap();
         plain.step_box(&action).unwrap();
-        drawn_envs.render_rgb(0).unwrap().expect("a frame every step");
+        drawn_envs
+            .render_rgb(0)
+            .unwrap()
+            .expect("a frame every step");
         assert_eq!(drawn_envs.obs(), plain.obs(), "obs at step {t}");
         assert_eq!(drawn_envs.rewards(), plain.rewards(), "reward at step {t}");
     }

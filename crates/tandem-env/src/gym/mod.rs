@@ -483,7 +483,9 @@ fn decode_frame(id: &str, i: usize, reply: &str) -> Result<RgbFrame, EnvError> {
     };
     let hex = hex.as_bytes();
     if hex.len() != height * width * 3 * 2 {
-        return Err(bad("a frame whose size does not match its height and width"));
+        return Err(bad(
+            "a frame whose size does not match its height and width",
+        ));
     }
     let nibble = |c: u8| match c {
         b'0'..=b'9' => Some(c - b'0'),
@@ -619,11 +621,7 @@ impl Shared {
 
     /// Sends each worker its line (`None`: nothing for it) and awaits every reply; the
     /// replies of the workers that got a line, in worker order.
-    fn round_trip(
-        &self,
-        lines: Vec<Option<String>>,
-        doing: &str,
-    ) -> Result<Vec<String>, EnvError> {
+    fn round_trip(&self, lines: Vec<Option<String>>, doing: &str) -> Result<Vec<String>, EnvError> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -667,7 +665,12 @@ impl Shared {
     fn owner(&self, i: usize) -> usize {
         self.workers
             .iter()
-            .position(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.contains(&i))
+            .position(|w| {
+                w.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .envs
+                    .contains(&i)
+            })
             .expect("every env has a worker")
     }
 
