@@ -640,17 +640,20 @@ fn drawn(python: &Path, fault: &str) -> String {
     )
 }
 
+/// Trains a small PPO run of the Drawn fixture; its run directory.
+fn train_drawn(name: &str, python: &Path, fault: &str) -> PathBuf {
+    let env = drawn(python, fault);
+    let limit = Duration::from_secs(300);
+    let (run_dir, ran) = train_text(name, &experiment("\"cpu\"", &env), &[], limit);
+    assert!(ran.success, "{}", ran.output);
+    run_dir
+}
+
 #[test]
 fn play_writes_a_gif_of_a_gymnasium_environment() {
     let Some(python) = venv_python() else { return };
     let name = "play-gif";
-    let (run_dir, ran) = train_text(
-        name,
-        &experiment("\"cpu\"", &drawn(&python, "")),
-        &[],
-        Duration::from_secs(300),
-    );
-    assert!(ran.success, "{}", ran.output);
+    let run_dir = train_drawn(name, &python, "");
     let gif = run_dir.with_file_name("episode.gif");
     let args = [
         run_dir.to_str().unwrap(),
@@ -679,13 +682,7 @@ fn play_gif_of_a_gymnasium_environment_that_cannot_draw_names_it() {
     let Some(python) = venv_python() else { return };
     let name = "play-gif-fails";
     // Training never draws, so a render() that raises does not stop it.
-    let (run_dir, ran) = train_text(
-        name,
-        &experiment("\"cpu\"", &drawn(&python, "raise")),
-        &[],
-        Duration::from_secs(300),
-    );
-    assert!(ran.success, "{}", ran.output);
+    let run_dir = train_drawn(name, &python, "raise");
     let gif = run_dir.with_file_name("episode.gif");
     let run = run_dir.to_str().unwrap();
     let with_gif = [run, "--episodes", "1", "--gif", gif.to_str().unwrap()];
