@@ -526,11 +526,11 @@ const NATIVE_KINDS: [Kind; 10] = [
     ),
     game(
         "mountain-car-continuous",
-        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1] (no learner of tandem takes box actions yet).",
+        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1].",
     ),
     game(
         "pendulum",
-        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2] (no learner of tandem takes box actions yet).",
+        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2].",
     ),
     game(
         "minatar-breakout",
