@@ -13,9 +13,9 @@ use crate::algo::actions::{ActionBatch, ActionKind};
 use crate::algo::dqn::Dqn;
 use crate::algo::host_rows::{host_actions, rows_to_batch};
 use crate::nn::{ActorCritic, named_parameters};
-use tandem_env::ActionSpace;
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
+use tandem_env::ActionSpace;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlayArgs {

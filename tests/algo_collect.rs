@@ -66,6 +66,9 @@ impl RolloutPolicy for CountingPolicy {
             values: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
         })
     }
+    fn env_actions(&self, actions: &Tensor) -> Tensor {
+        actions.shallow_clone()
+    }
     fn value(&self, obs: &Tensor) -> Result<Tensor> {
         Ok(Tensor::zeros([obs.size()[0]], (Kind::Float, Device::Cpu)))
     }

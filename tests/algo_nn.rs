@@ -5,9 +5,10 @@ mod common;
 
 use common::{orthogonal_init, torch_rng};
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, InitScheme,
-    InitSpec, NetworkSpec, QHead, QNetwork, parameters_in_order,
+    Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, InitScheme, InitSpec,
+    NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
+use tandem_env::ActionSpace;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -19,7 +20,13 @@ const MINATAR: NetworkSpec = NetworkSpec::MinAtarCnn {
 
 fn build(spec: &ActorCriticSpec, obs_shape: &[i64], n: i64) -> (VarStore, ActorCritic) {
     let vs = VarStore::new(Device::Cpu);
-    let model = ActorCritic::new(&vs.root(), spec, obs_shape, ActionSpace::Discrete { n }).unwrap();
+    let model = ActorCritic::new(
+        &vs.root(),
+        spec,
+        obs_shape,
+        ActionSpace::Discrete { n: n as usize },
+    )
+    .unwrap();
     (vs, model)
 }
 

@@ -59,8 +59,8 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
     for info in tandem_config::games() {
         let text = format!("experiment \"c\" {{\n    env \"{}\"\n}}\n", info.name);
         // The default learner (ppo) takes either kind of action space.
-        let experiment = resolve(&text)
-            .unwrap_or_else(|why| panic!("{}: does not resolve: {why}", info.name));
+        let experiment =
+            resolve(&text).unwrap_or_else(|why| panic!("{}: does not resolve: {why}", info.name));
         assert_eq!(experiment.env.game.name(), info.name);
         let spec = tandem::train::envs::env_spec(&experiment);
         let spec = spec.unwrap_or_else(|e| panic!("{}: {e:#}", info.name));

@@ -203,7 +203,8 @@ mod tests {
 
     #[test]
     fn algorithm(name: &str) -> Algorithm {
-        let text = format!("experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"cartpole\"\n}}\n");
+        let text =
+            format!("experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"cartpole\"\n}}\n");
         tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
             .expect("resolves")
             .experiment
@@ -221,7 +222,9 @@ mod tests {
         }
         let dqn = algorithm("dqn");
         assert!(takes_the_action_space(&dqn, &discrete).is_ok());
-        let err = takes_the_action_space(&dqn, &boxed).unwrap_err().to_string();
+        let err = takes_the_action_space(&dqn, &boxed)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("dqn chooses discrete actions")
                 && err.contains("box of 1 f32 in [-2, 2]"),
