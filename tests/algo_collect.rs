@@ -167,7 +167,10 @@ impl Env for RecordingBox {
         obs.write_f32(&[0.5, -0.5]);
     }
     fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
-        self.received.lock().unwrap().extend_from_slice(action.values());
+        self.received
+            .lock()
+            .unwrap()
+            .extend_from_slice(action.values());
         obs.write_f32(&[0.5, -0.5]);
         Step::game(0.0, false, false)
     }
@@ -218,7 +221,10 @@ fn the_environment_receives_clipped_scaled_samples_and_the_buffer_keeps_them_unc
             (0.0, 1.0, 0.5, 0.5)
         };
         let want = (center + half * u).clamp(low, high);
-        assert!((a - want).abs() < 1e-6, "value {k}: stored {u}, sent {a}, expected {want}");
+        assert!(
+            (a - want).abs() < 1e-6,
+            "value {k}: stored {u}, sent {a}, expected {want}"
+        );
         if u.abs() > 1.0 {
             clipped += 1;
         } else {
@@ -226,5 +232,8 @@ fn the_environment_receives_clipped_scaled_samples_and_the_buffer_keeps_them_unc
         }
     }
     // Both cases occurred: clipping was exercised and the buffer kept what was sampled.
-    assert!(clipped > 50 && inside > 50, "{clipped} clipped, {inside} inside");
+    assert!(
+        clipped > 50 && inside > 50,
+        "{clipped} clipped, {inside} inside"
+    );
 }

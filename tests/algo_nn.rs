@@ -1022,7 +1022,10 @@ fn gaussian_log_prob_entropy_and_mode_are_the_closed_forms_summed_over_dimension
     let gaussian = Gaussian::new(&mean, &log_std).unwrap();
     let taken = Tensor::from_slice(&[1.0f32, 1.0, -0.3, 2.5]).view([2, 2]);
     let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-    for (row, got) in values(&gaussian.log_prob(&taken).unwrap()).iter().enumerate() {
+    for (row, got) in values(&gaussian.log_prob(&taken).unwrap())
+        .iter()
+        .enumerate()
+    {
         let want: f64 = (0..2)
             .map(|i| {
                 let z = (actions[row][i] - means[row][i]) / sigmas[i];
@@ -1038,7 +1041,11 @@ fn gaussian_log_prob_entropy_and_mode_are_the_closed_forms_summed_over_dimension
     }
     assert_eq!(values(&gaussian.mode()), values(&mean));
     let err = gaussian.log_prob(&Tensor::zeros([2], (Kind::Float, Device::Cpu)));
-    assert!(err.unwrap_err().to_string().contains("expected actions of shape [2, 2]"));
+    assert!(
+        err.unwrap_err()
+            .to_string()
+            .contains("expected actions of shape [2, 2]")
+    );
     let wrong = Tensor::zeros([1, 3], (Kind::Float, Device::Cpu));
     let err = Gaussian::new(&mean, &wrong).unwrap_err().to_string();
     assert!(err.contains("log standard deviations"), "{err}");
@@ -1047,7 +1054,9 @@ fn gaussian_log_prob_entropy_and_mode_are_the_closed_forms_summed_over_dimension
 #[test]
 fn gaussian_samples_have_the_mean_and_standard_deviation_of_each_dimension() {
     let rows = 20_000;
-    let mean = Tensor::from_slice(&[1.0f32, -3.0]).view([1, 2]).repeat([rows, 1]);
+    let mean = Tensor::from_slice(&[1.0f32, -3.0])
+        .view([1, 2])
+        .repeat([rows, 1]);
     let log_std = Tensor::from_slice(&[0.5f32.ln(), 2.0f32.ln()]).view([1, 2]);
     let drawn = common::seeded(7, || Gaussian::new(&mean, &log_std).unwrap().sample()).unwrap();
     assert_eq!(drawn.size(), [rows, 2]);
@@ -1094,7 +1103,11 @@ fn a_box_head_is_a_unit_space_gaussian_whose_samples_it_scores_and_maps_to_the_b
         assert!(max_abs_diff(&eval.log_probs, &taken.log_probs) < 1e-5);
         // Unit standard deviations: H = 2 (1/2 + ln(2 pi)/2).
         let unit_entropy = 1.0 + (2.0 * std::f64::consts::PI).ln();
-        assert!(values(&eval.entropy).iter().all(|h| (h - unit_entropy).abs() < 1e-5));
+        assert!(
+            values(&eval.entropy)
+                .iter()
+                .all(|h| (h - unit_entropy).abs() < 1e-5)
+        );
         // The policy gain (0.01) starts the means near the unit box's centre.
         let mean = model.act_greedy(&obs).unwrap();
         assert_eq!(mean.size(), [64, 2]);
@@ -1110,5 +1123,9 @@ fn a_box_head_is_a_unit_space_gaussian_whose_samples_it_scores_and_maps_to_the_b
     }
     // A discrete network has no such variable: its checkpoints are what they were.
     let (vs, _) = build(&mlp_spec(), &[3], 2);
-    assert!(parameters_in_order(&vs).iter().all(|(n, _)| !n.contains("log_std")));
+    assert!(
+        parameters_in_order(&vs)
+            .iter()
+            .all(|(n, _)| !n.contains("log_std"))
+    );
 }

@@ -3,6 +3,7 @@
 //! stops answering stops the run with the traceback, the rank and the environment on the
 //! console and no process left behind; bad input (interpreter, gymnasium, id, space) is a clear
 //! error; a resumed run starts fresh episodes and continues from the checkpoint's step.
+//! The shipped HalfCheetah PPO experiment trains box actions through the bridge.
 //! crates/tandem-env/tests/gym_bridge.rs checks the bridge itself; these check what reaches a
 //! user of the binary. Needs the venv of scripts/gym-venv-setup.sh; without it the tests skip,
 //! unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
@@ -618,4 +619,36 @@ fn the_example_package_trains_through_its_own_registered_id() {
             && log.contains("venv-gym/bin/python"),
         "the rank log does not name the interpreter:\n{log}"
     );
+}
+
+#[test]
+fn the_shipped_halfcheetah_ppo_trains_box_actions_through_the_bridge() {
+    let Some(python) = venv_python() else { return };
+    let run_dir = fresh_dir("halfcheetah").join("run");
+    let experiment = root().join("experiments/halfcheetah-ppo.kdl");
+    let ran = tandem(
+        "halfcheetah",
+        &[
+            experiment.to_str().unwrap(),
+            "--run-dir",
+            run_dir.to_str().unwrap(),
+            "--set",
+            &python_set(&python),
+            "--set",
+            "train.max-steps=4096",
+        ],
+        Duration::from_secs(200),
+    );
+    assert!(ran.success, "{}", ran.output);
+    assert_eq!(summary_number(&run_dir, "global_step"), Some(4096.0));
+    // HalfCheetah-v5 ends only at its 1000-step time limit: four episodes, scored (untouched
+    // rewards) apart from the normalised returns.
+    assert_eq!(summary_number(&run_dir, "episodes"), Some(4.0));
+    let score = summary_number(&run_dir, "last_20_score_mean").unwrap();
+    let ret = summary_number(&run_dir, "last_20_return_mean").unwrap();
+    assert!(
+        score.is_finite() && score != ret,
+        "score {score}, return {ret}"
+    );
+    assert_nothing_left("halfcheetah", &ran.output);
 }

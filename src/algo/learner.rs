@@ -201,7 +201,6 @@ pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Res
 mod tests {
     use super::*;
 
-    #[test]
     fn algorithm(name: &str) -> Algorithm {
         let text =
             format!("experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"cartpole\"\n}}\n");
