@@ -149,10 +149,16 @@ fn python_set(python: &Path) -> String {
     format!("env.python=\"{}\"", python.display())
 }
 
-fn learns_cartpole(name: &str, devices: &str) {
-    let Some(python) = venv_python() else { return };
+/// Trains `experiments/<file>` as run `name` on `python`, with one more `--set`.
+fn train_shipped(
+    name: &str,
+    file: &str,
+    python: &Path,
+    set: &str,
+    limit: Duration,
+) -> (PathBuf, Ran) {
     let run_dir = fresh_dir(name).join("run");
-    let experiment = root().join("experiments/gymnasium-cartpole.kdl");
+    let experiment = root().join("experiments").join(file);
     let ran = tandem(
         name,
         &[
@@ -160,10 +166,22 @@ fn learns_cartpole(name: &str, devices: &str) {
             "--run-dir",
             run_dir.to_str().unwrap(),
             "--set",
-            &python_set(&python),
+            &python_set(python),
             "--set",
-            devices,
+            set,
         ],
+        limit,
+    );
+    (run_dir, ran)
+}
+
+fn learns_cartpole(name: &str, devices: &str) {
+    let Some(python) = venv_python() else { return };
+    let (run_dir, ran) = train_shipped(
+        name,
+        "gymnasium-cartpole.kdl",
+        &python,
+        devices,
         Duration::from_secs(400),
     );
     assert!(ran.success, "{}", ran.output);
@@ -624,19 +642,11 @@ fn the_example_package_trains_through_its_own_registered_id() {
 #[test]
 fn the_shipped_halfcheetah_ppo_trains_box_actions_through_the_bridge() {
     let Some(python) = venv_python() else { return };
-    let run_dir = fresh_dir("halfcheetah").join("run");
-    let experiment = root().join("experiments/halfcheetah-ppo.kdl");
-    let ran = tandem(
+    let (run_dir, ran) = train_shipped(
         "halfcheetah",
-        &[
-            experiment.to_str().unwrap(),
-            "--run-dir",
-            run_dir.to_str().unwrap(),
-            "--set",
-            &python_set(&python),
-            "--set",
-            "train.max-steps=4096",
-        ],
+        "halfcheetah-ppo.kdl",
+        &python,
+        "train.max-steps=4096",
         Duration::from_secs(200),
     );
     assert!(ran.success, "{}", ran.output);
