@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use tandem::algo::{Batch, Ppo, PpoConfig};
 use tandem::dist::{Backend, Ddp, GroupOptions, ProcessGroup, ReduceOp, SyncPolicy};
 use tandem::nn::{
-    ActionSpace, ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec,
-    trainable_parameters_in_order,
+    ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec, trainable_parameters_in_order,
 };
+use tandem_env::ActionSpace;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 

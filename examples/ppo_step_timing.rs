@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use tandem::algo::{Optimizer, OptimizerSpec, PpoConfig, ppo_loss, ratio_diagnostics};
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, EntropyUse, InitScheme, InitSpec,
-    NetworkSpec,
+    Activation, ActorCritic, ActorCriticSpec, EntropyUse, InitScheme, InitSpec, NetworkSpec,
 };
+use tandem_env::ActionSpace;
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
 #[global_allocator]

@@ -7,13 +7,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
+use crate::algo::actions::{ActionBatch, ActionKind};
 use crate::algo::dqn::Dqn;
-use crate::algo::host_rows::rows_to_batch;
-use crate::nn::{ActionSpace, ActorCritic, named_parameters};
+use crate::algo::host_rows::{host_actions, rows_to_batch};
+use crate::nn::{ActorCritic, named_parameters};
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
+use tandem_env::ActionSpace;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlayArgs {
@@ -26,9 +28,14 @@ pub struct PlayArgs {
     /// Write an animated GIF of the first episode here.
     #[arg(long, value_name = "FILE")]
     pub gif: Option<PathBuf>,
-    /// Take the most likely action instead of sampling from the policy.
-    #[arg(long)]
+    /// Act deterministically: the most likely action (a box policy's mean; a Q-learner without
+    /// exploration). The default for policies over box actions.
+    #[arg(long, conflicts_with = "sample")]
     pub greedy: bool,
+    /// Act stochastically: sample from the policy (a Q-learner acts epsilon-greedily, epsilon
+    /// 0.05). The default for policies over discrete actions.
+    #[arg(long)]
+    pub sample: bool,
     /// Seed of the evaluation environments and action sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -76,7 +83,7 @@ impl Policy {
         experiment: &tandem_config::Experiment,
         spec: &crate::nn::ActorCriticSpec,
         obs_shape: &[i64],
-        actions: i64,
+        space: &ActionSpace,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<Policy> {
         match &experiment.algorithm {
@@ -85,7 +92,7 @@ impl Policy {
                     Device::Cpu,
                     spec,
                     obs_shape,
-                    actions,
+                    space.num_discrete().unwrap_or(0) as i64,
                     cfg.dueling,
                     crate::algo::dqn::DqnConfig::from_config(cfg),
                 )?;
@@ -94,12 +101,7 @@ impl Policy {
             }
             _ => {
                 let vs = VarStore::new(Device::Cpu);
-                let model = ActorCritic::new(
-                    &vs.root(),
-                    spec,
-                    obs_shape,
-                    ActionSpace::Discrete { n: actions },
-                )?;
+                let model = ActorCritic::new(&vs.root(), spec, obs_shape, space.clone())?;
                 let targets: Vec<(String, Tensor)> = named_parameters(&vs, "model");
                 checkpoint::restore_into(ckpt, &targets)?;
                 Ok(Policy::ActorCritic(Box::new(model)))
@@ -107,13 +109,20 @@ impl Policy {
         }
     }
 
+    /// The actions to send to the environment (a box policy's scaled and clipped).
     fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
         match self {
-            Policy::ActorCritic(m) if greedy => m.act_greedy(obs),
-            Policy::ActorCritic(m) => Ok(m.act(obs)?.actions),
+            Policy::ActorCritic(m) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
+            Policy::ActorCritic(m) => Ok(m.env_actions(&m.act(obs)?.actions)),
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
         }
     }
+}
+
+/// `--greedy` or `--sample` where given (clap refuses both), else the policy's usual evaluation:
+/// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete actions.
+fn acts_greedily(args: &PlayArgs, space: &ActionSpace) -> bool {
+    args.greedy || (!args.sample && !space.is_discrete())
 }
 
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
@@ -145,13 +154,9 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         .context("cannot build the evaluation environment")?;
     crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
-    let policy = Policy::load(
-        &experiment,
-        &spec,
-        &obs_shape,
-        env.num_actions() as i64,
-        &ckpt,
-    )?;
+    let policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
+    let greedy = acts_greedily(args, env.action_space());
+    let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);
 
     let want_gif = args.gif.is_some();
@@ -176,9 +181,11 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             frames.push(f.pixels);
         }
         let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
-        let action = tch::no_grad(|| policy.act(&obs, args.greedy))?;
-        let a = action.to_kind(Kind::Int64).int64_value(&[0]);
-        env.step(&[a])?;
+        let action = tch::no_grad(|| policy.act(&obs, greedy))?;
+        match host_actions(&action, action_kind)? {
+            ActionBatch::Discrete(a) => env.step(&a)?,
+            ActionBatch::Box { values, .. } => env.step_box(&values)?,
+        }
         steps += 1;
         for e in env.drain_episodes() {
             returns.push(e.episode_return);

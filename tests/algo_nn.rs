@@ -1,13 +1,15 @@
 //! Networks: shapes for every torso, orthogonal initialisation with the right gains,
-//! deterministic parameter order, distribution maths, pixel scaling, dueling heads.
+//! deterministic parameter order, distribution maths (categorical and Gaussian), box-action
+//! heads, pixel scaling, dueling heads.
 
 mod common;
 
 use common::{orthogonal_init, torch_rng};
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, InitScheme,
+    Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, InitScheme,
     InitSpec, NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
+use tandem_env::ActionSpace;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -19,7 +21,13 @@ const MINATAR: NetworkSpec = NetworkSpec::MinAtarCnn {
 
 fn build(spec: &ActorCriticSpec, obs_shape: &[i64], n: i64) -> (VarStore, ActorCritic) {
     let vs = VarStore::new(Device::Cpu);
-    let model = ActorCritic::new(&vs.root(), spec, obs_shape, ActionSpace::Discrete { n }).unwrap();
+    let model = ActorCritic::new(
+        &vs.root(),
+        spec,
+        obs_shape,
+        ActionSpace::Discrete { n: n as usize },
+    )
+    .unwrap();
     (vs, model)
 }
 
@@ -1000,3 +1008,124 @@ fn from_experiment_maps_every_network_setting() {
 type FingerprintCase<'a> = (&'a str, &'a dyn Fn() -> VarStore, (f64, f64));
 /// A network spec, its input shape, and the shapes of the named parameters it must have.
 type ShapeCase<'a> = (NetworkSpec, &'a [i64], &'a [(&'a str, &'a [i64])]);
+
+fn values(t: &Tensor) -> Vec<f64> {
+    Vec::<f64>::try_from(t.to_kind(Kind::Double).reshape([-1])).unwrap()
+}
+
+#[test]
+fn gaussian_log_prob_entropy_and_mode_are_the_closed_forms_summed_over_dimensions() {
+    let (means, sigmas) = ([[0.5, -1.0], [0.0, 2.0]], [0.5f64, 2.0]);
+    let actions = [[1.0, 1.0], [-0.3, 2.5]];
+    let mean = Tensor::from_slice(&[0.5f32, -1.0, 0.0, 2.0]).view([2, 2]);
+    let log_std = Tensor::from_slice(&[0.5f32.ln(), 2.0f32.ln()]).view([1, 2]);
+    let gaussian = Gaussian::new(&mean, &log_std).unwrap();
+    let taken = Tensor::from_slice(&[1.0f32, 1.0, -0.3, 2.5]).view([2, 2]);
+    let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+    for (row, got) in values(&gaussian.log_prob(&taken).unwrap())
+        .iter()
+        .enumerate()
+    {
+        let want: f64 = (0..2)
+            .map(|i| {
+                let z = (actions[row][i] - means[row][i]) / sigmas[i];
+                -0.5 * z * z - sigmas[i].ln() - half_ln_2pi
+            })
+            .sum();
+        assert!((got - want).abs() < 1e-5, "row {row}: {got} vs {want}");
+    }
+    // H = sum_i ln(sigma_i sqrt(2 pi e)), the same for every row.
+    let entropy: f64 = sigmas.iter().map(|s| s.ln() + 0.5 + half_ln_2pi).sum();
+    for got in values(&gaussian.entropy()) {
+        assert!((got - entropy).abs() < 1e-5, "{got} vs {entropy}");
+    }
+    assert_eq!(values(&gaussian.mode()), values(&mean));
+    let err = gaussian.log_prob(&Tensor::zeros([2], (Kind::Float, Device::Cpu)));
+    assert!(
+        err.unwrap_err()
+            .to_string()
+            .contains("expected actions of shape [2, 2]")
+    );
+    let wrong = Tensor::zeros([1, 3], (Kind::Float, Device::Cpu));
+    let err = Gaussian::new(&mean, &wrong).unwrap_err().to_string();
+    assert!(err.contains("log standard deviations"), "{err}");
+}
+
+#[test]
+fn gaussian_samples_have_the_mean_and_standard_deviation_of_each_dimension() {
+    let rows = 20_000;
+    let mean = Tensor::from_slice(&[1.0f32, -3.0])
+        .view([1, 2])
+        .repeat([rows, 1]);
+    let log_std = Tensor::from_slice(&[0.5f32.ln(), 2.0f32.ln()]).view([1, 2]);
+    let drawn = common::seeded(7, || Gaussian::new(&mean, &log_std).unwrap().sample()).unwrap();
+    assert_eq!(drawn.size(), [rows, 2]);
+    let (m, s) = (
+        values(&drawn.mean_dim(0, false, Kind::Double)),
+        values(&drawn.std_dim(0, true, false)),
+    );
+    for (i, (want_m, want_s)) in [(1.0, 0.5), (-3.0, 2.0)].into_iter().enumerate() {
+        assert!((m[i] - want_m).abs() < 0.05 * want_s, "mean {i}: {}", m[i]);
+        assert!((s[i] / want_s - 1.0).abs() < 0.03, "std {i}: {}", s[i]);
+    }
+}
+
+fn box_space() -> ActionSpace {
+    ActionSpace::Box {
+        low: vec![-2.0, 0.0],
+        high: vec![2.0, 1.0],
+    }
+}
+
+#[test]
+fn a_box_head_is_a_unit_space_gaussian_whose_samples_it_scores_and_maps_to_the_bounds() {
+    // Separate MLPs (the stacked fast path) and a shared torso (linear heads).
+    for shared in [false, true] {
+        let mut spec = mlp_spec();
+        spec.share_torso = shared;
+        let vs = VarStore::new(Device::Cpu);
+        let model = common::seeded(3, || {
+            ActorCritic::new(&vs.root(), &spec, &[3], box_space()).unwrap()
+        });
+        let named = parameters_in_order(&vs);
+        let (_, log_std) = named
+            .iter()
+            .find(|(n, _)| n == "policy_log_std")
+            .expect("a box head has policy_log_std");
+        assert_eq!(log_std.size(), [1, 2]);
+        assert_eq!(values(log_std), [0.0, 0.0]);
+        let obs = common::seeded(4, || Tensor::randn([64, 3], (Kind::Float, Device::Cpu)));
+        let taken = common::seeded(5, || model.act(&obs)).unwrap();
+        assert_eq!(taken.actions.size(), [64, 2]);
+        let eval = model
+            .evaluate(&obs, &taken.actions, EntropyUse::Differentiable)
+            .unwrap();
+        assert!(max_abs_diff(&eval.log_probs, &taken.log_probs) < 1e-5);
+        // Unit standard deviations: H = 2 (1/2 + ln(2 pi)/2).
+        let unit_entropy = 1.0 + (2.0 * std::f64::consts::PI).ln();
+        assert!(
+            values(&eval.entropy)
+                .iter()
+                .all(|h| (h - unit_entropy).abs() < 1e-5)
+        );
+        // The policy gain (0.01) starts the means near the unit box's centre.
+        let mean = model.act_greedy(&obs).unwrap();
+        assert_eq!(mean.size(), [64, 2]);
+        assert!(mean.abs().max().double_value(&[]) < 0.1, "shared={shared}");
+        // Sent actions are clip(center + half_range * u); stored ones stay as sampled.
+        let unit = Tensor::from_slice(&[3.0f32, -3.0, 0.5, 0.5]).view([2, 2]);
+        assert_eq!(values(&model.env_actions(&unit)), [2.0, 0.0, 1.0, 0.75]);
+        let err = model
+            .evaluate(&obs, &taken.actions.select(1, 0), EntropyUse::ReportOnly)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected actions of shape [64, 2]"), "{err}");
+    }
+    // A discrete network has no such variable: its checkpoints are what they were.
+    let (vs, _) = build(&mlp_spec(), &[3], 2);
+    assert!(
+        parameters_in_order(&vs)
+            .iter()
+            .all(|(n, _)| !n.contains("log_std"))
+    );
+}

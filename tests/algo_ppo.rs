@@ -13,9 +13,9 @@ use tandem::algo::{
     PpoConfig, clip_grad_norm, ppo_loss, ratio_diagnostics,
 };
 use tandem::nn::{
-    ActionSpace, Activation, ActorCritic, ActorCriticSpec, Evaluation, NetworkSpec,
-    parameters_in_order,
+    Activation, ActorCritic, ActorCriticSpec, Evaluation, NetworkSpec, parameters_in_order,
 };
+use tandem_env::ActionSpace;
 use tch::nn::{OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
 
@@ -225,7 +225,9 @@ fn new_model_holding_rng() -> (VarStore, ActorCritic) {
         &vs.root(),
         &spec(),
         &[OBS],
-        ActionSpace::Discrete { n: ACTIONS },
+        ActionSpace::Discrete {
+            n: ACTIONS as usize,
+        },
     )
     .unwrap();
     (vs, model)

@@ -17,9 +17,8 @@ use common::{
 };
 use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
-use tandem::nn::{
-    ActionSpace, ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order,
-};
+use tandem::nn::{ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
+use tandem_env::ActionSpace;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 

@@ -58,17 +58,9 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
     let mut checked = 0;
     for info in tandem_config::games() {
         let text = format!("experiment \"c\" {{\n    env \"{}\"\n}}\n", info.name);
-        let experiment = match (resolve(&text), info.actions.is_discrete()) {
-            (Ok(e), true) => e,
-            (Err(why), false) if why.contains("config::action-mismatch") => {
-                // The game itself resolves; only the discrete learners refuse it, so its
-                // mapping is checked on an experiment that names it directly.
-                let mut e = resolve("experiment \"c\" {\n    env \"cartpole\"\n}\n").unwrap();
-                e.env.game = tandem_config::Game::from_name(info.name).unwrap();
-                e
-            }
-            (result, _) => panic!("{}: unexpected resolution {result:?}", info.name),
-        };
+        // The default learner (ppo) takes either kind of action space.
+        let experiment =
+            resolve(&text).unwrap_or_else(|why| panic!("{}: does not resolve: {why}", info.name));
         assert_eq!(experiment.env.game.name(), info.name);
         let spec = tandem::train::envs::env_spec(&experiment);
         let spec = spec.unwrap_or_else(|e| panic!("{}: {e:#}", info.name));

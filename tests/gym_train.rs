@@ -4,7 +4,7 @@
 //! console and no process left behind; bad input (interpreter, gymnasium, id, space) is a clear
 //! error; a resumed run starts fresh episodes and continues from the checkpoint's step;
 //! `tandem play --gif` draws a gymnasium environment through the bridge, or names the one that
-//! cannot draw.
+//! cannot draw. The shipped HalfCheetah PPO experiment trains box actions through the bridge.
 //! crates/tandem-env/tests/gym_bridge.rs checks the bridge itself; these check what reaches a
 //! user of the binary. Needs the venv of scripts/gym-venv-setup.sh; without it the tests skip,
 //! unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
@@ -159,10 +159,16 @@ fn python_set(python: &Path) -> String {
     format!("env.python=\"{}\"", python.display())
 }
 
-fn learns_cartpole(name: &str, devices: &str) {
-    let Some(python) = venv_python() else { return };
+/// Trains `experiments/<file>` as run `name` on `python`, with one more `--set`.
+fn train_shipped(
+    name: &str,
+    file: &str,
+    python: &Path,
+    set: &str,
+    limit: Duration,
+) -> (PathBuf, Ran) {
     let run_dir = fresh_dir(name).join("run");
-    let experiment = root().join("experiments/gymnasium-cartpole.kdl");
+    let experiment = root().join("experiments").join(file);
     let ran = tandem(
         name,
         &[
@@ -170,10 +176,22 @@ fn learns_cartpole(name: &str, devices: &str) {
             "--run-dir",
             run_dir.to_str().unwrap(),
             "--set",
-            &python_set(&python),
+            &python_set(python),
             "--set",
-            devices,
+            set,
         ],
+        limit,
+    );
+    (run_dir, ran)
+}
+
+fn learns_cartpole(name: &str, devices: &str) {
+    let Some(python) = venv_python() else { return };
+    let (run_dir, ran) = train_shipped(
+        name,
+        "gymnasium-cartpole.kdl",
+        &python,
+        devices,
         Duration::from_secs(400),
     );
     assert!(ran.success, "{}", ran.output);
@@ -705,4 +723,28 @@ fn play_gif_of_a_gymnasium_environment_that_cannot_draw_names_it() {
     );
     assert!(without.success, "{}", without.output);
     assert_nothing_left(name, &played.output);
+}
+
+#[test]
+fn the_shipped_halfcheetah_ppo_trains_box_actions_through_the_bridge() {
+    let Some(python) = venv_python() else { return };
+    let (run_dir, ran) = train_shipped(
+        "halfcheetah",
+        "halfcheetah-ppo.kdl",
+        &python,
+        "train.max-steps=4096",
+        Duration::from_secs(200),
+    );
+    assert!(ran.success, "{}", ran.output);
+    assert_eq!(summary_number(&run_dir, "global_step"), Some(4096.0));
+    // HalfCheetah-v5 ends only at its 1000-step time limit: four episodes, scored (untouched
+    // rewards) apart from the normalised returns.
+    assert_eq!(summary_number(&run_dir, "episodes"), Some(4.0));
+    let score = summary_number(&run_dir, "last_20_score_mean").unwrap();
+    let ret = summary_number(&run_dir, "last_20_return_mean").unwrap();
+    assert!(
+        score.is_finite() && score != ret,
+        "score {score}, return {ret}"
+    );
+    assert_nothing_left("halfcheetah", &ran.output);
 }

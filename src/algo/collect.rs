@@ -22,12 +22,16 @@ use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::{ActTaken, ActorCritic};
 
-/// What collection needs of a policy: sampled actions (with their log-probabilities and values)
-/// and values alone. A trait so that a learner with another model (a box policy) collects
-/// through the same code.
+/// What collection needs of a policy: sampled actions (with their log-probabilities and values),
+/// what the environments receive for them, and values alone. A trait so that a learner with
+/// another model collects through the same code.
 pub trait RolloutPolicy {
-    /// Actions `[n]` (discrete) or `[n, d]` (box) for observations `[n, ...]`.
+    /// Actions `[n]` (discrete) or `[n, d]` (box) for observations `[n, ...]`: what the buffer
+    /// stores and the log-probabilities are of.
     fn act(&self, obs: &Tensor) -> Result<ActTaken>;
+    /// The actions sent to the environments for actions [`RolloutPolicy::act`] chose (a box
+    /// policy scales and clips them; the stored ones stay unclipped).
+    fn env_actions(&self, actions: &Tensor) -> Tensor;
     /// V(s) `[n]`.
     fn value(&self, obs: &Tensor) -> Result<Tensor>;
 }
@@ -35,6 +39,9 @@ pub trait RolloutPolicy {
 impl RolloutPolicy for ActorCritic {
     fn act(&self, obs: &Tensor) -> Result<ActTaken> {
         ActorCritic::act(self, obs)
+    }
+    fn env_actions(&self, actions: &Tensor) -> Tensor {
+        ActorCritic::env_actions(self, actions)
     }
     fn value(&self, obs: &Tensor) -> Result<Tensor> {
         ActorCritic::value(self, obs)
@@ -125,8 +132,8 @@ impl RolloutCollector {
         Ok(last_values)
     }
 
-    /// The policy's actions go to the environments and into the buffer as they are, so all
-    /// three must agree on what an action is.
+    /// The policy's actions go to the environments (as [`RolloutPolicy::env_actions`] maps
+    /// them) and into the buffer, so all three must agree on what an action is.
     fn check_kinds(&self, envs: &VecEnv, buffer: &RolloutBuffer) -> Result<()> {
         let env_kind = ActionKind::of(envs.action_space());
         ensure!(
@@ -181,7 +188,7 @@ impl RolloutCollector {
                 tch::no_grad(|| model.act(&self.group_rows(obs, g)))
             })?,
         };
-        let actions = host_actions(&taken.actions, self.action_kind)?;
+        let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
         let range = g * self.group_size..(g + 1) * self.group_size;
         *chosen = match self.next_group(t, g, buffer.num_steps()) {
             None => {

@@ -7,10 +7,12 @@ use tch::{Kind, Tensor};
 use super::Collective;
 use super::optim::Optimizer;
 use super::rollout::Batch;
-use crate::nn::{ActionSpace, ActorCritic};
+use crate::nn::ActorCritic;
+use tandem_env::ActionSpace;
 
-/// Rejects a batch the model cannot evaluate (wrong observation shape, out-of-range actions)
-/// before any collective runs, with a message naming the problem.
+/// Rejects a batch the model cannot evaluate (wrong observation shape, out-of-range discrete
+/// actions, box actions of the wrong width) before any collective runs, with a message naming
+/// the problem. Box actions are not range-checked: the rollout stores unclipped samples.
 pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
     let obs = batch.obs.size();
     ensure!(
@@ -19,12 +21,15 @@ pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
         &obs[1..],
         model.obs_shape()
     );
+    let n = match model.action_space() {
+        ActionSpace::Discrete { n } => *n as i64,
+        ActionSpace::Box { low, .. } => return check_box_actions(batch, low.len()),
+    };
     ensure!(
         !batch.actions.is_floating_point(),
         "update: discrete actions must be integers, got {:?}",
         batch.actions.kind()
     );
-    let ActionSpace::Discrete { n } = model.action_space();
     let (low, high) = batch.actions.aminmax(None, false);
     let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
     if low < 0 || high >= n {
@@ -33,6 +38,20 @@ pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
             if low < 0 { low } else { high }
         );
     }
+    Ok(())
+}
+
+fn check_box_actions(batch: &Batch, dim: usize) -> Result<()> {
+    ensure!(
+        batch.actions.is_floating_point(),
+        "update: box actions must be floats, got {:?}",
+        batch.actions.kind()
+    );
+    let shape = batch.actions.size();
+    ensure!(
+        shape.len() == 2 && shape[1] == dim as i64,
+        "update: batch actions have shape {shape:?}, the network acts with boxes of {dim}"
+    );
     Ok(())
 }
 

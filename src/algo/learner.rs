@@ -183,14 +183,14 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
     Ok((spec, obs_shape))
 }
 
-/// Refuses an environment whose actions the algorithm cannot choose. The resolver refuses
-/// this for games it knows; a gymnasium environment's space is known only once it is built.
+/// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take either
+/// kind, dqn only discrete actions. The resolver refuses this for games it knows; a gymnasium
+/// environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
-    if !space.is_discrete() {
+    if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
         bail!(
             "{} chooses discrete actions, but the environment takes a {space}; \
-             pick an environment with a discrete action space (tandem has no \
-             continuous-action learner yet)",
+             pick an environment with a discrete action space, or ppo or a2c for boxes",
             algorithm.name()
         );
     }
@@ -201,19 +201,31 @@ pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Res
 mod tests {
     use super::*;
 
-    #[test]
-    fn discrete_learners_refuse_a_box_space_and_take_a_discrete_one() {
-        let text = "experiment \"x\" {\n    algorithm \"a2c\"\n    env \"cartpole\"\n}\n";
-        let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+    fn algorithm(name: &str) -> Algorithm {
+        let text =
+            format!("experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"cartpole\"\n}}\n");
+        tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
             .expect("resolves")
-            .experiment;
-        let algorithm = &experiment.algorithm;
-        assert!(takes_the_action_space(algorithm, &ActionSpace::discrete(2)).is_ok());
-        let err = takes_the_action_space(algorithm, &ActionSpace::uniform_box(1, -2.0, 2.0))
+            .experiment
+            .algorithm
+    }
+
+    #[test]
+    fn dqn_refuses_a_box_space_and_the_actor_critics_take_both() {
+        let discrete = ActionSpace::discrete(2);
+        let boxed = ActionSpace::uniform_box(1, -2.0, 2.0);
+        for name in ["ppo", "a2c"] {
+            let algorithm = algorithm(name);
+            assert!(takes_the_action_space(&algorithm, &discrete).is_ok());
+            assert!(takes_the_action_space(&algorithm, &boxed).is_ok(), "{name}");
+        }
+        let dqn = algorithm("dqn");
+        assert!(takes_the_action_space(&dqn, &discrete).is_ok());
+        let err = takes_the_action_space(&dqn, &boxed)
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("a2c chooses discrete actions")
+            err.starts_with("dqn chooses discrete actions")
                 && err.contains("box of 1 f32 in [-2, 2]"),
             "{err}"
         );

@@ -14,7 +14,7 @@ use super::collect::RolloutCollector;
 use super::learner::{Counters, Learner, Round, Scalars, Setting};
 use super::optim::Optimizer;
 use super::rollout::RolloutBuffer;
-use crate::nn::{ActionSpace, ActorCritic, named_parameters, trainable_parameters_in_order};
+use crate::nn::{ActorCritic, named_parameters, trainable_parameters_in_order};
 
 /// An on-policy update rule: what PPO and A2C each do with a full rollout buffer.
 pub trait PolicyUpdate {
@@ -66,10 +66,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         } = *setting;
         let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
         let vs = VarStore::new(device);
-        let space = ActionSpace::Discrete {
-            n: envs.num_actions() as i64,
-        };
-        let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, space)?;
+        let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, envs.action_space().clone())?;
         let rule = make_rule(&vs)?;
         let n_envs = experiment.per_rank_envs();
         let rollout = experiment.train.rollout;

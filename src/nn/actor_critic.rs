@@ -1,11 +1,19 @@
 //! The actor-critic used by PPO and A2C: a torso (shared by both heads, or one per head), a
 //! policy head giving an [`ActionDistribution`] and a value head giving V(s).
+//!
+//! The policy head follows the environment's [`ActionSpace`]: `n` logits of a categorical for
+//! `n` discrete actions; for a box of `d`, the `d` means of a diagonal Gaussian in unit space
+//! with a state-independent log standard deviation (CleanRL's `ppo_continuous_action.py`).
+//! Its samples are what the rollout stores and scores; [`ActorCritic::env_actions`] maps them
+//! to what the environments receive (scaled to the bounds and clipped).
 
 use anyhow::{Result, bail, ensure};
+use tandem_env::ActionSpace;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::distribution::{ActionDistribution, Categorical};
+use super::bounds::ActionBounds;
+use super::distribution::{ActionDistribution, Categorical, Gaussian};
 use super::init::{InitSpec, init_stacked_slice, linear};
 use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
 
@@ -41,20 +49,46 @@ impl ActorCriticSpec {
     }
 }
 
-/// The environment's action space as the network sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionSpace {
-    /// `n` discrete actions `0..n`.
-    Discrete { n: i64 },
-}
-
+/// What the policy head's output parameterises.
 #[derive(Debug)]
-enum ActionHead {
-    /// Linear layer to `n` logits.
-    Categorical(nn::Linear),
+enum PolicyKind {
+    /// The head's `n` outputs are a categorical's logits.
+    Categorical,
+    /// The head's `d` outputs are a Gaussian's means in unit space; `log_std` `[1, d]` (the
+    /// variable `policy_log_std`, initialised 0) is shared by every state, and `bounds` map
+    /// unit space to the environment's.
+    Gaussian {
+        log_std: Tensor,
+        bounds: ActionBounds,
+    },
 }
 
-/// What `act` returns for a batch of observations; all `[B]`, detached.
+/// The policy head's width for `space` (`n` logits or `d` means), or why it has none.
+fn head_width(space: &ActionSpace) -> Result<i64> {
+    let width = match space {
+        ActionSpace::Discrete { n } => {
+            ensure!(
+                *n >= 1,
+                "action space: a discrete action space needs at least one action, got {n}"
+            );
+            *n
+        }
+        ActionSpace::Box { low, high } => {
+            ensure!(
+                !low.is_empty() && low.len() == high.len(),
+                "action space: a box action space needs at least one dimension and as many \
+                 upper as lower bounds, got {} and {}",
+                low.len(),
+                high.len()
+            );
+            low.len()
+        }
+    };
+    i64::try_from(width).map_err(|_| anyhow::anyhow!("action space: {space} is too large"))
+}
+
+/// What `act` returns for a batch of observations, detached: actions `[B]` (discrete) or
+/// `[B, d]` (box, in unit space, unclipped), log-probabilities and values `[B]`.
 #[derive(Debug)]
 pub struct ActTaken {
     pub actions: Tensor,
@@ -94,28 +128,23 @@ pub struct Evaluation {
 /// The linear policy and value heads on top of one or two torsos.
 #[derive(Debug)]
 struct LinearHeads {
-    action: ActionHead,
+    policy: nn::Linear,
     value: nn::Linear,
 }
 
 impl LinearHeads {
+    /// `n` policy outputs: logits or Gaussian means.
     fn new(root: &nn::Path, features: i64, n: i64, init: &InitSpec) -> LinearHeads {
         LinearHeads {
-            action: ActionHead::Categorical(linear(
-                root / "policy_head",
-                features,
-                n,
-                init.policy(),
-            )),
+            policy: linear(root / "policy_head", features, n, init.policy()),
             value: linear(root / "value_head", features, 1, init.value()),
         }
     }
 
     fn forward(&self, actor_features: &Tensor, critic_features: &Tensor) -> (Tensor, Tensor) {
-        let ActionHead::Categorical(head) = &self.action;
-        let logits = head.forward(actor_features);
+        let head_output = self.policy.forward(actor_features);
         let values = self.value.forward(critic_features).squeeze_dim(-1);
-        (logits, values)
+        (head_output, values)
     }
 }
 
@@ -123,7 +152,7 @@ impl LinearHeads {
 /// `heads.weight` `[2, features, n]` and one bias `heads.bias` `[2, 1, n]`, so both heads are
 /// one batched matrix multiply instead of two linear layers, two transposes, two torso slices
 /// and a squeeze (about 10% of a CartPole PPO step; docs/performance.md). Slice 0 is the policy
-/// head (`n` logits); slice 1 is the value head in its column 0. The value slice's other `n - 1`
+/// head (`n` logits or Gaussian means); slice 1 is the value head in its column 0. The value slice's other `n - 1`
 /// columns are padding that keeps the stack rectangular: zero, never read, so their gradient is
 /// zero and no optimizer moves them.
 #[derive(Debug)]
@@ -142,7 +171,7 @@ impl StackedHeads {
         StackedHeads { weight, bias }
     }
 
-    /// Stacked features `[2, B, features]` to logits `[B, n]` and values `[B]`.
+    /// Stacked features `[2, B, features]` to policy outputs `[B, n]` and values `[B]`.
     fn forward(&self, features: &Tensor) -> (Tensor, Tensor) {
         let out = self.bias.baddbmm(features, &self.weight, 1.0, 1.0);
         (out.select(0, 0), out.select(0, 1).select(1, 0))
@@ -171,6 +200,7 @@ enum Body {
 pub struct ActorCritic {
     obs_shape: Vec<i64>,
     action_space: ActionSpace,
+    policy: PolicyKind,
     scale_pixels: bool,
     body: Body,
 }
@@ -179,18 +209,15 @@ impl ActorCritic {
     /// Creates the variables under `root` (normally `vs.root()`). Variable names: `torso.*`
     /// (shared) or `actor_torso.*` and `critic_torso.*` (separate image torsos), then
     /// `policy_head.*` and `value_head.*`; separate MLP torsos and their heads are stacked as
-    /// `torsos.*` and `heads.*` (see [`TwinMlp`] and `StackedHeads`).
+    /// `torsos.*` and `heads.*` (see [`TwinMlp`] and `StackedHeads`); a box space adds
+    /// `policy_log_std`.
     pub fn new(
         root: &nn::Path,
         spec: &ActorCriticSpec,
         obs_shape: &[i64],
         action_space: ActionSpace,
     ) -> Result<Self> {
-        let ActionSpace::Discrete { n } = action_space;
-        ensure!(
-            n >= 1,
-            "action space: a discrete action space needs at least one action, got {n}"
-        );
+        let n = head_width(&action_space)?;
         let init = &spec.init;
         // Torsos are created before heads, so a seed gives the same initial weights whatever
         // the layout.
@@ -218,9 +245,19 @@ impl ActorCritic {
                 }
             }
         };
+        // After the heads, and drawing nothing: a discrete network's variables and draws are
+        // those it had before box spaces existed.
+        let policy = match &action_space {
+            ActionSpace::Discrete { .. } => PolicyKind::Categorical,
+            ActionSpace::Box { .. } => PolicyKind::Gaussian {
+                log_std: root.zeros("policy_log_std", &[1, n]),
+                bounds: ActionBounds::new(&action_space, root.device())?,
+            },
+        };
         Ok(ActorCritic {
             obs_shape: obs_shape.to_vec(),
             action_space,
+            policy,
             scale_pixels: spec.scale_pixels,
             body,
         })
@@ -230,8 +267,20 @@ impl ActorCritic {
         &self.obs_shape
     }
 
-    pub fn action_space(&self) -> ActionSpace {
-        self.action_space
+    pub fn action_space(&self) -> &ActionSpace {
+        &self.action_space
+    }
+
+    /// What the environments receive for actions this policy chose: discrete indices as they
+    /// are; a box policy's unit-space samples scaled to the bounds and clipped into them. The
+    /// rollout keeps the unclipped samples, whose log-probabilities the update compares.
+    pub fn env_actions(&self, actions: &Tensor) -> Tensor {
+        match &self.policy {
+            PolicyKind::Categorical => actions.shallow_clone(),
+            PolicyKind::Gaussian { bounds, .. } => {
+                tch::no_grad(|| bounds.clip(&bounds.scale(actions)))
+            }
+        }
     }
 
     fn checked_input(&self, obs: &Tensor) -> Result<Tensor> {
@@ -249,7 +298,7 @@ impl ActorCritic {
         Ok(prepare_observations(obs, self.scale_pixels))
     }
 
-    /// Policy head output (logits `[B, n]`) and values `[B]`.
+    /// Policy head output (logits `[B, n]` or Gaussian means `[B, d]`) and values `[B]`.
     pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
         let x = self.checked_input(obs)?;
         Ok(match &self.body {
@@ -267,19 +316,22 @@ impl ActorCritic {
     }
 
     /// The action distribution that a policy head output describes.
-    pub fn distribution(&self, head_output: &Tensor) -> ActionDistribution {
-        match self.action_space {
-            ActionSpace::Discrete { .. } => {
+    pub fn distribution(&self, head_output: &Tensor) -> Result<ActionDistribution> {
+        Ok(match &self.policy {
+            PolicyKind::Categorical => {
                 ActionDistribution::Categorical(Categorical::from_logits(head_output))
             }
-        }
+            PolicyKind::Gaussian { log_std, .. } => {
+                ActionDistribution::Gaussian(Gaussian::new(head_output, log_std)?)
+            }
+        })
     }
 
     /// Samples actions for a batch of observations (no gradients recorded).
     pub fn act(&self, obs: &Tensor) -> Result<ActTaken> {
         tch::no_grad(|| {
             let (logits, values) = self.forward(obs)?;
-            let dist = self.distribution(&logits);
+            let dist = self.distribution(&logits)?;
             let actions = dist.sample()?;
             let log_probs = dist.log_prob(&actions)?;
             Ok(ActTaken {
@@ -290,11 +342,12 @@ impl ActorCritic {
         })
     }
 
-    /// The most likely action per observation (evaluation, `tandem play`).
+    /// The most likely action per observation (evaluation, `tandem play`): a box policy's
+    /// mean, in unit space like [`ActorCritic::act`]'s samples.
     pub fn act_greedy(&self, obs: &Tensor) -> Result<Tensor> {
         tch::no_grad(|| {
             let (logits, _) = self.forward(obs)?;
-            Ok(self.distribution(&logits).mode())
+            Ok(self.distribution(&logits)?.mode())
         })
     }
 
@@ -311,22 +364,9 @@ impl ActorCritic {
         actions: &Tensor,
         entropy: EntropyUse,
     ) -> Result<Evaluation> {
-        let batch = obs.size().first().copied().unwrap_or(0);
-        ensure!(
-            actions.size() == [batch],
-            "actor-critic: expected actions of shape [{batch}] for {batch} observations, got {:?}",
-            actions.size()
-        );
-        ensure!(
-            matches!(
-                actions.kind(),
-                Kind::Int64 | Kind::Int | Kind::Int16 | Kind::Int8 | Kind::Uint8
-            ),
-            "actor-critic: discrete actions must be integers, got {:?}",
-            actions.kind()
-        );
+        self.check_actions(obs, actions)?;
         let (logits, values) = self.forward(obs)?;
-        let dist = self.distribution(&logits);
+        let dist = self.distribution(&logits)?;
         Ok(Evaluation {
             log_probs: dist.log_prob(actions)?,
             entropy: match entropy {
@@ -335,5 +375,37 @@ impl ActorCritic {
             },
             values,
         })
+    }
+
+    /// Stored actions of this space for a batch of observations: `[B]` integers (discrete) or
+    /// `[B, d]` floats (box).
+    fn check_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<()> {
+        let batch = obs.size().first().copied().unwrap_or(0);
+        let (expected, integers) = match &self.action_space {
+            ActionSpace::Discrete { .. } => (vec![batch], true),
+            ActionSpace::Box { low, .. } => (vec![batch, low.len() as i64], false),
+        };
+        ensure!(
+            actions.size() == expected,
+            "actor-critic: expected actions of shape {expected:?} for {batch} observations, got {:?}",
+            actions.size()
+        );
+        if integers {
+            ensure!(
+                matches!(
+                    actions.kind(),
+                    Kind::Int64 | Kind::Int | Kind::Int16 | Kind::Int8 | Kind::Uint8
+                ),
+                "actor-critic: discrete actions must be integers, got {:?}",
+                actions.kind()
+            );
+        } else {
+            ensure!(
+                actions.is_floating_point(),
+                "actor-critic: box actions must be floats, got {:?}",
+                actions.kind()
+            );
+        }
+        Ok(())
     }
 }

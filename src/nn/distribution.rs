@@ -1,12 +1,6 @@
-//! Action distributions a policy head parameterises.
-//!
-//! Only the categorical distribution (discrete actions) is implemented. Continuous actions are a
-//! planned extension with a fixed place to go: add an `ActionSpace::Continuous { dims }`
-//! variant, a `Gaussian { mean, log_std }` variant here (state-independent `log_std` as in
-//! CleanRL's `ppo_continuous_action.py`, log-probabilities and entropies summed over action
-//! dimensions), and an `ActionHead` arm in the actor-critic producing it. The algorithms use
-//! only `sample`, `log_prob` and `entropy`, so they need no change; the rollout buffer would
-//! store actions as float `[T, N, dims]` instead of integer `[T, N]`.
+//! Action distributions a policy head parameterises: [`Categorical`] over discrete actions and
+//! [`Gaussian`], a diagonal normal over box actions in unit space (see [`super::ActionBounds`]).
+//! The learners use only `sample`, `log_prob`, `entropy` and `mode`, whichever the kind.
 
 use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
@@ -29,6 +23,7 @@ fn first_line(message: &str) -> &str {
 #[derive(Debug)]
 pub enum ActionDistribution {
     Categorical(Categorical),
+    Gaussian(Gaussian),
 }
 
 impl ActionDistribution {
@@ -37,26 +32,31 @@ impl ActionDistribution {
     pub fn sample(&self) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.sample(),
+            ActionDistribution::Gaussian(g) => g.sample(),
         }
     }
-    /// log pi(a|s) for the given actions, shape `[B]`; an error for actions outside the space
+    /// log pi(a|s) for the given actions (`[B]` indices, or `[B, d]` box actions whose
+    /// per-dimension log-densities are summed), shape `[B]`; an error for actions outside the space
     /// (on CPU; on CUDA an out-of-range index is a device-side assertion, so callers check
     /// ranges beforehand, as the learners do once per batch).
     pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.log_prob(actions),
+            ActionDistribution::Gaussian(g) => g.log_prob(actions),
         }
     }
-    /// Entropy per row, shape `[B]`.
+    /// Entropy per row, shape `[B]` (a Gaussian's summed over its dimensions).
     pub fn entropy(&self) -> Tensor {
         match self {
             ActionDistribution::Categorical(c) => c.entropy(),
+            ActionDistribution::Gaussian(g) => g.entropy(),
         }
     }
-    /// The most likely action per row (greedy evaluation).
+    /// The most likely action per row (greedy evaluation): the mean of a Gaussian.
     pub fn mode(&self) -> Tensor {
         match self {
             ActionDistribution::Categorical(c) => c.mode(),
+            ActionDistribution::Gaussian(g) => g.mode(),
         }
     }
 }
@@ -121,5 +121,74 @@ impl Categorical {
 
     pub fn mode(&self) -> Tensor {
         self.log_probs.argmax(-1, false)
+    }
+}
+
+/// ln(2 pi) / 2, the constant of a unit normal's log-density.
+const HALF_LN_TWO_PI: f64 = 0.918_938_533_204_672_7;
+
+/// Diagonal normal distributions over `d`-dimensional box actions, one per row: means `[B, d]`
+/// and log standard deviations broadcastable to them (a state-independent `[1, d]`).
+#[derive(Debug)]
+pub struct Gaussian {
+    mean: Tensor,
+    log_std: Tensor,
+}
+
+impl Gaussian {
+    /// An error when `log_std` cannot broadcast to `mean`'s rows (it must be `[d]`, `[1, d]` or
+    /// `[B, d]`).
+    pub fn new(mean: &Tensor, log_std: &Tensor) -> Result<Self> {
+        let (m, s) = (mean.size(), log_std.size());
+        let fits = match (m.as_slice(), s.as_slice()) {
+            ([_, d], [e]) | ([_, d], [1, e]) => d == e,
+            ([b, d], [c, e]) => b == c && d == e,
+            _ => false,
+        };
+        ensure!(
+            fits,
+            "gaussian: means of shape {m:?} need log standard deviations of shape [d], [1, d] \
+             or [B, d] for d = the action dimension, got {s:?}"
+        );
+        Ok(Gaussian {
+            mean: mean.shallow_clone(),
+            log_std: log_std.shallow_clone(),
+        })
+    }
+
+    pub fn mean(&self) -> &Tensor {
+        &self.mean
+    }
+
+    /// mean + std * eps with eps ~ N(0, I) from libtorch's default generator. A diverged policy
+    /// draws non-finite values, which the environments refuse with an error naming them.
+    pub fn sample(&self) -> Result<Tensor> {
+        Ok(tch::no_grad(|| {
+            &self.mean + self.log_std.exp() * self.mean.randn_like()
+        }))
+    }
+
+    /// sum_i [ -(a_i - mu_i)^2 / (2 sigma_i^2) - ln sigma_i - ln(2 pi) / 2 ] for actions
+    /// `[B, d]`.
+    pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
+        ensure!(
+            actions.size() == self.mean.size(),
+            "gaussian: expected actions of shape {:?}, got {:?}",
+            self.mean.size(),
+            actions.size()
+        );
+        let z = (actions - &self.mean) * (-&self.log_std).exp();
+        let per_dim = z.square() * -0.5 - &self.log_std - HALF_LN_TWO_PI;
+        Ok(per_dim.sum_dim_intlist(-1, false, Kind::Float))
+    }
+
+    /// sum_i [ 1/2 + ln(2 pi) / 2 + ln sigma_i ], the same for every row of a shared `log_std`.
+    pub fn entropy(&self) -> Tensor {
+        let per_dim = (&self.log_std + (0.5 + HALF_LN_TWO_PI)).expand_as(&self.mean);
+        per_dim.sum_dim_intlist(-1, false, Kind::Float)
+    }
+
+    pub fn mode(&self) -> Tensor {
+        self.mean.shallow_clone()
     }
 }

@@ -1,6 +1,7 @@
 //! Neural networks for the learners: the torsos declared by [`NetworkSpec`] (MLP, Nature CNN,
 //! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] and [`QNetwork`] built on them, the
-//! action distributions, and the deterministic parameter order that DDP and checkpoints rely on.
+//! action distributions (categorical for discrete actions, Gaussian for boxes, whose bounds
+//! [`ActionBounds`] maps), and the deterministic parameter order that DDP and checkpoints rely on.
 //!
 //! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
 //! (orthogonal with a gain per role and zero biases, or tch's default);
@@ -14,11 +15,9 @@ mod q_network;
 mod spec;
 mod torso;
 
-pub use actor_critic::{
-    ActTaken, ActionSpace, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation,
-};
+pub use actor_critic::{ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation};
 pub use bounds::ActionBounds;
-pub use distribution::{ActionDistribution, Categorical};
+pub use distribution::{ActionDistribution, Categorical, Gaussian};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use torso::{Activation, NetworkSpec};

@@ -120,12 +120,24 @@ impl RecentEpisodes {
 
     /// Mean return of the newest `n` episodes (fewer if fewer finished).
     pub fn mean_return_last(&self, n: usize) -> Option<f64> {
-        let skip = self.episodes.len().saturating_sub(n);
-        mean(self.episodes.iter().skip(skip).map(|e| e.ret))
+        mean(self.newest(n).map(|e| e.ret))
+    }
+
+    /// The newest `n` episodes (fewer if fewer finished), oldest first.
+    fn newest(&self, n: usize) -> impl ExactSizeIterator<Item = &Episode> {
+        self.episodes
+            .iter()
+            .skip(self.episodes.len().saturating_sub(n))
     }
 
     pub fn mean_score(&self) -> Option<f64> {
         mean(self.episodes.iter().map(|e| e.score))
+    }
+
+    /// Mean game score (untouched rewards) of the newest `n` episodes: the figure to compare
+    /// when a wrapper (normalize-reward) changes the rewards the return sums.
+    pub fn mean_score_last(&self, n: usize) -> Option<f64> {
+        mean(self.newest(n).map(|e| e.score))
     }
 
     pub fn mean_length(&self) -> Option<f64> {

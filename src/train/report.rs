@@ -73,6 +73,7 @@ pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
         ("recent_return_mean", json(s.recent.mean_return())),
         ("last_20_return_mean", json(s.recent.mean_return_last(20))),
         ("recent_score_mean", json(s.recent.mean_score())),
+        ("last_20_score_mean", json(s.recent.mean_score_last(20))),
         ("wall_seconds", format!("{}", s.loop_seconds)),
         (
             "steps_per_second",

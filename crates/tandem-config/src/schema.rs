@@ -526,11 +526,11 @@ const NATIVE_KINDS: [Kind; 10] = [
     ),
     game(
         "mountain-car-continuous",
-        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1] (no learner of tandem takes box actions yet).",
+        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1].",
     ),
     game(
         "pendulum",
-        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2] (no learner of tandem takes box actions yet).",
+        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2].",
     ),
     game(
         "minatar-breakout",
@@ -745,7 +745,7 @@ pub(crate) static NETWORK: Section = Section {
             "actor-critic",
             Ty::Choice(&["shared", "separate"]),
             Dflt::Str("shared"),
-            "Whether actor and critic share one torso or each has its own. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's, the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`.",
+            "Whether actor and critic share one torso or each has its own. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.",
         ),
         f(
             "init",

@@ -85,12 +85,8 @@ fn a_misspelt_game_gets_the_nearest_name() {
 }
 
 #[test]
-fn a_discrete_learner_refuses_a_box_action_space() {
-    for (game, algorithm) in [
-        ("pendulum", "ppo"),
-        ("pendulum", "dqn"),
-        ("mountain-car-continuous", "a2c"),
-    ] {
+fn dqn_refuses_a_box_action_space_and_the_actor_critics_take_it() {
+    for (game, algorithm) in [("pendulum", "dqn"), ("mountain-car-continuous", "dqn")] {
         let text =
             format!("experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{game}\"\n}}\n");
         let diags = errors(&text, &[]);
@@ -106,10 +102,18 @@ fn a_discrete_learner_refuses_a_box_action_space() {
             d.label()
         );
         let help = d.help().unwrap();
-        assert!(help.contains("discrete actions"), "{help}");
+        assert!(
+            help.contains("discrete actions") && help.contains("use ppo or a2c"),
+            "{help}"
+        );
     }
-    // The same learner takes the discrete variant.
-    experiment(&with_env("env \"mountain-car\""));
+    for (game, algorithm) in [("pendulum", "ppo"), ("mountain-car-continuous", "a2c")] {
+        let text =
+            format!("experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{game}\"\n}}\n");
+        assert_eq!(experiment(&text).env.game.name(), game);
+    }
+    // dqn takes the discrete variant.
+    experiment("experiment \"x\" {\n    algorithm \"dqn\"\n    env \"mountain-car\"\n}\n");
 }
 
 const GYM: &str = r#"experiment "x" {

@@ -454,13 +454,13 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// ppo, a2c and dqn choose among discrete actions.
+    /// dqn chooses among discrete actions; ppo and a2c take either kind.
     fn learner_takes_the_actions(&mut self) {
         let e = self.experiment;
         let Some(info) = e.env.game.info() else {
             return;
         };
-        if info.actions.is_discrete() {
+        if info.actions.is_discrete() || !matches!(e.algorithm, Algorithm::Dqn(_)) {
             return;
         }
         let algorithm = e.algorithm.name();
@@ -471,7 +471,7 @@ impl CrossCheck<'_, '_> {
             &format!("acts with {}", info.actions),
             Some(("algorithm", "takes discrete actions only")),
             format!(
-                "{algorithm} (like every learner of tandem: ppo, a2c, dqn) chooses among discrete actions, and {} takes {}; choose a game with discrete actions (e.g. `env \"mountain-car\"` for `mountain-car-continuous`)",
+                "{algorithm} chooses among discrete actions, and {} takes {}; use ppo or a2c, or choose a game with discrete actions (e.g. `env \"mountain-car\"` for `mountain-car-continuous`)",
                 info.name, info.actions
             ),
         );
