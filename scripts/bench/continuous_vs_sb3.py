@@ -20,9 +20,10 @@ each round where episodes ended, with scripts/bench/tb_scalars.py). A round can 
 several episodes; the four cases' episodes all run to the time limit (Pendulum-v1 and
 HalfCheetah-v5 never terminate), so with N environments stepping together and episodes
 of L steps, N * floor(step / (N * L)) episodes have ended by `step`: that tells each
-point's count. Checked: the counts must add up to summary.json's `episodes`, every point
-must have the length L, and the same computation on `episode/return_mean` must give
-summary.json's `last_20_return_mean`; a run that breaks this stops the script.
+point's count. Checked: the counts must add up to summary.json's `episodes` and every point
+must have the length L; a run that breaks this stops the script. Each episode of a point
+is given the point's mean, so the curve is exact only where a point holds one episode; the
+reported last-20 score is summary.json's `last_20_score_mean`, exact.
 
 Run with the SB3 venv's python (scripts/bench/continuous_vs_sb3.sh does it):
   continuous_vs_sb3.py [--steps N] [--seeds "1 2"] [--cases pendulum-sac,halfcheetah-ppo]
@@ -156,19 +157,16 @@ def run_tandem(binary, case, seed, steps, run_root):
     subprocess.run(cmd, check=True)
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    series = tb_series(run_dir, ["episode/score_mean", "episode/return_mean", "episode/length_mean"])
+    series = tb_series(run_dir, ["episode/score_mean", "episode/length_mean"])
     counts = episode_counts(run_dir, summary, series)
-    returns = [r for _, r in expand_points(series["episode/return_mean"], counts)]
-    check, want = last_mean(returns), summary["last_20_return_mean"]
-    if want is not None and abs(check - want) > 1e-3 * max(1.0, abs(want)):
-        raise SystemExit(
-            f"continuous_vs_sb3: {run_dir}: last-20 return from TensorBoard {check} differs from summary.json's {want}")
     curve = expand_points(series["episode/score_mean"], counts)
     return {
         "steps": summary["global_step"],
         "sps": summary["steps_per_second"],
         "curve": curve,
-        "last20": last_mean([s for _, s in curve]),
+        # Exact, from the run itself: a TensorBoard point is the mean of all the episodes
+        # that ended in its round, so the curve cannot tell the last 20 apart.
+        "last20": summary["last_20_score_mean"],
     }
 
 
