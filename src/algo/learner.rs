@@ -168,7 +168,8 @@ pub fn build(
         Algorithm::A2c(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
             super::a2c::A2c::from_config(vs, config, experiment)
         })?),
-        Algorithm::Dqn(config) => Box::new(super::off_policy::OffPolicy::new(&setting, config)?),
+        Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
+        Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),
     })
 }
 
@@ -186,6 +187,15 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
 /// Refuses an environment whose actions the algorithm cannot choose. The resolver refuses
 /// this for games it knows; a gymnasium environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
+    if matches!(algorithm, Algorithm::Sac(_)) {
+        if space.is_discrete() {
+            bail!(
+                "sac chooses box actions, but the environment takes {space}; pick an \
+                 environment with a box action space, or dqn, ppo or a2c for discrete actions"
+            );
+        }
+        return Ok(());
+    }
     if !space.is_discrete() {
         bail!(
             "{} chooses discrete actions, but the environment takes a {space}; \
