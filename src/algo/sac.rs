@@ -130,22 +130,16 @@ pub struct Sac {
     target_vs: VarStore,
     alpha_vs: VarStore,
     log_alpha: Tensor,
-    actor_opt: Optimizer,
-    critic_opt: Optimizer,
-    alpha_opt: Option<Optimizer>,
+    /// One Adam over the groups `actor`, `critic` and (when α is tuned) `alpha`, each with its
+    /// own learning rate and step count, in one flat gradient buffer that DDP all-reduces.
+    optimizer: Optimizer,
+    /// The groups' indices and learning rates, in the optimizer's order.
+    groups: Vec<(usize, f64)>,
     gradient_steps: u64,
 }
 
-fn adam(vs: &VarStore) -> Result<Optimizer> {
-    Optimizer::new(
-        vs,
-        OptimizerSpec::Adam {
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: ADAM_EPS,
-        },
-    )
-}
+/// The optimizer groups, in order; `alpha` only when α is tuned.
+pub const GROUPS: [&str; 3] = ["actor", "critic", "alpha"];
 
 impl Sac {
     /// Builds the actor, the twin critics (initialised from the current torch seed, in that
@@ -197,9 +191,21 @@ impl Sac {
         if !tuned {
             alpha_vs.freeze();
         }
-        let actor_opt = adam(&actor_vs)?;
-        let critic_opt = adam(&critic_vs)?;
-        let alpha_opt = if tuned { Some(adam(&alpha_vs)?) } else { None };
+        let mut stores = vec![("actor", &actor_vs), ("critic", &critic_vs)];
+        let mut lrs = vec![config.actor_lr, config.critic_lr];
+        if tuned {
+            stores.push(("alpha", &alpha_vs));
+            lrs.push(config.alpha_lr);
+        }
+        let optimizer = Optimizer::grouped(
+            &stores,
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: ADAM_EPS,
+            },
+        )?;
+        let groups = lrs.into_iter().enumerate().collect();
         let sac = Sac {
             config,
             actor,
@@ -210,9 +216,8 @@ impl Sac {
             target_vs,
             alpha_vs,
             log_alpha,
-            actor_opt,
-            critic_opt,
-            alpha_opt,
+            optimizer,
+            groups,
             gradient_steps: 0,
         };
         sac.update_targets(1.0);
@@ -236,31 +241,27 @@ impl Sac {
         self.log_alpha.exp().double_value(&[0])
     }
 
-    /// The optimizers by name: `actor`, `critic`, and `alpha` when α is tuned.
-    pub fn optimizers(&self) -> Vec<(&'static str, &Optimizer)> {
-        let mut all = vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)];
-        if let Some(opt) = &self.alpha_opt {
-            all.push(("alpha", opt));
-        }
-        all
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
     }
 
-    pub fn optimizer_mut(&mut self, name: &str) -> Option<&mut Optimizer> {
-        match name {
-            "actor" => Some(&mut self.actor_opt),
-            "critic" => Some(&mut self.critic_opt),
-            "alpha" => self.alpha_opt.as_mut(),
-            _ => None,
-        }
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
     }
 
     /// Every trainable tensor, actor then critics then `log α` (each in name order): the list
     /// DDP is built over and every step synchronises.
     pub fn trainable_parameters(&self) -> Vec<Tensor> {
-        self.optimizers()
-            .into_iter()
-            .flat_map(|(_, opt)| opt.parameters().iter().map(Tensor::shallow_clone))
+        self.optimizer
+            .parameters()
+            .iter()
+            .map(Tensor::shallow_clone)
             .collect()
+    }
+
+    /// The parameters of optimizer group `name` (`actor`, `critic`, `alpha`).
+    pub fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
+        Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
     }
 
     /// `model.actor.*`, `model.critic.*`, `model.alpha.log_alpha`, then `target.critic.*`.
@@ -272,16 +273,9 @@ impl Sac {
         named
     }
 
-    /// Each optimizer's state as `<optimizer>/<tensor>`.
+    /// The optimizer's moments, `exp_avg/<group>.<tensor>` and `exp_avg_sq/<group>.<tensor>`.
     pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.optimizers()
-            .into_iter()
-            .flat_map(|(name, opt)| {
-                opt.state_tensors()
-                    .into_iter()
-                    .map(move |(n, t)| (format!("{name}/{n}"), t))
-            })
-            .collect()
+        self.optimizer.state_tensors()
     }
 
     /// `θ̄ ← τ θ + (1 - τ) θ̄` for both critics (Haarnoja et al. 2018, Algorithm 1).
@@ -351,17 +345,14 @@ impl Sac {
         collective: &mut dyn Collective,
     ) -> Result<SacStats> {
         let losses = self.losses(batch)?;
-        self.actor_opt.zero_grad();
-        self.critic_opt.zero_grad();
-        if let Some(opt) = &mut self.alpha_opt {
-            opt.zero_grad();
-        }
+        self.optimizer.zero_grad();
         let total = &losses.critic + &losses.actor + &losses.alpha;
         accumulate_gradients(&total, true, collective);
         let params = self.trainable_parameters();
         collective.sync_gradients(&params)?;
-        let actor_grad_norm = self.actor_opt.clip_grad_norm(self.config.max_grad_norm)?;
-        let critic_grad_norm = self.critic_opt.clip_grad_norm(self.config.max_grad_norm)?;
+        let clip = self.config.max_grad_norm;
+        let actor_grad_norm = self.optimizer.clip_group_grad_norm(0, clip)?;
+        let critic_grad_norm = self.optimizer.clip_group_grad_norm(1, clip)?;
         if !actor_grad_norm.is_finite() || !critic_grad_norm.is_finite() {
             bail!(
                 "update: the gradient norm is {actor_grad_norm} (actor), {critic_grad_norm} \
@@ -370,10 +361,8 @@ impl Sac {
             );
         }
         if collective.steps_locally() {
-            self.actor_opt.step(self.config.actor_lr)?;
-            self.critic_opt.step(self.config.critic_lr)?;
-            if let Some(opt) = &mut self.alpha_opt {
-                opt.step(self.config.alpha_lr)?;
+            for &(group, lr) in &self.groups {
+                self.optimizer.step_group(group, lr)?;
             }
         }
         collective.after_step(&params)?;
@@ -512,8 +501,11 @@ impl OffPolicyRule for SacRule {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut all = vec![("gradient_steps", self.sac.gradient_steps())];
-        for (name, opt) in self.sac.optimizers() {
-            all.push((optimizer_counter(name), opt.step_count()));
+        let opt = self.sac.optimizer();
+        for (group, name) in GROUPS.iter().enumerate() {
+            if opt.group(name).is_ok() {
+                all.push((optimizer_counter(name), opt.group_step_count(group)));
+            }
         }
         all
     }
@@ -523,11 +515,12 @@ impl OffPolicyRule for SacRule {
             self.sac.set_gradient_steps(value);
             return Ok(());
         }
-        let optimizer = ["actor", "critic", "alpha"]
-            .into_iter()
-            .find(|o| optimizer_counter(o) == name);
-        match optimizer.and_then(|o| self.sac.optimizer_mut(o)) {
-            Some(opt) => opt.set_step_count(value),
+        let opt = self.sac.optimizer_mut();
+        match GROUPS.iter().find(|g| optimizer_counter(g) == name) {
+            Some(group) => {
+                let g = opt.group(group)?;
+                opt.set_group_step_count(g, value);
+            }
             None => bail!("the SAC learner has no counter {name}"),
         }
         Ok(())
