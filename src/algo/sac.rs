@@ -397,12 +397,7 @@ impl SacRule {
     /// The off-policy learner of `algorithm "sac"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Sac) -> Result<OffPolicy<SacRule>> {
         let space = setting.envs.action_space();
-        let bounds = ActionBounds::new(space, setting.device)?;
-        ensure!(
-            bounds.is_bounded(),
-            "sac squashes its actions into the action box, but {space} is unbounded in some \
-             dimension; give the environment finite bounds (or wrap it so it has them)"
-        );
+        let bounds = squashable_bounds(space, setting.device)?;
         let action_dim = space.dim() as i64;
         let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
         let sac = Sac::new(
@@ -561,5 +556,146 @@ fn optimizer_counter(name: &str) -> &'static str {
         "actor" => "actor_optimizer_steps",
         "critic" => "critic_optimizer_steps",
         _ => "alpha_optimizer_steps",
+    }
+}
+
+/// The bounds SAC's tanh-squashed actions are scaled to; an error for a discrete space or a box
+/// with an infinite bound.
+pub fn squashable_bounds(space: &tandem_env::ActionSpace, device: Device) -> Result<ActionBounds> {
+    ensure!(
+        !space.is_discrete(),
+        "sac chooses box actions, but the environment takes {space}"
+    );
+    let bounds = ActionBounds::new(space, device)?;
+    ensure!(
+        bounds.is_bounded(),
+        "sac squashes its actions into the action box, but {space} is unbounded in some \
+         dimension; give the environment finite bounds (or wrap it so it has them)"
+    );
+    Ok(bounds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::{Activation, InitScheme};
+
+    fn sac(temperature: Temperature) -> Sac {
+        tch::manual_seed(3);
+        Sac::new(
+            Device::Cpu,
+            &NetworkSpec::Mlp {
+                hidden: vec![8],
+                activation: Activation::Tanh,
+            },
+            &InitSpec {
+                scheme: InitScheme::Default,
+                torso_gain: 1.0,
+                policy_gain: 1.0,
+                value_gain: 1.0,
+            },
+            &[3],
+            2,
+            SacConfig {
+                actor_lr: 1e-3,
+                critic_lr: 1e-3,
+                alpha_lr: 1e-3,
+                tau: 0.005,
+                temperature,
+                max_grad_norm: f64::INFINITY,
+            },
+        )
+        .unwrap()
+    }
+
+    fn batch() -> SacBatch {
+        let f = (Kind::Float, Device::Cpu);
+        let grid = |k: i64, scale: f64| Tensor::arange(6 * k, f).reshape([6, k]) * scale;
+        SacBatch {
+            obs: grid(3, 0.4).sin(),
+            actions: grid(2, 0.8).cos() * 0.7,
+            rewards: Tensor::arange(6, f).cos(),
+            discounts: Tensor::full([6], 0.99, f),
+            next_obs: grid(3, 0.5).cos(),
+            eps_next: grid(2, 1.7).sin(),
+            eps_now: grid(2, 0.3).cos(),
+        }
+    }
+
+    /// Each group's gradient after a backward of `loss`.
+    fn gradients(sac: &mut Sac, loss: &Tensor) -> Vec<Vec<f32>> {
+        sac.optimizer.zero_grad();
+        loss.backward();
+        GROUPS
+            .iter()
+            .filter_map(|g| sac.group_parameters(g).ok())
+            .map(|params| {
+                params
+                    .iter()
+                    .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_network_gets_exactly_the_gradient_of_its_own_loss_from_the_summed_backward() {
+        let mut sac = sac(Temperature::Tuned {
+            initial: 0.3,
+            target_entropy: -2.0,
+        });
+        let b = batch();
+        let l = sac.losses(&b).unwrap();
+        let summed = gradients(&mut sac, &(&l.critic + &l.actor + &l.alpha));
+        let critic = sac.losses(&b).unwrap();
+        let critic_alone = gradients(&mut sac, &critic.critic);
+        assert_eq!(summed[1], critic_alone[1], "the critics' gradient");
+        assert!(
+            critic_alone[0].iter().all(|&g| g == 0.0),
+            "critic loss reaches the actor"
+        );
+        let l = sac.losses(&b).unwrap();
+        let actor_alone = gradients(&mut sac, &l.actor);
+        assert_eq!(summed[0], actor_alone[0], "the actor's gradient");
+        assert!(
+            actor_alone[1].iter().all(|&g| g == 0.0),
+            "actor loss reaches the critics"
+        );
+        let l = sac.losses(&b).unwrap();
+        let alpha_alone = gradients(&mut sac, &l.alpha);
+        assert_eq!(summed[2], alpha_alone[2], "log alpha's gradient");
+        assert!(summed[2][0] != 0.0 && summed[1].iter().any(|&g| g != 0.0));
+    }
+
+    #[test]
+    fn a_fixed_temperature_has_no_optimizer_group_and_does_not_move() {
+        let mut sac = sac(Temperature::Fixed(0.2));
+        assert!(sac.group_parameters("alpha").is_err());
+        sac.update(&batch(), &mut crate::algo::Local).unwrap();
+        assert!((sac.alpha() - 0.2).abs() < 1e-7);
+        assert!(
+            sac.named_state()
+                .iter()
+                .any(|(n, _)| n == "model.alpha.log_alpha")
+        );
+    }
+
+    #[test]
+    fn discrete_and_unbounded_spaces_are_refused() {
+        use tandem_env::ActionSpace;
+        let err = squashable_bounds(&ActionSpace::discrete(3), Device::Cpu).unwrap_err();
+        assert!(
+            err.to_string().starts_with("sac chooses box actions"),
+            "{err}"
+        );
+        let open = ActionSpace::Box {
+            low: vec![-1.0, f32::NEG_INFINITY],
+            high: vec![1.0, f32::INFINITY],
+        };
+        let err = squashable_bounds(&open, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is unbounded in some dimension"), "{err}");
+        assert!(squashable_bounds(&ActionSpace::uniform_box(2, -2.0, 2.0), Device::Cpu).is_ok());
     }
 }

@@ -188,3 +188,22 @@ impl QMlp {
         x.squeeze_dim(-1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stable_tanh_correction_equals_the_naive_one_and_stays_finite_far_out() {
+        let u = Tensor::from_slice(&[-3.0f32, -0.5, 0.0, 0.7, 2.5, 4.0]).view([3, 2]);
+        let naive = (-u.tanh().square() + 1.0)
+            .log()
+            .sum_dim_intlist(-1, false, Kind::Float);
+        assert!(tanh_log_det(&u).allclose(&naive, 1e-5, 1e-5, false));
+        // Where 1 - tanh(u)² rounds to 0 the naive form is -inf; the stable one is ~ -2|u|.
+        let far = Tensor::from_slice(&[40.0f32, -40.0]).view([1, 2]);
+        let value = tanh_log_det(&far).double_value(&[0]);
+        let expected = 2.0 * 2.0 * (2f64.ln() - 40.0);
+        assert!((value - expected).abs() < 1e-3, "{value} vs {expected}");
+    }
+}
