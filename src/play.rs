@@ -29,6 +29,9 @@ pub struct PlayArgs {
     /// Take the most likely action instead of sampling from the policy.
     #[arg(long)]
     pub greedy: bool,
+    /// SAC: sample from the policy instead of taking its deterministic action tanh(mean).
+    #[arg(long)]
+    pub sample: bool,
     /// Seed of the evaluation environments and action sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -66,6 +69,62 @@ enum Policy {
     ActorCritic(Box<ActorCritic>),
     /// Acts epsilon-greedily (`EVAL_EPSILON`) unless `--greedy`.
     Dqn(Box<Dqn>),
+    /// Box actions: tanh(mean) scaled to the bounds, or a sample with `--sample`.
+    Sac(Box<SacPolicy>),
+}
+
+/// A SAC checkpoint's actor and the bounds its unit-box actions scale to.
+struct SacPolicy {
+    sac: crate::algo::sac::Sac,
+    bounds: crate::nn::ActionBounds,
+}
+
+impl SacPolicy {
+    fn load(
+        cfg: &tandem_config::Sac,
+        spec: &crate::nn::ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &tandem_env::ActionSpace,
+        ckpt: &checkpoint::Checkpoint,
+    ) -> Result<SacPolicy> {
+        use crate::algo::sac::{Sac, SacConfig, squashable_bounds};
+        let bounds = squashable_bounds(space, Device::Cpu)?;
+        let dim = space.dim();
+        let config = SacConfig::from_config(cfg, dim);
+        let sac = Sac::new(
+            Device::Cpu,
+            &spec.network,
+            &spec.init,
+            obs_shape,
+            dim as i64,
+            config,
+        )?;
+        checkpoint::restore_into(ckpt, &sac.named_state())?;
+        Ok(SacPolicy { sac, bounds })
+    }
+
+    /// `[1, d]` actions in the environment's units.
+    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
+        let actor = self.sac.actor();
+        let unit = if sample {
+            let (mean, _) = actor.mean_and_log_std(obs)?;
+            actor.sample(obs, &mean.randn_like())?.action
+        } else {
+            actor.deterministic(obs)?
+        };
+        Ok(self.bounds.scale(&unit))
+    }
+}
+
+/// Sends `action` (`[1]` discrete or `[1, d]` box) to the one evaluation environment.
+fn step_env(env: &mut tandem_env::VecEnv, action: &Tensor) -> Result<()> {
+    if action.is_floating_point() && action.dim() == 2 {
+        let values = Vec::<f32>::try_from(action.to_kind(Kind::Float).reshape([-1]))?;
+        env.step_box(&values)?;
+    } else {
+        env.step(&[action.to_kind(Kind::Int64).int64_value(&[0])])?;
+    }
+    Ok(())
 }
 
 /// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
@@ -76,10 +135,14 @@ impl Policy {
         experiment: &tandem_config::Experiment,
         spec: &crate::nn::ActorCriticSpec,
         obs_shape: &[i64],
-        actions: i64,
+        space: &tandem_env::ActionSpace,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<Policy> {
+        let actions = space.num_discrete().unwrap_or(0) as i64;
         match &experiment.algorithm {
+            tandem_config::Algorithm::Sac(cfg) => Ok(Policy::Sac(Box::new(SacPolicy::load(
+                cfg, spec, obs_shape, space, ckpt,
+            )?))),
             tandem_config::Algorithm::Dqn(cfg) => {
                 let dqn = Dqn::new(
                     Device::Cpu,
@@ -107,8 +170,9 @@ impl Policy {
         }
     }
 
-    fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
+    fn act(&self, obs: &Tensor, greedy: bool, sample: bool) -> Result<Tensor> {
         match self {
+            Policy::Sac(s) => s.act(obs, sample),
             Policy::ActorCritic(m) if greedy => m.act_greedy(obs),
             Policy::ActorCritic(m) => Ok(m.act(obs)?.actions),
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
@@ -141,13 +205,14 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         .context("cannot build the evaluation environment")?;
     crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
-    let policy = Policy::load(
-        &experiment,
-        &spec,
-        &obs_shape,
-        env.num_actions() as i64,
-        &ckpt,
-    )?;
+    let policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
+    if args.sample && !matches!(policy, Policy::Sac(_)) {
+        bail!(
+            "--sample is for sac checkpoints (which act deterministically by default); \
+             {} samples unless --greedy",
+            experiment.algorithm.name()
+        );
+    }
     tch::manual_seed(seed as i64);
 
     let want_gif = args.gif.is_some();
@@ -172,9 +237,8 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             frames.push(f.pixels);
         }
         let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
-        let action = tch::no_grad(|| policy.act(&obs, args.greedy))?;
-        let a = action.to_kind(Kind::Int64).int64_value(&[0]);
-        env.step(&[a])?;
+        let action = tch::no_grad(|| policy.act(&obs, args.greedy, args.sample))?;
+        step_env(&mut env, &action)?;
         steps += 1;
         for e in env.drain_episodes() {
             returns.push(e.episode_return);
