@@ -228,4 +228,18 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn sac_refuses_a_discrete_space_and_takes_a_box() {
+        let text = "experiment \"x\" {\n    algorithm \"sac\"\n    env \"pendulum\"\n}\n";
+        let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+            .expect("resolves")
+            .experiment;
+        let algorithm = &experiment.algorithm;
+        assert!(takes_the_action_space(algorithm, &ActionSpace::uniform_box(1, -2.0, 2.0)).is_ok());
+        let err = takes_the_action_space(algorithm, &ActionSpace::discrete(2))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("sac chooses box actions"), "{err}");
+    }
 }
