@@ -20,8 +20,7 @@ use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule};
 use super::optim::{Optimizer, OptimizerSpec};
 use crate::nn::{
-    ActorCriticSpec, QHead, QNetwork, named_parameters, parameters_in_order,
-    trainable_parameters_in_order,
+    ActorCriticSpec, QHead, QNetwork, named_parameters, trainable_parameters_in_order,
 };
 
 /// The TD loss applied to each error δ.
@@ -227,18 +226,7 @@ impl Dqn {
 
     /// `θ⁻ ← τ θ + (1 - τ) θ⁻` (τ = 1: the hard copy of Mnih et al. 2015).
     fn copy_to_target(&mut self, tau: f64) {
-        let online = parameters_in_order(&self.online_vs);
-        let target = parameters_in_order(&self.target_vs);
-        tch::no_grad(|| {
-            for ((_, src), (_, mut dst)) in online.iter().zip(target) {
-                if tau >= 1.0 {
-                    dst.copy_(src);
-                } else {
-                    let mixed = src * tau + &dst * (1.0 - tau);
-                    dst.copy_(&mixed);
-                }
-            }
-        });
+        super::common::update_target(&self.online_vs, &self.target_vs, tau);
     }
 
     /// The per-sample TD errors δ = y - Q(s, a) with

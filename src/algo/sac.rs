@@ -26,7 +26,6 @@ use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule, T
 use super::optim::{Optimizer, OptimizerSpec};
 use crate::nn::{
     ActionBounds, InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters,
-    parameters_in_order,
 };
 use crate::seeds::{Purpose, derived_seed};
 
@@ -280,17 +279,7 @@ impl Sac {
 
     /// `θ̄ ← τ θ + (1 - τ) θ̄` for both critics (Haarnoja et al. 2018, Algorithm 1).
     fn update_targets(&self, tau: f64) {
-        let online = parameters_in_order(&self.critic_vs);
-        let target = parameters_in_order(&self.target_vs);
-        tch::no_grad(|| {
-            for ((_, src), (_, mut dst)) in online.iter().zip(target) {
-                if tau >= 1.0 {
-                    dst.copy_(src);
-                } else {
-                    let _ = dst.lerp_(src, tau);
-                }
-            }
-        });
+        super::common::update_target(&self.critic_vs, &self.target_vs, tau);
     }
 
     /// The three losses on this rank's batch, each a mean over its samples.
