@@ -73,6 +73,51 @@ enum Policy {
     ActorCritic(Box<ActorCritic>),
     /// Acts epsilon-greedily (`EVAL_EPSILON`) unless `--greedy`.
     Dqn(Box<Dqn>),
+    /// Box actions: tanh(mean) scaled to the bounds unless `--sample`.
+    Sac(Box<SacPolicy>),
+}
+
+/// A SAC checkpoint's actor and the bounds its unit-box actions scale to.
+struct SacPolicy {
+    sac: crate::algo::sac::Sac,
+    bounds: crate::nn::ActionBounds,
+}
+
+impl SacPolicy {
+    fn load(
+        cfg: &tandem_config::Sac,
+        spec: &crate::nn::ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &tandem_env::ActionSpace,
+        ckpt: &checkpoint::Checkpoint,
+    ) -> Result<SacPolicy> {
+        use crate::algo::sac::{Sac, SacConfig, squashable_bounds};
+        let bounds = squashable_bounds(space, Device::Cpu)?;
+        let dim = space.dim();
+        let config = SacConfig::from_config(cfg, dim);
+        let sac = Sac::new(
+            Device::Cpu,
+            &spec.network,
+            &spec.init,
+            obs_shape,
+            dim as i64,
+            config,
+        )?;
+        checkpoint::restore_into(ckpt, &sac.named_state())?;
+        Ok(SacPolicy { sac, bounds })
+    }
+
+    /// `[1, d]` actions in the environment's units.
+    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
+        let actor = self.sac.actor();
+        let unit = if sample {
+            let (mean, _) = actor.mean_and_log_std(obs)?;
+            actor.sample(obs, &mean.randn_like())?.action
+        } else {
+            actor.deterministic(obs)?
+        };
+        Ok(self.bounds.scale(&unit))
+    }
 }
 
 /// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
@@ -87,6 +132,9 @@ impl Policy {
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<Policy> {
         match &experiment.algorithm {
+            tandem_config::Algorithm::Sac(cfg) => Ok(Policy::Sac(Box::new(SacPolicy::load(
+                cfg, spec, obs_shape, space, ckpt,
+            )?))),
             tandem_config::Algorithm::Dqn(cfg) => {
                 let dqn = Dqn::new(
                     Device::Cpu,
@@ -112,6 +160,7 @@ impl Policy {
     /// The actions to send to the environment (a box policy's scaled and clipped).
     fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
         match self {
+            Policy::Sac(s) => s.act(obs, !greedy),
             Policy::ActorCritic(m) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
             Policy::ActorCritic(m) => Ok(m.env_actions(&m.act(obs)?.actions)),
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),

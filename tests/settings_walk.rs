@@ -96,6 +96,21 @@ const CARTPOLE_DQN: &str = r#"experiment "walk" {
 }
 "#;
 
+const PENDULUM_SAC: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "sac" {
+        buffer-capacity 128
+        batch-size 16
+        learning-starts 32
+    }
+    env "pendulum" { envs 2 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256 }
+    log { console "plain"; interval 8 }
+    checkpoint { every 16 }
+}
+"#;
+
 const MINATAR_PPO: &str = r#"experiment "walk" {
     threads 1
     algorithm "ppo" { epochs 2; minibatches 2 }
@@ -235,6 +250,11 @@ const BASES: &[Base] = &[
         sets: &["algorithm.prioritized=#true"],
     },
     Base {
+        name: "pendulum-sac",
+        text: PENDULUM_SAC,
+        sets: &[],
+    },
+    Base {
         name: "minatar-ppo",
         text: MINATAR_PPO,
         sets: &[],
@@ -300,6 +320,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "algorithm \"dqn\"",
             Change("cartpole-dqn", &["algorithm=ppo"]),
+        ),
+        // No other learner acts in a box yet, so the resolver refuses the change.
+        (
+            "algorithm \"sac\"",
+            Change("pendulum-sac", &["algorithm=dqn"]),
         ),
         // ppo
         (
@@ -491,6 +516,67 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "algorithm.checkpoint-replay (dqn)",
             Change("cartpole-dqn", &["algorithm.checkpoint-replay=#true"]),
+        ),
+        // sac
+        (
+            "algorithm.actor-lr (sac)",
+            Change("pendulum-sac", &["algorithm.actor-lr=0.01"]),
+        ),
+        (
+            "algorithm.critic-lr (sac)",
+            Change("pendulum-sac", &["algorithm.critic-lr=0.01"]),
+        ),
+        (
+            "algorithm.alpha-lr (sac)",
+            Change("pendulum-sac", &["algorithm.alpha-lr=0.1"]),
+        ),
+        (
+            "algorithm.gamma (sac)",
+            Change("pendulum-sac", &["algorithm.gamma=0.5"]),
+        ),
+        (
+            "algorithm.tau (sac)",
+            Change("pendulum-sac", &["algorithm.tau=0.5"]),
+        ),
+        (
+            "algorithm.buffer-capacity (sac)",
+            Change("pendulum-sac", &["algorithm.buffer-capacity=64"]),
+        ),
+        (
+            "algorithm.batch-size (sac)",
+            Change("pendulum-sac", &["algorithm.batch-size=8"]),
+        ),
+        (
+            "algorithm.learning-starts (sac)",
+            Change("pendulum-sac", &["algorithm.learning-starts=64"]),
+        ),
+        (
+            "algorithm.train-frequency (sac)",
+            Change("pendulum-sac", &["algorithm.train-frequency=2"]),
+        ),
+        (
+            "algorithm.gradient-steps (sac)",
+            Change("pendulum-sac", &["algorithm.gradient-steps=2"]),
+        ),
+        (
+            "algorithm.alpha (sac)",
+            Change("pendulum-sac", &["algorithm.alpha=0.5"]),
+        ),
+        (
+            "algorithm.initial-alpha (sac)",
+            Change("pendulum-sac", &["algorithm.initial-alpha=0.5"]),
+        ),
+        (
+            "algorithm.target-entropy (sac)",
+            Change("pendulum-sac", &["algorithm.target-entropy=2.0"]),
+        ),
+        (
+            "algorithm.max-grad-norm (sac)",
+            Change("pendulum-sac", &["algorithm.max-grad-norm=0.01"]),
+        ),
+        (
+            "algorithm.checkpoint-replay (sac)",
+            Change("pendulum-sac", &["algorithm.checkpoint-replay=#true"]),
         ),
         // env (the catalogue's games: see the module doc)
         // gymnasium: the interpreter and the worker count and step timeout show in the rank

@@ -13,9 +13,15 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Collective;
+use super::actions::ActionBatch;
 use super::common::synchronised_step;
+use super::host_rows::actions_to_host;
+use super::learner::{Scalars, Setting};
+use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule};
 use super::optim::{Optimizer, OptimizerSpec};
-use crate::nn::{ActorCriticSpec, QHead, QNetwork, named_parameters, parameters_in_order};
+use crate::nn::{
+    ActorCriticSpec, QHead, QNetwork, named_parameters, trainable_parameters_in_order,
+};
 
 /// The TD loss applied to each error δ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,15 +67,7 @@ impl DqnConfig {
     }
 }
 
-/// A batch of transitions as tensors (see `replay::Sample` for the meaning of each).
-pub struct TransitionBatch {
-    pub obs: Tensor,
-    pub actions: Tensor,
-    pub returns: Tensor,
-    pub discounts: Tensor,
-    pub next_obs: Tensor,
-    pub weights: Tensor,
-}
+pub use super::off_policy::TransitionBatch;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DqnStats {
@@ -228,18 +226,7 @@ impl Dqn {
 
     /// `θ⁻ ← τ θ + (1 - τ) θ⁻` (τ = 1: the hard copy of Mnih et al. 2015).
     fn copy_to_target(&mut self, tau: f64) {
-        let online = parameters_in_order(&self.online_vs);
-        let target = parameters_in_order(&self.target_vs);
-        tch::no_grad(|| {
-            for ((_, src), (_, mut dst)) in online.iter().zip(target) {
-                if tau >= 1.0 {
-                    dst.copy_(src);
-                } else {
-                    let mixed = src * tau + &dst * (1.0 - tau);
-                    dst.copy_(&mixed);
-                }
-            }
-        });
+        super::common::update_target(&self.online_vs, &self.target_vs, tau);
     }
 
     /// The per-sample TD errors δ = y - Q(s, a) with
@@ -304,5 +291,147 @@ impl Dqn {
             target_updated,
             td_errors,
         })
+    }
+}
+
+/// DQN as the off-policy skeleton's rule: ε-greedy acting on the ε schedule, one TD update per
+/// gradient step, priorities back to the replay, β annealed for prioritised replay.
+pub struct DqnRule {
+    dqn: Dqn,
+    cfg: tandem_config::Dqn,
+    latest: Option<DqnStats>,
+    epsilon: f64,
+    beta: f64,
+}
+
+impl DqnRule {
+    /// The off-policy learner of `algorithm "dqn"`.
+    pub fn learner(setting: &Setting, cfg: &tandem_config::Dqn) -> Result<OffPolicy<DqnRule>> {
+        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let dqn = Dqn::new(
+            setting.device,
+            &spec,
+            &obs_shape,
+            setting.envs.num_actions() as i64,
+            cfg.dueling,
+            DqnConfig::from_config(cfg),
+        )?;
+        let rule = DqnRule {
+            dqn,
+            cfg: cfg.clone(),
+            latest: None,
+            epsilon: cfg.epsilon_start,
+            beta: cfg.priority_beta_start,
+        };
+        let schedule = Schedule {
+            learning_starts: cfg.learning_starts,
+            train_frequency: cfg.train_frequency,
+            gradient_steps: 1,
+            checkpoint_replay: cfg.checkpoint_replay,
+        };
+        let returns = ReturnSpec {
+            n_step: cfg.n_step,
+            gamma: cfg.gamma,
+            priority_alpha: cfg.prioritized.then_some(cfg.priority_alpha),
+        };
+        OffPolicy::new(setting, rule, schedule, returns)
+    }
+}
+
+impl OffPolicyRule for DqnRule {
+    fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
+        let cfg = &self.cfg;
+        self.epsilon = epsilon_at(
+            cfg.epsilon_start,
+            cfg.epsilon_end,
+            cfg.epsilon_fraction,
+            at.global_step,
+            at.total_steps,
+        );
+        Ok(ActionBatch::Discrete(actions_to_host(
+            &self.dqn.act(obs, self.epsilon)?,
+        )?))
+    }
+
+    fn sampling_beta(&mut self, global_step: u64, total_steps: u64) -> f64 {
+        let cfg = &self.cfg;
+        self.beta = annealed(
+            cfg.priority_beta_start,
+            cfg.priority_beta_end,
+            global_step as f64 / total_steps as f64,
+        );
+        self.beta
+    }
+
+    fn learn(
+        &mut self,
+        batch: &TransitionBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<Option<Vec<f32>>> {
+        ensure!(
+            batch.actions.kind() == Kind::Int64,
+            "dqn needs discrete actions, got a batch of {:?}",
+            batch.actions.kind()
+        );
+        let mut stats = self.dqn.update(batch, collective)?;
+        let td_errors = std::mem::take(&mut stats.td_errors);
+        self.latest = Some(stats);
+        Ok(Some(td_errors))
+    }
+
+    fn trainable_parameters(&self) -> Vec<Tensor> {
+        trainable_parameters_in_order(self.dqn.online_vs())
+    }
+
+    fn networks(&self) -> Vec<(String, Tensor)> {
+        self.dqn.named_state()
+    }
+
+    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.dqn.optimizer().state_tensors()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("optimizer_steps", self.dqn.optimizer().step_count()),
+            ("gradient_steps", self.dqn.gradient_steps()),
+        ]
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
+        match name {
+            "optimizer_steps" => self.dqn.optimizer_mut().set_step_count(value),
+            "gradient_steps" => self.dqn.set_gradient_steps(value),
+            other => anyhow::bail!("the DQN learner has no counter {other}"),
+        }
+        Ok(())
+    }
+
+    fn scalars(&self, sampleable: usize) -> Scalars {
+        let mut s: Scalars = vec![
+            ("dqn/epsilon", self.epsilon),
+            ("dqn/gradient_steps", self.dqn.gradient_steps() as f64),
+            ("replay/sampleable", sampleable as f64),
+        ];
+        if self.cfg.prioritized {
+            s.push(("replay/beta", self.beta));
+        }
+        if let Some(st) = &self.latest {
+            s.push(("loss/td", st.loss));
+            s.push(("dqn/q_mean", st.q_mean));
+            s.push(("dqn/td_abs_mean", st.td_abs_mean));
+            s.push(("optim/grad_norm", st.grad_norm));
+        }
+        s
+    }
+
+    fn diverged(&self) -> bool {
+        self.latest
+            .as_ref()
+            .is_some_and(|s| !s.loss.is_finite() || !s.grad_norm.is_finite())
+    }
+
+    fn gradient_steps(&self) -> u64 {
+        self.dqn.gradient_steps()
     }
 }

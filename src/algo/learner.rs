@@ -168,7 +168,8 @@ pub fn build(
         Algorithm::A2c(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
             super::a2c::A2c::from_config(vs, config, experiment)
         })?),
-        Algorithm::Dqn(config) => Box::new(super::off_policy::OffPolicy::new(&setting, config)?),
+        Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
+        Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),
     })
 }
 
@@ -184,9 +185,18 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
 }
 
 /// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take either
-/// kind, dqn only discrete actions. The resolver refuses this for games it knows; a gymnasium
+/// kind, dqn only discrete actions, sac only boxes. The resolver refuses this for games it knows; a gymnasium
 /// environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
+    if matches!(algorithm, Algorithm::Sac(_)) {
+        if space.is_discrete() {
+            bail!(
+                "sac chooses box actions, but the environment takes {space}; pick an \
+                 environment with a box action space, or dqn, ppo or a2c for discrete actions"
+            );
+        }
+        return Ok(());
+    }
     if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
         bail!(
             "{} chooses discrete actions, but the environment takes a {space}; \
@@ -229,5 +239,19 @@ mod tests {
                 && err.contains("box of 1 f32 in [-2, 2]"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn sac_refuses_a_discrete_space_and_takes_a_box() {
+        let text = "experiment \"x\" {\n    algorithm \"sac\"\n    env \"pendulum\"\n}\n";
+        let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+            .expect("resolves")
+            .experiment;
+        let algorithm = &experiment.algorithm;
+        assert!(takes_the_action_space(algorithm, &ActionSpace::uniform_box(1, -2.0, 2.0)).is_ok());
+        let err = takes_the_action_space(algorithm, &ActionSpace::discrete(2))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("sac chooses box actions"), "{err}");
     }
 }

@@ -1,6 +1,10 @@
-//! The off-policy learner (DQN): each iteration steps this rank's environments
-//! `train-frequency` times with an ε-greedy policy into the rank's own replay buffer, then takes
-//! one gradient step on a batch sampled from it (gradients averaged over ranks).
+//! The off-policy skeleton (DQN, SAC): each iteration steps this rank's environments
+//! `train-frequency` times with the rule's behaviour policy into the rank's own replay buffer,
+//! then, once learning has started, takes the rule's gradient steps on batches sampled from it
+//! (gradients averaged over ranks). What differs between algorithms (how to act, what one
+//! gradient step is, which networks and optimizers there are) is an [`OffPolicyRule`]; the
+//! acting loop, learning-starts, the gradient-step decisions, rounds, and the checkpointed
+//! replay files and their resume rules exist once, here.
 //!
 //! Every rank runs the same number of iterations and takes a gradient step in the same ones:
 //! whether an iteration trains is a function of the global step counter and of the number of
@@ -18,20 +22,111 @@ use tandem_config::{Experiment, Wrapper};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{Dtype, VecEnv};
 
+use super::Collective;
 use super::actions::{ActionBatch, ActionKind};
-use super::dqn::{Dqn, DqnConfig, DqnStats, TransitionBatch, annealed, epsilon_at};
-use super::host_rows::{actions_to_host, rows_to_batch};
+use super::host_rows::rows_to_batch;
 use super::learner::{Learner, Resumed, Round, Scalars, Setting};
-use super::replay::{ReplayBuffer, ReplaySpec, VectorStep};
-use crate::nn::trainable_parameters_in_order;
+use super::replay::{ReplayBuffer, ReplaySpec, Sample, VectorStep};
 use crate::seeds::{Purpose, derived_seed};
 
 /// Iterations per round (between exchanges of episodes and control decisions).
 pub const EXCHANGE_EVERY: u64 = 16;
 
-pub struct OffPolicy {
-    dqn: Dqn,
-    cfg: tandem_config::Dqn,
+/// A batch of transitions as tensors (see `replay::Sample` for the meaning of each). Actions
+/// are int64 `[B]` (discrete) or f32 `[B, d]` in the environment's units (box).
+pub struct TransitionBatch {
+    pub obs: Tensor,
+    pub actions: Tensor,
+    pub returns: Tensor,
+    pub discounts: Tensor,
+    pub next_obs: Tensor,
+    pub weights: Tensor,
+}
+
+impl TransitionBatch {
+    fn from_sample(
+        sample: &Sample,
+        n: usize,
+        obs_shape: &[i64],
+        device: Device,
+    ) -> TransitionBatch {
+        let actions = match &sample.actions {
+            ActionBatch::Discrete(a) => Tensor::from_slice(a),
+            ActionBatch::Box { dim, values } => {
+                Tensor::from_slice(values).view([n as i64, *dim as i64])
+            }
+        };
+        TransitionBatch {
+            obs: rows_to_batch(&sample.obs, n, obs_shape, device),
+            actions: actions.to_device(device),
+            returns: Tensor::from_slice(&sample.returns).to_device(device),
+            discounts: Tensor::from_slice(&sample.discounts).to_device(device),
+            next_obs: rows_to_batch(&sample.next_obs, n, obs_shape, device),
+            weights: Tensor::from_slice(&sample.weights).to_device(device),
+        }
+    }
+}
+
+/// When the skeleton acts and learns, from the algorithm's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    /// Global steps before the first gradient step.
+    pub learning_starts: u64,
+    /// Vector steps per iteration.
+    pub train_frequency: u64,
+    /// Gradient steps per iteration once learning has started.
+    pub gradient_steps: u64,
+    pub checkpoint_replay: bool,
+}
+
+/// What the replay buffer computes for the rule: n-step returns with `gamma`, and priorities
+/// when `priority_alpha` is set.
+#[derive(Debug, Clone, Copy)]
+pub struct ReturnSpec {
+    pub n_step: usize,
+    pub gamma: f64,
+    pub priority_alpha: Option<f64>,
+}
+
+/// Where an acting step stands.
+#[derive(Debug, Clone, Copy)]
+pub struct ActAt {
+    pub global_step: u64,
+    pub total_steps: u64,
+    /// Learning has not started yet (`global_step < learning-starts`).
+    pub warming_up: bool,
+}
+
+/// An off-policy algorithm as the skeleton drives it.
+pub trait OffPolicyRule {
+    /// Actions for this rank's environments observing `obs`, as the environments take them
+    /// and replay stores them. Randomness comes from torch's generator (seeded per iteration).
+    fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch>;
+    /// The importance-sampling exponent of this iteration's samples (prioritised replay).
+    fn sampling_beta(&mut self, _global_step: u64, _total_steps: u64) -> f64 {
+        1.0
+    }
+    /// One gradient step on this rank's batch; new priorities (|δ| per sample) when the rule
+    /// has them.
+    fn learn(
+        &mut self,
+        batch: &TransitionBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<Option<Vec<f32>>>;
+    fn trainable_parameters(&self) -> Vec<Tensor>;
+    fn networks(&self) -> Vec<(String, Tensor)>;
+    fn optimizer_state(&self) -> Vec<(String, Tensor)>;
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+    fn set_counter(&mut self, name: &str, value: u64) -> Result<()>;
+    /// The rule's scalars; `sampleable` is the replay's count, for the rule to place.
+    fn scalars(&self, sampleable: usize) -> Scalars;
+    fn diverged(&self) -> bool;
+    fn gradient_steps(&self) -> u64;
+}
+
+pub struct OffPolicy<R> {
+    rule: R,
+    schedule: Schedule,
     replay: ReplayBuffer,
     replay_spec: ReplaySpec,
     obs_shape: Vec<i64>,
@@ -40,13 +135,15 @@ pub struct OffPolicy {
     rank: usize,
     per_rank_batch: usize,
     steps_per_vector_step: u64,
-    latest: Option<DqnStats>,
-    epsilon: f64,
-    beta: f64,
 }
 
-impl OffPolicy {
-    pub fn new(setting: &Setting, cfg: &tandem_config::Dqn) -> Result<OffPolicy> {
+impl<R: OffPolicyRule> OffPolicy<R> {
+    pub fn new(
+        setting: &Setting,
+        rule: R,
+        schedule: Schedule,
+        returns: ReturnSpec,
+    ) -> Result<OffPolicy<R>> {
         let Setting {
             experiment,
             envs,
@@ -54,21 +151,13 @@ impl OffPolicy {
             world,
             device,
         } = *setting;
-        let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
-        let dqn = Dqn::new(
-            device,
-            &spec,
-            &obs_shape,
-            envs.num_actions() as i64,
-            cfg.dueling,
-            DqnConfig::from_config(cfg),
-        )?;
-        let replay_spec = replay_spec(experiment, envs, cfg)?;
+        let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
+        let replay_spec = replay_spec(experiment, envs, returns)?;
         let replay = ReplayBuffer::new(replay_spec.clone())
             .with_context(|| format!("cannot build the replay buffer of rank {rank}"))?;
         Ok(OffPolicy {
-            dqn,
-            cfg: cfg.clone(),
+            rule,
+            schedule,
             replay,
             replay_spec,
             obs_shape,
@@ -77,33 +166,30 @@ impl OffPolicy {
             rank,
             per_rank_batch: experiment
                 .per_rank_batch_size()
-                .context("dqn has a per-rank batch size")?,
+                .context("an off-policy learner has a per-rank batch size")?,
             steps_per_vector_step: (experiment.per_rank_envs() * world) as u64,
-            latest: None,
-            epsilon: cfg.epsilon_start,
-            beta: cfg.priority_beta_start,
         })
     }
 
-    /// `train-frequency` ε-greedy vector steps into this rank's replay buffer.
+    /// `train-frequency` vector steps of the rule's behaviour policy into this rank's replay.
     fn act(&mut self, envs: &mut VecEnv, global_step: &mut u64, total_steps: u64) -> Result<()> {
         let n_envs = envs.num_envs();
-        for _ in 0..self.cfg.train_frequency {
-            let cfg = &self.cfg;
-            self.epsilon = epsilon_at(
-                cfg.epsilon_start,
-                cfg.epsilon_end,
-                cfg.epsilon_fraction,
-                *global_step,
+        for _ in 0..self.schedule.train_frequency {
+            let at = ActAt {
+                global_step: *global_step,
                 total_steps,
-            );
+                warming_up: *global_step < self.schedule.learning_starts,
+            };
             let obs_rows = envs.obs().to_vec();
             let obs = rows_to_batch(&obs_rows, n_envs, &self.obs_shape, self.device);
-            let actions = actions_to_host(&self.dqn.act(&obs, self.epsilon)?)?;
-            envs.step(&actions)?;
+            let actions = self.rule.act(&obs, at)?;
+            match &actions {
+                ActionBatch::Discrete(a) => envs.step(a)?,
+                ActionBatch::Box { values, .. } => envs.step_box(values)?,
+            }
             self.replay.push(&VectorStep {
                 obs: &obs_rows,
-                actions: &ActionBatch::Discrete(actions),
+                actions: &actions,
                 rewards: envs.rewards(),
                 terminated: envs.terminated(),
                 truncated: envs.truncated(),
@@ -114,42 +200,31 @@ impl OffPolicy {
         Ok(())
     }
 
-    /// One gradient step on a batch sampled from this rank's replay, once learning has started
-    /// (the same decision on every rank: global counters only).
+    /// The rule's gradient steps on batches sampled from this rank's replay, once learning has
+    /// started (the same decision on every rank: global counters only).
     fn learn(
         &mut self,
         iteration: u64,
         global_step: u64,
         total_steps: u64,
-        collective: &mut dyn super::Collective,
+        collective: &mut dyn Collective,
     ) -> Result<()> {
-        if global_step < self.cfg.learning_starts || self.replay.sampleable() < self.per_rank_batch
+        if global_step < self.schedule.learning_starts
+            || self.replay.sampleable() < self.per_rank_batch
         {
             return Ok(());
         }
-        let cfg = &self.cfg;
-        self.beta = annealed(
-            cfg.priority_beta_start,
-            cfg.priority_beta_end,
-            global_step as f64 / total_steps as f64,
-        );
+        let beta = self.rule.sampling_beta(global_step, total_steps);
         let seed = derived_seed(self.seed, Purpose::Replay, self.rank as u64, iteration);
         let mut rng = Xoshiro256::new(seed);
         let n = self.per_rank_batch;
-        let sample = self.replay.sample(n, self.beta, &mut rng)?;
-        let (shape, device) = (&self.obs_shape, self.device);
-        let batch = TransitionBatch {
-            obs: rows_to_batch(&sample.obs, n, shape, device),
-            actions: Tensor::from_slice(sample.actions.discrete("dqn")?).to_device(device),
-            returns: Tensor::from_slice(&sample.returns).to_device(device),
-            discounts: Tensor::from_slice(&sample.discounts).to_device(device),
-            next_obs: rows_to_batch(&sample.next_obs, n, shape, device),
-            weights: Tensor::from_slice(&sample.weights).to_device(device),
-        };
-        let stats = self.dqn.update(&batch, collective)?;
-        self.replay
-            .update_priorities(&sample.slots, &stats.td_errors)?;
-        self.latest = Some(stats);
+        for _ in 0..self.schedule.gradient_steps {
+            let sample = self.replay.sample(n, beta, &mut rng)?;
+            let batch = TransitionBatch::from_sample(&sample, n, &self.obs_shape, self.device);
+            if let Some(priorities) = self.rule.learn(&batch, collective)? {
+                self.replay.update_priorities(&sample.slots, &priorities)?;
+            }
+        }
         Ok(())
     }
 
@@ -158,9 +233,9 @@ impl OffPolicy {
     }
 }
 
-impl Learner for OffPolicy {
+impl<R: OffPolicyRule> Learner for OffPolicy<R> {
     fn steps_per_update(&self) -> u64 {
-        self.steps_per_vector_step * self.cfg.train_frequency
+        self.steps_per_vector_step * self.schedule.train_frequency
     }
 
     fn updates_per_round(&self) -> u64 {
@@ -168,33 +243,26 @@ impl Learner for OffPolicy {
     }
 
     fn trainable_parameters(&self) -> Vec<Tensor> {
-        trainable_parameters_in_order(self.dqn.online_vs())
+        self.rule.trainable_parameters()
     }
 
-    /// The online and target networks. The target is in the start-up broadcast: from there on
-    /// it changes only by deterministic updates from the (identical) online parameters.
+    /// The online networks and their targets. Targets are in the start-up broadcast: from
+    /// there on they change only by deterministic updates from the (identical) online
+    /// parameters.
     fn networks(&self) -> Vec<(String, Tensor)> {
-        self.dqn.named_state()
+        self.rule.networks()
     }
 
     fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.dqn.optimizer().state_tensors()
+        self.rule.optimizer_state()
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("optimizer_steps", self.dqn.optimizer().step_count()),
-            ("gradient_steps", self.dqn.gradient_steps()),
-        ]
+        self.rule.counters()
     }
 
     fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        match name {
-            "optimizer_steps" => self.dqn.optimizer_mut().set_step_count(value),
-            "gradient_steps" => self.dqn.set_gradient_steps(value),
-            other => bail!("the DQN learner has no counter {other}"),
-        }
-        Ok(())
+        self.rule.set_counter(name, value)
     }
 
     /// Iterations up to the next multiple of [`EXCHANGE_EVERY`] (so a resumed run exchanges
@@ -228,35 +296,19 @@ impl Learner for OffPolicy {
     }
 
     fn scalars(&self) -> Scalars {
-        let mut s: Scalars = vec![
-            ("dqn/epsilon", self.epsilon),
-            ("dqn/gradient_steps", self.dqn.gradient_steps() as f64),
-            ("replay/sampleable", self.replay.sampleable() as f64),
-        ];
-        if self.cfg.prioritized {
-            s.push(("replay/beta", self.beta));
-        }
-        if let Some(st) = &self.latest {
-            s.push(("loss/td", st.loss));
-            s.push(("dqn/q_mean", st.q_mean));
-            s.push(("dqn/td_abs_mean", st.td_abs_mean));
-            s.push(("optim/grad_norm", st.grad_norm));
-        }
-        s
+        self.rule.scalars(self.replay.sampleable())
     }
 
     fn diverged(&self) -> bool {
-        self.latest
-            .as_ref()
-            .is_some_and(|s| !s.loss.is_finite() || !s.grad_norm.is_finite())
+        self.rule.diverged()
     }
 
     fn summary_fields(&self) -> Vec<(&'static str, String)> {
-        vec![("gradient_steps", self.dqn.gradient_steps().to_string())]
+        vec![("gradient_steps", self.rule.gradient_steps().to_string())]
     }
 
     fn save_rank_files(&mut self, dir: &Path, global_step: u64) -> Result<()> {
-        if self.cfg.checkpoint_replay {
+        if self.schedule.checkpoint_replay {
             self.replay.set_tag(global_step);
             self.replay.save(&self.replay_file(dir))?;
         }
@@ -264,7 +316,7 @@ impl Learner for OffPolicy {
     }
 
     fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
-        if !self.cfg.checkpoint_replay {
+        if !self.schedule.checkpoint_replay {
             return Ok(());
         }
         let rank = self.rank;
@@ -316,22 +368,18 @@ impl Learner for OffPolicy {
 
 /// The replay buffer this rank keeps: its share of the capacity, frames stored once where the
 /// observations are stacks, bytes where they are whole numbers in 0..=255.
-fn replay_spec(
-    experiment: &Experiment,
-    envs: &VecEnv,
-    cfg: &tandem_config::Dqn,
-) -> Result<ReplaySpec> {
+fn replay_spec(experiment: &Experiment, envs: &VecEnv, returns: ReturnSpec) -> Result<ReplaySpec> {
     Ok(ReplaySpec {
         capacity: experiment
             .per_rank_buffer_capacity()
-            .context("dqn has a per-rank buffer capacity")?,
+            .context("an off-policy learner has a per-rank buffer capacity")?,
         num_envs: envs.num_envs(),
         obs_len: envs.obs_len(),
         stack: experiment.replay_stack(),
         pixels: stores_bytes(experiment, envs.env_observation_space().dtype),
-        n_step: cfg.n_step,
-        gamma: cfg.gamma,
-        priority_alpha: cfg.prioritized.then_some(cfg.priority_alpha),
+        n_step: returns.n_step,
+        gamma: returns.gamma,
+        priority_alpha: returns.priority_alpha,
         actions: ActionKind::of(envs.action_space()),
     })
 }

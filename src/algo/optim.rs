@@ -82,19 +82,84 @@ pub struct Optimizer {
     /// Adam's step number t as the 0-dim float tensor the fused kernel reads.
     step_number: Tensor,
     steps: u64,
+    /// The networks of a [`Optimizer::grouped`] optimizer (one group spanning everything
+    /// otherwise).
+    groups: Vec<Group>,
+}
+
+/// One network of a grouped optimizer.
+#[derive(Debug)]
+struct Group {
+    name: String,
+    /// Its parameters' indices, and its `(offset, length)` in the flat buffers.
+    params: std::ops::Range<usize>,
+    elements: (i64, i64),
+    steps: u64,
+}
+
+/// The trainable variables of `vs` in [`parameters_in_order`] order.
+fn trainable(vs: &VarStore) -> impl Iterator<Item = (String, Tensor)> {
+    parameters_in_order(vs)
+        .into_iter()
+        .filter(|(_, t)| t.requires_grad())
 }
 
 impl Optimizer {
     pub fn new(vs: &VarStore, spec: OptimizerSpec) -> Result<Self> {
-        spec.validate()?;
-        let (names, params): (Vec<String>, Vec<Tensor>) = parameters_in_order(vs)
-            .into_iter()
-            .filter(|(_, t)| t.requires_grad())
-            .unzip();
+        let (names, params): (Vec<String>, Vec<Tensor>) = trainable(vs).unzip();
         ensure!(
             !params.is_empty(),
             "optimizer: the VarStore has no trainable variables"
         );
+        let whole = Group {
+            name: String::new(),
+            params: 0..params.len(),
+            elements: (0, params.iter().map(|p| p.numel() as i64).sum()),
+            steps: 0,
+        };
+        Self::with_groups(names, params, vec![whole], spec)
+    }
+
+    /// One optimizer over several networks, each a group with its own learning rate and step
+    /// count ([`Optimizer::step_group`]), all in one flat parameter and one flat gradient buffer:
+    /// a learner that syncs its networks' gradients together then hands DDP gradients that lie
+    /// back to back. Parameters are named `<group>.<name>`, groups in the order given.
+    pub fn grouped(stores: &[(&str, &VarStore)], spec: OptimizerSpec) -> Result<Self> {
+        ensure!(
+            matches!(spec, OptimizerSpec::Adam { .. }),
+            "optimizer: parameter groups are implemented for Adam only"
+        );
+        let (mut names, mut params, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+        let mut offset = 0i64;
+        for (group, vs) in stores {
+            let first = params.len();
+            for (name, p) in trainable(vs) {
+                names.push(format!("{group}.{name}"));
+                params.push(p);
+            }
+            ensure!(
+                params.len() > first,
+                "optimizer: group {group} has no trainable variables"
+            );
+            let len: i64 = params[first..].iter().map(|p| p.numel() as i64).sum();
+            groups.push(Group {
+                name: group.to_string(),
+                params: first..params.len(),
+                elements: (offset, len),
+                steps: 0,
+            });
+            offset += len;
+        }
+        Self::with_groups(names, params, groups, spec)
+    }
+
+    fn with_groups(
+        names: Vec<String>,
+        params: Vec<Tensor>,
+        groups: Vec<Group>,
+        spec: OptimizerSpec,
+    ) -> Result<Self> {
+        spec.validate()?;
         let (kind, device) = (params[0].kind(), params[0].device());
         for (name, p) in names.iter().zip(&params) {
             ensure!(
@@ -146,6 +211,7 @@ impl Optimizer {
             scratch,
             step_number: Tensor::zeros([], (Kind::Float, device)),
             steps: 0,
+            groups,
         })
     }
 
@@ -257,11 +323,73 @@ impl Optimizer {
         Ok(())
     }
 
+    /// The index of group `name` of a [`Optimizer::grouped`] optimizer.
+    pub fn group(&self, name: &str) -> Result<usize> {
+        self.groups
+            .iter()
+            .position(|g| g.name == name)
+            .with_context(|| format!("optimizer: no parameter group {name}"))
+    }
+
+    /// The parameters of group `g`, in order.
+    pub fn group_parameters(&self, g: usize) -> &[Tensor] {
+        &self.params[self.groups[g].params.clone()]
+    }
+
+    /// Steps group `g` has taken (its Adam bias correction depends on it).
+    pub fn group_step_count(&self, g: usize) -> u64 {
+        self.groups[g].steps
+    }
+
+    pub fn set_group_step_count(&mut self, g: usize, steps: u64) {
+        self.groups[g].steps = steps;
+    }
+
+    /// [`Optimizer::clip_grad_norm`] on group `g`'s gradients alone.
+    pub fn clip_group_grad_norm(&mut self, g: usize, max_norm: f64) -> Result<f64> {
+        let (offset, len) = self.groups[g].elements;
+        clip_flat(&[self.flat_grads.narrow(0, offset, len)], max_norm)
+    }
+
+    /// One Adam update of group `g` alone, with its own learning rate and step count; the
+    /// other groups' parameters and moments stay as they are.
+    pub fn step_group(&mut self, g: usize, lr: f64) -> Result<()> {
+        ensure!(
+            lr.is_finite() && lr >= 0.0,
+            "optimizer: learning rate must be finite and >= 0, got {lr}"
+        );
+        let OptimizerSpec::Adam { beta1, beta2, eps } = self.spec else {
+            bail!("optimizer: parameter groups are implemented for Adam only");
+        };
+        self.check_gradients_in_place()?;
+        let group = &mut self.groups[g];
+        group.steps += 1;
+        let (offset, len) = group.elements;
+        let slice = |t: &Tensor| t.narrow(0, offset, len);
+        tch::no_grad(|| {
+            let _ = self.step_number.fill_(group.steps as f64);
+            crate::torch_ops::fused_adam(
+                &slice(&self.flat_params),
+                &slice(&self.flat_grads),
+                &slice(&self.first_moment),
+                &slice(&self.second_moment),
+                &self.step_number,
+                lr,
+                (beta1, beta2, eps),
+            )
+            .map_err(anyhow::Error::from)
+        })
+    }
+
     /// One update with learning rate `lr` from the gradients currently held by the parameters.
     pub fn step(&mut self, lr: f64) -> Result<()> {
         ensure!(
             lr.is_finite() && lr >= 0.0,
             "optimizer: learning rate must be finite and >= 0, got {lr}"
+        );
+        ensure!(
+            self.groups.len() == 1,
+            "optimizer: a grouped optimizer steps group by group (step_group)"
         );
         self.check_gradients_in_place()?;
         self.steps += 1;

@@ -12,6 +12,7 @@ mod bounds;
 mod distribution;
 mod init;
 mod q_network;
+mod sac;
 mod spec;
 mod torso;
 
@@ -20,6 +21,7 @@ pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
+pub use sac::{ActorSample, QMlp, SquashedGaussianActor, tanh_log_det};
 pub use torso::{Activation, NetworkSpec};
 
 use tch::Tensor;

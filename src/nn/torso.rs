@@ -16,7 +16,7 @@ pub enum Activation {
 }
 
 impl Activation {
-    fn apply(self, x: &Tensor) -> Tensor {
+    pub(crate) fn apply(self, x: &Tensor) -> Tensor {
         match self {
             Activation::Tanh => x.tanh(),
             Activation::Relu => x.relu(),

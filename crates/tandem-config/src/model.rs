@@ -73,6 +73,7 @@ pub enum Algorithm {
     Ppo(Ppo),
     A2c(A2c),
     Dqn(Dqn),
+    Sac(Sac),
 }
 
 impl Algorithm {
@@ -81,11 +82,12 @@ impl Algorithm {
             Algorithm::Ppo(_) => "ppo",
             Algorithm::A2c(_) => "a2c",
             Algorithm::Dqn(_) => "dqn",
+            Algorithm::Sac(_) => "sac",
         }
     }
 
     pub fn is_on_policy(&self) -> bool {
-        !matches!(self, Algorithm::Dqn(_))
+        !matches!(self, Algorithm::Dqn(_) | Algorithm::Sac(_))
     }
 }
 
@@ -159,6 +161,35 @@ pub struct Dqn {
     pub priority_alpha: f64,
     pub priority_beta_start: f64,
     pub priority_beta_end: f64,
+    pub max_grad_norm: Option<f64>,
+    pub checkpoint_replay: bool,
+}
+
+/// Where SAC's entropy temperature or target entropy comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AutoOr {
+    /// `"auto"`: learned (alpha), or minus the action dimension (target entropy).
+    Auto,
+    Value(f64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sac {
+    pub actor_lr: f64,
+    pub critic_lr: f64,
+    pub alpha_lr: f64,
+    pub gamma: f64,
+    pub tau: f64,
+    /// Global; see [`Experiment::per_rank_buffer_capacity`].
+    pub buffer_capacity: usize,
+    /// Global; see [`Experiment::per_rank_batch_size`].
+    pub batch_size: usize,
+    pub learning_starts: u64,
+    pub train_frequency: u64,
+    pub gradient_steps: u64,
+    pub alpha: AutoOr,
+    pub initial_alpha: f64,
+    pub target_entropy: AutoOr,
     pub max_grad_norm: Option<f64>,
     pub checkpoint_replay: bool,
 }
@@ -594,18 +625,21 @@ impl Experiment {
         }
     }
 
-    /// DQN replay capacity of each rank's buffer; `None` for other algorithms.
+    /// Replay capacity of each rank's buffer (DQN, SAC); `None` for on-policy algorithms.
     pub fn per_rank_buffer_capacity(&self) -> Option<usize> {
         match &self.algorithm {
             Algorithm::Dqn(dqn) => Some(dqn.buffer_capacity / self.world_size()),
+            Algorithm::Sac(sac) => Some(sac.buffer_capacity / self.world_size()),
             _ => None,
         }
     }
 
-    /// DQN transitions each rank samples per gradient step; `None` for other algorithms.
+    /// Transitions each rank samples per gradient step (DQN, SAC); `None` for on-policy
+    /// algorithms.
     pub fn per_rank_batch_size(&self) -> Option<usize> {
         match &self.algorithm {
             Algorithm::Dqn(dqn) => Some(dqn.batch_size / self.world_size()),
+            Algorithm::Sac(sac) => Some(sac.batch_size / self.world_size()),
             _ => None,
         }
     }

@@ -33,6 +33,8 @@ pub(crate) enum Ty {
     Wrappers,
     /// A block of `name value` keyword arguments.
     Args,
+    /// The string `"auto"` (the learner decides), or a value of the inner type.
+    OrAuto(&'static Ty),
 }
 
 /// The default of one setting, written out explicitly in the resolved form.
@@ -144,6 +146,12 @@ const UNIT_OPEN: Ty = Ty::Float {
     min: 0.0,
     min_open: true,
     max: 1.0,
+    max_open: true,
+};
+const ANY_FLOAT: Ty = Ty::Float {
+    min: f64::NEG_INFINITY,
+    min_open: true,
+    max: f64::INFINITY,
     max_open: true,
 };
 const COUNT: Ty = Ty::Int {
@@ -488,6 +496,102 @@ pub(crate) static ALGORITHM: Section = Section {
                     POSITIVE,
                     Dflt::Float(10.0),
                     "Global gradient norm clip; `#null` disables clipping.",
+                ),
+                f(
+                    "checkpoint-replay",
+                    Ty::Bool,
+                    Dflt::Bool(false),
+                    "Write the replay buffers into checkpoints (large).",
+                ),
+            ],
+        },
+        Kind {
+            name: "sac",
+            doc: "Soft actor-critic with twin Q-networks, Polyak-averaged targets and automatic entropy tuning, for box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers actor, critics and temperature.",
+            fields: &[
+                f(
+                    "actor-lr",
+                    POSITIVE,
+                    Dflt::Float(3e-4),
+                    "Adam learning rate of the actor.",
+                ),
+                f(
+                    "critic-lr",
+                    POSITIVE,
+                    Dflt::Float(1e-3),
+                    "Adam learning rate of the twin Q-networks.",
+                ),
+                f(
+                    "alpha-lr",
+                    POSITIVE,
+                    Dflt::Float(1e-3),
+                    "Adam learning rate of the log temperature (with alpha \"auto\").",
+                ),
+                f(
+                    "gamma",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.99),
+                    "Discount factor.",
+                ),
+                f(
+                    "tau",
+                    UNIT_OPEN_CLOSED,
+                    Dflt::Float(0.005),
+                    "Polyak coefficient of the target Q-networks, applied after every gradient step.",
+                ),
+                f(
+                    "buffer-capacity",
+                    COUNT,
+                    Dflt::Int(1_000_000),
+                    "Replay capacity in transitions, global: each rank holds capacity / world size.",
+                ),
+                f(
+                    "batch-size",
+                    COUNT,
+                    Dflt::Int(256),
+                    "Transitions per gradient step, global: each rank samples batch-size / world size.",
+                ),
+                f(
+                    "learning-starts",
+                    ZERO_OR_MORE,
+                    Dflt::Int(5_000),
+                    "Global environment steps of uniformly random actions before the first gradient step; at least batch-size.",
+                ),
+                f(
+                    "train-frequency",
+                    COUNT,
+                    Dflt::Int(1),
+                    "Vector steps (one step of every environment) per iteration.",
+                ),
+                f(
+                    "gradient-steps",
+                    COUNT,
+                    Dflt::Int(1),
+                    "Gradient steps per iteration, once learning has started.",
+                ),
+                f(
+                    "alpha",
+                    Ty::OrAuto(&POSITIVE),
+                    Dflt::Str("auto"),
+                    "Entropy temperature: a fixed number, or \"auto\" to learn it towards target-entropy.",
+                ),
+                f(
+                    "initial-alpha",
+                    POSITIVE,
+                    Dflt::Float(1.0),
+                    "Starting temperature with alpha \"auto\".",
+                ),
+                f(
+                    "target-entropy",
+                    Ty::OrAuto(&ANY_FLOAT),
+                    Dflt::Str("auto"),
+                    "Entropy target of the tuned temperature, in the unit action box; \"auto\" is minus the action dimension.",
+                ),
+                n(
+                    "max-grad-norm",
+                    POSITIVE,
+                    Dflt::Null,
+                    "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.",
                 ),
                 f(
                     "checkpoint-replay",
@@ -1151,6 +1255,7 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::Args => "block of `name value` keyword arguments".into(),
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
+        Ty::OrAuto(inner) => format!("\"auto\" or {}", describe(inner)),
         Ty::Wrappers => "block of wrappers".into(),
     }
 }
@@ -1429,6 +1534,7 @@ mod tests {
                     l.iter().all(|i| (min..=max).contains(i))
                 }
                 (Ty::Text, Dflt::Str(s)) => !s.is_empty(),
+                (Ty::OrAuto(_), Dflt::Str(s)) => s == "auto",
                 (Ty::Devices, Dflt::Devices)
                 | (Ty::Threads, Dflt::Auto)
                 | (Ty::Wrappers, Dflt::NoWrappers)

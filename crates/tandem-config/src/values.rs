@@ -93,6 +93,12 @@ impl Reader<'_> {
             _ => None,
         }
     }
+    fn auto_or(&self, field: &str) -> AutoOr {
+        match self.get(field) {
+            Some(Val::Float(x)) => AutoOr::Value(*x),
+            _ => AutoOr::Auto,
+        }
+    }
     fn boolean(&self, field: &str) -> bool {
         matches!(self.get(field), Some(Val::Bool(true)))
     }
@@ -164,6 +170,23 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             priority_alpha: a.float("priority-alpha"),
             priority_beta_start: a.float("priority-beta-start"),
             priority_beta_end: a.float("priority-beta-end"),
+            max_grad_norm: a.opt_float("max-grad-norm"),
+            checkpoint_replay: a.boolean("checkpoint-replay"),
+        }),
+        "sac" => Algorithm::Sac(Sac {
+            actor_lr: a.float("actor-lr"),
+            critic_lr: a.float("critic-lr"),
+            alpha_lr: a.float("alpha-lr"),
+            gamma: a.float("gamma"),
+            tau: a.float("tau"),
+            buffer_capacity: a.usize("buffer-capacity"),
+            batch_size: a.usize("batch-size"),
+            learning_starts: a.u64("learning-starts"),
+            train_frequency: a.u64("train-frequency"),
+            gradient_steps: a.u64("gradient-steps"),
+            alpha: a.auto_or("alpha"),
+            initial_alpha: a.float("initial-alpha"),
+            target_entropy: a.auto_or("target-entropy"),
             max_grad_norm: a.opt_float("max-grad-norm"),
             checkpoint_replay: a.boolean("checkpoint-replay"),
         }),
@@ -375,6 +398,15 @@ impl Writer<'_> {
     fn opt_float(&mut self, field: &str, v: Option<f64>) {
         self.put(field, v.map_or(Val::Null, Val::Float));
     }
+    fn auto_or(&mut self, field: &str, v: AutoOr) {
+        self.put(
+            field,
+            match v {
+                AutoOr::Auto => Val::Str("auto".into()),
+                AutoOr::Value(x) => Val::Float(x),
+            },
+        );
+    }
     fn boolean(&mut self, field: &str, v: bool) {
         self.put(field, Val::Bool(v));
     }
@@ -468,6 +500,23 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
             a.float("priority-alpha", p.priority_alpha);
             a.float("priority-beta-start", p.priority_beta_start);
             a.float("priority-beta-end", p.priority_beta_end);
+            a.opt_float("max-grad-norm", p.max_grad_norm);
+            a.boolean("checkpoint-replay", p.checkpoint_replay);
+        }
+        Algorithm::Sac(p) => {
+            a.float("actor-lr", p.actor_lr);
+            a.float("critic-lr", p.critic_lr);
+            a.float("alpha-lr", p.alpha_lr);
+            a.float("gamma", p.gamma);
+            a.float("tau", p.tau);
+            a.int("buffer-capacity", p.buffer_capacity);
+            a.int("batch-size", p.batch_size);
+            a.int("learning-starts", p.learning_starts);
+            a.int("train-frequency", p.train_frequency);
+            a.int("gradient-steps", p.gradient_steps);
+            a.auto_or("alpha", p.alpha);
+            a.float("initial-alpha", p.initial_alpha);
+            a.auto_or("target-entropy", p.target_entropy);
             a.opt_float("max-grad-norm", p.max_grad_norm);
             a.boolean("checkpoint-replay", p.checkpoint_replay);
         }

@@ -154,6 +154,16 @@ impl Checker<'_> {
                     Ok(Val::Str(s.clone()))
                 }
             }
+            (Ty::OrAuto(_), KdlValue::String(s)) if s == "auto" => Ok(Val::Str(s.clone())),
+            (Ty::OrAuto(_), KdlValue::String(_)) => Err(self.wrong(field, value, span)),
+            (Ty::OrAuto(inner), _) => self.scalar(
+                &Field {
+                    ty: **inner,
+                    ..*field
+                },
+                value,
+                span,
+            ),
             (Ty::Threads, KdlValue::String(s)) if s == "auto" => Ok(Val::Threads(Threads::Auto)),
             (Ty::Threads, KdlValue::Integer(i)) if *i >= 1 && *i <= 4096 => {
                 Ok(Val::Threads(Threads::PerRank(*i as usize)))

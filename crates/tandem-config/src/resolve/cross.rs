@@ -70,10 +70,16 @@ impl CrossCheck<'_, '_> {
                 self.ppo(ppo)
             }
             Algorithm::Dqn(dqn) => {
+                self.off_policy_sizes(dqn.batch_size, dqn.buffer_capacity, dqn.learning_starts);
                 self.dqn(dqn);
-                self.replay(dqn);
+                self.replay(dqn.n_step);
                 self.no_critic();
                 self.no_policy_head();
+            }
+            Algorithm::Sac(sac) => {
+                self.off_policy_sizes(sac.batch_size, sac.buffer_capacity, sac.learning_starts);
+                self.replay(1);
+                self.sac_network();
             }
             Algorithm::A2c(a2c) => {
                 self.global_batch();
@@ -246,15 +252,22 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// Global sizes split over the ranks; buffer, batch, warm-up and epsilon agree.
-    fn dqn(&mut self, dqn: &Dqn) {
+    /// Global replay sizes split over the ranks; buffer, batch and warm-up agree; the
+    /// environments step all at once (DQN, SAC).
+    fn off_policy_sizes(
+        &mut self,
+        batch_size: usize,
+        buffer_capacity: usize,
+        learning_starts: u64,
+    ) {
         let e = self.experiment;
+        let algorithm = e.algorithm.name();
         let (world, world_text) = world(e);
         for (path, value, what) in [
-            ("algorithm.batch-size", dqn.batch_size, "batch-size"),
+            ("algorithm.batch-size", batch_size, "batch-size"),
             (
                 "algorithm.buffer-capacity",
-                dqn.buffer_capacity,
+                buffer_capacity,
                 "buffer-capacity",
             ),
         ] {
@@ -276,13 +289,13 @@ impl CrossCheck<'_, '_> {
             "algorithm",
             "algorithm.batch-size",
             "algorithm.buffer-capacity",
-        ]) && dqn.buffer_capacity < dqn.batch_size
+        ]) && buffer_capacity < batch_size
         {
             self.report(
                 "config::inconsistent",
                 "the replay buffer is smaller than one batch".into(),
                 "algorithm.buffer-capacity",
-                &format!("smaller than batch-size {}", dqn.batch_size),
+                &format!("smaller than batch-size {batch_size}"),
                 Some(("algorithm.batch-size", "batch-size")),
                 "buffer-capacity must be at least batch-size".into(),
             );
@@ -291,13 +304,13 @@ impl CrossCheck<'_, '_> {
             "algorithm",
             "algorithm.batch-size",
             "algorithm.learning-starts",
-        ]) && dqn.learning_starts < dqn.batch_size as u64
+        ]) && learning_starts < batch_size as u64
         {
             self.report(
                 "config::inconsistent",
                 "learning starts before one batch of transitions exists".into(),
                 "algorithm.learning-starts",
-                &format!("less than batch-size {}", dqn.batch_size),
+                &format!("less than batch-size {batch_size}"),
                 Some(("algorithm.batch-size", "batch-size")),
                 "learning-starts must be at least batch-size".into(),
             );
@@ -307,12 +320,15 @@ impl CrossCheck<'_, '_> {
                 "config::inconsistent",
                 "environment groups are for on-policy rollouts".into(),
                 "train.env-groups",
-                "not used by dqn",
-                Some(("algorithm", "dqn")),
-                "dqn steps its environments all at once; remove env-groups or use ppo or a2c"
-                    .into(),
+                &format!("not used by {algorithm}"),
+                Some(("algorithm", algorithm)),
+                format!("{algorithm} steps its environments all at once; remove env-groups or use ppo or a2c"),
             );
         }
+    }
+
+    /// Epsilon decays.
+    fn dqn(&mut self, dqn: &Dqn) {
         if self.ok(&[
             "algorithm",
             "algorithm.epsilon-start",
@@ -354,7 +370,7 @@ impl CrossCheck<'_, '_> {
 
     /// Each rank's replay ring must hold, per environment, more steps than the frame
     /// stack and the n-step return reach back and ahead.
-    fn replay(&mut self, dqn: &Dqn) {
+    fn replay(&mut self, n_step: usize) {
         let e = self.experiment;
         if !self.ok(&[
             "devices",
@@ -367,7 +383,7 @@ impl CrossCheck<'_, '_> {
         }
         let stack = e.replay_stack();
         let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_envs().max(1);
-        let reserved = stack - 1 + dqn.n_step;
+        let reserved = stack - 1 + n_step;
         if rows > reserved {
             self.frame_skip_after_stack();
             return;
@@ -382,7 +398,7 @@ impl CrossCheck<'_, '_> {
                 "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; frame-stack {stack} and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
                 e.per_rank_buffer_capacity().unwrap_or(0),
                 e.per_rank_envs(),
-                dqn.n_step
+                n_step
             ),
         );
     }
@@ -436,6 +452,48 @@ impl CrossCheck<'_, '_> {
         }
     }
 
+    /// SAC's actor and critics are MLPs over vector observations, each with its own torso.
+    fn sac_network(&mut self) {
+        let e = self.experiment;
+        if self.ok(&["algorithm", "network"]) && !matches!(e.network.torso, Torso::Mlp { .. }) {
+            self.report(
+                "config::inconsistent",
+                format!("sac takes an mlp network, not {}", e.network.torso.name()),
+                "network",
+                "not an mlp",
+                Some(("algorithm", "sac")),
+                "sac builds its actor and twin critics from `network \"mlp\"`; use it (with vector observations)".into(),
+            );
+        }
+        if self.ok(&["env", "env.wrappers", "algorithm"])
+            && let Some(obs) = e.observation()
+            && !matches!(obs, Observation::Vector { .. })
+        {
+            self.report(
+                "config::inconsistent",
+                format!(
+                    "sac cannot read the pixel observations of {}",
+                    e.env.game.name()
+                ),
+                "env",
+                "observes images or planes",
+                Some(("algorithm", "sac")),
+                "sac reads vector observations through MLPs; choose a game that observes a vector"
+                    .into(),
+            );
+        }
+        if self.ok(&["algorithm", "network.actor-critic"]) && !e.network.shared {
+            self.report(
+                "config::inconsistent",
+                "sac's actor and critics never share a torso".into(),
+                "network.actor-critic",
+                "not used by sac",
+                Some(("algorithm", "sac")),
+                "sac always gives its actor and each critic their own MLP; remove `actor-critic \"separate\"`".into(),
+            );
+        }
+    }
+
     /// A run cannot be stopped after its end.
     fn max_steps(&mut self) {
         let e = self.experiment;
@@ -454,16 +512,32 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// dqn chooses among discrete actions; ppo and a2c take either kind.
+    /// dqn chooses among discrete actions, sac acts in a box; ppo and a2c take either kind.
     fn learner_takes_the_actions(&mut self) {
         let e = self.experiment;
         let Some(info) = e.env.game.info() else {
             return;
         };
+        let algorithm = e.algorithm.name();
+        if matches!(e.algorithm, Algorithm::Sac(_)) {
+            if info.actions.is_discrete() {
+                self.report(
+                    "config::action-mismatch",
+                    format!("{algorithm} cannot act in {}", info.name),
+                    "env",
+                    &format!("acts with {}", info.actions),
+                    Some(("algorithm", "takes box actions only")),
+                    format!(
+                        "sac learns a squashed Gaussian policy over a box of continuous actions, and {} takes {}; choose a game with box actions (e.g. `env \"pendulum\"`), or dqn, ppo or a2c for discrete ones",
+                        info.name, info.actions
+                    ),
+                );
+            }
+            return;
+        }
         if info.actions.is_discrete() || !matches!(e.algorithm, Algorithm::Dqn(_)) {
             return;
         }
-        let algorithm = e.algorithm.name();
         self.report(
             "config::action-mismatch",
             format!("{algorithm} cannot act in {}", info.name),

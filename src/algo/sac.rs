@@ -1,0 +1,690 @@
+//! Soft actor-critic (Haarnoja et al. 2018, "Soft Actor-Critic: Off-Policy Maximum Entropy Deep
+//! RL with a Stochastic Actor"), with twin Q-networks and Polyak-averaged targets, and the
+//! temperature tuned towards a target entropy ("Soft Actor-Critic Algorithms and Applications",
+//! Haarnoja et al. 2018b, section 5). Actions live in the unit box; the learner scales them.
+//!
+//! One gradient step is ONE backward of `J_Q + J_π + J(α)` and ONE gradient sync over every
+//! trainable parameter, then three Adam steps (actor, critics, temperature, each with its own
+//! learning rate). The three losses touch disjoint parameters: the critic target is computed
+//! without gradients, `J_π` reads Q through detached critic weights, and `α` enters `J_Q` and
+//! `J_π` detached. So the summed backward gives each network the gradient of its own loss, and
+//! DDP all-reduces once per step instead of three times (docs/design.md).
+//!
+//! The noise of an update (ε for the next-state actions and for the current-state actions) is an
+//! input drawn per sample, so a rank's half of a global batch brings its half of the noise.
+
+use anyhow::{Result, bail, ensure};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use super::Collective;
+use super::actions::ActionBatch;
+use super::common::accumulate_gradients;
+use super::host_rows::host_actions;
+use super::learner::{Scalars, Setting};
+use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule, TransitionBatch};
+use super::optim::{Optimizer, OptimizerSpec};
+use crate::nn::{
+    ActionBounds, InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters,
+};
+use crate::seeds::{Purpose, derived_seed};
+
+/// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
+const ADAM_EPS: f64 = 1e-8;
+
+/// How the temperature α is set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Temperature {
+    Fixed(f64),
+    /// Learned from `initial`, towards `target_entropy` (in the unit box).
+    Tuned {
+        initial: f64,
+        target_entropy: f64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SacConfig {
+    pub actor_lr: f64,
+    pub critic_lr: f64,
+    pub alpha_lr: f64,
+    /// Polyak coefficient `θ̄ ← τ θ + (1 - τ) θ̄` after each gradient step.
+    pub tau: f64,
+    pub temperature: Temperature,
+    /// Per-network gradient norm clip; infinity disables it.
+    pub max_grad_norm: f64,
+}
+
+impl SacConfig {
+    /// The learner's settings from the config's `algorithm "sac"` node, for `action_dim`
+    /// action dimensions (the "auto" target entropy is `-action_dim`).
+    pub fn from_config(cfg: &tandem_config::Sac, action_dim: usize) -> SacConfig {
+        use tandem_config::AutoOr;
+        let target_entropy = match cfg.target_entropy {
+            AutoOr::Auto => -(action_dim as f64),
+            AutoOr::Value(v) => v,
+        };
+        SacConfig {
+            actor_lr: cfg.actor_lr,
+            critic_lr: cfg.critic_lr,
+            alpha_lr: cfg.alpha_lr,
+            tau: cfg.tau,
+            temperature: match cfg.alpha {
+                AutoOr::Auto => Temperature::Tuned {
+                    initial: cfg.initial_alpha,
+                    target_entropy,
+                },
+                AutoOr::Value(alpha) => Temperature::Fixed(alpha),
+            },
+            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
+        }
+    }
+}
+
+/// A batch of transitions with the update's noise. Actions are in the unit box.
+pub struct SacBatch {
+    pub obs: Tensor,
+    pub actions: Tensor,
+    /// Rewards (one-step returns).
+    pub rewards: Tensor,
+    /// γ, or 0 where the episode terminated.
+    pub discounts: Tensor,
+    pub next_obs: Tensor,
+    /// Standard normal `[B, d]` for the actions at `next_obs` (the target) and at `obs` (the
+    /// actor and temperature losses).
+    pub eps_next: Tensor,
+    pub eps_now: Tensor,
+}
+
+/// The three losses of one step (scalars with their graphs) and what is logged of them.
+pub struct SacLosses {
+    pub critic: Tensor,
+    pub actor: Tensor,
+    /// Zero (without a graph) when α is fixed.
+    pub alpha: Tensor,
+    pub q_mean: Tensor,
+    /// `-mean log π(ã|s)` over the batch, in the unit box.
+    pub entropy: Tensor,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SacStats {
+    pub critic_loss: f64,
+    pub actor_loss: f64,
+    pub alpha_loss: f64,
+    pub alpha: f64,
+    pub q_mean: f64,
+    pub entropy: f64,
+    pub actor_grad_norm: f64,
+    pub critic_grad_norm: f64,
+}
+
+pub struct Sac {
+    config: SacConfig,
+    actor: SquashedGaussianActor,
+    critics: [QMlp; 2],
+    targets: [QMlp; 2],
+    actor_vs: VarStore,
+    critic_vs: VarStore,
+    target_vs: VarStore,
+    alpha_vs: VarStore,
+    log_alpha: Tensor,
+    /// One Adam over the groups `actor`, `critic` and (when α is tuned) `alpha`, each with its
+    /// own learning rate and step count, in one flat gradient buffer that DDP all-reduces.
+    optimizer: Optimizer,
+    /// The groups' indices and learning rates, in the optimizer's order.
+    groups: Vec<(usize, f64)>,
+    gradient_steps: u64,
+}
+
+/// The optimizer groups, in order; `alpha` only when α is tuned.
+pub const GROUPS: [&str; 3] = ["actor", "critic", "alpha"];
+
+impl Sac {
+    /// Builds the actor, the twin critics (initialised from the current torch seed, in that
+    /// order), targets equal to the critics, and `log α`.
+    pub fn new(
+        device: Device,
+        network: &NetworkSpec,
+        init: &InitSpec,
+        obs_shape: &[i64],
+        action_dim: i64,
+        config: SacConfig,
+    ) -> Result<Sac> {
+        for (name, lr) in [
+            ("actor-lr", config.actor_lr),
+            ("critic-lr", config.critic_lr),
+            ("alpha-lr", config.alpha_lr),
+        ] {
+            ensure!(lr > 0.0, "sac: {name} must be positive, got {lr}");
+        }
+        ensure!(
+            config.tau > 0.0 && config.tau <= 1.0,
+            "sac: tau must be in (0, 1], got {}",
+            config.tau
+        );
+        let obs_len: i64 = obs_shape.iter().product();
+        let actor_vs = VarStore::new(device);
+        let actor =
+            SquashedGaussianActor::new(&actor_vs.root(), network, init, obs_shape, action_dim)?;
+        let critic_pair = |vs: &VarStore| -> Result<[QMlp; 2]> {
+            Ok([
+                QMlp::new(&(vs.root() / "q1"), network, init, obs_len, action_dim)?,
+                QMlp::new(&(vs.root() / "q2"), network, init, obs_len, action_dim)?,
+            ])
+        };
+        let critic_vs = VarStore::new(device);
+        let critics = critic_pair(&critic_vs)?;
+        let mut target_vs = VarStore::new(device);
+        let targets = critic_pair(&target_vs)?;
+        target_vs.freeze();
+        let mut alpha_vs = VarStore::new(device);
+        let (initial, tuned) = match config.temperature {
+            Temperature::Fixed(alpha) => (alpha, false),
+            Temperature::Tuned { initial, .. } => (initial, true),
+        };
+        ensure!(initial > 0.0, "sac: alpha must be positive, got {initial}");
+        let log_alpha = alpha_vs
+            .root()
+            .var("log_alpha", &[1], tch::nn::Init::Const(initial.ln()));
+        if !tuned {
+            alpha_vs.freeze();
+        }
+        let mut stores = vec![("actor", &actor_vs), ("critic", &critic_vs)];
+        let mut lrs = vec![config.actor_lr, config.critic_lr];
+        if tuned {
+            stores.push(("alpha", &alpha_vs));
+            lrs.push(config.alpha_lr);
+        }
+        let optimizer = Optimizer::grouped(
+            &stores,
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: ADAM_EPS,
+            },
+        )?;
+        let groups = lrs.into_iter().enumerate().collect();
+        let sac = Sac {
+            config,
+            actor,
+            critics,
+            targets,
+            actor_vs,
+            critic_vs,
+            target_vs,
+            alpha_vs,
+            log_alpha,
+            optimizer,
+            groups,
+            gradient_steps: 0,
+        };
+        sac.update_targets(1.0);
+        Ok(sac)
+    }
+
+    pub fn gradient_steps(&self) -> u64 {
+        self.gradient_steps
+    }
+
+    pub fn set_gradient_steps(&mut self, steps: u64) {
+        self.gradient_steps = steps;
+    }
+
+    pub fn actor(&self) -> &SquashedGaussianActor {
+        &self.actor
+    }
+
+    /// The current temperature α = exp(log α).
+    pub fn alpha(&self) -> f64 {
+        self.log_alpha.exp().double_value(&[0])
+    }
+
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
+        &mut self.optimizer
+    }
+
+    /// Every trainable tensor, actor then critics then `log α` (each in name order): the list
+    /// DDP is built over and every step synchronises.
+    pub fn trainable_parameters(&self) -> Vec<Tensor> {
+        self.optimizer
+            .parameters()
+            .iter()
+            .map(Tensor::shallow_clone)
+            .collect()
+    }
+
+    /// The parameters of optimizer group `name` (`actor`, `critic`, `alpha`).
+    pub fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
+        Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
+    }
+
+    /// `model.actor.*`, `model.critic.*`, `model.alpha.log_alpha`, then `target.critic.*`.
+    pub fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = named_parameters(&self.actor_vs, "model.actor");
+        named.extend(named_parameters(&self.critic_vs, "model.critic"));
+        named.extend(named_parameters(&self.alpha_vs, "model.alpha"));
+        named.extend(named_parameters(&self.target_vs, "target.critic"));
+        named
+    }
+
+    /// The optimizer's moments, `exp_avg/<group>.<tensor>` and `exp_avg_sq/<group>.<tensor>`.
+    pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.optimizer.state_tensors()
+    }
+
+    /// `θ̄ ← τ θ + (1 - τ) θ̄` for both critics (Haarnoja et al. 2018, Algorithm 1).
+    fn update_targets(&self, tau: f64) {
+        super::common::update_target(&self.critic_vs, &self.target_vs, tau);
+    }
+
+    /// The three losses on this rank's batch, each a mean over its samples.
+    pub fn losses(&self, batch: &SacBatch) -> Result<SacLosses> {
+        let alpha = self.log_alpha.exp().detach();
+        let [q1, q2] = &self.critics;
+        // The soft Bellman target (2018a eq. 3 and 5 with the twin-Q minimum of section 4.2):
+        // y = r + γ (min_i Q̄_i(s', a') - α log π(a'|s')), a' ~ π(·|s').
+        let target = tch::no_grad(|| -> Result<Tensor> {
+            let next = self.actor.sample(&batch.next_obs, &batch.eps_next)?;
+            let [t1, t2] = &self.targets;
+            let q_next = t1
+                .forward(&batch.next_obs, &next.action)
+                .minimum(&t2.forward(&batch.next_obs, &next.action));
+            let soft_value = q_next - &alpha * &next.log_prob;
+            Ok(&batch.rewards + &batch.discounts * soft_value)
+        })?;
+        // J_Q (eq. 5): squared soft Bellman residual of each critic.
+        let q1_taken = q1.forward(&batch.obs, &batch.actions);
+        let q2_taken = q2.forward(&batch.obs, &batch.actions);
+        let critic = (&q1_taken - &target).square().mean(Kind::Float)
+            + (&q2_taken - &target).square().mean(Kind::Float);
+        // J_π (eq. 12): E[α log π(ã|s) - min_i Q_i(s, ã)], ã = tanh(f(ε; s)), Q read through
+        // detached weights so that this loss moves the actor only.
+        let now = self.actor.sample(&batch.obs, &batch.eps_now)?;
+        let q_pi = q1
+            .forward_detached(&batch.obs, &now.action)
+            .minimum(&q2.forward_detached(&batch.obs, &now.action));
+        let actor = (&alpha * &now.log_prob - q_pi).mean(Kind::Float);
+        // J(α) (2018b eq. 18): E[-α log π(ã|s) - α H̄], with log π detached.
+        let alpha_loss = match self.config.temperature {
+            Temperature::Tuned { target_entropy, .. } => {
+                (-self.log_alpha.exp() * (now.log_prob.detach() + target_entropy)).mean(Kind::Float)
+            }
+            Temperature::Fixed(_) => Tensor::zeros([], (Kind::Float, self.log_alpha.device())),
+        };
+        Ok(SacLosses {
+            critic,
+            actor,
+            alpha: alpha_loss,
+            q_mean: ((q1_taken.detach() + q2_taken.detach()) * 0.5).mean(Kind::Float),
+            entropy: -now.log_prob.detach().mean(Kind::Float),
+        })
+    }
+
+    /// One gradient step: one backward of the summed losses, one sync of every gradient, a
+    /// clip per network, then each optimizer steps with its own learning rate, then the targets
+    /// move.
+    pub fn update(
+        &mut self,
+        batch: &SacBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<SacStats> {
+        let losses = self.losses(batch)?;
+        self.optimizer.zero_grad();
+        let total = &losses.critic + &losses.actor + &losses.alpha;
+        accumulate_gradients(&total, true, collective);
+        let params = self.trainable_parameters();
+        collective.sync_gradients(&params)?;
+        let clip = self.config.max_grad_norm;
+        let actor_grad_norm = self.optimizer.clip_group_grad_norm(0, clip)?;
+        let critic_grad_norm = self.optimizer.clip_group_grad_norm(1, clip)?;
+        if !actor_grad_norm.is_finite() || !critic_grad_norm.is_finite() {
+            bail!(
+                "update: the gradient norm is {actor_grad_norm} (actor), {critic_grad_norm} \
+                 (critics) at sac gradient step {}; the loss diverged",
+                self.gradient_steps
+            );
+        }
+        if collective.steps_locally() {
+            for &(group, lr) in &self.groups {
+                self.optimizer.step_group(group, lr)?;
+            }
+        }
+        collective.after_step(&params)?;
+        self.gradient_steps += 1;
+        self.update_targets(self.config.tau);
+        Ok(SacStats {
+            critic_loss: losses.critic.double_value(&[]),
+            actor_loss: losses.actor.double_value(&[]),
+            alpha_loss: losses.alpha.double_value(&[]),
+            alpha: self.alpha(),
+            q_mean: losses.q_mean.double_value(&[]),
+            entropy: losses.entropy.double_value(&[]),
+            actor_grad_norm,
+            critic_grad_norm,
+        })
+    }
+}
+
+/// SAC as the off-policy skeleton's rule: uniform actions in the bounds while warming up, then
+/// the stochastic actor; one SAC update per gradient step, its noise from torch's generator
+/// seeded per (seed, rank, gradient step).
+pub struct SacRule {
+    sac: Sac,
+    bounds: ActionBounds,
+    action_dim: i64,
+    seed: u64,
+    rank: u64,
+    latest: Option<SacStats>,
+}
+
+impl SacRule {
+    /// The off-policy learner of `algorithm "sac"`; an error for a discrete or unbounded box.
+    pub fn learner(setting: &Setting, cfg: &tandem_config::Sac) -> Result<OffPolicy<SacRule>> {
+        let space = setting.envs.action_space();
+        let bounds = squashable_bounds(space, setting.device)?;
+        let action_dim = space.dim() as i64;
+        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let sac = Sac::new(
+            setting.device,
+            &spec.network,
+            &spec.init,
+            &obs_shape,
+            action_dim,
+            SacConfig::from_config(cfg, space.dim()),
+        )?;
+        let rule = SacRule {
+            sac,
+            bounds,
+            action_dim,
+            seed: setting.experiment.seed,
+            rank: setting.rank as u64,
+            latest: None,
+        };
+        let schedule = Schedule {
+            learning_starts: cfg.learning_starts,
+            train_frequency: cfg.train_frequency,
+            gradient_steps: cfg.gradient_steps,
+            checkpoint_replay: cfg.checkpoint_replay,
+        };
+        let returns = ReturnSpec {
+            n_step: 1,
+            gamma: cfg.gamma,
+            priority_alpha: None,
+        };
+        OffPolicy::new(setting, rule, schedule, returns)
+    }
+
+    pub fn sac(&self) -> &Sac {
+        &self.sac
+    }
+}
+
+impl OffPolicyRule for SacRule {
+    fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
+        let n = obs.size()[0];
+        let shape = [n, self.action_dim];
+        let options = (Kind::Float, obs.device());
+        let unit = if at.warming_up {
+            Tensor::rand(shape, options) * 2.0 - 1.0
+        } else {
+            let eps = Tensor::randn(shape, options);
+            tch::no_grad(|| self.sac.actor().sample(obs, &eps))?.action
+        };
+        let action = self.bounds.scale(&unit);
+        host_actions(
+            &action,
+            super::actions::ActionKind::Box {
+                dim: self.action_dim as usize,
+            },
+        )
+    }
+
+    fn learn(
+        &mut self,
+        batch: &TransitionBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<Option<Vec<f32>>> {
+        ensure!(
+            batch.actions.is_floating_point(),
+            "sac needs box actions, got a batch of {:?}",
+            batch.actions.kind()
+        );
+        let step = self.sac.gradient_steps();
+        tch::manual_seed(derived_seed(self.seed, Purpose::UpdateNoise, self.rank, step) as i64);
+        let shape = batch.actions.size();
+        let options = (Kind::Float, batch.actions.device());
+        let sac_batch = SacBatch {
+            obs: batch.obs.shallow_clone(),
+            actions: self.bounds.unscale(&batch.actions),
+            rewards: batch.returns.shallow_clone(),
+            discounts: batch.discounts.shallow_clone(),
+            next_obs: batch.next_obs.shallow_clone(),
+            eps_next: Tensor::randn(shape.as_slice(), options),
+            eps_now: Tensor::randn(shape.as_slice(), options),
+        };
+        self.latest = Some(self.sac.update(&sac_batch, collective)?);
+        Ok(None)
+    }
+
+    fn trainable_parameters(&self) -> Vec<Tensor> {
+        self.sac.trainable_parameters()
+    }
+
+    fn networks(&self) -> Vec<(String, Tensor)> {
+        self.sac.named_state()
+    }
+
+    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.sac.optimizer_state()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut all = vec![("gradient_steps", self.sac.gradient_steps())];
+        let opt = self.sac.optimizer();
+        for (group, name) in GROUPS.iter().enumerate() {
+            if opt.group(name).is_ok() {
+                all.push((optimizer_counter(name), opt.group_step_count(group)));
+            }
+        }
+        all
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
+        if name == "gradient_steps" {
+            self.sac.set_gradient_steps(value);
+            return Ok(());
+        }
+        let opt = self.sac.optimizer_mut();
+        match GROUPS.iter().find(|g| optimizer_counter(g) == name) {
+            Some(group) => {
+                let g = opt.group(group)?;
+                opt.set_group_step_count(g, value);
+            }
+            None => bail!("the SAC learner has no counter {name}"),
+        }
+        Ok(())
+    }
+
+    fn scalars(&self, sampleable: usize) -> Scalars {
+        let mut s: Scalars = vec![
+            ("sac/gradient_steps", self.sac.gradient_steps() as f64),
+            ("sac/alpha", self.sac.alpha()),
+            ("replay/sampleable", sampleable as f64),
+        ];
+        if let Some(st) = &self.latest {
+            s.push(("loss/critic", st.critic_loss));
+            s.push(("loss/actor", st.actor_loss));
+            s.push(("loss/alpha", st.alpha_loss));
+            s.push(("sac/q_mean", st.q_mean));
+            s.push(("sac/entropy", st.entropy));
+            s.push(("optim/actor_grad_norm", st.actor_grad_norm));
+            s.push(("optim/critic_grad_norm", st.critic_grad_norm));
+        }
+        s
+    }
+
+    fn diverged(&self) -> bool {
+        self.latest.as_ref().is_some_and(|s| {
+            !(s.critic_loss.is_finite() && s.actor_loss.is_finite() && s.alpha.is_finite())
+        })
+    }
+
+    fn gradient_steps(&self) -> u64 {
+        self.sac.gradient_steps()
+    }
+}
+
+/// The checkpoint counter of optimizer `name`'s step count.
+fn optimizer_counter(name: &str) -> &'static str {
+    match name {
+        "actor" => "actor_optimizer_steps",
+        "critic" => "critic_optimizer_steps",
+        _ => "alpha_optimizer_steps",
+    }
+}
+
+/// The bounds SAC's tanh-squashed actions are scaled to; an error for a discrete space or a box
+/// with an infinite bound.
+pub fn squashable_bounds(space: &tandem_env::ActionSpace, device: Device) -> Result<ActionBounds> {
+    ensure!(
+        !space.is_discrete(),
+        "sac chooses box actions, but the environment takes {space}"
+    );
+    let bounds = ActionBounds::new(space, device)?;
+    ensure!(
+        bounds.is_bounded(),
+        "sac squashes its actions into the action box, but {space} is unbounded in some \
+         dimension; give the environment finite bounds (or wrap it so it has them)"
+    );
+    Ok(bounds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::{Activation, InitScheme};
+
+    fn sac(temperature: Temperature) -> Sac {
+        tch::manual_seed(3);
+        Sac::new(
+            Device::Cpu,
+            &NetworkSpec::Mlp {
+                hidden: vec![8],
+                activation: Activation::Tanh,
+            },
+            &InitSpec {
+                scheme: InitScheme::Default,
+                torso_gain: 1.0,
+                policy_gain: 1.0,
+                value_gain: 1.0,
+            },
+            &[3],
+            2,
+            SacConfig {
+                actor_lr: 1e-3,
+                critic_lr: 1e-3,
+                alpha_lr: 1e-3,
+                tau: 0.005,
+                temperature,
+                max_grad_norm: f64::INFINITY,
+            },
+        )
+        .unwrap()
+    }
+
+    fn batch() -> SacBatch {
+        let f = (Kind::Float, Device::Cpu);
+        let grid = |k: i64, scale: f64| Tensor::arange(6 * k, f).reshape([6, k]) * scale;
+        SacBatch {
+            obs: grid(3, 0.4).sin(),
+            actions: grid(2, 0.8).cos() * 0.7,
+            rewards: Tensor::arange(6, f).cos(),
+            discounts: Tensor::full([6], 0.99, f),
+            next_obs: grid(3, 0.5).cos(),
+            eps_next: grid(2, 1.7).sin(),
+            eps_now: grid(2, 0.3).cos(),
+        }
+    }
+
+    /// Each group's gradient after a backward of `loss`.
+    fn gradients(sac: &mut Sac, loss: &Tensor) -> Vec<Vec<f32>> {
+        sac.optimizer.zero_grad();
+        loss.backward();
+        GROUPS
+            .iter()
+            .filter_map(|g| sac.group_parameters(g).ok())
+            .map(|params| {
+                params
+                    .iter()
+                    .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_network_gets_exactly_the_gradient_of_its_own_loss_from_the_summed_backward() {
+        let mut sac = sac(Temperature::Tuned {
+            initial: 0.3,
+            target_entropy: -2.0,
+        });
+        let b = batch();
+        let l = sac.losses(&b).unwrap();
+        let summed = gradients(&mut sac, &(&l.critic + &l.actor + &l.alpha));
+        let critic = sac.losses(&b).unwrap();
+        let critic_alone = gradients(&mut sac, &critic.critic);
+        assert_eq!(summed[1], critic_alone[1], "the critics' gradient");
+        assert!(
+            critic_alone[0].iter().all(|&g| g == 0.0),
+            "critic loss reaches the actor"
+        );
+        let l = sac.losses(&b).unwrap();
+        let actor_alone = gradients(&mut sac, &l.actor);
+        assert_eq!(summed[0], actor_alone[0], "the actor's gradient");
+        assert!(
+            actor_alone[1].iter().all(|&g| g == 0.0),
+            "actor loss reaches the critics"
+        );
+        let l = sac.losses(&b).unwrap();
+        let alpha_alone = gradients(&mut sac, &l.alpha);
+        assert_eq!(summed[2], alpha_alone[2], "log alpha's gradient");
+        assert!(summed[2][0] != 0.0 && summed[1].iter().any(|&g| g != 0.0));
+    }
+
+    #[test]
+    fn a_fixed_temperature_has_no_optimizer_group_and_does_not_move() {
+        let mut sac = sac(Temperature::Fixed(0.2));
+        assert!(sac.group_parameters("alpha").is_err());
+        sac.update(&batch(), &mut crate::algo::Local).unwrap();
+        assert!((sac.alpha() - 0.2).abs() < 1e-7);
+        assert!(
+            sac.named_state()
+                .iter()
+                .any(|(n, _)| n == "model.alpha.log_alpha")
+        );
+    }
+
+    #[test]
+    fn discrete_and_unbounded_spaces_are_refused() {
+        use tandem_env::ActionSpace;
+        let err = squashable_bounds(&ActionSpace::discrete(3), Device::Cpu).unwrap_err();
+        assert!(
+            err.to_string().starts_with("sac chooses box actions"),
+            "{err}"
+        );
+        let open = ActionSpace::Box {
+            low: vec![-1.0, f32::NEG_INFINITY],
+            high: vec![1.0, f32::INFINITY],
+        };
+        let err = squashable_bounds(&open, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is unbounded in some dimension"), "{err}");
+        assert!(squashable_bounds(&ActionSpace::uniform_box(2, -2.0, 2.0), Device::Cpu).is_ok());
+    }
+}
