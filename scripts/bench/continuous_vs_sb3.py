@@ -49,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Default total steps per case (--steps overrides all).
 DEFAULT_STEPS = {
     "pendulum-sac": 20_000,
-    "pendulum-ppo": 200_000,
+    "pendulum-ppo": 300_000,
     "halfcheetah-sac": 1_000_000,
     "halfcheetah-ppo": 1_000_000,
 }
@@ -57,6 +57,8 @@ GYM_ID = {"pendulum": "Pendulum-v1", "halfcheetah": "HalfCheetah-v5"}
 
 # SB3's side. Keep equal to experiments/<case>.kdl (the lead adjusts both together).
 SAC = {
+    # experiments/halfcheetah-sac.kdl
+    "n_envs": 1,
     "net": [256, 256],  # actor and each of the two critics, ReLU
     "batch_size": 256,
     "buffer_size": 1_000_000,
@@ -70,9 +72,14 @@ SAC = {
     # Autotuned alpha towards -dim(A), starting at 1 as CleanRL's log_alpha = 0.
     "ent_coef": "auto_1.0",
     # CleanRL updates the actor twice every second step (policy_frequency 2); SB3's SAC
-    # updates it every step: the one difference this table cannot remove.
+    # updates it every step, as tandem's does.
 }
+# experiments/pendulum-sac.kdl: 2 environments, 2 gradient steps per vector step (one per
+# environment step), smaller networks and buffer, every learning rate 1e-3.
+PENDULUM_SAC = dict(SAC, n_envs=2, net=[64, 64], batch_size=128, buffer_size=20_000,
+                    learning_starts=1_000, policy_lr=1e-3, q_lr=1e-3, gradient_steps=2)
 PPO = {
+    # experiments/halfcheetah-ppo.kdl (include/ppo-mujoco.kdl)
     "n_envs": 1,
     "n_steps": 2048,
     "n_epochs": 10,
@@ -81,23 +88,25 @@ PPO = {
     "gamma": 0.99,
     "gae_lambda": 0.95,
     "clip_range": 0.2,
-    # CleanRL clips the value loss too (clip_vloss); set 0.2 if the experiment does.
-    "clip_range_vf": None,
+    "clip_range_vf": 0.2,  # value-clip 0.2, as CleanRL's clip_vloss
     "ent_coef": 0.0,
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "net": [64, 64],  # separate actor and critic, tanh
     "adam_eps": 1e-5,
     "log_std_init": 0.0,
-    # VecNormalize: observations and rewards, clipped at 10 as gymnasium's wrappers do.
+    # VecNormalize: observations and rewards, clipped at 10 as tandem's wrappers do.
     "norm_obs": True,
     "norm_reward": True,
     "clip": 10.0,
 }
+# experiments/pendulum-ppo.kdl: rl-zoo's Pendulum settings without gSDE.
+PENDULUM_PPO = dict(PPO, n_envs=4, n_steps=1000, minibatches=50, lr=1e-3, gamma=0.9,
+                    clip_range_vf=None)
 SB3_SETTINGS = {
-    "pendulum-sac": SAC,
+    "pendulum-sac": PENDULUM_SAC,
     "halfcheetah-sac": SAC,
-    "pendulum-ppo": PPO,
+    "pendulum-ppo": PENDULUM_PPO,
     "halfcheetah-ppo": PPO,
 }
 
@@ -204,9 +213,11 @@ def sb3_sac(env_id, seed, s):
                 for group in optimizer.param_groups:
                     group["lr"] = s["q_lr"]
 
+    from stable_baselines3.common.env_util import make_vec_env
+
     return SplitLrSac(
         "MlpPolicy",
-        env_id,
+        make_vec_env(env_id, n_envs=s["n_envs"], seed=seed),
         learning_rate=s["policy_lr"],
         buffer_size=s["buffer_size"],
         learning_starts=s["learning_starts"],
