@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
-    parse_values, print_params, print_values, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
+    print_params, print_values, role, run_two_ranks, seeded,
 };
 use tandem::algo::{Collective, Local};
 use tandem::algo::{Optimizer, OptimizerSpec};
@@ -180,19 +179,7 @@ fn run_rank() {
 }
 
 fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
-    let port = free_port();
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| spawn_rank(test, r, 2, port, 20_000, extra))
-        .collect();
-    ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, child)| {
-            let done = finish(child, Duration::from_secs(60));
-            assert!(done.success, "rank {r} failed:\n{}", done.output);
-            done.output
-        })
-        .collect()
+    run_two_ranks(test, 20_000, extra, Duration::from_secs(60))
 }
 
 /// 1 rank on the whole batch: final parameters and each step's gradient.

@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
-    parse_values, print_params, print_values, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
+    print_params, print_values, role, run_two_ranks, seeded,
 };
 use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
@@ -177,19 +176,7 @@ fn split_over_two_ranks(test: &str, micro_batches: i64) {
         print_values("GRADS", &grads.concat());
         return;
     }
-    let port = free_port();
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| spawn_rank(test, r, 2, port, 30_000, &[]))
-        .collect();
-    let outputs: Vec<String> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, c)| {
-            let done = finish(c, Duration::from_secs(120));
-            assert!(done.success, "rank {r}:\n{}", done.output);
-            done.output
-        })
-        .collect();
+    let outputs = run_two_ranks(test, 30_000, &[], Duration::from_secs(120));
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
     let (one, one_grads) = train(learner(1), None, &mut Local);

@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
-    parse_values, print_params, print_values, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
+    print_params, print_values, role, run_two_ranks, seeded,
 };
 use tandem::algo::Collective;
 use tandem::algo::Local;
@@ -143,19 +142,7 @@ fn run_rank() {
 
 /// Each rank's final parameters and synchronised gradients.
 fn run_two(test: &str, tau: &str) -> [(Vec<f32>, Vec<f32>); 2] {
-    let port = free_port();
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| spawn_rank(test, r, 2, port, 20_000, &[("TEST_TAU", tau)]))
-        .collect();
-    let outputs: Vec<String> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, child)| {
-            let done = finish(child, Duration::from_secs(60));
-            assert!(done.success, "rank {r} failed:\n{}", done.output);
-            done.output
-        })
-        .collect();
+    let outputs = run_two_ranks(test, 20_000, &[("TEST_TAU", tau)], Duration::from_secs(60));
     let parse = |out: &String| (parse_params(out), parse_values("GRADS", out));
     [parse(&outputs[0]), parse(&outputs[1])]
 }

@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    RecordGradients, assert_same_gradients, child_options, finish, free_port, parse_params,
-    parse_values, print_params, print_values, role, seeded, spawn_rank,
+    RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
+    print_params, print_values, role, run_two_ranks, seeded,
 };
 use tandem::algo::Collective;
 use tandem::algo::Local;
@@ -125,20 +124,8 @@ fn sac_on_two_ranks_equals_one_rank() {
     if role().is_some() {
         return run_rank();
     }
-    let port = free_port();
     let test = "sac_on_two_ranks_equals_one_rank";
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| spawn_rank(test, r, 2, port, 20_000, &[]))
-        .collect();
-    let outputs: Vec<String> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, child)| {
-            let done = finish(child, Duration::from_secs(60));
-            assert!(done.success, "rank {r} failed:\n{}", done.output);
-            done.output
-        })
-        .collect();
+    let outputs = run_two_ranks(test, 20_000, &[], Duration::from_secs(60));
     let [(p0, g0), (p1, g1)] = [0, 1].map(|r| {
         (
             parse_params(&outputs[r]),

@@ -83,6 +83,30 @@ pub fn spawn_rank(
     cmd.spawn().unwrap()
 }
 
+/// Runs `test` in child mode as both ranks of a 2-rank world on a free port (collective
+/// timeout `timeout_ms`, `extra` in each child's environment); fails the test unless both
+/// succeed within `limit`, and returns their outputs in rank order.
+pub fn run_two_ranks(
+    test: &str,
+    timeout_ms: u64,
+    extra: &[(&str, &str)],
+    limit: Duration,
+) -> Vec<String> {
+    let port = free_port();
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| spawn_rank(test, r, 2, port, timeout_ms, extra))
+        .collect();
+    ranks
+        .into_iter()
+        .enumerate()
+        .map(|(r, child)| {
+            let done = finish(child, limit);
+            assert!(done.success, "rank {r} failed:\n{}", done.output);
+            done.output
+        })
+        .collect()
+}
+
 pub struct Finished {
     pub success: bool,
     pub status: std::process::ExitStatus,
