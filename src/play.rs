@@ -28,6 +28,11 @@ pub struct PlayArgs {
     /// Write an animated GIF of the first episode here.
     #[arg(long, value_name = "FILE")]
     pub gif: Option<PathBuf>,
+    /// Keep every Nth frame of the GIF (each shown N times as long, so it plays in real time).
+    /// MuJoCo draws a 480x480 frame in about 0.2 s on a CPU and holds 0.7 MB of it until the
+    /// GIF is written, so a 1000-step episode wants N of 4 or more.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub gif_every: u16,
     /// Act deterministically: the most likely action (a box policy's mean; a Q-learner without
     /// exploration). The default for policies over box actions.
     #[arg(long, conflicts_with = "sample")]
@@ -119,6 +124,9 @@ impl SacPolicy {
         Ok(self.bounds.scale(&unit))
     }
 }
+
+/// How long a GIF shows one step, in hundredths of a second.
+const FRAME_CENTIS: u16 = 4;
 
 /// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
 const EVAL_EPSILON: f64 = 0.05;
@@ -224,6 +232,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     while returns.len() < args.episodes {
         if want_gif
             && returns.is_empty()
+            && steps.is_multiple_of(u64::from(args.gif_every))
             && let Some(f) = env.render_rgb(0)?
         {
             size = (f.width, f.height);
@@ -251,7 +260,8 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let gif_frames = frames.len();
     if let Some(gif) = &args.gif {
         let (w, h) = size;
-        let bytes = tandem_summary::encode_gif(w as u16, h as u16, &frames, 4)
+        let delay = FRAME_CENTIS * args.gif_every;
+        let bytes = tandem_summary::encode_gif(w as u16, h as u16, &frames, delay)
             .with_context(|| format!("cannot encode {}", gif.display()))?;
         crate::atomic::write_atomic(gif, &bytes)?;
     }

@@ -692,6 +692,17 @@ fn play_writes_a_gif_of_a_gymnasium_environment() {
     assert_eq!(&bytes[..6], b"GIF89a");
     let size = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
     assert_eq!((size(6), size(8)), (6, 4), "the fixture's 6x4 frames");
+    // Every 4th frame: before steps 0 and 4 of the 6.
+    let sparse = run_dir.with_file_name("sparse.gif");
+    let mut every = args.to_vec();
+    every[4] = sparse.to_str().unwrap();
+    every.extend(["--gif-every", "4"]);
+    let played = run_to_end(
+        tandem_subcommand(name, "play", &every),
+        Duration::from_secs(120),
+    );
+    let wrote = format!("wrote {} (2 frames)", sparse.display());
+    assert!(played.output.contains(&wrote), "{}", played.output);
     assert_nothing_left(name, &played.output);
 }
 
