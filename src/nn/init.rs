@@ -1,9 +1,10 @@
-//! How layers start: [`InitSpec`] (orthogonal with a gain per role, or tch's own default), and
+//! How layers start: [`InitSpec`] (orthogonal with a gain per role, tch's own default, or
+//! PyTorch's), and
 //! the constructors of the linear, convolutional and stacked layers that apply it.
 //!
 //! A layer's initialisation depends on its role: torso layers, the policy head, and the value
 //! head (which also covers the Q heads of a [`super::QNetwork`]). Under
-//! [`InitScheme::Default`] the roles all start alike and the gains play no part.
+//! the Default and Torch schemes the roles all start alike and the gains play no part.
 
 use tch::Tensor;
 use tch::nn;
@@ -23,6 +24,10 @@ pub enum InitScheme {
     /// not PyTorch's.) Stacked layers get the same draws, slice by slice, in the same order
     /// (bias, then weight) as separate layers. The gains are not used.
     Default,
+    /// PyTorch's `nn.Linear` and `nn.Conv2d` defaults: weights and biases `U(-b, b)` with
+    /// `b = 1/sqrt(fan_in)`, biases drawn first (tch's order). What SB3's and CleanRL's SAC
+    /// networks start from. The gains are not used.
+    Torch,
 }
 
 /// How to initialise a network's layers. The gains only matter under
@@ -75,8 +80,25 @@ pub(crate) fn linear(path: nn::Path, inputs: i64, outputs: i64, init: LayerInit)
             bias: true,
         },
         InitScheme::Default => nn::LinearConfig::default(),
+        InitScheme::Torch => {
+            let fan_in = torch_uniform(inputs);
+            nn::LinearConfig {
+                ws_init: fan_in,
+                bs_init: Some(fan_in),
+                bias: true,
+            }
+        }
     };
     nn::linear(path, inputs, outputs, config)
+}
+
+/// PyTorch's default draw for a layer of `fan_in` inputs: `U(±1/sqrt(fan_in))`.
+fn torch_uniform(fan_in: i64) -> nn::Init {
+    let bound = 1.0 / (fan_in as f64).sqrt();
+    nn::Init::Uniform {
+        lo: -bound,
+        up: bound,
+    }
 }
 
 /// A 2-d convolution with square `kernel`, `stride` and `padding`.
@@ -94,6 +116,15 @@ pub(crate) fn conv(
     };
     match init.scheme {
         InitScheme::Default => nn::conv2d(path, inputs, outputs, kernel, shape),
+        InitScheme::Torch => {
+            let fan_in = torch_uniform(inputs * kernel * kernel);
+            let torch = nn::ConvConfig {
+                ws_init: fan_in,
+                bs_init: fan_in,
+                ..shape
+            };
+            nn::conv2d(path, inputs, outputs, kernel, torch)
+        }
         InitScheme::Orthogonal => {
             let zeros = nn::ConvConfig {
                 ws_init: nn::Init::Const(0.0),
@@ -137,27 +168,46 @@ pub(crate) fn init_stacked_slice(
                 &[outputs, inputs],
                 device,
             ),
-            InitScheme::Default => {
-                // `nn::linear`'s default bias, drawn before its weight.
-                let bound = 1.0 / (inputs as f64).sqrt();
-                let usual_bias = nn::init(
-                    nn::Init::Uniform {
-                        lo: -bound,
-                        up: bound,
-                    },
-                    &[outputs],
-                    device,
-                );
+            InitScheme::Default | InitScheme::Torch => {
+                // `nn::linear`'s bias (the same under both schemes), drawn before its weight.
+                let usual_bias = nn::init(torch_uniform(inputs), &[outputs], device);
                 bias.get(index)
                     .narrow(1, 0, outputs)
                     .copy_(&usual_bias.unsqueeze(0));
-                nn::init(
-                    nn::LinearConfig::default().ws_init,
-                    &[outputs, inputs],
-                    device,
-                )
+                let weight_init = match init.scheme {
+                    InitScheme::Torch => torch_uniform(inputs),
+                    _ => nn::LinearConfig::default().ws_init,
+                };
+                nn::init(weight_init, &[outputs, inputs], device)
             }
         };
         weight.get(index).narrow(1, 0, outputs).copy_(&usual.tr());
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn largest_weight(scheme: InitScheme) -> (f64, f64) {
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let init = LayerInit { scheme, gain: 1.0 };
+        let layer = linear(vs.root() / "l", 64, 256, init);
+        let bias = layer.bs.as_ref().unwrap().abs().max().double_value(&[]);
+        (layer.ws.abs().max().double_value(&[]), bias)
+    }
+
+    #[test]
+    fn torch_draws_weights_and_biases_within_one_over_root_fan_in_and_tch_draws_wider() {
+        let bound = 1.0 / 64f64.sqrt();
+        let (torch_w, torch_b) = largest_weight(InitScheme::Torch);
+        assert!(torch_w <= bound && torch_w > 0.99 * bound, "{torch_w}");
+        assert!(torch_b <= bound, "{torch_b}");
+        let (tch_w, _) = largest_weight(InitScheme::Default);
+        assert!(
+            tch_w > 2.0 * bound,
+            "tch's Kaiming draw reaches sqrt(6) / 8: {tch_w}"
+        );
+    }
 }

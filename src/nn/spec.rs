@@ -71,6 +71,7 @@ fn init_spec(config: &Network) -> InitSpec {
         scheme: match config.init {
             Init::Orthogonal => InitScheme::Orthogonal,
             Init::Default => InitScheme::Default,
+            Init::Torch => InitScheme::Torch,
         },
         torso_gain: config.torso_gain,
         policy_gain: config.policy_gain,

@@ -494,6 +494,7 @@ impl Torso {
 pub enum Init {
     Orthogonal,
     Default,
+    Torch,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -853,9 +853,9 @@ pub(crate) static NETWORK: Section = Section {
         ),
         f(
             "init",
-            Ty::Choice(&["orthogonal", "default"]),
+            Ty::Choice(&["orthogonal", "default", "torch"]),
             Dflt::Str("orthogonal"),
-            "Weight initialisation: orthogonal with the gains below, or tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero), which take no gains.",
+            "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from). Only orthogonal takes the gains.",
         ),
         f(
             "torso-gain",

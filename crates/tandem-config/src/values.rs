@@ -265,10 +265,10 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
     let network = Network {
         torso,
         shared: nw.text("actor-critic") != "separate",
-        init: if nw.text("init") == "default" {
-            Init::Default
-        } else {
-            Init::Orthogonal
+        init: match nw.text("init") {
+            "default" => Init::Default,
+            "torch" => Init::Torch,
+            _ => Init::Orthogonal,
         },
         torso_gain: nw.float("torso-gain"),
         policy_gain: nw.float("policy-gain"),
@@ -553,10 +553,10 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     );
     nw.text(
         "init",
-        if e.network.init == Init::Default {
-            "default"
-        } else {
-            "orthogonal"
+        match e.network.init {
+            Init::Default => "default",
+            Init::Torch => "torch",
+            Init::Orthogonal => "orthogonal",
         },
     );
     nw.float("torso-gain", e.network.torso_gain);

@@ -105,7 +105,7 @@ impl CrossCheck<'_, '_> {
     /// The gains scale orthogonal weights; tch's default initialisation has none. (A gain left
     /// at its default is fine: the canonical form writes every setting out.)
     fn gains_need_orthogonal_init(&mut self) {
-        if self.experiment.network.init != Init::Default {
+        if self.experiment.network.init == Init::Orthogonal {
             return;
         }
         let n = &self.experiment.network;
