@@ -100,6 +100,23 @@ const CLAIMS: &[Claim] = &[
             e.per_rank_envs() == 32 && e.world_size() == 2
         }),
     },
+    // pendulum-ppo.kdl
+    Claim {
+        file: "pendulum-ppo.kdl",
+        phrase: "seed 1 reaches -400 within 300k steps",
+        check: Check::Test("continuous_ppo::pendulum_ppo_reaches_minus_400_within_300k_steps"),
+    },
+    // pendulum-sac.kdl
+    Claim {
+        file: "pendulum-sac.kdl",
+        phrase: "Seed 1 reaches -250 within 10k steps on 1 rank",
+        check: Check::Test("sac_train::sac_swings_up_the_pendulum_on_one_rank"),
+    },
+    Claim {
+        file: "pendulum-sac.kdl",
+        phrase: "within 10k steps on 2 ranks",
+        check: Check::Test("sac_train::sac_swings_up_the_pendulum_on_two_ranks"),
+    },
     // cartpole-dqn.kdl
     Claim {
         file: "cartpole-dqn.kdl",
