@@ -86,6 +86,7 @@ enum Policy {
 struct SacPolicy {
     sac: crate::algo::sac::Sac,
     bounds: crate::nn::ActionBounds,
+    action_dim: i64,
 }
 
 impl SacPolicy {
@@ -109,15 +110,22 @@ impl SacPolicy {
             config,
         )?;
         checkpoint::restore_into(ckpt, &sac.named_state())?;
-        Ok(SacPolicy { sac, bounds })
+        Ok(SacPolicy {
+            sac,
+            bounds,
+            action_dim: dim as i64,
+        })
     }
 
     /// `[1, d]` actions in the environment's units.
     fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
         let actor = self.sac.actor();
         let unit = if sample {
-            let (mean, _) = actor.mean_and_log_std(obs)?;
-            actor.sample(obs, &mean.randn_like())?.action
+            let eps = Tensor::randn(
+                [obs.size()[0], self.action_dim],
+                (tch::Kind::Float, obs.device()),
+            );
+            actor.sample(obs, &eps)?.action
         } else {
             actor.deterministic(obs)?
         };

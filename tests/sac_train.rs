@@ -1,7 +1,8 @@
 //! SAC learns, end to end through the launcher: the built binary trains
 //! experiments/pendulum-sac.kdl on 1 rank and on 2 real ranks (the 2 ranks end bitwise
 //! identical), a checkpointed run resumes with its replay buffer and ends where the
-//! uninterrupted run ends, and bad inputs are refused with located diagnostics.
+//! uninterrupted run ends, bad inputs are refused with located diagnostics, and `tandem play`
+//! acts with the checkpoint.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -207,4 +208,24 @@ fn bad_sac_settings_are_refused_with_located_diagnostics() {
     );
     let err = refused(&["network=\"nature-cnn\""]);
     assert!(err.contains("sac takes an mlp network"), "{err}");
+}
+
+/// `tandem play` of a SAC checkpoint: the deterministic tanh(mean) by default (what
+/// `--greedy` also asks for), a reproducible sample with `--sample`.
+#[test]
+fn play_acts_deterministically_by_default_and_samples_on_request() {
+    let dir = run_dir("play");
+    train(&dir, &["train.max-steps=2000"]);
+    let played = |flag: Option<&str>| {
+        let mut args = vec!["play", dir.to_str().unwrap(), "--episodes", "1"];
+        args.extend(flag);
+        let out = tandem(&args);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mean = played(None);
+    assert_eq!(mean, played(Some("--greedy")));
+    let sampled = played(Some("--sample"));
+    assert_ne!(mean, sampled, "a sample is not the mean");
+    assert_eq!(sampled, played(Some("--sample")), "a seeded sample repeats");
 }
