@@ -15,6 +15,7 @@ mod canonical;
 mod catalogue;
 pub mod cli;
 mod diag;
+mod json;
 mod model;
 mod resolve;
 mod schema;

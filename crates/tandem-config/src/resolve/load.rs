@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use kdl::{KdlDocument, KdlNode, KdlValue};
 use miette::SourceSpan;
 
-use super::{Assignment, Raw, Target, raw_of_node, section_index};
+use super::{Assignment, Raw, Target, from_json, raw_of_node, section_index};
 use crate::Source;
 use crate::diag::{DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error};
 use crate::schema::{self, SECTIONS, Section};
@@ -50,8 +50,17 @@ impl Loader {
         self.diags.push(d);
     }
 
-    fn parse(&mut self, source: SourceId) -> Option<KdlDocument> {
+    /// The document of a source, KDL or JSON ([`from_json`]); `main` when it is the main
+    /// file (the one that names the experiment).
+    fn parse(&mut self, source: SourceId, main: bool) -> Option<KdlDocument> {
         let text = self.sources.get(source).text.clone();
+        if from_json::is_json(&self.sources.get(source).name, &text) {
+            let (doc, diags) = from_json::document(&text, source, main);
+            for d in diags {
+                self.push(d);
+            }
+            return doc;
+        }
         match KdlDocument::parse(&text) {
             Ok(doc) => Some(doc),
             Err(err) => {
@@ -178,7 +187,7 @@ impl Loader {
         } else {
             self.stack.push((PathBuf::from("<stdin>"), name));
         }
-        let Some(doc) = self.parse(id) else { return };
+        let Some(doc) = self.parse(id, true) else { return };
         let Some(node) = self.the_experiment(&doc, id) else {
             return;
         };
@@ -188,7 +197,7 @@ impl Loader {
             self.push(
                 error("config::missing-value", "`experiment` needs a name")
                     .at(id, node.name().span(), "no name")
-                    .help("write `experiment \"my-run\" { ... }`"),
+                    .help("write `experiment \"my-run\" { ... }` (in JSON: `\"name\": \"my-run\"`)"),
             );
         } else {
             for (_, _, span) in &raw.props {
@@ -359,7 +368,7 @@ impl Loader {
             }
         };
         let id = self.sources.add(display.clone(), text, SourceKind::File);
-        let Some(doc) = self.parse(id) else { return };
+        let Some(doc) = self.parse(id, false) else { return };
         self.stack.push((canonical, display));
         if let Some(node) = doc
             .nodes()
@@ -679,7 +688,7 @@ fn all_paths() -> Vec<String> {
 
 /// Whether setting `name` of section number `section` (of any kind) is written as a block of
 /// child nodes (the wrapper list, keyword arguments) rather than as values.
-fn takes_a_block(section: usize, name: &str) -> bool {
+pub(super) fn takes_a_block(section: usize, name: &str) -> bool {
     let section = SECTIONS[section];
     section
         .common

@@ -5,7 +5,8 @@
 //!
 //! This module owns what the steps share (the raw, untyped form of a setting, the
 //! assignments and stored entries) and the order of the steps:
-//! - [`load`]: files, includes and `--set` texts into assignments;
+//! - [`load`]: files, includes and `--set` texts into assignments (JSON files through
+//!   [`from_json`], into the same KDL document their KDL form parses to);
 //! - [`check`]: one value against its setting's type and range;
 //! - [`apply`]: the assignments in order, then every default;
 //! - [`cross`]: the checks that involve more than one setting.
@@ -13,6 +14,7 @@
 mod apply;
 mod check;
 mod cross;
+mod from_json;
 mod load;
 
 use kdl::{KdlDocument, KdlNode, KdlValue};
