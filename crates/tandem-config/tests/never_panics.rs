@@ -4,7 +4,7 @@
 //! diagnostics (plain, colour, JSON) never panics either.
 
 use proptest::prelude::*;
-use tandem_config::{Source, canonical_kdl, config_hash, parse_canonical, resolve};
+use tandem_config::{Source, canonical_json, canonical_kdl, config_hash, parse_canonical, resolve};
 
 const WORDS: &[&str] = &[
     "experiment",
@@ -131,6 +131,21 @@ fn valid_base() -> String {
     canonical_kdl(&resolve(&Source::Path(dir.into()), &[]).unwrap().experiment)
 }
 
+/// The canonical JSON form of the same experiment.
+fn valid_json() -> String {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/breakout.kdl"
+    );
+    canonical_json(&resolve(&Source::Path(dir.into()), &[]).unwrap().experiment)
+}
+
+const JSON_WORDS: &[&str] = &[
+    "{", "}", "[", "]", ",", ":", "\"", "\"kind\"", "\"include\"", "\"name\"", "null", "true",
+    "1", "-0.5", "1e999", "99999999999999999999999999999999999999999", "\"\\u", "\"\\ud800\"",
+    "{\"kind\": 1}", "[{}]", "\"env\": \"cartpole\"",
+];
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -152,6 +167,17 @@ proptest! {
         let end = (start + len).min(base.len());
         if base.is_char_boundary(start) && base.is_char_boundary(end) {
             let mutated = format!("{}{}{}", &base[..start], insert, &base[end..]);
+            check(&mutated, &[]);
+        }
+    }
+
+    #[test]
+    fn mutated_json_experiments_never_panic(start in 0usize..3000, len in 0usize..40, insert in prop::collection::vec(prop::sample::select(JSON_WORDS), 0..8)) {
+        let base = valid_json();
+        let start = start.min(base.len());
+        let end = (start + len).min(base.len());
+        if base.is_char_boundary(start) && base.is_char_boundary(end) {
+            let mutated = format!("{}{}{}", &base[..start], insert.join(" "), &base[end..]);
             check(&mutated, &[]);
         }
     }
