@@ -9,6 +9,7 @@ pub mod logging;
 pub mod nn;
 pub mod play;
 pub mod seeds;
+pub mod sweep;
 pub mod torch_ops;
 pub mod train;
 pub mod version;

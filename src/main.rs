@@ -81,6 +81,25 @@ enum Command {
         #[arg(long)]
         hash: bool,
     },
+    /// Train several variants of an experiment (seeds, learning rates, ...) one after another,
+    /// each in its own run directory, and print one table of their final returns.
+    Sweep {
+        /// The variants' experiment files (KDL or JSON), in the order they run.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+        /// The sweep's name; its runs go to runs/<NAME>/<UTC time>/<variant> unless --dir.
+        #[arg(long, default_value = "sweep")]
+        name: String,
+        /// Where the variants' run directories go.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Stop every variant after this many global environment steps.
+        #[arg(long, value_name = "STEPS")]
+        max_steps: Option<u64>,
+        /// Only warnings and errors from the training runs.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
     Play(tandem::play::PlayArgs),
     /// Internal: one rank, started by the launcher (the resolved config arrives on stdin).
@@ -186,6 +205,22 @@ fn main() -> ExitCode {
         }
         (Some(Command::Train(args)), _) | (None, Some(args)) => train(args),
         (Some(Command::Play(args)), _) => report(tandem::play::run(&args)),
+        (
+            Some(Command::Sweep {
+                files,
+                name,
+                dir,
+                max_steps,
+                quiet,
+            }),
+            _,
+        ) => report(tandem::sweep::run(&tandem::sweep::SweepRequest {
+            files,
+            name,
+            dir,
+            max_steps,
+            quiet,
+        })),
         (Some(Command::Worker(w)), _) => {
             tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
                 rank: w.rank,

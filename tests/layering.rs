@@ -21,6 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("play", &["train", "algo", "nn", "seeds", "atomic"]),
     ("version", &["dist"]),
+    ("sweep", &["launch", "atomic"]),
     (
         "launch",
         &["train", "dist", "algo", "nn", "seeds", "atomic", "logging"],

@@ -1,0 +1,156 @@
+//! `tandem sweep` end to end, the command the flake's sweep apps wrap: three seeds of a short
+//! CartPole experiment (JSON variants, as the Nix library writes them), each in its own run
+//! directory, and a table whose figures are those of each run's `summary.json`, with the mean
+//! and its 95% Student-t interval computed here from those files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
+
+fn tandem() -> Command {
+    let mut cmd = Command::new(TANDEM);
+    cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_PORT")
+        .env_remove("MASTER_ADDR");
+    cmd
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The JSON of tests/configs/ppo-cartpole.kdl with `--set`s, written to `dir/file`.
+fn variant(dir: &Path, file: &str, sets: &[String]) -> String {
+    let config = format!("{}/tests/configs/ppo-cartpole.kdl", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = tandem();
+    cmd.args(["resolve", &config, "--format", "json"]);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let path = dir.join(file);
+    std::fs::write(&path, &out.stdout).unwrap();
+    path.display().to_string()
+}
+
+fn seeds(dir: &Path) -> Vec<String> {
+    (1..=3)
+        .map(|seed| {
+            variant(
+                dir,
+                &format!("seed-{seed}.json"),
+                &[format!("seed={seed}"), format!("name=\"cartpole-seed-{seed}\"")],
+            )
+        })
+        .collect()
+}
+
+/// The numbers of a table row's cells after the variant's name.
+fn row<'t>(table: &'t str, name: &str) -> Vec<&'t str> {
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row for {name}:\n{table}"));
+    line.split_whitespace().skip(1).collect()
+}
+
+/// The 0.975 quantile of Student's t with 2 degrees of freedom (three seeds).
+const T_975_DF2: f64 = 4.302_652_729_911_275;
+
+#[test]
+fn three_seeds_run_in_their_own_directories_and_the_table_matches_their_summaries() {
+    let dir = fresh_dir("seeds");
+    let files = seeds(&dir);
+    let sweep_dir = dir.join("runs");
+    let mut cmd = tandem();
+    cmd.args(["sweep", "--name", "cartpole-seeds", "--max-steps", "4096", "--quiet", "--dir"])
+        .arg(&sweep_dir)
+        .args(&files);
+    let done = common::finish(
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(600),
+    );
+    assert!(done.status.success(), "{}", done.output);
+    let table = std::fs::read_to_string(sweep_dir.join("sweep.txt")).unwrap();
+    assert!(done.output.contains(&table), "the table is printed:\n{}", done.output);
+
+    let mut returns = Vec::new();
+    let mut hashes = Vec::new();
+    for seed in 1..=3 {
+        let name = format!("cartpole-seed-{seed}");
+        let run_dir = sweep_dir.join(&name);
+        let summary = |key: &str| common::summary_number(&run_dir, key).unwrap();
+        let cells = row(&table, &name);
+        assert_eq!(cells[0], seed.to_string(), "{table}");
+        assert_eq!(cells[1].parse::<f64>().unwrap(), summary("global_step"));
+        assert_eq!(cells[2].parse::<f64>().unwrap(), summary("episodes"));
+        let last20 = summary("last_20_return_mean");
+        assert_eq!(cells[3], format!("{last20:.3}"), "{table}");
+        returns.push(last20);
+        let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+        hashes.push(text.split("\"config_hash\": ").nth(1).unwrap()[..66].to_string());
+    }
+    hashes.dedup();
+    assert_eq!(hashes.len(), 3, "three different configs ran");
+    let mean = returns.iter().sum::<f64>() / 3.0;
+    let sd = (returns.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let half = T_975_DF2 * sd / 3f64.sqrt();
+    assert!(half > 0.0, "three seeds gave the same return: {returns:?}");
+    let expected = format!(
+        "mean over seeds, n=3: {mean:.3} ± {half:.3} (95% Student-t interval [{:.3}, {:.3}])",
+        mean - half,
+        mean + half
+    );
+    // The table's t quantile has four decimals; allow the last printed digit to differ.
+    let line = table.lines().find(|l| l.starts_with("mean over seeds")).unwrap();
+    let numbers: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let wanted: Vec<f64> = expected
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), wanted.len(), "{line}\n{expected}");
+    for (got, want) in numbers.iter().zip(&wanted) {
+        assert!((got - want).abs() <= 0.002, "{line}\nexpected {expected}");
+    }
+}
+
+#[test]
+fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
+    let dir = fresh_dir("invalid");
+    let mut files = seeds(&dir);
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"name\": \"bad\", \"env\": {\"game\": \"cartpole\", \"envz\": 2}}\n").unwrap();
+    files.push(bad.display().to_string());
+    // The same name twice is refused too: each variant names its run directory.
+    files.push(files[0].clone());
+    let sweep_dir = dir.join("runs");
+    let out = tandem()
+        .args(["sweep", "--max-steps", "512", "--dir"])
+        .arg(&sweep_dir)
+        .args(&files)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("unknown setting `envz`"), "{err}");
+    assert!(err.contains("bad.json:1:"), "{err}");
+    assert!(err.contains("both name their experiment \"cartpole-seed-1\""), "{err}");
+    assert!(err.contains("the sweep did not start"), "{err}");
+    assert!(!sweep_dir.exists(), "a run started");
+}
