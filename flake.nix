@@ -1,5 +1,8 @@
-# tandem as a Nix flake: the package, `nix run . -- experiments/breakout.kdl`, a development
-# shell, and checks (the test suite; `tandem validate` over every experiment).
+# tandem as a Nix flake: the package, `nix run . -- experiments/breakout.kdl`, one app per
+# experiment (`nix run .#cartpole`) and per declared sweep (`nix run .#cartpole-seeds`, see
+# nix/sweeps.nix), a Nix library for writing experiments and sweeps (`lib`, nix/lib.nix), a
+# development shell, and checks (the test suite; `tandem validate` over every experiment and
+# every sweep variant).
 #
 # Only x86_64-linux: libtorch comes from the pinned manylinux torch wheel (see nix/sources.nix).
 # There is no flake.lock in the repository yet: the machine this flake was written on has no
@@ -85,18 +88,61 @@
         name:
         (builtins.readDir ./experiments).${name} == "regular" && builtins.match ".*\\.kdl" name != null
       ) (builtins.attrNames (builtins.readDir ./experiments));
+
+      tandemLib = import ./nix/lib.nix;
+      sweeps = import ./nix/sweeps.nix { lib = tandemLib; };
+
+      app = script: description: {
+        type = "app";
+        program = "${script}";
+        meta.description = description;
+      };
+      # The apps' scripts, also kept as legacyPackages.${system}.scripts so they can be read.
+      experimentScripts = builtins.listToAttrs (
+        map (file: rec {
+          name = builtins.head (builtins.match "(.*)\\.kdl" file);
+          value = pkgs.writeShellScript "tandem-${name}" ''
+            exec ${tandem}/bin/tandem train ${src}/experiments/${file} "$@"
+          '';
+        }) experimentFiles
+      );
+      sweepScripts = builtins.mapAttrs (
+        name: sweep:
+        pkgs.writeShellScript "tandem-sweep-${name}" ''
+          exec ${tandem}/bin/tandem sweep --name ${name} "$@" ${builtins.concatStringsSep " " sweep.files}
+        ''
+      ) sweeps;
+      # `nix run .#cartpole -- ARGS` is `tandem train experiments/cartpole.kdl ARGS`, with the
+      # file read from the flake's source (so its includes are there too).
+      experimentApps = builtins.mapAttrs (
+        name: script: app script "Train experiments/${name}.kdl"
+      ) experimentScripts;
+      # `nix run .#NAME -- ARGS` is `tandem sweep --name NAME ARGS VARIANT...`.
+      sweepApps = builtins.mapAttrs (
+        name: script:
+        app script "Train the variants of the sweep ${name} one after another and print their final returns"
+      ) sweepScripts;
     in
     {
+      # Pure functions (no system): experimentFile, override, variants, sweep, ... (nix/lib.nix).
+      lib = tandemLib;
+
       packages.${system} = {
         default = tandem;
         inherit libtorch;
       };
+      legacyPackages.${system}.scripts = experimentScripts // sweepScripts;
 
-      apps.${system}.default = {
-        type = "app";
-        program = "${tandem}/bin/tandem";
-        meta.description = "Train, validate, resolve or play tandem experiments";
-      };
+      apps.${system} =
+        experimentApps
+        // sweepApps
+        // {
+          default = {
+            type = "app";
+            program = "${tandem}/bin/tandem";
+            meta.description = "Train, validate, resolve or play tandem experiments";
+          };
+        };
 
       devShells.${system}.default = requireRust (
         pkgs.mkShell {
@@ -128,6 +174,17 @@
             ''
               cd "$experimentsDir"
               tandem validate $experiments
+              touch "$out"
+            '';
+        # Every variant of every sweep in nix/sweeps.nix, as the sweep apps would run it.
+        validate-sweeps =
+          pkgs.runCommand "tandem-validate-sweeps"
+            {
+              nativeBuildInputs = [ tandem ];
+              variants = builtins.concatMap (sweep: sweep.files) (builtins.attrValues sweeps);
+            }
+            ''
+              tandem validate $variants
               touch "$out"
             '';
       };

@@ -68,7 +68,11 @@ pub fn run(req: &SweepRequest) -> Result<ExitCode> {
             run_dir.display()
         );
         let mut train = Command::new(&exe);
-        train.arg("train").arg(&variant.file).arg("--run-dir").arg(&run_dir);
+        train
+            .arg("train")
+            .arg(&variant.file)
+            .arg("--run-dir")
+            .arg(&run_dir);
         if let Some(n) = req.max_steps {
             train.arg("--max-steps").arg(n.to_string());
         }
@@ -85,9 +89,7 @@ pub fn run(req: &SweepRequest) -> Result<ExitCode> {
     let table = table(&req.name, &dir, &variants, &outcomes);
     crate::atomic::write_atomic(&dir.join("sweep.txt"), table.as_bytes())?;
     print!("{table}");
-    let failed = outcomes
-        .iter()
-        .any(|o| matches!(o, Outcome::Failed(_)));
+    let failed = outcomes.iter().any(|o| matches!(o, Outcome::Failed(_)));
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -163,7 +165,12 @@ pub fn t_975(df: usize) -> f64 {
         2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739,
         2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
     ];
-    const BEYOND: [(f64, f64); 4] = [(30.0, 2.0423), (40.0, 2.0211), (60.0, 2.0003), (120.0, 1.9799)];
+    const BEYOND: [(f64, f64); 4] = [
+        (30.0, 2.0423),
+        (40.0, 2.0211),
+        (60.0, 2.0003),
+        (120.0, 1.9799),
+    ];
     if (1..=30).contains(&df) {
         return TO_30[df - 1];
     }
@@ -210,7 +217,12 @@ fn differences(first: &str, key: &str) -> String {
 
 /// The sweep's table: one row per variant, then one line per group of seeds.
 pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome]) -> String {
-    let width = variants.iter().map(|v| v.name.len()).max().unwrap_or(0).max(7);
+    let width = variants
+        .iter()
+        .map(|v| v.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
     let mut out = format!(
         "sweep {name}: {} variant{} in {}\n\n",
         variants.len(),
@@ -314,10 +326,21 @@ mod tests {
             v("b-1", 1, "lr 0.2\nx"),
             v("b-2", 2, "lr 0.2\nx"),
         ];
-        let outcomes = [done(10.0), done(20.0), done(30.0), Outcome::Failed("boom".into())];
+        let outcomes = [
+            done(10.0),
+            done(20.0),
+            done(30.0),
+            Outcome::Failed("boom".into()),
+        ];
         let t = table("s", Path::new("d"), &variants, &outcomes);
-        assert!(t.contains("group 1 (as the first group), n=2: 15.000 ±"), "{t}");
-        assert!(t.contains("group 2 (lr 0.2), n=1: 30.000 (one seed: no interval)"), "{t}");
+        assert!(
+            t.contains("group 1 (as the first group), n=2: 15.000 ±"),
+            "{t}"
+        );
+        assert!(
+            t.contains("group 2 (lr 0.2), n=1: 30.000 (one seed: no interval)"),
+            "{t}"
+        );
         assert!(t.contains("b-2"), "{t}");
         assert!(t.contains("failed: boom"), "{t}");
     }

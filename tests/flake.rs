@@ -212,11 +212,17 @@ impl Sandbox {
             &["default", "libtorch"],
             false,
         );
-        expect_names(&format!("apps.{SYSTEM}"), &["default"], true);
+        let mut apps: Vec<String> = experiment_files(&self.flake().join("experiments"))
+            .iter()
+            .map(|file| file.trim_end_matches(".kdl").to_string())
+            .collect();
+        apps.extend(["default".to_string(), "cartpole-seeds".to_string()]);
+        let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
+        expect_names(&format!("apps.{SYSTEM}"), &apps, true);
         expect_names(&format!("devShells.{SYSTEM}"), &["default"], true);
         expect_names(
             &format!("checks.{SYSTEM}"),
-            &["tests", "validate-experiments"],
+            &["tests", "validate-experiments", "validate-sweeps"],
             true,
         );
 
@@ -288,6 +294,33 @@ impl Sandbox {
             Some("builtins.concatStringsSep \" \""),
             "--workspace".into(),
         );
+        // Every app runs its script; an experiment's script trains that file of the flake's
+        // source with the package's tandem, passing its arguments on.
+        for name in apps.iter().filter(|n| **n != "default") {
+            let script = format!("legacyPackages.{SYSTEM}.scripts.{name}");
+            // (When the script does not evaluate, the comparison with "" reports it.)
+            let out = self
+                .eval(&format!("{script}.outPath"), None)
+                .unwrap_or_default();
+            expect(format!("apps.{SYSTEM}.{name}.program"), None, out);
+            if *name == "cartpole-seeds" {
+                continue;
+            }
+            let pattern = format!(
+                "exec {package_out}/bin/tandem train /nix/store/[a-z0-9]+-tandem-source/experiments/{name}[.]kdl \"[$]@\"\n"
+            );
+            expect(
+                format!("{script}.text"),
+                Some(
+                    format!(
+                        "text: if builtins.match \"{}\" text == null then text else \"ok\"",
+                        pattern.replace('"', "\\\"").replace('\n', "\\n")
+                    )
+                    .as_str(),
+                ),
+                "ok".into(),
+            );
+        }
         expect(
             format!("{validate}.experiments"),
             Some("builtins.concatStringsSep \" \""),
@@ -386,11 +419,7 @@ fn a_misspelt_output_name_is_reported() {
         return;
     }
     let sandbox = Sandbox::new("misspelt");
-    sandbox.edit(
-        "flake.nix",
-        "apps.${system}.default",
-        "app.${system}.default",
-    );
+    sandbox.edit("flake.nix", "apps.${system} =", "app.${system} =");
     sandbox.edit(
         "flake.nix",
         "validate-experiments =",
@@ -517,5 +546,226 @@ fn flake_pins_the_files_the_setup_scripts_pin() {
         "nix/sources.nix does not pin what scripts/setup(-ale) download: {missing:?}\n\
          nix/sources.nix has: {pinned:?}"
     );
+    remove_tree(&sandbox.root);
+}
+
+impl Sandbox {
+    /// Where a `/nix/store/...` path of this sandbox's store is on disk.
+    fn on_disk(&self, store_path: &str) -> PathBuf {
+        self.root
+            .join("store")
+            .join(store_path.trim_start_matches('/'))
+    }
+
+    /// `text` with every store path this sandbox's store holds made a real path, and the
+    /// package's (unbuilt) tandem replaced by the one cargo built.
+    fn runnable(&self, text: &str) -> String {
+        let package = self
+            .eval(&format!("packages.{SYSTEM}.default.outPath"), None)
+            .unwrap();
+        text.replace(
+            &format!("{package}/bin/tandem"),
+            env!("CARGO_BIN_EXE_tandem"),
+        )
+        .replace(
+            "/nix/store/",
+            &format!("{}/nix/store/", self.root.join("store").display()),
+        )
+    }
+
+    /// The sweep variants `checks.validate-sweeps` validates, copied out of the store with their
+    /// store paths made runnable; also the check's own command.
+    fn sweep_variants(&self) -> (Vec<PathBuf>, String) {
+        let check = format!("checks.{SYSTEM}.validate-sweeps");
+        let listed = self
+            .eval(
+                &format!("{check}.variants"),
+                Some("builtins.concatStringsSep \" \""),
+            )
+            .unwrap_or_else(|error| panic!("{check}.variants does not evaluate: {error}"));
+        let copies = self.root.join("variants");
+        fs::create_dir_all(&copies).unwrap();
+        let files = listed
+            .split_whitespace()
+            .map(|path| {
+                let text = fs::read_to_string(self.on_disk(path))
+                    .unwrap_or_else(|error| panic!("{path} is not in the store: {error}"));
+                let copy = copies.join(Path::new(path).file_name().unwrap());
+                fs::write(&copy, self.runnable(&text)).unwrap();
+                copy
+            })
+            .collect();
+        let command = self.eval(&format!("{check}.buildCommand"), None).unwrap();
+        (files, command)
+    }
+}
+
+/// Runs a check's command as its builder would (tandem on PATH, `$out` to create), with the
+/// variants in `$variants`.
+fn run_check(command: &str, variants: &[PathBuf], out: &Path) -> Result<String, String> {
+    let tandem_dir = Path::new(env!("CARGO_BIN_EXE_tandem")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        tandem_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let list: Vec<String> = variants.iter().map(|p| p.display().to_string()).collect();
+    run(Command::new("bash")
+        .args(["-euc", command])
+        .env("PATH", path)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env("variants", list.join(" "))
+        .env("out", out))
+}
+
+#[test]
+fn the_library_writes_the_sweep_variants_and_their_check_validates_them() {
+    if !nix_is_available() {
+        return;
+    }
+    let sandbox = Sandbox::new("sweep-variants");
+    let (files, command) = sandbox.sweep_variants();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .split_once('-')
+                .unwrap()
+                .1
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cartpole-short-seed-1.json",
+            "cartpole-short-seed-2.json",
+            "cartpole-short-seed-3.json"
+        ]
+    );
+    // The files hold what nix/sweeps.nix says, as builtins.toJSON writes it (keys sorted,
+    // includes as store paths of the included files).
+    let first = fs::read_to_string(&files[0]).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(json["name"], "cartpole-short-seed-1");
+    assert_eq!(json["seed"], 1);
+    assert_eq!(json["devices"], serde_json::json!(["cpu"]));
+    assert_eq!(json["train"]["total-steps"], 50000);
+    let includes: Vec<&str> = json["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(includes[0].ends_with("-ppo-cartpole.kdl"), "{includes:?}");
+    assert!(includes[1].ends_with("-cpu-logging.kdl"), "{includes:?}");
+    assert_eq!(
+        fs::read_to_string(includes[0]).unwrap(),
+        fs::read_to_string(repo_root().join("experiments/include/ppo-cartpole.kdl")).unwrap()
+    );
+    // The variant is cartpole.kdl with 50k steps, a new seed and name: same hash as that.
+    let kdl = repo_root().join("experiments/cartpole.kdl");
+    let hash = |file: &Path, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let (out, err, code) =
+            tandem_config::cli::resolve(&file.display().to_string(), &sets, false, true, false);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    assert_eq!(
+        hash(&files[1], &[]),
+        hash(
+            &kdl,
+            &[
+                "name=\"cartpole-short-seed-2\"",
+                "seed=2",
+                "train.total-steps=50000"
+            ]
+        )
+    );
+
+    // The check's command passes on these, and fails once a variant does not validate.
+    let out = sandbox.root.join("check-out");
+    run_check(&command, &files, &out).unwrap_or_else(|error| panic!("{error}"));
+    assert!(out.exists(), "the check did not create $out");
+    remove_tree(&sandbox.root);
+
+    let broken = Sandbox::new("sweep-variants-broken");
+    broken.edit(
+        "nix/sweeps.nix",
+        "train.total-steps = 50000;",
+        "train.total-steps = -50000;",
+    );
+    let (files, command) = broken.sweep_variants();
+    let error = run_check(&command, &files, &broken.root.join("check-out"))
+        .expect_err("a sweep variant that does not validate passed the check");
+    assert!(error.contains("train.total-steps"), "{error}");
+    assert!(error.contains("cartpole-short-seed-1.json:1:"), "{error}");
+    remove_tree(&broken.root);
+}
+
+#[test]
+fn the_sweep_app_runs_three_seeds_and_prints_their_table() {
+    if !nix_is_available() {
+        return;
+    }
+    let sandbox = Sandbox::new("sweep-app");
+    let script = sandbox
+        .eval(
+            &format!("legacyPackages.{SYSTEM}.scripts.cartpole-seeds.text"),
+            None,
+        )
+        .unwrap();
+    // The variant files the script names, with their includes made runnable.
+    let (files, _) = sandbox.sweep_variants();
+    let mut script = script;
+    for copy in &files {
+        let name = copy.file_name().unwrap().to_str().unwrap();
+        let store_path = format!("/nix/store/{name}");
+        assert!(
+            script.contains(&store_path),
+            "the app does not run {name}:\n{script}"
+        );
+        script = script.replace(&store_path, &copy.display().to_string());
+    }
+    let script = sandbox.runnable(&script);
+    let runs = sandbox.root.join("runs");
+    let output = run(Command::new("bash")
+        .args([
+            "-euc",
+            &script,
+            "cartpole-seeds",
+            "--max-steps",
+            "2048",
+            "--quiet",
+            "--dir",
+        ])
+        .arg(&runs)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR"))
+    .unwrap_or_else(|error| panic!("the sweep app failed: {error}"));
+    assert!(
+        output.starts_with("sweep cartpole-seeds: 3 variants"),
+        "{output}"
+    );
+    for seed in 1..=3 {
+        let name = format!("cartpole-short-seed-{seed}");
+        let summary: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(runs.join(&name).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let last20 = summary["last_20_return_mean"].as_f64().unwrap();
+        let row = output
+            .lines()
+            .find(|l| l.starts_with(&name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{output}"));
+        assert!(
+            row.ends_with(&format!("{last20:.3}")) && row.contains(" 2048 "),
+            "{row} against {summary}"
+        );
+    }
+    assert!(output.contains("mean over seeds, n=3: "), "{output}");
     remove_tree(&sandbox.root);
 }

@@ -30,14 +30,21 @@ fn fresh_dir(name: &str) -> PathBuf {
 
 /// The JSON of tests/configs/ppo-cartpole.kdl with `--set`s, written to `dir/file`.
 fn variant(dir: &Path, file: &str, sets: &[String]) -> String {
-    let config = format!("{}/tests/configs/ppo-cartpole.kdl", env!("CARGO_MANIFEST_DIR"));
+    let config = format!(
+        "{}/tests/configs/ppo-cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let mut cmd = tandem();
     cmd.args(["resolve", &config, "--format", "json"]);
     for s in sets {
         cmd.args(["--set", s]);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let path = dir.join(file);
     std::fs::write(&path, &out.stdout).unwrap();
     path.display().to_string()
@@ -49,7 +56,10 @@ fn seeds(dir: &Path) -> Vec<String> {
             variant(
                 dir,
                 &format!("seed-{seed}.json"),
-                &[format!("seed={seed}"), format!("name=\"cartpole-seed-{seed}\"")],
+                &[
+                    format!("seed={seed}"),
+                    format!("name=\"cartpole-seed-{seed}\""),
+                ],
             )
         })
         .collect()
@@ -73,9 +83,17 @@ fn three_seeds_run_in_their_own_directories_and_the_table_matches_their_summarie
     let files = seeds(&dir);
     let sweep_dir = dir.join("runs");
     let mut cmd = tandem();
-    cmd.args(["sweep", "--name", "cartpole-seeds", "--max-steps", "4096", "--quiet", "--dir"])
-        .arg(&sweep_dir)
-        .args(&files);
+    cmd.args([
+        "sweep",
+        "--name",
+        "cartpole-seeds",
+        "--max-steps",
+        "4096",
+        "--quiet",
+        "--dir",
+    ])
+    .arg(&sweep_dir)
+    .args(&files);
     let done = common::finish(
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -85,7 +103,11 @@ fn three_seeds_run_in_their_own_directories_and_the_table_matches_their_summarie
     );
     assert!(done.status.success(), "{}", done.output);
     let table = std::fs::read_to_string(sweep_dir.join("sweep.txt")).unwrap();
-    assert!(done.output.contains(&table), "the table is printed:\n{}", done.output);
+    assert!(
+        done.output.contains(&table),
+        "the table is printed:\n{}",
+        done.output
+    );
 
     let mut returns = Vec::new();
     let mut hashes = Vec::new();
@@ -115,7 +137,10 @@ fn three_seeds_run_in_their_own_directories_and_the_table_matches_their_summarie
         mean + half
     );
     // The table's t quantile has four decimals; allow the last printed digit to differ.
-    let line = table.lines().find(|l| l.starts_with("mean over seeds")).unwrap();
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("mean over seeds"))
+        .unwrap();
     let numbers: Vec<f64> = line
         .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
         .filter_map(|w| w.parse().ok())
@@ -135,7 +160,11 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     let dir = fresh_dir("invalid");
     let mut files = seeds(&dir);
     let bad = dir.join("bad.json");
-    std::fs::write(&bad, "{\"name\": \"bad\", \"env\": {\"game\": \"cartpole\", \"envz\": 2}}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "{\"name\": \"bad\", \"env\": {\"game\": \"cartpole\", \"envz\": 2}}\n",
+    )
+    .unwrap();
     files.push(bad.display().to_string());
     // The same name twice is refused too: each variant names its run directory.
     files.push(files[0].clone());
@@ -150,7 +179,10 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     assert!(!out.status.success());
     assert!(err.contains("unknown setting `envz`"), "{err}");
     assert!(err.contains("bad.json:1:"), "{err}");
-    assert!(err.contains("both name their experiment \"cartpole-seed-1\""), "{err}");
+    assert!(
+        err.contains("both name their experiment \"cartpole-seed-1\""),
+        "{err}"
+    );
     assert!(err.contains("the sweep did not start"), "{err}");
     assert!(!sweep_dir.exists(), "a run started");
 }

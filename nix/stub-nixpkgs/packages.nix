@@ -105,6 +105,14 @@ in
       // attrs
     );
 
+  # Like the real one, a derivation whose output is the executable script itself.
+  writeShellScript =
+    name: text:
+    stubDerivation {
+      inherit name text;
+      executable = true;
+    };
+
   runCommand =
     name: environment: script:
     stubDerivation (

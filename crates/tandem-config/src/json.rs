@@ -72,7 +72,10 @@ impl Reader<'_> {
 
     /// An error on the character at the reading position (or the end of the text).
     fn error_here(&self, message: &str, label: &str) -> SyntaxError {
-        let len = self.text[self.pos..].chars().next().map_or(0, char::len_utf8);
+        let len = self.text[self.pos..]
+            .chars()
+            .next()
+            .map_or(0, char::len_utf8);
         SyntaxError {
             span: SourceSpan::new(self.pos.into(), len),
             message: message.into(),
@@ -93,7 +96,12 @@ impl Reader<'_> {
             Some(b't') => self.word("true", Json::Bool(true))?,
             Some(b'f') => self.word("false", Json::Bool(false))?,
             Some(b'n') => self.word("null", Json::Null)?,
-            None => return Err(self.error_here("the JSON text ends where a value is expected", "value expected")),
+            None => {
+                return Err(self.error_here(
+                    "the JSON text ends where a value is expected",
+                    "value expected",
+                ));
+            }
             Some(_) => {
                 return Err(self.error_here(
                     "expected a JSON value (object, array, string, number, true, false or null)",
@@ -166,9 +174,8 @@ impl Reader<'_> {
                     return Ok(Json::Object(members));
                 }
                 _ => {
-                    return Err(
-                        self.error_here("expected `,` or `}` after the value", "`,` or `}` expected")
-                    );
+                    return Err(self
+                        .error_here("expected `,` or `}` after the value", "`,` or `}` expected"));
                 }
             }
         }
@@ -199,9 +206,8 @@ impl Reader<'_> {
                     return Ok(Json::Array(items));
                 }
                 _ => {
-                    return Err(
-                        self.error_here("expected `,` or `]` after the value", "`,` or `]` expected")
-                    );
+                    return Err(self
+                        .error_here("expected `,` or `]` after the value", "`,` or `]` expected"));
                 }
             }
         }
@@ -239,7 +245,10 @@ impl Reader<'_> {
         if !ok {
             self.pos = pos.min(self.text.len());
             return Err(SyntaxError {
-                span: SourceSpan::new(start.into(), (pos - start).max(1).min(self.text.len() - start)),
+                span: SourceSpan::new(
+                    start.into(),
+                    (pos - start).max(1).min(self.text.len() - start),
+                ),
                 message: "malformed JSON number".into(),
                 label: "not a number".into(),
             });
@@ -311,7 +320,11 @@ impl Reader<'_> {
 
     fn hex4(&mut self, at: usize) -> Result<u32, SyntaxError> {
         let digits = self.text.get(self.pos..self.pos + 4);
-        match digits.and_then(|d| u32::from_str_radix(d, 16).ok().filter(|_| d.bytes().all(|b| b.is_ascii_hexdigit()))) {
+        match digits.and_then(|d| {
+            u32::from_str_radix(d, 16)
+                .ok()
+                .filter(|_| d.bytes().all(|b| b.is_ascii_hexdigit()))
+        }) {
             Some(v) => {
                 self.pos += 4;
                 Ok(v)
@@ -373,7 +386,10 @@ mod tests {
             panic!()
         };
         assert_eq!(items[1].value, Json::Number("-2.5e3".into()));
-        assert_eq!(&text[items[1].span.offset()..][..items[1].span.len()], "-2.5e3");
+        assert_eq!(
+            &text[items[1].span.offset()..][..items[1].span.len()],
+            "-2.5e3"
+        );
         assert_eq!(items[2].value, Json::String("x\u{e9}\n".into()));
         let Json::Object(inner) = &members[1].value.value else {
             panic!()

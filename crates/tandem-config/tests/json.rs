@@ -68,7 +68,10 @@ fn errors(file: &str) -> Vec<(String, usize, String)> {
 fn every_experiment_kdl_to_json_to_resolve_gives_the_kdl_hash() {
     let dir = scratch("round-trip");
     let files = experiments();
-    assert!(files.len() >= 6, "expected the example experiments, found {files:?}");
+    assert!(
+        files.len() >= 6,
+        "expected the example experiments, found {files:?}"
+    );
     for kdl in files {
         let kdl = kdl.display().to_string();
         let json = json_of(&kdl);
@@ -242,7 +245,10 @@ fn includes_work_from_json_and_into_json() {
 #[test]
 fn set_overrides_apply_to_json_as_to_kdl() {
     let dir = scratch("sets");
-    let kdl = repo().join("experiments/cartpole.kdl").display().to_string();
+    let kdl = repo()
+        .join("experiments/cartpole.kdl")
+        .display()
+        .to_string();
     let json = write(&dir, "cartpole.json", &json_of(&kdl));
     let sets = ["seed=3", "algorithm.lr=0.001", "devices=\"cpu\" \"cpu\""];
     assert_eq!(hash_of(&json, &sets), hash_of(&kdl, &sets));

@@ -59,7 +59,10 @@ pub(super) fn document(
     t.check_unique(members);
     let body = t.body(members, main);
     let doc = if main {
-        let mut node = KdlNode::new(ident("experiment", SourceSpan::new(root.span.offset().into(), 1)));
+        let mut node = KdlNode::new(ident(
+            "experiment",
+            SourceSpan::new(root.span.offset().into(), 1),
+        ));
         if let Some(name) = members.iter().find(|m| m.key == "name") {
             if let Some(entry) = t.scalar_entry(&name.value, "name") {
                 node.push(entry);
@@ -314,9 +317,12 @@ impl Translator {
 
     fn bad_number(&mut self, v: &Spanned, key: &str) -> Option<KdlValue> {
         self.diags.push(
-            error("config::range", format!("the number given for `{key}` is too large"))
-                .at(self.source, v.span, "does not fit")
-                .help("integers fit in 128 bits and floats must be finite"),
+            error(
+                "config::range",
+                format!("the number given for `{key}` is too large"),
+            )
+            .at(self.source, v.span, "does not fit")
+            .help("integers fit in 128 bits and floats must be finite"),
         );
         None
     }

@@ -187,7 +187,9 @@ impl Loader {
         } else {
             self.stack.push((PathBuf::from("<stdin>"), name));
         }
-        let Some(doc) = self.parse(id, true) else { return };
+        let Some(doc) = self.parse(id, true) else {
+            return;
+        };
         let Some(node) = self.the_experiment(&doc, id) else {
             return;
         };
@@ -197,7 +199,9 @@ impl Loader {
             self.push(
                 error("config::missing-value", "`experiment` needs a name")
                     .at(id, node.name().span(), "no name")
-                    .help("write `experiment \"my-run\" { ... }` (in JSON: `\"name\": \"my-run\"`)"),
+                    .help(
+                        "write `experiment \"my-run\" { ... }` (in JSON: `\"name\": \"my-run\"`)",
+                    ),
             );
         } else {
             for (_, _, span) in &raw.props {
@@ -368,7 +372,9 @@ impl Loader {
             }
         };
         let id = self.sources.add(display.clone(), text, SourceKind::File);
-        let Some(doc) = self.parse(id, false) else { return };
+        let Some(doc) = self.parse(id, false) else {
+            return;
+        };
         self.stack.push((canonical, display));
         if let Some(node) = doc
             .nodes()
