@@ -80,7 +80,7 @@ fn every_experiment_kdl_to_json_to_resolve_gives_the_kdl_hash() {
         assert_eq!(hash_of(&json_file, &[]), hash_of(&kdl, &[]), "{kdl}");
         // The JSON of the JSON is the same text, and `validate` accepts it.
         assert_eq!(json_of(&json_file), json, "{kdl}");
-        let (report, code) = cli::validate(&[json_file.clone()], false, false);
+        let (report, code) = cli::validate(std::slice::from_ref(&json_file), false, false);
         assert_eq!(code, cli::EXIT_OK, "{report}");
         // Recognised by content too (a name without `.json`, or standard input's text).
         let unnamed = write(&dir, &format!("{name}.experiment"), &json);

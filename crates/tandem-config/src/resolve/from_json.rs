@@ -63,10 +63,10 @@ pub(super) fn document(
             "experiment",
             SourceSpan::new(root.span.offset().into(), 1),
         ));
-        if let Some(name) = members.iter().find(|m| m.key == "name") {
-            if let Some(entry) = t.scalar_entry(&name.value, "name") {
-                node.push(entry);
-            }
+        if let Some(name) = members.iter().find(|m| m.key == "name")
+            && let Some(entry) = t.scalar_entry(&name.value, "name")
+        {
+            node.push(entry);
         }
         node.set_children(body);
         node.set_span(root.span);
