@@ -1,6 +1,6 @@
-// A C ABI over the two libtorch operations tandem needs and tch does not expose: installing a
-// parameter's gradient buffer (DDP buckets, the optimizer's flat gradients) and the fused Adam
-// kernel. Rust reaches them through src/torch_ops.rs.
+// A C ABI over the libtorch operations tandem needs and tch does not expose: installing a
+// parameter's gradient buffer (DDP buckets, the optimizer's flat gradients), the fused Adam
+// kernel and the flush-denormals switch. Rust reaches them through src/torch_ops.rs.
 //
 // Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
 // success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
@@ -8,6 +8,7 @@
 
 #include "ffi_guard.hpp"
 
+#include <ATen/Context.h>
 #include <ATen/ops/_fused_adam.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -36,5 +37,11 @@ int tto_fused_adam(at::Tensor* param, at::Tensor* grad, at::Tensor* exp_avg, at:
                      /*weight_decay=*/0.0, eps, /*amsgrad=*/false, /*maximize=*/false);
   });
 }
+
+// Makes the calling thread's float operations treat denormal inputs and results as zero (the
+// CPU's FTZ and DAZ modes, through libtorch's own switch, the one behind PyTorch's
+// `torch.set_flush_denormal`). Threads created afterwards inherit the mode. Returns 1 when the
+// CPU supports it and it is now on, 0 otherwise.
+int tto_flush_denormals(void) { return at::globalContext().setFlushDenormal(true) ? 1 : 0; }
 
 }  // extern "C"

@@ -58,6 +58,8 @@ pub struct PlayReport {
 }
 
 pub fn run(args: &PlayArgs) -> Result<ExitCode> {
+    // The float mode the training ranks ran in, so the policy acts as it did there.
+    crate::torch_ops::flush_denormals();
     let report = evaluate(args)?;
     for (i, (r, s)) in report.returns.iter().zip(&report.scores).enumerate() {
         println!("episode {}: return {r:.2}, score {s:.2}", i + 1);

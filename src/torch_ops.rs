@@ -1,7 +1,7 @@
 //! The libtorch operations tandem needs that tch does not expose, over the C ABI in
-//! `csrc/torch_ops.cpp`: installing a parameter's gradient buffer ([`set_grad`]) and libtorch's
-//! fused Adam kernel ([`fused_adam`]). Nothing here is about other ranks; the c10d shim is
-//! `crate::dist`'s.
+//! `csrc/torch_ops.cpp`: installing a parameter's gradient buffer ([`set_grad`]), libtorch's
+//! fused Adam kernel ([`fused_adam`]) and its flush-denormals switch ([`flush_denormals`]).
+//! Nothing here is about other ranks; the c10d shim is `crate::dist`'s.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
@@ -36,6 +36,16 @@ unsafe extern "C" {
         eps: f64,
         err: *mut *mut c_char,
     ) -> c_int;
+    fn tto_flush_denormals() -> c_int;
+}
+
+/// Puts the calling thread's float arithmetic in flush-to-zero / denormals-are-zero mode
+/// (docs/design.md, "Denormals are flushed"); threads it starts afterwards inherit the mode.
+/// False where the CPU has no such mode.
+pub fn flush_denormals() -> bool {
+    // SAFETY: the shim takes no arguments and only sets this thread's float control register
+    // through libtorch's `setFlushDenormal`, which does not throw.
+    unsafe { tto_flush_denormals() == 1 }
 }
 
 /// Makes `grad` the gradient of `param` (a view into a bucket, typically): autograd accumulates

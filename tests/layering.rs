@@ -19,12 +19,24 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "train",
         &["algo", "nn", "dist", "seeds", "atomic", "logging"],
     ),
-    ("play", &["train", "algo", "nn", "seeds", "atomic"]),
+    (
+        "play",
+        &["train", "algo", "nn", "seeds", "atomic", "torch_ops"],
+    ),
     ("version", &["dist"]),
     ("sweep", &["launch", "atomic"]),
     (
         "launch",
-        &["train", "dist", "algo", "nn", "seeds", "atomic", "logging"],
+        &[
+            "train",
+            "dist",
+            "algo",
+            "nn",
+            "seeds",
+            "atomic",
+            "logging",
+            "torch_ops",
+        ],
     ),
 ];
 

@@ -98,7 +98,8 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         );
     }
     // Before any thread exists (libtorch's, the environments', Gloo's, the logger's), so that
-    // all of them inherit the rank's cores.
+    // all of them inherit the rank's float mode and cores.
+    let flushing = crate::torch_ops::flush_denormals();
     let pinned = if experiment.pin_cores {
         Some(pin_to_core_slice(args.local_rank, args.local_world_size)?)
     } else {
@@ -108,6 +109,9 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     let device = bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+    if !flushing {
+        tracing::warn!("this CPU cannot flush denormal floats; updates may run slower");
+    }
     if let Some(cores) = &pinned {
         tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
