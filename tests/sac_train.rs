@@ -208,6 +208,16 @@ fn bad_sac_settings_are_refused_with_located_diagnostics() {
     );
     let err = refused(&["network=\"nature-cnn\""]);
     assert!(err.contains("sac takes an mlp network"), "{err}");
+    let err = refused(&["env=\"minatar-breakout\""]);
+    assert!(
+        err.contains("sac cannot read the pixel observations of minatar-breakout"),
+        "{err}"
+    );
+    let err = refused(&["network.actor-critic=\"separate\""]);
+    assert!(
+        err.contains("sac's actor and critics never share a torso"),
+        "{err}"
+    );
 }
 
 /// `tandem play` of a SAC checkpoint: the deterministic tanh(mean) by default (what
