@@ -13,7 +13,7 @@
 //! The noise of an update (ε for the next-state actions and for the current-state actions) is an
 //! input drawn per sample, so a rank's half of a global batch brings its half of the noise.
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -386,7 +386,7 @@ impl SacRule {
     /// The off-policy learner of `algorithm "sac"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Sac) -> Result<OffPolicy<SacRule>> {
         let space = setting.envs.action_space();
-        let bounds = squashable_bounds(space, setting.device)?;
+        let bounds = squashable_bounds("sac", space, setting.device)?;
         let action_dim = space.dim() as i64;
         let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
         let sac = Sac::new(
@@ -485,12 +485,7 @@ impl OffPolicyRule for SacRule {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut all = vec![("gradient_steps", self.sac.gradient_steps())];
-        let opt = self.sac.optimizer();
-        for (group, name) in GROUPS.iter().enumerate() {
-            if opt.group(name).is_ok() {
-                all.push((optimizer_counter(name), opt.group_step_count(group)));
-            }
-        }
+        all.extend(group_counters(self.sac.optimizer(), &GROUPS));
         all
     }
 
@@ -499,15 +494,8 @@ impl OffPolicyRule for SacRule {
             self.sac.set_gradient_steps(value);
             return Ok(());
         }
-        let opt = self.sac.optimizer_mut();
-        match GROUPS.iter().find(|g| optimizer_counter(g) == name) {
-            Some(group) => {
-                let g = opt.group(group)?;
-                opt.set_group_step_count(g, value);
-            }
-            None => bail!("the SAC learner has no counter {name}"),
-        }
-        Ok(())
+        set_group_counter(self.sac.optimizer_mut(), &GROUPS, name, value)
+            .with_context(|| format!("the SAC learner has no counter {name}"))
     }
 
     fn scalars(&self, sampleable: usize) -> Scalars {
@@ -548,18 +536,50 @@ fn optimizer_counter(name: &str) -> &'static str {
     }
 }
 
-/// The bounds SAC's tanh-squashed actions are scaled to; an error for a discrete space or a box
-/// with an infinite bound.
-pub fn squashable_bounds(space: &tandem_env::ActionSpace, device: Device) -> Result<ActionBounds> {
+/// The step counts of those of the optimizer `groups` that `opt` has, as checkpoint counters
+/// (`actor_optimizer_steps`, ...): an actor-critic learner's counters besides its own.
+pub(crate) fn group_counters(opt: &Optimizer, groups: &[&str]) -> Vec<(&'static str, u64)> {
+    groups
+        .iter()
+        .filter_map(|name| {
+            let g = opt.group(name).ok()?;
+            Some((optimizer_counter(name), opt.group_step_count(g)))
+        })
+        .collect()
+}
+
+/// Restores the step count of the group whose counter is `counter`; an error for a counter of
+/// no group of `opt`.
+pub(crate) fn set_group_counter(
+    opt: &mut Optimizer,
+    groups: &[&str],
+    counter: &str,
+    value: u64,
+) -> Result<()> {
+    let Some(group) = groups.iter().find(|g| optimizer_counter(g) == counter) else {
+        bail!("no optimizer group counts {counter}");
+    };
+    let g = opt.group(group)?;
+    opt.set_group_step_count(g, value);
+    Ok(())
+}
+
+/// The bounds a tanh-squashed actor's unit-box actions are scaled to (SAC's, TD3's); an error,
+/// naming `algorithm`, for a discrete space or a box with an infinite bound.
+pub fn squashable_bounds(
+    algorithm: &str,
+    space: &tandem_env::ActionSpace,
+    device: Device,
+) -> Result<ActionBounds> {
     ensure!(
         !space.is_discrete(),
-        "sac chooses box actions, but the environment takes {space}"
+        "{algorithm} chooses box actions, but the environment takes {space}"
     );
     let bounds = ActionBounds::new(space, device)?;
     ensure!(
         bounds.is_bounded(),
-        "sac squashes its actions into the action box, but {space} is unbounded in some \
-         dimension; give the environment finite bounds (or wrap it so it has them)"
+        "{algorithm} squashes its actions into the action box, but {space} is unbounded in \
+         some dimension; give the environment finite bounds (or wrap it so it has them)"
     );
     Ok(bounds)
 }
@@ -672,7 +692,7 @@ mod tests {
     #[test]
     fn discrete_and_unbounded_spaces_are_refused() {
         use tandem_env::ActionSpace;
-        let err = squashable_bounds(&ActionSpace::discrete(3), Device::Cpu).unwrap_err();
+        let err = squashable_bounds("sac", &ActionSpace::discrete(3), Device::Cpu).unwrap_err();
         assert!(
             err.to_string().starts_with("sac chooses box actions"),
             "{err}"
@@ -681,10 +701,14 @@ mod tests {
             low: vec![-1.0, f32::NEG_INFINITY],
             high: vec![1.0, f32::INFINITY],
         };
-        let err = squashable_bounds(&open, Device::Cpu)
+        let err = squashable_bounds("td3", &open, Device::Cpu)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("is unbounded in some dimension"), "{err}");
-        assert!(squashable_bounds(&ActionSpace::uniform_box(2, -2.0, 2.0), Device::Cpu).is_ok());
+        assert!(
+            err.starts_with("td3 squashes") && err.contains("is unbounded in some dimension"),
+            "{err}"
+        );
+        let bounded = ActionSpace::uniform_box(2, -2.0, 2.0);
+        assert!(squashable_bounds("sac", &bounded, Device::Cpu).is_ok());
     }
 }
