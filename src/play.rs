@@ -103,7 +103,7 @@ impl Td3Policy {
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<Td3Policy> {
         use crate::algo::td3::{Td3, Td3Config};
-        let bounds = crate::algo::sac::squashable_bounds("td3", space, Device::Cpu)?;
+        let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
         let td3 = Td3::new(
             Device::Cpu,
             &spec.network,
@@ -147,7 +147,8 @@ impl SacPolicy {
         space: &tandem_env::ActionSpace,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<SacPolicy> {
-        use crate::algo::sac::{Sac, SacConfig, squashable_bounds};
+        use crate::algo::box_rule::squashable_bounds;
+        use crate::algo::sac::{Sac, SacConfig};
         let bounds = squashable_bounds("sac", space, Device::Cpu)?;
         let dim = space.dim();
         let config = SacConfig::from_config(cfg, dim);

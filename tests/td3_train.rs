@@ -91,7 +91,10 @@ fn bad_td3_settings_are_refused_with_located_diagnostics() {
     let err = TD3.refused(&["algorithm.target-noise-clip=-1"]);
     assert!(err.contains("algorithm.target-noise-clip"), "{err}");
     let err = TD3.refused(&["algorithm.exploration-noise=\"loud\""]);
-    assert!(err.contains("wrong type for `algorithm.exploration-noise`"), "{err}");
+    assert!(
+        err.contains("wrong type for `algorithm.exploration-noise`"),
+        "{err}"
+    );
     let err = TD3.refused(&["algorithm.learning-starts=10"]);
     assert!(err.contains("learning starts before one batch"), "{err}");
     let err = TD3.refused(&["devices=\"cpu\" \"cpu\"", "algorithm.batch-size=127"]);

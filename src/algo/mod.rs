@@ -11,6 +11,7 @@
 
 pub mod a2c;
 pub mod actions;
+pub mod box_rule;
 pub mod collect;
 mod common;
 pub mod dqn;

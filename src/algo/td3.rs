@@ -20,15 +20,13 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Collective;
-use super::actions::{ActionBatch, ActionKind};
+use super::actions::ActionBatch;
+use super::box_rule::{BoxActing, group_counters, one_step_schedule, set_group_counter};
 use super::common::{accumulate_gradients, update_target};
-use super::host_rows::host_actions;
 use super::learner::{Scalars, Setting};
-use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule, TransitionBatch};
+use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use super::optim::{Optimizer, OptimizerSpec};
-use super::sac::{group_counters, set_group_counter, squashable_bounds};
-use crate::nn::{ActionBounds, DeterministicActor, InitSpec, NetworkSpec, QMlp, named_parameters};
-use crate::seeds::{Purpose, derived_seed};
+use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QMlp, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's TD3 uses.
 const ADAM_EPS: f64 = 1e-8;
@@ -349,11 +347,8 @@ impl Td3 {
 /// seeded per (seed, rank, gradient step).
 pub struct Td3Rule {
     td3: Td3,
-    bounds: ActionBounds,
-    action_dim: i64,
+    acting: BoxActing,
     exploration_noise: f64,
-    seed: u64,
-    rank: u64,
     latest: Option<Td3Stats>,
     /// The actor's loss and gradient norm of the latest delayed step.
     latest_actor: Option<(f64, f64)>,
@@ -362,39 +357,30 @@ pub struct Td3Rule {
 impl Td3Rule {
     /// The off-policy learner of `algorithm "td3"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Td3) -> Result<OffPolicy<Td3Rule>> {
-        let space = setting.envs.action_space();
-        let bounds = squashable_bounds("td3", space, setting.device)?;
-        let action_dim = space.dim() as i64;
+        let acting = BoxActing::new("td3", setting)?;
         let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
         let td3 = Td3::new(
             setting.device,
             &spec.network,
             &spec.init,
             &obs_shape,
-            action_dim,
+            acting.action_dim,
             Td3Config::from_config(cfg),
         )?;
         let rule = Td3Rule {
             td3,
-            bounds,
-            action_dim,
+            acting,
             exploration_noise: cfg.exploration_noise,
-            seed: setting.experiment.seed,
-            rank: setting.rank as u64,
             latest: None,
             latest_actor: None,
         };
-        let schedule = Schedule {
-            learning_starts: cfg.learning_starts,
-            train_frequency: cfg.train_frequency,
-            gradient_steps: cfg.gradient_steps,
-            checkpoint_replay: cfg.checkpoint_replay,
-        };
-        let returns = ReturnSpec {
-            n_step: 1,
-            gamma: cfg.gamma,
-            priority_alpha: None,
-        };
+        let (schedule, returns) = one_step_schedule(
+            cfg.learning_starts,
+            cfg.train_frequency,
+            cfg.gradient_steps,
+            cfg.checkpoint_replay,
+            cfg.gamma,
+        );
         OffPolicy::new(setting, rule, schedule, returns)
     }
 
@@ -413,19 +399,8 @@ pub fn explore(actor: &DeterministicActor, obs: &Tensor, sigma: f64) -> Result<T
 
 impl OffPolicyRule for Td3Rule {
     fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
-        let unit = if at.warming_up {
-            let shape = [obs.size()[0], self.action_dim];
-            Tensor::rand(shape, (Kind::Float, obs.device())) * 2.0 - 1.0
-        } else {
-            explore(self.td3.actor(), obs, self.exploration_noise)?
-        };
-        let action = self.bounds.scale(&unit);
-        host_actions(
-            &action,
-            ActionKind::Box {
-                dim: self.action_dim as usize,
-            },
-        )
+        let (actor, sigma) = (self.td3.actor(), self.exploration_noise);
+        self.acting.act(obs, at, || explore(actor, obs, sigma))
     }
 
     fn learn(
@@ -433,23 +408,16 @@ impl OffPolicyRule for Td3Rule {
         batch: &TransitionBatch,
         collective: &mut dyn Collective,
     ) -> Result<Option<Vec<f32>>> {
-        ensure!(
-            batch.actions.is_floating_point(),
-            "td3 needs box actions, got a batch of {:?}",
-            batch.actions.kind()
-        );
         let step = self.td3.gradient_steps();
-        tch::manual_seed(derived_seed(self.seed, Purpose::UpdateNoise, self.rank, step) as i64);
+        let actions = self.acting.prepare_update("td3", batch, step)?;
+        let noise_next = Tensor::randn(actions.size().as_slice(), (Kind::Float, actions.device()));
         let td3_batch = Td3Batch {
             obs: batch.obs.shallow_clone(),
-            actions: self.bounds.unscale(&batch.actions),
+            actions,
             rewards: batch.returns.shallow_clone(),
             discounts: batch.discounts.shallow_clone(),
             next_obs: batch.next_obs.shallow_clone(),
-            noise_next: Tensor::randn(
-                batch.actions.size().as_slice(),
-                (Kind::Float, batch.actions.device()),
-            ),
+            noise_next,
         };
         let stats = self.td3.update(&td3_batch, collective)?;
         if stats.actor.is_some() {

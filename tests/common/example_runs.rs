@@ -49,11 +49,8 @@ impl Example {
 
     /// A fresh run directory for test `name`.
     pub fn run_dir(&self, name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "tandem-{}-{name}-{}",
-            self.tag,
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("tandem-{}-{name}-{}", self.tag, std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
