@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::example_runs::{Example, number};
+use common::example_runs::Example;
 use tandem::algo::actions::ActionKind;
 use tandem::algo::replay::ReplaySpec;
 
@@ -20,17 +20,8 @@ const SAC: Example = Example {
 /// actions, score about -1500).
 #[test]
 fn sac_swings_up_the_pendulum_on_one_rank() {
-    let dir = SAC.run_dir("pendulum-1");
-    let summary = SAC.train(&dir, &["train.max-steps=10000"]);
-    let last_20 = number(&summary, "last_20_return_mean");
-    assert!(
-        last_20 >= -250.0,
-        "last-20 mean return {last_20} < -250: {summary}"
-    );
-    assert_eq!(number(&summary, "world_size"), 1.0);
     // 2 environments, 2 gradient steps per iteration from step 1000 on.
-    assert_eq!(number(&summary, "gradient_steps"), 9002.0);
-    std::fs::remove_dir_all(&dir).unwrap();
+    SAC.assert_learns(&["train.max-steps=10000"], 1, -250.0, 9002);
 }
 
 /// The same file on 2 real ranks (each steps 1 of the 2 environments, keeps half of the buffer
@@ -38,21 +29,7 @@ fn sac_swings_up_the_pendulum_on_one_rank() {
 /// 10k steps, and both ranks end holding bitwise identical networks and optimizer state.
 #[test]
 fn sac_swings_up_the_pendulum_on_two_ranks() {
-    let dir = SAC.run_dir("pendulum-2");
-    let summary = SAC.train(&dir, &["devices=\"cpu\" \"cpu\"", "train.max-steps=10000"]);
-    let last_20 = number(&summary, "last_20_return_mean");
-    assert!(
-        last_20 >= -250.0,
-        "last-20 mean return {last_20} < -250: {summary}"
-    );
-    assert_eq!(number(&summary, "world_size"), 2.0);
-    assert_eq!(number(&summary, "gradient_steps"), 9002.0);
-    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
-    assert!(
-        log.contains("all 2 ranks hold bitwise identical copies of"),
-        "no final agreement in the log:\n{log}"
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
+    SAC.assert_learns(&["train.max-steps=10000"], 2, -250.0, 9002);
 }
 
 #[test]
@@ -72,25 +49,11 @@ fn a_resumed_run_continues_with_its_replay_buffer_and_ends_where_the_uninterrupt
 
 #[test]
 fn bad_sac_settings_are_refused_with_located_diagnostics() {
-    let err = SAC.refused(&["env=\"cartpole\""]);
-    assert!(
-        err.contains("config::action-mismatch") && err.contains("sac cannot act in cartpole"),
-        "{err}"
-    );
-    assert!(err.contains("takes box actions only"), "{err}");
+    SAC.assert_refuses_what_a_box_learner_cannot_run("sac");
     let err = SAC.refused(&["algorithm.alpha=\"sometimes\""]);
     assert!(err.contains("\"auto\" or number"), "{err}");
     let err = SAC.refused(&["algorithm.alpha=0"]);
     assert!(err.contains("algorithm.alpha"), "{err}");
-    let err = SAC.refused(&["algorithm.learning-starts=10"]);
-    assert!(err.contains("learning starts before one batch"), "{err}");
-    let err = SAC.refused(&["devices=\"cpu\" \"cpu\"", "algorithm.batch-size=127"]);
-    assert!(
-        err.contains("batch-size 127 cannot be split evenly"),
-        "{err}"
-    );
-    let err = SAC.refused(&["network=\"nature-cnn\""]);
-    assert!(err.contains("sac takes an mlp network"), "{err}");
 }
 
 /// `tandem play` of a SAC checkpoint: the deterministic tanh(mean) by default (what

@@ -273,7 +273,7 @@ impl Td3 {
         let q2_taken = q2.forward(&batch.obs, &batch.actions);
         let critic = (&q1_taken - &target).square().mean(Kind::Float)
             + (&q2_taken - &target).square().mean(Kind::Float);
-        // Deterministic policy gradient (eq. 1, Silver et al. 2014) through Q_θ1 alone:
+        // Deterministic policy gradient (eq. 1, after Silver et al. 2014) through Q_θ1 alone:
         // J(φ) = -N⁻¹ Σ Q_θ1(s, μ_φ(s)), Q read through detached weights so that this loss
         // moves the actor only.
         let actor = if with_actor {

@@ -80,6 +80,59 @@ impl Example {
         std::fs::read_to_string(dir.join("summary.json")).expect("summary.json")
     }
 
+    /// Trains the example with `sets` on `world` ranks into a fresh directory and asserts the
+    /// mean return of the last 20 episodes reaches `floor` after `gradient_steps` gradient
+    /// steps; on more than one rank also that the ranks end bitwise identical.
+    pub fn assert_learns(&self, sets: &[&str], world: usize, floor: f64, gradient_steps: u64) {
+        let dir = self.run_dir(&format!("learns-{world}"));
+        let devices = format!("devices={}", vec!["\"cpu\""; world].join(" "));
+        let mut all = vec![devices.as_str()];
+        all.extend(sets);
+        let summary = self.train(&dir, &all);
+        let last_20 = number(&summary, "last_20_return_mean");
+        assert!(
+            last_20 >= floor,
+            "last-20 mean return {last_20} < {floor}: {summary}"
+        );
+        assert_eq!(number(&summary, "world_size"), world as f64);
+        assert_eq!(number(&summary, "gradient_steps"), gradient_steps as f64);
+        if world > 1 {
+            let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+            assert!(
+                log.contains(&format!(
+                    "all {world} ranks hold bitwise identical copies of"
+                )),
+                "no final agreement in the log:\n{log}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The refusals every box learner `algorithm` shares, each located: a discrete game, a
+    /// warm-up shorter than a batch, a batch that does not split over the ranks, an image
+    /// network.
+    pub fn assert_refuses_what_a_box_learner_cannot_run(&self, algorithm: &str) {
+        let err = self.refused(&["env=\"cartpole\""]);
+        assert!(
+            err.contains("config::action-mismatch")
+                && err.contains(&format!("{algorithm} cannot act in cartpole"))
+                && err.contains("takes box actions only"),
+            "{err}"
+        );
+        let err = self.refused(&["algorithm.learning-starts=10"]);
+        assert!(err.contains("learning starts before one batch"), "{err}");
+        let err = self.refused(&["devices=\"cpu\" \"cpu\"", "algorithm.batch-size=127"]);
+        assert!(
+            err.contains("batch-size 127 cannot be split evenly"),
+            "{err}"
+        );
+        let err = self.refused(&["network=\"nature-cnn\""]);
+        assert!(
+            err.contains(&format!("{algorithm} takes an mlp network")),
+            "{err}"
+        );
+    }
+
     /// Resolves the example with `sets` and returns stderr, asserting it was refused.
     pub fn refused(&self, sets: &[&str]) -> String {
         let file = self.path();
