@@ -7,8 +7,6 @@
 mod common;
 
 use common::example_runs::Example;
-use tandem::algo::actions::ActionKind;
-use tandem::algo::replay::ReplaySpec;
 
 const TD3: Example = Example {
     file: "experiments/pendulum-td3.kdl",
@@ -35,17 +33,7 @@ fn td3_swings_up_the_pendulum_on_two_ranks() {
 
 #[test]
 fn a_resumed_run_continues_with_its_replay_buffer_and_ends_where_the_uninterrupted_one_does() {
-    TD3.assert_resume_ends_where_the_uninterrupted_run_does(ReplaySpec {
-        capacity: 4000,
-        num_envs: 2,
-        obs_len: 3,
-        stack: 1,
-        pixels: false,
-        n_step: 1,
-        gamma: 0.99,
-        priority_alpha: None,
-        actions: ActionKind::Box { dim: 1 },
-    });
+    TD3.assert_resume_ends_where_the_uninterrupted_run_does();
 }
 
 #[test]

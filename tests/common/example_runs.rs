@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use tandem::algo::actions::ActionKind;
 use tandem::algo::replay::{ReplayBuffer, ReplaySpec};
 
 /// A shipped experiment file, and the tag its tests' run directories carry.
@@ -145,10 +146,21 @@ impl Example {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
-    /// A run checkpointed at 1000 steps with its replay buffer (`spec`, 2 environments, learning
-    /// from step 500) and resumed to 2000 continues with the buffer and ends with every
-    /// learner tensor bitwise equal to the uninterrupted run's.
-    pub fn assert_resume_ends_where_the_uninterrupted_run_does(&self, spec: ReplaySpec) {
+    /// A run of a Pendulum example (2 environments) checkpointed at 1000 steps with its replay
+    /// buffer (learning from step 500) and resumed to 2000 continues with the buffer and ends
+    /// with every learner tensor bitwise equal to the uninterrupted run's.
+    pub fn assert_resume_ends_where_the_uninterrupted_run_does(&self) {
+        let spec = ReplaySpec {
+            capacity: 4000,
+            num_envs: 2,
+            obs_len: 3,
+            stack: 1,
+            pixels: false,
+            n_step: 1,
+            gamma: 0.99,
+            priority_alpha: None,
+            actions: ActionKind::Box { dim: 1 },
+        };
         let sets = [
             "algorithm.checkpoint-replay=#true",
             "algorithm.learning-starts=500",
