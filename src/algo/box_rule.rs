@@ -107,28 +107,37 @@ fn optimizer_counter(name: &str) -> &'static str {
     }
 }
 
-/// The step counts of those of the optimizer `groups` that `opt` has, as checkpoint counters
-/// (`actor_optimizer_steps`, ...): an actor-critic learner's counters besides its own.
-pub fn group_counters(opt: &Optimizer, groups: &[&str]) -> Vec<(&'static str, u64)> {
-    groups
-        .iter()
-        .filter_map(|name| {
-            let g = opt.group(name).ok()?;
-            Some((optimizer_counter(name), opt.group_step_count(g)))
-        })
+/// A box learner's checkpoint counters: its `gradient_steps`, and the step count of each of
+/// the optimizer `groups` that `opt` has (`actor_optimizer_steps`, ...).
+pub fn counters(gradient_steps: u64, opt: &Optimizer, groups: &[&str]) -> Vec<(&'static str, u64)> {
+    let steps = groups.iter().filter_map(|name| {
+        let g = opt.group(name).ok()?;
+        Some((optimizer_counter(name), opt.group_step_count(g)))
+    });
+    std::iter::once(("gradient_steps", gradient_steps))
+        .chain(steps)
         .collect()
 }
 
-/// Restores the step count of the group whose counter is `counter`; an error for a counter of
-/// no group of `opt`.
-pub fn set_group_counter(
-    opt: &mut Optimizer,
+/// Restores the [`counters`] entry `counter` into `gradient_steps` or `opt`; an error, naming
+/// `algorithm`'s learner, for a counter it does not have.
+pub fn set_counter(
+    algorithm: &str,
+    (gradient_steps, opt): (&mut u64, &mut Optimizer),
     groups: &[&str],
     counter: &str,
     value: u64,
 ) -> Result<()> {
-    let Some(group) = groups.iter().find(|g| optimizer_counter(g) == counter) else {
-        bail!("no optimizer group counts {counter}");
+    if counter == "gradient_steps" {
+        *gradient_steps = value;
+        return Ok(());
+    }
+    let group = groups
+        .iter()
+        .find(|g| optimizer_counter(g) == counter)
+        .filter(|g| opt.group(g).is_ok());
+    let Some(group) = group else {
+        bail!("the {algorithm} learner has no counter {counter}");
     };
     let g = opt.group(group)?;
     opt.set_group_step_count(g, value);
@@ -180,5 +189,47 @@ mod tests {
         );
         let bounded = ActionSpace::uniform_box(2, -2.0, 2.0);
         assert!(squashable_bounds("sac", &bounded, Device::Cpu).is_ok());
+    }
+
+    #[test]
+    fn counters_round_trip_and_an_unknown_or_absent_counter_is_an_error() {
+        use crate::algo::optim::OptimizerSpec;
+        let stores: Vec<tch::nn::VarStore> = (0..2)
+            .map(|_| tch::nn::VarStore::new(Device::Cpu))
+            .collect();
+        for vs in &stores {
+            let _ = vs.root().zeros("w", &[2]);
+        }
+        let spec = OptimizerSpec::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        };
+        let mut opt =
+            Optimizer::grouped(&[("actor", &stores[0]), ("critic", &stores[1])], spec).unwrap();
+        let groups = ["actor", "critic", "alpha"];
+        let mut steps = 0u64;
+        for (name, value) in [
+            ("gradient_steps", 7),
+            ("actor_optimizer_steps", 3),
+            ("critic_optimizer_steps", 7),
+        ] {
+            set_counter("td3", (&mut steps, &mut opt), &groups, name, value).unwrap();
+        }
+        assert_eq!(
+            counters(steps, &opt, &groups),
+            vec![
+                ("gradient_steps", 7),
+                ("actor_optimizer_steps", 3),
+                ("critic_optimizer_steps", 7)
+            ]
+        );
+        for absent in ["alpha_optimizer_steps", "optimizer_steps"] {
+            let err = set_counter("td3", (&mut steps, &mut opt), &groups, absent, 1).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("the td3 learner has no counter {absent}")
+            );
+        }
     }
 }

@@ -13,13 +13,13 @@
 //! The noise of an update (ε for the next-state actions and for the current-state actions) is an
 //! input drawn per sample, so a rank's half of a global batch brings its half of the noise.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Collective;
 use super::actions::ActionBatch;
-use super::box_rule::{BoxActing, group_counters, one_step_schedule, set_group_counter};
+use super::box_rule::{self, BoxActing, one_step_schedule};
 use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
@@ -224,8 +224,9 @@ impl Sac {
         self.gradient_steps
     }
 
-    pub fn set_gradient_steps(&mut self, steps: u64) {
-        self.gradient_steps = steps;
+    /// What a resume restores: the gradient steps and the optimizer's group step counts.
+    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
     }
 
     pub fn actor(&self) -> &SquashedGaussianActor {
@@ -239,10 +240,6 @@ impl Sac {
 
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
-    }
-
-    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
-        &mut self.optimizer
     }
 
     /// Every trainable tensor, actor then critics then `log α` (each in name order): the list
@@ -454,18 +451,12 @@ impl OffPolicyRule for SacRule {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut all = vec![("gradient_steps", self.sac.gradient_steps())];
-        all.extend(group_counters(self.sac.optimizer(), &GROUPS));
-        all
+        let sac = &self.sac;
+        box_rule::counters(sac.gradient_steps(), sac.optimizer(), &GROUPS)
     }
 
     fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        if name == "gradient_steps" {
-            self.sac.set_gradient_steps(value);
-            return Ok(());
-        }
-        set_group_counter(self.sac.optimizer_mut(), &GROUPS, name, value)
-            .with_context(|| format!("the SAC learner has no counter {name}"))
+        box_rule::set_counter("sac", self.sac.counters_mut(), &GROUPS, name, value)
     }
 
     fn scalars(&self, sampleable: usize) -> Scalars {

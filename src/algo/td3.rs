@@ -15,13 +15,13 @@
 //! The smoothing noise of an update is an input drawn per sample, so a rank's half of a global
 //! batch brings its half of the noise.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::Collective;
 use super::actions::ActionBatch;
-use super::box_rule::{BoxActing, group_counters, one_step_schedule, set_group_counter};
+use super::box_rule::{self, BoxActing, one_step_schedule};
 use super::common::{accumulate_gradients, update_target};
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
@@ -191,8 +191,9 @@ impl Td3 {
         self.gradient_steps
     }
 
-    pub fn set_gradient_steps(&mut self, steps: u64) {
-        self.gradient_steps = steps;
+    /// What a resume restores: the gradient steps and the optimizer's group step counts.
+    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
     }
 
     pub fn actor(&self) -> &DeterministicActor {
@@ -201,10 +202,6 @@ impl Td3 {
 
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
-    }
-
-    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
-        &mut self.optimizer
     }
 
     /// Every trainable tensor, actor then critics (each in name order): the list DDP is built
@@ -440,18 +437,12 @@ impl OffPolicyRule for Td3Rule {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut all = vec![("gradient_steps", self.td3.gradient_steps())];
-        all.extend(group_counters(self.td3.optimizer(), &GROUPS));
-        all
+        let td3 = &self.td3;
+        box_rule::counters(td3.gradient_steps(), td3.optimizer(), &GROUPS)
     }
 
     fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        if name == "gradient_steps" {
-            self.td3.set_gradient_steps(value);
-            return Ok(());
-        }
-        set_group_counter(self.td3.optimizer_mut(), &GROUPS, name, value)
-            .with_context(|| format!("the TD3 learner has no counter {name}"))
+        box_rule::set_counter("td3", self.td3.counters_mut(), &GROUPS, name, value)
     }
 
     fn scalars(&self, sampleable: usize) -> Scalars {
