@@ -38,7 +38,8 @@ pub struct PlayArgs {
     #[arg(long, conflicts_with = "sample")]
     pub greedy: bool,
     /// Act stochastically: sample from the policy (a Q-learner acts epsilon-greedily, epsilon
-    /// 0.05). The default for policies over discrete actions.
+    /// 0.05; TD3's deterministic actor adds its exploration noise). The default for policies
+    /// over discrete actions.
     #[arg(long)]
     pub sample: bool,
     /// Seed of the evaluation environments and action sampling.
@@ -82,6 +83,55 @@ enum Policy {
     Dqn(Box<Dqn>),
     /// Box actions: tanh(mean) scaled to the bounds unless `--sample`.
     Sac(Box<SacPolicy>),
+    /// Box actions: the deterministic actor's, scaled to the bounds; `--sample` adds the
+    /// exploration noise of training.
+    Td3(Box<Td3Policy>),
+}
+
+/// A TD3 checkpoint's actor, the bounds its unit-box actions scale to, and the standard
+/// deviation of its exploration noise.
+struct Td3Policy {
+    td3: crate::algo::td3::Td3,
+    bounds: crate::nn::ActionBounds,
+    exploration_noise: f64,
+}
+
+impl Td3Policy {
+    fn load(
+        cfg: &tandem_config::Td3,
+        spec: &crate::nn::ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &tandem_env::ActionSpace,
+        ckpt: &checkpoint::Checkpoint,
+    ) -> Result<Td3Policy> {
+        use crate::algo::td3::{Td3, Td3Config};
+        let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
+        let td3 = Td3::new(
+            Device::Cpu,
+            &spec.network,
+            &spec.init,
+            obs_shape,
+            space.dim() as i64,
+            Td3Config::from_config(cfg),
+        )?;
+        checkpoint::restore_into(ckpt, &td3.named_state())?;
+        Ok(Td3Policy {
+            td3,
+            bounds,
+            exploration_noise: cfg.exploration_noise,
+        })
+    }
+
+    /// `[1, d]` actions in the environment's units.
+    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
+        let actor = self.td3.actor();
+        let unit = if sample {
+            crate::algo::td3::explore(actor, obs, self.exploration_noise)?
+        } else {
+            actor.forward(obs)?
+        };
+        Ok(self.bounds.scale(&unit))
+    }
 }
 
 /// A SAC checkpoint's actor and the bounds its unit-box actions scale to.
@@ -99,8 +149,9 @@ impl SacPolicy {
         space: &tandem_env::ActionSpace,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<SacPolicy> {
-        use crate::algo::sac::{Sac, SacConfig, squashable_bounds};
-        let bounds = squashable_bounds(space, Device::Cpu)?;
+        use crate::algo::box_rule::squashable_bounds;
+        use crate::algo::sac::{Sac, SacConfig};
+        let bounds = squashable_bounds("sac", space, Device::Cpu)?;
         let dim = space.dim();
         let config = SacConfig::from_config(cfg, dim);
         let sac = Sac::new(
@@ -153,6 +204,9 @@ impl Policy {
             tandem_config::Algorithm::Sac(cfg) => Ok(Policy::Sac(Box::new(SacPolicy::load(
                 cfg, spec, obs_shape, space, ckpt,
             )?))),
+            tandem_config::Algorithm::Td3(cfg) => Ok(Policy::Td3(Box::new(Td3Policy::load(
+                cfg, spec, obs_shape, space, ckpt,
+            )?))),
             tandem_config::Algorithm::Dqn(cfg) => {
                 let dqn = Dqn::new(
                     Device::Cpu,
@@ -179,6 +233,7 @@ impl Policy {
     fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
         match self {
             Policy::Sac(s) => s.act(obs, !greedy),
+            Policy::Td3(t) => t.act(obs, !greedy),
             Policy::ActorCritic(m) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
             Policy::ActorCritic(m) => Ok(m.env_actions(&m.act(obs)?.actions)),
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),

@@ -23,7 +23,8 @@ pub enum Purpose {
     Acting = 4,
     /// The replay buffer's sampling of a batch.
     Replay = 5,
-    /// libtorch's generator while an off-policy update draws its noise (SAC's ε per sample).
+    /// libtorch's generator while an off-policy update draws its noise (SAC's ε, TD3's
+    /// smoothing noise, per sample).
     UpdateNoise = 6,
     /// `tandem play`'s evaluation episodes.
     Play = 10,

@@ -117,6 +117,17 @@ const CLAIMS: &[Claim] = &[
         phrase: "within 10k steps on 2 ranks",
         check: Check::Test("sac_train::sac_swings_up_the_pendulum_on_two_ranks"),
     },
+    // pendulum-td3.kdl
+    Claim {
+        file: "pendulum-td3.kdl",
+        phrase: "Seed 1 reaches -250 within 20k steps on 1 rank",
+        check: Check::Test("td3_train::td3_swings_up_the_pendulum_on_one_rank"),
+    },
+    Claim {
+        file: "pendulum-td3.kdl",
+        phrase: "within 20k steps on 2 ranks",
+        check: Check::Test("td3_train::td3_swings_up_the_pendulum_on_two_ranks"),
+    },
     // cartpole-dqn.kdl
     Claim {
         file: "cartpole-dqn.kdl",

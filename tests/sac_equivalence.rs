@@ -7,16 +7,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{
-    RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
-    print_params, print_values, role, run_two_ranks, seeded,
-};
+use common::equivalence::Harness;
+use common::{RecordGradients, seeded};
 use tandem::algo::Collective;
-use tandem::algo::Local;
 use tandem::algo::sac::{Sac, SacBatch, SacConfig, Temperature};
-use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{Activation, NetworkSpec};
 use tch::{Device, Kind, Tensor};
 
@@ -73,102 +67,37 @@ fn batch(start: i64, len: i64) -> SacBatch {
     }
 }
 
-fn flat(sac: &Sac) -> Vec<f32> {
-    sac.named_state()
-        .iter()
-        .flat_map(|(_, t)| Vec::<f32>::try_from(t.detach().flatten(0, -1)).unwrap())
-        .collect()
-}
-
-/// `UPDATES` gradient steps; the final state and each step's synchronised gradient.
-fn train(
-    sac: &mut Sac,
-    collective: &mut dyn Collective,
-    start: i64,
-    len: i64,
-) -> (Vec<f32>, Vec<Vec<f32>>) {
+/// `UPDATES` gradient steps; each step's synchronised gradient.
+fn train(sac: &mut Sac, collective: &mut dyn Collective, start: i64, len: i64) -> Vec<Vec<f32>> {
     let b = batch(start, len);
     let mut recorder = RecordGradients::new(collective);
     for _ in 0..UPDATES {
         sac.update(&b, &mut recorder).unwrap();
     }
-    (flat(sac), recorder.synced)
+    recorder.synced
 }
 
-fn run_rank() {
-    let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
-    let rank = pg.rank() as i64;
-    // Ranks initialise differently on purpose; the start-up broadcast must make them equal.
-    let mut sac = learner(100 + rank);
-    let mut ddp = Ddp::new(
-        pg,
-        &sac.trainable_parameters(),
-        SyncPolicy::AllReduce {
-            bucket_bytes: 512,
-            bf16: false,
-        },
-    )
-    .unwrap();
-    let mut state: Vec<Tensor> = sac.named_state().into_iter().map(|(_, t)| t).collect();
-    state.extend(sac.optimizer_state().into_iter().map(|(_, t)| t));
-    ddp.broadcast_from_rank0(&state).unwrap();
-    let half = GLOBAL_BATCH / 2;
-    let (values, grads) = train(&mut sac, &mut ddp, rank * half, half);
-    ddp.check_fingerprints(&sac.named_state()).unwrap();
-    print_params(&values);
-    print_values("GRADS", &grads.concat());
-}
+const HARNESS: Harness<Sac> = Harness {
+    learner,
+    train,
+    trainable: Sac::trainable_parameters,
+    named: Sac::named_state,
+    optimizer: Sac::optimizer_state,
+    global_batch: GLOBAL_BATCH,
+};
 
 #[test]
 fn sac_on_two_ranks_equals_one_rank() {
-    if role().is_some() {
-        return run_rank();
+    if common::role().is_some() {
+        return HARNESS.run_rank();
     }
-    let test = "sac_on_two_ranks_equals_one_rank";
-    let outputs = run_two_ranks(test, 20_000, &[], Duration::from_secs(60));
-    let [(p0, g0), (p1, g1)] = [0, 1].map(|r| {
-        (
-            parse_params(&outputs[r]),
-            parse_values("GRADS", &outputs[r]),
-        )
-    });
-    assert_eq!(
-        p0.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        p1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        "ranks differ bitwise"
+    HARNESS.assert_two_ranks_equal_one(
+        "sac_on_two_ranks_equals_one_rank",
+        &[
+            "model.actor.",
+            "model.critic.",
+            "model.alpha.",
+            "target.critic.",
+        ],
     );
-    assert_eq!(g0, g1, "ranks synchronised different gradients");
-    let initial = learner(100);
-    let before = flat(&initial);
-    let mut reference = learner(100);
-    let (one, one_grads) = train(&mut reference, &mut Local, 0, GLOBAL_BATCH);
-    assert_same_gradients(&g0, &one_grads, 1e-4);
-    assert_eq!(p0.len(), one.len());
-    for (i, (a, b)) in p0.iter().zip(&one).enumerate() {
-        assert!((a - b).abs() <= 1e-5, "value {i}: 2 ranks {a}, 1 rank {b}");
-    }
-    // Every part moved: actor, critics, log α and targets (the comparison is not between
-    // initial states).
-    let names = initial.named_state();
-    let mut at = 0;
-    for (name, t) in &names {
-        let n = t.numel();
-        let moved = (at..at + n)
-            .map(|i| (p0[i] - before[i]).abs())
-            .fold(0f32, f32::max);
-        assert!(moved > 1e-4, "{name} did not move");
-        at += n;
-    }
-    let prefixes = [
-        "model.actor.",
-        "model.critic.",
-        "model.alpha.",
-        "target.critic.",
-    ];
-    for p in prefixes {
-        assert!(
-            names.iter().any(|(n, _)| n.starts_with(p)),
-            "no {p}* tensors"
-        );
-    }
 }

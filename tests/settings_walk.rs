@@ -111,6 +111,21 @@ const PENDULUM_SAC: &str = r#"experiment "walk" {
 }
 "#;
 
+const PENDULUM_TD3: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "td3" {
+        buffer-capacity 128
+        batch-size 16
+        learning-starts 32
+    }
+    env "pendulum" { envs 2 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256 }
+    log { console "plain"; interval 8 }
+    checkpoint { every 16 }
+}
+"#;
+
 const MINATAR_PPO: &str = r#"experiment "walk" {
     threads 1
     algorithm "ppo" { epochs 2; minibatches 2 }
@@ -255,6 +270,11 @@ const BASES: &[Base] = &[
         sets: &[],
     },
     Base {
+        name: "pendulum-td3",
+        text: PENDULUM_TD3,
+        sets: &[],
+    },
+    Base {
         name: "minatar-ppo",
         text: MINATAR_PPO,
         sets: &[],
@@ -321,10 +341,14 @@ fn table() -> Vec<(&'static str, Proof)> {
             "algorithm \"dqn\"",
             Change("cartpole-dqn", &["algorithm=ppo"]),
         ),
-        // No other learner acts in a box yet, so the resolver refuses the change.
+        // dqn does not act in a box, so the resolver refuses the change.
         (
             "algorithm \"sac\"",
             Change("pendulum-sac", &["algorithm=dqn"]),
+        ),
+        (
+            "algorithm \"td3\"",
+            Change("pendulum-td3", &["algorithm=sac"]),
         ),
         // ppo
         (
@@ -577,6 +601,67 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "algorithm.checkpoint-replay (sac)",
             Change("pendulum-sac", &["algorithm.checkpoint-replay=#true"]),
+        ),
+        // td3
+        (
+            "algorithm.actor-lr (td3)",
+            Change("pendulum-td3", &["algorithm.actor-lr=0.01"]),
+        ),
+        (
+            "algorithm.critic-lr (td3)",
+            Change("pendulum-td3", &["algorithm.critic-lr=0.01"]),
+        ),
+        (
+            "algorithm.gamma (td3)",
+            Change("pendulum-td3", &["algorithm.gamma=0.5"]),
+        ),
+        (
+            "algorithm.tau (td3)",
+            Change("pendulum-td3", &["algorithm.tau=0.5"]),
+        ),
+        (
+            "algorithm.buffer-capacity (td3)",
+            Change("pendulum-td3", &["algorithm.buffer-capacity=64"]),
+        ),
+        (
+            "algorithm.batch-size (td3)",
+            Change("pendulum-td3", &["algorithm.batch-size=8"]),
+        ),
+        (
+            "algorithm.learning-starts (td3)",
+            Change("pendulum-td3", &["algorithm.learning-starts=64"]),
+        ),
+        (
+            "algorithm.train-frequency (td3)",
+            Change("pendulum-td3", &["algorithm.train-frequency=2"]),
+        ),
+        (
+            "algorithm.gradient-steps (td3)",
+            Change("pendulum-td3", &["algorithm.gradient-steps=2"]),
+        ),
+        (
+            "algorithm.policy-delay (td3)",
+            Change("pendulum-td3", &["algorithm.policy-delay=1"]),
+        ),
+        (
+            "algorithm.exploration-noise (td3)",
+            Change("pendulum-td3", &["algorithm.exploration-noise=0.5"]),
+        ),
+        (
+            "algorithm.target-policy-noise (td3)",
+            Change("pendulum-td3", &["algorithm.target-policy-noise=0.05"]),
+        ),
+        (
+            "algorithm.target-noise-clip (td3)",
+            Change("pendulum-td3", &["algorithm.target-noise-clip=0.01"]),
+        ),
+        (
+            "algorithm.max-grad-norm (td3)",
+            Change("pendulum-td3", &["algorithm.max-grad-norm=0.01"]),
+        ),
+        (
+            "algorithm.checkpoint-replay (td3)",
+            Change("pendulum-td3", &["algorithm.checkpoint-replay=#true"]),
         ),
         // env (the catalogue's games: see the module doc)
         // gymnasium: the interpreter and the worker count and step timeout show in the rank

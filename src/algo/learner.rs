@@ -170,6 +170,7 @@ pub fn build(
         })?),
         Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
         Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),
+        Algorithm::Td3(config) => Box::new(super::td3::Td3Rule::learner(&setting, config)?),
     })
 }
 
@@ -185,14 +186,15 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
 }
 
 /// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take either
-/// kind, dqn only discrete actions, sac only boxes. The resolver refuses this for games it knows; a gymnasium
-/// environment's space is known only once it is built.
+/// kind, dqn only discrete actions, sac and td3 only boxes. The resolver refuses this for games
+/// it knows; a gymnasium environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
-    if matches!(algorithm, Algorithm::Sac(_)) {
+    if algorithm.squashes_box_actions() {
         if space.is_discrete() {
             bail!(
-                "sac chooses box actions, but the environment takes {space}; pick an \
-                 environment with a box action space, or dqn, ppo or a2c for discrete actions"
+                "{} chooses box actions, but the environment takes {space}; pick an \
+                 environment with a box action space, or dqn, ppo or a2c for discrete actions",
+                algorithm.name()
             );
         }
         return Ok(());
@@ -242,16 +244,24 @@ mod tests {
     }
 
     #[test]
-    fn sac_refuses_a_discrete_space_and_takes_a_box() {
-        let text = "experiment \"x\" {\n    algorithm \"sac\"\n    env \"pendulum\"\n}\n";
-        let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
-            .expect("resolves")
-            .experiment;
-        let algorithm = &experiment.algorithm;
-        assert!(takes_the_action_space(algorithm, &ActionSpace::uniform_box(1, -2.0, 2.0)).is_ok());
-        let err = takes_the_action_space(algorithm, &ActionSpace::discrete(2))
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("sac chooses box actions"), "{err}");
+    fn sac_and_td3_refuse_a_discrete_space_and_take_a_box() {
+        for name in ["sac", "td3"] {
+            let text = format!(
+                "experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"pendulum\"\n}}\n"
+            );
+            let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
+                .expect("resolves")
+                .experiment;
+            let algorithm = &experiment.algorithm;
+            let boxed = ActionSpace::uniform_box(1, -2.0, 2.0);
+            assert!(takes_the_action_space(algorithm, &boxed).is_ok());
+            let err = takes_the_action_space(algorithm, &ActionSpace::discrete(2))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("{name} chooses box actions")),
+                "{err}"
+            );
+        }
     }
 }

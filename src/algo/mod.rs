@@ -1,9 +1,9 @@
 //! Learning algorithms and the learner interface the run skeleton drives ([`learner`]). Each
 //! algorithm turns experience into parameter updates and reads top to bottom against its paper:
-//! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]), SAC ([`sac`]). The on-policy learner
-//! ([`on_policy`]) pairs an actor-critic with a rollout ([`collect`], [`rollout`]) and an update
-//! rule; the off-policy skeleton ([`off_policy`]) pairs a per-rank replay buffer ([`replay`])
-//! with a rule (DQN's or SAC's) that acts and takes gradient steps. They see other
+//! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]), SAC ([`sac`]), TD3 ([`td3`]). The on-policy
+//! learner ([`on_policy`]) pairs an actor-critic with a rollout ([`collect`], [`rollout`]) and
+//! an update rule; the off-policy skeleton ([`off_policy`]) pairs a per-rank replay buffer
+//! ([`replay`]) with a rule (DQN's, SAC's or TD3's) that acts and takes gradient steps. They see other
 //! ranks only through [`Collective`], so one rank is simply world size 1 of the same code.
 //!
 //! Every rank must pass a batch of the same size (the global batch divided by the world size);
@@ -11,6 +11,7 @@
 
 pub mod a2c;
 pub mod actions;
+pub mod box_rule;
 pub mod collect;
 mod common;
 pub mod dqn;
@@ -23,6 +24,7 @@ pub mod ppo;
 pub mod replay;
 pub mod rollout;
 pub mod sac;
+pub mod td3;
 
 pub use a2c::{A2c, A2cConfig, A2cStats};
 pub use learner::{Learner, Scalars};

@@ -1,4 +1,4 @@
-//! The off-policy skeleton (DQN, SAC): each iteration steps this rank's environments
+//! The off-policy skeleton (DQN, SAC, TD3): each iteration steps this rank's environments
 //! `train-frequency` times with the rule's behaviour policy into the rank's own replay buffer,
 //! then, once learning has started, takes the rule's gradient steps on batches sampled from it
 //! (gradients averaged over ranks). What differs between algorithms (how to act, what one

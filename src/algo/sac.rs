@@ -19,15 +19,12 @@ use tch::{Device, Kind, Tensor};
 
 use super::Collective;
 use super::actions::ActionBatch;
+use super::box_rule::{self, BoxActing, one_step_schedule};
 use super::common::accumulate_gradients;
-use super::host_rows::host_actions;
 use super::learner::{Scalars, Setting};
-use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule, TransitionBatch};
+use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use super::optim::{Optimizer, OptimizerSpec};
-use crate::nn::{
-    ActionBounds, InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters,
-};
-use crate::seeds::{Purpose, derived_seed};
+use crate::nn::{InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
 const ADAM_EPS: f64 = 1e-8;
@@ -227,8 +224,9 @@ impl Sac {
         self.gradient_steps
     }
 
-    pub fn set_gradient_steps(&mut self, steps: u64) {
-        self.gradient_steps = steps;
+    /// What a resume restores: the gradient steps and the optimizer's group step counts.
+    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
     }
 
     pub fn actor(&self) -> &SquashedGaussianActor {
@@ -242,10 +240,6 @@ impl Sac {
 
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
-    }
-
-    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
-        &mut self.optimizer
     }
 
     /// Every trainable tensor, actor then critics then `log α` (each in name order): the list
@@ -375,47 +369,35 @@ impl Sac {
 /// seeded per (seed, rank, gradient step).
 pub struct SacRule {
     sac: Sac,
-    bounds: ActionBounds,
-    action_dim: i64,
-    seed: u64,
-    rank: u64,
+    acting: BoxActing,
     latest: Option<SacStats>,
 }
 
 impl SacRule {
     /// The off-policy learner of `algorithm "sac"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Sac) -> Result<OffPolicy<SacRule>> {
-        let space = setting.envs.action_space();
-        let bounds = squashable_bounds(space, setting.device)?;
-        let action_dim = space.dim() as i64;
+        let acting = BoxActing::new("sac", setting)?;
         let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
         let sac = Sac::new(
             setting.device,
             &spec.network,
             &spec.init,
             &obs_shape,
-            action_dim,
-            SacConfig::from_config(cfg, space.dim()),
+            acting.action_dim,
+            SacConfig::from_config(cfg, acting.action_dim as usize),
         )?;
         let rule = SacRule {
             sac,
-            bounds,
-            action_dim,
-            seed: setting.experiment.seed,
-            rank: setting.rank as u64,
+            acting,
             latest: None,
         };
-        let schedule = Schedule {
-            learning_starts: cfg.learning_starts,
-            train_frequency: cfg.train_frequency,
-            gradient_steps: cfg.gradient_steps,
-            checkpoint_replay: cfg.checkpoint_replay,
-        };
-        let returns = ReturnSpec {
-            n_step: 1,
-            gamma: cfg.gamma,
-            priority_alpha: None,
-        };
+        let (schedule, returns) = one_step_schedule(
+            cfg.learning_starts,
+            cfg.train_frequency,
+            cfg.gradient_steps,
+            cfg.checkpoint_replay,
+            cfg.gamma,
+        );
         OffPolicy::new(setting, rule, schedule, returns)
     }
 
@@ -426,22 +408,12 @@ impl SacRule {
 
 impl OffPolicyRule for SacRule {
     fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
-        let n = obs.size()[0];
-        let shape = [n, self.action_dim];
-        let options = (Kind::Float, obs.device());
-        let unit = if at.warming_up {
-            Tensor::rand(shape, options) * 2.0 - 1.0
-        } else {
-            let eps = Tensor::randn(shape, options);
-            tch::no_grad(|| self.sac.actor().sample(obs, &eps))?.action
-        };
-        let action = self.bounds.scale(&unit);
-        host_actions(
-            &action,
-            super::actions::ActionKind::Box {
-                dim: self.action_dim as usize,
-            },
-        )
+        let actor = self.sac.actor();
+        let dim = self.acting.action_dim;
+        self.acting.act(obs, at, || {
+            let eps = Tensor::randn([obs.size()[0], dim], (Kind::Float, obs.device()));
+            Ok(tch::no_grad(|| actor.sample(obs, &eps))?.action)
+        })
     }
 
     fn learn(
@@ -449,18 +421,13 @@ impl OffPolicyRule for SacRule {
         batch: &TransitionBatch,
         collective: &mut dyn Collective,
     ) -> Result<Option<Vec<f32>>> {
-        ensure!(
-            batch.actions.is_floating_point(),
-            "sac needs box actions, got a batch of {:?}",
-            batch.actions.kind()
-        );
         let step = self.sac.gradient_steps();
-        tch::manual_seed(derived_seed(self.seed, Purpose::UpdateNoise, self.rank, step) as i64);
-        let shape = batch.actions.size();
-        let options = (Kind::Float, batch.actions.device());
+        let actions = self.acting.prepare_update("sac", batch, step)?;
+        let shape = actions.size();
+        let options = (Kind::Float, actions.device());
         let sac_batch = SacBatch {
             obs: batch.obs.shallow_clone(),
-            actions: self.bounds.unscale(&batch.actions),
+            actions,
             rewards: batch.returns.shallow_clone(),
             discounts: batch.discounts.shallow_clone(),
             next_obs: batch.next_obs.shallow_clone(),
@@ -484,30 +451,12 @@ impl OffPolicyRule for SacRule {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut all = vec![("gradient_steps", self.sac.gradient_steps())];
-        let opt = self.sac.optimizer();
-        for (group, name) in GROUPS.iter().enumerate() {
-            if opt.group(name).is_ok() {
-                all.push((optimizer_counter(name), opt.group_step_count(group)));
-            }
-        }
-        all
+        let sac = &self.sac;
+        box_rule::counters(sac.gradient_steps(), sac.optimizer(), &GROUPS)
     }
 
     fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        if name == "gradient_steps" {
-            self.sac.set_gradient_steps(value);
-            return Ok(());
-        }
-        let opt = self.sac.optimizer_mut();
-        match GROUPS.iter().find(|g| optimizer_counter(g) == name) {
-            Some(group) => {
-                let g = opt.group(group)?;
-                opt.set_group_step_count(g, value);
-            }
-            None => bail!("the SAC learner has no counter {name}"),
-        }
-        Ok(())
+        box_rule::set_counter("sac", self.sac.counters_mut(), &GROUPS, name, value)
     }
 
     fn scalars(&self, sampleable: usize) -> Scalars {
@@ -537,31 +486,6 @@ impl OffPolicyRule for SacRule {
     fn gradient_steps(&self) -> u64 {
         self.sac.gradient_steps()
     }
-}
-
-/// The checkpoint counter of optimizer `name`'s step count.
-fn optimizer_counter(name: &str) -> &'static str {
-    match name {
-        "actor" => "actor_optimizer_steps",
-        "critic" => "critic_optimizer_steps",
-        _ => "alpha_optimizer_steps",
-    }
-}
-
-/// The bounds SAC's tanh-squashed actions are scaled to; an error for a discrete space or a box
-/// with an infinite bound.
-pub fn squashable_bounds(space: &tandem_env::ActionSpace, device: Device) -> Result<ActionBounds> {
-    ensure!(
-        !space.is_discrete(),
-        "sac chooses box actions, but the environment takes {space}"
-    );
-    let bounds = ActionBounds::new(space, device)?;
-    ensure!(
-        bounds.is_bounded(),
-        "sac squashes its actions into the action box, but {space} is unbounded in some \
-         dimension; give the environment finite bounds (or wrap it so it has them)"
-    );
-    Ok(bounds)
 }
 
 #[cfg(test)]
@@ -667,24 +591,5 @@ mod tests {
                 .iter()
                 .any(|(n, _)| n == "model.alpha.log_alpha")
         );
-    }
-
-    #[test]
-    fn discrete_and_unbounded_spaces_are_refused() {
-        use tandem_env::ActionSpace;
-        let err = squashable_bounds(&ActionSpace::discrete(3), Device::Cpu).unwrap_err();
-        assert!(
-            err.to_string().starts_with("sac chooses box actions"),
-            "{err}"
-        );
-        let open = ActionSpace::Box {
-            low: vec![-1.0, f32::NEG_INFINITY],
-            high: vec![1.0, f32::INFINITY],
-        };
-        let err = squashable_bounds(&open, Device::Cpu)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("is unbounded in some dimension"), "{err}");
-        assert!(squashable_bounds(&ActionSpace::uniform_box(2, -2.0, 2.0), Device::Cpu).is_ok());
     }
 }

@@ -1,5 +1,6 @@
 //! Neural networks for the learners: the torsos declared by [`NetworkSpec`] (MLP, Nature CNN,
-//! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] and [`QNetwork`] built on them, the
+//! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] and [`QNetwork`] built on them, SAC's
+//! and TD3's actors and their Q-networks over (observation, action) ([`QMlp`]), the
 //! action distributions (categorical for discrete actions, Gaussian for boxes, whose bounds
 //! [`ActionBounds`] maps), and the deterministic parameter order that DDP and checkpoints rely on.
 //!
@@ -14,6 +15,7 @@ mod init;
 mod q_network;
 mod sac;
 mod spec;
+mod td3;
 mod torso;
 
 pub use actor_critic::{ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation};
@@ -22,6 +24,7 @@ pub use distribution::{ActionDistribution, Categorical, Gaussian};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use sac::{ActorSample, QMlp, SquashedGaussianActor, tanh_log_det};
+pub use td3::DeterministicActor;
 pub use torso::{Activation, NetworkSpec};
 
 use tch::Tensor;

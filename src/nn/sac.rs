@@ -1,5 +1,5 @@
 //! SAC's networks (Haarnoja et al. 2018): the squashed Gaussian actor and the Q-network over
-//! (observation, action). Both work in the unit action box [-1, 1]^d; `ActionBounds` maps it to
+//! (observation, action), which TD3 shares. Both work in the unit action box [-1, 1]^d; `ActionBounds` maps it to
 //! the environment's bounds outside.
 //!
 //! The Q-network can run on detached weights ([`QMlp::forward_detached`]): the actor's loss reads
@@ -18,11 +18,20 @@ pub const LOG_STD_MIN: f64 = -5.0;
 pub const LOG_STD_MAX: f64 = 2.0;
 
 /// The MLP widths and activation of `network`, or an error for an image torso.
-fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
+pub(super) fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
     match network {
         NetworkSpec::Mlp { hidden, activation } => Ok((hidden, *activation)),
-        other => bail!("sac: the actor and critics are MLPs; got network {other:?}"),
+        other => bail!("the actor and critics are MLPs; got network {other:?}"),
     }
+}
+
+/// Refuses observations that are not `[batch, obs_shape...]`, naming the network `what`.
+pub(super) fn check_obs_shape(what: &str, obs_shape: &[i64], obs: &Tensor) -> Result<()> {
+    let shape = obs.size();
+    if shape.len() != obs_shape.len() + 1 || shape[1..] != obs_shape[..] {
+        bail!("{what}: expected observations of shape [batch, {obs_shape:?}], got {shape:?}");
+    }
+    Ok(())
 }
 
 /// `log(1 - tanh(u)²)` summed over the last dimension, in the overflow-free form
@@ -75,13 +84,7 @@ impl SquashedGaussianActor {
 
     /// The Gaussian's mean and `log σ` (tanh-rescaled into [`LOG_STD_MIN`], [`LOG_STD_MAX`]).
     pub fn mean_and_log_std(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
-        let shape = obs.size();
-        if shape.len() != self.obs_shape.len() + 1 || shape[1..] != self.obs_shape[..] {
-            bail!(
-                "sac actor: expected observations of shape [batch, {:?}], got {shape:?}",
-                self.obs_shape
-            );
-        }
+        check_obs_shape("sac actor", &self.obs_shape, obs)?;
         let features = self.torso.forward(&obs.to_kind(Kind::Float));
         let squashed = self.log_std.forward(&features).tanh();
         let log_std = (squashed + 1.0) * (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) + LOG_STD_MIN;
@@ -135,7 +138,7 @@ impl QMlp {
         let (hidden, activation) = mlp_of(network)?;
         ensure!(
             hidden.iter().all(|&h| h > 0),
-            "sac: hidden layer sizes must be positive, got {hidden:?}"
+            "the critics' hidden layer sizes must be positive, got {hidden:?}"
         );
         let mut inputs = obs_len + action_dim;
         let mut layers = Vec::with_capacity(hidden.len() + 1);

@@ -74,6 +74,7 @@ pub enum Algorithm {
     A2c(A2c),
     Dqn(Dqn),
     Sac(Sac),
+    Td3(Td3),
 }
 
 impl Algorithm {
@@ -83,11 +84,20 @@ impl Algorithm {
             Algorithm::A2c(_) => "a2c",
             Algorithm::Dqn(_) => "dqn",
             Algorithm::Sac(_) => "sac",
+            Algorithm::Td3(_) => "td3",
         }
     }
 
     pub fn is_on_policy(&self) -> bool {
-        !matches!(self, Algorithm::Dqn(_) | Algorithm::Sac(_))
+        !matches!(
+            self,
+            Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_)
+        )
+    }
+
+    /// Whether the algorithm acts in a bounded box through a tanh-squashed actor (sac, td3).
+    pub fn squashes_box_actions(&self) -> bool {
+        matches!(self, Algorithm::Sac(_) | Algorithm::Td3(_))
     }
 }
 
@@ -190,6 +200,28 @@ pub struct Sac {
     pub alpha: AutoOr,
     pub initial_alpha: f64,
     pub target_entropy: AutoOr,
+    pub max_grad_norm: Option<f64>,
+    pub checkpoint_replay: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Td3 {
+    pub actor_lr: f64,
+    pub critic_lr: f64,
+    pub gamma: f64,
+    pub tau: f64,
+    /// Global; see [`Experiment::per_rank_buffer_capacity`].
+    pub buffer_capacity: usize,
+    /// Global; see [`Experiment::per_rank_batch_size`].
+    pub batch_size: usize,
+    pub learning_starts: u64,
+    pub train_frequency: u64,
+    pub gradient_steps: u64,
+    pub policy_delay: u64,
+    /// Noises are standard deviations (and the clip a bound) in the unit action box.
+    pub exploration_noise: f64,
+    pub target_policy_noise: f64,
+    pub target_noise_clip: f64,
     pub max_grad_norm: Option<f64>,
     pub checkpoint_replay: bool,
 }
@@ -626,21 +658,23 @@ impl Experiment {
         }
     }
 
-    /// Replay capacity of each rank's buffer (DQN, SAC); `None` for on-policy algorithms.
+    /// Replay capacity of each rank's buffer (DQN, SAC, TD3); `None` for on-policy algorithms.
     pub fn per_rank_buffer_capacity(&self) -> Option<usize> {
         match &self.algorithm {
             Algorithm::Dqn(dqn) => Some(dqn.buffer_capacity / self.world_size()),
             Algorithm::Sac(sac) => Some(sac.buffer_capacity / self.world_size()),
+            Algorithm::Td3(td3) => Some(td3.buffer_capacity / self.world_size()),
             _ => None,
         }
     }
 
-    /// Transitions each rank samples per gradient step (DQN, SAC); `None` for on-policy
+    /// Transitions each rank samples per gradient step (DQN, SAC, TD3); `None` for on-policy
     /// algorithms.
     pub fn per_rank_batch_size(&self) -> Option<usize> {
         match &self.algorithm {
             Algorithm::Dqn(dqn) => Some(dqn.batch_size / self.world_size()),
             Algorithm::Sac(sac) => Some(sac.batch_size / self.world_size()),
+            Algorithm::Td3(td3) => Some(td3.batch_size / self.world_size()),
             _ => None,
         }
     }

@@ -190,6 +190,23 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             max_grad_norm: a.opt_float("max-grad-norm"),
             checkpoint_replay: a.boolean("checkpoint-replay"),
         }),
+        "td3" => Algorithm::Td3(Td3 {
+            actor_lr: a.float("actor-lr"),
+            critic_lr: a.float("critic-lr"),
+            gamma: a.float("gamma"),
+            tau: a.float("tau"),
+            buffer_capacity: a.usize("buffer-capacity"),
+            batch_size: a.usize("batch-size"),
+            learning_starts: a.u64("learning-starts"),
+            train_frequency: a.u64("train-frequency"),
+            gradient_steps: a.u64("gradient-steps"),
+            policy_delay: a.u64("policy-delay"),
+            exploration_noise: a.float("exploration-noise"),
+            target_policy_noise: a.float("target-policy-noise"),
+            target_noise_clip: a.float("target-noise-clip"),
+            max_grad_norm: a.opt_float("max-grad-norm"),
+            checkpoint_replay: a.boolean("checkpoint-replay"),
+        }),
         _ => Algorithm::Ppo(Ppo {
             lr: a.float("lr"),
             gamma: a.float("gamma"),
@@ -517,6 +534,23 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
             a.auto_or("alpha", p.alpha);
             a.float("initial-alpha", p.initial_alpha);
             a.auto_or("target-entropy", p.target_entropy);
+            a.opt_float("max-grad-norm", p.max_grad_norm);
+            a.boolean("checkpoint-replay", p.checkpoint_replay);
+        }
+        Algorithm::Td3(p) => {
+            a.float("actor-lr", p.actor_lr);
+            a.float("critic-lr", p.critic_lr);
+            a.float("gamma", p.gamma);
+            a.float("tau", p.tau);
+            a.int("buffer-capacity", p.buffer_capacity);
+            a.int("batch-size", p.batch_size);
+            a.int("learning-starts", p.learning_starts);
+            a.int("train-frequency", p.train_frequency);
+            a.int("gradient-steps", p.gradient_steps);
+            a.int("policy-delay", p.policy_delay);
+            a.float("exploration-noise", p.exploration_noise);
+            a.float("target-policy-noise", p.target_policy_noise);
+            a.float("target-noise-clip", p.target_noise_clip);
             a.opt_float("max-grad-norm", p.max_grad_norm);
             a.boolean("checkpoint-replay", p.checkpoint_replay);
         }

@@ -79,7 +79,12 @@ impl CrossCheck<'_, '_> {
             Algorithm::Sac(sac) => {
                 self.off_policy_sizes(sac.batch_size, sac.buffer_capacity, sac.learning_starts);
                 self.replay(1);
-                self.sac_network();
+                self.actor_critic_mlps();
+            }
+            Algorithm::Td3(td3) => {
+                self.off_policy_sizes(td3.batch_size, td3.buffer_capacity, td3.learning_starts);
+                self.replay(1);
+                self.actor_critic_mlps();
             }
             Algorithm::A2c(a2c) => {
                 self.global_batch();
@@ -452,17 +457,19 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// SAC's actor and critics are MLPs over vector observations, each with its own torso.
-    fn sac_network(&mut self) {
+    /// SAC's and TD3's actor and critics are MLPs over vector observations, each with its own
+    /// torso.
+    fn actor_critic_mlps(&mut self) {
         let e = self.experiment;
+        let name = e.algorithm.name();
         if self.ok(&["algorithm", "network"]) && !matches!(e.network.torso, Torso::Mlp { .. }) {
             self.report(
                 "config::inconsistent",
-                format!("sac takes an mlp network, not {}", e.network.torso.name()),
+                format!("{name} takes an mlp network, not {}", e.network.torso.name()),
                 "network",
                 "not an mlp",
-                Some(("algorithm", "sac")),
-                "sac builds its actor and twin critics from `network \"mlp\"`; use it (with vector observations)".into(),
+                Some(("algorithm", name)),
+                format!("{name} builds its actor and twin critics from `network \"mlp\"`; use it (with vector observations)"),
             );
         }
         if self.ok(&["env", "env.wrappers", "algorithm"])
@@ -472,24 +479,23 @@ impl CrossCheck<'_, '_> {
             self.report(
                 "config::inconsistent",
                 format!(
-                    "sac cannot read the pixel observations of {}",
+                    "{name} cannot read the pixel observations of {}",
                     e.env.game.name()
                 ),
                 "env",
                 "observes images or planes",
-                Some(("algorithm", "sac")),
-                "sac reads vector observations through MLPs; choose a game that observes a vector"
-                    .into(),
+                Some(("algorithm", name)),
+                format!("{name} reads vector observations through MLPs; choose a game that observes a vector"),
             );
         }
         if self.ok(&["algorithm", "network.actor-critic"]) && !e.network.shared {
             self.report(
                 "config::inconsistent",
-                "sac's actor and critics never share a torso".into(),
+                format!("{name}'s actor and critics never share a torso"),
                 "network.actor-critic",
-                "not used by sac",
-                Some(("algorithm", "sac")),
-                "sac always gives its actor and each critic their own MLP; remove `actor-critic \"separate\"`".into(),
+                &format!("not used by {name}"),
+                Some(("algorithm", name)),
+                format!("{name} always gives its actor and each critic their own MLP; remove `actor-critic \"separate\"`"),
             );
         }
     }
@@ -512,14 +518,20 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// dqn chooses among discrete actions, sac acts in a box; ppo and a2c take either kind.
+    /// dqn chooses among discrete actions, sac and td3 act in a box; ppo and a2c take either
+    /// kind.
     fn learner_takes_the_actions(&mut self) {
         let e = self.experiment;
         let Some(info) = e.env.game.info() else {
             return;
         };
         let algorithm = e.algorithm.name();
-        if matches!(e.algorithm, Algorithm::Sac(_)) {
+        if e.algorithm.squashes_box_actions() {
+            let policy = if matches!(e.algorithm, Algorithm::Sac(_)) {
+                "a squashed Gaussian policy"
+            } else {
+                "a deterministic tanh policy"
+            };
             if info.actions.is_discrete() {
                 self.report(
                     "config::action-mismatch",
@@ -528,7 +540,7 @@ impl CrossCheck<'_, '_> {
                     &format!("acts with {}", info.actions),
                     Some(("algorithm", "takes box actions only")),
                     format!(
-                        "sac learns a squashed Gaussian policy over a box of continuous actions, and {} takes {}; choose a game with box actions (e.g. `env \"pendulum\"`), or dqn, ppo or a2c for discrete ones",
+                        "{algorithm} learns {policy} over a box of continuous actions, and {} takes {}; choose a game with box actions (e.g. `env \"pendulum\"`), or dqn, ppo or a2c for discrete ones",
                         info.name, info.actions
                     ),
                 );

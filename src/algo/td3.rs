@@ -1,0 +1,631 @@
+//! TD3, twin delayed deep deterministic policy gradient (Fujimoto et al. 2018, "Addressing
+//! Function Approximation Error in Actor-Critic Methods"): a deterministic actor, twin critics
+//! whose minimum is the target (clipped double Q-learning, section 4.2), target policy
+//! smoothing (section 5.2), and the actor and all targets updated every `policy-delay`-th
+//! gradient step (section 5.1). Actions live in the unit box; the learner scales them.
+//!
+//! One gradient step is ONE backward and ONE gradient sync over every trainable parameter, as
+//! for SAC (docs/design.md): the critic loss on every step, plus the actor loss on the delayed
+//! steps. The actor loss reads Q through detached critic weights and the critic target is
+//! computed without gradients, so each network gets exactly the gradient of its own loss; on a
+//! step without the actor loss the actor's gradient is zero, is synchronised as zero, and the
+//! actor's Adam does not step. The actor's loss sees the critics from before this step's
+//! critic update (the paper's Algorithm 1 updates the critics first; one sync per step cannot).
+//!
+//! The smoothing noise of an update is an input drawn per sample, so a rank's half of a global
+//! batch brings its half of the noise.
+
+use anyhow::{Result, bail, ensure};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use super::Collective;
+use super::actions::ActionBatch;
+use super::box_rule::{self, BoxActing, one_step_schedule};
+use super::common::{accumulate_gradients, update_target};
+use super::learner::{Scalars, Setting};
+use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
+use super::optim::{Optimizer, OptimizerSpec};
+use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QMlp, named_parameters};
+
+/// Adam's epsilon: torch's default, as CleanRL's TD3 uses.
+const ADAM_EPS: f64 = 1e-8;
+
+/// The optimizer groups, in order.
+pub const GROUPS: [&str; 2] = ["actor", "critic"];
+const ACTOR: usize = 0;
+const CRITIC: usize = 1;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Td3Config {
+    pub actor_lr: f64,
+    pub critic_lr: f64,
+    /// Polyak coefficient `θ' ← τ θ + (1 - τ) θ'`, on each delayed step.
+    pub tau: f64,
+    /// `d`: the actor and the targets move on every d-th gradient step.
+    pub policy_delay: u64,
+    /// σ̃ and c of the target policy smoothing, in the unit box.
+    pub target_policy_noise: f64,
+    pub target_noise_clip: f64,
+    /// Per-network gradient norm clip; infinity disables it.
+    pub max_grad_norm: f64,
+}
+
+impl Td3Config {
+    /// The learner's settings from the config's `algorithm "td3"` node.
+    pub fn from_config(cfg: &tandem_config::Td3) -> Td3Config {
+        Td3Config {
+            actor_lr: cfg.actor_lr,
+            critic_lr: cfg.critic_lr,
+            tau: cfg.tau,
+            policy_delay: cfg.policy_delay,
+            target_policy_noise: cfg.target_policy_noise,
+            target_noise_clip: cfg.target_noise_clip,
+            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
+        }
+    }
+}
+
+/// A batch of transitions with the update's noise. Actions are in the unit box.
+pub struct Td3Batch {
+    pub obs: Tensor,
+    pub actions: Tensor,
+    /// Rewards (one-step returns).
+    pub rewards: Tensor,
+    /// γ, or 0 where the episode terminated.
+    pub discounts: Tensor,
+    pub next_obs: Tensor,
+    /// Standard normal `[B, d]`: the target policy smoothing's ε before scaling by σ̃.
+    pub noise_next: Tensor,
+}
+
+/// The losses of one step (scalars with their graphs) and what is logged of them.
+pub struct Td3Losses {
+    pub critic: Tensor,
+    /// Only on a delayed step.
+    pub actor: Option<Tensor>,
+    pub q_mean: Tensor,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Td3Stats {
+    pub critic_loss: f64,
+    pub q_mean: f64,
+    pub critic_grad_norm: f64,
+    /// The actor's loss and gradient norm, on a delayed step.
+    pub actor: Option<(f64, f64)>,
+}
+
+pub struct Td3 {
+    config: Td3Config,
+    actor: DeterministicActor,
+    critics: [QMlp; 2],
+    target_actor: DeterministicActor,
+    target_critics: [QMlp; 2],
+    actor_vs: VarStore,
+    critic_vs: VarStore,
+    target_actor_vs: VarStore,
+    target_critic_vs: VarStore,
+    /// One Adam over the groups `actor` and `critic`, each with its own learning rate and step
+    /// count, in one flat gradient buffer that DDP all-reduces.
+    optimizer: Optimizer,
+    gradient_steps: u64,
+}
+
+impl Td3 {
+    /// Builds the actor and the twin critics (initialised from the current torch seed, in that
+    /// order), then targets equal to them.
+    pub fn new(
+        device: Device,
+        network: &NetworkSpec,
+        init: &InitSpec,
+        obs_shape: &[i64],
+        action_dim: i64,
+        config: Td3Config,
+    ) -> Result<Td3> {
+        for (name, lr) in [
+            ("actor-lr", config.actor_lr),
+            ("critic-lr", config.critic_lr),
+        ] {
+            ensure!(lr > 0.0, "td3: {name} must be positive, got {lr}");
+        }
+        ensure!(
+            config.tau > 0.0 && config.tau <= 1.0,
+            "td3: tau must be in (0, 1], got {}",
+            config.tau
+        );
+        ensure!(
+            config.policy_delay >= 1,
+            "td3: policy-delay must be at least 1"
+        );
+        ensure!(
+            config.target_policy_noise >= 0.0 && config.target_noise_clip >= 0.0,
+            "td3: the target policy noise and its clip must be non-negative"
+        );
+        let obs_len: i64 = obs_shape.iter().product();
+        let actor_of = |vs: &VarStore| {
+            DeterministicActor::new(&vs.root(), network, init, obs_shape, action_dim)
+        };
+        let critics_of = |vs: &VarStore| -> Result<[QMlp; 2]> {
+            Ok([
+                QMlp::new(&(vs.root() / "q1"), network, init, obs_len, action_dim)?,
+                QMlp::new(&(vs.root() / "q2"), network, init, obs_len, action_dim)?,
+            ])
+        };
+        let actor_vs = VarStore::new(device);
+        let actor = actor_of(&actor_vs)?;
+        let critic_vs = VarStore::new(device);
+        let critics = critics_of(&critic_vs)?;
+        let mut target_actor_vs = VarStore::new(device);
+        let target_actor = actor_of(&target_actor_vs)?;
+        target_actor_vs.freeze();
+        let mut target_critic_vs = VarStore::new(device);
+        let target_critics = critics_of(&target_critic_vs)?;
+        target_critic_vs.freeze();
+        let optimizer = Optimizer::grouped(
+            &[(GROUPS[ACTOR], &actor_vs), (GROUPS[CRITIC], &critic_vs)],
+            OptimizerSpec::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: ADAM_EPS,
+            },
+        )?;
+        let td3 = Td3 {
+            config,
+            actor,
+            critics,
+            target_actor,
+            target_critics,
+            actor_vs,
+            critic_vs,
+            target_actor_vs,
+            target_critic_vs,
+            optimizer,
+            gradient_steps: 0,
+        };
+        td3.update_targets(1.0);
+        Ok(td3)
+    }
+
+    pub fn gradient_steps(&self) -> u64 {
+        self.gradient_steps
+    }
+
+    /// What a resume restores: the gradient steps and the optimizer's group step counts.
+    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
+    }
+
+    pub fn actor(&self) -> &DeterministicActor {
+        &self.actor
+    }
+
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+
+    /// Every trainable tensor, actor then critics (each in name order): the list DDP is built
+    /// over and every step synchronises.
+    pub fn trainable_parameters(&self) -> Vec<Tensor> {
+        self.optimizer
+            .parameters()
+            .iter()
+            .map(Tensor::shallow_clone)
+            .collect()
+    }
+
+    /// The parameters of optimizer group `name` (`actor`, `critic`).
+    pub fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
+        Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
+    }
+
+    /// `model.actor.*`, `model.critic.*`, then `target.actor.*`, `target.critic.*`.
+    pub fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = named_parameters(&self.actor_vs, "model.actor");
+        named.extend(named_parameters(&self.critic_vs, "model.critic"));
+        named.extend(named_parameters(&self.target_actor_vs, "target.actor"));
+        named.extend(named_parameters(&self.target_critic_vs, "target.critic"));
+        named
+    }
+
+    /// The optimizer's moments, `exp_avg/<group>.<tensor>` and `exp_avg_sq/<group>.<tensor>`.
+    pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.optimizer.state_tensors()
+    }
+
+    /// Whether the next gradient step is a delayed one, "if t mod d" of Algorithm 1 with t
+    /// counting gradient steps from 1: the actor and the targets move on it.
+    pub fn next_step_updates_the_actor(&self) -> bool {
+        (self.gradient_steps + 1).is_multiple_of(self.config.policy_delay)
+    }
+
+    /// `θ'_i ← τ θ_i + (1 - τ) θ'_i` and `φ' ← τ φ + (1 - τ) φ'` (Algorithm 1, last lines).
+    fn update_targets(&self, tau: f64) {
+        update_target(&self.actor_vs, &self.target_actor_vs, tau);
+        update_target(&self.critic_vs, &self.target_critic_vs, tau);
+    }
+
+    /// The losses on this rank's batch, each a mean over its samples; the actor's only when
+    /// `with_actor`.
+    pub fn losses(&self, batch: &Td3Batch, with_actor: bool) -> Result<Td3Losses> {
+        let [q1, q2] = &self.critics;
+        let (sigma, clip) = (
+            self.config.target_policy_noise,
+            self.config.target_noise_clip,
+        );
+        let target = tch::no_grad(|| -> Result<Tensor> {
+            // Target policy smoothing (eq. 14): ã = clip(μ_φ'(s') + clip(ε, -c, c), -1, 1),
+            // ε ~ N(0, σ̃), the outer clip keeping ã in the unit box.
+            let eps = (&batch.noise_next * sigma).clamp(-clip, clip);
+            let next = (self.target_actor.forward(&batch.next_obs)? + eps).clamp(-1.0, 1.0);
+            // Clipped double Q-learning (eq. 10): y = r + γ min_i Q_θ'_i(s', ã).
+            let [t1, t2] = &self.target_critics;
+            let q_next = t1
+                .forward(&batch.next_obs, &next)
+                .minimum(&t2.forward(&batch.next_obs, &next));
+            Ok(&batch.rewards + &batch.discounts * q_next)
+        })?;
+        // Critic loss (Algorithm 1): Σ_i N⁻¹ Σ (y - Q_θi(s, a))².
+        let q1_taken = q1.forward(&batch.obs, &batch.actions);
+        let q2_taken = q2.forward(&batch.obs, &batch.actions);
+        let critic = (&q1_taken - &target).square().mean(Kind::Float)
+            + (&q2_taken - &target).square().mean(Kind::Float);
+        // Deterministic policy gradient (eq. 1, after Silver et al. 2014) through Q_θ1 alone:
+        // J(φ) = -N⁻¹ Σ Q_θ1(s, μ_φ(s)), Q read through detached weights so that this loss
+        // moves the actor only.
+        let actor = if with_actor {
+            let action = self.actor.forward(&batch.obs)?;
+            Some(-q1.forward_detached(&batch.obs, &action).mean(Kind::Float))
+        } else {
+            None
+        };
+        Ok(Td3Losses {
+            critic,
+            actor,
+            q_mean: ((q1_taken.detach() + q2_taken.detach()) * 0.5).mean(Kind::Float),
+        })
+    }
+
+    /// One gradient step: one backward (critic loss, plus the actor's on a delayed step), one
+    /// sync of every gradient, a clip per network, the critics' Adam step, and on a delayed
+    /// step the actor's Adam step and the Polyak update of every target.
+    pub fn update(
+        &mut self,
+        batch: &Td3Batch,
+        collective: &mut dyn Collective,
+    ) -> Result<Td3Stats> {
+        let delayed = self.next_step_updates_the_actor();
+        let losses = self.losses(batch, delayed)?;
+        self.optimizer.zero_grad();
+        let total = match &losses.actor {
+            Some(actor) => &losses.critic + actor,
+            None => losses.critic.shallow_clone(),
+        };
+        accumulate_gradients(&total, true, collective);
+        let params = self.trainable_parameters();
+        collective.sync_gradients(&params)?;
+        let clip = self.config.max_grad_norm;
+        let critic_grad_norm = self.optimizer.clip_group_grad_norm(CRITIC, clip)?;
+        let actor_grad_norm = if delayed {
+            self.optimizer.clip_group_grad_norm(ACTOR, clip)?
+        } else {
+            0.0
+        };
+        if !actor_grad_norm.is_finite() || !critic_grad_norm.is_finite() {
+            bail!(
+                "update: the gradient norm is {actor_grad_norm} (actor), {critic_grad_norm} \
+                 (critics) at td3 gradient step {}; the loss diverged",
+                self.gradient_steps
+            );
+        }
+        if collective.steps_locally() {
+            self.optimizer.step_group(CRITIC, self.config.critic_lr)?;
+            if delayed {
+                self.optimizer.step_group(ACTOR, self.config.actor_lr)?;
+            }
+        }
+        collective.after_step(&params)?;
+        self.gradient_steps += 1;
+        if delayed {
+            self.update_targets(self.config.tau);
+        }
+        Ok(Td3Stats {
+            critic_loss: losses.critic.double_value(&[]),
+            q_mean: losses.q_mean.double_value(&[]),
+            critic_grad_norm,
+            actor: losses.actor.map(|a| (a.double_value(&[]), actor_grad_norm)),
+        })
+    }
+}
+
+/// TD3 as the off-policy skeleton's rule: uniform actions in the bounds while warming up, then
+/// the actor plus Gaussian exploration noise (torch's generator, which the skeleton seeds per
+/// iteration); one TD3 update per gradient step, its smoothing noise from torch's generator
+/// seeded per (seed, rank, gradient step).
+pub struct Td3Rule {
+    td3: Td3,
+    acting: BoxActing,
+    exploration_noise: f64,
+    latest: Option<Td3Stats>,
+    /// The actor's loss and gradient norm of the latest delayed step.
+    latest_actor: Option<(f64, f64)>,
+}
+
+impl Td3Rule {
+    /// The off-policy learner of `algorithm "td3"`; an error for a discrete or unbounded box.
+    pub fn learner(setting: &Setting, cfg: &tandem_config::Td3) -> Result<OffPolicy<Td3Rule>> {
+        let acting = BoxActing::new("td3", setting)?;
+        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let td3 = Td3::new(
+            setting.device,
+            &spec.network,
+            &spec.init,
+            &obs_shape,
+            acting.action_dim,
+            Td3Config::from_config(cfg),
+        )?;
+        let rule = Td3Rule {
+            td3,
+            acting,
+            exploration_noise: cfg.exploration_noise,
+            latest: None,
+            latest_actor: None,
+        };
+        let (schedule, returns) = one_step_schedule(
+            cfg.learning_starts,
+            cfg.train_frequency,
+            cfg.gradient_steps,
+            cfg.checkpoint_replay,
+            cfg.gamma,
+        );
+        OffPolicy::new(setting, rule, schedule, returns)
+    }
+
+    pub fn td3(&self) -> &Td3 {
+        &self.td3
+    }
+}
+
+/// The behaviour policy's unit-box action: `clip(μ(s) + σ ε, -1, 1)`, ε ~ N(0, I) from torch's
+/// generator (Algorithm 1, "select action with exploration noise").
+pub fn explore(actor: &DeterministicActor, obs: &Tensor, sigma: f64) -> Result<Tensor> {
+    let action = tch::no_grad(|| actor.forward(obs))?;
+    let eps = Tensor::randn(action.size().as_slice(), (Kind::Float, action.device()));
+    Ok((action + eps * sigma).clamp(-1.0, 1.0))
+}
+
+impl OffPolicyRule for Td3Rule {
+    fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
+        let (actor, sigma) = (self.td3.actor(), self.exploration_noise);
+        self.acting.act(obs, at, || explore(actor, obs, sigma))
+    }
+
+    fn learn(
+        &mut self,
+        batch: &TransitionBatch,
+        collective: &mut dyn Collective,
+    ) -> Result<Option<Vec<f32>>> {
+        let step = self.td3.gradient_steps();
+        let actions = self.acting.prepare_update("td3", batch, step)?;
+        let noise_next = Tensor::randn(actions.size().as_slice(), (Kind::Float, actions.device()));
+        let td3_batch = Td3Batch {
+            obs: batch.obs.shallow_clone(),
+            actions,
+            rewards: batch.returns.shallow_clone(),
+            discounts: batch.discounts.shallow_clone(),
+            next_obs: batch.next_obs.shallow_clone(),
+            noise_next,
+        };
+        let stats = self.td3.update(&td3_batch, collective)?;
+        if stats.actor.is_some() {
+            self.latest_actor = stats.actor;
+        }
+        self.latest = Some(stats);
+        Ok(None)
+    }
+
+    fn trainable_parameters(&self) -> Vec<Tensor> {
+        self.td3.trainable_parameters()
+    }
+
+    fn networks(&self) -> Vec<(String, Tensor)> {
+        self.td3.named_state()
+    }
+
+    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.td3.optimizer_state()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let td3 = &self.td3;
+        box_rule::counters(td3.gradient_steps(), td3.optimizer(), &GROUPS)
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
+        box_rule::set_counter("td3", self.td3.counters_mut(), &GROUPS, name, value)
+    }
+
+    fn scalars(&self, sampleable: usize) -> Scalars {
+        let mut s: Scalars = vec![
+            ("td3/gradient_steps", self.td3.gradient_steps() as f64),
+            ("replay/sampleable", sampleable as f64),
+        ];
+        if let Some(st) = &self.latest {
+            s.push(("loss/critic", st.critic_loss));
+            s.push(("td3/q_mean", st.q_mean));
+            s.push(("optim/critic_grad_norm", st.critic_grad_norm));
+        }
+        if let Some((loss, norm)) = self.latest_actor {
+            s.push(("loss/actor", loss));
+            s.push(("optim/actor_grad_norm", norm));
+        }
+        s
+    }
+
+    fn diverged(&self) -> bool {
+        let critic = self
+            .latest
+            .as_ref()
+            .is_some_and(|s| !s.critic_loss.is_finite());
+        critic || self.latest_actor.is_some_and(|(loss, _)| !loss.is_finite())
+    }
+
+    fn gradient_steps(&self) -> u64 {
+        self.td3.gradient_steps()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::{Activation, InitScheme};
+
+    fn td3(policy_delay: u64) -> Td3 {
+        tch::manual_seed(3);
+        Td3::new(
+            Device::Cpu,
+            &NetworkSpec::Mlp {
+                hidden: vec![8],
+                activation: Activation::Relu,
+            },
+            &InitSpec {
+                scheme: InitScheme::Default,
+                torso_gain: 1.0,
+                policy_gain: 1.0,
+                value_gain: 1.0,
+            },
+            &[3],
+            2,
+            Td3Config {
+                actor_lr: 1e-2,
+                critic_lr: 1e-2,
+                tau: 0.5,
+                policy_delay,
+                target_policy_noise: 0.2,
+                target_noise_clip: 0.5,
+                max_grad_norm: f64::INFINITY,
+            },
+        )
+        .unwrap()
+    }
+
+    fn batch() -> Td3Batch {
+        let f = (Kind::Float, Device::Cpu);
+        let grid = |k: i64, scale: f64| Tensor::arange(6 * k, f).reshape([6, k]) * scale;
+        Td3Batch {
+            obs: grid(3, 0.4).sin(),
+            actions: grid(2, 0.8).cos() * 0.7,
+            rewards: Tensor::arange(6, f).cos(),
+            discounts: Tensor::full([6], 0.99, f),
+            next_obs: grid(3, 0.5).cos(),
+            noise_next: grid(2, 1.7).sin() * 3.0,
+        }
+    }
+
+    fn flat(tensors: &[(String, Tensor)], prefix: &str) -> Vec<f32> {
+        tensors
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .flat_map(|(_, t)| Vec::<f32>::try_from(t.detach().flatten(0, -1)).unwrap())
+            .collect()
+    }
+
+    fn group_gradient(td3: &Td3, group: &str) -> Vec<f32> {
+        td3.group_parameters(group)
+            .unwrap()
+            .iter()
+            .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_network_gets_exactly_the_gradient_of_its_own_loss_from_the_summed_backward() {
+        let mut td3 = td3(2);
+        let b = batch();
+        let l = td3.losses(&b, true).unwrap();
+        td3.optimizer.zero_grad();
+        (&l.critic + l.actor.as_ref().unwrap()).backward();
+        let (actor_sum, critic_sum) = (
+            group_gradient(&td3, "actor"),
+            group_gradient(&td3, "critic"),
+        );
+        let l = td3.losses(&b, true).unwrap();
+        td3.optimizer.zero_grad();
+        l.critic.backward();
+        assert_eq!(critic_sum, group_gradient(&td3, "critic"));
+        assert!(group_gradient(&td3, "actor").iter().all(|&g| g == 0.0));
+        let l = td3.losses(&b, true).unwrap();
+        td3.optimizer.zero_grad();
+        l.actor.unwrap().backward();
+        assert_eq!(actor_sum, group_gradient(&td3, "actor"));
+        assert!(group_gradient(&td3, "critic").iter().all(|&g| g == 0.0));
+        assert!(actor_sum.iter().any(|&g| g != 0.0));
+    }
+
+    #[test]
+    fn the_actor_and_the_targets_move_only_on_every_policy_delay_th_step() {
+        let mut td3 = td3(3);
+        let b = batch();
+        let start = td3.named_state();
+        let copy = |named: &[(String, Tensor)]| -> Vec<(String, Tensor)> {
+            named.iter().map(|(n, t)| (n.clone(), t.copy())).collect()
+        };
+        let before = copy(&start);
+        assert_eq!(flat(&before, "model.actor"), flat(&before, "target.actor"));
+        assert_eq!(
+            flat(&before, "model.critic"),
+            flat(&before, "target.critic")
+        );
+        for step in 1..=6u64 {
+            let last = copy(&td3.named_state());
+            let stats = td3.update(&b, &mut crate::algo::Local).unwrap();
+            let now = td3.named_state();
+            let delayed = step % 3 == 0;
+            assert_eq!(stats.actor.is_some(), delayed, "step {step}");
+            assert_ne!(flat(&last, "model.critic"), flat(&now, "model.critic"));
+            for part in ["model.actor", "target.actor", "target.critic"] {
+                let moved = flat(&last, part) != flat(&now, part);
+                assert_eq!(moved, delayed, "{part} at step {step}");
+            }
+        }
+        let opt = td3.optimizer();
+        assert_eq!(opt.group_step_count(ACTOR), 2);
+        assert_eq!(opt.group_step_count(CRITIC), 6);
+    }
+
+    #[test]
+    fn smoothing_noise_is_clipped_and_the_target_action_stays_in_the_box() {
+        let td3 = td3(1);
+        let b = batch();
+        // With σ̃ ε far beyond c, the target equals the one from noise exactly ±c.
+        let clipped = Td3Batch {
+            noise_next: b.noise_next.sign() * 100.0,
+            ..batch()
+        };
+        let at_clip = Td3Batch {
+            noise_next: b.noise_next.sign() * (0.5 / 0.2),
+            ..batch()
+        };
+        let a = td3.losses(&clipped, false).unwrap().critic;
+        let c = td3.losses(&at_clip, false).unwrap().critic;
+        assert!(a.allclose(&c, 1e-6, 1e-6, false));
+        let zero = Td3Batch {
+            noise_next: b.noise_next.zeros_like(),
+            ..batch()
+        };
+        let z = td3.losses(&zero, false).unwrap().critic;
+        assert!(
+            !a.allclose(&z, 1e-6, 1e-6, false),
+            "the noise changes the target"
+        );
+        let obs = b.obs.shallow_clone();
+        tch::manual_seed(0);
+        let explored = explore(td3.actor(), &obs, 50.0).unwrap();
+        let (lo, hi) = explored.aminmax(None, false);
+        assert!(lo.double_value(&[]) >= -1.0 && hi.double_value(&[]) <= 1.0);
+        assert!(
+            hi.double_value(&[]) == 1.0,
+            "a wide noise reaches the bound"
+        );
+    }
+}
