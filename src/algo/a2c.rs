@@ -174,9 +174,9 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
-        let evaluation = model.evaluate(
-            &batch.obs,
-            &batch.actions,
+        let evaluation = super::ppo::evaluate_rows(
+            model,
+            batch,
             EntropyUse::for_coefficient(config.ent_coef),
         )?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).

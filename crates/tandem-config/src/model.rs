@@ -506,6 +506,26 @@ pub struct Network {
     pub torso_gain: f64,
     pub policy_gain: f64,
     pub value_gain: f64,
+    /// The recurrent core between the torso and the heads; `None`: feed-forward.
+    pub core: Option<Core>,
+    /// `core-size`: the core's units (kept when there is no core, to check it is not set).
+    pub core_size: usize,
+}
+
+/// A recurrent core's cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Core {
+    Lstm,
+    Gru,
+}
+
+impl Core {
+    pub fn name(self) -> &'static str {
+        match self {
+            Core::Lstm => "lstm",
+            Core::Gru => "gru",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
