@@ -357,6 +357,9 @@ pub enum Wrapper {
     StickyActions { probability: f64 },
     NormalizeObs { clip: f64 },
     NormalizeReward { gamma: f64, clip: f64 },
+    /// Observe only the entries of a vector observation whose bits `mask` sets (bit i:
+    /// entry i), in ascending order.
+    KeepObs { mask: u64 },
 }
 
 impl Wrapper {
@@ -374,6 +377,7 @@ impl Wrapper {
             Wrapper::StickyActions { .. } => "sticky-actions",
             Wrapper::NormalizeObs { .. } => "normalize-obs",
             Wrapper::NormalizeReward { .. } => "normalize-reward",
+            Wrapper::KeepObs { .. } => "keep-obs",
         }
     }
 }
@@ -421,6 +425,9 @@ pub(crate) fn apply_wrapper(obs: Observation, wrapper: &Wrapper) -> Observation 
                 frames,
             }
         }
+        (Wrapper::KeepObs { mask }, Observation::Vector { .. }) => Observation::Vector {
+            len: mask.count_ones() as usize,
+        },
         (Wrapper::FrameStack { n }, Observation::Vector { len }) => Observation::Vector {
             len: len * n as usize,
         },

@@ -1219,6 +1219,16 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
             ),
         ],
     },
+    WrapperSpec {
+        name: "keep-obs",
+        doc: "Observe only the listed entries of a vector observation, in ascending order (`keep-obs 0 2`: CartPole's position and angle without their velocities, a task that needs memory).",
+        params: &[f(
+            "indices",
+            Ty::IntList { min: 0, max: 63 },
+            Dflt::Required,
+            "Entries kept, each once, all inside the observation.",
+        )],
+    },
 ];
 
 pub(crate) fn wrapper(name: &str) -> Option<&'static WrapperSpec> {

@@ -792,6 +792,19 @@ impl CrossCheck<'_, '_> {
                         format!("{here}; write `max-pool=#false`"),
                     ));
                 }
+                Wrapper::KeepObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
+                    problem = Some(("needs vector observations".into(), here.clone()));
+                }
+                Wrapper::KeepObs { mask } => {
+                    if let Observation::Vector { len } = obs
+                        && let Some(outside) = (0..64).find(|i| mask >> i & 1 == 1 && *i >= len)
+                    {
+                        problem = Some((
+                            format!("entry {outside} is outside the observation"),
+                            format!("{here}; keep entries 0 to {}", len.saturating_sub(1)),
+                        ));
+                    }
+                }
                 Wrapper::NormalizeObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
                     problem = Some((
                         "needs vector observations".into(),
