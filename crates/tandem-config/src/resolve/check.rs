@@ -742,7 +742,6 @@ impl Checker<'_> {
         };
         let mut list: Vec<i64> = Vec::new();
         let mut seen: Vec<(i64, SourceSpan)> = Vec::new();
-        let mut ok = true;
         for (value, span) in &raw.args {
             match value {
                 KdlValue::Integer(i) if *i >= min as i128 && *i <= max as i128 => {
@@ -757,22 +756,16 @@ impl Checker<'_> {
                             .also(self.source, *first, "first time")
                             .help("list each entry once"),
                         );
-                        ok = false;
                     }
                     seen.push((i, *span));
                     list.push(i);
                 }
-                KdlValue::Integer(i) => {
-                    errs.push(checker.range(param, i.to_string(), *span));
-                    ok = false;
-                }
-                other => {
-                    errs.push(checker.wrong(param, other, *span));
-                    ok = false;
-                }
+                KdlValue::Integer(i) => errs.push(checker.range(param, i.to_string(), *span)),
+                other => errs.push(checker.wrong(param, other, *span)),
             }
         }
-        if ok && let Some((_, span)) = raw.args.first() {
+        // Given (if wrongly): the errors above say what is wrong, not that it is missing.
+        if let Some((_, span)) = raw.args.first() {
             given.insert(param.name, (Val::IntList(list), *span));
         }
     }
