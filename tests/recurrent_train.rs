@@ -176,7 +176,24 @@ fn a_resumed_recurrent_run_ends_bitwise_equal_to_an_uninterrupted_one() {
         summary_number(&parts, "global_step"),
         summary_number(&whole, "global_step")
     );
-    let (a, b) = (final_state(&whole), final_state(&parts));
+    // Everything but the run's bookkeeping (episode counts, times).
+    let learned = |dir: &Path| {
+        let mut state = final_state(dir);
+        state.retain(|(n, _)| !n.starts_with("meta."));
+        state
+    };
+    let (a, b) = (learned(&whole), learned(&parts));
     assert!(a.iter().any(|(n, _)| n.starts_with("model.core.")));
-    assert_eq!(a, b, "the resumed recurrent run differs from the uninterrupted one");
+    let names = |s: &[(String, Vec<u8>)]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&a), names(&b));
+    let differing: Vec<&String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|(x, _)| &x.0)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "the resumed recurrent run differs from the uninterrupted one in {differing:?}"
+    );
 }
