@@ -58,6 +58,7 @@ const CARTPOLE_CLIP: &str = r#"experiment "walk" {
         wrappers {
             normalize-reward
             clip-reward
+            keep-obs 0 1 2
         }
     }
     network "mlp" { hidden 16 16 }
@@ -233,6 +234,11 @@ const BASES: &[Base] = &[
         name: "cartpole-clip",
         text: CARTPOLE_CLIP,
         sets: &[],
+    },
+    Base {
+        name: "cartpole-lstm",
+        text: CARTPOLE_PPO,
+        sets: &["network.core=lstm"],
     },
     Base {
         name: "cartpole-a2c",
@@ -642,6 +648,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         ),
         ("grayscale", Wrapper("atari-ppo", "grayscale", "")),
         ("clip-reward", Wrapper("cartpole-clip", "clip-reward", "")),
+        ("keep-obs", Wrapper("cartpole-clip", "keep-obs", "")),
+        (
+            "keep-obs.indices",
+            Wrapper("cartpole-clip", "keep-obs", "keep-obs 0 2"),
+        ),
         ("frame-stack", Wrapper("atari-ppo", "frame-stack", "")),
         (
             "frame-stack.n",
@@ -722,6 +733,14 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "network.value-gain",
             Change("cartpole-ppo", &["network.value-gain=0.1"]),
+        ),
+        (
+            "network.core",
+            Change("cartpole-ppo", &["network.core=lstm"]),
+        ),
+        (
+            "network.core-size",
+            Change("cartpole-lstm", &["network.core-size=8"]),
         ),
         (
             "network.hidden (mlp)",
