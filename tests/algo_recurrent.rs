@@ -6,10 +6,10 @@
 
 mod common;
 
+use tandem::algo::RolloutBuffer;
 use tandem::algo::actions::ActionKind;
 use tandem::algo::collect::{Memory, RolloutCollector};
 use tandem::algo::learner::Phases;
-use tandem::algo::RolloutBuffer;
 use tandem::nn::{ActorCritic, ActorCriticSpec, CoreKind, CoreSpec, NetworkSpec};
 use tandem_env::{Action, ActionSpace, Dtype, Env, ObsBuf, ObsSpace, Step, VecEnv};
 use tch::nn::VarStore;
@@ -42,19 +42,31 @@ fn evaluating_a_sequence_equals_stepping_it() {
             let opts = (Kind::Float, Device::Cpu);
             (
                 Tensor::randn([steps * n, 3], opts),
-                Tensor::from_slice(&[0f32, 0., 1., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0.]),
+                Tensor::from_slice(&[
+                    0f32, 0., 1., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0.,
+                ]),
                 Tensor::randn([n, model.state_width()], opts),
                 Tensor::randint(2, [steps * n], (Kind::Int64, Device::Cpu)),
             )
         });
         let whole = model
-            .evaluate_recurrent(&obs, &actions, &starts, &state0, tandem::nn::EntropyUse::ReportOnly)
+            .evaluate_recurrent(
+                &obs,
+                &actions,
+                &starts,
+                &state0,
+                tandem::nn::EntropyUse::ReportOnly,
+            )
             .unwrap();
         let mut state = state0.shallow_clone();
         let mut stepped = Vec::new();
         for t in 0..steps {
             let rows = |x: &Tensor| x.narrow(0, t * n, n);
-            stepped.push(model.value_recurrent(&rows(&obs), &rows(&starts), &state).unwrap());
+            stepped.push(
+                model
+                    .value_recurrent(&rows(&obs), &rows(&starts), &state)
+                    .unwrap(),
+            );
             state = model
                 .act_greedy_recurrent(&rows(&obs), &rows(&starts), &state)
                 .unwrap()
@@ -62,7 +74,10 @@ fn evaluating_a_sequence_equals_stepping_it() {
         }
         let (a, b) = (floats(&whole.values), floats(&Tensor::cat(&stepped, 0)));
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-            assert!((x - y).abs() < 1e-6, "{kind:?} row {i}: sequence {x}, stepped {y}");
+            assert!(
+                (x - y).abs() < 1e-6,
+                "{kind:?} row {i}: sequence {x}, stepped {y}"
+            );
         }
     }
 }
@@ -78,29 +93,52 @@ fn an_episode_start_zeroes_the_state_and_the_state_matters_otherwise() {
             )
         });
         let zero = model.initial_state(4, Device::Cpu);
-        let (ones, zeros) = (Tensor::ones([4], (Kind::Float, Device::Cpu)), Tensor::zeros([4], (Kind::Float, Device::Cpu)));
+        let (ones, zeros) = (
+            Tensor::ones([4], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+        );
         let fresh = floats(&model.value_recurrent(&obs, &zeros, &zero).unwrap());
         let started = floats(&model.value_recurrent(&obs, &ones, &state).unwrap());
         let carried = floats(&model.value_recurrent(&obs, &zeros, &state).unwrap());
         assert_eq!(fresh, started, "{kind:?}: a start must forget the state");
-        let moved = fresh.iter().zip(&carried).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(moved > 1e-4, "{kind:?}: the state changed no value ({moved})");
+        let moved = fresh
+            .iter()
+            .zip(&carried)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            moved > 1e-4,
+            "{kind:?}: the state changed no value ({moved})"
+        );
     }
 }
 
 #[test]
 fn a_recurrent_network_needs_its_state_and_a_shared_torso() {
     let (_vs, model) = recurrent(CoreKind::Lstm, 3);
-    let err = model.forward(&Tensor::zeros([2, 3], (Kind::Float, Device::Cpu))).unwrap_err();
-    assert!(err.to_string().contains("recurrent; step it with its state"), "{err}");
+    let err = model
+        .forward(&Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("recurrent; step it with its state"),
+        "{err}"
+    );
     let vs = VarStore::new(Device::Cpu);
     let spec = ActorCriticSpec {
         share_torso: false,
-        core: Some(CoreSpec { kind: CoreKind::Gru, size: 8 }),
+        core: Some(CoreSpec {
+            kind: CoreKind::Gru,
+            size: 8,
+        }),
         ..ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init())
     };
-    let err = ActorCritic::new(&vs.root(), &spec, &[3], ActionSpace::Discrete { n: 2 }).unwrap_err();
-    assert!(err.to_string().contains("recurrent core sits on one shared torso"), "{err}");
+    let err =
+        ActorCritic::new(&vs.root(), &spec, &[3], ActionSpace::Discrete { n: 2 }).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("recurrent core sits on one shared torso"),
+        "{err}"
+    );
 }
 
 /// Observes `[id, step]`; its episodes last `length` steps.
@@ -133,7 +171,13 @@ fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
     let envs: Vec<Box<dyn Env>> = [3, 5]
         .iter()
         .enumerate()
-        .map(|(id, &length)| Box::new(Counter { id: id as f32, length, steps: 0 }) as Box<dyn Env>)
+        .map(|(id, &length)| {
+            Box::new(Counter {
+                id: id as f32,
+                length,
+                steps: 0,
+            }) as Box<dyn Env>
+        })
         .collect();
     let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
     envs.reset();
@@ -151,11 +195,14 @@ fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
     let sequences = first.sequences.as_ref().expect("a recurrent rollout");
     assert_eq!(floats(&sequences.initial_state), vec![0.0; 2 * 16]);
     // Row t * 2 + env: both start at step 0; env 0 (episodes of 3) again at step 3.
-    assert_eq!(floats(&sequences.starts), vec![1., 1., 0., 0., 0., 0., 1., 0.]);
+    assert_eq!(
+        floats(&sequences.starts),
+        vec![1., 1., 0., 0., 0., 0., 1., 0.]
+    );
     let after_first = floats(&memory.state);
     assert!(after_first.iter().any(|&x| x != 0.0));
-    // Env 1 ended at step 4 (its fifth observation would start the next episode? no: its
-    // episodes last 5), env 0 is mid-episode: neither starts at the next rollout's first step.
+    // After four steps env 0 is one step into its second episode and env 1 (episodes of 5)
+    // one step before its end: neither starts an episode at the next rollout's first step.
     assert_eq!(floats(&memory.starts), vec![0., 0.]);
     let last = collector
         .collect_recurrent(&model, &mut envs, &mut memory, &mut buffer, &mut phases)
@@ -164,10 +211,17 @@ fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
     let sequences = second.sequences.as_ref().unwrap();
     assert_eq!(floats(&sequences.initial_state), after_first);
     // Env 0 restarts at global steps 6 (rollout row 2); env 1 at step 5 (row 1).
-    assert_eq!(floats(&sequences.starts), vec![0., 0., 0., 1., 1., 0., 0., 0.]);
+    assert_eq!(
+        floats(&sequences.starts),
+        vec![0., 0., 0., 1., 1., 0., 0., 0.]
+    );
     let groups = RolloutCollector::new(2, 2, &[2], ActionKind::Discrete).unwrap();
     let err = groups
         .collect_recurrent(&model, &mut envs, &mut memory, &mut buffer, &mut phases)
         .unwrap_err();
-    assert!(err.to_string().contains("train.env-groups 2 cannot step a recurrent policy"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("train.env-groups 2 cannot step a recurrent policy"),
+        "{err}"
+    );
 }

@@ -163,12 +163,18 @@ fn train(
 
 #[test]
 fn recurrent_ppo_split_over_two_real_ranks_equals_one_rank() {
-    split("recurrent_ppo_split_over_two_real_ranks_equals_one_rank", CoreKind::Lstm);
+    split(
+        "recurrent_ppo_split_over_two_real_ranks_equals_one_rank",
+        CoreKind::Lstm,
+    );
 }
 
 #[test]
 fn gru_ppo_split_over_two_real_ranks_equals_one_rank() {
-    split("gru_ppo_split_over_two_real_ranks_equals_one_rank", CoreKind::Gru);
+    split(
+        "gru_ppo_split_over_two_real_ranks_equals_one_rank",
+        CoreKind::Gru,
+    );
 }
 
 fn split(test: &str, kind: CoreKind) {
@@ -207,5 +213,8 @@ fn split(test: &str, kind: CoreKind) {
         .iter()
         .zip(&initial)
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    assert!(moved > 1e-3, "the updates did not move the parameters ({moved})");
+    assert!(
+        moved > 1e-3,
+        "the updates did not move the parameters ({moved})"
+    );
 }

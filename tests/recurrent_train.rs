@@ -114,12 +114,13 @@ fn final_state(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn a_two_rank_recurrent_run_ends_identical_on_both_ranks() {
-    for (algorithm, sets) in [
-        ("ppo", vec![]),
-        ("a2c", vec!["algorithm=a2c"]),
-    ] {
+    for (algorithm, sets) in [("ppo", vec![]), ("a2c", vec!["algorithm=a2c"])] {
         let dir = fresh_dir(&format!("two-ranks-{algorithm}"));
-        let mut all = vec!["devices=cpu cpu", "train.max-steps=8192", "sync.check-every=1"];
+        let mut all = vec![
+            "devices=cpu cpu",
+            "train.max-steps=8192",
+            "sync.check-every=1",
+        ];
         all.extend(sets);
         train(
             &experiment("cartpole-masked-lstm.kdl"),
@@ -132,11 +133,15 @@ fn a_two_rank_recurrent_run_ends_identical_on_both_ranks() {
         let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
         let updates = summary_number(&dir, "update").unwrap();
         assert!(
-            log.contains(&format!("ranks agree on ") )
+            log.contains("ranks agree on ")
                 && log.contains(&format!("tensors at update {updates}")),
             "{algorithm}: no agreement at the last update {updates}:\n{log}"
         );
-        assert!(final_state(&dir).iter().any(|(n, _)| n.starts_with("model.core.")));
+        assert!(
+            final_state(&dir)
+                .iter()
+                .any(|(n, _)| n.starts_with("model.core."))
+        );
     }
 }
 

@@ -211,8 +211,9 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
         let file = memory_file(resumed.dir, self.rank);
         let bytes =
             std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        *memory = memory_from_bytes(&bytes, memory, resumed.global_step)
-            .with_context(|| format!("cannot resume the recurrent state from {}", file.display()))?;
+        *memory = memory_from_bytes(&bytes, memory, resumed.global_step).with_context(|| {
+            format!("cannot resume the recurrent state from {}", file.display())
+        })?;
         Ok(())
     }
 
@@ -243,7 +244,10 @@ fn memory_bytes(memory: &Memory, global_step: u64) -> Result<Vec<u8>> {
     for word in [global_step, shape[0] as u64, shape[1] as u64] {
         bytes.extend_from_slice(&word.to_le_bytes());
     }
-    for value in host(&memory.state)?.into_iter().chain(host(&memory.starts)?) {
+    for value in host(&memory.state)?
+        .into_iter()
+        .chain(host(&memory.starts)?)
+    {
         bytes.extend_from_slice(&value.to_le_bytes());
     }
     Ok(bytes)

@@ -354,7 +354,10 @@ impl Ppo {
     ) -> Result<PpoStats> {
         // A recurrent policy's minibatches are whole environment sequences (shuffled
         // environments, not steps), so its states can be recomputed from the rollout's start.
-        let units = batch.sequences.as_ref().map_or(batch.len(), |s| s.num_envs());
+        let units = batch
+            .sequences
+            .as_ref()
+            .map_or(batch.len(), |s| s.num_envs());
         let plan = (0..self.config.update_epochs)
             .map(|_| {
                 self.sampler
@@ -382,7 +385,10 @@ impl Ppo {
         let config = self.config.clone();
         check_batch(model, batch)?;
         let minibatch_size = check_plan(plan, &config, batch)?
-            * batch.sequences.as_ref().map_or(1, |s| batch.len() / s.num_envs());
+            * batch
+                .sequences
+                .as_ref()
+                .map_or(1, |s| batch.len() / s.num_envs());
         let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
         let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
@@ -540,7 +546,7 @@ impl Minibatch<'_> {
             }]);
         }
         let part_size = size / micro_batches;
-        Ok((0..micro_batches)
+        (0..micro_batches)
             .map(|j| {
                 let rows = if micro_batches == 1 {
                     self.indices.shallow_clone()
@@ -562,7 +568,7 @@ impl Minibatch<'_> {
                     is_last: j == micro_batches - 1,
                 })
             })
-            .collect::<Result<_>>()?)
+            .collect()
     }
 }
 

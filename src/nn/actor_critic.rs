@@ -252,7 +252,8 @@ impl ActorCritic {
                         "actor-critic: a recurrent core needs at least one unit, got {}",
                         core_spec.size
                     );
-                    let built = RecurrentCore::new(&(root / "core"), core_spec, features, init.core());
+                    let built =
+                        RecurrentCore::new(&(root / "core"), core_spec, features, init.core());
                     features = built.output_dim();
                     core = Some(built);
                 }

@@ -345,21 +345,42 @@ impl Observation {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wrapper {
-    NoopReset { max: u32 },
+    NoopReset {
+        max: u32,
+    },
     FireReset,
-    FrameSkip { n: u32, max_pool: bool },
+    FrameSkip {
+        n: u32,
+        max_pool: bool,
+    },
     EpisodicLife,
-    Resize { height: u32, width: u32 },
+    Resize {
+        height: u32,
+        width: u32,
+    },
     Grayscale,
     ClipReward,
-    FrameStack { n: u32 },
-    TimeLimit { max_steps: u64 },
-    StickyActions { probability: f64 },
-    NormalizeObs { clip: f64 },
-    NormalizeReward { gamma: f64, clip: f64 },
+    FrameStack {
+        n: u32,
+    },
+    TimeLimit {
+        max_steps: u64,
+    },
+    StickyActions {
+        probability: f64,
+    },
+    NormalizeObs {
+        clip: f64,
+    },
+    NormalizeReward {
+        gamma: f64,
+        clip: f64,
+    },
     /// Observe only the entries of a vector observation whose bits `mask` sets (bit i:
     /// entry i), in ascending order.
-    KeepObs { mask: u64 },
+    KeepObs {
+        mask: u64,
+    },
 }
 
 impl Wrapper {

@@ -13,7 +13,12 @@ fn text(body: &str) -> Source {
 fn only_error(body: &str) -> (String, usize, String, String) {
     let diags = resolve(&text(body), &[]).unwrap_err();
     let all: Vec<_> = diags.iter().collect();
-    assert_eq!(all.len(), 1, "{:?}", all.iter().map(|d| d.message()).collect::<Vec<_>>());
+    assert_eq!(
+        all.len(),
+        1,
+        "{:?}",
+        all.iter().map(|d| d.message()).collect::<Vec<_>>()
+    );
     let d = all[0];
     (
         d.code().to_string(),
@@ -30,7 +35,10 @@ fn a_core_and_keep_obs_resolve_and_round_trip() {
     assert_eq!(resolved.network.core, Some(Core::Gru));
     assert_eq!(resolved.network.core_size, 32);
     assert!(resolved.network.shared);
-    assert_eq!(resolved.env.wrappers, vec![Wrapper::KeepObs { mask: 0b101 }]);
+    assert_eq!(
+        resolved.env.wrappers,
+        vec![Wrapper::KeepObs { mask: 0b101 }]
+    );
     assert_eq!(resolved.observation(), Some(Observation::Vector { len: 2 }));
     let canonical = canonical_kdl(&resolved);
     assert!(canonical.contains("keep-obs 0 2\n"), "{canonical}");
@@ -46,7 +54,8 @@ fn no_core_is_the_default() {
 
 #[test]
 fn keep_obs_outside_the_observation_is_located() {
-    let body = "    env \"cartpole\" {\n        wrappers {\n            keep-obs 0 4\n        }\n    }\n";
+    let body =
+        "    env \"cartpole\" {\n        wrappers {\n            keep-obs 0 4\n        }\n    }\n";
     let (code, line, label, help) = only_error(body);
     assert_eq!(code, "config::wrapper-mismatch");
     assert_eq!(line, 8);
@@ -56,10 +65,15 @@ fn keep_obs_outside_the_observation_is_located() {
 
 #[test]
 fn keep_obs_refuses_a_repeated_entry_and_needs_one() {
-    let body = "    env \"cartpole\" {\n        wrappers {\n            keep-obs 1 1\n        }\n    }\n";
+    let body =
+        "    env \"cartpole\" {\n        wrappers {\n            keep-obs 1 1\n        }\n    }\n";
     let (code, line, label, _) = only_error(body);
-    assert_eq!((code.as_str(), line, label.as_str()), ("config::duplicate-value", 8, "second time"));
-    let body = "    env \"cartpole\" {\n        wrappers {\n            keep-obs\n        }\n    }\n";
+    assert_eq!(
+        (code.as_str(), line, label.as_str()),
+        ("config::duplicate-value", 8, "second time")
+    );
+    let body =
+        "    env \"cartpole\" {\n        wrappers {\n            keep-obs\n        }\n    }\n";
     let (code, line, _, _) = only_error(body);
     assert_eq!((code.as_str(), line), ("config::missing-value", 8));
 }
@@ -116,6 +130,11 @@ fn dqn_has_no_recurrent_core() {
         "experiment \"x\" {\n    algorithm \"dqn\"\n    env \"cartpole\"\n    network \"mlp\" {\n        core \"lstm\"\n    }\n}\n".into(),
     );
     let diags = resolve(&text, &[]).unwrap_err();
-    let d = diags.iter().find(|d| d.message().contains("no recurrent policy"));
-    assert!(d.is_some_and(|d| d.line_column().unwrap().0 == 5), "{diags:?}");
+    let d = diags
+        .iter()
+        .find(|d| d.message().contains("no recurrent policy"));
+    assert!(
+        d.is_some_and(|d| d.line_column().unwrap().0 == 5),
+        "{diags:?}"
+    );
 }

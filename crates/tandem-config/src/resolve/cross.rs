@@ -168,8 +168,12 @@ impl CrossCheck<'_, '_> {
         let e = self.experiment;
         let (world, world_text) = world(e);
         let per_rank = e.per_rank_envs();
-        if !self.ok(&["devices", "env.envs", "algorithm.minibatches", "network.core"])
-            || !e.env.envs.is_multiple_of(world)
+        if !self.ok(&[
+            "devices",
+            "env.envs",
+            "algorithm.minibatches",
+            "network.core",
+        ]) || !e.env.envs.is_multiple_of(world)
         {
             return;
         }

@@ -272,7 +272,12 @@ pub fn output_space(
         WrapperSpec::KeepObs { mask } => {
             param(mask != 0, "it keeps no entry".into())?;
             let ObsShape::Vector { len } = input.shape else {
-                return Err(mismatch(wrapper, index, input, "needs a vector observation"));
+                return Err(mismatch(
+                    wrapper,
+                    index,
+                    input,
+                    "needs a vector observation",
+                ));
             };
             let kept = kept_indices(mask);
             if let Some(&outside) = kept.iter().find(|&&i| i >= len) {
