@@ -96,22 +96,6 @@ fn the_same_run_without_a_core_does_not_learn_it() {
     assert!(summary_number(&dir, "global_step").unwrap() >= 500_000.0);
 }
 
-/// Every tensor of the newest checkpoint, by name, as bytes.
-fn final_state(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let ckpt = tandem::train::checkpoint::locate(run_dir).unwrap();
-    let mut tensors = tch::Tensor::load_multi(&ckpt).unwrap();
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    tensors
-        .into_iter()
-        .map(|(n, t)| {
-            let t = t.contiguous();
-            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
-            t.copy_data_u8(&mut buf, t.numel());
-            (n, buf)
-        })
-        .collect()
-}
-
 #[test]
 fn a_two_rank_recurrent_run_ends_identical_on_both_ranks() {
     for (algorithm, sets) in [("ppo", vec![]), ("a2c", vec!["algorithm=a2c"])] {
@@ -138,9 +122,9 @@ fn a_two_rank_recurrent_run_ends_identical_on_both_ranks() {
             "{algorithm}: no agreement at the last update {updates}:\n{log}"
         );
         assert!(
-            final_state(&dir)
-                .iter()
-                .any(|(n, _)| n.starts_with("model.core."))
+            common::checkpoint_tensors(&dir)
+                .keys()
+                .any(|n| n.starts_with("model.core."))
         );
     }
 }
@@ -181,22 +165,14 @@ fn a_resumed_recurrent_run_ends_bitwise_equal_to_an_uninterrupted_one() {
         summary_number(&parts, "global_step"),
         summary_number(&whole, "global_step")
     );
-    // Everything but the run's bookkeeping (episode counts, times).
-    let learned = |dir: &Path| {
-        let mut state = final_state(dir);
-        state.retain(|(n, _)| !n.starts_with("meta."));
-        state
-    };
-    let (a, b) = (learned(&whole), learned(&parts));
-    assert!(a.iter().any(|(n, _)| n.starts_with("model.core.")));
-    let names = |s: &[(String, Vec<u8>)]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&a), names(&b));
-    let differing: Vec<&String> = a
-        .iter()
-        .zip(&b)
-        .filter(|(x, y)| x.1 != y.1)
-        .map(|(x, _)| &x.0)
-        .collect();
+    // Every learned tensor: model, optimizer, normalisers (not the run's bookkeeping).
+    let (a, b) = (
+        common::checkpoint_tensors(&whole),
+        common::checkpoint_tensors(&parts),
+    );
+    assert!(a.keys().any(|n| n.starts_with("model.core.")));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    let differing: Vec<&String> = a.keys().filter(|n| a[*n] != b[*n]).collect();
     assert!(
         differing.is_empty(),
         "the resumed recurrent run differs from the uninterrupted one in {differing:?}"

@@ -1016,18 +1016,7 @@ fn only_entry(dir: &Path) -> PathBuf {
 }
 
 fn tensors(run: &Path) -> BTreeMap<String, Vec<u8>> {
-    let ckpt = tandem::train::checkpoint::locate(run).unwrap();
-    tch::Tensor::load_multi(&ckpt)
-        .unwrap()
-        .into_iter()
-        .filter(|(n, _)| !n.starts_with("meta."))
-        .map(|(n, t)| {
-            let t = t.contiguous();
-            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
-            t.copy_data_u8(&mut buf, t.numel());
-            (n, buf)
-        })
-        .collect()
+    common::checkpoint_tensors(run)
 }
 
 fn summary(run: &Path) -> BTreeMap<String, String> {

@@ -143,12 +143,7 @@ impl RolloutCollector {
         for t in 0..buffer.num_steps() {
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
-        let last_obs = rows_to_batch(
-            envs.obs(),
-            envs.num_envs(),
-            &self.obs_shape,
-            buffer.device(),
-        );
+        let last_obs = self.current_obs(envs, buffer);
         let last_values = timed(phases, "inference", || {
             tch::no_grad(|| model.value(&last_obs))
         })?;
@@ -204,17 +199,23 @@ impl RolloutCollector {
             memory.starts = flags_to_tensor(&ended.collect::<Vec<_>>(), buffer.device());
             memory.state = state;
         }
-        let last_obs = rows_to_batch(
-            envs.obs(),
-            envs.num_envs(),
-            &self.obs_shape,
-            buffer.device(),
-        );
+        let last_obs = self.current_obs(envs, buffer);
         let last_values = timed(phases, "inference", || {
             model.value_recurrent(&last_obs, &memory.starts, &memory.state)
         })?;
         phases.add("rollout", start.elapsed());
         Ok(last_values)
+    }
+
+    /// The environments' current observations on the buffer's device: the ones after the
+    /// rollout's last step.
+    fn current_obs(&self, envs: &VecEnv, buffer: &RolloutBuffer) -> Tensor {
+        rows_to_batch(
+            envs.obs(),
+            envs.num_envs(),
+            &self.obs_shape,
+            buffer.device(),
+        )
     }
 
     /// The policy's actions go to the environments (as [`RolloutPolicy::env_actions`] maps
