@@ -1,6 +1,7 @@
 //! Recurrent policies end to end with the `tandem` binary: the shipped masked-CartPole
 //! experiments show that memory matters (the LSTM core learns to balance a pole whose
-//! velocities it never observes, the same run without the core does not); a two-rank recurrent
+//! velocities it never observes, also under `tandem play`; the same run without the core does
+//! not); a two-rank recurrent
 //! run ends with both ranks bitwise identical; and a resumed recurrent run (its environments and
 //! each rank's carried states restored) ends bitwise equal to an uninterrupted one.
 
@@ -77,6 +78,23 @@ fn an_lstm_core_learns_cartpole_without_velocities() {
         "PPO-LSTM on masked CartPole: mean return of the last 20 episodes {last20} < 475"
     );
     assert!(summary_number(&dir, "global_step").unwrap() <= 500_000.0 + 1024.0);
+    // `tandem play` carries the state too: without it the policy would be as blind as the
+    // feed-forward one below.
+    let out = tandem(
+        &["play", &dir.display().to_string(), "--episodes", "5"],
+        Duration::from_secs(120),
+    );
+    let scores: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("score ").nth(1))
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    assert_eq!(scores.len(), 5, "{out}");
+    let mean = scores.iter().sum::<f64>() / 5.0;
+    assert!(
+        mean >= 400.0,
+        "tandem play of the LSTM policy: mean score {mean}\n{out}"
+    );
 }
 
 #[test]
