@@ -1,8 +1,9 @@
 //! The recurrent actor-critic and its rollouts: evaluating a whole sequence recomputes exactly
 //! the states that stepping it one observation at a time carries; an episode start zeroes the
 //! state and nothing else does; the collector keeps each environment's state at the rollout's
-//! start, the episode starts of every step, and carries both into the next rollout; and what a
-//! recurrent network cannot do is refused with a message.
+//! start, the episode starts of every step, and carries both into the next rollout; PPO's
+//! micro-batches of environments give the update of whole minibatches; and what a recurrent
+//! network cannot do is refused with a message.
 
 mod common;
 
@@ -222,6 +223,86 @@ fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
     assert!(
         err.to_string()
             .contains("train.env-groups 2 cannot step a recurrent policy"),
+        "{err}"
+    );
+}
+
+/// A sequence batch of 4 environments x 8 steps with episode starts inside and non-zero
+/// initial states.
+fn sequence_batch(width: i64) -> tandem::algo::Batch {
+    common::seeded(9, || {
+        let opts = (Kind::Float, Device::Cpu);
+        let rows = 32;
+        let values = Tensor::randn([rows], opts);
+        let advantages = Tensor::randn([rows], opts);
+        let mut batch = tandem::algo::Batch::new(
+            Tensor::randn([rows, 3], opts),
+            Tensor::randint(2, [rows], (Kind::Int64, Device::Cpu)),
+            Tensor::randn([rows], opts) * 0.1 - 0.7,
+            values.shallow_clone(),
+            advantages.shallow_clone(),
+            &values + &advantages,
+        )
+        .unwrap();
+        batch.sequences = Some(tandem::algo::Sequences {
+            starts: Tensor::rand([rows], opts).lt(0.2).to_kind(Kind::Float),
+            initial_state: Tensor::randn([4, width], opts),
+        });
+        batch
+    })
+}
+
+#[test]
+fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
+    let train = |micro_batches: i64| {
+        let (vs, model) = recurrent(CoreKind::Lstm, 3);
+        let config = tandem::algo::PpoConfig {
+            update_epochs: 2,
+            num_minibatches: 1,
+            micro_batches,
+            learning_rate: 3e-3,
+            ..common::cleanrl_ppo()
+        };
+        let mut ppo = tandem::algo::Ppo::new(&vs, config, 0).unwrap();
+        let batch = sequence_batch(model.state_width());
+        let plan: Vec<Vec<Tensor>> = (0..2)
+            .map(|_| vec![Tensor::from_slice(&[2i64, 0, 3, 1])])
+            .collect();
+        for _ in 0..3 {
+            ppo.update_with_minibatches(&model, &batch, 0.0, &plan, &mut tandem::algo::Local)
+                .unwrap();
+        }
+        tandem::nn::trainable_parameters_in_order(&vs)
+            .iter()
+            .flat_map(|p| floats(&p.detach()))
+            .collect::<Vec<f32>>()
+    };
+    let (whole, parts) = (train(1), train(2));
+    let diff = whole
+        .iter()
+        .zip(&parts)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        diff < 1e-5,
+        "micro-batches of environments differ by {diff}"
+    );
+    let err = {
+        let (vs, model) = recurrent(CoreKind::Lstm, 3);
+        let config = tandem::algo::PpoConfig {
+            update_epochs: 1,
+            num_minibatches: 1,
+            ..common::cleanrl_ppo()
+        };
+        let mut ppo = tandem::algo::Ppo::new(&vs, config, 0).unwrap();
+        let batch = sequence_batch(model.state_width());
+        // Environment 4 of a batch of 4.
+        let plan = vec![vec![Tensor::from_slice(&[1i64, 2, 3, 4])]];
+        ppo.update_with_minibatches(&model, &batch, 0.0, &plan, &mut tandem::algo::Local)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        err.contains("indexes environments 1..=4 of a batch of 4"),
         "{err}"
     );
 }
