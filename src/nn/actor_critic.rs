@@ -6,6 +6,10 @@
 //! with a state-independent log standard deviation (CleanRL's `ppo_continuous_action.py`).
 //! Its samples are what the rollout stores and scores; [`ActorCritic::env_actions`] maps them
 //! to what the environments receive (scaled to the bounds and clipped).
+//!
+//! With a recurrent core the network steps with a state: `act_recurrent` and the other
+//! `_recurrent` methods take each environment's state and episode starts, and
+//! `evaluate_recurrent` re-runs whole sequences for the update.
 
 use anyhow::{Result, bail, ensure};
 use tandem_env::ActionSpace;
@@ -224,7 +228,8 @@ impl ActorCritic {
     /// (shared) or `actor_torso.*` and `critic_torso.*` (separate image torsos), then
     /// `policy_head.*` and `value_head.*`; separate MLP torsos and their heads are stacked as
     /// `torsos.*` and `heads.*` (see [`TwinMlp`] and `StackedHeads`); a box space adds
-    /// `policy_log_std`.
+    /// `policy_log_std`. A recurrent core (shared torsos only) is `core.input.*` and
+    /// `core.hidden.*`, between the torso and the heads.
     pub fn new(
         root: &nn::Path,
         spec: &ActorCriticSpec,
