@@ -1,6 +1,7 @@
 //! `tandem play`: evaluates a checkpoint with the resolved config stored inside it (never the
 //! source files), prints each episode's return and game score, and can write an animated GIF
-//! of the first episode for games that draw themselves.
+//! of the first episode for games that draw themselves. A recurrent policy carries its state
+//! from step to step, zeroed where an episode starts, as in training.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::collect::Memory;
 use crate::algo::dqn::Dqn;
 use crate::algo::host_rows::{host_actions, rows_to_batch};
 use crate::nn::{ActorCritic, named_parameters};
@@ -78,7 +80,8 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
 
 /// The trained policy of either kind of learner.
 enum Policy {
-    ActorCritic(Box<ActorCritic>),
+    /// With its recurrent memory, when the network has a core.
+    ActorCritic(Box<ActorCritic>, Option<Memory>),
     /// Acts epsilon-greedily (`EVAL_EPSILON`) unless `--greedy`.
     Dqn(Box<Dqn>),
     /// Box actions: tanh(mean) scaled to the bounds unless `--sample`.
@@ -224,19 +227,41 @@ impl Policy {
                 let model = ActorCritic::new(&vs.root(), spec, obs_shape, space.clone())?;
                 let targets: Vec<(String, Tensor)> = named_parameters(&vs, "model");
                 checkpoint::restore_into(ckpt, &targets)?;
-                Ok(Policy::ActorCritic(Box::new(model)))
+                let memory = model
+                    .is_recurrent()
+                    .then(|| Memory::new(&model, 1, Device::Cpu));
+                Ok(Policy::ActorCritic(Box::new(model), memory))
             }
         }
     }
 
     /// The actions to send to the environment (a box policy's scaled and clipped).
-    fn act(&self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
+    fn act(&mut self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
         match self {
             Policy::Sac(s) => s.act(obs, !greedy),
             Policy::Td3(t) => t.act(obs, !greedy),
-            Policy::ActorCritic(m) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
-            Policy::ActorCritic(m) => Ok(m.env_actions(&m.act(obs)?.actions)),
+            Policy::ActorCritic(m, Some(memory)) => {
+                let (actions, state) = if greedy {
+                    m.act_greedy_recurrent(obs, &memory.starts, &memory.state)?
+                } else {
+                    let (taken, state) = m.act_recurrent(obs, &memory.starts, &memory.state)?;
+                    (taken.actions, state)
+                };
+                memory.state = state;
+                Ok(m.env_actions(&actions))
+            }
+            Policy::ActorCritic(m, None) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
+            Policy::ActorCritic(m, None) => Ok(m.env_actions(&m.act(obs)?.actions)),
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
+        }
+    }
+
+    /// After a step: a recurrent policy's next observation starts an episode where this one
+    /// ended (for learning: a lost life counts, as in training).
+    fn stepped(&mut self, env: &tandem_env::VecEnv) {
+        if let Policy::ActorCritic(_, Some(memory)) = self {
+            let ended = env.terminated()[0] || env.truncated()[0];
+            memory.starts = Tensor::from_slice(&[f32::from(u8::from(ended))]);
         }
     }
 }
@@ -276,7 +301,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         .context("cannot build the evaluation environment")?;
     crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
-    let policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
+    let mut policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
     let greedy = acts_greedily(args, env.action_space());
     let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);
@@ -309,6 +334,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             ActionBatch::Discrete(a) => env.step(&a)?,
             ActionBatch::Box { values, .. } => env.step_box(&values)?,
         }
+        policy.stepped(&env);
         steps += 1;
         for e in env.drain_episodes() {
             returns.push(e.episode_return);

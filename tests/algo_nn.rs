@@ -949,6 +949,7 @@ fn from_experiment_maps_every_network_setting() {
             share_torso: false,
             scale_pixels: false,
             init: default_init(),
+            core: None,
         }
     );
     let nature = spec(
@@ -968,7 +969,20 @@ fn from_experiment_maps_every_network_setting() {
                 policy_gain: 2.0,
                 value_gain: 3.0,
             },
+            core: None,
         }
+    );
+    let recurrent = spec(
+        r#"algorithm "ppo"
+        env "atari-breakout"
+        network "nature-cnn" { core "gru"; core-size 32; }"#,
+    );
+    assert_eq!(
+        recurrent.core,
+        Some(tandem::nn::CoreSpec {
+            kind: tandem::nn::CoreKind::Gru,
+            size: 32
+        })
     );
     let mlp = spec(
         r#"algorithm "ppo"

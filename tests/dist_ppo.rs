@@ -14,7 +14,7 @@ use common::{
     RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
     print_params, print_values, role, run_two_ranks, seeded,
 };
-use tandem::algo::{Batch, Collective, Local, MinibatchSampler, Ppo, PpoConfig};
+use tandem::algo::{Batch, Collective, Local, Ppo, PpoConfig};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
 use tandem_env::ActionSpace;
@@ -71,36 +71,12 @@ fn batch(u: usize, start: i64, len: i64) -> Batch {
 /// Minibatch rows for each rank's half at update `u` (rank-local indices), and the global plan
 /// whose minibatch k is the union of the ranks' minibatches k.
 fn plans(u: usize) -> ([Vec<Vec<Tensor>>; 2], Vec<Vec<Tensor>>) {
-    let half = (GLOBAL / 2) as usize;
-    let size = half / MINIBATCHES;
-    let mut samplers = [
-        MinibatchSampler::new(10 + u as u64),
-        MinibatchSampler::new(20 + u as u64),
-    ];
-    let mut per_rank = [Vec::new(), Vec::new()];
-    let mut whole = Vec::new();
-    for _ in 0..config(1).update_epochs {
-        let orders: Vec<Vec<i64>> = samplers.iter_mut().map(|s| s.permutation(half)).collect();
-        let mut epoch = [Vec::new(), Vec::new()];
-        let mut global_epoch = Vec::new();
-        for k in 0..MINIBATCHES {
-            let local: Vec<&[i64]> = orders
-                .iter()
-                .map(|o| &o[k * size..(k + 1) * size])
-                .collect();
-            let mut global = local[0].to_vec();
-            global.extend(local[1].iter().map(|i| i + half as i64));
-            global_epoch.push(Tensor::from_slice(&global));
-            for r in 0..2 {
-                epoch[r].push(Tensor::from_slice(local[r]));
-            }
-        }
-        let [e0, e1] = epoch;
-        per_rank[0].push(e0);
-        per_rank[1].push(e1);
-        whole.push(global_epoch);
-    }
-    (per_rank, whole)
+    common::two_rank_plans(
+        u,
+        (GLOBAL / 2) as usize,
+        MINIBATCHES,
+        config(1).update_epochs,
+    )
 }
 
 fn params(vs: &VarStore) -> Vec<f32> {

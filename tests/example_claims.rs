@@ -108,6 +108,16 @@ const CLAIMS: &[Claim] = &[
     },
     // pendulum-sac.kdl
     Claim {
+        file: "cartpole-masked-lstm.kdl",
+        phrase: "Seed 1 reaches 475 within 500k steps",
+        check: Check::Test("recurrent_train::an_lstm_core_learns_cartpole_without_velocities"),
+    },
+    Claim {
+        file: "cartpole-masked-mlp.kdl",
+        phrase: "it stays below 200 over the same 500k",
+        check: Check::Test("recurrent_train::the_same_run_without_a_core_does_not_learn_it"),
+    },
+    Claim {
         file: "pendulum-sac.kdl",
         phrase: "Seed 1 reaches -250 within 10k steps on 1 rank",
         check: Check::Test("sac_train::sac_swings_up_the_pendulum_on_one_rank"),

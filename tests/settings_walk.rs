@@ -58,6 +58,7 @@ const CARTPOLE_CLIP: &str = r#"experiment "walk" {
         wrappers {
             normalize-reward
             clip-reward
+            keep-obs 0 1 2
         }
     }
     network "mlp" { hidden 16 16 }
@@ -248,6 +249,11 @@ const BASES: &[Base] = &[
         name: "cartpole-clip",
         text: CARTPOLE_CLIP,
         sets: &[],
+    },
+    Base {
+        name: "cartpole-lstm",
+        text: CARTPOLE_PPO,
+        sets: &["network.core=lstm"],
     },
     Base {
         name: "cartpole-a2c",
@@ -727,6 +733,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         ),
         ("grayscale", Wrapper("atari-ppo", "grayscale", "")),
         ("clip-reward", Wrapper("cartpole-clip", "clip-reward", "")),
+        ("keep-obs", Wrapper("cartpole-clip", "keep-obs", "")),
+        (
+            "keep-obs.indices",
+            Wrapper("cartpole-clip", "keep-obs", "keep-obs 0 2"),
+        ),
         ("frame-stack", Wrapper("atari-ppo", "frame-stack", "")),
         (
             "frame-stack.n",
@@ -807,6 +818,14 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "network.value-gain",
             Change("cartpole-ppo", &["network.value-gain=0.1"]),
+        ),
+        (
+            "network.core",
+            Change("cartpole-ppo", &["network.core=lstm"]),
+        ),
+        (
+            "network.core-size",
+            Change("cartpole-lstm", &["network.core-size=8"]),
         ),
         (
             "network.hidden (mlp)",
@@ -1082,18 +1101,7 @@ fn only_entry(dir: &Path) -> PathBuf {
 }
 
 fn tensors(run: &Path) -> BTreeMap<String, Vec<u8>> {
-    let ckpt = tandem::train::checkpoint::locate(run).unwrap();
-    tch::Tensor::load_multi(&ckpt)
-        .unwrap()
-        .into_iter()
-        .filter(|(n, _)| !n.starts_with("meta."))
-        .map(|(n, t)| {
-            let t = t.contiguous();
-            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
-            t.copy_data_u8(&mut buf, t.numel());
-            (n, buf)
-        })
-        .collect()
+    common::checkpoint_tensors(run)
 }
 
 fn summary(run: &Path) -> BTreeMap<String, String> {

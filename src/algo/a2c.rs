@@ -174,11 +174,8 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
-        let evaluation = model.evaluate(
-            &batch.obs,
-            &batch.actions,
-            EntropyUse::for_coefficient(config.ent_coef),
-        )?;
+        let evaluation =
+            super::ppo::evaluate_rows(model, batch, EntropyUse::for_coefficient(config.ent_coef))?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).
         let policy_loss = -(&evaluation.log_probs * advantages.detach()).mean(Kind::Float);
         let value_loss = (&batch.returns - &evaluation.values)

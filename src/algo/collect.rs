@@ -5,6 +5,10 @@
 //! groups in turn on one extra thread while this thread runs the policy for the next group. The
 //! policy and every libtorch call stay on this thread and the draws happen in a fixed order, so
 //! results do not depend on timing (or on k).
+//!
+//! A recurrent policy collects through [`RolloutCollector::collect_recurrent`], carrying each
+//! environment's [`Memory`] from step to step and rollout to rollout; it steps all environments
+//! at once (the config refuses env-groups for it).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -45,6 +49,26 @@ impl RolloutPolicy for ActorCritic {
     }
     fn value(&self, obs: &Tensor) -> Result<Tensor> {
         ActorCritic::value(self, obs)
+    }
+}
+
+/// What a recurrent policy carries between steps for one rank's N environments: its state after
+/// the latest step `[N, width]`, and which environments start an episode at their current
+/// observation `[N]` (1 or 0; the state is zeroed there before the next step). Data of this
+/// rank only: never synchronised, saved in its checkpoint files.
+#[derive(Debug)]
+pub struct Memory {
+    pub state: Tensor,
+    pub starts: Tensor,
+}
+
+impl Memory {
+    /// Before any step: zero states, every environment at an episode's start.
+    pub fn new(model: &ActorCritic, num_envs: i64, device: tch::Device) -> Memory {
+        Memory {
+            state: model.initial_state(num_envs, device),
+            starts: Tensor::ones([num_envs], (tch::Kind::Float, device)),
+        }
     }
 }
 
@@ -119,17 +143,79 @@ impl RolloutCollector {
         for t in 0..buffer.num_steps() {
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
-        let last_obs = rows_to_batch(
-            envs.obs(),
-            envs.num_envs(),
-            &self.obs_shape,
-            buffer.device(),
-        );
+        let last_obs = self.current_obs(envs, buffer);
         let last_values = timed(phases, "inference", || {
             tch::no_grad(|| model.value(&last_obs))
         })?;
         phases.add("rollout", start.elapsed());
         Ok(last_values)
+    }
+
+    /// [`RolloutCollector::collect`] for a recurrent `model`, from and into `memory`. The buffer
+    /// keeps the state at the rollout's start and every step's episode starts, from which the
+    /// update recomputes the states.
+    pub fn collect_recurrent(
+        &self,
+        model: &ActorCritic,
+        envs: &mut VecEnv,
+        memory: &mut Memory,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+    ) -> Result<Tensor> {
+        ensure!(
+            self.groups == 1,
+            "train.env-groups {} cannot step a recurrent policy: its next group's actions \
+             would need states the current step has not produced",
+            self.groups
+        );
+        let start = Instant::now();
+        self.check_kinds(envs, buffer)?;
+        buffer.reset();
+        buffer.set_initial_state(&memory.state)?;
+        copy_rows_into(&buffer.next_obs()?, envs.obs())?;
+        for t in 0..buffer.num_steps() {
+            let obs = buffer.obs_row(t)?;
+            buffer.set_starts(&memory.starts)?;
+            let (taken, state) = timed(phases, "inference", || {
+                model.act_recurrent(&obs, &memory.starts, &memory.state)
+            })?;
+            let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
+            let stepping = Instant::now();
+            step_group(envs, 0..envs.num_envs(), &actions)?;
+            phases.add("env", stepping.elapsed());
+            if t + 1 < buffer.num_steps() {
+                copy_rows_into(&buffer.obs_row(t + 1)?, envs.obs())?;
+            }
+            // The final observation of a cut episode continues its state: no reset before it.
+            let no_starts = Tensor::zeros_like(&memory.starts);
+            let truncation_value =
+                |finals: &Tensor| model.value_recurrent(finals, &no_starts, &state);
+            record_step(buffer, envs, &obs, &taken, &truncation_value, phases)?;
+            let ended = envs
+                .terminated()
+                .iter()
+                .zip(envs.truncated())
+                .map(|(&terminated, &truncated)| terminated || truncated);
+            memory.starts = flags_to_tensor(&ended.collect::<Vec<_>>(), buffer.device());
+            memory.state = state;
+        }
+        let last_obs = self.current_obs(envs, buffer);
+        let last_values = timed(phases, "inference", || {
+            model.value_recurrent(&last_obs, &memory.starts, &memory.state)
+        })?;
+        phases.add("rollout", start.elapsed());
+        Ok(last_values)
+    }
+
+    /// The environments' current observations on the buffer's device: the ones after the
+    /// rollout's last step.
+    fn current_obs(&self, envs: &VecEnv, buffer: &RolloutBuffer) -> Tensor {
+        rows_to_batch(
+            envs.obs(),
+            envs.num_envs(),
+            &self.obs_shape,
+            buffer.device(),
+        )
     }
 
     /// The policy's actions go to the environments (as [`RolloutPolicy::env_actions`] maps
@@ -164,7 +250,8 @@ impl RolloutCollector {
             taken_by_group.push(taken);
         }
         let taken = concat_groups(taken_by_group);
-        record_step(buffer, envs, &obs, &taken, model, phases)
+        let truncation_value = |finals: &Tensor| model.value(finals);
+        record_step(buffer, envs, &obs, &taken, &truncation_value, phases)
     }
 
     /// Group g of step t acts (unless its actions were chosen while the group before it
@@ -304,13 +391,14 @@ fn concat_groups(mut taken_by_group: Vec<ActTaken>) -> ActTaken {
 }
 
 /// Pushes the step the environments just took. A time-limit cut (truncated, not terminated)
-/// bootstraps from V(final observation); the environment has already reset.
+/// bootstraps from V(final observation), which `truncation_value` gives; the environment has
+/// already reset.
 fn record_step(
     buffer: &mut RolloutBuffer,
     envs: &VecEnv,
     obs: &Tensor,
     taken: &ActTaken,
-    model: &dyn RolloutPolicy,
+    truncation_value: &dyn Fn(&Tensor) -> Result<Tensor>,
     phases: &mut Phases,
 ) -> Result<()> {
     let device = buffer.device();
@@ -326,7 +414,7 @@ fn record_step(
         let shape = &obs.size()[1..];
         let finals = rows_to_batch(envs.final_obs(), envs.num_envs(), shape, device);
         Some(timed(phases, "inference", || {
-            tch::no_grad(|| model.value(&finals))
+            tch::no_grad(|| truncation_value(&finals))
         })?)
     } else {
         None

@@ -1,17 +1,21 @@
 //! The on-policy learner (PPO, A2C): an actor-critic, its rollout buffer and collector, and an
 //! update rule. Each round collects T steps of this rank's N environments with the current
 //! policy, then updates on them once (gradients averaged over ranks by the collective).
+//!
+//! A recurrent policy's [`Memory`] (each environment's state and episode starts) lives here
+//! between rounds, and in this rank's checkpoint files (`memory-rank{r}.bin`) between runs.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use tch::Tensor;
 use tch::nn::VarStore;
 
 use super::Collective;
 use super::actions::ActionKind;
-use super::collect::RolloutCollector;
-use super::learner::{Counters, Learner, Round, Scalars, Setting};
+use super::collect::{Memory, RolloutCollector};
+use super::learner::{Counters, Learner, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
 use super::rollout::RolloutBuffer;
 use crate::nn::{ActorCritic, named_parameters, trainable_parameters_in_order};
@@ -47,6 +51,8 @@ pub struct OnPolicy<U: PolicyUpdate> {
     rule: U,
     buffer: RolloutBuffer,
     collector: RolloutCollector,
+    /// The recurrent state carried between rounds; `None` for a feed-forward policy.
+    memory: Option<Memory>,
     seed: u64,
     rank: usize,
     steps_per_update: u64,
@@ -80,12 +86,16 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         )?;
         let collector =
             RolloutCollector::new(n_envs, experiment.train.env_groups, &obs_shape, action_kind)?;
+        let memory = model
+            .is_recurrent()
+            .then(|| Memory::new(&model, n_envs as i64, device));
         Ok(OnPolicy {
             vs,
             model,
             rule,
             buffer,
             collector,
+            memory,
             seed: experiment.seed,
             rank,
             steps_per_update: (n_envs * rollout * world) as u64,
@@ -131,9 +141,18 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
             self.rank as u64,
             update,
         ) as i64);
-        let last_values =
-            self.collector
-                .collect(&self.model, envs, &mut self.buffer, round.phases)?;
+        let last_values = match &mut self.memory {
+            Some(memory) => self.collector.collect_recurrent(
+                &self.model,
+                envs,
+                memory,
+                &mut self.buffer,
+                round.phases,
+            )?,
+            None => self
+                .collector
+                .collect(&self.model, envs, &mut self.buffer, round.phases)?,
+        };
 
         let learning = Instant::now();
         let at = UpdateAt {
@@ -167,10 +186,113 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
         self.latest.clone()
     }
 
+    fn save_rank_files(&mut self, dir: &Path, global_step: u64) -> Result<()> {
+        let Some(memory) = &self.memory else {
+            return Ok(());
+        };
+        let file = memory_file(dir, self.rank);
+        crate::atomic::write_atomic(&file, &memory_bytes(memory, global_step)?)
+            .with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    /// The saved memory continues the saved episodes, so it comes back exactly when the
+    /// environments do; otherwise the fresh episodes start from zero states.
+    fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
+        let Some(memory) = &mut self.memory else {
+            return Ok(());
+        };
+        if !resumed.envs_restored {
+            tracing::info!(
+                "rank {}: environments start fresh episodes, so the recurrent state starts at zero",
+                self.rank
+            );
+            return Ok(());
+        }
+        let file = memory_file(resumed.dir, self.rank);
+        let bytes =
+            std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        *memory = memory_from_bytes(&bytes, memory, resumed.global_step).with_context(|| {
+            format!("cannot resume the recurrent state from {}", file.display())
+        })?;
+        Ok(())
+    }
+
     /// Explained variance is legitimately NaN when returns are constant; nothing else is.
     fn diverged(&self) -> bool {
         self.latest
             .iter()
             .any(|(tag, v)| !v.is_finite() && !tag.ends_with("explained_variance"))
     }
+}
+
+/// Where rank `rank` keeps its recurrent memory in a checkpoint directory.
+fn memory_file(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("memory-rank{rank}.bin"))
+}
+
+const MEMORY_MAGIC: &[u8; 8] = b"TNDMMEM1";
+
+/// The memory as bytes: magic, the global step it was saved at, environments and state width
+/// (u64 little-endian each), then the states and the starts as f32 little-endian.
+fn memory_bytes(memory: &Memory, global_step: u64) -> Result<Vec<u8>> {
+    let shape = memory.state.size();
+    let host = |t: &Tensor| -> Result<Vec<f32>> {
+        let flat = t.to_device(tch::Device::Cpu).reshape([-1]);
+        Vec::<f32>::try_from(&flat).context("copying the recurrent state to the host")
+    };
+    let mut bytes = MEMORY_MAGIC.to_vec();
+    for word in [global_step, shape[0] as u64, shape[1] as u64] {
+        bytes.extend_from_slice(&word.to_le_bytes());
+    }
+    for value in host(&memory.state)?
+        .into_iter()
+        .chain(host(&memory.starts)?)
+    {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    Ok(bytes)
+}
+
+/// The memory `memory_bytes` wrote, checked against the step and the shape of `like`.
+fn memory_from_bytes(bytes: &[u8], like: &Memory, global_step: u64) -> Result<Memory> {
+    let shape = like.state.size();
+    let (envs, width) = (shape[0] as usize, shape[1] as usize);
+    let header = MEMORY_MAGIC.len() + 24;
+    ensure!(
+        bytes.len() >= header && &bytes[..8] == MEMORY_MAGIC,
+        "not a recurrent-state file"
+    );
+    let word = |i: usize| {
+        let at = 8 + 8 * i;
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    };
+    ensure!(
+        word(0) == global_step,
+        "it was saved at global step {}, the checkpoint is at step {global_step}",
+        word(0)
+    );
+    ensure!(
+        (word(1), word(2)) == (envs as u64, width as u64),
+        "it holds states of {} environments of width {}, this run has {envs} of width {width}",
+        word(1),
+        word(2)
+    );
+    ensure!(
+        bytes.len() == header + 4 * (envs * width + envs),
+        "it is {} bytes long, {} expected",
+        bytes.len(),
+        header + 4 * (envs * width + envs)
+    );
+    let floats: Vec<f32> = bytes[header..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    let device = like.state.device();
+    let (state, starts) = floats.split_at(envs * width);
+    Ok(Memory {
+        state: Tensor::from_slice(state)
+            .view([envs as i64, width as i64])
+            .to_device(device),
+        starts: Tensor::from_slice(starts).to_device(device),
+    })
 }

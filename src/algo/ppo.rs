@@ -352,17 +352,24 @@ impl Ppo {
         progress: f64,
         collective: &mut dyn Collective,
     ) -> Result<PpoStats> {
+        // A recurrent policy's minibatches are whole environment sequences (shuffled
+        // environments, not steps), so its states can be recomputed from the rollout's start.
+        let units = batch
+            .sequences
+            .as_ref()
+            .map_or(batch.len(), |s| s.num_envs());
         let plan = (0..self.config.update_epochs)
             .map(|_| {
                 self.sampler
-                    .minibatches(batch.len(), self.config.num_minibatches, batch.device())
+                    .minibatches(units, self.config.num_minibatches, batch.device())
             })
             .collect::<Result<Vec<_>>>()?;
         self.update_with_minibatches(model, batch, progress, &plan, collective)
     }
 
     /// [`Ppo::update`] with the minibatch indices given: `plan[epoch][k]` holds the rows of
-    /// minibatch k in that epoch (for tests and for custom orders).
+    /// minibatch k in that epoch (for tests and for custom orders); for a batch of
+    /// environment sequences, the environments whose whole sequences it holds.
     ///
     /// The update in the paper's order: normalise the advantages; for each epoch and minibatch,
     /// the probability ratio, the clipped surrogate, the value loss and the entropy bonus, one
@@ -377,7 +384,11 @@ impl Ppo {
     ) -> Result<PpoStats> {
         let config = self.config.clone();
         check_batch(model, batch)?;
-        let minibatch_size = check_plan(plan, &config, batch)?;
+        let minibatch_size = check_plan(plan, &config, batch)?
+            * batch
+                .sequences
+                .as_ref()
+                .map_or(1, |s| batch.len() / s.num_envs());
         let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
         let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
@@ -400,11 +411,8 @@ impl Ppo {
                 };
                 self.optimizer.zero_grad();
                 for part in minibatch.parts(config.micro_batches)? {
-                    let evaluation = model.evaluate(
-                        &part.obs,
-                        &part.actions,
-                        EntropyUse::for_coefficient(config.ent_coef),
-                    )?;
+                    let evaluation =
+                        evaluate_rows(model, &part, EntropyUse::for_coefficient(config.ent_coef))?;
                     // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
                     let loss = ppo_loss(
                         &evaluation,
@@ -484,14 +492,17 @@ fn check_plan(plan: &[Vec<Tensor>], config: &PpoConfig, batch: &Batch) -> Result
     let every_index = Tensor::cat(&plan.iter().flatten().collect::<Vec<_>>(), 0);
     let (low, high) = every_index.aminmax(None, false);
     let (low, high) = (low.int64_value(&[]), high.int64_value(&[]));
+    let (units, what) = match &batch.sequences {
+        Some(sequences) => (sequences.num_envs(), "environments"),
+        None => (batch.len(), "rows"),
+    };
     ensure!(
-        low >= 0 && high < batch.len(),
-        "ppo: the minibatch plan indexes rows {low}..={high} of a batch of {}",
-        batch.len()
+        low >= 0 && high < units,
+        "ppo: the minibatch plan indexes {what} {low}..={high} of a batch of {units}"
     );
     ensure!(
         minibatch_size % config.micro_batches == 0,
-        "ppo: {} micro-batches do not divide the minibatch of {minibatch_size}",
+        "ppo: {} micro-batches do not divide the minibatch of {minibatch_size} {what}",
         config.micro_batches
     );
     Ok(minibatch_size)
@@ -526,7 +537,7 @@ impl Minibatch<'_> {
     /// sums, and gathering it would cost a copy of every field.
     fn parts(&self, micro_batches: i64) -> Result<Vec<MinibatchPart>> {
         let size = self.indices.size1()?;
-        if micro_batches == 1 && size == self.batch.len() {
+        if micro_batches == 1 && self.batch.sequences.is_none() && size == self.batch.len() {
             return Ok(vec![MinibatchPart {
                 rows: self.batch.select_all(),
                 advantages: self.advantages.shallow_clone(),
@@ -535,21 +546,29 @@ impl Minibatch<'_> {
             }]);
         }
         let part_size = size / micro_batches;
-        Ok((0..micro_batches)
+        (0..micro_batches)
             .map(|j| {
                 let rows = if micro_batches == 1 {
                     self.indices.shallow_clone()
                 } else {
                     self.indices.narrow(0, j * part_size, part_size)
                 };
-                MinibatchPart {
-                    rows: self.batch.select(&rows),
+                // Environments stand for their whole sequences.
+                let (picked, rows) = match &self.batch.sequences {
+                    Some(_) => (
+                        self.batch.select_envs(&rows)?,
+                        self.batch.rows_of_envs(&rows)?,
+                    ),
+                    None => (self.batch.select(&rows), rows),
+                };
+                Ok(MinibatchPart {
+                    rows: picked,
                     advantages: self.advantages.index_select(0, &rows),
                     micro_batches,
                     is_last: j == micro_batches - 1,
-                }
+                })
             })
-            .collect())
+            .collect()
     }
 }
 
@@ -563,6 +582,25 @@ impl MinibatchPart {
             let share = 1.0 / self.micro_batches as f64;
             accumulate_gradients(&(loss * share), self.is_last, collective);
         }
+    }
+}
+
+/// The policy's evaluation of a (micro-)batch's rows: step by step from the initial states for
+/// environment sequences, else row by row.
+pub(crate) fn evaluate_rows(
+    model: &ActorCritic,
+    batch: &Batch,
+    entropy: EntropyUse,
+) -> Result<Evaluation> {
+    match &batch.sequences {
+        Some(sequences) => model.evaluate_recurrent(
+            &batch.obs,
+            &batch.actions,
+            &sequences.starts,
+            &sequences.initial_state,
+            entropy,
+        ),
+        None => model.evaluate(&batch.obs, &batch.actions, entropy),
     }
 }
 

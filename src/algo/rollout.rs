@@ -181,6 +181,25 @@ pub struct Batch {
     pub advantages: Tensor,
     /// `[B]` value targets
     pub returns: Tensor,
+    /// For a recurrent policy: what recomputing its states over the rows needs.
+    pub sequences: Option<Sequences>,
+}
+
+/// A batch's rows as whole environment sequences (row `t * envs + env`), for a recurrent policy
+/// whose update recomputes its states from the rollout's start, truncated there.
+#[derive(Debug)]
+pub struct Sequences {
+    /// `[B]` 1 where an episode starts at that row's observation (its state is zeroed first).
+    pub starts: Tensor,
+    /// `[envs, width]`: each environment's state before the rollout's first step.
+    pub initial_state: Tensor,
+}
+
+impl Sequences {
+    /// Environments in the batch.
+    pub fn num_envs(&self) -> i64 {
+        self.initial_state.size()[0]
+    }
 }
 
 impl Batch {
@@ -235,6 +254,7 @@ impl Batch {
             values,
             advantages,
             returns,
+            sequences: None,
         })
     }
 
@@ -259,7 +279,37 @@ impl Batch {
             values: self.values.shallow_clone(),
             advantages: self.advantages.shallow_clone(),
             returns: self.returns.shallow_clone(),
+            sequences: self.sequences.as_ref().map(|s| Sequences {
+                starts: s.starts.shallow_clone(),
+                initial_state: s.initial_state.shallow_clone(),
+            }),
         }
+    }
+
+    /// The row indices `[T * k]` (step-major) of the environments `envs` `[k]` of a sequence
+    /// batch.
+    pub fn rows_of_envs(&self, envs: &Tensor) -> Result<Tensor> {
+        let sequences = self
+            .sequences
+            .as_ref()
+            .context("batch: only a batch of environment sequences selects environments")?;
+        let n = sequences.num_envs();
+        let steps = self.len() / n;
+        let firsts = Tensor::arange(steps, (Kind::Int64, self.device())) * n;
+        Ok((firsts.unsqueeze(1) + envs.unsqueeze(0)).reshape([-1]))
+    }
+
+    /// The whole sequences of environments `envs` `[k]` (int64 on the batch's device), their
+    /// rows step-major, with those environments' initial states.
+    pub fn select_envs(&self, envs: &Tensor) -> Result<Batch> {
+        let rows = self.rows_of_envs(envs)?;
+        let mut picked = self.select(&rows);
+        let sequences = self.sequences.as_ref().context("batch: no sequences")?;
+        picked.sequences = Some(Sequences {
+            starts: sequences.starts.index_select(0, &rows),
+            initial_state: sequences.initial_state.index_select(0, envs),
+        });
+        Ok(picked)
     }
 
     /// The rows `indices` (an integer tensor on the batch's device).
@@ -272,6 +322,7 @@ impl Batch {
             values: pick(&self.values),
             advantages: pick(&self.advantages),
             returns: pick(&self.returns),
+            sequences: None,
         }
     }
 
@@ -291,6 +342,7 @@ impl Batch {
             values: cut(&self.values),
             advantages: cut(&self.advantages),
             returns: cut(&self.returns),
+            sequences: None,
         })
     }
 }
@@ -313,6 +365,10 @@ pub struct RolloutBuffer {
     truncation_values: Tensor,
     /// Per step: whether truncation values were supplied.
     has_truncation_values: Vec<bool>,
+    /// `[T, N]` 1 where an episode starts at that step's observation (recurrent policies).
+    starts: Tensor,
+    /// `[N, width]` the recurrent state before the first step; `None` for a feed-forward policy.
+    initial_state: Option<Tensor>,
     filled: i64,
 }
 
@@ -426,6 +482,8 @@ impl RolloutBuffer {
             truncated: float(&tn),
             truncation_values: float(&tn),
             has_truncation_values: vec![false; num_steps as usize],
+            starts: float(&tn),
+            initial_state: None,
             filled: 0,
         })
     }
@@ -456,6 +514,34 @@ impl RolloutBuffer {
     pub fn reset(&mut self) {
         self.filled = 0;
         self.has_truncation_values.fill(false);
+    }
+
+    /// Makes the rollout a recurrent one: `state` `[N, width]` is each environment's state
+    /// before its first step (kept, not copied: the caller passes a tensor it no longer
+    /// changes).
+    pub fn set_initial_state(&mut self, state: &Tensor) -> Result<()> {
+        ensure!(
+            state.dim() == 2 && state.size()[0] == self.num_envs,
+            "rollout buffer: an initial state of shape {:?} is not one row per environment ({})",
+            state.size(),
+            self.num_envs
+        );
+        self.initial_state = Some(state.shallow_clone());
+        Ok(())
+    }
+
+    /// Records which environments start an episode at the next pushed step's observation
+    /// (`[N]`, 1 or 0).
+    pub fn set_starts(&mut self, starts: &Tensor) -> Result<()> {
+        let t = self.filled;
+        ensure!(
+            t < self.num_steps,
+            "rollout buffer: already holds {} steps; reset it before recording more",
+            self.num_steps
+        );
+        expect_shape("starts", t, starts, &[self.num_envs])?;
+        tch::no_grad(|| write_row(&self.starts, t, &starts.to_kind(Kind::Float)));
+        Ok(())
     }
 
     /// The storage row the next [`RolloutBuffer::push`] fills with observations (a view,
@@ -614,14 +700,19 @@ impl RolloutBuffer {
         let b = self.num_steps * self.num_envs;
         let mut obs_shape = vec![b];
         obs_shape.extend_from_slice(&self.obs_shape);
-        Batch::new(
+        let mut batch = Batch::new(
             self.obs.reshape(&obs_shape),
             self.actions.reshape(self.action_kind.shape(b)),
             self.log_probs.reshape([b]),
             self.values.reshape([b]),
             self.device_tensor(advantages),
             self.device_tensor(returns),
-        )
+        )?;
+        batch.sequences = self.initial_state.as_ref().map(|state| Sequences {
+            starts: self.starts.reshape([b]),
+            initial_state: state.shallow_clone(),
+        });
+        Ok(batch)
     }
 
     /// The flattened rollout with GAE(lambda) advantages and lambda-returns (PPO).

@@ -6,6 +6,10 @@
 //! with a state-independent log standard deviation (CleanRL's `ppo_continuous_action.py`).
 //! Its samples are what the rollout stores and scores; [`ActorCritic::env_actions`] maps them
 //! to what the environments receive (scaled to the bounds and clipped).
+//!
+//! With a recurrent core the network steps with a state: `act_recurrent` and the other
+//! `_recurrent` methods take each environment's state and episode starts, and
+//! `evaluate_recurrent` re-runs whole sequences for the update.
 
 use anyhow::{Result, bail, ensure};
 use tandem_env::ActionSpace;
@@ -15,6 +19,7 @@ use tch::{Kind, Tensor};
 use super::bounds::ActionBounds;
 use super::distribution::{ActionDistribution, Categorical, Gaussian};
 use super::init::{InitSpec, init_stacked_slice, linear};
+use super::recurrent::{CoreSpec, RecurrentCore};
 use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
 
 /// How the actor-critic is built.
@@ -28,6 +33,8 @@ pub struct ActorCriticSpec {
     pub scale_pixels: bool,
     /// How every layer is initialised (torso, policy head and value head gains).
     pub init: InitSpec,
+    /// A recurrent core between the (shared) torso and the heads; `None`: feed-forward.
+    pub core: Option<CoreSpec>,
 }
 
 impl ActorCriticSpec {
@@ -45,6 +52,7 @@ impl ActorCriticSpec {
             share_torso,
             scale_pixels,
             init,
+            core: None,
         }
     }
 }
@@ -203,6 +211,16 @@ pub struct ActorCritic {
     policy: PolicyKind,
     scale_pixels: bool,
     body: Body,
+    /// Between the shared torso and the heads, when the network is recurrent.
+    core: Option<RecurrentCore>,
+}
+
+/// What a recurrent network's forward pass over a sequence returns: policy head outputs
+/// `[T * n, ...]`, values `[T * n]` and the state after the last step `[n, width]`.
+struct SequenceOutput {
+    head_output: Tensor,
+    values: Tensor,
+    state: Tensor,
 }
 
 impl ActorCritic {
@@ -210,7 +228,8 @@ impl ActorCritic {
     /// (shared) or `actor_torso.*` and `critic_torso.*` (separate image torsos), then
     /// `policy_head.*` and `value_head.*`; separate MLP torsos and their heads are stacked as
     /// `torsos.*` and `heads.*` (see [`TwinMlp`] and `StackedHeads`); a box space adds
-    /// `policy_log_std`.
+    /// `policy_log_std`. A recurrent core (shared torsos only) is `core.input.*` and
+    /// `core.hidden.*`, between the torso and the heads.
     pub fn new(
         root: &nn::Path,
         spec: &ActorCriticSpec,
@@ -221,10 +240,29 @@ impl ActorCritic {
         let init = &spec.init;
         // Torsos are created before heads, so a seed gives the same initial weights whatever
         // the layout.
+        ensure!(
+            spec.core.is_none() || spec.share_torso,
+            "actor-critic: a recurrent core sits on one shared torso; separate actor and critic \
+             torsos have none"
+        );
+        let mut core = None;
         let body = match &spec.network {
             _ if spec.share_torso => {
                 let torso = Torso::new(&(root / "torso"), &spec.network, init, obs_shape)?;
-                let heads = LinearHeads::new(root, torso.output_dim(), n, init);
+                // Torso, core, heads: the order the data flows, and the draws' order.
+                let mut features = torso.output_dim();
+                if let Some(core_spec) = spec.core {
+                    ensure!(
+                        core_spec.size > 0,
+                        "actor-critic: a recurrent core needs at least one unit, got {}",
+                        core_spec.size
+                    );
+                    let built =
+                        RecurrentCore::new(&(root / "core"), core_spec, features, init.core());
+                    features = built.output_dim();
+                    core = Some(built);
+                }
+                let heads = LinearHeads::new(root, features, n, init);
                 Body::Shared { torso, heads }
             }
             NetworkSpec::Mlp { hidden, activation } => {
@@ -260,7 +298,23 @@ impl ActorCritic {
             policy,
             scale_pixels: spec.scale_pixels,
             body,
+            core,
         })
+    }
+
+    /// Whether the network carries a state from step to step.
+    pub fn is_recurrent(&self) -> bool {
+        self.core.is_some()
+    }
+
+    /// Width of one environment's recurrent state (0 for a feed-forward network).
+    pub fn state_width(&self) -> i64 {
+        self.core.as_ref().map_or(0, RecurrentCore::state_width)
+    }
+
+    /// The state of `n` environments before their first step: zeros `[n, width]`.
+    pub fn initial_state(&self, n: i64, device: tch::Device) -> Tensor {
+        Tensor::zeros([n, self.state_width()], (Kind::Float, device))
     }
 
     pub fn obs_shape(&self) -> &[i64] {
@@ -299,7 +353,13 @@ impl ActorCritic {
     }
 
     /// Policy head output (logits `[B, n]` or Gaussian means `[B, d]`) and values `[B]`.
+    /// A recurrent network needs its state: [`ActorCritic::act_recurrent`] and the other
+    /// `_recurrent` methods.
     pub fn forward(&self, obs: &Tensor) -> Result<(Tensor, Tensor)> {
+        ensure!(
+            self.core.is_none(),
+            "actor-critic: this network is recurrent; step it with its state"
+        );
         let x = self.checked_input(obs)?;
         Ok(match &self.body {
             Body::Shared { torso, heads } => {
@@ -366,7 +426,18 @@ impl ActorCritic {
     ) -> Result<Evaluation> {
         self.check_actions(obs, actions)?;
         let (logits, values) = self.forward(obs)?;
-        let dist = self.distribution(&logits)?;
+        self.evaluation(&logits, values, actions, entropy)
+    }
+
+    /// The evaluation of `actions` under the policy a head output describes.
+    fn evaluation(
+        &self,
+        head_output: &Tensor,
+        values: Tensor,
+        actions: &Tensor,
+        entropy: EntropyUse,
+    ) -> Result<Evaluation> {
+        let dist = self.distribution(head_output)?;
         Ok(Evaluation {
             log_probs: dist.log_prob(actions)?,
             entropy: match entropy {
@@ -375,6 +446,96 @@ impl ActorCritic {
             },
             values,
         })
+    }
+
+    /// The recurrent forward pass over `obs` `[T * n, ...]` (step-major), from `state`
+    /// `[n, width]`, zeroing the state where `starts` `[T * n]` is 1.
+    fn forward_sequence(
+        &self,
+        obs: &Tensor,
+        starts: &Tensor,
+        state: &Tensor,
+    ) -> Result<SequenceOutput> {
+        let (Some(core), Body::Shared { torso, heads }) = (&self.core, &self.body) else {
+            bail!("actor-critic: this network is not recurrent; it takes no state");
+        };
+        let x = self.checked_input(obs)?;
+        let rows = x.size()[0];
+        let envs = state.size().first().copied().unwrap_or(0);
+        ensure!(
+            state.size() == [envs, core.state_width()]
+                && envs > 0
+                && rows % envs == 0
+                && starts.size() == [rows],
+            "actor-critic: {rows} observations, starts of shape {:?} and a state of shape {:?} \
+             do not make whole steps of [envs, {}] states",
+            starts.size(),
+            state.size(),
+            core.state_width()
+        );
+        let (features, state) = core.forward(&torso.forward(&x), starts, state);
+        let (head_output, values) = heads.forward(&features, &features);
+        Ok(SequenceOutput {
+            head_output,
+            values,
+            state,
+        })
+    }
+
+    /// [`ActorCritic::act`] for one step of a recurrent network: `state` `[n, width]` before
+    /// the step, `starts` `[n]` 1 where the observation begins an episode. Returns what was
+    /// taken and the state after the step.
+    pub fn act_recurrent(
+        &self,
+        obs: &Tensor,
+        starts: &Tensor,
+        state: &Tensor,
+    ) -> Result<(ActTaken, Tensor)> {
+        tch::no_grad(|| {
+            let out = self.forward_sequence(obs, starts, state)?;
+            let dist = self.distribution(&out.head_output)?;
+            let actions = dist.sample()?;
+            let log_probs = dist.log_prob(&actions)?;
+            let taken = ActTaken {
+                actions,
+                log_probs,
+                values: out.values,
+            };
+            Ok((taken, out.state))
+        })
+    }
+
+    /// [`ActorCritic::act_greedy`] for one step of a recurrent network, with the state after it.
+    pub fn act_greedy_recurrent(
+        &self,
+        obs: &Tensor,
+        starts: &Tensor,
+        state: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        tch::no_grad(|| {
+            let out = self.forward_sequence(obs, starts, state)?;
+            Ok((self.distribution(&out.head_output)?.mode(), out.state))
+        })
+    }
+
+    /// [`ActorCritic::value`] for one step of a recurrent network (the state is not advanced).
+    pub fn value_recurrent(&self, obs: &Tensor, starts: &Tensor, state: &Tensor) -> Result<Tensor> {
+        tch::no_grad(|| Ok(self.forward_sequence(obs, starts, state)?.values))
+    }
+
+    /// [`ActorCritic::evaluate`] over whole sequences: `obs` `[T * n, ...]` and `actions`
+    /// step-major, the states recomputed from `state` `[n, width]` with resets at `starts`.
+    pub fn evaluate_recurrent(
+        &self,
+        obs: &Tensor,
+        actions: &Tensor,
+        starts: &Tensor,
+        state: &Tensor,
+        entropy: EntropyUse,
+    ) -> Result<Evaluation> {
+        self.check_actions(obs, actions)?;
+        let out = self.forward_sequence(obs, starts, state)?;
+        self.evaluation(&out.head_output, out.values, actions, entropy)
     }
 
     /// Stored actions of this space for a batch of observations: `[B]` integers (discrete) or

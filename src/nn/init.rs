@@ -55,6 +55,12 @@ impl InitSpec {
         self.with_gain(self.value_gain)
     }
 
+    /// A recurrent core's layers: gain 1, which keeps the recurrence's scale (CleanRL's
+    /// `ppo_atari_lstm`).
+    pub(crate) fn core(&self) -> LayerInit {
+        self.with_gain(1.0)
+    }
+
     fn with_gain(&self, gain: f64) -> LayerInit {
         LayerInit {
             scheme: self.scheme,

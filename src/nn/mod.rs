@@ -4,6 +4,9 @@
 //! action distributions (categorical for discrete actions, Gaussian for boxes, whose bounds
 //! [`ActionBounds`] maps), and the deterministic parameter order that DDP and checkpoints rely on.
 //!
+//! An actor-critic may carry a recurrent core (LSTM or GRU, [`CoreSpec`]) between its torso and
+//! its heads.
+//!
 //! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
 //! (orthogonal with a gain per role and zero biases, or tch's default);
 //! [`ActorCriticSpec::from_experiment`] maps an experiment's `network` section onto these specs.
@@ -13,6 +16,7 @@ mod bounds;
 mod distribution;
 mod init;
 mod q_network;
+mod recurrent;
 mod sac;
 mod spec;
 mod td3;
@@ -23,6 +27,7 @@ pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
+pub use recurrent::{CoreKind, CoreSpec};
 pub use sac::{ActorSample, QMlp, SquashedGaussianActor, tanh_log_det};
 pub use td3::DeterministicActor;
 pub use torso::{Activation, NetworkSpec};

@@ -1,13 +1,14 @@
 //! The one mapping of an experiment's `network` section (tandem_config's resolved model) onto
-//! the specs this module builds networks from: [`ActorCriticSpec::from_experiment`].
+//! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
 use tandem_config::{
-    Activation as ConfigActivation, Experiment, Init, Network, Observation, Torso,
+    Activation as ConfigActivation, Core, Experiment, Init, Network, Observation, Torso,
 };
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::{InitScheme, InitSpec};
+use super::recurrent::{CoreKind, CoreSpec};
 use super::torso::{Activation, NetworkSpec};
 
 impl ActorCriticSpec {
@@ -38,8 +39,23 @@ impl ActorCriticSpec {
             share_torso: config.shared,
             scale_pixels,
             init: init_spec(config),
+            core: core_spec(config)?,
         })
     }
+}
+
+fn core_spec(config: &Network) -> Result<Option<CoreSpec>> {
+    let Some(core) = config.core else {
+        return Ok(None);
+    };
+    let kind = match core {
+        Core::Lstm => CoreKind::Lstm,
+        Core::Gru => CoreKind::Gru,
+    };
+    Ok(Some(CoreSpec {
+        kind,
+        size: size(config.torso.name(), "core-size", config.core_size)?,
+    }))
 }
 
 fn network_spec(torso: &Torso) -> Result<NetworkSpec> {

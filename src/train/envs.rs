@@ -105,6 +105,7 @@ fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
             clip: clip as f32,
             epsilon: 1e-8,
         },
+        Wrapper::KeepObs { mask } => WrapperSpec::KeepObs { mask },
     }
 }
 

@@ -111,7 +111,7 @@ impl Example {
 
     /// The refusals every box learner `algorithm` shares, each located: a discrete game, a
     /// warm-up shorter than a batch, a batch that does not split over the ranks, an image
-    /// network, a game observed in pixels, a separate torso.
+    /// network, a game observed in pixels, a recurrent core, a separate torso.
     pub fn assert_refuses_what_a_box_learner_cannot_run(&self, algorithm: &str) {
         let err = self.refused(&["env=\"cartpole\""]);
         assert!(
@@ -137,6 +137,11 @@ impl Example {
             err.contains(&format!(
                 "{algorithm} cannot read the pixel observations of minatar-breakout"
             )),
+            "{err}"
+        );
+        let err = self.refused(&["network.core=\"lstm\""]);
+        assert!(
+            err.contains(&format!("{algorithm} has no recurrent policy")),
             "{err}"
         );
         let err = self.refused(&["network.actor-critic=\"separate\""]);

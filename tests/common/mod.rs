@@ -401,3 +401,64 @@ pub fn summary_number(run_dir: &std::path::Path, key: &str) -> Option<f64> {
     let end = rest.find([',', '}']).unwrap();
     rest[..end].trim().parse().ok()
 }
+
+/// Every tensor of the newest checkpoint of `run_dir` as bytes, by name, without the run's
+/// bookkeeping (`meta.*`: episode counts, times).
+pub fn checkpoint_tensors(
+    run_dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let ckpt = tandem::train::checkpoint::locate(run_dir).unwrap();
+    tch::Tensor::load_multi(&ckpt)
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("meta."))
+        .map(|(n, t)| {
+            let t = t.contiguous();
+            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
+            t.copy_data_u8(&mut buf, t.numel());
+            (n, buf)
+        })
+        .collect()
+}
+
+/// Minibatch plans of `epochs` epochs for a global batch of `2 * half` units (rows, or the
+/// environments of recurrent batches) split over two ranks: each rank's own order (rank-local
+/// indices, from samplers seeded `10 + u` and `20 + u`) cut into `minibatches`, and the
+/// one-rank plan whose minibatch k is the union of the ranks' minibatches k.
+pub fn two_rank_plans(
+    u: usize,
+    half: usize,
+    minibatches: usize,
+    epochs: usize,
+) -> ([Vec<Vec<tch::Tensor>>; 2], Vec<Vec<tch::Tensor>>) {
+    use tandem::algo::MinibatchSampler;
+    let size = half / minibatches;
+    let mut samplers = [
+        MinibatchSampler::new(10 + u as u64),
+        MinibatchSampler::new(20 + u as u64),
+    ];
+    let mut per_rank = [Vec::new(), Vec::new()];
+    let mut whole = Vec::new();
+    for _ in 0..epochs {
+        let orders: Vec<Vec<i64>> = samplers.iter_mut().map(|s| s.permutation(half)).collect();
+        let mut epoch = [Vec::new(), Vec::new()];
+        let mut global_epoch = Vec::new();
+        for k in 0..minibatches {
+            let local: Vec<&[i64]> = orders
+                .iter()
+                .map(|o| &o[k * size..(k + 1) * size])
+                .collect();
+            let mut global = local[0].to_vec();
+            global.extend(local[1].iter().map(|i| i + half as i64));
+            global_epoch.push(tch::Tensor::from_slice(&global));
+            for r in 0..2 {
+                epoch[r].push(tch::Tensor::from_slice(local[r]));
+            }
+        }
+        let [e0, e1] = epoch;
+        per_rank[0].push(e0);
+        per_rank[1].push(e1);
+        whole.push(global_epoch);
+    }
+    (per_rank, whole)
+}

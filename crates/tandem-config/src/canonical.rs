@@ -34,6 +34,11 @@ fn float(x: f64) -> String {
     format!("{x:?}")
 }
 
+/// The entries a keep-obs mask keeps, ascending.
+fn mask_indices(mask: u64) -> Vec<i64> {
+    (0..64).filter(|i| mask >> i & 1 == 1).collect()
+}
+
 fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
     match *w {
         Wrapper::NoopReset { max } => vec![("max", Val::Int(max.into()))],
@@ -54,6 +59,7 @@ fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
         Wrapper::NormalizeReward { gamma, clip } => {
             vec![("gamma", Val::Float(gamma)), ("clip", Val::Float(clip))]
         }
+        Wrapper::KeepObs { mask } => vec![("indices", Val::IntList(mask_indices(mask)))],
         Wrapper::FireReset | Wrapper::EpisodicLife | Wrapper::Grayscale | Wrapper::ClipReward => {
             Vec::new()
         }
@@ -130,7 +136,11 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                     for w in list {
                         out.push_str(&format!("            {}", w.name()));
                         for (key, v) in wrapper_params(w) {
-                            out.push_str(&format!(" {key}={}", kdl_value(&v)));
+                            // A list parameter is the wrapper's arguments (`keep-obs 0 2`).
+                            match v {
+                                Val::IntList(_) => out.push_str(&format!(" {}", kdl_value(&v))),
+                                _ => out.push_str(&format!(" {key}={}", kdl_value(&v))),
+                            }
                         }
                         out.push('\n');
                     }

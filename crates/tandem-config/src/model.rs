@@ -377,18 +377,42 @@ impl Observation {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wrapper {
-    NoopReset { max: u32 },
+    NoopReset {
+        max: u32,
+    },
     FireReset,
-    FrameSkip { n: u32, max_pool: bool },
+    FrameSkip {
+        n: u32,
+        max_pool: bool,
+    },
     EpisodicLife,
-    Resize { height: u32, width: u32 },
+    Resize {
+        height: u32,
+        width: u32,
+    },
     Grayscale,
     ClipReward,
-    FrameStack { n: u32 },
-    TimeLimit { max_steps: u64 },
-    StickyActions { probability: f64 },
-    NormalizeObs { clip: f64 },
-    NormalizeReward { gamma: f64, clip: f64 },
+    FrameStack {
+        n: u32,
+    },
+    TimeLimit {
+        max_steps: u64,
+    },
+    StickyActions {
+        probability: f64,
+    },
+    NormalizeObs {
+        clip: f64,
+    },
+    NormalizeReward {
+        gamma: f64,
+        clip: f64,
+    },
+    /// Observe only the entries of a vector observation whose bits `mask` sets (bit i:
+    /// entry i), in ascending order.
+    KeepObs {
+        mask: u64,
+    },
 }
 
 impl Wrapper {
@@ -406,6 +430,7 @@ impl Wrapper {
             Wrapper::StickyActions { .. } => "sticky-actions",
             Wrapper::NormalizeObs { .. } => "normalize-obs",
             Wrapper::NormalizeReward { .. } => "normalize-reward",
+            Wrapper::KeepObs { .. } => "keep-obs",
         }
     }
 }
@@ -453,6 +478,9 @@ pub(crate) fn apply_wrapper(obs: Observation, wrapper: &Wrapper) -> Observation 
                 frames,
             }
         }
+        (Wrapper::KeepObs { mask }, Observation::Vector { .. }) => Observation::Vector {
+            len: mask.count_ones() as usize,
+        },
         (Wrapper::FrameStack { n }, Observation::Vector { len }) => Observation::Vector {
             len: len * n as usize,
         },
@@ -538,6 +566,26 @@ pub struct Network {
     pub torso_gain: f64,
     pub policy_gain: f64,
     pub value_gain: f64,
+    /// The recurrent core between the torso and the heads; `None`: feed-forward.
+    pub core: Option<Core>,
+    /// `core-size`: the core's units (kept when there is no core, to check it is not set).
+    pub core_size: usize,
+}
+
+/// A recurrent core's cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Core {
+    Lstm,
+    Gru,
+}
+
+impl Core {
+    pub fn name(self) -> &'static str {
+        match self {
+            Core::Lstm => "lstm",
+            Core::Gru => "gru",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -971,6 +971,21 @@ pub(crate) static NETWORK: Section = Section {
             Dflt::Float(1.0),
             "Orthogonal gain of the value head, and of dqn's Q heads.",
         ),
+        f(
+            "core",
+            Ty::Choice(&["none", "lstm", "gru"]),
+            Dflt::Str("none"),
+            "A recurrent core between the torso and the heads (ppo and a2c, with a shared torso): one LSTM or GRU layer of `core-size` units (variables `core.input.*` and `core.hidden.*`, orthogonal with gain 1 under init \"orthogonal\"). Each environment's state is carried across rollouts, zeroed where an episode starts, kept in checkpoints and in `tandem play`; updates recompute the states over whole environment sequences from the rollout's start, so ppo's minibatches are made of environments (minibatches must divide each rank's environments), and env-groups cannot be used.",
+        ),
+        f(
+            "core-size",
+            Ty::Int {
+                min: 1,
+                max: 65_536,
+            },
+            Dflt::Int(128),
+            "Units of the recurrent core (with `core` \"lstm\" or \"gru\").",
+        ),
     ],
 };
 
@@ -1299,6 +1314,16 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
                 "Clip scaled rewards to [-clip, clip].",
             ),
         ],
+    },
+    WrapperSpec {
+        name: "keep-obs",
+        doc: "Observe only the listed entries of a vector observation, in ascending order (`keep-obs 0 2`: CartPole's position and angle without their velocities, a task that needs memory).",
+        params: &[f(
+            "indices",
+            Ty::IntList { min: 0, max: 63 },
+            Dflt::Required,
+            "Entries kept, each once, all inside the observation.",
+        )],
     },
 ];
 

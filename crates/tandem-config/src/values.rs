@@ -290,6 +290,12 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
         torso_gain: nw.float("torso-gain"),
         policy_gain: nw.float("policy-gain"),
         value_gain: nw.float("value-gain"),
+        core: match nw.text("core") {
+            "lstm" => Some(Core::Lstm),
+            "gru" => Some(Core::Gru),
+            _ => None,
+        },
+        core_size: nw.usize("core-size"),
     };
     let s = Reader {
         values,
@@ -596,6 +602,8 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     nw.float("torso-gain", e.network.torso_gain);
     nw.float("policy-gain", e.network.policy_gain);
     nw.float("value-gain", e.network.value_gain);
+    nw.text("core", e.network.core.map_or("none", Core::name));
+    nw.int("core-size", e.network.core_size);
     match &e.network.torso {
         Torso::Mlp { hidden, activation } => {
             nw.list("hidden", hidden);

@@ -284,6 +284,9 @@ pub enum WrapperSpec {
     /// Rewards are divided by the running standard deviation of the discounted return
     /// (discount `gamma`), clipped to `[-clip, clip]`.
     NormalizeReward { gamma: f64, clip: f32, epsilon: f64 },
+    /// A vector observation becomes the entries whose bits `mask` sets (bit i: entry i), in
+    /// ascending order.
+    KeepObs { mask: u64 },
 }
 
 /// Wrapper names as they appear in configs, in the order of [`WrapperSpec`]'s variants.
@@ -300,13 +303,15 @@ pub const WRAPPER_NAMES: &[&str] = &[
     "sticky-actions",
     "normalize-obs",
     "normalize-reward",
+    "keep-obs",
 ];
 
 impl WrapperSpec {
     /// The wrapper called `name` (see [`WRAPPER_NAMES`]) with its default parameters:
     /// noop-reset 30, frame-skip 4 with max-pool, resize 84x84, frame-stack 4,
     /// time-limit 27000 steps (108k frames at frame-skip 4), sticky-actions 0.25,
-    /// normalize-obs clip 10 epsilon 1e-8, normalize-reward gamma 0.99 clip 10 epsilon 1e-8.
+    /// normalize-obs clip 10 epsilon 1e-8, normalize-reward gamma 0.99 clip 10 epsilon 1e-8,
+    /// keep-obs entry 0.
     pub fn with_defaults(name: &str) -> Result<Self, EnvError> {
         Ok(match name {
             "noop-reset" => WrapperSpec::NoopReset { max_noops: 30 },
@@ -334,6 +339,7 @@ impl WrapperSpec {
                 clip: 10.0,
                 epsilon: 1e-8,
             },
+            "keep-obs" => WrapperSpec::KeepObs { mask: 1 },
             _ => {
                 return Err(EnvError::UnknownWrapper {
                     name: name.to_string(),
@@ -357,6 +363,7 @@ impl WrapperSpec {
             WrapperSpec::StickyActions { .. } => "sticky-actions",
             WrapperSpec::NormalizeObs { .. } => "normalize-obs",
             WrapperSpec::NormalizeReward { .. } => "normalize-reward",
+            WrapperSpec::KeepObs { .. } => "keep-obs",
         }
     }
 }

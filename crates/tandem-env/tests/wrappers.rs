@@ -632,3 +632,39 @@ fn normalised_observations_have_zero_mean_and_unit_variance_after_warm_up() {
         );
     }
 }
+
+/// keep-obs passes on the chosen entries of the wrapped observation, in ascending order, and
+/// refuses entries outside it, an empty choice and image observations.
+#[test]
+fn keep_obs_passes_on_the_chosen_entries_and_refuses_what_it_cannot_keep() {
+    let spec = |mask| EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::KeepObs { mask });
+    let full = VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &[3], 1).unwrap();
+    let mut kept = VecEnv::new(&spec(0b1010), &[3], 1).unwrap();
+    let mut whole = full;
+    whole.reset();
+    kept.reset();
+    assert_eq!(kept.obs_len(), 2);
+    for _ in 0..20 {
+        let all = whole.obs().to_vec();
+        assert_eq!(kept.obs(), &[all[1], all[3]]);
+        whole.step(&[1]).unwrap();
+        kept.step(&[1]).unwrap();
+    }
+    assert!(kept.obs().iter().any(|&v| v != 0.0));
+    let err = observation_space(&spec(1 << 4)).unwrap_err().to_string();
+    assert!(
+        err.contains("keep-obs") && err.contains("entry 4 is outside an observation of 4 entries"),
+        "{err}"
+    );
+    assert!(matches!(
+        observation_space(&spec(0)),
+        Err(EnvError::InvalidWrapperParameter {
+            wrapper: "keep-obs",
+            ..
+        })
+    ));
+    let atari = EnvSpec::new(GameSpec::from_name("atari-breakout").unwrap())
+        .with(WrapperSpec::KeepObs { mask: 1 });
+    let err = observation_space(&atari).unwrap_err().to_string();
+    assert!(err.contains("needs a vector observation"), "{err}");
+}

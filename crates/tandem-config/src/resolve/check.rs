@@ -694,6 +694,11 @@ impl Checker<'_> {
     ) {
         let source = self.source;
         let name = spec.name;
+        if let Some(first) = spec.params.first()
+            && let Ty::IntList { .. } = first.ty
+        {
+            return self.wrapper_list(name, first, raw, given, errs);
+        }
         for (i, (value, span)) in raw.args.iter().enumerate() {
             match spec.params.first() {
                 Some(first) if i == 0 => self.wrapper_param(name, first, value, *span, given, errs),
@@ -714,6 +719,54 @@ impl Checker<'_> {
                     .help(format!("write just `{name}`")),
                 ),
             }
+        }
+    }
+
+    /// A wrapper whose first parameter is a list takes it as all its arguments, each once:
+    /// `keep-obs 0 2`.
+    fn wrapper_list(
+        &self,
+        wrapper: &str,
+        param: &'static Field,
+        raw: &Raw,
+        given: &mut Given,
+        errs: &mut Vec<DiagBuilder>,
+    ) {
+        let Ty::IntList { min, max } = param.ty else {
+            return;
+        };
+        let path = format!("{wrapper}.{}", param.name);
+        let checker = Checker {
+            source: self.source,
+            path: &path,
+        };
+        let mut list: Vec<i64> = Vec::new();
+        let mut seen: Vec<(i64, SourceSpan)> = Vec::new();
+        for (value, span) in &raw.args {
+            match value {
+                KdlValue::Integer(i) if *i >= min as i128 && *i <= max as i128 => {
+                    let i = *i as i64;
+                    if let Some((_, first)) = seen.iter().find(|(v, _)| *v == i) {
+                        errs.push(
+                            error(
+                                "config::duplicate-value",
+                                format!("`{path}` lists {i} twice"),
+                            )
+                            .at(self.source, *span, "second time")
+                            .also(self.source, *first, "first time")
+                            .help("list each entry once"),
+                        );
+                    }
+                    seen.push((i, *span));
+                    list.push(i);
+                }
+                KdlValue::Integer(i) => errs.push(checker.range(param, i.to_string(), *span)),
+                other => errs.push(checker.wrong(param, other, *span)),
+            }
+        }
+        // Given (if wrongly): the errors above say what is wrong, not that it is missing.
+        if let Some((_, span)) = raw.args.first() {
+            given.insert(param.name, (Val::IntList(list), *span));
         }
     }
 
@@ -916,6 +969,12 @@ fn build_wrapper(name: &str, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
         },
         "normalize-obs" => Wrapper::NormalizeObs {
             clip: float("clip"),
+        },
+        "keep-obs" => Wrapper::KeepObs {
+            mask: match vals.get("indices") {
+                Some(Val::IntList(list)) => list.iter().fold(0u64, |m, &i| m | 1 << i),
+                _ => 0,
+            },
         },
         _ => Wrapper::NormalizeReward {
             gamma: float("gamma"),

@@ -105,6 +105,116 @@ impl CrossCheck<'_, '_> {
             self.gymnasium_workers(g.workers);
         }
         self.gains_need_orthogonal_init();
+        self.recurrent_core();
+    }
+
+    /// A recurrent core: only the actor-critics have one, on a shared torso, stepping every
+    /// environment at once; its size needs it; ppo's minibatches are whole environments.
+    fn recurrent_core(&mut self) {
+        let e = self.experiment;
+        let Some(core) = e.network.core else {
+            let default = setting_default_int(&crate::schema::NETWORK, "core-size");
+            if self.ok(&["network.core-size", "network.core"])
+                && Some(e.network.core_size as i64) != default
+            {
+                self.report(
+                    "config::inconsistent",
+                    "`core-size` has no effect without a recurrent core".into(),
+                    "network.core-size",
+                    "the size of a recurrent core",
+                    Some(("network.core", "no core")),
+                    "write `core \"lstm\"` or `core \"gru\"`, or remove `core-size`".into(),
+                );
+            }
+            return;
+        };
+        let name = core.name();
+        if !matches!(e.algorithm, Algorithm::Ppo(_) | Algorithm::A2c(_)) {
+            if self.ok(&["algorithm", "network.core"]) {
+                let algorithm = e.algorithm.name();
+                self.report(
+                    "config::inconsistent",
+                    format!("{algorithm} has no recurrent policy"),
+                    "network.core",
+                    &format!("not used by {algorithm}"),
+                    Some(("algorithm", algorithm)),
+                    format!("recurrent cores are for ppo and a2c; remove `core \"{name}\"`"),
+                );
+            }
+            return;
+        }
+        if self.ok(&["network.core", "network.actor-critic"]) && !e.network.shared {
+            self.report(
+                "config::inconsistent",
+                "a recurrent core needs a shared torso".into(),
+                "network.core",
+                "one core between the torso and both heads",
+                Some(("network.actor-critic", "separate torsos")),
+                "remove `actor-critic \"separate\"` (the default is shared)".into(),
+            );
+        }
+        if self.ok(&["network.core", "train.env-groups"]) && e.train.env_groups > 1 {
+            self.report(
+                "config::inconsistent",
+                "environment groups cannot step a recurrent policy".into(),
+                "train.env-groups",
+                "double-buffered sampling",
+                Some(("network.core", "a recurrent core")),
+                format!("the next group's actions would need states this step has not produced; remove env-groups or `core \"{name}\"`"),
+            );
+        }
+        if let Algorithm::Ppo(ppo) = &e.algorithm {
+            self.recurrent_minibatches(ppo);
+        }
+    }
+
+    /// PPO's minibatches of a recurrent policy are whole environment sequences.
+    fn recurrent_minibatches(&mut self, ppo: &Ppo) {
+        let e = self.experiment;
+        let (world, world_text) = world(e);
+        let per_rank = e.per_rank_envs();
+        if !self.ok(&[
+            "devices",
+            "env.envs",
+            "algorithm.minibatches",
+            "network.core",
+        ]) || !e.env.envs.is_multiple_of(world)
+        {
+            return;
+        }
+        if !per_rank.is_multiple_of(ppo.minibatches) {
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} minibatches do not divide each rank's {per_rank} environments",
+                    ppo.minibatches
+                ),
+                "algorithm.minibatches",
+                &format!("does not divide {per_rank}"),
+                Some(("network.core", "a recurrent core")),
+                format!(
+                    "a recurrent policy learns from whole environment sequences, so each minibatch holds whole environments; each rank steps {per_rank} ({} over {world_text}): choose minibatches dividing {per_rank}",
+                    e.env.envs
+                ),
+            );
+        } else if self.ok(&["algorithm.micro-batches"])
+            && !(per_rank / ppo.minibatches).is_multiple_of(ppo.micro_batches)
+        {
+            let envs = per_rank / ppo.minibatches;
+            self.report(
+                "config::not-divisible",
+                format!(
+                    "{} micro-batches do not divide a minibatch of {envs} environments",
+                    ppo.micro_batches
+                ),
+                "algorithm.micro-batches",
+                &format!("does not divide {envs}"),
+                Some(("network.core", "a recurrent core")),
+                format!(
+                    "with a recurrent core, micro-batches split a minibatch's environments; choose micro-batches dividing {envs}"
+                ),
+            );
+        }
     }
 
     /// The gains scale orthogonal weights; tch's default initialisation has none. (A gain left
@@ -698,6 +808,19 @@ impl CrossCheck<'_, '_> {
                         format!("{here}; write `max-pool=#false`"),
                     ));
                 }
+                Wrapper::KeepObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
+                    problem = Some(("needs vector observations".into(), here.clone()));
+                }
+                Wrapper::KeepObs { mask } => {
+                    if let Observation::Vector { len } = obs
+                        && let Some(outside) = (0..64).find(|i| mask >> i & 1 == 1 && *i >= len)
+                    {
+                        problem = Some((
+                            format!("entry {outside} is outside the observation"),
+                            format!("{here}; keep entries 0 to {}", len.saturating_sub(1)),
+                        ));
+                    }
+                }
                 Wrapper::NormalizeObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
                     problem = Some((
                         "needs vector observations".into(),
@@ -807,6 +930,14 @@ fn world(e: &Experiment) -> (usize, String) {
         world,
         format!("{world} device{}", if world == 1 { "" } else { "s" }),
     )
+}
+
+/// The schema's default of one of `section`'s common integer settings.
+fn setting_default_int(section: &crate::schema::Section, name: &str) -> Option<i64> {
+    match section.common.iter().find(|f| f.name == name)?.default {
+        crate::schema::Dflt::Int(d) => Some(d),
+        _ => None,
+    }
 }
 
 /// Whether `value` is the schema's default for the network setting `gain`.

@@ -5,11 +5,13 @@ mod episode;
 mod frames;
 pub mod image;
 mod normalize;
+mod select;
 
 pub use episode::{EpisodicLife, FireReset, NoopReset, StickyActions, TimeLimit};
 pub use frames::{FrameSkip, FrameStack};
 pub use image::{Grayscale, Resize};
 pub use normalize::{ClipReward, NormalizeObs, NormalizeReward};
+pub use select::{KeepObs, kept_indices};
 
 use crate::EnvError;
 use crate::env::Env;
@@ -267,6 +269,27 @@ pub fn output_space(
             )?;
             Ok(*input)
         }
+        WrapperSpec::KeepObs { mask } => {
+            param(mask != 0, "it keeps no entry".into())?;
+            let ObsShape::Vector { len } = input.shape else {
+                return Err(mismatch(
+                    wrapper,
+                    index,
+                    input,
+                    "needs a vector observation",
+                ));
+            };
+            let kept = kept_indices(mask);
+            if let Some(&outside) = kept.iter().find(|&&i| i >= len) {
+                return Err(mismatch(
+                    wrapper,
+                    index,
+                    input,
+                    format!("entry {outside} is outside an observation of {len} entries"),
+                ));
+            }
+            Ok(ObsSpace::vector(kept.len(), input.dtype))
+        }
     }
 }
 
@@ -308,5 +331,6 @@ pub fn wrap(
             clip,
             epsilon,
         } => Box::new(NormalizeReward::new(inner, gamma, clip, epsilon)),
+        WrapperSpec::KeepObs { mask } => Box::new(KeepObs::new(inner, mask, output)),
     })
 }
