@@ -268,6 +268,14 @@ impl Translator {
             let mut node = KdlNode::new(ident(name, kind.value.span));
             node.set_span(item.span);
             for prop in members.iter().filter(|m| m.key != "kind") {
+                if let Json::Array(values) = &prop.value.value
+                    && is_list_argument(name, &prop.key)
+                {
+                    for v in values {
+                        push_opt(&mut node, self.scalar_entry(v, &prop.key));
+                    }
+                    continue;
+                }
                 push_opt(&mut node, self.prop_entry(prop));
             }
             nodes.push(node);
@@ -326,4 +334,12 @@ impl Translator {
         );
         None
     }
+}
+
+/// Whether `param` is wrapper `wrapper`'s list parameter, which KDL writes as the wrapper's
+/// arguments (`keep-obs 0 2` is `{"kind": "keep-obs", "indices": [0, 2]}`).
+fn is_list_argument(wrapper: &str, param: &str) -> bool {
+    schema::wrapper(wrapper)
+        .and_then(|w| w.params.first())
+        .is_some_and(|f| f.name == param && matches!(f.ty, schema::Ty::IntList { .. }))
 }
