@@ -124,9 +124,6 @@ fn a_recurrent_network_needs_its_state_and_a_shared_torso() {
             .contains("recurrent; step it with its state"),
         "{err}"
     );
-    // Building draws from torch's generator before it fails: under the lock, so that it
-    // cannot shift the seeded draws of the tests running beside it.
-    let _rng = common::torch_rng();
     let vs = VarStore::new(Device::Cpu);
     let spec = ActorCriticSpec {
         share_torso: false,
