@@ -118,6 +118,16 @@ pub(crate) struct WrapperSpec {
     pub params: &'static [Field],
 }
 
+impl WrapperSpec {
+    /// The parameter a wrapper takes as all its arguments: its first, when that is a list
+    /// (`keep-obs 0 2`).
+    pub(crate) fn list_argument(&self) -> Option<&'static Field> {
+        self.params
+            .first()
+            .filter(|f| matches!(f.ty, Ty::IntList { .. }))
+    }
+}
+
 const POSITIVE: Ty = Ty::Float {
     min: 0.0,
     min_open: true,

@@ -694,10 +694,8 @@ impl Checker<'_> {
     ) {
         let source = self.source;
         let name = spec.name;
-        if let Some(first) = spec.params.first()
-            && let Ty::IntList { .. } = first.ty
-        {
-            return self.wrapper_list(name, first, raw, given, errs);
+        if let Some(list) = spec.list_argument() {
+            return self.wrapper_list(name, list, raw, given, errs);
         }
         for (i, (value, span)) in raw.args.iter().enumerate() {
             match spec.params.first() {

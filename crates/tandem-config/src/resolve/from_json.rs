@@ -340,6 +340,6 @@ impl Translator {
 /// arguments (`keep-obs 0 2` is `{"kind": "keep-obs", "indices": [0, 2]}`).
 fn is_list_argument(wrapper: &str, param: &str) -> bool {
     schema::wrapper(wrapper)
-        .and_then(|w| w.params.first())
-        .is_some_and(|f| f.name == param && matches!(f.ty, schema::Ty::IntList { .. }))
+        .and_then(|w| w.list_argument())
+        .is_some_and(|f| f.name == param)
 }
