@@ -274,13 +274,28 @@ int tdc_store_check(TdcStore* s, const char* key, int* present, char** err) {
   return guarded(err, [&] { *present = s->store->check({std::string(key)}) ? 1 : 0; });
 }
 
+// `interfaces`: network interface names separated by commas (GLOO_SOCKET_IFNAME), one Gloo
+// device each; when empty, one device bound to `interface_host`'s address.
 int tdc_group_create_gloo(TdcStore* s, int rank, int size, int64_t timeout_ms,
-                          const char* interface_host, int threads, TdcGroup** out, char** err) {
+                          const char* interface_host, const char* interfaces, int threads,
+                          TdcGroup** out, char** err) {
   return guarded(err, [&] {
     init_logging_once();
     auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(timeout_ms));
-    opts->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(std::string(interface_host)));
+    std::string names(interfaces);
+    if (names.empty()) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(std::string(interface_host)));
+    } else {
+      size_t start = 0;
+      while (start <= names.size()) {
+        size_t comma = names.find(',', start);
+        if (comma == std::string::npos) comma = names.size();
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(
+            names.substr(start, comma - start)));
+        start = comma + 1;
+      }
+    }
     if (threads > 0) opts->threads = threads;
     // The group's own keys live under a prefix so they never meet tandem's rendezvous keys.
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo/", s->store);

@@ -128,9 +128,10 @@ struct TrainArgs {
     /// Only warnings and errors on the console.
     #[arg(long, short)]
     quiet: bool,
-    /// Number of machines in the job (one launcher per machine).
-    #[arg(long, default_value_t = 1)]
-    nnodes: usize,
+    /// Number of machines in the job (one launcher per machine; default 1, or what the
+    /// scheduler's variables say: docs/distributed.md, "Schedulers").
+    #[arg(long)]
+    nnodes: Option<usize>,
     /// This machine's index in the job.
     #[arg(long)]
     node_rank: Option<usize>,
@@ -164,6 +165,12 @@ struct WorkerCli {
     resume: bool,
     #[arg(long)]
     quiet: bool,
+    /// Where the launcher's layout came from, for the first log line.
+    #[arg(long, default_value = "")]
+    job_from: String,
+    /// GLOO_SOCKET_IFNAME as the launcher read it.
+    #[arg(long, value_delimiter = ',')]
+    gloo_ifname: Vec<String>,
 }
 
 fn code(c: i32) -> ExitCode {
@@ -233,6 +240,8 @@ fn main() -> ExitCode {
                 run_dir: w.run_dir,
                 resume: w.resume,
                 quiet: w.quiet,
+                origin: w.job_from,
+                gloo_interfaces: w.gloo_ifname,
             })
         }
         (None, None) => {

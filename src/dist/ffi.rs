@@ -75,6 +75,7 @@ unsafe extern "C" {
         size: c_int,
         timeout_ms: i64,
         interface_host: *const c_char,
+        interfaces: *const c_char,
         threads: c_int,
         out: *mut *mut TdcGroup,
         err: *mut *mut c_char,

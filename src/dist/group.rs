@@ -417,6 +417,9 @@ pub struct GroupOptions {
     pub backend: Backend,
     /// What each rank must agree on; compared field by field at rendezvous.
     pub identity: Vec<(String, String)>,
+    /// Network interfaces Gloo binds to (`GLOO_SOCKET_IFNAME`), one device each; empty: the
+    /// address [`interface_host`] picks.
+    pub gloo_interfaces: Vec<String>,
 }
 
 /// A process group over all ranks of a run. Destroyed (its connections closed) on drop.
@@ -744,6 +747,7 @@ fn create_group(
     let collective_ms = opts.collective_timeout.as_millis() as i64;
     let backend = opts.backend;
     let host = cstring(&interface_host(&opts.master_addr), "the interface address")?;
+    let interfaces = cstring(&opts.gloo_interfaces.join(","), "the interface names")?;
     let what = format!("forming the {} process group", backend.name());
     let context = what.clone();
     let group = with_deadline(&what, timeout, move || {
@@ -757,7 +761,7 @@ fn create_group(
         let mut out = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
         // SAFETY: `store_ptr` is the live store that `_keep` holds alive for this whole closure;
-        // `host` is NUL-terminated and owned by the closure; `out` and `err` are valid
+        // `host` and `interfaces` are NUL-terminated and owned by the closure; `out` and `err` are valid
         // out-pointers. On success the new group is owned by the ProcessGroup built from it.
         let rc = unsafe {
             match backend {
@@ -767,6 +771,7 @@ fn create_group(
                     size,
                     collective_ms,
                     host.as_ptr(),
+                    interfaces.as_ptr(),
                     0,
                     &mut out,
                     &mut err,
@@ -798,6 +803,31 @@ fn interface_host(master_addr: &str) -> String {
             .or_else(super::hostname)
             .unwrap_or_else(|| "127.0.0.1".to_string())
     }
+}
+
+/// Refuses interface names (from `GLOO_SOCKET_IFNAME`) this machine does not have, naming the
+/// ones it has: Gloo's own error for them is a C++ assertion.
+pub fn check_interfaces(names: &[String]) -> Result<()> {
+    for name in names {
+        let c_name = cstring(name, "the interface name")?;
+        // SAFETY: if_nametoindex reads the NUL-terminated string, which outlives the call.
+        if unsafe { libc::if_nametoindex(c_name.as_ptr()) } == 0 {
+            let mut have: Vec<String> = std::fs::read_dir("/sys/class/net")
+                .map(|dir| {
+                    dir.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            have.sort();
+            return Err(DistError::Invalid(format!(
+                "GLOO_SOCKET_IFNAME names the network interface {name:?}, which this machine \
+                 does not have (it has: {})",
+                have.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for ProcessGroup {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
-    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, compiled_backends,
+    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, check_interfaces, compiled_backends,
     libtorch_version, set_cuda_device,
 };
 

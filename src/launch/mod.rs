@@ -7,6 +7,7 @@
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
 //! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
 
+pub mod job_env;
 pub mod worker;
 
 use std::io::Write;
@@ -41,6 +42,10 @@ pub struct LaunchRequest {
     pub resume: bool,
     pub layout: JobLayout,
     pub quiet: bool,
+    /// Where the layout came from ([`job_env::JobEnv::origin`]), for each rank's first log line.
+    pub origin: String,
+    /// `GLOO_SOCKET_IFNAME`'s interfaces, handed to every worker.
+    pub gloo_interfaces: Vec<String>,
 }
 
 /// Exit code of a run stopped by Ctrl-C / SIGTERM (128 + SIGINT), as shells report it.
@@ -203,6 +208,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             .arg("--run-dir")
             .arg(&req.run_dir)
             .args(["--local-world-size", &ranks.len().to_string()])
+            .args(["--job-from", &req.origin])
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
@@ -217,6 +223,9 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         }
         if req.resume {
             cmd.arg("--resume");
+        }
+        if !req.gloo_interfaces.is_empty() {
+            cmd.args(["--gloo-ifname", &req.gloo_interfaces.join(",")]);
         }
         if req.quiet {
             cmd.arg("--quiet");
@@ -410,50 +419,40 @@ pub struct TrainRequest {
     pub resume: Option<PathBuf>,
     pub max_steps: Option<u64>,
     pub quiet: bool,
-    pub nnodes: usize,
+    pub nnodes: Option<usize>,
     pub node_rank: Option<usize>,
     pub master_addr: Option<String>,
     pub master_port: Option<u16>,
 }
 
-fn env_var<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().map(Some).map_err(|_| {
-            UsageError(format!(
-                "environment variable {name}={v:?} is not a valid value"
-            ))
-            .into()
-        }),
-        Err(_) => Ok(None),
-    }
-}
-
-/// Resolves the experiment (or the resumed run's own config) once, into its canonical text, and
-/// either launches the local workers or, under an external launcher that set RANK and
-/// WORLD_SIZE, becomes that rank. Either way what runs is the canonical text, read back by
-/// [`worker::parse_config`] exactly as a spawned worker reads it.
+/// Resolves the experiment (or the resumed run's own config) once, into its canonical text,
+/// derives this process's place in the job from the layout flags and the scheduler's variables
+/// ([`job_env`]), and either launches this node's workers or becomes the one rank the scheduler
+/// started. Either way what runs is the canonical text, read back by [`worker::parse_config`]
+/// exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let canonical = resolve_canonical(&req)?;
-    // Standard launcher variables (torchrun, Slurm wrappers, Kubernetes jobs): this process is
-    // one rank; it neither spawns nor supervises.
-    let env_rank: Option<usize> = env_var("RANK")?;
-    let env_world: Option<usize> = env_var("WORLD_SIZE")?;
-    if let (Some(rank), Some(world)) = (env_rank, env_world) {
-        return external_rank(&req, rank, world, canonical);
-    }
     let (experiment, hash) = worker::parse_config(&canonical)?;
-
-    if req.nnodes > 1 && (req.node_rank.is_none() || req.master_port.is_none()) {
-        return Err(UsageError(
-            "--nnodes > 1 needs --node-rank and --master-port (and --master-addr off node 0)"
-                .into(),
-        )
-        .into());
-    }
-    let run_dir = match (&req.resume, &req.run_dir) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) => dir.clone(),
-        (None, None) => default_run_dir(&experiment.name),
+    let flags = job_env::Flags {
+        nnodes: req.nnodes,
+        node_rank: req.node_rank,
+        master_addr: req.master_addr.clone(),
+        master_port: req.master_port,
+    };
+    let job = job_env::derive(&job_env::from_process()?, &flags, experiment.world_size())?;
+    crate::dist::check_interfaces(&job.gloo_interfaces).map_err(|e| UsageError(e.to_string()))?;
+    let run_dir = run_dir_for(&req, &experiment.name, &hash, &job);
+    let (layout, one_rank) = match job.plan.clone() {
+        job_env::JobPlan::Spawn(layout) => (layout, None),
+        job_env::JobPlan::Rank(me) => (
+            JobLayout {
+                nnodes: 1,
+                node_rank: 0,
+                master_addr: me.master_addr.clone(),
+                master_port: Some(me.master_port),
+            },
+            Some(me),
+        ),
     };
     let request = LaunchRequest {
         experiment,
@@ -461,18 +460,32 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         hash,
         run_dir,
         resume: req.resume.is_some(),
-        layout: JobLayout {
-            nnodes: req.nnodes,
-            node_rank: req.node_rank.unwrap_or(0),
-            master_addr: req
-                .master_addr
-                .clone()
-                .unwrap_or_else(|| "127.0.0.1".into()),
-            master_port: req.master_port,
-        },
+        layout,
         quiet: req.quiet,
+        origin: job.origin(),
+        gloo_interfaces: job.gloo_interfaces,
     };
-    launch(&request)
+    match one_rank {
+        Some(me) => external_rank(request, &me),
+        None => launch(&request),
+    }
+}
+
+/// `--resume`'s or `--run-dir`'s directory; else, in a scheduled job, one every process of the
+/// job names alike without talking to the others (`runs/<name>/slurm-<job id>`, which a
+/// requeued Slurm job names again, or `runs/<name>/job-<config hash>`); else a fresh one.
+fn run_dir_for(req: &TrainRequest, name: &str, hash: &str, job: &job_env::JobEnv) -> PathBuf {
+    if let Some(dir) = req.resume.as_ref().or(req.run_dir.as_ref()) {
+        return dir.clone();
+    }
+    match job.scheduler {
+        job_env::Scheduler::Local | job_env::Scheduler::Flags => default_run_dir(name),
+        _ => PathBuf::from("runs").join(name).join(
+            job.job_id
+                .clone()
+                .unwrap_or_else(|| format!("job-{}", &hash[..12])),
+        ),
+    }
 }
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
@@ -513,68 +526,40 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
     Ok(tandem_config::canonical_kdl(&resolved.experiment))
 }
 
-/// This process is rank `rank` of a job an external launcher (torchrun and the like) started:
+/// This process is rank `me.rank` of a job an external launcher (torchrun, Slurm's srun) started:
 /// every rank is its own process with the same command line, so each resolves the source
 /// itself, and the rendezvous refuses ranks whose canonical texts (their hashes) differ. From
 /// the text on, it is a spawned worker: [`worker::run_with_config`], which parses the text
 /// again, checks this rank's device against it and runs.
-fn external_rank(
-    req: &TrainRequest,
-    rank: usize,
-    world: usize,
-    canonical: String,
-) -> Result<ExitCode> {
-    let (experiment, hash) = worker::parse_config(&canonical)?;
-    let run_dir = req
-        .resume
-        .clone()
-        .or(req.run_dir.clone())
-        .unwrap_or_else(|| {
-            PathBuf::from("runs")
-                .join(&experiment.name)
-                .join(format!("job-{}", &hash[..12]))
-        });
-    let master_addr = std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
-    let master_port = env_var("MASTER_PORT")?
-        .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?;
-    let device = experiment
+fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> {
+    let device = req
+        .experiment
         .devices
-        .get(rank)
+        .get(me.rank)
         .map(|d| d.to_string())
         .with_context(|| {
             format!(
-                "RANK={rank} but the experiment lists {} device(s)",
-                experiment.world_size()
+                "rank {} but the experiment lists {} device(s)",
+                me.rank,
+                req.experiment.world_size()
             )
         })?;
-    let resume = req.resume.is_some();
-    if rank == 0 {
-        prepare_run_dir(&LaunchRequest {
-            experiment,
-            canonical: canonical.clone(),
-            hash,
-            run_dir: run_dir.clone(),
-            resume,
-            layout: JobLayout {
-                nnodes: 1,
-                node_rank: 0,
-                master_addr: master_addr.clone(),
-                master_port: Some(master_port),
-            },
-            quiet: req.quiet,
-        })?;
+    if me.rank == 0 {
+        prepare_run_dir(&req)?;
     }
     let args = worker::WorkerArgs {
-        rank,
-        world_size: world,
-        local_rank: env_var("LOCAL_RANK")?.unwrap_or(0),
-        local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(1),
+        rank: me.rank,
+        world_size: me.world,
+        local_rank: me.local_rank,
+        local_world_size: me.local_world,
         device,
-        master_addr,
-        master_port,
-        run_dir,
-        resume,
+        master_addr: me.master_addr.clone(),
+        master_port: me.master_port,
+        run_dir: req.run_dir,
+        resume: req.resume,
         quiet: req.quiet,
+        origin: req.origin,
+        gloo_interfaces: req.gloo_interfaces,
     };
-    Ok(worker::run_with_config(args, &canonical))
+    Ok(worker::run_with_config(args, &req.canonical))
 }

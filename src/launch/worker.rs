@@ -28,6 +28,11 @@ pub struct WorkerArgs {
     pub run_dir: PathBuf,
     pub resume: bool,
     pub quiet: bool,
+    /// Where this rank's place in the job came from (flags, scheduler variables), for its first
+    /// log line ([`super::job_env::JobEnv::origin`]).
+    pub origin: String,
+    /// Network interfaces for Gloo (`GLOO_SOCKET_IFNAME`, as the launcher read it).
+    pub gloo_interfaces: Vec<String>,
 }
 
 /// Runs a worker whose resolved config arrives on stdin.
@@ -109,6 +114,23 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
     let device = bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+    tracing::info!(
+        "{}",
+        super::job_env::describe_rank(
+            args.rank,
+            args.world_size,
+            (args.local_rank, args.local_world_size),
+            (&args.master_addr, args.master_port),
+            &args.origin
+        )
+    );
+    // NCCL reads its own variables from the environment the worker inherited.
+    if let Some(ifname) = std::env::var_os("NCCL_SOCKET_IFNAME") {
+        tracing::info!(
+            "NCCL_SOCKET_IFNAME={} (read by NCCL)",
+            ifname.to_string_lossy()
+        );
+    }
     if !flushing {
         tracing::warn!("this CPU cannot flush denormal floats; updates may run slower");
     }
@@ -165,6 +187,7 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
         ],
+        gloo_interfaces: args.gloo_interfaces.clone(),
     })
     .context("joining the other ranks")?;
     match pg.communication_slice() {

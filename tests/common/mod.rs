@@ -176,6 +176,7 @@ pub fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> Group
             ),
             ("version".into(), "test".into()),
         ],
+        gloo_interfaces: Vec::new(),
     }
 }
 
