@@ -11,8 +11,8 @@ use std::time::Duration;
 
 pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
-    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, check_interfaces, compiled_backends,
-    libtorch_version, set_cuda_device,
+    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, check_interfaces,
+    compiled_backends, libtorch_version, set_cuda_device,
 };
 
 #[derive(Debug, thiserror::Error)]

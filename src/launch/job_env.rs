@@ -212,10 +212,10 @@ impl JobEnv {
             Scheduler::Local => "this machine runs every device of the experiment",
             Scheduler::Flags => "the command line",
             Scheduler::Torchrun => "torchrun-style variables",
-            Scheduler::Kubeflow => "Kubeflow (tandem spawns this pod's ranks)",
+            Scheduler::Kubeflow => "Kubeflow; tandem spawns this pod's ranks",
             Scheduler::Slurm => match self.plan {
                 JobPlan::Rank(_) => "Slurm, one task per device",
-                JobPlan::Spawn(_) => "Slurm, one task per node (tandem spawns its ranks)",
+                JobPlan::Spawn(_) => "Slurm, one task per node; tandem spawns its ranks",
             },
         };
         let mut text = if self.from.is_empty() {
@@ -490,7 +490,10 @@ fn torchrun(
 ) -> Result<JobPlan, UsageError> {
     let why = format!(
         "this process was started by torchrun or a launcher like it ({} set)",
-        present(vars, &[&["RANK", "WORLD_SIZE"][..], TORCHRUN_MARKERS].concat())
+        present(
+            vars,
+            &[&["RANK", "WORLD_SIZE"][..], TORCHRUN_MARKERS].concat()
+        )
     );
     let rank: usize = found.need(vars, "RANK", &why)?;
     let size: usize = found.need(vars, "WORLD_SIZE", &why)?;
@@ -549,7 +552,11 @@ fn kubeflow(
         }
     };
     if per_pod == 0 {
-        return Err(invalid("PET_NPROC_PER_NODE", "0", "a pod runs at least one process"));
+        return Err(invalid(
+            "PET_NPROC_PER_NODE",
+            "0",
+            "a pod runs at least one process",
+        ));
     }
     check_world(
         "PET_NNODES × PET_NPROC_PER_NODE",
@@ -674,7 +681,12 @@ fn slurm(
         let node_id: usize = found.get(vars, "SLURM_NODEID")?.unwrap_or(0);
         let local_rank: usize = found.need(vars, "SLURM_LOCALID", why)?;
         let local_world = slurm_local_tasks(vars, nnodes, ntasks, node_id, found)?;
-        check_below("SLURM_LOCALID", local_rank, "tasks on this node", local_world)?;
+        check_below(
+            "SLURM_LOCALID",
+            local_rank,
+            "tasks on this node",
+            local_world,
+        )?;
         (node_id, (local_rank, local_world))
     } else {
         (found.need(vars, "SLURM_NODEID", why)?, (0, 0))
@@ -866,7 +878,8 @@ fn parse_ranges(inner: &str) -> Result<Vec<(u64, u64, usize)>, String> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!("`{s}` in `[{inner}]` is not a number"));
         }
-        s.parse().map_err(|_| format!("`{s}` in `[{inner}]` is too large"))
+        s.parse()
+            .map_err(|_| format!("`{s}` in `[{inner}]` is too large"))
     };
     let mut ranges = Vec::new();
     for piece in inner.split(',') {

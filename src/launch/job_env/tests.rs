@@ -65,7 +65,11 @@ fn hostlists_expand_ranges_padding_several_groups_and_suffixes() {
 #[test]
 fn malformed_hostlists_say_what_is_wrong() {
     let why = |s: &str| expand_hostlist(s, usize::MAX).unwrap_err();
-    assert!(why("gpu[01-04").contains("never closed"), "{}", why("gpu[01-04"));
+    assert!(
+        why("gpu[01-04").contains("never closed"),
+        "{}",
+        why("gpu[01-04")
+    );
     assert!(why("gpu01]").contains("without its"));
     assert!(why("gpu[[1]]").contains("inside brackets"));
     assert!(why("gpu[4-1]").contains("backwards"));
@@ -147,7 +151,10 @@ fn slurm_tasks_per_node_is_read_for_this_node() {
     v.insert("SLURM_NTASKS_PER_NODE".into(), "2".into());
     v.insert("SLURM_NODEID".into(), "9".into());
     let why = refusal(&v, &no_flags(), 7);
-    assert!(why.contains("SLURM_NODEID=9") && why.contains("SLURM_NNODES=4"), "{why}");
+    assert!(
+        why.contains("SLURM_NODEID=9") && why.contains("SLURM_NNODES=4"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -256,7 +263,10 @@ fn invalid_slurm_values_name_the_variable_and_value() {
 fn slurm_default_ports_are_deterministic_and_unprivileged() {
     assert_eq!(slurm_default_port(0), 15_000);
     assert_eq!(slurm_default_port(123_456), 18_456);
-    assert_eq!(slurm_default_port(u64::MAX), 15_000 + (u64::MAX % 10_000) as u16);
+    assert_eq!(
+        slurm_default_port(u64::MAX),
+        15_000 + (u64::MAX % 10_000) as u16
+    );
     for id in [1u64, 9_999, 10_000, 4_294_967_295] {
         let p = slurm_default_port(id);
         assert!((15_000..25_000).contains(&p), "{id} -> {p}");
@@ -325,11 +335,7 @@ fn half_a_torchrun_environment_is_refused() {
     assert!(why.contains("WORLD_SIZE is not set"), "{why}");
     let why = refusal(&vars(&[("WORLD_SIZE", "2")]), &no_flags(), 2);
     assert!(why.contains("RANK is not set"), "{why}");
-    let why = refusal(
-        &vars(&[("RANK", "0"), ("WORLD_SIZE", "2")]),
-        &no_flags(),
-        2,
-    );
+    let why = refusal(&vars(&[("RANK", "0"), ("WORLD_SIZE", "2")]), &no_flags(), 2);
     assert!(why.contains("MASTER_PORT is not set"), "{why}");
     let why = refusal(
         &vars(&[("RANK", "0"), ("WORLD_SIZE", "3"), ("MASTER_PORT", "1")]),
@@ -428,7 +434,10 @@ fn ambiguous_or_inconsistent_kubeflow_variables_are_refused_by_name() {
         "{why}"
     );
     let why = refusal(&with(&[("PET_NNODES", "1:4")]), &no_flags(), 4);
-    assert!(why.contains("PET_NNODES=\"1:4\"") && why.contains("elastic"), "{why}");
+    assert!(
+        why.contains("PET_NNODES=\"1:4\"") && why.contains("elastic"),
+        "{why}"
+    );
     let why = refusal(&with(&[("PET_NPROC_PER_NODE", "gpu")]), &no_flags(), 4);
     assert!(why.contains("PET_NPROC_PER_NODE=\"gpu\""), "{why}");
     let mut no_pod = vars(&base);
@@ -485,12 +494,21 @@ fn no_scheduler_runs_every_device_here() {
     assert_eq!(job.scheduler, Scheduler::Local);
     let l = layout_of(&job);
     assert_eq!((l.nnodes, l.master_port), (1, None));
-    assert!(job.origin().contains("not used: MASTER_PORT"), "{}", job.origin());
+    assert!(
+        job.origin().contains("not used: MASTER_PORT"),
+        "{}",
+        job.origin()
+    );
 }
 
 #[test]
 fn gloo_interfaces_are_a_comma_separated_list() {
-    let job = derive(&vars(&[("GLOO_SOCKET_IFNAME", "eth0,eth1")]), &no_flags(), 1).unwrap();
+    let job = derive(
+        &vars(&[("GLOO_SOCKET_IFNAME", "eth0,eth1")]),
+        &no_flags(),
+        1,
+    )
+    .unwrap();
     assert_eq!(job.gloo_interfaces, ["eth0", "eth1"]);
     assert!(job.origin().contains("eth0, eth1 (GLOO_SOCKET_IFNAME)"));
     let why = refusal(&vars(&[("GLOO_SOCKET_IFNAME", "eth0,")]), &no_flags(), 1);
