@@ -73,9 +73,20 @@ pub struct JobEnv {
     pub restart_count: Option<u32>,
     /// `GLOO_SOCKET_IFNAME`'s interfaces, in order (empty: Gloo binds by address).
     pub gloo_interfaces: Vec<String>,
-    /// A run-directory name every process of the job derives alike and a requeued Slurm job
-    /// derives again (`slurm-<SLURM_JOB_ID>`), when the job has such an id.
-    pub job_id: Option<String>,
+    /// How the default run directory (no `--run-dir`) is named.
+    pub run_dir: RunDirName,
+}
+
+/// How a job's default run directory is named: processes of one job must name the same one
+/// without talking to each other; a single process has nobody to agree with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunDirName {
+    /// A fresh timestamped directory, as on one machine.
+    Fresh,
+    /// The job's id (`slurm-<SLURM_JOB_ID>`): alike in every process, and again after a requeue.
+    Job(String),
+    /// The config hash (`job-<hash>`): alike in every process of a job that has no id.
+    ConfigHash,
 }
 
 /// Lowest default rendezvous port of a Slurm job; see [`slurm_default_port`].
@@ -172,11 +183,23 @@ pub fn derive(vars: &Vars, flags: &Flags, world: usize) -> Result<JobEnv, UsageE
     } else {
         pick(vars)?
     };
-    let (plan, job_id) = match scheduler {
-        Scheduler::Local => (local(flags, &mut found), None),
-        Scheduler::Flags => (from_flags(flags, &mut found)?, None),
-        Scheduler::Torchrun => (torchrun(vars, flags, world, &mut found)?, None),
-        Scheduler::Kubeflow => (kubeflow(vars, flags, world, &mut found)?, None),
+    let (plan, run_dir) = match scheduler {
+        Scheduler::Local => (local(flags, &mut found), RunDirName::Fresh),
+        Scheduler::Flags => (from_flags(flags, &mut found)?, RunDirName::Fresh),
+        Scheduler::Torchrun => (
+            torchrun(vars, flags, world, &mut found)?,
+            RunDirName::ConfigHash,
+        ),
+        Scheduler::Kubeflow => {
+            let plan = kubeflow(vars, flags, world, &mut found)?;
+            let several = matches!(&plan, JobPlan::Spawn(l) if l.nnodes > 1);
+            let name = if several {
+                RunDirName::ConfigHash
+            } else {
+                RunDirName::Fresh
+            };
+            (plan, name)
+        }
         Scheduler::Slurm => slurm(vars, flags, world, &mut found)?,
     };
     let own: &[&[&str]] = match scheduler {
@@ -201,7 +224,7 @@ pub fn derive(vars: &Vars, flags: &Flags, world: usize) -> Result<JobEnv, UsageE
         unused,
         restart_count,
         gloo_interfaces,
-        job_id,
+        run_dir,
     })
 }
 
@@ -213,8 +236,11 @@ impl JobEnv {
             Scheduler::Flags => "the command line",
             Scheduler::Torchrun => "torchrun-style variables",
             Scheduler::Kubeflow => "Kubeflow; tandem spawns this pod's ranks",
-            Scheduler::Slurm => match self.plan {
+            Scheduler::Slurm => match &self.plan {
                 JobPlan::Rank(_) => "Slurm, one task per device",
+                JobPlan::Spawn(l) if l.nnodes == 1 => {
+                    "Slurm, a single task; tandem spawns every device here"
+                }
                 JobPlan::Spawn(_) => "Slurm, one task per node; tandem spawns its ranks",
             },
         };
@@ -663,12 +689,25 @@ fn slurm(
     flags: &Flags,
     world: usize,
     found: &mut Found,
-) -> Result<(JobPlan, Option<String>), UsageError> {
+) -> Result<(JobPlan, RunDirName), UsageError> {
     let why = "SLURM_PROCID is set (this is a task of a Slurm step)";
     let procid: usize = found.need(vars, "SLURM_PROCID", why)?;
     let ntasks: usize = found.need(vars, "SLURM_NTASKS", why)?;
     let nnodes: usize = found.need(vars, "SLURM_NNODES", why)?;
     check_below("SLURM_PROCID", procid, "SLURM_NTASKS", ntasks)?;
+    if ntasks == 1 {
+        // The whole job is this process: nobody to agree with, so it runs as on one machine
+        // (loopback, a free port), and an interactive `srun --pty` shell can run several.
+        let addr = master_addr(vars, flags, &["MASTER_ADDR"], found)?;
+        let port = master_port(vars, flags, &["MASTER_PORT"], found)?;
+        let layout = JobLayout {
+            nnodes: 1,
+            node_rank: 0,
+            master_addr: addr.unwrap_or_else(|| "127.0.0.1".into()),
+            master_port: port,
+        };
+        return Ok((JobPlan::Spawn(layout), RunDirName::Fresh));
+    }
     let per_device = ntasks == world;
     if !per_device && ntasks != nnodes {
         return Err(UsageError(format!(
@@ -730,7 +769,11 @@ fn slurm(
             master_port: Some(port),
         })
     };
-    Ok((plan, job_id.map(|id| format!("slurm-{id}"))))
+    let name = match job_id {
+        Some(id) => RunDirName::Job(format!("slurm-{id}")),
+        None => RunDirName::ConfigHash,
+    };
+    Ok((plan, name))
 }
 
 /// How many tasks of the step run on node `node_id`.

@@ -471,20 +471,17 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     }
 }
 
-/// `--resume`'s or `--run-dir`'s directory; else, in a scheduled job, one every process of the
-/// job names alike without talking to the others (`runs/<name>/slurm-<job id>`, which a
-/// requeued Slurm job names again, or `runs/<name>/job-<config hash>`); else a fresh one.
+/// `--resume`'s or `--run-dir`'s directory; else the one [`job_env::RunDirName`] says: in a job
+/// of several processes, one they all name alike without talking to each other.
 fn run_dir_for(req: &TrainRequest, name: &str, hash: &str, job: &job_env::JobEnv) -> PathBuf {
     if let Some(dir) = req.resume.as_ref().or(req.run_dir.as_ref()) {
         return dir.clone();
     }
-    match job.scheduler {
-        job_env::Scheduler::Local | job_env::Scheduler::Flags => default_run_dir(name),
-        _ => PathBuf::from("runs").join(name).join(
-            job.job_id
-                .clone()
-                .unwrap_or_else(|| format!("job-{}", &hash[..12])),
-        ),
+    let base = PathBuf::from("runs").join(name);
+    match &job.run_dir {
+        job_env::RunDirName::Fresh => default_run_dir(name),
+        job_env::RunDirName::Job(id) => base.join(id),
+        job_env::RunDirName::ConfigHash => base.join(format!("job-{}", &hash[..12])),
     }
 }
 

@@ -112,7 +112,7 @@ fn slurm_one_task_per_device_makes_this_process_that_rank() {
             master_port: 15_000 + 3456,
         }
     );
-    assert_eq!(job.job_id.as_deref(), Some("slurm-123456"));
+    assert_eq!(job.run_dir, RunDirName::Job("slurm-123456".into()));
     let origin = job.origin();
     for name in [
         "SLURM_PROCID",
@@ -513,4 +513,26 @@ fn gloo_interfaces_are_a_comma_separated_list() {
     assert!(job.origin().contains("eth0, eth1 (GLOO_SOCKET_IFNAME)"));
     let why = refusal(&vars(&[("GLOO_SOCKET_IFNAME", "eth0,")]), &no_flags(), 1);
     assert!(why.contains("GLOO_SOCKET_IFNAME=\"eth0,\""), "{why}");
+}
+
+#[test]
+fn a_single_slurm_task_runs_every_device_as_on_one_machine() {
+    // An interactive `srun --pty bash`, or a batch step of one task.
+    let v = vars(&[
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NTASKS", "1"),
+        ("SLURM_NNODES", "1"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_JOB_NODELIST", "gpu07"),
+        ("SLURM_JOB_ID", "42"),
+    ]);
+    let job = derive(&v, &no_flags(), 4).unwrap();
+    let l = layout_of(&job);
+    assert_eq!(
+        (l.nnodes, l.master_addr.as_str(), l.master_port),
+        (1, "127.0.0.1", None)
+    );
+    assert_eq!(job.run_dir, RunDirName::Fresh);
+    assert!(job.origin().contains("a single task"), "{}", job.origin());
 }
