@@ -375,40 +375,21 @@ fn pick(vars: &Vars) -> Result<Scheduler, UsageError> {
     })
 }
 
-/// The rendezvous address: the flag, else the first of `names` that is set (all that are set
-/// must agree), else `fallback`.
+/// The rendezvous address: the flag, else the value of `names` that are set (they must agree).
 fn master_addr(
     vars: &Vars,
     flags: &Flags,
     names: &[&str],
     found: &mut Found,
 ) -> Result<Option<String>, UsageError> {
-    if let Some(addr) = &flags.master_addr {
-        found.note("--master-addr");
-        return Ok(Some(addr.clone()));
-    }
-    let mut chosen: Option<(&str, String)> = None;
-    for name in names {
-        let Some(value) = vars.get(*name) else {
-            continue;
-        };
-        let value = value.trim().to_string();
+    let flag = flags.master_addr.clone().map(|a| ("--master-addr", a));
+    agreed(vars, flag, names, "address", found, |name, raw| {
+        let value = raw.trim();
         if value.is_empty() {
-            return Err(invalid(name, &value, "an empty address"));
+            return Err(invalid(name, raw, "an empty address"));
         }
-        match &chosen {
-            Some((first, v)) if *v != value => {
-                return Err(UsageError(format!(
-                    "{first}={v:?} and {name}={value:?} disagree about the rendezvous address; \
-                     set one, or both alike"
-                )));
-            }
-            Some(_) => {}
-            None => chosen = Some((name, value)),
-        }
-        found.note(name);
-    }
-    Ok(chosen.map(|(_, v)| v))
+        Ok(value.to_string())
+    })
 }
 
 /// The rendezvous port, by the rules of [`master_addr`].
@@ -418,34 +399,49 @@ fn master_port(
     names: &[&str],
     found: &mut Found,
 ) -> Result<Option<u16>, UsageError> {
-    if let Some(port) = flags.master_port {
-        found.note("--master-port");
-        return Ok(Some(port));
+    let flag = flags.master_port.map(|p| ("--master-port", p));
+    agreed(vars, flag, names, "port", found, |name, raw| {
+        raw.trim()
+            .parse()
+            .ok()
+            .filter(|p: &u16| *p > 0)
+            .ok_or_else(|| invalid(name, raw, "not a TCP port (1-65535)"))
+    })
+}
+
+/// One fact several variables may state: the flag's value when given, else the value every
+/// set variable of `names` states (refused, naming both, when two differ).
+fn agreed<T: PartialEq + std::fmt::Debug>(
+    vars: &Vars,
+    flag: Option<(&str, T)>,
+    names: &[&str],
+    what: &str,
+    found: &mut Found,
+    parse: impl Fn(&str, &str) -> Result<T, UsageError>,
+) -> Result<Option<T>, UsageError> {
+    if let Some((flag, value)) = flag {
+        found.note(flag);
+        return Ok(Some(value));
     }
-    let mut chosen: Option<(&str, u16)> = None;
+    let mut chosen: Option<(&str, T)> = None;
     for name in names {
         let Some(raw) = vars.get(*name) else {
             continue;
         };
-        let port: u16 = raw
-            .trim()
-            .parse()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| invalid(name, raw, "not a TCP port (1-65535)"))?;
-        match chosen {
-            Some((first, p)) if p != port => {
+        let value = parse(name, raw)?;
+        match &chosen {
+            Some((first, v)) if *v != value => {
                 return Err(UsageError(format!(
-                    "{first}={p} and {name}={port} disagree about the rendezvous port; set \
-                     one, or both alike"
+                    "{first}={v:?} and {name}={value:?} disagree about the rendezvous {what}; \
+                     set one, or both alike"
                 )));
             }
             Some(_) => {}
-            None => chosen = Some((name, port)),
+            None => chosen = Some((name, value)),
         }
         found.note(name);
     }
-    Ok(chosen.map(|(_, p)| p))
+    Ok(chosen.map(|(_, v)| v))
 }
 
 fn check_world(name: &str, value: usize, world: usize, how: &str) -> Result<(), UsageError> {
