@@ -313,3 +313,45 @@ fn gloo_devices_are_made_for_the_named_interfaces() {
     let pg = tandem::dist::ProcessGroup::connect(&opts).unwrap();
     assert_eq!(pg.world_size(), 1);
 }
+
+/// torchrun started by srun as one task on one node: torchrun's variables name the process;
+/// Slurm's, which alone would make each process spawn both ranks, are passed over and named; the
+/// elastic agent's restart count is carried into the first log line.
+#[test]
+fn torchrun_inside_slurm_wins_and_carries_its_restart_count() {
+    let dir = fresh_dir("torchrun-in-slurm");
+    let port = common::free_port().to_string();
+    let ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let rank = rank.to_string();
+            let mut vars = owned(&[
+                ("RANK", &rank),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", &rank),
+                ("LOCAL_WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", &port),
+                ("TORCHELASTIC_RESTART_COUNT", "1"),
+            ]);
+            vars.extend(slurm_task(0, 1, 1, 10_002));
+            tandem("cpu cpu", &vars)
+                .arg("--run-dir")
+                .arg(&dir)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    all_succeed(ranks);
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
+    for rank in 0..2 {
+        let log = rank_log(&dir, rank);
+        let expected = format!(
+            "rank {rank} of 2 (local {rank} of 2), master 127.0.0.1:{port} — from RANK, \
+             WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun-style \
+             variables); restart 1 (TORCHELASTIC_RESTART_COUNT); not used: SLURM_JOB_ID, \
+             SLURM_JOB_NODELIST, SLURM_LOCALID, SLURM_NNODES, SLURM_NODEID, SLURM_NTASKS, \
+             SLURM_PROCID, SLURM_TASKS_PER_NODE"
+        );
+        assert!(log.contains(&expected), "rank {rank}:\n{log}");
+    }
+}
