@@ -190,42 +190,35 @@ pub fn derive(vars: &Vars, flags: &Flags, world: usize) -> Result<JobEnv, UsageE
             torchrun(vars, flags, world, &mut found)?,
             RunDirName::ConfigHash,
         ),
-        Scheduler::Kubeflow => {
-            let plan = kubeflow(vars, flags, world, &mut found)?;
-            let several = matches!(&plan, JobPlan::Spawn(l) if l.nnodes > 1);
-            let name = if several {
-                RunDirName::ConfigHash
-            } else {
-                RunDirName::Fresh
-            };
-            (plan, name)
-        }
+        Scheduler::Kubeflow => kubeflow(vars, flags, world, &mut found)?,
         Scheduler::Slurm => slurm(vars, flags, world, &mut found)?,
     };
+    Ok(JobEnv {
+        plan,
+        scheduler,
+        unused: unused(vars, scheduler, &found),
+        from: found.names,
+        restart_count,
+        gloo_interfaces,
+        run_dir,
+    })
+}
+
+/// The variables of other sources than the chosen one: a variable of the chosen source that a
+/// rule passed over (SLURM_NODELIST behind SLURM_STEP_NODELIST) is not news.
+fn unused(vars: &Vars, scheduler: Scheduler, found: &Found) -> Vec<String> {
     let own: &[&[&str]] = match scheduler {
         Scheduler::Local | Scheduler::Flags => &[],
         Scheduler::Torchrun => &[GENERIC_VARS, TORCHRUN_MARKERS],
         Scheduler::Kubeflow => &[PET_VARS],
         Scheduler::Slurm => &[SLURM_VARS],
     };
-    // Variables of the chosen source that a rule passed over (SLURM_NODELIST behind
-    // SLURM_STEP_NODELIST) are not news; another source's are.
-    let unused = vars
-        .keys()
+    vars.keys()
         .filter(|k| !NETWORK_VARS.contains(&k.as_str()) && !found.names.contains(k))
         .filter(|k| k.as_str() != "TORCHELASTIC_RESTART_COUNT")
         .filter(|k| !own.iter().any(|names| names.contains(&k.as_str())))
         .cloned()
-        .collect();
-    Ok(JobEnv {
-        plan,
-        scheduler,
-        from: found.names,
-        unused,
-        restart_count,
-        gloo_interfaces,
-        run_dir,
-    })
+        .collect()
 }
 
 impl JobEnv {
@@ -548,38 +541,9 @@ fn kubeflow(
     flags: &Flags,
     world: usize,
     found: &mut Found,
-) -> Result<JobPlan, UsageError> {
+) -> Result<(JobPlan, RunDirName), UsageError> {
     let nnodes = pet_nnodes(vars, found)?;
-    let per_pod = match vars.get("PET_NPROC_PER_NODE").map(|v| v.trim()) {
-        None | Some("auto") => {
-            found.note("PET_NPROC_PER_NODE");
-            if !world.is_multiple_of(nnodes) {
-                return Err(UsageError(format!(
-                    "the experiment's {world} device(s) do not divide over PET_NNODES={nnodes} pods"
-                )));
-            }
-            world / nnodes
-        }
-        Some(raw) => {
-            found.note("PET_NPROC_PER_NODE");
-            raw.parse().map_err(|_| {
-                invalid(
-                    "PET_NPROC_PER_NODE",
-                    raw,
-                    "expected a whole number or `auto` (the experiment's devices over \
-                     PET_NNODES); tandem takes its devices from the experiment, not from \
-                     `gpu` or `cpu`",
-                )
-            })?
-        }
-    };
-    if per_pod == 0 {
-        return Err(invalid(
-            "PET_NPROC_PER_NODE",
-            "0",
-            "a pod runs at least one process",
-        ));
-    }
+    let per_pod = pet_procs_per_pod(vars, nnodes, world, found)?;
     check_world(
         "PET_NNODES × PET_NPROC_PER_NODE",
         nnodes * per_pod,
@@ -604,12 +568,52 @@ fn kubeflow(
              PET_MASTER_PORT (or MASTER_ADDR and MASTER_PORT) are not both set"
         )));
     }
-    Ok(JobPlan::Spawn(JobLayout {
+    let layout = JobLayout {
         nnodes,
         node_rank,
         master_addr: addr.unwrap_or_else(|| "127.0.0.1".into()),
         master_port: port,
-    }))
+    };
+    // A pod alone has nobody to agree with on a name.
+    let name = if nnodes > 1 {
+        RunDirName::ConfigHash
+    } else {
+        RunDirName::Fresh
+    };
+    Ok((JobPlan::Spawn(layout), name))
+}
+
+/// PET_NPROC_PER_NODE: a count, or `auto` (also when unset) for the experiment's devices over
+/// the pods.
+fn pet_procs_per_pod(
+    vars: &Vars,
+    nnodes: usize,
+    world: usize,
+    found: &mut Found,
+) -> Result<usize, UsageError> {
+    let name = "PET_NPROC_PER_NODE";
+    let Some(raw) = vars.get(name).map(|v| v.trim()).filter(|v| *v != "auto") else {
+        if vars.contains_key(name) {
+            found.note(name);
+        }
+        if !world.is_multiple_of(nnodes) {
+            return Err(UsageError(format!(
+                "the experiment's {world} device(s) do not divide over PET_NNODES={nnodes} pods"
+            )));
+        }
+        return Ok(world / nnodes);
+    };
+    found.note(name);
+    match raw.parse() {
+        Ok(0) => Err(invalid(name, raw, "a pod runs at least one process")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(invalid(
+            name,
+            raw,
+            "expected a whole number or `auto` (the experiment's devices over PET_NNODES); \
+             tandem takes its devices from the experiment, not from `gpu` or `cpu`",
+        )),
+    }
 }
 
 fn pet_nnodes(vars: &Vars, found: &mut Found) -> Result<usize, UsageError> {

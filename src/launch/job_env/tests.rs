@@ -393,9 +393,6 @@ fn kubeflow_pods_spawn_their_share_and_rank_is_the_pod_index() {
     let one = vars(&[("PET_NNODES", "1"), ("PET_NPROC_PER_NODE", "2")]);
     let l = layout_of(&derive(&one, &no_flags(), 2).unwrap());
     assert_eq!((l.nnodes, l.node_rank, l.master_port), (1, 0, None));
-    // `auto` (and no count) is the experiment's devices over the pods.
-    let auto = vars(&[("PET_NNODES", "1"), ("PET_NPROC_PER_NODE", "auto")]);
-    assert!(derive(&auto, &no_flags(), 3).is_ok());
 }
 
 #[test]
@@ -535,4 +532,29 @@ fn a_single_slurm_task_runs_every_device_as_on_one_machine() {
     );
     assert_eq!(job.run_dir, RunDirName::Fresh);
     assert!(job.origin().contains("a single task"), "{}", job.origin());
+}
+
+#[test]
+fn an_unset_or_auto_process_count_shares_the_devices_over_the_pods() {
+    let job = derive(
+        &vars(&[("PET_NNODES", "1"), ("PET_NPROC_PER_NODE", "auto")]),
+        &no_flags(),
+        3,
+    )
+    .unwrap();
+    assert_eq!(job.from, ["PET_NNODES", "PET_NPROC_PER_NODE"]);
+    let job = derive(&vars(&[("PET_NNODES", "1")]), &no_flags(), 3).unwrap();
+    assert_eq!(job.from, ["PET_NNODES"], "an unset variable is not a source");
+    let why = refusal(
+        &vars(&[("PET_NNODES", "2"), ("PET_NODE_RANK", "0")]),
+        &no_flags(),
+        3,
+    );
+    assert!(why.contains("do not divide over PET_NNODES=2"), "{why}");
+    let why = refusal(
+        &vars(&[("PET_NNODES", "1"), ("PET_NPROC_PER_NODE", "0")]),
+        &no_flags(),
+        3,
+    );
+    assert!(why.contains("PET_NPROC_PER_NODE=\"0\""), "{why}");
 }
