@@ -845,7 +845,7 @@ pub fn tasks_per_node(text: &str) -> Result<Vec<usize>, String> {
         let bad = || format!("`{item}` is not COUNT or COUNT(xREPEAT)");
         let count: usize = count.trim().parse().map_err(|_| bad())?;
         let times: usize = times.trim().parse().map_err(|_| bad())?;
-        if counts.len() + times > 1_000_000 {
+        if counts.len().saturating_add(times) > 1_000_000 {
             return Err("more than a million nodes".into());
         }
         counts.extend(std::iter::repeat_n(count, times));
@@ -865,6 +865,7 @@ enum Part {
 pub fn expand_hostlist(list: &str, limit: usize) -> Result<Vec<String>, String> {
     let mut hosts = Vec::new();
     for item in split_top_level(list.trim())? {
+        let item = item.trim();
         if item.is_empty() {
             return Err("an empty host name (two commas in a row, or one at an end)".into());
         }

@@ -85,6 +85,8 @@ fn tasks_per_node_expands_repeats() {
     assert_eq!(tasks_per_node("4").unwrap(), [4]);
     assert!(tasks_per_node("2(x3").unwrap_err().contains("closing"));
     assert!(tasks_per_node("two").unwrap_err().contains("COUNT"));
+    let huge = format!("1(x{})", usize::MAX);
+    assert!(tasks_per_node(&huge).unwrap_err().contains("million"));
 }
 
 #[test]
@@ -544,7 +546,11 @@ fn an_unset_or_auto_process_count_shares_the_devices_over_the_pods() {
     .unwrap();
     assert_eq!(job.from, ["PET_NNODES", "PET_NPROC_PER_NODE"]);
     let job = derive(&vars(&[("PET_NNODES", "1")]), &no_flags(), 3).unwrap();
-    assert_eq!(job.from, ["PET_NNODES"], "an unset variable is not a source");
+    assert_eq!(
+        job.from,
+        ["PET_NNODES"],
+        "an unset variable is not a source"
+    );
     let why = refusal(
         &vars(&[("PET_NNODES", "2"), ("PET_NODE_RANK", "0")]),
         &no_flags(),
