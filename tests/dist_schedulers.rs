@@ -250,8 +250,8 @@ fn one_kubeflow_pod_spawns_its_processes_on_the_named_interface() {
     }
 }
 
-fn refused(vars: &[(&str, String)], devices: &str) -> String {
-    let dir = fresh_dir("refused");
+fn refused(name: &str, vars: &[(&str, String)], devices: &str) -> String {
+    let dir = fresh_dir(name);
     let done = common::finish(
         tandem(devices, vars)
             .arg("--run-dir")
@@ -270,7 +270,11 @@ fn refused(vars: &[(&str, String)], devices: &str) -> String {
 
 #[test]
 fn a_gloo_interface_this_machine_lacks_is_refused_by_name() {
-    let out = refused(&owned(&[("GLOO_SOCKET_IFNAME", "nosuch0")]), "cpu cpu");
+    let out = refused(
+        "no-interface",
+        &owned(&[("GLOO_SOCKET_IFNAME", "nosuch0")]),
+        "cpu cpu",
+    );
     assert!(
         out.contains("GLOO_SOCKET_IFNAME names the network interface \"nosuch0\"")
             && out.contains("it has:")
@@ -282,6 +286,7 @@ fn a_gloo_interface_this_machine_lacks_is_refused_by_name() {
 #[test]
 fn slurm_variables_that_fit_no_layout_are_refused_before_anything_starts() {
     let out = refused(
+        "slurm-ntasks",
         &with(slurm_task(0, 2, 1, 10_001), "SLURM_NTASKS", "3"),
         "cpu cpu",
     );
@@ -290,7 +295,7 @@ fn slurm_variables_that_fit_no_layout_are_refused_before_anything_starts() {
         "{out}"
     );
     let vars = with(slurm_task(0, 2, 1, 10_001), "SLURM_JOB_NODELIST", "gpu[01-");
-    let out = refused(&vars, "cpu cpu");
+    let out = refused("slurm-nodelist", &vars, "cpu cpu");
     assert!(
         out.contains("SLURM_JOB_NODELIST=\"gpu[01-\"") && out.contains("never closed"),
         "{out}"
@@ -354,4 +359,15 @@ fn torchrun_inside_slurm_wins_and_carries_its_restart_count() {
         );
         assert!(log.contains(&expected), "rank {rank}:\n{log}");
     }
+}
+
+/// A lone RANK used to be ignored (the launcher then ran every device itself): now it is half a
+/// torchrun environment, refused by name.
+#[test]
+fn a_rank_without_a_world_size_is_refused() {
+    let out = refused("lone-rank", &owned(&[("RANK", "1")]), "cpu cpu");
+    assert!(
+        out.contains("(RANK set)") && out.contains("WORLD_SIZE is not set"),
+        "{out}"
+    );
 }
