@@ -177,8 +177,8 @@ fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
     if found.is_empty() {
         return Ok(());
     }
-    let same_config = std::fs::read_to_string(dir.join("resolved.sha256"))
-        .is_ok_and(|h| h.trim() == req.hash);
+    let same_config =
+        std::fs::read_to_string(dir.join("resolved.sha256")).is_ok_and(|h| h.trim() == req.hash);
     if req.start_over && checkpoints == 0 && same_config {
         eprintln!(
             "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over",
@@ -335,7 +335,11 @@ fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result
                 } else {
                     eprintln!(
                         "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
-                        if sig == libc::SIGUSR1 { "SIGUSR1" } else { "SIGTERM" }
+                        if sig == libc::SIGUSR1 {
+                            "SIGUSR1"
+                        } else {
+                            "SIGTERM"
+                        }
                     );
                 }
                 for c in children.iter().filter(|c| c.done.is_none()) {
@@ -617,8 +621,7 @@ fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
     if allow || tandem_config::config_hash(&run) == now_hash {
         return Ok(());
     }
-    let changes =
-        checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
+    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
     Err(UsageError(format!(
         "cannot resume {}: the config differs from the one its checkpoint {} was written with:\n{}\n\
          help: resume it as it was (only devices and train.max-steps may change), start a new run \
@@ -688,13 +691,11 @@ fn external_rank(
 ) -> Result<ExitCode> {
     let (experiment, hash) = worker::parse_config(&canonical)?;
     let resume = resume_from.is_some();
-    let run_dir = resume_from
-        .or(req.run_dir.clone())
-        .unwrap_or_else(|| {
-            PathBuf::from("runs")
-                .join(&experiment.name)
-                .join(format!("job-{}", &hash[..12]))
-        });
+    let run_dir = resume_from.or(req.run_dir.clone()).unwrap_or_else(|| {
+        PathBuf::from("runs")
+            .join(&experiment.name)
+            .join(format!("job-{}", &hash[..12]))
+    });
     let master_addr = std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
     let master_port = env_var("MASTER_PORT")?
         .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?;

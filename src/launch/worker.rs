@@ -203,7 +203,11 @@ fn stop_signals() -> Result<Box<dyn Fn() -> Option<Stop> + Send>> {
     let interrupt = Arc::new(AtomicBool::new(false));
     let preempt = Arc::new(AtomicBool::new(false));
     use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-    for (sig, flag) in [(SIGINT, &interrupt), (SIGTERM, &preempt), (SIGUSR1, &preempt)] {
+    for (sig, flag) in [
+        (SIGINT, &interrupt),
+        (SIGTERM, &preempt),
+        (SIGUSR1, &preempt),
+    ] {
         signal_hook::flag::register(sig, Arc::clone(flag))
             .context("cannot install the signal handler")?;
     }

@@ -268,9 +268,19 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     })
 }
 
-/// The first line of a libtorch error (the rest is its C++ backtrace).
+/// What a libtorch error says, without its C++ backtrace and advice: the first sentence of its
+/// first line.
 fn first_line(message: &str) -> &str {
-    message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or(message)
+    let line = message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(message);
+    let line = line.strip_prefix("Internal torch error: ").unwrap_or(line);
+    line.split(". ")
+        .next()
+        .unwrap_or(line)
+        .trim_end_matches('.')
 }
 
 /// sha256 (hex) over named tensors in name order: each name, kind, shape and raw bytes.
@@ -286,7 +296,11 @@ fn digest(named: &[(String, Tensor)]) -> Result<String> {
         t.copy_data_u8(&mut bytes, t.numel());
         hasher.update(&bytes);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 impl Checkpoint {
@@ -342,7 +356,10 @@ fn settings(text: &str) -> Vec<(String, String)> {
         let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
         let mut path: String = open.iter().map(|(_, n)| format!("{n}.")).collect();
         path.push_str(name);
-        let seen = out.iter().filter(|(p, _)| p == &path || p.starts_with(&format!("{path}["))).count();
+        let seen = out
+            .iter()
+            .filter(|(p, _)| p == &path || p.starts_with(&format!("{path}[")))
+            .count();
         if seen > 0 {
             path = format!("{path}[{}]", seen + 1);
         }
@@ -525,7 +542,10 @@ mod tests {
     fn config_differences_name_each_changed_setting_by_its_path() {
         let run = "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr 0.0003\n        epochs 4\n    }\n}\n";
         let now = "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr 0.1\n        epochs 4\n    }\n}\n";
-        assert_eq!(config_difference(run, now), vec!["algorithm.lr: 0.0003 -> 0.1"]);
+        assert_eq!(
+            config_difference(run, now),
+            vec!["algorithm.lr: 0.0003 -> 0.1"]
+        );
         assert!(config_difference(run, run).is_empty());
         let other = now.replace("\"ppo\"", "\"a2c\"");
         assert_eq!(

@@ -579,7 +579,11 @@ impl Place<'_> {
             match mine {
                 Ok(ckpt) if votes[0] == 0.0 => return Ok((path, ckpt)),
                 Ok(_) => {
-                    let why = format!("{} cannot be read on {} other rank(s)", path.display(), votes[0]);
+                    let why = format!(
+                        "{} cannot be read on {} other rank(s)",
+                        path.display(),
+                        votes[0]
+                    );
                     tracing::warn!("{why}; falling back to the checkpoint before it");
                     skipped.push(why);
                 }
@@ -637,7 +641,10 @@ fn record_resumed_config(
                 .map(|c| format!("    {c}\n"))
                 .collect::<String>()
         );
-        tracing::warn!("the resumed run's config differs from its checkpoint's: {}", changes.join("; "));
+        tracing::warn!(
+            "the resumed run's config differs from its checkpoint's: {}",
+            changes.join("; ")
+        );
         let log = run_dir.join("config-changes.log");
         let mut file = std::fs::OpenOptions::new()
             .create(true)
