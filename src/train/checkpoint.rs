@@ -534,6 +534,9 @@ mod tests {
             assert!(err.contains(&file.display().to_string()), "{err}");
             assert!(err.contains("damaged"), "{err}");
         }
+        // libtorch reads the changed byte without complaint; the digest does not match.
+        let err = format!("{:#}", load(&flipped).err().unwrap());
+        assert!(err.contains("do not match the digest"), "{err}");
         assert!(load(&path).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
