@@ -1241,6 +1241,97 @@ fn a_new_run_in_a_directory_holding_a_run_is_refused() {
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}", text(&out));
+    // An attempt that wrote no checkpoint (a job killed early): --resume-if-exists starts it
+    // over with the same config, and refuses another one.
+    std::fs::remove_dir_all(empty.join("checkpoints")).unwrap();
+    let again = |sets: &[&str]| {
+        let mut cmd = tandem();
+        cmd.arg("train")
+            .arg(config("ppo-cartpole.kdl"))
+            .arg("--run-dir")
+            .arg(&empty)
+            .args(["--resume-if-exists", "--quiet"]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        run(&mut cmd, Duration::from_secs(60))
+    };
+    let other = again(&["train.max-steps=512", "seed=2"]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other));
+    assert!(
+        text(&other).contains("already holds a run"),
+        "{}",
+        text(&other)
+    );
+    let over = again(&sets);
+    assert!(over.status.success(), "{}", text(&over));
+    assert!(text(&over).contains("starting it over"), "{}", text(&over));
+    assert_eq!(summary_number(&empty, "restarts"), Some(0.0));
+    assert_eq!(
+        tandem_summary::reader::event_files(&empty.join("tensorboard"))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// Ranks vote on the checkpoint they resume from: here rank 1 reads its own copy of the run, in
+/// which only the newest checkpoint is damaged, and both ranks fall back to the one before.
+#[test]
+fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
+    let dir = fresh_dir("agree");
+    let sets = [
+        "devices=cpu cpu",
+        "checkpoint.every=1",
+        "checkpoint.keep=3",
+        "train.max-steps=1024",
+    ];
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &sets,
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let copy = fresh_dir("agree-copy");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(&dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let damaged = copy.join("checkpoints/ckpt-000000004.pt");
+    let bytes = std::fs::read(&damaged).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 3]).unwrap();
+    let port = common::free_port();
+    let ranks: Vec<Child> = [&dir, &copy]
+        .iter()
+        .enumerate()
+        .map(|(rank, run_dir)| {
+            let mut cmd = tandem();
+            cmd.arg("train").arg("--resume").arg(run_dir).arg("--quiet");
+            as_external_rank(&mut cmd, rank, 2, port);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for (rank, child) in ranks.into_iter().enumerate() {
+        let out = wait_with_limit(child, Duration::from_secs(60));
+        assert!(out.status.success(), "rank {rank}:\n{}", text(&out));
+    }
+    let log = |dir: &Path, rank: usize| {
+        std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap()
+    };
+    let (zero, one) = (log(&dir, 0), log(&copy, 1));
+    assert!(
+        zero.contains("ckpt-000000004.pt cannot be read on 1 other rank(s)"),
+        "{zero}"
+    );
+    assert!(one.contains("ckpt-000000004.pt is damaged"), "{one}");
+    for log in [&zero, &one] {
+        assert!(log.contains("ckpt-000000003.pt at update 3"), "{log}");
+    }
 }
 
 /// A damaged newest checkpoint is one line naming it (not libtorch's C++ frames), and every

@@ -180,9 +180,17 @@ fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
     let same_config =
         std::fs::read_to_string(dir.join("resolved.sha256")).is_ok_and(|h| h.trim() == req.hash);
     if req.start_over && checkpoints == 0 && same_config {
+        // The attempt is run again from its start, exactly (same config); its event files
+        // would only repeat the new attempt's steps beside it.
+        for file in &events {
+            std::fs::remove_file(file)
+                .with_context(|| format!("cannot remove {}", file.display()))?;
+        }
         eprintln!(
-            "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over",
-            dir.display()
+            "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over \
+             (its {} event file(s) removed)",
+            dir.display(),
+            events.len()
         );
         return Ok(());
     }
