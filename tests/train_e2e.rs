@@ -1275,11 +1275,9 @@ fn a_new_run_in_a_directory_holding_a_run_is_refused() {
     );
 }
 
-/// Ranks vote on the checkpoint they resume from: here rank 1 reads its own copy of the run, in
-/// which only the newest checkpoint is damaged, and both ranks fall back to the one before.
-#[test]
-fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
-    let dir = fresh_dir("agree");
+/// A finished 2-rank run of 4 updates that kept checkpoints 2, 3 and 4.
+fn checkpoints_2_to_4(name: &str) -> PathBuf {
+    let dir = fresh_dir(name);
     let sets = [
         "devices=cpu cpu",
         "checkpoint.every=1",
@@ -1293,6 +1291,20 @@ fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+/// Damages a file as a full disk or a copy cut off does: its last two thirds are gone.
+fn cut_short(file: &Path) {
+    let bytes = std::fs::read(file).unwrap();
+    std::fs::write(file, &bytes[..bytes.len() / 3]).unwrap();
+}
+
+/// Ranks vote on the checkpoint they resume from: here rank 1 reads its own copy of the run, in
+/// which only the newest checkpoint is damaged, and both ranks fall back to the one before.
+#[test]
+fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
+    let dir = checkpoints_2_to_4("agree");
     let copy = fresh_dir("agree-copy");
     let status = Command::new("cp")
         .arg("-r")
@@ -1301,9 +1313,7 @@ fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
         .status()
         .unwrap();
     assert!(status.success());
-    let damaged = copy.join("checkpoints/ckpt-000000004.pt");
-    let bytes = std::fs::read(&damaged).unwrap();
-    std::fs::write(&damaged, &bytes[..bytes.len() / 3]).unwrap();
+    cut_short(&copy.join("checkpoints/ckpt-000000004.pt"));
     let port = common::free_port();
     let ranks: Vec<Child> = [&dir, &copy]
         .iter()
@@ -1338,23 +1348,9 @@ fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
 /// rank falls back to the checkpoint before it.
 #[test]
 fn a_damaged_newest_checkpoint_is_named_in_one_line_and_the_resume_falls_back() {
-    let dir = fresh_dir("damaged");
-    let sets = [
-        "devices=cpu cpu",
-        "checkpoint.every=1",
-        "checkpoint.keep=3",
-        "train.max-steps=1024",
-    ];
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &dir,
-        &sets,
-        Duration::from_secs(60),
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let dir = checkpoints_2_to_4("damaged");
     let newest = dir.join("checkpoints/ckpt-000000004.pt");
-    let bytes = std::fs::read(&newest).unwrap();
-    std::fs::write(&newest, &bytes[..bytes.len() / 3]).unwrap();
+    cut_short(&newest);
     let mut cmd = tandem();
     cmd.arg("train").arg("--resume").arg(&dir).arg("--quiet");
     let out = run(&mut cmd, Duration::from_secs(60));
