@@ -130,8 +130,9 @@ struct TrainArgs {
     /// Where the run's files go (default: runs/<experiment>/<UTC time>).
     #[arg(long, value_name = "DIR")]
     run_dir: Option<PathBuf>,
-    /// Continue the run in RUN_DIR from its newest checkpoint (its own resolved config; --set
-    /// may change `devices` to resume on another number of ranks).
+    /// Continue the run in RUN_DIR from its newest checkpoint, under the config it was written
+    /// with: --set may change `devices` (another number of ranks) and --max-steps where it
+    /// stops; anything else needs --allow-config-change.
     #[arg(long, value_name = "RUN_DIR")]
     resume: Option<PathBuf>,
     /// With FILE and --run-dir DIR: continue DIR when it holds a checkpoint (the config must be

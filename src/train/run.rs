@@ -5,8 +5,8 @@
 //!
 //! Decisions that change how many collectives run are taken together after every round, in one
 //! collective: any rank's stop request (Ctrl-C, a scheduler's SIGTERM/SIGUSR1), rank 0's log
-//! clock, and any rank's NaN. Everything else is a pure
-//! function of counters every rank shares (checkpoint and histogram intervals, fingerprints).
+//! clock, and any rank's NaN. Everything else is a pure function of counters every rank shares
+//! (checkpoint and histogram intervals, fingerprints).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
