@@ -419,6 +419,10 @@ fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result
     if failure.is_some() {
         return Ok(ExitCode::FAILURE);
     }
+    // A signal that came after the ranks' last stop vote did not stop them: the run finished.
+    if children.iter().all(|c| c.done == Some(0)) {
+        return Ok(ExitCode::SUCCESS);
+    }
     if children.iter().any(|c| c.done == Some(PREEMPTED as i32)) {
         return Ok(ExitCode::from(PREEMPTED));
     }
