@@ -607,18 +607,24 @@ fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
 /// change once the resume has succeeded).
 fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
     use crate::train::checkpoint;
+    // A damaged one is skipped here in silence: the ranks warn when they skip it too.
     let mut found = None;
+    let mut damaged = Vec::new();
     for path in checkpoint::newest_first(dir)? {
         match checkpoint::load(&path) {
             Ok(ckpt) => {
                 found = Some((path, ckpt));
                 break;
             }
-            Err(e) => eprintln!("tandem: warning: {e:#}; trying the checkpoint before it"),
+            Err(e) => damaged.push(format!("{e:#}")),
         }
     }
     let Some((path, ckpt)) = found else {
-        bail!("{} holds no readable checkpoint", dir.display());
+        bail!(
+            "{} holds no readable checkpoint:\n{}",
+            dir.display(),
+            damaged.join("\n")
+        );
     };
     let (now, now_hash) = worker::parse_config(canonical)?;
     let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
