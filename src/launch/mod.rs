@@ -5,7 +5,8 @@
 //!
 //! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
-//! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
+//! once as a request to finish the update and checkpoint (exit 130), SIGTERM and SIGUSR1 (a
+//! scheduler's notice) likewise but exit [`PREEMPTED`], and a second signal kills.
 
 pub mod job_env;
 pub mod worker;
@@ -14,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -40,6 +41,9 @@ pub struct LaunchRequest {
     pub hash: String,
     pub run_dir: PathBuf,
     pub resume: bool,
+    /// `--resume-if-exists` found no checkpoint: an attempt of the same config that never wrote
+    /// one may be started over.
+    pub start_over: bool,
     pub layout: JobLayout,
     pub quiet: bool,
     /// Where the layout came from ([`job_env::JobEnv::origin`]), for each rank's first log line.
@@ -48,8 +52,14 @@ pub struct LaunchRequest {
     pub gloo_interfaces: Vec<String>,
 }
 
-/// Exit code of a run stopped by Ctrl-C / SIGTERM (128 + SIGINT), as shells report it.
+/// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it), after the update
+/// and its checkpoint; also of a run stopped at once by a second signal.
 pub const INTERRUPTED: u8 = 130;
+
+/// Exit code of a run stopped by SIGTERM or SIGUSR1 (a scheduler preempting or ending the job)
+/// after the update and its checkpoint: sysexits' EX_TEMPFAIL, "try again later". A job script
+/// requeues on it and runs the same command with `--resume-if-exists`.
+pub const PREEMPTED: u8 = 75;
 
 /// The default run directory: `runs/<experiment>/<UTC timestamp>`, made unique if taken.
 pub fn default_run_dir(experiment: &str) -> PathBuf {
@@ -117,23 +127,25 @@ pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<u
     Ok(layout.node_rank * per..(layout.node_rank + 1) * per)
 }
 
-/// Prepares the run directory (or checks the one being resumed) and writes the resolved config.
+/// Prepares the run directory and, for a new run, writes the resolved config. A new run is
+/// refused in a directory that holds one; a resumed run's `resolved.kdl` is left as it is until
+/// its ranks have loaded their checkpoints (rank 0 rewrites it then, `crate::train`).
 pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
-    let logs = req.run_dir.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let resolved = req.run_dir.join("resolved.kdl");
-    if req.resume {
-        // The resumed run keeps its resolved config; a changed world size is recorded beside it.
-        if !resolved.exists() {
-            bail!(
-                "{} has no resolved.kdl: is it a tandem run directory?",
-                req.run_dir.display()
-            );
-        }
+    if req.resume && !resolved.exists() {
+        bail!(
+            "{} has no resolved.kdl: is it a tandem run directory?",
+            req.run_dir.display()
+        );
     }
     // Only node 0 writes the run's files; other nodes may share the directory over a network
-    // file system.
-    if req.layout.node_rank == 0 {
+    // file system (and see node 0's files appear).
+    if !req.resume && req.layout.node_rank == 0 {
+        refuse_existing_run(req)?;
+    }
+    let logs = req.run_dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    if !req.resume && req.layout.node_rank == 0 {
         crate::atomic::write_atomic(&resolved, req.canonical.as_bytes())?;
         crate::atomic::write_atomic(
             &req.run_dir.join("resolved.sha256"),
@@ -149,21 +161,81 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
     Ok(())
 }
 
-/// Signals received by the launcher (SIGINT, SIGTERM), counted.
-fn install_signal_counter() -> Result<Arc<AtomicUsize>> {
-    let count = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let c = Arc::clone(&count);
-        // SAFETY: the handler only does an atomic add on an Arc'd counter it owns: no locks, no
-        // allocation, nothing that is not async-signal-safe, as `register` requires.
+/// A new run in a directory that holds a run would overwrite its checkpoints, prune them by
+/// name and mix its event files: refused, naming the ways forward. An empty directory is fine,
+/// and so, under `--resume-if-exists`, is an attempt of the same config that wrote no
+/// checkpoint (a job killed early), which starts over.
+fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
+    let dir = &req.run_dir;
+    let mut found = Vec::new();
+    if dir.join("resolved.kdl").exists() {
+        found.push("resolved.kdl".to_string());
+    }
+    let checkpoints = crate::train::checkpoint::newest_first(dir)?.len();
+    if checkpoints > 0 {
+        found.push(format!("{checkpoints} checkpoint(s)"));
+    }
+    let events = tandem_summary::reader::event_files(&dir.join("tensorboard")).unwrap_or_default();
+    if !events.is_empty() {
+        found.push(format!("{} TensorBoard event file(s)", events.len()));
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let same_config =
+        std::fs::read_to_string(dir.join("resolved.sha256")).is_ok_and(|h| h.trim() == req.hash);
+    if req.start_over && checkpoints == 0 && same_config {
+        // The attempt is run again from its start, exactly (same config); its event files
+        // would only repeat the new attempt's steps beside it.
+        for file in &events {
+            std::fs::remove_file(file)
+                .with_context(|| format!("cannot remove {}", file.display()))?;
+        }
+        eprintln!(
+            "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over \
+             (its {} event file(s) removed)",
+            dir.display(),
+            events.len()
+        );
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "{} already holds a run ({}); a new run there would overwrite its checkpoints and mix \
+         their summaries\nhelp: continue it with `tandem train --resume {}`, run the same \
+         command with --resume-if-exists to continue it whenever it has a checkpoint, or give \
+         a new --run-dir",
+        dir.display(),
+        found.join(", "),
+        dir.display()
+    ))
+    .into())
+}
+
+/// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first.
+struct Signals {
+    count: Arc<AtomicUsize>,
+    first: Arc<AtomicI32>,
+}
+
+fn install_signal_counter() -> Result<Signals> {
+    let signals = Signals {
+        count: Arc::new(AtomicUsize::new(0)),
+        first: Arc::new(AtomicI32::new(0)),
+    };
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    for sig in [SIGINT, SIGTERM, SIGUSR1] {
+        let (count, first) = (Arc::clone(&signals.count), Arc::clone(&signals.first));
+        // SAFETY: the handler only does atomic operations on Arc'd atomics it owns: no locks,
+        // no allocation, nothing that is not async-signal-safe, as `register` requires.
         unsafe {
             signal_hook::low_level::register(sig, move || {
-                c.fetch_add(1, Ordering::SeqCst);
+                let _ = first.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                count.fetch_add(1, Ordering::SeqCst);
             })
         }
         .context("cannot install the signal handler")?;
     }
-    Ok(count)
+    Ok(signals)
 }
 
 struct Rank {
@@ -262,20 +334,33 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     supervise(&mut children, &signals, &req.run_dir)
 }
 
-fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Result<ExitCode> {
+fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result<ExitCode> {
     let mut forwarded = 0usize;
     let mut failure: Option<(usize, i32)> = None;
     let mut stop_deadline: Option<Instant> = None;
     let mut silent_check: Option<(usize, Instant)> = None;
     loop {
-        let received = signals.load(Ordering::SeqCst);
+        let received = signals.count.load(Ordering::SeqCst);
         if received > forwarded {
             if forwarded == 0 {
-                eprintln!(
-                    "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
-                );
+                // The ranks get the signal the launcher got: it says why they stop.
+                let sig = signals.first.load(Ordering::SeqCst);
+                if sig == libc::SIGINT {
+                    eprintln!(
+                        "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
+                    );
+                } else {
+                    eprintln!(
+                        "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
+                        if sig == libc::SIGUSR1 {
+                            "SIGUSR1"
+                        } else {
+                            "SIGTERM"
+                        }
+                    );
+                }
                 for c in children.iter().filter(|c| c.done.is_none()) {
-                    signal(c.child.id(), libc::SIGINT);
+                    signal(c.child.id(), sig);
                 }
             } else {
                 eprintln!("tandem: stopping now");
@@ -293,6 +378,7 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
                 c.done = Some(code);
                 if code != 0
                     && code != INTERRUPTED as i32
+                    && code != PREEMPTED as i32
                     && failure.is_none()
                     && newly_failed.is_none()
                 {
@@ -341,6 +427,13 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
     }
     if failure.is_some() {
         return Ok(ExitCode::FAILURE);
+    }
+    // A signal that came after the ranks' last stop vote did not stop them: the run finished.
+    if children.iter().all(|c| c.done == Some(0)) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if children.iter().any(|c| c.done == Some(PREEMPTED as i32)) {
+        return Ok(ExitCode::from(PREEMPTED));
     }
     if forwarded > 0 || children.iter().any(|c| c.done == Some(INTERRUPTED as i32)) {
         return Ok(ExitCode::from(INTERRUPTED));
@@ -417,6 +510,11 @@ pub struct TrainRequest {
     pub sets: Vec<String>,
     pub run_dir: Option<PathBuf>,
     pub resume: Option<PathBuf>,
+    /// Continue `run_dir` when it holds a checkpoint, start it otherwise (a requeued job).
+    pub resume_if_exists: bool,
+    /// Let a resume run a config that differs from its checkpoint's beyond `devices` and
+    /// `train.max-steps` (the change is recorded in `config-changes.log`).
+    pub allow_config_change: bool,
     pub max_steps: Option<u64>,
     pub quiet: bool,
     pub nnodes: Option<usize>,
@@ -431,7 +529,11 @@ pub struct TrainRequest {
 /// started. Either way what runs is the canonical text, read back by [`worker::parse_config`]
 /// exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
+    let resume = resume_dir(&req)?;
     let canonical = resolve_canonical(&req)?;
+    if let Some(dir) = &resume {
+        check_resume_config(dir, &canonical, req.allow_config_change)?;
+    }
     let (experiment, hash) = worker::parse_config(&canonical)?;
     let flags = job_env::Flags {
         nnodes: req.nnodes,
@@ -441,7 +543,7 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     };
     let job = job_env::derive(&job_env::from_process()?, &flags, experiment.world_size())?;
     crate::dist::check_interfaces(&job.gloo_interfaces).map_err(|e| UsageError(e.to_string()))?;
-    let run_dir = run_dir_for(&req, &experiment.name, &hash, &job);
+    let run_dir = run_dir_for(&req, resume.as_ref(), &experiment.name, &hash, &job);
     let (layout, one_rank) = match job.plan.clone() {
         job_env::JobPlan::Spawn(layout) => (layout, None),
         job_env::JobPlan::Rank(me) => (
@@ -459,7 +561,8 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         canonical,
         hash,
         run_dir,
-        resume: req.resume.is_some(),
+        resume: resume.is_some(),
+        start_over: req.resume_if_exists,
         layout,
         quiet: req.quiet,
         origin: job.origin(),
@@ -471,10 +574,16 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     }
 }
 
-/// `--resume`'s or `--run-dir`'s directory; else the one [`job_env::RunDirName`] says: in a job
+/// The resumed directory ([`resume_dir`]) or `--run-dir`; else the one [`job_env::RunDirName`] says: in a job
 /// of several processes, one they all name alike without talking to each other.
-fn run_dir_for(req: &TrainRequest, name: &str, hash: &str, job: &job_env::JobEnv) -> PathBuf {
-    if let Some(dir) = req.resume.as_ref().or(req.run_dir.as_ref()) {
+fn run_dir_for(
+    req: &TrainRequest,
+    resume: Option<&PathBuf>,
+    name: &str,
+    hash: &str,
+    job: &job_env::JobEnv,
+) -> PathBuf {
+    if let Some(dir) = resume.or(req.run_dir.as_ref()) {
         return dir.clone();
     }
     let base = PathBuf::from("runs").join(name);
@@ -483,6 +592,85 @@ fn run_dir_for(req: &TrainRequest, name: &str, hash: &str, job: &job_env::JobEnv
         job_env::RunDirName::Job(id) => base.join(id),
         job_env::RunDirName::ConfigHash => base.join(format!("job-{}", &hash[..12])),
     }
+}
+
+/// The run directory a resume continues, or None for a new run: `--resume DIR`, or under
+/// `--resume-if-exists` the `--run-dir`, when it holds a checkpoint.
+fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
+    if !req.resume_if_exists {
+        return Ok(req.resume.clone());
+    }
+    if req.resume.is_some() {
+        return Err(UsageError(
+            "--resume-if-exists goes with FILE and --run-dir DIR, not with --resume".into(),
+        )
+        .into());
+    }
+    let Some(dir) = &req.run_dir else {
+        return Err(UsageError(
+            "--resume-if-exists needs --run-dir DIR: the directory a requeued job continues".into(),
+        )
+        .into());
+    };
+    let has_checkpoint = !crate::train::checkpoint::newest_first(dir)?.is_empty();
+    Ok(has_checkpoint.then(|| dir.clone()))
+}
+
+/// A resume runs the config of the run it continues, its newest readable checkpoint's, give
+/// or take the world size (`devices`) and where it stops (`train.max-steps`, which no schedule
+/// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
+/// `--resume-if-exists`) is refused, saying what differs, unless `allow` (rank 0 records the
+/// change once the resume has succeeded).
+fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
+    use crate::train::checkpoint;
+    // A damaged one is skipped here in silence: the ranks warn when they skip it too.
+    let mut found = None;
+    let mut damaged = Vec::new();
+    for path in checkpoint::newest_first(dir)? {
+        match checkpoint::load(&path) {
+            Ok(ckpt) => {
+                found = Some((path, ckpt));
+                break;
+            }
+            Err(e) => damaged.push(format!("{e:#}")),
+        }
+    }
+    let Some((path, ckpt)) = found else {
+        bail!(
+            "{} holds no readable checkpoint:\n{}",
+            dir.display(),
+            damaged.join("\n")
+        );
+    };
+    let (now, now_hash) = worker::parse_config(canonical)?;
+    let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
+        anyhow::anyhow!(
+            "the config inside {} does not parse:\n{}",
+            path.display(),
+            d.render(false)
+        )
+    })?;
+    run.devices = now.devices.clone();
+    run.train.max_steps = now.train.max_steps;
+    if allow || tandem_config::config_hash(&run) == now_hash {
+        return Ok(());
+    }
+    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
+    Err(UsageError(format!(
+        "cannot resume {}: the config differs from the one its checkpoint {} was written with:\n{}\n\
+         help: resume it as it was (only devices and train.max-steps may change), start a new run \
+         in another --run-dir, or pass --allow-config-change to continue under this config \
+         (recorded in {})",
+        dir.display(),
+        path.display(),
+        changes
+            .iter()
+            .map(|c| format!("    {c}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        dir.join("config-changes.log").display()
+    ))
+    .into())
 }
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with

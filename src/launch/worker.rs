@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
-use crate::train::{Outcome, RankContext};
+use crate::train::{Outcome, RankContext, Stop};
 
 /// What a worker is told on its command line.
 #[derive(Debug, Clone)]
@@ -53,6 +53,7 @@ pub fn run_with_config(args: WorkerArgs, canonical: &str) -> ExitCode {
     match run(&args, canonical) {
         Ok(Outcome::Finished) => ExitCode::SUCCESS,
         Ok(Outcome::Interrupted) => ExitCode::from(super::INTERRUPTED),
+        Ok(Outcome::Preempted) => ExitCode::from(super::PREEMPTED),
         Err(e) => fail(&args, e),
     }
 }
@@ -86,6 +87,9 @@ pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, Strin
 }
 
 fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+    // First thing: a scheduler's signal that arrives while the rank starts up is kept for the
+    // first stop vote instead of killing the process.
+    let stop_requested = stop_signals()?;
     let (experiment, hash) = parse_config(canonical)?;
     if args.world_size != experiment.world_size() {
         bail!(
@@ -163,12 +167,6 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         &hash[..12]
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the signal handler")?;
-    }
-
     tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
@@ -186,6 +184,12 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         identity: vec![
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
+            // Under an external launcher each rank decides by itself whether it resumes; a
+            // rank that would start fresh beside resuming ones is refused at the rendezvous.
+            (
+                "start".into(),
+                if args.resume { "resume" } else { "fresh" }.into(),
+            ),
         ],
         gloo_interfaces: args.gloo_interfaces.clone(),
     })
@@ -211,9 +215,34 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         run_dir: args.run_dir.clone(),
         resume: args.resume,
         threads,
-        stop_requested: Box::new(move || stop.load(Ordering::SeqCst)),
+        stop_requested,
     })?;
     Ok(outcome)
+}
+
+/// SIGINT (Ctrl-C) asks to stop, SIGTERM and SIGUSR1 (a scheduler's notice, Slurm's
+/// `--signal`) to stop for preemption; each is only a flag, read at the next stop vote.
+fn stop_signals() -> Result<Box<dyn Fn() -> Option<Stop> + Send>> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let preempt = Arc::new(AtomicBool::new(false));
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    for (sig, flag) in [
+        (SIGINT, &interrupt),
+        (SIGTERM, &preempt),
+        (SIGUSR1, &preempt),
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(flag))
+            .context("cannot install the signal handler")?;
+    }
+    Ok(Box::new(move || {
+        if preempt.load(Ordering::SeqCst) {
+            Some(Stop::Preempt)
+        } else if interrupt.load(Ordering::SeqCst) {
+            Some(Stop::Interrupt)
+        } else {
+            None
+        }
+    }))
 }
 
 /// Local rank `rank`'s share of `cores` cores among `ranks` ranks on the machine: the rank-th of
