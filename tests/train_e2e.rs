@@ -29,6 +29,16 @@ fn tandem() -> Command {
         .env_remove("WORLD_SIZE")
         .env_remove("MASTER_PORT")
         .env_remove("MASTER_ADDR");
+    // Whatever job runs the tests (an srun step, a pod, torchrun) must not shape their runs.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if ["SLURM_", "PET_", "LOCAL_", "TORCHELASTIC_", "GLOO_SOCKET", "TANDEM_JOB"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            cmd.env_remove(&*name);
+        }
+    }
     cmd
 }
 
@@ -918,6 +928,32 @@ fn as_external_rank(cmd: &mut Command, rank: usize, world: usize, port: u16) {
         .env("MASTER_PORT", port.to_string());
 }
 
+/// Makes `cmd` task `rank` of a one-node Slurm job step of `world` tasks, one per device, as
+/// `srun` would start it: only `SLURM_*` variables, the job id chosen so that the port tandem
+/// derives from it (`15000 + id mod 10000`) is free now.
+fn as_slurm_task(cmd: &mut Command, rank: usize, world: usize, job_id: u64) {
+    cmd.env("SLURM_PROCID", rank.to_string())
+        .env("SLURM_LOCALID", rank.to_string())
+        .env("SLURM_NTASKS", world.to_string())
+        .env("SLURM_NNODES", "1")
+        .env("SLURM_NODEID", "0")
+        .env("SLURM_NTASKS_PER_NODE", world.to_string())
+        .env("SLURM_JOB_NODELIST", "127.0.0.[1-2]")
+        .env("SLURM_JOB_ID", job_id.to_string());
+}
+
+/// A Slurm job id whose derived rendezvous port is free on loopback.
+fn slurm_job_id_with_free_port() -> u64 {
+    let start = u64::from(std::process::id()) % 10_000;
+    (0..10_000)
+        .map(|i| 7_000_000 + (start + i) % 10_000)
+        .find(|&id| {
+            let port = tandem::launch::job_env::slurm_default_port(id);
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        })
+        .expect("no free port in Slurm's derived range")
+}
+
 /// A preemptible job's command: the same on every attempt, continuing `dir` when it holds a
 /// checkpoint. 256 global steps an update (8 environments, rollout 32); a checkpoint every 2
 /// updates.
@@ -940,7 +976,7 @@ fn preemptible(dir: &Path, max_steps: u64) -> Command {
     cmd
 }
 
-/// One attempt of [`preemptible`] as two external ranks, each with its own output; `setup`
+/// One attempt of [`preemptible`] as the two tasks of a Slurm job step, each with its own output; `setup`
 /// adds what an attempt needs (the test seam), `during` acts while they run (given their pids).
 fn external_attempt(
     dir: &Path,
@@ -948,11 +984,11 @@ fn external_attempt(
     setup: impl Fn(&mut Command),
     during: impl FnOnce(&[u32]),
 ) -> Vec<Output> {
-    let port = common::free_port();
+    let job_id = slurm_job_id_with_free_port();
     let ranks: Vec<Child> = (0..2)
         .map(|rank| {
             let mut cmd = preemptible(dir, max_steps);
-            as_external_rank(&mut cmd, rank, 2, port);
+            as_slurm_task(&mut cmd, rank, 2, job_id);
             setup(&mut cmd);
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             cmd.spawn().unwrap()
@@ -1002,13 +1038,13 @@ fn scalar_values(run_dir: &Path, tag: &str) -> Vec<f32> {
         .collect()
 }
 
-/// Preemption under an external launcher (every rank its own process, as srun or torchrun
-/// start them): SIGTERM reaches rank 1 only, mid-training; both ranks finish the same update,
+/// Preemption of a simulated Slurm job, one task per device (every rank its own process, with
+/// only the `SLURM_*` variables srun gives it): SIGTERM reaches rank 1 only, mid-training; both ranks finish the same update,
 /// leave a checkpoint and exit 75. The same command again continues the run, and it ends with
 /// the parameters, step and episode count of an uninterrupted run, bit for bit, and one
 /// restart counted.
 #[test]
-fn preempted_external_ranks_continue_with_the_same_command_to_the_uninterrupted_result() {
+fn preempted_slurm_tasks_continue_with_the_same_command_to_the_uninterrupted_result() {
     let max_steps = 16_384;
     let dir = fresh_dir("preempt-external");
     let first = external_attempt(&dir, max_steps, hold_checkpoint_2, |pids| {
