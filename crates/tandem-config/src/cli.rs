@@ -18,7 +18,9 @@ pub const EXIT_USAGE: i32 = 2;
 
 fn source_of(file: &str) -> Result<Source, String> {
     if file == "-" {
-        std::io::read_to_string(std::io::stdin())
+        // One byte past the cap is enough for the resolver to refuse the text.
+        let capped = std::io::Read::take(std::io::stdin(), crate::MAX_CONFIG_BYTES as u64 + 1);
+        std::io::read_to_string(capped)
             .map(Source::Stdin)
             .map_err(|e| format!("error: cannot read the config from standard input: {e}\n"))
     } else {

@@ -30,6 +30,11 @@ pub use diag::{Diagnostic, Diagnostics};
 pub use model::*;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 
+/// The most bytes a config file (or standard input, or an included file) may hold: far above
+/// any experiment (the shipped ones are a few kilobytes), and small enough that reading and
+/// checking one stays under a second (docs/design.md, "Config size").
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
 /// Where an experiment comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

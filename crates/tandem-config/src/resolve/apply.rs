@@ -10,9 +10,7 @@ use miette::SourceSpan;
 use super::check::Checker;
 use super::{Assignment, Entry, Target, found, kind_noun};
 use crate::Origin;
-use crate::diag::{
-    self, DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error,
-};
+use crate::diag::{DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error};
 use crate::schema::{Kind, SECTIONS, Section};
 use crate::values::{Val, Values};
 
@@ -334,7 +332,7 @@ impl<'a> Applier<'a> {
         match src.kind {
             SourceKind::File => Origin::File {
                 path: src.name.clone(),
-                line: diag::line_col(&src.text, entry.span.offset()).0,
+                line: src.line_col(entry.span.offset()).0,
             },
             SourceKind::Set => Origin::Set {
                 text: src.text.to_string(),
