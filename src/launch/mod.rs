@@ -508,9 +508,24 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
         );
     }
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let resolved = tandem_config::resolve(&source, &sets)
+    let resolved = resolve_here(&source, &sets, req.nnodes)
         .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
+    // What runs but not as written (e.g. more steps than asked) is said before it runs.
+    eprint!("{}", resolved.warnings.render(color));
     Ok(tandem_config::canonical_kdl(&resolved.experiment))
+}
+
+/// Resolves for this machine: an experiment whose ranks here cannot fit in its available memory
+/// is refused before anything is allocated (`tandem validate` checks the same).
+fn resolve_here(
+    source: &tandem_config::Source,
+    sets: &[String],
+    nnodes: usize,
+) -> Result<tandem_config::Resolved, tandem_config::Diagnostics> {
+    match tandem_config::Machine::detect(nnodes) {
+        Some(machine) => tandem_config::resolve_on(source, sets, &machine),
+        None => tandem_config::resolve(source, sets),
+    }
 }
 
 /// This process is rank `rank` of a job an external launcher (torchrun and the like) started:

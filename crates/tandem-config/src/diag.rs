@@ -127,9 +127,18 @@ pub(crate) struct Label {
     pub text: String,
 }
 
+/// Whether a diagnostic stops the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    /// The experiment runs, but not quite as written (e.g. more steps than asked).
+    Warning,
+}
+
 /// One problem found in an experiment.
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
+    severity: Severity,
     code: &'static str,
     message: String,
     primary: Option<Label>,
@@ -139,6 +148,10 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    pub fn severity(&self) -> Severity {
+        self.severity
+    }
+
     /// A short stable identifier of the kind of problem, e.g. `config::unknown-setting`.
     pub fn code(&self) -> &'static str {
         self.code
@@ -170,7 +183,11 @@ impl Diagnostic {
 
     fn to_json_value(&self) -> serde_json::Value {
         let mut object = serde_json::Map::new();
-        object.insert("severity".into(), "error".into());
+        let severity = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        object.insert("severity".into(), severity.into());
         object.insert("code".into(), self.code.into());
         object.insert("message".into(), self.message.clone().into());
         if let (Some(source), Some(label)) = (&self.source, &self.primary) {
@@ -200,8 +217,17 @@ pub(crate) struct DiagBuilder {
 }
 
 pub(crate) fn error(code: &'static str, message: impl Into<String>) -> DiagBuilder {
+    diagnostic(Severity::Error, code, message)
+}
+
+pub(crate) fn warning(code: &'static str, message: impl Into<String>) -> DiagBuilder {
+    diagnostic(Severity::Warning, code, message)
+}
+
+fn diagnostic(severity: Severity, code: &'static str, message: impl Into<String>) -> DiagBuilder {
     DiagBuilder {
         diag: Box::new(Diagnostic {
+            severity,
             code,
             message: bounded(message.into(), MAX_TEXT),
             primary: None,
@@ -343,6 +369,13 @@ impl miette::Diagnostic for Report<'_> {
         Some(Box::new(self.diag.code))
     }
 
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.diag.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
         self.diag
             .help
@@ -388,6 +421,14 @@ impl Diagnostics {
 
     pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// How many are errors (the rest are warnings).
+    pub fn errors(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -507,6 +548,13 @@ impl fmt::Display for Diagnostics {
 }
 
 impl std::error::Error for Diagnostics {}
+
+/// Two sets are equal when they say the same things at the same places.
+impl PartialEq for Diagnostics {
+    fn eq(&self, other: &Self) -> bool {
+        self.json_values() == other.json_values()
+    }
+}
 
 /// Damerau-free edit distance, enough to suggest the name a typo was meant to be.
 fn edit_distance(a: &str, b: &str) -> usize {

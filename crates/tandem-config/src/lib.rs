@@ -11,6 +11,7 @@
 //!
 //! No environment variable or file outside the named ones changes a resolution.
 
+mod budget;
 mod canonical;
 mod catalogue;
 pub mod cli;
@@ -24,9 +25,13 @@ mod values;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use budget::{
+    Bytes, Machine, MemoryEstimate, MemoryPart, memory_estimate, steps_run, update_formula,
+    update_steps,
+};
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
 pub use catalogue::games;
-pub use diag::{Diagnostic, Diagnostics};
+pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::*;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 
@@ -100,6 +105,8 @@ impl Provenance {
 pub struct Resolved {
     pub experiment: Experiment,
     pub provenance: Provenance,
+    /// What runs, but not as written (e.g. `total-steps` below one update); to be shown.
+    pub warnings: Diagnostics,
 }
 
 /// Resolves an experiment: reads the source and its includes, applies `--set`
@@ -107,5 +114,15 @@ pub struct Resolved {
 /// in order, fills every default and checks everything. Returns every problem at
 /// once.
 pub fn resolve(source: &Source, sets: &[String]) -> Result<Resolved, Diagnostics> {
-    resolve::run(source, sets, true)
+    resolve::run(source, sets, true, None)
+}
+
+/// [`resolve`], and also refuses an experiment whose ranks on one machine need more memory
+/// than `machine` has available ([`memory_estimate`]), pointing at the setting that needs most.
+pub fn resolve_on(
+    source: &Source,
+    sets: &[String],
+    machine: &Machine,
+) -> Result<Resolved, Diagnostics> {
+    resolve::run(source, sets, true, Some(machine))
 }
