@@ -491,7 +491,7 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
             .into());
         }
         (None, Some(f)) if f == "-" => tandem_config::Source::Stdin(
-            std::io::read_to_string(std::io::stdin())
+            tandem_config::read_capped(std::io::stdin())
                 .context("cannot read the experiment from standard input")?,
         ),
         (None, Some(f)) => tandem_config::Source::Path(PathBuf::from(f)),

@@ -18,9 +18,7 @@ pub const EXIT_USAGE: i32 = 2;
 
 fn source_of(file: &str) -> Result<Source, String> {
     if file == "-" {
-        // One byte past the cap is enough for the resolver to refuse the text.
-        let capped = std::io::Read::take(std::io::stdin(), crate::MAX_CONFIG_BYTES as u64 + 1);
-        std::io::read_to_string(capped)
+        crate::read_capped(std::io::stdin())
             .map(Source::Stdin)
             .map_err(|e| format!("error: cannot read the config from standard input: {e}\n"))
     } else {
@@ -153,7 +151,7 @@ pub fn cost_line(resolved: &Resolved) -> String {
 
 /// `tandem resolve FILE [--set PATH=VALUE]... [--format kdl|json] [--hash]`.
 /// Returns (standard output, standard error, exit code). With `json`, diagnostics
-/// on standard error are JSON too.
+/// on standard error are JSON too. Warnings go to standard error beside a valid result.
 pub fn resolve(
     file: &str,
     sets: &[String],
@@ -178,7 +176,15 @@ pub fn resolve(
             } else {
                 canonical_kdl(e)
             };
-            (out, String::new(), EXIT_OK)
+            let warnings = if json {
+                match resolved.warnings.is_empty() {
+                    true => String::new(),
+                    false => format!("{}\n", resolved.warnings.to_json()),
+                }
+            } else {
+                resolved.warnings.render(color)
+            };
+            (out, warnings, EXIT_OK)
         }
         Err(diags) => {
             let err = if json {

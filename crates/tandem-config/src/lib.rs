@@ -40,6 +40,12 @@ pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 /// checking one stays under a second (docs/design.md, "Config size").
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 
+/// Reads a config from `reader` (standard input) up to one byte past [`MAX_CONFIG_BYTES`]:
+/// enough for [`resolve`] to refuse a text that is too large, without holding all of it.
+pub fn read_capped(reader: impl std::io::Read) -> std::io::Result<String> {
+    std::io::read_to_string(reader.take(MAX_CONFIG_BYTES as u64 + 1))
+}
+
 /// Where an experiment comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

@@ -93,6 +93,23 @@ fn a_run_takes_whole_updates_up_to_its_limit() {
         text.contains("    runs 500224 steps (977 updates of 512); at least "),
         "{text}"
     );
+    // `tandem resolve` prints the result and says the warning on standard error.
+    let cartpole = format!(
+        "{}/../../experiments/cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (out, err, code) = cli::resolve(
+        &cartpole,
+        &["train.max-steps=10".into()],
+        false,
+        true,
+        false,
+    );
+    assert_eq!((code, out.len()), (0, 65), "{out}{err}");
+    assert!(
+        err.contains("max-steps 10 is less than one update"),
+        "{err}"
+    );
 }
 
 #[test]

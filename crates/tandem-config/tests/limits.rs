@@ -49,8 +49,16 @@ fn a_file_at_the_cap_is_read_and_one_byte_more_is_refused_with_its_size() {
         d.message()
     );
     assert!(d.help().unwrap().contains("few kilobytes"), "{d:?}");
+    // Standard input is read one byte past the cap, so its size is not known.
     let stdin = errors_of(&Source::Stdin(valid_of_size(MAX_CONFIG_BYTES + 1)));
-    assert_eq!(stdin.iter().next().unwrap().code(), "config::too-large");
+    let d = stdin.iter().next().unwrap();
+    assert_eq!(d.code(), "config::too-large");
+    assert_eq!(
+        d.message(),
+        "<stdin> holds more than the 1048576 bytes (1 MiB) a config may hold"
+    );
+    let capped = tandem_config::read_capped(std::io::repeat(b' ')).unwrap();
+    assert_eq!(capped.len(), MAX_CONFIG_BYTES + 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

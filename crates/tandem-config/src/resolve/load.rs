@@ -45,31 +45,38 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
 }
 
 /// Reads a config file whole, unless it holds more than [`crate::MAX_CONFIG_BYTES`]: then
-/// its size (at least the cap plus one, for a file whose size is known only by reading it),
-/// found without reading more than the cap.
-fn read_config(path: &Path) -> std::io::Result<Result<String, u64>> {
+/// its size when known without reading it (not for a pipe), found without reading more than
+/// the cap.
+fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
     use std::io::Read;
     let file = std::fs::File::open(path)?;
     let size = file.metadata()?.len();
     let cap = crate::MAX_CONFIG_BYTES as u64;
     if size > cap {
-        return Ok(Err(size));
+        return Ok(Err(Some(size)));
     }
     let mut text = String::new();
     file.take(cap + 1).read_to_string(&mut text)?;
     if text.len() as u64 > cap {
-        return Ok(Err(text.len() as u64));
+        return Ok(Err(None));
     }
     Ok(Ok(text))
 }
 
-/// `52428800 bytes (50.0 MiB)`, against the cap.
-fn size_in_words(size: u64) -> String {
-    format!(
-        "{size} bytes ({:.1} MiB), more than the {} bytes (1 MiB) a config may hold",
-        size as f64 / (1u64 << 20) as f64,
+/// `52428800 bytes (50.0 MiB), more than ...`, against the cap; just `more than ...` when the
+/// size is not known.
+fn size_in_words(size: Option<u64>) -> String {
+    let cap = format!(
+        "more than the {} bytes (1 MiB) a config may hold",
         crate::MAX_CONFIG_BYTES
-    )
+    );
+    match size {
+        Some(size) => format!(
+            "{size} bytes ({:.1} MiB), {cap}",
+            size as f64 / (1u64 << 20) as f64
+        ),
+        None => cap,
+    }
 }
 
 fn too_large_help() -> &'static str {
@@ -79,7 +86,7 @@ fn too_large_help() -> &'static str {
 
 impl Loader {
     /// The main file (or standard input) is over the size cap: nothing of it is read.
-    fn too_large(&mut self, name: String, size: u64) {
+    fn too_large(&mut self, name: String, size: Option<u64>) {
         let id = self
             .sources
             .add(name.clone(), String::new(), SourceKind::File);
@@ -87,7 +94,10 @@ impl Loader {
         self.push(
             error(
                 "config::too-large",
-                format!("{name} is {}", size_in_words(size)),
+                match size {
+                    Some(_) => format!("{name} is {}", size_in_words(size)),
+                    None => format!("{name} holds {}", size_in_words(size)),
+                },
             )
             .in_source(&source)
             .help(too_large_help()),
@@ -230,7 +240,9 @@ impl Loader {
                 }
             },
             Source::Stdin(text) if text.len() > crate::MAX_CONFIG_BYTES => {
-                self.too_large("<stdin>".to_string(), text.len() as u64);
+                // Read through `read_capped`, the text may stop one byte past the cap.
+                let size = (text.len() > crate::MAX_CONFIG_BYTES + 1).then_some(text.len() as u64);
+                self.too_large("<stdin>".to_string(), size);
                 return;
             }
             Source::Stdin(text) => ("<stdin>".to_string(), text.clone(), PathBuf::new()),
@@ -410,7 +422,7 @@ impl Loader {
                         "config::too-large",
                         format!("included file `{display}` is too large to be a config"),
                     )
-                    .at(source, span, format!("{} here", size_in_words(size)))
+                    .at(source, span, size_in_words(size))
                     .help(too_large_help()),
                 );
                 return;
