@@ -11,6 +11,13 @@ fn experiment(name: &str) -> Source {
     Source::Path(format!("{}/../../experiments/{name}", env!("CARGO_MANIFEST_DIR")).into())
 }
 
+fn cartpole_path() -> String {
+    format!(
+        "{}/../../experiments/cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
 fn ok(source: &Source, sets: &[&str]) -> Resolved {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     resolve(source, &sets).unwrap_or_else(|d| panic!("{d}"))
@@ -92,6 +99,14 @@ fn a_run_takes_whole_updates_up_to_its_limit() {
     assert!(
         text.contains("    runs 500224 steps (977 updates of 512); at least "),
         "{text}"
+    );
+    let (json, _) = cli::validate(std::slice::from_ref(&cartpole_path()), true, false);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["files"][0]["steps"], 500_224);
+    assert_eq!(v["files"][0]["updates"], 977);
+    assert!(
+        v["files"][0]["memory_per_rank_bytes"].as_u64().unwrap() > 0,
+        "{v}"
     );
     // `tandem resolve` prints the result and says the warning on standard error.
     let cartpole = format!(
