@@ -515,14 +515,15 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
     Ok(tandem_config::canonical_kdl(&resolved.experiment))
 }
 
-/// Resolves for this machine: an experiment whose ranks here cannot fit in its available memory
-/// is refused before anything is allocated (`tandem validate` checks the same).
+/// Resolves for this machine: an experiment whose ranks here (its world over `nnodes` machines;
+/// one rank when that is not known yet) cannot fit in the available memory is refused before
+/// anything is allocated.
 fn resolve_here(
     source: &tandem_config::Source,
     sets: &[String],
-    nnodes: usize,
+    nnodes: impl Into<Option<usize>>,
 ) -> Result<tandem_config::Resolved, tandem_config::Diagnostics> {
-    match tandem_config::Machine::detect(nnodes) {
+    match tandem_config::Machine::detect(nnodes.into()) {
         Some(machine) => tandem_config::resolve_on(source, sets, &machine),
         None => tandem_config::resolve(source, sets),
     }

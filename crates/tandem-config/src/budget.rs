@@ -296,13 +296,16 @@ fn torso_params(shape: &[usize], torso: &Torso) -> (f64, f64) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Machine {
     pub available_bytes: u64,
+    /// `usize::MAX` when the spread is not known: then one rank must fit here.
     pub nodes: usize,
 }
 
 impl Machine {
     /// This machine: `MemAvailable` of /proc/meminfo, or what this process's cgroup still
     /// allows when that is less; `None` when neither can be read (nothing is checked then).
-    pub fn detect(nodes: usize) -> Option<Machine> {
+    /// `nodes`: the machines the ranks are spread over, `None` when not known yet (`tandem
+    /// validate`; a scheduler deriving it later), which checks that one rank fits.
+    pub fn detect(nodes: Option<usize>) -> Option<Machine> {
         let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
         let available = meminfo.as_deref().and_then(mem_available);
         let cgroup = cgroup_room();
@@ -312,7 +315,7 @@ impl Machine {
         };
         Some(Machine {
             available_bytes,
-            nodes: nodes.max(1),
+            nodes: nodes.map_or(usize::MAX, |n| n.max(1)),
         })
     }
 
@@ -371,6 +374,21 @@ mod tests {
         let text = "MemTotal:  2048 kB\nMemFree: 1 kB\nMemAvailable:    1024 kB\n";
         assert_eq!(mem_available(text), Some(1 << 20));
         assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+    }
+
+    #[test]
+    fn an_unknown_spread_checks_one_rank_and_a_known_one_its_share() {
+        let machine = |nodes| Machine {
+            available_bytes: 0,
+            nodes,
+        };
+        assert_eq!(machine(usize::MAX).ranks_here(8), 1);
+        assert_eq!(machine(1).ranks_here(8), 8);
+        assert_eq!(machine(3).ranks_here(8), 3);
+        if let Some(here) = Machine::detect(None) {
+            assert_eq!(here.ranks_here(8), 1);
+            assert!(here.available_bytes > 0);
+        }
     }
 
     #[test]

@@ -36,7 +36,8 @@ fn check_sets(sets: &[String]) -> Result<(), String> {
 }
 
 /// `tandem validate FILE...`: checks every file, reports every problem of each, and
-/// checks that each fits this machine's memory (with all its ranks here).
+/// checks that one rank of each fits in this machine's available memory (where the ranks
+/// will run is not known here).
 /// Returns the text to print on standard output and the exit code.
 pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     if files.is_empty() {
@@ -51,7 +52,7 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     let mut text = String::new();
     let mut reports = Vec::new();
     let (mut valid, mut errors, mut warnings) = (0usize, 0usize, 0usize);
-    let machine = Machine::detect(1);
+    let machine = Machine::detect(None);
     for file in files {
         let outcome: Result<Resolved, Result<Diagnostics, String>> = match source_of(file) {
             Ok(source) => match &machine {
