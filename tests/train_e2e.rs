@@ -32,9 +32,16 @@ fn tandem() -> Command {
     // Whatever job runs the tests (an srun step, a pod, torchrun) must not shape their runs.
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if ["SLURM_", "PET_", "LOCAL_", "TORCHELASTIC_", "GLOO_SOCKET", "TANDEM_JOB"]
-            .iter()
-            .any(|p| name.starts_with(p))
+        if [
+            "SLURM_",
+            "PET_",
+            "LOCAL_",
+            "TORCHELASTIC_",
+            "GLOO_SOCKET",
+            "TANDEM_JOB",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
         {
             cmd.env_remove(&*name);
         }

@@ -530,7 +530,7 @@ pub struct TrainRequest {
 /// exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let resume = resume_dir(&req)?;
-    let canonical = resolve_canonical(&req)?;
+    let (canonical, resolvable) = resolve_canonical(&req)?;
     if let Some(dir) = &resume {
         check_resume_config(dir, &canonical, req.allow_config_change)?;
     }
@@ -542,6 +542,9 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         master_port: req.master_port,
     };
     let job = job_env::derive(&job_env::from_process()?, &flags, experiment.world_size())?;
+    if req.nnodes.is_none() {
+        check_memory_for_ranks_here(&resolvable, &job.plan, experiment.world_size())?;
+    }
     crate::dist::check_interfaces(&job.gloo_interfaces).map_err(|e| UsageError(e.to_string()))?;
     let run_dir = run_dir_for(&req, resume.as_ref(), &experiment.name, &hash, &job);
     let (layout, one_rank) = match job.plan.clone() {
@@ -675,7 +678,7 @@ fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
 /// `--set` and `--max-steps` applied), in canonical text: the one form any rank is handed.
-fn resolve_canonical(req: &TrainRequest) -> Result<String> {
+fn resolve_canonical(req: &TrainRequest) -> Result<(String, Resolvable)> {
     let mut sets = req.sets.clone();
     if let Some(n) = req.max_steps {
         sets.push(format!("train.max-steps={n}"));
@@ -689,7 +692,7 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
             .into());
         }
         (None, Some(f)) if f == "-" => tandem_config::Source::Stdin(
-            std::io::read_to_string(std::io::stdin())
+            tandem_config::read_capped(std::io::stdin())
                 .context("cannot read the experiment from standard input")?,
         ),
         (None, Some(f)) => tandem_config::Source::Path(PathBuf::from(f)),
@@ -706,9 +709,54 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
         );
     }
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let resolved = tandem_config::resolve(&source, &sets)
+    let resolved = resolve_here(&source, &sets, req.nnodes)
         .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
-    Ok(tandem_config::canonical_kdl(&resolved.experiment))
+    // What runs but not as written (e.g. more steps than asked) is said before it runs.
+    eprint!("{}", resolved.warnings.render(color));
+    Ok((
+        tandem_config::canonical_kdl(&resolved.experiment),
+        Resolvable { source, sets },
+    ))
+}
+
+/// What the command line resolved, kept to check it again once the job's layout is known.
+struct Resolvable {
+    source: tandem_config::Source,
+    sets: Vec<String>,
+}
+
+/// The memory check again, for the ranks this node actually runs: the first resolve knew the
+/// node count only from `--nnodes`, and counted one rank a machine without it.
+fn check_memory_for_ranks_here(
+    what: &Resolvable,
+    plan: &job_env::JobPlan,
+    world: usize,
+) -> Result<()> {
+    let here = match plan {
+        job_env::JobPlan::Spawn(layout) => world / layout.nnodes.max(1),
+        job_env::JobPlan::Rank(me) => me.local_world,
+    };
+    if here <= 1 {
+        return Ok(());
+    }
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    resolve_here(&what.source, &what.sets, world.div_ceil(here))
+        .map(|_| ())
+        .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))
+}
+
+/// Resolves for this machine: an experiment whose ranks here (its world over `nnodes` machines;
+/// one rank when that is not known yet) cannot fit in the available memory is refused before
+/// anything is allocated.
+fn resolve_here(
+    source: &tandem_config::Source,
+    sets: &[String],
+    nnodes: impl Into<Option<usize>>,
+) -> Result<tandem_config::Resolved, tandem_config::Diagnostics> {
+    match tandem_config::Machine::detect(nnodes.into()) {
+        Some(machine) => tandem_config::resolve_on(source, sets, &machine),
+        None => tandem_config::resolve(source, sets),
+    }
 }
 
 /// This process is rank `me.rank` of a job an external launcher (torchrun, Slurm's srun) started:

@@ -248,7 +248,7 @@ pub fn config_hash(e: &Experiment) -> String {
 /// refused) and must be byte-identical to the canonical form of what it resolves to,
 /// so a worker can be sure it runs exactly what the launcher hashed.
 pub fn parse_canonical(text: &str) -> Result<Experiment, Diagnostics> {
-    let resolved = crate::resolve::run(&Source::Stdin(text.to_string()), &[], false)?;
+    let resolved = crate::resolve::run(&Source::Stdin(text.to_string()), &[], false, None)?;
     let canonical = canonical_kdl(&resolved.experiment);
     if canonical != text {
         let offset = canonical

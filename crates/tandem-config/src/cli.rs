@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use crate::{
-    Diagnostics, Resolved, Source, canonical_json, canonical_kdl, config_hash,
-    resolve as resolve_source,
+    Bytes, Diagnostics, Machine, Resolved, Source, canonical_json, canonical_kdl, config_hash,
+    memory_estimate, resolve as resolve_source, resolve_on, steps_run,
 };
 
 /// Exit code of a valid run.
@@ -18,7 +18,7 @@ pub const EXIT_USAGE: i32 = 2;
 
 fn source_of(file: &str) -> Result<Source, String> {
     if file == "-" {
-        std::io::read_to_string(std::io::stdin())
+        crate::read_capped(std::io::stdin())
             .map(Source::Stdin)
             .map_err(|e| format!("error: cannot read the config from standard input: {e}\n"))
     } else {
@@ -35,7 +35,9 @@ fn check_sets(sets: &[String]) -> Result<(), String> {
     }
 }
 
-/// `tandem validate FILE...`: checks every file, reports every problem of each.
+/// `tandem validate FILE...`: checks every file, reports every problem of each, and
+/// checks that one rank of each fits in this machine's available memory (where the ranks
+/// will run is not known here).
 /// Returns the text to print on standard output and the exit code.
 pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     if files.is_empty() {
@@ -49,10 +51,14 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     }
     let mut text = String::new();
     let mut reports = Vec::new();
-    let (mut valid, mut errors) = (0usize, 0usize);
+    let (mut valid, mut errors, mut warnings) = (0usize, 0usize, 0usize);
+    let machine = Machine::detect(None);
     for file in files {
         let outcome: Result<Resolved, Result<Diagnostics, String>> = match source_of(file) {
-            Ok(source) => resolve_source(&source, &[]).map_err(Ok),
+            Ok(source) => match &machine {
+                Some(machine) => resolve_on(&source, &[], machine).map_err(Ok),
+                None => resolve_source(&source, &[]).map_err(Ok),
+            },
             Err(message) => Err(Err(message)),
         };
         let mut report = serde_json::Map::new();
@@ -60,19 +66,31 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
         match outcome {
             Ok(resolved) => {
                 valid += 1;
+                warnings += resolved.warnings.len();
                 let hash = config_hash(&resolved.experiment);
+                text.push_str(&resolved.warnings.render(color));
                 text.push_str(&format!("ok: {file} (sha256 {})\n", &hash[..16]));
+                text.push_str(&format!("    {}\n", cost_line(&resolved)));
                 report.insert("valid".into(), true.into());
                 report.insert("hash".into(), hash.into());
-                report.insert("diagnostics".into(), serde_json::Value::Array(Vec::new()));
+                let (updates, steps) = steps_run(&resolved.experiment);
+                report.insert("updates".into(), updates.into());
+                report.insert("steps".into(), steps.into());
+                let memory = memory_estimate(&resolved.experiment).per_rank();
+                report.insert("memory_per_rank_bytes".into(), memory.into());
+                report.insert(
+                    "diagnostics".into(),
+                    serde_json::Value::Array(resolved.warnings.json_values()),
+                );
             }
             Err(Ok(diags)) => {
-                errors += diags.len();
+                errors += diags.errors();
+                warnings += diags.len() - diags.errors();
                 text.push_str(&diags.render(color));
                 text.push_str(&format!(
                     "invalid: {file} ({} error{})\n",
-                    diags.len(),
-                    if diags.len() == 1 { "" } else { "s" }
+                    diags.errors(),
+                    if diags.errors() == 1 { "" } else { "s" }
                 ));
                 report.insert("valid".into(), false.into());
                 report.insert(
@@ -106,8 +124,13 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
         out.push('\n');
         return (out, code);
     }
+    let warned = match warnings {
+        0 => String::new(),
+        1 => ", 1 warning".to_string(),
+        n => format!(", {n} warnings"),
+    };
     text.push_str(&format!(
-        "{} file{} checked: {valid} valid, {invalid} invalid, {errors} error{}\n",
+        "{} file{} checked: {valid} valid, {invalid} invalid, {errors} error{}{warned}\n",
         files.len(),
         if files.len() == 1 { "" } else { "s" },
         if errors == 1 { "" } else { "s" }
@@ -115,9 +138,21 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     (text, code)
 }
 
+/// `runs 500224 steps (977 updates of 512); at least 1.2 MiB of memory a rank`.
+pub fn cost_line(resolved: &Resolved) -> String {
+    let e = &resolved.experiment;
+    let (updates, steps) = steps_run(e);
+    let unit = crate::update_steps(e);
+    format!(
+        "runs {steps} steps ({updates} update{} of {unit}); at least {} of memory a rank",
+        if updates == 1 { "" } else { "s" },
+        Bytes(memory_estimate(e).per_rank())
+    )
+}
+
 /// `tandem resolve FILE [--set PATH=VALUE]... [--format kdl|json] [--hash]`.
 /// Returns (standard output, standard error, exit code). With `json`, diagnostics
-/// on standard error are JSON too.
+/// on standard error are JSON too. Warnings go to standard error beside a valid result.
 pub fn resolve(
     file: &str,
     sets: &[String],
@@ -142,7 +177,15 @@ pub fn resolve(
             } else {
                 canonical_kdl(e)
             };
-            (out, String::new(), EXIT_OK)
+            let warnings = if json {
+                match resolved.warnings.is_empty() {
+                    true => String::new(),
+                    false => format!("{}\n", resolved.warnings.to_json()),
+                }
+            } else {
+                resolved.warnings.render(color)
+            };
+            (out, warnings, EXIT_OK)
         }
         Err(diags) => {
             let err = if json {

@@ -11,6 +11,7 @@
 //!
 //! No environment variable or file outside the named ones changes a resolution.
 
+mod budget;
 mod canonical;
 mod catalogue;
 pub mod cli;
@@ -24,11 +25,26 @@ mod values;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use budget::{
+    Bytes, Machine, MemoryEstimate, MemoryPart, memory_estimate, steps_run, update_formula,
+    update_steps,
+};
 pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
 pub use catalogue::games;
-pub use diag::{Diagnostic, Diagnostics};
+pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::*;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
+
+/// The most bytes a config file (or standard input, or an included file) may hold: far above
+/// any experiment (the shipped ones are a few kilobytes), and small enough that reading and
+/// checking one stays under a second (docs/design.md, "Config size").
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// Reads a config from `reader` (standard input) up to one byte past [`MAX_CONFIG_BYTES`]:
+/// enough for [`resolve`] to refuse a text that is too large, without holding all of it.
+pub fn read_capped(reader: impl std::io::Read) -> std::io::Result<String> {
+    std::io::read_to_string(reader.take(MAX_CONFIG_BYTES as u64 + 1))
+}
 
 /// Where an experiment comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +111,8 @@ impl Provenance {
 pub struct Resolved {
     pub experiment: Experiment,
     pub provenance: Provenance,
+    /// What runs, but not as written (e.g. `total-steps` below one update); to be shown.
+    pub warnings: Diagnostics,
 }
 
 /// Resolves an experiment: reads the source and its includes, applies `--set`
@@ -102,5 +120,15 @@ pub struct Resolved {
 /// in order, fills every default and checks everything. Returns every problem at
 /// once.
 pub fn resolve(source: &Source, sets: &[String]) -> Result<Resolved, Diagnostics> {
-    resolve::run(source, sets, true)
+    resolve::run(source, sets, true, None)
+}
+
+/// [`resolve`], and also refuses an experiment whose ranks on one machine need more memory
+/// than `machine` has available ([`memory_estimate`]), pointing at the setting that needs most.
+pub fn resolve_on(
+    source: &Source,
+    sets: &[String],
+    machine: &Machine,
+) -> Result<Resolved, Diagnostics> {
+    resolve::run(source, sets, true, Some(machine))
 }

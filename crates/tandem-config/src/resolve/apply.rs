@@ -10,9 +10,8 @@ use miette::SourceSpan;
 use super::check::Checker;
 use super::{Assignment, Entry, Target, found, kind_noun};
 use crate::Origin;
-use crate::diag::{
-    self, DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error,
-};
+use crate::diag::Severity;
+use crate::diag::{DiagBuilder, Diagnostic, SourceId, SourceKind, Sources, did_you_mean, error};
 use crate::schema::{Kind, SECTIONS, Section};
 use crate::values::{Val, Values};
 
@@ -20,6 +19,8 @@ use crate::values::{Val, Values};
 pub(super) struct Applier<'a> {
     sources: &'a Sources,
     pub(super) diags: Vec<Diagnostic>,
+    /// What runs but not as written; reported beside the errors, or with the result.
+    pub(super) warnings: Vec<Diagnostic>,
     pub(super) entries: BTreeMap<String, Entry>,
     /// The kind currently in effect per section (`None` until one is assigned).
     current: Vec<Option<&'static Kind>>,
@@ -36,6 +37,7 @@ impl<'a> Applier<'a> {
         Applier {
             sources,
             diags,
+            warnings: Vec::new(),
             entries: BTreeMap::new(),
             current: vec![None; SECTIONS.len()],
             final_kind: vec![None; SECTIONS.len()],
@@ -61,7 +63,11 @@ impl<'a> Applier<'a> {
     }
 
     pub(super) fn push(&mut self, b: DiagBuilder) {
-        self.diags.push(b.finish(self.sources));
+        let d = b.finish(self.sources);
+        match d.severity() {
+            Severity::Error => self.diags.push(d),
+            Severity::Warning => self.warnings.push(d),
+        }
     }
 
     fn effective_kind(&self, section: usize) -> Option<&'static Kind> {
@@ -334,7 +340,7 @@ impl<'a> Applier<'a> {
         match src.kind {
             SourceKind::File => Origin::File {
                 path: src.name.clone(),
-                line: diag::line_col(&src.text, entry.span.offset()).0,
+                line: src.line_col(entry.span.offset()).0,
             },
             SourceKind::Set => Origin::Set {
                 text: src.text.to_string(),

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use miette::SourceSpan;
 
 use super::apply::Applier;
-use crate::diag::{SourceId, error};
+use crate::Machine;
+use crate::budget::{Bytes, MemoryPart, memory_estimate, update_formula, update_steps};
+use crate::diag::{SourceId, error, warning};
 use crate::model::*;
 
 /// Checks that involve more than one setting.
@@ -17,6 +19,8 @@ pub(super) struct CrossCheck<'a, 'b> {
     pub(super) experiment: &'a Experiment,
     pub(super) main_source: SourceId,
     pub(super) experiment_span: SourceSpan,
+    /// The machine to fit in, when the caller asked.
+    pub(super) machine: Option<&'a Machine>,
 }
 
 impl CrossCheck<'_, '_> {
@@ -92,6 +96,7 @@ impl CrossCheck<'_, '_> {
             }
         }
         self.max_steps();
+        self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
         }
@@ -106,6 +111,96 @@ impl CrossCheck<'_, '_> {
         }
         self.gains_need_orthogonal_init();
         self.recurrent_core();
+        if let Some(machine) = self.machine
+            && self.applier.diags.is_empty()
+        {
+            self.memory(machine);
+        }
+    }
+
+    /// Updates run whole, so a step limit below one update's steps runs a whole update: more,
+    /// maybe many times more, than asked. A warning: the run is what it is, and a smoke test
+    /// (`--max-steps 1`) asks for exactly that.
+    fn less_than_one_update(&mut self) {
+        let e = self.experiment;
+        let paths = [
+            "env.envs",
+            "train.rollout",
+            "train.total-steps",
+            "train.max-steps",
+        ];
+        let (unit, limit) = (update_steps(e), e.step_limit());
+        if !self.ok(&paths) || limit >= unit {
+            return;
+        }
+        let path = match e.train.max_steps {
+            Some(max) if max < e.train.total_steps => "train.max-steps",
+            _ => "train.total-steps",
+        };
+        let name = &path["train.".len()..];
+        let (source, span, text) =
+            self.label(path, &format!("less than one update of {unit} steps"));
+        let lever = if e.algorithm.is_on_policy() {
+            "`rollout` or `envs`"
+        } else {
+            "`train-frequency` or `envs`"
+        };
+        self.applier.push(
+            warning(
+                "config::less-than-one-update",
+                format!("{name} {limit} is less than one update: the run takes {unit} steps"),
+            )
+            .at(source, span, text)
+            .help(format!(
+                "an update runs whole, and one takes {} global steps (`envs` counts the \
+                 environments of every rank); set {name} to at least {unit}, or lower {lever}",
+                update_formula(e)
+            )),
+        );
+    }
+
+    /// The ranks this machine runs must fit in its available memory ([`memory_estimate`]).
+    fn memory(&mut self, machine: &Machine) {
+        let e = self.experiment;
+        let estimate = memory_estimate(e);
+        let ranks = machine.ranks_here(e.world_size());
+        let needed = estimate.per_rank().saturating_mul(ranks as u64);
+        if needed <= machine.available_bytes {
+            return;
+        }
+        let (part, largest) = estimate.dominant();
+        let path = part.setting();
+        let label = format!("{} of {} a rank", Bytes(largest), part.describe());
+        let (source, span, text) = self.label(path, &label);
+        let mut b = error(
+            "config::out-of-memory",
+            format!(
+                "this experiment needs at least {} of memory on this machine, and {} is available",
+                Bytes(needed),
+                Bytes(machine.available_bytes)
+            ),
+        )
+        .at(source, span, text);
+        if part == MemoryPart::Rollout
+            && let (s, span, true) = self.at("train.rollout")
+        {
+            b = b.also(s, span, "steps kept per environment");
+        }
+        let lever = match part {
+            MemoryPart::Environments | MemoryPart::Rollout if e.algorithm.is_on_policy() => {
+                "lower `envs` or `rollout`"
+            }
+            MemoryPart::Environments | MemoryPart::Rollout => "lower `envs`",
+            MemoryPart::Replay => "lower `buffer-capacity`",
+            MemoryPart::Networks => "use a smaller network",
+        };
+        let help = format!(
+            "{ranks} rank(s) here, each needing at least {} ({}); {lever}, or spread the \
+             ranks over more machines",
+            Bytes(estimate.per_rank()),
+            estimate.breakdown()
+        );
+        self.applier.push(b.help(help));
     }
 
     /// A recurrent core: only the actor-critics have one, on a shared torso, stepping every

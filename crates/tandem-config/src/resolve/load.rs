@@ -44,7 +44,66 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
     loader
 }
 
+/// Reads a config file whole, unless it holds more than [`crate::MAX_CONFIG_BYTES`]: then
+/// its size when known without reading it (not for a pipe), found without reading more than
+/// the cap.
+fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let cap = crate::MAX_CONFIG_BYTES as u64;
+    if size > cap {
+        return Ok(Err(Some(size)));
+    }
+    let mut text = String::new();
+    file.take(cap + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > cap {
+        return Ok(Err(None));
+    }
+    Ok(Ok(text))
+}
+
+/// `52428800 bytes (50.0 MiB), more than ...`, against the cap; just `more than ...` when the
+/// size is not known.
+fn size_in_words(size: Option<u64>) -> String {
+    let cap = format!(
+        "more than the {} bytes (1 MiB) a config may hold",
+        crate::MAX_CONFIG_BYTES
+    );
+    match size {
+        Some(size) => format!(
+            "{size} bytes ({:.1} MiB), {cap}",
+            size as f64 / (1u64 << 20) as f64
+        ),
+        None => cap,
+    }
+}
+
+fn too_large_help() -> &'static str {
+    "an experiment is a few kilobytes of settings: check that this is the file you meant \
+     (tandem does not read configs larger than 1 MiB)"
+}
+
 impl Loader {
+    /// The main file (or standard input) is over the size cap: nothing of it is read.
+    fn too_large(&mut self, name: String, size: Option<u64>) {
+        let id = self
+            .sources
+            .add(name.clone(), String::new(), SourceKind::File);
+        let source = self.sources.get(id).clone();
+        self.push(
+            error(
+                "config::too-large",
+                match size {
+                    Some(_) => format!("{name} is {}", size_in_words(size)),
+                    None => format!("{name} holds {}", size_in_words(size)),
+                },
+            )
+            .in_source(&source)
+            .help(too_large_help()),
+        );
+    }
+
     fn push(&mut self, d: DiagBuilder) {
         let d = d.finish(&self.sources);
         self.diags.push(d);
@@ -153,12 +212,16 @@ impl Loader {
 
     fn load_main(&mut self, src: &Source) {
         let (name, text, dir) = match src {
-            Source::Path(path) => match std::fs::read_to_string(path) {
-                Ok(text) => (
+            Source::Path(path) => match read_config(path) {
+                Ok(Ok(text)) => (
                     path.display().to_string(),
                     text,
                     path.parent().map(Path::to_path_buf).unwrap_or_default(),
                 ),
+                Ok(Err(size)) => {
+                    self.too_large(path.display().to_string(), size);
+                    return;
+                }
                 Err(err) => {
                     let id = self.sources.add(
                         path.display().to_string(),
@@ -176,6 +239,12 @@ impl Loader {
                     return;
                 }
             },
+            Source::Stdin(text) if text.len() > crate::MAX_CONFIG_BYTES => {
+                // Read through `read_capped`, the text may stop one byte past the cap.
+                let size = (text.len() > crate::MAX_CONFIG_BYTES + 1).then_some(text.len() as u64);
+                self.too_large("<stdin>".to_string(), size);
+                return;
+            }
             Source::Stdin(text) => ("<stdin>".to_string(), text.clone(), PathBuf::new()),
         };
         let id = self.sources.add(name.clone(), text, SourceKind::File);
@@ -345,8 +414,19 @@ impl Loader {
             );
             return;
         }
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
+        let text = match read_config(&path) {
+            Ok(Ok(text)) => text,
+            Ok(Err(size)) => {
+                self.push(
+                    error(
+                        "config::too-large",
+                        format!("included file `{display}` is too large to be a config"),
+                    )
+                    .at(source, span, size_in_words(size))
+                    .help(too_large_help()),
+                );
+                return;
+            }
             Err(err) => {
                 let reason = if err.kind() == std::io::ErrorKind::NotFound {
                     "no such file".to_string()

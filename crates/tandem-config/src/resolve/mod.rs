@@ -23,7 +23,7 @@ use miette::SourceSpan;
 use crate::diag::{Diagnostics, SourceId};
 use crate::schema::{SECTIONS, Section};
 use crate::values::{self, Val};
-use crate::{Provenance, Resolved, Source};
+use crate::{Machine, Provenance, Resolved, Source};
 
 /// The entries of one KDL node (or one property, or one `--set`), not yet typed.
 #[derive(Debug, Clone)]
@@ -120,11 +120,12 @@ pub(super) fn found(value: &KdlValue) -> String {
     }
 }
 
-/// Runs the whole resolution.
+/// Runs the whole resolution; with a `machine`, also checks that the experiment fits it.
 pub(crate) fn run(
     source: &Source,
     sets: &[String],
     allow_includes: bool,
+    machine: Option<&Machine>,
 ) -> Result<Resolved, Diagnostics> {
     let loaded = load::load(source, sets, allow_includes);
     let Some((main_source, experiment_span)) = loaded.experiment_at else {
@@ -139,14 +140,19 @@ pub(crate) fn run(
         experiment: &experiment,
         main_source,
         experiment_span,
+        machine,
     };
     cross.run();
+    let warnings = std::mem::take(&mut applier.warnings);
     if applier.diags.is_empty() {
         Ok(Resolved {
             experiment,
             provenance: Provenance::new(provenance),
+            warnings: Diagnostics::new(warnings),
         })
     } else {
-        Err(Diagnostics::new(applier.diags))
+        let mut all = applier.diags;
+        all.extend(warnings);
+        Err(Diagnostics::new(all))
     }
 }

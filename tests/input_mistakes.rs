@@ -1,0 +1,130 @@
+//! Mistakes a new user makes on the command line, through the built binary: an experiment
+//! that cannot fit in memory is refused by `validate` and `train` before anything runs, a step
+//! limit below one update is said before the run takes the whole update, and `tandem play
+//! --gif` onto a device writes through it (a full device is an error) instead of replacing it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tandem(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(args)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("the tandem binary runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-mistakes-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn cartpole() -> String {
+    format!("{}/experiments/cartpole.kdl", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_billion_environments_are_refused_by_validate_and_train_before_anything_runs() {
+    let dir = scratch("huge");
+    let file = dir.join("huge.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"huge\" {\n    devices \"cpu\"\n    env \"cartpole\" {\n        envs 1_000_000_000\n    }\n}\n",
+    )
+    .unwrap();
+    let validate = tandem(&["validate", path(&file)]);
+    assert_eq!(validate.status.code(), Some(1), "{}", text(&validate));
+    let run_dir = dir.join("run");
+    let train = tandem(&["train", path(&file), "--run-dir", path(&run_dir)]);
+    assert_eq!(train.status.code(), Some(1), "{}", text(&train));
+    for out in [&validate, &train] {
+        let all = text(out);
+        assert!(all.contains("config::out-of-memory"), "{all}");
+        assert!(all.contains("huge.kdl:4:14"), "{all}");
+        assert!(all.contains("of rollout storage a rank"), "{all}");
+        assert!(all.contains(" is available"), "{all}");
+    }
+    assert!(!run_dir.exists(), "train created its run directory");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_step_limit_below_one_update_is_said_and_the_update_runs_whole_and_play_writes_through_devices()
+{
+    let dir = scratch("short");
+    let run_dir = dir.join("run");
+    let out = tandem(&[
+        "train",
+        &cartpole(),
+        "--max-steps",
+        "100",
+        "--run-dir",
+        path(&run_dir),
+        "--quiet",
+    ]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("config::less-than-one-update"), "{all}");
+    assert!(
+        all.contains("max-steps 100 is less than one update: the run takes 512 steps"),
+        "{all}"
+    );
+    let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"global_step\": 512"), "{summary}");
+
+    // `--gif` onto device nodes made here with /dev/null's and /dev/full's numbers (never the
+    // real ones): the first takes the GIF, the second is full; both stay devices.
+    let (null, full) = (dir.join("null"), dir.join("full"));
+    for (node, minor) in [(&null, "3"), (&full, "7")] {
+        let made = Command::new("mknod")
+            .arg(node)
+            .args(["c", "1", minor])
+            .status()
+            .unwrap();
+        if !made.success() {
+            eprintln!("skipped the device half: mknod needs root");
+            return;
+        }
+    }
+    let play = |gif: &Path| {
+        tandem(&[
+            "play",
+            path(&run_dir),
+            "--episodes",
+            "1",
+            "--gif",
+            path(gif),
+        ])
+    };
+    let to_null = play(&null);
+    assert!(to_null.status.success(), "{}", text(&to_null));
+    let to_full = play(&full);
+    assert_eq!(to_full.status.code(), Some(1), "{}", text(&to_full));
+    assert!(
+        text(&to_full).contains("No space left on device"),
+        "{}",
+        text(&to_full)
+    );
+    use std::os::unix::fs::FileTypeExt;
+    for node in [&null, &full] {
+        let kind = std::fs::symlink_metadata(node).unwrap().file_type();
+        assert!(kind.is_char_device(), "{} became {kind:?}", node.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
