@@ -39,6 +39,7 @@ fn connect() -> ProcessGroup {
         collective_timeout: Duration::from_secs(120),
         backend: Backend::Gloo,
         identity: vec![("bench".into(), "ddp".into())],
+        secret: tandem::dist::JobSecret::derive(&["bench ddp"]),
     })
     .expect("rendezvous")
 }

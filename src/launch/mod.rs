@@ -1,12 +1,14 @@
 //! The launcher: resolves an experiment once, makes the run directory, starts one worker process
-//! per local device, and supervises them. Workers receive the resolved config on stdin, their
-//! rank and their device on the command line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp
-//! tuning that carries nothing of the experiment).
+//! per local device, and supervises them. Workers receive the job's secret (a credential, see
+//! [`credential`]) and the resolved config on stdin, their rank and their device on the command
+//! line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp tuning that carries nothing of the
+//! experiment).
 //!
 //! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
 //! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
 
+pub mod credential;
 pub mod worker;
 
 use std::io::Write;
@@ -185,6 +187,12 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         None if req.layout.nnodes == 1 => pick_free_port()?,
         None => bail!("--master-port is required with --nnodes > 1"),
     };
+    let credential = credential::Credential::for_launcher(
+        req.layout.nnodes,
+        &req.hash,
+        &req.layout.master_addr,
+        master_port,
+    )?;
     let signals = install_signal_counter()?;
     let exe =
         std::env::current_exe().context("cannot find the tandem executable to start workers")?;
@@ -203,6 +211,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             .arg("--run-dir")
             .arg(&req.run_dir)
             .args(["--local-world-size", &ranks.len().to_string()])
+            .env_remove(credential::ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
@@ -237,10 +246,12 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start the worker for rank {rank}"))?;
-        // The resolved config is the worker's only input; it reads it to the end first thing.
+        // The secret and the resolved config are the worker's only input; it reads them to the
+        // end first thing.
         let mut stdin = child.stdin.take().expect("piped stdin");
         stdin
-            .write_all(req.canonical.as_bytes())
+            .write_all(credential.header().as_bytes())
+            .and_then(|()| stdin.write_all(req.canonical.as_bytes()))
             .with_context(|| format!("cannot hand the config to rank {rank}"))?;
         drop(stdin);
         children.push(Rank {
@@ -548,6 +559,7 @@ fn external_rank(
             )
         })?;
     let resume = req.resume.is_some();
+    let credential = credential::Credential::for_external_rank(&hash, &master_addr, master_port);
     if rank == 0 {
         prepare_run_dir(&LaunchRequest {
             experiment,
@@ -576,5 +588,5 @@ fn external_rank(
         resume,
         quiet: req.quiet,
     };
-    Ok(worker::run_with_config(args, &canonical))
+    Ok(worker::run_with_config(args, &canonical, credential))
 }

@@ -1,5 +1,5 @@
-//! One rank's process: reads the resolved config from stdin (its only input besides its rank and
-//! device), binds its device before any tensor exists, sizes its thread pools, joins the process
+//! One rank's process: reads the job's secret and the resolved config from stdin (its only input
+//! besides its rank and device; the secret is a credential, see [`super::credential`]), binds its device before any tensor exists, sizes its thread pools, joins the process
 //! group and runs the trainer. Any failure is written to `logs/rank-N.error` for the launcher
 //! to print, then the process exits non-zero.
 
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
+use super::credential::Credential;
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
 use crate::train::{Outcome, RankContext};
 
@@ -30,7 +31,7 @@ pub struct WorkerArgs {
     pub quiet: bool,
 }
 
-/// Runs a worker whose resolved config arrives on stdin.
+/// Runs a worker whose job secret and resolved config arrive on stdin.
 pub fn main(args: WorkerArgs) -> ExitCode {
     let mut text = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut text) {
@@ -39,13 +40,16 @@ pub fn main(args: WorkerArgs) -> ExitCode {
             anyhow!("cannot read the resolved config from stdin: {e}"),
         );
     }
-    run_with_config(args, &text)
+    match Credential::read_header(&text) {
+        Ok((credential, canonical)) => run_with_config(args, canonical, credential),
+        Err(e) => fail(&args, e),
+    }
 }
 
 /// Runs a worker on the canonical config text (also used when an external launcher such as
 /// torchrun started this process with RANK/WORLD_SIZE set).
-pub fn run_with_config(args: WorkerArgs, canonical: &str) -> ExitCode {
-    match run(&args, canonical) {
+pub fn run_with_config(args: WorkerArgs, canonical: &str, credential: Credential) -> ExitCode {
+    match run(&args, canonical, credential) {
         Ok(Outcome::Finished) => ExitCode::SUCCESS,
         Ok(Outcome::Interrupted) => ExitCode::from(super::INTERRUPTED),
         Err(e) => fail(&args, e),
@@ -80,7 +84,7 @@ pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, Strin
     Ok((experiment, hash))
 }
 
-fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Outcome> {
     let (experiment, hash) = parse_config(canonical)?;
     if args.world_size != experiment.world_size() {
         bail!(
@@ -147,6 +151,7 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
             .context("cannot install the signal handler")?;
     }
 
+    tracing::info!("job secret {}", credential.source);
     tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
@@ -164,9 +169,17 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         identity: vec![
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
+            // Informative only: how reports name this rank and its node.
+            (
+                "node".into(),
+                (args.rank / args.local_world_size.max(1)).to_string(),
+            ),
+            ("ranks-per-node".into(), args.local_world_size.to_string()),
         ],
+        secret: credential.secret,
     })
     .context("joining the other ranks")?;
+    let peers = pg.peers();
     match pg.communication_slice() {
         Ok(Some(slice)) => tracing::info!(
             "communication threads run with a {:.1} ms time slice",
@@ -189,8 +202,20 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         resume: args.resume,
         threads,
         stop_requested: Box::new(move || stop.load(Ordering::SeqCst)),
-    })?;
-    Ok(outcome)
+    });
+    outcome.map_err(|e| name_the_lost(e, &peers))
+}
+
+/// A failure between ranks leads with the rank that stopped answering, when one did: the failed
+/// call's own message (a timeout, a closed connection) cannot say whom it lost.
+fn name_the_lost(error: anyhow::Error, peers: &crate::dist::Peers) -> anyhow::Error {
+    let between_ranks = error
+        .chain()
+        .any(|c| c.downcast_ref::<crate::dist::DistError>().is_some());
+    match between_ranks.then(|| peers.lost()).flatten() {
+        Some(lost) => error.context(lost),
+        None => error,
+    }
 }
 
 /// Local rank `rank`'s share of `cores` cores among `ranks` ranks on the machine: the rank-th of

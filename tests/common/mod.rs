@@ -176,6 +176,9 @@ pub fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> Group
             ),
             ("version".into(), "test".into()),
         ],
+        secret: tandem::dist::JobSecret::derive(&[
+            &std::env::var("TEST_SECRET").unwrap_or_else(|_| "test".into())
+        ]),
     }
 }
 
