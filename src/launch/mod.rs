@@ -304,6 +304,18 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         }
         if let Some((rank, code)) = newly_failed {
             failure = Some((rank, code));
+            // A stopped rank fails nobody itself: the rank that timed out waiting for it does.
+            // Name it first; it can take no signal but SIGKILL.
+            for c in children.iter().filter(|c| c.done.is_none()) {
+                if is_stopped(c.child.id()) {
+                    eprintln!(
+                        "tandem: rank {} stopped answering: its process {} is stopped (SIGSTOP, or a debugger holds it)",
+                        c.rank,
+                        c.child.id()
+                    );
+                    signal(c.child.id(), libc::SIGKILL);
+                }
+            }
             let message = report_failure(rank, code, run_dir);
             for c in children.iter().filter(|c| c.done.is_none()) {
                 signal(c.child.id(), libc::SIGTERM);
@@ -348,6 +360,15 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         return Ok(ExitCode::from(INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether process `pid` is stopped (state `T`, or `t` under a tracer), from /proc.
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses and may hold anything.
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+    })
 }
 
 fn status_signal(status: &std::process::ExitStatus) -> i32 {
