@@ -485,3 +485,48 @@ fn a_node_with_another_job_secret_is_refused() {
     }
     assert!(rank_log(&dir, 1, 1).contains("job secret from TANDEM_JOB_SECRET"));
 }
+
+/// A rank stopped (SIGSTOP) on node 1: node 0 names it, from its heartbeats, and node 1's
+/// launcher, which no peer's failure reaches, names it too once it has been stopped for the
+/// collective timeout; both within the bound.
+#[test]
+fn a_stopped_rank_on_another_host_is_named_by_both_nodes() {
+    let Some(net) = Net::new() else { return };
+    let dir = fresh_dir("sigstop");
+    let mut nodes = vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)];
+    let workers = training(&nodes, &dir);
+    let stopped = children_of(nodes[1].id())[0];
+    send_signal(stopped, libc::SIGSTOP);
+    let stopped_at = Instant::now();
+    let mut took = Vec::new();
+    for (node, l) in nodes.iter_mut().enumerate() {
+        let status = exit_within(l, bound() - stopped_at.elapsed().min(bound()));
+        took.push(stopped_at.elapsed());
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "node {node} did not fail within {:?} ({status:?}):\n{}",
+            bound(),
+            console(&dir, node)
+        );
+    }
+    let (c0, c1) = (console(&dir, 0), console(&dir, 1));
+    assert!(
+        c0.contains("rank 1 (node 1, ")
+            && c0.contains(&format!("{ADDR_B}, pid {stopped}) stopped answering")),
+        "node 0 does not name the stopped rank 1:\n{c0}"
+    );
+    assert!(
+        c1.contains(&format!(
+            "tandem: rank 1 stopped answering: its process {stopped} has been stopped"
+        )),
+        "node 1 does not name its stopped rank 1:\n{c1}"
+    );
+    for w in workers {
+        wait_for("no worker left", Duration::from_secs(5), || !alive(w));
+    }
+    println!(
+        "MEASURED sigstop: node 0 exited {:.1} s and node 1 {:.1} s after rank 1 was stopped",
+        took[0].as_secs_f64(),
+        took[1].as_secs_f64()
+    );
+}

@@ -261,10 +261,20 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         });
     }
 
-    supervise(&mut children, &signals, &req.run_dir)
+    let stopped_limit = Duration::from_secs_f64(req.experiment.sync.collective_timeout_s);
+    supervise(&mut children, &signals, &req.run_dir, stopped_limit)
 }
 
-fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Result<ExitCode> {
+/// `stopped_limit`: how long a rank may stay stopped (SIGSTOP) before the launcher gives up on
+/// it. Its peers time out after that long too, but a peer on another host does not stop this
+/// launcher, which would otherwise wait for the stopped rank forever.
+fn supervise(
+    children: &mut [Rank],
+    signals: &AtomicUsize,
+    run_dir: &Path,
+    stopped_limit: Duration,
+) -> Result<ExitCode> {
+    let mut stopped_since: Vec<Option<Instant>> = vec![None; children.len()];
     let mut forwarded = 0usize;
     let mut failure: Option<(usize, i32)> = None;
     let mut stop_deadline: Option<Instant> = None;
@@ -325,6 +335,23 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
                 silent_check = Some((rank, Instant::now() + SILENT_GRACE));
             }
         }
+        if failure.is_none()
+            && let Some(c) = long_stopped(children, &mut stopped_since, stopped_limit)
+        {
+            eprintln!(
+                "tandem: rank {} stopped answering: its process {} has been stopped (SIGSTOP, or a debugger holds it) for longer than the collective timeout ({} s)",
+                c.rank,
+                c.child.id(),
+                stopped_limit.as_secs_f64()
+            );
+            signal(c.child.id(), libc::SIGKILL);
+            failure = Some((c.rank, 128 + libc::SIGSTOP));
+            eprintln!("tandem: stopping the other ranks");
+            for other in children.iter().filter(|c| c.done.is_none()) {
+                signal(other.child.id(), libc::SIGTERM);
+            }
+            stop_deadline = Some(Instant::now() + Duration::from_secs(5));
+        }
         // A collective timed out: the ranks that neither failed nor ended since are the ones that
         // stopped answering (a rank waiting on them would have timed out too by now). The
         // timeout's own message cannot say whom it waited for.
@@ -360,6 +387,28 @@ fn supervise(children: &mut [Rank], signals: &AtomicUsize, run_dir: &Path) -> Re
         return Ok(ExitCode::from(INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first running rank that has been stopped for longer than `limit` (`since` keeps, per
+/// rank, when it was first seen stopped).
+fn long_stopped<'a>(
+    children: &'a [Rank],
+    since: &mut [Option<Instant>],
+    limit: Duration,
+) -> Option<&'a Rank> {
+    let now = Instant::now();
+    let mut found = None;
+    for (c, since) in children.iter().zip(since.iter_mut()) {
+        if c.done.is_none() && is_stopped(c.child.id()) {
+            let first = *since.get_or_insert(now);
+            if found.is_none() && now.duration_since(first) > limit {
+                found = Some(c);
+            }
+        } else {
+            *since = None;
+        }
+    }
+    found
 }
 
 /// Whether process `pid` is stopped (state `T`, or `t` under a tracer), from /proc.
