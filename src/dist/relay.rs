@@ -88,11 +88,14 @@ impl JobSecret {
 /// Rank 0's listener on the job's address, with its accepting thread; closed on drop.
 pub(super) struct Door {
     stop: Arc<AtomicBool>,
+    address: SocketAddr,
 }
 
 impl Drop for Door {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Wakes the blocked accept, which then sees the flag.
+        let _ = TcpStream::connect_timeout(&self.address, Duration::from_millis(200));
     }
 }
 
@@ -116,33 +119,33 @@ impl Door {
         store_port: u16,
         secret: JobSecret,
     ) -> std::io::Result<Door> {
-        // Polled, so that dropping the door ends the thread without a connection to wake it.
-        public.set_nonblocking(true)?;
+        let address = public.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("tandem-store-door".into())
             .spawn(move || {
-                while !stopped.load(Ordering::SeqCst) {
-                    match public.accept() {
-                        Ok((stream, peer)) => {
-                            let secret = secret.clone();
-                            let _ = std::thread::Builder::new()
-                                .name("tandem-store-admit".into())
-                                .spawn(move || admit(stream, peer, store_port, &secret));
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                for stream in public.incoming() {
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
                     }
+                    let Ok(stream) = stream else { continue };
+                    let Ok(peer) = stream.peer_addr() else {
+                        continue;
+                    };
+                    let secret = secret.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("tandem-store-admit".into())
+                        .spawn(move || admit(stream, peer, store_port, &secret));
                 }
             })?;
-        Ok(Door { stop })
+        Ok(Door { stop, address })
     }
 }
 
 /// One connection at the door: the proof, then the pipe to the store, or a logged refusal.
 fn admit(mut stream: TcpStream, peer: SocketAddr, store_port: u16, secret: &JobSecret) {
     let checked = (|| -> std::io::Result<bool> {
-        stream.set_nonblocking(false)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(PROOF_TIME))?;
         let nonce = JobSecret::random()?.0;

@@ -6,8 +6,10 @@
 //! Sources, strongest first:
 //! - `TANDEM_JOB_SECRET`, when set: whatever the user put there (the same on every node);
 //! - a one-node launcher's own random secret, known only to it and its workers;
-//! - derived from facts every rank of the job is given (the scheduler's job id, the config hash,
-//!   the master's address): it keeps out strays and other jobs, not someone who can read them.
+//! - derived from facts every rank of the job is given (the scheduler's job id, the master's
+//!   address): it keeps out strays and other jobs, not someone who can read them. The config
+//!   hash is left out on purpose: ranks with different configs must get in far enough to be
+//!   told so at the rendezvous ("config-hash differs"), not be refused as strangers.
 
 use anyhow::{Context, Result, bail};
 
@@ -25,7 +27,7 @@ pub struct Credential {
 
 impl Credential {
     /// For a launcher that starts `nnodes`' worth of ranks of the job at `master:port`.
-    pub fn for_launcher(nnodes: usize, hash: &str, master: &str, port: u16) -> Result<Credential> {
+    pub fn for_launcher(nnodes: usize, master: &str, port: u16) -> Result<Credential> {
         if let Some(c) = from_env() {
             return Ok(c);
         }
@@ -35,12 +37,12 @@ impl Credential {
                 source: "drawn at random by this launcher".into(),
             });
         }
-        Ok(derived(hash, master, port))
+        Ok(derived(master, port))
     }
 
     /// For a rank that an external launcher (torchrun, srun) started on its own.
-    pub fn for_external_rank(hash: &str, master: &str, port: u16) -> Credential {
-        from_env().unwrap_or_else(|| derived(hash, master, port))
+    pub fn for_external_rank(master: &str, port: u16) -> Credential {
+        from_env().unwrap_or_else(|| derived(master, port))
     }
 
     /// The line the launcher writes to a worker's stdin before the config.
@@ -88,10 +90,10 @@ fn job_ids() -> Vec<String> {
         .collect()
 }
 
-fn derived(hash: &str, master: &str, port: u16) -> Credential {
+fn derived(master: &str, port: u16) -> Credential {
     let ids = job_ids();
     let endpoint = format!("{master}:{port}");
-    let mut parts: Vec<&str> = vec!["derived", hash, &endpoint];
+    let mut parts: Vec<&str> = vec!["derived", &endpoint];
     parts.extend(ids.iter().map(String::as_str));
     let names: Vec<&str> = ids
         .iter()
@@ -132,10 +134,10 @@ mod tests {
     }
 
     #[test]
-    fn derived_secrets_differ_by_config_and_master() {
-        let a = derived("h1", "10.0.0.1", 29500).secret;
-        assert_eq!(a, derived("h1", "10.0.0.1", 29500).secret);
-        assert_ne!(a, derived("h2", "10.0.0.1", 29500).secret);
-        assert_ne!(a, derived("h1", "10.0.0.1", 29501).secret);
+    fn derived_secrets_differ_by_master() {
+        let a = derived("10.0.0.1", 29500).secret;
+        assert_eq!(a, derived("10.0.0.1", 29500).secret);
+        assert_ne!(a, derived("10.0.0.2", 29500).secret);
+        assert_ne!(a, derived("10.0.0.1", 29501).secret);
     }
 }

@@ -189,7 +189,6 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     };
     let credential = credential::Credential::for_launcher(
         req.layout.nnodes,
-        &req.hash,
         &req.layout.master_addr,
         master_port,
     )?;
@@ -261,7 +260,9 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         });
     }
 
-    let stopped_limit = Duration::from_secs_f64(req.experiment.sync.collective_timeout_s);
+    // Past the collective timeout, with time for a local peer's own failure to come first.
+    let stopped_limit =
+        Duration::from_secs_f64(req.experiment.sync.collective_timeout_s) + STOPPED_GRACE;
     supervise(&mut children, &signals, &req.run_dir, stopped_limit)
 }
 
@@ -339,7 +340,7 @@ fn supervise(
             && let Some(c) = long_stopped(children, &mut stopped_since, stopped_limit)
         {
             eprintln!(
-                "tandem: rank {} stopped answering: its process {} has been stopped (SIGSTOP, or a debugger holds it) for longer than the collective timeout ({} s)",
+                "tandem: rank {} stopped answering: its process {} has been stopped (SIGSTOP, or a debugger holds it) for {} s, longer than the collective timeout",
                 c.rank,
                 c.child.id(),
                 stopped_limit.as_secs_f64()
@@ -439,6 +440,11 @@ fn kill_all(children: &mut [Rank]) {
         }
     }
 }
+
+/// How much longer than the collective timeout a rank may stay stopped before its launcher gives
+/// up on it: a local peer waiting for it has failed by then (timeout, then 1.5 s of heartbeat
+/// reading), and its report says more.
+const STOPPED_GRACE: Duration = Duration::from_secs(4);
 
 /// How long after one rank's collective timeout the launcher waits before naming the ranks that
 /// still run without an error of their own: ranks blocked in the same collective time out within
@@ -629,7 +635,7 @@ fn external_rank(
             )
         })?;
     let resume = req.resume.is_some();
-    let credential = credential::Credential::for_external_rank(&hash, &master_addr, master_port);
+    let credential = credential::Credential::for_external_rank(&master_addr, master_port);
     if rank == 0 {
         prepare_run_dir(&LaunchRequest {
             experiment,
@@ -650,7 +656,8 @@ fn external_rank(
         rank,
         world_size: world,
         local_rank: env_var("LOCAL_RANK")?.unwrap_or(0),
-        local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(1),
+        // 0: not said, so reports do not guess which ranks share a node.
+        local_world_size: env_var("LOCAL_WORLD_SIZE")?.unwrap_or(0),
         device,
         master_addr,
         master_port,

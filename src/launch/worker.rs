@@ -166,16 +166,13 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout_s),
         collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout_s),
         backend: Backend::for_device(device),
-        identity: vec![
+        identity: [
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
-            // Informative only: how reports name this rank and its node.
-            (
-                "node".into(),
-                (args.rank / args.local_world_size.max(1)).to_string(),
-            ),
-            ("ranks-per-node".into(), args.local_world_size.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(node_fields(args))
+        .collect(),
         secret: credential.secret,
     })
     .context("joining the other ranks")?;
@@ -204,6 +201,22 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         stop_requested: Box::new(move || stop.load(Ordering::SeqCst)),
     });
     outcome.map_err(|e| name_the_lost(e, &peers))
+}
+
+/// Identity fields that only name this rank's node in reports, when the node's rank count is
+/// known (always under `tandem train`; under an external launcher when it set
+/// LOCAL_WORLD_SIZE).
+fn node_fields(args: &WorkerArgs) -> Vec<(String, String)> {
+    if args.local_world_size == 0 {
+        return Vec::new();
+    }
+    vec![
+        (
+            "node".into(),
+            (args.rank / args.local_world_size).to_string(),
+        ),
+        ("ranks-per-node".into(), args.local_world_size.to_string()),
+    ]
 }
 
 /// A failure between ranks leads with the rank that stopped answering, when one did: the failed
