@@ -274,7 +274,7 @@ fn cut_link_mid_training(name: &str, cut: impl FnOnce(&Net)) {
     }
     let (c0, c1) = (console(&dir, 0), console(&dir, 1));
     assert!(
-        c0.contains(&format!("rank 1 (node 1, ")) && c0.contains(&format!("{ADDR_B}, pid ")),
+        c0.contains("rank 1 (node 1, ") && c0.contains(&format!("{ADDR_B}, pid ")),
         "node 0 does not name rank 1 at {ADDR_B}:\n{c0}"
     );
     assert!(c0.contains("stopped answering"), "{c0}");

@@ -100,7 +100,7 @@ impl Peers {
                 match e {
                     DistError::Timeout { .. } =>
                         format!("the store did not answer for {:.1} s", PROBE.as_secs_f64()),
-                    other => format!("the store: {other}"),
+                    other => format!("its store is gone: {other}"),
                 }
             )),
         }
