@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{alive, children_of, send_signal, wait_for};
+use common::{alive, children_of, send_signal, wait_for, wait_or_kill};
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 const PORT: u16 = 29500;
@@ -234,22 +234,25 @@ fn training(launchers: &[Child], dir: &Path) -> Vec<u32> {
     launchers.iter().flat_map(|l| children_of(l.id())).collect()
 }
 
-/// Waits for `child` at most `limit`; `None` (and the child killed) when it was still running.
-fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 fn bound() -> Duration {
     Duration::from_secs(COLLECTIVE_S + 10)
+}
+
+/// Asserts that every launcher ends non-zero within the bound of the fault at `fault`, and
+/// returns how long after it each ended.
+fn all_fail_within_bound(nodes: &mut [Child], fault: Instant, dir: &Path) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for (node, l) in nodes.iter_mut().enumerate() {
+        let status = wait_or_kill(l, bound().saturating_sub(fault.elapsed()));
+        took.push(fault.elapsed());
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "node {node} did not fail within {:?} of the fault ({status:?}):\n{}",
+            bound(),
+            console(dir, node)
+        );
+    }
+    took
 }
 
 /// Both launchers end non-zero within the bound after `cut`, node 0 naming rank 1 on node 1 and
@@ -261,17 +264,7 @@ fn cut_link_mid_training(name: &str, cut: impl FnOnce(&Net)) {
     let workers = training(&nodes, &dir);
     cut(&net);
     let cut_at = Instant::now();
-    let mut took = Vec::new();
-    for (node, l) in nodes.iter_mut().enumerate() {
-        let status = exit_within(l, bound() - cut_at.elapsed().min(bound()));
-        took.push(cut_at.elapsed());
-        let all = console(&dir, node);
-        assert!(
-            status.is_some_and(|s| !s.success()),
-            "node {node} did not fail within {:?} of the cut ({status:?}):\n{all}",
-            bound()
-        );
-    }
+    let took = all_fail_within_bound(&mut nodes, cut_at, &dir);
     let (c0, c1) = (console(&dir, 0), console(&dir, 1));
     assert!(
         c0.contains("rank 1 (node 1, ") && c0.contains(&format!("{ADDR_B}, pid ")),
@@ -315,7 +308,7 @@ fn killed_launcher(victim: usize) {
     let killed_at = Instant::now();
     let _ = nodes[victim].wait();
     let survivor = 1 - victim;
-    let status = exit_within(&mut nodes[survivor], bound());
+    let status = wait_or_kill(&mut nodes[survivor], bound());
     let took = killed_at.elapsed();
     let all = console(&dir, survivor);
     assert!(
@@ -354,7 +347,7 @@ fn a_node_that_never_arrives_is_named_at_the_rendezvous_timeout() {
     let started = Instant::now();
     let mut node0 = long_run(&net, 0, &dir);
     let limit = Duration::from_secs(RENDEZVOUS_S + 10);
-    let status = exit_within(&mut node0, limit);
+    let status = wait_or_kill(&mut node0, limit);
     let took = started.elapsed();
     let all = console(&dir, 0);
     assert!(
@@ -432,7 +425,7 @@ fn a_stray_client_is_refused_and_logged_and_the_job_still_trains() {
     });
     let mut node1 = launcher(&net, 1, &dir, &short, &[]);
     for (node, l) in [(0, &mut node0), (1, &mut node1)] {
-        let status = exit_within(l, Duration::from_secs(120));
+        let status = wait_or_kill(l, Duration::from_secs(120));
         assert!(
             status.is_some_and(|s| s.success()),
             "node {node} ({status:?}):\n{}",
@@ -451,8 +444,8 @@ fn a_node_with_another_job_secret_is_refused() {
     let mut node0 = launcher(&net, 0, &dir, &short, &[("TANDEM_JOB_SECRET", "ours")]);
     let mut node1 = launcher(&net, 1, &dir, &short, &[("TANDEM_JOB_SECRET", "theirs")]);
     let limit = Duration::from_secs(RENDEZVOUS_S + 10);
-    let s1 = exit_within(&mut node1, limit);
-    let s0 = exit_within(&mut node0, limit);
+    let s1 = wait_or_kill(&mut node1, limit);
+    let s0 = wait_or_kill(&mut node0, limit);
     let (c0, c1) = (console(&dir, 0), console(&dir, 1));
     assert!(s1.is_some_and(|s| !s.success()), "{s1:?}\n{c1}");
     assert!(
@@ -476,7 +469,7 @@ fn a_node_with_another_job_secret_is_refused() {
         launcher(&net, 1, &dir, &short, &same),
     ];
     for (node, mut l) in nodes.into_iter().enumerate() {
-        let status = exit_within(&mut l, Duration::from_secs(120));
+        let status = wait_or_kill(&mut l, Duration::from_secs(120));
         assert!(
             status.is_some_and(|s| s.success()),
             "node {node} ({status:?}):\n{}",
@@ -498,17 +491,7 @@ fn a_stopped_rank_on_another_host_is_named_by_both_nodes() {
     let stopped = children_of(nodes[1].id())[0];
     send_signal(stopped, libc::SIGSTOP);
     let stopped_at = Instant::now();
-    let mut took = Vec::new();
-    for (node, l) in nodes.iter_mut().enumerate() {
-        let status = exit_within(l, bound() - stopped_at.elapsed().min(bound()));
-        took.push(stopped_at.elapsed());
-        assert!(
-            status.is_some_and(|s| !s.success()),
-            "node {node} did not fail within {:?} ({status:?}):\n{}",
-            bound(),
-            console(&dir, node)
-        );
-    }
+    let took = all_fail_within_bound(&mut nodes, stopped_at, &dir);
     let (c0, c1) = (console(&dir, 0), console(&dir, 1));
     assert!(
         c0.contains("rank 1 (node 1, ")

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, children_of, send_signal, summary_number, wait_for};
+use common::{alive, children_of, kill_job, send_signal, summary_number, wait_for, wait_or_kill};
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
@@ -713,13 +713,6 @@ fn held_write(dir: &Path) -> Option<PathBuf> {
 }
 
 /// SIGKILL to the launcher and every worker (no handler runs, nothing is flushed).
-fn kill_job(launcher: &mut Child) {
-    for w in children_of(launcher.id()) {
-        send_signal(w, libc::SIGKILL);
-    }
-    let _ = launcher.kill();
-    let _ = launcher.wait();
-}
 
 #[test]
 fn a_kill_during_checkpoint_writes_leaves_the_previous_checkpoint_loadable() {
@@ -833,20 +826,6 @@ fn a_second_ctrl_c_stops_every_rank_at_once() {
         checkpoint_files(&dir, |n| n.starts_with("ckpt-") && n.ends_with(".pt")).is_empty(),
         "a checkpoint was written although the second Ctrl-C came before its rename"
     );
-}
-
-/// Waits at most `limit` for `child`; one still running then is killed (with its workers) and
-/// `None` returned, so a hang fails the test instead of blocking it.
-fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    kill_job(child);
-    None
 }
 
 /// SIGTERM (what a scheduler or `kill` sends) stops a run as the first Ctrl-C does: the update

@@ -512,3 +512,26 @@ pub fn send_signal(pid: u32, sig: libc::c_int) {
         libc::kill(pid as i32, sig);
     }
 }
+
+/// Kills a launcher and its workers.
+pub fn kill_job(launcher: &mut Child) {
+    for w in children_of(launcher.id()) {
+        send_signal(w, libc::SIGKILL);
+    }
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+}
+
+/// Waits at most `limit` for `child`; one still running then is killed (with its workers) and
+/// `None` returned, so a hang fails the test instead of blocking it.
+pub fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill_job(child);
+    None
+}
