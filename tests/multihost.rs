@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{alive, children_of, send_signal, wait_for, wait_or_kill};
+use common::{alive, children_of, kill_job, send_signal, wait_for, wait_or_kill};
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 const PORT: u16 = 29500;
@@ -160,6 +160,33 @@ impl Drop for Net {
     }
 }
 
+/// A test's launchers; any still running when it ends (a failed assertion included) are killed
+/// with their workers, so nothing trains on in a deleted namespace.
+struct Nodes(Vec<Child>);
+
+impl std::ops::Deref for Nodes {
+    type Target = Vec<Child>;
+    fn deref(&self) -> &Vec<Child> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Nodes {
+    fn deref_mut(&mut self) -> &mut Vec<Child> {
+        &mut self.0
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if child.try_wait().ok().flatten().is_none() {
+                kill_job(child);
+            }
+        }
+    }
+}
+
 fn fresh_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tandem-multihost-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -260,7 +287,7 @@ fn all_fail_within_bound(nodes: &mut [Child], fault: Instant, dir: &Path) -> Vec
 fn cut_link_mid_training(name: &str, cut: impl FnOnce(&Net)) {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir(name);
-    let mut nodes = vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)];
+    let mut nodes = Nodes(vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)]);
     let workers = training(&nodes, &dir);
     cut(&net);
     let cut_at = Instant::now();
@@ -302,7 +329,7 @@ fn all_packets_dropped_mid_training_ends_both_nodes_each_naming_the_other() {
 fn killed_launcher(victim: usize) {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir(&format!("kill-{victim}"));
-    let mut nodes = vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)];
+    let mut nodes = Nodes(vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)]);
     let workers = training(&nodes, &dir);
     send_signal(nodes[victim].id(), libc::SIGKILL);
     let killed_at = Instant::now();
@@ -345,9 +372,9 @@ fn a_node_that_never_arrives_is_named_at_the_rendezvous_timeout() {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir("never");
     let started = Instant::now();
-    let mut node0 = long_run(&net, 0, &dir);
+    let mut node0 = Nodes(vec![long_run(&net, 0, &dir)]);
     let limit = Duration::from_secs(RENDEZVOUS_S + 10);
-    let status = wait_or_kill(&mut node0, limit);
+    let status = wait_or_kill(&mut node0[0], limit);
     let took = started.elapsed();
     let all = console(&dir, 0);
     assert!(
@@ -391,7 +418,7 @@ fn a_stray_client_is_refused_and_logged_and_the_job_still_trains() {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir("stray");
     let short = ["train.max-steps=4096"];
-    let mut node0 = launcher(&net, 0, &dir, &short, &[]);
+    let mut nodes = Nodes(vec![launcher(&net, 0, &dir, &short, &[])]);
     wait_for("rank 0 to host the store", Duration::from_secs(30), || {
         rank_log(&dir, 0, 0).contains("joining 2 rank(s)")
     });
@@ -423,8 +450,8 @@ fn a_stray_client_is_refused_and_logged_and_the_job_still_trains() {
             "refused a connection to the rendezvous store from {ADDR_B}:"
         ))
     });
-    let mut node1 = launcher(&net, 1, &dir, &short, &[]);
-    for (node, l) in [(0, &mut node0), (1, &mut node1)] {
+    nodes.push(launcher(&net, 1, &dir, &short, &[]));
+    for (node, l) in nodes.iter_mut().enumerate() {
         let status = wait_or_kill(l, Duration::from_secs(120));
         assert!(
             status.is_some_and(|s| s.success()),
@@ -441,11 +468,13 @@ fn a_node_with_another_job_secret_is_refused() {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir("secret");
     let short = ["train.max-steps=2048"];
-    let mut node0 = launcher(&net, 0, &dir, &short, &[("TANDEM_JOB_SECRET", "ours")]);
-    let mut node1 = launcher(&net, 1, &dir, &short, &[("TANDEM_JOB_SECRET", "theirs")]);
+    let mut nodes = Nodes(vec![
+        launcher(&net, 0, &dir, &short, &[("TANDEM_JOB_SECRET", "ours")]),
+        launcher(&net, 1, &dir, &short, &[("TANDEM_JOB_SECRET", "theirs")]),
+    ]);
     let limit = Duration::from_secs(RENDEZVOUS_S + 10);
-    let s1 = wait_or_kill(&mut node1, limit);
-    let s0 = wait_or_kill(&mut node0, limit);
+    let s1 = wait_or_kill(&mut nodes[1], limit);
+    let s0 = wait_or_kill(&mut nodes[0], limit);
     let (c0, c1) = (console(&dir, 0), console(&dir, 1));
     assert!(s1.is_some_and(|s| !s.success()), "{s1:?}\n{c1}");
     assert!(
@@ -464,12 +493,12 @@ fn a_node_with_another_job_secret_is_refused() {
 
     let dir = fresh_dir("secret-same");
     let same = [("TANDEM_JOB_SECRET", "ours")];
-    let nodes = [
+    let mut nodes = Nodes(vec![
         launcher(&net, 0, &dir, &short, &same),
         launcher(&net, 1, &dir, &short, &same),
-    ];
-    for (node, mut l) in nodes.into_iter().enumerate() {
-        let status = wait_or_kill(&mut l, Duration::from_secs(120));
+    ]);
+    for (node, l) in nodes.iter_mut().enumerate() {
+        let status = wait_or_kill(l, Duration::from_secs(120));
         assert!(
             status.is_some_and(|s| s.success()),
             "node {node} ({status:?}):\n{}",
@@ -486,7 +515,7 @@ fn a_node_with_another_job_secret_is_refused() {
 fn a_stopped_rank_on_another_host_is_named_by_both_nodes() {
     let Some(net) = Net::new() else { return };
     let dir = fresh_dir("sigstop");
-    let mut nodes = vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)];
+    let mut nodes = Nodes(vec![long_run(&net, 0, &dir), long_run(&net, 1, &dir)]);
     let workers = training(&nodes, &dir);
     let stopped = children_of(nodes[1].id())[0];
     send_signal(stopped, libc::SIGSTOP);
