@@ -100,15 +100,39 @@ impl Drop for Door {
 }
 
 /// Binds the job's address (that address only; port 0 lets the OS choose) for [`Door::open`].
+///
+/// One exception: a host name that resolves to loopback here only (Debian's /etc/hosts maps the
+/// machine's own name to 127.0.1.1) would be unreachable from the other hosts, which resolve it
+/// to the machine's real address. Then the door listens on every interface, and says so; it
+/// still admits only holders of the job's secret.
 pub(super) fn bind(addr: &str, port: u16) -> std::io::Result<TcpListener> {
+    let resolved: Vec<SocketAddr> = (addr, port).to_socket_addrs()?.collect();
+    if loopback_here_only(addr, &resolved) {
+        tracing::warn!(
+            "{addr} names a loopback address on this host ({}), which other hosts cannot reach; \
+             the rendezvous store listens on every interface instead",
+            resolved[0].ip()
+        );
+        return TcpListener::bind(("0.0.0.0", port));
+    }
     let mut last = None;
-    for sa in (addr, port).to_socket_addrs()? {
+    for sa in resolved {
         match TcpListener::bind(sa) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other(format!("{addr} names no address"))))
+}
+
+/// Whether `addr` is a name (not a loopback address or "localhost") that resolves, here, to
+/// loopback addresses only.
+fn loopback_here_only(addr: &str, resolved: &[SocketAddr]) -> bool {
+    let said_loopback = addr == "localhost"
+        || addr
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !said_loopback && !resolved.is_empty() && resolved.iter().all(|a| a.ip().is_loopback())
 }
 
 impl Door {
@@ -330,4 +354,31 @@ fn copy_then_close(mut from: TcpStream, mut to: TcpStream) {
     let _ = std::io::copy(&mut from, &mut to);
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_name_that_resolves_to_loopback_only_here_listens_everywhere() {
+        let at = |ip: [u8; 4]| vec![SocketAddr::from((ip, 29500))];
+        assert!(loopback_here_only("node0", &at([127, 0, 1, 1])));
+        assert!(!loopback_here_only("node0", &at([10, 0, 0, 1])));
+        assert!(!loopback_here_only("127.0.0.1", &at([127, 0, 0, 1])));
+        assert!(!loopback_here_only("localhost", &at([127, 0, 0, 1])));
+        assert!(!loopback_here_only("10.0.0.1", &at([10, 0, 0, 1])));
+    }
+
+    #[test]
+    fn secrets_round_trip_through_hex_and_hide_in_debug() {
+        let s = JobSecret::derive(&["a"]);
+        assert_eq!(JobSecret::from_hex(&s.to_hex()), Some(s.clone()));
+        assert_eq!(JobSecret::from_hex("zz"), None);
+        assert_eq!(format!("{s:?}"), "JobSecret(..)");
+        assert_ne!(
+            JobSecret::derive(&["ab", "c"]),
+            JobSecret::derive(&["a", "bc"])
+        );
+    }
 }
