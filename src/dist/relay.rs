@@ -211,13 +211,44 @@ pub(super) fn connect(
     deadline: Instant,
 ) -> Result<TcpStream, DistError> {
     let what = format!("connecting to the rendezvous store at {addr}:{port}");
-    let timeout = |after: Duration, why: String| DistError::Timeout {
+    let start = Instant::now();
+    let timeout = |why: String| DistError::Timeout {
         what: format!("{what} ({why})"),
-        after,
+        after: start.elapsed(),
         missing: Vec::new(),
     };
-    let start = Instant::now();
-    let mut stream = loop {
+    let mut stream = dial(addr, port, deadline).map_err(|e| timeout(e.to_string()))?;
+    match prove(&mut stream, secret, deadline) {
+        Ok(true) => Ok(stream),
+        Ok(false) => Err(DistError::Invalid(format!(
+            "{what}: the program on that port is not a tandem rendezvous store (it did not greet like one)"
+        ))),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(timeout(
+                "the program there never greeted like a tandem store".into(),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(DistError::Invalid(format!(
+                "{what}: rank 0 refused this rank: it holds another job secret (every rank of a \
+             job needs the same; set the same TANDEM_JOB_SECRET for all of them)"
+            )))
+        }
+        Err(e) => Err(DistError::C10d {
+            context: what,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// A TCP connection to `addr:port`, retried until `deadline` while nobody listens there.
+fn dial(addr: &str, port: u16, deadline: Instant) -> std::io::Result<TcpStream> {
+    loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let attempt = (addr, port).to_socket_addrs().and_then(|mut addrs| {
             let sa = addrs
@@ -229,56 +260,36 @@ pub(super) fn connect(
             )
         });
         match attempt {
-            Ok(s) => break s,
-            Err(e) if remaining.is_zero() => return Err(timeout(start.elapsed(), e.to_string())),
+            Ok(s) => return Ok(s),
+            Err(e) if remaining.is_zero() => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(50).min(remaining)),
         }
-    };
-    let io = |e: std::io::Error| -> DistError {
-        if matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ) {
-            timeout(
-                start.elapsed(),
-                "the program there never greeted like a tandem store".into(),
-            )
-        } else {
-            DistError::C10d {
-                context: what.clone(),
-                message: e.to_string(),
-            }
-        }
-    };
+    }
+}
+
+/// The client's half of the handshake: `Ok(false)` when the other end is not a tandem store,
+/// a `PermissionDenied` error when it refused our proof.
+fn prove(stream: &mut TcpStream, secret: &JobSecret, deadline: Instant) -> std::io::Result<bool> {
     let remaining = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(100));
-    stream.set_nodelay(true).map_err(io)?;
-    stream.set_read_timeout(Some(remaining)).map_err(io)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(remaining))?;
     let mut greeting = [0u8; 15];
-    stream.read_exact(&mut greeting).map_err(io)?;
+    stream.read_exact(&mut greeting)?;
     if &greeting != GREETING {
-        return Err(DistError::Invalid(format!(
-            "{what}: the program on that port is not a tandem rendezvous store (it greeted with {:?})",
-            String::from_utf8_lossy(&greeting)
-        )));
+        return Ok(false);
     }
     let mut nonce = [0u8; 32];
-    stream.read_exact(&mut nonce).map_err(io)?;
-    let proof = secret.proof(&nonce).finalize().into_bytes();
-    stream.write_all(&proof).map_err(io)?;
+    stream.read_exact(&mut nonce)?;
+    stream.write_all(&secret.proof(&nonce).finalize().into_bytes())?;
     let mut verdict = [0u8; 1];
-    match stream.read_exact(&mut verdict) {
-        Ok(()) if verdict[0] == ADMITTED => {}
-        Ok(()) | Err(_) => {
-            return Err(DistError::Invalid(format!(
-                "{what}: rank 0 refused this rank: it holds another job secret (every rank of a \
-                 job needs the same; set the same TANDEM_JOB_SECRET for all of them)"
-            )));
-        }
+    // A door that closes without a verdict refused us too.
+    if stream.read_exact(&mut verdict).is_err() || verdict[0] != ADMITTED {
+        return Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
     }
-    stream.set_read_timeout(None).map_err(io)?;
-    Ok(stream)
+    stream.set_read_timeout(None)?;
+    Ok(true)
 }
 
 /// A loopback port that c10d's client connects to, carried on through `upstream`. It takes one
