@@ -15,8 +15,9 @@ use std::time::Duration;
 
 /// A test seam, read only here: when set to a file-name prefix, a replacement of a file whose
 /// name starts with it stops after the temporary file is complete and before the rename, creates
-/// `<temporary>.held` to say so, and sleeps [`HOLD_FOR`], so a test can kill the process at
-/// exactly that moment. Never set outside tests.
+/// `<temporary>.held` to say so, and sleeps until the test removes that marker or [`HOLD_FOR`]
+/// has passed, so a test can kill the process at exactly that moment, or act and let it go on.
+/// Never set outside tests.
 pub const HOLD_BEFORE_RENAME_VAR: &str = "TANDEM_TEST_HOLD_BEFORE_RENAME";
 const HOLD_FOR: Duration = Duration::from_secs(60);
 
@@ -89,7 +90,10 @@ fn hold_if_asked(path: &Path, temporary: &Path) {
         let mut marker = temporary.as_os_str().to_owned();
         marker.push(".held");
         let _ = std::fs::write(&marker, b"");
-        std::thread::sleep(HOLD_FOR);
+        let start = std::time::Instant::now();
+        while start.elapsed() < HOLD_FOR && Path::new(&marker).exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -59,6 +59,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Train an experiment: resolve it once, start one worker per device, supervise them.
+    #[command(after_help = TRAIN_EXIT_CODES)]
     Train(TrainArgs),
     /// Check experiment files and report every problem, with the line it is on.
     Validate {
@@ -107,6 +108,17 @@ enum Command {
     Worker(WorkerCli),
 }
 
+/// `tandem train --help`'s closing words: what its exit status means (docs/distributed.md,
+/// "Preemption").
+const TRAIN_EXIT_CODES: &str = "\
+Exit status:
+  0    finished
+  1    failed (a rank's error is printed)
+  2    a mistake on the command line or in the config; nothing ran
+  75   stopped by SIGTERM or SIGUSR1 (a scheduler's notice, e.g. Slurm's --signal) after the
+       update and its checkpoint: requeue and run the same command with --resume-if-exists
+  130  stopped by Ctrl-C after the update and its checkpoint, or at once by a second signal";
+
 #[derive(Args, Clone)]
 struct TrainArgs {
     /// The experiment file (`-` reads standard input).
@@ -118,10 +130,19 @@ struct TrainArgs {
     /// Where the run's files go (default: runs/<experiment>/<UTC time>).
     #[arg(long, value_name = "DIR")]
     run_dir: Option<PathBuf>,
-    /// Continue the run in RUN_DIR from its newest checkpoint (its own resolved config; --set
-    /// may change `devices` to resume on another number of ranks).
+    /// Continue the run in RUN_DIR from its newest checkpoint, under the config it was written
+    /// with: --set may change `devices` (another number of ranks) and --max-steps where it
+    /// stops; anything else needs --allow-config-change.
     #[arg(long, value_name = "RUN_DIR")]
     resume: Option<PathBuf>,
+    /// With FILE and --run-dir DIR: continue DIR when it holds a checkpoint (the config must be
+    /// the run's), start it otherwise; a requeued job runs the same command again.
+    #[arg(long)]
+    resume_if_exists: bool,
+    /// Let a resume run a config that differs from its checkpoint's in more than `devices` and
+    /// `train.max-steps`; the change is recorded in RUN_DIR/config-changes.log.
+    #[arg(long)]
+    allow_config_change: bool,
     /// Stop after this many global environment steps (schedules still use train.total-steps).
     #[arg(long, value_name = "STEPS")]
     max_steps: Option<u64>,
@@ -260,6 +281,8 @@ fn train(args: TrainArgs) -> ExitCode {
         sets: args.sets,
         run_dir: args.run_dir,
         resume: args.resume,
+        resume_if_exists: args.resume_if_exists,
+        allow_config_change: args.allow_config_change,
         max_steps: args.max_steps,
         quiet: args.quiet,
         nnodes: args.nnodes,

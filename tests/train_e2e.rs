@@ -829,7 +829,7 @@ fn a_second_ctrl_c_stops_every_rank_at_once() {
 }
 
 /// SIGTERM (what a scheduler or `kill` sends) stops a run as the first Ctrl-C does: the update
-/// finishes, a checkpoint that loads is written, exit code 130.
+/// finishes, a checkpoint that loads is written; the exit code says preemption (75).
 #[test]
 fn sigterm_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     let dir = fresh_dir("sigterm");
@@ -840,7 +840,7 @@ fn sigterm_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     let status = wait_or_kill(&mut launcher, Duration::from_secs(30));
     assert_eq!(
         status.and_then(|s| s.code()),
-        Some(130),
+        Some(75),
         "{status:?}\n{}",
         console_of(&dir)
     );
@@ -849,6 +849,475 @@ fn sigterm_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
     let newest = tandem::train::checkpoint::locate(&dir).unwrap();
     tandem::train::checkpoint::load(&newest)
         .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+}
+
+/// The ranks' environment as an external launcher (torchrun) gives it: the one place the
+/// preemption tests say how a rank learns its place in the job.
+fn as_external_rank(cmd: &mut Command, rank: usize, world: usize, port: u16) {
+    cmd.env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("LOCAL_WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string());
+}
+
+/// A preemptible job's command: the same on every attempt, continuing `dir` when it holds a
+/// checkpoint. 256 global steps an update (8 environments, rollout 32); a checkpoint every 2
+/// updates.
+fn preemptible(dir: &Path, max_steps: u64) -> Command {
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(config("ppo-cartpole.kdl"))
+        .arg("--run-dir")
+        .arg(dir)
+        .arg("--resume-if-exists")
+        .args(["--max-steps", &max_steps.to_string(), "--quiet"])
+        .args([
+            "--set",
+            "devices=cpu cpu",
+            "--set",
+            "checkpoint.every=2",
+            "--set",
+            "sync.collective-timeout=20.0",
+        ]);
+    cmd
+}
+
+/// One attempt of [`preemptible`] as two external ranks, each with its own output; `setup`
+/// adds what an attempt needs (the test seam), `during` acts while they run (given their pids).
+fn external_attempt(
+    dir: &Path,
+    max_steps: u64,
+    setup: impl Fn(&mut Command),
+    during: impl FnOnce(&[u32]),
+) -> Vec<Output> {
+    let port = common::free_port();
+    let ranks: Vec<Child> = (0..2)
+        .map(|rank| {
+            let mut cmd = preemptible(dir, max_steps);
+            as_external_rank(&mut cmd, rank, 2, port);
+            setup(&mut cmd);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let pids: Vec<u32> = ranks.iter().map(|c| c.id()).collect();
+    during(&pids);
+    ranks
+        .into_iter()
+        .map(|c| wait_with_limit(c, Duration::from_secs(120)))
+        .collect()
+}
+
+/// Holds rank 0's write of checkpoint 2 (so the job is certainly mid-training), sends `sig` to
+/// `targets`, then lets the write finish.
+fn signal_while_checkpoint_2_is_held(dir: &Path, targets: &[u32], sig: libc::c_int) {
+    let mut held = None;
+    wait_for(
+        "checkpoint 2's write to be held",
+        Duration::from_secs(60),
+        || {
+            held = held_write(dir);
+            held.is_some()
+        },
+    );
+    for &pid in targets {
+        send_signal(pid, sig);
+    }
+    std::fs::remove_file(held.unwrap()).unwrap();
+}
+
+fn hold_checkpoint_2(cmd: &mut Command) {
+    cmd.env(tandem::atomic::HOLD_BEFORE_RENAME_VAR, "ckpt-000000002.pt");
+}
+
+/// The values a run's event files hold for `tag`, over all its attempts.
+fn scalar_values(run_dir: &Path, tag: &str) -> Vec<f32> {
+    let files = tandem_summary::reader::event_files(&run_dir.join("tensorboard")).unwrap();
+    files
+        .iter()
+        .flat_map(|f| {
+            let events = tandem_summary::reader::read_event_file(f).unwrap().events;
+            tandem_summary::reader::scalars(&events)
+        })
+        .filter(|p| p.tag == tag)
+        .map(|p| p.value)
+        .collect()
+}
+
+/// Preemption under an external launcher (every rank its own process, as srun or torchrun
+/// start them): SIGTERM reaches rank 1 only, mid-training; both ranks finish the same update,
+/// leave a checkpoint and exit 75. The same command again continues the run, and it ends with
+/// the parameters, step and episode count of an uninterrupted run, bit for bit, and one
+/// restart counted.
+#[test]
+fn preempted_external_ranks_continue_with_the_same_command_to_the_uninterrupted_result() {
+    let max_steps = 16_384;
+    let dir = fresh_dir("preempt-external");
+    let first = external_attempt(&dir, max_steps, hold_checkpoint_2, |pids| {
+        signal_while_checkpoint_2_is_held(&dir, &pids[1..], libc::SIGTERM)
+    });
+    for (rank, out) in first.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(75), "rank {rank}:\n{}", text(out));
+    }
+    let stopped = summary_number(&dir, "global_step").unwrap();
+    assert!(stopped < max_steps as f64, "stopped at {stopped}");
+    assert!(
+        std::fs::read_to_string(dir.join("summary.json"))
+            .unwrap()
+            .contains("\"interrupted\": true")
+    );
+    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+    let saved = tandem::train::checkpoint::load(&newest).unwrap();
+    assert_eq!((saved.global_step as f64, saved.restarts), (stopped, 0));
+
+    let second = external_attempt(&dir, max_steps, |_| {}, |_| {});
+    for (rank, out) in second.iter().enumerate() {
+        assert!(out.status.success(), "rank {rank}:\n{}", text(out));
+    }
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains(&format!("resumed (restart 1) from step {stopped}")),
+        "{log}"
+    );
+
+    let whole = fresh_dir("preempt-whole");
+    for (rank, out) in external_attempt(&whole, max_steps, |_| {}, |_| {})
+        .iter()
+        .enumerate()
+    {
+        assert!(out.status.success(), "rank {rank}:\n{}", text(out));
+    }
+    for key in ["global_step", "update", "episodes"] {
+        assert_eq!(
+            summary_number(&dir, key),
+            summary_number(&whole, key),
+            "{key} of the preempted run and the uninterrupted one"
+        );
+    }
+    assert_eq!(summary_number(&dir, "restarts"), Some(1.0));
+    assert_eq!(summary_number(&whole, "restarts"), Some(0.0));
+    assert_eq!(scalar_values(&dir, "run/restarts"), vec![0.0, 1.0]);
+    let (a, b) = (final_parameters(&whole), final_parameters(&dir));
+    assert!(a.iter().any(|(n, _)| n.starts_with("model.")));
+    assert!(
+        a == b,
+        "the preempted run's parameters differ from the uninterrupted run's"
+    );
+}
+
+/// Under tandem's own launcher, SIGUSR1 (Slurm's `--signal`) is forwarded to the workers: the
+/// job stops after the update with a checkpoint and exit 75, and the same command continues it.
+#[test]
+fn sigusr1_to_the_launcher_preempts_and_the_same_command_continues() {
+    let dir = fresh_dir("preempt-usr1");
+    let mut cmd = preemptible(&dir, 8192);
+    hold_checkpoint_2(&mut cmd);
+    std::fs::create_dir_all(&dir).unwrap();
+    let console = std::fs::File::create(dir.join("console.txt")).unwrap();
+    let mut launcher = cmd.stdout(Stdio::null()).stderr(console).spawn().unwrap();
+    signal_while_checkpoint_2_is_held(&dir, &[launcher.id()], libc::SIGUSR1);
+    let status = wait_or_kill(&mut launcher, Duration::from_secs(60));
+    let all = console_of(&dir);
+    assert_eq!(status.and_then(|s| s.code()), Some(75), "{all}");
+    assert!(all.contains("SIGUSR1 received"), "{all}");
+    let stopped = summary_number(&dir, "global_step").unwrap();
+    assert!(stopped < 8192.0, "stopped at {stopped}");
+
+    let out = run(&mut preemptible(&dir, 8192), Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(summary_number(&dir, "global_step"), Some(8192.0));
+    assert_eq!(summary_number(&dir, "restarts"), Some(1.0));
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains(&format!("resumed (restart 1) from step {stopped}")),
+        "{log}"
+    );
+}
+
+/// A resume runs the checkpoint's config: a `--set` or an edited `resolved.kdl` is refused,
+/// naming the setting; `--allow-config-change` lets it run and records it. Nothing in the run
+/// directory changes until the ranks have loaded their checkpoint, so a refused or failed
+/// resume leaves the run resumable.
+#[test]
+fn a_resume_runs_the_checkpoints_config_and_a_failed_one_leaves_the_run_as_it_was() {
+    let dir = fresh_dir("resume-config");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["train.max-steps=1024"],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let episodes = summary_number(&dir, "episodes").unwrap();
+    let files = |dir: &Path| {
+        ["resolved.kdl", "resolved.sha256"].map(|f| std::fs::read(dir.join(f)).unwrap())
+    };
+    let before = files(&dir);
+    let resume = |args: &[&str]| {
+        let mut cmd = tandem();
+        cmd.arg("train")
+            .arg("--resume")
+            .arg(&dir)
+            .arg("--quiet")
+            .args(args);
+        run(&mut cmd, Duration::from_secs(60))
+    };
+
+    let refused = resume(&["--set", "algorithm.lr=0.1"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let all = text(&refused);
+    assert!(all.contains("algorithm.lr: 0.001 -> 0.1"), "{all}");
+    assert!(all.contains("--allow-config-change"), "{all}");
+    assert_eq!(files(&dir), before);
+
+    let resolved = dir.join("resolved.kdl");
+    let original = std::fs::read_to_string(&resolved).unwrap();
+    std::fs::write(&resolved, original.replace("lr 0.001", "lr 0.5")).unwrap();
+    let refused = resume(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("algorithm.lr: 0.001 -> 0.5"),
+        "{}",
+        text(&refused)
+    );
+    std::fs::write(&resolved, &original).unwrap();
+
+    // Allowed, but the checkpoint cannot load into the other network: the run stays as it was.
+    let failed = resume(&["--allow-config-change", "--set", "network.hidden=32 32"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    assert!(text(&failed).contains("shape"), "{}", text(&failed));
+    assert_eq!(files(&dir), before);
+    assert!(!dir.join("config-changes.log").exists());
+
+    // Another world size and a later stop need no flag; both are recorded.
+    let out = resume(&["--set", "devices=cpu cpu", "--max-steps", "2048"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        summary_number(&dir, "episodes").unwrap() > episodes,
+        "the episode count restarted"
+    );
+    let changes = std::fs::read_to_string(dir.join("config-changes.log")).unwrap();
+    assert!(
+        changes.contains("restart 1 at update 4, step 1024"),
+        "{changes}"
+    );
+    assert!(
+        changes.contains("devices: \"cpu\" -> \"cpu\" \"cpu\""),
+        "{changes}"
+    );
+    assert!(
+        changes.contains("train.max-steps: 1024 -> 2048"),
+        "{changes}"
+    );
+    assert!(
+        std::fs::read_to_string(&resolved)
+            .unwrap()
+            .contains("devices \"cpu\" \"cpu\"")
+    );
+
+    let out = resume(&[
+        "--allow-config-change",
+        "--set",
+        "algorithm.lr=0.0005",
+        "--max-steps",
+        "3072",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let changes = std::fs::read_to_string(dir.join("config-changes.log")).unwrap();
+    assert!(
+        changes.contains("algorithm.lr: 0.001 -> 0.0005"),
+        "{changes}"
+    );
+    assert_eq!(summary_number(&dir, "restarts"), Some(2.0));
+}
+
+/// `--run-dir` on a directory that holds a run is refused before anything is written, naming
+/// the ways forward; an empty directory is fine.
+#[test]
+fn a_new_run_in_a_directory_holding_a_run_is_refused() {
+    let dir = fresh_dir("reuse");
+    let sets = ["train.max-steps=512"];
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &sets,
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let listing = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        checkpoint_files(dir, |_| true)
+            .into_iter()
+            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+            .collect()
+    };
+    let before = listing(&dir);
+    let again = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["train.max-steps=1024", "seed=2"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    let all = text(&again);
+    for way in [
+        "already holds a run",
+        "--resume ",
+        "--resume-if-exists",
+        "a new --run-dir",
+    ] {
+        assert!(all.contains(way), "no {way:?} in:\n{all}");
+    }
+    assert_eq!(listing(&dir), before);
+    assert_eq!(
+        tandem_summary::reader::event_files(&dir.join("tensorboard"))
+            .unwrap()
+            .len(),
+        1
+    );
+    let empty = fresh_dir("reuse-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &empty,
+        &sets,
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // An attempt that wrote no checkpoint (a job killed early): --resume-if-exists starts it
+    // over with the same config, and refuses another one.
+    std::fs::remove_dir_all(empty.join("checkpoints")).unwrap();
+    let again = |sets: &[&str]| {
+        let mut cmd = tandem();
+        cmd.arg("train")
+            .arg(config("ppo-cartpole.kdl"))
+            .arg("--run-dir")
+            .arg(&empty)
+            .args(["--resume-if-exists", "--quiet"]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        run(&mut cmd, Duration::from_secs(60))
+    };
+    let other = again(&["train.max-steps=512", "seed=2"]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other));
+    assert!(
+        text(&other).contains("already holds a run"),
+        "{}",
+        text(&other)
+    );
+    let over = again(&sets);
+    assert!(over.status.success(), "{}", text(&over));
+    assert!(text(&over).contains("starting it over"), "{}", text(&over));
+    assert_eq!(summary_number(&empty, "restarts"), Some(0.0));
+    assert_eq!(
+        tandem_summary::reader::event_files(&empty.join("tensorboard"))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// A finished 2-rank run of 4 updates that kept checkpoints 2, 3 and 4.
+fn checkpoints_2_to_4(name: &str) -> PathBuf {
+    let dir = fresh_dir(name);
+    let sets = [
+        "devices=cpu cpu",
+        "checkpoint.every=1",
+        "checkpoint.keep=3",
+        "train.max-steps=1024",
+    ];
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &sets,
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+/// Damages a file as a full disk or a copy cut off does: its last two thirds are gone.
+fn cut_short(file: &Path) {
+    let bytes = std::fs::read(file).unwrap();
+    std::fs::write(file, &bytes[..bytes.len() / 3]).unwrap();
+}
+
+/// Ranks vote on the checkpoint they resume from: here rank 1 reads its own copy of the run, in
+/// which only the newest checkpoint is damaged, and both ranks fall back to the one before.
+#[test]
+fn ranks_agree_on_the_newest_checkpoint_every_rank_can_read() {
+    let dir = checkpoints_2_to_4("agree");
+    let copy = fresh_dir("agree-copy");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(&dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    cut_short(&copy.join("checkpoints/ckpt-000000004.pt"));
+    let port = common::free_port();
+    let ranks: Vec<Child> = [&dir, &copy]
+        .iter()
+        .enumerate()
+        .map(|(rank, run_dir)| {
+            let mut cmd = tandem();
+            cmd.arg("train").arg("--resume").arg(run_dir).arg("--quiet");
+            as_external_rank(&mut cmd, rank, 2, port);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for (rank, child) in ranks.into_iter().enumerate() {
+        let out = wait_with_limit(child, Duration::from_secs(60));
+        assert!(out.status.success(), "rank {rank}:\n{}", text(&out));
+    }
+    let log = |dir: &Path, rank: usize| {
+        std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap()
+    };
+    let (zero, one) = (log(&dir, 0), log(&copy, 1));
+    assert!(
+        zero.contains("ckpt-000000004.pt cannot be read on 1 other rank(s)"),
+        "{zero}"
+    );
+    assert!(one.contains("ckpt-000000004.pt is damaged"), "{one}");
+    for log in [&zero, &one] {
+        assert!(log.contains("ckpt-000000003.pt at update 3"), "{log}");
+    }
+}
+
+/// A damaged newest checkpoint is one line naming it (not libtorch's C++ frames), and every
+/// rank falls back to the checkpoint before it.
+#[test]
+fn a_damaged_newest_checkpoint_is_named_in_one_line_and_the_resume_falls_back() {
+    let dir = checkpoints_2_to_4("damaged");
+    let newest = dir.join("checkpoints/ckpt-000000004.pt");
+    cut_short(&newest);
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir).arg("--quiet");
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let named = format!("{} is damaged", newest.display());
+    assert!(all.lines().any(|l| l.contains(&named)), "{all}");
+    for rank in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("logs/rank-{rank}.log"))).unwrap();
+        assert!(
+            !log.contains("frame #") && !all.contains("frame #"),
+            "{log}"
+        );
+        assert!(
+            log.contains(&named) && log.contains("falling back"),
+            "rank {rank}:\n{log}"
+        );
+        assert!(
+            log.contains("ckpt-000000003.pt at update 3"),
+            "rank {rank}:\n{log}"
+        );
+    }
+    assert_eq!(summary_number(&dir, "global_step"), Some(1024.0));
 }
 
 /// A rank that stops answering (SIGSTOP: alive, its sockets open) is found by the collective
@@ -924,6 +1393,7 @@ fn a_diverging_run_stops_every_rank_and_writes_no_checkpoint_after() {
     assert!(sound.status.success(), "{}", text(&sound));
     let mut resume = tandem();
     resume.arg("train").arg("--resume").arg(&dir).args([
+        "--allow-config-change",
         "--set",
         "algorithm.lr=1e30",
         "--set",

@@ -6,7 +6,8 @@
 //!
 //! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
-//! once as a request to finish the update and checkpoint (exit 130), and a second Ctrl-C kills.
+//! once as a request to finish the update and checkpoint (exit 130), SIGTERM and SIGUSR1 (a
+//! scheduler's notice) likewise but exit [`PREEMPTED`], and a second signal kills.
 
 pub mod credential;
 pub mod worker;
@@ -15,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -41,12 +42,21 @@ pub struct LaunchRequest {
     pub hash: String,
     pub run_dir: PathBuf,
     pub resume: bool,
+    /// `--resume-if-exists` found no checkpoint: an attempt of the same config that never wrote
+    /// one may be started over.
+    pub start_over: bool,
     pub layout: JobLayout,
     pub quiet: bool,
 }
 
-/// Exit code of a run stopped by Ctrl-C / SIGTERM (128 + SIGINT), as shells report it.
+/// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it), after the update
+/// and its checkpoint; also of a run stopped at once by a second signal.
 pub const INTERRUPTED: u8 = 130;
+
+/// Exit code of a run stopped by SIGTERM or SIGUSR1 (a scheduler preempting or ending the job)
+/// after the update and its checkpoint: sysexits' EX_TEMPFAIL, "try again later". A job script
+/// requeues on it and runs the same command with `--resume-if-exists`.
+pub const PREEMPTED: u8 = 75;
 
 /// The default run directory: `runs/<experiment>/<UTC timestamp>`, made unique if taken.
 pub fn default_run_dir(experiment: &str) -> PathBuf {
@@ -114,23 +124,25 @@ pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<u
     Ok(layout.node_rank * per..(layout.node_rank + 1) * per)
 }
 
-/// Prepares the run directory (or checks the one being resumed) and writes the resolved config.
+/// Prepares the run directory and, for a new run, writes the resolved config. A new run is
+/// refused in a directory that holds one; a resumed run's `resolved.kdl` is left as it is until
+/// its ranks have loaded their checkpoints (rank 0 rewrites it then, `crate::train`).
 pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
-    let logs = req.run_dir.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let resolved = req.run_dir.join("resolved.kdl");
-    if req.resume {
-        // The resumed run keeps its resolved config; a changed world size is recorded beside it.
-        if !resolved.exists() {
-            bail!(
-                "{} has no resolved.kdl: is it a tandem run directory?",
-                req.run_dir.display()
-            );
-        }
+    if req.resume && !resolved.exists() {
+        bail!(
+            "{} has no resolved.kdl: is it a tandem run directory?",
+            req.run_dir.display()
+        );
     }
     // Only node 0 writes the run's files; other nodes may share the directory over a network
-    // file system.
-    if req.layout.node_rank == 0 {
+    // file system (and see node 0's files appear).
+    if !req.resume && req.layout.node_rank == 0 {
+        refuse_existing_run(req)?;
+    }
+    let logs = req.run_dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    if !req.resume && req.layout.node_rank == 0 {
         crate::atomic::write_atomic(&resolved, req.canonical.as_bytes())?;
         crate::atomic::write_atomic(
             &req.run_dir.join("resolved.sha256"),
@@ -146,21 +158,81 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
     Ok(())
 }
 
-/// Signals received by the launcher (SIGINT, SIGTERM), counted.
-fn install_signal_counter() -> Result<Arc<AtomicUsize>> {
-    let count = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let c = Arc::clone(&count);
-        // SAFETY: the handler only does an atomic add on an Arc'd counter it owns: no locks, no
-        // allocation, nothing that is not async-signal-safe, as `register` requires.
+/// A new run in a directory that holds a run would overwrite its checkpoints, prune them by
+/// name and mix its event files: refused, naming the ways forward. An empty directory is fine,
+/// and so, under `--resume-if-exists`, is an attempt of the same config that wrote no
+/// checkpoint (a job killed early), which starts over.
+fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
+    let dir = &req.run_dir;
+    let mut found = Vec::new();
+    if dir.join("resolved.kdl").exists() {
+        found.push("resolved.kdl".to_string());
+    }
+    let checkpoints = crate::train::checkpoint::newest_first(dir)?.len();
+    if checkpoints > 0 {
+        found.push(format!("{checkpoints} checkpoint(s)"));
+    }
+    let events = tandem_summary::reader::event_files(&dir.join("tensorboard")).unwrap_or_default();
+    if !events.is_empty() {
+        found.push(format!("{} TensorBoard event file(s)", events.len()));
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let same_config =
+        std::fs::read_to_string(dir.join("resolved.sha256")).is_ok_and(|h| h.trim() == req.hash);
+    if req.start_over && checkpoints == 0 && same_config {
+        // The attempt is run again from its start, exactly (same config); its event files
+        // would only repeat the new attempt's steps beside it.
+        for file in &events {
+            std::fs::remove_file(file)
+                .with_context(|| format!("cannot remove {}", file.display()))?;
+        }
+        eprintln!(
+            "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over \
+             (its {} event file(s) removed)",
+            dir.display(),
+            events.len()
+        );
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "{} already holds a run ({}); a new run there would overwrite its checkpoints and mix \
+         their summaries\nhelp: continue it with `tandem train --resume {}`, run the same \
+         command with --resume-if-exists to continue it whenever it has a checkpoint, or give \
+         a new --run-dir",
+        dir.display(),
+        found.join(", "),
+        dir.display()
+    ))
+    .into())
+}
+
+/// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first.
+struct Signals {
+    count: Arc<AtomicUsize>,
+    first: Arc<AtomicI32>,
+}
+
+fn install_signal_counter() -> Result<Signals> {
+    let signals = Signals {
+        count: Arc::new(AtomicUsize::new(0)),
+        first: Arc::new(AtomicI32::new(0)),
+    };
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    for sig in [SIGINT, SIGTERM, SIGUSR1] {
+        let (count, first) = (Arc::clone(&signals.count), Arc::clone(&signals.first));
+        // SAFETY: the handler only does atomic operations on Arc'd atomics it owns: no locks,
+        // no allocation, nothing that is not async-signal-safe, as `register` requires.
         unsafe {
             signal_hook::low_level::register(sig, move || {
-                c.fetch_add(1, Ordering::SeqCst);
+                let _ = first.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                count.fetch_add(1, Ordering::SeqCst);
             })
         }
         .context("cannot install the signal handler")?;
     }
-    Ok(count)
+    Ok(signals)
 }
 
 struct Rank {
@@ -271,7 +343,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
 /// launcher, which would otherwise wait for the stopped rank forever.
 fn supervise(
     children: &mut [Rank],
-    signals: &AtomicUsize,
+    signals: &Signals,
     run_dir: &Path,
     stopped_limit: Duration,
 ) -> Result<ExitCode> {
@@ -281,14 +353,27 @@ fn supervise(
     let mut stop_deadline: Option<Instant> = None;
     let mut silent_check: Option<(usize, Instant)> = None;
     loop {
-        let received = signals.load(Ordering::SeqCst);
+        let received = signals.count.load(Ordering::SeqCst);
         if received > forwarded {
             if forwarded == 0 {
-                eprintln!(
-                    "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
-                );
+                // The ranks get the signal the launcher got: it says why they stop.
+                let sig = signals.first.load(Ordering::SeqCst);
+                if sig == libc::SIGINT {
+                    eprintln!(
+                        "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
+                    );
+                } else {
+                    eprintln!(
+                        "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
+                        if sig == libc::SIGUSR1 {
+                            "SIGUSR1"
+                        } else {
+                            "SIGTERM"
+                        }
+                    );
+                }
                 for c in children.iter().filter(|c| c.done.is_none()) {
-                    signal(c.child.id(), libc::SIGINT);
+                    signal(c.child.id(), sig);
                 }
             } else {
                 eprintln!("tandem: stopping now");
@@ -306,6 +391,7 @@ fn supervise(
                 c.done = Some(code);
                 if code != 0
                     && code != INTERRUPTED as i32
+                    && code != PREEMPTED as i32
                     && failure.is_none()
                     && newly_failed.is_none()
                 {
@@ -383,6 +469,13 @@ fn supervise(
     }
     if failure.is_some() {
         return Ok(ExitCode::FAILURE);
+    }
+    // A signal that came after the ranks' last stop vote did not stop them: the run finished.
+    if children.iter().all(|c| c.done == Some(0)) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if children.iter().any(|c| c.done == Some(PREEMPTED as i32)) {
+        return Ok(ExitCode::from(PREEMPTED));
     }
     if forwarded > 0 || children.iter().any(|c| c.done == Some(INTERRUPTED as i32)) {
         return Ok(ExitCode::from(INTERRUPTED));
@@ -495,6 +588,11 @@ pub struct TrainRequest {
     pub sets: Vec<String>,
     pub run_dir: Option<PathBuf>,
     pub resume: Option<PathBuf>,
+    /// Continue `run_dir` when it holds a checkpoint, start it otherwise (a requeued job).
+    pub resume_if_exists: bool,
+    /// Let a resume run a config that differs from its checkpoint's beyond `devices` and
+    /// `train.max-steps` (the change is recorded in `config-changes.log`).
+    pub allow_config_change: bool,
     pub max_steps: Option<u64>,
     pub quiet: bool,
     pub nnodes: usize,
@@ -520,13 +618,17 @@ fn env_var<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
 /// WORLD_SIZE, becomes that rank. Either way what runs is the canonical text, read back by
 /// [`worker::parse_config`] exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
+    let resume = resume_dir(&req)?;
     let canonical = resolve_canonical(&req)?;
+    if let Some(dir) = &resume {
+        check_resume_config(dir, &canonical, req.allow_config_change)?;
+    }
     // Standard launcher variables (torchrun, Slurm wrappers, Kubernetes jobs): this process is
     // one rank; it neither spawns nor supervises.
     let env_rank: Option<usize> = env_var("RANK")?;
     let env_world: Option<usize> = env_var("WORLD_SIZE")?;
     if let (Some(rank), Some(world)) = (env_rank, env_world) {
-        return external_rank(&req, rank, world, canonical);
+        return external_rank(&req, resume, rank, world, canonical);
     }
     let (experiment, hash) = worker::parse_config(&canonical)?;
 
@@ -537,7 +639,7 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         )
         .into());
     }
-    let run_dir = match (&req.resume, &req.run_dir) {
+    let run_dir = match (&resume, &req.run_dir) {
         (Some(dir), _) => dir.clone(),
         (None, Some(dir)) => dir.clone(),
         (None, None) => default_run_dir(&experiment.name),
@@ -547,7 +649,8 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         canonical,
         hash,
         run_dir,
-        resume: req.resume.is_some(),
+        resume: resume.is_some(),
+        start_over: req.resume_if_exists,
         layout: JobLayout {
             nnodes: req.nnodes,
             node_rank: req.node_rank.unwrap_or(0),
@@ -560,6 +663,85 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         quiet: req.quiet,
     };
     launch(&request)
+}
+
+/// The run directory a resume continues, or None for a new run: `--resume DIR`, or under
+/// `--resume-if-exists` the `--run-dir`, when it holds a checkpoint.
+fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
+    if !req.resume_if_exists {
+        return Ok(req.resume.clone());
+    }
+    if req.resume.is_some() {
+        return Err(UsageError(
+            "--resume-if-exists goes with FILE and --run-dir DIR, not with --resume".into(),
+        )
+        .into());
+    }
+    let Some(dir) = &req.run_dir else {
+        return Err(UsageError(
+            "--resume-if-exists needs --run-dir DIR: the directory a requeued job continues".into(),
+        )
+        .into());
+    };
+    let has_checkpoint = !crate::train::checkpoint::newest_first(dir)?.is_empty();
+    Ok(has_checkpoint.then(|| dir.clone()))
+}
+
+/// A resume runs the config of the run it continues, its newest readable checkpoint's, give
+/// or take the world size (`devices`) and where it stops (`train.max-steps`, which no schedule
+/// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
+/// `--resume-if-exists`) is refused, saying what differs, unless `allow` (rank 0 records the
+/// change once the resume has succeeded).
+fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
+    use crate::train::checkpoint;
+    // A damaged one is skipped here in silence: the ranks warn when they skip it too.
+    let mut found = None;
+    let mut damaged = Vec::new();
+    for path in checkpoint::newest_first(dir)? {
+        match checkpoint::load(&path) {
+            Ok(ckpt) => {
+                found = Some((path, ckpt));
+                break;
+            }
+            Err(e) => damaged.push(format!("{e:#}")),
+        }
+    }
+    let Some((path, ckpt)) = found else {
+        bail!(
+            "{} holds no readable checkpoint:\n{}",
+            dir.display(),
+            damaged.join("\n")
+        );
+    };
+    let (now, now_hash) = worker::parse_config(canonical)?;
+    let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
+        anyhow::anyhow!(
+            "the config inside {} does not parse:\n{}",
+            path.display(),
+            d.render(false)
+        )
+    })?;
+    run.devices = now.devices.clone();
+    run.train.max_steps = now.train.max_steps;
+    if allow || tandem_config::config_hash(&run) == now_hash {
+        return Ok(());
+    }
+    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
+    Err(UsageError(format!(
+        "cannot resume {}: the config differs from the one its checkpoint {} was written with:\n{}\n\
+         help: resume it as it was (only devices and train.max-steps may change), start a new run \
+         in another --run-dir, or pass --allow-config-change to continue under this config \
+         (recorded in {})",
+        dir.display(),
+        path.display(),
+        changes
+            .iter()
+            .map(|c| format!("    {c}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        dir.join("config-changes.log").display()
+    ))
+    .into())
 }
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
@@ -607,20 +789,18 @@ fn resolve_canonical(req: &TrainRequest) -> Result<String> {
 /// again, checks this rank's device against it and runs.
 fn external_rank(
     req: &TrainRequest,
+    resume_from: Option<PathBuf>,
     rank: usize,
     world: usize,
     canonical: String,
 ) -> Result<ExitCode> {
     let (experiment, hash) = worker::parse_config(&canonical)?;
-    let run_dir = req
-        .resume
-        .clone()
-        .or(req.run_dir.clone())
-        .unwrap_or_else(|| {
-            PathBuf::from("runs")
-                .join(&experiment.name)
-                .join(format!("job-{}", &hash[..12]))
-        });
+    let resume = resume_from.is_some();
+    let run_dir = resume_from.or(req.run_dir.clone()).unwrap_or_else(|| {
+        PathBuf::from("runs")
+            .join(&experiment.name)
+            .join(format!("job-{}", &hash[..12]))
+    });
     let master_addr = std::env::var("MASTER_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
     let master_port = env_var("MASTER_PORT")?
         .ok_or_else(|| UsageError("RANK is set but MASTER_PORT is not".into()))?;
@@ -634,7 +814,6 @@ fn external_rank(
                 experiment.world_size()
             )
         })?;
-    let resume = req.resume.is_some();
     let credential = credential::Credential::for_external_rank(&master_addr, master_port);
     if rank == 0 {
         prepare_run_dir(&LaunchRequest {
@@ -643,6 +822,7 @@ fn external_rank(
             hash,
             run_dir: run_dir.clone(),
             resume,
+            start_over: req.resume_if_exists,
             layout: JobLayout {
                 nnodes: 1,
                 node_rank: 0,

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use super::credential::Credential;
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
-use crate::train::{Outcome, RankContext};
+use crate::train::{Outcome, RankContext, Stop};
 
 /// What a worker is told on its command line.
 #[derive(Debug, Clone)]
@@ -52,6 +52,7 @@ pub fn run_with_config(args: WorkerArgs, canonical: &str, credential: Credential
     match run(&args, canonical, credential) {
         Ok(Outcome::Finished) => ExitCode::SUCCESS,
         Ok(Outcome::Interrupted) => ExitCode::from(super::INTERRUPTED),
+        Ok(Outcome::Preempted) => ExitCode::from(super::PREEMPTED),
         Err(e) => fail(&args, e),
     }
 }
@@ -85,6 +86,9 @@ pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, Strin
 }
 
 fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Outcome> {
+    // First thing: a scheduler's signal that arrives while the rank starts up is kept for the
+    // first stop vote instead of killing the process.
+    let stop_requested = stop_signals()?;
     let (experiment, hash) = parse_config(canonical)?;
     if args.world_size != experiment.world_size() {
         bail!(
@@ -145,12 +149,6 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         &hash[..12]
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the signal handler")?;
-    }
-
     tracing::info!("job secret {}", credential.source);
     tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
@@ -169,6 +167,12 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         identity: [
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
+            // Under an external launcher each rank decides by itself whether it resumes; a
+            // rank that would start fresh beside resuming ones is refused at the rendezvous.
+            (
+                "start".into(),
+                if args.resume { "resume" } else { "fresh" }.into(),
+            ),
         ]
         .into_iter()
         .chain(node_fields(args))
@@ -198,7 +202,7 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         run_dir: args.run_dir.clone(),
         resume: args.resume,
         threads,
-        stop_requested: Box::new(move || stop.load(Ordering::SeqCst)),
+        stop_requested,
     });
     outcome.map_err(|e| name_the_lost(e, &peers))
 }
@@ -229,6 +233,31 @@ fn name_the_lost(error: anyhow::Error, peers: &crate::dist::Peers) -> anyhow::Er
         Some(lost) => error.context(lost),
         None => error,
     }
+}
+
+/// SIGINT (Ctrl-C) asks to stop, SIGTERM and SIGUSR1 (a scheduler's notice, Slurm's
+/// `--signal`) to stop for preemption; each is only a flag, read at the next stop vote.
+fn stop_signals() -> Result<Box<dyn Fn() -> Option<Stop> + Send>> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let preempt = Arc::new(AtomicBool::new(false));
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    for (sig, flag) in [
+        (SIGINT, &interrupt),
+        (SIGTERM, &preempt),
+        (SIGUSR1, &preempt),
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(flag))
+            .context("cannot install the signal handler")?;
+    }
+    Ok(Box::new(move || {
+        if preempt.load(Ordering::SeqCst) {
+            Some(Stop::Preempt)
+        } else if interrupt.load(Ordering::SeqCst) {
+            Some(Stop::Interrupt)
+        } else {
+            None
+        }
+    }))
 }
 
 /// Local rank `rank`'s share of `cores` cores among `ranks` ranks on the machine: the rank-th of

@@ -1,18 +1,30 @@
 //! Checkpoints, written by rank 0 only: one file per checkpoint holding named tensors (model,
 //! optimizer state, normaliser statistics) and the run's metadata (counters, the resolved config
-//! and its hash) as byte tensors. Written atomically (temporary file, fsync, rename, fsync of
-//! the directory) so a crash mid-write leaves the previous checkpoint intact; the last K are kept.
+//! and its hash, the run's cumulative episode counts and restarts) as byte tensors, sealed by a
+//! digest of all of them. Written atomically (temporary file, fsync, rename, fsync of the
+//! directory) so a crash mid-write leaves the previous checkpoint intact; the last K are kept.
+//! A damaged file is named in one line ([`load`]), and [`newest_first`] lists what a resume
+//! falls back to.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
+use sha2::{Digest, Sha256};
 use tch::{Device, Kind, Tensor};
+
+use super::metrics::Episode;
 
 /// Everything a run needs to continue.
 pub struct Checkpoint {
     pub update: u64,
     pub global_step: u64,
+    /// Episodes finished over the whole run, every attempt of it.
     pub episodes: u64,
+    /// The newest episodes (at most the summaries' window), oldest first: the resumed run's
+    /// recent means continue from them.
+    pub recent: Vec<Episode>,
+    /// How many times the run was resumed before this checkpoint was written.
+    pub restarts: u64,
     /// The world size the checkpoint was written on (a resume may use another).
     pub world_size: u64,
     pub config_hash: String,
@@ -25,6 +37,10 @@ const META_COUNTERS: &str = "meta.counters";
 const META_HASH: &str = "meta.config_hash";
 const META_CONFIG: &str = "meta.resolved_config";
 const META_VERSION: &str = "meta.format_version";
+const META_RECENT: &str = "meta.recent_episodes";
+/// sha256 over every other tensor (names, kinds, shapes, bytes): a damaged file that libtorch
+/// still reads is refused too. Checkpoints from before it have none and are read unchecked.
+const META_DIGEST: &str = "meta.digest";
 const FORMAT_VERSION: i64 = 1;
 
 pub fn checkpoint_dir(run_dir: &Path) -> PathBuf {
@@ -46,7 +62,7 @@ pub fn save_env_snapshot(run_dir: &Path, update: u64, rank: usize, bytes: &[u8])
 }
 
 /// The update number a checkpoint or snapshot file name carries.
-fn update_of(path: &Path) -> Option<u64> {
+pub fn update_of(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
     name.strip_prefix("ckpt-")?.get(..9)?.parse().ok()
 }
@@ -82,11 +98,20 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
             ckpt.global_step as i64,
             ckpt.episodes as i64,
             ckpt.world_size as i64,
+            // Appended after the first four, which older readers and files have alone.
+            ckpt.restarts as i64,
         ]),
     ));
     named.push((META_HASH.into(), bytes_tensor(&ckpt.config_hash)));
     named.push((META_CONFIG.into(), bytes_tensor(&ckpt.resolved_config)));
     named.push((META_VERSION.into(), Tensor::from_slice(&[FORMAT_VERSION])));
+    let recent: Vec<f64> = ckpt
+        .recent
+        .iter()
+        .flat_map(|e| [e.ret, e.length, e.score])
+        .collect();
+    named.push((META_RECENT.into(), Tensor::from_slice(&recent)));
+    named.push((META_DIGEST.into(), bytes_tensor(&digest(&named)?)));
 
     crate::atomic::replace_with(&path, |temporary| {
         Tensor::save_multi(&named, temporary).map_err(std::io::Error::other)
@@ -159,6 +184,13 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
     Ok(())
 }
 
+/// A run directory's checkpoints, newest first: the order a resume tries them in.
+pub fn newest_first(run_dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut all = list(&checkpoint_dir(run_dir))?;
+    all.reverse();
+    Ok(all)
+}
+
 /// The newest checkpoint of a run directory, or the file itself when given a checkpoint file.
 pub fn locate(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
@@ -174,9 +206,25 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
     })
 }
 
+/// Reads a checkpoint; a file that is not whole (truncated, overwritten, its digest not
+/// matching) is one line naming it and what is wrong, not libtorch's stack of C++ frames.
 pub fn load(path: &Path) -> Result<Checkpoint> {
-    let mut named = Tensor::load_multi(path)
-        .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    let mut named = Tensor::load_multi(path).map_err(|e| {
+        anyhow!(
+            "checkpoint {} is damaged or not a checkpoint: {}",
+            path.display(),
+            first_line(&e.to_string())
+        )
+    })?;
+    if let Some(i) = named.iter().position(|(n, _)| n == META_DIGEST) {
+        let saved = tensor_text(&named.remove(i).1)?;
+        if digest(&named)? != saved {
+            bail!(
+                "checkpoint {} is damaged: its contents do not match the digest written with it",
+                path.display()
+            );
+        }
+    }
     let mut take = |name: &str| -> Result<Tensor> {
         let i = named.iter().position(|(n, _)| n == name).with_context(|| {
             format!("{} is not a tandem checkpoint (no {name})", path.display())
@@ -191,17 +239,68 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         );
     }
     let counters = Vec::<i64>::try_from(take(META_COUNTERS)?)?;
+    if counters.len() < 4 {
+        bail!("{} is damaged: its counters are cut short", path.display());
+    }
     let config_hash = tensor_text(&take(META_HASH)?)?;
     let resolved_config = tensor_text(&take(META_CONFIG)?)?;
+    let recent = match take(META_RECENT) {
+        Ok(t) => Vec::<f64>::try_from(t)?
+            .chunks_exact(3)
+            .map(|e| Episode {
+                ret: e[0],
+                length: e[1],
+                score: e[2],
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     Ok(Checkpoint {
         update: counters[0] as u64,
         global_step: counters[1] as u64,
         episodes: counters[2] as u64,
         world_size: counters[3] as u64,
+        restarts: counters.get(4).map_or(0, |&r| r as u64),
+        recent,
         config_hash,
         resolved_config,
         tensors: named,
     })
+}
+
+/// What a libtorch error says, without its C++ backtrace and advice: the first sentence of its
+/// first line.
+fn first_line(message: &str) -> &str {
+    let line = message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(message);
+    let line = line.strip_prefix("Internal torch error: ").unwrap_or(line);
+    line.split(". ")
+        .next()
+        .unwrap_or(line)
+        .trim_end_matches('.')
+}
+
+/// sha256 (hex) over named tensors in name order: each name, kind, shape and raw bytes.
+fn digest(named: &[(String, Tensor)]) -> Result<String> {
+    let mut order: Vec<&(String, Tensor)> = named.iter().collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut hasher = Sha256::new();
+    for (name, t) in order {
+        let t = t.to_device(Device::Cpu).contiguous();
+        hasher.update(name.as_bytes());
+        hasher.update(format!("\0{:?}{:?}\0", t.kind(), t.size()).as_bytes());
+        let mut bytes = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
+        t.copy_data_u8(&mut bytes, t.numel());
+        hasher.update(&bytes);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 impl Checkpoint {
@@ -214,6 +313,67 @@ impl Checkpoint {
             .with_context(|| format!("the checkpoint has no {name}"))?;
         Ok(t.int64_value(&[0]) as u64)
     }
+}
+
+/// What differs between two canonical configs, one line per setting (`algorithm.lr: 0.0003 ->
+/// 0.1`): how a refused or recorded resume says what changed.
+pub fn config_difference(run: &str, now: &str) -> Vec<String> {
+    let (before, after) = (settings(run), settings(now));
+    let value_in = |list: &[(String, String)], path: &str| {
+        list.iter()
+            .find(|(p, _)| p == path)
+            .map_or("(absent)".to_string(), |(_, v)| v.clone())
+    };
+    let mut out = Vec::new();
+    for (path, value) in &before {
+        let now = value_in(&after, path);
+        if &now != value {
+            out.push(format!("{path}: {value} -> {now}"));
+        }
+    }
+    for (path, value) in &after {
+        if !before.iter().any(|(p, _)| p == path) {
+            out.push(format!("{path}: (absent) -> {value}"));
+        }
+    }
+    out
+}
+
+/// Each setting of a canonical text as (dotted path, value as written), blocks by their
+/// indentation; a repeated name (a wrapper listed twice) gets its position, `name[2]`.
+fn settings(text: &str) -> Vec<(String, String)> {
+    let mut open: Vec<(usize, String)> = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let line = line.trim();
+        if indent == 0 || line.is_empty() || line == "}" {
+            continue;
+        }
+        while open.last().is_some_and(|(i, _)| *i >= indent) {
+            open.pop();
+        }
+        let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let mut path: String = open.iter().map(|(_, n)| format!("{n}.")).collect();
+        path.push_str(name);
+        let seen = out
+            .iter()
+            .filter(|(p, _)| p == &path || p.starts_with(&format!("{path}[")))
+            .count();
+        if seen > 0 {
+            path = format!("{path}[{}]", seen + 1);
+        }
+        match rest.strip_suffix('{') {
+            Some(kind) => {
+                if !kind.trim().is_empty() {
+                    out.push((path.clone(), kind.trim().to_string()));
+                }
+                open.push((indent, path.rsplit('.').next().unwrap_or(name).to_string()));
+            }
+            None => out.push((path, rest.to_string())),
+        }
+    }
+    out
 }
 
 /// Copies checkpointed tensors into `targets` by name; every target must be present with the
@@ -279,6 +439,12 @@ mod tests {
             update,
             global_step: update * 100,
             episodes: 7,
+            recent: vec![Episode {
+                ret: 1.0,
+                length: 2.0,
+                score: 3.0,
+            }],
+            restarts: 3,
             world_size: 2,
             config_hash: "abc123".into(),
             resolved_config: "experiment \"x\" {\n}\n".into(),
@@ -307,6 +473,7 @@ mod tests {
             ),
             (4, 400, 7, 2)
         );
+        assert_eq!((back.restarts, back.recent.clone()), (3, sample(4).recent));
         assert_eq!(back.config_hash, "abc123");
         assert_eq!(back.resolved_config, "experiment \"x\" {\n}\n");
         let target = vec![(
@@ -340,6 +507,54 @@ mod tests {
             "{err}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A cut-short file and one with a changed byte in a tensor's data are each one line that
+    /// names the file and says it is damaged (libtorch's own error is 50 lines of C++ frames,
+    /// and a changed byte in stored data it reads without complaint).
+    #[test]
+    fn a_damaged_checkpoint_is_one_line_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-damaged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = save(&dir, &sample(1), 2).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let cut = dir.join("cut.pt");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+        let flipped = dir.join("flipped.pt");
+        let mut changed = bytes.clone();
+        let at = changed
+            .windows(4)
+            .position(|w| w == 1.5f32.to_le_bytes())
+            .expect("model.w's data in the file");
+        changed[at + 3] ^= 0x01;
+        std::fs::write(&flipped, &changed).unwrap();
+        for file in [&cut, &flipped] {
+            let err = format!("{:#}", load(file).err().expect("a damaged file loads"));
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(&file.display().to_string()), "{err}");
+            assert!(err.contains("damaged"), "{err}");
+        }
+        // libtorch reads the changed byte without complaint; the digest does not match.
+        let err = format!("{:#}", load(&flipped).err().unwrap());
+        assert!(err.contains("do not match the digest"), "{err}");
+        assert!(load(&path).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn config_differences_name_each_changed_setting_by_its_path() {
+        let run = "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr 0.0003\n        epochs 4\n    }\n}\n";
+        let now = "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr 0.1\n        epochs 4\n    }\n}\n";
+        assert_eq!(
+            config_difference(run, now),
+            vec!["algorithm.lr: 0.0003 -> 0.1"]
+        );
+        assert!(config_difference(run, run).is_empty());
+        let other = now.replace("\"ppo\"", "\"a2c\"");
+        assert_eq!(
+            config_difference(now, &other),
+            vec!["algorithm: \"ppo\" -> \"a2c\""]
+        );
     }
 
     #[test]

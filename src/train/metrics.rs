@@ -110,6 +110,18 @@ impl RecentEpisodes {
         self.total
     }
 
+    /// The window's episodes, oldest first (what a checkpoint carries).
+    pub fn window(&self) -> Vec<Episode> {
+        self.episodes.iter().copied().collect()
+    }
+
+    /// Continues a resumed run's counts: the run's total so far and its newest episodes.
+    pub fn restore(&mut self, total: u64, newest: &[Episode]) {
+        self.episodes.clear();
+        self.extend(&newest[newest.len().saturating_sub(self.capacity)..]);
+        self.total = total;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.episodes.is_empty()
     }

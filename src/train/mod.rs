@@ -27,17 +27,28 @@ pub struct RankContext {
     pub resume: bool,
     /// libtorch intra-op threads and environment threads of this rank.
     pub threads: usize,
-    /// Whether this process was asked to stop (SIGINT/SIGTERM). Only rank 0's answer counts:
-    /// it is broadcast so every rank stops after the same update.
-    pub stop_requested: Box<dyn Fn() -> bool + Send>,
+    /// Whether this process was asked to stop, and why. Any rank's request counts: the ranks
+    /// vote after every round, so all stop after the same update.
+    pub stop_requested: Box<dyn Fn() -> Option<Stop> + Send>,
+}
+
+/// Why a rank was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// A scheduler's notice (SIGTERM, SIGUSR1): the job is to be run again later.
+    Preempt,
 }
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Finished,
-    /// Stopped on request after the current update, with a checkpoint written.
+    /// Stopped on request (Ctrl-C) after the current update, with a checkpoint written.
     Interrupted,
+    /// Stopped by a scheduler's notice after the current update, with a checkpoint written.
+    Preempted,
 }
 
 /// Trains one rank (see [`run`]).

@@ -60,6 +60,8 @@ pub struct RunSummary<'a> {
     pub hash: &'a str,
     pub world: usize,
     pub interrupted: bool,
+    /// How many times the run was resumed.
+    pub restarts: u64,
     /// Learner-specific fields, already JSON values.
     pub extra: Vec<(&'static str, String)>,
 }
@@ -83,6 +85,7 @@ pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
         ("config_hash", format!("\"{}\"", s.hash)),
         ("world_size", s.world.to_string()),
         ("interrupted", s.interrupted.to_string()),
+        ("restarts", s.restarts.to_string()),
     ];
     fields.extend(s.extra.iter().cloned());
     let body: Vec<String> = fields

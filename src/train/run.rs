@@ -4,8 +4,9 @@
 //! environment snapshot (and the learner's per-rank files) beside them.
 //!
 //! Decisions that change how many collectives run are taken together after every round, in one
-//! collective: rank 0's Ctrl-C and log clock, and any rank's NaN. Everything else is a pure
-//! function of counters every rank shares (checkpoint and histogram intervals, fingerprints).
+//! collective: any rank's stop request (Ctrl-C, a scheduler's SIGTERM/SIGUSR1), rank 0's log
+//! clock, and any rank's NaN. Everything else is a pure function of counters every rank shares
+//! (checkpoint and histogram intervals, fingerprints).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use super::envs::{
 };
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, open_summaries, process_cpu_seconds, write_summary};
-use super::{Outcome, RankContext};
+use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
 use crate::algo::learner::{self, Counters, Learner, Limits, Phases, Resumed, Round};
 use crate::dist::{Ddp, SyncPolicy};
@@ -39,7 +40,8 @@ pub fn run(ctx: RankContext) -> Result<Outcome> {
 
 /// The decisions of one exchange, the same on every rank.
 struct Decisions {
-    stop: bool,
+    /// Preemption wins over Ctrl-C when both were asked for: it says the job runs again.
+    stop: Option<Stop>,
     log: bool,
     diverged: bool,
 }
@@ -50,7 +52,9 @@ struct Run {
     rank: usize,
     world: usize,
     run_dir: PathBuf,
-    stop_requested: Box<dyn Fn() -> bool + Send>,
+    stop_requested: Box<dyn Fn() -> Option<Stop> + Send>,
+    /// How many times this run was resumed, this attempt included.
+    restarts: u64,
     envs: VecEnv,
     learner: Box<dyn Learner>,
     ddp: Ddp,
@@ -127,15 +131,29 @@ impl Run {
             world,
             threads,
         };
-        let (counters, envs_restored) = if resume {
-            place.resume(&mut envs, learner.as_mut())?
+        let resumed = if resume {
+            Some(place.resume(&mut envs, learner.as_mut(), &mut ddp)?)
         } else {
-            (Counters::default(), false)
+            None
         };
         broadcast_rank0_state(&mut ddp, learner.as_ref())?;
+        let mut recent = RecentEpisodes::new(100);
+        let (counters, restarts) = match &resumed {
+            Some(r) => {
+                recent.restore(r.episodes, &r.recent);
+                if rank == 0 {
+                    record_resumed_config(&run_dir, &exp, &hash, r)?;
+                }
+                (r.counters, r.restarts)
+            }
+            None => (Counters::default(), 0),
+        };
         let step = counters.global_step;
-        let writer = open_summaries(&exp, rank, &run_dir, &hash, step)?;
-        if !envs_restored {
+        let mut writer = open_summaries(&exp, rank, &run_dir, &hash, step)?;
+        if let Some(w) = writer.as_mut() {
+            w.scalars(step as i64, &[("run/restarts", restarts as f64)])?;
+        }
+        if !resumed.as_ref().is_some_and(|r| r.envs_restored) {
             envs.reset();
         }
         Ok(Run {
@@ -148,13 +166,14 @@ impl Run {
             world,
             run_dir,
             stop_requested,
+            restarts,
             envs,
             learner,
             ddp,
             trainable,
             counters,
             limits,
-            recent: RecentEpisodes::new(100),
+            recent,
             writer,
         })
     }
@@ -185,12 +204,14 @@ impl Run {
                     self.counters.update
                 );
             }
-            let last = decisions.stop || self.limits.reached(self.counters);
+            let last = decisions.stop.is_some() || self.limits.reached(self.counters);
             if last || self.checkpoint_due(before) {
                 self.checkpoint()?;
             }
-            if decisions.stop {
-                return Ok(Outcome::Interrupted);
+            match decisions.stop {
+                Some(Stop::Interrupt) => return Ok(Outcome::Interrupted),
+                Some(Stop::Preempt) => return Ok(Outcome::Preempted),
+                None => {}
             }
         }
         Ok(Outcome::Finished)
@@ -229,7 +250,9 @@ impl Run {
         Ok((episodes, decisions))
     }
 
-    /// Rank 0's stop request and log clock, any rank's divergence, in one collective.
+    /// Any rank's stop request, rank 0's log clock, any rank's divergence, in one collective.
+    /// Under an external launcher every rank gets the scheduler's signal itself, at slightly
+    /// different moments; counting any rank's makes all stop after the same update.
     fn decide(&mut self, before: Counters) -> Result<Decisions> {
         let diverged = self.learner.diverged() || !all_finite(&self.trainable);
         let log_due = match self.exp.log.interval {
@@ -238,17 +261,26 @@ impl Run {
             Interval::Seconds(s) => self.interval.started.elapsed() >= Duration::from_secs(s),
         };
         let rank0 = self.rank == 0;
+        let asked = (self.stop_requested)();
         let mut votes = [
-            (rank0 && (self.stop_requested)()) as u8 as f64,
+            (asked == Some(Stop::Interrupt)) as u8 as f64,
+            (asked == Some(Stop::Preempt)) as u8 as f64,
             (rank0 && log_due) as u8 as f64,
             diverged as u8 as f64,
         ];
         self.ddp.all_reduce_sum(&mut votes)?;
-        let stop = votes[0] > 0.0 || votes[2] > 0.0;
+        let diverged = votes[3] > 0.0;
+        let stop = if votes[1] > 0.0 {
+            Some(Stop::Preempt)
+        } else if votes[0] > 0.0 || diverged {
+            Some(Stop::Interrupt)
+        } else {
+            None
+        };
         Ok(Decisions {
             stop,
-            log: votes[1] > 0.0 || stop || self.limits.reached(self.counters),
-            diverged: votes[2] > 0.0,
+            log: votes[2] > 0.0 || stop.is_some() || self.limits.reached(self.counters),
+            diverged,
         })
     }
 
@@ -371,6 +403,8 @@ impl Run {
                     update,
                     global_step,
                     episodes: self.recent.total(),
+                    recent: self.recent.window(),
+                    restarts: self.restarts,
                     world_size: self.world as u64,
                     config_hash: self.hash.clone(),
                     resolved_config: tandem_config::canonical_kdl(&self.exp),
@@ -410,7 +444,7 @@ impl Run {
                 state.len()
             );
         }
-        let interrupted = outcome == Outcome::Interrupted;
+        let interrupted = outcome != Outcome::Finished;
         let Counters {
             update,
             global_step,
@@ -436,6 +470,7 @@ impl Run {
                     hash: &self.hash,
                     world: self.world,
                     interrupted,
+                    restarts: self.restarts,
                     extra: self.learner.summary_fields(),
                 },
             )?;
@@ -456,12 +491,16 @@ struct Place<'a> {
 }
 
 impl Place<'_> {
-    /// Restores the newest checkpoint: the learner's state and counters, the environments (or
-    /// fresh ones with the saved normalisers), the learner's per-rank files. Returns the run's
-    /// counters and whether the environments continue their saved episodes.
-    fn resume(&self, envs: &mut VecEnv, learner: &mut dyn Learner) -> Result<(Counters, bool)> {
-        let path = checkpoint::locate(self.run_dir)?;
-        let ckpt = checkpoint::load(&path)?;
+    /// Restores the newest checkpoint every rank can read ([`Place::agree_on_checkpoint`]):
+    /// the learner's state and counters, the environments (or fresh ones with the saved
+    /// normalisers), the learner's per-rank files. Returns where the run continues from.
+    fn resume(
+        &self,
+        envs: &mut VecEnv,
+        learner: &mut dyn Learner,
+        ddp: &mut Ddp,
+    ) -> Result<ResumedRun> {
+        let (path, ckpt) = self.agree_on_checkpoint(ddp)?;
         // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
         // resumes on 1 and vice versa.
         checkpoint::restore_into(&ckpt, &learner.state())
@@ -488,6 +527,11 @@ impl Place<'_> {
             world: self.world,
             envs_restored,
         })?;
+        let restarts = ckpt.restarts + 1;
+        tracing::info!(
+            "resumed (restart {restarts}) from step {}",
+            ckpt.global_step
+        );
         tracing::info!(
             "resumed from {} at update {}, step {} (saved on {} rank(s))",
             path.display(),
@@ -495,12 +539,128 @@ impl Place<'_> {
             ckpt.global_step,
             ckpt.world_size
         );
-        let counters = Counters {
-            update: ckpt.update,
-            global_step: ckpt.global_step,
-        };
-        Ok((counters, envs_restored))
+        Ok(ResumedRun {
+            counters: Counters {
+                update: ckpt.update,
+                global_step: ckpt.global_step,
+            },
+            envs_restored,
+            restarts,
+            episodes: ckpt.episodes,
+            recent: ckpt.recent,
+            config_hash: ckpt.config_hash,
+            resolved_config: ckpt.resolved_config,
+        })
     }
+
+    /// The newest checkpoint that every rank reads whole. Ranks try the same files, newest
+    /// first, and vote on each: one that any rank cannot read (damaged, or not visible there)
+    /// is skipped by all with a warning, so every rank loads the same one.
+    fn agree_on_checkpoint(&self, ddp: &mut Ddp) -> Result<(PathBuf, Checkpoint)> {
+        let candidates = checkpoint::newest_first(self.run_dir)?;
+        if candidates.is_empty() {
+            checkpoint::locate(self.run_dir)?;
+        }
+        let mut skipped = Vec::new();
+        for path in candidates {
+            let update = checkpoint::update_of(&path).unwrap_or(0);
+            let mine = checkpoint::load(&path);
+            // [ranks that cannot read it, the update every rank looks at, summed]
+            let mut votes = [mine.is_err() as u8 as f64, update as f64];
+            ddp.all_reduce_sum(&mut votes)?;
+            if votes[1] != update as f64 * self.world as f64 {
+                bail!(
+                    "the ranks see different checkpoints in {} (this rank tried {}); \
+                     every rank must read the same run directory",
+                    checkpoint::checkpoint_dir(self.run_dir).display(),
+                    path.display()
+                );
+            }
+            match mine {
+                Ok(ckpt) if votes[0] == 0.0 => return Ok((path, ckpt)),
+                Ok(_) => {
+                    let why = format!(
+                        "{} cannot be read on {} other rank(s)",
+                        path.display(),
+                        votes[0]
+                    );
+                    tracing::warn!("{why}; falling back to the checkpoint before it");
+                    skipped.push(why);
+                }
+                Err(e) => {
+                    tracing::warn!("{e:#}; falling back to the checkpoint before it");
+                    skipped.push(format!("{e:#}"));
+                }
+            }
+        }
+        bail!(
+            "{} holds no checkpoint every rank can read:\n{}",
+            self.run_dir.display(),
+            skipped.join("\n")
+        )
+    }
+}
+
+/// Where a resumed run continues: its counters, and what rank 0's summaries count over the
+/// whole run.
+struct ResumedRun {
+    counters: Counters,
+    envs_restored: bool,
+    /// This attempt's number: the checkpoint's count plus one.
+    restarts: u64,
+    episodes: u64,
+    recent: Vec<Episode>,
+    /// The config the checkpoint was written under.
+    config_hash: String,
+    resolved_config: String,
+}
+
+/// Once every rank has loaded its checkpoint: the run directory's `resolved.kdl` and
+/// `resolved.sha256` become the config that now runs (until here they still describe the run
+/// as it was, so a resume that fails leaves the run resumable), and a config that differs from
+/// the checkpoint's (another world size, an allowed change) is appended to
+/// `config-changes.log`.
+fn record_resumed_config(
+    run_dir: &std::path::Path,
+    exp: &Experiment,
+    hash: &str,
+    resumed: &ResumedRun,
+) -> Result<()> {
+    let canonical = tandem_config::canonical_kdl(exp);
+    if resumed.config_hash != hash {
+        let changes = checkpoint::config_difference(&resumed.resolved_config, &canonical);
+        let record = format!(
+            "restart {} at update {}, step {}: config {} -> {}\n{}",
+            resumed.restarts,
+            resumed.counters.update,
+            resumed.counters.global_step,
+            &resumed.config_hash[..resumed.config_hash.len().min(12)],
+            &hash[..12],
+            changes
+                .iter()
+                .map(|c| format!("    {c}\n"))
+                .collect::<String>()
+        );
+        tracing::warn!(
+            "the resumed run's config differs from its checkpoint's: {}",
+            changes.join("; ")
+        );
+        let log = run_dir.join("config-changes.log");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        // One whole write, as the append-only files are written (src/atomic.rs).
+        std::io::Write::write_all(&mut file, record.as_bytes())
+            .with_context(|| format!("cannot write {}", log.display()))?;
+    }
+    crate::atomic::write_atomic(&run_dir.join("resolved.kdl"), canonical.as_bytes())?;
+    crate::atomic::write_atomic(
+        &run_dir.join("resolved.sha256"),
+        format!("{hash}\n").as_bytes(),
+    )?;
+    Ok(())
 }
 
 /// Identical start on every rank, also after a resume (docs/design.md, "Ranks hold one model,
