@@ -40,6 +40,7 @@ fn connect() -> ProcessGroup {
         backend: Backend::Gloo,
         identity: vec![("bench".into(), "ddp".into())],
         gloo_interfaces: Vec::new(),
+        secret: tandem::dist::JobSecret::derive(&["bench ddp"]),
     })
     .expect("rendezvous")
 }

@@ -221,8 +221,10 @@ void tdc_free(void* p) noexcept { std::free(p); }
 // a string literal of the header's, so nothing here can throw.
 const char* tdc_torch_version() noexcept { return TORCH_VERSION; }
 
+// A server with listen_fd >= 0 takes over that bound, listening socket (closing it when done)
+// instead of binding every interface itself: tandem binds loopback only (src/dist/relay.rs).
 int tdc_store_create(const char* host, uint16_t port, int is_server, int64_t timeout_ms,
-                     TdcStore** out, uint16_t* bound_port, char** err) {
+                     int listen_fd, TdcStore** out, uint16_t* bound_port, char** err) {
   return guarded(err, [&] {
     init_logging_once();
     c10d::TCPStoreOptions opts;
@@ -233,6 +235,7 @@ int tdc_store_create(const char* host, uint16_t port, int is_server, int64_t tim
     opts.waitWorkers = false;
     opts.numWorkers = std::nullopt;
     opts.timeout = std::chrono::milliseconds(timeout_ms);
+    if (is_server != 0 && listen_fd >= 0) opts.masterListenFd = listen_fd;
     auto store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
     if (bound_port) *bound_port = store->getPort();
     *out = new TdcStore{store};

@@ -409,3 +409,44 @@ fn a_failing_gradient_hook_is_reported_by_the_sync_with_libtorchs_message() {
         );
     }
 }
+
+/// The store admits only holders of the job's secret: a stray client speaking anything (here
+/// c10d's VALIDATE bytes) is greeted, refused and closed; a rank with another secret is told so;
+/// a rank with the secret reads and writes keys through the door.
+#[test]
+fn the_store_admits_only_ranks_that_hold_the_jobs_secret() {
+    use std::io::Write;
+    use tandem::dist::{JobSecret, Store};
+    let secret = JobSecret::derive(&["door test"]);
+    let timeout = Duration::from_secs(5);
+    let store = Store::host("127.0.0.1", 0, &secret, timeout).expect("hosting");
+    let port = store.port();
+
+    let mut stray = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stray.set_read_timeout(Some(timeout)).unwrap();
+    let mut bytes = vec![0u8];
+    bytes.extend(0x3C85_F7CEu32.to_le_bytes());
+    bytes.resize(40, 7);
+    stray.write_all(&bytes).unwrap();
+    let mut reply = Vec::new();
+    let _ = stray.read_to_end(&mut reply);
+    assert!(reply.starts_with(b"tandem-store-1\n"), "{reply:?}");
+    assert_eq!(reply.len(), 15 + 32 + 1, "{reply:?}");
+    assert_eq!(reply.last(), Some(&b'-'), "the stray was not refused");
+
+    let wrong = JobSecret::derive(&["another job"]);
+    let err = match Store::connect("127.0.0.1", port, &wrong, timeout) {
+        Ok(_) => panic!("a rank with another secret was let in"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("rank 0 refused this rank: it holds another job secret"),
+        "{err}"
+    );
+
+    let client =
+        Store::connect("127.0.0.1", port, &secret, timeout).expect("the rank with the secret");
+    client.set("k", b"v").unwrap();
+    assert_eq!(store.try_get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(client.add("n", 2).unwrap(), 2);
+}

@@ -35,6 +35,7 @@ unsafe extern "C" {
         port: u16,
         is_server: c_int,
         timeout_ms: i64,
+        listen_fd: c_int,
         out: *mut *mut TdcStore,
         bound_port: *mut u16,
         err: *mut *mut c_char,

@@ -19,6 +19,8 @@ use tch::{Device, Kind, Tensor};
 
 use super::DistError;
 use super::ffi;
+use super::liveness::{Heartbeat, Peers};
+use super::relay::JobSecret;
 
 type Result<T> = std::result::Result<T, DistError>;
 
@@ -163,11 +165,15 @@ pub fn with_deadline<T: Send + 'static>(
 }
 
 /// A c10d TCPStore: a small key-value service hosted by rank 0, used for the rendezvous, by the
-/// process groups to exchange addresses, and for small control values.
+/// process groups to exchange addresses, and for small control values. Rank 0's store listens on
+/// loopback only; ranks reach it through the authenticating door of [`super::relay`].
 pub struct Store {
     raw: *mut ffi::TdcStore,
     host: String,
     port: u16,
+    secret: JobSecret,
+    /// Rank 0: the store's own loopback port (and the door in front of it, closed on drop).
+    hosted: Option<(u16, super::relay::Door)>,
 }
 
 // SAFETY: `raw` is owned by this Store alone (freed once, in Drop) and the C++ TCPStore behind it
@@ -178,52 +184,110 @@ unsafe impl Send for Store {}
 unsafe impl Sync for Store {}
 
 impl Store {
-    /// Hosts the store (rank 0). `port` 0 lets the OS pick one; [`Store::port`] tells which.
-    pub fn host(addr: &str, port: u16, timeout: Duration) -> Result<Store> {
-        Self::create(addr, port, true, timeout)
-    }
-
-    /// Connects to the store that rank 0 hosts, retrying until `timeout`.
-    pub fn connect(addr: &str, port: u16, timeout: Duration) -> Result<Store> {
-        Self::create(addr, port, false, timeout)
-    }
-
-    fn create(addr: &str, port: u16, server: bool, timeout: Duration) -> Result<Store> {
-        let host = cstring(addr, "the store address")?;
-        let what = if server {
-            format!("hosting the rendezvous store on {addr}:{port}")
-        } else {
-            format!("connecting to the rendezvous store at {addr}:{port}")
+    /// Hosts the store (rank 0) behind a door on `addr:port`, that address only; `port` 0 lets
+    /// the OS pick one ([`Store::port`] tells which). Only connections that prove they hold
+    /// `secret` reach the store.
+    pub fn host(addr: &str, port: u16, secret: &JobSecret, timeout: Duration) -> Result<Store> {
+        let what = format!("hosting the rendezvous store on {addr}:{port}");
+        let fail = |e: std::io::Error| DistError::C10d {
+            context: what.clone(),
+            message: e.to_string(),
         };
+        let public = super::relay::bind(addr, port).map_err(fail)?;
+        let bound = public.local_addr().map_err(fail)?.port();
+        let inner = std::net::TcpListener::bind("127.0.0.1:0").map_err(fail)?;
+        let inner_port = inner.local_addr().map_err(fail)?.port();
+        // c10d takes the listening socket over (and closes it).
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(inner);
+        let raw = Self::create_raw("127.0.0.1", inner_port, Some(fd), &what, timeout)?;
+        let door = super::relay::Door::open(public, inner_port, secret.clone()).map_err(fail)?;
+        Ok(Store {
+            raw,
+            host: addr.to_string(),
+            port: bound,
+            secret: secret.clone(),
+            hosted: Some((inner_port, door)),
+        })
+    }
+
+    /// Connects to the store that rank 0 hosts, retrying until `timeout`, and proves this rank
+    /// holds `secret`.
+    pub fn connect(addr: &str, port: u16, secret: &JobSecret, timeout: Duration) -> Result<Store> {
+        let deadline = Instant::now() + timeout;
+        let upstream = super::relay::connect(addr, port, secret, deadline)?;
+        let what = format!("connecting to the rendezvous store at {addr}:{port}");
+        let local = super::relay::local_end(upstream, timeout).map_err(|e| DistError::C10d {
+            context: what.clone(),
+            message: e.to_string(),
+        })?;
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let raw = Self::create_raw("127.0.0.1", local, None, &what, remaining)?;
+        Ok(Store {
+            raw,
+            host: addr.to_string(),
+            port,
+            secret: secret.clone(),
+            hosted: None,
+        })
+    }
+
+    /// A second, independent client of the same store (its own connection).
+    pub(super) fn another_client(&self, timeout: Duration) -> Result<Store> {
+        match &self.hosted {
+            Some((inner_port, _)) => {
+                let what = format!("connecting to the rendezvous store at {}", self.address());
+                let raw = Self::create_raw("127.0.0.1", *inner_port, None, &what, timeout)?;
+                Ok(Store {
+                    raw,
+                    host: self.host.clone(),
+                    port: self.port,
+                    secret: self.secret.clone(),
+                    hosted: None,
+                })
+            }
+            None => Store::connect(&self.host, self.port, &self.secret, timeout),
+        }
+    }
+
+    fn create_raw(
+        addr: &str,
+        port: u16,
+        listen_fd: Option<c_int>,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<*mut ffi::TdcStore> {
+        let host = cstring(addr, "the store address")?;
+        let server = listen_fd.is_some();
+        let fd = listen_fd.unwrap_or(-1);
         let timeout_ms = timeout.as_millis() as i64;
-        let context = what.clone();
+        let context = what.to_string();
         // A little beyond c10d's own timeout, so its clearer message wins when it does fire.
-        let (raw, bound) = with_deadline(&what, timeout + Duration::from_secs(1), move || {
+        let raw = with_deadline(what, timeout + Duration::from_secs(1), move || {
             let mut out = std::ptr::null_mut();
             let mut bound = 0u16;
             let mut err = std::ptr::null_mut();
             // SAFETY: `host` is a NUL-terminated string owned by this closure for the whole
-            // call; `out`, `bound` and `err` are valid out-pointers on this stack frame. The
-            // store pointer written to `out` on success is owned by the Store built from it.
+            // call; `out`, `bound` and `err` are valid out-pointers on this stack frame; `fd`
+            // is -1 or a listening socket nobody else owns (c10d takes it over). The store
+            // pointer written to `out` on success is owned by the Store built from it.
             let rc = unsafe {
                 ffi::tdc_store_create(
                     host.as_ptr(),
                     port,
                     server as c_int,
                     timeout_ms,
+                    fd,
                     &mut out,
                     &mut bound,
                     &mut err,
                 )
             };
             check(rc, err, &context)?;
-            Ok((SendPtr(out), bound))
+            Ok(SendPtr(out))
         })?;
-        Ok(Store {
-            raw: raw.0,
-            host: addr.to_string(),
-            port: bound,
-        })
+        Ok(raw.0)
     }
 
     pub fn port(&self) -> u16 {
@@ -415,11 +479,14 @@ pub struct GroupOptions {
     /// Deadline for each collective.
     pub collective_timeout: Duration,
     pub backend: Backend,
-    /// What each rank must agree on; compared field by field at rendezvous.
+    /// What each rank must agree on; compared field by field at rendezvous. Fields named in
+    /// the rendezvous' INFORMATIVE list (`node`, `ranks-per-node`, ...) only name ranks.
     pub identity: Vec<(String, String)>,
     /// Network interfaces Gloo binds to (`GLOO_SOCKET_IFNAME`), one device each; empty: the
     /// address [`interface_host`] picks.
     pub gloo_interfaces: Vec<String>,
+    /// What every rank of this job holds and nobody else does; the store admits only holders.
+    pub secret: JobSecret,
 }
 
 /// A process group over all ranks of a run. Destroyed (its connections closed) on drop.
@@ -431,6 +498,8 @@ pub struct ProcessGroup {
     backend: Backend,
     collective_timeout: Duration,
     communication_slice: std::result::Result<Option<Duration>, String>,
+    peers: Peers,
+    _heartbeat: Heartbeat,
 }
 
 // SAFETY: `raw` is owned by this ProcessGroup alone and a c10d backend may be used from, and
@@ -450,18 +519,32 @@ impl ProcessGroup {
             )));
         }
         let deadline = Instant::now() + opts.rendezvous_timeout;
+        let (addr, port, secret) = (&opts.master_addr, opts.master_port, &opts.secret);
         let store = if opts.rank == 0 {
-            Store::host(&opts.master_addr, opts.master_port, opts.rendezvous_timeout)?
+            Store::host(addr, port, secret, opts.rendezvous_timeout)?
         } else {
-            Store::connect(&opts.master_addr, opts.master_port, opts.rendezvous_timeout)?
+            Store::connect(addr, port, secret, opts.rendezvous_timeout)?
         };
         let store = Arc::new(store);
-        super::rendezvous::announce_and_check(&store, opts, deadline)?;
+        let interface = interface_host(addr, port);
+        let identities = super::rendezvous::announce_and_check(&store, opts, &interface, deadline)?;
         let remaining = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
-        let (raw, communication_slice) = create_group(&store, opts, remaining)?;
+        let (raw, communication_slice) = create_group(&store, opts, &interface, remaining)?;
+        let heartbeat = super::liveness::start(store.another_client(remaining)?, opts.rank)?;
+        let peers = Peers {
+            rank: opts.rank,
+            store: Arc::clone(&store),
+            names: identities
+                .iter()
+                .enumerate()
+                .map(|(r, id)| super::liveness::name_of(r, id))
+                .collect(),
+        };
         Ok(ProcessGroup {
+            peers,
+            _heartbeat: heartbeat,
             raw,
             store,
             rank: opts.rank,
@@ -490,6 +573,12 @@ impl ProcessGroup {
 
     pub fn collective_timeout(&self) -> Duration {
         self.collective_timeout
+    }
+
+    /// What this rank needs to name the ranks that stopped answering, after a failure (it
+    /// outlives the group, for the failure's report).
+    pub fn peers(&self) -> Peers {
+        self.peers.clone()
     }
 
     /// Confirms with every rank that they hold tensors of this same layout; the result lets
@@ -737,6 +826,7 @@ type CreatedGroup = (
 fn create_group(
     store: &Arc<Store>,
     opts: &GroupOptions,
+    interface: &str,
     timeout: Duration,
 ) -> Result<CreatedGroup> {
     let store_ptr = SendPtr(store.raw);
@@ -746,7 +836,7 @@ fn create_group(
     let size = opts.world_size as c_int;
     let collective_ms = opts.collective_timeout.as_millis() as i64;
     let backend = opts.backend;
-    let host = cstring(&interface_host(&opts.master_addr), "the interface address")?;
+    let host = cstring(interface, "the interface address")?;
     let interfaces = cstring(&opts.gloo_interfaces.join(","), "the interface names")?;
     let what = format!("forming the {} process group", backend.name());
     let context = what.clone();
@@ -792,17 +882,33 @@ fn create_group(
     Ok((group.0.0, group.1))
 }
 
-/// The address Gloo binds its pairs to: loopback when the master is local, otherwise this
-/// machine's hostname (resolved by Gloo).
-fn interface_host(master_addr: &str) -> String {
+/// The address Gloo binds its pairs to: loopback when the master is local, `TANDEM_GLOO_HOST`
+/// when set, otherwise the address this machine reaches the master from (the kernel's route
+/// choice, read from a UDP socket "connected" to it, which sends nothing): the interface the job
+/// already uses, whatever this host's name resolves to.
+fn interface_host(master_addr: &str, port: u16) -> String {
     if master_addr == "localhost" || master_addr.starts_with("127.") || master_addr == "::1" {
-        "127.0.0.1".to_string()
-    } else {
-        std::env::var("TANDEM_GLOO_HOST")
-            .ok()
-            .or_else(super::hostname)
-            .unwrap_or_else(|| "127.0.0.1".to_string())
+        return "127.0.0.1".to_string();
     }
+    if let Ok(host) = std::env::var("TANDEM_GLOO_HOST") {
+        return host;
+    }
+    let routed = (|| {
+        let target = std::net::ToSocketAddrs::to_socket_addrs(&(master_addr, port))
+            .ok()?
+            .next()?;
+        let any: std::net::SocketAddr = if target.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let socket = std::net::UdpSocket::bind(any).ok()?;
+        socket.connect(target).ok()?;
+        Some(socket.local_addr().ok()?.ip().to_string())
+    })();
+    routed
+        .or_else(super::hostname)
+        .unwrap_or_else(|| "127.0.0.1".to_string())
 }
 
 /// Refuses interface names (from `GLOO_SOCKET_IFNAME`) this machine does not have, naming the

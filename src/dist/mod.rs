@@ -4,6 +4,8 @@
 pub mod ddp;
 mod ffi;
 pub mod group;
+mod liveness;
+mod relay;
 mod rendezvous;
 pub mod sched;
 
@@ -14,6 +16,8 @@ pub use group::{
     Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, check_interfaces,
     compiled_backends, libtorch_version, set_cuda_device,
 };
+pub use liveness::Peers;
+pub use relay::JobSecret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {

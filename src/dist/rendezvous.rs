@@ -13,7 +13,7 @@ fn rank_key(rank: usize) -> String {
 }
 
 /// Identity fields that are informative only and allowed to differ between ranks.
-const INFORMATIVE: &[&str] = &["host", "pid"];
+const INFORMATIVE: &[&str] = &["host", "pid", "addr", "node", "ranks-per-node"];
 
 fn encode(identity: &[(String, String)]) -> Vec<u8> {
     let mut out = String::new();
@@ -34,17 +34,21 @@ fn decode(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Announces this rank (its identity plus `addr`, the address its group binds), waits for all,
+/// checks that they agree, and returns every rank's identity, in rank order.
 pub(super) fn announce_and_check(
     store: &Store,
     opts: &GroupOptions,
+    addr: &str,
     deadline: Instant,
-) -> Result<(), DistError> {
+) -> Result<Vec<Vec<(String, String)>>, DistError> {
     let mut identity = opts.identity.clone();
     identity.push((
         "host".into(),
         super::hostname().unwrap_or_else(|| "unknown".into()),
     ));
     identity.push(("pid".into(), std::process::id().to_string()));
+    identity.push(("addr".into(), addr.to_string()));
     store.set(&rank_key(opts.rank), &encode(&identity))?;
 
     let keys: Vec<String> = (0..opts.world_size).map(rank_key).collect();
@@ -56,11 +60,13 @@ pub(super) fn announce_and_check(
                 what: format!("{what} at {}", store.address()),
                 // The configured timeout, not the measured wait (a few ms short of it).
                 after: opts.rendezvous_timeout,
-                missing: missing
-                    .iter()
-                    .map(|k| k.rsplit('/').next().unwrap_or(k).to_string())
-                    .map(|r| format!("rank {r}"))
-                    .collect(),
+                missing: name_missing(
+                    &missing
+                        .iter()
+                        .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+                        .collect::<Vec<usize>>(),
+                    opts,
+                ),
             },
             other => other,
         })?;
@@ -115,5 +121,37 @@ pub(super) fn announce_and_check(
             problems.join(". ")
         )));
     }
-    Ok(())
+    Ok(identities)
+}
+
+/// The ranks that never came, by node when this rank knows how many ranks a node runs and the
+/// job spans several nodes ("node 1 (ranks 2, 3) never joined"), else by rank.
+fn name_missing(missing: &[usize], opts: &GroupOptions) -> Vec<String> {
+    let per_node: Option<usize> = opts
+        .identity
+        .iter()
+        .find(|(k, _)| k == "ranks-per-node")
+        .and_then(|(_, v)| v.parse().ok())
+        .filter(|&n| n > 0 && n < opts.world_size);
+    let Some(per_node) = per_node else {
+        return missing.iter().map(|r| format!("rank {r}")).collect();
+    };
+    let mut nodes: Vec<(usize, Vec<String>)> = Vec::new();
+    for &r in missing {
+        let node = r / per_node;
+        match nodes.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, ranks)) => ranks.push(r.to_string()),
+            None => nodes.push((node, vec![r.to_string()])),
+        }
+    }
+    nodes
+        .into_iter()
+        .map(|(node, ranks)| {
+            if ranks.len() == per_node {
+                format!("node {node} (ranks {}) never joined", ranks.join(", "))
+            } else {
+                format!("rank(s) {} of node {node} never joined", ranks.join(", "))
+            }
+        })
+        .collect()
 }

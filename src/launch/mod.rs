@@ -1,13 +1,15 @@
 //! The launcher: resolves an experiment once, makes the run directory, starts one worker process
-//! per local device, and supervises them. Workers receive the resolved config on stdin, their
-//! rank and their device on the command line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp
-//! tuning that carries nothing of the experiment).
+//! per local device, and supervises them. Workers receive the job's secret (a credential, see
+//! [`credential`]) and the resolved config on stdin, their rank and their device on the command
+//! line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp tuning that carries nothing of the
+//! experiment).
 //!
 //! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
 //! once as a request to finish the update and checkpoint (exit 130), SIGTERM and SIGUSR1 (a
 //! scheduler's notice) likewise but exit [`PREEMPTED`], and a second signal kills.
 
+pub mod credential;
 pub mod job_env;
 pub mod worker;
 
@@ -262,6 +264,11 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         None if req.layout.nnodes == 1 => pick_free_port()?,
         None => bail!("--master-port is required with --nnodes > 1"),
     };
+    let credential = credential::Credential::for_launcher(
+        req.layout.nnodes,
+        &req.layout.master_addr,
+        master_port,
+    )?;
     let signals = install_signal_counter()?;
     let exe =
         std::env::current_exe().context("cannot find the tandem executable to start workers")?;
@@ -281,6 +288,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             .arg(&req.run_dir)
             .args(["--local-world-size", &ranks.len().to_string()])
             .args(["--job-from", &req.origin])
+            .env_remove(credential::ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
@@ -318,10 +326,12 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start the worker for rank {rank}"))?;
-        // The resolved config is the worker's only input; it reads it to the end first thing.
+        // The secret and the resolved config are the worker's only input; it reads them to the
+        // end first thing.
         let mut stdin = child.stdin.take().expect("piped stdin");
         stdin
-            .write_all(req.canonical.as_bytes())
+            .write_all(credential.header().as_bytes())
+            .and_then(|()| stdin.write_all(req.canonical.as_bytes()))
             .with_context(|| format!("cannot hand the config to rank {rank}"))?;
         drop(stdin);
         children.push(Rank {
@@ -331,10 +341,22 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         });
     }
 
-    supervise(&mut children, &signals, &req.run_dir)
+    // Past the collective timeout, with time for a local peer's own failure to come first.
+    let stopped_limit =
+        Duration::from_secs_f64(req.experiment.sync.collective_timeout_s) + STOPPED_GRACE;
+    supervise(&mut children, &signals, &req.run_dir, stopped_limit)
 }
 
-fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result<ExitCode> {
+/// `stopped_limit`: how long a rank may stay stopped (SIGSTOP) before the launcher gives up on
+/// it. Its peers time out after that long too, but a peer on another host does not stop this
+/// launcher, which would otherwise wait for the stopped rank forever.
+fn supervise(
+    children: &mut [Rank],
+    signals: &Signals,
+    run_dir: &Path,
+    stopped_limit: Duration,
+) -> Result<ExitCode> {
+    let mut stopped_since: Vec<Option<Instant>> = vec![None; children.len()];
     let mut forwarded = 0usize;
     let mut failure: Option<(usize, i32)> = None;
     let mut stop_deadline: Option<Instant> = None;
@@ -388,6 +410,18 @@ fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result
         }
         if let Some((rank, code)) = newly_failed {
             failure = Some((rank, code));
+            // A stopped rank fails nobody itself: the rank that timed out waiting for it does.
+            // Name it first; it can take no signal but SIGKILL.
+            for c in children.iter().filter(|c| c.done.is_none()) {
+                if is_stopped(c.child.id()) {
+                    eprintln!(
+                        "tandem: rank {} stopped answering: its process {} is stopped (SIGSTOP, or a debugger holds it)",
+                        c.rank,
+                        c.child.id()
+                    );
+                    signal(c.child.id(), libc::SIGKILL);
+                }
+            }
             let message = report_failure(rank, code, run_dir);
             for c in children.iter().filter(|c| c.done.is_none()) {
                 signal(c.child.id(), libc::SIGTERM);
@@ -396,6 +430,23 @@ fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result
             if message.is_some_and(|m| m.to_lowercase().contains("timed out")) {
                 silent_check = Some((rank, Instant::now() + SILENT_GRACE));
             }
+        }
+        if failure.is_none()
+            && let Some(c) = long_stopped(children, &mut stopped_since, stopped_limit)
+        {
+            eprintln!(
+                "tandem: rank {} stopped answering: its process {} has been stopped (SIGSTOP, or a debugger holds it) for {} s, longer than the collective timeout",
+                c.rank,
+                c.child.id(),
+                stopped_limit.as_secs_f64()
+            );
+            signal(c.child.id(), libc::SIGKILL);
+            failure = Some((c.rank, 128 + libc::SIGSTOP));
+            eprintln!("tandem: stopping the other ranks");
+            for other in children.iter().filter(|c| c.done.is_none()) {
+                signal(other.child.id(), libc::SIGTERM);
+            }
+            stop_deadline = Some(Instant::now() + Duration::from_secs(5));
         }
         // A collective timed out: the ranks that neither failed nor ended since are the ones that
         // stopped answering (a rank waiting on them would have timed out too by now). The
@@ -441,6 +492,37 @@ fn supervise(children: &mut [Rank], signals: &Signals, run_dir: &Path) -> Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// The first running rank that has been stopped for longer than `limit` (`since` keeps, per
+/// rank, when it was first seen stopped).
+fn long_stopped<'a>(
+    children: &'a [Rank],
+    since: &mut [Option<Instant>],
+    limit: Duration,
+) -> Option<&'a Rank> {
+    let now = Instant::now();
+    let mut found = None;
+    for (c, since) in children.iter().zip(since.iter_mut()) {
+        if c.done.is_none() && is_stopped(c.child.id()) {
+            let first = *since.get_or_insert(now);
+            if found.is_none() && now.duration_since(first) > limit {
+                found = Some(c);
+            }
+        } else {
+            *since = None;
+        }
+    }
+    found
+}
+
+/// Whether process `pid` is stopped (state `T`, or `t` under a tracer), from /proc.
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses and may hold anything.
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+    })
+}
+
 fn status_signal(status: &std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status.signal().unwrap_or(0)
@@ -460,6 +542,11 @@ fn kill_all(children: &mut [Rank]) {
         }
     }
 }
+
+/// How much longer than the collective timeout a rank may stay stopped before its launcher gives
+/// up on it: a local peer waiting for it has failed by then (timeout, then 1.5 s of heartbeat
+/// reading), and its report says more.
+const STOPPED_GRACE: Duration = Duration::from_secs(4);
 
 /// How long after one rank's collective timeout the launcher waits before naming the ranks that
 /// still run without an error of their own: ranks blocked in the same collective time out within
@@ -777,6 +864,7 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
                 req.experiment.world_size()
             )
         })?;
+    let credential = credential::Credential::for_external_rank(&me.master_addr, me.master_port);
     if me.rank == 0 {
         prepare_run_dir(&req)?;
     }
@@ -794,5 +882,5 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
         origin: req.origin,
         gloo_interfaces: req.gloo_interfaces,
     };
-    Ok(worker::run_with_config(args, &req.canonical))
+    Ok(worker::run_with_config(args, &req.canonical, credential))
 }

@@ -1,5 +1,5 @@
-//! One rank's process: reads the resolved config from stdin (its only input besides its rank and
-//! device), binds its device before any tensor exists, sizes its thread pools, joins the process
+//! One rank's process: reads the job's secret and the resolved config from stdin (its only input
+//! besides its rank and device; the secret is a credential, see [`super::credential`]), binds its device before any tensor exists, sizes its thread pools, joins the process
 //! group and runs the trainer. Any failure is written to `logs/rank-N.error` for the launcher
 //! to print, then the process exits non-zero.
 
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
+use super::credential::Credential;
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
 use crate::train::{Outcome, RankContext, Stop};
 
@@ -35,7 +36,7 @@ pub struct WorkerArgs {
     pub gloo_interfaces: Vec<String>,
 }
 
-/// Runs a worker whose resolved config arrives on stdin.
+/// Runs a worker whose job secret and resolved config arrive on stdin.
 pub fn main(args: WorkerArgs) -> ExitCode {
     let mut text = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut text) {
@@ -44,13 +45,16 @@ pub fn main(args: WorkerArgs) -> ExitCode {
             anyhow!("cannot read the resolved config from stdin: {e}"),
         );
     }
-    run_with_config(args, &text)
+    match Credential::read_header(&text) {
+        Ok((credential, canonical)) => run_with_config(args, canonical, credential),
+        Err(e) => fail(&args, e),
+    }
 }
 
 /// Runs a worker on the canonical config text (also used when an external launcher such as
 /// torchrun started this process with RANK/WORLD_SIZE set).
-pub fn run_with_config(args: WorkerArgs, canonical: &str) -> ExitCode {
-    match run(&args, canonical) {
+pub fn run_with_config(args: WorkerArgs, canonical: &str, credential: Credential) -> ExitCode {
+    match run(&args, canonical, credential) {
         Ok(Outcome::Finished) => ExitCode::SUCCESS,
         Ok(Outcome::Interrupted) => ExitCode::from(super::INTERRUPTED),
         Ok(Outcome::Preempted) => ExitCode::from(super::PREEMPTED),
@@ -86,7 +90,7 @@ pub fn parse_config(canonical: &str) -> Result<(tandem_config::Experiment, Strin
     Ok((experiment, hash))
 }
 
-fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
+fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Outcome> {
     // First thing: a scheduler's signal that arrives while the rank starts up is kept for the
     // first stop vote instead of killing the process.
     let stop_requested = stop_signals()?;
@@ -167,6 +171,7 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         &hash[..12]
     );
 
+    tracing::info!("job secret {}", credential.source);
     tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
@@ -181,7 +186,7 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout_s),
         collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout_s),
         backend: Backend::for_device(device),
-        identity: vec![
+        identity: [
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
             // Under an external launcher each rank decides by itself whether it resumes; a
@@ -190,10 +195,15 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
                 "start".into(),
                 if args.resume { "resume" } else { "fresh" }.into(),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(node_fields(args))
+        .collect(),
         gloo_interfaces: args.gloo_interfaces.clone(),
+        secret: credential.secret,
     })
     .context("joining the other ranks")?;
+    let peers = pg.peers();
     match pg.communication_slice() {
         Ok(Some(slice)) => tracing::info!(
             "communication threads run with a {:.1} ms time slice",
@@ -216,8 +226,36 @@ fn run(args: &WorkerArgs, canonical: &str) -> Result<Outcome> {
         resume: args.resume,
         threads,
         stop_requested,
-    })?;
-    Ok(outcome)
+    });
+    outcome.map_err(|e| name_the_lost(e, &peers))
+}
+
+/// Identity fields that only name this rank's node in reports, when the node's rank count is
+/// known (always under `tandem train`; under an external launcher when it set
+/// LOCAL_WORLD_SIZE).
+fn node_fields(args: &WorkerArgs) -> Vec<(String, String)> {
+    if args.local_world_size == 0 {
+        return Vec::new();
+    }
+    vec![
+        (
+            "node".into(),
+            (args.rank / args.local_world_size).to_string(),
+        ),
+        ("ranks-per-node".into(), args.local_world_size.to_string()),
+    ]
+}
+
+/// A failure between ranks leads with the rank that stopped answering, when one did: the failed
+/// call's own message (a timeout, a closed connection) cannot say whom it lost.
+fn name_the_lost(error: anyhow::Error, peers: &crate::dist::Peers) -> anyhow::Error {
+    let between_ranks = error
+        .chain()
+        .any(|c| c.downcast_ref::<crate::dist::DistError>().is_some());
+    match between_ranks.then(|| peers.lost()).flatten() {
+        Some(lost) => error.context(lost),
+        None => error,
+    }
 }
 
 /// SIGINT (Ctrl-C) asks to stop, SIGTERM and SIGUSR1 (a scheduler's notice, Slurm's

@@ -177,6 +177,9 @@ pub fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> Group
             ("version".into(), "test".into()),
         ],
         gloo_interfaces: Vec::new(),
+        secret: tandem::dist::JobSecret::derive(&[
+            &std::env::var("TEST_SECRET").unwrap_or_else(|_| "test".into())
+        ]),
     }
 }
 
@@ -462,4 +465,74 @@ pub fn two_rank_plans(
         whole.push(global_epoch);
     }
     (per_rank, whole)
+}
+
+/// Pids of the launcher's children (the workers).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|s| s.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Whether process `pid` runs (a zombie counts as dead).
+pub fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Polls `cond` until it holds, failing the test after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends `sig` to process `pid`.
+pub fn send_signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; the pids are this
+    // test's own launcher and the workers it started (an exited worker's pid is not reused
+    // while its unreaped parent, the launcher, lives).
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// Kills a launcher and its workers.
+pub fn kill_job(launcher: &mut Child) {
+    for w in children_of(launcher.id()) {
+        send_signal(w, libc::SIGKILL);
+    }
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+}
+
+/// Waits at most `limit` for `child`; one still running then is killed (with its workers) and
+/// `None` returned, so a hang fails the test instead of blocking it.
+pub fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill_job(child);
+    None
 }
