@@ -100,12 +100,9 @@ fn derived(master: &str, port: u16) -> Credential {
         .map(|s| s.split('=').next().unwrap_or(s))
         .collect();
     let from = if names.is_empty() {
-        "the config hash and the master address".to_string()
+        "the master address".to_string()
     } else {
-        format!(
-            "{}, the config hash and the master address",
-            names.join(", ")
-        )
+        format!("{} and the master address", names.join(", "))
     };
     Credential {
         secret: JobSecret::derive(&parts),
