@@ -1183,8 +1183,8 @@ fn rank_logs(run: &Path) -> Vec<String> {
 }
 
 /// A log or console line without what varies from run to run of one config: the timestamp,
-/// the config hash, the run directory's time and every figure of a line that reports speed
-/// or time.
+/// the config hash, the rendezvous port, the run directory's time and every figure of a line
+/// that reports speed or time.
 fn mask(line: &str) -> String {
     let mut words: Vec<&str> = line.split_whitespace().collect();
     if words
@@ -1200,8 +1200,15 @@ fn mask(line: &str) -> String {
     let mut out = String::new();
     for word in line.split(' ') {
         let hex = word.len() >= 12 && word.chars().all(|c| c.is_ascii_hexdigit());
+        // The rendezvous port a single-node launcher picks is free at the time, not configured.
+        let port = word
+            .rsplit_once(':')
+            .filter(|(_, p)| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
         if hex {
             out.push_str("<hash>");
+        } else if let Some((host, _)) = port {
+            out.push_str(host);
+            out.push_str(":<port>");
         } else if timed {
             // Each run of digits becomes one `#`: figures of any width compare equal.
             let mut last_digit = false;
