@@ -365,25 +365,7 @@ fn supervise(
         let received = signals.count.load(Ordering::SeqCst);
         if received > forwarded {
             if forwarded == 0 {
-                // The ranks get the signal the launcher got: it says why they stop.
-                let sig = signals.first.load(Ordering::SeqCst);
-                if sig == libc::SIGINT {
-                    eprintln!(
-                        "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
-                    );
-                } else {
-                    eprintln!(
-                        "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
-                        if sig == libc::SIGUSR1 {
-                            "SIGUSR1"
-                        } else {
-                            "SIGTERM"
-                        }
-                    );
-                }
-                for c in children.iter().filter(|c| c.done.is_none()) {
-                    signal(c.child.id(), sig);
-                }
+                forward_stop_request(children, signals.first.load(Ordering::SeqCst));
             } else {
                 eprintln!("tandem: stopping now");
                 kill_all(children);
@@ -423,10 +405,7 @@ fn supervise(
                 }
             }
             let message = report_failure(rank, code, run_dir);
-            for c in children.iter().filter(|c| c.done.is_none()) {
-                signal(c.child.id(), libc::SIGTERM);
-            }
-            stop_deadline = Some(Instant::now() + Duration::from_secs(5));
+            stop_deadline = Some(stop_the_others(children));
             if message.is_some_and(|m| m.to_lowercase().contains("timed out")) {
                 silent_check = Some((rank, Instant::now() + SILENT_GRACE));
             }
@@ -443,10 +422,7 @@ fn supervise(
             signal(c.child.id(), libc::SIGKILL);
             failure = Some((c.rank, 128 + libc::SIGSTOP));
             eprintln!("tandem: stopping the other ranks");
-            for other in children.iter().filter(|c| c.done.is_none()) {
-                signal(other.child.id(), libc::SIGTERM);
-            }
-            stop_deadline = Some(Instant::now() + Duration::from_secs(5));
+            stop_deadline = Some(stop_the_others(children));
         }
         // A collective timed out: the ranks that neither failed nor ended since are the ones that
         // stopped answering (a rank waiting on them would have timed out too by now). The
@@ -490,6 +466,37 @@ fn supervise(
         return Ok(ExitCode::from(INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Passes the launcher's first stop signal `sig` on to the running ranks (it says why they stop:
+/// Ctrl-C, or a scheduler's notice) and tells the user what happens next.
+fn forward_stop_request(children: &[Rank], sig: libc::c_int) {
+    if sig == libc::SIGINT {
+        eprintln!(
+            "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
+        );
+    } else {
+        eprintln!(
+            "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
+            if sig == libc::SIGUSR1 {
+                "SIGUSR1"
+            } else {
+                "SIGTERM"
+            }
+        );
+    }
+    for c in children.iter().filter(|c| c.done.is_none()) {
+        signal(c.child.id(), sig);
+    }
+}
+
+/// Asks the ranks still running to stop (SIGTERM) after one has failed; returns when the
+/// launcher kills what is left.
+fn stop_the_others(children: &[Rank]) -> Instant {
+    for c in children.iter().filter(|c| c.done.is_none()) {
+        signal(c.child.id(), libc::SIGTERM);
+    }
+    Instant::now() + Duration::from_secs(5)
 }
 
 /// The first running rank that has been stopped for longer than `limit` (`since` keeps, per
