@@ -16,8 +16,12 @@ and the rest of the rollout is what the wall clock still waits for.
 
 Run with the TensorBoard venv's python (scripts/bench/training_throughput.sh).
 Environment: TANDEM (binary, default target/release/tandem), THREADS (default
-"1"), ENV_GROUPS (train.env-groups values to run, default: each config's own), GAMES (default "cartpole minatar-breakout atari-breakout"),
-CARTPOLE_STEPS, MINATAR_STEPS, ATARI_STEPS (global step limits, see defaults).
+"1"; "auto" is tandem's own choice, the machine's cores divided by the ranks), ENV_GROUPS
+(train.env-groups values to run, default: each config's own), GAMES (default "cartpole
+minatar-breakout atari-breakout"; also "breakout-a2c" and "breakout-ppo", the shipped
+experiments/breakout.kdl on its 2 ranks and experiments/breakout-ppo.kdl), ROUNDS (default 1:
+every variant once per round, rounds one after the other, so variants interleave),
+CARTPOLE_STEPS, MINATAR_STEPS, ATARI_STEPS, BREAKOUT_STEPS (global step limits, see defaults).
 """
 
 import json
@@ -39,6 +43,10 @@ GAMES = {
                          "16 envs x 128 steps, 4 epochs x 8 minibatches, MinAtar CNN"),
     "atari-breakout": ("scripts/bench/atari-breakout-ppo.kdl", 65_536,
                        "8 envs x 128 steps, 4 epochs x 4 minibatches, Nature CNN, DeepMind wrappers"),
+    "breakout-a2c": ("experiments/breakout.kdl", 20_480,
+                     "the README's example: A2C, 2 CPU ranks x 32 envs x 8 steps, Nature CNN, RMSprop"),
+    "breakout-ppo": ("experiments/breakout-ppo.kdl", 20_480,
+                     "8 envs x 128 steps, 4 epochs x 4 minibatches, Nature CNN, DeepMind wrappers"),
 }
 
 
@@ -50,12 +58,12 @@ def scalars(tb_dir):
 
 def run(binary, game, threads, groups, steps, run_root):
     config, _, _ = GAMES[game]
-    run_dir = os.path.join(run_root, f"{game}-t{threads}-g{groups}")
+    run_dir = os.path.join(run_root, f"{game}-t{threads}-g{groups}-{len(os.listdir(run_root))}")
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     group_set = [] if groups is None else ["--set", f"train.env-groups={groups}"]
     subprocess.run([binary, "train", os.path.join(ROOT, config), "--run-dir", run_dir, "--quiet",
-                    "--set", f"threads={threads}", "--set", f"train.max-steps={steps}",
+                    "--set", f'threads="{threads}"' if threads == "auto" else f"threads={threads}", "--set", f"train.max-steps={steps}",
                     "--set", "checkpoint.every=#null", *group_set], check=True)
     process_wall = time.perf_counter() - t0
     load1 = os.getloadavg()[0]
@@ -67,7 +75,8 @@ def run(binary, game, threads, groups, steps, run_root):
 
 def main():
     binary = os.environ.get("TANDEM", os.path.join(ROOT, "target", "release", "tandem"))
-    threads_list = [int(t) for t in os.environ.get("THREADS", "1").split()]
+    threads_list = [t if t == "auto" else int(t) for t in os.environ.get("THREADS", "1").split()]
+    rounds = int(os.environ.get("ROUNDS", "1"))
     games = os.environ.get("GAMES", " ".join(GAMES)).split()
     unknown = [g for g in games if g not in GAMES]
     if unknown:
@@ -77,19 +86,19 @@ def main():
     print(f"tandem: {binary}; {os.cpu_count()} CPUs visible")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-train-") as run_root:
-        for game in games:
+        variants = [(game, threads, groups) for game in games for threads in threads_list
+                    for groups in groups_list]
+        for game, threads, groups in (v for _ in range(rounds) for v in variants):
             steps = int(os.environ.get(game.split("-")[0].upper() + "_STEPS", GAMES[game][1]))
-            for threads in threads_list:
-                for groups in groups_list:
-                    summary, ph, process_wall, loads = run(binary, game, threads, groups, steps, run_root)
-                    wall = summary["wall_seconds"]
-                    torch_s = ph["time/inference_s"] + ph["time/learn_s"]
-                    rest_s = ph["time/rollout_s"] - ph["time/inference_s"]
-                    label = "config's" if groups is None else str(groups)
-                    rows.append((game, threads, label, summary, ph, wall, torch_s, rest_s, loads))
-                    print(f"{game}, {threads} thread(s), env-groups {label}: {summary['global_step']} steps in "
-                          f"{wall:.1f} s ({summary['steps_per_second']:,.0f} steps/s; process {process_wall:.1f} s), "
-                          f"libtorch share {torch_s / wall:.1%}, load {loads[0]:.1f} -> {loads[1]:.1f}", flush=True)
+            summary, ph, process_wall, loads = run(binary, game, threads, groups, steps, run_root)
+            wall = summary["wall_seconds"]
+            torch_s = ph["time/inference_s"] + ph["time/learn_s"]
+            rest_s = ph["time/rollout_s"] - ph["time/inference_s"]
+            label = "config's" if groups is None else str(groups)
+            rows.append((game, threads, label, summary, ph, wall, torch_s, rest_s, loads))
+            print(f"{game}, {threads} thread(s), env-groups {label}: {summary['global_step']} steps in "
+                  f"{wall:.1f} s ({summary['steps_per_second']:,.0f} steps/s; process {process_wall:.1f} s), "
+                  f"libtorch share {torch_s / wall:.1%}, load {loads[0]:.1f} -> {loads[1]:.1f}", flush=True)
     print()
     print("| game | threads | env-groups | steps | loop wall s | loop CPU s | steps/s | inference s | env stepping s | learn s | rest of rollout (wall) s | sync + log s | libtorch share (inference + learn) / wall | final return (last 20) | load avg |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
