@@ -151,6 +151,11 @@ fn two_slurm_tasks_form_a_two_rank_job_from_slurm_variables_alone() {
              SLURM_JOB_NODELIST, SLURM_JOB_ID (Slurm, one task per device)"
         );
         assert!(log.contains(&expected), "rank {rank}:\n{log}");
+        // Both tasks made the job's secret of the same scheduler facts.
+        assert!(
+            log.contains("job secret derived from SLURM_JOB_ID and the master address"),
+            "rank {rank}:\n{log}"
+        );
     }
 }
 

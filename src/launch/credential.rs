@@ -26,8 +26,14 @@ pub struct Credential {
 }
 
 impl Credential {
-    /// For a launcher that starts `nnodes`' worth of ranks of the job at `master:port`.
-    pub fn for_launcher(nnodes: usize, master: &str, port: u16) -> Result<Credential> {
+    /// For a launcher that starts `nnodes`' worth of ranks of the job at `master:port`;
+    /// `job_ids` are the scheduler's ([`super::job_env::JobEnv::job_ids`]).
+    pub fn for_launcher(
+        nnodes: usize,
+        master: &str,
+        port: u16,
+        job_ids: &[String],
+    ) -> Result<Credential> {
         if let Some(c) = from_env() {
             return Ok(c);
         }
@@ -37,12 +43,12 @@ impl Credential {
                 source: "drawn at random by this launcher".into(),
             });
         }
-        Ok(derived(master, port))
+        Ok(derived(master, port, job_ids))
     }
 
     /// For a rank that an external launcher (torchrun, srun) started on its own.
-    pub fn for_external_rank(master: &str, port: u16) -> Credential {
-        from_env().unwrap_or_else(|| derived(master, port))
+    pub fn for_external_rank(master: &str, port: u16, job_ids: &[String]) -> Credential {
+        from_env().unwrap_or_else(|| derived(master, port, job_ids))
     }
 
     /// The line the launcher writes to a worker's stdin before the config.
@@ -78,20 +84,7 @@ fn from_env() -> Option<Credential> {
     })
 }
 
-/// The scheduler's job ids present in the environment, as `NAME=value`.
-fn job_ids() -> Vec<String> {
-    ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"]
-        .iter()
-        .filter_map(|name| {
-            let v = std::env::var(name).ok()?;
-            // torchrun's default run id is the literal "none".
-            (!v.is_empty() && v != "none").then(|| format!("{name}={v}"))
-        })
-        .collect()
-}
-
-fn derived(master: &str, port: u16) -> Credential {
-    let ids = job_ids();
+fn derived(master: &str, port: u16, ids: &[String]) -> Credential {
     let endpoint = format!("{master}:{port}");
     let mut parts: Vec<&str> = vec!["derived", &endpoint];
     parts.extend(ids.iter().map(String::as_str));
@@ -132,9 +125,22 @@ mod tests {
 
     #[test]
     fn derived_secrets_differ_by_master() {
-        let a = derived("10.0.0.1", 29500).secret;
-        assert_eq!(a, derived("10.0.0.1", 29500).secret);
-        assert_ne!(a, derived("10.0.0.2", 29500).secret);
-        assert_ne!(a, derived("10.0.0.1", 29501).secret);
+        let a = derived("10.0.0.1", 29500, &[]).secret;
+        assert_eq!(a, derived("10.0.0.1", 29500, &[]).secret);
+        assert_ne!(a, derived("10.0.0.2", 29500, &[]).secret);
+        assert_ne!(a, derived("10.0.0.1", 29501, &[]).secret);
+    }
+
+    #[test]
+    fn derived_secrets_differ_by_job_id_and_name_it() {
+        let job = |id: &str| vec![format!("SLURM_JOB_ID={id}")];
+        let a = derived("10.0.0.1", 29500, &job("7"));
+        assert_eq!(a.secret, derived("10.0.0.1", 29500, &job("7")).secret);
+        assert_ne!(a.secret, derived("10.0.0.1", 29500, &job("8")).secret);
+        assert_ne!(a.secret, derived("10.0.0.1", 29500, &[]).secret);
+        assert!(
+            a.source
+                .starts_with("derived from SLURM_JOB_ID and the master address")
+        );
     }
 }

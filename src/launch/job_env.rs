@@ -75,6 +75,10 @@ pub struct JobEnv {
     pub gloo_interfaces: Vec<String>,
     /// How the default run directory (no `--run-dir`) is named.
     pub run_dir: RunDirName,
+    /// The schedulers' job ids that are set, as `NAME=value` (`SLURM_JOB_ID`,
+    /// `TORCHELASTIC_RUN_ID`): facts every process of the job is given alike, which the job's
+    /// derived secret is made of ([`super::credential`]).
+    pub job_ids: Vec<String>,
 }
 
 /// How a job's default run directory is named: processes of one job must name the same one
@@ -201,7 +205,20 @@ pub fn derive(vars: &Vars, flags: &Flags, world: usize) -> Result<JobEnv, UsageE
         restart_count,
         gloo_interfaces,
         run_dir,
+        job_ids: job_ids(vars),
     })
+}
+
+/// [`JobEnv::job_ids`]. torchrun's default run id is the literal "none", shared by every
+/// unrelated job, so it is left out.
+fn job_ids(vars: &Vars) -> Vec<String> {
+    ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"]
+        .iter()
+        .filter_map(|&name| {
+            let v = vars.get(name)?;
+            (!v.is_empty() && v != "none").then(|| format!("{name}={v}"))
+        })
+        .collect()
 }
 
 /// The variables of other sources than the chosen one: a variable of the chosen source that a

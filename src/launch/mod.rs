@@ -52,6 +52,8 @@ pub struct LaunchRequest {
     pub origin: String,
     /// `GLOO_SOCKET_IFNAME`'s interfaces, handed to every worker.
     pub gloo_interfaces: Vec<String>,
+    /// The scheduler's job ids ([`job_env::JobEnv::job_ids`]), for the derived job secret.
+    pub job_ids: Vec<String>,
 }
 
 /// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it), after the update
@@ -268,6 +270,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
         req.layout.nnodes,
         &req.layout.master_addr,
         master_port,
+        &req.job_ids,
     )?;
     let signals = install_signal_counter()?;
     let exe =
@@ -664,6 +667,7 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         quiet: req.quiet,
         origin: job.origin(),
         gloo_interfaces: job.gloo_interfaces,
+        job_ids: job.job_ids,
     };
     match one_rank {
         Some(me) => external_rank(request, &me),
@@ -871,7 +875,8 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
                 req.experiment.world_size()
             )
         })?;
-    let credential = credential::Credential::for_external_rank(&me.master_addr, me.master_port);
+    let credential =
+        credential::Credential::for_external_rank(&me.master_addr, me.master_port, &req.job_ids);
     if me.rank == 0 {
         prepare_run_dir(&req)?;
     }

@@ -33,6 +33,17 @@ fn refusal(v: &Vars, flags: &Flags, world: usize) -> String {
 }
 
 #[test]
+fn job_ids_are_the_schedulers_without_torchruns_default_none() {
+    let ids = |pairs: &[(&str, &str)]| job_ids(&vars(pairs));
+    assert!(ids(&[]).is_empty());
+    assert!(ids(&[("TORCHELASTIC_RUN_ID", "none")]).is_empty());
+    assert_eq!(
+        ids(&[("TORCHELASTIC_RUN_ID", "abc"), ("SLURM_JOB_ID", "9")]),
+        ["SLURM_JOB_ID=9", "TORCHELASTIC_RUN_ID=abc"]
+    );
+}
+
+#[test]
 fn hostlists_expand_ranges_padding_several_groups_and_suffixes() {
     let all = |s: &str| expand_hostlist(s, usize::MAX).unwrap();
     assert_eq!(
@@ -115,6 +126,7 @@ fn slurm_one_task_per_device_makes_this_process_that_rank() {
         }
     );
     assert_eq!(job.run_dir, RunDirName::Job("slurm-123456".into()));
+    assert_eq!(job.job_ids, ["SLURM_JOB_ID=123456"]);
     let origin = job.origin();
     for name in [
         "SLURM_PROCID",
