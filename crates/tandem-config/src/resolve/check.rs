@@ -1,7 +1,7 @@
 //! Checking one value against its setting: type, range, choices, the forms of
 //! `devices` and of each wrapper, with a located diagnostic for each mistake.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
