@@ -197,7 +197,10 @@ struct ReducerState {
 struct TdcReducer {
   std::shared_ptr<ReducerState> state;
   // Kept alive so the hooks stay registered (a variable holds its accumulator only weakly).
-  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+  // Whatever handle libtorch gives out: shared_ptr<Node> up to torch 2.12 (2.11 is the GPU
+  // machine's, scripts/device-build), intrusive_ptr<Node> from 2.13.
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))>
+      accumulators;
 };
 
 
