@@ -318,6 +318,18 @@ int tdc_nccl_compiled() noexcept {
 #endif
 }
 
+// This process's current CUDA device: where an NCCL group stages host tensors.
+int tdc_current_cuda_device(int* out, char** err) {
+  return guarded(err, [&] {
+#ifdef USE_C10D_NCCL
+    *out = static_cast<int>(c10::cuda::current_device());
+#else
+    (void)out;
+    throw std::runtime_error("this tandem was built without CUDA; rebuild with `cargo build --features cuda`");
+#endif
+  });
+}
+
 // Makes `index` this process's current CUDA device, so tensors created without an explicit
 // device (inside libtorch and NCCL) land on the rank's own GPU.
 int tdc_set_cuda_device(int index, char** err) {
