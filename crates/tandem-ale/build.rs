@@ -42,7 +42,15 @@ fn main() {
     compile_shim(&manifest_dir, &source, &build_dir);
     println!("cargo:rustc-link-search=native={}", library_dir.display());
     println!("cargo:rustc-link-lib=static=ale");
-    println!("cargo:rustc-link-lib=dylib=z");
+    // ALE uses zlib (its PNG screen export, gzip'd ROM files). TANDEM_ALE_STATIC_ZLIB=1 links the system's libz.a
+    // instead, for a binary that travels to machines whose libz this build never saw
+    // (scripts/device-build).
+    println!("cargo:rerun-if-env-changed=TANDEM_ALE_STATIC_ZLIB");
+    if env::var_os("TANDEM_ALE_STATIC_ZLIB").is_some_and(|v| v == "1") {
+        println!("cargo:rustc-link-lib=static=z");
+    } else {
+        println!("cargo:rustc-link-lib=dylib=z");
+    }
     println!("cargo:rustc-link-lib=dylib=stdc++");
     embed_roms(&source, &out_dir);
 }
