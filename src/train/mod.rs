@@ -10,6 +10,7 @@ pub mod envs;
 pub mod metrics;
 pub mod report;
 mod run;
+pub mod update_bench;
 
 use std::path::PathBuf;
 
