@@ -1132,3 +1132,35 @@ impl Drop for GradientReducer {
         unsafe { ffi::tdc_reducer_free(self.raw) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{staged, unstage};
+    use tch::{Device, Kind, Tensor};
+
+    #[test]
+    fn tensors_already_on_the_staging_device_or_without_one_are_not_copied() {
+        let host = [Tensor::from_slice(&[1.0f32, 2.0])];
+        assert!(staged(None, &host).is_none());
+        assert!(staged(Some(Device::Cpu), &host).is_none());
+    }
+
+    #[test]
+    fn unstaging_writes_the_results_into_the_callers_tensors_on_their_own_device() {
+        let mut mine = [
+            Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([1], (Kind::Int64, Device::Cpu)),
+        ];
+        let results = [
+            Tensor::from_slice(&[3.0f32, 4.0]),
+            Tensor::from_slice(&[7i64]),
+        ];
+        let before = mine[0].data_ptr();
+        unstage(&mut mine, &results);
+        assert_eq!(Vec::<f32>::try_from(&mine[0]).unwrap(), vec![3.0, 4.0]);
+        assert_eq!(Vec::<i64>::try_from(&mine[1]).unwrap(), vec![7]);
+        // In place: the caller's tensor, not a new one.
+        assert_eq!(mine[0].data_ptr(), before);
+        assert_eq!(mine[0].device(), Device::Cpu);
+    }
+}
