@@ -68,9 +68,11 @@ fn main() {
             build.include(nccl);
         }
         // tch's CPU-only link order lets --as-needed drop libtorch_cuda; the NCCL group and
-        // CUDA tensors need it loaded, so force it.
+        // CUDA tensors need it loaded, so force it. The shim's c10::cuda calls (current and
+        // set device) live in libc10_cuda.
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
         println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-lc10_cuda");
         println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
     build.compile("tandem_csrc");

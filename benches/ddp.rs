@@ -10,13 +10,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tandem::algo::{Batch, Ppo, PpoConfig};
+use tandem::algo::PpoConfig;
 use tandem::dist::{Backend, Ddp, GroupOptions, ProcessGroup, ReduceOp, SyncPolicy};
-use tandem::nn::{
-    ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec, trainable_parameters_in_order,
-};
-use tandem_env::ActionSpace;
-use tch::nn::VarStore;
+use tandem::nn::trainable_parameters_in_order;
+use tandem::train::update_bench::{nature_model, time_ppo_updates};
 use tch::{Device, Kind, Tensor};
 
 const BATCH: i64 = 256;
@@ -45,28 +42,6 @@ fn connect() -> ProcessGroup {
     .expect("rendezvous")
 }
 
-fn nature_model() -> (VarStore, ActorCritic) {
-    tch::manual_seed(0);
-    let vs = VarStore::new(Device::Cpu);
-    let spec = ActorCriticSpec::for_network(
-        NetworkSpec::NatureCnn { features: 512 },
-        InitSpec {
-            scheme: InitScheme::Orthogonal,
-            torso_gain: std::f64::consts::SQRT_2,
-            policy_gain: 0.01,
-            value_gain: 1.0,
-        },
-    );
-    let model = ActorCritic::new(
-        &vs.root(),
-        &spec,
-        &[4, 84, 84],
-        ActionSpace::Discrete { n: 4 },
-    )
-    .unwrap();
-    (vs, model)
-}
-
 /// One rank of the update benchmark: prints seconds per update and sync seconds per update.
 fn rank_update() {
     if std::env::var_os("BENCH_PIN_CORES").is_some() {
@@ -77,46 +52,10 @@ fn rank_update() {
     }
     tch::set_num_threads(1);
     let pg = connect();
-    let (vs, model) = nature_model();
-    let config = PpoConfig {
-        update_epochs: 1,
-        num_minibatches: 1,
-        ..atari_ppo()
-    };
-    // The learner first, as the trainer does: its optimizer lays the gradients out flat, and DDP
-    // all-reduces slices of that buffer.
-    let mut ppo = Ppo::new(&vs, config, 0).unwrap();
-    let mut ddp = Ddp::new(
-        pg,
-        ppo.optimizer().parameters(),
-        SyncPolicy::AllReduce {
-            bucket_bytes: 25 << 20,
-            bf16: false,
-        },
-    )
-    .unwrap();
-    let opts = (Kind::Float, Device::Cpu);
-    let batch = Batch::new(
-        Tensor::randint(256, [BATCH, 4, 84, 84], opts),
-        Tensor::randint(4, [BATCH], (Kind::Int64, Device::Cpu)),
-        Tensor::full([BATCH], -1.386, opts),
-        Tensor::zeros([BATCH], opts),
-        Tensor::randn([BATCH], opts),
-        Tensor::randn([BATCH], opts),
-    )
-    .unwrap();
-    for _ in 0..WARMUP {
-        ppo.update(&model, &batch, 0.0, &mut ddp).unwrap();
-    }
-    let _ = ddp.take_sync_time();
-    let start = Instant::now();
-    for _ in 0..UPDATES {
-        ppo.update(&model, &batch, 0.0, &mut ddp).unwrap();
-    }
-    let per_update = start.elapsed().as_secs_f64() / UPDATES as f64;
-    let sync = ddp.take_sync_time().as_secs_f64() / UPDATES as f64;
-    println!("UPDATE {per_update} {sync}");
-    let _ = ddp.into_group().shutdown(Duration::from_secs(30));
+    let (t, pg) = time_ppo_updates(pg, atari_ppo(), Device::Cpu, BATCH, WARMUP, UPDATES).unwrap();
+    // On CPU the batch is not copied: copy_s is the few microseconds of building the batch.
+    println!("UPDATE {} {}", t.copy_s + t.update_s, t.sync_s);
+    let _ = pg.shutdown(Duration::from_secs(30));
 }
 
 /// One rank of the all-reduce benchmark: bucketed gradients vs one raw all-reduce of the bytes,
@@ -124,7 +63,7 @@ fn rank_update() {
 fn rank_allreduce() {
     tch::set_num_threads(1);
     let pg = connect();
-    let (vs, _) = nature_model();
+    let (vs, _) = nature_model(Device::Cpu).unwrap();
     let params = trainable_parameters_in_order(&vs);
     // Give every parameter a gradient to reduce.
     let total = params

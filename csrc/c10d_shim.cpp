@@ -197,7 +197,10 @@ struct ReducerState {
 struct TdcReducer {
   std::shared_ptr<ReducerState> state;
   // Kept alive so the hooks stay registered (a variable holds its accumulator only weakly).
-  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+  // Whatever handle libtorch gives out: shared_ptr<Node> up to torch 2.12 (2.11 is the GPU
+  // machine's, scripts/device-build), intrusive_ptr<Node> from 2.13.
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))>
+      accumulators;
 };
 
 
@@ -313,6 +316,18 @@ int tdc_nccl_compiled() noexcept {
 #else
   return 0;
 #endif
+}
+
+// This process's current CUDA device: where an NCCL group stages host tensors.
+int tdc_current_cuda_device(int* out, char** err) {
+  return guarded(err, [&] {
+#ifdef USE_C10D_NCCL
+    *out = static_cast<int>(c10::cuda::current_device());
+#else
+    (void)out;
+    throw std::runtime_error("this tandem was built without CUDA; rebuild with `cargo build --features cuda`");
+#endif
+  });
 }
 
 // Makes `index` this process's current CUDA device, so tensors created without an explicit

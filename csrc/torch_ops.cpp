@@ -9,6 +9,7 @@
 #include "ffi_guard.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_adam.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -43,5 +44,9 @@ int tto_fused_adam(at::Tensor* param, at::Tensor* grad, at::Tensor* exp_avg, at:
 // `torch.set_flush_denormal`). Threads created afterwards inherit the mode. Returns 1 when the
 // CPU supports it and it is now on, 0 otherwise.
 int tto_flush_denormals(void) { return at::globalContext().setFlushDenormal(true) ? 1 : 0; }
+
+// The tensor's offset into its storage, in elements. tch 0.26 has `storage_offset`; tch 0.24 (the
+// release for torch 2.11, which scripts/device-build links against) does not.
+int64_t tto_storage_offset(const at::Tensor* t) noexcept { return t->storage_offset(); }
 
 }  // extern "C"

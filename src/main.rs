@@ -103,6 +103,24 @@ enum Command {
     },
     /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
     Play(tandem::play::PlayArgs),
+    /// Internal: times the DDP benchmark's PPO update (Nature CNN) on one rank of DEVICE, one
+    /// JSON line per batch size (for machines without cargo: scripts/device-check).
+    #[command(name = "__bench-update", hide = true)]
+    BenchUpdate {
+        /// cpu or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Rows per update; one measurement per value.
+        #[arg(long = "rows", value_delimiter = ',', default_value = "256")]
+        rows: Vec<i64>,
+        /// The experiment whose PPO settings the update uses.
+        #[arg(long, default_value = "scripts/bench/atari-breakout-ppo.kdl")]
+        config: PathBuf,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 12)]
+        updates: usize,
+    },
     /// Internal: one rank, started by the launcher (the resolved config arrives on stdin).
     #[command(name = "__worker", hide = true)]
     Worker(WorkerCli),
@@ -249,6 +267,19 @@ fn main() -> ExitCode {
             max_steps,
             quiet,
         })),
+        (
+            Some(Command::BenchUpdate {
+                device,
+                rows,
+                config,
+                warmup,
+                updates,
+            }),
+            _,
+        ) => report(
+            tandem::train::update_bench::run_cli(&device, &rows, &config, warmup, updates)
+                .map(|()| ExitCode::SUCCESS),
+        ),
         (Some(Command::Worker(w)), _) => {
             tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
                 rank: w.rank,

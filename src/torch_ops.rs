@@ -1,6 +1,7 @@
 //! The libtorch operations tandem needs that tch does not expose, over the C ABI in
 //! `csrc/torch_ops.cpp`: installing a parameter's gradient buffer ([`set_grad`]), libtorch's
-//! fused Adam kernel ([`fused_adam`]) and its flush-denormals switch ([`flush_denormals`]).
+//! fused Adam kernel ([`fused_adam`]), its flush-denormals switch ([`flush_denormals`]) and a
+//! tensor's storage offset ([`storage_offset`]).
 //! Nothing here is about other ranks; the c10d shim is `crate::dist`'s.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -37,6 +38,15 @@ unsafe extern "C" {
         err: *mut *mut c_char,
     ) -> c_int;
     fn tto_flush_denormals() -> c_int;
+    fn tto_storage_offset(t: *const C_tensor) -> i64;
+}
+
+/// The offset of `t`'s first element into its storage, in elements (`Tensor::storage_offset`,
+/// which tch 0.24, the release scripts/device-build builds with, lacks).
+pub fn storage_offset(t: &Tensor) -> i64 {
+    // SAFETY: `t` is a live tensor borrowed for the call; reading its offset neither throws nor
+    // keeps the pointer.
+    unsafe { tto_storage_offset(t.as_ptr()) }
 }
 
 /// Puts the calling thread's float arithmetic in flush-to-zero / denormals-are-zero mode

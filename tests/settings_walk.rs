@@ -869,6 +869,11 @@ fn table() -> Vec<(&'static str, Proof)> {
             "sync.collective-timeout",
             Change("cartpole-ppo", &["sync.collective-timeout=77"]),
         ),
+        // On CPU ranks `auto` is Gloo too: the resolved config (and its hash) is what differs.
+        (
+            "sync.backend",
+            Change("cartpole-ppo", &["sync.backend=gloo"]),
+        ),
         (
             "sync.bucket-mb (allreduce)",
             Change("ppo-2", &["sync.bucket-mb=1"]),

@@ -41,3 +41,12 @@ fn fused_adam_on_a_gradient_of_another_dtype_is_an_error_with_libtorchs_message(
         "the fused Adam step failed: expected scalar type Float but found Double"
     );
 }
+
+#[test]
+fn storage_offset_counts_elements_into_the_storage() {
+    let base = Tensor::arange(10, (Kind::Float, Device::Cpu));
+    assert_eq!(tandem::torch_ops::storage_offset(&base), 0);
+    let view = base.narrow(0, 3, 4);
+    assert_eq!(tandem::torch_ops::storage_offset(&view), 3);
+    assert_eq!(tandem::torch_ops::storage_offset(&view.narrow(0, 2, 1)), 5);
+}

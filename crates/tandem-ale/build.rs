@@ -42,7 +42,23 @@ fn main() {
     compile_shim(&manifest_dir, &source, &build_dir);
     println!("cargo:rustc-link-search=native={}", library_dir.display());
     println!("cargo:rustc-link-lib=static=ale");
-    println!("cargo:rustc-link-lib=dylib=z");
+    // ALE uses zlib (its PNG screen export, gzip'd ROM files). TANDEM_ALE_STATIC_ZLIB=PATH
+    // links that libz.a instead, for a binary that travels to machines whose libz this build
+    // never saw (scripts/device-build).
+    println!("cargo:rerun-if-env-changed=TANDEM_ALE_STATIC_ZLIB");
+    if let Some(archive) = env::var_os("TANDEM_ALE_STATIC_ZLIB").map(PathBuf::from) {
+        if archive.file_name().is_none_or(|n| n != "libz.a") || !archive.is_file() {
+            fail(&format!(
+                "TANDEM_ALE_STATIC_ZLIB={} is not a libz.a file",
+                archive.display()
+            ));
+        }
+        let dir = archive.parent().expect("a file has a parent folder");
+        println!("cargo:rustc-link-search=native={}", dir.display());
+        println!("cargo:rustc-link-lib=static=z");
+    } else {
+        println!("cargo:rustc-link-lib=dylib=z");
+    }
     println!("cargo:rustc-link-lib=dylib=stdc++");
     embed_roms(&source, &out_dir);
 }

@@ -316,7 +316,11 @@ fn contiguous_gradients(params: &[Tensor]) -> Option<Tensor> {
     // as_strided checks the range against the first gradient's storage, so the whole range is one
     // allocation (and every gradient, starting inside it, lies in it).
     first
-        .f_as_strided([offset as i64], [1], Some(first.storage_offset()))
+        .f_as_strided(
+            [offset as i64],
+            [1],
+            Some(crate::torch_ops::storage_offset(&first)),
+        )
         .ok()
 }
 

@@ -29,6 +29,7 @@ unsafe extern "C" {
     pub fn tdc_torch_version() -> *const c_char;
     pub fn tdc_nccl_compiled() -> c_int;
     pub fn tdc_set_cuda_device(index: c_int, err: *mut *mut c_char) -> c_int;
+    pub fn tdc_current_cuda_device(out: *mut c_int, err: *mut *mut c_char) -> c_int;
 
     pub fn tdc_store_create(
         host: *const c_char,

@@ -66,6 +66,33 @@ pub fn libtorch_version() -> String {
         .into_owned()
 }
 
+/// This process's current CUDA device (needs the `cuda` feature).
+fn current_cuda_device() -> Result<usize> {
+    let mut index: c_int = 0;
+    let mut err = std::ptr::null_mut();
+    // SAFETY: `index` and `err` are valid out-pointers for the call.
+    let rc = unsafe { ffi::tdc_current_cuda_device(&mut index, &mut err) };
+    check(rc, err, "reading the current CUDA device")?;
+    Ok(index as usize)
+}
+
+/// Copies of `tensors` on `staging` for a collective, where a tensor is elsewhere (a host
+/// tensor for NCCL); `None` when all are there already (gradients on the GPU: no copy).
+fn staged(staging: Option<Device>, tensors: &[Tensor]) -> Option<Vec<Tensor>> {
+    let device = staging?;
+    if tensors.iter().all(|t| t.device() == device) {
+        return None;
+    }
+    Some(tensors.iter().map(|t| t.to_device(device)).collect())
+}
+
+/// Writes the collective's results on the staging device back into the caller's tensors.
+fn unstage(tensors: &mut [Tensor], staged: &[Tensor]) {
+    for (t, s) in tensors.iter_mut().zip(staged) {
+        t.copy_(s);
+    }
+}
+
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
 pub fn set_cuda_device(index: usize) -> Result<()> {
     let mut err = std::ptr::null_mut();
@@ -496,6 +523,10 @@ pub struct ProcessGroup {
     rank: usize,
     world_size: usize,
     backend: Backend,
+    /// Where host tensors go for a collective: NCCL runs CUDA tensors only, and the control
+    /// values (votes, fingerprints, layouts, episode returns) live on the host. `None` for Gloo,
+    /// which takes both.
+    staging: Option<Device>,
     collective_timeout: Duration,
     communication_slice: std::result::Result<Option<Duration>, String>,
     peers: Peers,
@@ -532,6 +563,10 @@ impl ProcessGroup {
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
         let (raw, communication_slice) = create_group(&store, opts, &interface, remaining)?;
+        let staging = match opts.backend {
+            Backend::Nccl => Some(Device::Cuda(current_cuda_device()?)),
+            Backend::Gloo => None,
+        };
         let heartbeat = super::liveness::start(store.another_client(remaining)?, opts.rank)?;
         let peers = Peers {
             rank: opts.rank,
@@ -550,6 +585,7 @@ impl ProcessGroup {
             rank: opts.rank,
             world_size: opts.world_size,
             backend: opts.backend,
+            staging,
             collective_timeout: opts.collective_timeout,
             communication_slice,
         })
@@ -636,6 +672,23 @@ impl ProcessGroup {
                 "an average all-reduce needs floating-point tensors".into(),
             ));
         }
+        match staged(self.staging, tensors) {
+            Some(mut on_device) => {
+                self.all_reduce_raw(&mut on_device, op)?;
+                unstage(tensors, &on_device);
+            }
+            None => self.all_reduce_raw(tensors, op)?,
+        }
+        if op == ReduceOp::Avg {
+            let n = self.world_size as f64;
+            for t in tensors.iter_mut() {
+                let _ = t.g_div_scalar_(n);
+            }
+        }
+        Ok(())
+    }
+
+    fn all_reduce_raw(&self, tensors: &mut [Tensor], op: ReduceOp) -> Result<()> {
         let mut ptrs: Vec<*mut torch_sys::C_tensor> =
             tensors.iter_mut().map(|t| t.as_mut_ptr()).collect();
         let mut err = std::ptr::null_mut();
@@ -645,14 +698,7 @@ impl ProcessGroup {
         let rc = unsafe {
             ffi::tdc_allreduce(self.raw, ptrs.as_mut_ptr(), ptrs.len(), op.code(), &mut err)
         };
-        check(rc, err, "all-reduce")?;
-        if op == ReduceOp::Avg {
-            let n = self.world_size as f64;
-            for t in tensors.iter_mut() {
-                let _ = t.g_div_scalar_(n);
-            }
-        }
-        Ok(())
+        check(rc, err, "all-reduce")
     }
 
     /// The time slice the threads of this group's backend run with: `Ok(Some(_))` as the kernel
@@ -676,6 +722,15 @@ impl ProcessGroup {
     ) -> Result<()> {
         self.ensure_layout(layout, &[&*tensor])?;
         self.check_root(root)?;
+        let Some(mut on_device) = staged(self.staging, std::slice::from_ref(tensor)) else {
+            return self.broadcast_raw(tensor, root);
+        };
+        self.broadcast_raw(&mut on_device[0], root)?;
+        unstage(std::slice::from_mut(tensor), &on_device);
+        Ok(())
+    }
+
+    fn broadcast_raw(&self, tensor: &mut Tensor, root: usize) -> Result<()> {
         let mut err = std::ptr::null_mut();
         let rc =
             // SAFETY: live owned group; `tensor` is borrowed mutably for the whole (waited-for)
@@ -699,19 +754,26 @@ impl ProcessGroup {
     ) -> Result<()> {
         self.ensure_layout(layout, &[&*tensor])?;
         self.check_root(root)?;
+        let copy = staged(self.staging, std::slice::from_ref(tensor));
+        let was_staged = copy.is_some();
+        let mut on_device = copy.unwrap_or_else(|| vec![tensor.shallow_clone()]);
         let mut err = std::ptr::null_mut();
-        // SAFETY: as for broadcast: live owned group, `tensor` borrowed mutably for the
-        // waited-for collective, `root` checked, valid out-pointer.
+        // SAFETY: as for broadcast: live owned group, `on_device[0]` (the caller's tensor or its
+        // staged copy) borrowed mutably for the waited-for collective, `root` checked, valid
+        // out-pointer.
         let rc = unsafe {
             ffi::tdc_reduce(
                 self.raw,
-                tensor.as_mut_ptr(),
+                on_device[0].as_mut_ptr(),
                 root as c_int,
                 op.code(),
                 &mut err,
             )
         };
         check(rc, err, &format!("reduce to rank {root}"))?;
+        if was_staged {
+            unstage(std::slice::from_mut(tensor), &on_device);
+        }
         if op == ReduceOp::Avg && self.rank == root {
             let _ = tensor.g_div_scalar_(self.world_size as f64);
         }
@@ -731,11 +793,15 @@ impl ProcessGroup {
         self.all_gather_unchecked(tensor)
     }
 
+    /// The gathered tensors are on `tensor`'s device, whatever the backend ran them on.
     fn all_gather_unchecked(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
-        let mut outputs: Vec<Tensor> = (0..self.world_size).map(|_| tensor.empty_like()).collect();
+        let mut input = match staged(self.staging, std::slice::from_ref(tensor)) {
+            Some(mut on_device) => on_device.remove(0),
+            None => tensor.shallow_clone(),
+        };
+        let mut outputs: Vec<Tensor> = (0..self.world_size).map(|_| input.empty_like()).collect();
         let mut ptrs: Vec<*mut torch_sys::C_tensor> =
             outputs.iter_mut().map(|t| t.as_mut_ptr()).collect();
-        let mut input = tensor.shallow_clone();
         let mut err = std::ptr::null_mut();
         // SAFETY: live owned group; `ptrs` holds exactly `world_size` pointers to `outputs`,
         // each shaped like `input` (empty_like), all owned by this frame for the waited-for call.
@@ -749,7 +815,8 @@ impl ProcessGroup {
             )
         };
         check(rc, err, "all-gather")?;
-        Ok(outputs)
+        let home = tensor.device();
+        Ok(outputs.into_iter().map(|t| t.to_device(home)).collect())
     }
 
     /// Leaves the group so that no rank's exit can break another rank's last collective.
@@ -1063,5 +1130,37 @@ impl Drop for GradientReducer {
         // SAFETY: `raw` came from a successful tdc_reducer_create and is freed exactly once; the
         // hooks it registered hold it weakly and do nothing once it is gone.
         unsafe { ffi::tdc_reducer_free(self.raw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{staged, unstage};
+    use tch::{Device, Kind, Tensor};
+
+    #[test]
+    fn tensors_already_on_the_staging_device_or_without_one_are_not_copied() {
+        let host = [Tensor::from_slice(&[1.0f32, 2.0])];
+        assert!(staged(None, &host).is_none());
+        assert!(staged(Some(Device::Cpu), &host).is_none());
+    }
+
+    #[test]
+    fn unstaging_writes_the_results_into_the_callers_tensors_on_their_own_device() {
+        let mut mine = [
+            Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([1], (Kind::Int64, Device::Cpu)),
+        ];
+        let results = [
+            Tensor::from_slice(&[3.0f32, 4.0]),
+            Tensor::from_slice(&[7i64]),
+        ];
+        let before = mine[0].data_ptr();
+        unstage(&mut mine, &results);
+        assert_eq!(Vec::<f32>::try_from(&mine[0]).unwrap(), vec![3.0, 4.0]);
+        assert_eq!(Vec::<i64>::try_from(&mine[1]).unwrap(), vec![7]);
+        // In place: the caller's tensor, not a new one.
+        assert_eq!(mine[0].data_ptr(), before);
+        assert_eq!(mine[0].device(), Device::Cpu);
     }
 }

@@ -173,6 +173,11 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
 
     tracing::info!("job secret {}", credential.source);
     tracing::info!(
+        "collectives over {} (sync.backend {})",
+        backend_for(experiment.sync.backend, device).name(),
+        experiment.sync.backend.name()
+    );
+    tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
         experiment.sync.rendezvous_timeout_s,
@@ -185,7 +190,7 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         master_port: args.master_port,
         rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout_s),
         collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout_s),
-        backend: Backend::for_device(device),
+        backend: backend_for(experiment.sync.backend, device),
         identity: [
             ("config-hash".into(), hash.clone()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -350,6 +355,16 @@ pub fn pin_to_core_slice(local_rank: usize, local_ranks: usize) -> Result<Vec<us
     Ok(allowed_cores(&now))
 }
 
+/// The c10d backend of `sync.backend` for a rank on `device`. The resolver has refused NCCL for a
+/// CPU rank, and `auto` with one GPU listed twice.
+fn backend_for(setting: tandem_config::SyncBackend, device: tch::Device) -> Backend {
+    match setting {
+        tandem_config::SyncBackend::Auto => Backend::for_device(device),
+        tandem_config::SyncBackend::Gloo => Backend::Gloo,
+        tandem_config::SyncBackend::Nccl => Backend::Nccl,
+    }
+}
+
 /// Turns the device string into a tch device and makes it this process's current device.
 fn bind_device(device: &str) -> Result<tch::Device> {
     match tandem_config::Device::parse(device) {
@@ -374,7 +389,21 @@ fn bind_device(device: &str) -> Result<tch::Device> {
 
 #[cfg(test)]
 mod tests {
-    use super::core_slice;
+    use super::{backend_for, core_slice};
+    use crate::dist::Backend;
+    use tandem_config::SyncBackend;
+
+    #[test]
+    fn sync_backend_auto_follows_the_device_and_gloo_or_nccl_override_it() {
+        let cuda = tch::Device::Cuda(0);
+        assert_eq!(
+            backend_for(SyncBackend::Auto, tch::Device::Cpu),
+            Backend::Gloo
+        );
+        assert_eq!(backend_for(SyncBackend::Auto, cuda), Backend::Nccl);
+        assert_eq!(backend_for(SyncBackend::Gloo, cuda), Backend::Gloo);
+        assert_eq!(backend_for(SyncBackend::Nccl, cuda), Backend::Nccl);
+    }
 
     #[test]
     fn core_slices_split_the_cores_evenly_and_share_them_round_robin_when_short() {

@@ -2,7 +2,8 @@
 //! from the resolved config to the end, with what it needs around it: the rank's environments
 //! ([`envs`]), checkpoints with per-rank environment snapshots ([`checkpoint`]), cross-rank
 //! episode metrics ([`metrics`]), summaries and `summary.json` ([`report`]), the console
-//! ([`console`]). One rank is world size 1 of the same code path.
+//! ([`console`]). One rank is world size 1 of the same code path. Beside it, the timing of one
+//! PPO update on a device ([`update_bench`]).
 
 pub mod checkpoint;
 pub mod console;
@@ -10,6 +11,7 @@ pub mod envs;
 pub mod metrics;
 pub mod report;
 mod run;
+pub mod update_bench;
 
 use std::path::PathBuf;
 

@@ -625,6 +625,26 @@ pub struct Sync {
     pub check_every: Option<u64>,
     pub rendezvous_timeout_s: f64,
     pub collective_timeout_s: f64,
+    pub backend: SyncBackend,
+}
+
+/// The c10d backend the ranks' collectives use (`sync { backend ... }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncBackend {
+    /// NCCL when the devices are CUDA, Gloo otherwise.
+    Auto,
+    Gloo,
+    Nccl,
+}
+
+impl SyncBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncBackend::Auto => "auto",
+            SyncBackend::Gloo => "gloo",
+            SyncBackend::Nccl => "nccl",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

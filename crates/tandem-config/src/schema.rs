@@ -1068,6 +1068,12 @@ pub(crate) static SYNC: Section = Section {
             Dflt::Float(300.0),
             "Seconds before a collective operation fails.",
         ),
+        f(
+            "backend",
+            Ty::Choice(&["auto", "gloo", "nccl"]),
+            Dflt::Str("auto"),
+            "Collective backend: `auto` takes NCCL when the devices are CUDA and Gloo otherwise; `gloo` also runs CUDA tensors (copied through the host), e.g. for several ranks on one GPU, which NCCL refuses; `nccl` needs every device to be CUDA and distinct on each host.",
+        ),
     ],
 };
 

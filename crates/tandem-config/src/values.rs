@@ -321,6 +321,11 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
         check_every: s.opt_u64("check-every"),
         rendezvous_timeout_s: s.float("rendezvous-timeout"),
         collective_timeout_s: s.float("collective-timeout"),
+        backend: match s.text("backend") {
+            "gloo" => SyncBackend::Gloo,
+            "nccl" => SyncBackend::Nccl,
+            _ => SyncBackend::Auto,
+        },
     };
     let t = Reader {
         values,
@@ -635,6 +640,7 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     s.opt_int("check-every", e.sync.check_every);
     s.float("rendezvous-timeout", e.sync.rendezvous_timeout_s);
     s.float("collective-timeout", e.sync.collective_timeout_s);
+    s.text("backend", e.sync.backend.name());
     match e.sync.policy {
         SyncPolicy::Allreduce {
             bucket_mb,

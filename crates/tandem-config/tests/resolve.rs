@@ -465,3 +465,35 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn sync_backend_decides_whether_one_gpu_may_run_two_ranks() {
+    let cartpole = || Source::Stdin("experiment \"x\" {\n    env \"cartpole\"\n}\n".into());
+    let two_on_one = |backend: &str| {
+        let mut s = sets(&["devices=\"cuda:0\" \"cuda:0\""]);
+        if !backend.is_empty() {
+            s.push(format!("sync.backend={backend}"));
+        }
+        resolve(&cartpole(), &s)
+    };
+    // Gloo runs CUDA tensors through the host, so two ranks may share a GPU.
+    let r = two_on_one("gloo").expect("gloo on one GPU twice resolves");
+    assert_eq!(r.experiment.sync.backend, SyncBackend::Gloo);
+    assert!(canonical_kdl(&r.experiment).contains("backend \"gloo\""));
+    // NCCL (and auto, which takes NCCL for CUDA ranks) refuses a GPU listed twice.
+    for backend in ["", "auto", "nccl"] {
+        let diags = two_on_one(backend).unwrap_err();
+        let codes: Vec<&str> = diags.iter().map(|d| d.code()).collect();
+        assert_eq!(
+            codes,
+            vec!["config::duplicate-device"],
+            "backend {backend:?}"
+        );
+    }
+    // NCCL has no CPU tensors; auto and gloo take Gloo for CPU ranks.
+    let diags = resolve(&cartpole(), &sets(&["sync.backend=nccl"])).unwrap_err();
+    let codes: Vec<&str> = diags.iter().map(|d| d.code()).collect();
+    assert_eq!(codes, vec!["config::backend-device"]);
+    let r = resolve(&cartpole(), &[]).unwrap();
+    assert_eq!(r.experiment.sync.backend, SyncBackend::Auto);
+}

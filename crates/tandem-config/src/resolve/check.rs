@@ -1,7 +1,7 @@
 //! Checking one value against its setting: type, range, choices, the forms of
 //! `devices` and of each wrapper, with a located diagnostic for each mistake.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
@@ -895,27 +895,13 @@ fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// A CUDA device appears once, and ranks do not mix CPU and CUDA.
+/// Ranks do not mix CPU and CUDA. (A CUDA device listed twice depends on `sync.backend`: the
+/// cross-field checks decide.)
 fn check_device_set(
     source: SourceId,
     devices: &[(Device, SourceSpan)],
     errs: &mut Vec<DiagBuilder>,
 ) {
-    let mut first_seen: HashMap<Device, SourceSpan> = HashMap::new();
-    for (device, span) in devices {
-        if device.is_cuda() {
-            if let Some(first) = first_seen.get(device) {
-                errs.push(
-                        error("config::duplicate-device", format!("device `{device}` appears twice"))
-                            .at(source, *span, "duplicate")
-                            .also(source, *first, "first here")
-                            .help("each CUDA device runs one rank; only \"cpu\" may repeat, since CPU ranks share the machine"),
-                    );
-            } else {
-                first_seen.insert(*device, *span);
-            }
-        }
-    }
     let cuda = devices.iter().find(|(d, _)| d.is_cuda());
     let cpu = devices.iter().find(|(d, _)| !d.is_cuda());
     if let (Some((c, cspan)), Some((_, pspan))) = (cuda, cpu) {

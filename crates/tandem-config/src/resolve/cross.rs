@@ -67,6 +67,8 @@ impl CrossCheck<'_, '_> {
     }
 
     pub(super) fn run(mut self) {
+        // First: a refused device list marks `devices` failed for the checks after it.
+        self.backend_fits_devices();
         self.env_split();
         match &self.experiment.algorithm {
             Algorithm::Ppo(ppo) => {
@@ -370,6 +372,56 @@ impl CrossCheck<'_, '_> {
                 Some(("algorithm", "dqn")),
                 "dqn's Q heads are initialised with `value-gain`; remove `policy-gain`".into(),
             );
+        }
+    }
+
+    /// NCCL runs CUDA tensors only, one rank per GPU: it refuses a CPU rank, and two ranks on one
+    /// GPU fail its setup ("duplicate GPU"). Caught here rather than at the rendezvous.
+    fn backend_fits_devices(&mut self) {
+        let e = self.experiment;
+        if !self.ok(&["devices", "sync.backend"]) {
+            return;
+        }
+        let nccl = match e.sync.backend {
+            SyncBackend::Gloo => return,
+            SyncBackend::Nccl => true,
+            SyncBackend::Auto => false,
+        };
+        let cuda: Vec<u32> = e
+            .devices
+            .iter()
+            .filter_map(|d| match d {
+                Device::Cuda(i) => Some(*i),
+                Device::Cpu => None,
+            })
+            .collect();
+        if nccl && cuda.len() < e.devices.len() {
+            self.report(
+                "config::backend-device",
+                "the NCCL backend needs every device to be CUDA".into(),
+                "sync.backend",
+                "nccl",
+                Some(("devices", "has a cpu device")),
+                "use backend \"gloo\" (or \"auto\") for CPU ranks, or CUDA devices only".into(),
+            );
+            return;
+        }
+        // `auto` takes NCCL only when every rank is on CUDA.
+        if !nccl && cuda.len() < e.devices.len() {
+            return;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = cuda.iter().find(|i| !seen.insert(**i)) {
+            self.report(
+                "config::duplicate-device",
+                format!("device `cuda:{twice}` appears twice"),
+                "devices",
+                &format!("cuda:{twice} twice"),
+                Some(("sync.backend", e.sync.backend.name())),
+                "NCCL runs one rank per GPU: give each rank its own, or set `sync { backend \"gloo\" }` to run several ranks on one GPU (Gloo copies CUDA tensors through the host)".into(),
+            );
+            // As a bad value would: the checks that divide by the ranks skip a refused list.
+            self.applier.failed.insert("devices".into());
         }
     }
 
