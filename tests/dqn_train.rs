@@ -1,8 +1,9 @@
 //! DQN learns, end to end through the launcher: the built binary trains the example experiments
 //! on 1 rank and on 2 real ranks, and the run's summary.json reports the mean return of the
 //! last 100 episodes (and the CartPole tests read its whole curve back from the TensorBoard
-//! events). Runs are seeded and bit-for-bit reproducible, so the CartPole tests assert the exact
-//! figures the example's comment states.
+//! events). Runs are seeded and bit-for-bit reproducible on one kind of CPU (not across kinds: MKL takes
+//! other kernels on AMD than on Intel), so the CartPole tests assert bounds that hold for every
+//! CPU the example's comment gives figures for.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,9 +77,13 @@ fn first_475_and_lowest_after(curve: &[(i64, f32)]) -> (i64, f32) {
 }
 
 /// The shipped file as it is (seed 1, 1 rank, its full 200k steps), checked against what its
-/// comment says: the mean return of the last 100 episodes first reaches 475 at step 161,088,
-/// never falls below 475 after it, and ends at 499.19. Seeds 2 and 3 (docs/performance.md)
-/// reach 475 at 108,288 and 149,568 and end at 500.
+/// comment says: the mean return of the last 100 episodes reaches 475, never falls below 475
+/// after it, and ends at 499 or more. A seed's run is bit-for-bit reproducible on one kind of
+/// CPU but not across kinds (MKL takes other kernels on AMD than on Intel), so the steps are the
+/// comment's, per CPU, and the test holds what every CPU the comment names shares: first at 475
+/// by step 170,000 (Intel Xeon: 161,088; AMD EPYC: 102,016), at least 475 after it (478.89;
+/// 475.44), at least 499 at the end (499.19; 500). Seeds 2 and 3 (docs/performance.md) reach
+/// 475 at 108,288 and 149,568 and end at 500 (Intel).
 #[test]
 fn dqn_solves_cartpole_on_one_rank() {
     let dir = run_dir("cartpole-1");
@@ -91,16 +96,20 @@ fn dqn_solves_cartpole_on_one_rank() {
     assert!(summary.contains("\"world_size\": 1"), "{summary}");
     let curve = recent_return_curve(&dir);
     let (first, lowest) = first_475_and_lowest_after(&curve);
-    assert_eq!(first, 161_088, "first step at 475");
+    assert!(first <= 170_000, "first at 475 only at step {first}");
     assert!(lowest >= 475.0, "falls to {lowest} after step {first}");
-    assert_eq!(curve.last(), Some(&(200_000, 499.19)), "the last point");
+    let (last_step, last) = *curve.last().unwrap();
+    assert_eq!(last_step, 200_000, "the last point's step");
+    assert!(last >= 499.0, "ends at {last}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The shipped file on 2 real ranks through the launcher (each rank steps 2 of the 4
 /// environments, keeps half of the buffer and samples half of each batch), its full 200k steps,
-/// checked against its comment: 475 first at step 109,376, and 500 from step 116,416 to the end.
-/// About 190 s on the loaded 2-core box (a Gloo all-reduce on every gradient step).
+/// checked against its comment: 475 by step 120,000 (Intel Xeon: 109,376; AMD EPYC: 112,640),
+/// at least 475 after it, and 500 over at least the last 60,000 steps (from step 116,416 on
+/// Intel, 120,640 on AMD). About 190 s on the loaded 2-core box (a Gloo all-reduce on every
+/// gradient step).
 #[test]
 fn dqn_solves_cartpole_on_two_ranks() {
     let dir = run_dir("cartpole-2");
@@ -113,13 +122,13 @@ fn dqn_solves_cartpole_on_two_ranks() {
     assert!(summary.contains("\"world_size\": 2"), "{summary}");
     let curve = recent_return_curve(&dir);
     let (first, lowest) = first_475_and_lowest_after(&curve);
-    assert_eq!(first, 109_376, "first step at 475");
+    assert!(first <= 120_000, "first at 475 only at step {first}");
     assert!(lowest >= 475.0, "falls to {lowest} after step {first}");
     let below = curve.iter().rposition(|(_, v)| *v < 500.0).unwrap();
-    assert_eq!(
-        curve[below + 1].0,
-        116_416,
-        "the first step of the final stretch at 500"
+    let stretch = curve[below + 1].0;
+    assert!(
+        stretch <= 140_000,
+        "the final stretch at 500 starts only at step {stretch}"
     );
     assert_eq!(curve.last().unwrap().0, 200_000, "the last point's step");
     std::fs::remove_dir_all(&dir).unwrap();
