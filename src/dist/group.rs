@@ -93,6 +93,45 @@ fn unstage(tensors: &mut [Tensor], staged: &[Tensor]) {
     }
 }
 
+/// Turns a device string (`cpu`, `cuda:N`) into a tch device and, for CUDA, makes it this
+/// process's current device; an error says why a CUDA device cannot be used here.
+pub fn bind_device(device: &str) -> Result<Device> {
+    let refuse = |why: String| Err(DistError::Invalid(why));
+    match tandem_config::Device::parse(device) {
+        Some(tandem_config::Device::Cpu) => Ok(Device::Cpu),
+        Some(tandem_config::Device::Cuda(index)) => {
+            if !compiled_backends().contains(&"nccl") {
+                return refuse(format!(
+                    "device {device} needs a tandem built with `--features cuda`"
+                ));
+            }
+            if !tch::Cuda::is_available() {
+                return refuse(format!(
+                    "device {device} was requested but CUDA is not usable on this machine"
+                ));
+            }
+            let count = tch::Cuda::device_count();
+            if index as i64 >= count {
+                return refuse(format!(
+                    "device {device} does not exist: this machine has {count} CUDA device(s)"
+                ));
+            }
+            set_cuda_device(index as usize)?;
+            Ok(Device::Cuda(index as usize))
+        }
+        None => refuse(format!(
+            "unknown device {device:?} (expected cpu or cuda:N)"
+        )),
+    }
+}
+
+/// A TCP port free on loopback now, for a rendezvous that only this machine joins.
+pub fn free_loopback_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
 pub fn set_cuda_device(index: usize) -> Result<()> {
     let mut err = std::ptr::null_mut();

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
-    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, check_interfaces,
-    compiled_backends, libtorch_version, set_cuda_device,
+    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, bind_device, check_interfaces,
+    compiled_backends, free_loopback_port, libtorch_version, set_cuda_device,
 };
 pub use liveness::Peers;
 pub use relay::JobSecret;

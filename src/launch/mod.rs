@@ -105,9 +105,7 @@ fn utc_stamp() -> String {
 /// A port nobody listens on right now (the OS's choice). Another program could take it before
 /// rank 0 binds it; rank 0 then fails at once with a clear "address in use" error.
 fn pick_free_port() -> Result<u16> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").context("no free TCP port on loopback")?;
-    Ok(listener.local_addr()?.port())
+    crate::dist::free_loopback_port().context("no free TCP port on loopback")
 }
 
 /// The ranks this node runs: devices are split evenly over the nodes, in order.

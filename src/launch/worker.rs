@@ -119,7 +119,7 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         None
     };
     // docs/design.md, "The device is bound before any tensor exists".
-    let device = bind_device(&args.device)?;
+    let device = crate::dist::bind_device(&args.device)?;
 
     crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
     tracing::info!(
@@ -362,28 +362,6 @@ fn backend_for(setting: tandem_config::SyncBackend, device: tch::Device) -> Back
         tandem_config::SyncBackend::Auto => Backend::for_device(device),
         tandem_config::SyncBackend::Gloo => Backend::Gloo,
         tandem_config::SyncBackend::Nccl => Backend::Nccl,
-    }
-}
-
-/// Turns the device string into a tch device and makes it this process's current device.
-fn bind_device(device: &str) -> Result<tch::Device> {
-    match tandem_config::Device::parse(device) {
-        Some(tandem_config::Device::Cpu) => Ok(tch::Device::Cpu),
-        Some(tandem_config::Device::Cuda(index)) => {
-            if !crate::dist::compiled_backends().contains(&"nccl") {
-                bail!("device {device} needs a tandem built with `--features cuda`");
-            }
-            if !tch::Cuda::is_available() {
-                bail!("device {device} was requested but CUDA is not usable on this machine");
-            }
-            let count = tch::Cuda::device_count();
-            if index as i64 >= count {
-                bail!("device {device} does not exist: this machine has {count} CUDA device(s)");
-            }
-            crate::dist::set_cuda_device(index as usize)?;
-            Ok(tch::Device::Cuda(index as usize))
-        }
-        None => bail!("unknown device {device:?} (expected cpu or cuda:N)"),
     }
 }
 

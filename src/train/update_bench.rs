@@ -157,24 +157,12 @@ pub fn run_cli(
     warmup: usize,
     updates: usize,
 ) -> Result<()> {
-    let device = match tandem_config::Device::parse(device) {
-        Some(tandem_config::Device::Cpu) => Device::Cpu,
-        Some(tandem_config::Device::Cuda(index)) => {
-            ensure!(
-                tch::Cuda::is_available() && (index as i64) < tch::Cuda::device_count(),
-                "update bench: cuda:{index} is not usable here"
-            );
-            crate::dist::set_cuda_device(index as usize)?;
-            Device::Cuda(index as usize)
-        }
-        None => anyhow::bail!("update bench: unknown device {device:?} (cpu or cuda:N)"),
-    };
+    let device = crate::dist::bind_device(device)?;
     let resolved = tandem_config::resolve(&tandem_config::Source::Path(config.into()), &[])
         .map_err(|d| anyhow::anyhow!("{}", d.render(false)))?;
     let ppo = PpoConfig::from_experiment(&resolved.experiment)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = crate::dist::free_loopback_port()?;
+    let backend = crate::dist::Backend::for_device(device);
     let mut pg = ProcessGroup::connect(&crate::dist::GroupOptions {
         rank: 0,
         world_size: 1,
@@ -182,7 +170,7 @@ pub fn run_cli(
         master_port: port,
         rendezvous_timeout: Duration::from_secs(60),
         collective_timeout: Duration::from_secs(120),
-        backend: crate::dist::Backend::for_device(device),
+        backend,
         identity: vec![("bench".into(), "update".into())],
         gloo_interfaces: Vec::new(),
         secret: crate::dist::JobSecret::derive(&["bench update"]),
@@ -190,20 +178,22 @@ pub fn run_cli(
     for &n in rows {
         let (t, back) = time_ppo_updates(pg, ppo.clone(), device, n, warmup, updates)?;
         pg = back;
-        println!(
-            "{{\"device\": \"{}\", \"backend\": \"{}\", \"rows\": {n}, \"updates\": {updates}, \"update_s\": {:.6}, \"sync_s\": {:.6}, \"copy_s\": {:.6}, \"copy_share\": {:.4}, \"batch_bytes\": {}, \"samples_per_s\": {:.1}}}",
-            match device {
+        let line = serde_json::json!({
+            "device": match device {
                 Device::Cuda(i) => format!("cuda:{i}"),
                 _ => "cpu".to_string(),
             },
-            crate::dist::Backend::for_device(device).name(),
-            t.update_s,
-            t.sync_s,
-            t.copy_s,
-            t.copy_share(),
-            t.batch_bytes,
-            n as f64 / (t.copy_s + t.update_s),
-        );
+            "backend": backend.name(),
+            "rows": n,
+            "updates": updates,
+            "update_s": t.update_s,
+            "sync_s": t.sync_s,
+            "copy_s": t.copy_s,
+            "copy_share": t.copy_share(),
+            "batch_bytes": t.batch_bytes,
+            "samples_per_s": n as f64 / (t.copy_s + t.update_s),
+        });
+        println!("{line}");
     }
     let _ = pg.shutdown(Duration::from_secs(30));
     Ok(())

@@ -395,7 +395,8 @@ impl CrossCheck<'_, '_> {
                 Device::Cpu => None,
             })
             .collect();
-        if nccl && cuda.len() < e.devices.len() {
+        let all_cuda = cuda.len() == e.devices.len();
+        if nccl && !all_cuda {
             self.report(
                 "config::backend-device",
                 "the NCCL backend needs every device to be CUDA".into(),
@@ -407,7 +408,7 @@ impl CrossCheck<'_, '_> {
             return;
         }
         // `auto` takes NCCL only when every rank is on CUDA.
-        if !nccl && cuda.len() < e.devices.len() {
+        if !all_cuda {
             return;
         }
         let mut seen = std::collections::BTreeSet::new();
