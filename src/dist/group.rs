@@ -711,13 +711,7 @@ impl ProcessGroup {
                 "an average all-reduce needs floating-point tensors".into(),
             ));
         }
-        match staged(self.staging, tensors) {
-            Some(mut on_device) => {
-                self.all_reduce_raw(&mut on_device, op)?;
-                unstage(tensors, &on_device);
-            }
-            None => self.all_reduce_raw(tensors, op)?,
-        }
+        self.on_staging_device(tensors, |t| self.all_reduce_raw(t, op))?;
         if op == ReduceOp::Avg {
             let n = self.world_size as f64;
             for t in tensors.iter_mut() {
@@ -725,6 +719,23 @@ impl ProcessGroup {
             }
         }
         Ok(())
+    }
+
+    /// Runs the in-place collective `run` on `tensors`, or on copies of them on the staging
+    /// device ([`staged`]) whose results are then written back into `tensors`.
+    fn on_staging_device(
+        &self,
+        tensors: &mut [Tensor],
+        run: impl FnOnce(&mut [Tensor]) -> Result<()>,
+    ) -> Result<()> {
+        match staged(self.staging, tensors) {
+            Some(mut on_device) => {
+                run(&mut on_device)?;
+                unstage(tensors, &on_device);
+                Ok(())
+            }
+            None => run(tensors),
+        }
     }
 
     fn all_reduce_raw(&self, tensors: &mut [Tensor], op: ReduceOp) -> Result<()> {
@@ -761,12 +772,9 @@ impl ProcessGroup {
     ) -> Result<()> {
         self.ensure_layout(layout, &[&*tensor])?;
         self.check_root(root)?;
-        let Some(mut on_device) = staged(self.staging, std::slice::from_ref(tensor)) else {
-            return self.broadcast_raw(tensor, root);
-        };
-        self.broadcast_raw(&mut on_device[0], root)?;
-        unstage(std::slice::from_mut(tensor), &on_device);
-        Ok(())
+        self.on_staging_device(std::slice::from_mut(tensor), |t| {
+            self.broadcast_raw(&mut t[0], root)
+        })
     }
 
     fn broadcast_raw(&self, tensor: &mut Tensor, root: usize) -> Result<()> {
@@ -793,30 +801,29 @@ impl ProcessGroup {
     ) -> Result<()> {
         self.ensure_layout(layout, &[&*tensor])?;
         self.check_root(root)?;
-        let copy = staged(self.staging, std::slice::from_ref(tensor));
-        let was_staged = copy.is_some();
-        let mut on_device = copy.unwrap_or_else(|| vec![tensor.shallow_clone()]);
+        self.on_staging_device(std::slice::from_mut(tensor), |t| {
+            self.reduce_raw(&mut t[0], root, op)
+        })?;
+        if op == ReduceOp::Avg && self.rank == root {
+            let _ = tensor.g_div_scalar_(self.world_size as f64);
+        }
+        Ok(())
+    }
+
+    fn reduce_raw(&self, tensor: &mut Tensor, root: usize, op: ReduceOp) -> Result<()> {
         let mut err = std::ptr::null_mut();
-        // SAFETY: as for broadcast: live owned group, `on_device[0]` (the caller's tensor or its
-        // staged copy) borrowed mutably for the waited-for collective, `root` checked, valid
-        // out-pointer.
+        // SAFETY: as for broadcast: live owned group, `tensor` borrowed mutably for the
+        // waited-for collective, `root` checked, valid out-pointer.
         let rc = unsafe {
             ffi::tdc_reduce(
                 self.raw,
-                on_device[0].as_mut_ptr(),
+                tensor.as_mut_ptr(),
                 root as c_int,
                 op.code(),
                 &mut err,
             )
         };
-        check(rc, err, &format!("reduce to rank {root}"))?;
-        if was_staged {
-            unstage(std::slice::from_mut(tensor), &on_device);
-        }
-        if op == ReduceOp::Avg && self.rank == root {
-            let _ = tensor.g_div_scalar_(self.world_size as f64);
-        }
-        Ok(())
+        check(rc, err, &format!("reduce to rank {root}"))
     }
 
     /// Every rank's `tensor`, in rank order.
