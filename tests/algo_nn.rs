@@ -1135,8 +1135,10 @@ fn a_box_head_is_a_unit_space_gaussian_whose_samples_it_scores_and_maps_to_the_b
             .to_string();
         assert!(err.contains("expected actions of shape [64, 2]"), "{err}");
     }
-    // A discrete network has no such variable: its checkpoints are what they were.
-    let (vs, _) = build(&mlp_spec(), &[3], 2);
+    // A discrete network has no such variable: its checkpoints are what they were. (Its draw
+    // holds the generator's lock: unlocked, it once landed between two seeded draws of
+    // `default_init_is_what_tchs_default_layers_draw...` on another thread.)
+    let (vs, _) = common::seeded(6, || build(&mlp_spec(), &[3], 2));
     assert!(
         parameters_in_order(&vs)
             .iter()

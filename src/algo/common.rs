@@ -197,20 +197,3 @@ pub(crate) fn step_on_gradients(
     collective.after_step(optimizer.parameters())?;
     Ok(norm)
 }
-
-/// `θ⁻ ← τ θ + (1 - τ) θ⁻` for every variable of `target` from the same-named one of `online`
-/// (τ = 1: a hard copy), without gradients.
-pub(crate) fn update_target(online: &tch::nn::VarStore, target: &tch::nn::VarStore, tau: f64) {
-    let online = crate::nn::parameters_in_order(online);
-    let target = crate::nn::parameters_in_order(target);
-    tch::no_grad(|| {
-        for ((_, src), (_, mut dst)) in online.iter().zip(target) {
-            if tau >= 1.0 {
-                dst.copy_(src);
-            } else {
-                let mixed = src * tau + &dst * (1.0 - tau);
-                dst.copy_(&mixed);
-            }
-        }
-    });
-}

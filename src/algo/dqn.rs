@@ -18,7 +18,7 @@ use super::common::synchronised_step;
 use super::host_rows::actions_to_host;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule};
-use super::optim::{Optimizer, OptimizerSpec};
+use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 use crate::nn::{
     ActorCriticSpec, QHead, QNetwork, named_parameters, trainable_parameters_in_order,
 };
@@ -100,6 +100,8 @@ pub struct Dqn {
     target: QNetwork,
     online_vs: VarStore,
     target_vs: VarStore,
+    /// `target_vs`'s variables in one buffer mirroring the optimizer's: θ⁻.
+    target_params: TargetNetwork,
     optimizer: Optimizer,
     gradient_steps: u64,
 }
@@ -159,12 +161,14 @@ impl Dqn {
                 eps: config.adam_eps,
             },
         )?;
+        let target_params = TargetNetwork::of_group(&optimizer, 0, &target_vs)?;
         let mut dqn = Dqn {
             config,
             online,
             target,
             online_vs,
             target_vs,
+            target_params,
             optimizer,
             gradient_steps: 0,
         };
@@ -226,7 +230,7 @@ impl Dqn {
 
     /// `θ⁻ ← τ θ + (1 - τ) θ⁻` (τ = 1: the hard copy of Mnih et al. 2015).
     fn copy_to_target(&mut self, tau: f64) {
-        super::common::update_target(&self.online_vs, &self.target_vs, tau);
+        self.target_params.polyak(tau);
     }
 
     /// The per-sample TD errors δ = y - Q(s, a) with

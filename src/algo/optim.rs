@@ -121,7 +121,7 @@ impl Optimizer {
     }
 
     /// One optimizer over several networks, each a group with its own learning rate and step
-    /// count ([`Optimizer::step_group`]), all in one flat parameter and one flat gradient buffer:
+    /// count ([`Optimizer::step_groups`]), all in one flat parameter and one flat gradient buffer:
     /// a learner that syncs its networks' gradients together then hands DDP gradients that lie
     /// back to back. Parameters are named `<group>.<name>`, groups in the order given.
     pub fn grouped(stores: &[(&str, &VarStore)], spec: OptimizerSpec) -> Result<Self> {
@@ -172,19 +172,12 @@ impl Optimizer {
         }
         let total: i64 = params.iter().map(|p| p.numel() as i64).sum();
         let zeros = || Tensor::zeros([total], (kind, device));
-        let flat_params = zeros();
+        let flat_params = move_into_flat(&params);
         let flat_grads = zeros();
         let mut grad_ptrs = Vec::with_capacity(params.len());
         tch::no_grad(|| -> Result<()> {
-            let values = slices_like(&flat_params, &params);
             let grads = slices_like(&flat_grads, &params);
-            for (((name, p), mut value), mut grad) in
-                names.iter().zip(&params).zip(values).zip(grads)
-            {
-                value.copy_(p);
-                // set_data swaps the storage under the variable itself, so the network's layers,
-                // the VarStore and every shallow clone see the flat buffer from now on.
-                p.shallow_clone().set_data(&value);
+            for ((name, p), mut grad) in names.iter().zip(&params).zip(grads) {
                 let existing = p.grad();
                 if existing.defined() {
                     grad.copy_(&existing);
@@ -351,34 +344,39 @@ impl Optimizer {
         clip_flat(&[self.flat_grads.narrow(0, offset, len)], max_norm)
     }
 
-    /// One Adam update of group `g` alone, with its own learning rate and step count; the
-    /// other groups' parameters and moments stay as they are.
-    pub fn step_group(&mut self, g: usize, lr: f64) -> Result<()> {
-        ensure!(
-            lr.is_finite() && lr >= 0.0,
-            "optimizer: learning rate must be finite and >= 0, got {lr}"
-        );
+    /// One Adam update of each listed group `(g, lr)`, with its own learning rate and step
+    /// count; the groups not listed keep their parameters and moments. The gradients are checked
+    /// once for all of them.
+    pub fn step_groups(&mut self, steps: &[(usize, f64)]) -> Result<()> {
         let OptimizerSpec::Adam { beta1, beta2, eps } = self.spec else {
             bail!("optimizer: parameter groups are implemented for Adam only");
         };
+        for &(_, lr) in steps {
+            ensure!(
+                lr.is_finite() && lr >= 0.0,
+                "optimizer: learning rate must be finite and >= 0, got {lr}"
+            );
+        }
         self.check_gradients_in_place()?;
-        let group = &mut self.groups[g];
-        group.steps += 1;
-        let (offset, len) = group.elements;
-        let slice = |t: &Tensor| t.narrow(0, offset, len);
-        tch::no_grad(|| {
-            let _ = self.step_number.fill_(group.steps as f64);
-            crate::torch_ops::fused_adam(
-                &slice(&self.flat_params),
-                &slice(&self.flat_grads),
-                &slice(&self.first_moment),
-                &slice(&self.second_moment),
-                &self.step_number,
-                lr,
-                (beta1, beta2, eps),
-            )
-            .map_err(anyhow::Error::from)
-        })
+        for &(g, lr) in steps {
+            let group = &mut self.groups[g];
+            group.steps += 1;
+            let (offset, len) = group.elements;
+            let slice = |t: &Tensor| t.narrow(0, offset, len);
+            tch::no_grad(|| {
+                let _ = self.step_number.fill_(group.steps as f64);
+                crate::torch_ops::fused_adam(
+                    &slice(&self.flat_params),
+                    &slice(&self.flat_grads),
+                    &slice(&self.first_moment),
+                    &slice(&self.second_moment),
+                    &self.step_number,
+                    lr,
+                    (beta1, beta2, eps),
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// One update with learning rate `lr` from the gradients currently held by the parameters.
@@ -389,7 +387,7 @@ impl Optimizer {
         );
         ensure!(
             self.groups.len() == 1,
-            "optimizer: a grouped optimizer steps group by group (step_group)"
+            "optimizer: a grouped optimizer steps group by group (step_groups)"
         );
         self.check_gradients_in_place()?;
         self.steps += 1;
@@ -427,6 +425,87 @@ impl Optimizer {
                 Ok(())
             }
         })
+    }
+}
+
+/// Moves `params` (one kind and device) into one new contiguous buffer, back to back in order,
+/// and returns it: each parameter keeps its values and becomes a view into the buffer.
+fn move_into_flat(params: &[Tensor]) -> Tensor {
+    let total: i64 = params.iter().map(|p| p.numel() as i64).sum();
+    let flat = Tensor::zeros([total], (params[0].kind(), params[0].device()));
+    tch::no_grad(|| {
+        for (p, mut value) in params.iter().zip(slices_like(&flat, params)) {
+            value.copy_(p);
+            // set_data swaps the storage under the variable itself, so the network's layers, the
+            // VarStore and every shallow clone see the flat buffer from now on.
+            p.shallow_clone().set_data(&value);
+        }
+    });
+    flat
+}
+
+/// A target network (DQN's θ⁻, SAC's and TD3's θ̄): the frozen variables of a VarStore that
+/// mirror one optimizer group, moved into a flat buffer laid out like that group's slice of the
+/// optimizer's parameters, so a Polyak step is three operations on the whole network instead of
+/// four per tensor (on SAC's critics, 48 a gradient step).
+#[derive(Debug)]
+pub struct TargetNetwork {
+    /// The online group's slice of the optimizer's flat parameters.
+    online: Tensor,
+    /// Every target variable's values, laid out like `online`.
+    target: Tensor,
+}
+
+impl TargetNetwork {
+    /// The target over `target`'s variables (in [`parameters_in_order`] order), which must
+    /// match group `g` of `optimizer` one to one in name and shape.
+    pub fn of_group(optimizer: &Optimizer, g: usize, target: &VarStore) -> Result<TargetNetwork> {
+        let group = &optimizer.groups[g];
+        let online_names = &optimizer.names[group.params.clone()];
+        let online_params = optimizer.group_parameters(g);
+        let targets = parameters_in_order(target);
+        ensure!(
+            targets.len() == online_params.len(),
+            "target network: {} variables for a group of {}",
+            targets.len(),
+            online_params.len()
+        );
+        let prefix = if group.name.is_empty() {
+            String::new()
+        } else {
+            format!("{}.", group.name)
+        };
+        for ((name, t), (online_name, p)) in
+            targets.iter().zip(online_names.iter().zip(online_params))
+        {
+            ensure!(
+                format!("{prefix}{name}") == *online_name && t.size() == p.size(),
+                "target network: variable {name} {:?} does not mirror {online_name} {:?}",
+                t.size(),
+                p.size()
+            );
+        }
+        let (offset, len) = group.elements;
+        let params: Vec<Tensor> = targets.into_iter().map(|(_, t)| t).collect();
+        Ok(TargetNetwork {
+            online: optimizer.flat_params.narrow(0, offset, len),
+            target: move_into_flat(&params),
+        })
+    }
+
+    /// `θ⁻ ← τ θ + (1 - τ) θ⁻` for every variable at once (τ = 1: a hard copy), without
+    /// gradients. Rounded as the per-tensor form `θ τ + θ⁻ (1 - τ)` is, so a run's numbers do not
+    /// depend on the layout.
+    pub fn polyak(&mut self, tau: f64) {
+        tch::no_grad(|| {
+            if tau >= 1.0 {
+                self.target.copy_(&self.online);
+            } else {
+                let moved = &self.online * tau;
+                self.target *= 1.0 - tau;
+                self.target += moved;
+            }
+        });
     }
 }
 
@@ -493,4 +572,81 @@ fn clip_flat(grads: &[Tensor], max_norm: f64) -> Result<f64> {
         }
         Ok(f64::from(total))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Device;
+    use tch::nn::{self, Module};
+
+    /// Two layers under `root` (names sort `fc0` before `fc1`), drawn from `seed`.
+    fn network(seed: i64, out: i64) -> (VarStore, [nn::Linear; 2]) {
+        tch::manual_seed(seed);
+        let vs = VarStore::new(Device::Cpu);
+        let layers = [
+            nn::linear(vs.root() / "fc0", 3, 4, Default::default()),
+            nn::linear(vs.root() / "fc1", 4, out, Default::default()),
+        ];
+        (vs, layers)
+    }
+
+    fn adam() -> OptimizerSpec {
+        OptimizerSpec::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
+    }
+
+    fn values(vs: &VarStore) -> Vec<(String, Vec<f32>)> {
+        parameters_in_order(vs)
+            .into_iter()
+            .map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_polyak_step_on_the_flat_target_is_bitwise_the_per_tensor_formula() {
+        let (online, _) = network(1, 2);
+        let (critic, _) = network(2, 2);
+        let (mut target, target_layers) = network(3, 2);
+        target.freeze();
+        let optimizer =
+            Optimizer::grouped(&[("actor", &online), ("critic", &critic)], adam()).unwrap();
+        let critic_group = optimizer.group("critic").unwrap();
+        let mut polyak = TargetNetwork::of_group(&optimizer, critic_group, &target).unwrap();
+        let before = values(&target);
+        let tau = 0.005;
+        polyak.polyak(tau);
+        let after = values(&target);
+        for (((name, old), (_, new)), (_, online)) in before.iter().zip(&after).zip(values(&critic))
+        {
+            for ((o, n), s) in old.iter().zip(new).zip(&online) {
+                let want = s * tau as f32 + o * (1.0 - tau) as f32;
+                assert_eq!(n.to_bits(), want.to_bits(), "{name}: {n} is not {want}");
+            }
+        }
+        // The network's own layers read the moved values, and a hard copy equals the critic.
+        let x = Tensor::ones([1, 3], (Kind::Float, Device::Cpu));
+        let y = target_layers[1].forward(&target_layers[0].forward(&x));
+        assert!(y.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+        polyak.polyak(1.0);
+        assert_eq!(values(&target), values(&critic));
+    }
+
+    #[test]
+    fn a_target_that_does_not_mirror_its_group_is_refused_naming_the_variable() {
+        let (online, _) = network(1, 2);
+        let (mut target, _) = network(3, 5);
+        target.freeze();
+        let optimizer = Optimizer::new(&online, adam()).unwrap();
+        let err = TargetNetwork::of_group(&optimizer, 0, &target)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("fc1.bias [5] does not mirror fc1.bias [2]"),
+            "{err}"
+        );
+    }
 }

@@ -23,7 +23,7 @@ use super::box_rule::{self, BoxActing, one_step_schedule};
 use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
-use super::optim::{Optimizer, OptimizerSpec};
+use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 use crate::nn::{InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
@@ -124,6 +124,8 @@ pub struct Sac {
     actor_vs: VarStore,
     critic_vs: VarStore,
     target_vs: VarStore,
+    /// `target_vs`'s variables in one buffer mirroring the critics' optimizer group: θ̄.
+    target_params: TargetNetwork,
     alpha_vs: VarStore,
     log_alpha: Tensor,
     /// One Adam over the groups `actor`, `critic` and (when α is tuned) `alpha`, each with its
@@ -202,7 +204,8 @@ impl Sac {
             },
         )?;
         let groups = lrs.into_iter().enumerate().collect();
-        let sac = Sac {
+        let target_params = TargetNetwork::of_group(&optimizer, 1, &target_vs)?;
+        let mut sac = Sac {
             config,
             actor,
             critics,
@@ -210,6 +213,7 @@ impl Sac {
             actor_vs,
             critic_vs,
             target_vs,
+            target_params,
             alpha_vs,
             log_alpha,
             optimizer,
@@ -272,8 +276,8 @@ impl Sac {
     }
 
     /// `θ̄ ← τ θ + (1 - τ) θ̄` for both critics (Haarnoja et al. 2018, Algorithm 1).
-    fn update_targets(&self, tau: f64) {
-        super::common::update_target(&self.critic_vs, &self.target_vs, tau);
+    fn update_targets(&mut self, tau: f64) {
+        self.target_params.polyak(tau);
     }
 
     /// The three losses on this rank's batch, each a mean over its samples.
@@ -344,9 +348,7 @@ impl Sac {
             );
         }
         if collective.steps_locally() {
-            for &(group, lr) in &self.groups {
-                self.optimizer.step_group(group, lr)?;
-            }
+            self.optimizer.step_groups(&self.groups)?;
         }
         collective.after_step(&params)?;
         self.gradient_steps += 1;

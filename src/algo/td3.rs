@@ -22,10 +22,10 @@ use tch::{Device, Kind, Tensor};
 use super::Collective;
 use super::actions::ActionBatch;
 use super::box_rule::{self, BoxActing, one_step_schedule};
-use super::common::{accumulate_gradients, update_target};
+use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
-use super::optim::{Optimizer, OptimizerSpec};
+use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QMlp, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's TD3 uses.
@@ -106,6 +106,9 @@ pub struct Td3 {
     critic_vs: VarStore,
     target_actor_vs: VarStore,
     target_critic_vs: VarStore,
+    /// The target actor's and the target critics' variables, each in one buffer mirroring its
+    /// optimizer group.
+    target_params: [TargetNetwork; 2],
     /// One Adam over the groups `actor` and `critic`, each with its own learning rate and step
     /// count, in one flat gradient buffer that DDP all-reduces.
     optimizer: Optimizer,
@@ -170,7 +173,11 @@ impl Td3 {
                 eps: ADAM_EPS,
             },
         )?;
-        let td3 = Td3 {
+        let target_params = [
+            TargetNetwork::of_group(&optimizer, ACTOR, &target_actor_vs)?,
+            TargetNetwork::of_group(&optimizer, CRITIC, &target_critic_vs)?,
+        ];
+        let mut td3 = Td3 {
             config,
             actor,
             critics,
@@ -180,6 +187,7 @@ impl Td3 {
             critic_vs,
             target_actor_vs,
             target_critic_vs,
+            target_params,
             optimizer,
             gradient_steps: 0,
         };
@@ -240,9 +248,10 @@ impl Td3 {
     }
 
     /// `θ'_i ← τ θ_i + (1 - τ) θ'_i` and `φ' ← τ φ + (1 - τ) φ'` (Algorithm 1, last lines).
-    fn update_targets(&self, tau: f64) {
-        update_target(&self.actor_vs, &self.target_actor_vs, tau);
-        update_target(&self.critic_vs, &self.target_critic_vs, tau);
+    fn update_targets(&mut self, tau: f64) {
+        for target in &mut self.target_params {
+            target.polyak(tau);
+        }
     }
 
     /// The losses on this rank's batch, each a mean over its samples; the actor's only when
@@ -319,10 +328,10 @@ impl Td3 {
             );
         }
         if collective.steps_locally() {
-            self.optimizer.step_group(CRITIC, self.config.critic_lr)?;
-            if delayed {
-                self.optimizer.step_group(ACTOR, self.config.actor_lr)?;
-            }
+            let critic = (CRITIC, self.config.critic_lr);
+            let actor = (ACTOR, self.config.actor_lr);
+            let groups: &[(usize, f64)] = if delayed { &[critic, actor] } else { &[critic] };
+            self.optimizer.step_groups(groups)?;
         }
         collective.after_step(&params)?;
         self.gradient_steps += 1;

@@ -185,7 +185,7 @@ impl QMlp {
             };
             x = x.linear(&weight, bias.as_ref());
             if i < last {
-                x = self.activation.apply(&x);
+                x = self.activation.apply_in_place(x);
             }
         }
         x.squeeze_dim(-1)
