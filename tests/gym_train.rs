@@ -564,12 +564,11 @@ fn the_leftover_check_sees_a_marked_process() {
         .unwrap();
     // Looked for until it shows: once, under a loaded CI run, the first look right after the
     // spawn did not find the mark (a transient /proc read, cause not pinned down).
-    let start = Instant::now();
-    let mut seen = marked("probe");
-    while seen.is_empty() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut seen = Vec::new();
+    common::wait_for("the probe's mark in /proc", Duration::from_secs(10), || {
         seen = marked("probe");
-    }
+        !seen.is_empty()
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(seen, [child.id()]);

@@ -204,7 +204,8 @@ impl Sac {
             },
         )?;
         let groups = lrs.into_iter().enumerate().collect();
-        let target_params = TargetNetwork::of_group(&optimizer, 1, &target_vs)?;
+        let critic_group = optimizer.group(GROUPS[1])?;
+        let target_params = TargetNetwork::of_group(&optimizer, critic_group, &target_vs)?;
         let mut sac = Sac {
             config,
             actor,

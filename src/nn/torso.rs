@@ -19,7 +19,7 @@ impl Activation {
     /// The activation of a layer's fresh output, written over it: both activations' backward
     /// reads their output, never their input, and a pre-activation nobody else holds needs no
     /// buffer of its own. On SAC's 256-wide layers a new buffer per activation cost a cold write
-    /// of 256 KiB each (examples/sac_step_timing.rs).
+    /// of 256 KiB each (the profile in docs/performance.md, continuous control).
     pub(crate) fn apply_in_place(self, mut pre_activation: Tensor) -> Tensor {
         match self {
             Activation::Tanh => pre_activation.tanh_(),
