@@ -562,3 +562,110 @@ fn format_2_replay_files_load_as_discrete() {
     let err = ReplayBuffer::from_bytes(box_spec(2, 2, Some(0.6)), &old).unwrap_err();
     assert!(err.to_string().contains("holds discrete actions"), "{err}");
 }
+
+/// The off-policy skeleton samples between the two halves of a push (the environments are still
+/// stepping). Every sample there must be the one the whole push would have given: a real
+/// stacked CartPole with terminations and truncations, n-step returns, prioritized replay with
+/// priorities updated after each sample, and a ring that wraps around. (Letting the sample
+/// window reach one row further, into the row whose outcome is not in yet, fails it.)
+#[test]
+fn a_sample_between_the_halves_of_a_push_is_the_sample_after_the_whole_push() {
+    let spec = EnvSpec {
+        game: GameSpec::CartPole,
+        wrappers: vec![
+            WrapperSpec::TimeLimit { max_steps: 9 },
+            WrapperSpec::FrameStack { frames: 2 },
+        ],
+    };
+    let num_envs = 2;
+    let mut envs = VecEnv::new(&spec, &[5, 6], 1).unwrap();
+    let replay = |envs: &VecEnv| {
+        ReplayBuffer::new(ReplaySpec {
+            capacity: 40 * num_envs,
+            num_envs,
+            obs_len: envs.obs_len(),
+            stack: 2,
+            pixels: false,
+            n_step: 3,
+            gamma: 0.9,
+            priority_alpha: Some(0.6),
+            actions: ActionKind::Discrete,
+        })
+        .unwrap()
+    };
+    let (mut whole, mut halves) = (replay(&envs), replay(&envs));
+    let mut rng = Xoshiro256::new(3);
+    envs.reset();
+    let mut compared = 0;
+    for t in 0..150u64 {
+        let obs = envs.obs().to_vec();
+        let actions = ActionBatch::Discrete(
+            (0..num_envs)
+                .map(|_| rng.below(envs.num_actions() as u64) as i64)
+                .collect(),
+        );
+        let ActionBatch::Discrete(indices) = &actions else {
+            unreachable!()
+        };
+        envs.begin_step(indices).unwrap();
+        halves.push_observations(&obs, &actions).unwrap();
+        envs.finish_step().unwrap();
+        whole
+            .push(&VectorStep {
+                obs: &obs,
+                actions: &actions,
+                rewards: envs.rewards(),
+                terminated: envs.terminated(),
+                truncated: envs.truncated(),
+                final_obs: envs.final_obs(),
+            })
+            .unwrap();
+        assert_eq!(halves.sampleable(), whole.sampleable(), "step {t}");
+        if whole.sampleable() >= 8 {
+            let a = whole.sample(8, 0.4, &mut Xoshiro256::new(t)).unwrap();
+            let b = halves.sample(8, 0.4, &mut Xoshiro256::new(t)).unwrap();
+            assert_eq!(a, b, "the samples of step {t}");
+            let td: Vec<f32> = a.slots.iter().map(|&s| (s % 7) as f32 + 0.5).collect();
+            whole.update_priorities(&a.slots, &td).unwrap();
+            halves.update_priorities(&b.slots, &td).unwrap();
+            compared += 1;
+        }
+        halves
+            .push_outcome(
+                envs.rewards(),
+                envs.terminated(),
+                envs.truncated(),
+                envs.final_obs(),
+            )
+            .unwrap();
+        let _ = envs.drain_episodes();
+    }
+    assert!(compared > 100, "{compared} samples compared");
+    assert_eq!(
+        whole.to_bytes(),
+        halves.to_bytes(),
+        "the buffers at the end"
+    );
+}
+
+#[test]
+fn the_halves_of_a_push_come_in_order() {
+    let mut buffer = ReplayBuffer::new(vector_spec(16, 1, 1, None)).unwrap();
+    let actions = ActionBatch::Discrete(vec![0]);
+    let outcome = |b: &mut ReplayBuffer| b.push_outcome(&[1.0], &[false], &[false], &[0.0]);
+    let err = outcome(&mut buffer).unwrap_err().to_string();
+    assert!(err.contains("without the observations"), "{err}");
+    buffer.push_observations(&[0.0], &actions).unwrap();
+    let err = buffer
+        .push_observations(&[1.0], &actions)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("outcome was never pushed"), "{err}");
+    let file = std::env::temp_dir().join(format!("tandem-halves-{}.bin", std::process::id()));
+    let err = buffer.save(&file).unwrap_err().to_string();
+    assert!(err.contains("awaits its outcome"), "{err}");
+    assert!(!file.exists());
+    outcome(&mut buffer).unwrap();
+    buffer.save(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+}

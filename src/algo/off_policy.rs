@@ -26,7 +26,7 @@ use super::Collective;
 use super::actions::{ActionBatch, ActionKind};
 use super::host_rows::rows_to_batch;
 use super::learner::{Learner, Resumed, Round, Scalars, Setting};
-use super::replay::{ReplayBuffer, ReplaySpec, Sample, VectorStep};
+use super::replay::{ReplayBuffer, ReplaySpec, Sample};
 use crate::seeds::{Purpose, derived_seed};
 
 /// Iterations per round (between exchanges of episodes and control decisions).
@@ -172,9 +172,13 @@ impl<R: OffPolicyRule> OffPolicy<R> {
     }
 
     /// `train-frequency` vector steps of the rule's behaviour policy into this rank's replay.
+    /// The last one is only begun: its environments step (in their own processes, for
+    /// gymnasium) while the rule learns, and [`OffPolicy::finish_acting`] completes it. The
+    /// gradient steps sample what they would after the whole step (see
+    /// `ReplayBuffer::push_observations`), so the overlap changes nothing but the time.
     fn act(&mut self, envs: &mut VecEnv, global_step: &mut u64, total_steps: u64) -> Result<()> {
         let n_envs = envs.num_envs();
-        for _ in 0..self.schedule.train_frequency {
+        for step in 0..self.schedule.train_frequency {
             let at = ActAt {
                 global_step: *global_step,
                 total_steps,
@@ -184,20 +188,28 @@ impl<R: OffPolicyRule> OffPolicy<R> {
             let obs = rows_to_batch(&obs_rows, n_envs, &self.obs_shape, self.device);
             let actions = self.rule.act(&obs, at)?;
             match &actions {
-                ActionBatch::Discrete(a) => envs.step(a)?,
-                ActionBatch::Box { values, .. } => envs.step_box(values)?,
+                ActionBatch::Discrete(a) => envs.begin_step(a)?,
+                ActionBatch::Box { values, .. } => envs.begin_step_box(values)?,
             }
-            self.replay.push(&VectorStep {
-                obs: &obs_rows,
-                actions: &actions,
-                rewards: envs.rewards(),
-                terminated: envs.terminated(),
-                truncated: envs.truncated(),
-                final_obs: envs.final_obs(),
-            })?;
+            self.replay.push_observations(&obs_rows, &actions)?;
             *global_step += self.steps_per_vector_step;
+            if step + 1 < self.schedule.train_frequency {
+                self.finish_acting(envs)?;
+            }
         }
         Ok(())
+    }
+
+    /// Completes the vector step [`OffPolicy::act`] began: the environments' outcome into the
+    /// replay row.
+    fn finish_acting(&mut self, envs: &mut VecEnv) -> Result<()> {
+        envs.finish_step()?;
+        self.replay.push_outcome(
+            envs.rewards(),
+            envs.terminated(),
+            envs.truncated(),
+            envs.final_obs(),
+        )
     }
 
     /// The rule's gradient steps on batches sampled from this rank's replay, once learning has
@@ -285,6 +297,9 @@ impl<R: OffPolicyRule> Learner for OffPolicy<R> {
                 .phases
                 .add("learn", learning.elapsed().saturating_sub(sync));
             round.phases.add("sync", sync);
+            let finishing = Instant::now();
+            self.finish_acting(envs)?;
+            round.phases.add("acting", finishing.elapsed());
 
             round.counters.update += 1;
             if round.counters.update.is_multiple_of(EXCHANGE_EVERY)

@@ -198,6 +198,8 @@ pub struct ReplayBuffer {
     next_pos: Vec<u32>,
     /// Vector steps pushed so far (absolute row counter).
     rows_written: u64,
+    /// The newest row has its observations and actions but not yet its outcome.
+    outcome_due: bool,
     tree: SumTree,
     max_priority: f64,
     /// A caller's label saved with the buffer: the trainer stores the global step, so a resume
@@ -266,6 +268,7 @@ impl ReplayBuffer {
             final_frames: HashMap::new(),
             next_pos: vec![0; spec.num_envs],
             rows_written: 0,
+            outcome_due: false,
             tree: SumTree::new(slots),
             max_priority: 1.0,
             tag: 0,
@@ -316,10 +319,29 @@ impl ReplayBuffer {
         }
     }
 
-    /// Appends one vector step. Checks that each stacked observation continues the stored stack
+    /// Appends one vector step: [`ReplayBuffer::push_observations`] then
+    /// [`ReplayBuffer::push_outcome`].
+    pub fn push(&mut self, step: &VectorStep<'_>) -> Result<()> {
+        self.push_observations(step.obs, step.actions)?;
+        self.push_outcome(
+            step.rewards,
+            step.terminated,
+            step.truncated,
+            step.final_obs,
+        )
+    }
+
+    /// The first half of a vector step: the observations the actions were taken from and the
+    /// actions, in a new row. Checks that each stacked observation continues the stored stack
     /// of its environment (a wrapper after frame-stack that changes observations would break
     /// the rebuilt stacks silently otherwise).
-    pub fn push(&mut self, step: &VectorStep<'_>) -> Result<()> {
+    ///
+    /// What can be sampled is then what it is after the whole step: no sampleable transition
+    /// reads the new row's rewards, flags or final observation (its n-step return ends at
+    /// least one row earlier), only its observation, as the one after the row before. So an
+    /// update may sample here while the environments are still stepping, and
+    /// [`ReplayBuffer::push_outcome`] completes the row afterwards.
+    pub fn push_observations(&mut self, obs: &[f32], actions: &ActionBatch) -> Result<()> {
         let (n, len, k, f) = (
             self.spec.num_envs,
             self.spec.obs_len,
@@ -327,23 +349,22 @@ impl ReplayBuffer {
             self.frame_len,
         );
         ensure!(
-            step.obs.len() == n * len
-                && step.final_obs.len() == n * len
-                && step.actions.len() == n
-                && step.rewards.len() == n
-                && step.terminated.len() == n
-                && step.truncated.len() == n,
+            !self.outcome_due,
+            "replay: the previous vector step's outcome was never pushed"
+        );
+        ensure!(
+            obs.len() == n * len && actions.len() == n,
             "replay: a vector step must hold {n} environments of {len} observation values"
         );
         ensure!(
-            step.actions.kind() == self.spec.actions,
+            actions.kind() == self.spec.actions,
             "replay: the buffer stores {}, the vector step holds {}",
             self.spec.actions,
-            step.actions.kind()
+            actions.kind()
         );
         let row = self.rows_written;
         for env in 0..n {
-            let obs = &step.obs[env * len..(env + 1) * len];
+            let obs = &obs[env * len..(env + 1) * len];
             let newest = &obs[(k - 1) * f..];
             if self.spec.pixels
                 && let Some(v) = newest
@@ -364,23 +385,13 @@ impl ReplayBuffer {
             }
             let slot = self.slot(row, env);
             self.frames.write(slot * f, newest);
-            self.actions.copy_row(slot, step.actions, env);
-            self.rewards[slot] = step.rewards[env];
-            self.terminated[slot] = step.terminated[env];
-            self.truncated[slot] = step.truncated[env];
+            self.actions.copy_row(slot, actions, env);
             self.episode_pos[slot] = pos;
             self.final_frames.remove(&slot);
             self.tree.set(slot, 0.0);
-            let done = step.terminated[env] || step.truncated[env];
-            if done {
-                let fin = &step.final_obs[env * len..(env + 1) * len];
-                self.final_frames.insert(slot, fin[(k - 1) * f..].to_vec());
-                self.next_pos[env] = 0;
-            } else {
-                self.next_pos[env] = (pos + 1).min(k as u32 - 1);
-            }
         }
         self.rows_written += 1;
+        self.outcome_due = true;
         // The rows whose stacks now reach into the overwritten row leave the sample space ...
         if self.rows_written > self.rows as u64 {
             let oldest = self.rows_written - self.rows as u64;
@@ -401,6 +412,51 @@ impl ReplayBuffer {
                 self.tree.set(s, p);
             }
         }
+        Ok(())
+    }
+
+    /// The second half of a vector step: its rewards, done flags and the observations that
+    /// ended episodes (rows where terminated or truncated), for the row the last
+    /// [`ReplayBuffer::push_observations`] began.
+    pub fn push_outcome(
+        &mut self,
+        rewards: &[f32],
+        terminated: &[bool],
+        truncated: &[bool],
+        final_obs: &[f32],
+    ) -> Result<()> {
+        let (n, len, k, f) = (
+            self.spec.num_envs,
+            self.spec.obs_len,
+            self.spec.stack,
+            self.frame_len,
+        );
+        ensure!(
+            self.outcome_due,
+            "replay: an outcome pushed without the observations of its vector step"
+        );
+        ensure!(
+            final_obs.len() == n * len
+                && rewards.len() == n
+                && terminated.len() == n
+                && truncated.len() == n,
+            "replay: a vector step must hold {n} environments of {len} observation values"
+        );
+        let row = self.rows_written - 1;
+        for env in 0..n {
+            let slot = self.slot(row, env);
+            self.rewards[slot] = rewards[env];
+            self.terminated[slot] = terminated[env];
+            self.truncated[slot] = truncated[env];
+            if terminated[env] || truncated[env] {
+                let fin = &final_obs[env * len..(env + 1) * len];
+                self.final_frames.insert(slot, fin[(k - 1) * f..].to_vec());
+                self.next_pos[env] = 0;
+            } else {
+                self.next_pos[env] = (self.episode_pos[slot] + 1).min(k as u32 - 1);
+            }
+        }
+        self.outcome_due = false;
         Ok(())
     }
 
@@ -713,6 +769,11 @@ impl ReplayBuffer {
 
     /// Writes the buffer to `path` atomically (see [`crate::atomic`]).
     pub fn save(&self, path: &Path) -> Result<()> {
+        ensure!(
+            !self.outcome_due,
+            "replay: cannot save {} while its newest vector step awaits its outcome",
+            path.display()
+        );
         let dir = path
             .parent()
             .with_context(|| format!("{} has no parent directory", path.display()))?;

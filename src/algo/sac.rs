@@ -415,7 +415,7 @@ impl OffPolicyRule for SacRule {
         let dim = self.acting.action_dim;
         self.acting.act(obs, at, || {
             let eps = Tensor::randn([obs.size()[0], dim], (Kind::Float, obs.device()));
-            Ok(tch::no_grad(|| actor.sample(obs, &eps))?.action)
+            tch::no_grad(|| actor.sample_action(obs, &eps))
         })
     }
 

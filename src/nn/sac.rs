@@ -95,14 +95,7 @@ impl SquashedGaussianActor {
     /// reparameterisation of Haarnoja et al. 2018, eq. 11), and its log-density
     /// `log N(u; mean, σ²) - Σ log(1 - tanh(u)²)` (eq. 21).
     pub fn sample(&self, obs: &Tensor, eps: &Tensor) -> Result<ActorSample> {
-        let (mean, log_std) = self.mean_and_log_std(obs)?;
-        ensure!(
-            eps.size() == mean.size(),
-            "sac actor: noise of shape {:?} for actions of shape {:?}",
-            eps.size(),
-            mean.size()
-        );
-        let u = &mean + log_std.exp() * eps;
+        let (u, log_std) = self.pre_squash(obs, eps)?;
         let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
         let gaussian =
             (eps.square() * -0.5 - &log_std - half_log_2pi).sum_dim_intlist(-1, false, Kind::Float);
@@ -110,6 +103,24 @@ impl SquashedGaussianActor {
             action: u.tanh(),
             log_prob: gaussian - tanh_log_det(&u),
         })
+    }
+
+    /// The action of [`SquashedGaussianActor::sample`] alone, without its log-density (the
+    /// behaviour policy draws one every environment step and never reads the density).
+    pub fn sample_action(&self, obs: &Tensor, eps: &Tensor) -> Result<Tensor> {
+        Ok(self.pre_squash(obs, eps)?.0.tanh())
+    }
+
+    /// `u = mean + σ ε` and `log σ`.
+    fn pre_squash(&self, obs: &Tensor, eps: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (mean, log_std) = self.mean_and_log_std(obs)?;
+        ensure!(
+            eps.size() == mean.size(),
+            "sac actor: noise of shape {:?} for actions of shape {:?}",
+            eps.size(),
+            mean.size()
+        );
+        Ok((&mean + log_std.exp() * eps, log_std))
     }
 
     /// The deterministic action `tanh(mean)` in the unit box (evaluation, `tandem play`).

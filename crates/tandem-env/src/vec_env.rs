@@ -44,7 +44,7 @@ use rayon::prelude::*;
 
 use crate::EnvError;
 use crate::env::Env;
-use crate::gym::{GymInfo, Pool as GymPool};
+use crate::gym::{GymInfo, Pool as GymPool, Sent};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
@@ -284,6 +284,41 @@ pub struct VecEnv {
     work_estimate: Option<f64>,
     /// The worker processes of a gymnasium environment, stepped before the chains.
     gym: Option<GymPool>,
+    /// A batch step begun and not yet finished ([`VecEnv::begin_step_box`]).
+    pending: Option<PendingStep>,
+}
+
+/// A batch step between [`VecEnv::begin_step`] (or `begin_step_box`) and
+/// [`VecEnv::finish_step`]: its environments, its actions, and the gymnasium requests on their
+/// way.
+struct PendingStep {
+    envs: Range<usize>,
+    actions: OwnedActions,
+    sent: Option<Sent>,
+}
+
+enum OwnedActions {
+    Discrete(Vec<i64>),
+    Box { values: Vec<f32>, dim: usize },
+}
+
+impl OwnedActions {
+    fn of(actions: GroupActions<'_>) -> OwnedActions {
+        match actions {
+            GroupActions::Discrete(a) => OwnedActions::Discrete(a.to_vec()),
+            GroupActions::Box { values, dim } => OwnedActions::Box {
+                values: values.to_vec(),
+                dim,
+            },
+        }
+    }
+
+    fn as_group(&self) -> GroupActions<'_> {
+        match self {
+            OwnedActions::Discrete(a) => GroupActions::Discrete(a),
+            OwnedActions::Box { values, dim } => GroupActions::Box { values, dim: *dim },
+        }
+    }
 }
 
 /// Default for [`VecEnv::set_min_parallel_work`].
@@ -466,6 +501,7 @@ impl VecEnv {
             min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
             work_estimate: None,
             gym: None,
+            pending: None,
         })
     }
 
@@ -563,6 +599,11 @@ impl VecEnv {
     }
 
     fn reset_impl(&mut self, seeds: Option<&[u64]>) {
+        // A step begun and not finished is completed first (its failure, if any, is kept by the
+        // pool like the reset's own and reported by the caller or the next step).
+        if self.pending.is_some() {
+            let _ = self.finish_step();
+        }
         // A failure is kept by the pool and reported by the caller or the next step.
         if let Some(gym) = &self.gym {
             let _ = gym.reset_all(seeds);
@@ -612,7 +653,54 @@ impl VecEnv {
     /// a batch in turn this way, overlapping one group's step with the policy's forward
     /// pass for another.
     pub fn step_group(&mut self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
-        self.check_group(&envs, actions.len(), 1)?;
+        let actions = self.checked_discrete(&envs, actions)?;
+        self.step_checked(envs, actions)
+    }
+
+    /// [`VecEnv::step_group`] for a box action space (rows of `action_space().dim()`).
+    pub fn step_group_box(&mut self, envs: Range<usize>, actions: &[f32]) -> Result<(), EnvError> {
+        let actions = self.checked_box(&envs, actions)?;
+        self.step_checked(envs, actions)
+    }
+
+    /// Starts [`VecEnv::step`]: the actions are checked and, for a gymnasium environment,
+    /// sent to its workers, which simulate while the caller goes on (the learners update
+    /// their networks meanwhile). Until [`VecEnv::finish_step`] the batch still shows the
+    /// observations before this step, and nothing else may be asked of it.
+    pub fn begin_step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
+        let envs = 0..self.slots.len();
+        let actions = self.checked_discrete(&envs, actions)?;
+        self.begin_checked(envs, actions)
+    }
+
+    /// [`VecEnv::begin_step`] for a box action space.
+    pub fn begin_step_box(&mut self, actions: &[f32]) -> Result<(), EnvError> {
+        let envs = 0..self.slots.len();
+        let actions = self.checked_box(&envs, actions)?;
+        self.begin_checked(envs, actions)
+    }
+
+    /// Completes the step begun by [`VecEnv::begin_step`] or `begin_step_box`: waits for the
+    /// gymnasium workers (native environments step here), then runs the wrapper chains, as
+    /// [`VecEnv::step`] does. Errors if no step was begun.
+    pub fn finish_step(&mut self) -> Result<(), EnvError> {
+        let Some(pending) = self.pending.take() else {
+            return Err(EnvError::InvalidArgument(
+                "finish_step without a begun step".into(),
+            ));
+        };
+        if let (Some(gym), Some(sent)) = (&self.gym, pending.sent) {
+            gym.await_step(sent)?;
+        }
+        self.step_slots(pending.envs, pending.actions.as_group())
+    }
+
+    fn checked_discrete<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [i64],
+    ) -> Result<GroupActions<'a>, EnvError> {
+        self.check_group(envs, actions.len(), 1)?;
         let Some(n) = self.action_space.num_discrete() else {
             return Err(self.wrong_kind("discrete actions"));
         };
@@ -627,16 +715,19 @@ impl VecEnv {
                 num_actions: n,
             });
         }
-        self.step_checked(envs, GroupActions::Discrete(actions))
+        Ok(GroupActions::Discrete(actions))
     }
 
-    /// [`VecEnv::step_group`] for a box action space (rows of `action_space().dim()`).
-    pub fn step_group_box(&mut self, envs: Range<usize>, actions: &[f32]) -> Result<(), EnvError> {
+    fn checked_box<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [f32],
+    ) -> Result<GroupActions<'a>, EnvError> {
         if self.action_space.is_discrete() {
             return Err(self.wrong_kind("box actions"));
         }
         let dim = self.action_space.dim();
-        self.check_group(&envs, actions.len(), dim)?;
+        self.check_group(envs, actions.len(), dim)?;
         if let Some(k) = actions.iter().position(|a| !a.is_finite()) {
             return Err(EnvError::InvalidArgument(format!(
                 "environment {}: action value {} is not finite",
@@ -644,13 +735,10 @@ impl VecEnv {
                 actions[k]
             )));
         }
-        self.step_checked(
-            envs,
-            GroupActions::Box {
-                values: actions,
-                dim,
-            },
-        )
+        Ok(GroupActions::Box {
+            values: actions,
+            dim,
+        })
     }
 
     fn wrong_kind(&self, given: &str) -> EnvError {
@@ -687,9 +775,48 @@ impl VecEnv {
         envs: Range<usize>,
         actions: GroupActions<'_>,
     ) -> Result<(), EnvError> {
+        self.refuse_while_pending()?;
         if let Some(gym) = &self.gym {
-            gym.step(envs.clone(), actions)?;
+            let sent = gym.send_step(envs.clone(), actions)?;
+            gym.await_step(sent)?;
         }
+        self.step_slots(envs, actions)
+    }
+
+    fn begin_checked(
+        &mut self,
+        envs: Range<usize>,
+        actions: GroupActions<'_>,
+    ) -> Result<(), EnvError> {
+        self.refuse_while_pending()?;
+        let sent = match &self.gym {
+            Some(gym) => Some(gym.send_step(envs.clone(), actions)?),
+            None => None,
+        };
+        self.pending = Some(PendingStep {
+            envs,
+            actions: OwnedActions::of(actions),
+            sent,
+        });
+        Ok(())
+    }
+
+    fn refuse_while_pending(&self) -> Result<(), EnvError> {
+        match self.pending {
+            Some(_) => Err(EnvError::InvalidArgument(
+                "a batch step was begun and not finished (finish_step)".into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The wrapper chains' half of a step: each slot's environment (a gymnasium proxy reads
+    /// what its worker wrote) through its wrappers, then episodes and normalisers.
+    fn step_slots(
+        &mut self,
+        envs: Range<usize>,
+        actions: GroupActions<'_>,
+    ) -> Result<(), EnvError> {
         let emit = self.emit;
         let obs_len = self.obs_len;
         let first = envs.start;

@@ -212,11 +212,20 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
     );
     let mut ends = 0;
     for (t, step) in actions.iter().enumerate() {
-        match space {
-            ActionSpace::Discrete { .. } => envs
-                .step(&step.iter().map(|&a| a as i64).collect::<Vec<_>>())
-                .unwrap(),
-            ActionSpace::Box { .. } => envs.step_box(step).unwrap(),
+        // Every other step is begun and finished in two calls, as the off-policy learners
+        // step while they update.
+        let discrete: Vec<i64> = step.iter().map(|&a| a as i64).collect();
+        match (&space, t % 2 == 1) {
+            (ActionSpace::Discrete { .. }, false) => envs.step(&discrete).unwrap(),
+            (ActionSpace::Box { .. }, false) => envs.step_box(step).unwrap(),
+            (ActionSpace::Discrete { .. }, true) => {
+                envs.begin_step(&discrete).unwrap();
+                envs.finish_step().unwrap();
+            }
+            (ActionSpace::Box { .. }, true) => {
+                envs.begin_step_box(step).unwrap();
+                envs.finish_step().unwrap();
+            }
         }
         let obs = f32s(take(envs_n * len * 4));
         let fin = f32s(take(envs_n * len * 4));
@@ -460,6 +469,44 @@ fn a_killed_worker_is_reported_and_the_others_are_reaped() {
     for pid in &pids {
         assert!(!alive(*pid), "worker {pid} left behind after the failure");
     }
+}
+
+/// A worker that dies while the caller works between `begin_step` and `finish_step`: the
+/// finish reports it, and nothing else may be asked while a step is begun.
+#[test]
+fn a_worker_killed_during_a_begun_step_is_reported_by_its_finish() {
+    let Some(python) = venv_python() else { return };
+    // Each step sleeps a second in the worker: the kill lands while it simulates.
+    let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
+    spec.make_args = vec![("sleep".into(), GymValue::Float(1.0))];
+    let spec = EnvSpec::new(GameSpec::Gymnasium(spec));
+    let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
+    let pids = envs.gym_info().unwrap().worker_pids.clone();
+    envs.reset();
+    envs.begin_step(&[0; 4]).unwrap();
+    envs.finish_step().unwrap();
+    envs.begin_step(&[1; 4]).unwrap();
+    let refused = envs.step(&[0; 4]).unwrap_err().to_string();
+    assert!(refused.contains("begun and not finished"), "{refused}");
+    let killed = Command::new("kill")
+        .arg("-9")
+        .arg(pids[0].to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let message = envs.finish_step().unwrap_err().to_string();
+    assert!(
+        message.contains(&format!(
+            "worker 0 (pid {}, environments 0..2) died",
+            pids[0]
+        )),
+        "{message}"
+    );
+    for pid in &pids {
+        assert!(!alive(*pid), "worker {pid} left behind after the failure");
+    }
+    let again = envs.finish_step().unwrap_err().to_string();
+    assert!(again.contains("without a begun step"), "{again}");
 }
 
 #[test]

@@ -437,3 +437,43 @@ fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
         );
     }
 }
+
+/// A step begun and finished in two calls is the step: the same observations, rewards, flags
+/// and episodes. Until the finish the batch shows the observations before the step, and a
+/// second step (or a finish without a begin) is refused.
+#[test]
+fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
+    let spec = EnvSpec {
+        game: GameSpec::CartPole,
+        wrappers: vec![WrapperSpec::TimeLimit { max_steps: 20 }],
+    };
+    let seeds = env_seeds(4, 0, 0, 3);
+    let (mut stepped, mut begun) = (
+        VecEnv::new(&spec, &seeds, 1).unwrap(),
+        VecEnv::new(&spec, &seeds, 1).unwrap(),
+    );
+    stepped.reset();
+    begun.reset();
+    for t in 0..60 {
+        let actions = policy(stepped.obs(), stepped.obs_len(), t, 2);
+        stepped.step(&actions).unwrap();
+        let before = begun.obs().to_vec();
+        begun.begin_step(&actions).unwrap();
+        assert_eq!(
+            begun.obs(),
+            before.as_slice(),
+            "step {t}: rows changed before the finish"
+        );
+        let refused = begun.step(&actions).unwrap_err().to_string();
+        assert!(refused.contains("begun and not finished"), "{refused}");
+        begun.finish_step().unwrap();
+        assert_eq!(begun.obs(), stepped.obs(), "observations at step {t}");
+        assert_eq!(begun.rewards(), stepped.rewards(), "rewards at step {t}");
+        assert_eq!(begun.terminated(), stepped.terminated(), "step {t}");
+        assert_eq!(begun.truncated(), stepped.truncated(), "step {t}");
+        assert_eq!(begun.final_obs(), stepped.final_obs(), "step {t}");
+    }
+    assert_eq!(begun.drain_episodes(), stepped.drain_episodes());
+    let err = begun.finish_step().unwrap_err().to_string();
+    assert!(err.contains("without a begun step"), "{err}");
+}

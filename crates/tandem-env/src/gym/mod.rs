@@ -219,6 +219,13 @@ pub(crate) struct Pool {
     shared: Arc<Shared>,
 }
 
+/// Requests on their way: the workers that got one, and when their replies are due.
+#[must_use = "a sent step must be awaited before the workers are asked anything else"]
+pub(crate) struct Sent {
+    workers: Vec<usize>,
+    deadline: Instant,
+}
+
 struct Shared {
     id: String,
     step_timeout: Duration,
@@ -365,9 +372,14 @@ impl Pool {
         self.shared.failure()
     }
 
-    /// Steps environments `envs` (`actions.get(k)` for `envs.start + k`, already checked
-    /// against the space).
-    pub fn step(&self, envs: Range<usize>, actions: GroupActions<'_>) -> Result<(), EnvError> {
+    /// Sends the workers the step of environments `envs` (`actions.get(k)` for
+    /// `envs.start + k`, already checked against the space) and returns at once: the workers
+    /// simulate while the caller goes on, until [`Pool::await_step`] collects their replies.
+    pub fn send_step(
+        &self,
+        envs: Range<usize>,
+        actions: GroupActions<'_>,
+    ) -> Result<Sent, EnvError> {
         let shm = &self.shared.shm;
         let l = &shm.layout;
         for (k, i) in envs.clone().enumerate() {
@@ -376,7 +388,12 @@ impl Pool {
                 Action::Box(values) => shm.write_f32(l.act + i * l.act_bytes, values),
             }
         }
-        self.shared.step(envs)
+        self.shared.send_step(envs)
+    }
+
+    /// Waits for the replies to a [`Pool::send_step`]; the proxies then read the outcome.
+    pub fn await_step(&self, sent: Sent) -> Result<(), EnvError> {
+        self.shared.await_replies(sent, "stepping").map(drop)
     }
 
     /// Resets every environment before a batch reset (`seeds` per environment, or
@@ -622,18 +639,39 @@ impl Shared {
     /// Sends each worker its line (`None`: nothing for it) and awaits every reply; the
     /// replies of the workers that got a line, in worker order.
     fn round_trip(&self, lines: Vec<Option<String>>, doing: &str) -> Result<Vec<String>, EnvError> {
+        let sent = self.send(lines)?;
+        self.await_replies(sent, doing)
+    }
+
+    /// Sends each worker its line (`None`: nothing for it); the step timeout starts now.
+    fn send(&self, lines: Vec<Option<String>>) -> Result<Sent, EnvError> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
-        let mut held: Vec<MutexGuard<'_, Worker>> = Vec::new();
+        let mut workers = Vec::new();
         for (w, line) in lines.iter().enumerate() {
             if let Some(line) = line {
-                let mut worker = self.workers[w].lock().unwrap_or_else(|e| e.into_inner());
-                worker.send(line);
-                held.push(worker);
+                self.workers[w]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .send(line);
+                workers.push(w);
             }
         }
-        let deadline = Instant::now() + self.step_timeout;
+        Ok(Sent {
+            workers,
+            deadline: Instant::now() + self.step_timeout,
+        })
+    }
+
+    /// The replies of the workers `sent` went to, in worker order.
+    fn await_replies(&self, sent: Sent, doing: &str) -> Result<Vec<String>, EnvError> {
+        let mut held: Vec<MutexGuard<'_, Worker>> = sent
+            .workers
+            .iter()
+            .map(|&w| self.workers[w].lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let deadline = sent.deadline;
         let result = {
             let mut refs: Vec<&mut Worker> = held.iter_mut().map(|g| &mut **g).collect();
             await_replies(&mut refs, deadline)
@@ -648,7 +686,7 @@ impl Shared {
         }
     }
 
-    fn step(&self, envs: Range<usize>) -> Result<(), EnvError> {
+    fn send_step(&self, envs: Range<usize>) -> Result<Sent, EnvError> {
         let lines = self
             .workers
             .iter()
@@ -658,7 +696,7 @@ impl Shared {
                 (lo < hi).then(|| format!("s {lo} {hi}\n"))
             })
             .collect();
-        self.round_trip(lines, "stepping").map(drop)
+        self.send(lines)
     }
 
     /// The worker that owns environment `i`.
