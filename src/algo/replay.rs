@@ -319,6 +319,16 @@ impl ReplayBuffer {
         }
     }
 
+    /// Environments per row, values per observation, frames per stack, values per frame.
+    fn row_shape(&self) -> (usize, usize, usize, usize) {
+        (
+            self.spec.num_envs,
+            self.spec.obs_len,
+            self.spec.stack,
+            self.frame_len,
+        )
+    }
+
     /// Appends one vector step: [`ReplayBuffer::push_observations`] then
     /// [`ReplayBuffer::push_outcome`].
     pub fn push(&mut self, step: &VectorStep<'_>) -> Result<()> {
@@ -342,12 +352,7 @@ impl ReplayBuffer {
     /// update may sample here while the environments are still stepping, and
     /// [`ReplayBuffer::push_outcome`] completes the row afterwards.
     pub fn push_observations(&mut self, obs: &[f32], actions: &ActionBatch) -> Result<()> {
-        let (n, len, k, f) = (
-            self.spec.num_envs,
-            self.spec.obs_len,
-            self.spec.stack,
-            self.frame_len,
-        );
+        let (n, len, k, f) = self.row_shape();
         ensure!(
             !self.outcome_due,
             "replay: the previous vector step's outcome was never pushed"
@@ -425,12 +430,7 @@ impl ReplayBuffer {
         truncated: &[bool],
         final_obs: &[f32],
     ) -> Result<()> {
-        let (n, len, k, f) = (
-            self.spec.num_envs,
-            self.spec.obs_len,
-            self.spec.stack,
-            self.frame_len,
-        );
+        let (n, len, k, f) = self.row_shape();
         ensure!(
             self.outcome_due,
             "replay: an outcome pushed without the observations of its vector step"
