@@ -666,7 +666,8 @@ impl VecEnv {
     /// Starts [`VecEnv::step`]: the actions are checked and, for a gymnasium environment,
     /// sent to its workers, which simulate while the caller goes on (the learners update
     /// their networks meanwhile). Until [`VecEnv::finish_step`] the batch still shows the
-    /// observations before this step, and nothing else may be asked of it.
+    /// observations before this step; another step, a snapshot, a restore or a frame is
+    /// refused, and a reset finishes the step first.
     pub fn begin_step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
         let envs = 0..self.slots.len();
         let actions = self.checked_discrete(&envs, actions)?;
@@ -940,6 +941,7 @@ impl VecEnv {
     /// Fails only if an environment cannot save its state (a custom [`Env`] without
     /// [`Env::save_state`]).
     pub fn snapshot(&self) -> Result<Vec<u8>, EnvError> {
+        self.refuse_while_pending()?;
         let mut out = Vec::new();
         out.extend_from_slice(SNAPSHOT_MAGIC);
         SNAPSHOT_FORMAT_VERSION.save(&mut out);
@@ -988,6 +990,7 @@ impl VecEnv {
     /// checked before anything changes; a mismatch found deeper (e.g. a wrapper
     /// parameter) may leave this batch partly restored, so rebuild it after an error.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<(), EnvError> {
+        self.refuse_while_pending()?;
         let mut input = bytes;
         let magic = take(&mut input, SNAPSHOT_MAGIC.len(), "the snapshot magic")
             .map_err(|_| snapshot_error("not a tandem VecEnv snapshot (too short)"))?;
@@ -1112,6 +1115,7 @@ impl VecEnv {
     ///
     /// [`GymSpec::render`]: crate::GymSpec::render
     pub fn render_rgb(&self, env: usize) -> Result<Option<crate::env::RgbFrame>, EnvError> {
+        self.refuse_while_pending()?;
         let frame = self.slots.get(env).and_then(|s| s.env.render_rgb());
         if frame.is_none()
             && let Some(error) = self.gym.as_ref().and_then(GymPool::failure)

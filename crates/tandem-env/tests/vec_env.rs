@@ -440,7 +440,7 @@ fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
 
 /// A step begun and finished in two calls is the step: the same observations, rewards, flags
 /// and episodes. Until the finish the batch shows the observations before the step, and a
-/// second step (or a finish without a begin) is refused.
+/// second step, a snapshot or a frame (or a finish without a begin) is refused.
 #[test]
 fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
     let spec = EnvSpec {
@@ -464,8 +464,14 @@ fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
             before.as_slice(),
             "step {t}: rows changed before the finish"
         );
-        let refused = begun.step(&actions).unwrap_err().to_string();
-        assert!(refused.contains("begun and not finished"), "{refused}");
+        for refused in [
+            begun.step(&actions).unwrap_err(),
+            begun.snapshot().unwrap_err(),
+            begun.render_rgb(0).unwrap_err(),
+        ] {
+            let refused = refused.to_string();
+            assert!(refused.contains("begun and not finished"), "{refused}");
+        }
         begun.finish_step().unwrap();
         assert_eq!(begun.obs(), stepped.obs(), "observations at step {t}");
         assert_eq!(begun.rewards(), stepped.rewards(), "rewards at step {t}");

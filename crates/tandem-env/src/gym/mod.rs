@@ -393,7 +393,7 @@ impl Pool {
 
     /// Waits for the replies to a [`Pool::send_step`]; the proxies then read the outcome.
     pub fn await_step(&self, sent: Sent) -> Result<(), EnvError> {
-        self.shared.await_replies(sent, "stepping").map(drop)
+        self.shared.await_sent(sent, "stepping").map(drop)
     }
 
     /// Resets every environment before a batch reset (`seeds` per environment, or
@@ -640,7 +640,7 @@ impl Shared {
     /// replies of the workers that got a line, in worker order.
     fn round_trip(&self, lines: Vec<Option<String>>, doing: &str) -> Result<Vec<String>, EnvError> {
         let sent = self.send(lines)?;
-        self.await_replies(sent, doing)
+        self.await_sent(sent, doing)
     }
 
     /// Sends each worker its line (`None`: nothing for it); the step timeout starts now.
@@ -665,7 +665,7 @@ impl Shared {
     }
 
     /// The replies of the workers `sent` went to, in worker order.
-    fn await_replies(&self, sent: Sent, doing: &str) -> Result<Vec<String>, EnvError> {
+    fn await_sent(&self, sent: Sent, doing: &str) -> Result<Vec<String>, EnvError> {
         let mut held: Vec<MutexGuard<'_, Worker>> = sent
             .workers
             .iter()
