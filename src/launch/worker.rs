@@ -95,6 +95,47 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
     // first stop vote instead of killing the process.
     let stop_requested = stop_signals()?;
     let (experiment, hash) = parse_config(canonical)?;
+    check_placement(args, &experiment)?;
+    // Before any thread exists (libtorch's, the environments', Gloo's, the logger's), so that
+    // all of them inherit the rank's float mode and cores.
+    let flushing = crate::torch_ops::flush_denormals();
+    let pinned = if experiment.pin_cores {
+        Some(pin_to_core_slice(args.local_rank, args.local_world_size)?)
+    } else {
+        None
+    };
+    // docs/design.md, "The device is bound before any tensor exists".
+    let device = crate::dist::bind_device(&args.device)?;
+
+    crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+    log_rank_setting(args, flushing, pinned.as_deref());
+    let threads = size_thread_pools(&experiment, args, pinned.as_deref());
+    tracing::info!(
+        "rank {}/{} on {} ({} thread(s)), config {}",
+        args.rank,
+        args.world_size,
+        args.device,
+        threads,
+        &hash[..12]
+    );
+    tracing::info!("job secret {}", credential.source);
+    let pg = join_group(args, &experiment, &hash, device, credential)?;
+    let peers = pg.peers();
+    let outcome = crate::train::run(RankContext {
+        experiment,
+        hash,
+        device,
+        pg,
+        run_dir: args.run_dir.clone(),
+        resume: args.resume,
+        threads,
+        stop_requested,
+    });
+    outcome.map_err(|e| name_the_lost(e, &peers))
+}
+
+/// Refuses a rank started for another world size or device than the config gives it.
+fn check_placement(args: &WorkerArgs, experiment: &tandem_config::Experiment) -> Result<()> {
     if args.world_size != experiment.world_size() {
         bail!(
             "this rank was started for a world of {} ranks, but the config lists {} device(s)",
@@ -110,18 +151,12 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
             args.device
         );
     }
-    // Before any thread exists (libtorch's, the environments', Gloo's, the logger's), so that
-    // all of them inherit the rank's float mode and cores.
-    let flushing = crate::torch_ops::flush_denormals();
-    let pinned = if experiment.pin_cores {
-        Some(pin_to_core_slice(args.local_rank, args.local_world_size)?)
-    } else {
-        None
-    };
-    // docs/design.md, "The device is bound before any tensor exists".
-    let device = crate::dist::bind_device(&args.device)?;
+    Ok(())
+}
 
-    crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+/// The rank's first log lines: its place in the job and what of its process setting came from
+/// outside the config (NCCL's and OpenMP's variables, the float mode, the pinned cores).
+fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>) {
     tracing::info!(
         "{}",
         super::job_env::describe_rank(
@@ -142,12 +177,21 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
     if !flushing {
         tracing::warn!("this CPU cannot flush denormal floats; updates may run slower");
     }
-    if let Some(cores) = &pinned {
+    if let Some(cores) = pinned {
         tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
     if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
         tracing::info!("GOMP_SPINCOUNT={}", spin.to_string_lossy());
     }
+}
+
+/// Sets libtorch's compute threads (the config's `threads`, or this rank's share of the cores)
+/// and one inter-op thread; returns the compute threads.
+fn size_thread_pools(
+    experiment: &tandem_config::Experiment,
+    args: &WorkerArgs,
+    pinned: Option<&[usize]>,
+) -> usize {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -155,26 +199,29 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         tandem_config::Threads::PerRank(n) => n,
         // A pinned rank's share is its cores (the machine's count would now read as only
         // those, and dividing it again would halve it).
-        tandem_config::Threads::Auto => match &pinned {
+        tandem_config::Threads::Auto => match pinned {
             Some(mine) => mine.len().max(1),
             None => (cores / args.local_world_size.max(1)).max(1),
         },
     };
     tch::set_num_threads(threads as i32);
     tch::set_num_interop_threads(1);
-    tracing::info!(
-        "rank {}/{} on {} ({} thread(s)), config {}",
-        args.rank,
-        args.world_size,
-        args.device,
-        threads,
-        &hash[..12]
-    );
+    threads
+}
 
-    tracing::info!("job secret {}", credential.source);
+/// Joins the other ranks: the rendezvous checks that every rank runs this config hash, this
+/// version and the same kind of start (fresh or resumed).
+fn join_group(
+    args: &WorkerArgs,
+    experiment: &tandem_config::Experiment,
+    hash: &str,
+    device: tch::Device,
+    credential: Credential,
+) -> Result<ProcessGroup> {
+    let backend = backend_for(experiment.sync.backend, device);
     tracing::info!(
         "collectives over {} (sync.backend {})",
-        backend_for(experiment.sync.backend, device).name(),
+        backend.name(),
         experiment.sync.backend.name()
     );
     tracing::info!(
@@ -190,9 +237,9 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         master_port: args.master_port,
         rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout_s),
         collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout_s),
-        backend: backend_for(experiment.sync.backend, device),
+        backend,
         identity: [
-            ("config-hash".into(), hash.clone()),
+            ("config-hash".into(), hash.to_string()),
             ("tandem-version".into(), env!("CARGO_PKG_VERSION").into()),
             // Under an external launcher each rank decides by itself whether it resumes; a
             // rank that would start fresh beside resuming ones is refused at the rendezvous.
@@ -208,7 +255,11 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         secret: credential.secret,
     })
     .context("joining the other ranks")?;
-    let peers = pg.peers();
+    log_time_slice(&pg);
+    Ok(pg)
+}
+
+fn log_time_slice(pg: &ProcessGroup) {
     match pg.communication_slice() {
         Ok(Some(slice)) => tracing::info!(
             "communication threads run with a {:.1} ms time slice",
@@ -221,18 +272,6 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
             "communication threads run with the kernel's default time slice: the shorter one was refused ({why})"
         ),
     }
-
-    let outcome = crate::train::run(RankContext {
-        experiment,
-        hash,
-        device,
-        pg,
-        run_dir: args.run_dir.clone(),
-        resume: args.resume,
-        threads,
-        stop_requested,
-    });
-    outcome.map_err(|e| name_the_lost(e, &peers))
 }
 
 /// Identity fields that only name this rank's node in reports, when the node's rank count is
