@@ -24,7 +24,7 @@ use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
-use crate::nn::{InitSpec, NetworkSpec, QMlp, SquashedGaussianActor, named_parameters};
+use crate::nn::{InitSpec, NetworkSpec, QInput, QMlp, SquashedGaussianActor, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
 const ADAM_EPS: f64 = 1e-8;
@@ -290,23 +290,24 @@ impl Sac {
         let target = tch::no_grad(|| -> Result<Tensor> {
             let next = self.actor.sample(&batch.next_obs, &batch.eps_next)?;
             let [t1, t2] = &self.targets;
-            let q_next = t1
-                .forward(&batch.next_obs, &next.action)
-                .minimum(&t2.forward(&batch.next_obs, &next.action));
+            let next_input = QInput::new(&batch.next_obs, &next.action);
+            let q_next = t1.forward(&next_input).minimum(&t2.forward(&next_input));
             let soft_value = q_next - &alpha * &next.log_prob;
             Ok(&batch.rewards + &batch.discounts * soft_value)
         })?;
         // J_Q (eq. 5): squared soft Bellman residual of each critic.
-        let q1_taken = q1.forward(&batch.obs, &batch.actions);
-        let q2_taken = q2.forward(&batch.obs, &batch.actions);
+        let taken = QInput::new(&batch.obs, &batch.actions);
+        let q1_taken = q1.forward(&taken);
+        let q2_taken = q2.forward(&taken);
         let critic = (&q1_taken - &target).square().mean(Kind::Float)
             + (&q2_taken - &target).square().mean(Kind::Float);
         // J_π (eq. 12): E[α log π(ã|s) - min_i Q_i(s, ã)], ã = tanh(f(ε; s)), Q read through
         // detached weights so that this loss moves the actor only.
         let now = self.actor.sample(&batch.obs, &batch.eps_now)?;
+        let now_input = QInput::new(&batch.obs, &now.action);
         let q_pi = q1
-            .forward_detached(&batch.obs, &now.action)
-            .minimum(&q2.forward_detached(&batch.obs, &now.action));
+            .forward_detached(&now_input)
+            .minimum(&q2.forward_detached(&now_input));
         let actor = (&alpha * &now.log_prob - q_pi).mean(Kind::Float);
         // J(α) (2018b eq. 18): E[-α log π(ã|s) - α H̄], with log π detached.
         let alpha_loss = match self.config.temperature {

@@ -26,7 +26,7 @@ use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
-use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QMlp, named_parameters};
+use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QInput, QMlp, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's TD3 uses.
 const ADAM_EPS: f64 = 1e-8;
@@ -269,14 +269,14 @@ impl Td3 {
             let next = (self.target_actor.forward(&batch.next_obs)? + eps).clamp(-1.0, 1.0);
             // Clipped double Q-learning (eq. 10): y = r + γ min_i Q_θ'_i(s', ã).
             let [t1, t2] = &self.target_critics;
-            let q_next = t1
-                .forward(&batch.next_obs, &next)
-                .minimum(&t2.forward(&batch.next_obs, &next));
+            let next_input = QInput::new(&batch.next_obs, &next);
+            let q_next = t1.forward(&next_input).minimum(&t2.forward(&next_input));
             Ok(&batch.rewards + &batch.discounts * q_next)
         })?;
         // Critic loss (Algorithm 1): Σ_i N⁻¹ Σ (y - Q_θi(s, a))².
-        let q1_taken = q1.forward(&batch.obs, &batch.actions);
-        let q2_taken = q2.forward(&batch.obs, &batch.actions);
+        let taken = QInput::new(&batch.obs, &batch.actions);
+        let q1_taken = q1.forward(&taken);
+        let q2_taken = q2.forward(&taken);
         let critic = (&q1_taken - &target).square().mean(Kind::Float)
             + (&q2_taken - &target).square().mean(Kind::Float);
         // Deterministic policy gradient (eq. 1, after Silver et al. 2014) through Q_θ1 alone:
@@ -284,7 +284,10 @@ impl Td3 {
         // moves the actor only.
         let actor = if with_actor {
             let action = self.actor.forward(&batch.obs)?;
-            Some(-q1.forward_detached(&batch.obs, &action).mean(Kind::Float))
+            Some(
+                -q1.forward_detached(&QInput::new(&batch.obs, &action))
+                    .mean(Kind::Float),
+            )
         } else {
             None
         };

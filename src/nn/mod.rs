@@ -28,7 +28,7 @@ pub use distribution::{ActionDistribution, Categorical, Gaussian};
 pub use init::{InitScheme, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use recurrent::{CoreKind, CoreSpec};
-pub use sac::{ActorSample, QMlp, SquashedGaussianActor, tanh_log_det};
+pub use sac::{ActorSample, QInput, QMlp, SquashedGaussianActor, tanh_log_det};
 pub use td3::DeterministicActor;
 pub use torso::{Activation, NetworkSpec};
 

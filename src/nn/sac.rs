@@ -129,6 +129,22 @@ impl SquashedGaussianActor {
     }
 }
 
+/// What a [`QMlp`] reads: the flat observation beside the unit-box action, `[B, obs + d]`.
+/// Twin critics of one (observation, action) pair read one input, built once.
+pub struct QInput(Tensor);
+
+impl QInput {
+    pub fn new(obs: &Tensor, action: &Tensor) -> QInput {
+        QInput(Tensor::cat(
+            &[
+                obs.flatten(1, -1).to_kind(Kind::Float),
+                action.shallow_clone(),
+            ],
+            1,
+        ))
+    }
+}
+
 /// Q(s, a): an MLP over the flat observation concatenated with the unit-box action, to one
 /// value. Hidden layers initialised as torso layers, the output as a value head.
 #[derive(Debug)]
@@ -162,24 +178,18 @@ impl QMlp {
     }
 
     /// Q(s, a) as `[B]`.
-    pub fn forward(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.run(obs, action, false)
+    pub fn forward(&self, input: &QInput) -> Tensor {
+        self.run(input, false)
     }
 
-    /// Q(s, a) with the weights detached: gradients reach `action` (and through it the actor)
-    /// but never this network's parameters.
-    pub fn forward_detached(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.run(obs, action, true)
+    /// Q(s, a) with the weights detached: gradients reach the input's action (and through it
+    /// the actor) but never this network's parameters.
+    pub fn forward_detached(&self, input: &QInput) -> Tensor {
+        self.run(input, true)
     }
 
-    fn run(&self, obs: &Tensor, action: &Tensor, detached: bool) -> Tensor {
-        let mut x = Tensor::cat(
-            &[
-                obs.flatten(1, -1).to_kind(Kind::Float),
-                action.shallow_clone(),
-            ],
-            1,
-        );
+    fn run(&self, input: &QInput, detached: bool) -> Tensor {
+        let mut x = input.0.shallow_clone();
         let last = self.layers.len() - 1;
         for (i, layer) in self.layers.iter().enumerate() {
             let bias = layer.bs.as_ref().map(|b| {
