@@ -666,8 +666,8 @@ impl VecEnv {
     /// Starts [`VecEnv::step`]: the actions are checked and, for a gymnasium environment,
     /// sent to its workers, which simulate while the caller goes on (the learners update
     /// their networks meanwhile). Until [`VecEnv::finish_step`] the batch still shows the
-    /// observations before this step; another step, a snapshot, a restore or a frame is
-    /// refused, and a reset finishes the step first.
+    /// observations before this step; another step, a snapshot, a restore, a frame or new
+    /// normaliser statistics are refused, and a reset finishes the step first.
     pub fn begin_step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
         let envs = 0..self.slots.len();
         let actions = self.checked_discrete(&envs, actions)?;
@@ -1175,6 +1175,7 @@ impl VecEnv {
     /// Restores statistics (e.g. from a checkpoint): they become the synced statistics
     /// and this rank's delta is cleared.
     pub fn set_normalizer_stats(&mut self, stats: &[NormStats]) -> Result<(), EnvError> {
+        self.refuse_while_pending()?;
         self.check_norm_shapes(stats)?;
         for (n, s) in self.norms.iter_mut().zip(stats) {
             n.synced = s.clone();
@@ -1194,6 +1195,9 @@ impl VecEnv {
     /// rank's delta; after every rank applies the same merged deltas, all ranks
     /// normalise identically.
     pub fn apply_normalizer_sync(&mut self, merged_deltas: &[NormStats]) -> Result<(), EnvError> {
+        // The begun step's outcome is normalised at its finish, with the statistics before
+        // the change, as an unsplit step would have been.
+        self.refuse_while_pending()?;
         self.check_norm_shapes(merged_deltas)?;
         for (n, d) in self.norms.iter_mut().zip(merged_deltas) {
             n.synced.merge(d);

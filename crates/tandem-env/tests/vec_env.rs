@@ -483,3 +483,31 @@ fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
     let err = begun.finish_step().unwrap_err().to_string();
     assert!(err.contains("without a begun step"), "{err}");
 }
+
+/// Normaliser statistics do not change under a begun step: its outcome is normalised at the
+/// finish, so a sync or a restore in between would normalise it with statistics an unsplit
+/// step never saw.
+#[test]
+fn normaliser_statistics_are_not_changed_under_a_begun_step() {
+    let spec = EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::NormalizeObs {
+        clip: 5.0,
+        epsilon: 1e-8,
+    });
+    let mut envs = VecEnv::new(&spec, &env_seeds(5, 0, 0, 2), 1).unwrap();
+    envs.reset();
+    envs.step(&[0, 1]).unwrap();
+    let stats = envs.normalizer_stats();
+    let deltas = envs.normalizer_deltas();
+    envs.begin_step(&[1, 0]).unwrap();
+    for refused in [
+        envs.apply_normalizer_sync(&deltas).unwrap_err(),
+        envs.set_normalizer_stats(&stats).unwrap_err(),
+    ] {
+        let refused = refused.to_string();
+        assert!(refused.contains("begun and not finished"), "{refused}");
+    }
+    envs.finish_step().unwrap();
+    envs.apply_normalizer_sync(&envs.normalizer_deltas())
+        .unwrap();
+    envs.set_normalizer_stats(&stats).unwrap();
+}
