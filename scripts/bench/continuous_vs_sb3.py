@@ -336,7 +336,7 @@ def main():
                 result[side] = run_tandem(binary, case, seed, steps, run_root) if side == "tandem" else run_sb3(case, seed, steps)
                 loads.append(os.getloadavg()[0])
                 r = result[side]
-                print(f"{case} seed {seed} {side}: {r['steps']:,} steps, {r['sps']:,.0f} steps/s, "
+                print(f"{case} seed {seed} {side}: {r['steps']:,} steps, {r['sps']:,.1f} steps/s, "
                       f"last-20 score {fmt(r['last20'], '.1f')} ({len(r['curve'])} episodes)", flush=True)
                 scores = []
                 for step, score in r["curve"]:
@@ -352,7 +352,8 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for case, seed, steps, r in table:
         t, s = r.get("tandem"), r.get("sb3")
-        ratio = f"{t['sps'] / s['sps']:.1f}x" if t and s else "-"
+        # Two decimals: the speed target is a ratio of 2, and one decimal rounds 1.95 up to it.
+        ratio = f"{t['sps'] / s['sps']:.2f}x" if t and s else "-"
         print(f"| {case} | {seed} | {steps:,} | {fmt(t and t['sps'])} | {fmt(s and s['sps'])} | {ratio} | "
               f"{fmt(t and t['last20'], '.1f')} | {fmt(s and s['last20'], '.1f')} |")
     print(f"\ncurves: {os.path.join(args.out, 'curves.csv')}; runs: {run_root}")
