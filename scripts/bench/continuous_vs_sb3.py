@@ -1,12 +1,13 @@
 """Continuous control, tandem against Stable-Baselines3 with the same settings, in one run.
 
 Four cases: SAC and PPO on Pendulum-v1 and HalfCheetah-v5. The tandem side trains
-experiments/<case>.kdl with `tandem train` (--set seed, threads=1, devices=cpu,
+experiments/<case>.kdl with `tandem train` (--set seed, threads, devices=cpu,
 train.total-steps; env.python when the experiment runs gymnasium through the bridge);
 the SB3 side trains the settings of the SB3 table below, which mirrors CleanRL's
 defaults (sac_continuous_action.py, ppo_continuous_action.py) and must be kept equal to
 the experiment files. Runs are sequential and alternate (tandem, SB3, tandem, ...) so
-that outside load hits both alike; every process gets one compute thread.
+that outside load hits both alike; each side gets the same number of compute threads
+(--threads, default 1: tandem's `threads` setting, torch.set_num_threads for SB3).
 
 Reported per case and seed: environment steps per second of the training loop (tandem:
 summary.json's `steps_per_second`, which excludes start-up; SB3: the wall time of
@@ -27,7 +28,7 @@ reported last-20 score is summary.json's `last_20_score_mean`, exact.
 
 Run with the SB3 venv's python (scripts/bench/continuous_vs_sb3.sh does it):
   continuous_vs_sb3.py [--steps N] [--seeds "1 2"] [--cases pendulum-sac,halfcheetah-ppo]
-                       [--sides tandem,sb3] [--out DIR]
+                       [--sides tandem,sb3] [--threads N] [--out DIR]
 Environment: TANDEM (binary, default target/release/tandem), TB_PYTHON (a python with
 tensorboard, default .deps/venv-tb/bin/python), GYM_PYTHON (the workers' python for
 gymnasium experiments, default .deps/venv-gym/bin/python).
@@ -151,13 +152,13 @@ def episode_counts(run_dir, summary, series):
     return counts
 
 
-def run_tandem(binary, case, seed, steps, run_root):
+def run_tandem(binary, case, seed, steps, threads, run_root):
     config = os.path.join(ROOT, "experiments", f"{case}.kdl")
     if not os.path.exists(config):
         raise SystemExit(f"continuous_vs_sb3: {config} does not exist (the {case} experiment)")
     run_dir = os.path.join(run_root, f"tandem-{case}-seed{seed}")
     cmd = [binary, "train", config, "--run-dir", run_dir, "--quiet",
-           "--set", f"seed={seed}", "--set", "threads=1", "--set", "devices=cpu",
+           "--set", f"seed={seed}", "--set", f"threads={threads}", "--set", "devices=cpu",
            "--set", f"train.total-steps={steps}"]
     with open(config) as f:
         if 'env "gymnasium"' in f.read():
@@ -271,10 +272,10 @@ def sb3_ppo(env_id, seed, s):
     )
 
 
-def run_sb3(case, seed, steps):
+def run_sb3(case, seed, steps, threads):
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     env_id = GYM_ID[case.split("-")[0]]
     make = sb3_sac if case.endswith("-sac") else sb3_ppo
     model = make(env_id, seed, SB3_SETTINGS[case])
@@ -300,6 +301,8 @@ def parse_args():
     p.add_argument("--seeds", default="1", help='seeds, space-separated (default "1")')
     p.add_argument("--cases", default=",".join(DEFAULT_STEPS), help="comma-separated cases")
     p.add_argument("--sides", default="tandem,sb3", help="tandem, sb3 or both (default)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="compute threads of each side's training process (default 1)")
     p.add_argument("--out", default=os.path.join(ROOT, "target", "bench-continuous"),
                    help="folder for curves.csv and the runs (default target/bench-continuous)")
     args = p.parse_args()
@@ -311,18 +314,21 @@ def parse_args():
     if not args.sides or any(s not in ("tandem", "sb3") for s in args.sides):
         p.error("--sides takes tandem, sb3 or tandem,sb3")
     args.seeds = [int(s) for s in args.seeds.split()]
+    if args.threads < 1:
+        p.error("--threads takes a count >= 1")
     return args
 
 
 def main():
     args = parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Inherited by tandem's processes (its workers included) and read by this one's OpenMP and MKL.
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     binary = os.environ.get("TANDEM", os.path.join(ROOT, "target", "release", "tandem"))
     import stable_baselines3
     import torch
 
     print(f"tandem: {binary}; stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}; "
-          f"seeds {args.seeds}; one thread per process, one run at a time")
+          f"seeds {args.seeds}; {args.threads} compute thread(s) a side, one run at a time")
     os.makedirs(args.out, exist_ok=True)
     rows = []
     table = []
@@ -333,7 +339,8 @@ def main():
         for seed in args.seeds:
             result = {}
             for side in args.sides:
-                result[side] = run_tandem(binary, case, seed, steps, run_root) if side == "tandem" else run_sb3(case, seed, steps)
+                result[side] = (run_tandem(binary, case, seed, steps, args.threads, run_root) if side == "tandem"
+                                else run_sb3(case, seed, steps, args.threads))
                 loads.append(os.getloadavg()[0])
                 r = result[side]
                 print(f"{case} seed {seed} {side}: {r['steps']:,} steps, {r['sps']:,.1f} steps/s, "
