@@ -30,17 +30,14 @@ pub fn is_initialised() -> bool {
     INITIALISED.get().is_some()
 }
 
-/// The console mode chosen by [`init_worker`] (Quiet before initialisation).
-pub fn console_kind() -> ConsoleKind {
-    INITIALISED.get().copied().unwrap_or(ConsoleKind::Quiet)
-}
-
+/// Sets up this rank's logging and returns what its console shows, which the trainer is handed
+/// (`crate::train::RankContext::console`).
 pub fn init_worker(
     run_dir: &Path,
     rank: usize,
     log: &tandem_config::Log,
     quiet: bool,
-) -> Result<()> {
+) -> Result<ConsoleKind> {
     let logs = run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let file = std::fs::OpenOptions::new()
@@ -107,7 +104,7 @@ pub fn init_worker(
             .context("logging was initialised twice")?;
     }
     let _ = INITIALISED.set(kind);
-    Ok(())
+    Ok(kind)
 }
 
 /// Prefixes every console line of a rank other than 0 with `[rank N]`.

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 // mimalloc, built with `override`, also defines the C `malloc` family in this executable, so
 // libtorch's tensor and autograd allocations (one or more per operator) bind to it instead of
@@ -53,14 +53,14 @@ struct Cli {
     command: Option<Command>,
     /// `tandem FILE [options]` trains FILE, like `tandem train FILE`.
     #[command(flatten)]
-    train: Option<TrainArgs>,
+    train: Option<tandem::launch::TrainRequest>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Train an experiment: resolve it once, start one worker per device, supervise them.
     #[command(after_help = TRAIN_EXIT_CODES)]
-    Train(TrainArgs),
+    Train(tandem::launch::TrainRequest),
     /// Check experiment files and report every problem, with the line it is on.
     Validate {
         #[arg(required = true, value_name = "FILE")]
@@ -123,7 +123,7 @@ enum Command {
     },
     /// Internal: one rank, started by the launcher (the resolved config arrives on stdin).
     #[command(name = "__worker", hide = true)]
-    Worker(WorkerCli),
+    Worker(tandem::launch::worker::WorkerArgs),
 }
 
 /// `tandem train --help`'s closing words: what its exit status means (docs/distributed.md,
@@ -136,81 +136,6 @@ Exit status:
   75   stopped by SIGTERM or SIGUSR1 (a scheduler's notice, e.g. Slurm's --signal) after the
        update and its checkpoint: requeue and run the same command with --resume-if-exists
   130  stopped by Ctrl-C after the update and its checkpoint, or at once by a second signal";
-
-#[derive(Args, Clone)]
-struct TrainArgs {
-    /// The experiment file (`-` reads standard input).
-    #[arg(value_name = "FILE")]
-    file: Option<String>,
-    /// Override a value: PATH=VALUE, e.g. `train.max-steps=4096`.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    sets: Vec<String>,
-    /// Where the run's files go (default: runs/<experiment>/<UTC time>).
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
-    /// Continue the run in RUN_DIR from its newest checkpoint, under the config it was written
-    /// with: --set may change `devices` (another number of ranks) and --max-steps where it
-    /// stops; anything else needs --allow-config-change.
-    #[arg(long, value_name = "RUN_DIR")]
-    resume: Option<PathBuf>,
-    /// With FILE and --run-dir DIR: continue DIR when it holds a checkpoint (the config must be
-    /// the run's), start it otherwise; a requeued job runs the same command again.
-    #[arg(long)]
-    resume_if_exists: bool,
-    /// Let a resume run a config that differs from its checkpoint's in more than `devices` and
-    /// `train.max-steps`; the change is recorded in RUN_DIR/config-changes.log.
-    #[arg(long)]
-    allow_config_change: bool,
-    /// Stop after this many global environment steps (schedules still use train.total-steps).
-    #[arg(long, value_name = "STEPS")]
-    max_steps: Option<u64>,
-    /// Only warnings and errors on the console.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Number of machines in the job (one launcher per machine; default 1, or what the
-    /// scheduler's variables say: docs/distributed.md, "Schedulers").
-    #[arg(long)]
-    nnodes: Option<usize>,
-    /// This machine's index in the job.
-    #[arg(long)]
-    node_rank: Option<usize>,
-    /// Address of node 0, where rank 0 hosts the rendezvous store.
-    #[arg(long)]
-    master_addr: Option<String>,
-    /// Port of the rendezvous store on node 0.
-    #[arg(long)]
-    master_port: Option<u16>,
-}
-
-#[derive(Args)]
-struct WorkerCli {
-    #[arg(long)]
-    rank: usize,
-    #[arg(long)]
-    world_size: usize,
-    #[arg(long)]
-    local_rank: usize,
-    #[arg(long)]
-    local_world_size: usize,
-    #[arg(long)]
-    device: String,
-    #[arg(long)]
-    master_addr: String,
-    #[arg(long)]
-    master_port: u16,
-    #[arg(long)]
-    run_dir: PathBuf,
-    #[arg(long)]
-    resume: bool,
-    #[arg(long)]
-    quiet: bool,
-    /// Where the launcher's layout came from, for the first log line.
-    #[arg(long, default_value = "")]
-    job_from: String,
-    /// GLOO_SOCKET_IFNAME as the launcher read it.
-    #[arg(long, value_delimiter = ',')]
-    gloo_ifname: Vec<String>,
-}
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(c.clamp(0, 255) as u8)
@@ -280,22 +205,7 @@ fn main() -> ExitCode {
             tandem::train::update_bench::run_cli(&device, &rows, &config, warmup, updates)
                 .map(|()| ExitCode::SUCCESS),
         ),
-        (Some(Command::Worker(w)), _) => {
-            tandem::launch::worker::main(tandem::launch::worker::WorkerArgs {
-                rank: w.rank,
-                world_size: w.world_size,
-                local_rank: w.local_rank,
-                local_world_size: w.local_world_size,
-                device: w.device,
-                master_addr: w.master_addr,
-                master_port: w.master_port,
-                run_dir: w.run_dir,
-                resume: w.resume,
-                quiet: w.quiet,
-                origin: w.job_from,
-                gloo_interfaces: w.gloo_ifname,
-            })
-        }
+        (Some(Command::Worker(args)), _) => tandem::launch::worker::main(args),
         (None, None) => {
             eprintln!(
                 "tandem: nothing to do; try `tandem experiments/cartpole.kdl` or `tandem --help`"
@@ -315,21 +225,7 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
-fn train(args: TrainArgs) -> ExitCode {
-    let request = tandem::launch::TrainRequest {
-        file: args.file,
-        sets: args.sets,
-        run_dir: args.run_dir,
-        resume: args.resume,
-        resume_if_exists: args.resume_if_exists,
-        allow_config_change: args.allow_config_change,
-        max_steps: args.max_steps,
-        quiet: args.quiet,
-        nnodes: args.nnodes,
-        node_rank: args.node_rank,
-        master_addr: args.master_addr,
-        master_port: args.master_port,
-    };
+fn train(request: tandem::launch::TrainRequest) -> ExitCode {
     match tandem::launch::train(request) {
         Ok(c) => c,
         Err(e) => {

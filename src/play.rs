@@ -299,7 +299,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
         .context("cannot build the evaluation environment")?;
-    crate::algo::learner::takes_the_action_space(&experiment.algorithm, env.action_space())?;
+    crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
     let mut policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
     let greedy = acts_greedily(args, env.action_space());

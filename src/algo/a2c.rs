@@ -16,7 +16,7 @@ use tch::{Kind, Tensor};
 use super::Collective;
 use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
 use super::learner::Scalars;
-use super::on_policy::{PolicyUpdate, UpdateAt};
+use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows};
 use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse};
@@ -174,8 +174,7 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
-        let evaluation =
-            super::ppo::evaluate_rows(model, batch, EntropyUse::for_coefficient(config.ent_coef))?;
+        let evaluation = evaluate_rows(model, batch, EntropyUse::for_coefficient(config.ent_coef))?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).
         let policy_loss = -(&evaluation.log_probs * advantages.detach()).mean(Kind::Float);
         let value_loss = (&batch.returns - &evaluation.values)

@@ -1,5 +1,6 @@
 //! The learner interface: what the run skeleton (`crate::train`) asks of every algorithm, and
-//! the one place that maps the config's `algorithm` onto a learner ([`build`]).
+//! what a learner is built from ([`Setting`], [`network_for`]); `super::build` maps the
+//! config's `algorithm` onto one.
 //!
 //! A learner owns its networks, optimizer and experience storage. The skeleton owns everything
 //! else (environments, counters, the stop decision, episodes, summaries, checkpoints,
@@ -7,17 +8,17 @@
 //! after which ranks exchange episodes and decisions. A learner sees other ranks only through
 //! [`Collective`].
 //!
-//! Adding a learner is a file under `src/algo/` implementing [`Learner`], its arm in [`build`],
-//! and its schema entry in tandem-config.
+//! This file names no algorithm, so every learner can depend on it and none of them is depended
+//! on by it.
 
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use tch::{Device, Tensor};
 
-use tandem_config::{Algorithm, Experiment};
-use tandem_env::{ActionSpace, VecEnv};
+use tandem_config::Experiment;
+use tandem_env::VecEnv;
 
 use super::Collective;
 use crate::nn::ActorCriticSpec;
@@ -144,36 +145,6 @@ pub trait Learner {
     }
 }
 
-/// This rank's learner for the experiment's algorithm, its networks initialised from the
-/// current torch seed (the skeleton seeds it, then broadcasts rank 0's state).
-pub fn build(
-    experiment: &Experiment,
-    envs: &VecEnv,
-    rank: usize,
-    world: usize,
-    device: Device,
-) -> Result<Box<dyn Learner>> {
-    let setting = Setting {
-        experiment,
-        envs,
-        rank,
-        world,
-        device,
-    };
-    takes_the_action_space(&experiment.algorithm, envs.action_space())?;
-    Ok(match &experiment.algorithm {
-        Algorithm::Ppo(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::ppo::Ppo::from_config(vs, config, experiment)
-        })?),
-        Algorithm::A2c(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::a2c::A2c::from_config(vs, config, experiment)
-        })?),
-        Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
-        Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),
-        Algorithm::Td3(config) => Box::new(super::td3::Td3Rule::learner(&setting, config)?),
-    })
-}
-
 /// The network `experiment` declares for `envs` (pixel scaling decided by their built
 /// observation where the config cannot tell) and the observation shape it reads.
 pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriticSpec, Vec<i64>)> {
@@ -183,85 +154,4 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
     )?;
     let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
     Ok((spec, obs_shape))
-}
-
-/// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take either
-/// kind, dqn only discrete actions, sac and td3 only boxes. The resolver refuses this for games
-/// it knows; a gymnasium environment's space is known only once it is built.
-pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
-    if algorithm.squashes_box_actions() {
-        if space.is_discrete() {
-            bail!(
-                "{} chooses box actions, but the environment takes {space}; pick an \
-                 environment with a box action space, or dqn, ppo or a2c for discrete actions",
-                algorithm.name()
-            );
-        }
-        return Ok(());
-    }
-    if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
-        bail!(
-            "{} chooses discrete actions, but the environment takes a {space}; \
-             pick an environment with a discrete action space, or ppo or a2c for boxes",
-            algorithm.name()
-        );
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn algorithm(name: &str) -> Algorithm {
-        let text =
-            format!("experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"cartpole\"\n}}\n");
-        tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
-            .expect("resolves")
-            .experiment
-            .algorithm
-    }
-
-    #[test]
-    fn dqn_refuses_a_box_space_and_the_actor_critics_take_both() {
-        let discrete = ActionSpace::discrete(2);
-        let boxed = ActionSpace::uniform_box(1, -2.0, 2.0);
-        for name in ["ppo", "a2c"] {
-            let algorithm = algorithm(name);
-            assert!(takes_the_action_space(&algorithm, &discrete).is_ok());
-            assert!(takes_the_action_space(&algorithm, &boxed).is_ok(), "{name}");
-        }
-        let dqn = algorithm("dqn");
-        assert!(takes_the_action_space(&dqn, &discrete).is_ok());
-        let err = takes_the_action_space(&dqn, &boxed)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("dqn chooses discrete actions")
-                && err.contains("box of 1 f32 in [-2, 2]"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn sac_and_td3_refuse_a_discrete_space_and_take_a_box() {
-        for name in ["sac", "td3"] {
-            let text = format!(
-                "experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"pendulum\"\n}}\n"
-            );
-            let experiment = tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
-                .expect("resolves")
-                .experiment;
-            let algorithm = &experiment.algorithm;
-            let boxed = ActionSpace::uniform_box(1, -2.0, 2.0);
-            assert!(takes_the_action_space(algorithm, &boxed).is_ok());
-            let err = takes_the_action_space(algorithm, &ActionSpace::discrete(2))
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.starts_with(&format!("{name} chooses box actions")),
-                "{err}"
-            );
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! Learning algorithms and the learner interface the run skeleton drives ([`learner`]). Each
+//! Learning algorithms, the learner interface the run skeleton drives ([`learner`]) and the
+//! one place that picks the configured one ([`build`]). Each
 //! algorithm turns experience into parameter updates and reads top to bottom against its paper:
 //! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]), SAC ([`sac`]), TD3 ([`td3`]). The on-policy
 //! learner ([`on_policy`]) pairs an actor-critic with a rollout ([`collect`], [`rollout`]) and
@@ -12,6 +13,7 @@
 pub mod a2c;
 pub mod actions;
 pub mod box_rule;
+pub mod build;
 pub mod collect;
 mod common;
 pub mod dqn;

@@ -17,8 +17,10 @@ use super::actions::ActionKind;
 use super::collect::{Memory, RolloutCollector};
 use super::learner::{Counters, Learner, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
-use super::rollout::RolloutBuffer;
-use crate::nn::{ActorCritic, named_parameters, trainable_parameters_in_order};
+use super::rollout::{Batch, RolloutBuffer};
+use crate::nn::{
+    ActorCritic, EntropyUse, Evaluation, named_parameters, trainable_parameters_in_order,
+};
 
 /// An on-policy update rule: what PPO and A2C each do with a full rollout buffer.
 pub trait PolicyUpdate {
@@ -295,4 +297,23 @@ fn memory_from_bytes(bytes: &[u8], like: &Memory, global_step: u64) -> Result<Me
             .to_device(device),
         starts: Tensor::from_slice(starts).to_device(device),
     })
+}
+
+/// The policy's evaluation of a (micro-)batch's rows, as PPO's and A2C's losses read it: step by step from the initial states for
+/// environment sequences, else row by row.
+pub(crate) fn evaluate_rows(
+    model: &ActorCritic,
+    batch: &Batch,
+    entropy: EntropyUse,
+) -> Result<Evaluation> {
+    match &batch.sequences {
+        Some(sequences) => model.evaluate_recurrent(
+            &batch.obs,
+            &batch.actions,
+            &sequences.starts,
+            &sequences.initial_state,
+            entropy,
+        ),
+        None => model.evaluate(&batch.obs, &batch.actions, entropy),
+    }
 }

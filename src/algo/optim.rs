@@ -218,10 +218,6 @@ impl Optimizer {
         &self.params
     }
 
-    pub fn parameter_names(&self) -> &[String] {
-        &self.names
-    }
-
     /// Optimizer steps taken (Adam's bias correction depends on it; checkpoint it).
     pub fn step_count(&self) -> u64 {
         self.steps

@@ -22,7 +22,7 @@ use super::common::{
     step_on_gradients,
 };
 use super::learner::Scalars;
-use super::on_policy::{PolicyUpdate, UpdateAt};
+use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows};
 use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, MinibatchSampler, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
@@ -582,25 +582,6 @@ impl MinibatchPart {
             let share = 1.0 / self.micro_batches as f64;
             accumulate_gradients(&(loss * share), self.is_last, collective);
         }
-    }
-}
-
-/// The policy's evaluation of a (micro-)batch's rows: step by step from the initial states for
-/// environment sequences, else row by row.
-pub(crate) fn evaluate_rows(
-    model: &ActorCritic,
-    batch: &Batch,
-    entropy: EntropyUse,
-) -> Result<Evaluation> {
-    match &batch.sequences {
-        Some(sequences) => model.evaluate_recurrent(
-            &batch.obs,
-            &batch.actions,
-            &sequences.starts,
-            &sequences.initial_state,
-            entropy,
-        ),
-        None => model.evaluate(&batch.obs, &batch.actions, entropy),
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::DistError;
-use super::group::{Store, with_deadline};
+use super::store::{Store, with_deadline};
 
 const BEAT: Duration = Duration::from_millis(200);
 /// How long a counter must stand still for its rank to count as silent: several beats, so a

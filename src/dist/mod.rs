@@ -1,23 +1,27 @@
-//! Everything between ranks: the c10d shim's safe wrapper ([`ProcessGroup`], [`Store`]) and the
-//! rendezvous protocol. The rest of tandem sees other ranks only through this module.
+//! Everything between ranks: the c10d shim's safe wrapper ([`ProcessGroup`], [`Store`]), what a
+//! rank joins with ([`GroupOptions`]) and the rendezvous protocol. The rest of tandem sees other ranks only through this module.
 
 pub mod ddp;
 mod ffi;
 pub mod group;
 mod liveness;
+mod options;
 mod relay;
 mod rendezvous;
 pub mod sched;
+mod store;
 
 use std::time::Duration;
 
 pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
-    Backend, GroupOptions, Layout, ProcessGroup, ReduceOp, Store, bind_device, check_interfaces,
-    compiled_backends, free_loopback_port, libtorch_version, set_cuda_device,
+    Layout, ProcessGroup, ReduceOp, bind_device, check_interfaces, compiled_backends,
+    free_loopback_port, libtorch_version, set_cuda_device,
 };
 pub use liveness::Peers;
+pub use options::{Backend, GroupOptions};
 pub use relay::JobSecret;
+pub use store::Store;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {

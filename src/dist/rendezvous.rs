@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use super::DistError;
-use super::group::{GroupOptions, Store};
+use super::options::GroupOptions;
+use super::store::Store;
 
 fn rank_key(rank: usize) -> String {
     format!("tandem/rendezvous/rank/{rank}")

@@ -277,18 +277,23 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     let mut children = Vec::new();
     for rank in ranks.clone() {
         let device = req.experiment.devices[rank].to_string();
+        let args = worker::WorkerArgs {
+            rank,
+            world_size: world,
+            local_rank: rank - ranks.start,
+            local_world_size: ranks.len(),
+            device,
+            master_addr: req.layout.master_addr.clone(),
+            master_port,
+            run_dir: req.run_dir.clone(),
+            resume: req.resume,
+            quiet: req.quiet,
+            origin: req.origin.clone(),
+            gloo_interfaces: req.gloo_interfaces.clone(),
+        };
         let mut cmd = Command::new(&exe);
         cmd.arg("__worker")
-            .args(["--rank", &rank.to_string()])
-            .args(["--world-size", &world.to_string()])
-            .args(["--local-rank", &(rank - ranks.start).to_string()])
-            .args(["--device", &device])
-            .args(["--master-addr", &req.layout.master_addr])
-            .args(["--master-port", &master_port.to_string()])
-            .arg("--run-dir")
-            .arg(&req.run_dir)
-            .args(["--local-world-size", &ranks.len().to_string()])
-            .args(["--job-from", &req.origin])
+            .args(args.to_args())
             .env_remove(credential::ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::inherit())
@@ -301,15 +306,6 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             && std::env::var_os("OMP_WAIT_POLICY").is_none()
         {
             cmd.env("GOMP_SPINCOUNT", WORKER_GOMP_SPINCOUNT);
-        }
-        if req.resume {
-            cmd.arg("--resume");
-        }
-        if !req.gloo_interfaces.is_empty() {
-            cmd.args(["--gloo-ifname", &req.gloo_interfaces.join(",")]);
-        }
-        if req.quiet {
-            cmd.arg("--quiet");
         }
         // SAFETY: the closure runs in the forked child before exec, where only
         // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
@@ -598,23 +594,49 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) -> Option<String> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// `tandem train` as the command line states it.
-#[derive(Debug, Clone, Default)]
+/// `tandem train` as the command line states it (clap reads it; its field docs are the help).
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct TrainRequest {
+    /// The experiment file (`-` reads standard input).
+    #[arg(value_name = "FILE")]
     pub file: Option<String>,
+    /// Override a value: PATH=VALUE, e.g. `train.max-steps=4096`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
     pub sets: Vec<String>,
+    /// Where the run's files go (default: runs/<experiment>/<UTC time>).
+    #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Continue the run in RUN_DIR from its newest checkpoint, under the config it was written
+    /// with: --set may change `devices` (another number of ranks) and --max-steps where it
+    /// stops; anything else needs --allow-config-change.
+    #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
-    /// Continue `run_dir` when it holds a checkpoint, start it otherwise (a requeued job).
+    /// With FILE and --run-dir DIR: continue DIR when it holds a checkpoint (the config must be
+    /// the run's), start it otherwise; a requeued job runs the same command again.
+    #[arg(long)]
     pub resume_if_exists: bool,
-    /// Let a resume run a config that differs from its checkpoint's beyond `devices` and
-    /// `train.max-steps` (the change is recorded in `config-changes.log`).
+    /// Let a resume run a config that differs from its checkpoint's in more than `devices` and
+    /// `train.max-steps`; the change is recorded in RUN_DIR/config-changes.log.
+    #[arg(long)]
     pub allow_config_change: bool,
+    /// Stop after this many global environment steps (schedules still use train.total-steps).
+    #[arg(long, value_name = "STEPS")]
     pub max_steps: Option<u64>,
+    /// Only warnings and errors on the console.
+    #[arg(long, short)]
     pub quiet: bool,
+    /// Number of machines in the job (one launcher per machine; default 1, or what the
+    /// scheduler's variables say: docs/distributed.md, "Schedulers").
+    #[arg(long)]
     pub nnodes: Option<usize>,
+    /// This machine's index in the job.
+    #[arg(long)]
     pub node_rank: Option<usize>,
+    /// Address of node 0, where rank 0 hosts the rendezvous store.
+    #[arg(long)]
     pub master_addr: Option<String>,
+    /// Port of the rendezvous store on node 0.
+    #[arg(long)]
     pub master_port: Option<u16>,
 }
 

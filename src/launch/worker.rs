@@ -16,24 +16,80 @@ use super::credential::Credential;
 use crate::dist::{Backend, GroupOptions, ProcessGroup};
 use crate::train::{Outcome, RankContext, Stop};
 
-/// What a worker is told on its command line.
-#[derive(Debug, Clone)]
+/// What a worker is told on its command line (`tandem __worker ...`): parsed there by clap, and
+/// written by the launcher with [`WorkerArgs::to_args`], so the two cannot drift apart.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct WorkerArgs {
+    #[arg(long)]
     pub rank: usize,
+    #[arg(long)]
     pub world_size: usize,
+    #[arg(long)]
     pub local_rank: usize,
+    #[arg(long)]
     pub local_world_size: usize,
+    #[arg(long)]
     pub device: String,
+    #[arg(long)]
     pub master_addr: String,
+    #[arg(long)]
     pub master_port: u16,
+    #[arg(long)]
     pub run_dir: PathBuf,
+    #[arg(long)]
     pub resume: bool,
+    #[arg(long)]
     pub quiet: bool,
     /// Where this rank's place in the job came from (flags, scheduler variables), for its first
-    /// log line ([`super::job_env::JobEnv::origin`]).
+    /// log line (what `JobEnv::origin` says).
+    #[arg(long = "job-from", value_name = "JOB_FROM", default_value = "")]
     pub origin: String,
     /// Network interfaces for Gloo (`GLOO_SOCKET_IFNAME`, as the launcher read it).
+    #[arg(
+        long = "gloo-ifname",
+        value_name = "GLOO_IFNAME",
+        value_delimiter = ','
+    )]
     pub gloo_interfaces: Vec<String>,
+}
+
+impl WorkerArgs {
+    /// The command-line arguments after `__worker` that clap parses back into `self`. Each value
+    /// is joined to its flag (`--run-dir=DIR`), so one that starts with `-` is still a value.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let pair = |flag: &str, value: &std::ffi::OsStr| {
+            let mut arg = std::ffi::OsString::from(format!("{flag}="));
+            arg.push(value);
+            arg
+        };
+        let mut out = vec![
+            pair("--rank", self.rank.to_string().as_ref()),
+            pair("--world-size", self.world_size.to_string().as_ref()),
+            pair("--local-rank", self.local_rank.to_string().as_ref()),
+            pair(
+                "--local-world-size",
+                self.local_world_size.to_string().as_ref(),
+            ),
+            pair("--device", self.device.as_ref()),
+            pair("--master-addr", self.master_addr.as_ref()),
+            pair("--master-port", self.master_port.to_string().as_ref()),
+            pair("--run-dir", self.run_dir.as_os_str()),
+            pair("--job-from", self.origin.as_ref()),
+        ];
+        if !self.gloo_interfaces.is_empty() {
+            out.push(pair(
+                "--gloo-ifname",
+                self.gloo_interfaces.join(",").as_ref(),
+            ));
+        }
+        if self.resume {
+            out.push("--resume".into());
+        }
+        if self.quiet {
+            out.push("--quiet".into());
+        }
+        out
+    }
 }
 
 /// Runs a worker whose job secret and resolved config arrive on stdin.
@@ -107,7 +163,8 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
     // docs/design.md, "The device is bound before any tensor exists".
     let device = crate::dist::bind_device(&args.device)?;
 
-    crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
+    let console =
+        crate::logging::init_worker(&args.run_dir, args.rank, &experiment.log, args.quiet)?;
     log_rank_setting(args, flushing, pinned.as_deref());
     let threads = size_thread_pools(&experiment, args, pinned.as_deref());
     tracing::info!(
@@ -129,6 +186,7 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         run_dir: args.run_dir.clone(),
         resume: args.resume,
         threads,
+        console,
         stop_requested,
     });
     outcome.map_err(|e| name_the_lost(e, &peers))
@@ -406,9 +464,46 @@ fn backend_for(setting: tandem_config::SyncBackend, device: tch::Device) -> Back
 
 #[cfg(test)]
 mod tests {
-    use super::{backend_for, core_slice};
+    use super::{WorkerArgs, backend_for, core_slice};
     use crate::dist::Backend;
     use tandem_config::SyncBackend;
+
+    #[derive(clap::Parser)]
+    struct Worker {
+        #[command(flatten)]
+        args: WorkerArgs,
+    }
+
+    fn round_trip(args: &WorkerArgs) -> WorkerArgs {
+        use clap::Parser;
+        let mut argv: Vec<std::ffi::OsString> = vec!["__worker".into()];
+        argv.extend(args.to_args());
+        Worker::try_parse_from(argv).expect("parses").args
+    }
+
+    #[test]
+    fn what_the_launcher_writes_the_worker_reads_back() {
+        let mut args = WorkerArgs {
+            rank: 3,
+            world_size: 4,
+            local_rank: 1,
+            local_world_size: 2,
+            device: "cpu".into(),
+            master_addr: "10.0.0.1".into(),
+            master_port: 29500,
+            run_dir: "-runs/a b/c".into(),
+            resume: true,
+            quiet: false,
+            origin: "--from a flag, SLURM_PROCID".into(),
+            gloo_interfaces: vec!["eth0".into(), "eth1".into()],
+        };
+        assert_eq!(round_trip(&args), args);
+        args.resume = false;
+        args.quiet = true;
+        args.origin = String::new();
+        args.gloo_interfaces.clear();
+        assert_eq!(round_trip(&args), args);
+    }
 
     #[test]
     fn sync_backend_auto_follows_the_device_and_gloo_or_nccl_override_it() {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tracing_indicatif::span_ext::IndicatifSpanExt;
 
-use crate::logging::{ConsoleKind, console_kind};
+use crate::logging::ConsoleKind;
 
 pub struct Console {
     kind: ConsoleKind,
@@ -19,13 +19,14 @@ pub struct Console {
 }
 
 impl Console {
-    /// `active` is true on rank 0 only.
-    pub fn new(active: bool, total_steps: u64, start_step: u64) -> Console {
-        let kind = if active {
-            console_kind()
-        } else {
-            ConsoleKind::Quiet
-        };
+    /// What this console shows.
+    pub fn kind(&self) -> ConsoleKind {
+        self.kind
+    }
+
+    /// `active` is true on rank 0 only; `kind` is what logging set up for this rank.
+    pub fn new(active: bool, kind: ConsoleKind, total_steps: u64, start_step: u64) -> Console {
+        let kind = if active { kind } else { ConsoleKind::Quiet };
         let span = (kind == ConsoleKind::Progress).then(|| {
             let span = tracing::info_span!("train");
             span.pb_set_style(

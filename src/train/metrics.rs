@@ -151,10 +151,6 @@ impl RecentEpisodes {
     pub fn mean_score_last(&self, n: usize) -> Option<f64> {
         mean(self.newest(n).map(|e| e.score))
     }
-
-    pub fn mean_length(&self) -> Option<f64> {
-        mean(self.episodes.iter().map(|e| e.length))
-    }
 }
 
 fn mean(values: impl ExactSizeIterator<Item = f64>) -> Option<f64> {

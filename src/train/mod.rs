@@ -29,6 +29,8 @@ pub struct RankContext {
     pub resume: bool,
     /// libtorch intra-op threads and environment threads of this rank.
     pub threads: usize,
+    /// What rank 0's console shows (logging chose it from the config and the terminal).
+    pub console: crate::logging::ConsoleKind,
     /// Whether this process was asked to stop, and why. Any rank's request counts: the ranks
     /// vote after every round, so all stop after the same update.
     pub stop_requested: Box<dyn Fn() -> Option<Stop> + Send>,

@@ -27,7 +27,7 @@ use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, open_summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
-use crate::algo::learner::{self, Counters, Learner, Limits, Phases, Resumed, Round};
+use crate::algo::learner::{Counters, Learner, Limits, Phases, Resumed, Round};
 use crate::dist::{Ddp, SyncPolicy};
 use crate::seeds::{Purpose, derived_seed};
 
@@ -97,6 +97,7 @@ impl Run {
             run_dir,
             resume,
             threads,
+            console,
             stop_requested,
         } = ctx;
         let (rank, world) = (pg.rank(), pg.world_size());
@@ -104,7 +105,7 @@ impl Run {
         // Ranks initialise differently on purpose; the broadcast below makes rank 0's weights
         // everyone's.
         tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
-        let mut learner = learner::build(&exp, &envs, rank, world, device)?;
+        let mut learner = crate::algo::build::build(&exp, &envs, rank, world, device)?;
         let trainable = learner.trainable_parameters();
         let policy = sync_policy(&exp);
         tracing::info!(
@@ -157,7 +158,7 @@ impl Run {
             envs.reset();
         }
         Ok(Run {
-            console: Console::new(rank == 0, limits.stop_step, step),
+            console: Console::new(rank == 0, console, limits.stop_step, step),
             interval: LogInterval::new(step),
             loop_start: (Instant::now(), step, process_cpu_seconds()),
             exp,
@@ -303,9 +304,7 @@ impl Run {
         self.console
             .update(step, self.recent.mean_return(), decisions.log);
         if decisions.log {
-            if self.rank == 0
-                && crate::logging::console_kind() != crate::logging::ConsoleKind::Plain
-            {
+            if self.rank == 0 && self.console.kind() != crate::logging::ConsoleKind::Plain {
                 tracing::debug!(
                     "update {}: {:?}",
                     self.counters.update,

@@ -1,4 +1,5 @@
-//! The catalogue of games the config language names: the classic-control and MinAtar games
+//! The games the config language names ([`Game`], and the [`Observation`] each one produces)
+//! and their catalogue: the classic-control and MinAtar games
 //! written out here, and every Atari ROM that tandem-ale's ALE loads, from the table
 //! generated from ALE (`catalogue/atari.rs`). For each game it holds what the resolver checks
 //! wrappers, networks and learners against (observation, action space, lives, FIRE), and it
@@ -12,7 +13,155 @@ mod atari;
 use std::fmt;
 
 use crate::diag::closest;
-use crate::model::{Color, Game, Observation};
+
+/// The game of an experiment: one of the catalogue (see [`games`](crate::games)), or a
+/// gymnasium environment with the parameters of its bridge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Game {
+    Cartpole,
+    Acrobot,
+    MountainCar,
+    MountainCarContinuous,
+    Pendulum,
+    MinatarBreakout,
+    MinatarAsterix,
+    MinatarFreeway,
+    MinatarSpaceInvaders,
+    MinatarSeaquest,
+    /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
+    /// `atari-space-invaders`).
+    Atari {
+        rom: &'static str,
+    },
+    Gymnasium(Gymnasium),
+}
+
+impl Game {
+    /// What the resolver knows of the game; `None` for gymnasium, whose spaces are known once
+    /// the environment is built.
+    pub fn info(&self) -> Option<GameInfo> {
+        info(self)
+    }
+
+    /// The name in `env "<name>"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Game::Gymnasium(_) => "gymnasium",
+            game => game.info().map_or("", |i| i.name),
+        }
+    }
+
+    /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
+    /// which needs its settings.
+    pub fn from_name(name: &str) -> Option<Game> {
+        by_name(name)
+    }
+}
+
+/// A gymnasium environment run by the bridge's Python worker processes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gymnasium {
+    /// The id passed to `gymnasium.make`, e.g. `CartPole-v1`.
+    pub id: String,
+    /// The interpreter the workers run on.
+    pub python: String,
+    /// Modules imported before `gymnasium.make` (to register environments), in order.
+    pub imports: Vec<String>,
+    /// Keyword arguments of `gymnasium.make`, sorted by name.
+    pub make_args: Vec<(String, Scalar)>,
+    /// Worker processes per rank.
+    pub workers: usize,
+    /// Seconds one step (or reset) of a worker may take before the run stops.
+    pub step_timeout_s: f64,
+}
+
+/// One value of a keyword argument (`make-args`), as Python receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    /// Python's `None`.
+    Null,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Color {
+    Rgb,
+    Gray,
+}
+
+/// The shape and nature of an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observation {
+    /// Floats; frame stacking multiplies the length.
+    Vector { len: usize },
+    /// Binary feature planes (MinAtar); frame stacking multiplies the channels.
+    Planes {
+        height: usize,
+        width: usize,
+        channels: usize,
+    },
+    /// Camera frames of bytes; `frames` stacked frames of 3 (RGB) or 1 (gray) channels.
+    Image {
+        height: usize,
+        width: usize,
+        color: Color,
+        frames: usize,
+    },
+}
+
+impl Observation {
+    /// Channel-first shape as the network sees it: `[len]` or `[channels, height, width]`.
+    pub fn shape(&self) -> Vec<usize> {
+        match *self {
+            Observation::Vector { len } => vec![len],
+            Observation::Planes {
+                height,
+                width,
+                channels,
+            } => vec![channels, height, width],
+            Observation::Image {
+                height,
+                width,
+                color,
+                frames,
+            } => {
+                let per_frame = if color == Color::Rgb { 3 } else { 1 };
+                vec![per_frame * frames, height, width]
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match *self {
+            Observation::Vector { len } => format!("a vector of {len} floats"),
+            Observation::Planes {
+                height,
+                width,
+                channels,
+            } => format!("{height}x{width}x{channels} binary planes"),
+            Observation::Image {
+                height,
+                width,
+                color,
+                frames,
+            } => {
+                let c = if color == Color::Rgb {
+                    "RGB"
+                } else {
+                    "grayscale"
+                };
+                if frames == 1 {
+                    format!("{height}x{width} {c} images")
+                } else {
+                    format!("{frames} stacked {height}x{width} {c} images")
+                }
+            }
+        }
+    }
+}
 
 /// What a game accepts as an action, as far as the resolver needs to know.
 #[derive(Debug, Clone, Copy, PartialEq)]

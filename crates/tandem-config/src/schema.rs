@@ -1201,6 +1201,17 @@ pub(crate) fn section(name: &str) -> Option<&'static Section> {
     SECTIONS.iter().skip(1).find(|s| s.name == name).copied()
 }
 
+/// Whether setting `name` of section number `section` (of any kind) is written as a block of
+/// child nodes (the wrapper list, keyword arguments) rather than as values.
+pub(crate) fn takes_a_block(section: usize, name: &str) -> bool {
+    let section = SECTIONS[section];
+    section
+        .common
+        .iter()
+        .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
+        .any(|f| f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args))
+}
+
 pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     WrapperSpec {
         name: "noop-reset",

@@ -436,6 +436,23 @@ impl ObsStore {
     }
 }
 
+/// The actions of one step of a group of environments, checked against the space.
+#[derive(Clone, Copy)]
+pub(crate) enum GroupActions<'a> {
+    Discrete(&'a [i64]),
+    Box { values: &'a [f32], dim: usize },
+}
+
+impl<'a> GroupActions<'a> {
+    /// The action of the group's `k`-th environment.
+    pub(crate) fn get(self, k: usize) -> Action<'a> {
+        match self {
+            GroupActions::Discrete(indices) => Action::Discrete(indices[k] as usize),
+            GroupActions::Box { values, dim } => Action::Box(&values[k * dim..(k + 1) * dim]),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

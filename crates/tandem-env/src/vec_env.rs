@@ -47,7 +47,9 @@ use crate::env::Env;
 use crate::gym::{GymInfo, Pool as GymPool, Sent};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
-use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
+use crate::space::{
+    Action, ActionSpace, Dtype, GroupActions, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore,
+};
 use crate::spec::{EnvSpec, GameSpec, make_env, wrap_chain};
 
 /// Statistics of one finished game (all lives, under episodic-life).
@@ -231,23 +233,6 @@ type StepItem<'a> = (
         (&'a mut bool, &'a mut bool),
     ),
 );
-
-/// The actions of one step of a group of environments, checked against the space.
-#[derive(Clone, Copy)]
-pub(crate) enum GroupActions<'a> {
-    Discrete(&'a [i64]),
-    Box { values: &'a [f32], dim: usize },
-}
-
-impl<'a> GroupActions<'a> {
-    /// The action of the group's `k`-th environment.
-    pub(crate) fn get(self, k: usize) -> Action<'a> {
-        match self {
-            GroupActions::Discrete(indices) => Action::Discrete(indices[k] as usize),
-            GroupActions::Box { values, dim } => Action::Box(&values[k * dim..(k + 1) * dim]),
-        }
-    }
-}
 
 /// Running statistics shared by position `k` in every environment's chain.
 #[derive(Debug, Clone)]
@@ -579,23 +564,6 @@ impl VecEnv {
         };
         self.reset_impl(seeds.as_deref());
         &self.obs
-    }
-
-    /// Resets every environment with explicit seeds (one per environment).
-    pub fn reset_with_seeds(&mut self, seeds: &[u64]) -> Result<&[f32], EnvError> {
-        if seeds.len() != self.slots.len() {
-            return Err(EnvError::InvalidArgument(format!(
-                "{} seeds given for {} environments",
-                seeds.len(),
-                self.slots.len()
-            )));
-        }
-        self.seeded = true;
-        self.reset_impl(Some(seeds));
-        if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
-            return Err(error);
-        }
-        Ok(&self.obs)
     }
 
     fn reset_impl(&mut self, seeds: Option<&[u64]>) {
@@ -1154,11 +1122,6 @@ impl VecEnv {
         }
     }
 
-    /// Kinds of the normalising wrappers in chain order (innermost first).
-    pub fn normalizer_kinds(&self) -> Vec<NormKind> {
-        self.norms.iter().map(|n| n.kind).collect()
-    }
-
     /// Effective statistics of each normaliser (synced plus this rank's delta): what
     /// observations are normalised with, and what a checkpoint should save.
     pub fn normalizer_stats(&self) -> Vec<NormStats> {
@@ -1205,14 +1168,6 @@ impl VecEnv {
         }
         self.push_effective_stats();
         Ok(())
-    }
-
-    /// Freezes (false) or resumes (true) updating the normaliser statistics.
-    pub fn set_normalizer_update(&mut self, update: bool) {
-        for slot in &mut self.slots {
-            slot.env
-                .visit_normalizers(&mut |n: &mut Normalizer| n.update = update);
-        }
     }
 
     fn check_norm_shapes(&self, stats: &[NormStats]) -> Result<(), EnvError> {

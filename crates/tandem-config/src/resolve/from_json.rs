@@ -16,7 +16,6 @@
 use kdl::{KdlDocument, KdlEntry, KdlIdentifier, KdlNode, KdlValue};
 use miette::SourceSpan;
 
-use super::load::takes_a_block;
 use super::section_index;
 use crate::diag::{DiagBuilder, SourceId, error};
 use crate::json::{self, Json, Member, Spanned};
@@ -198,7 +197,7 @@ impl Translator {
     fn field(&mut self, m: &Member, section: usize) -> KdlNode {
         let mut node = KdlNode::new(ident(&m.key, m.key_span));
         node.set_span(span_to(m.key_span, m.value.span));
-        let is_block = takes_a_block(section, &m.key);
+        let is_block = schema::takes_a_block(section, &m.key);
         match &m.value.value {
             Json::Array(items) if items.is_empty() && is_block => {
                 node.set_children(block(Vec::new(), m.value.span));

@@ -642,8 +642,7 @@ impl Loader {
             return;
         };
         // Block-valued settings: the value text is the block's content.
-        let is_block =
-            matches!(&target, Target::Field { section, name, .. } if takes_a_block(*section, name));
+        let is_block = matches!(&target, Target::Field { section, name, .. } if schema::takes_a_block(*section, name));
         // Parse the value at its own offset so spans point into the `--set` text.
         let synthetic = if is_block {
             format!("{}{value_text}", " ".repeat(eq + 1))
@@ -770,15 +769,4 @@ fn all_paths() -> Vec<String> {
         }
     }
     paths
-}
-
-/// Whether setting `name` of section number `section` (of any kind) is written as a block of
-/// child nodes (the wrapper list, keyword arguments) rather than as values.
-pub(super) fn takes_a_block(section: usize, name: &str) -> bool {
-    let section = SECTIONS[section];
-    section
-        .common
-        .iter()
-        .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
-        .any(|f| f.name == name && matches!(f.ty, schema::Ty::Wrappers | schema::Ty::Args))
 }

@@ -53,9 +53,10 @@ use std::time::{Duration, Instant};
 
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
-use crate::space::{Action, ActionSpace, Dtype, Layout as ImageLayout, ObsBuf, ObsSpace};
+use crate::space::{
+    Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
+};
 use crate::spec::{EnvSpec, WrapperSpec};
-use crate::vec_env::GroupActions;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
 
