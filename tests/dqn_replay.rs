@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tandem::algo::actions::{ActionBatch, ActionKind};
 use tandem::algo::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
 use tandem_env::rng::Xoshiro256;
-use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec};
+use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper};
 
 /// The leaf a prefix mass falls into, by a linear scan.
 fn brute_force_find(priorities: &[f64], mass: f64) -> usize {
@@ -362,8 +362,8 @@ fn frame_storage_rebuilds_cartpole_stacks_across_terminations_and_truncations() 
     let spec = EnvSpec {
         game: GameSpec::CartPole,
         wrappers: vec![
-            WrapperSpec::TimeLimit { max_steps: 13 },
-            WrapperSpec::FrameStack { frames: 4 },
+            Wrapper::TimeLimit { max_steps: 13 },
+            Wrapper::FrameStack { n: 4 },
         ],
     };
     check_frame_storage(spec, 4, false, 60);
@@ -377,8 +377,8 @@ fn frame_storage_rebuilds_minatar_stacks_as_bytes() {
             full_action_set: false,
         },
         wrappers: vec![
-            WrapperSpec::TimeLimit { max_steps: 7 },
-            WrapperSpec::FrameStack { frames: 3 },
+            Wrapper::TimeLimit { max_steps: 7 },
+            Wrapper::FrameStack { n: 3 },
         ],
     };
     check_frame_storage(spec, 3, true, 50);
@@ -573,8 +573,8 @@ fn a_sample_between_the_halves_of_a_push_is_the_sample_after_the_whole_push() {
     let spec = EnvSpec {
         game: GameSpec::CartPole,
         wrappers: vec![
-            WrapperSpec::TimeLimit { max_steps: 9 },
-            WrapperSpec::FrameStack { frames: 2 },
+            Wrapper::TimeLimit { max_steps: 9 },
+            Wrapper::FrameStack { n: 2 },
         ],
     };
     let num_envs = 2;

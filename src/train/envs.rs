@@ -1,13 +1,13 @@
-//! A rank's environments: built from the resolved config (the config's game and wrappers mapped
-//! onto tandem-env's specs, every environment's seed derived from the experiment seed and the
+//! A rank's environments: built from the resolved config (the config's game mapped onto
+//! tandem-env's spec, its wrappers taken as they are, every environment's seed derived from the experiment seed and the
 //! environment's global index, so no two ranks see the same stream and a run is reproducible),
 //! their normalisers kept equal across ranks, and both carried through checkpoints.
 
 use anyhow::{Context, Result};
 use std::time::Duration;
 
-use tandem_config::{Experiment, Game, Gymnasium, Scalar, Wrapper};
-use tandem_env::{EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, WrapperSpec};
+use tandem_config::{Experiment, Game, Gymnasium, Scalar};
+use tandem_env::{EnvSpec, GameSpec, GymSpec, GymValue, VecEnv};
 use tch::Tensor;
 
 use super::checkpoint::{self, Checkpoint};
@@ -50,7 +50,7 @@ pub fn env_spec(experiment: &Experiment) -> Result<EnvSpec> {
         Game::Pendulum => GameSpec::Pendulum,
         Game::Gymnasium(gym) => GameSpec::Gymnasium(gym_spec(gym)?),
     };
-    let wrappers = experiment.env.wrappers.iter().map(wrapper_spec).collect();
+    let wrappers = experiment.env.wrappers.clone();
     Ok(EnvSpec { game, wrappers })
 }
 
@@ -79,34 +79,6 @@ fn gym_spec(gym: &Gymnasium) -> Result<GymSpec> {
         step_timeout,
         ..GymSpec::new(gym.id.clone())
     })
-}
-
-fn wrapper_spec(w: &Wrapper) -> WrapperSpec {
-    match *w {
-        Wrapper::NoopReset { max } => WrapperSpec::NoopReset { max_noops: max },
-        Wrapper::FireReset => WrapperSpec::FireReset,
-        Wrapper::FrameSkip { n, max_pool } => WrapperSpec::FrameSkip { skip: n, max_pool },
-        Wrapper::EpisodicLife => WrapperSpec::EpisodicLife,
-        Wrapper::Resize { height, width } => WrapperSpec::Resize {
-            height: height as usize,
-            width: width as usize,
-        },
-        Wrapper::Grayscale => WrapperSpec::Grayscale,
-        Wrapper::ClipReward => WrapperSpec::ClipReward,
-        Wrapper::FrameStack { n } => WrapperSpec::FrameStack { frames: n },
-        Wrapper::TimeLimit { max_steps } => WrapperSpec::TimeLimit { max_steps },
-        Wrapper::StickyActions { probability } => WrapperSpec::StickyActions { prob: probability },
-        Wrapper::NormalizeObs { clip } => WrapperSpec::NormalizeObs {
-            clip: clip as f32,
-            epsilon: 1e-8,
-        },
-        Wrapper::NormalizeReward { gamma, clip } => WrapperSpec::NormalizeReward {
-            gamma,
-            clip: clip as f32,
-            epsilon: 1e-8,
-        },
-        Wrapper::KeepObs { mask } => WrapperSpec::KeepObs { mask },
-    }
 }
 
 /// This rank's share of the environments: global indices `rank * n .. (rank + 1) * n`.

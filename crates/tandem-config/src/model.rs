@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+pub use tandem_spec::Wrapper;
+
 pub use crate::catalogue::{
     ActionSpace, Color, Family, Game, GameInfo, Gymnasium, Observation, Scalar,
 };
@@ -226,66 +228,6 @@ pub struct Td3 {
     pub target_noise_clip: f64,
     pub max_grad_norm: Option<f64>,
     pub checkpoint_replay: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Wrapper {
-    NoopReset {
-        max: u32,
-    },
-    FireReset,
-    FrameSkip {
-        n: u32,
-        max_pool: bool,
-    },
-    EpisodicLife,
-    Resize {
-        height: u32,
-        width: u32,
-    },
-    Grayscale,
-    ClipReward,
-    FrameStack {
-        n: u32,
-    },
-    TimeLimit {
-        max_steps: u64,
-    },
-    StickyActions {
-        probability: f64,
-    },
-    NormalizeObs {
-        clip: f64,
-    },
-    NormalizeReward {
-        gamma: f64,
-        clip: f64,
-    },
-    /// Observe only the entries of a vector observation whose bits `mask` sets (bit i:
-    /// entry i), in ascending order.
-    KeepObs {
-        mask: u64,
-    },
-}
-
-impl Wrapper {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Wrapper::NoopReset { .. } => "noop-reset",
-            Wrapper::FireReset => "fire-reset",
-            Wrapper::FrameSkip { .. } => "frame-skip",
-            Wrapper::EpisodicLife => "episodic-life",
-            Wrapper::Resize { .. } => "resize",
-            Wrapper::Grayscale => "grayscale",
-            Wrapper::ClipReward => "clip-reward",
-            Wrapper::FrameStack { .. } => "frame-stack",
-            Wrapper::TimeLimit { .. } => "time-limit",
-            Wrapper::StickyActions { .. } => "sticky-actions",
-            Wrapper::NormalizeObs { .. } => "normalize-obs",
-            Wrapper::NormalizeReward { .. } => "normalize-reward",
-            Wrapper::KeepObs { .. } => "keep-obs",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

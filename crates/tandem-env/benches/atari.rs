@@ -15,9 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
-use tandem_env::{
-    Env, EnvSpec, GameSpec, ObsBuf, VecEnv, WrapperSpec, env_seeds, make_env, wrappers,
-};
+use tandem_env::{Env, EnvSpec, GameSpec, ObsBuf, VecEnv, Wrapper, env_seeds, make_env, wrappers};
 
 /// A fixed pseudo-random policy (same spirit as the Python side's uniform actions).
 struct Policy(u64);
@@ -92,15 +90,15 @@ fn gymnasium_equivalent() -> Box<dyn Env> {
     let game = AtariGame::new(config, 1).expect("Breakout loads (run scripts/setup-ale first)");
     let mut env: Box<dyn Env> = Box::new(GymNoopReset::new(game, 30).expect("noop_max > 0"));
     let chain = [
-        WrapperSpec::FrameSkip {
-            skip: 4,
+        Wrapper::FrameSkip {
+            n: 4,
             max_pool: true,
         },
-        WrapperSpec::Resize {
+        Wrapper::Resize {
             height: 84,
             width: 84,
         },
-        WrapperSpec::FrameStack { frames: 4 },
+        Wrapper::FrameStack { n: 4 },
     ];
     for (index, wrapper) in chain.iter().enumerate() {
         env = wrappers::wrap(wrapper, index + 1, env, 0).expect("wrapper fits");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tandem_env::minatar::Breakout;
 use tandem_env::space::{Dtype, Layout, ObsBuf, ObsSpace};
-use tandem_env::{Env, EnvSpec, GameSpec, Step, VecEnv, WrapperSpec, env_seeds, wrappers};
+use tandem_env::{Env, EnvSpec, GameSpec, Step, VecEnv, Wrapper, env_seeds, wrappers};
 
 fn seconds() -> f64 {
     std::env::var("TANDEM_BENCH_SECONDS")
@@ -242,7 +242,7 @@ fn main() {
         ),
         (
             "minatar-breakout + frame-stack 4",
-            minatar("minatar-breakout").with(WrapperSpec::FrameStack { frames: 4 }),
+            minatar("minatar-breakout").with(Wrapper::FrameStack { n: 4 }),
             None,
         ),
     ];

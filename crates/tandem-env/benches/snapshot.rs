@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec, env_seeds};
+use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
 
 fn seconds() -> f64 {
     std::env::var("TANDEM_BENCH_SECONDS")
@@ -68,7 +68,7 @@ fn main() {
     println!("snapshot and restore time in units of one batch step of the same batch");
     measure("cartpole", &EnvSpec::new(GameSpec::CartPole), 64);
     let minatar = EnvSpec::new(GameSpec::from_name("minatar-breakout").expect("known"))
-        .with(WrapperSpec::with_defaults("frame-stack").expect("known"));
+        .with(Wrapper::FrameStack { n: 4 });
     measure("minatar-breakout + frame-stack", &minatar, 64);
     #[cfg(feature = "atari")]
     measure(

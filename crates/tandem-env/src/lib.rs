@@ -2,7 +2,7 @@
 //! native games (CartPole-v1; gymnasium's other classic-control games Acrobot-v1,
 //! MountainCar-v0, MountainCarContinuous-v0 and Pendulum-v1, step-for-step equal to
 //! gymnasium; the five MinAtar games, step-for-step equal to the `minatar` package),
-//! composable wrappers declared by [`WrapperSpec`], the batched [`VecEnv`] the trainer
+//! composable wrappers (tandem-spec's [`Wrapper`]), the batched [`VecEnv`] the trainer
 //! steps, and per-environment seeding. Atari games come from the `tandem-ale` crate
 //! (GPL-2.0) behind the cargo feature `atari`; any gymnasium environment id runs in
 //! Python worker processes through the [`gym`] bridge ([`GameSpec::Gymnasium`]).
@@ -10,10 +10,10 @@
 //! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:
 //!
 //! ```
-//! use tandem_env::{EnvSpec, GameSpec, VecEnv, WrapperSpec, env_seeds};
+//! use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
 //!
 //! let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout")?)
-//!     .with(WrapperSpec::with_defaults("frame-stack")?);
+//!     .with(Wrapper::FrameStack { n: 4 });
 //! // 8 environments of rank 1 in an experiment seeded 42, stepped on 2 threads.
 //! let mut envs = VecEnv::new(&spec, &env_seeds(42, 1, 0, 8), 2)?;
 //! assert_eq!(envs.obs_shape(), vec![16, 10, 10]); // 4 stacked frames of 4 channels
@@ -69,10 +69,7 @@ pub use env::{Env, RgbFrame, Step};
 pub use gym::{GymInfo, GymSpec, GymValue};
 pub use norm::NormStats;
 pub use space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
-pub use spec::{
-    EnvSpec, GAME_NAMES, GameSpec, WRAPPER_NAMES, WrapperSpec, make_env, make_game,
-    observation_space,
-};
+pub use spec::{EnvSpec, GAME_NAMES, GameSpec, Wrapper, make_env, make_game, observation_space};
 pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 
 /// Errors raised while building or driving environments.
@@ -101,9 +98,6 @@ pub enum EnvError {
     /// The game name is not known.
     #[error("unknown game `{name}`; known games: {known}")]
     UnknownGame { name: String, known: String },
-    /// The wrapper name is not known.
-    #[error("unknown wrapper `{name}`; known wrappers: {known}")]
-    UnknownWrapper { name: String, known: String },
     /// The game exists but this build left it out.
     #[error("game `{game}` needs tandem-env built with the cargo feature `{feature}`")]
     FeatureDisabled { game: String, feature: &'static str },

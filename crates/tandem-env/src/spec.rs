@@ -1,5 +1,6 @@
-//! Declarative environment specs: which game, which wrappers in which order, and
-//! [`make_env`], which builds the chain and reports wrappers that do not fit.
+//! Declarative environment specs: which game, which wrappers ([`Wrapper`], declared in
+//! tandem-spec) in which order, and [`make_env`], which builds the chain and reports wrappers
+//! that do not fit.
 
 use crate::EnvError;
 use crate::cartpole::CartPole;
@@ -10,6 +11,7 @@ use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 use crate::wrappers;
+pub use tandem_spec::Wrapper;
 
 /// The game at the bottom of a wrapper chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -253,126 +255,11 @@ impl GameSpec {
     }
 }
 
-/// One wrapper; a chain applies them in list order, the first wrapping the game.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WrapperSpec {
-    /// On reset, take between 1 and `max_noops` (uniform) no-op actions (action 0).
-    NoopReset { max_noops: u32 },
-    /// On reset, press FIRE (action 1) then action 2, as games that wait for FIRE need.
-    FireReset,
-    /// Repeat each action `skip` times, summing rewards; with `max_pool` the
-    /// observation is the element-wise max of the last two frames.
-    FrameSkip { skip: u32, max_pool: bool },
-    /// A lost life ends the agent's episode; reset then continues the same game.
-    EpisodicLife,
-    /// Shrink u8 images to `height` x `width` exactly as OpenCV's INTER_AREA does.
-    Resize { height: usize, width: usize },
-    /// u8 RGB to one luma channel exactly as OpenCV's RGB2GRAY does on u8.
-    Grayscale,
-    /// Rewards become their sign (-1, 0, 1).
-    ClipReward,
-    /// Observation = the last `frames` observations stacked on the channel axis
-    /// (oldest first), channels-first for images.
-    FrameStack { frames: u32 },
-    /// Truncate episodes after `max_steps` steps.
-    TimeLimit { max_steps: u64 },
-    /// With probability `prob` the previous action is repeated instead of the new one.
-    StickyActions { prob: f64 },
-    /// Observations become `(x - mean) / sqrt(var + epsilon)` from running statistics,
-    /// clipped to `[-clip, clip]`; the output is f32.
-    NormalizeObs { clip: f32, epsilon: f64 },
-    /// Rewards are divided by the running standard deviation of the discounted return
-    /// (discount `gamma`), clipped to `[-clip, clip]`.
-    NormalizeReward { gamma: f64, clip: f32, epsilon: f64 },
-    /// A vector observation becomes the entries whose bits `mask` sets (bit i: entry i), in
-    /// ascending order.
-    KeepObs { mask: u64 },
-}
-
-/// Wrapper names as they appear in configs, in the order of [`WrapperSpec`]'s variants.
-pub const WRAPPER_NAMES: &[&str] = &[
-    "noop-reset",
-    "fire-reset",
-    "frame-skip",
-    "episodic-life",
-    "resize",
-    "grayscale",
-    "clip-reward",
-    "frame-stack",
-    "time-limit",
-    "sticky-actions",
-    "normalize-obs",
-    "normalize-reward",
-    "keep-obs",
-];
-
-impl WrapperSpec {
-    /// The wrapper called `name` (see [`WRAPPER_NAMES`]) with its default parameters:
-    /// noop-reset 30, frame-skip 4 with max-pool, resize 84x84, frame-stack 4,
-    /// time-limit 27000 steps (108k frames at frame-skip 4), sticky-actions 0.25,
-    /// normalize-obs clip 10 epsilon 1e-8, normalize-reward gamma 0.99 clip 10 epsilon 1e-8,
-    /// keep-obs entry 0.
-    pub fn with_defaults(name: &str) -> Result<Self, EnvError> {
-        Ok(match name {
-            "noop-reset" => WrapperSpec::NoopReset { max_noops: 30 },
-            "fire-reset" => WrapperSpec::FireReset,
-            "frame-skip" => WrapperSpec::FrameSkip {
-                skip: 4,
-                max_pool: true,
-            },
-            "episodic-life" => WrapperSpec::EpisodicLife,
-            "resize" => WrapperSpec::Resize {
-                height: 84,
-                width: 84,
-            },
-            "grayscale" => WrapperSpec::Grayscale,
-            "clip-reward" => WrapperSpec::ClipReward,
-            "frame-stack" => WrapperSpec::FrameStack { frames: 4 },
-            "time-limit" => WrapperSpec::TimeLimit { max_steps: 27_000 },
-            "sticky-actions" => WrapperSpec::StickyActions { prob: 0.25 },
-            "normalize-obs" => WrapperSpec::NormalizeObs {
-                clip: 10.0,
-                epsilon: 1e-8,
-            },
-            "normalize-reward" => WrapperSpec::NormalizeReward {
-                gamma: 0.99,
-                clip: 10.0,
-                epsilon: 1e-8,
-            },
-            "keep-obs" => WrapperSpec::KeepObs { mask: 1 },
-            _ => {
-                return Err(EnvError::UnknownWrapper {
-                    name: name.to_string(),
-                    known: WRAPPER_NAMES.join(", "),
-                });
-            }
-        })
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            WrapperSpec::NoopReset { .. } => "noop-reset",
-            WrapperSpec::FireReset => "fire-reset",
-            WrapperSpec::FrameSkip { .. } => "frame-skip",
-            WrapperSpec::EpisodicLife => "episodic-life",
-            WrapperSpec::Resize { .. } => "resize",
-            WrapperSpec::Grayscale => "grayscale",
-            WrapperSpec::ClipReward => "clip-reward",
-            WrapperSpec::FrameStack { .. } => "frame-stack",
-            WrapperSpec::TimeLimit { .. } => "time-limit",
-            WrapperSpec::StickyActions { .. } => "sticky-actions",
-            WrapperSpec::NormalizeObs { .. } => "normalize-obs",
-            WrapperSpec::NormalizeReward { .. } => "normalize-reward",
-            WrapperSpec::KeepObs { .. } => "keep-obs",
-        }
-    }
-}
-
 /// A game and its wrappers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvSpec {
     pub game: GameSpec,
-    pub wrappers: Vec<WrapperSpec>,
+    pub wrappers: Vec<Wrapper>,
 }
 
 impl EnvSpec {
@@ -383,7 +270,7 @@ impl EnvSpec {
         }
     }
 
-    pub fn with(mut self, wrapper: WrapperSpec) -> Self {
+    pub fn with(mut self, wrapper: Wrapper) -> Self {
         self.wrappers.push(wrapper);
         self
     }
@@ -395,20 +282,20 @@ impl EnvSpec {
         EnvSpec {
             game,
             wrappers: vec![
-                WrapperSpec::NoopReset { max_noops: 30 },
-                WrapperSpec::FireReset,
-                WrapperSpec::FrameSkip {
-                    skip: 4,
+                Wrapper::NoopReset { max: 30 },
+                Wrapper::FireReset,
+                Wrapper::FrameSkip {
+                    n: 4,
                     max_pool: true,
                 },
-                WrapperSpec::EpisodicLife,
-                WrapperSpec::Grayscale,
-                WrapperSpec::Resize {
+                Wrapper::EpisodicLife,
+                Wrapper::Grayscale,
+                Wrapper::Resize {
                     height: 84,
                     width: 84,
                 },
-                WrapperSpec::ClipReward,
-                WrapperSpec::FrameStack { frames: 4 },
+                Wrapper::ClipReward,
+                Wrapper::FrameStack { n: 4 },
             ],
         }
     }

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use tandem_env::atari::atari_env_seeds;
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
 use tandem_env::gym_seeding::{NumpyGenerator, SeedSequence};
-use tandem_env::{Env, ObsBuf, WrapperSpec, wrappers};
+use tandem_env::{Env, ObsBuf, Wrapper, wrappers};
 
 fn fields(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
@@ -141,32 +141,32 @@ fn preprocessed_breakout(
     let game = AtariGame::new(config, construction_seed).expect("Breakout loads");
     let mut env: Box<dyn Env> = Box::new(GymNoopReset::new(game, 30).expect("noop_max > 0"));
     let mut index = 0;
-    let mut add = |env: Box<dyn Env>, wrapper: WrapperSpec| {
+    let mut add = |env: Box<dyn Env>, wrapper: Wrapper| {
         index += 1;
         wrappers::wrap(&wrapper, index, env, 0).expect("wrapper fits")
     };
     if observation == AtariObservation::Rgb {
-        env = add(env, WrapperSpec::Grayscale);
+        env = add(env, Wrapper::Grayscale);
     }
     env = if gymnasium_frame_skip {
         Box::new(GymnasiumFrameSkip::new(env))
     } else {
         add(
             env,
-            WrapperSpec::FrameSkip {
-                skip: 4,
+            Wrapper::FrameSkip {
+                n: 4,
                 max_pool: true,
             },
         )
     };
     env = add(
         env,
-        WrapperSpec::Resize {
+        Wrapper::Resize {
             height: 84,
             width: 84,
         },
     );
-    env = add(env, WrapperSpec::FrameStack { frames: 4 });
+    env = add(env, Wrapper::FrameStack { n: 4 });
     assert_eq!(env.observation_space().len(), 4 * 84 * 84);
     env
 }

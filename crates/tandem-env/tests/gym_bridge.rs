@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
-    ActionSpace, EnvError, EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, WrapperSpec, env_seeds,
+    ActionSpace, EnvError, EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, Wrapper, env_seeds,
     observation_space,
 };
 
@@ -60,9 +60,9 @@ fn start_error(spec: &EnvSpec, n: usize) -> String {
 fn cartpole_runs_through_wrappers_and_reports_its_interpreter() {
     let Some(python) = venv_python() else { return };
     let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 2)))
-        .with(WrapperSpec::TimeLimit { max_steps: 7 })
-        .with(WrapperSpec::FrameStack { frames: 2 })
-        .with(WrapperSpec::ClipReward);
+        .with(Wrapper::TimeLimit { max_steps: 7 })
+        .with(Wrapper::FrameStack { n: 2 })
+        .with(Wrapper::ClipReward);
     let mut envs = VecEnv::new(&spec, &env_seeds(3, 0, 0, 5), 1).unwrap();
     let info = envs
         .gym_info()
@@ -130,12 +130,12 @@ fn u8_images_go_through_the_image_wrappers() {
         ((h * 30 + w * 3 + c + 7) % 256) as f32
     );
     let spec = EnvSpec::new(game)
-        .with(WrapperSpec::Grayscale)
-        .with(WrapperSpec::Resize {
+        .with(Wrapper::Grayscale)
+        .with(Wrapper::Resize {
             height: 6,
             width: 5,
         })
-        .with(WrapperSpec::FrameStack { frames: 2 });
+        .with(Wrapper::FrameStack { n: 2 });
     let mut small = VecEnv::new(&spec, &[1], 1).unwrap();
     assert_eq!(small.obs_shape(), vec![2, 6, 5]);
     small.reset();
@@ -378,19 +378,23 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
 
 #[test]
 fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_starts() {
-    for wrapper in [
-        "frame-skip",
-        "noop-reset",
-        "fire-reset",
-        "episodic-life",
-        "sticky-actions",
+    for chosen in [
+        Wrapper::FrameSkip {
+            n: 4,
+            max_pool: true,
+        },
+        Wrapper::NoopReset { max: 30 },
+        Wrapper::FireReset,
+        Wrapper::EpisodicLife,
+        Wrapper::StickyActions { probability: 0.25 },
     ] {
+        let wrapper = chosen.name();
         let spec = EnvSpec::new(GameSpec::Gymnasium(GymSpec {
             // Nothing is started: a missing interpreter would be the error otherwise.
             python: "/nonexistent/python3".into(),
             ..GymSpec::new("CartPole-v1")
         }))
-        .with(WrapperSpec::with_defaults(wrapper).unwrap());
+        .with(chosen);
         let error = VecEnv::new(&spec, &[1], 1).err().expect("refused");
         assert!(
             matches!(error, EnvError::WrapperMismatch { wrapper: w, .. } if w == wrapper),
@@ -532,9 +536,12 @@ fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
 fn box_actions_normalisers_groups_and_threads_work_together() {
     let Some(python) = venv_python() else { return };
     let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "Pendulum-v1", 2)))
-        .with(WrapperSpec::TimeLimit { max_steps: 30 })
-        .with(WrapperSpec::with_defaults("normalize-obs").unwrap())
-        .with(WrapperSpec::with_defaults("normalize-reward").unwrap());
+        .with(Wrapper::TimeLimit { max_steps: 30 })
+        .with(Wrapper::NormalizeObs { clip: 10.0 })
+        .with(Wrapper::NormalizeReward {
+            gamma: 0.99,
+            clip: 10.0,
+        });
     let mut envs = VecEnv::new(&spec, &env_seeds(4, 0, 0, 4), 2).unwrap();
     envs.set_min_parallel_work(Duration::ZERO);
     assert_eq!(

@@ -6,7 +6,7 @@
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
     ActionSpace, EnvError, EnvSpec, EpisodeStats, GameSpec, SNAPSHOT_FORMAT_VERSION, VecEnv,
-    WrapperSpec, env_seeds,
+    Wrapper, env_seeds,
 };
 
 /// Everything a trainer can observe after one batch step, floats as bit patterns.
@@ -152,10 +152,6 @@ fn game(name: &str) -> EnvSpec {
     EnvSpec::new(GameSpec::from_name(name).unwrap())
 }
 
-fn wrapper(name: &str) -> WrapperSpec {
-    WrapperSpec::with_defaults(name).unwrap()
-}
-
 #[test]
 fn cartpole_resumes_exactly() {
     let trip = round_trip(&game("cartpole"), 4, 40, 150);
@@ -220,27 +216,33 @@ fn minatar_games_with_the_full_action_set_resume_exactly() {
 #[test]
 fn a_chain_with_every_generic_wrapper_resumes_exactly() {
     let spec = game("minatar-breakout")
-        .with(WrapperSpec::NoopReset { max_noops: 5 })
-        .with(wrapper("fire-reset"))
-        .with(WrapperSpec::StickyActions { prob: 0.3 })
-        .with(WrapperSpec::FrameSkip {
-            skip: 2,
+        .with(Wrapper::NoopReset { max: 5 })
+        .with(Wrapper::FireReset)
+        .with(Wrapper::StickyActions { probability: 0.3 })
+        .with(Wrapper::FrameSkip {
+            n: 2,
             max_pool: true,
         })
-        .with(wrapper("episodic-life"))
-        .with(WrapperSpec::TimeLimit { max_steps: 12 })
-        .with(wrapper("clip-reward"))
-        .with(wrapper("normalize-reward"))
-        .with(WrapperSpec::FrameStack { frames: 3 })
-        .with(wrapper("normalize-obs"));
+        .with(Wrapper::EpisodicLife)
+        .with(Wrapper::TimeLimit { max_steps: 12 })
+        .with(Wrapper::ClipReward)
+        .with(Wrapper::NormalizeReward {
+            gamma: 0.99,
+            clip: 10.0,
+        })
+        .with(Wrapper::FrameStack { n: 3 })
+        .with(Wrapper::NormalizeObs { clip: 10.0 });
     let trip = round_trip(&spec, 3, 30, 80);
     assert!(trip.episodes_after > 0);
     // Vector observations take the other frame-stack and normaliser paths.
     let spec = game("cartpole")
-        .with(WrapperSpec::FrameStack { frames: 2 })
-        .with(wrapper("normalize-obs"))
-        .with(wrapper("normalize-reward"))
-        .with(WrapperSpec::TimeLimit { max_steps: 30 });
+        .with(Wrapper::FrameStack { n: 2 })
+        .with(Wrapper::NormalizeObs { clip: 10.0 })
+        .with(Wrapper::NormalizeReward {
+            gamma: 0.99,
+            clip: 10.0,
+        })
+        .with(Wrapper::TimeLimit { max_steps: 30 });
     round_trip(&spec, 2, 20, 50);
 }
 
@@ -296,7 +298,7 @@ fn snapshot_error(result: Result<(), EnvError>) -> String {
 
 #[test]
 fn restoring_into_a_different_batch_names_the_difference() {
-    let breakout = game("minatar-breakout").with(WrapperSpec::TimeLimit { max_steps: 100 });
+    let breakout = game("minatar-breakout").with(Wrapper::TimeLimit { max_steps: 100 });
     let snapshot = stepped(&breakout, 2).snapshot().unwrap();
 
     let mut cartpole = stepped(&game("cartpole"), 2);
@@ -314,7 +316,7 @@ fn restoring_into_a_different_batch_names_the_difference() {
         "{message}"
     );
 
-    let mut other_wrappers = stepped(&game("minatar-breakout").with(wrapper("clip-reward")), 2);
+    let mut other_wrappers = stepped(&game("minatar-breakout").with(Wrapper::ClipReward), 2);
     let message = snapshot_error(other_wrappers.restore(&snapshot));
     assert!(
         message.contains("[time-limit]") && message.contains("[clip-reward]"),
@@ -323,7 +325,7 @@ fn restoring_into_a_different_batch_names_the_difference() {
 
     // Same chain, another parameter: found in the wrapper's own section.
     let mut longer = stepped(
-        &game("minatar-breakout").with(WrapperSpec::TimeLimit { max_steps: 200 }),
+        &game("minatar-breakout").with(Wrapper::TimeLimit { max_steps: 200 }),
         2,
     );
     let message = snapshot_error(longer.restore(&snapshot));
@@ -336,7 +338,7 @@ fn restoring_into_a_different_batch_names_the_difference() {
             sticky_action_prob: 0.5,
             full_action_set: false,
         })
-        .with(WrapperSpec::TimeLimit { max_steps: 100 }),
+        .with(Wrapper::TimeLimit { max_steps: 100 }),
         2,
     );
     let message = snapshot_error(stickier.restore(&snapshot));
@@ -350,7 +352,7 @@ fn restoring_into_a_different_batch_names_the_difference() {
 
 #[test]
 fn damaged_snapshots_are_refused_and_the_batch_still_restores_afterwards() {
-    let spec = game("minatar-asterix").with(WrapperSpec::FrameStack { frames: 2 });
+    let spec = game("minatar-asterix").with(Wrapper::FrameStack { n: 2 });
     let mut envs = stepped(&spec, 2);
     let snapshot = envs.snapshot().unwrap();
 

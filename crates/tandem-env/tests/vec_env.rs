@@ -1,7 +1,7 @@
 //! VecEnv behaviour: thread-count independence, automatic reset, final observations,
 //! episode statistics and action checking.
 
-use tandem_env::{EnvError, EnvSpec, GameSpec, VecEnv, WrapperSpec, env_seeds};
+use tandem_env::{EnvError, EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
 
 /// A fixed, state-dependent action sequence so runs differ if observations differ.
 fn policy(obs: &[f32], obs_len: usize, t: usize, num_actions: usize) -> Vec<i64> {
@@ -83,17 +83,13 @@ fn same_seed_same_results_with_one_and_two_threads() {
         EnvSpec::new(GameSpec::from_name("minatar-seaquest").unwrap()),
         // Freeway games last 2501 steps; cut them short to see episode ends.
         EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap())
-            .with(WrapperSpec::TimeLimit { max_steps: 120 }),
+            .with(Wrapper::TimeLimit { max_steps: 120 }),
         EnvSpec::new(GameSpec::CartPole)
-            .with(WrapperSpec::StickyActions { prob: 0.3 })
-            .with(WrapperSpec::NormalizeObs {
-                clip: 5.0,
-                epsilon: 1e-8,
-            })
-            .with(WrapperSpec::NormalizeReward {
+            .with(Wrapper::StickyActions { probability: 0.3 })
+            .with(Wrapper::NormalizeObs { clip: 5.0 })
+            .with(Wrapper::NormalizeReward {
                 gamma: 0.99,
                 clip: 10.0,
-                epsilon: 1e-8,
             }),
     ];
     for spec in &specs {
@@ -112,7 +108,7 @@ fn stepping_in_groups_equals_stepping_the_whole_batch() {
     // Without shared normalisers (whose statistics are merged after every group step), the
     // environments are independent, so stepping the batch group by group changes nothing.
     let specs = [
-        EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::StickyActions { prob: 0.3 }),
+        EnvSpec::new(GameSpec::CartPole).with(Wrapper::StickyActions { probability: 0.3 }),
         EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
     ];
     for spec in &specs {
@@ -245,12 +241,11 @@ fn bad_actions_are_rejected_before_stepping() {
 #[test]
 fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
     let spec = EnvSpec::new(GameSpec::CartPole)
-        .with(WrapperSpec::NormalizeReward {
+        .with(Wrapper::NormalizeReward {
             gamma: 0.9,
             clip: 10.0,
-            epsilon: 1e-8,
         })
-        .with(WrapperSpec::TimeLimit { max_steps: 5 });
+        .with(Wrapper::TimeLimit { max_steps: 5 });
     let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 3), 2).unwrap();
     venv.reset();
     for _ in 0..5 {
@@ -277,9 +272,9 @@ fn in_place_rows_equal_fully_written_observations() {
     use tandem_env::space::ObsBuf;
     use tandem_env::{Env, make_env};
     let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
-        .with(WrapperSpec::StickyActions { prob: 0.2 })
-        .with(WrapperSpec::ClipReward)
-        .with(WrapperSpec::TimeLimit { max_steps: 150 });
+        .with(Wrapper::StickyActions { probability: 0.2 })
+        .with(Wrapper::ClipReward)
+        .with(Wrapper::TimeLimit { max_steps: 150 });
     let seeds = env_seeds(5, 0, 0, 3);
     let mut venv = VecEnv::new(&spec, &seeds, 1).unwrap();
     let mut reference: Vec<Box<dyn Env>> =
@@ -419,8 +414,12 @@ fn box_actions_of_the_wrong_kind_count_or_value_are_refused_before_stepping() {
 
 #[test]
 fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
-    for name in ["noop-reset", "fire-reset", "sticky-actions"] {
-        let wrapper = WrapperSpec::with_defaults(name).unwrap();
+    for wrapper in [
+        Wrapper::NoopReset { max: 30 },
+        Wrapper::FireReset,
+        Wrapper::StickyActions { probability: 0.25 },
+    ] {
+        let name = wrapper.name();
         let env = Box::new(EchoBox { steps: 0 }) as Box<dyn tandem_env::Env>;
         let err = match tandem_env::wrappers::wrap(&wrapper, 0, env, 1) {
             Err(e) => e.to_string(),
@@ -428,8 +427,13 @@ fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
         };
         assert!(err.contains(name) && err.contains("box of 2"), "{err}");
     }
-    for name in ["time-limit", "frame-stack", "normalize-obs", "clip-reward"] {
-        let wrapper = WrapperSpec::with_defaults(name).unwrap();
+    for wrapper in [
+        Wrapper::TimeLimit { max_steps: 27_000 },
+        Wrapper::FrameStack { n: 4 },
+        Wrapper::NormalizeObs { clip: 10.0 },
+        Wrapper::ClipReward,
+    ] {
+        let name = wrapper.name();
         let env = Box::new(EchoBox { steps: 0 }) as Box<dyn tandem_env::Env>;
         assert!(
             tandem_env::wrappers::wrap(&wrapper, 0, env, 1).is_ok(),
@@ -445,7 +449,7 @@ fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
 fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
     let spec = EnvSpec {
         game: GameSpec::CartPole,
-        wrappers: vec![WrapperSpec::TimeLimit { max_steps: 20 }],
+        wrappers: vec![Wrapper::TimeLimit { max_steps: 20 }],
     };
     let seeds = env_seeds(4, 0, 0, 3);
     let (mut stepped, mut begun) = (
@@ -489,10 +493,7 @@ fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
 /// step never saw.
 #[test]
 fn normaliser_statistics_are_not_changed_under_a_begun_step() {
-    let spec = EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::NormalizeObs {
-        clip: 5.0,
-        epsilon: 1e-8,
-    });
+    let spec = EnvSpec::new(GameSpec::CartPole).with(Wrapper::NormalizeObs { clip: 5.0 });
     let mut envs = VecEnv::new(&spec, &env_seeds(5, 0, 0, 2), 1).unwrap();
     envs.reset();
     envs.step(&[0, 1]).unwrap();

@@ -7,7 +7,7 @@ use tandem_env::space::{Dtype, Layout, ObsBuf, ObsSpace};
 use tandem_env::wrappers::image::{AreaResizer, rgb_to_gray};
 use tandem_env::wrappers::wrap;
 use tandem_env::{
-    Env, EnvError, EnvSpec, GameSpec, Step, VecEnv, WrapperSpec, make_env, observation_space,
+    Env, EnvError, EnvSpec, GameSpec, Step, VecEnv, Wrapper, make_env, observation_space,
 };
 
 const H: usize = 210;
@@ -84,7 +84,7 @@ impl Env for ScriptedGame {
     }
 }
 
-fn chain(wrappers: &[WrapperSpec]) -> (Box<dyn Env>, Arc<Mutex<Vec<Event>>>) {
+fn chain(wrappers: &[Wrapper]) -> (Box<dyn Env>, Arc<Mutex<Vec<Event>>>) {
     let (mut env, log) = ScriptedGame::boxed();
     for (i, w) in wrappers.iter().enumerate() {
         env = wrap(w, i, env, 1000 + i as u64).unwrap();
@@ -132,8 +132,8 @@ fn deepmind_preprocessing_composes_on_an_rgb_frame_source() {
 
 #[test]
 fn frame_skip_sums_rewards_and_max_pools_the_last_two_frames() {
-    let (mut env, log) = chain(&[WrapperSpec::FrameSkip {
-        skip: 4,
+    let (mut env, log) = chain(&[Wrapper::FrameSkip {
+        n: 4,
         max_pool: true,
     }]);
     let mut obs = u8_obs(&*env);
@@ -154,8 +154,8 @@ fn frame_skip_sums_rewards_and_max_pools_the_last_two_frames() {
 #[test]
 fn grayscale_then_resize_equal_the_direct_functions() {
     let (mut env, _) = chain(&[
-        WrapperSpec::Grayscale,
-        WrapperSpec::Resize {
+        Wrapper::Grayscale,
+        Wrapper::Resize {
             height: 84,
             width: 84,
         },
@@ -172,7 +172,7 @@ fn grayscale_then_resize_equal_the_direct_functions() {
 
 #[test]
 fn clip_reward_keeps_the_raw_reward() {
-    let (mut env, _) = chain(&[WrapperSpec::ClipReward]);
+    let (mut env, _) = chain(&[Wrapper::ClipReward]);
     env.reset(None, ObsBuf::Skip);
     let steps: Vec<Step> = (0..5)
         .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
@@ -185,7 +185,7 @@ fn clip_reward_keeps_the_raw_reward() {
 
 #[test]
 fn episodic_life_ends_episodes_per_life_but_statistics_per_game() {
-    let (env, log) = chain(&[WrapperSpec::EpisodicLife]);
+    let (env, log) = chain(&[Wrapper::EpisodicLife]);
     let mut venv = VecEnv::from_envs(vec![env], vec![0], 1).unwrap();
     venv.reset();
     let mut episode_ends = Vec::new();
@@ -227,12 +227,12 @@ fn episodic_life_ends_episodes_per_life_but_statistics_per_game() {
 #[test]
 fn frame_stack_orders_oldest_first_and_fills_on_reset() {
     let (mut env, _) = chain(&[
-        WrapperSpec::Grayscale,
-        WrapperSpec::Resize {
+        Wrapper::Grayscale,
+        Wrapper::Resize {
             height: 21,
             width: 16,
         },
-        WrapperSpec::FrameStack { frames: 3 },
+        Wrapper::FrameStack { n: 3 },
     ]);
     assert_eq!(
         env.observation_space(),
@@ -254,7 +254,7 @@ fn frame_stack_orders_oldest_first_and_fills_on_reset() {
 
 #[test]
 fn frame_stack_of_rgb_frames_is_channels_first() {
-    let (mut env, _) = chain(&[WrapperSpec::FrameStack { frames: 2 }]);
+    let (mut env, _) = chain(&[Wrapper::FrameStack { n: 2 }]);
     assert_eq!(
         env.observation_space(),
         ObsSpace::image(H, W, 6, Layout::Chw, Dtype::U8)
@@ -274,10 +274,7 @@ fn frame_stack_of_rgb_frames_is_channels_first() {
 
 #[test]
 fn noop_and_fire_reset_press_the_expected_buttons() {
-    let (mut env, log) = chain(&[
-        WrapperSpec::NoopReset { max_noops: 5 },
-        WrapperSpec::FireReset,
-    ]);
+    let (mut env, log) = chain(&[Wrapper::NoopReset { max: 5 }, Wrapper::FireReset]);
     let mut counts = Vec::new();
     for _ in 0..40 {
         log.lock().unwrap().clear();
@@ -295,7 +292,7 @@ fn noop_and_fire_reset_press_the_expected_buttons() {
     assert!(counts.contains(&1) && counts.contains(&5), "{counts:?}");
     // The same seed gives the same noop counts.
     let replay = |seed| {
-        let (mut env, log) = chain(&[WrapperSpec::NoopReset { max_noops: 30 }]);
+        let (mut env, log) = chain(&[Wrapper::NoopReset { max: 30 }]);
         env.reset(Some(seed), ObsBuf::Skip);
         log.lock().unwrap().len()
     };
@@ -311,7 +308,7 @@ fn noop_and_fire_reset_press_the_expected_buttons() {
 
 #[test]
 fn sticky_actions_repeat_with_the_given_probability() {
-    let (mut env, log) = chain(&[WrapperSpec::StickyActions { prob: 1.0 }]);
+    let (mut env, log) = chain(&[Wrapper::StickyActions { probability: 1.0 }]);
     env.reset(Some(3), ObsBuf::Skip);
     env.step(tandem_env::Action::Discrete(3), ObsBuf::Skip);
     assert_eq!(
@@ -319,7 +316,7 @@ fn sticky_actions_repeat_with_the_given_probability() {
         Event::Step(0),
         "probability 1 always repeats the no-op of the reset"
     );
-    let (mut env, log) = chain(&[WrapperSpec::StickyActions { prob: 0.25 }]);
+    let (mut env, log) = chain(&[Wrapper::StickyActions { probability: 0.25 }]);
     env.reset(Some(3), ObsBuf::Skip);
     let mut expected_previous = 0;
     let mut repeats = 0;
@@ -345,7 +342,7 @@ fn sticky_actions_repeat_with_the_given_probability() {
 
 #[test]
 fn time_limit_truncates_and_ends_the_game() {
-    let (mut env, _) = chain(&[WrapperSpec::TimeLimit { max_steps: 4 }]);
+    let (mut env, _) = chain(&[Wrapper::TimeLimit { max_steps: 4 }]);
     env.reset(None, ObsBuf::Skip);
     let steps: Vec<Step> = (0..4)
         .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
@@ -356,13 +353,13 @@ fn time_limit_truncates_and_ends_the_game() {
 
 #[test]
 fn wrappers_that_do_not_fit_are_named_with_the_reason() {
-    let cartpole = |wrappers: Vec<WrapperSpec>| {
+    let cartpole = |wrappers: Vec<Wrapper>| {
         observation_space(&EnvSpec {
             game: GameSpec::CartPole,
             wrappers,
         })
     };
-    let err = cartpole(vec![WrapperSpec::ClipReward, WrapperSpec::Grayscale]).unwrap_err();
+    let err = cartpole(vec![Wrapper::ClipReward, Wrapper::Grayscale]).unwrap_err();
     assert!(
         matches!(
             err,
@@ -379,7 +376,7 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
         "wrapper #1 `grayscale` does not fit its input observation vector of 4 f32: needs a u8 RGB image (height x width x 3)"
     );
     assert!(matches!(
-        cartpole(vec![WrapperSpec::Resize {
+        cartpole(vec![Wrapper::Resize {
             height: 2,
             width: 2
         }]),
@@ -390,15 +387,15 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
         })
     ));
     assert!(matches!(
-        cartpole(vec![WrapperSpec::FireReset]),
+        cartpole(vec![Wrapper::FireReset]),
         Err(EnvError::WrapperMismatch {
             wrapper: "fire-reset",
             ..
         })
     ));
     assert!(matches!(
-        cartpole(vec![WrapperSpec::FrameSkip {
-            skip: 0,
+        cartpole(vec![Wrapper::FrameSkip {
+            n: 0,
             max_pool: true
         }]),
         Err(EnvError::InvalidWrapperParameter {
@@ -407,10 +404,9 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
         })
     ));
     assert!(matches!(
-        cartpole(vec![WrapperSpec::NormalizeReward {
+        cartpole(vec![Wrapper::NormalizeReward {
             gamma: 1.5,
-            clip: 10.0,
-            epsilon: 1e-8
+            clip: 10.0
         }]),
         Err(EnvError::InvalidWrapperParameter {
             wrapper: "normalize-reward",
@@ -418,13 +414,13 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
         })
     ));
     let atari = GameSpec::from_name("atari-breakout").unwrap();
-    let atari_chain = |wrappers: Vec<WrapperSpec>| {
+    let atari_chain = |wrappers: Vec<Wrapper>| {
         observation_space(&EnvSpec {
             game: atari.clone(),
             wrappers,
         })
     };
-    let err = atari_chain(vec![WrapperSpec::Resize {
+    let err = atari_chain(vec![Wrapper::Resize {
         height: 300,
         width: 84,
     }])
@@ -433,25 +429,16 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
     // normalize-obs makes f32 frames, which the u8 image wrappers refuse.
     assert!(matches!(
         atari_chain(vec![
-            WrapperSpec::NormalizeObs {
-                clip: 5.0,
-                epsilon: 1e-8
-            },
-            WrapperSpec::Grayscale
+            Wrapper::NormalizeObs { clip: 5.0 },
+            Wrapper::Grayscale
         ]),
         Err(EnvError::WrapperMismatch { index: 1, .. })
     ));
     // A stacked (channels-first) RGB frame is no longer an RGB image.
-    assert!(
-        atari_chain(vec![
-            WrapperSpec::FrameStack { frames: 4 },
-            WrapperSpec::Grayscale
-        ])
-        .is_err()
-    );
+    assert!(atari_chain(vec![Wrapper::FrameStack { n: 4 }, Wrapper::Grayscale]).is_err());
     assert!(
         make_env(
-            &EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::Grayscale),
+            &EnvSpec::new(GameSpec::CartPole).with(Wrapper::Grayscale),
             0
         )
         .is_err()
@@ -475,14 +462,10 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
 #[test]
 fn normaliser_statistics_can_be_read_synced_and_restored() {
     let spec = EnvSpec::new(GameSpec::CartPole)
-        .with(WrapperSpec::NormalizeObs {
-            clip: 10.0,
-            epsilon: 1e-8,
-        })
-        .with(WrapperSpec::NormalizeReward {
+        .with(Wrapper::NormalizeObs { clip: 10.0 })
+        .with(Wrapper::NormalizeReward {
             gamma: 0.99,
             clip: 10.0,
-            epsilon: 1e-8,
         });
     let mut a = VecEnv::new(&spec, &tandem_env::env_seeds(1, 0, 0, 4), 2).unwrap();
     let mut b = VecEnv::new(&spec, &tandem_env::env_seeds(1, 1, 0, 4), 1).unwrap();
@@ -538,16 +521,7 @@ fn normaliser_statistics_can_be_read_synced_and_restored() {
 }
 
 #[test]
-fn every_wrapper_name_has_defaults_that_round_trip() {
-    for name in tandem_env::WRAPPER_NAMES {
-        let spec = WrapperSpec::with_defaults(name).unwrap();
-        assert_eq!(spec.name(), *name);
-    }
-    let err = WrapperSpec::with_defaults("grayscal").unwrap_err();
-    assert!(
-        err.to_string().contains("unknown wrapper `grayscal`"),
-        "{err}"
-    );
+fn every_game_name_round_trips() {
     for name in tandem_env::GAME_NAMES {
         assert_eq!(GameSpec::from_name(name).unwrap().name(), *name);
     }
@@ -581,10 +555,7 @@ fn column_stats(values: &[f32], dim: usize) -> Vec<(f64, f64)> {
 fn normalised_observations_have_zero_mean_and_unit_variance_after_warm_up() {
     let envs = 8;
     let seeds = tandem_env::env_seeds(3, 0, 0, envs);
-    let wrapped = EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::NormalizeObs {
-        clip: 10.0,
-        epsilon: 1e-8,
-    });
+    let wrapped = EnvSpec::new(GameSpec::CartPole).with(Wrapper::NormalizeObs { clip: 10.0 });
     let mut normalised = VecEnv::new(&wrapped, &seeds, 1).unwrap();
     let mut raw = VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &seeds, 1).unwrap();
     normalised.reset();
@@ -637,7 +608,7 @@ fn normalised_observations_have_zero_mean_and_unit_variance_after_warm_up() {
 /// refuses entries outside it, an empty choice and image observations.
 #[test]
 fn keep_obs_passes_on_the_chosen_entries_and_refuses_what_it_cannot_keep() {
-    let spec = |mask| EnvSpec::new(GameSpec::CartPole).with(WrapperSpec::KeepObs { mask });
+    let spec = |mask| EnvSpec::new(GameSpec::CartPole).with(Wrapper::KeepObs { mask });
     let full = VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &[3], 1).unwrap();
     let mut kept = VecEnv::new(&spec(0b1010), &[3], 1).unwrap();
     let mut whole = full;
@@ -664,7 +635,7 @@ fn keep_obs_passes_on_the_chosen_entries_and_refuses_what_it_cannot_keep() {
         })
     ));
     let atari = EnvSpec::new(GameSpec::from_name("atari-breakout").unwrap())
-        .with(WrapperSpec::KeepObs { mask: 1 });
+        .with(Wrapper::KeepObs { mask: 1 });
     let err = observation_space(&atari).unwrap_err().to_string();
     assert!(err.contains("needs a vector observation"), "{err}");
 }

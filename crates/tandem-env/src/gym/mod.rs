@@ -56,9 +56,10 @@ use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
-use crate::spec::{EnvSpec, WrapperSpec};
+use crate::spec::EnvSpec;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
+use tandem_spec::Wrapper;
 
 /// A gymnasium environment id and how to run it.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,13 +195,13 @@ impl std::fmt::Display for GymInfo {
 pub(crate) fn check_wrappers(spec: &EnvSpec, input: &ObsSpace) -> Result<(), EnvError> {
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
         let reason = match wrapper {
-            WrapperSpec::NoopReset { .. }
-            | WrapperSpec::FireReset
-            | WrapperSpec::FrameSkip { .. }
-            | WrapperSpec::EpisodicLife => {
+            Wrapper::NoopReset { .. }
+            | Wrapper::FireReset
+            | Wrapper::FrameSkip { .. }
+            | Wrapper::EpisodicLife => {
                 "steps the environment other than once per agent step, which a gymnasium environment cannot do: its workers step once per batch step with the agent's actions (use gymnasium's own wrappers in a registered id instead)"
             }
-            WrapperSpec::StickyActions { .. } => {
+            Wrapper::StickyActions { .. } => {
                 "replaces the agent's action, but a gymnasium environment's workers are stepped with the agent's actions before the wrappers run (use gymnasium's own wrappers in a registered id instead)"
             }
             _ => continue,

@@ -1,4 +1,4 @@
-//! The wrappers named by [`WrapperSpec`]: how each changes the observation space
+//! The wrappers tandem-spec's [`Wrapper`] names: how each changes the observation space
 //! ([`output_space`], also used for validation) and how each is built ([`wrap`]).
 
 mod episode;
@@ -16,7 +16,10 @@ pub use select::{KeepObs, kept_indices};
 use crate::EnvError;
 use crate::env::Env;
 use crate::space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
-use crate::spec::WrapperSpec;
+use tandem_spec::Wrapper;
+
+/// What the normalisers add to a variance before its square root.
+pub const NORMALIZER_EPSILON: f64 = 1e-8;
 
 /// Forwards the trait methods a wrapper does not change to the wrapped `inner`.
 macro_rules! forward_to_inner {
@@ -88,7 +91,7 @@ macro_rules! wrapper_snapshot_methods {
 pub(crate) use wrapper_snapshot_methods;
 
 fn mismatch(
-    wrapper: &WrapperSpec,
+    wrapper: &Wrapper,
     index: usize,
     input: &ObsSpace,
     reason: impl Into<String>,
@@ -101,7 +104,7 @@ fn mismatch(
     }
 }
 
-fn bad_parameter(wrapper: &WrapperSpec, index: usize, reason: impl Into<String>) -> EnvError {
+fn bad_parameter(wrapper: &Wrapper, index: usize, reason: impl Into<String>) -> EnvError {
     EnvError::InvalidWrapperParameter {
         index,
         wrapper: wrapper.name(),
@@ -112,7 +115,7 @@ fn bad_parameter(wrapper: &WrapperSpec, index: usize, reason: impl Into<String>)
 /// The observation space `wrapper` (at position `index`) produces from `input`, or
 /// why it cannot take `input`. `actions` is the game's action space when known.
 pub fn output_space(
-    wrapper: &WrapperSpec,
+    wrapper: &Wrapper,
     index: usize,
     input: &ObsSpace,
     actions: Option<&ActionSpace>,
@@ -120,9 +123,7 @@ pub fn output_space(
     if let Some(space @ ActionSpace::Box { .. }) = actions
         && matches!(
             wrapper,
-            WrapperSpec::NoopReset { .. }
-                | WrapperSpec::FireReset
-                | WrapperSpec::StickyActions { .. }
+            Wrapper::NoopReset { .. } | Wrapper::FireReset | Wrapper::StickyActions { .. }
         )
     {
         return Err(mismatch(
@@ -141,14 +142,14 @@ pub fn output_space(
         }
     };
     match *wrapper {
-        WrapperSpec::NoopReset { max_noops } => {
+        Wrapper::NoopReset { max: max_noops } => {
             param(
                 max_noops >= 1,
                 format!("max noops must be at least 1, got {max_noops}"),
             )?;
             Ok(*input)
         }
-        WrapperSpec::FireReset => {
+        Wrapper::FireReset => {
             if let Some(n) = num_actions.filter(|&n| n < 3) {
                 return Err(mismatch(
                     wrapper,
@@ -159,26 +160,26 @@ pub fn output_space(
             }
             Ok(*input)
         }
-        WrapperSpec::FrameSkip { skip, .. } => {
+        Wrapper::FrameSkip { n: skip, .. } => {
             param(skip >= 1, format!("skip must be at least 1, got {skip}"))?;
             Ok(*input)
         }
-        WrapperSpec::EpisodicLife | WrapperSpec::ClipReward => Ok(*input),
-        WrapperSpec::TimeLimit { max_steps } => {
+        Wrapper::EpisodicLife | Wrapper::ClipReward => Ok(*input),
+        Wrapper::TimeLimit { max_steps } => {
             param(
                 max_steps >= 1,
                 format!("max steps must be at least 1, got {max_steps}"),
             )?;
             Ok(*input)
         }
-        WrapperSpec::StickyActions { prob } => {
+        Wrapper::StickyActions { probability: prob } => {
             param(
                 (0.0..=1.0).contains(&prob),
                 format!("probability {prob} is outside [0, 1]"),
             )?;
             Ok(*input)
         }
-        WrapperSpec::Grayscale => match input.shape {
+        Wrapper::Grayscale => match input.shape {
             ObsShape::Image {
                 height,
                 width,
@@ -194,7 +195,8 @@ pub fn output_space(
                 "needs a u8 RGB image (height x width x 3)",
             )),
         },
-        WrapperSpec::Resize { height, width } => {
+        Wrapper::Resize { height, width } => {
+            let (height, width) = (height as usize, width as usize);
             param(
                 height >= 1 && width >= 1,
                 format!("target size {height}x{width} must be at least 1x1"),
@@ -226,7 +228,7 @@ pub fn output_space(
                 )),
             }
         }
-        WrapperSpec::FrameStack { frames } => {
+        Wrapper::FrameStack { n: frames } => {
             param(
                 frames >= 1,
                 format!("frames must be at least 1, got {frames}"),
@@ -242,34 +244,22 @@ pub fn output_space(
                 } => ObsSpace::image(height, width, channels * k, Layout::Chw, input.dtype),
             })
         }
-        WrapperSpec::NormalizeObs { clip, epsilon } => {
+        Wrapper::NormalizeObs { clip } => {
             param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
-            param(
-                epsilon > 0.0,
-                format!("epsilon must be positive, got {epsilon}"),
-            )?;
             Ok(ObsSpace {
                 shape: input.shape,
                 dtype: Dtype::F32,
             })
         }
-        WrapperSpec::NormalizeReward {
-            gamma,
-            clip,
-            epsilon,
-        } => {
+        Wrapper::NormalizeReward { gamma, clip } => {
             param(
                 gamma > 0.0 && gamma <= 1.0,
                 format!("gamma {gamma} is outside (0, 1]"),
             )?;
             param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
-            param(
-                epsilon > 0.0,
-                format!("epsilon must be positive, got {epsilon}"),
-            )?;
             Ok(*input)
         }
-        WrapperSpec::KeepObs { mask } => {
+        Wrapper::KeepObs { mask } => {
             param(mask != 0, "it keeps no entry".into())?;
             let ObsShape::Vector { len } = input.shape else {
                 return Err(mismatch(
@@ -296,7 +286,7 @@ pub fn output_space(
 /// Wraps `inner` in `wrapper` (at position `index` of the chain); `seed` seeds the
 /// wrapper's own random stream, if it has one.
 pub fn wrap(
-    wrapper: &WrapperSpec,
+    wrapper: &Wrapper,
     index: usize,
     inner: Box<dyn Env>,
     seed: u64,
@@ -305,32 +295,34 @@ pub fn wrap(
     let output = output_space(wrapper, index, &input, Some(&inner.action_space()))?;
     let stream = index as u64 + 1;
     Ok(match *wrapper {
-        WrapperSpec::NoopReset { max_noops } => {
+        Wrapper::NoopReset { max: max_noops } => {
             Box::new(NoopReset::new(inner, max_noops, seed, stream))
         }
-        WrapperSpec::FireReset => Box::new(FireReset::new(inner)),
-        WrapperSpec::FrameSkip { skip, max_pool } => {
-            Box::new(FrameSkip::new(inner, skip, max_pool))
+        Wrapper::FireReset => Box::new(FireReset::new(inner)),
+        Wrapper::FrameSkip { n: skip, max_pool } => Box::new(FrameSkip::new(inner, skip, max_pool)),
+        Wrapper::EpisodicLife => Box::new(EpisodicLife::new(inner)),
+        Wrapper::Resize { height, width } => {
+            Box::new(Resize::new(inner, height as usize, width as usize))
         }
-        WrapperSpec::EpisodicLife => Box::new(EpisodicLife::new(inner)),
-        WrapperSpec::Resize { height, width } => Box::new(Resize::new(inner, height, width)),
-        WrapperSpec::Grayscale => Box::new(Grayscale::new(inner)),
-        WrapperSpec::ClipReward => Box::new(ClipReward::new(inner)),
-        WrapperSpec::FrameStack { frames } => {
+        Wrapper::Grayscale => Box::new(Grayscale::new(inner)),
+        Wrapper::ClipReward => Box::new(ClipReward::new(inner)),
+        Wrapper::FrameStack { n: frames } => {
             Box::new(FrameStack::new(inner, frames as usize, output))
         }
-        WrapperSpec::TimeLimit { max_steps } => Box::new(TimeLimit::new(inner, max_steps)),
-        WrapperSpec::StickyActions { prob } => {
+        Wrapper::TimeLimit { max_steps } => Box::new(TimeLimit::new(inner, max_steps)),
+        Wrapper::StickyActions { probability: prob } => {
             Box::new(StickyActions::new(inner, prob, seed, stream))
         }
-        WrapperSpec::NormalizeObs { clip, epsilon } => {
-            Box::new(NormalizeObs::new(inner, clip, epsilon))
+        // The normalisers keep f32 statistics; the config states the clip as f64.
+        Wrapper::NormalizeObs { clip } => {
+            Box::new(NormalizeObs::new(inner, clip as f32, NORMALIZER_EPSILON))
         }
-        WrapperSpec::NormalizeReward {
+        Wrapper::NormalizeReward { gamma, clip } => Box::new(NormalizeReward::new(
+            inner,
             gamma,
-            clip,
-            epsilon,
-        } => Box::new(NormalizeReward::new(inner, gamma, clip, epsilon)),
-        WrapperSpec::KeepObs { mask } => Box::new(KeepObs::new(inner, mask, output)),
+            clip as f32,
+            NORMALIZER_EPSILON,
+        )),
+        Wrapper::KeepObs { mask } => Box::new(KeepObs::new(inner, mask, output)),
     })
 }
