@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
-use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::actions::ActionKind;
 use crate::algo::collect::Memory;
 use crate::algo::dqn::Dqn;
 use crate::algo::host_rows::{host_actions, rows_to_batch};
@@ -330,10 +330,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         }
         let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
         let action = tch::no_grad(|| policy.act(&obs, greedy))?;
-        match host_actions(&action, action_kind)? {
-            ActionBatch::Discrete(a) => env.step(&a)?,
-            ActionBatch::Box { values, .. } => env.step_box(&values)?,
-        }
+        env.step(&host_actions(&action, action_kind)?)?;
         policy.stepped(&env);
         steps += 1;
         for e in env.drain_episodes() {

@@ -69,6 +69,16 @@ pub enum ActionBatch {
     },
 }
 
+/// The batch as the environments step with it.
+impl<'a> From<&'a ActionBatch> for tandem_env::Actions<'a> {
+    fn from(batch: &'a ActionBatch) -> Self {
+        match batch {
+            ActionBatch::Discrete(a) => tandem_env::Actions::Discrete(a),
+            ActionBatch::Box { values, .. } => tandem_env::Actions::Box(values),
+        }
+    }
+}
+
 impl ActionBatch {
     /// An empty batch of `kind` with room for `rows` actions.
     pub fn with_capacity(kind: ActionKind, rows: usize) -> ActionBatch {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use tch::Tensor;
 
-use tandem_env::{EnvError, VecEnv};
+use tandem_env::VecEnv;
 
 use super::actions::{ActionBatch, ActionKind};
 use super::host_rows::{
@@ -181,7 +181,7 @@ impl RolloutCollector {
             })?;
             let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
             let stepping = Instant::now();
-            step_group(envs, 0..envs.num_envs(), &actions)?;
+            envs.step(&actions)?;
             phases.add("env", stepping.elapsed());
             if t + 1 < buffer.num_steps() {
                 copy_rows_into(&buffer.obs_row(t + 1)?, envs.obs())?;
@@ -280,7 +280,7 @@ impl RolloutCollector {
         *chosen = match self.next_group(t, g, buffer.num_steps()) {
             None => {
                 let stepping = Instant::now();
-                step_group(envs, range.clone(), &actions)?;
+                envs.step_group(range.clone(), &actions)?;
                 phases.add("env", stepping.elapsed());
                 None
             }
@@ -343,7 +343,7 @@ impl RolloutCollector {
                 let stepped = &mut stepped;
                 scope.spawn(move |_| {
                     let stepping = Instant::now();
-                    let result = step_group(envs, range, actions).map_err(anyhow::Error::from);
+                    let result = envs.step_group(range, actions).map_err(anyhow::Error::from);
                     *stepped = Some((result, stepping.elapsed()));
                 });
                 let infer = Instant::now();
@@ -360,18 +360,6 @@ impl RolloutCollector {
 
     fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
         rows.narrow(0, (g * self.group_size) as i64, self.group_size as i64)
-    }
-}
-
-/// Steps the environments of `range` with host actions of either kind.
-fn step_group(
-    envs: &mut VecEnv,
-    range: Range<usize>,
-    actions: &ActionBatch,
-) -> Result<(), EnvError> {
-    match actions {
-        ActionBatch::Discrete(a) => envs.step_group(range, a),
-        ActionBatch::Box { values, .. } => envs.step_group_box(range, values),
     }
 }
 

@@ -187,10 +187,7 @@ impl<R: OffPolicyRule> OffPolicy<R> {
             let obs_rows = envs.obs().to_vec();
             let obs = rows_to_batch(&obs_rows, n_envs, &self.obs_shape, self.device);
             let actions = self.rule.act(&obs, at)?;
-            match &actions {
-                ActionBatch::Discrete(a) => envs.begin_step(a)?,
-                ActionBatch::Box { values, .. } => envs.begin_step_box(values)?,
-            }
+            envs.begin_step(&actions)?;
             self.replay.push_observations(&obs_rows, &actions)?;
             *global_step += self.steps_per_vector_step;
             if step + 1 < self.schedule.train_frequency {

@@ -42,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let d = i % low.len();
                     *a = rng.uniform(f64::from(low[d]), f64::from(high[d])) as f32;
                 }
-                batch.step_box(&boxed)
+                batch.step(&boxed)
             }
         }
     };

@@ -68,7 +68,7 @@ pub mod atari;
 pub use env::{Env, RgbFrame, Step};
 pub use gym::{GymInfo, GymSpec, GymValue};
 pub use norm::NormStats;
-pub use space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
+pub use space::{Action, ActionSpace, Actions, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
 pub use spec::{EnvSpec, GAME_NAMES, GameSpec, Wrapper, make_env, make_game, observation_space};
 pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 

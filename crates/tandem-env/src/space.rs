@@ -436,6 +436,50 @@ impl ObsStore {
     }
 }
 
+/// The actions of one batch step, one row per environment: what [`crate::VecEnv`] steps with.
+/// A discrete space takes one index per environment, a box one row of `dim` values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Actions<'a> {
+    Discrete(&'a [i64]),
+    Box(&'a [f32]),
+}
+
+impl<'a> From<&'a [i64]> for Actions<'a> {
+    fn from(actions: &'a [i64]) -> Self {
+        Actions::Discrete(actions)
+    }
+}
+
+impl<'a> From<&'a Vec<i64>> for Actions<'a> {
+    fn from(actions: &'a Vec<i64>) -> Self {
+        Actions::Discrete(actions)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [i64; N]> for Actions<'a> {
+    fn from(actions: &'a [i64; N]) -> Self {
+        Actions::Discrete(actions)
+    }
+}
+
+impl<'a> From<&'a [f32]> for Actions<'a> {
+    fn from(values: &'a [f32]) -> Self {
+        Actions::Box(values)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for Actions<'a> {
+    fn from(values: &'a Vec<f32>) -> Self {
+        Actions::Box(values)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [f32; N]> for Actions<'a> {
+    fn from(values: &'a [f32; N]) -> Self {
+        Actions::Box(values)
+    }
+}
+
 /// The actions of one step of a group of environments, checked against the space.
 #[derive(Clone, Copy)]
 pub(crate) enum GroupActions<'a> {

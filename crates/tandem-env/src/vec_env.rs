@@ -48,7 +48,7 @@ use crate::gym::{GymInfo, Pool as GymPool, Sent};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{
-    Action, ActionSpace, Dtype, GroupActions, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore,
+    Action, ActionSpace, Actions, Dtype, GroupActions, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore,
 };
 use crate::spec::{EnvSpec, GameSpec, make_env, wrap_chain};
 
@@ -269,11 +269,11 @@ pub struct VecEnv {
     work_estimate: Option<f64>,
     /// The worker processes of a gymnasium environment, stepped before the chains.
     gym: Option<GymPool>,
-    /// A batch step begun and not yet finished ([`VecEnv::begin_step_box`]).
+    /// A batch step begun and not yet finished ([`VecEnv::begin_step`]).
     pending: Option<PendingStep>,
 }
 
-/// A batch step between [`VecEnv::begin_step`] (or `begin_step_box`) and
+/// A batch step between [`VecEnv::begin_step`] and
 /// [`VecEnv::finish_step`]: its environments, its actions, and the gymnasium requests on their
 /// way.
 struct PendingStep {
@@ -602,32 +602,25 @@ impl VecEnv {
         self.sync_normalizers_in_batch();
     }
 
-    /// Steps every environment with its discrete action (`actions[i]` for environment
-    /// `i`), resetting those whose episode ends. Errors, before anything is stepped, if
-    /// the space is not discrete, the number of actions is wrong or one is out of range.
-    pub fn step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
+    /// Steps every environment with its action (row `i` of `actions` for environment `i`),
+    /// resetting those whose episode ends. Errors, before anything is stepped, if the actions'
+    /// kind is not the space's, their number is wrong, or one is out of range (discrete) or
+    /// not finite (box).
+    pub fn step<'a>(&mut self, actions: impl Into<Actions<'a>>) -> Result<(), EnvError> {
         self.step_group(0..self.slots.len(), actions)
     }
 
-    /// [`VecEnv::step`] for a box action space: `actions` holds one row of
-    /// `action_space().dim()` values per environment.
-    pub fn step_box(&mut self, actions: &[f32]) -> Result<(), EnvError> {
-        self.step_group_box(0..self.slots.len(), actions)
-    }
-
-    /// Steps only the environments in `envs` (`actions[k]` for environment
+    /// Steps only the environments in `envs` (row `k` of `actions` for environment
     /// `envs.start + k`), like [`VecEnv::step`] does all of them; the rows of the others
     /// (observations, rewards, flags) are left as they are. A trainer steps the groups of
     /// a batch in turn this way, overlapping one group's step with the policy's forward
     /// pass for another.
-    pub fn step_group(&mut self, envs: Range<usize>, actions: &[i64]) -> Result<(), EnvError> {
-        let actions = self.checked_discrete(&envs, actions)?;
-        self.step_checked(envs, actions)
-    }
-
-    /// [`VecEnv::step_group`] for a box action space (rows of `action_space().dim()`).
-    pub fn step_group_box(&mut self, envs: Range<usize>, actions: &[f32]) -> Result<(), EnvError> {
-        let actions = self.checked_box(&envs, actions)?;
+    pub fn step_group<'a>(
+        &mut self,
+        envs: Range<usize>,
+        actions: impl Into<Actions<'a>>,
+    ) -> Result<(), EnvError> {
+        let actions = self.checked(&envs, actions.into())?;
         self.step_checked(envs, actions)
     }
 
@@ -636,20 +629,13 @@ impl VecEnv {
     /// their networks meanwhile). Until [`VecEnv::finish_step`] the batch still shows the
     /// observations before this step; another step, a snapshot, a restore, a frame or new
     /// normaliser statistics are refused, and a reset finishes the step first.
-    pub fn begin_step(&mut self, actions: &[i64]) -> Result<(), EnvError> {
+    pub fn begin_step<'a>(&mut self, actions: impl Into<Actions<'a>>) -> Result<(), EnvError> {
         let envs = 0..self.slots.len();
-        let actions = self.checked_discrete(&envs, actions)?;
+        let actions = self.checked(&envs, actions.into())?;
         self.begin_checked(envs, actions)
     }
 
-    /// [`VecEnv::begin_step`] for a box action space.
-    pub fn begin_step_box(&mut self, actions: &[f32]) -> Result<(), EnvError> {
-        let envs = 0..self.slots.len();
-        let actions = self.checked_box(&envs, actions)?;
-        self.begin_checked(envs, actions)
-    }
-
-    /// Completes the step begun by [`VecEnv::begin_step`] or `begin_step_box`: waits for the
+    /// Completes the step begun by [`VecEnv::begin_step`]: waits for the
     /// gymnasium workers (native environments step here), then runs the wrapper chains, as
     /// [`VecEnv::step`] does. Errors if no step was begun.
     pub fn finish_step(&mut self) -> Result<(), EnvError> {
@@ -662,6 +648,18 @@ impl VecEnv {
             gym.await_step(sent)?;
         }
         self.step_slots(pending.envs, pending.actions.as_group())
+    }
+
+    /// `actions` checked against the space for the environments `envs`.
+    fn checked<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: Actions<'a>,
+    ) -> Result<GroupActions<'a>, EnvError> {
+        match actions {
+            Actions::Discrete(a) => self.checked_discrete(envs, a),
+            Actions::Box(values) => self.checked_box(envs, values),
+        }
     }
 
     fn checked_discrete<'a>(

@@ -217,13 +217,13 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         let discrete: Vec<i64> = step.iter().map(|&a| a as i64).collect();
         match (&space, t % 2 == 1) {
             (ActionSpace::Discrete { .. }, false) => envs.step(&discrete).unwrap(),
-            (ActionSpace::Box { .. }, false) => envs.step_box(step).unwrap(),
+            (ActionSpace::Box { .. }, false) => envs.step(step).unwrap(),
             (ActionSpace::Discrete { .. }, true) => {
                 envs.begin_step(&discrete).unwrap();
                 envs.finish_step().unwrap();
             }
             (ActionSpace::Box { .. }, true) => {
-                envs.begin_step_box(step).unwrap();
+                envs.begin_step(step).unwrap();
                 envs.finish_step().unwrap();
             }
         }
@@ -555,7 +555,7 @@ fn box_actions_normalisers_groups_and_threads_work_together() {
     let mut truncations = 0;
     for t in 0..90 {
         let a = (t % 5) as f32 - 2.0;
-        envs.step_box(&[a, -a, a * 0.5, 0.0]).unwrap();
+        envs.step(&[a, -a, a * 0.5, 0.0]).unwrap();
         truncations += envs.truncated().iter().filter(|&&x| x).count();
         assert!(envs.obs().iter().all(|v| v.is_finite() && v.abs() <= 10.0));
     }
@@ -566,9 +566,9 @@ fn box_actions_normalisers_groups_and_threads_work_together() {
     );
     // A group step leaves the other rows alone.
     let before = envs.obs()[2 * 3..].to_vec();
-    envs.step_group_box(0..2, &[1.0, 1.0]).unwrap();
+    envs.step_group(0..2, &[1.0, 1.0]).unwrap();
     assert_eq!(&envs.obs()[2 * 3..], before.as_slice());
-    envs.step_group_box(2..4, &[1.0, 1.0]).unwrap();
+    envs.step_group(2..4, &[1.0, 1.0]).unwrap();
     assert_ne!(&envs.obs()[2 * 3..], before.as_slice());
     assert!(envs.normalizer_stats().iter().all(|s| s.count > 0.0));
     // Box actions are refused where discrete ones are expected and vice versa.
@@ -694,8 +694,8 @@ fn half_cheetah_draws_offscreen_without_changing_its_episode() {
     let mut rng = Xoshiro256::new(8);
     for t in 0..30 {
         let action: Vec<f32> = (0..6).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
-        drawn_envs.step_box(&action).unwrap();
-        plain.step_box(&action).unwrap();
+        drawn_envs.step(&action).unwrap();
+        plain.step(&action).unwrap();
         drawn_envs
             .render_rgb(0)
             .unwrap()

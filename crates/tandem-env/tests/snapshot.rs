@@ -89,7 +89,7 @@ fn random_actions(rng: &mut Xoshiro256, envs: &VecEnv) -> Actions {
 fn step(envs: &mut VecEnv, actions: &Actions) {
     match actions {
         Actions::Discrete(a) => envs.step(a).unwrap(),
-        Actions::Box(a) => envs.step_box(a).unwrap(),
+        Actions::Box(a) => envs.step(a).unwrap(),
     }
 }
 

@@ -366,13 +366,13 @@ fn box_actions_reach_each_environment_as_its_row() {
         venv.action_space().to_string(),
         "box of 2 f32 in [[-1.0, 0.0], [1.0, 5.0]]"
     );
-    venv.step_box(&[0.5, 1.0, -3.0, 2.0, 0.25, 7.0]).unwrap();
+    venv.step(&[0.5, 1.0, -3.0, 2.0, 0.25, 7.0]).unwrap();
     assert_eq!(venv.obs(), &[0.5, 1.0, -1.0, 2.0, 0.25, 5.0]);
     assert_eq!(venv.rewards(), &[1.5, -1.0, 7.25]);
-    venv.step_group_box(1..2, &[0.0, 4.0]).unwrap();
+    venv.step_group(1..2, &[0.0, 4.0]).unwrap();
     assert_eq!(venv.obs(), &[0.5, 1.0, 0.0, 4.0, 0.25, 5.0]);
     // The third step ends environment 1's episode: its row restarts, the final row keeps it.
-    venv.step_group_box(1..2, &[0.75, 0.5]).unwrap();
+    venv.step_group(1..2, &[0.75, 0.5]).unwrap();
     assert!(venv.terminated()[1]);
     assert_eq!(&venv.obs()[2..4], &[9.0, 9.0]);
     assert_eq!(venv.final_obs_row(1), &[0.75, 0.5]);
@@ -388,14 +388,14 @@ fn box_actions_of_the_wrong_kind_count_or_value_are_refused_before_stepping() {
         "{err}"
     );
     assert!(matches!(
-        venv.step_box(&[0.0; 3]),
+        venv.step(&[0.0; 3]),
         Err(EnvError::ActionCount {
             expected: 4,
             got: 3
         })
     ));
     let err = venv
-        .step_box(&[0.0, 0.0, f32::NAN, 1.0])
+        .step(&[0.0, 0.0, f32::NAN, 1.0])
         .unwrap_err()
         .to_string();
     assert!(
@@ -405,7 +405,7 @@ fn box_actions_of_the_wrong_kind_count_or_value_are_refused_before_stepping() {
     assert_eq!(venv.obs(), before.as_slice());
     let mut discrete =
         VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &env_seeds(1, 0, 0, 2), 1).unwrap();
-    let err = discrete.step_box(&[0.0, 0.0]).unwrap_err().to_string();
+    let err = discrete.step(&[0.0, 0.0]).unwrap_err().to_string();
     assert!(
         err.contains("box actions given") && err.contains("2 discrete actions"),
         "{err}"
