@@ -64,6 +64,50 @@ fn a_billion_environments_are_refused_by_validate_and_train_before_anything_runs
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// MemAvailable of this machine, in bytes.
+fn available_memory() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn two_ranks_on_a_machine_that_holds_one_are_refused_once_the_launcher_counts_them() {
+    // The resolve counts one rank a machine (it cannot know the layout yet); the launcher then
+    // finds both ranks here and checks the same resolution again, before anything starts.
+    let dir = scratch("two-ranks");
+    // Two ranks of MinAtar DQN, each holding half of the global replay buffer.
+    let file = format!(
+        "{}/experiments/minatar-breakout-dqn.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let source = tandem_config::Source::Path(file.clone().into());
+    let capacity_set = |capacity: u64| format!("algorithm.buffer-capacity={capacity}");
+    let per_rank = |capacity: u64| {
+        let r = tandem_config::resolve(&source, &[capacity_set(capacity)])
+            .unwrap_or_else(|d| panic!("{d}"));
+        tandem_config::memory_estimate(&r.experiment).per_rank()
+    };
+    // A million more global rows are half a million more a rank.
+    let row = (per_rank(4_000_000) - per_rank(2_000_000)) / 1_000_000;
+    // About 0.7 of the machine a rank.
+    let capacity = 2 * (available_memory() * 7 / 10 / row);
+    let run_dir = dir.join("run");
+    let set = capacity_set(capacity);
+    let train = tandem(&["train", &file, "--set", &set, "--run-dir", path(&run_dir)]);
+    let all = text(&train);
+    assert_eq!(train.status.code(), Some(1), "{all}");
+    assert!(all.contains("config::out-of-memory"), "{all}");
+    assert!(all.contains("2 rank(s) here"), "{all}");
+    assert!(all.contains("of replay buffer a rank"), "{all}");
+    assert!(!run_dir.exists(), "train created its run directory");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_step_limit_below_one_update_is_said_and_the_update_runs_whole_and_play_writes_through_devices()
 {

@@ -647,11 +647,11 @@ pub struct TrainRequest {
 /// exactly as a spawned worker reads it.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let resume = resume_dir(&req)?;
-    let (canonical, resolvable) = resolve_canonical(&req)?;
-    if let Some(dir) = &resume {
-        check_resume_config(dir, &canonical, req.allow_config_change)?;
-    }
+    let (canonical, resolved) = resolve_canonical(&req)?;
     let (experiment, hash) = worker::parse_config(&canonical)?;
+    if let Some(dir) = &resume {
+        check_resume_config(dir, &experiment, &hash, &canonical, req.allow_config_change)?;
+    }
     let flags = job_env::Flags {
         nnodes: req.nnodes,
         node_rank: req.node_rank,
@@ -660,7 +660,7 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
     };
     let job = job_env::derive(&job_env::from_process()?, &flags, experiment.world_size())?;
     if req.nnodes.is_none() {
-        check_memory_for_ranks_here(&resolvable, &job.plan, experiment.world_size())?;
+        check_memory_for_ranks_here(&resolved, &job.plan, experiment.world_size())?;
     }
     crate::dist::check_interfaces(&job.gloo_interfaces).map_err(|e| UsageError(e.to_string()))?;
     let run_dir = run_dir_for(&req, resume.as_ref(), &experiment.name, &hash, &job);
@@ -742,7 +742,13 @@ fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
 /// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
 /// `--resume-if-exists`) is refused, saying what differs, unless `allow` (rank 0 records the
 /// change once the resume has succeeded).
-fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
+fn check_resume_config(
+    dir: &Path,
+    now: &tandem_config::Experiment,
+    now_hash: &str,
+    canonical: &str,
+    allow: bool,
+) -> Result<()> {
     use crate::train::checkpoint;
     // A damaged one is skipped here in silence: the ranks warn when they skip it too.
     let mut found = None;
@@ -763,7 +769,6 @@ fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
             damaged.join("\n")
         );
     };
-    let (now, now_hash) = worker::parse_config(canonical)?;
     let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
         anyhow::anyhow!(
             "the config inside {} does not parse:\n{}",
@@ -795,8 +800,9 @@ fn check_resume_config(dir: &Path, canonical: &str, allow: bool) -> Result<()> {
 }
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
-/// `--set` and `--max-steps` applied), in canonical text: the one form any rank is handed.
-fn resolve_canonical(req: &TrainRequest) -> Result<(String, Resolvable)> {
+/// `--set` and `--max-steps` applied), resolved once, and its canonical text: the one form any
+/// rank is handed.
+fn resolve_canonical(req: &TrainRequest) -> Result<(String, tandem_config::Resolved)> {
     let mut sets = req.sets.clone();
     if let Some(n) = req.max_steps {
         sets.push(format!("train.max-steps={n}"));
@@ -831,22 +837,14 @@ fn resolve_canonical(req: &TrainRequest) -> Result<(String, Resolvable)> {
         .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
     // What runs but not as written (e.g. more steps than asked) is said before it runs.
     eprint!("{}", resolved.warnings.render(color));
-    Ok((
-        tandem_config::canonical_kdl(&resolved.experiment),
-        Resolvable { source, sets },
-    ))
+    Ok((tandem_config::canonical_kdl(&resolved.experiment), resolved))
 }
 
-/// What the command line resolved, kept to check it again once the job's layout is known.
-struct Resolvable {
-    source: tandem_config::Source,
-    sets: Vec<String>,
-}
-
-/// The memory check again, for the ranks this node actually runs: the first resolve knew the
-/// node count only from `--nnodes`, and counted one rank a machine without it.
+/// The memory check again, for the ranks this node actually runs: the resolve knew the node
+/// count only from `--nnodes`, and counted one rank a machine without it. The resolved
+/// experiment is checked as it is; nothing is resolved again.
 fn check_memory_for_ranks_here(
-    what: &Resolvable,
+    resolved: &tandem_config::Resolved,
     plan: &job_env::JobPlan,
     world: usize,
 ) -> Result<()> {
@@ -857,9 +855,12 @@ fn check_memory_for_ranks_here(
     if here <= 1 {
         return Ok(());
     }
+    let Some(machine) = tandem_config::Machine::detect(Some(world.div_ceil(here))) else {
+        return Ok(());
+    };
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    resolve_here(&what.source, &what.sets, world.div_ceil(here))
-        .map(|_| ())
+    resolved
+        .fits(&machine)
         .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))
 }
 

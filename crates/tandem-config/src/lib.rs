@@ -107,12 +107,27 @@ impl Provenance {
 }
 
 /// A resolved experiment and where each of its values came from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Resolved {
     pub experiment: Experiment,
     pub provenance: Provenance,
     /// What runs, but not as written (e.g. `total-steps` below one update); to be shown.
     pub warnings: Diagnostics,
+    /// Where each value was written, for checks made after resolution ([`Resolved::fits`]).
+    labels: resolve::Labels,
+}
+
+impl Resolved {
+    /// Refuses an experiment whose ranks on `machine` need more memory than it has available
+    /// ([`memory_estimate`]), as [`resolve_on`] does, without resolving again: for a caller that
+    /// learns how many ranks the machine runs only once the experiment is resolved (the
+    /// launcher under a scheduler).
+    pub fn fits(&self, machine: &Machine) -> Result<(), Diagnostics> {
+        match resolve::memory::misfit(&self.experiment, &self.labels, machine) {
+            None => Ok(()),
+            Some(b) => Err(Diagnostics::new(vec![b.finish(&self.labels.sources)])),
+        }
+    }
 }
 
 /// Resolves an experiment: reads the source and its includes, applies `--set`

@@ -227,3 +227,31 @@ fn every_rank_on_the_machine_counts_and_replay_is_blamed_on_its_capacity() {
     };
     assert!(resolve_on(&dqn, &[], &two).is_ok());
 }
+
+#[test]
+fn a_resolved_experiment_is_checked_against_a_machine_without_resolving_again() {
+    // The launcher resolves before it knows how many ranks a scheduler puts on this machine,
+    // then checks the same resolution once it does: the refusal is the resolver's own, at the
+    // line the capacity was written on.
+    let dqn = experiment("minatar-breakout-dqn.kdl");
+    let resolved = ok(&dqn, &["algorithm.buffer-capacity=200_000"]);
+    let per_rank = memory_estimate(&resolved.experiment).per_rank();
+    assert!(resolved.fits(&machine(2 * per_rank)).is_ok());
+    let after = resolved.fits(&machine(2 * per_rank - 1)).unwrap_err();
+    let during = resolve_on(
+        &dqn,
+        &["algorithm.buffer-capacity=200_000".to_string()],
+        &machine(2 * per_rank - 1),
+    )
+    .unwrap_err();
+    assert_eq!(after.render(false), during.render(false));
+    let d = after.iter().next().unwrap();
+    assert_eq!(d.code(), "config::out-of-memory", "{after}");
+    assert_eq!(d.file(), Some("--set"), "{d:?}");
+    assert!(d.help().unwrap().starts_with("2 rank(s) here"), "{d:?}");
+    let spread = Machine {
+        available_bytes: per_rank,
+        nodes: 2,
+    };
+    assert!(resolved.fits(&spread).is_ok());
+}

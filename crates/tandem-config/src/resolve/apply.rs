@@ -62,6 +62,11 @@ impl<'a> Applier<'a> {
         }
     }
 
+    /// The texts this resolution read.
+    pub(super) fn sources(&self) -> &Sources {
+        self.sources
+    }
+
     pub(super) fn push(&mut self, b: DiagBuilder) {
         let d = b.finish(self.sources);
         match d.severity() {

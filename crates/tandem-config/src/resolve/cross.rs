@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use miette::SourceSpan;
 
 use super::apply::Applier;
+use super::memory::{self, Labels};
 use crate::Machine;
-use crate::budget::{Bytes, MemoryPart, memory_estimate, update_formula, update_steps};
+use crate::budget::{update_formula, update_steps};
 use crate::diag::{SourceId, error, warning};
 use crate::model::*;
 
@@ -163,46 +164,10 @@ impl CrossCheck<'_, '_> {
 
     /// The ranks this machine runs must fit in its available memory ([`memory_estimate`]).
     fn memory(&mut self, machine: &Machine) {
-        let e = self.experiment;
-        let estimate = memory_estimate(e);
-        let ranks = machine.ranks_here(e.world_size());
-        let needed = estimate.per_rank().saturating_mul(ranks as u64);
-        if needed <= machine.available_bytes {
-            return;
+        let labels = Labels::of(self.applier, self.main_source, self.experiment_span);
+        if let Some(b) = memory::misfit(self.experiment, &labels, machine) {
+            self.applier.push(b);
         }
-        let (part, largest) = estimate.dominant();
-        let path = part.setting();
-        let label = format!("{} of {} a rank", Bytes(largest), part.describe());
-        let (source, span, text) = self.label(path, &label);
-        let mut b = error(
-            "config::out-of-memory",
-            format!(
-                "this experiment needs at least {} of memory on this machine, and {} is available",
-                Bytes(needed),
-                Bytes(machine.available_bytes)
-            ),
-        )
-        .at(source, span, text);
-        if part == MemoryPart::Rollout
-            && let (s, span, true) = self.at("train.rollout")
-        {
-            b = b.also(s, span, "steps kept per environment");
-        }
-        let lever = match part {
-            MemoryPart::Environments | MemoryPart::Rollout if e.algorithm.is_on_policy() => {
-                "lower `envs` or `rollout`"
-            }
-            MemoryPart::Environments | MemoryPart::Rollout => "lower `envs`",
-            MemoryPart::Replay => "lower `buffer-capacity`",
-            MemoryPart::Networks => "use a smaller network",
-        };
-        let help = format!(
-            "{ranks} rank(s) here, each needing at least {} ({}); {lever}, or spread the \
-             ranks over more machines",
-            Bytes(estimate.per_rank()),
-            estimate.breakdown()
-        );
-        self.applier.push(b.help(help));
     }
 
     /// A recurrent core: only the actor-critics have one, on a shared torso, stepping every

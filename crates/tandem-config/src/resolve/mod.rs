@@ -16,6 +16,7 @@ mod check;
 mod cross;
 mod from_json;
 mod load;
+pub(crate) mod memory;
 
 use kdl::{KdlDocument, KdlNode, KdlValue};
 use miette::SourceSpan;
@@ -120,6 +121,8 @@ pub(super) fn found(value: &KdlValue) -> String {
     }
 }
 
+pub(crate) use memory::Labels;
+
 /// Runs the whole resolution; with a `machine`, also checks that the experiment fits it.
 pub(crate) fn run(
     source: &Source,
@@ -146,6 +149,7 @@ pub(crate) fn run(
     let warnings = std::mem::take(&mut applier.warnings);
     if applier.diags.is_empty() {
         Ok(Resolved {
+            labels: Labels::of(&applier, main_source, experiment_span),
             experiment,
             provenance: Provenance::new(provenance),
             warnings: Diagnostics::new(warnings),
