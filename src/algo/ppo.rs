@@ -279,12 +279,15 @@ pub struct PpoStats {
     pub optimizer_steps: usize,
 }
 
-/// The PPO learner: optimizer state and minibatch sampler, both checkpointable.
+/// The PPO learner: its optimizer (state checkpointed) and the seed the next update shuffles
+/// its minibatches with. Nothing of the shuffle is carried from one update to the next: the
+/// trainer derives every update's seed from (seed, rank, update), so a resumed run shuffles as
+/// the uninterrupted one did.
 #[derive(Debug)]
 pub struct Ppo {
     config: PpoConfig,
     optimizer: Optimizer,
-    sampler: MinibatchSampler,
+    shuffle_seed: u64,
 }
 
 /// Index of each statistic in what the update all-reduces at its end.
@@ -310,7 +313,7 @@ impl Ppo {
         Ok(Ppo {
             config,
             optimizer,
-            sampler: MinibatchSampler::new(shuffle_seed),
+            shuffle_seed,
         })
     }
 
@@ -334,17 +337,10 @@ impl Ppo {
     pub fn optimizer_mut(&mut self) -> &mut Optimizer {
         &mut self.optimizer
     }
-    pub fn sampler(&self) -> &MinibatchSampler {
-        &self.sampler
-    }
-    /// Restores the minibatch order after a resume.
-    pub fn set_sampler(&mut self, sampler: MinibatchSampler) {
-        self.sampler = sampler;
-    }
 
     /// One PPO update on this rank's share of the batch. `progress` is the fraction of training
-    /// done before this update (for annealing). Every rank must call it with a batch of the same
-    /// size.
+    /// done before this update (for annealing); the minibatches are shuffled from the learner's
+    /// shuffle seed. Every rank must call it with a batch of the same size.
     pub fn update(
         &mut self,
         model: &ActorCritic,
@@ -358,11 +354,9 @@ impl Ppo {
             .sequences
             .as_ref()
             .map_or(batch.len(), |s| s.num_envs());
+        let mut sampler = MinibatchSampler::new(self.shuffle_seed);
         let plan = (0..self.config.update_epochs)
-            .map(|_| {
-                self.sampler
-                    .minibatches(units, self.config.num_minibatches, batch.device())
-            })
+            .map(|_| sampler.minibatches(units, self.config.num_minibatches, batch.device()))
             .collect::<Result<Vec<_>>>()?;
         self.update_with_minibatches(model, batch, progress, &plan, collective)
     }
@@ -692,8 +686,7 @@ impl PolicyUpdate for Ppo {
     ) -> Result<Scalars> {
         // Minibatch order is derived from (seed, rank, update), not carried state, so a resumed
         // run shuffles exactly as the uninterrupted one.
-        let seed = derived_seed(at.seed, Purpose::Shuffle, at.rank as u64, at.update);
-        self.sampler = MinibatchSampler::new(seed);
+        self.shuffle_seed = derived_seed(at.seed, Purpose::Shuffle, at.rank as u64, at.update);
         let batch = rollout.gae_batch(last_values, self.config.gamma, self.config.gae_lambda)?;
         Ok(self
             .update(model, &batch, at.progress, collective)?

@@ -761,8 +761,8 @@ impl HostArrays {
 }
 
 /// Seeded shuffling of sample indices into minibatches. Its whole state is one `u64`
-/// ([`MinibatchSampler::state`]), so checkpoints can store it and a resumed run draws the same
-/// minibatches. The generator is SplitMix64 (Steele et al. 2014): tiny, fast, and good enough
+/// ([`MinibatchSampler::state`]), so its seed fixes every draw: PPO derives one per update and
+/// a resumed run draws the same minibatches. The generator is SplitMix64 (Steele et al. 2014): tiny, fast, and good enough
 /// for shuffling; it does not touch libtorch's generator, so sampling actions and shuffling
 /// never perturb each other.
 #[derive(Debug, Clone)]
