@@ -201,6 +201,14 @@ print(*run(False), *run(True))
 }
 
 fn main() {
+    print_header();
+    let references = vec_env_rates();
+    let bare = bare_game_rate();
+    wrapper_chain_rate();
+    compare_with_python(&references, bare);
+}
+
+fn print_header() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "tandem-env benchmark: {} s per measurement, {} cores, load average {}",
@@ -211,6 +219,11 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
+}
+
+/// Every game's VecEnv rate at 64 and 4096 environments on 1 and 2 threads; the 64-environment,
+/// one-thread rates of the MinAtar games, to hold against the Python package.
+fn vec_env_rates() -> Vec<(&'static str, &'static str, Rate)> {
     let minatar = |name: &str| EnvSpec::new(GameSpec::from_name(name).unwrap());
     // (label, spec, minatar module for the Python reference)
     let games = [
@@ -267,7 +280,11 @@ fn main() {
             }
         }
     }
+    references
+}
 
+/// The bare MinAtar Breakout game stepped with its observations, one thread.
+fn bare_game_rate() -> Rate {
     let mut game = Breakout::new(0, 0.1, false);
     let mut obs = vec![0f32; 400];
     let mut source = Actions(3);
@@ -292,7 +309,11 @@ fn main() {
         bare,
         "steps",
     );
+    bare
+}
 
+/// The DeepMind wrappers alone, on static frames.
+fn wrapper_chain_rate() {
     let mut env = deepmind_on_static_frames();
     let mut obs = vec![0u8; env.observation_space().len()];
     env.reset(Some(0), ObsBuf::U8(&mut obs));
@@ -312,10 +333,13 @@ fn main() {
         chain,
         "agent steps",
     );
+}
 
+/// The native rates against the `minatar` package's, per CPU-second.
+fn compare_with_python(references: &[(&'static str, &'static str, Rate)], bare: Rate) {
     let per_cpu = |r: Rate| r.cpu.unwrap_or(r.wall);
     let mut summary = Vec::new();
-    for (name, module, native) in &references {
+    for (name, module, native) in references {
         match python_minatar_rate(module) {
             Ok((act, act_state)) => {
                 show(

@@ -348,96 +348,9 @@ impl VecEnv {
         seeds: Vec<u64>,
         threads: usize,
     ) -> Result<Self, EnvError> {
-        if envs.is_empty() {
-            return Err(EnvError::InvalidArgument(
-                "a VecEnv needs at least one environment".into(),
-            ));
-        }
-        if seeds.len() != envs.len() {
-            return Err(EnvError::InvalidArgument(format!(
-                "{} seeds given for {} environments",
-                seeds.len(),
-                envs.len()
-            )));
-        }
-        if threads == 0 {
-            return Err(EnvError::InvalidArgument(
-                "a VecEnv needs at least one thread".into(),
-            ));
-        }
-        let env_space = envs[0].observation_space();
-        let action_space = envs[0].action_space();
-        if env_space.is_empty() || action_space.dim() == 0 || action_space.num_discrete() == Some(0)
-        {
-            return Err(EnvError::InvalidArgument(format!(
-                "environment has an empty observation ({env_space}) or no actions ({action_space})"
-            )));
-        }
-        for (i, env) in envs.iter().enumerate() {
-            if env.observation_space() != env_space || env.action_space() != action_space {
-                return Err(EnvError::InvalidArgument(format!(
-                    "environment {i} has observation {} and {}, environment 0 has {env_space} and {action_space}",
-                    env.observation_space(),
-                    env.action_space()
-                )));
-            }
-        }
-        let mut norms: Vec<SharedNorm> = Vec::new();
-        for (i, env) in envs.iter_mut().enumerate() {
-            let mut layout = Vec::new();
-            env.visit_normalizers(&mut |n: &mut Normalizer| {
-                n.managed = true;
-                layout.push((n.kind, n.current().dim()));
-            });
-            if i == 0 {
-                norms = layout
-                    .iter()
-                    .map(|&(kind, dim)| SharedNorm {
-                        kind,
-                        synced: NormStats::empty(dim),
-                        local: NormStats::empty(dim),
-                    })
-                    .collect();
-            } else if layout.len() != norms.len()
-                || layout
-                    .iter()
-                    .zip(&norms)
-                    .any(|(l, n)| l.0 != n.kind || l.1 != n.synced.dim())
-            {
-                return Err(EnvError::InvalidArgument(format!(
-                    "environment {i} has different normalising wrappers from environment 0"
-                )));
-            }
-        }
-        let direct = env_space.dtype == Dtype::F32
-            && (matches!(
-                env_space.shape,
-                ObsShape::Vector { .. }
-                    | ObsShape::Image {
-                        layout: Layout::Chw,
-                        ..
-                    }
-            ) || env_space.is_single_channel_image());
-        let emit = match env_space.shape {
-            _ if direct => Emit::Direct,
-            ObsShape::Vector { len } => Emit::Convert {
-                height: 1,
-                width: len,
-                channels: 1,
-                transpose: false,
-            },
-            ObsShape::Image {
-                height,
-                width,
-                channels,
-                layout,
-            } => Emit::Convert {
-                height,
-                width,
-                channels,
-                transpose: layout == Layout::Hwc && channels > 1,
-            },
-        };
+        let (env_space, action_space) = check_batch(&envs, &seeds, threads)?;
+        let norms = shared_normalizers(&mut envs)?;
+        let emit = Emit::for_space(&env_space);
         let n = envs.len();
         let obs_len = env_space.len();
         let slots = envs
@@ -451,21 +364,6 @@ impl VecEnv {
                 finished: None,
             })
             .collect();
-        let pool = if threads > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("tandem-env-{i}"))
-                    .build()
-                    .map_err(|e| {
-                        EnvError::InvalidArgument(format!(
-                            "cannot start {threads} environment threads: {e}"
-                        ))
-                    })?,
-            )
-        } else {
-            None
-        };
         Ok(VecEnv {
             slots,
             seeds,
@@ -481,7 +379,7 @@ impl VecEnv {
             truncated: vec![false; n],
             episodes: Vec::new(),
             norms,
-            pool,
+            pool: thread_pool(threads)?,
             threads,
             min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
             work_estimate: None,
@@ -1208,5 +1106,135 @@ fn within_env(index: usize, error: EnvError) -> EnvError {
     match error {
         EnvError::Snapshot(message) => snapshot_error(format!("environment {index}: {message}")),
         other => other,
+    }
+}
+
+/// The spaces every environment of a batch shares, or why the batch cannot be made: no
+/// environments, a seed count that is not theirs, no thread, an empty space, or two
+/// environments that differ.
+fn check_batch(
+    envs: &[Box<dyn Env>],
+    seeds: &[u64],
+    threads: usize,
+) -> Result<(ObsSpace, ActionSpace), EnvError> {
+    if envs.is_empty() {
+        return Err(EnvError::InvalidArgument(
+            "a VecEnv needs at least one environment".into(),
+        ));
+    }
+    if seeds.len() != envs.len() {
+        return Err(EnvError::InvalidArgument(format!(
+            "{} seeds given for {} environments",
+            seeds.len(),
+            envs.len()
+        )));
+    }
+    if threads == 0 {
+        return Err(EnvError::InvalidArgument(
+            "a VecEnv needs at least one thread".into(),
+        ));
+    }
+    let env_space = envs[0].observation_space();
+    let action_space = envs[0].action_space();
+    if env_space.is_empty() || action_space.dim() == 0 || action_space.num_discrete() == Some(0) {
+        return Err(EnvError::InvalidArgument(format!(
+            "environment has an empty observation ({env_space}) or no actions ({action_space})"
+        )));
+    }
+    for (i, env) in envs.iter().enumerate() {
+        if env.observation_space() != env_space || env.action_space() != action_space {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {i} has observation {} and {}, environment 0 has {env_space} and {action_space}",
+                env.observation_space(),
+                env.action_space()
+            )));
+        }
+    }
+    Ok((env_space, action_space))
+}
+
+/// Takes over the normalisers of every environment's chain (the batch keeps their statistics
+/// equal) and returns one shared record per chain position; every chain must have the same
+/// normalisers in the same places.
+fn shared_normalizers(envs: &mut [Box<dyn Env>]) -> Result<Vec<SharedNorm>, EnvError> {
+    let mut norms: Vec<SharedNorm> = Vec::new();
+    for (i, env) in envs.iter_mut().enumerate() {
+        let mut layout = Vec::new();
+        env.visit_normalizers(&mut |n: &mut Normalizer| {
+            n.managed = true;
+            layout.push((n.kind, n.current().dim()));
+        });
+        if i == 0 {
+            norms = layout
+                .iter()
+                .map(|&(kind, dim)| SharedNorm {
+                    kind,
+                    synced: NormStats::empty(dim),
+                    local: NormStats::empty(dim),
+                })
+                .collect();
+        } else if layout.len() != norms.len()
+            || layout
+                .iter()
+                .zip(&norms)
+                .any(|(l, n)| l.0 != n.kind || l.1 != n.synced.dim())
+        {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {i} has different normalising wrappers from environment 0"
+            )));
+        }
+    }
+    Ok(norms)
+}
+
+/// The pool a batch steps on: none for one thread (the caller's thread steps).
+fn thread_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, EnvError> {
+    if threads <= 1 {
+        return Ok(None);
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tandem-env-{i}"))
+        .build()
+        .map(Some)
+        .map_err(|e| {
+            EnvError::InvalidArgument(format!("cannot start {threads} environment threads: {e}"))
+        })
+}
+
+impl Emit {
+    /// How the batch writes observations of `space`: f32 vectors, planar f32 images and
+    /// single-channel images straight into their rows, anything else through a conversion
+    /// (bytes to floats, interleaved channels to planes).
+    fn for_space(space: &ObsSpace) -> Emit {
+        let direct = space.dtype == Dtype::F32
+            && (matches!(
+                space.shape,
+                ObsShape::Vector { .. }
+                    | ObsShape::Image {
+                        layout: Layout::Chw,
+                        ..
+                    }
+            ) || space.is_single_channel_image());
+        match space.shape {
+            _ if direct => Emit::Direct,
+            ObsShape::Vector { len } => Emit::Convert {
+                height: 1,
+                width: len,
+                channels: 1,
+                transpose: false,
+            },
+            ObsShape::Image {
+                height,
+                width,
+                channels,
+                layout,
+            } => Emit::Convert {
+                height,
+                width,
+                channels,
+                transpose: layout == Layout::Hwc && channels > 1,
+            },
+        }
     }
 }
