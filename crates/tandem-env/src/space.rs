@@ -444,41 +444,28 @@ pub enum Actions<'a> {
     Box(&'a [f32]),
 }
 
-impl<'a> From<&'a [i64]> for Actions<'a> {
-    fn from(actions: &'a [i64]) -> Self {
-        Actions::Discrete(actions)
-    }
+/// Slices, vectors and arrays of indices are discrete batches; of floats, box batches.
+macro_rules! actions_from {
+    ($element:ty => $variant:ident) => {
+        impl<'a> From<&'a [$element]> for Actions<'a> {
+            fn from(rows: &'a [$element]) -> Self {
+                Actions::$variant(rows)
+            }
+        }
+        impl<'a> From<&'a Vec<$element>> for Actions<'a> {
+            fn from(rows: &'a Vec<$element>) -> Self {
+                Actions::$variant(rows)
+            }
+        }
+        impl<'a, const N: usize> From<&'a [$element; N]> for Actions<'a> {
+            fn from(rows: &'a [$element; N]) -> Self {
+                Actions::$variant(rows)
+            }
+        }
+    };
 }
-
-impl<'a> From<&'a Vec<i64>> for Actions<'a> {
-    fn from(actions: &'a Vec<i64>) -> Self {
-        Actions::Discrete(actions)
-    }
-}
-
-impl<'a, const N: usize> From<&'a [i64; N]> for Actions<'a> {
-    fn from(actions: &'a [i64; N]) -> Self {
-        Actions::Discrete(actions)
-    }
-}
-
-impl<'a> From<&'a [f32]> for Actions<'a> {
-    fn from(values: &'a [f32]) -> Self {
-        Actions::Box(values)
-    }
-}
-
-impl<'a> From<&'a Vec<f32>> for Actions<'a> {
-    fn from(values: &'a Vec<f32>) -> Self {
-        Actions::Box(values)
-    }
-}
-
-impl<'a, const N: usize> From<&'a [f32; N]> for Actions<'a> {
-    fn from(values: &'a [f32; N]) -> Self {
-        Actions::Box(values)
-    }
-}
+actions_from!(i64 => Discrete);
+actions_from!(f32 => Box);
 
 /// The actions of one step of a group of environments, checked against the space.
 #[derive(Clone, Copy)]
