@@ -218,7 +218,9 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "cartpole-ddp.kdl",
         phrase: "--max-steps 61440",
-        check: Check::Test("train_e2e::the_ci_run_of_cartpole_ddp_records_its_hash_and_learns"),
+        check: Check::Test(
+            "train_learning::the_ci_run_of_cartpole_ddp_records_its_hash_and_learns",
+        ),
     },
     Claim {
         file: "cartpole-ddp.kdl",

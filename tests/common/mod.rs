@@ -2,6 +2,7 @@
 //! one test with TANDEM_TEST_ROLE set, and the parent supervises the children.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod equivalence;
 pub mod example_runs;
 pub mod tools;

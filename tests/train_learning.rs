@@ -1,0 +1,401 @@
+//! The `tandem` binary learning with fixed seeds (PPO and A2C on CartPole, one and two ranks,
+//! MinAtar against a random policy, the CI's DDP run), reproducibility, TensorBoard read-back,
+//! `play`, `validate` and `--version`, with real processes and real Gloo.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::binary::*;
+use common::summary_number;
+
+#[test]
+fn ppo_learns_cartpole_on_one_rank() {
+    let dir = fresh_dir("ppo-1");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on 1 rank: mean return of the last 20 episodes {last20} < 475"
+    );
+    assert!(summary_number(&dir, "global_step").unwrap() <= 200_192.0);
+    // The loop's CPU time is reported, and it is the loop's: positive, and no more than the
+    // machine's cores could have spent in the loop's wall time.
+    let cpu = summary_number(&dir, "cpu_seconds").unwrap();
+    let wall = summary_number(&dir, "wall_seconds").unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(
+        cpu > 0.0 && cpu <= wall * cores + 0.05,
+        "cpu_seconds {cpu} for a loop of {wall} s on {cores} cores"
+    );
+}
+
+#[test]
+fn ppo_learns_cartpole_on_two_ranks() {
+    let dir = fresh_dir("ppo-2");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["devices=cpu cpu"],
+        Duration::from_secs(400),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on 2 ranks: mean return of the last 20 episodes {last20} < 475"
+    );
+    // Both ranks wrote their logs; only rank 0 wrote summaries and checkpoints.
+    assert!(dir.join("logs/rank-0.log").exists() && dir.join("logs/rank-1.log").exists());
+    assert!(dir.join("checkpoints").read_dir().unwrap().count() >= 1);
+}
+
+#[test]
+fn two_runs_of_the_same_config_are_identical() {
+    let sets = ["devices=cpu cpu", "train.max-steps=12288", "log.interval=4"];
+    let (a, b) = (fresh_dir("repro-a"), fresh_dir("repro-b"));
+    for dir in [&a, &b] {
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            dir,
+            &sets,
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let (sa, sb) = (deterministic_scalars(&a), deterministic_scalars(&b));
+    assert!(sa.iter().any(|(t, _, _)| t == "loss/policy"), "{sa:?}");
+    assert!(
+        sa.iter().any(|(t, _, _)| t == "episode/return_mean"),
+        "{sa:?}"
+    );
+    assert_eq!(
+        sa, sb,
+        "TensorBoard scalars differ between two identical runs"
+    );
+    let (pa, pb) = (final_parameters(&a), final_parameters(&b));
+    assert!(pa.iter().any(|(n, _)| n.starts_with("model.")));
+    assert_eq!(pa, pb, "final parameters differ between two identical runs");
+    assert_eq!(
+        std::fs::read_to_string(a.join("resolved.kdl")).unwrap(),
+        std::fs::read_to_string(b.join("resolved.kdl")).unwrap()
+    );
+}
+
+#[test]
+fn double_buffered_sampling_learns_and_is_reproducible() {
+    // train.env-groups 2: each half of the environments steps on a second thread while the
+    // policy acts for the other half. The thread timing must not leak into the results.
+    let sets = ["train.env-groups=2"];
+    let (a, b) = (fresh_dir("groups-a"), fresh_dir("groups-b"));
+    for dir in [&a, &b] {
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            dir,
+            &sets,
+            Duration::from_secs(300),
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let log = std::fs::read_to_string(a.join("logs/rank-0.log")).unwrap();
+    assert!(log.contains("in 2 groups of 4"), "{log}");
+    let last20 = summary_number(&a, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO with 2 environment groups: mean return of the last 20 episodes {last20} < 475"
+    );
+    assert_eq!(
+        deterministic_scalars(&a),
+        deterministic_scalars(&b),
+        "TensorBoard scalars differ between two identical runs with 2 environment groups"
+    );
+    assert_eq!(final_parameters(&a), final_parameters(&b));
+}
+
+#[test]
+fn tensorboards_own_reader_reads_the_event_file() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
+    if !python.exists() {
+        common::tools::tool_missing(
+            &python.display().to_string(),
+            "the TensorBoard read-back",
+            "scripts/setup --test makes it",
+        );
+        return;
+    }
+    let dir = fresh_dir("tb");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &["train.max-steps=8192", "log.interval=2"],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let script = r#"
+import glob, json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+files = glob.glob(sys.argv[1] + "/tensorboard/events.out.tfevents.*")
+ea = EventAccumulator(files[0], size_guidance={"scalars": 0, "tensors": 0})
+ea.Reload()
+out = {t: [[e.step, e.value] for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
+out["__text__"] = ea.Tags()["tensors"]
+print(json.dumps(out))
+"#;
+    let py = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let json = String::from_utf8_lossy(&py.stdout).to_string();
+    for tag in [
+        "loss/policy",
+        "loss/value",
+        "ppo/approx_kl",
+        "episode/return_mean",
+        "perf/steps_per_second",
+        "time/rollout_s",
+    ] {
+        assert!(
+            json.contains(&format!("\"{tag}\"")),
+            "TensorBoard does not see {tag}: {json}"
+        );
+    }
+    assert!(
+        json.contains("config/resolved"),
+        "the resolved config text is missing: {json}"
+    );
+    // The values TensorBoard reads equal the ones our own reader decodes.
+    let ours = deterministic_scalars(&dir);
+    let (_, step, bits) = ours.iter().find(|(t, _, _)| t == "loss/value").unwrap();
+    let value = f32::from_bits(*bits);
+    assert!(
+        json.contains(&format!("[{step}, ")),
+        "step {step} missing: {json}"
+    );
+    let tb_values: Vec<f64> = json
+        .split("\"loss/value\": [[")
+        .nth(1)
+        .unwrap()
+        .split("]]")
+        .next()
+        .unwrap()
+        .split("], [")
+        .map(|pair| pair.split(", ").nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        tb_values.iter().any(|v| (*v as f32) == value),
+        "{value} not in {tb_values:?}"
+    );
+}
+
+#[test]
+fn a2c_learns_cartpole() {
+    let dir = fresh_dir("a2c");
+    let out = train(
+        &config("a2c-cartpole.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // The threshold this seed holds with Stable-Baselines3's A2C settings within 200k steps.
+    let last20 = summary_number(&dir, "last_20_return_mean").unwrap();
+    assert!(
+        last20 >= 400.0,
+        "A2C: mean return of the last 20 episodes {last20} < 400"
+    );
+}
+
+#[test]
+fn ppo_beats_a_random_policy_on_minatar_breakout_within_two_minutes() {
+    let random = random_minatar_breakout(200);
+    let dir = fresh_dir("minatar");
+    let start = Instant::now();
+    let out = train(
+        &config("ppo-minatar-breakout.kdl"),
+        &dir,
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let trained = summary_number(&dir, "recent_score_mean").unwrap();
+    eprintln!(
+        "MinAtar Breakout: random {random:.2}, PPO {trained:.2} after {:?}",
+        start.elapsed()
+    );
+    assert!(random < 1.0, "random policy scored {random}");
+    assert!(
+        trained >= 4.0 * random.max(0.5),
+        "PPO scored {trained}, random {random}"
+    );
+    // A GIF of the trained policy playing, from the checkpoint's own config.
+    let gif = dir.join("play.gif");
+    let play = run(
+        tandem()
+            .arg("play")
+            .arg(&dir)
+            .args(["--episodes", "2", "--gif"])
+            .arg(&gif),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    let bytes = std::fs::read(&gif).unwrap();
+    assert!(
+        bytes.starts_with(b"GIF89a") && bytes.len() > 100,
+        "{} bytes",
+        bytes.len()
+    );
+}
+
+#[test]
+fn the_ci_run_of_cartpole_ddp_records_its_hash_and_learns() {
+    // What CI checks of a reproducible short run: the example experiment on 2 ranks, its config
+    // hash recorded in the run directory, and a return that shows learning.
+    let example = format!(
+        "{}/experiments/cartpole-ddp.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = fresh_dir("ci-ddp");
+    let mut cmd = tandem();
+    cmd.args([
+        "train",
+        &example,
+        "--max-steps",
+        "61440",
+        "--quiet",
+        "--run-dir",
+    ])
+    .arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out));
+    let hash = run(
+        tandem().args([
+            "resolve",
+            &example,
+            "--set",
+            "train.max-steps=61440",
+            "--hash",
+        ]),
+        Duration::from_secs(30),
+    );
+    let hash = String::from_utf8_lossy(&hash.stdout).trim().to_string();
+    assert_eq!(hash.len(), 64, "{hash}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("resolved.sha256"))
+            .unwrap()
+            .trim(),
+        hash
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(
+        summary.contains(&format!("\"config_hash\": \"{hash}\"")),
+        "{summary}"
+    );
+    let recent = summary_number(&dir, "recent_return_mean").unwrap();
+    assert!(
+        recent >= 100.0,
+        "cartpole-ddp after 61k steps: recent return {recent}"
+    );
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("all 2 ranks hold bitwise identical copies of"),
+        "{log}"
+    );
+}
+
+#[test]
+fn validate_reports_exit_codes_and_points_at_the_line() {
+    let examples: Vec<String> =
+        std::fs::read_dir(format!("{}/experiments", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "kdl"))
+            .map(|p| p.display().to_string())
+            .collect();
+    assert!(examples.len() >= 5, "{examples:?}");
+    let ok = run(
+        tandem().arg("validate").args(&examples),
+        Duration::from_secs(30),
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let bad = fresh_dir("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    let file = bad.join("bad.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"x\" {\n    seed 1\n    algorithm \"ppo\" {\n        lr \"fast\"\n    }\n}\n",
+    )
+    .unwrap();
+    let out = run(tandem().arg("validate").arg(&file), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("bad.kdl:4:"), "no file:line:column in:\n{all}");
+    let usage = run(
+        tandem().args(["resolve", "--set", "nonsense"]).arg(&file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+}
+
+#[test]
+fn version_names_libtorch_backends_and_cuda() {
+    let out = run(tandem().arg("--version"), Duration::from_secs(30));
+    assert!(out.status.success());
+    let v = text(&out);
+    assert!(
+        v.contains(&format!("tandem {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    assert!(v.contains("libtorch 2.13.0"), "{v}");
+    assert!(v.contains("collective backends: gloo"), "{v}");
+    assert!(v.contains("cuda usable: "), "{v}");
+}
+
+#[test]
+fn play_evaluates_a_dqn_checkpoint_too() {
+    let example = format!(
+        "{}/experiments/cartpole-dqn.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = fresh_dir("dqn-play");
+    let mut cmd = tandem();
+    cmd.args([
+        "train",
+        &example,
+        "--max-steps",
+        "3000",
+        "--quiet",
+        "--run-dir",
+    ])
+    .arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let gif = dir.join("episode.gif");
+    let play = run(
+        tandem()
+            .arg("play")
+            .arg(&dir)
+            .args(["--episodes", "2", "--greedy", "--gif"])
+            .arg(&gif),
+        Duration::from_secs(60),
+    );
+    assert!(play.status.success(), "{}", text(&play));
+    assert!(text(&play).contains("episode 2: return"), "{}", text(&play));
+    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+}
