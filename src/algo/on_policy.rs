@@ -299,8 +299,8 @@ fn memory_from_bytes(bytes: &[u8], like: &Memory, global_step: u64) -> Result<Me
     })
 }
 
-/// The policy's evaluation of a (micro-)batch's rows, as PPO's and A2C's losses read it: step by step from the initial states for
-/// environment sequences, else row by row.
+/// The policy's evaluation of a (micro-)batch's rows, as PPO's and A2C's losses read it: step
+/// by step from the initial states for environment sequences, else row by row.
 pub(crate) fn evaluate_rows(
     model: &ActorCritic,
     batch: &Batch,

@@ -1,5 +1,6 @@
 //! Everything between ranks: the c10d shim's safe wrapper ([`ProcessGroup`], [`Store`]), what a
-//! rank joins with ([`GroupOptions`]) and the rendezvous protocol. The rest of tandem sees other ranks only through this module.
+//! rank joins with ([`GroupOptions`]) and the rendezvous protocol. The rest of tandem sees other
+//! ranks only through this module.
 
 pub mod ddp;
 mod ffi;

@@ -48,7 +48,7 @@ pub struct GroupOptions {
     /// the rendezvous' INFORMATIVE list (`node`, `ranks-per-node`, ...) only name ranks.
     pub identity: Vec<(String, String)>,
     /// Network interfaces Gloo binds to (`GLOO_SOCKET_IFNAME`), one device each; empty: the
-    /// address [`interface_host`] picks.
+    /// address the group's `interface_host` picks.
     pub gloo_interfaces: Vec<String>,
     /// What every rank of this job holds and nobody else does; the store admits only holders.
     pub secret: JobSecret,

@@ -18,8 +18,8 @@ use crate::model::*;
 pub(super) struct CrossCheck<'a, 'b> {
     pub(super) applier: &'a mut Applier<'b>,
     pub(super) experiment: &'a Experiment,
-    pub(super) main_source: SourceId,
-    pub(super) experiment_span: SourceSpan,
+    /// Where each value was written (defaults: the experiment's name).
+    pub(super) labels: &'a Labels,
     /// The machine to fit in, when the caller asked.
     pub(super) machine: Option<&'a Machine>,
 }
@@ -29,22 +29,12 @@ impl CrossCheck<'_, '_> {
         paths.iter().all(|p| !self.applier.failed.contains(*p))
     }
 
-    /// Where a value was written; defaults point at the experiment's name.
     fn at(&self, path: &str) -> (SourceId, SourceSpan, bool) {
-        match self.applier.entries.get(path) {
-            Some(e) => (e.source, e.span, true),
-            None => (self.main_source, self.experiment_span, false),
-        }
+        self.labels.at(path)
     }
 
     fn label(&self, path: &str, text: &str) -> (SourceId, SourceSpan, String) {
-        let (source, span, written) = self.at(path);
-        let text = if written {
-            text.to_string()
-        } else {
-            format!("{text} (`{path}` is the default here)")
-        };
-        (source, span, text)
+        self.labels.label(path, text)
     }
 
     fn report(
@@ -164,8 +154,7 @@ impl CrossCheck<'_, '_> {
 
     /// The ranks this machine runs must fit in its available memory ([`memory_estimate`]).
     fn memory(&mut self, machine: &Machine) {
-        let labels = Labels::of(self.applier, self.main_source, self.experiment_span);
-        if let Some(b) = memory::misfit(self.experiment, &labels, machine) {
+        if let Some(b) = memory::misfit(self.experiment, self.labels, machine) {
             self.applier.push(b);
         }
     }

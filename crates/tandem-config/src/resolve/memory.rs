@@ -1,7 +1,8 @@
-//! The check that an experiment's ranks on one machine fit in its memory, made by the resolver
-//! when the caller knows the machine ([`crate::resolve_on`]) and again, without resolving, once
-//! the launcher knows how many ranks the machine runs ([`crate::Resolved::fits`]). Either way
-//! it points at the setting that needs most, where it was written ([`Labels`]).
+//! Where a resolution's values were written ([`Labels`], which every cross-setting check reads
+//! to point at a line), and the check that an experiment's ranks on one machine fit in its
+//! memory: made by the resolver when the caller knows the machine ([`crate::resolve_on`]) and
+//! again, without resolving, once the launcher knows how many ranks the machine runs
+//! ([`crate::Resolved::fits`]).
 
 use std::collections::BTreeMap;
 
@@ -41,11 +42,22 @@ impl Labels {
     }
 
     /// Where a value was written; defaults point at the experiment's name.
-    fn at(&self, path: &str) -> (SourceId, SourceSpan, bool) {
+    pub(super) fn at(&self, path: &str) -> (SourceId, SourceSpan, bool) {
         match self.written.get(path) {
             Some(&(source, span)) => (source, span, true),
             None => (self.main_source, self.experiment_span, false),
         }
+    }
+
+    /// [`Labels::at`] with the label's text, which says so where the value is a default.
+    pub(super) fn label(&self, path: &str, text: &str) -> (SourceId, SourceSpan, String) {
+        let (source, span, written) = self.at(path);
+        let text = if written {
+            text.to_string()
+        } else {
+            format!("{text} (`{path}` is the default here)")
+        };
+        (source, span, text)
     }
 }
 
@@ -60,12 +72,7 @@ pub(crate) fn misfit(e: &Experiment, labels: &Labels, machine: &Machine) -> Opti
     let (part, largest) = estimate.dominant();
     let path = part.setting();
     let label = format!("{} of {} a rank", Bytes(largest), part.describe());
-    let (source, span, written) = labels.at(path);
-    let text = if written {
-        label
-    } else {
-        format!("{label} (`{path}` is the default here)")
-    };
+    let (source, span, text) = labels.label(path, &label);
     let mut b = error(
         "config::out-of-memory",
         format!(

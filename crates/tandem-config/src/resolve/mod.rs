@@ -138,18 +138,18 @@ pub(crate) fn run(
     applier.apply_all(&loaded.assignments);
     let (values, provenance) = applier.fill_defaults(main_source, experiment_span);
     let experiment = values::to_experiment(&values);
+    let labels = Labels::of(&applier, main_source, experiment_span);
     let cross = cross::CrossCheck {
         applier: &mut applier,
         experiment: &experiment,
-        main_source,
-        experiment_span,
+        labels: &labels,
         machine,
     };
     cross.run();
     let warnings = std::mem::take(&mut applier.warnings);
     if applier.diags.is_empty() {
         Ok(Resolved {
-            labels: Labels::of(&applier, main_source, experiment_span),
+            labels,
             experiment,
             provenance: Provenance::new(provenance),
             warnings: Diagnostics::new(warnings),
