@@ -54,6 +54,9 @@ pub(crate) enum Dflt {
     NoModules,
     /// An empty block of keyword arguments.
     NoArgs,
+    /// `network.actor-critic`'s: it depends on the learner and the network, see
+    /// [`actor_critic_default`].
+    ActorCritic,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -954,8 +957,8 @@ pub(crate) static NETWORK: Section = Section {
         f(
             "actor-critic",
             Ty::Choice(&["shared", "separate"]),
-            Dflt::Str("shared"),
-            "Whether actor and critic share one torso or each has its own. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.",
+            Dflt::ActorCritic,
+            "Whether actor and critic share one torso or each has its own. The default gives ppo's and a2c's MLPs without a core separate torsos, as CleanRL's and Stable-Baselines3's MLP policies have them: a shared MLP lets the critic's unnormalised value loss swamp the policy's gradient (docs/defaults.md). Image torsos and recurrent cores are shared, as CleanRL's Atari agents share them. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.",
         ),
         f(
             "init",
@@ -1428,6 +1431,21 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::Auto => "`\"auto\"`".into(),
         Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
         Dflt::NoModules => "none".into(),
+        Dflt::ActorCritic => {
+            "`\"separate\"` for ppo and a2c on an mlp without a core, else `\"shared\"`".into()
+        }
+    }
+}
+
+/// `network.actor-critic`'s default, from the learner and the network: separate torsos for
+/// an actor-critic MLP without a recurrent core, one shared torso otherwise (image torsos,
+/// recurrent cores; dqn, sac and td3 do not read it).
+pub(crate) fn actor_critic_default(algorithm: &str, torso: &str, core: &str) -> &'static str {
+    let actor_critic = matches!(algorithm, "ppo" | "a2c");
+    if actor_critic && torso == "mlp" && core == "none" {
+        "separate"
+    } else {
+        "shared"
     }
 }
 
@@ -1678,6 +1696,9 @@ mod tests {
                 }
                 (Ty::Bool, Dflt::Bool(_)) => true,
                 (Ty::Choice(c), Dflt::Str(s)) => c.contains(&s),
+                (Ty::Choice(c), Dflt::ActorCritic) => {
+                    c.contains(&"shared") && c.contains(&"separate")
+                }
                 (Ty::IntList { min, max }, Dflt::IntList(l)) => {
                     l.iter().all(|i| (min..=max).contains(i))
                 }

@@ -42,6 +42,8 @@ impl Val {
             Dflt::NoWrappers => Val::Wrappers(Vec::new()),
             Dflt::NoModules => Val::Modules(Vec::new()),
             Dflt::NoArgs => Val::Args(Vec::new()),
+            // Rewritten by the resolver once the learner and the network are known.
+            Dflt::ActorCritic => Val::Str("shared".into()),
         })
     }
 }

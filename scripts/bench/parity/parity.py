@@ -26,7 +26,7 @@ mean and 95% interval, the verdict, and the score at ten evenly spaced points of
     TensorBoard file (its RecordEpisodeStatistics wrapper, outside every reward transform).
     SB3: the Monitor's episode return (what ep_info_buffer holds). tandem: the episode
     *score* (`last_20_score_mean` of summary.json, `episode/score_mean` in TensorBoard), the
-    sum of the game's rewards before clip-reward or normalize-reward; not `episode/return_*`
+    sum of the game's rewards before clip-reward or normalize-reward; not `train/return_*`
     or `recent_return_mean`, which are the returns of the transformed rewards.
   - Final score of a seed: the mean score of the last 20 episodes that finished. Caveat:
     CleanRL 1.2.0's ppo.py and ppo_atari_envpool.py log at most one finished episode per
@@ -107,7 +107,9 @@ def case(peer, peer_python, peer_args, kdl, steps, seeds, tandem_set=(), bridge=
     }
 
 
-SEPARATE = ['network.actor-critic="separate"']
+# tandem's default layout for PPO's MLPs was one shared torso until issue 35; these variants
+# keep the cases that showed it failing CleanRL's settings.
+SHARED = ['network.actor-critic="shared"']
 
 # Settings are each peer's defaults written as values (reading the peer's source for its
 # defaults; nothing of its code is here). Where tandem cannot express a peer setting, the
@@ -116,39 +118,39 @@ CASES = {
     "cartpole-ppo": case(
         "cleanrl:ppo", "cleanrl", ["--env-id", "CartPole-v1"],
         "ppo-classic.kdl", 500_000, 5,
-        notes="ppo.py defaults; tandem's default (shared) network"),
-    "cartpole-ppo-separate": case(
+        notes="ppo.py defaults; tandem's default network (separate MLPs, ppo.py's layout)"),
+    "cartpole-ppo-shared": case(
         "cleanrl:ppo", "cleanrl", ["--env-id", "CartPole-v1"],
-        "ppo-classic.kdl", 500_000, 5, SEPARATE, peer_from="cartpole-ppo",
-        notes="as cartpole-ppo with actor-critic \"separate\" (ppo.py's layout)"),
+        "ppo-classic.kdl", 500_000, 5, SHARED, peer_from="cartpole-ppo",
+        notes="as cartpole-ppo with actor-critic \"shared\" (tandem's default before issue 35)"),
     "acrobot-ppo": case(
         "cleanrl:ppo", "cleanrl", ["--env-id", "Acrobot-v1"],
         "ppo-classic.kdl", 500_000, 5, ['env="acrobot"'],
         notes="ppo.py defaults; built-in acrobot (exact to gymnasium's Acrobot-v1)"),
-    "acrobot-ppo-separate": case(
+    "acrobot-ppo-shared": case(
         "cleanrl:ppo", "cleanrl", ["--env-id", "Acrobot-v1"],
-        "ppo-classic.kdl", 500_000, 5, ['env="acrobot"'] + SEPARATE, peer_from="acrobot-ppo"),
+        "ppo-classic.kdl", 500_000, 5, ['env="acrobot"'] + SHARED, peer_from="acrobot-ppo"),
     "lunarlander-ppo": case(
         "cleanrl:ppo", "cleanrl",
         ["--env-id", "LunarLander-v2", "--learning-rate", "3e-4"],
         "ppo-lunarlander.kdl", 200_000, 5, bridge="bridge-box2d",
         notes="issue 35's settings (ppo.py defaults, lr 3e-4); peer gym 0.23.1 LunarLander-v2, "
               "tandem gymnasium 1.4.0 LunarLander-v3 (same dynamics with wind off); "
-              "tandem's default (shared) network"),
-    "lunarlander-ppo-separate": case(
+              "tandem's default network"),
+    "lunarlander-ppo-shared": case(
         "cleanrl:ppo", "cleanrl",
         ["--env-id", "LunarLander-v2", "--learning-rate", "3e-4"],
-        "ppo-lunarlander.kdl", 200_000, 5, SEPARATE, bridge="bridge-box2d",
+        "ppo-lunarlander.kdl", 200_000, 5, SHARED, bridge="bridge-box2d",
         peer_from="lunarlander-ppo",
-        notes="as lunarlander-ppo with actor-critic \"separate\""),
+        notes="as lunarlander-ppo with actor-critic \"shared\" (issue 35's finding)"),
     "pendulum-ppo": case(
         "cleanrl:ppo_continuous_action", "cleanrl-gymnasium", ["--env-id", "Pendulum-v1"],
         "ppo-continuous.kdl", 1_000_000, 5, ['env="pendulum"'],
         notes="ppo_continuous_action.py defaults (gymnasium 0.28.1 Pendulum-v1); built-in "
               "pendulum, exact to gymnasium's"),
-    "pendulum-ppo-separate": case(
+    "pendulum-ppo-shared": case(
         "cleanrl:ppo_continuous_action", "cleanrl-gymnasium", ["--env-id", "Pendulum-v1"],
-        "ppo-continuous.kdl", 1_000_000, 5, ['env="pendulum"'] + SEPARATE,
+        "ppo-continuous.kdl", 1_000_000, 5, ['env="pendulum"'] + SHARED,
         peer_from="pendulum-ppo"),
     "halfcheetah-ppo": case(
         "cleanrl:ppo_continuous_action", "cleanrl-gymnasium", ["--env-id", "HalfCheetah-v4"],
@@ -157,10 +159,10 @@ CASES = {
         bridge="bridge-mujoco",
         notes="ppo_continuous_action.py defaults; the peer's gymnasium 0.28 has HalfCheetah-v4, "
               "tandem runs gymnasium 1.4's v5 (same model and reward; v5 fixes details)"),
-    "halfcheetah-ppo-separate": case(
+    "halfcheetah-ppo-shared": case(
         "cleanrl:ppo_continuous_action", "cleanrl-gymnasium", ["--env-id", "HalfCheetah-v4"],
         "ppo-continuous.kdl", 1_000_000, 5,
-        ['env="gymnasium"', 'env.id="HalfCheetah-v5"', "env.workers=1", "env.envs=1"] + SEPARATE,
+        ['env="gymnasium"', 'env.id="HalfCheetah-v5"', "env.workers=1", "env.envs=1"] + SHARED,
         bridge="bridge-mujoco", peer_from="halfcheetah-ppo"),
     "cartpole-dqn": case(
         "cleanrl:dqn", "cleanrl-gymnasium", ["--env-id", "CartPole-v1"],

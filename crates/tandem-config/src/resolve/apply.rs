@@ -281,6 +281,7 @@ impl<'a> Applier<'a> {
             values.insert(path.clone(), entry.val.clone());
             provenance.insert(path.clone(), self.origin(entry));
         }
+        derive_defaults(&mut values, &provenance);
         (values, provenance)
     }
 
@@ -393,4 +394,21 @@ fn missing_kind(
         "add e.g. `{} {}` inside the experiment; known: {known}",
         section.name, kinds[0],
     ))
+}
+
+/// The defaults that depend on other settings, filled once every setting has its value.
+fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
+    const ACTOR_CRITIC: &str = "network.actor-critic";
+    if provenance.get(ACTOR_CRITIC) == Some(&Origin::Default) {
+        let text = |path: &str| match values.get(path) {
+            Some(Val::Str(s)) => s.as_str(),
+            _ => "",
+        };
+        let derived = crate::schema::actor_critic_default(
+            text("algorithm"),
+            text("network"),
+            text("network.core"),
+        );
+        values.insert(ACTOR_CRITIC.into(), Val::Str(derived.into()));
+    }
 }

@@ -1,0 +1,88 @@
+//! Defaults that depend on other settings: what they resolve to for each learner and network,
+//! that the resolved config states them, and that a written value always wins.
+
+use tandem_config::*;
+
+fn experiment(algorithm: &str, env: &str, network: &str) -> Source {
+    Source::Stdin(format!(
+        "experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"{env}\"\n    {network}\n}}\n"
+    ))
+}
+
+fn shared(algorithm: &str, env: &str, network: &str) -> bool {
+    let resolved = resolve(&experiment(algorithm, env, network), &[])
+        .unwrap_or_else(|d| panic!("{algorithm} {network} resolves: {d:?}"));
+    assert_eq!(
+        resolved.provenance.get("network.actor-critic"),
+        Some(&Origin::Default)
+    );
+    resolved.experiment.network.shared
+}
+
+/// A shared MLP lets the critic's unnormalised value loss swamp the policy gradient: with
+/// CleanRL's settings it failed CartPole, Acrobot and LunarLander where CleanRL's separate
+/// MLPs learn (docs/defaults.md).
+#[test]
+fn actor_critic_mlps_without_a_core_are_separate() {
+    assert!(!shared("ppo", "cartpole", "network \"mlp\""));
+    assert!(!shared("a2c", "cartpole", ""));
+}
+
+#[test]
+fn image_torsos_and_recurrent_cores_are_shared() {
+    assert!(shared("ppo", "atari-breakout", "network \"nature-cnn\""));
+    assert!(shared("a2c", "minatar-breakout", "network \"minatar-cnn\""));
+    assert!(shared(
+        "ppo",
+        "cartpole",
+        "network \"mlp\" { core \"lstm\"; }"
+    ));
+    assert!(shared(
+        "a2c",
+        "cartpole",
+        "network \"mlp\" { core \"gru\"; }"
+    ));
+}
+
+/// dqn refuses `actor-critic "separate"`, so its default must not be separate.
+#[test]
+fn learners_without_a_critic_torso_resolve_shared() {
+    assert!(shared("dqn", "cartpole", ""));
+}
+
+#[test]
+fn the_derived_default_is_written_in_the_canonical_form_and_round_trips() {
+    let resolved = resolve(&experiment("ppo", "cartpole", ""), &[]).expect("resolves");
+    let canonical = canonical_kdl(&resolved.experiment);
+    assert!(
+        canonical.contains("actor-critic \"separate\""),
+        "{canonical}"
+    );
+    let again = resolve(&Source::Stdin(canonical), &[]).expect("canonical resolves");
+    assert_eq!(again.experiment, resolved.experiment);
+}
+
+#[test]
+fn a_written_layout_wins_over_the_default() {
+    let written = "network \"mlp\" { actor-critic \"shared\"; }";
+    let resolved = resolve(&experiment("ppo", "cartpole", written), &[]).expect("resolves");
+    assert!(resolved.experiment.network.shared);
+    let set = resolve(
+        &experiment("ppo", "cartpole", ""),
+        &["network.actor-critic=\"shared\"".into()],
+    )
+    .expect("resolves");
+    assert!(set.experiment.network.shared);
+}
+
+/// A core set from the command line changes the default too: it is derived after every
+/// override.
+#[test]
+fn an_override_that_adds_a_core_makes_the_default_shared() {
+    let resolved = resolve(
+        &experiment("ppo", "cartpole", ""),
+        &["network.core=\"lstm\"".into()],
+    )
+    .expect("a core with the default layout resolves");
+    assert!(resolved.experiment.network.shared);
+}
