@@ -64,13 +64,16 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     // The float mode the training ranks ran in, so the policy acts as it did there.
     crate::torch_ops::flush_denormals();
     let report = evaluate(args)?;
-    for (i, (r, s)) in report.returns.iter().zip(&report.scores).enumerate() {
-        println!("episode {}: return {r:.2}, score {s:.2}", i + 1);
+    // The game's score first; the return of the rewards the policy was trained on second.
+    for (i, (s, r)) in report.scores.iter().zip(&report.returns).enumerate() {
+        println!("episode {}: score {s:.2}, train return {r:.2}", i + 1);
     }
-    let mean = report.returns.iter().sum::<f64>() / report.returns.len().max(1) as f64;
+    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len().max(1) as f64;
     println!(
-        "mean return over {} episode(s): {mean:.2}",
-        report.returns.len()
+        "mean score over {} episode(s): {:.2} (train return {:.2})",
+        report.scores.len(),
+        mean(&report.scores),
+        mean(&report.returns)
     );
     if let Some(gif) = &args.gif {
         println!("wrote {} ({} frames)", gif.display(), report.gif_frames);

@@ -1,6 +1,6 @@
 //! `tandem sweep`: the variants of one experiment (seeds, learning rates, devices; each its own
 //! experiment file, KDL or JSON) trained one after another, each in its own run directory under
-//! one sweep directory, and one table of their final returns: per variant, and per group of
+//! one sweep directory, and one table of their final scores: per variant, and per group of
 //! variants that differ only in `seed`, the mean with a 95% Student-t interval over the seeds.
 //!
 //! Every variant is resolved before the first one starts, so a typo in the fifth does not
@@ -32,7 +32,7 @@ pub struct Variant {
     pub name: String,
     pub seed: u64,
     /// The canonical text without the name and seed lines: variants with the same key differ
-    /// only in their seed, and their returns are averaged together.
+    /// only in their seed, and their scores are averaged together.
     pub group_key: String,
 }
 
@@ -42,8 +42,8 @@ pub enum Outcome {
     Finished {
         global_step: u64,
         episodes: u64,
-        /// `last_20_return_mean`: the mean return of the run's last 20 episodes.
-        final_return: Option<f64>,
+        /// `last_20_score_mean`: the mean game score of the run's last 20 episodes.
+        final_score: Option<f64>,
     },
     Failed(String),
 }
@@ -152,7 +152,7 @@ pub fn read_summary(run_dir: &Path) -> Outcome {
     Outcome::Finished {
         global_step: json["global_step"].as_u64().unwrap_or(0),
         episodes: json["episodes"].as_u64().unwrap_or(0),
-        final_return: json["last_20_return_mean"].as_f64(),
+        final_score: json["last_20_score_mean"].as_f64(),
     }
 }
 
@@ -231,24 +231,24 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
     );
     out.push_str(&format!(
         "{:<width$}  {:>6}  {:>10}  {:>8}  {:>12}\n",
-        "variant", "seed", "steps", "episodes", "final return"
+        "variant", "seed", "steps", "episodes", "final score"
     ));
     for (v, o) in variants.iter().zip(outcomes) {
         let cells = match o {
             Outcome::Finished {
                 global_step,
                 episodes,
-                final_return,
+                final_score,
             } => format!(
                 "{global_step:>10}  {episodes:>8}  {:>12}",
-                final_return.map_or("-".to_string(), |r| format!("{r:.3}"))
+                final_score.map_or("-".to_string(), |r| format!("{r:.3}"))
             ),
             Outcome::Failed(why) => format!("failed: {why}"),
         };
         out.push_str(&format!("{:<width$}  {:>6}  {cells}\n", v.name, v.seed));
     }
     out.push_str(
-        "\nfinal return: mean return of the last 20 episodes (summary.json last_20_return_mean)\n",
+        "\nfinal score: mean game score of the last 20 episodes (summary.json last_20_score_mean)\n",
     );
     let mut groups: Vec<&str> = Vec::new();
     for v in variants {
@@ -257,12 +257,12 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
         }
     }
     for (g, key) in groups.iter().enumerate() {
-        let returns: Vec<f64> = variants
+        let scores: Vec<f64> = variants
             .iter()
             .zip(outcomes)
             .filter(|(v, _)| v.group_key == *key)
             .filter_map(|(_, o)| match o {
-                Outcome::Finished { final_return, .. } => *final_return,
+                Outcome::Finished { final_score, .. } => *final_score,
                 Outcome::Failed(_) => None,
             })
             .collect();
@@ -271,7 +271,7 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
         } else {
             format!("group {} ({})", g + 1, differences(groups[0], key))
         };
-        let figures = match mean_interval(&returns) {
+        let figures = match mean_interval(&scores) {
             None => "no finished run".to_string(),
             Some((mean, None)) => format!("{mean:.3} (one seed: no interval)"),
             Some((mean, Some(half))) => format!(
@@ -280,7 +280,7 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
                 mean + half
             ),
         };
-        out.push_str(&format!("{label}, n={}: {figures}\n", returns.len()));
+        out.push_str(&format!("{label}, n={}: {figures}\n", scores.len()));
     }
     out
 }
@@ -318,7 +318,7 @@ mod tests {
         let done = |r| Outcome::Finished {
             global_step: 100,
             episodes: 4,
-            final_return: Some(r),
+            final_score: Some(r),
         };
         let variants = [
             v("a-1", 1, "lr 0.1\nx"),

@@ -48,7 +48,7 @@ fn train(file: &str, dir: &Path, sets: &[&str]) -> (f64, String) {
     (value, summary)
 }
 
-/// The `episode/recent_return_mean` points (the mean return of the last 100 episodes) of the
+/// The `episode/recent_score_mean` points (the mean score of the last 100 episodes) of the
 /// run in `dir`, read back from its TensorBoard event file, in step order.
 fn recent_return_curve(dir: &Path) -> Vec<(i64, f32)> {
     use tandem_summary::reader;
@@ -57,7 +57,7 @@ fn recent_return_curve(dir: &Path) -> Vec<(i64, f32)> {
     let events = reader::read_event_file(&files[0]).unwrap().events;
     reader::scalars(&events)
         .into_iter()
-        .filter(|p| p.tag == "episode/recent_return_mean")
+        .filter(|p| p.tag == "episode/recent_score_mean")
         .map(|p| (p.step, p.value))
         .collect()
 }

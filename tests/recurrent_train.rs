@@ -66,10 +66,14 @@ fn last20_return(dir: &Path) -> f64 {
 #[test]
 fn an_lstm_core_learns_cartpole_without_velocities() {
     let dir = fresh_dir("masked-lstm");
-    train(
-        &experiment("cartpole-masked-lstm.kdl"),
-        &dir,
-        &[],
+    // Not quiet: the console's last line is checked too.
+    let console = tandem(
+        &[
+            "train",
+            &experiment("cartpole-masked-lstm.kdl"),
+            "--run-dir",
+            &dir.display().to_string(),
+        ],
         Duration::from_secs(900),
     );
     let last20 = last20_return(&dir);
@@ -78,6 +82,17 @@ fn an_lstm_core_learns_cartpole_without_velocities() {
         "PPO-LSTM on masked CartPole: mean return of the last 20 episodes {last20} < 475"
     );
     assert!(summary_number(&dir, "global_step").unwrap() <= 500_000.0 + 1024.0);
+    // The console leads with the game's score, not the return of the normalised rewards the
+    // agent learns from (about 15 here).
+    let last_line = console
+        .lines()
+        .find(|l| l.contains("training finished"))
+        .unwrap_or_else(|| panic!("no final line:\n{console}"));
+    let recent = summary_number(&dir, "recent_score_mean").unwrap();
+    assert!(
+        last_line.contains(&format!("recent score {recent:.2}, train return ")),
+        "the final line does not lead with the score {recent:.2}: {last_line}"
+    );
     // `tandem play` carries the state too: without it the policy would be as blind as the
     // feed-forward one below.
     let out = tandem(
@@ -86,8 +101,8 @@ fn an_lstm_core_learns_cartpole_without_velocities() {
     );
     let scores: Vec<f64> = out
         .lines()
-        .filter_map(|l| l.split("score ").nth(1))
-        .map(|s| s.trim().parse().unwrap())
+        .filter(|l| l.starts_with("episode "))
+        .map(|l| play_score(l).unwrap_or_else(|| panic!("no score first in {l:?}")))
         .collect();
     assert_eq!(scores.len(), 5, "{out}");
     let mean = scores.iter().sum::<f64>() / 5.0;
@@ -95,6 +110,19 @@ fn an_lstm_core_learns_cartpole_without_velocities() {
         mean >= 400.0,
         "tandem play of the LSTM policy: mean score {mean}\n{out}"
     );
+    let summary = out.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with(&format!(
+            "mean score over 5 episode(s): {mean:.2} (train return "
+        )),
+        "{out}"
+    );
+}
+
+/// The score of one `tandem play` line, `episode N: score S, train return R`.
+fn play_score(line: &str) -> Option<f64> {
+    let (_, rest) = line.split_once(": score ")?;
+    rest.split(',').next()?.trim().parse().ok()
 }
 
 #[test]

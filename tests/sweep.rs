@@ -119,7 +119,7 @@ fn three_seeds_run_in_their_own_directories_and_the_table_matches_their_summarie
         assert_eq!(cells[0], seed.to_string(), "{table}");
         assert_eq!(cells[1].parse::<f64>().unwrap(), summary("global_step"));
         assert_eq!(cells[2].parse::<f64>().unwrap(), summary("episodes"));
-        let last20 = summary("last_20_return_mean");
+        let last20 = summary("last_20_score_mean");
         assert_eq!(cells[3], format!("{last20:.3}"), "{table}");
         returns.push(last20);
         let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();

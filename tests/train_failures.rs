@@ -40,7 +40,7 @@ fn ctrl_c_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
         Duration::from_secs(60),
     );
     assert!(play.status.success(), "{}", text(&play));
-    assert!(text(&play).contains("episode 1: return"), "{}", text(&play));
+    assert!(text(&play).contains("episode 1: score"), "{}", text(&play));
 }
 
 #[test]

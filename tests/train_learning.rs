@@ -75,7 +75,7 @@ fn two_runs_of_the_same_config_are_identical() {
     let (sa, sb) = (deterministic_scalars(&a), deterministic_scalars(&b));
     assert!(sa.iter().any(|(t, _, _)| t == "loss/policy"), "{sa:?}");
     assert!(
-        sa.iter().any(|(t, _, _)| t == "episode/return_mean"),
+        sa.iter().any(|(t, _, _)| t == "episode/score_mean"),
         "{sa:?}"
     );
     assert_eq!(
@@ -166,7 +166,8 @@ print(json.dumps(out))
         "loss/policy",
         "loss/value",
         "ppo/approx_kl",
-        "episode/return_mean",
+        "episode/score_mean",
+        "train/return_mean",
         "perf/steps_per_second",
         "time/rollout_s",
     ] {
@@ -396,6 +397,6 @@ fn play_evaluates_a_dqn_checkpoint_too() {
         Duration::from_secs(60),
     );
     assert!(play.status.success(), "{}", text(&play));
-    assert!(text(&play).contains("episode 2: return"), "{}", text(&play));
+    assert!(text(&play).contains("episode 2: score"), "{}", text(&play));
     assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
 }

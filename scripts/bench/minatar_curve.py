@@ -2,7 +2,7 @@
 
 Trains with `tandem train` (one CPU rank, one thread, --set train.max-steps=STEPS)
 unless RUN_DIR names a finished run to read, then prints, from the run's TensorBoard
-scalars, the mean episode return (tandem's `episode/recent_return_mean`) and the
+scalars, the mean episode score (tandem's `episode/recent_score_mean`, the untouched rewards) and the
 throughput at evenly spaced step counts, as a Markdown table.
 
 Run with the TensorBoard venv's python (scripts/bench/minatar_curve.sh).
@@ -18,7 +18,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "experiments", "minatar-breakout.kdl")
-TAGS = ["episode/recent_return_mean", "perf/steps_per_second"]
+TAGS = ["episode/recent_score_mean", "perf/steps_per_second"]
 
 
 def nearest_at_or_before(series, step):
@@ -34,23 +34,23 @@ def report(run_dir, points):
                           os.path.join(run_dir, "tensorboard"), *TAGS],
                          check=True, capture_output=True, text=True).stdout
     data = json.loads(out)
-    returns, sps = data[TAGS[0]], data[TAGS[1]]
-    if not returns:
-        sys.exit(f"minatar_curve: {run_dir} logged no episode returns")
-    last_step = returns[-1][0]
+    scores, sps = data[TAGS[0]], data[TAGS[1]]
+    if not scores:
+        sys.exit(f"minatar_curve: {run_dir} logged no episode scores")
+    last_step = scores[-1][0]
     summary_path = os.path.join(run_dir, "summary.json")
     summary = json.load(open(summary_path)) if os.path.exists(summary_path) else None
-    print("| environment steps | mean episode return (recent episodes) | steps/s over the preceding interval |")
+    print("| environment steps | mean episode score (recent episodes) | steps/s over the preceding interval |")
     print("|---:|---:|---:|")
     for i in range(1, points + 1):
         target = last_step * i // points
-        step, ret = nearest_at_or_before(returns, target)
+        step, score = nearest_at_or_before(scores, target)
         rate = nearest_at_or_before(sps, step)
-        print(f"| {step:,} | {ret:.2f} | {rate[1]:,.0f} |")
+        print(f"| {step:,} | {score:.2f} | {rate[1]:,.0f} |")
     if summary:
         print(f"\nfinal: {summary['global_step']:,} steps in {summary['wall_seconds']:.0f} s "
               f"({summary['steps_per_second']:,.0f} steps/s), {summary['episodes']} episodes, "
-              f"mean return of the last 20 episodes {summary['last_20_return_mean']}")
+              f"mean score of the last 20 episodes {summary['last_20_score_mean']}")
 
 
 def main():

@@ -1,12 +1,17 @@
-//! What rank 0 shows while training: a progress bar (steps, steps/s, recent return, ETA) on a
+//! What rank 0 shows while training: a progress bar (steps, steps/s, recent score, ETA) on a
 //! terminal, or one plain line per logging interval otherwise, and a one-screen summary at the
 //! end. Other ranks show nothing here (their warnings reach the console through logging).
+//!
+//! The headline is the game's score (the sum of its untouched rewards, what CleanRL and
+//! Stable-Baselines3 report); the return of the rewards the learner saw follows it, named as
+//! such, only where a wrapper changed them (clip-reward, normalize-reward).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tracing_indicatif::span_ext::IndicatifSpanExt;
 
+use super::metrics::RecentEpisodes;
 use crate::logging::ConsoleKind;
 
 pub struct Console {
@@ -56,24 +61,22 @@ impl Console {
     }
 
     /// Called after every update; `log_line` is true at the logging interval.
-    pub fn update(&mut self, step: u64, recent_return: Option<f64>, log_line: bool) {
+    pub fn update(&mut self, step: u64, recent: &RecentEpisodes, log_line: bool) {
         if !self.active {
             return;
         }
         let sps = self.steps_per_second(step);
-        let ret = recent_return
-            .map(|r| format!("{r:.2}"))
-            .unwrap_or_else(|| "-".into());
+        let score = headline(recent).unwrap_or_else(|| "score -".into());
         match self.kind {
             ConsoleKind::Progress => {
                 if let Some(span) = &self.span {
                     span.pb_set_position(step.min(self.total_steps));
-                    span.pb_set_message(&format!("| {sps:.0} steps/s | return {ret}"));
+                    span.pb_set_message(&format!("| {sps:.0} steps/s | {score}"));
                 }
             }
             ConsoleKind::Plain if log_line => {
                 tracing::info!(
-                    "step {step}/{} | {sps:.0} steps/s | recent return {ret}",
+                    "step {step}/{} | {sps:.0} steps/s | recent {score}",
                     self.total_steps
                 );
             }
@@ -85,8 +88,7 @@ impl Console {
     pub fn finish(
         &mut self,
         step: u64,
-        recent_return: Option<f64>,
-        episodes: u64,
+        recent: &RecentEpisodes,
         run_dir: &Path,
         interrupted: bool,
     ) {
@@ -96,20 +98,33 @@ impl Console {
         }
         let wall = self.start.elapsed();
         let sps = self.steps_per_second(step);
-        let ret = recent_return
-            .map(|r| format!("{r:.2}"))
-            .unwrap_or_else(|| "no finished episode".into());
+        let score =
+            headline(recent).map_or("no finished episode".into(), |s| format!("recent {s}"));
+        let episodes = recent.total();
         let how = if interrupted {
             "stopped on request"
         } else {
             "finished"
         };
         tracing::info!(
-            "training {how}: {step} steps in {} ({sps:.0} steps/s), {episodes} episodes, recent return {ret}",
+            "training {how}: {step} steps in {} ({sps:.0} steps/s), {episodes} episodes, {score}",
             human(wall)
         );
         tracing::info!("run directory: {}", run_dir.display());
     }
+}
+
+/// `score S` for the recent episodes' mean game score, then `train return R` where the
+/// rewards the learner saw sum to something else; `None` before the first episode ends.
+fn headline(recent: &RecentEpisodes) -> Option<String> {
+    let score = recent.mean_score()?;
+    let mut text = format!("score {score:.2}");
+    if let Some(ret) = recent.mean_return()
+        && (ret - score).abs() > 1e-9 * score.abs().max(1.0)
+    {
+        text.push_str(&format!(", train return {ret:.2}"));
+    }
+    Some(text)
 }
 
 fn human(d: Duration) -> String {

@@ -69,13 +69,15 @@ pub struct RunSummary<'a> {
 pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
     let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
     let mut fields = vec![
+        // The game's score first: what CleanRL and Stable-Baselines3 report.
+        ("last_20_score_mean", json(s.recent.mean_score_last(20))),
+        ("recent_score_mean", json(s.recent.mean_score())),
         ("update", s.update.to_string()),
         ("global_step", s.global_step.to_string()),
         ("episodes", s.recent.total().to_string()),
-        ("recent_return_mean", json(s.recent.mean_return())),
+        // The returns of the rewards the learner saw (after clip-reward, normalize-reward).
         ("last_20_return_mean", json(s.recent.mean_return_last(20))),
-        ("recent_score_mean", json(s.recent.mean_score())),
-        ("last_20_score_mean", json(s.recent.mean_score_last(20))),
+        ("recent_return_mean", json(s.recent.mean_return())),
         ("wall_seconds", format!("{}", s.loop_seconds)),
         (
             "steps_per_second",

@@ -301,8 +301,7 @@ impl Run {
         if let Some(rates) = per_rank_rate {
             self.write_interval_scalars(before, secs, rates)?;
         }
-        self.console
-            .update(step, self.recent.mean_return(), decisions.log);
+        self.console.update(step, &self.recent, decisions.log);
         if decisions.log {
             if self.rank == 0 && self.console.kind() != crate::logging::ConsoleKind::Plain {
                 tracing::debug!(
@@ -342,8 +341,11 @@ impl Run {
             .iter()
             .map(|(phase, time)| (format!("time/{phase}_s"), time.as_secs_f64()))
             .collect();
+        if let Some(score) = self.recent.mean_score() {
+            s.push(("episode/recent_score_mean", score));
+        }
         if let Some(r) = self.recent.mean_return() {
-            s.push(("episode/recent_return_mean", r));
+            s.push(("train/recent_return_mean", r));
         }
         let mut all: Vec<(&str, f64)> = s.iter().map(|(k, v)| (*k, *v)).collect();
         all.extend(phases.iter().map(|(k, v)| (k.as_str(), *v)));
@@ -448,13 +450,8 @@ impl Run {
             update,
             global_step,
         } = self.counters;
-        self.console.finish(
-            global_step,
-            self.recent.mean_return(),
-            self.recent.total(),
-            &self.run_dir,
-            interrupted,
-        );
+        self.console
+            .finish(global_step, &self.recent, &self.run_dir, interrupted);
         if self.rank == 0 {
             let (started, start_step, start_cpu) = self.loop_start;
             write_summary(
@@ -683,26 +680,27 @@ fn all_finite(params: &[Tensor]) -> bool {
         .all(|p| p.isfinite().all().int64_value(&[]) != 0)
 }
 
+/// The episodes that ended at `step`: the game's score first (`episode/score_*`, the untouched
+/// rewards), then the return of the rewards the learner saw (`train/return_*`, which differs
+/// from the score under clip-reward or normalize-reward).
 fn write_episode_scalars(w: &mut SummaryWriter, step: u64, episodes: &[Episode]) -> Result<()> {
+    let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
     let returns: Vec<f64> = episodes.iter().map(|e| e.ret).collect();
-    let Some((mean, min, max)) = metrics::summary(&returns) else {
+    let (Some(score), Some(ret)) = (metrics::summary(&scores), metrics::summary(&returns)) else {
         return Ok(());
     };
-    let mean_of = |values: Vec<f64>| metrics::summary(&values).map_or(0.0, |s| s.0);
+    let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
+    let length_mean = metrics::summary(&lengths).map_or(0.0, |s| s.0);
     w.scalars(
         step as i64,
         &[
-            ("episode/return_mean", mean),
-            ("episode/return_min", min),
-            ("episode/return_max", max),
-            (
-                "episode/length_mean",
-                mean_of(episodes.iter().map(|e| e.length).collect()),
-            ),
-            (
-                "episode/score_mean",
-                mean_of(episodes.iter().map(|e| e.score).collect()),
-            ),
+            ("episode/score_mean", score.0),
+            ("episode/score_min", score.1),
+            ("episode/score_max", score.2),
+            ("episode/length_mean", length_mean),
+            ("train/return_mean", ret.0),
+            ("train/return_min", ret.1),
+            ("train/return_max", ret.2),
         ],
     )?;
     Ok(())
