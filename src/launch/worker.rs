@@ -239,12 +239,15 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
         tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
     if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
-        tracing::info!("GOMP_SPINCOUNT={}", spin.to_string_lossy());
+        tracing::info!(
+            "GOMP_SPINCOUNT={} (idle OpenMP threads spin that long, then sleep and leave the core to other processes; the launcher sets it for its workers unless GOMP_SPINCOUNT or OMP_WAIT_POLICY is set)",
+            spin.to_string_lossy()
+        );
     }
 }
 
-/// Sets libtorch's compute threads (the config's `threads`, or this rank's share of the cores)
-/// and one inter-op thread; returns the compute threads.
+/// Sets libtorch's compute threads (the config's `threads`, or what `"auto"` makes of this
+/// rank's share of the cores) and one inter-op thread; returns the compute threads.
 fn size_thread_pools(
     experiment: &tandem_config::Experiment,
     args: &WorkerArgs,
@@ -253,18 +256,75 @@ fn size_thread_pools(
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let threads = match experiment.threads {
-        tandem_config::Threads::PerRank(n) => n,
-        // A pinned rank's share is its cores (the machine's count would now read as only
-        // those, and dividing it again would halve it).
-        tandem_config::Threads::Auto => match pinned {
-            Some(mine) => mine.len().max(1),
-            None => (cores / args.local_world_size.max(1)).max(1),
-        },
+    // A pinned rank's share is its cores (the machine's count would now read as only
+    // those, and dividing it again would halve it).
+    let share = match pinned {
+        Some(mine) => mine.len().max(1),
+        None => (cores / args.local_world_size.max(1)).max(1),
     };
+    let mut threads = experiment.threads_for_rank(share);
+    if experiment.threads == tandem_config::Threads::Auto {
+        if threads < share {
+            tracing::info!(
+                "threads \"auto\": {threads}, the network's layers being too small for more to pay (of {share} core(s) for this rank)"
+            );
+        } else if pinned.is_none() {
+            threads = threads_on_idle_cores(threads, args.local_world_size.max(1));
+        }
+    }
     tch::set_num_threads(threads as i32);
     tch::set_num_interop_threads(1);
     threads
+}
+
+/// `"auto"`'s compute threads for large layers, capped by the cores other processes leave
+/// this rank: on two cores with one held by a busy loop, two threads took 8.8-15.6x the wall
+/// time of one (each parallel region waits for the thread the scheduler parked behind the
+/// other process; docs/performance.md, "7. Threads"). Measured once, at start, over 200 ms.
+fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
+    let Some(idle) = idle_cores(std::time::Duration::from_millis(200)) else {
+        return wanted;
+    };
+    // A core counts as this rank's where at least 60% of it is idle: a busy loop holds all of
+    // its core, while the launcher and the rank's own start take a little of another.
+    let mine = ((idle / local_ranks as f64) + 0.4).floor().max(1.0) as usize;
+    let threads = wanted.min(mine);
+    if threads < wanted {
+        tracing::info!(
+            "threads \"auto\": {threads} rather than {wanted}: {idle:.1} core(s) of the machine were idle at start, the rest held by other processes"
+        );
+    } else {
+        tracing::info!("threads \"auto\": {threads}, this rank's share of the cores");
+    }
+    threads
+}
+
+/// How many cores' worth of the machine sat idle over `window` (from /proc/stat; `None` where
+/// it cannot be read).
+fn idle_cores(window: std::time::Duration) -> Option<f64> {
+    let sample = || -> Option<(u64, u64, usize)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let cpus = stat
+            .lines()
+            .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+            .count();
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal
+        let idle = fields.get(3)? + fields.get(4)?;
+        Some((idle, fields.iter().sum(), cpus))
+    };
+    let (idle0, total0, cpus) = sample()?;
+    std::thread::sleep(window);
+    let (idle1, total1, _) = sample()?;
+    let total = total1.checked_sub(total0).filter(|t| *t > 0)?;
+    Some(idle1.saturating_sub(idle0) as f64 / total as f64 * cpus as f64)
 }
 
 /// Joins the other ranks: the rendezvous checks that every rank runs this config hash, this

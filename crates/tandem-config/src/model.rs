@@ -65,6 +65,12 @@ impl Device {
     }
 }
 
+/// Multiply-adds of an MLP's largest layer over one update's minibatch below which
+/// `threads "auto"` keeps one compute thread. Between the two workloads measured on two cores
+/// (docs/performance.md, "7. Threads"): CartPole's PPO (128 rows of 64x64, 0.5M) ran no faster
+/// on two threads, HalfCheetah's SAC (256 rows of 256x256, 16.8M) 1.4x faster.
+pub const SMALL_LAYER_MACS: usize = 1 << 22;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
     /// Cores divided by ranks, decided by the launcher on the machine it runs on.
@@ -542,11 +548,39 @@ impl Experiment {
         }
     }
 
-    /// Threads for each rank on a machine with `cores` cores.
-    pub fn threads_per_rank(&self, cores: usize) -> usize {
+    /// Compute threads for a rank with `cores` cores to itself (its share of the machine, or
+    /// its pinned cores), from the work: `"auto"` gives one thread to a network whose layers
+    /// are too small to split across threads with profit, and the rank's cores to one whose
+    /// layers are not (the launcher may give fewer where other processes hold cores; see
+    /// `src/launch/worker.rs`). Small: an MLP whose largest hidden layer does fewer than
+    /// [`SMALL_LAYER_MACS`] multiply-adds over one update's minibatch. Every CNN counts as
+    /// large: even MinAtar's ran 1.35x faster on two threads than on one on a quiet machine.
+    pub fn threads_for_rank(&self, cores: usize) -> usize {
         match self.threads {
             Threads::PerRank(n) => n,
-            Threads::Auto => (cores / self.world_size()).max(1),
+            Threads::Auto if self.layers_are_small() => 1,
+            Threads::Auto => cores.max(1),
+        }
+    }
+
+    /// Whether the network's layers are too small for a second compute thread to pay.
+    fn layers_are_small(&self) -> bool {
+        match &self.network.torso {
+            Torso::MinatarCnn { .. } | Torso::NatureCnn { .. } | Torso::ImpalaCnn { .. } => false,
+            Torso::Mlp { hidden, .. } => {
+                let widest = match hidden.as_slice() {
+                    [only] => only * only,
+                    layers => layers.windows(2).map(|w| w[0] * w[1]).max().unwrap_or(0),
+                };
+                let rows = match &self.algorithm {
+                    Algorithm::Ppo(_) => self.per_rank_minibatch_size().unwrap_or(0),
+                    Algorithm::A2c(_) => self.per_rank_batch(),
+                    Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_) => {
+                        self.per_rank_batch_size().unwrap_or(0)
+                    }
+                };
+                rows.saturating_mul(widest) < SMALL_LAYER_MACS
+            }
         }
     }
 

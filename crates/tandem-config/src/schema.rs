@@ -232,7 +232,7 @@ pub(crate) static TOP: Section = Section {
             "threads",
             Ty::Threads,
             Dflt::Auto,
-            "Compute threads per rank: a count, or `\"auto\"` (the machine's cores divided by the number of ranks, decided at launch).",
+            "Compute threads per rank (libtorch's and the environments'): a count, or `\"auto\"`, decided at launch from the work and the machine: one where the network's layers are too small to gain from a second thread (an `mlp` whose largest hidden layer does fewer than 2^22 multiply-adds over one update's minibatch, or batch for the off-policy learners), otherwise the rank's share of the cores (the machine's cores divided by its ranks, or its pinned cores), less the cores other processes held busy at start (unpinned ranks only). The log says what it chose and why.",
         ),
         f(
             "pin-cores",

@@ -1,4 +1,5 @@
-//! Defaults that depend on other settings: what they resolve to for each learner and network,
+//! Defaults that depend on other settings: what they resolve to for each learner and network
+//! (and what `threads "auto"` makes of a rank's cores),
 //! that the resolved config states them, and that a written value always wins.
 
 use tandem_config::*;
@@ -85,4 +86,52 @@ fn an_override_that_adds_a_core_makes_the_default_shared() {
     )
     .expect("a core with the default layout resolves");
     assert!(resolved.experiment.network.shared);
+}
+
+/// `threads "auto"` is decided at launch from the rank's cores and the network: one thread
+/// for MLP layers too small to split, every core of the rank's share for CNNs.
+#[test]
+fn auto_threads_follow_the_network() {
+    let threads = |algorithm: &str, env: &str, network: &str, cores: usize| {
+        let resolved = resolve(&experiment(algorithm, env, network), &[]).expect("resolves");
+        assert_eq!(resolved.experiment.threads, Threads::Auto);
+        resolved.experiment.threads_for_rank(cores)
+    };
+    assert_eq!(threads("ppo", "cartpole", "", 8), 1);
+    // SAC's default 64x64 over 256 rows is small; CleanRL's 256x256 is not.
+    assert_eq!(threads("sac", "pendulum", "", 8), 1);
+    assert_eq!(
+        threads("sac", "pendulum", "network \"mlp\" { hidden 256 256; }", 8),
+        8
+    );
+    // PPO counts one minibatch: 8 envs x 128 steps / 4 minibatches = 256 rows; 256 rows of
+    // 128x128 are SMALL_LAYER_MACS exactly, the first count that splits.
+    assert_eq!(
+        threads("ppo", "cartpole", "network \"mlp\" { hidden 127 128; }", 8),
+        1
+    );
+    assert_eq!(
+        threads("ppo", "cartpole", "network \"mlp\" { hidden 128 128; }", 8),
+        8
+    );
+    assert_eq!(
+        threads("dqn", "minatar-breakout", "network \"minatar-cnn\"", 8),
+        8
+    );
+    assert_eq!(
+        threads("ppo", "atari-breakout", "network \"nature-cnn\"", 8),
+        8
+    );
+    assert_eq!(
+        threads("ppo", "atari-breakout", "network \"impala-cnn\"", 3),
+        3
+    );
+    assert_eq!(
+        threads("ppo", "atari-breakout", "network \"nature-cnn\"", 0),
+        1
+    );
+    // A count written is the count.
+    let written =
+        resolve(&experiment("ppo", "cartpole", ""), &["threads=3".into()]).expect("resolves");
+    assert_eq!(written.experiment.threads_for_rank(8), 3);
 }

@@ -315,7 +315,9 @@ fn per_rank_sizes_divide_the_global_ones() {
     assert_eq!(e.per_rank_batch(), 2 * 128);
     assert_eq!(e.per_rank_minibatch_size(), Some(64));
     assert_eq!(e.per_rank_buffer_capacity(), None);
-    assert_eq!(e.threads_per_rank(16), 8);
+    // "auto": one thread for layered.kdl's MLP, however many cores the rank has.
+    assert!(matches!(e.network.torso, Torso::Mlp { .. }));
+    assert_eq!(e.threads_for_rank(8), 1);
 
     let dqn = resolve(
         &fixture("layered.kdl"),
