@@ -106,6 +106,12 @@ const CLAIMS: &[Claim] = &[
         phrase: "seed 1 reaches -400 within 300k steps",
         check: Check::Test("continuous_ppo::pendulum_ppo_reaches_minus_400_within_300k_steps"),
     },
+    // lunarlander-ppo.kdl
+    Claim {
+        file: "lunarlander-ppo.kdl",
+        phrase: "Seed 1 scores 140 or more over its last 20 episodes within 1M steps",
+        check: Check::Test("gym_train::the_shipped_lunarlander_preset_lands"),
+    },
     // pendulum-sac.kdl
     Claim {
         file: "cartpole-masked-lstm.kdl",

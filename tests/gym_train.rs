@@ -765,3 +765,70 @@ fn the_shipped_halfcheetah_ppo_trains_box_actions_through_the_bridge() {
     );
     assert_nothing_left("halfcheetah", &ran.output);
 }
+
+/// The shipped gymnasium experiments run as written after the README's setup, from the
+/// repository's root: they name the venv scripts/setup makes, by its path from there.
+#[test]
+fn the_shipped_gymnasium_experiments_run_as_written_after_setup() {
+    let Some(_) = venv_python() else { return };
+    for (file, steps) in [
+        ("gymnasium-cartpole.kdl", 1024),
+        ("halfcheetah-sac.kdl", 600),
+    ] {
+        let name = file.trim_end_matches(".kdl");
+        let run_dir = fresh_dir(name).join("run");
+        let mut cmd = tandem_command(
+            name,
+            &[
+                &format!("experiments/{file}"),
+                "--run-dir",
+                run_dir.to_str().unwrap(),
+                "--set",
+                &format!("train.max-steps={steps}"),
+            ],
+        );
+        cmd.current_dir(root());
+        let ran = run_to_end(cmd, Duration::from_secs(300));
+        assert!(ran.success, "{file} as shipped:\n{}", ran.output);
+        let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
+        let venv = root().join(".deps/venv-gym/bin/python");
+        assert!(
+            log.contains(&format!("running {} (Python", venv.display())),
+            "{file} ran another interpreter than {}:\n{log}",
+            venv.display()
+        );
+        assert_nothing_left(name, &ran.output);
+    }
+}
+
+/// experiments/lunarlander-ppo.kdl's claim, run as shipped (its own interpreter, from the
+/// repository's root): seed 1 scores 140 or more over its last 20 episodes within 1M steps.
+#[test]
+fn the_shipped_lunarlander_preset_lands() {
+    let Some(_) = venv_python() else { return };
+    let name = "lunarlander";
+    let run_dir = fresh_dir(name).join("run");
+    let mut cmd = tandem_command(
+        name,
+        &[
+            "experiments/lunarlander-ppo.kdl",
+            "--run-dir",
+            run_dir.to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    cmd.current_dir(root());
+    let ran = run_to_end(cmd, Duration::from_secs(900));
+    assert!(ran.success, "{}", ran.output);
+    let score = summary_number(&run_dir, "last_20_score_mean").unwrap();
+    assert!(
+        score >= 140.0,
+        "LunarLander-v3 PPO, seed 1: last-20 score {score} < 140"
+    );
+    assert!(summary_number(&run_dir, "global_step").unwrap() <= 1_015_808.0);
+    eprintln!(
+        "{name}: score {score:.1} in {:.1} s",
+        ran.took.as_secs_f64()
+    );
+    assert_nothing_left(name, &ran.output);
+}
