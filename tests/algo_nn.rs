@@ -989,6 +989,7 @@ fn from_experiment_maps_every_network_setting() {
         env "cartpole"
         network "mlp" { hidden 32 16; activation "relu"; }"#,
     );
+    // An actor-critic MLP without a core gets separate torsos by default (docs/defaults.md).
     assert_eq!(
         (mlp.network, mlp.share_torso, mlp.scale_pixels, mlp.init),
         (
@@ -996,7 +997,7 @@ fn from_experiment_maps_every_network_setting() {
                 hidden: vec![32, 16],
                 activation: Activation::Relu
             },
-            true,
+            false,
             false,
             orthogonal_init()
         )

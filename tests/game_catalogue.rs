@@ -136,7 +136,9 @@ fn train(game: &GameInfo, scratch: &Path) -> PathBuf {
     dir.join("run")
 }
 
-/// The final checkpoint's policy head bias: one entry per action.
+/// The final checkpoint's policy outputs: one per action. A shared torso's policy head bias has
+/// one entry per action; separate MLPs (the default here) store actor and critic heads
+/// stacked, `heads.bias` `[2, 1, actions]` (the value in column 0 of the critic's).
 fn policy_outputs(run: &Path) -> i64 {
     let ckpt = std::fs::read_dir(run.join("checkpoints"))
         .unwrap()
@@ -146,6 +148,12 @@ fn policy_outputs(run: &Path) -> i64 {
         .expect("a final checkpoint");
     let tensors = tch::Tensor::load_multi(&ckpt).unwrap();
     let names: Vec<&str> = tensors.iter().map(|(n, _)| n.as_str()).collect();
+    if let Some((_, stacked)) = tensors.iter().find(|(name, _)| name == "model.heads.bias") {
+        return *stacked
+            .size()
+            .last()
+            .expect("a stacked head bias has dimensions");
+    }
     let (_, bias) = tensors
         .iter()
         .find(|(name, _)| name.starts_with("model") && name.ends_with("policy_head.bias"))

@@ -79,8 +79,11 @@ fn workers_log_their_time_slice_and_get_a_short_libgomp_spin_unless_the_user_set
             .lines()
             .find(|l| l.contains("GOMP_SPINCOUNT="))
             .unwrap_or_else(|| panic!("no GOMP_SPINCOUNT in the worker's log:\n{log}"));
+        // The value, then why it is there.
         line[line.find("GOMP_SPINCOUNT=").unwrap() + "GOMP_SPINCOUNT=".len()..]
-            .trim()
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
             .to_string()
     };
     assert_eq!(

@@ -97,39 +97,46 @@ fn auto_threads_follow_the_network() {
         assert_eq!(resolved.experiment.threads, Threads::Auto);
         resolved.experiment.threads_for_rank(cores)
     };
-    assert_eq!(threads("ppo", "cartpole", "", 8), 1);
-    // SAC's default 64x64 over 256 rows is small; CleanRL's 256x256 is not.
-    assert_eq!(threads("sac", "pendulum", "", 8), 1);
-    assert_eq!(
-        threads("sac", "pendulum", "network \"mlp\" { hidden 256 256; }", 8),
-        8
-    );
-    // PPO counts one minibatch: 8 envs x 128 steps / 4 minibatches = 256 rows; 256 rows of
-    // 128x128 are SMALL_LAYER_MACS exactly, the first count that splits.
-    assert_eq!(
-        threads("ppo", "cartpole", "network \"mlp\" { hidden 127 128; }", 8),
-        1
-    );
-    assert_eq!(
-        threads("ppo", "cartpole", "network \"mlp\" { hidden 128 128; }", 8),
-        8
-    );
-    assert_eq!(
-        threads("dqn", "minatar-breakout", "network \"minatar-cnn\"", 8),
-        8
-    );
-    assert_eq!(
-        threads("ppo", "atari-breakout", "network \"nature-cnn\"", 8),
-        8
-    );
-    assert_eq!(
-        threads("ppo", "atari-breakout", "network \"impala-cnn\"", 3),
-        3
-    );
-    assert_eq!(
-        threads("ppo", "atari-breakout", "network \"nature-cnn\"", 0),
-        1
-    );
+    // (learner, game, network, the rank's cores, threads)
+    let cases = [
+        ("ppo", "cartpole", "", 8, 1),
+        // SAC's default 64x64 over 256 rows is small; CleanRL's 256x256 is not.
+        ("sac", "pendulum", "", 8, 1),
+        (
+            "sac",
+            "pendulum",
+            "network \"mlp\" { hidden 256 256; }",
+            8,
+            8,
+        ),
+        // PPO counts one minibatch: 8 envs x 128 steps / 4 minibatches = 256 rows; 256 rows
+        // of 128x128 are SMALL_LAYER_MACS exactly, the first count that splits.
+        (
+            "ppo",
+            "cartpole",
+            "network \"mlp\" { hidden 127 128; }",
+            8,
+            1,
+        ),
+        (
+            "ppo",
+            "cartpole",
+            "network \"mlp\" { hidden 128 128; }",
+            8,
+            8,
+        ),
+        ("dqn", "minatar-breakout", "network \"minatar-cnn\"", 8, 8),
+        ("ppo", "atari-breakout", "network \"nature-cnn\"", 8, 8),
+        ("ppo", "atari-breakout", "network \"impala-cnn\"", 3, 3),
+        ("ppo", "atari-breakout", "network \"nature-cnn\"", 0, 1),
+    ];
+    for (algorithm, env, network, cores, expected) in cases {
+        assert_eq!(
+            threads(algorithm, env, network, cores),
+            expected,
+            "{algorithm} on {env} with `{network}` and {cores} cores"
+        );
+    }
     // A count written is the count.
     let written =
         resolve(&experiment("ppo", "cartpole", ""), &["threads=3".into()]).expect("resolves");
