@@ -28,21 +28,14 @@ pub(super) fn drop_idle_wrappers(applier: &mut Applier, values: &mut Values) {
     let Some(Val::Wrappers(chain)) = values.get(WRAPPERS) else {
         return;
     };
-    let idle: Vec<bool> = chain
-        .iter()
-        .map(|w| idle_reason(w, &game).is_some())
-        .collect();
-    if !idle.contains(&true) {
+    // Why each wrapper of the chain has nothing to do, where it has not.
+    let reasons: Vec<Option<String>> = chain.iter().map(|w| idle_reason(w, &game)).collect();
+    if reasons.iter().all(Option::is_none) {
         return;
     }
     if let Some(entry) = applier.entries.get(WRAPPERS).cloned() {
-        for ((wrapper, span), _) in chain
-            .iter()
-            .zip(&entry.items)
-            .zip(&idle)
-            .filter(|(_, i)| **i)
-        {
-            let why = idle_reason(wrapper, &game).unwrap_or_default();
+        for ((wrapper, span), why) in chain.iter().zip(&entry.items).zip(&reasons) {
+            let Some(why) = why else { continue };
             applier.push(
                 warning(
                     "config::wrapper-idle",
@@ -56,6 +49,7 @@ pub(super) fn drop_idle_wrappers(applier: &mut Applier, values: &mut Values) {
             );
         }
     }
+    let idle: Vec<bool> = reasons.iter().map(Option::is_some).collect();
     if let Some(Val::Wrappers(chain)) = values.get_mut(WRAPPERS) {
         drop_flagged(chain, &idle);
     }
