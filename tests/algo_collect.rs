@@ -30,8 +30,8 @@ impl Env for EchoBox {
     }
     fn action_space(&self) -> ActionSpace {
         ActionSpace::Box {
-            low: vec![-100.0; 2],
-            high: vec![100.0; 2],
+            low: vec![-100.0; 2].into(),
+            high: vec![100.0; 2].into(),
         }
     }
     fn reset(&mut self, _seed: Option<u64>, mut obs: ObsBuf<'_>) {
@@ -159,8 +159,8 @@ impl Env for RecordingBox {
     }
     fn action_space(&self) -> ActionSpace {
         ActionSpace::Box {
-            low: vec![-2.0, 0.0],
-            high: vec![2.0, 1.0],
+            low: vec![-2.0, 0.0].into(),
+            high: vec![2.0, 1.0].into(),
         }
     }
     fn reset(&mut self, _seed: Option<u64>, mut obs: ObsBuf<'_>) {

@@ -1087,8 +1087,8 @@ fn gaussian_samples_have_the_mean_and_standard_deviation_of_each_dimension() {
 
 fn box_space() -> ActionSpace {
     ActionSpace::Box {
-        low: vec![-2.0, 0.0],
-        high: vec![2.0, 1.0],
+        low: vec![-2.0, 0.0].into(),
+        high: vec![2.0, 1.0].into(),
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tandem_config::{GameInfo, Observation, Source};
+use tandem_config::{GameInfo, Source};
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
@@ -33,26 +33,6 @@ fn resolve(text: &str) -> Result<tandem_config::Experiment, String> {
         .map_err(|d| d.render(false))
 }
 
-/// The env crate's action space is the one the catalogue gives the resolver.
-fn same_actions(env: &tandem_env::ActionSpace, config: &tandem_config::ActionSpace) -> bool {
-    match (env, config) {
-        (
-            tandem_env::ActionSpace::Discrete { n },
-            tandem_config::ActionSpace::Discrete { n: m },
-        ) => n == m,
-        (
-            tandem_env::ActionSpace::Box { low, high },
-            tandem_config::ActionSpace::Box { low: l, high: h },
-        ) => low == l && high == h,
-        _ => false,
-    }
-}
-
-/// The observation as the env crate's VecEnv gives it to the network.
-fn network_shape(obs: Observation) -> Vec<usize> {
-    obs.shape()
-}
-
 #[test]
 fn every_game_resolves_and_builds_as_the_catalogue_says() {
     let mut checked = 0;
@@ -66,16 +46,17 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
         let spec = spec.unwrap_or_else(|e| panic!("{}: {e:#}", info.name));
         let envs = tandem_env::VecEnv::new(&spec, &[1], 1)
             .unwrap_or_else(|e| panic!("{} does not build: {e}", info.name));
+        // One space type (tandem-spec's): the built game's must equal the catalogue's.
         assert!(
-            same_actions(envs.action_space(), &info.actions),
+            envs.action_space() == &info.actions,
             "{}: the built game acts with {}, the catalogue says {}",
             info.name,
             envs.action_space(),
             info.actions
         );
         assert_eq!(
-            envs.obs_shape(),
-            network_shape(info.observation),
+            envs.env_observation_space(),
+            info.observation,
             "{}: the built game's observation differs from the catalogue",
             info.name
         );

@@ -177,8 +177,8 @@ mod tests {
             "{err}"
         );
         let open = ActionSpace::Box {
-            low: vec![-1.0, f32::NEG_INFINITY],
-            high: vec![1.0, f32::INFINITY],
+            low: vec![-1.0, f32::NEG_INFINITY].into(),
+            high: vec![1.0, f32::INFINITY].into(),
         };
         let err = squashable_bounds("td3", &open, Device::Cpu)
             .unwrap_err()

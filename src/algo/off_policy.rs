@@ -405,9 +405,6 @@ fn stores_bytes(experiment: &Experiment, dtype: Dtype) -> bool {
         .wrappers
         .iter()
         .any(|w| matches!(w, Wrapper::NormalizeObs { .. }));
-    let binary_planes = matches!(
-        experiment.observation(),
-        Some(tandem_config::Observation::Planes { .. })
-    );
+    let binary_planes = experiment.observation().is_some_and(|o| o.is_planes());
     (dtype == Dtype::U8 || binary_planes) && !normalised
 }

@@ -30,12 +30,12 @@ impl ActionBounds {
         let finite = |l: f32, h: f32| l.is_finite() && h.is_finite();
         let center: Vec<f32> = low
             .iter()
-            .zip(high)
+            .zip(high.iter())
             .map(|(&l, &h)| if finite(l, h) { (l + h) / 2.0 } else { 0.0 })
             .collect();
         let half_range: Vec<f32> = low
             .iter()
-            .zip(high)
+            .zip(high.iter())
             .map(|(&l, &h)| if finite(l, h) { (h - l) / 2.0 } else { 1.0 })
             .collect();
         let on_device = |v: &[f32]| Tensor::from_slice(v).to_device(device);
@@ -44,7 +44,7 @@ impl ActionBounds {
             half_range: on_device(&half_range),
             low: on_device(low),
             high: on_device(high),
-            bounded: low.iter().zip(high).all(|(&l, &h)| finite(l, h)),
+            bounded: low.iter().zip(high.iter()).all(|(&l, &h)| finite(l, h)),
         })
     }
 
@@ -83,8 +83,8 @@ mod tests {
     #[test]
     fn unit_space_maps_onto_the_bounds_and_back() {
         let space = ActionSpace::Box {
-            low: vec![-2.0, 0.0],
-            high: vec![2.0, 1.0],
+            low: vec![-2.0, 0.0].into(),
+            high: vec![2.0, 1.0].into(),
         };
         let bounds = ActionBounds::new(&space, Device::Cpu).unwrap();
         let unit = Tensor::from_slice(&[-1.0f32, 1.0, 0.5, 0.0]).view([2, 2]);
@@ -105,8 +105,8 @@ mod tests {
     #[test]
     fn an_unbounded_dimension_is_left_alone_and_a_discrete_space_is_refused() {
         let space = ActionSpace::Box {
-            low: vec![f32::NEG_INFINITY],
-            high: vec![f32::INFINITY],
+            low: vec![f32::NEG_INFINITY].into(),
+            high: vec![f32::INFINITY].into(),
         };
         let bounds = ActionBounds::new(&space, Device::Cpu).unwrap();
         let x = Tensor::from_slice(&[7.5f32]).view([1, 1]);

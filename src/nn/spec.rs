@@ -2,9 +2,7 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{
-    Activation as ConfigActivation, Core, Experiment, Init, Network, Observation, Torso,
-};
+use tandem_config::{Activation as ConfigActivation, Core, Experiment, Init, Network, Torso};
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::{InitScheme, InitSpec};
@@ -26,7 +24,7 @@ impl ActorCriticSpec {
         let config = &experiment.network;
         let network = network_spec(&config.torso)?;
         let pixels = match experiment.observation() {
-            Some(observation) => matches!(observation, Observation::Image { .. }),
+            Some(observation) => observation.is_pixel_image(),
             None => built_gives_pixels,
         };
         let scale_pixels = pixels

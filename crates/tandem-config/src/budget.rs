@@ -149,17 +149,18 @@ const ROLLOUT_FLOATS: f64 = 9.0;
 pub fn memory_estimate(e: &Experiment) -> MemoryEstimate {
     let envs = e.per_rank_envs() as f64;
     let observation = e.observation();
-    let obs_len = observation.map_or(1, |o| o.shape().iter().product::<usize>()) as f64;
+    let obs_len = observation.map_or(1, |o| o.len()) as f64;
     let action_bytes = match e.actions() {
         Some(ActionSpace::Box { low, .. }) => F32 * low.len() as f64,
         // Discrete actions are stored as 64-bit indices.
         _ => 8.0,
     };
     let raw = e.env.game.info().map_or(0.0, |info| {
-        let values = info.observation.shape().iter().product::<usize>() as f64;
-        match info.observation {
-            Observation::Image { .. } => values,
-            _ => F32 * values,
+        let values = info.observation.len() as f64;
+        if info.observation.is_pixel_image() {
+            values
+        } else {
+            F32 * values
         }
     });
     let stacks = e
@@ -196,7 +197,7 @@ fn replay(e: &Experiment, obs_len: f64, action_bytes: f64) -> f64 {
     let capacity = e.per_rank_buffer_capacity().unwrap_or(0) as f64;
     let batch = e.per_rank_batch_size().unwrap_or(0) as f64;
     let frame_len = obs_len / e.replay_stack() as f64;
-    let pixels = matches!(e.observation(), Some(Observation::Image { .. }));
+    let pixels = e.observation().is_some_and(|o| o.is_pixel_image());
     let value_bytes = if pixels { 1.0 } else { F32 };
     let prioritized = matches!(&e.algorithm, Algorithm::Dqn(d) if d.prioritized);
     let per_slot = frame_len * value_bytes
@@ -213,7 +214,7 @@ fn replay(e: &Experiment, obs_len: f64, action_bytes: f64) -> f64 {
 fn networks(e: &Experiment, obs_len: f64) -> f64 {
     let shape: Vec<usize> = e
         .observation()
-        .map_or_else(|| vec![obs_len as usize], |o| o.shape());
+        .map_or_else(|| vec![obs_len as usize], |o| o.network_shape());
     let (torso, features) = torso_params(&shape, &e.network.torso);
     let core = e.network.core.map_or(0.0, |core| {
         let gates = if core == Core::Lstm { 4.0 } else { 3.0 };

@@ -1,4 +1,4 @@
-//! The games the config language names ([`Game`], and the [`Observation`] each one produces)
+//! The games the config language names ([`Game`], and the observation each one produces)
 //! and their catalogue: the classic-control and MinAtar games
 //! written out here, and every Atari ROM that tandem-ale's ALE loads, from the table
 //! generated from ALE (`catalogue/atari.rs`). For each game it holds what the resolver checks
@@ -10,9 +10,10 @@
 #[rustfmt::skip]
 mod atari;
 
-use std::fmt;
+use std::borrow::Cow;
 
 use crate::diag::closest;
+pub use tandem_spec::{ActionSpace, Dtype, Family, GameFacts, Layout, ObsShape, ObsSpace};
 
 /// The game of an experiment: one of the catalogue (see [`games`](crate::games)), or a
 /// gymnasium environment with the parameters of its bridge.
@@ -51,6 +52,20 @@ impl Game {
         }
     }
 
+    /// What the wrappers' fit rule knows of the game (of gymnasium: the family only).
+    pub fn facts(&self) -> GameFacts {
+        match self.info() {
+            Some(info) => info.facts(),
+            None => GameFacts {
+                name: "a gymnasium environment".into(),
+                family: Some(Family::Gymnasium),
+                actions: None,
+                lives: None,
+                fire: None,
+            },
+        }
+    }
+
     /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
     /// which needs its settings.
     pub fn from_name(name: &str) -> Option<Game> {
@@ -86,159 +101,33 @@ pub enum Scalar {
     Null,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Color {
-    Rgb,
-    Gray,
-}
-
-/// The shape and nature of an observation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Observation {
-    /// Floats; frame stacking multiplies the length.
-    Vector { len: usize },
-    /// Binary feature planes (MinAtar); frame stacking multiplies the channels.
-    Planes {
-        height: usize,
-        width: usize,
-        channels: usize,
-    },
-    /// Camera frames of bytes; `frames` stacked frames of 3 (RGB) or 1 (gray) channels.
-    Image {
-        height: usize,
-        width: usize,
-        color: Color,
-        frames: usize,
-    },
-}
-
-impl Observation {
-    /// Channel-first shape as the network sees it: `[len]` or `[channels, height, width]`.
-    pub fn shape(&self) -> Vec<usize> {
-        match *self {
-            Observation::Vector { len } => vec![len],
-            Observation::Planes {
-                height,
-                width,
-                channels,
-            } => vec![channels, height, width],
-            Observation::Image {
-                height,
-                width,
-                color,
-                frames,
-            } => {
-                let per_frame = if color == Color::Rgb { 3 } else { 1 };
-                vec![per_frame * frames, height, width]
-            }
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        match *self {
-            Observation::Vector { len } => format!("a vector of {len} floats"),
-            Observation::Planes {
-                height,
-                width,
-                channels,
-            } => format!("{height}x{width}x{channels} binary planes"),
-            Observation::Image {
-                height,
-                width,
-                color,
-                frames,
-            } => {
-                let c = if color == Color::Rgb {
-                    "RGB"
-                } else {
-                    "grayscale"
-                };
-                if frames == 1 {
-                    format!("{height}x{width} {c} images")
-                } else {
-                    format!("{frames} stacked {height}x{width} {c} images")
-                }
-            }
-        }
-    }
-}
-
-/// What a game accepts as an action, as far as the resolver needs to know.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ActionSpace {
-    /// One of `n` actions.
-    Discrete { n: usize },
-    /// A vector of `low.len()` numbers with `low[i] <= a[i] <= high[i]`.
-    Box {
-        low: &'static [f32],
-        high: &'static [f32],
-    },
-}
-
-impl ActionSpace {
-    pub fn is_discrete(&self) -> bool {
-        matches!(self, ActionSpace::Discrete { .. })
-    }
-
-    /// The number of discrete actions; `None` for a box.
-    pub fn num_discrete(&self) -> Option<usize> {
-        match *self {
-            ActionSpace::Discrete { n } => Some(n),
-            ActionSpace::Box { .. } => None,
-        }
-    }
-}
-
-impl fmt::Display for ActionSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            ActionSpace::Discrete { n } => write!(f, "{n} discrete actions"),
-            ActionSpace::Box { low, high } => {
-                let bounds = |v: &[f32]| {
-                    v.iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                if low.len() == 1 {
-                    write!(f, "a box of 1 number in [{}, {}]", low[0], high[0])
-                } else {
-                    write!(
-                        f,
-                        "a box of {} numbers in [{}] .. [{}]",
-                        low.len(),
-                        bounds(low),
-                        bounds(high)
-                    )
-                }
-            }
-        }
-    }
-}
-
-/// Where a game comes from; wrappers such as `noop-reset` only make sense for some.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    ClassicControl,
-    MinAtar,
-    /// An Atari 2600 ROM run by the ALE.
-    Atari,
-}
-
 /// What the resolver knows about a game of the catalogue.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GameInfo {
     /// The name in `env "<name>"`.
     pub name: &'static str,
     pub family: Family,
     /// The observation before any wrapper.
-    pub observation: Observation,
+    pub observation: ObsSpace,
     /// The action space (Atari: the ROM's minimal action set).
     pub actions: ActionSpace,
     /// The game reports lives (`episodic-life` needs them).
     pub has_lives: bool,
     /// FIRE is one of the game's actions (`fire-reset` presses it).
     pub has_fire: bool,
+}
+
+impl GameInfo {
+    /// What the wrappers' fit rule knows of the game: everything.
+    pub fn facts(&self) -> GameFacts {
+        GameFacts {
+            name: self.name.into(),
+            family: Some(self.family),
+            actions: Some(self.actions.clone()),
+            lives: Some(self.has_lives),
+            fire: Some(self.has_fire),
+        }
+    }
 }
 
 /// One row of the generated Atari table.
@@ -255,22 +144,50 @@ pub(crate) struct AtariRow {
 
 pub(crate) use atari::ATARI;
 
-const fn vector(len: usize) -> Observation {
-    Observation::Vector { len }
+const fn vector(len: usize) -> ObsSpace {
+    ObsSpace {
+        shape: ObsShape::Vector { len },
+        dtype: Dtype::F32,
+        frames: 1,
+    }
 }
 
-const fn planes(channels: usize) -> Observation {
-    Observation::Planes {
-        height: 10,
-        width: 10,
-        channels,
+/// MinAtar's `channels` binary feature planes of 10x10 cells.
+const fn planes(channels: usize) -> ObsSpace {
+    image(10, 10, channels, Layout::Chw, Dtype::F32)
+}
+
+const fn image(
+    height: usize,
+    width: usize,
+    channels: usize,
+    layout: Layout,
+    dtype: Dtype,
+) -> ObsSpace {
+    ObsSpace {
+        shape: ObsShape::Image {
+            height,
+            width,
+            channels,
+            layout,
+        },
+        dtype,
+        frames: 1,
+    }
+}
+
+/// A box of one number in `[low, high]`.
+const fn scalar_box(bounds: &'static [[f32; 1]; 2]) -> ActionSpace {
+    ActionSpace::Box {
+        low: Cow::Borrowed(&bounds[0]),
+        high: Cow::Borrowed(&bounds[1]),
     }
 }
 
 const fn native(
     name: &'static str,
     family: Family,
-    observation: Observation,
+    observation: ObsSpace,
     actions: ActionSpace,
 ) -> GameInfo {
     GameInfo {
@@ -284,7 +201,7 @@ const fn native(
 }
 
 const fn discrete(n: usize) -> ActionSpace {
-    ActionSpace::Discrete { n }
+    ActionSpace::discrete(n)
 }
 
 /// The games written out here (gymnasium 1.x's classic control, MinAtar's minimal action
@@ -313,10 +230,7 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             "mountain-car-continuous",
             Family::ClassicControl,
             vector(2),
-            ActionSpace::Box {
-                low: &[-1.0],
-                high: &[1.0],
-            },
+            scalar_box(&[[-1.0], [1.0]]),
         ),
     ),
     (
@@ -325,10 +239,7 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             "pendulum",
             Family::ClassicControl,
             vector(3),
-            ActionSpace::Box {
-                low: &[-2.0],
-                high: &[2.0],
-            },
+            scalar_box(&[[-2.0], [2.0]]),
         ),
     ),
     (
@@ -362,12 +273,7 @@ fn atari_info(row: &AtariRow) -> GameInfo {
     GameInfo {
         name: row.name,
         family: Family::Atari,
-        observation: Observation::Image {
-            height: 210,
-            width: 160,
-            color: Color::Rgb,
-            frames: 1,
-        },
+        observation: image(210, 160, 3, Layout::Hwc, Dtype::U8),
         actions: discrete(row.actions),
         has_lives: row.lives,
         has_fire: row.fire,
@@ -380,7 +286,10 @@ pub(crate) fn info(game: &Game) -> Option<GameInfo> {
     match game {
         Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
         Game::Gymnasium(_) => None,
-        native => NATIVE.iter().find(|(g, _)| g == native).map(|(_, i)| *i),
+        native => NATIVE
+            .iter()
+            .find(|(g, _)| g == native)
+            .map(|(_, i)| i.clone()),
     }
 }
 
@@ -399,7 +308,7 @@ pub(crate) fn by_name(name: &str) -> Option<Game> {
 pub fn games() -> impl Iterator<Item = GameInfo> {
     NATIVE
         .iter()
-        .map(|(_, i)| *i)
+        .map(|(_, i)| i.clone())
         .chain(ATARI.iter().map(atari_info))
 }
 

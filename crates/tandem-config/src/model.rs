@@ -7,7 +7,8 @@ use std::fmt;
 pub use tandem_spec::Wrapper;
 
 pub use crate::catalogue::{
-    ActionSpace, Color, Family, Game, GameInfo, Gymnasium, Observation, Scalar,
+    ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape, ObsSpace,
+    Scalar,
 };
 
 /// A fully resolved experiment: every default is explicit, every size is global.
@@ -245,73 +246,17 @@ pub struct Env {
 }
 
 impl Env {
-    /// The observation after every wrapper, as the network receives it; `None` for
-    /// gymnasium (known once the environment is built).
-    pub fn observation(&self) -> Option<Observation> {
-        let game = self.game.info()?.observation;
-        Some(self.wrappers.iter().fold(game, apply_wrapper))
-    }
-}
-
-/// How one wrapper changes an observation; wrappers that do not change it (or do
-/// not fit it: the resolver rejects those) return it unchanged.
-pub(crate) fn apply_wrapper(obs: Observation, wrapper: &Wrapper) -> Observation {
-    match (*wrapper, obs) {
-        (
-            Wrapper::Grayscale,
-            Observation::Image {
-                height,
-                width,
-                frames,
-                ..
-            },
-        ) => Observation::Image {
-            height,
-            width,
-            color: Color::Gray,
-            frames,
-        },
-        (Wrapper::Resize { height, width }, Observation::Image { color, frames, .. }) => {
-            Observation::Image {
-                height: height as usize,
-                width: width as usize,
-                color,
-                frames,
-            }
-        }
-        (Wrapper::KeepObs { mask }, Observation::Vector { .. }) => Observation::Vector {
-            len: mask.count_ones() as usize,
-        },
-        (Wrapper::FrameStack { n }, Observation::Vector { len }) => Observation::Vector {
-            len: len * n as usize,
-        },
-        (
-            Wrapper::FrameStack { n },
-            Observation::Planes {
-                height,
-                width,
-                channels,
-            },
-        ) => Observation::Planes {
-            height,
-            width,
-            channels: channels * n as usize,
-        },
-        (
-            Wrapper::FrameStack { n },
-            Observation::Image {
-                height,
-                width,
-                color,
-                frames,
-            },
-        ) => Observation::Image {
-            height,
-            width,
-            color,
-            frames: frames * n as usize,
-        },
-        _ => obs,
+    /// The observation after every wrapper, as the network receives it (tandem-spec's fit
+    /// rule walks the chain); `None` for gymnasium (known once the environment is built) and
+    /// for a chain the rule refuses, which the resolver reports.
+    pub fn observation(&self) -> Option<ObsSpace> {
+        let game = self.game.info()?;
+        let facts = game.facts();
+        self.wrappers
+            .iter()
+            .try_fold(game.observation, |obs, wrapper| {
+                tandem_spec::fit::fits(wrapper, &facts, &obs).ok()
+            })
     }
 }
 
@@ -609,7 +554,7 @@ impl Experiment {
     }
 
     /// The observation the network receives; `None` for gymnasium.
-    pub fn observation(&self) -> Option<Observation> {
+    pub fn observation(&self) -> Option<ObsSpace> {
         self.env.observation()
     }
 
@@ -646,24 +591,33 @@ mod tests {
 
     #[test]
     fn wrappers_change_observations() {
-        let rgb = Game::Atari { rom: "breakout" }.info().unwrap().observation;
-        let gray = apply_wrapper(rgb, &Wrapper::Grayscale);
-        let small = apply_wrapper(
-            gray,
-            &Wrapper::Resize {
-                height: 84,
-                width: 84,
-            },
+        let env = |game, wrappers| Env {
+            game,
+            envs: 1,
+            wrappers,
+        };
+        let atari = env(
+            Game::Atari { rom: "breakout" },
+            vec![
+                Wrapper::Grayscale,
+                Wrapper::Resize {
+                    height: 84,
+                    width: 84,
+                },
+                Wrapper::FrameStack { n: 4 },
+            ],
         );
-        let stacked = apply_wrapper(small, &Wrapper::FrameStack { n: 4 });
-        assert_eq!(rgb.shape(), vec![3, 210, 160]);
-        assert_eq!(stacked.shape(), vec![4, 84, 84]);
-        let vector = apply_wrapper(
-            Observation::Vector { len: 4 },
-            &Wrapper::FrameStack { n: 3 },
+        assert_eq!(
+            atari.observation().unwrap().network_shape(),
+            vec![4, 84, 84]
         );
-        assert_eq!(vector.shape(), vec![12]);
-        assert_eq!(apply_wrapper(vector, &Wrapper::ClipReward), vector);
+        let vector = env(
+            Game::Cartpole,
+            vec![Wrapper::FrameStack { n: 3 }, Wrapper::ClipReward],
+        );
+        assert_eq!(vector.observation().unwrap().network_shape(), vec![12]);
+        let misfit = env(Game::Cartpole, vec![Wrapper::Grayscale]);
+        assert_eq!(misfit.observation(), None);
     }
 
     #[test]

@@ -40,7 +40,7 @@ fn every_minatar_game_and_atari_rom_is_named() {
         let e = experiment(&with_env(&format!("env \"{name}\"")));
         assert_eq!(e.env.game.name(), name);
         assert_eq!(e.actions(), Some(ActionSpace::Discrete { n: actions }));
-        assert_eq!(e.observation().unwrap().shape(), obs);
+        assert_eq!(e.observation().unwrap().network_shape(), obs);
     }
     let e = experiment(&with_env("env \"atari-ms-pacman\""));
     assert_eq!(e.env.game, Game::Atari { rom: "ms_pacman" });

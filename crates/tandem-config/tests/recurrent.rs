@@ -39,7 +39,10 @@ fn a_core_and_keep_obs_resolve_and_round_trip() {
         resolved.env.wrappers,
         vec![Wrapper::KeepObs { mask: 0b101 }]
     );
-    assert_eq!(resolved.observation(), Some(Observation::Vector { len: 2 }));
+    assert_eq!(
+        resolved.observation(),
+        Some(ObsSpace::vector(2, Dtype::F32))
+    );
     let canonical = canonical_kdl(&resolved);
     assert!(canonical.contains("keep-obs 0 2\n"), "{canonical}");
     let again = resolve(&Source::Stdin(canonical), &[]).expect("canonical resolves");

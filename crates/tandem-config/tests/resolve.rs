@@ -352,7 +352,7 @@ fn observations_follow_the_wrapper_chain() {
             .experiment
             .observation()
             .expect("a catalogue game")
-            .shape()
+            .network_shape()
     };
     assert_eq!(obs("breakout.kdl"), vec![4, 84, 84]);
     assert_eq!(obs("minatar-breakout.kdl"), vec![4, 10, 10]);

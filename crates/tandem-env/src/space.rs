@@ -1,147 +1,7 @@
-//! Observation spaces (shape, element type, image layout), the buffer an environment
-//! writes its observation into, and action spaces with the action an environment receives.
+//! The buffer an environment writes its observation into, the action it receives, and the
+//! batches of actions [`crate::VecEnv`] steps with. The spaces themselves are tandem-spec's.
 
-use std::fmt;
-
-/// Element type of an observation inside a wrapper chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dtype {
-    /// Raw pixels 0..=255 (game frames and image wrappers working on them).
-    U8,
-    F32,
-}
-
-/// Memory order of an image observation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Layout {
-    /// Height, width, channel (interleaved pixels, as ALE and OpenCV produce).
-    Hwc,
-    /// Channel, height, width (planar, as libtorch convolutions consume).
-    Chw,
-}
-
-/// Shape of an observation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObsShape {
-    /// A flat vector of `len` values.
-    Vector { len: usize },
-    /// An image; `layout` says how it is stored.
-    Image {
-        height: usize,
-        width: usize,
-        channels: usize,
-        layout: Layout,
-    },
-}
-
-/// What an environment (or a wrapper chain) writes on every reset and step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ObsSpace {
-    pub shape: ObsShape,
-    pub dtype: Dtype,
-}
-
-impl ObsSpace {
-    pub fn vector(len: usize, dtype: Dtype) -> Self {
-        ObsSpace {
-            shape: ObsShape::Vector { len },
-            dtype,
-        }
-    }
-
-    pub fn image(
-        height: usize,
-        width: usize,
-        channels: usize,
-        layout: Layout,
-        dtype: Dtype,
-    ) -> Self {
-        ObsSpace {
-            shape: ObsShape::Image {
-                height,
-                width,
-                channels,
-                layout,
-            },
-            dtype,
-        }
-    }
-
-    /// Number of values in one observation.
-    pub fn len(&self) -> usize {
-        match self.shape {
-            ObsShape::Vector { len } => len,
-            ObsShape::Image {
-                height,
-                width,
-                channels,
-                ..
-            } => height * width * channels,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The shape a network receives from [`crate::VecEnv`] for this space: `[len]` for
-    /// vectors, `[C, H, W]` for images.
-    pub fn network_shape(&self) -> Vec<usize> {
-        match self.shape {
-            ObsShape::Vector { len } => vec![len],
-            ObsShape::Image {
-                height,
-                width,
-                channels,
-                ..
-            } => vec![channels, height, width],
-        }
-    }
-
-    /// True for images of raw u8 pixels (0..=255), which image networks scale.
-    pub fn is_pixel_image(&self) -> bool {
-        self.dtype == Dtype::U8 && matches!(self.shape, ObsShape::Image { .. })
-    }
-
-    /// True for single-channel images, whose HWC and CHW layouts coincide.
-    pub(crate) fn is_single_channel_image(&self) -> bool {
-        matches!(self.shape, ObsShape::Image { channels: 1, .. })
-    }
-}
-
-impl fmt::Display for ObsSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dtype = match self.dtype {
-            Dtype::U8 => "u8",
-            Dtype::F32 => "f32",
-        };
-        match self.shape {
-            ObsShape::Vector { len } => write!(f, "vector of {len} {dtype}"),
-            ObsShape::Image {
-                height,
-                width,
-                channels,
-                layout: Layout::Hwc,
-            } => {
-                write!(
-                    f,
-                    "{dtype} image {height}x{width}x{channels} (height x width x channels)"
-                )
-            }
-            ObsShape::Image {
-                height,
-                width,
-                channels,
-                layout: Layout::Chw,
-            } => {
-                write!(
-                    f,
-                    "{dtype} image {channels}x{height}x{width} (channels x height x width)"
-                )
-            }
-        }
-    }
-}
+pub use tandem_spec::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 
 /// Where an environment writes an observation. Its variant must match the
 /// environment's [`ObsSpace::dtype`] and its length [`ObsSpace::len`];
@@ -215,72 +75,6 @@ impl ObsBuf<'_> {
     }
 }
 
-/// What an environment accepts as an action.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ActionSpace {
-    /// One of `n` actions, `0..n`.
-    Discrete { n: usize },
-    /// A vector of `low.len()` f32 values with bounds `low[i] <= a[i] <= high[i]`. The
-    /// environment decides what a value out of bounds does (gymnasium's games clip);
-    /// [`crate::VecEnv`] refuses values that are not finite.
-    Box { low: Vec<f32>, high: Vec<f32> },
-}
-
-impl ActionSpace {
-    pub fn discrete(n: usize) -> Self {
-        ActionSpace::Discrete { n }
-    }
-
-    /// A box of `dim` values, each within `[low, high]`.
-    pub fn uniform_box(dim: usize, low: f32, high: f32) -> Self {
-        ActionSpace::Box {
-            low: vec![low; dim],
-            high: vec![high; dim],
-        }
-    }
-
-    /// The number of actions of a discrete space.
-    pub fn num_discrete(&self) -> Option<usize> {
-        match self {
-            ActionSpace::Discrete { n } => Some(*n),
-            ActionSpace::Box { .. } => None,
-        }
-    }
-
-    pub fn is_discrete(&self) -> bool {
-        matches!(self, ActionSpace::Discrete { .. })
-    }
-
-    /// Values in one action: the box's length, 1 for a discrete space (the index).
-    pub fn dim(&self) -> usize {
-        match self {
-            ActionSpace::Discrete { .. } => 1,
-            ActionSpace::Box { low, .. } => low.len(),
-        }
-    }
-}
-
-impl fmt::Display for ActionSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ActionSpace::Discrete { n } => write!(f, "{n} discrete actions"),
-            ActionSpace::Box { low, high } => {
-                let bounds = |v: &[f32]| match v.first() {
-                    Some(first) if v.iter().all(|x| x == first) => first.to_string(),
-                    _ => format!("{v:?}"),
-                };
-                write!(
-                    f,
-                    "box of {} f32 in [{}, {}]",
-                    low.len(),
-                    bounds(low),
-                    bounds(high)
-                )
-            }
-        }
-    }
-}
-
 /// A space is recorded as its kind (0 discrete, 1 box), then the count or the bounds.
 impl crate::snapshot::Persist for ActionSpace {
     fn save(&self, out: &mut Vec<u8>) {
@@ -308,7 +102,10 @@ impl crate::snapshot::Persist for ActionSpace {
                 let (mut low, mut high) = (Vec::new(), Vec::new());
                 low.load(input)?;
                 high.load(input)?;
-                ActionSpace::Box { low, high }
+                ActionSpace::Box {
+                    low: low.into(),
+                    high: high.into(),
+                }
             }
             other => {
                 return Err(crate::snapshot::snapshot_error(format!(
@@ -317,13 +114,6 @@ impl crate::snapshot::Persist for ActionSpace {
             }
         };
         Ok(())
-    }
-}
-
-/// An empty discrete space: what a snapshot's recorded space is read into.
-impl Default for ActionSpace {
-    fn default() -> Self {
-        ActionSpace::discrete(0)
     }
 }
 
@@ -487,18 +277,6 @@ impl<'a> GroupActions<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lengths_and_network_shapes() {
-        let atari = ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8);
-        assert_eq!(atari.len(), 210 * 160 * 3);
-        assert_eq!(atari.network_shape(), vec![3, 210, 160]);
-        assert_eq!(ObsSpace::vector(4, Dtype::F32).network_shape(), vec![4]);
-        assert_eq!(
-            atari.to_string(),
-            "u8 image 210x160x3 (height x width x channels)"
-        );
-    }
 
     #[test]
     fn buffer_conversions_round_and_saturate() {

@@ -12,6 +12,7 @@ use crate::rng::derive_seed;
 use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 use crate::wrappers;
 pub use tandem_spec::Wrapper;
+use tandem_spec::fit::{Family, GameFacts};
 
 /// The game at the bottom of a wrapper chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,6 +215,33 @@ impl GameSpec {
         Some(ActionSpace::discrete(n))
     }
 
+    /// What the wrappers' fit rule knows of the game before it is built: its family, and
+    /// its actions when they are known without building it (`actions` overrides them, for a
+    /// game already built). Lives and FIRE are known once it plays.
+    pub fn facts(&self, actions: Option<ActionSpace>) -> GameFacts {
+        let family = match self {
+            GameSpec::CartPole
+            | GameSpec::Acrobot
+            | GameSpec::MountainCar
+            | GameSpec::MountainCarContinuous
+            | GameSpec::Pendulum => Family::ClassicControl,
+            GameSpec::MinAtarBreakout { .. }
+            | GameSpec::MinAtarAsterix { .. }
+            | GameSpec::MinAtarFreeway { .. }
+            | GameSpec::MinAtarSpaceInvaders { .. }
+            | GameSpec::MinAtarSeaquest { .. } => Family::MinAtar,
+            GameSpec::Atari { .. } => Family::Atari,
+            GameSpec::Gymnasium(_) => Family::Gymnasium,
+        };
+        GameFacts {
+            name: self.name(),
+            family: Some(family),
+            actions: actions.or_else(|| self.action_space()),
+            lives: None,
+            fire: None,
+        }
+    }
+
     fn validate(&self) -> Result<(), EnvError> {
         let bad = |reason: String| {
             Err(EnvError::InvalidGameParameter {
@@ -308,19 +336,19 @@ impl EnvSpec {
 /// [`EnvError::InvalidArgument`].
 pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
     spec.game.validate()?;
+    let game = spec.game.facts(None);
     let Some(mut space) = spec.game.observation_space() else {
         let GameSpec::Gymnasium(gym) = &spec.game else {
             unreachable!("only gymnasium environments have no static space")
         };
-        crate::gym::check_wrappers(spec, &ObsSpace::vector(0, Dtype::F32))?;
+        crate::gym::check_wrappers(spec, gym)?;
         return Err(EnvError::InvalidArgument(format!(
             "the observation space of gymnasium `{}` is known once its workers start (VecEnv::new)",
             gym.id
         )));
     };
-    let actions = spec.game.action_space();
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
-        space = wrappers::output_space(wrapper, index, &space, actions.as_ref())?;
+        space = wrappers::output_space(wrapper, index, &space, &game)?;
     }
     Ok(space)
 }
@@ -398,8 +426,10 @@ pub(crate) fn wrap_chain(
     mut env: Box<dyn Env>,
     seed: u64,
 ) -> Result<Box<dyn Env>, EnvError> {
+    let game = spec.game.facts(Some(env.action_space()));
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
-        env = wrappers::wrap(wrapper, index, env, derive_seed(seed, index as u64 + 1))?;
+        let seed = derive_seed(seed, index as u64 + 1);
+        env = wrappers::wrap_on(wrapper, index, env, seed, &game)?;
     }
     Ok(env)
 }

@@ -162,7 +162,7 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
             ActionSpace::Box { low, high } => (0..envs_n)
                 .flat_map(|_| {
                     low.iter()
-                        .zip(high)
+                        .zip(high.iter())
                         .map(|(&l, &h)| rng.uniform(l as f64, h as f64) as f32)
                         .collect::<Vec<_>>()
                 })
@@ -547,8 +547,8 @@ fn box_actions_normalisers_groups_and_threads_work_together() {
     assert_eq!(
         envs.action_space(),
         &ActionSpace::Box {
-            low: vec![-2.0],
-            high: vec![2.0]
+            low: vec![-2.0].into(),
+            high: vec![2.0].into()
         }
     );
     envs.reset();

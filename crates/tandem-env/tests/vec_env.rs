@@ -328,8 +328,8 @@ impl tandem_env::Env for EchoBox {
     }
     fn action_space(&self) -> tandem_env::ActionSpace {
         tandem_env::ActionSpace::Box {
-            low: vec![-1.0, 0.0],
-            high: vec![1.0, 5.0],
+            low: vec![-1.0, 0.0].into(),
+            high: vec![1.0, 5.0].into(),
         }
     }
     fn reset(&mut self, _seed: Option<u64>, mut obs: tandem_env::ObsBuf<'_>) {
@@ -364,7 +364,7 @@ fn box_actions_reach_each_environment_as_its_row() {
     assert_eq!(venv.num_actions(), 0);
     assert_eq!(
         venv.action_space().to_string(),
-        "box of 2 f32 in [[-1.0, 0.0], [1.0, 5.0]]"
+        "a box of 2 numbers in [-1, 0] .. [1, 5]"
     );
     venv.step(&[0.5, 1.0, -3.0, 2.0, 0.25, 7.0]).unwrap();
     assert_eq!(venv.obs(), &[0.5, 1.0, -1.0, 2.0, 0.25, 5.0]);

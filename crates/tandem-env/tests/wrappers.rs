@@ -103,13 +103,13 @@ fn deepmind_preprocessing_composes_on_an_rgb_frame_source() {
     // The game itself lives in tandem-ale; validation alone knows its frame format.
     assert_eq!(
         observation_space(&spec).unwrap(),
-        ObsSpace::image(84, 84, 4, Layout::Chw, Dtype::U8)
+        ObsSpace {
+            frames: 4,
+            ..ObsSpace::image(84, 84, 4, Layout::Chw, Dtype::U8)
+        }
     );
     let (env, _) = chain(&wrappers);
-    assert_eq!(
-        env.observation_space(),
-        ObsSpace::image(84, 84, 4, Layout::Chw, Dtype::U8)
-    );
+    assert_eq!(env.observation_space(), observation_space(&spec).unwrap());
     let envs: Vec<Box<dyn Env>> = vec![env, chain(&wrappers).0];
     let mut venv = VecEnv::from_envs(envs, vec![1, 2], 2).unwrap();
     assert_eq!(venv.obs_shape(), vec![4, 84, 84]);
@@ -236,7 +236,10 @@ fn frame_stack_orders_oldest_first_and_fills_on_reset() {
     ]);
     assert_eq!(
         env.observation_space(),
-        ObsSpace::image(21, 16, 3, Layout::Chw, Dtype::U8)
+        ObsSpace {
+            frames: 3,
+            ..ObsSpace::image(21, 16, 3, Layout::Chw, Dtype::U8)
+        }
     );
     let mut obs = u8_obs(&*env);
     let plane = 21 * 16;
@@ -257,7 +260,10 @@ fn frame_stack_of_rgb_frames_is_channels_first() {
     let (mut env, _) = chain(&[Wrapper::FrameStack { n: 2 }]);
     assert_eq!(
         env.observation_space(),
-        ObsSpace::image(H, W, 6, Layout::Chw, Dtype::U8)
+        ObsSpace {
+            frames: 2,
+            ..ObsSpace::image(H, W, 6, Layout::Chw, Dtype::U8)
+        }
     );
     let mut obs = u8_obs(&*env);
     env.reset(None, ObsBuf::U8(&mut obs));
@@ -373,7 +379,7 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
     );
     assert_eq!(
         err.to_string(),
-        "wrapper #1 `grayscale` does not fit its input observation vector of 4 f32: needs a u8 RGB image (height x width x 3)"
+        "wrapper #1 `grayscale` does not fit its input observation vector of 4 f32: needs RGB image observations (cartpole observes a vector of 4 floats at this point of the chain)"
     );
     assert!(matches!(
         cartpole(vec![Wrapper::Resize {
@@ -426,11 +432,11 @@ fn wrappers_that_do_not_fit_are_named_with_the_reason() {
     }])
     .unwrap_err();
     assert!(err.to_string().contains("only shrinks"), "{err}");
-    // normalize-obs makes f32 frames, which the u8 image wrappers refuse.
+    // normalize-obs takes vectors only: networks scale images themselves.
     assert!(matches!(
         atari_chain(vec![
-            Wrapper::NormalizeObs { clip: 5.0 },
-            Wrapper::Grayscale
+            Wrapper::Grayscale,
+            Wrapper::NormalizeObs { clip: 5.0 }
         ]),
         Err(EnvError::WrapperMismatch { index: 1, .. })
     ));
@@ -624,7 +630,7 @@ fn keep_obs_passes_on_the_chosen_entries_and_refuses_what_it_cannot_keep() {
     assert!(kept.obs().iter().any(|&v| v != 0.0));
     let err = observation_space(&spec(1 << 4)).unwrap_err().to_string();
     assert!(
-        err.contains("keep-obs") && err.contains("entry 4 is outside an observation of 4 entries"),
+        err.contains("keep-obs") && err.contains("entry 4 is outside the observation"),
         "{err}"
     );
     assert!(matches!(
@@ -637,5 +643,5 @@ fn keep_obs_passes_on_the_chosen_entries_and_refuses_what_it_cannot_keep() {
     let atari = EnvSpec::new(GameSpec::from_name("atari-breakout").unwrap())
         .with(Wrapper::KeepObs { mask: 1 });
     let err = observation_space(&atari).unwrap_err().to_string();
-    assert!(err.contains("needs a vector observation"), "{err}");
+    assert!(err.contains("needs vector observations"), "{err}");
 }

@@ -1,8 +1,15 @@
 //! What tandem's experiment language (tandem-config) and its environments (tandem-env) both
-//! name, declared once: the wrappers of an environment's chain ([`Wrapper`]). The config
-//! resolves a file into these values and the env crate builds from the same values, so there
-//! is no second type to map them onto. No dependencies: both crates sit above it.
+//! name, declared once: observation and action spaces ([`ObsSpace`], [`ActionSpace`]), the
+//! wrappers of an environment's chain ([`Wrapper`]) and the one rule for where a wrapper fits
+//! ([`fit`]). The config resolves a file into these values and checks them with that rule; the
+//! env crate builds from the same values and refuses what the same rule refuses, so there is
+//! no second type to map them onto and no second rule to keep in step. No dependencies: both
+//! crates sit above it.
 
+pub mod fit;
+mod space;
 mod wrapper;
 
+pub use fit::{Family, GameFacts, Misfit};
+pub use space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 pub use wrapper::Wrapper;

@@ -13,6 +13,7 @@ use crate::Machine;
 use crate::budget::{update_formula, update_steps};
 use crate::diag::{SourceId, error, warning};
 use crate::model::*;
+use tandem_spec::fit::{self, Misfit};
 
 /// Checks that involve more than one setting.
 pub(super) struct CrossCheck<'a, 'b> {
@@ -686,7 +687,7 @@ impl CrossCheck<'_, '_> {
         }
         if self.ok(&["env", "env.wrappers", "algorithm"])
             && let Some(obs) = e.observation()
-            && !matches!(obs, Observation::Vector { .. })
+            && !obs.is_vector()
         {
             self.report(
                 "config::inconsistent",
@@ -798,153 +799,39 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// The wrappers a gymnasium environment cannot take: they step the game other than once
-    /// per agent step with the agent's action, or need lives or FIRE, which the bridge does
-    /// not know of.
-    fn gymnasium_wrappers(&mut self) {
+    /// Every wrapper held to tandem-spec's fit rule where the chain puts it (the env crate
+    /// builds by the same rule). A gymnasium environment's observation is known once it is
+    /// built, so only the rule's half that needs the game alone is checked for one.
+    fn wrappers(&mut self) {
         let e = self.experiment;
+        self.duplicate_wrappers();
         let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
             return;
         };
+        let facts = e.env.game.facts();
+        let mut obs = e.env.game.info().map(|game| game.observation);
         for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
-            let why = match wrapper {
-                Wrapper::NoopReset { .. } => "steps the game with no-ops the agent did not choose",
-                Wrapper::FireReset => "presses FIRE, which a gymnasium environment need not have",
-                Wrapper::FrameSkip { .. } => "steps the game several times per agent step",
-                Wrapper::EpisodicLife => "needs lives, which the bridge does not read",
-                Wrapper::StickyActions { .. } => {
-                    "steps the game with an action the agent did not choose"
-                }
-                _ => continue,
+            let fit = match &obs {
+                Some(input) => fit::fits(wrapper, &facts, input).map(Some),
+                None => fit::fits_game(wrapper, &facts).map(|()| None),
             };
-            let name = wrapper.name();
-            self.applier.push(
-                error(
-                    "config::wrapper-mismatch",
-                    format!("wrapper `{name}` does not fit a gymnasium environment"),
-                )
-                .at(entry.source, *span, why)
-                .help(format!(
-                    "remove `{name}`; a gymnasium environment that needs it applies gymnasium's own wrapper (e.g. in a module named by `import` that registers the wrapped environment)"
-                )),
-            );
-        }
-    }
-
-    fn wrappers(&mut self) {
-        let e = self.experiment;
-        let Some(game) = e.env.game.info() else {
-            self.duplicate_wrappers();
-            self.gymnasium_wrappers();
-            return;
-        };
-        let entry = self.applier.entries.get("env.wrappers").cloned();
-        let Some(entry) = entry else { return };
-        let mut obs = game.observation;
-        let mut stacked = false;
-        self.duplicate_wrappers();
-        for (wrapper, span) in e.env.wrappers.iter().zip(entry.items.iter()) {
-            let name = wrapper.name();
-            let mut problem: Option<(String, String)> = None;
-            let here = format!(
-                "{} observes {} at this point of the chain",
-                game.name,
-                obs.describe()
-            );
-            match wrapper {
-                Wrapper::NoopReset { .. } if game.family != Family::Atari => {
-                    problem = Some((
-                        "needs an Atari game".into(),
-                        format!(
-                            "no-op resets randomise Atari starts; {} is not an Atari game",
-                            game.name
-                        ),
-                    ));
+            let (label, help) = match fit {
+                Ok(output) => {
+                    obs = output.or(obs);
+                    continue;
                 }
-                Wrapper::FireReset if !game.has_fire => {
-                    problem = Some((
-                        "needs a FIRE action".into(),
-                        format!("{} has no FIRE action", game.name),
-                    ));
-                }
-                Wrapper::EpisodicLife if !game.has_lives => {
-                    problem = Some((
-                        "needs a game with lives".into(),
-                        format!("{} has no lives", game.name),
-                    ));
-                }
-                Wrapper::Grayscale | Wrapper::Resize { .. } if stacked => {
-                    problem = Some((
-                        "after frame-stack".into(),
-                        format!("`{name}` works on single frames: move it before `frame-stack`"),
-                    ));
-                }
-                Wrapper::Grayscale => match obs {
-                    Observation::Image {
-                        color: Color::Rgb, ..
-                    } => {}
-                    Observation::Image { .. } => {
-                        problem = Some(("already grayscale".into(), here.clone()))
-                    }
-                    _ => problem = Some(("needs RGB image observations".into(), here.clone())),
-                },
-                Wrapper::Resize { .. } if !matches!(obs, Observation::Image { .. }) => {
-                    problem = Some(("needs image observations".into(), here.clone()));
-                }
-                Wrapper::Resize { height, width }
-                    if matches!(obs, Observation::Image { height: h, width: w, .. }
-                        if *height as usize > h || *width as usize > w) =>
-                {
-                    problem = Some((
-                        "larger than the frame".into(),
-                        format!(
-                            "{here}; resize only shrinks (area averaging, as OpenCV's INTER_AREA)"
-                        ),
-                    ));
-                }
-                Wrapper::FrameSkip { max_pool: true, .. }
-                    if !matches!(obs, Observation::Image { .. }) =>
-                {
-                    problem = Some((
-                        "max-pool needs image observations".into(),
-                        format!("{here}; write `max-pool=#false`"),
-                    ));
-                }
-                Wrapper::KeepObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
-                    problem = Some(("needs vector observations".into(), here.clone()));
-                }
-                Wrapper::KeepObs { mask } => {
-                    if let Observation::Vector { len } = obs
-                        && let Some(outside) = (0..64).find(|i| mask >> i & 1 == 1 && *i >= len)
-                    {
-                        problem = Some((
-                            format!("entry {outside} is outside the observation"),
-                            format!("{here}; keep entries 0 to {}", len.saturating_sub(1)),
-                        ));
-                    }
-                }
-                Wrapper::NormalizeObs { .. } if !matches!(obs, Observation::Vector { .. }) => {
-                    problem = Some((
-                        "needs vector observations".into(),
-                        format!("{here}; networks scale images and planes themselves"),
-                    ));
-                }
-                _ => {}
+                Err(Misfit::Input { label, help }) => (label, Some(help)),
+                Err(Misfit::Parameter(reason)) => (reason, None),
+            };
+            let mut report = error(
+                "config::wrapper-mismatch",
+                format!("wrapper `{}` does not fit {}", wrapper.name(), facts.name),
+            )
+            .at(entry.source, *span, label);
+            if let Some(help) = help {
+                report = report.help(help);
             }
-            if let Some((label, help)) = problem {
-                self.applier.push(
-                    error(
-                        "config::wrapper-mismatch",
-                        format!("wrapper `{name}` does not fit {}", game.name),
-                    )
-                    .at(entry.source, *span, label)
-                    .help(help),
-                );
-            }
-            obs = apply_wrapper(obs, wrapper);
-            if matches!(wrapper, Wrapper::FrameStack { .. }) {
-                stacked = true;
-            }
+            self.applier.push(report);
         }
     }
 
@@ -978,33 +865,27 @@ impl CrossCheck<'_, '_> {
         let Some(obs) = e.observation() else {
             return;
         };
-        let need = match (&e.network.torso, obs) {
-            (Torso::NatureCnn { .. }, Observation::Image { height, width, .. })
-                if height >= 36 && width >= 36 =>
-            {
-                None
-            }
-            (Torso::NatureCnn { .. }, _) => Some("image observations of at least 36x36"),
-            (Torso::MinatarCnn { .. }, Observation::Planes { height, width, .. })
-                if height >= 3 && width >= 3 =>
-            {
-                None
-            }
-            (Torso::MinatarCnn { .. }, _) => Some("binary plane observations (MinAtar)"),
-            (
-                Torso::ImpalaCnn { .. },
-                Observation::Image { height, width, .. }
-                | Observation::Planes { height, width, .. },
-            ) if height >= 8 && width >= 8 => None,
-            (Torso::ImpalaCnn { .. }, _) => Some("image observations of at least 8x8"),
-            (Torso::Mlp { .. }, _) => None,
+        let at_least = |side: usize| match obs.shape {
+            ObsShape::Image { height, width, .. } => height >= side && width >= side,
+            ObsShape::Vector { .. } => false,
+        };
+        let need = match &e.network.torso {
+            Torso::NatureCnn { .. } if obs.is_pixel_image() && at_least(36) => None,
+            Torso::NatureCnn { .. } => Some("image observations of at least 36x36"),
+            Torso::MinatarCnn { .. } if obs.is_planes() && at_least(3) => None,
+            Torso::MinatarCnn { .. } => Some("binary plane observations (MinAtar)"),
+            Torso::ImpalaCnn { .. } if at_least(8) => None,
+            Torso::ImpalaCnn { .. } => Some("image observations of at least 8x8"),
+            Torso::Mlp { .. } => None,
         };
         if let Some(need) = need {
             let name = e.network.torso.name();
-            let suggestion = match obs {
-                Observation::Vector { .. } => "network \"mlp\"",
-                Observation::Planes { .. } => "network \"minatar-cnn\"",
-                Observation::Image { .. } => "network \"nature-cnn\"",
+            let suggestion = if obs.is_vector() {
+                "network \"mlp\""
+            } else if obs.is_planes() {
+                "network \"minatar-cnn\""
+            } else {
+                "network \"nature-cnn\""
             };
             self.report(
                 "config::network-mismatch",

@@ -57,9 +57,10 @@ use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
 use crate::spec::EnvSpec;
+use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
-use tandem_spec::Wrapper;
+use tandem_spec::fit;
 
 /// A gymnasium environment id and how to run it.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,28 +191,15 @@ impl std::fmt::Display for GymInfo {
     }
 }
 
-/// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the
-/// module documentation); `input` is the observation they would receive, for the message.
-pub(crate) fn check_wrappers(spec: &EnvSpec, input: &ObsSpace) -> Result<(), EnvError> {
+/// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the module
+/// documentation), by the half of tandem-spec's fit rule that needs the game alone.
+pub(crate) fn check_wrappers(spec: &EnvSpec, gym: &GymSpec) -> Result<(), EnvError> {
+    let game = spec.game.facts(None);
     for (index, wrapper) in spec.wrappers.iter().enumerate() {
-        let reason = match wrapper {
-            Wrapper::NoopReset { .. }
-            | Wrapper::FireReset
-            | Wrapper::FrameSkip { .. }
-            | Wrapper::EpisodicLife => {
-                "steps the environment other than once per agent step, which a gymnasium environment cannot do: its workers step once per batch step with the agent's actions (use gymnasium's own wrappers in a registered id instead)"
-            }
-            Wrapper::StickyActions { .. } => {
-                "replaces the agent's action, but a gymnasium environment's workers are stepped with the agent's actions before the wrappers run (use gymnasium's own wrappers in a registered id instead)"
-            }
-            _ => continue,
-        };
-        return Err(EnvError::WrapperMismatch {
-            index,
-            wrapper: wrapper.name(),
-            input: input.to_string(),
-            reason: reason.into(),
-        });
+        fit::fits_game(wrapper, &game).map_err(|misfit| {
+            // The space is not known yet: the message names the environment instead.
+            misfit_error(wrapper, index, format!("gymnasium `{}`", gym.id), misfit)
+        })?;
     }
     Ok(())
 }
@@ -256,21 +244,7 @@ impl Pool {
     /// before anything starts.
     pub fn start(spec: &EnvSpec, gym: &GymSpec, seeds: &[u64]) -> Result<Self, EnvError> {
         gym.validate()?;
-        // The space is not known yet; the message shows what the wrapper would get.
-        check_wrappers(spec, &ObsSpace::vector(0, Dtype::F32)).map_err(|e| match e {
-            EnvError::WrapperMismatch {
-                index,
-                wrapper,
-                reason,
-                ..
-            } => EnvError::WrapperMismatch {
-                index,
-                wrapper,
-                input: format!("gymnasium `{}`", gym.id),
-                reason,
-            },
-            other => other,
-        })?;
+        check_wrappers(spec, gym)?;
         let mut workers = Vec::new();
         for (w, envs) in shares(seeds.len(), gym.workers).into_iter().enumerate() {
             let config = serde_json::json!({

@@ -1,5 +1,5 @@
-//! The wrappers tandem-spec's [`Wrapper`] names: how each changes the observation space
-//! ([`output_space`], also used for validation) and how each is built ([`wrap`]).
+//! The wrappers tandem-spec's [`Wrapper`] names and how each is built ([`wrap`]); where each
+//! fits, and what it makes of the observation ([`output_space`]), is tandem-spec's fit rule.
 
 mod episode;
 mod frames;
@@ -15,8 +15,9 @@ pub use select::{KeepObs, kept_indices};
 
 use crate::EnvError;
 use crate::env::Env;
-use crate::space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
+use crate::space::ObsSpace;
 use tandem_spec::Wrapper;
+use tandem_spec::fit::{self, GameFacts, Misfit};
 
 /// What the normalisers add to a variance before its square root.
 pub const NORMALIZER_EPSILON: f64 = 1e-8;
@@ -90,209 +91,69 @@ macro_rules! wrapper_snapshot_methods {
 }
 pub(crate) use wrapper_snapshot_methods;
 
-fn mismatch(
+/// The env crate's error for a misfit of tandem-spec's rule: the wrapper at `index` of the
+/// chain, what it receives (`input`, in words) and why it does not fit.
+pub(crate) fn misfit_error(
     wrapper: &Wrapper,
     index: usize,
-    input: &ObsSpace,
-    reason: impl Into<String>,
+    input: String,
+    misfit: Misfit,
 ) -> EnvError {
-    EnvError::WrapperMismatch {
-        index,
-        wrapper: wrapper.name(),
-        input: input.to_string(),
-        reason: reason.into(),
+    match misfit {
+        Misfit::Input { label, help } => EnvError::WrapperMismatch {
+            index,
+            wrapper: wrapper.name(),
+            input,
+            reason: format!("{label} ({help})"),
+        },
+        Misfit::Parameter(reason) => EnvError::InvalidWrapperParameter {
+            index,
+            wrapper: wrapper.name(),
+            reason,
+        },
     }
 }
 
-fn bad_parameter(wrapper: &Wrapper, index: usize, reason: impl Into<String>) -> EnvError {
-    EnvError::InvalidWrapperParameter {
-        index,
-        wrapper: wrapper.name(),
-        reason: reason.into(),
-    }
-}
-
-/// The observation space `wrapper` (at position `index`) produces from `input`, or
-/// why it cannot take `input`. `actions` is the game's action space when known.
+/// The observation space `wrapper` (at position `index`) produces from `input` on a chain on
+/// `game`, or why it does not fit there: tandem-spec's fit rule, the one the config checks by.
 pub fn output_space(
     wrapper: &Wrapper,
     index: usize,
     input: &ObsSpace,
-    actions: Option<&ActionSpace>,
+    game: &GameFacts,
 ) -> Result<ObsSpace, EnvError> {
-    if let Some(space @ ActionSpace::Box { .. }) = actions
-        && matches!(
-            wrapper,
-            Wrapper::NoopReset { .. } | Wrapper::FireReset | Wrapper::StickyActions { .. }
-        )
-    {
-        return Err(mismatch(
-            wrapper,
-            index,
-            input,
-            format!("it picks discrete actions itself, the game takes a {space}"),
-        ));
-    }
-    let num_actions = actions.and_then(ActionSpace::num_discrete);
-    let param = |ok: bool, reason: String| {
-        if ok {
-            Ok(())
-        } else {
-            Err(bad_parameter(wrapper, index, reason))
-        }
-    };
-    match *wrapper {
-        Wrapper::NoopReset { max: max_noops } => {
-            param(
-                max_noops >= 1,
-                format!("max noops must be at least 1, got {max_noops}"),
-            )?;
-            Ok(*input)
-        }
-        Wrapper::FireReset => {
-            if let Some(n) = num_actions.filter(|&n| n < 3) {
-                return Err(mismatch(
-                    wrapper,
-                    index,
-                    input,
-                    format!("needs at least 3 actions (FIRE is action 1), the game has {n}"),
-                ));
-            }
-            Ok(*input)
-        }
-        Wrapper::FrameSkip { n: skip, .. } => {
-            param(skip >= 1, format!("skip must be at least 1, got {skip}"))?;
-            Ok(*input)
-        }
-        Wrapper::EpisodicLife | Wrapper::ClipReward => Ok(*input),
-        Wrapper::TimeLimit { max_steps } => {
-            param(
-                max_steps >= 1,
-                format!("max steps must be at least 1, got {max_steps}"),
-            )?;
-            Ok(*input)
-        }
-        Wrapper::StickyActions { probability: prob } => {
-            param(
-                (0.0..=1.0).contains(&prob),
-                format!("probability {prob} is outside [0, 1]"),
-            )?;
-            Ok(*input)
-        }
-        Wrapper::Grayscale => match input.shape {
-            ObsShape::Image {
-                height,
-                width,
-                channels: 3,
-                layout: Layout::Hwc,
-            } if input.dtype == Dtype::U8 => {
-                Ok(ObsSpace::image(height, width, 1, Layout::Chw, Dtype::U8))
-            }
-            _ => Err(mismatch(
-                wrapper,
-                index,
-                input,
-                "needs a u8 RGB image (height x width x 3)",
-            )),
-        },
-        Wrapper::Resize { height, width } => {
-            let (height, width) = (height as usize, width as usize);
-            param(
-                height >= 1 && width >= 1,
-                format!("target size {height}x{width} must be at least 1x1"),
-            )?;
-            match input.shape {
-                ObsShape::Image {
-                    height: h,
-                    width: w,
-                    channels,
-                    layout,
-                } if input.dtype == Dtype::U8 && (layout == Layout::Hwc || channels == 1) => {
-                    if height > h || width > w {
-                        return Err(mismatch(
-                            wrapper,
-                            index,
-                            input,
-                            format!(
-                                "resize only shrinks (INTER_AREA); {height}x{width} is larger than {h}x{w}"
-                            ),
-                        ));
-                    }
-                    Ok(ObsSpace::image(height, width, channels, layout, Dtype::U8))
-                }
-                _ => Err(mismatch(
-                    wrapper,
-                    index,
-                    input,
-                    "needs a u8 image in height x width x channels order (put resize before frame-stack and normalize-obs)",
-                )),
-            }
-        }
-        Wrapper::FrameStack { n: frames } => {
-            param(
-                frames >= 1,
-                format!("frames must be at least 1, got {frames}"),
-            )?;
-            let k = frames as usize;
-            Ok(match input.shape {
-                ObsShape::Vector { len } => ObsSpace::vector(len * k, input.dtype),
-                ObsShape::Image {
-                    height,
-                    width,
-                    channels,
-                    ..
-                } => ObsSpace::image(height, width, channels * k, Layout::Chw, input.dtype),
-            })
-        }
-        Wrapper::NormalizeObs { clip } => {
-            param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
-            Ok(ObsSpace {
-                shape: input.shape,
-                dtype: Dtype::F32,
-            })
-        }
-        Wrapper::NormalizeReward { gamma, clip } => {
-            param(
-                gamma > 0.0 && gamma <= 1.0,
-                format!("gamma {gamma} is outside (0, 1]"),
-            )?;
-            param(clip > 0.0, format!("clip must be positive, got {clip}"))?;
-            Ok(*input)
-        }
-        Wrapper::KeepObs { mask } => {
-            param(mask != 0, "it keeps no entry".into())?;
-            let ObsShape::Vector { len } = input.shape else {
-                return Err(mismatch(
-                    wrapper,
-                    index,
-                    input,
-                    "needs a vector observation",
-                ));
-            };
-            let kept = kept_indices(mask);
-            if let Some(&outside) = kept.iter().find(|&&i| i >= len) {
-                return Err(mismatch(
-                    wrapper,
-                    index,
-                    input,
-                    format!("entry {outside} is outside an observation of {len} entries"),
-                ));
-            }
-            Ok(ObsSpace::vector(kept.len(), input.dtype))
-        }
-    }
+    fit::fits(wrapper, game, input).map_err(|m| misfit_error(wrapper, index, input.to_string(), m))
 }
 
 /// Wraps `inner` in `wrapper` (at position `index` of the chain); `seed` seeds the
-/// wrapper's own random stream, if it has one.
+/// wrapper's own random stream, if it has one. Of the game only its actions are known here;
+/// [`crate::make_env`] holds a chain to everything its game spec knows.
 pub fn wrap(
     wrapper: &Wrapper,
     index: usize,
     inner: Box<dyn Env>,
     seed: u64,
 ) -> Result<Box<dyn Env>, EnvError> {
+    let game = GameFacts {
+        name: "the environment".into(),
+        family: None,
+        actions: Some(inner.action_space()),
+        lives: None,
+        fire: None,
+    };
+    wrap_on(wrapper, index, inner, seed, &game)
+}
+
+/// [`wrap`] on a chain on `game`.
+pub(crate) fn wrap_on(
+    wrapper: &Wrapper,
+    index: usize,
+    inner: Box<dyn Env>,
+    seed: u64,
+    game: &GameFacts,
+) -> Result<Box<dyn Env>, EnvError> {
     let input = inner.observation_space();
-    let output = output_space(wrapper, index, &input, Some(&inner.action_space()))?;
+    let output = output_space(wrapper, index, &input, game)?;
     let stream = index as u64 + 1;
     Ok(match *wrapper {
         Wrapper::NoopReset { max: max_noops } => {

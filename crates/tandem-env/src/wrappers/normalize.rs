@@ -66,8 +66,8 @@ impl NormalizeObs {
             normalizer: Normalizer::new(NormKind::Observation, input.len(), epsilon),
             clip,
             output: ObsSpace {
-                shape: input.shape,
                 dtype: Dtype::F32,
+                ..input
             },
         }
     }
