@@ -770,9 +770,9 @@ const NATIVE_KINDS: [Kind; 10] = [
 /// The doc of every Atari kind (the docs list them in one row).
 const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
 
-const ATARI_KINDS: [Kind; crate::catalogue::ATARI.len()] = {
-    let rows = crate::catalogue::ATARI;
-    let mut out = [game("", ATARI_DOC); crate::catalogue::ATARI.len()];
+const ATARI_KINDS: [Kind; tandem_spec::game::ATARI_ROWS.len()] = {
+    let rows = tandem_spec::game::ATARI_ROWS;
+    let mut out = [game("", ATARI_DOC); tandem_spec::game::ATARI_ROWS.len()];
     let mut i = 0;
     while i < rows.len() {
         out[i].name = rows[i].name;

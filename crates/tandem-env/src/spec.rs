@@ -11,6 +11,7 @@ use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 use crate::wrappers;
+use tandem_spec::Game;
 pub use tandem_spec::Wrapper;
 use tandem_spec::fit::{Family, GameFacts};
 
@@ -215,31 +216,32 @@ impl GameSpec {
         Some(ActionSpace::discrete(n))
     }
 
-    /// What the wrappers' fit rule knows of the game before it is built: its family, and
-    /// its actions when they are known without building it (`actions` overrides them, for a
-    /// game already built). Lives and FIRE are known once it plays.
+    /// What the wrappers' fit rule knows of the game: the catalogue's facts (tandem-spec's),
+    /// with `actions` (of a game already built) or the actions known without building it.
     pub fn facts(&self, actions: Option<ActionSpace>) -> GameFacts {
-        let family = match self {
-            GameSpec::CartPole
-            | GameSpec::Acrobot
-            | GameSpec::MountainCar
-            | GameSpec::MountainCarContinuous
-            | GameSpec::Pendulum => Family::ClassicControl,
-            GameSpec::MinAtarBreakout { .. }
-            | GameSpec::MinAtarAsterix { .. }
-            | GameSpec::MinAtarFreeway { .. }
-            | GameSpec::MinAtarSpaceInvaders { .. }
-            | GameSpec::MinAtarSeaquest { .. } => Family::MinAtar,
-            GameSpec::Atari { .. } => Family::Atari,
-            GameSpec::Gymnasium(_) => Family::Gymnasium,
+        let mut facts = match self {
+            GameSpec::Gymnasium(_) => GameFacts::gymnasium(),
+            game => Game::from_name(&game.name())
+                .map(|g| g.facts())
+                .unwrap_or_else(|| GameFacts {
+                    name: game.name(),
+                    family: Some(Family::Atari),
+                    actions: None,
+                    lives: None,
+                    fire: None,
+                }),
         };
-        GameFacts {
-            name: self.name(),
-            family: Some(family),
-            actions: actions.or_else(|| self.action_space()),
-            lives: None,
-            fire: None,
+        if matches!(
+            self,
+            GameSpec::Atari {
+                full_action_space: true,
+                ..
+            }
+        ) {
+            facts.fire = Some(true);
         }
+        facts.actions = actions.or_else(|| self.action_space()).or(facts.actions);
+        facts
     }
 
     fn validate(&self) -> Result<(), EnvError> {

@@ -1,7 +1,7 @@
-//! The Atari part of tandem-config's game catalogue (`crates/tandem-config/src/catalogue/atari.rs`),
+//! The Atari part of tandem-spec's game catalogue (`crates/tandem-spec/src/game/atari.rs`),
 //! generated from and held against the ALE this crate links: every ROM tandem-ale bundles is
 //! loaded, reset, and asked for its minimal action set (its size, whether FIRE is in it) and its
-//! lives. The config crate cannot link ALE (it stays free of GPL code), so it keeps the facts
+//! lives. The spec crate cannot link ALE (it stays free of GPL code), so it keeps the facts
 //! as a generated table; this test recomputes the table and fails when the file differs.
 //! `UPDATE_CATALOGUE=1 cargo test -p tandem-env --test atari_catalogue` rewrites the file.
 #![cfg(feature = "atari")]
@@ -68,11 +68,11 @@ fn render(rows: &[Row], unsupported: &[&str]) -> String {
 }
 
 fn catalogue_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tandem-config/src/catalogue/atari.rs")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tandem-spec/src/game/atari.rs")
 }
 
 #[test]
-fn the_config_catalogue_matches_ale() {
+fn the_spec_catalogue_matches_ale() {
     let (mut rows, mut unsupported) = (Vec::new(), Vec::new());
     for rom in tandem_ale::available_games() {
         match row(rom) {

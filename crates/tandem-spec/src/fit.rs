@@ -38,6 +38,19 @@ pub struct GameFacts {
     pub fire: Option<bool>,
 }
 
+impl GameFacts {
+    /// A gymnasium environment: its spaces, lives and FIRE are the bridge's to find out.
+    pub fn gymnasium() -> Self {
+        GameFacts {
+            name: "a gymnasium environment".into(),
+            family: Some(Family::Gymnasium),
+            actions: None,
+            lives: None,
+            fire: None,
+        }
+    }
+}
+
 /// Why a wrapper does not fit where it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Misfit {

@@ -1,5 +1,6 @@
 //! What tandem's experiment language (tandem-config) and its environments (tandem-env) both
-//! name, declared once: observation and action spaces ([`ObsSpace`], [`ActionSpace`]), the
+//! name, declared once: the games and their catalogue ([`Game`], [`GameInfo`]), observation
+//! and action spaces ([`ObsSpace`], [`ActionSpace`]), the
 //! wrappers of an environment's chain ([`Wrapper`]) and the one rule for where a wrapper fits
 //! ([`fit`]). The config resolves a file into these values and checks them with that rule; the
 //! env crate builds from the same values and refuses what the same rule refuses, so there is
@@ -7,9 +8,11 @@
 //! crates sit above it.
 
 pub mod fit;
+pub mod game;
 mod space;
 mod wrapper;
 
 pub use fit::{Family, GameFacts, Misfit};
+pub use game::{Game, GameInfo};
 pub use space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 pub use wrapper::Wrapper;

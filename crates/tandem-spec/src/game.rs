@@ -1,0 +1,348 @@
+//! The games tandem names ([`Game`]) and their catalogue ([`GameInfo`]): the classic-control
+//! and MinAtar games written out here, and every Atari ROM that tandem-ale's ALE loads, from
+//! the table generated from ALE (`game/atari.rs`). For each game it holds what the wrappers'
+//! fit rule and the resolver check against (observation, action space, lives, FIRE); the
+//! config names games by it and the env crate builds them from it.
+
+// Generated in its own layout (one row per line); rustfmt would reflow it and the check
+// against ALE compares the file byte for byte.
+#[rustfmt::skip]
+mod atari;
+
+use std::borrow::Cow;
+
+use atari::ATARI;
+
+use crate::fit::{Family, GameFacts};
+use crate::space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
+
+/// The game of an experiment: one of the catalogue (see [`games`]), or a
+/// gymnasium environment with the parameters of its bridge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Game {
+    Cartpole,
+    Acrobot,
+    MountainCar,
+    MountainCarContinuous,
+    Pendulum,
+    MinatarBreakout,
+    MinatarAsterix,
+    MinatarFreeway,
+    MinatarSpaceInvaders,
+    MinatarSeaquest,
+    /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
+    /// `atari-space-invaders`).
+    Atari {
+        rom: &'static str,
+    },
+    Gymnasium(Gymnasium),
+}
+
+impl Game {
+    /// What the resolver knows of the game; `None` for gymnasium, whose spaces are known once
+    /// the environment is built.
+    pub fn info(&self) -> Option<GameInfo> {
+        info(self)
+    }
+
+    /// The name in `env "<name>"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Game::Gymnasium(_) => "gymnasium",
+            game => game.info().map_or("", |i| i.name),
+        }
+    }
+
+    /// What the wrappers' fit rule knows of the game (of gymnasium: the family only).
+    pub fn facts(&self) -> GameFacts {
+        match self.info() {
+            Some(info) => info.facts(),
+            None => GameFacts::gymnasium(),
+        }
+    }
+
+    /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
+    /// which needs its settings.
+    pub fn from_name(name: &str) -> Option<Game> {
+        by_name(name)
+    }
+}
+
+/// A gymnasium environment run by the bridge's Python worker processes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gymnasium {
+    /// The id passed to `gymnasium.make`, e.g. `CartPole-v1`.
+    pub id: String,
+    /// The interpreter the workers run on.
+    pub python: String,
+    /// Modules imported before `gymnasium.make` (to register environments), in order.
+    pub imports: Vec<String>,
+    /// Keyword arguments of `gymnasium.make`, sorted by name.
+    pub make_args: Vec<(String, Scalar)>,
+    /// Worker processes per rank.
+    pub workers: usize,
+    /// Seconds one step (or reset) of a worker may take before the run stops.
+    pub step_timeout_s: f64,
+}
+
+/// One value of a keyword argument (`make-args`), as Python receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    /// Python's `None`.
+    Null,
+}
+
+/// What the resolver knows about a game of the catalogue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GameInfo {
+    /// The name in `env "<name>"`.
+    pub name: &'static str,
+    pub family: Family,
+    /// The observation before any wrapper.
+    pub observation: ObsSpace,
+    /// The action space (Atari: the ROM's minimal action set).
+    pub actions: ActionSpace,
+    /// The game reports lives (`episodic-life` needs them).
+    pub has_lives: bool,
+    /// FIRE is one of the game's actions (`fire-reset` presses it).
+    pub has_fire: bool,
+}
+
+impl GameInfo {
+    /// What the wrappers' fit rule knows of the game: everything.
+    pub fn facts(&self) -> GameFacts {
+        GameFacts {
+            name: self.name.into(),
+            family: Some(self.family),
+            actions: Some(self.actions.clone()),
+            lives: Some(self.has_lives),
+            fire: Some(self.has_fire),
+        }
+    }
+}
+
+/// One row of the generated Atari table.
+#[derive(Debug, Clone, Copy)]
+pub struct AtariRow {
+    pub name: &'static str,
+    /// ALE's name of the ROM (`space_invaders`).
+    pub rom: &'static str,
+    /// Size of the minimal action set.
+    pub actions: usize,
+    pub fire: bool,
+    pub lives: bool,
+}
+
+/// Every Atari ROM of the catalogue, by name (as `const`, for tables built at compile time).
+pub const ATARI_ROWS: &[AtariRow] = ATARI;
+
+const fn vector(len: usize) -> ObsSpace {
+    ObsSpace {
+        shape: ObsShape::Vector { len },
+        dtype: Dtype::F32,
+        frames: 1,
+    }
+}
+
+/// MinAtar's `channels` binary feature planes of 10x10 cells.
+const fn planes(channels: usize) -> ObsSpace {
+    image(10, 10, channels, Layout::Chw, Dtype::F32)
+}
+
+const fn image(
+    height: usize,
+    width: usize,
+    channels: usize,
+    layout: Layout,
+    dtype: Dtype,
+) -> ObsSpace {
+    ObsSpace {
+        shape: ObsShape::Image {
+            height,
+            width,
+            channels,
+            layout,
+        },
+        dtype,
+        frames: 1,
+    }
+}
+
+/// A box of one number in `[low, high]`.
+const fn scalar_box(bounds: &'static [[f32; 1]; 2]) -> ActionSpace {
+    ActionSpace::Box {
+        low: Cow::Borrowed(&bounds[0]),
+        high: Cow::Borrowed(&bounds[1]),
+    }
+}
+
+const fn native(
+    name: &'static str,
+    family: Family,
+    observation: ObsSpace,
+    actions: ActionSpace,
+) -> GameInfo {
+    GameInfo {
+        name,
+        family,
+        observation,
+        actions,
+        has_lives: false,
+        has_fire: false,
+    }
+}
+
+const fn discrete(n: usize) -> ActionSpace {
+    ActionSpace::discrete(n)
+}
+
+/// The games written out here (gymnasium 1.x's classic control, MinAtar's minimal action
+/// sets), in the order of the docs.
+pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
+    (
+        Game::Cartpole,
+        native("cartpole", Family::ClassicControl, vector(4), discrete(2)),
+    ),
+    (
+        Game::Acrobot,
+        native("acrobot", Family::ClassicControl, vector(6), discrete(3)),
+    ),
+    (
+        Game::MountainCar,
+        native(
+            "mountain-car",
+            Family::ClassicControl,
+            vector(2),
+            discrete(3),
+        ),
+    ),
+    (
+        Game::MountainCarContinuous,
+        native(
+            "mountain-car-continuous",
+            Family::ClassicControl,
+            vector(2),
+            scalar_box(&[[-1.0], [1.0]]),
+        ),
+    ),
+    (
+        Game::Pendulum,
+        native(
+            "pendulum",
+            Family::ClassicControl,
+            vector(3),
+            scalar_box(&[[-2.0], [2.0]]),
+        ),
+    ),
+    (
+        Game::MinatarBreakout,
+        native("minatar-breakout", Family::MinAtar, planes(4), discrete(3)),
+    ),
+    (
+        Game::MinatarAsterix,
+        native("minatar-asterix", Family::MinAtar, planes(4), discrete(5)),
+    ),
+    (
+        Game::MinatarFreeway,
+        native("minatar-freeway", Family::MinAtar, planes(7), discrete(3)),
+    ),
+    (
+        Game::MinatarSpaceInvaders,
+        native(
+            "minatar-space-invaders",
+            Family::MinAtar,
+            planes(6),
+            discrete(4),
+        ),
+    ),
+    (
+        Game::MinatarSeaquest,
+        native("minatar-seaquest", Family::MinAtar, planes(10), discrete(6)),
+    ),
+];
+
+fn atari_info(row: &AtariRow) -> GameInfo {
+    GameInfo {
+        name: row.name,
+        family: Family::Atari,
+        observation: image(210, 160, 3, Layout::Hwc, Dtype::U8),
+        actions: discrete(row.actions),
+        has_lives: row.lives,
+        has_fire: row.fire,
+    }
+}
+
+/// The catalogue entry of `game`; `None` for a gymnasium environment (its spaces are known
+/// once it is built).
+fn info(game: &Game) -> Option<GameInfo> {
+    match game {
+        Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
+        Game::Gymnasium(_) => None,
+        native => NATIVE
+            .iter()
+            .find(|(g, _)| g == native)
+            .map(|(_, i)| i.clone()),
+    }
+}
+
+/// The catalogue game called `name` (`gymnasium` is not one: it carries settings).
+fn by_name(name: &str) -> Option<Game> {
+    if let Some((g, _)) = NATIVE.iter().find(|(_, i)| i.name == name) {
+        return Some(g.clone());
+    }
+    ATARI
+        .iter()
+        .find(|r| r.name == name)
+        .map(|r| Game::Atari { rom: r.rom })
+}
+
+/// Every game of the catalogue, natives first, then the Atari ROMs by name.
+pub fn games() -> impl Iterator<Item = GameInfo> {
+    NATIVE
+        .iter()
+        .map(|(_, i)| i.clone())
+        .chain(ATARI.iter().map(atari_info))
+}
+
+/// Every name `env` accepts: the catalogue, then `gymnasium`.
+pub fn names() -> impl Iterator<Item = &'static str> + Clone {
+    NATIVE
+        .iter()
+        .map(|(_, i)| i.name)
+        .chain(ATARI.iter().map(|r| r.name))
+        .chain(std::iter::once("gymnasium"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_maps_back_to_its_game() {
+        for info in games() {
+            let game = by_name(info.name).expect("a catalogue name");
+            assert_eq!(game.name(), info.name);
+            assert_eq!(self::info(&game), Some(info));
+        }
+        assert_eq!(games().count(), NATIVE.len() + ATARI.len());
+        let mut names: Vec<&str> = names().collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "a game name appears twice");
+        assert_eq!(Game::from_name("gymnasium"), None);
+    }
+
+    #[test]
+    fn atari_names_are_the_roms_in_kebab_case() {
+        for row in ATARI {
+            assert_eq!(row.name, format!("atari-{}", row.rom.replace('_', "-")));
+            assert!(row.actions >= 2 && row.actions <= 18, "{}", row.name);
+        }
+        assert!(ATARI.len() > 100);
+    }
+}
