@@ -294,14 +294,15 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             path.display()
         );
     }
-    let mut env_spec = envs::env_spec(&experiment)?;
-    if let tandem_env::GameSpec::Gymnasium(gym) = &mut env_spec.game {
-        // Drawing costs every step, so a gymnasium environment draws only for a GIF.
-        gym.render = args.gif.is_some();
-    }
+    // Drawing costs every step, so a gymnasium environment draws only for a GIF.
+    let bridge = tandem_env::BridgeOptions {
+        log_prefix: String::new(),
+        render: args.gif.is_some(),
+    };
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
-    let mut env = tandem_env::VecEnv::new(&env_spec, &[seed], 1)
-        .context("cannot build the evaluation environment")?;
+    let mut env =
+        tandem_env::VecEnv::with_bridge(&envs::env_spec(&experiment), &[seed], 1, &bridge)
+            .context("cannot build the evaluation environment")?;
     crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
     let mut policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tandem::algo::actions::{ActionBatch, ActionKind};
 use tandem::algo::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
 use tandem_env::rng::Xoshiro256;
-use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper};
+use tandem_env::{EnvSpec, Game, VecEnv, Wrapper};
 
 /// The leaf a prefix mass falls into, by a linear scan.
 fn brute_force_find(priorities: &[f64], mass: f64) -> usize {
@@ -360,7 +360,7 @@ fn check_frame_storage(spec: EnvSpec, stack: usize, pixels: bool, capacity_rows:
 #[test]
 fn frame_storage_rebuilds_cartpole_stacks_across_terminations_and_truncations() {
     let spec = EnvSpec {
-        game: GameSpec::CartPole,
+        game: Game::Cartpole,
         wrappers: vec![
             Wrapper::TimeLimit { max_steps: 13 },
             Wrapper::FrameStack { n: 4 },
@@ -372,10 +372,7 @@ fn frame_storage_rebuilds_cartpole_stacks_across_terminations_and_truncations() 
 #[test]
 fn frame_storage_rebuilds_minatar_stacks_as_bytes() {
     let spec = EnvSpec {
-        game: GameSpec::MinAtarBreakout {
-            sticky_action_prob: 0.1,
-            full_action_set: false,
-        },
+        game: Game::MinatarBreakout,
         wrappers: vec![
             Wrapper::TimeLimit { max_steps: 7 },
             Wrapper::FrameStack { n: 3 },
@@ -571,7 +568,7 @@ fn format_2_replay_files_load_as_discrete() {
 #[test]
 fn a_sample_between_the_halves_of_a_push_is_the_sample_after_the_whole_push() {
     let spec = EnvSpec {
-        game: GameSpec::CartPole,
+        game: Game::Cartpole,
         wrappers: vec![
             Wrapper::TimeLimit { max_steps: 9 },
             Wrapper::FrameStack { n: 2 },

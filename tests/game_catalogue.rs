@@ -43,7 +43,6 @@ fn every_game_resolves_and_builds_as_the_catalogue_says() {
             resolve(&text).unwrap_or_else(|why| panic!("{}: does not resolve: {why}", info.name));
         assert_eq!(experiment.env.game.name(), info.name);
         let spec = tandem::train::envs::env_spec(&experiment);
-        let spec = spec.unwrap_or_else(|e| panic!("{}: {e:#}", info.name));
         let envs = tandem_env::VecEnv::new(&spec, &[1], 1)
             .unwrap_or_else(|e| panic!("{} does not build: {e}", info.name));
         // One space type (tandem-spec's): the built game's must equal the catalogue's.

@@ -1,84 +1,24 @@
-//! A rank's environments: built from the resolved config (the config's game mapped onto
-//! tandem-env's spec, its wrappers taken as they are, every environment's seed derived from the experiment seed and the
+//! A rank's environments: built from the resolved config (its game and wrappers taken as they
+//! are, every environment's seed derived from the experiment seed and the
 //! environment's global index, so no two ranks see the same stream and a run is reproducible),
 //! their normalisers kept equal across ranks, and both carried through checkpoints.
 
 use anyhow::{Context, Result};
-use std::time::Duration;
 
-use tandem_config::{Experiment, Game, Gymnasium, Scalar};
-use tandem_env::{EnvSpec, GameSpec, GymSpec, GymValue, VecEnv};
+use tandem_config::{Experiment, Game};
+use tandem_env::{BridgeOptions, EnvSpec, VecEnv};
 use tch::Tensor;
 
 use super::checkpoint::{self, Checkpoint};
 use crate::algo::Collective;
 
-/// The env crate's spec for the experiment's environment; an error only for a gymnasium step
-/// timeout too large to be a duration.
-pub fn env_spec(experiment: &Experiment) -> Result<EnvSpec> {
-    // minatar's own default: sticky actions with probability 0.1, minimal action set.
-    let (sticky_action_prob, full_action_set) = (0.1, false);
-    let game = match &experiment.env.game {
-        Game::Cartpole => GameSpec::CartPole,
-        Game::MinatarBreakout => GameSpec::MinAtarBreakout {
-            sticky_action_prob,
-            full_action_set,
-        },
-        Game::MinatarAsterix => GameSpec::MinAtarAsterix {
-            sticky_action_prob,
-            full_action_set,
-        },
-        Game::MinatarFreeway => GameSpec::MinAtarFreeway {
-            sticky_action_prob,
-            full_action_set,
-        },
-        Game::MinatarSpaceInvaders => GameSpec::MinAtarSpaceInvaders {
-            sticky_action_prob,
-            full_action_set,
-        },
-        Game::MinatarSeaquest => GameSpec::MinAtarSeaquest { sticky_action_prob },
-        // ALE-level stickiness is off (set explicitly, ALE's default would be 0.25); a config
-        // that wants sticky actions declares the `sticky-actions` wrapper.
-        Game::Atari { rom } => GameSpec::Atari {
-            rom: (*rom).to_string(),
-            repeat_action_probability: 0.0,
-            full_action_space: false,
-        },
-        Game::Acrobot => GameSpec::Acrobot,
-        Game::MountainCar => GameSpec::MountainCar,
-        Game::MountainCarContinuous => GameSpec::MountainCarContinuous,
-        Game::Pendulum => GameSpec::Pendulum,
-        Game::Gymnasium(gym) => GameSpec::Gymnasium(gym_spec(gym)?),
-    };
-    let wrappers = experiment.env.wrappers.clone();
-    Ok(EnvSpec { game, wrappers })
-}
-
-fn gym_spec(gym: &Gymnasium) -> Result<GymSpec> {
-    let make_args = gym
-        .make_args
-        .iter()
-        .map(|(name, value)| {
-            let value = match value {
-                Scalar::Int(i) => GymValue::Int(*i),
-                Scalar::Float(f) => GymValue::Float(*f),
-                Scalar::Bool(b) => GymValue::Bool(*b),
-                Scalar::Str(s) => GymValue::Str(s.clone()),
-                Scalar::Null => GymValue::None,
-            };
-            (name.clone(), value)
-        })
-        .collect();
-    let step_timeout = Duration::try_from_secs_f64(gym.step_timeout_s)
-        .with_context(|| format!("step-timeout {} s is not a duration", gym.step_timeout_s))?;
-    Ok(GymSpec {
-        python: gym.python.clone().into(),
-        imports: gym.imports.clone(),
-        make_args,
-        workers: gym.workers,
-        step_timeout,
-        ..GymSpec::new(gym.id.clone())
-    })
+/// The env crate's spec for the experiment's environment: the resolved game and wrappers as
+/// they are (both tandem-spec's types).
+pub fn env_spec(experiment: &Experiment) -> EnvSpec {
+    EnvSpec {
+        game: experiment.env.game.clone(),
+        wrappers: experiment.env.wrappers.clone(),
+    }
 }
 
 /// This rank's share of the environments: global indices `rank * n .. (rank + 1) * n`.
@@ -89,17 +29,19 @@ fn gym_spec(gym: &Gymnasium) -> Result<GymSpec> {
 pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Result<VecEnv> {
     let per_rank = experiment.per_rank_envs();
     let seeds = tandem_env::env_seeds(experiment.seed, 0, rank * per_rank, per_rank);
-    let mut spec = env_spec(experiment)?;
-    if let GameSpec::Gymnasium(gym) = &mut spec.game {
-        // Worker output reaches the console among other ranks' lines.
-        gym.log_prefix = format!("rank {rank} ");
-    }
-    let envs = VecEnv::new(&spec, &seeds, threads).with_context(|| {
-        format!(
-            "cannot build the {} environments of rank {rank}",
-            experiment.env.game.name()
-        )
-    })?;
+    // Worker output reaches the console among other ranks' lines.
+    let bridge = BridgeOptions {
+        log_prefix: format!("rank {rank} "),
+        render: false,
+    };
+    let envs = VecEnv::with_bridge(&env_spec(experiment), &seeds, threads, &bridge).with_context(
+        || {
+            format!(
+                "cannot build the {} environments of rank {rank}",
+                experiment.env.game.name()
+            )
+        },
+    )?;
     if let (Some(info), Game::Gymnasium(gym)) = (envs.gym_info(), &experiment.env.game) {
         // Two runs of one config on different interpreters must be told apart.
         tracing::info!(

@@ -363,10 +363,7 @@ pub fn cut_short(file: &Path) {
 
 /// Mean score of a uniformly random policy on MinAtar Breakout, over `episodes` games.
 pub fn random_minatar_breakout(episodes: usize) -> f64 {
-    let spec = tandem_env::EnvSpec::new(tandem_env::GameSpec::MinAtarBreakout {
-        sticky_action_prob: 0.1,
-        full_action_set: false,
-    });
+    let spec = tandem_env::EnvSpec::new(tandem_env::Game::MinatarBreakout);
     let mut env = tandem_env::VecEnv::new(&spec, &tandem_env::env_seeds(7, 0, 0, 8), 1).unwrap();
     env.reset();
     let mut scores = Vec::new();

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
-use tandem_env::{Env, EnvSpec, GameSpec, ObsBuf, VecEnv, Wrapper, env_seeds, make_env, wrappers};
+use tandem_env::{Env, EnvSpec, Game, ObsBuf, VecEnv, Wrapper, env_seeds, make_env, wrappers};
 
 /// A fixed pseudo-random policy (same spirit as the Python side's uniform actions).
 struct Policy(u64);
@@ -267,8 +267,7 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let deepmind =
-        EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").expect("known game"));
+    let deepmind = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").expect("known game"));
 
     // Best of interleaved rounds: the machines this runs on are shared, other load
     // only ever slows a run down, and a burst of it then hits every contestant alike.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tandem_env::minatar::Breakout;
 use tandem_env::space::{Dtype, Layout, ObsBuf, ObsSpace};
-use tandem_env::{Env, EnvSpec, GameSpec, Step, VecEnv, Wrapper, env_seeds, wrappers};
+use tandem_env::{Env, EnvSpec, Game, Step, VecEnv, Wrapper, env_seeds, wrappers};
 
 fn seconds() -> f64 {
     std::env::var("TANDEM_BENCH_SECONDS")
@@ -131,7 +131,7 @@ impl Env for StaticFrames {
 fn deepmind_on_static_frames() -> Box<dyn Env> {
     let pixels = (0..210 * 160 * 3).map(|i| (i * 31 % 251) as u8).collect();
     let mut env: Box<dyn Env> = Box::new(StaticFrames { pixels, frame: 0 });
-    let spec = EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").unwrap());
+    let spec = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").unwrap());
     for (i, w) in spec.wrappers.iter().enumerate() {
         env = wrappers::wrap(w, i, env, i as u64).unwrap();
     }
@@ -224,10 +224,10 @@ fn print_header() {
 /// Every game's VecEnv rate at 64 and 4096 environments on 1 and 2 threads; the 64-environment,
 /// one-thread rates of the MinAtar games, to hold against the Python package.
 fn vec_env_rates() -> Vec<(&'static str, &'static str, Rate)> {
-    let minatar = |name: &str| EnvSpec::new(GameSpec::from_name(name).unwrap());
+    let minatar = |name: &str| EnvSpec::new(Game::from_name(name).unwrap());
     // (label, spec, minatar module for the Python reference)
     let games = [
-        ("cartpole", EnvSpec::new(GameSpec::CartPole), None),
+        ("cartpole", EnvSpec::new(Game::Cartpole), None),
         (
             "minatar-breakout",
             minatar("minatar-breakout"),

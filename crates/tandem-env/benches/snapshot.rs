@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
+use tandem_env::{EnvSpec, Game, VecEnv, Wrapper, env_seeds};
 
 fn seconds() -> f64 {
     std::env::var("TANDEM_BENCH_SECONDS")
@@ -66,14 +66,14 @@ fn measure(label: &str, spec: &EnvSpec, num_envs: usize) {
 
 fn main() {
     println!("snapshot and restore time in units of one batch step of the same batch");
-    measure("cartpole", &EnvSpec::new(GameSpec::CartPole), 64);
-    let minatar = EnvSpec::new(GameSpec::from_name("minatar-breakout").expect("known"))
+    measure("cartpole", &EnvSpec::new(Game::Cartpole), 64);
+    let minatar = EnvSpec::new(Game::from_name("minatar-breakout").expect("known"))
         .with(Wrapper::FrameStack { n: 4 });
     measure("minatar-breakout + frame-stack", &minatar, 64);
     #[cfg(feature = "atari")]
     measure(
         "atari-breakout, DeepMind chain",
-        &EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").expect("known")),
+        &EnvSpec::deepmind_atari(Game::from_name("atari-breakout").expect("known")),
         8,
     );
 }

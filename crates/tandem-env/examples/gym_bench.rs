@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use tandem_env::rng::Xoshiro256;
-use tandem_env::{ActionSpace, EnvSpec, GameSpec, GymSpec, VecEnv, env_seeds};
+use tandem_env::{ActionSpace, EnvSpec, Game, Gymnasium, VecEnv, env_seeds};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -14,13 +14,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: gym_bench PYTHON ID ENVS WORKERS STEPS".into());
     };
     let (n, steps): (usize, usize) = (envs.parse()?, steps.parse()?);
-    let gym = GymSpec {
-        python: python.into(),
+    let gym = Gymnasium {
+        id: id.clone(),
+        python: python.clone(),
+        imports: Vec::new(),
+        make_args: Vec::new(),
         workers: workers.parse()?,
-        ..GymSpec::new(id.as_str())
+        step_timeout_s: 60.0,
     };
     let mut batch = VecEnv::new(
-        &EnvSpec::new(GameSpec::Gymnasium(gym)),
+        &EnvSpec::new(Game::Gymnasium(gym)),
         &env_seeds(0, 0, 0, n),
         1,
     )?;

@@ -14,7 +14,6 @@
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
-use crate::spec::GameSpec;
 use crate::gym_seeding::{NumpyGenerator, SeedSequence};
 use crate::snapshot::{Persist, expect_same, load_section, save_param, save_section, snapshot_error};
 use tandem_ale::{Ale, AleError, AleSettings, AleState, SCREEN_HEIGHT, SCREEN_WIDTH};
@@ -89,27 +88,15 @@ impl AtariConfig {
     }
 }
 
-/// Builds the game of `GameSpec::Atari` (`make_game` calls this): gymnasium's
-/// v5 settings with the spec's sticky-action probability and action space.
-pub fn make_atari(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError> {
-    match game {
-        GameSpec::Atari {
-            rom,
-            repeat_action_probability,
-            full_action_space,
-        } => {
-            let config = AtariConfig {
-                repeat_action_probability: *repeat_action_probability,
-                full_action_space: *full_action_space,
-                ..AtariConfig::v5(rom)
-            };
-            Ok(Box::new(AtariGame::new(config, seed)?))
-        }
-        other => Err(EnvError::InvalidGameParameter {
-            game: other.name(),
-            reason: "make_atari only builds Atari games".into(),
-        }),
-    }
+/// Builds the catalogue's Atari game `rom` (`make_game` calls this): gymnasium's v5
+/// settings with the ALE's own sticky actions off (a config that wants them declares the
+/// `sticky-actions` wrapper) and the ROM's minimal action set.
+pub fn make_atari(rom: &str, seed: u64) -> Result<Box<dyn Env>, EnvError> {
+    let config = AtariConfig {
+        repeat_action_probability: 0.0,
+        ..AtariConfig::v5(rom)
+    };
+    Ok(Box::new(AtariGame::new(config, seed)?))
 }
 
 fn backend_error(config: &AtariConfig, error: AleError) -> EnvError {

@@ -5,15 +5,15 @@
 //! composable wrappers (tandem-spec's [`Wrapper`]), the batched [`VecEnv`] the trainer
 //! steps, and per-environment seeding. Atari games come from the `tandem-ale` crate
 //! (GPL-2.0) behind the cargo feature `atari`; any gymnasium environment id runs in
-//! Python worker processes through the [`gym`] bridge ([`GameSpec::Gymnasium`]).
+//! Python worker processes through the [`gym`] bridge ([`Game::Gymnasium`]). The games and
+//! wrappers an [`EnvSpec`] names are tandem-spec's, the config's resolved values as they are.
 //!
 //! A rank builds its environments from an [`EnvSpec`] and steps them as one batch:
 //!
 //! ```
-//! use tandem_env::{EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
+//! use tandem_env::{EnvSpec, Game, VecEnv, Wrapper, env_seeds};
 //!
-//! let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout")?)
-//!     .with(Wrapper::FrameStack { n: 4 });
+//! let spec = EnvSpec::new(Game::MinatarBreakout).with(Wrapper::FrameStack { n: 4 });
 //! // 8 environments of rank 1 in an experiment seeded 42, stepped on 2 threads.
 //! let mut envs = VecEnv::new(&spec, &env_seeds(42, 1, 0, 8), 2)?;
 //! assert_eq!(envs.obs_shape(), vec![16, 10, 10]); // 4 stacked frames of 4 channels
@@ -60,16 +60,18 @@ pub mod vec_env;
 pub mod wrappers;
 
 // Written on the ALE branch; it provides
-// `pub fn make_atari(game: &GameSpec, seed: u64) -> Result<Box<dyn Env>, EnvError>`.
+// `pub fn make_atari(rom: &str, seed: u64) -> Result<Box<dyn Env>, EnvError>`.
 #[cfg(feature = "atari")]
 #[rustfmt::skip]
 pub mod atari;
 
 pub use env::{Env, RgbFrame, Step};
-pub use gym::{GymInfo, GymSpec, GymValue};
+pub use gym::{BridgeOptions, GymInfo, Gymnasium, Scalar};
 pub use norm::NormStats;
 pub use space::{Action, ActionSpace, Actions, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
-pub use spec::{EnvSpec, GAME_NAMES, GameSpec, Wrapper, make_env, make_game, observation_space};
+pub use spec::{
+    EnvSpec, Game, MINATAR_STICKY_ACTION_PROB, Wrapper, make_env, make_game, observation_space,
+};
 pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
 
 /// Errors raised while building or driving environments.
@@ -95,9 +97,6 @@ pub enum EnvError {
     /// A game parameter is out of range.
     #[error("game `{game}`: {reason}")]
     InvalidGameParameter { game: String, reason: String },
-    /// The game name is not known.
-    #[error("unknown game `{name}`; known games: {known}")]
-    UnknownGame { name: String, known: String },
     /// The game exists but this build left it out.
     #[error("game `{game}` needs tandem-env built with the cargo feature `{feature}`")]
     FeatureDisabled { game: String, feature: &'static str },

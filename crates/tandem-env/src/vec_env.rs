@@ -44,13 +44,13 @@ use rayon::prelude::*;
 
 use crate::EnvError;
 use crate::env::Env;
-use crate::gym::{GymInfo, Pool as GymPool, Sent};
+use crate::gym::{BridgeOptions, GymInfo, Launch, Pool as GymPool, Sent};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{
     Action, ActionSpace, Actions, Dtype, GroupActions, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore,
 };
-use crate::spec::{EnvSpec, GameSpec, make_env, wrap_chain};
+use crate::spec::{EnvSpec, Game, make_env, wrap_chain};
 
 /// Statistics of one finished game (all lives, under episodic-life).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -314,17 +314,27 @@ impl VecEnv {
     /// `seeds[i]` (see [`crate::env_seeds`]), stepped on `threads` threads (1 = on the
     /// calling thread, no pool).
     ///
-    /// A gymnasium environment ([`GameSpec::Gymnasium`]) starts its worker processes
+    /// A gymnasium environment ([`Game::Gymnasium`]) starts its worker processes
     /// here and resets environment `i` with `seeds[i]`; [`VecEnv::gym_info`] then says
     /// which interpreter and versions run it.
     pub fn new(spec: &EnvSpec, seeds: &[u64], threads: usize) -> Result<Self, EnvError> {
-        if let GameSpec::Gymnasium(gym) = &spec.game {
+        Self::with_bridge(spec, seeds, threads, &BridgeOptions::default())
+    }
+
+    /// [`VecEnv::new`], a gymnasium environment's workers run with `bridge`'s options.
+    pub fn with_bridge(
+        spec: &EnvSpec,
+        seeds: &[u64],
+        threads: usize,
+        bridge: &BridgeOptions,
+    ) -> Result<Self, EnvError> {
+        if let Game::Gymnasium(gym) = &spec.game {
             if seeds.is_empty() {
                 return Err(EnvError::InvalidArgument(
                     "a VecEnv needs at least one environment".into(),
                 ));
             }
-            let pool = GymPool::start(spec, gym, seeds)?;
+            let pool = GymPool::start(&spec.wrappers, &Launch::new(gym, bridge)?, seeds)?;
             let envs = seeds
                 .iter()
                 .enumerate()
@@ -974,10 +984,8 @@ impl VecEnv {
     }
 
     /// The RGB screen of one environment: `Ok(None)` when its game does not draw itself
-    /// (a gymnasium environment draws itself only when made for it, [`GymSpec::render`]);
+    /// (a gymnasium environment draws itself only when made for it, [`BridgeOptions::render`]);
     /// an error when a gymnasium worker failed to draw it.
-    ///
-    /// [`GymSpec::render`]: crate::GymSpec::render
     pub fn render_rgb(&self, env: usize) -> Result<Option<crate::env::RgbFrame>, EnvError> {
         self.refuse_while_pending()?;
         let frame = self.slots.get(env).and_then(|s| s.env.render_rgb());

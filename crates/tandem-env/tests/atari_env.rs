@@ -4,12 +4,10 @@
 #![cfg(feature = "atari")]
 
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
-use tandem_env::{
-    Env, EnvError, EnvSpec, GameSpec, ObsBuf, VecEnv, env_seeds, make_env, make_game,
-};
+use tandem_env::{Env, EnvError, EnvSpec, Game, ObsBuf, VecEnv, env_seeds, make_env, make_game};
 
-fn breakout_spec() -> GameSpec {
-    GameSpec::from_name("atari-breakout").expect("known game")
+fn breakout_spec() -> Game {
+    Game::from_name("atari-breakout").expect("known game")
 }
 
 /// Runs `steps` batch steps of the DeepMind-preprocessed Breakout; returns a
@@ -152,50 +150,44 @@ fn gym_noop_reset_takes_the_gymnasium_noop_count() {
 
 #[test]
 fn bad_atari_settings_are_errors_naming_the_problem() {
-    let unknown = make_game(
-        &GameSpec::Atari {
-            rom: "breakuot".into(),
-            repeat_action_probability: 0.25,
-            full_action_space: false,
-        },
-        1,
-    )
-    .err()
-    .expect("unknown ROM is an error");
+    let unknown = tandem_env::atari::make_atari("breakuot", 1)
+        .err()
+        .expect("unknown ROM is an error");
     assert!(unknown.to_string().contains("atari-breakuot"), "{unknown}");
-    let sticky = GameSpec::Atari {
-        rom: "breakout".into(),
-        repeat_action_probability: 1.5,
-        full_action_space: false,
-    };
-    let error = make_game(&sticky, 1)
+    for probability in [1.5, -0.5] {
+        let error = AtariGame::new(
+            AtariConfig {
+                repeat_action_probability: probability,
+                ..AtariConfig::v5("breakout")
+            },
+            1,
+        )
         .err()
         .expect("probability out of range");
-    assert!(error.to_string().contains("1.5"), "{error}");
-    let error = AtariGame::new(
-        AtariConfig {
-            repeat_action_probability: -0.5,
-            ..AtariConfig::v5("breakout")
-        },
-        1,
-    )
-    .err()
-    .expect("negative probability");
-    assert!(
-        matches!(error, EnvError::InvalidGameParameter { .. }),
-        "{error}"
-    );
+        assert!(
+            matches!(error, EnvError::InvalidGameParameter { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains(&probability.to_string()),
+            "{error}"
+        );
+    }
 }
 
 #[test]
 fn full_action_space_has_eighteen_actions() {
-    let spec = GameSpec::Atari {
-        rom: "breakout".into(),
-        repeat_action_probability: 0.0,
+    let config = AtariConfig {
         full_action_space: true,
+        ..AtariConfig::v5("breakout")
     };
     assert_eq!(
-        make_game(&spec, 1).unwrap().action_space(),
+        AtariGame::new(config, 1).unwrap().action_space(),
         tandem_env::ActionSpace::discrete(18)
+    );
+    let catalogue = make_game(&breakout_spec(), 1).unwrap();
+    assert_eq!(
+        catalogue.action_space(),
+        tandem_env::ActionSpace::discrete(4)
     );
 }

@@ -12,7 +12,7 @@ use std::io::Read;
 use flate2::read::GzDecoder;
 use tandem_env::cartpole::CartPole;
 use tandem_env::gym_seeding::NumpyGenerator;
-use tandem_env::{Action, Env, GameSpec, ObsBuf, make_game};
+use tandem_env::{Action, Env, Game, ObsBuf, make_game};
 
 enum Kind {
     Reset(Option<u64>),
@@ -95,7 +95,7 @@ fn load(stem: &str) -> (String, Vec<Record>) {
 /// How the trace's episodes ended: (steps, terminated, truncated).
 fn replay(stem: &str) -> (usize, usize, usize) {
     let (name, records) = load(stem);
-    let game = GameSpec::from_name(&name).unwrap();
+    let game = Game::from_name(&name).unwrap();
     if name == "cartpole" {
         let start_at = |cart: &mut CartPole, state, obs: &mut [f32]| {
             cart.start_at(state, ObsBuf::F32(obs));

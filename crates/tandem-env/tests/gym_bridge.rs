@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
-    ActionSpace, EnvError, EnvSpec, GameSpec, GymSpec, GymValue, VecEnv, Wrapper, env_seeds,
-    observation_space,
+    ActionSpace, BridgeOptions, EnvError, EnvSpec, Game, Gymnasium, Scalar, VecEnv, Wrapper,
+    env_seeds, observation_space,
 };
 
 const FIXTURES: &str = "tests.gym_fixtures.test_envs";
@@ -35,14 +35,36 @@ fn venv_python() -> Option<PathBuf> {
     }
 }
 
-fn gym(python: &Path, id: &str, workers: usize) -> GymSpec {
-    GymSpec {
-        python: python.to_path_buf(),
+fn gym(python: &Path, id: &str, workers: usize) -> Gymnasium {
+    Gymnasium {
+        id: id.into(),
+        python: python.display().to_string(),
         imports: vec![FIXTURES.into()],
+        make_args: Vec::new(),
         workers,
-        step_timeout: Duration::from_secs(30),
-        ..GymSpec::new(id)
+        step_timeout_s: 30.0,
     }
+}
+
+/// `id` on `python` in one worker, without fixtures: for the tests where nothing starts.
+fn unstarted(python: &str, id: &str) -> Gymnasium {
+    Gymnasium {
+        id: id.into(),
+        python: python.into(),
+        imports: Vec::new(),
+        make_args: Vec::new(),
+        workers: 1,
+        step_timeout_s: 60.0,
+    }
+}
+
+/// The batch of `spec`'s environments, made for drawing when `render`.
+fn start(spec: &EnvSpec, seeds: &[u64], render: bool) -> VecEnv {
+    let bridge = BridgeOptions {
+        log_prefix: String::new(),
+        render,
+    };
+    VecEnv::with_bridge(spec, seeds, 1, &bridge).unwrap()
 }
 
 fn alive(pid: u32) -> bool {
@@ -59,7 +81,7 @@ fn start_error(spec: &EnvSpec, n: usize) -> String {
 #[test]
 fn cartpole_runs_through_wrappers_and_reports_its_interpreter() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 2)))
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "CartPole-v1", 2)))
         .with(Wrapper::TimeLimit { max_steps: 7 })
         .with(Wrapper::FrameStack { n: 2 })
         .with(Wrapper::ClipReward);
@@ -100,10 +122,10 @@ fn make_args_reach_gymnasium_make_and_user_prints_do_not_break_the_protocol() {
     let Some(python) = venv_python() else { return };
     let mut spec = gym(&python, "TandemTest/Counter-v0", 1);
     spec.make_args = vec![
-        ("length".into(), GymValue::Int(3)),
-        ("chatty".into(), GymValue::Bool(true)),
+        ("length".into(), Scalar::Int(3)),
+        ("chatty".into(), Scalar::Bool(true)),
     ];
-    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[7, 8], 1).unwrap();
+    let mut envs = VecEnv::new(&EnvSpec::new(Game::Gymnasium(spec)), &[7, 8], 1).unwrap();
     let first = envs.reset().to_vec();
     assert_eq!((first[0], first[2]), (0.0, 0.0));
     for step in 1..=3 {
@@ -119,7 +141,7 @@ fn make_args_reach_gymnasium_make_and_user_prints_do_not_break_the_protocol() {
 #[test]
 fn u8_images_go_through_the_image_wrappers() {
     let Some(python) = venv_python() else { return };
-    let game = GameSpec::Gymnasium(gym(&python, "TandemTest/Image-v0", 1));
+    let game = Game::Gymnasium(gym(&python, "TandemTest/Image-v0", 1));
     let mut raw = VecEnv::new(&EnvSpec::new(game.clone()), &[1], 1).unwrap();
     assert_eq!(raw.obs_shape(), vec![3, 12, 10]);
     raw.step(&[0]).unwrap();
@@ -148,7 +170,7 @@ fn u8_images_go_through_the_image_wrappers() {
 fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
     let Some(python) = venv_python() else { return };
     let seeds = env_seeds(11, 0, 0, envs_n);
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, id, workers)));
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, id, workers)));
     let mut envs = VecEnv::new(&spec, &seeds, 1).unwrap();
     let space = envs.action_space().clone();
     let mut rng = Xoshiro256::new(99);
@@ -290,11 +312,8 @@ fn half_cheetah_matches_gymnasium_step_for_step() {
 
 #[test]
 fn a_missing_interpreter_is_named() {
-    let spec = GymSpec {
-        python: "/nonexistent/python3".into(),
-        ..GymSpec::new("CartPole-v1")
-    };
-    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
+    let spec = unstarted("/nonexistent/python3", "CartPole-v1");
+    let message = start_error(&EnvSpec::new(Game::Gymnasium(spec)), 2);
     assert!(
         message.contains("cannot start the Python interpreter `/nonexistent/python3`"),
         "{message}"
@@ -314,11 +333,8 @@ fn an_interpreter_without_gymnasium_is_named() {
         .unwrap();
     assert!(made.success());
     let bare_python = bare.join("bin/python");
-    let spec = GymSpec {
-        python: bare_python.clone(),
-        ..GymSpec::new("CartPole-v1")
-    };
-    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 2);
+    let spec = unstarted(&bare_python.display().to_string(), "CartPole-v1");
+    let message = start_error(&EnvSpec::new(Game::Gymnasium(spec)), 2);
     assert!(
         message.contains("gymnasium is not importable by"),
         "{message}"
@@ -331,11 +347,7 @@ fn an_interpreter_without_gymnasium_is_named() {
 #[test]
 fn an_unknown_id_is_named() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(
-        &python,
-        "TandemTest/NoSuchEnv-v0",
-        2,
-    )));
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "TandemTest/NoSuchEnv-v0", 2)));
     let message = start_error(&spec, 3);
     assert!(
         message.contains("could not make `TandemTest/NoSuchEnv-v0`"),
@@ -349,7 +361,7 @@ fn a_failing_import_shows_its_traceback() {
     let Some(python) = venv_python() else { return };
     let mut spec = gym(&python, "CartPole-v1", 1);
     spec.imports = vec!["tandem_no_such_module".into()];
-    let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(spec)), 1);
+    let message = start_error(&EnvSpec::new(Game::Gymnasium(spec)), 1);
     assert!(
         message.contains("importing module `tandem_no_such_module` failed"),
         "{message}"
@@ -368,7 +380,7 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
             "action space MultiDiscrete(",
         ),
     ] {
-        let message = start_error(&EnvSpec::new(GameSpec::Gymnasium(gym(&python, id, 1))), 1);
+        let message = start_error(&EnvSpec::new(Game::Gymnasium(gym(&python, id, 1))), 1);
         assert!(
             message.contains(id) && message.contains(words),
             "{id}: {message}"
@@ -389,11 +401,11 @@ fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_sta
         Wrapper::StickyActions { probability: 0.25 },
     ] {
         let wrapper = chosen.name();
-        let spec = EnvSpec::new(GameSpec::Gymnasium(GymSpec {
-            // Nothing is started: a missing interpreter would be the error otherwise.
-            python: "/nonexistent/python3".into(),
-            ..GymSpec::new("CartPole-v1")
-        }))
+        // Nothing is started: a missing interpreter would be the error otherwise.
+        let spec = EnvSpec::new(Game::Gymnasium(unstarted(
+            "/nonexistent/python3",
+            "CartPole-v1",
+        )))
         .with(chosen);
         let error = VecEnv::new(&spec, &[1], 1).err().expect("refused");
         assert!(
@@ -411,7 +423,7 @@ fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_sta
 #[test]
 fn snapshots_say_python_state_cannot_be_saved() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 1)));
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "CartPole-v1", 1)));
     let envs = VecEnv::new(&spec, &[1], 1).unwrap();
     let message = envs.snapshot().unwrap_err().to_string();
     assert!(message.contains("cannot save"), "{message}");
@@ -422,11 +434,11 @@ fn an_exception_in_a_users_step_names_the_environment_and_leaves_no_process() {
     let Some(python) = venv_python() else { return };
     let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
     spec.make_args = vec![
-        ("length".into(), GymValue::Int(100)),
-        ("raise_at".into(), GymValue::Int(3)),
-        ("raise_seed".into(), GymValue::Int(12)),
+        ("length".into(), Scalar::Int(100)),
+        ("raise_at".into(), Scalar::Int(3)),
+        ("raise_seed".into(), Scalar::Int(12)),
     ];
-    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[10, 11, 12], 1).unwrap();
+    let mut envs = VecEnv::new(&EnvSpec::new(Game::Gymnasium(spec)), &[10, 11, 12], 1).unwrap();
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
     envs.step(&[0, 0, 0]).unwrap();
@@ -451,7 +463,7 @@ fn an_exception_in_a_users_step_names_the_environment_and_leaves_no_process() {
 #[test]
 fn a_killed_worker_is_reported_and_the_others_are_reaped() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "CartPole-v1", 2)));
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "CartPole-v1", 2)));
     let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
@@ -482,8 +494,8 @@ fn a_worker_killed_during_a_begun_step_is_reported_by_its_finish() {
     let Some(python) = venv_python() else { return };
     // Each step sleeps a second in the worker: the kill lands while it simulates.
     let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
-    spec.make_args = vec![("sleep".into(), GymValue::Float(1.0))];
-    let spec = EnvSpec::new(GameSpec::Gymnasium(spec));
+    spec.make_args = vec![("sleep".into(), Scalar::Float(1.0))];
+    let spec = EnvSpec::new(Game::Gymnasium(spec));
     let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
@@ -517,9 +529,9 @@ fn a_worker_killed_during_a_begun_step_is_reported_by_its_finish() {
 fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
     let Some(python) = venv_python() else { return };
     let mut spec = gym(&python, "TandemTest/Counter-v0", 2);
-    spec.step_timeout = Duration::from_secs(1);
-    spec.make_args = vec![("sleep".into(), GymValue::Float(600.0))];
-    let mut envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[1, 2], 1).unwrap();
+    spec.step_timeout_s = 1.0;
+    spec.make_args = vec![("sleep".into(), Scalar::Float(600.0))];
+    let mut envs = VecEnv::new(&EnvSpec::new(Game::Gymnasium(spec)), &[1, 2], 1).unwrap();
     let pids = envs.gym_info().unwrap().worker_pids.clone();
     envs.reset();
     let message = envs.step(&[0, 0]).unwrap_err().to_string();
@@ -535,7 +547,7 @@ fn a_worker_that_stops_answering_is_killed_at_the_timeout() {
 #[test]
 fn box_actions_normalisers_groups_and_threads_work_together() {
     let Some(python) = venv_python() else { return };
-    let spec = EnvSpec::new(GameSpec::Gymnasium(gym(&python, "Pendulum-v1", 2)))
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "Pendulum-v1", 2)))
         .with(Wrapper::TimeLimit { max_steps: 30 })
         .with(Wrapper::NormalizeObs { clip: 10.0 })
         .with(Wrapper::NormalizeReward {
@@ -575,20 +587,19 @@ fn box_actions_normalisers_groups_and_threads_work_together() {
     assert!(envs.step(&[0, 0, 0, 0]).is_err());
 }
 
-/// The Drawn fixture made for drawing (or not) with make argument `fault`.
-fn drawn(python: &Path, workers: usize, render: bool, fault: &str) -> EnvSpec {
+/// The Drawn fixture with make argument `fault`.
+fn drawn(python: &Path, workers: usize, fault: &str) -> EnvSpec {
     let mut spec = gym(python, "TandemTest/Drawn-v0", workers);
-    spec.render = render;
-    spec.make_args = vec![("fault".into(), GymValue::Str(fault.into()))];
-    EnvSpec::new(GameSpec::Gymnasium(spec))
+    spec.make_args = vec![("fault".into(), Scalar::Str(fault.into()))];
+    EnvSpec::new(Game::Gymnasium(spec))
 }
 
 #[test]
 fn rendering_returns_the_workers_frame_and_leaves_the_episode_alone() {
     let Some(python) = venv_python() else { return };
     let seeds = env_seeds(9, 0, 0, 3);
-    let mut drawn_envs = VecEnv::new(&drawn(&python, 2, true, ""), &seeds, 1).unwrap();
-    let mut plain = VecEnv::new(&drawn(&python, 2, false, ""), &seeds, 1).unwrap();
+    let mut drawn_envs = start(&drawn(&python, 2, ""), &seeds, true);
+    let mut plain = start(&drawn(&python, 2, ""), &seeds, false);
     // Not made for drawing: nothing is drawn and nothing fails.
     assert_eq!(plain.render_rgb(0).unwrap(), None);
     assert_eq!(drawn_envs.reset(), plain.reset());
@@ -638,7 +649,7 @@ fn a_render_that_fails_names_the_id_and_why_and_leaves_no_process() {
             "render() returned an array of shape (4, 6) and dtype uint8",
         ),
     ] {
-        let mut envs = VecEnv::new(&drawn(&python, 1, true, fault), &[1, 2], 1).unwrap();
+        let mut envs = start(&drawn(&python, 1, fault), &[1, 2], true);
         let pids = envs.gym_info().unwrap().worker_pids.clone();
         envs.reset();
         let message = envs.render_rgb(1).unwrap_err().to_string();
@@ -677,10 +688,9 @@ fn half_cheetah_draws_offscreen_without_changing_its_episode() {
     let seeds = env_seeds(5, 0, 0, 1);
     let mut spec = gym(&python, "HalfCheetah-v5", 1);
     spec.imports.clear();
-    let plain_spec = EnvSpec::new(GameSpec::Gymnasium(spec.clone()));
-    spec.render = true;
-    let mut drawn_envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &seeds, 1).unwrap();
-    let mut plain = VecEnv::new(&plain_spec, &seeds, 1).unwrap();
+    let spec = EnvSpec::new(Game::Gymnasium(spec));
+    let mut drawn_envs = start(&spec, &seeds, true);
+    let mut plain = start(&spec, &seeds, false);
     assert_eq!(drawn_envs.reset(), plain.reset());
     let first = match drawn_envs.render_rgb(0) {
         Ok(frame) => frame.expect("made for drawing"),
@@ -713,8 +723,7 @@ fn a_machine_without_egl_is_told_what_to_install() {
     let mut spec = gym(&python, "HalfCheetah-v5", 1);
     // Stands for a machine without libEGL (the import fails as it would there).
     spec.imports = vec!["tests.gym_fixtures.no_egl".into()];
-    spec.render = true;
-    let envs = VecEnv::new(&EnvSpec::new(GameSpec::Gymnasium(spec)), &[1], 1).unwrap();
+    let envs = start(&EnvSpec::new(Game::Gymnasium(spec)), &[1], true);
     let message = envs.render_rgb(0).unwrap_err().to_string();
     for words in [
         "gymnasium `HalfCheetah-v5`: environment 0 could not render",

@@ -3,10 +3,13 @@
 //! batch the snapshot was taken of, for every game and wrapper; snapshots of other
 //! batches and damaged snapshots are refused with errors that say why.
 
+#[cfg(feature = "atari")]
+use tandem_env::atari::{AtariConfig, AtariGame};
+use tandem_env::minatar::Breakout;
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
-    ActionSpace, EnvError, EnvSpec, EpisodeStats, GameSpec, SNAPSHOT_FORMAT_VERSION, VecEnv,
-    Wrapper, env_seeds,
+    ActionSpace, Env, EnvError, EnvSpec, EpisodeStats, Game, SNAPSHOT_FORMAT_VERSION, VecEnv,
+    Wrapper, env_seeds, wrappers,
 };
 
 /// Everything a trainer can observe after one batch step, floats as bit patterns.
@@ -105,7 +108,18 @@ struct RoundTrip {
 /// the same spec with other seeds and thread count, scrambles it, restores and checks
 /// that the same actions replay bit-identically.
 fn round_trip(spec: &EnvSpec, num_envs: usize, before: usize, after: usize) -> RoundTrip {
-    let mut original = VecEnv::new(spec, &env_seeds(1, 0, 0, num_envs), 1).unwrap();
+    let build = |seeds: &[u64], threads| VecEnv::new(spec, seeds, threads).unwrap();
+    round_trip_of(build, num_envs, before, after)
+}
+
+/// [`round_trip`] of the batches `build` makes from seeds and a thread count.
+fn round_trip_of(
+    build: impl Fn(&[u64], usize) -> VecEnv,
+    num_envs: usize,
+    before: usize,
+    after: usize,
+) -> RoundTrip {
+    let mut original = build(&env_seeds(1, 0, 0, num_envs), 1);
     let mut rng = Xoshiro256::new(42);
     original.reset();
     for t in 0..before {
@@ -124,7 +138,7 @@ fn round_trip(spec: &EnvSpec, num_envs: usize, before: usize, after: usize) -> R
         expected.push(observe(&mut original));
     }
 
-    let mut restored = VecEnv::new(spec, &env_seeds(999, 3, 0, num_envs), 2).unwrap();
+    let mut restored = build(&env_seeds(999, 3, 0, num_envs), 2);
     restored.set_min_parallel_work(std::time::Duration::ZERO);
     restored.reset();
     let mut scramble = Xoshiro256::new(7);
@@ -149,7 +163,21 @@ fn round_trip(spec: &EnvSpec, num_envs: usize, before: usize, after: usize) -> R
 }
 
 fn game(name: &str) -> EnvSpec {
-    EnvSpec::new(GameSpec::from_name(name).unwrap())
+    EnvSpec::new(Game::from_name(name).unwrap())
+}
+
+/// A batch of games built by `make` from each seed (the options the catalogue's games do
+/// not take: other sticky actions, full action sets).
+fn batch_of(make: impl Fn(u64) -> Box<dyn Env>, seeds: &[u64], threads: usize) -> VecEnv {
+    let envs = seeds.iter().map(|&seed| make(seed)).collect();
+    VecEnv::from_envs(envs, seeds.to_vec(), threads).unwrap()
+}
+
+fn minatar_breakout(
+    sticky_action_prob: f64,
+    full_action_set: bool,
+) -> impl Fn(u64) -> Box<dyn Env> {
+    move |seed| Box::new(Breakout::new(seed, sticky_action_prob, full_action_set))
 }
 
 #[test]
@@ -204,11 +232,8 @@ fn every_minatar_game_resumes_exactly() {
 
 #[test]
 fn minatar_games_with_the_full_action_set_resume_exactly() {
-    let spec = EnvSpec::new(GameSpec::MinAtarBreakout {
-        sticky_action_prob: 0.3,
-        full_action_set: true,
-    });
-    round_trip(&spec, 2, 20, 60);
+    let build = |seeds: &[u64], threads| batch_of(minatar_breakout(0.3, true), seeds, threads);
+    round_trip_of(build, 2, 20, 60);
 }
 
 /// Every generic wrapper in one chain on planes and one on vectors, with short time limits
@@ -249,18 +274,25 @@ fn atari_breakout_resumes_exactly_sticky_actions_included() {
     // One step is one frame. Frequent sticky actions exercise the restored sticky-action
     // RNG on most frames. (That the held action itself is restored is shown by
     // tandem-ale's tests/state.rs and here by the byte-identical re-snapshot.)
-    let spec = EnvSpec::new(GameSpec::Atari {
-        rom: "breakout".into(),
-        repeat_action_probability: 0.75,
-        full_action_space: false,
-    });
-    round_trip(&spec, 4, 300, 300);
+    let sticky = |seed| -> Box<dyn Env> {
+        let config = AtariConfig {
+            repeat_action_probability: 0.75,
+            ..AtariConfig::v5("breakout")
+        };
+        Box::new(AtariGame::new(config, seed).unwrap())
+    };
+    round_trip_of(
+        |seeds, threads| batch_of(sticky, seeds, threads),
+        4,
+        300,
+        300,
+    );
 }
 
 #[cfg(feature = "atari")]
 #[test]
 fn the_deepmind_atari_chain_resumes_exactly() {
-    let spec = EnvSpec::deepmind_atari(GameSpec::from_name("atari-breakout").unwrap());
+    let spec = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").unwrap());
     let trip = round_trip(&spec, 2, 120, 150);
     // Episodic life ends agent episodes at every lost life.
     assert!(
@@ -330,14 +362,12 @@ fn restoring_into_a_different_batch_names_the_difference() {
         message.contains("environment 0: time-limit: max_steps is 100 in the snapshot, 200"),
         "{message}"
     );
-    let mut stickier = stepped(
-        &EnvSpec::new(GameSpec::MinAtarBreakout {
-            sticky_action_prob: 0.5,
-            full_action_set: false,
-        })
-        .with(Wrapper::TimeLimit { max_steps: 100 }),
-        2,
-    );
+    let limited = |seed| {
+        let game = minatar_breakout(0.5, false)(seed);
+        wrappers::wrap(&Wrapper::TimeLimit { max_steps: 100 }, 0, game, seed).unwrap()
+    };
+    let mut stickier = batch_of(limited, &env_seeds(5, 0, 0, 2), 1);
+    stickier.reset();
     let message = snapshot_error(stickier.restore(&snapshot));
     assert!(
         message.contains(

@@ -1,7 +1,7 @@
 //! VecEnv behaviour: thread-count independence, automatic reset, final observations,
 //! episode statistics and action checking.
 
-use tandem_env::{EnvError, EnvSpec, GameSpec, VecEnv, Wrapper, env_seeds};
+use tandem_env::{EnvError, EnvSpec, Game, VecEnv, Wrapper, env_seeds};
 
 /// A fixed, state-dependent action sequence so runs differ if observations differ.
 fn policy(obs: &[f32], obs_len: usize, t: usize, num_actions: usize) -> Vec<i64> {
@@ -76,15 +76,15 @@ fn run_in_groups(
 #[test]
 fn same_seed_same_results_with_one_and_two_threads() {
     let specs = [
-        EnvSpec::new(GameSpec::CartPole),
-        EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
-        EnvSpec::new(GameSpec::from_name("minatar-asterix").unwrap()),
-        EnvSpec::new(GameSpec::from_name("minatar-space-invaders").unwrap()),
-        EnvSpec::new(GameSpec::from_name("minatar-seaquest").unwrap()),
+        EnvSpec::new(Game::Cartpole),
+        EnvSpec::new(Game::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(Game::from_name("minatar-asterix").unwrap()),
+        EnvSpec::new(Game::from_name("minatar-space-invaders").unwrap()),
+        EnvSpec::new(Game::from_name("minatar-seaquest").unwrap()),
         // Freeway games last 2501 steps; cut them short to see episode ends.
-        EnvSpec::new(GameSpec::from_name("minatar-freeway").unwrap())
+        EnvSpec::new(Game::from_name("minatar-freeway").unwrap())
             .with(Wrapper::TimeLimit { max_steps: 120 }),
-        EnvSpec::new(GameSpec::CartPole)
+        EnvSpec::new(Game::Cartpole)
             .with(Wrapper::StickyActions { probability: 0.3 })
             .with(Wrapper::NormalizeObs { clip: 5.0 })
             .with(Wrapper::NormalizeReward {
@@ -108,8 +108,8 @@ fn stepping_in_groups_equals_stepping_the_whole_batch() {
     // Without shared normalisers (whose statistics are merged after every group step), the
     // environments are independent, so stepping the batch group by group changes nothing.
     let specs = [
-        EnvSpec::new(GameSpec::CartPole).with(Wrapper::StickyActions { probability: 0.3 }),
-        EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap()),
+        EnvSpec::new(Game::Cartpole).with(Wrapper::StickyActions { probability: 0.3 }),
+        EnvSpec::new(Game::from_name("minatar-breakout").unwrap()),
     ];
     for spec in &specs {
         let whole = run(spec, 9, 1, 300);
@@ -126,7 +126,7 @@ fn stepping_in_groups_equals_stepping_the_whole_batch() {
 
 #[test]
 fn a_group_step_checks_its_range_and_actions_and_leaves_other_rows_alone() {
-    let spec = EnvSpec::new(GameSpec::CartPole);
+    let spec = EnvSpec::new(Game::Cartpole);
     let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 4), 1).unwrap();
     let obs = venv.reset().to_vec();
     assert!(matches!(
@@ -161,7 +161,7 @@ fn a_group_step_checks_its_range_and_actions_and_leaves_other_rows_alone() {
 
 #[test]
 fn different_seeds_give_different_streams() {
-    let spec = EnvSpec::new(GameSpec::CartPole);
+    let spec = EnvSpec::new(Game::Cartpole);
     let mut a = VecEnv::new(&spec, &env_seeds(1, 0, 0, 4), 1).unwrap();
     let mut b = VecEnv::new(&spec, &env_seeds(1, 1, 0, 4), 1).unwrap();
     assert_ne!(a.reset(), b.reset());
@@ -175,7 +175,7 @@ fn different_seeds_give_different_streams() {
 
 #[test]
 fn episode_end_resets_and_keeps_the_final_observation() {
-    let spec = EnvSpec::new(GameSpec::CartPole);
+    let spec = EnvSpec::new(Game::Cartpole);
     let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 2), 1).unwrap();
     venv.reset();
     // Always pushing right topples the pole within a few dozen steps.
@@ -207,7 +207,7 @@ fn episode_end_resets_and_keeps_the_final_observation() {
 
 #[test]
 fn bad_actions_are_rejected_before_stepping() {
-    let spec = EnvSpec::new(GameSpec::CartPole);
+    let spec = EnvSpec::new(Game::Cartpole);
     let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 2), 2).unwrap();
     let obs = venv.reset().to_vec();
     assert_eq!(
@@ -240,7 +240,7 @@ fn bad_actions_are_rejected_before_stepping() {
 
 #[test]
 fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
-    let spec = EnvSpec::new(GameSpec::CartPole)
+    let spec = EnvSpec::new(Game::Cartpole)
         .with(Wrapper::NormalizeReward {
             gamma: 0.9,
             clip: 10.0,
@@ -271,7 +271,7 @@ fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
 fn in_place_rows_equal_fully_written_observations() {
     use tandem_env::space::ObsBuf;
     use tandem_env::{Env, make_env};
-    let spec = EnvSpec::new(GameSpec::from_name("minatar-breakout").unwrap())
+    let spec = EnvSpec::new(Game::from_name("minatar-breakout").unwrap())
         .with(Wrapper::StickyActions { probability: 0.2 })
         .with(Wrapper::ClipReward)
         .with(Wrapper::TimeLimit { max_steps: 150 });
@@ -404,7 +404,7 @@ fn box_actions_of_the_wrong_kind_count_or_value_are_refused_before_stepping() {
     );
     assert_eq!(venv.obs(), before.as_slice());
     let mut discrete =
-        VecEnv::new(&EnvSpec::new(GameSpec::CartPole), &env_seeds(1, 0, 0, 2), 1).unwrap();
+        VecEnv::new(&EnvSpec::new(Game::Cartpole), &env_seeds(1, 0, 0, 2), 1).unwrap();
     let err = discrete.step(&[0.0, 0.0]).unwrap_err().to_string();
     assert!(
         err.contains("box actions given") && err.contains("2 discrete actions"),
@@ -448,7 +448,7 @@ fn wrappers_that_pick_discrete_actions_refuse_a_box_game() {
 #[test]
 fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
     let spec = EnvSpec {
-        game: GameSpec::CartPole,
+        game: Game::Cartpole,
         wrappers: vec![Wrapper::TimeLimit { max_steps: 20 }],
     };
     let seeds = env_seeds(4, 0, 0, 3);
@@ -493,7 +493,7 @@ fn a_begun_and_finished_step_is_a_step_and_shows_the_old_rows_until_finished() {
 /// step never saw.
 #[test]
 fn normaliser_statistics_are_not_changed_under_a_begun_step() {
-    let spec = EnvSpec::new(GameSpec::CartPole).with(Wrapper::NormalizeObs { clip: 5.0 });
+    let spec = EnvSpec::new(Game::Cartpole).with(Wrapper::NormalizeObs { clip: 5.0 });
     let mut envs = VecEnv::new(&spec, &env_seeds(5, 0, 0, 2), 1).unwrap();
     envs.reset();
     envs.step(&[0, 1]).unwrap();

@@ -1,5 +1,5 @@
 //! The gymnasium bridge: environments of any registered gymnasium id, run by a few Python
-//! worker processes per rank ([`GymSpec::workers`], each owning a contiguous share of the
+//! worker processes per rank ([`Gymnasium::workers`], each owning a contiguous share of the
 //! rank's environments) and stepped as one batch.
 //!
 //! One batch step is one request line and one reply line per worker, all workers at once;
@@ -27,11 +27,11 @@
 //!   (sticky-actions) are refused: the batch was already stepped with the agent's actions.
 //! - Errors inside a step (a Python exception, with its traceback and the rank-local
 //!   environment index; a worker that died; a worker that did not answer within
-//!   [`GymSpec::step_timeout`]) come back as [`EnvError::Backend`] from `VecEnv::step`,
+//!   [`Gymnasium::step_timeout_s`]) come back as [`EnvError::Backend`] from `VecEnv::step`,
 //!   and every worker is killed then; dropping the VecEnv closes and reaps the workers.
 //! - Snapshots: a Python environment's state cannot be saved in general, so
 //!   [`Env::save_state`] refuses (a resumed run starts fresh episodes).
-//! - Rendering: only with [`GymSpec::render`] (which `tandem play --gif` sets; training
+//! - Rendering: only with [`BridgeOptions::render`] (which `tandem play --gif` sets; training
 //!   never does) are the environments made with `render_mode="rgb_array"`. Then
 //!   [`Env::render_rgb`] is one round trip to the owning worker, which calls
 //!   `env.render()` and replies with the uint8 height x width x 3 frame hex-encoded in its
@@ -56,107 +56,96 @@ use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
-use crate::spec::EnvSpec;
 use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
-use tandem_spec::fit;
+use tandem_spec::Wrapper;
+use tandem_spec::fit::{self, GameFacts};
+pub use tandem_spec::game::{Gymnasium, Scalar};
 
-/// A gymnasium environment id and how to run it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GymSpec {
-    /// The registered id, e.g. `CartPole-v1`, `HalfCheetah-v5`, or a user's own.
+/// How this process runs a gymnasium environment's workers, beyond what the environment's
+/// settings ([`Gymnasium`]) say: not settings of the run, so not in the config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BridgeOptions {
+    /// Put before each line a worker writes to stderr (e.g. `rank 1 `).
+    pub log_prefix: String,
+    /// Make the environments with `render_mode="rgb_array"` so that [`Env::render_rgb`]
+    /// draws them (`tandem play --gif`); training never pays for drawing.
+    pub render: bool,
+}
+
+/// A gymnasium environment's settings, checked and in the bridge's units, with this
+/// process's options.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
     pub id: String,
     /// The interpreter: a path, or a command name looked up on `PATH`.
     pub python: PathBuf,
-    /// Modules imported before `gymnasium.make` (where user environments register
-    /// themselves). The worker's working directory is on `sys.path`.
+    /// Modules imported before `gymnasium.make`. The worker's working directory is on
+    /// `sys.path`.
     pub imports: Vec<String>,
-    /// Keyword arguments of `gymnasium.make`, in order.
-    pub make_args: Vec<(String, GymValue)>,
+    /// Keyword arguments of `gymnasium.make`, as the worker reads them.
+    pub make_args: serde_json::Value,
     /// Worker processes per rank (at most one per environment).
     pub workers: usize,
     /// How long one worker may take to answer a step or reset request.
     pub step_timeout: Duration,
-    /// Put before each line a worker writes to stderr (e.g. `rank 1 `); not a setting.
     pub log_prefix: String,
-    /// Make the environments with `render_mode="rgb_array"` so that [`Env::render_rgb`]
-    /// draws them (`tandem play --gif`); not a setting: training never pays for drawing.
     pub render: bool,
 }
 
-impl GymSpec {
-    /// `id` run by `python3` in one worker, with a 60 s step timeout.
-    pub fn new(id: impl Into<String>) -> Self {
-        GymSpec {
-            id: id.into(),
-            python: PathBuf::from("python3"),
-            imports: Vec::new(),
-            make_args: Vec::new(),
-            workers: 1,
-            step_timeout: Duration::from_secs(60),
-            log_prefix: String::new(),
-            render: false,
-        }
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), EnvError> {
+impl Launch {
+    /// `gym`'s settings checked: an id, a worker, a positive step timeout that is a
+    /// duration, finite float arguments.
+    pub(crate) fn new(gym: &Gymnasium, options: &BridgeOptions) -> Result<Self, EnvError> {
         let bad = |reason: String| {
             Err(EnvError::InvalidGameParameter {
-                game: format!("gymnasium `{}`", self.id),
+                game: format!("gymnasium `{}`", gym.id),
                 reason,
             })
         };
-        if self.id.trim().is_empty() {
+        if gym.id.trim().is_empty() {
             return bad("the environment id is empty".into());
         }
-        if self.workers == 0 {
+        if gym.workers == 0 {
             return bad("needs at least one worker".into());
         }
-        if self.step_timeout.is_zero() {
-            return bad("the step timeout must be positive".into());
-        }
-        for (name, value) in &self.make_args {
-            if let GymValue::Float(v) = value
-                && !v.is_finite()
-            {
+        let step_timeout = match Duration::try_from_secs_f64(gym.step_timeout_s) {
+            Ok(timeout) if !timeout.is_zero() => timeout,
+            _ => {
                 return bad(format!(
-                    "make argument `{name}` is {v}, not a finite number"
+                    "the step timeout must be a positive number of seconds, got {}",
+                    gym.step_timeout_s
                 ));
             }
+        };
+        let mut make_args = serde_json::Map::new();
+        for (name, value) in &gym.make_args {
+            let value = match value {
+                Scalar::Bool(b) => serde_json::Value::from(*b),
+                Scalar::Int(i) => serde_json::Value::from(*i),
+                Scalar::Float(f) if f.is_finite() => serde_json::Value::from(*f),
+                Scalar::Float(f) => {
+                    return bad(format!(
+                        "make argument `{name}` is {f}, not a finite number"
+                    ));
+                }
+                Scalar::Str(s) => serde_json::Value::from(s.as_str()),
+                Scalar::Null => serde_json::Value::Null,
+            };
+            make_args.insert(name.clone(), value);
         }
-        Ok(())
+        Ok(Launch {
+            id: gym.id.clone(),
+            python: PathBuf::from(&gym.python),
+            imports: gym.imports.clone(),
+            make_args: serde_json::Value::Object(make_args),
+            workers: gym.workers,
+            step_timeout,
+            log_prefix: options.log_prefix.clone(),
+            render: options.render,
+        })
     }
-
-    fn make_args_json(&self) -> serde_json::Value {
-        let map = self
-            .make_args
-            .iter()
-            .map(|(name, value)| {
-                let v = match value {
-                    GymValue::Bool(b) => serde_json::Value::from(*b),
-                    GymValue::Int(i) => serde_json::Value::from(*i),
-                    GymValue::Float(f) => serde_json::Value::from(*f),
-                    GymValue::Str(s) => serde_json::Value::from(s.as_str()),
-                    GymValue::None => serde_json::Value::Null,
-                };
-                (name.clone(), v)
-            })
-            .collect();
-        serde_json::Value::Object(map)
-    }
-}
-
-/// A keyword argument of `gymnasium.make`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GymValue {
-    Bool(bool),
-    Int(i64),
-    /// Must be finite.
-    Float(f64),
-    Str(String),
-    /// Python's `None`.
-    None,
 }
 
 /// What the workers reported at start: which interpreter and versions a run used, for
@@ -193,12 +182,12 @@ impl std::fmt::Display for GymInfo {
 
 /// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the module
 /// documentation), by the half of tandem-spec's fit rule that needs the game alone.
-pub(crate) fn check_wrappers(spec: &EnvSpec, gym: &GymSpec) -> Result<(), EnvError> {
-    let game = spec.game.facts(None);
-    for (index, wrapper) in spec.wrappers.iter().enumerate() {
+pub(crate) fn check_wrappers(wrappers: &[Wrapper], id: &str) -> Result<(), EnvError> {
+    let game = GameFacts::gymnasium();
+    for (index, wrapper) in wrappers.iter().enumerate() {
         fit::fits_game(wrapper, &game).map_err(|misfit| {
             // The space is not known yet: the message names the environment instead.
-            misfit_error(wrapper, index, format!("gymnasium `{}`", gym.id), misfit)
+            misfit_error(wrapper, index, format!("gymnasium `{id}`"), misfit)
         })?;
     }
     Ok(())
@@ -226,7 +215,7 @@ struct Shared {
     info: GymInfo,
     obs_space: ObsSpace,
     action: ActionSpace,
-    /// [`GymSpec::render`]: the workers' environments can draw themselves.
+    /// [`BridgeOptions::render`]: the workers' environments can draw themselves.
     render: bool,
 }
 
@@ -242,15 +231,14 @@ impl Pool {
     /// Starts the workers for `seeds.len()` environments, checks their spaces, maps the
     /// shared memory, and resets environment `i` with `seeds[i]`. `wrappers` is checked
     /// before anything starts.
-    pub fn start(spec: &EnvSpec, gym: &GymSpec, seeds: &[u64]) -> Result<Self, EnvError> {
-        gym.validate()?;
-        check_wrappers(spec, gym)?;
+    pub fn start(wrappers: &[Wrapper], gym: &Launch, seeds: &[u64]) -> Result<Self, EnvError> {
+        check_wrappers(wrappers, &gym.id)?;
         let mut workers = Vec::new();
         for (w, envs) in shares(seeds.len(), gym.workers).into_iter().enumerate() {
             let config = serde_json::json!({
                 "id": gym.id,
                 "imports": gym.imports,
-                "make_args": gym.make_args_json(),
+                "make_args": gym.make_args,
                 "render": gym.render,
                 "lo": envs.start,
                 "hi": envs.end,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::EnvError;
 
-use super::GymSpec;
+use super::Launch;
 
 const WORKER_SOURCE: &str = include_str!("worker.py");
 /// Stderr lines kept per worker for error messages.
@@ -74,7 +74,7 @@ pub(crate) struct Worker {
 impl Worker {
     /// Starts the interpreter on the embedded worker and sends it its configuration.
     pub fn spawn(
-        spec: &GymSpec,
+        spec: &Launch,
         index: usize,
         envs: Range<usize>,
         config: &serde_json::Value,
@@ -309,7 +309,7 @@ pub(crate) fn await_replies(
 }
 
 /// The deadline for starting the workers (see [`MIN_START_TIMEOUT`]).
-pub(crate) fn start_deadline(spec: &GymSpec) -> Instant {
+pub(crate) fn start_deadline(spec: &Launch) -> Instant {
     Instant::now() + spec.step_timeout.max(MIN_START_TIMEOUT)
 }
 
