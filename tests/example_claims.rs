@@ -106,6 +106,12 @@ const CLAIMS: &[Claim] = &[
         phrase: "seed 1 reaches -400 within 300k steps",
         check: Check::Test("continuous_ppo::pendulum_ppo_reaches_minus_400_within_300k_steps"),
     },
+    // acrobot-ppo.kdl
+    Claim {
+        file: "acrobot-ppo.kdl",
+        phrase: "Seed 1 scores -100 or better over its last 20 episodes within 500k steps",
+        check: Check::Test("train_learning::the_shipped_acrobot_preset_swings_up"),
+    },
     // lunarlander-ppo.kdl
     Claim {
         file: "lunarlander-ppo.kdl",
