@@ -9,6 +9,7 @@ use crate::diag::{Diagnostics, SourceKind, Sources, error};
 use crate::model::{Device, Experiment, Scalar, Threads, Wrapper};
 use crate::schema::{self, SECTIONS};
 use crate::values::{self, Val, Values};
+use tandem_spec::wrapper::Value as WrapperValue;
 
 fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -34,36 +35,24 @@ fn float(x: f64) -> String {
     format!("{x:?}")
 }
 
-/// The entries a keep-obs mask keeps, ascending.
-fn mask_indices(mask: u64) -> Vec<i64> {
-    (0..64).filter(|i| mask >> i & 1 == 1).collect()
-}
-
+/// The wrapper's parameters by name, in tandem-spec's declared order.
 fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
-    match *w {
-        Wrapper::NoopReset { max } => vec![("max", Val::Int(max.into()))],
-        Wrapper::FrameSkip { n, max_pool } => {
-            vec![("n", Val::Int(n.into())), ("max-pool", Val::Bool(max_pool))]
-        }
-        Wrapper::Resize { height, width } => vec![
-            ("height", Val::Int(height.into())),
-            ("width", Val::Int(width.into())),
-        ],
-        Wrapper::FrameStack { n } => vec![("n", Val::Int(n.into()))],
-        Wrapper::TimeLimit { max_steps } => vec![(
-            "max-steps",
-            Val::Int(i64::try_from(max_steps).unwrap_or(i64::MAX)),
-        )],
-        Wrapper::StickyActions { probability } => vec![("probability", Val::Float(probability))],
-        Wrapper::NormalizeObs { clip } => vec![("clip", Val::Float(clip))],
-        Wrapper::NormalizeReward { gamma, clip } => {
-            vec![("gamma", Val::Float(gamma)), ("clip", Val::Float(clip))]
-        }
-        Wrapper::KeepObs { mask } => vec![("indices", Val::IntList(mask_indices(mask)))],
-        Wrapper::FireReset | Wrapper::EpisodicLife | Wrapper::Grayscale | Wrapper::ClipReward => {
-            Vec::new()
-        }
-    }
+    w.info()
+        .params
+        .iter()
+        .zip(w.params())
+        .map(|(param, value)| {
+            let value = match value {
+                WrapperValue::Int(i) => Val::Int(i),
+                WrapperValue::Float(x) => Val::Float(x),
+                WrapperValue::Bool(b) => Val::Bool(b),
+                WrapperValue::Indices(mask) => {
+                    Val::IntList((0..64).filter(|i| mask >> i & 1 == 1).collect())
+                }
+            };
+            (param.name, value)
+        })
+        .collect()
 }
 
 fn kdl_value(v: &Val) -> String {

@@ -2,7 +2,10 @@
 //! section can take (algorithm, game, network, sync policy), every setting with its
 //! type, range, default and meaning, and every environment wrapper. The resolver
 //! checks values against these tables, the canonical form is printed in their order,
-//! and the reference tables of `docs/config.md` are generated from them.
+//! and the reference tables of `docs/config.md` are generated from them. The wrappers are
+//! tandem-spec's table, read in the schema's types.
+
+use std::sync::LazyLock;
 
 /// The type (and allowed range) of one setting.
 #[derive(Debug, Clone, Copy)]
@@ -118,13 +121,13 @@ pub(crate) struct WrapperSpec {
     pub name: &'static str,
     pub doc: &'static str,
     /// The first parameter may also be written as the wrapper's only argument.
-    pub params: &'static [Field],
+    pub params: Vec<Field>,
 }
 
 impl WrapperSpec {
     /// The parameter a wrapper takes as all its arguments: its first, when that is a list
     /// (`keep-obs 0 2`).
-    pub(crate) fn list_argument(&self) -> Option<&'static Field> {
+    pub(crate) fn list_argument(&self) -> Option<&Field> {
         self.params
             .first()
             .filter(|f| matches!(f.ty, Ty::IntList { .. }))
@@ -1215,147 +1218,47 @@ pub(crate) fn takes_a_block(section: usize, name: &str) -> bool {
         .any(|f| f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args))
 }
 
-pub(crate) const WRAPPERS: &[WrapperSpec] = &[
-    WrapperSpec {
-        name: "noop-reset",
-        doc: "After a reset, take a random number (1 to max) of no-op actions (Atari).",
-        params: &[f(
-            "max",
-            Ty::Int { min: 1, max: 1000 },
-            Dflt::Int(30),
-            "Largest number of no-ops.",
-        )],
-    },
-    WrapperSpec {
-        name: "fire-reset",
-        doc: "After a reset, press FIRE, then action 2 (games with a FIRE action).",
-        params: &[],
-    },
-    WrapperSpec {
-        name: "frame-skip",
-        doc: "Repeat each action n frames and sum the rewards.",
-        params: &[
-            f(
-                "n",
-                Ty::Int { min: 1, max: 100 },
-                Dflt::Int(4),
-                "Frames per action.",
-            ),
-            f(
-                "max-pool",
-                Ty::Bool,
-                Dflt::Bool(true),
-                "Observe the maximum of the last two frames (image observations only).",
-            ),
-        ],
-    },
-    WrapperSpec {
-        name: "episodic-life",
-        doc: "End an episode for learning when a life is lost (games with lives).",
-        params: &[],
-    },
-    WrapperSpec {
-        name: "resize",
-        doc: "Shrink image observations by area averaging (bit for bit as OpenCV's INTER_AREA); it cannot enlarge.",
-        params: &[
-            f(
-                "height",
-                Ty::Int { min: 1, max: 4096 },
-                Dflt::Int(84),
-                "Output height.",
-            ),
-            f(
-                "width",
-                Ty::Int { min: 1, max: 4096 },
-                Dflt::Int(84),
-                "Output width.",
-            ),
-        ],
-    },
-    WrapperSpec {
-        name: "grayscale",
-        doc: "Convert RGB image observations to one luminance channel.",
-        params: &[],
-    },
-    WrapperSpec {
-        name: "clip-reward",
-        doc: "Replace each reward by its sign, for learning only (episode returns stay raw).",
-        params: &[],
-    },
-    WrapperSpec {
-        name: "frame-stack",
-        doc: "Stack the last n observations along the channel axis.",
-        params: &[f(
-            "n",
-            Ty::Int { min: 1, max: 64 },
-            Dflt::Int(4),
-            "Observations stacked.",
-        )],
-    },
-    WrapperSpec {
-        name: "time-limit",
-        doc: "Truncate episodes after a number of agent steps.",
-        params: &[f(
-            "max-steps",
-            COUNT,
-            Dflt::Required,
-            "Agent steps per episode.",
-        )],
-    },
-    WrapperSpec {
-        name: "sticky-actions",
-        doc: "With this probability, repeat the previous action instead of the chosen one.",
-        params: &[f(
-            "probability",
-            Ty::Float {
-                min: 0.0,
-                min_open: false,
-                max: 1.0,
-                max_open: true,
-            },
-            Dflt::Float(0.25),
-            "Repeat probability.",
-        )],
-    },
-    WrapperSpec {
-        name: "normalize-obs",
-        doc: "Normalise vector observations by running mean and variance (synchronised across ranks).",
-        params: &[f(
-            "clip",
-            POSITIVE,
-            Dflt::Float(10.0),
-            "Clip normalised values to [-clip, clip].",
-        )],
-    },
-    WrapperSpec {
-        name: "normalize-reward",
-        doc: "Scale rewards by the running standard deviation of the discounted return.",
-        params: &[
-            f(
-                "gamma",
-                UNIT_OPEN_CLOSED,
-                Dflt::Float(0.99),
-                "Discount of the return whose variance is tracked.",
-            ),
-            f(
-                "clip",
-                POSITIVE,
-                Dflt::Float(10.0),
-                "Clip scaled rewards to [-clip, clip].",
-            ),
-        ],
-    },
-    WrapperSpec {
-        name: "keep-obs",
-        doc: "Observe only the listed entries of a vector observation, in ascending order (`keep-obs 0 2`: CartPole's position and angle without their velocities, a task that needs memory).",
-        params: &[f(
-            "indices",
-            Ty::IntList { min: 0, max: 63 },
-            Dflt::Required,
-            "Entries kept, each once, all inside the observation.",
-        )],
-    },
-];
+/// The wrappers as the schema reads them: tandem-spec's table (`tandem_spec::wrapper::WRAPPERS`,
+/// where each is declared once) in the schema's types.
+pub(crate) static WRAPPERS: LazyLock<Vec<WrapperSpec>> = LazyLock::new(|| {
+    tandem_spec::wrapper::WRAPPERS
+        .iter()
+        .map(|w| WrapperSpec {
+            name: w.name,
+            doc: w.doc,
+            params: w.params.iter().map(wrapper_field).collect(),
+        })
+        .collect()
+});
+
+/// A wrapper parameter as a setting of the schema.
+fn wrapper_field(p: &tandem_spec::wrapper::Param) -> Field {
+    use tandem_spec::wrapper::{Range, Value};
+    let ty = match p.range {
+        Range::Int { min, max } => Ty::Int { min, max },
+        Range::Float {
+            min,
+            min_open,
+            max,
+            max_open,
+        } => Ty::Float {
+            min,
+            min_open,
+            max,
+            max_open,
+        },
+        Range::Bool => Ty::Bool,
+        Range::Indices { min, max } => Ty::IntList { min, max },
+    };
+    let default = match p.default {
+        None => Dflt::Required,
+        Some(Value::Int(i)) => Dflt::Int(i),
+        Some(Value::Float(x)) => Dflt::Float(x),
+        Some(Value::Bool(b)) => Dflt::Bool(b),
+        Some(Value::Indices(_)) => unreachable!("no wrapper has default indices"),
+    };
+    f(p.name, ty, default, p.doc)
+}
 
 pub(crate) fn wrapper(name: &str) -> Option<&'static WrapperSpec> {
     WRAPPERS.iter().find(|w| w.name == name)
@@ -1529,13 +1432,13 @@ pub fn reference_markdown() -> String {
     }
     out.push_str("### Wrappers\n\nInside `env { wrappers { ... } }`, one node per wrapper, applied in order. The first parameter may be written as the only argument (`frame-stack 4`); the canonical form names every parameter (`frame-stack n=4`).\n\n");
     out.push_str("| wrapper | meaning |\n|---|---|\n");
-    for w in WRAPPERS {
+    for w in WRAPPERS.iter() {
         out.push_str(&format!("| `{}` | {} |\n", w.name, w.doc));
     }
     out.push('\n');
     for w in WRAPPERS.iter().filter(|w| !w.params.is_empty()) {
         out.push_str(&format!("#### wrapper `{}`\n\n", w.name));
-        field_rows(&mut out, w.params);
+        field_rows(&mut out, &w.params);
         out.push('\n');
     }
     out
@@ -1604,7 +1507,7 @@ pub fn schema_settings() -> Vec<SettingInfo> {
             ));
         }
     }
-    for w in WRAPPERS {
+    for w in WRAPPERS.iter() {
         out.push(SettingInfo {
             path: w.name.to_string(),
             section: "wrappers",
@@ -1613,7 +1516,7 @@ pub fn schema_settings() -> Vec<SettingInfo> {
             ty: "wrapper".into(),
             default: "-".into(),
         });
-        for p in w.params {
+        for p in &w.params {
             let path = format!("{}.{}", w.name, p.name);
             out.push(setting_info(
                 path,

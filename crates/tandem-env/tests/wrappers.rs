@@ -314,7 +314,9 @@ fn noop_and_fire_reset_press_the_expected_buttons() {
 
 #[test]
 fn sticky_actions_repeat_with_the_given_probability() {
-    let (mut env, log) = chain(&[Wrapper::StickyActions { probability: 1.0 }]);
+    // Probability 1 is outside the wrapper's declared range ([0, 1)); the type itself takes it.
+    let (game, log) = ScriptedGame::boxed();
+    let mut env = tandem_env::wrappers::StickyActions::new(game, 1.0, 1000, 1);
     env.reset(Some(3), ObsBuf::Skip);
     env.step(tandem_env::Action::Discrete(3), ObsBuf::Skip);
     assert_eq!(

@@ -155,34 +155,17 @@ fn fits_gymnasium(wrapper: &Wrapper) -> Result<(), Misfit> {
     ))
 }
 
-/// The ranges of the wrappers' own parameters.
+/// The wrapper's own parameters, each within its range ([`WRAPPERS`](crate::wrapper::WRAPPERS)).
 fn parameters(wrapper: &Wrapper) -> Result<(), Misfit> {
-    let problem = match *wrapper {
-        Wrapper::NoopReset { max } if max < 1 => format!("max noops must be at least 1, got {max}"),
-        Wrapper::FrameSkip { n, .. } if n < 1 => format!("skip must be at least 1, got {n}"),
-        Wrapper::TimeLimit { max_steps } if max_steps < 1 => {
-            format!("max steps must be at least 1, got {max_steps}")
+    for (param, value) in wrapper.info().params.iter().zip(wrapper.params()) {
+        if !param.range.holds(value) {
+            return Err(Misfit::Parameter(format!(
+                "{} {value} is outside {}",
+                param.name, param.range
+            )));
         }
-        Wrapper::StickyActions { probability: p } if !(0.0..=1.0).contains(&p) => {
-            format!("probability {p} is outside [0, 1]")
-        }
-        Wrapper::Resize { height, width } if height < 1 || width < 1 => {
-            format!("target size {height}x{width} must be at least 1x1")
-        }
-        Wrapper::FrameStack { n } if n < 1 => format!("frames must be at least 1, got {n}"),
-        Wrapper::NormalizeObs { clip } if clip <= 0.0 || clip.is_nan() => {
-            format!("clip must be positive, got {clip}")
-        }
-        Wrapper::NormalizeReward { gamma, .. } if !(gamma > 0.0 && gamma <= 1.0) => {
-            format!("gamma {gamma} is outside (0, 1]")
-        }
-        Wrapper::NormalizeReward { clip, .. } if clip <= 0.0 || clip.is_nan() => {
-            format!("clip must be positive, got {clip}")
-        }
-        Wrapper::KeepObs { mask: 0 } => "it keeps no entry".to_string(),
-        _ => return Ok(()),
-    };
-    Err(Misfit::Parameter(problem))
+    }
+    Ok(())
 }
 
 /// The observation `wrapper` produces from `input`, the observation it receives on a chain
@@ -441,7 +424,7 @@ mod tests {
         assert_eq!((stacked.len(), stacked.frames), (12, 3));
         assert_eq!(
             fits(&Wrapper::FrameStack { n: 0 }, &game, &vector),
-            Err(Misfit::Parameter("frames must be at least 1, got 0".into()))
+            Err(Misfit::Parameter("n 0 is outside 1 to 64".into()))
         );
         let planes = ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32);
         assert!(fits(&Wrapper::NormalizeObs { clip: 5.0 }, &game, &planes).is_err());

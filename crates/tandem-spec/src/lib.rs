@@ -10,7 +10,7 @@
 pub mod fit;
 pub mod game;
 mod space;
-mod wrapper;
+pub mod wrapper;
 
 pub use fit::{Family, GameFacts, Misfit};
 pub use game::{Game, GameInfo};

@@ -1,4 +1,7 @@
-//! The wrappers an environment's chain may hold, with their parameters.
+//! The wrappers an environment's chain may hold ([`Wrapper`]), each declared once with its
+//! name, meaning and parameters ([`WRAPPERS`]: how a config writes them, their ranges and
+//! defaults): the config's schema, its parser and its canonical form read that table, the
+//! fit rule checks the ranges by it, and the env crate builds the typed value.
 
 /// One wrapper of an environment's chain, with its parameters as the config states them; a
 /// chain applies them in list order, the first wrapping the game.
@@ -55,5 +58,442 @@ impl Wrapper {
             Wrapper::NormalizeReward { .. } => "normalize-reward",
             Wrapper::KeepObs { .. } => "keep-obs",
         }
+    }
+}
+
+/// How a config writes a wrapper: its name, what it does, its parameters in order (the first
+/// may be written as the wrapper's only argument).
+#[derive(Debug, Clone, Copy)]
+pub struct WrapperInfo {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub params: &'static [Param],
+}
+
+/// One parameter of a wrapper.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub range: Range,
+    /// `None`: the config must state it.
+    pub default: Option<Value>,
+    pub doc: &'static str,
+}
+
+/// The values a parameter takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range {
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        min_open: bool,
+        max: f64,
+        max_open: bool,
+    },
+    Bool,
+    /// A list of distinct integers, each in `min..=max`.
+    Indices {
+        min: i64,
+        max: i64,
+    },
+}
+
+/// One parameter's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// A keep-obs mask: bit i keeps entry i (written as the list of kept entries).
+    Indices(u64),
+}
+
+/// `1 to 64`, `at least 1`, `(0, 1]`, `distinct entries of 0 to 63`.
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Range::Int { min, max: i64::MAX } => write!(f, "at least {min}"),
+            Range::Int { min, max } => write!(f, "{min} to {max}"),
+            Range::Float {
+                min, min_open, max, ..
+            } if max == f64::INFINITY => {
+                let word = if min_open { "above" } else { "at least" };
+                write!(f, "{word} {min}")
+            }
+            Range::Float {
+                min,
+                min_open,
+                max,
+                max_open,
+            } => {
+                let open = if min_open { '(' } else { '[' };
+                let close = if max_open { ')' } else { ']' };
+                write!(f, "{open}{min}, {max}{close}")
+            }
+            Range::Bool => write!(f, "#true or #false"),
+            Range::Indices { min, max } => {
+                write!(f, "one or more distinct entries of {min} to {max}")
+            }
+        }
+    }
+}
+
+/// As a config writes it: `4`, `0.25`, `#true`, `0 2`.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Bool(b) => write!(f, "#{b}"),
+            Value::Indices(mask) => {
+                let kept: Vec<String> = (0..64)
+                    .filter(|i| mask >> i & 1 == 1)
+                    .map(|i| i.to_string())
+                    .collect();
+                write!(f, "{}", kept.join(" "))
+            }
+        }
+    }
+}
+
+impl Range {
+    /// Whether `value` is of this range.
+    pub fn holds(&self, value: Value) -> bool {
+        match (*self, value) {
+            (Range::Int { min, max }, Value::Int(i)) => (min..=max).contains(&i),
+            (
+                Range::Float {
+                    min,
+                    min_open,
+                    max,
+                    max_open,
+                },
+                Value::Float(x),
+            ) => {
+                let above = if min_open { x > min } else { x >= min };
+                let below = if max_open { x < max } else { x <= max };
+                above && below
+            }
+            (Range::Bool, Value::Bool(_)) => true,
+            (Range::Indices { min, max }, Value::Indices(mask)) => {
+                mask != 0 && (0..64).all(|i| mask >> i & 1 == 0 || (min..=max).contains(&i))
+            }
+            _ => false,
+        }
+    }
+}
+
+const fn param(
+    name: &'static str,
+    range: Range,
+    default: Option<Value>,
+    doc: &'static str,
+) -> Param {
+    Param {
+        name,
+        range,
+        default,
+        doc,
+    }
+}
+
+const POSITIVE: Range = Range::Float {
+    min: 0.0,
+    min_open: true,
+    max: f64::INFINITY,
+    max_open: true,
+};
+
+/// Every wrapper, in the order the docs list them.
+pub const WRAPPERS: &[WrapperInfo] = &[
+    WrapperInfo {
+        name: "noop-reset",
+        doc: "After a reset, take a random number (1 to max) of no-op actions (Atari).",
+        params: &[param(
+            "max",
+            Range::Int { min: 1, max: 1000 },
+            Some(Value::Int(30)),
+            "Largest number of no-ops.",
+        )],
+    },
+    WrapperInfo {
+        name: "fire-reset",
+        doc: "After a reset, press FIRE, then action 2 (games with a FIRE action).",
+        params: &[],
+    },
+    WrapperInfo {
+        name: "frame-skip",
+        doc: "Repeat each action n frames and sum the rewards.",
+        params: &[
+            param(
+                "n",
+                Range::Int { min: 1, max: 100 },
+                Some(Value::Int(4)),
+                "Frames per action.",
+            ),
+            param(
+                "max-pool",
+                Range::Bool,
+                Some(Value::Bool(true)),
+                "Observe the maximum of the last two frames (image observations only).",
+            ),
+        ],
+    },
+    WrapperInfo {
+        name: "episodic-life",
+        doc: "End an episode for learning when a life is lost (games with lives).",
+        params: &[],
+    },
+    WrapperInfo {
+        name: "resize",
+        doc: "Shrink image observations by area averaging (bit for bit as OpenCV's INTER_AREA); it cannot enlarge.",
+        params: &[
+            param(
+                "height",
+                Range::Int { min: 1, max: 4096 },
+                Some(Value::Int(84)),
+                "Output height.",
+            ),
+            param(
+                "width",
+                Range::Int { min: 1, max: 4096 },
+                Some(Value::Int(84)),
+                "Output width.",
+            ),
+        ],
+    },
+    WrapperInfo {
+        name: "grayscale",
+        doc: "Convert RGB image observations to one luminance channel.",
+        params: &[],
+    },
+    WrapperInfo {
+        name: "clip-reward",
+        doc: "Replace each reward by its sign, for learning only (episode returns stay raw).",
+        params: &[],
+    },
+    WrapperInfo {
+        name: "frame-stack",
+        doc: "Stack the last n observations along the channel axis.",
+        params: &[param(
+            "n",
+            Range::Int { min: 1, max: 64 },
+            Some(Value::Int(4)),
+            "Observations stacked.",
+        )],
+    },
+    WrapperInfo {
+        name: "time-limit",
+        doc: "Truncate episodes after a number of agent steps.",
+        params: &[param(
+            "max-steps",
+            Range::Int {
+                min: 1,
+                max: i64::MAX,
+            },
+            None,
+            "Agent steps per episode.",
+        )],
+    },
+    WrapperInfo {
+        name: "sticky-actions",
+        doc: "With this probability, repeat the previous action instead of the chosen one.",
+        params: &[param(
+            "probability",
+            Range::Float {
+                min: 0.0,
+                min_open: false,
+                max: 1.0,
+                max_open: true,
+            },
+            Some(Value::Float(0.25)),
+            "Repeat probability.",
+        )],
+    },
+    WrapperInfo {
+        name: "normalize-obs",
+        doc: "Normalise vector observations by running mean and variance (synchronised across ranks).",
+        params: &[param(
+            "clip",
+            POSITIVE,
+            Some(Value::Float(10.0)),
+            "Clip normalised values to [-clip, clip].",
+        )],
+    },
+    WrapperInfo {
+        name: "normalize-reward",
+        doc: "Scale rewards by the running standard deviation of the discounted return.",
+        params: &[
+            param(
+                "gamma",
+                Range::Float {
+                    min: 0.0,
+                    min_open: true,
+                    max: 1.0,
+                    max_open: false,
+                },
+                Some(Value::Float(0.99)),
+                "Discount of the return whose variance is tracked.",
+            ),
+            param(
+                "clip",
+                POSITIVE,
+                Some(Value::Float(10.0)),
+                "Clip scaled rewards to [-clip, clip].",
+            ),
+        ],
+    },
+    WrapperInfo {
+        name: "keep-obs",
+        doc: "Observe only the listed entries of a vector observation, in ascending order (`keep-obs 0 2`: CartPole's position and angle without their velocities, a task that needs memory).",
+        params: &[param(
+            "indices",
+            Range::Indices { min: 0, max: 63 },
+            None,
+            "Entries kept, each once, all inside the observation.",
+        )],
+    },
+];
+
+impl Wrapper {
+    /// What [`WRAPPERS`] says of this wrapper.
+    pub fn info(&self) -> &'static WrapperInfo {
+        info(self.name()).expect("every wrapper is in WRAPPERS")
+    }
+
+    /// The parameters' values, in [`WRAPPERS`]' order.
+    pub fn params(&self) -> Vec<Value> {
+        match *self {
+            Wrapper::NoopReset { max } => vec![Value::Int(max.into())],
+            Wrapper::FrameSkip { n, max_pool } => vec![Value::Int(n.into()), Value::Bool(max_pool)],
+            Wrapper::Resize { height, width } => {
+                vec![Value::Int(height.into()), Value::Int(width.into())]
+            }
+            Wrapper::FrameStack { n } => vec![Value::Int(n.into())],
+            Wrapper::TimeLimit { max_steps } => {
+                vec![Value::Int(i64::try_from(max_steps).unwrap_or(i64::MAX))]
+            }
+            Wrapper::StickyActions { probability } => vec![Value::Float(probability)],
+            Wrapper::NormalizeObs { clip } => vec![Value::Float(clip)],
+            Wrapper::NormalizeReward { gamma, clip } => {
+                vec![Value::Float(gamma), Value::Float(clip)]
+            }
+            Wrapper::KeepObs { mask } => vec![Value::Indices(mask)],
+            Wrapper::FireReset
+            | Wrapper::EpisodicLife
+            | Wrapper::Grayscale
+            | Wrapper::ClipReward => Vec::new(),
+        }
+    }
+
+    /// The wrapper called `name` with `values`, its parameters in [`WRAPPERS`]' order; `None`
+    /// for an unknown name or values not of its parameters' kinds (a config checks both
+    /// first). Integers out of the field's range saturate; the ranges refuse them.
+    pub fn from_params(name: &str, values: &[Value]) -> Option<Wrapper> {
+        let int = |i: usize| match values.get(i) {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        };
+        let small = |i: usize| int(i).map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+        let float = |i: usize| match values.get(i) {
+            Some(Value::Float(v)) => Some(*v),
+            _ => None,
+        };
+        Some(match name {
+            "noop-reset" => Wrapper::NoopReset { max: small(0)? },
+            "fire-reset" => Wrapper::FireReset,
+            "frame-skip" => Wrapper::FrameSkip {
+                n: small(0)?,
+                max_pool: matches!(values.get(1)?, Value::Bool(true)),
+            },
+            "episodic-life" => Wrapper::EpisodicLife,
+            "resize" => Wrapper::Resize {
+                height: small(0)?,
+                width: small(1)?,
+            },
+            "grayscale" => Wrapper::Grayscale,
+            "clip-reward" => Wrapper::ClipReward,
+            "frame-stack" => Wrapper::FrameStack { n: small(0)? },
+            "time-limit" => Wrapper::TimeLimit {
+                max_steps: u64::try_from(int(0)?).unwrap_or(0),
+            },
+            "sticky-actions" => Wrapper::StickyActions {
+                probability: float(0)?,
+            },
+            "normalize-obs" => Wrapper::NormalizeObs { clip: float(0)? },
+            "normalize-reward" => Wrapper::NormalizeReward {
+                gamma: float(0)?,
+                clip: float(1)?,
+            },
+            "keep-obs" => match values.first()? {
+                Value::Indices(mask) => Wrapper::KeepObs { mask: *mask },
+                _ => return None,
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// What [`WRAPPERS`] says of the wrapper called `name`.
+pub fn info(name: &str) -> Option<&'static WrapperInfo> {
+    WRAPPERS.iter().find(|w| w.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each wrapper with every parameter at its default (or 1 where it has none).
+    fn every_wrapper() -> Vec<Wrapper> {
+        WRAPPERS
+            .iter()
+            .map(|w| {
+                let values: Vec<Value> = w
+                    .params
+                    .iter()
+                    .map(|p| match (p.default, p.range) {
+                        (Some(v), _) => v,
+                        (None, Range::Indices { .. }) => Value::Indices(0b101),
+                        (None, _) => Value::Int(1),
+                    })
+                    .collect();
+                Wrapper::from_params(w.name, &values).expect(w.name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_wrapper_is_declared_once_and_round_trips() {
+        let wrappers = every_wrapper();
+        assert_eq!(wrappers.len(), WRAPPERS.len());
+        for (wrapper, info) in wrappers.iter().zip(WRAPPERS) {
+            assert_eq!(wrapper.name(), info.name);
+            let values = wrapper.params();
+            assert_eq!(values.len(), info.params.len(), "{}", info.name);
+            for (value, param) in values.iter().zip(info.params) {
+                assert!(param.range.holds(*value), "{}.{}", info.name, param.name);
+            }
+            assert_eq!(Wrapper::from_params(info.name, &values), Some(*wrapper));
+        }
+        assert_eq!(Wrapper::from_params("frame-stak", &[Value::Int(4)]), None);
+    }
+
+    #[test]
+    fn ranges_hold_what_they_say() {
+        let unit = Range::Float {
+            min: 0.0,
+            min_open: true,
+            max: 1.0,
+            max_open: false,
+        };
+        assert!(unit.holds(Value::Float(1.0)) && !unit.holds(Value::Float(0.0)));
+        assert!(!unit.holds(Value::Float(f64::NAN)));
+        assert!(!unit.holds(Value::Int(1)));
+        let entries = Range::Indices { min: 0, max: 3 };
+        assert!(entries.holds(Value::Indices(0b1001)));
+        assert!(!entries.holds(Value::Indices(0b10000)) && !entries.holds(Value::Indices(0)));
     }
 }

@@ -11,6 +11,7 @@ use crate::diag::{DiagBuilder, SourceId, did_you_mean, error};
 use crate::model::*;
 use crate::schema::{self, Dflt, Field, Ty, WrapperSpec};
 use crate::values::Val;
+use tandem_spec::wrapper::Value as WrapperValue;
 
 /// A hint for common slips: quoted numbers, bare-word booleans.
 fn type_hint(ty: &Ty, value: &KdlValue) -> Option<String> {
@@ -681,13 +682,13 @@ impl Checker<'_> {
         if !errs.is_empty() {
             return Err(errs);
         }
-        Ok(build_wrapper(name, &vals))
+        Ok(build_wrapper(spec, &vals))
     }
 
     /// The wrapper's argument: its first parameter.
     fn wrapper_args(
         &self,
-        spec: &WrapperSpec,
+        spec: &'static WrapperSpec,
         raw: &Raw,
         given: &mut Given,
         errs: &mut Vec<DiagBuilder>,
@@ -771,7 +772,7 @@ impl Checker<'_> {
     /// The wrapper's named parameters.
     fn wrapper_props(
         &self,
-        spec: &WrapperSpec,
+        spec: &'static WrapperSpec,
         raw: &Raw,
         given: &mut Given,
         errs: &mut Vec<DiagBuilder>,
@@ -836,7 +837,7 @@ impl Checker<'_> {
     /// Every parameter: as given, or its default; a required one missing is an error.
     fn wrapper_defaults(
         &self,
-        spec: &WrapperSpec,
+        spec: &'static WrapperSpec,
         node: &KdlNode,
         mut given: Given,
         errs: &mut Vec<DiagBuilder>,
@@ -844,7 +845,7 @@ impl Checker<'_> {
         let source = self.source;
         let name = spec.name;
         let mut vals: BTreeMap<&'static str, Val> = BTreeMap::new();
-        for param in spec.params {
+        for param in &spec.params {
             match given.remove(param.name) {
                 Some((v, _)) => {
                     vals.insert(param.name, v);
@@ -917,54 +918,24 @@ fn check_device_set(
     }
 }
 
-/// The typed wrapper from its complete parameters.
-fn build_wrapper(name: &str, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
-    let int = |k: &str| match vals.get(k) {
-        Some(Val::Int(i)) => *i,
-        _ => 0,
-    };
-    let float = |k: &str| match vals.get(k) {
-        Some(Val::Float(x)) => *x,
-        _ => 0.0,
-    };
-    let boolean = |k: &str| matches!(vals.get(k), Some(Val::Bool(true)));
-    match name {
-        "noop-reset" => Wrapper::NoopReset {
-            max: int("max") as u32,
-        },
-        "fire-reset" => Wrapper::FireReset,
-        "frame-skip" => Wrapper::FrameSkip {
-            n: int("n") as u32,
-            max_pool: boolean("max-pool"),
-        },
-        "episodic-life" => Wrapper::EpisodicLife,
-        "resize" => Wrapper::Resize {
-            height: int("height") as u32,
-            width: int("width") as u32,
-        },
-        "grayscale" => Wrapper::Grayscale,
-        "clip-reward" => Wrapper::ClipReward,
-        "frame-stack" => Wrapper::FrameStack { n: int("n") as u32 },
-        "time-limit" => Wrapper::TimeLimit {
-            max_steps: int("max-steps") as u64,
-        },
-        "sticky-actions" => Wrapper::StickyActions {
-            probability: float("probability"),
-        },
-        "normalize-obs" => Wrapper::NormalizeObs {
-            clip: float("clip"),
-        },
-        "keep-obs" => Wrapper::KeepObs {
-            mask: match vals.get("indices") {
-                Some(Val::IntList(list)) => list.iter().fold(0u64, |m, &i| m | 1 << i),
-                _ => 0,
-            },
-        },
-        _ => Wrapper::NormalizeReward {
-            gamma: float("gamma"),
-            clip: float("clip"),
-        },
-    }
+/// The typed wrapper from its complete parameters, through tandem-spec's declaration of it
+/// (its parameters in order; checked above against their types and ranges).
+fn build_wrapper(spec: &WrapperSpec, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
+    let values: Vec<WrapperValue> = spec
+        .params
+        .iter()
+        .map(|p| match vals.get(p.name) {
+            Some(Val::Int(i)) => WrapperValue::Int(*i),
+            Some(Val::Float(x)) => WrapperValue::Float(*x),
+            Some(Val::Bool(b)) => WrapperValue::Bool(*b),
+            Some(Val::IntList(list)) => {
+                WrapperValue::Indices(list.iter().fold(0u64, |m, &i| m | 1 << i))
+            }
+            _ => unreachable!("wrapper `{}`: parameter `{}` is checked", spec.name, p.name),
+        })
+        .collect();
+    Wrapper::from_params(spec.name, &values)
+        .unwrap_or_else(|| unreachable!("wrapper `{}` is declared in tandem-spec", spec.name))
 }
 
 /// The parameters given so far, with where each was written.
