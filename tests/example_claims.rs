@@ -112,6 +112,14 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores -100 or better over its last 20 episodes within 500k steps",
         check: Check::Test("train_learning::the_shipped_acrobot_preset_swings_up"),
     },
+    // lunarlander-continuous-ppo.kdl
+    Claim {
+        file: "lunarlander-continuous-ppo.kdl",
+        phrase: "Seed 1 scores 40 or more over its last 20 episodes within 400k steps",
+        check: Check::Test(
+            "gym_train::the_shipped_continuous_lunarlander_preset_lands_within_400k_steps",
+        ),
+    },
     // lunarlander-ppo.kdl
     Claim {
         file: "lunarlander-ppo.kdl",
