@@ -7,6 +7,8 @@
 
 use std::sync::LazyLock;
 
+use tandem_spec::game::ATARI_DOC;
+
 /// The type (and allowed range) of one setting.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ty {
@@ -726,52 +728,18 @@ const fn game(name: &'static str, doc: &'static str) -> Kind {
     }
 }
 
-/// The games written out in the catalogue, in its order.
-const NATIVE_KINDS: [Kind; 10] = [
-    game(
-        "cartpole",
-        "Classic cart-pole balancing (gymnasium's CartPole-v1); observes a vector of 4 floats, 2 actions.",
-    ),
-    game(
-        "acrobot",
-        "Swing up a two-link pendulum (gymnasium's Acrobot-v1); observes a vector of 6 floats, 3 actions.",
-    ),
-    game(
-        "mountain-car",
-        "Drive an underpowered car up a hill (gymnasium's MountainCar-v0); observes a vector of 2 floats, 3 actions.",
-    ),
-    game(
-        "mountain-car-continuous",
-        "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1].",
-    ),
-    game(
-        "pendulum",
-        "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2].",
-    ),
-    game(
-        "minatar-breakout",
-        "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on, as for every MinAtar game.",
-    ),
-    game(
-        "minatar-asterix",
-        "MinAtar Asterix; observes 10x10x4 binary planes, 5 actions.",
-    ),
-    game(
-        "minatar-freeway",
-        "MinAtar Freeway; observes 10x10x7 binary planes, 3 actions.",
-    ),
-    game(
-        "minatar-space-invaders",
-        "MinAtar Space Invaders; observes 10x10x6 binary planes, 4 actions.",
-    ),
-    game(
-        "minatar-seaquest",
-        "MinAtar Seaquest; observes 10x10x10 binary planes, 6 actions.",
-    ),
-];
-
-/// The doc of every Atari kind (the docs list them in one row).
-const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
+/// The games written out in the catalogue, in its order, with tandem-spec's docs of them.
+const NATIVE_KINDS: [Kind; tandem_spec::game::NATIVE.len()] = {
+    let rows = tandem_spec::game::NATIVE;
+    let mut out = [game("", ""); tandem_spec::game::NATIVE.len()];
+    let mut i = 0;
+    while i < rows.len() {
+        out[i].name = rows[i].1.name;
+        out[i].doc = rows[i].1.doc;
+        i += 1;
+    }
+    out
+};
 
 const ATARI_KINDS: [Kind; tandem_spec::game::ATARI_ROWS.len()] = {
     let rows = tandem_spec::game::ATARI_ROWS;

@@ -101,6 +101,8 @@ pub enum Scalar {
 pub struct GameInfo {
     /// The name in `env "<name>"`.
     pub name: &'static str,
+    /// What the game is, for the config's reference (docs/config.md).
+    pub doc: &'static str,
     pub family: Family,
     /// The observation before any wrapper.
     pub observation: ObsSpace,
@@ -185,9 +187,11 @@ const fn native(
     family: Family,
     observation: ObsSpace,
     actions: ActionSpace,
+    doc: &'static str,
 ) -> GameInfo {
     GameInfo {
         name,
+        doc,
         family,
         observation,
         actions,
@@ -202,14 +206,26 @@ const fn discrete(n: usize) -> ActionSpace {
 
 /// The games written out here (gymnasium 1.x's classic control, MinAtar's minimal action
 /// sets), in the order of the docs.
-pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
+pub const NATIVE: &[(Game, GameInfo)] = &[
     (
         Game::Cartpole,
-        native("cartpole", Family::ClassicControl, vector(4), discrete(2)),
+        native(
+            "cartpole",
+            Family::ClassicControl,
+            vector(4),
+            discrete(2),
+            "Classic cart-pole balancing (gymnasium's CartPole-v1); observes a vector of 4 floats, 2 actions.",
+        ),
     ),
     (
         Game::Acrobot,
-        native("acrobot", Family::ClassicControl, vector(6), discrete(3)),
+        native(
+            "acrobot",
+            Family::ClassicControl,
+            vector(6),
+            discrete(3),
+            "Swing up a two-link pendulum (gymnasium's Acrobot-v1); observes a vector of 6 floats, 3 actions.",
+        ),
     ),
     (
         Game::MountainCar,
@@ -218,6 +234,7 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             Family::ClassicControl,
             vector(2),
             discrete(3),
+            "Drive an underpowered car up a hill (gymnasium's MountainCar-v0); observes a vector of 2 floats, 3 actions.",
         ),
     ),
     (
@@ -227,6 +244,7 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             Family::ClassicControl,
             vector(2),
             scalar_box(&[[-1.0], [1.0]]),
+            "Mountain car with a continuous force (gymnasium's MountainCarContinuous-v0); observes a vector of 2 floats, acts with a box of 1 number in [-1, 1].",
         ),
     ),
     (
@@ -236,19 +254,38 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             Family::ClassicControl,
             vector(3),
             scalar_box(&[[-2.0], [2.0]]),
+            "Swing up and hold a pendulum (gymnasium's Pendulum-v1); observes a vector of 3 floats, acts with a box of 1 number in [-2, 2].",
         ),
     ),
     (
         Game::MinatarBreakout,
-        native("minatar-breakout", Family::MinAtar, planes(4), discrete(3)),
+        native(
+            "minatar-breakout",
+            Family::MinAtar,
+            planes(4),
+            discrete(3),
+            "MinAtar Breakout; observes 10x10x4 binary planes, 3 actions; MinAtar's own sticky actions (probability 0.1) are always on, as for every MinAtar game.",
+        ),
     ),
     (
         Game::MinatarAsterix,
-        native("minatar-asterix", Family::MinAtar, planes(4), discrete(5)),
+        native(
+            "minatar-asterix",
+            Family::MinAtar,
+            planes(4),
+            discrete(5),
+            "MinAtar Asterix; observes 10x10x4 binary planes, 5 actions.",
+        ),
     ),
     (
         Game::MinatarFreeway,
-        native("minatar-freeway", Family::MinAtar, planes(7), discrete(3)),
+        native(
+            "minatar-freeway",
+            Family::MinAtar,
+            planes(7),
+            discrete(3),
+            "MinAtar Freeway; observes 10x10x7 binary planes, 3 actions.",
+        ),
     ),
     (
         Game::MinatarSpaceInvaders,
@@ -257,17 +294,28 @@ pub(crate) const NATIVE: &[(Game, GameInfo)] = &[
             Family::MinAtar,
             planes(6),
             discrete(4),
+            "MinAtar Space Invaders; observes 10x10x6 binary planes, 4 actions.",
         ),
     ),
     (
         Game::MinatarSeaquest,
-        native("minatar-seaquest", Family::MinAtar, planes(10), discrete(6)),
+        native(
+            "minatar-seaquest",
+            Family::MinAtar,
+            planes(10),
+            discrete(6),
+            "MinAtar Seaquest; observes 10x10x10 binary planes, 6 actions.",
+        ),
     ),
 ];
+
+/// What every Atari game is, for the config's reference.
+pub const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
 
 fn atari_info(row: &AtariRow) -> GameInfo {
     GameInfo {
         name: row.name,
+        doc: ATARI_DOC,
         family: Family::Atari,
         observation: image(210, 160, 3, Layout::Hwc, Dtype::U8),
         actions: discrete(row.actions),
