@@ -126,11 +126,109 @@ impl Reader<'_> {
 
 pub(crate) fn to_experiment(values: &Values) -> Experiment {
     let top = Reader { values, prefix: "" };
+    let algorithm = algorithm(values);
+    let env = env(values);
+    let network = network(values);
+    let s = Reader {
+        values,
+        prefix: "sync",
+    };
+    let policy = match s.kind() {
+        "broadcast" => SyncPolicy::Broadcast,
+        "periodic" => SyncPolicy::Periodic {
+            every: s.u64("every"),
+        },
+        "none" => SyncPolicy::None,
+        _ => SyncPolicy::Allreduce {
+            bucket_mb: s.float("bucket-mb"),
+            compression: if s.text("compression") == "bf16" {
+                Compression::Bf16
+            } else {
+                Compression::None
+            },
+        },
+    };
+    let sync = Sync {
+        policy,
+        check_every: s.opt_u64("check-every"),
+        rendezvous_timeout_s: s.float("rendezvous-timeout"),
+        collective_timeout_s: s.float("collective-timeout"),
+        backend: match s.text("backend") {
+            "gloo" => SyncBackend::Gloo,
+            "nccl" => SyncBackend::Nccl,
+            _ => SyncBackend::Auto,
+        },
+    };
+    let t = Reader {
+        values,
+        prefix: "train",
+    };
+    let train = Train {
+        total_steps: t.u64("total-steps"),
+        rollout: t.usize("rollout"),
+        env_groups: t.usize("env-groups"),
+        max_steps: t.opt_u64("max-steps"),
+    };
+    let l = Reader {
+        values,
+        prefix: "log",
+    };
+    let log = Log {
+        tensorboard: l.boolean("tensorboard"),
+        console: match l.text("console") {
+            "plain" => Console::Plain,
+            "quiet" => Console::Quiet,
+            _ => Console::Progress,
+        },
+        interval: if l.text("interval-unit") == "seconds" {
+            Interval::Seconds(l.u64("interval"))
+        } else {
+            Interval::Updates(l.u64("interval"))
+        },
+        histogram_every: l.opt_u64("histogram-every"),
+    };
+    let c = Reader {
+        values,
+        prefix: "checkpoint",
+    };
+    let checkpoint = Checkpoint {
+        every: c.opt_u64("every"),
+        unit: if c.text("unit") == "steps" {
+            CheckpointUnit::Steps
+        } else {
+            CheckpointUnit::Updates
+        },
+        keep: c.usize("keep"),
+    };
+    Experiment {
+        name: top.text("name").to_string(),
+        seed: top.u64("seed"),
+        devices: match top.get("devices") {
+            Some(Val::Devices(d)) => d.clone(),
+            _ => vec![Device::Cpu],
+        },
+        threads: match top.get("threads") {
+            Some(Val::Threads(t)) => *t,
+            _ => Threads::Auto,
+        },
+        pin_cores: top.boolean("pin-cores"),
+        algorithm,
+        env,
+        network,
+        sync,
+        train,
+        log,
+        checkpoint,
+    }
+}
+
+/// The `algorithm` section as its typed value.
+fn algorithm(values: &Values) -> Algorithm {
     let a = Reader {
         values,
         prefix: "algorithm",
     };
-    let algorithm = match a.kind() {
+    match a.kind() {
         "a2c" => Algorithm::A2c(A2c {
             lr: a.float("lr"),
             gamma: a.float("gamma"),
@@ -226,7 +324,11 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             normalize_advantages: a.boolean("normalize-advantages"),
             adam_eps: a.float("adam-eps"),
         }),
-    };
+    }
+}
+
+/// The `env` section as its typed value.
+fn env(values: &Values) -> Env {
     let e = Reader {
         values,
         prefix: "env",
@@ -248,14 +350,18 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
         }),
         kind => Game::from_name(kind).unwrap_or(Game::Cartpole),
     };
-    let env = Env {
+    Env {
         game,
         envs: e.usize("envs"),
         wrappers: match e.get("wrappers") {
             Some(Val::Wrappers(w)) => w.clone(),
             _ => Vec::new(),
         },
-    };
+    }
+}
+
+/// The `network` section as its typed value.
+fn network(values: &Values) -> Network {
     let nw = Reader {
         values,
         prefix: "network",
@@ -281,7 +387,7 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             },
         },
     };
-    let network = Network {
+    Network {
         torso,
         shared: nw.text("actor-critic") != "separate",
         init: match nw.text("init") {
@@ -298,97 +404,6 @@ pub(crate) fn to_experiment(values: &Values) -> Experiment {
             _ => None,
         },
         core_size: nw.usize("core-size"),
-    };
-    let s = Reader {
-        values,
-        prefix: "sync",
-    };
-    let policy = match s.kind() {
-        "broadcast" => SyncPolicy::Broadcast,
-        "periodic" => SyncPolicy::Periodic {
-            every: s.u64("every"),
-        },
-        "none" => SyncPolicy::None,
-        _ => SyncPolicy::Allreduce {
-            bucket_mb: s.float("bucket-mb"),
-            compression: if s.text("compression") == "bf16" {
-                Compression::Bf16
-            } else {
-                Compression::None
-            },
-        },
-    };
-    let sync = Sync {
-        policy,
-        check_every: s.opt_u64("check-every"),
-        rendezvous_timeout_s: s.float("rendezvous-timeout"),
-        collective_timeout_s: s.float("collective-timeout"),
-        backend: match s.text("backend") {
-            "gloo" => SyncBackend::Gloo,
-            "nccl" => SyncBackend::Nccl,
-            _ => SyncBackend::Auto,
-        },
-    };
-    let t = Reader {
-        values,
-        prefix: "train",
-    };
-    let train = Train {
-        total_steps: t.u64("total-steps"),
-        rollout: t.usize("rollout"),
-        env_groups: t.usize("env-groups"),
-        max_steps: t.opt_u64("max-steps"),
-    };
-    let l = Reader {
-        values,
-        prefix: "log",
-    };
-    let log = Log {
-        tensorboard: l.boolean("tensorboard"),
-        console: match l.text("console") {
-            "plain" => Console::Plain,
-            "quiet" => Console::Quiet,
-            _ => Console::Progress,
-        },
-        interval: if l.text("interval-unit") == "seconds" {
-            Interval::Seconds(l.u64("interval"))
-        } else {
-            Interval::Updates(l.u64("interval"))
-        },
-        histogram_every: l.opt_u64("histogram-every"),
-    };
-    let c = Reader {
-        values,
-        prefix: "checkpoint",
-    };
-    let checkpoint = Checkpoint {
-        every: c.opt_u64("every"),
-        unit: if c.text("unit") == "steps" {
-            CheckpointUnit::Steps
-        } else {
-            CheckpointUnit::Updates
-        },
-        keep: c.usize("keep"),
-    };
-    Experiment {
-        name: top.text("name").to_string(),
-        seed: top.u64("seed"),
-        devices: match top.get("devices") {
-            Some(Val::Devices(d)) => d.clone(),
-            _ => vec![Device::Cpu],
-        },
-        threads: match top.get("threads") {
-            Some(Val::Threads(t)) => *t,
-            _ => Threads::Auto,
-        },
-        pin_cores: top.boolean("pin-cores"),
-        algorithm,
-        env,
-        network,
-        sync,
-        train,
-        log,
-        checkpoint,
     }
 }
 
@@ -467,8 +482,88 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     top.put("threads", Val::Threads(e.threads));
     top.boolean("pin-cores", e.pin_cores);
 
-    let mut a = Writer {
+    write_algorithm(&mut values, e);
+    write_env_and_network(&mut values, e);
+
+    let mut s = Writer {
         values: &mut values,
+        prefix: "sync",
+    };
+    s.kind(e.sync.policy.name());
+    s.opt_int("check-every", e.sync.check_every);
+    s.float("rendezvous-timeout", e.sync.rendezvous_timeout_s);
+    s.float("collective-timeout", e.sync.collective_timeout_s);
+    s.text("backend", e.sync.backend.name());
+    match e.sync.policy {
+        SyncPolicy::Allreduce {
+            bucket_mb,
+            compression,
+        } => {
+            s.float("bucket-mb", bucket_mb);
+            s.text(
+                "compression",
+                if compression == Compression::Bf16 {
+                    "bf16"
+                } else {
+                    "none"
+                },
+            );
+        }
+        SyncPolicy::Periodic { every } => s.int("every", every),
+        SyncPolicy::Broadcast | SyncPolicy::None => {}
+    }
+
+    let mut t = Writer {
+        values: &mut values,
+        prefix: "train",
+    };
+    t.int("total-steps", e.train.total_steps);
+    t.int("rollout", e.train.rollout);
+    t.int("env-groups", e.train.env_groups);
+    t.opt_int("max-steps", e.train.max_steps);
+
+    let mut l = Writer {
+        values: &mut values,
+        prefix: "log",
+    };
+    l.boolean("tensorboard", e.log.tensorboard);
+    l.text(
+        "console",
+        match e.log.console {
+            Console::Progress => "progress",
+            Console::Plain => "plain",
+            Console::Quiet => "quiet",
+        },
+    );
+    let (interval, unit) = match e.log.interval {
+        Interval::Updates(n) => (n, "updates"),
+        Interval::Seconds(n) => (n, "seconds"),
+    };
+    l.int("interval", interval);
+    l.text("interval-unit", unit);
+    l.opt_int("histogram-every", e.log.histogram_every);
+
+    let mut c = Writer {
+        values: &mut values,
+        prefix: "checkpoint",
+    };
+    c.opt_int("every", e.checkpoint.every);
+    c.text(
+        "unit",
+        if e.checkpoint.unit == CheckpointUnit::Steps {
+            "steps"
+        } else {
+            "updates"
+        },
+    );
+    c.int("keep", e.checkpoint.keep);
+    values
+}
+
+/// Writes the `algorithm` section of `e`.
+fn write_algorithm(values: &mut Values, e: &Experiment) {
+    let mut a = Writer {
+        values,
         prefix: "algorithm",
     };
     a.kind(e.algorithm.name());
@@ -568,9 +663,12 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
             a.boolean("checkpoint-replay", p.checkpoint_replay);
         }
     }
+}
 
+/// Writes the `env` and `network` sections of `e`.
+fn write_env_and_network(values: &mut Values, e: &Experiment) {
     let mut en = Writer {
-        values: &mut values,
+        values,
         prefix: "env",
     };
     en.kind(e.env.game.name());
@@ -586,7 +684,7 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
     }
 
     let mut nw = Writer {
-        values: &mut values,
+        values,
         prefix: "network",
     };
     nw.kind(e.network.torso.name());
@@ -633,80 +731,6 @@ pub(crate) fn from_experiment(e: &Experiment) -> Values {
             nw.int("features", *features);
         }
     }
-
-    let mut s = Writer {
-        values: &mut values,
-        prefix: "sync",
-    };
-    s.kind(e.sync.policy.name());
-    s.opt_int("check-every", e.sync.check_every);
-    s.float("rendezvous-timeout", e.sync.rendezvous_timeout_s);
-    s.float("collective-timeout", e.sync.collective_timeout_s);
-    s.text("backend", e.sync.backend.name());
-    match e.sync.policy {
-        SyncPolicy::Allreduce {
-            bucket_mb,
-            compression,
-        } => {
-            s.float("bucket-mb", bucket_mb);
-            s.text(
-                "compression",
-                if compression == Compression::Bf16 {
-                    "bf16"
-                } else {
-                    "none"
-                },
-            );
-        }
-        SyncPolicy::Periodic { every } => s.int("every", every),
-        SyncPolicy::Broadcast | SyncPolicy::None => {}
-    }
-
-    let mut t = Writer {
-        values: &mut values,
-        prefix: "train",
-    };
-    t.int("total-steps", e.train.total_steps);
-    t.int("rollout", e.train.rollout);
-    t.int("env-groups", e.train.env_groups);
-    t.opt_int("max-steps", e.train.max_steps);
-
-    let mut l = Writer {
-        values: &mut values,
-        prefix: "log",
-    };
-    l.boolean("tensorboard", e.log.tensorboard);
-    l.text(
-        "console",
-        match e.log.console {
-            Console::Progress => "progress",
-            Console::Plain => "plain",
-            Console::Quiet => "quiet",
-        },
-    );
-    let (interval, unit) = match e.log.interval {
-        Interval::Updates(n) => (n, "updates"),
-        Interval::Seconds(n) => (n, "seconds"),
-    };
-    l.int("interval", interval);
-    l.text("interval-unit", unit);
-    l.opt_int("histogram-every", e.log.histogram_every);
-
-    let mut c = Writer {
-        values: &mut values,
-        prefix: "checkpoint",
-    };
-    c.opt_int("every", e.checkpoint.every);
-    c.text(
-        "unit",
-        if e.checkpoint.unit == CheckpointUnit::Steps {
-            "steps"
-        } else {
-            "updates"
-        },
-    );
-    c.int("keep", e.checkpoint.keep);
-    values
 }
 
 /// The kind in effect for a section of a complete map.
