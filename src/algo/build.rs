@@ -58,7 +58,7 @@ pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Res
     }
     if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
         bail!(
-            "{} chooses discrete actions, but the environment takes a {space}; \
+            "{} chooses discrete actions, but the environment takes {space}; \
              pick an environment with a discrete action space, or ppo or a2c for boxes",
             algorithm.name()
         );
@@ -95,7 +95,7 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("dqn chooses discrete actions")
-                && err.contains("box of 1 f32 in [-2, 2]"),
+                && err.contains("a box of 1 number in [-2, 2]"),
             "{err}"
         );
     }

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use atari::ATARI;
 
 use crate::fit::{Family, GameFacts};
-use crate::space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
+use crate::space::{ActionSpace, Dtype, Layout, ObsSpace};
 
 /// The game of an experiment: one of the catalogue (see [`games`]), or a
 /// gymnasium environment with the parameters of its bridge.
@@ -143,35 +143,12 @@ pub struct AtariRow {
 pub const ATARI_ROWS: &[AtariRow] = ATARI;
 
 const fn vector(len: usize) -> ObsSpace {
-    ObsSpace {
-        shape: ObsShape::Vector { len },
-        dtype: Dtype::F32,
-        frames: 1,
-    }
+    ObsSpace::vector(len, Dtype::F32)
 }
 
 /// MinAtar's `channels` binary feature planes of 10x10 cells.
 const fn planes(channels: usize) -> ObsSpace {
-    image(10, 10, channels, Layout::Chw, Dtype::F32)
-}
-
-const fn image(
-    height: usize,
-    width: usize,
-    channels: usize,
-    layout: Layout,
-    dtype: Dtype,
-) -> ObsSpace {
-    ObsSpace {
-        shape: ObsShape::Image {
-            height,
-            width,
-            channels,
-            layout,
-        },
-        dtype,
-        frames: 1,
-    }
+    ObsSpace::image(10, 10, channels, Layout::Chw, Dtype::F32)
 }
 
 /// A box of one number in `[low, high]`.
@@ -317,7 +294,7 @@ fn atari_info(row: &AtariRow) -> GameInfo {
         name: row.name,
         doc: ATARI_DOC,
         family: Family::Atari,
-        observation: image(210, 160, 3, Layout::Hwc, Dtype::U8),
+        observation: ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8),
         actions: discrete(row.actions),
         has_lives: row.lives,
         has_fire: row.fire,

@@ -48,7 +48,7 @@ pub struct ObsSpace {
 }
 
 impl ObsSpace {
-    pub fn vector(len: usize, dtype: Dtype) -> Self {
+    pub const fn vector(len: usize, dtype: Dtype) -> Self {
         ObsSpace {
             shape: ObsShape::Vector { len },
             dtype,
@@ -56,7 +56,7 @@ impl ObsSpace {
         }
     }
 
-    pub fn image(
+    pub const fn image(
         height: usize,
         width: usize,
         channels: usize,
