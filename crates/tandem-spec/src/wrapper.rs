@@ -407,7 +407,10 @@ impl Wrapper {
             "fire-reset" => Wrapper::FireReset,
             "frame-skip" => Wrapper::FrameSkip {
                 n: small(0)?,
-                max_pool: matches!(values.get(1)?, Value::Bool(true)),
+                max_pool: match values.get(1)? {
+                    Value::Bool(b) => *b,
+                    _ => return None,
+                },
             },
             "episodic-life" => Wrapper::EpisodicLife,
             "resize" => Wrapper::Resize {
@@ -479,6 +482,8 @@ mod tests {
             assert_eq!(Wrapper::from_params(info.name, &values), Some(*wrapper));
         }
         assert_eq!(Wrapper::from_params("frame-stak", &[Value::Int(4)]), None);
+        let not_a_flag = [Value::Int(4), Value::Int(1)];
+        assert_eq!(Wrapper::from_params("frame-skip", &not_a_flag), None);
     }
 
     #[test]
