@@ -340,7 +340,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
 
     // Past the collective timeout, with time for a local peer's own failure to come first.
     let stopped_limit =
-        Duration::from_secs_f64(req.experiment.sync.collective_timeout_s) + STOPPED_GRACE;
+        Duration::from_secs_f64(req.experiment.sync.collective_timeout) + STOPPED_GRACE;
     supervise(&mut children, &signals, &req.run_dir, stopped_limit)
 }
 

@@ -345,16 +345,16 @@ fn join_group(
     tracing::info!(
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
-        experiment.sync.rendezvous_timeout_s,
-        experiment.sync.collective_timeout_s
+        experiment.sync.rendezvous_timeout,
+        experiment.sync.collective_timeout
     );
     let pg = ProcessGroup::connect(&GroupOptions {
         rank: args.rank,
         world_size: args.world_size,
         master_addr: args.master_addr.clone(),
         master_port: args.master_port,
-        rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout_s),
-        collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout_s),
+        rendezvous_timeout: Duration::from_secs_f64(experiment.sync.rendezvous_timeout),
+        collective_timeout: Duration::from_secs_f64(experiment.sync.collective_timeout),
         backend,
         identity: [
             ("config-hash".into(), hash.to_string()),

@@ -34,7 +34,7 @@ impl ActorCriticSpec {
             );
         Ok(ActorCriticSpec {
             network,
-            share_torso: config.shared,
+            share_torso: config.shared(),
             scale_pixels,
             init: init_spec(config),
             core: core_spec(config)?,

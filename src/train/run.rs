@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tch::{Device, Tensor};
 
-use tandem_config::{CheckpointUnit, Experiment, Interval};
+use tandem_config::{CheckpointUnit, Experiment, IntervalUnit};
 use tandem_env::VecEnv;
 use tandem_summary::SummaryWriter;
 
@@ -256,10 +256,11 @@ impl Run {
     /// different moments; counting any rank's makes all stop after the same update.
     fn decide(&mut self, before: Counters) -> Result<Decisions> {
         let diverged = self.learner.diverged() || !all_finite(&self.trainable);
-        let log_due = match self.exp.log.interval {
-            Interval::Updates(n) => crossed(before.update, self.counters.update, n),
+        let every = self.exp.log.interval;
+        let log_due = match self.exp.log.interval_unit {
+            IntervalUnit::Updates => crossed(before.update, self.counters.update, every),
             // Clocks differ between ranks: rank 0's decides.
-            Interval::Seconds(s) => self.interval.started.elapsed() >= Duration::from_secs(s),
+            IntervalUnit::Seconds => self.interval.started.elapsed() >= Duration::from_secs(every),
         };
         let rank0 = self.rank == 0;
         let asked = (self.stop_requested)();
@@ -471,7 +472,7 @@ impl Run {
                 },
             )?;
         }
-        let timeout = Duration::from_secs_f64(self.exp.sync.collective_timeout_s);
+        let timeout = Duration::from_secs_f64(self.exp.sync.collective_timeout);
         self.ddp.into_group().shutdown(timeout)?;
         Ok(outcome)
     }

@@ -234,7 +234,7 @@ fn networks(e: &Experiment, obs_len: f64) -> f64 {
     let trained = 4.0 * F32;
     match &e.algorithm {
         Algorithm::Ppo(_) | Algorithm::A2c(_) => {
-            let torsos = if e.network.shared { 1.0 } else { 2.0 };
+            let torsos = if e.network.shared() { 1.0 } else { 2.0 };
             trained * (torsos * torso + core + heads)
         }
         Algorithm::Dqn(_) => (trained + F32) * (torso + heads),

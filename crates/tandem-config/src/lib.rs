@@ -15,11 +15,13 @@ mod budget;
 mod canonical;
 mod catalogue;
 pub mod cli;
+mod devices;
 mod diag;
 mod json;
 mod model;
 mod resolve;
 mod schema;
+mod setting;
 mod values;
 
 use std::collections::BTreeMap;

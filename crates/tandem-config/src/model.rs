@@ -2,9 +2,14 @@
 //! the helpers that turn global sizes into per-rank ones and describe the
 //! observation each environment produces after its wrappers.
 
-use std::fmt;
+use crate::setting::{
+    ANY_FLOAT, COUNT, Dflt, NON_NEGATIVE, POSITIVE, Reader, SECONDS, SectionKind, Setting, Ty,
+    UNIT_CLOSED, UNIT_OPEN, UNIT_OPEN_CLOSED, Val, Writer, ZERO_OR_MORE, choices, settings,
+};
 
 pub use tandem_spec::Wrapper;
+
+pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
     ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape, ObsSpace,
@@ -30,55 +35,6 @@ pub struct Experiment {
     pub checkpoint: Checkpoint,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Device {
-    Cpu,
-    Cuda(u32),
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Cuda(i) => write!(f, "cuda:{i}"),
-        }
-    }
-}
-
-impl Device {
-    /// Parses `cpu` or `cuda:N`, the only forms a resolved config holds.
-    pub fn parse(text: &str) -> Option<Device> {
-        if text == "cpu" {
-            return Some(Device::Cpu);
-        }
-        let index = text.strip_prefix("cuda:")?;
-        if index.is_empty()
-            || !index.bytes().all(|b| b.is_ascii_digit())
-            || (index.len() > 1 && index.starts_with('0'))
-        {
-            return None;
-        }
-        index.parse().ok().map(Device::Cuda)
-    }
-
-    pub fn is_cuda(&self) -> bool {
-        matches!(self, Device::Cuda(_))
-    }
-}
-
-/// Multiply-adds of an MLP's largest layer over one update's minibatch below which
-/// `threads "auto"` keeps one compute thread. Between the two workloads measured on two cores
-/// (docs/performance.md, "7. Threads"): CartPole's PPO (128 rows of 64x64, 0.5M) ran no faster
-/// on two threads, HalfCheetah's SAC (256 rows of 256x256, 16.8M) 1.4x faster.
-pub const SMALL_LAYER_MACS: usize = 1 << 22;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Threads {
-    /// Cores divided by ranks, decided by the launcher on the machine it runs on.
-    Auto,
-    PerRank(usize),
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Algorithm {
     Ppo(Ppo),
@@ -89,6 +45,10 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// The schema's rows of the kinds, in the order the reference lists them.
+    pub(crate) const KINDS: &'static [crate::setting::Kind] =
+        &[Ppo::KIND, A2c::KIND, Dqn::KIND, Sac::KIND, Td3::KIND];
+
     pub fn name(&self) -> &'static str {
         match self {
             Algorithm::Ppo(_) => "ppo",
@@ -112,78 +72,227 @@ impl Algorithm {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ppo {
-    pub lr: f64,
-    pub gamma: f64,
-    pub gae_lambda: f64,
-    pub clip: f64,
-    pub value_clip: Option<f64>,
-    pub entropy_coef: f64,
-    pub value_coef: f64,
-    pub epochs: usize,
-    pub minibatches: usize,
-    pub micro_batches: usize,
-    pub max_grad_norm: Option<f64>,
-    pub anneal_lr: bool,
-    pub target_kl: Option<f64>,
-    pub normalize_advantages: bool,
-    pub adam_eps: f64,
+impl SectionKind for Algorithm {
+    fn read(r: &Reader) -> Algorithm {
+        match r.kind() {
+            "a2c" => Algorithm::A2c(A2c::read(r)),
+            "dqn" => Algorithm::Dqn(Dqn::read(r)),
+            "sac" => Algorithm::Sac(Sac::read(r)),
+            "td3" => Algorithm::Td3(Td3::read(r)),
+            _ => Algorithm::Ppo(Ppo::read(r)),
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.kind(self.name());
+        match self {
+            Algorithm::Ppo(p) => p.write(w),
+            Algorithm::A2c(p) => p.write(w),
+            Algorithm::Dqn(p) => p.write(w),
+            Algorithm::Sac(p) => p.write(w),
+            Algorithm::Td3(p) => p.write(w),
+        }
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Optimizer {
-    Rmsprop,
-    Adam,
+choices! {
+    /// A2C's optimiser.
+    pub enum Optimizer {
+        Rmsprop = "rmsprop",
+        Adam = "adam",
+    }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct A2c {
-    pub lr: f64,
-    pub gamma: f64,
-    /// `None`: n-step returns over the rollout.
-    pub gae_lambda: Option<f64>,
-    pub entropy_coef: f64,
-    pub value_coef: f64,
-    pub max_grad_norm: Option<f64>,
-    pub optimizer: Optimizer,
-    pub optimizer_eps: f64,
-    pub rmsprop_alpha: f64,
-    pub anneal_lr: bool,
-    pub normalize_advantages: bool,
+choices! {
+    /// DQN's temporal-difference loss.
+    pub enum Loss {
+        Huber = "huber",
+        Mse = "mse",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Loss {
-    Huber,
-    Mse,
+settings! {
+    pub struct Ppo as "ppo",
+        "Proximal policy optimisation (clipped surrogate objective)." {
+        lr: f64 = "lr", POSITIVE, Dflt::Float(2.5e-4),
+            "Adam learning rate.";
+        gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
+            "Discount factor.";
+        gae_lambda: f64 = "gae-lambda", UNIT_CLOSED, Dflt::Float(0.95),
+            "GAE lambda.";
+        clip: f64 = "clip", POSITIVE, Dflt::Float(0.2),
+            "Policy ratio clip range.";
+        value_clip: Option<f64> = "value-clip", POSITIVE, Dflt::Null,
+            "Clip range of the value loss; `#null` disables value clipping.";
+        entropy_coef: f64 = "entropy-coef", NON_NEGATIVE, Dflt::Float(0.01),
+            "Entropy bonus coefficient.";
+        value_coef: f64 = "value-coef", NON_NEGATIVE, Dflt::Float(0.5),
+            "Value loss coefficient.";
+        epochs: usize = "epochs", Ty::Int { min: 1, max: 1000 }, Dflt::Int(4),
+            "Passes over each batch.";
+        minibatches: usize = "minibatches", COUNT, Dflt::Int(4),
+            "Minibatches per epoch; must divide each rank's batch (its environments times the rollout).";
+        micro_batches: usize = "micro-batches", COUNT, Dflt::Int(1),
+            "Micro-batches per minibatch: gradients are accumulated over them and synchronised across ranks once per minibatch (for minibatches too large for the device at once); must divide each rank's minibatch.";
+        max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Float(0.5),
+            "Global gradient norm clip; `#null` disables clipping.";
+        anneal_lr: bool = "anneal-lr", Ty::Bool, Dflt::Bool(true),
+            "Decay the learning rate linearly to 0 over the run.";
+        target_kl: Option<f64> = "target-kl", POSITIVE, Dflt::Null,
+            "Stop an update after the first epoch whose approximate KL, averaged over all ranks, exceeds this (rank 0 decides for all); `#null` never stops.";
+        normalize_advantages: bool = "normalize-advantages", Ty::Bool, Dflt::Bool(true),
+            "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update), once before the epochs.";
+        adam_eps: f64 = "adam-eps", UNIT_OPEN, Dflt::Float(1e-5),
+            "Adam epsilon.";
+    }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dqn {
-    pub lr: f64,
-    pub gamma: f64,
-    /// Global; see [`Experiment::per_rank_buffer_capacity`].
-    pub buffer_capacity: usize,
-    /// Global; see [`Experiment::per_rank_batch_size`].
-    pub batch_size: usize,
-    pub learning_starts: u64,
-    pub train_frequency: u64,
-    pub target_every: u64,
-    pub tau: f64,
-    pub double: bool,
-    pub dueling: bool,
-    pub n_step: usize,
-    pub loss: Loss,
-    pub epsilon_start: f64,
-    pub epsilon_end: f64,
-    pub epsilon_fraction: f64,
-    pub prioritized: bool,
-    pub priority_alpha: f64,
-    pub priority_beta_start: f64,
-    pub priority_beta_end: f64,
-    pub max_grad_norm: Option<f64>,
-    pub checkpoint_replay: bool,
+settings! {
+    pub struct A2c as "a2c",
+        "Synchronous advantage actor-critic." {
+        lr: f64 = "lr", POSITIVE, Dflt::Float(7e-4),
+            "Learning rate.";
+        gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
+            "Discount factor.";
+        gae_lambda: Option<f64> = "gae-lambda", UNIT_CLOSED, Dflt::Null,
+            "GAE lambda; `#null` uses n-step returns over the rollout.";
+        entropy_coef: f64 = "entropy-coef", NON_NEGATIVE, Dflt::Float(0.01),
+            "Entropy bonus coefficient.";
+        value_coef: f64 = "value-coef", NON_NEGATIVE, Dflt::Float(0.5),
+            "Value loss coefficient.";
+        max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Float(0.5),
+            "Global gradient norm clip; `#null` disables clipping.";
+        optimizer: Optimizer = "optimizer", Ty::Choice(Optimizer::NAMES), Dflt::Str("rmsprop"),
+            "Optimiser.";
+        optimizer_eps: f64 = "optimizer-eps", UNIT_OPEN, Dflt::Float(1e-5),
+            "Epsilon of the optimiser.";
+        rmsprop_alpha: f64 = "rmsprop-alpha", UNIT_OPEN, Dflt::Float(0.99),
+            "RMSprop smoothing constant (adam refuses a value other than the default).";
+        anneal_lr: bool = "anneal-lr", Ty::Bool, Dflt::Bool(false),
+            "Decay the learning rate linearly to 0 over the run.";
+        normalize_advantages: bool = "normalize-advantages", Ty::Bool, Dflt::Bool(false),
+            "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update).";
+    }
+}
+
+settings! {
+    pub struct Dqn as "dqn",
+        "Deep Q-learning with optional double, dueling, n-step and prioritised replay. Each rank keeps its own replay buffer." {
+        lr: f64 = "lr", POSITIVE, Dflt::Float(1e-4),
+            "Adam learning rate.";
+        gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
+            "Discount factor.";
+        buffer_capacity: usize = "buffer-capacity", COUNT, Dflt::Int(100_000),
+            "Replay capacity in transitions, global: each rank holds capacity / world size.";
+        batch_size: usize = "batch-size", COUNT, Dflt::Int(32),
+            "Transitions per gradient step, global: each rank samples batch-size / world size.";
+        learning_starts: u64 = "learning-starts", ZERO_OR_MORE, Dflt::Int(10_000),
+            "Global environment steps before the first gradient step; at least batch-size.";
+        train_frequency: u64 = "train-frequency", COUNT, Dflt::Int(4),
+            "Vector steps (one step of every environment) between gradient steps.";
+        target_every: u64 = "target-every", COUNT, Dflt::Int(1000),
+            "Gradient steps between target network updates.";
+        tau: f64 = "tau", UNIT_OPEN_CLOSED, Dflt::Float(1.0),
+            "Target update coefficient: 1 copies the online network, less than 1 is Polyak averaging.";
+        double: bool = "double", Ty::Bool, Dflt::Bool(false),
+            "Double DQN targets.";
+        dueling: bool = "dueling", Ty::Bool, Dflt::Bool(false),
+            "Dueling value/advantage head.";
+        n_step: usize = "n-step", Ty::Int { min: 1, max: 100 }, Dflt::Int(1),
+            "Steps of the bootstrapped return.";
+        loss: Loss = "loss", Ty::Choice(Loss::NAMES), Dflt::Str("huber"),
+            "TD loss.";
+        epsilon_start: f64 = "epsilon-start", UNIT_CLOSED, Dflt::Float(1.0),
+            "Initial exploration rate.";
+        epsilon_end: f64 = "epsilon-end", UNIT_CLOSED, Dflt::Float(0.01),
+            "Final exploration rate; at most epsilon-start.";
+        epsilon_fraction: f64 = "epsilon-fraction", UNIT_OPEN_CLOSED, Dflt::Float(0.1),
+            "Fraction of total steps over which epsilon decays linearly.";
+        prioritized: bool = "prioritized", Ty::Bool, Dflt::Bool(false),
+            "Prioritised experience replay.";
+        priority_alpha: f64 = "priority-alpha", UNIT_CLOSED, Dflt::Float(0.6),
+            "Priority exponent.";
+        priority_beta_start: f64 = "priority-beta-start", UNIT_CLOSED, Dflt::Float(0.4),
+            "Initial importance-sampling exponent.";
+        priority_beta_end: f64 = "priority-beta-end", UNIT_CLOSED, Dflt::Float(1.0),
+            "Final importance-sampling exponent.";
+        max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Float(10.0),
+            "Global gradient norm clip; `#null` disables clipping.";
+        checkpoint_replay: bool = "checkpoint-replay", Ty::Bool, Dflt::Bool(false),
+            "Write the replay buffers into checkpoints (large).";
+    }
+}
+
+settings! {
+    pub struct Sac as "sac",
+        "Soft actor-critic with twin Q-networks, Polyak-averaged targets and automatic entropy tuning, for box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers actor, critics and temperature." {
+        actor_lr: f64 = "actor-lr", POSITIVE, Dflt::Float(3e-4),
+            "Adam learning rate of the actor.";
+        critic_lr: f64 = "critic-lr", POSITIVE, Dflt::Float(1e-3),
+            "Adam learning rate of the twin Q-networks.";
+        alpha_lr: f64 = "alpha-lr", POSITIVE, Dflt::Float(1e-3),
+            "Adam learning rate of the log temperature (with alpha \"auto\").";
+        gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
+            "Discount factor.";
+        tau: f64 = "tau", UNIT_OPEN_CLOSED, Dflt::Float(0.005),
+            "Polyak coefficient of the target Q-networks, applied after every gradient step.";
+        buffer_capacity: usize = "buffer-capacity", COUNT, Dflt::Int(1_000_000),
+            "Replay capacity in transitions, global: each rank holds capacity / world size.";
+        batch_size: usize = "batch-size", COUNT, Dflt::Int(256),
+            "Transitions per gradient step, global: each rank samples batch-size / world size.";
+        learning_starts: u64 = "learning-starts", ZERO_OR_MORE, Dflt::Int(5_000),
+            "Global environment steps of uniformly random actions before the first gradient step; at least batch-size.";
+        train_frequency: u64 = "train-frequency", COUNT, Dflt::Int(1),
+            "Vector steps (one step of every environment) per iteration.";
+        gradient_steps: u64 = "gradient-steps", COUNT, Dflt::Int(1),
+            "Gradient steps per iteration, once learning has started.";
+        alpha: AutoOr = "alpha", Ty::OrAuto(&POSITIVE), Dflt::Str("auto"),
+            "Entropy temperature: a fixed number, or \"auto\" to learn it towards target-entropy.";
+        initial_alpha: f64 = "initial-alpha", POSITIVE, Dflt::Float(1.0),
+            "Starting temperature with alpha \"auto\".";
+        target_entropy: AutoOr = "target-entropy", Ty::OrAuto(&ANY_FLOAT), Dflt::Str("auto"),
+            "Entropy target of the tuned temperature, in the unit action box; \"auto\" is minus the action dimension.";
+        max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Null,
+            "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.";
+        checkpoint_replay: bool = "checkpoint-replay", Ty::Bool, Dflt::Bool(false),
+            "Write the replay buffers into checkpoints (large).";
+    }
+}
+
+settings! {
+    pub struct Td3 as "td3",
+        "Twin delayed DDPG: a deterministic actor, twin Q-networks, target policy smoothing, delayed actor and target updates, for bounded box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers critics and (on the delayed steps) the actor." {
+        actor_lr: f64 = "actor-lr", POSITIVE, Dflt::Float(3e-4),
+            "Adam learning rate of the actor.";
+        critic_lr: f64 = "critic-lr", POSITIVE, Dflt::Float(3e-4),
+            "Adam learning rate of the twin Q-networks.";
+        gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
+            "Discount factor.";
+        tau: f64 = "tau", UNIT_OPEN_CLOSED, Dflt::Float(0.005),
+            "Polyak coefficient of the target actor and target Q-networks, applied on each delayed (actor) step.";
+        buffer_capacity: usize = "buffer-capacity", COUNT, Dflt::Int(1_000_000),
+            "Replay capacity in transitions, global: each rank holds capacity / world size.";
+        batch_size: usize = "batch-size", COUNT, Dflt::Int(256),
+            "Transitions per gradient step, global: each rank samples batch-size / world size.";
+        learning_starts: u64 = "learning-starts", ZERO_OR_MORE, Dflt::Int(25_000),
+            "Global environment steps of uniformly random actions before the first gradient step; at least batch-size.";
+        train_frequency: u64 = "train-frequency", COUNT, Dflt::Int(1),
+            "Vector steps (one step of every environment) per iteration.";
+        gradient_steps: u64 = "gradient-steps", COUNT, Dflt::Int(1),
+            "Gradient steps per iteration, once learning has started.";
+        policy_delay: u64 = "policy-delay", COUNT, Dflt::Int(2),
+            "Critic gradient steps per actor step: the actor and the targets move on every policy-delay-th gradient step.";
+        exploration_noise: f64 = "exploration-noise", NON_NEGATIVE, Dflt::Float(0.1),
+            "Standard deviation of the Gaussian noise added to the actor's action when acting, in units of the action box's half-range.";
+        target_policy_noise: f64 = "target-policy-noise", NON_NEGATIVE, Dflt::Float(0.2),
+            "Standard deviation of the smoothing noise on the target actor's action, in units of the action box's half-range.";
+        target_noise_clip: f64 = "target-noise-clip", NON_NEGATIVE, Dflt::Float(0.5),
+            "The smoothing noise is clipped to plus or minus this, in units of the action box's half-range.";
+        max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Null,
+            "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.";
+        checkpoint_replay: bool = "checkpoint-replay", Ty::Bool, Dflt::Bool(false),
+            "Write the replay buffers into checkpoints (large).";
+    }
 }
 
 /// Where SAC's entropy temperature or target entropy comes from.
@@ -194,55 +303,15 @@ pub enum AutoOr {
     Value(f64),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sac {
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    pub alpha_lr: f64,
-    pub gamma: f64,
-    pub tau: f64,
-    /// Global; see [`Experiment::per_rank_buffer_capacity`].
-    pub buffer_capacity: usize,
-    /// Global; see [`Experiment::per_rank_batch_size`].
-    pub batch_size: usize,
-    pub learning_starts: u64,
-    pub train_frequency: u64,
-    pub gradient_steps: u64,
-    pub alpha: AutoOr,
-    pub initial_alpha: f64,
-    pub target_entropy: AutoOr,
-    pub max_grad_norm: Option<f64>,
-    pub checkpoint_replay: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Td3 {
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    pub gamma: f64,
-    pub tau: f64,
-    /// Global; see [`Experiment::per_rank_buffer_capacity`].
-    pub buffer_capacity: usize,
-    /// Global; see [`Experiment::per_rank_batch_size`].
-    pub batch_size: usize,
-    pub learning_starts: u64,
-    pub train_frequency: u64,
-    pub gradient_steps: u64,
-    pub policy_delay: u64,
-    /// Noises are standard deviations (and the clip a bound) in the unit action box.
-    pub exploration_noise: f64,
-    pub target_policy_noise: f64,
-    pub target_noise_clip: f64,
-    pub max_grad_norm: Option<f64>,
-    pub checkpoint_replay: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Env {
-    pub game: Game,
-    /// Global; see [`Experiment::per_rank_envs`].
-    pub envs: usize,
-    pub wrappers: Vec<Wrapper>,
+settings! {
+    /// The `env` section: The game, how many copies run, and the ordered wrappers applied to each: `env \"cartpole\" { ... }`. The game is required.
+    pub struct Env {
+        kind game: Game;
+        envs: usize = "envs", COUNT, Dflt::Int(8),
+            "Number of environments, global: each rank runs envs / world size.";
+        wrappers: Vec<Wrapper> = "wrappers", Ty::Wrappers, Dflt::NoWrappers,
+            "Ordered block of wrappers, applied first to last (see the wrapper table).";
+    }
 }
 
 impl Env {
@@ -260,10 +329,46 @@ impl Env {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    Tanh,
-    Relu,
+impl SectionKind for Game {
+    fn read(r: &Reader) -> Game {
+        match r.kind() {
+            "gymnasium" => Game::Gymnasium(Gymnasium {
+                id: r.read("id"),
+                python: r.read("python"),
+                imports: match r.get("import") {
+                    Some(Val::Modules(m)) => m.clone(),
+                    _ => Vec::new(),
+                },
+                make_args: match r.get("make-args") {
+                    Some(Val::Args(a)) => a.clone(),
+                    _ => Vec::new(),
+                },
+                workers: r.read("workers"),
+                step_timeout_s: r.read("step-timeout"),
+            }),
+            kind => Game::from_name(kind).unwrap_or(Game::Cartpole),
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.kind(self.name());
+        if let Game::Gymnasium(g) = self {
+            w.write("id", &g.id);
+            w.write("python", &g.python);
+            w.put("import", Val::Modules(g.imports.clone()));
+            w.put("make-args", Val::Args(g.make_args.clone()));
+            w.write("workers", &g.workers);
+            w.write("step-timeout", &g.step_timeout_s);
+        }
+    }
+}
+
+choices! {
+    /// The activation between an MLP's layers.
+    pub enum Activation {
+        Tanh = "tanh",
+        Relu = "relu",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,48 +401,150 @@ impl Torso {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Init {
-    Orthogonal,
-    Default,
-    Torch,
-}
+impl SectionKind for Torso {
+    fn read(r: &Reader) -> Torso {
+        match r.kind() {
+            "nature-cnn" => Torso::NatureCnn {
+                features: r.read("features"),
+            },
+            "minatar-cnn" => Torso::MinatarCnn {
+                channels: r.read("channels"),
+                features: r.read("features"),
+            },
+            "impala-cnn" => Torso::ImpalaCnn {
+                channels: r.read("channels"),
+                features: r.read("features"),
+            },
+            _ => Torso::Mlp {
+                hidden: r.read("hidden"),
+                activation: r.read("activation"),
+            },
+        }
+    }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Network {
-    pub torso: Torso,
-    /// `true`: one torso feeds both heads; `false`: actor and critic have their own.
-    pub shared: bool,
-    pub init: Init,
-    pub torso_gain: f64,
-    pub policy_gain: f64,
-    pub value_gain: f64,
-    /// The recurrent core between the torso and the heads; `None`: feed-forward.
-    pub core: Option<Core>,
-    /// `core-size`: the core's units (kept when there is no core, to check it is not set).
-    pub core_size: usize,
-}
-
-/// A recurrent core's cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Core {
-    Lstm,
-    Gru,
-}
-
-impl Core {
-    pub fn name(self) -> &'static str {
+    fn write(&self, w: &mut Writer) {
+        w.kind(self.name());
         match self {
-            Core::Lstm => "lstm",
-            Core::Gru => "gru",
+            Torso::Mlp { hidden, activation } => {
+                w.write("hidden", hidden);
+                w.write("activation", activation);
+            }
+            Torso::NatureCnn { features } => w.write("features", features),
+            Torso::MinatarCnn { channels, features } => {
+                w.write("channels", channels);
+                w.write("features", features);
+            }
+            Torso::ImpalaCnn { channels, features } => {
+                w.write("channels", channels);
+                w.write("features", features);
+            }
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Bf16,
+choices! {
+    /// How the network's weights start.
+    pub enum Init {
+        Orthogonal = "orthogonal",
+        Default = "default",
+        Torch = "torch",
+    }
+}
+
+choices! {
+    /// Whether actor and critic share one torso.
+    pub enum ActorCritic {
+        /// One torso feeds both heads.
+        Shared = "shared",
+        /// Actor and critic have their own.
+        Separate = "separate",
+    }
+}
+
+choices! {
+    /// A recurrent core's cell.
+    pub enum Core {
+        Lstm = "lstm",
+        Gru = "gru",
+    }
+}
+
+impl Setting for AutoOr {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Float(x)) => Self::Value(*x),
+            _ => Self::Auto,
+        }
+    }
+    fn to_val(&self) -> Val {
+        match self {
+            Self::Auto => Val::Str("auto".into()),
+            Self::Value(x) => Val::Float(*x),
+        }
+    }
+}
+
+/// `network.core`: "none", or a cell.
+impl Setting for Option<Core> {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Str(name)) if name != "none" => Some(Core::from_val(val)),
+            _ => None,
+        }
+    }
+    fn to_val(&self) -> Val {
+        self.map_or(Val::Str("none".into()), |core| core.to_val())
+    }
+}
+
+/// `network.core`'s choices: no core, or one of [`Core`].
+const CORE_CHOICES: [&str; Core::NAMES.len() + 1] = {
+    let mut choices = ["none"; Core::NAMES.len() + 1];
+    let mut i = 0;
+    while i < Core::NAMES.len() {
+        choices[i + 1] = Core::NAMES[i];
+        i += 1;
+    }
+    choices
+};
+
+settings! {
+    /// The `network` section: The policy/value network: `network \"nature-cnn\" { ... }`.
+    pub struct Network {
+        kind torso: Torso;
+        actor_critic: ActorCritic = "actor-critic", Ty::Choice(ActorCritic::NAMES), Dflt::ActorCritic,
+            "Whether actor and critic share one torso or each has its own. The default gives ppo's and a2c's MLPs without a core separate torsos, as CleanRL's and Stable-Baselines3's MLP policies have them: a shared MLP lets the critic's unnormalised value loss swamp the policy's gradient (docs/defaults.md). Image torsos and recurrent cores are shared, as CleanRL's Atari agents share them. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.";
+        init: Init = "init", Ty::Choice(Init::NAMES), Dflt::Str("orthogonal"),
+            "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from). Only orthogonal takes the gains.";
+        torso_gain: f64 = "torso-gain", NON_NEGATIVE, Dflt::Float(std::f64::consts::SQRT_2),
+            "Orthogonal gain of torso layers.";
+        policy_gain: f64 = "policy-gain", NON_NEGATIVE, Dflt::Float(0.01),
+            "Orthogonal gain of the policy head (actor-critics; dqn refuses it).";
+        value_gain: f64 = "value-gain", NON_NEGATIVE, Dflt::Float(1.0),
+            "Orthogonal gain of the value head, and of dqn's Q heads.";
+        core: Option<Core> = "core", Ty::Choice(&CORE_CHOICES), Dflt::Str("none"),
+            "A recurrent core between the torso and the heads (ppo and a2c, with a shared torso): one LSTM or GRU layer of `core-size` units (variables `core.input.*` and `core.hidden.*`, orthogonal with gain 1 under init \"orthogonal\"). Each environment's state is carried across rollouts, zeroed where an episode starts, kept in checkpoints and in `tandem play`; updates recompute the states over whole environment sequences from the rollout's start, so ppo's minibatches are made of environments (minibatches must divide each rank's environments), and env-groups cannot be used.";
+        core_size: usize = "core-size", Ty::Int {
+                min: 1,
+                max: 65_536,
+            }, Dflt::Int(128),
+            "Units of the recurrent core (with `core` \"lstm\" or \"gru\").";
+    }
+}
+
+impl Network {
+    /// Whether one torso feeds both heads.
+    pub fn shared(&self) -> bool {
+        self.actor_critic == ActorCritic::Shared
+    }
+}
+
+choices! {
+    /// How allreduce sends gradients.
+    pub enum Compression {
+        None = "none",
+        Bf16 = "bf16",
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -364,82 +571,134 @@ impl SyncPolicy {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sync {
-    pub policy: SyncPolicy,
-    /// Updates between cross-rank fingerprint checks; `None` disables them.
-    pub check_every: Option<u64>,
-    pub rendezvous_timeout_s: f64,
-    pub collective_timeout_s: f64,
-    pub backend: SyncBackend,
-}
+impl SectionKind for SyncPolicy {
+    fn read(r: &Reader) -> SyncPolicy {
+        match r.kind() {
+            "broadcast" => SyncPolicy::Broadcast,
+            "periodic" => SyncPolicy::Periodic {
+                every: r.read("every"),
+            },
+            "none" => SyncPolicy::None,
+            _ => SyncPolicy::Allreduce {
+                bucket_mb: r.read("bucket-mb"),
+                compression: r.read("compression"),
+            },
+        }
+    }
 
-/// The c10d backend the ranks' collectives use (`sync { backend ... }`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncBackend {
-    /// NCCL when the devices are CUDA, Gloo otherwise.
-    Auto,
-    Gloo,
-    Nccl,
-}
-
-impl SyncBackend {
-    pub fn name(self) -> &'static str {
-        match self {
-            SyncBackend::Auto => "auto",
-            SyncBackend::Gloo => "gloo",
-            SyncBackend::Nccl => "nccl",
+    fn write(&self, w: &mut Writer) {
+        w.kind(self.name());
+        match *self {
+            SyncPolicy::Allreduce {
+                bucket_mb,
+                compression,
+            } => {
+                w.write("bucket-mb", &bucket_mb);
+                w.write("compression", &compression);
+            }
+            SyncPolicy::Periodic { every } => w.write("every", &every),
+            SyncPolicy::Broadcast | SyncPolicy::None => {}
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Train {
-    /// Global environment steps.
-    pub total_steps: u64,
-    /// Steps per environment per update (on-policy algorithms).
-    pub rollout: usize,
-    /// Groups each rank's environments are stepped in, overlapping one group's environment
-    /// step with the next group's forward pass (on-policy algorithms; 1: no overlap).
-    pub env_groups: usize,
-    /// Global steps after which to stop early; schedules still use `total_steps`.
-    pub max_steps: Option<u64>,
+settings! {
+    /// The `sync` section: How ranks stay in step: `sync \"allreduce\" { ... }`.
+    pub struct Sync {
+        kind policy: SyncPolicy;
+        check_every: Option<u64> = "check-every", COUNT, Dflt::Int(100),
+            "Updates between cross-rank parameter fingerprint checks; `#null` disables them.";
+        rendezvous_timeout: f64 = "rendezvous-timeout", SECONDS, Dflt::Float(120.0),
+            "Seconds to wait for all ranks at start.";
+        collective_timeout: f64 = "collective-timeout", SECONDS, Dflt::Float(300.0),
+            "Seconds before a collective operation fails.";
+        backend: SyncBackend = "backend", Ty::Choice(SyncBackend::NAMES), Dflt::Str("auto"),
+            "Collective backend: `auto` takes NCCL when the devices are CUDA and Gloo otherwise; `gloo` also runs CUDA tensors (copied through the host), e.g. for several ranks on one GPU, which NCCL refuses; `nccl` needs every device to be CUDA and distinct on each host.";
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Console {
-    Progress,
-    Plain,
-    Quiet,
+choices! {
+    /// The c10d backend the ranks' collectives use.
+    pub enum SyncBackend {
+        /// NCCL when the devices are CUDA, Gloo otherwise.
+        Auto = "auto",
+        Gloo = "gloo",
+        Nccl = "nccl",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interval {
-    Updates(u64),
-    Seconds(u64),
+settings! {
+    /// The `train` section: How long and in what steps to train.
+    pub struct Train {
+        total_steps: u64 = "total-steps", COUNT, Dflt::Int(1_000_000),
+            "Environment steps over all ranks.";
+        rollout: usize = "rollout", Ty::Int {
+                min: 1,
+                max: 1_000_000,
+            }, Dflt::Int(128),
+            "Steps per environment per update (ppo, a2c).";
+        env_groups: usize = "env-groups", Ty::Int { min: 1, max: 1024 }, Dflt::Int(1),
+            "Step each rank's environments in this many groups in turn, each group's environment step running on a second thread while the policy acts for the next group (double-buffered sampling; ppo, a2c). 1 steps them all at once. Must divide each rank's environments. Worth it when stepping the environments costs about as much as the forward pass (Atari); the grouping changes the order of the action draws, so a run's results depend on it.";
+        max_steps: Option<u64> = "max-steps", COUNT, Dflt::Null,
+            "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.";
+    }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Log {
-    pub tensorboard: bool,
-    pub console: Console,
-    pub interval: Interval,
-    pub histogram_every: Option<u64>,
+choices! {
+    /// Console output.
+    pub enum Console {
+        Progress = "progress",
+        Plain = "plain",
+        Quiet = "quiet",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointUnit {
-    Updates,
-    /// Global environment steps.
-    Steps,
+choices! {
+    /// What `log.interval` counts.
+    pub enum IntervalUnit {
+        Updates = "updates",
+        Seconds = "seconds",
+    }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Checkpoint {
-    /// Interval in `unit`; `None`: only the final checkpoint.
-    pub every: Option<u64>,
-    pub unit: CheckpointUnit,
-    pub keep: usize,
+settings! {
+    /// The `log` section: What rank 0 reports.
+    pub struct Log {
+        tensorboard: bool = "tensorboard", Ty::Bool, Dflt::Bool(true),
+            "Write TensorBoard event files.";
+        console: Console = "console", Ty::Choice(Console::NAMES), Dflt::Str("progress"),
+            "Console output: a progress bar, plain log lines, or nothing but errors.";
+        interval: u64 = "interval", COUNT, Dflt::Int(10),
+            "How often to log, in interval-unit.";
+        interval_unit: IntervalUnit = "interval-unit", Ty::Choice(IntervalUnit::NAMES), Dflt::Str("updates"),
+            "Unit of interval.";
+        histogram_every: Option<u64> = "histogram-every", COUNT, Dflt::Null,
+            "Updates between parameter histograms; `#null` writes none.";
+    }
+}
+
+choices! {
+    /// What `checkpoint.every` counts.
+    pub enum CheckpointUnit {
+        Updates = "updates",
+        /// Global environment steps.
+        Steps = "steps",
+    }
+}
+
+settings! {
+    /// The `checkpoint` section: Checkpoints written by rank 0.
+    pub struct Checkpoint {
+        every: Option<u64> = "every", COUNT, Dflt::Int(100),
+            "Checkpoint interval in unit; `#null` writes only the final checkpoint.";
+        unit: CheckpointUnit = "unit", Ty::Choice(CheckpointUnit::NAMES), Dflt::Str("updates"),
+            "Unit of every: updates, or global environment steps.";
+        keep: usize = "keep", Ty::Int {
+                min: 1,
+                max: 100_000,
+            }, Dflt::Int(3),
+            "How many recent checkpoints to keep.";
+    }
 }
 
 impl Experiment {
@@ -567,6 +826,7 @@ impl Experiment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Source, resolve};
 
     #[test]
     fn device_strings_are_strict() {
@@ -627,5 +887,55 @@ mod tests {
             assert_eq!(game.name(), info.name);
         }
         assert_eq!(Game::from_name("gymnasium"), None);
+    }
+
+    /// A struct's field is its setting's user name with `_` for `-`, so code reads the names
+    /// users write (`epochs`, not `update_epochs`).
+    #[test]
+    fn each_field_is_named_as_users_write_the_setting() {
+        let declared = [
+            (Ppo::FIELDS, Ppo::RUST_NAMES),
+            (A2c::FIELDS, A2c::RUST_NAMES),
+            (Dqn::FIELDS, Dqn::RUST_NAMES),
+            (Sac::FIELDS, Sac::RUST_NAMES),
+            (Td3::FIELDS, Td3::RUST_NAMES),
+            (Env::FIELDS, Env::RUST_NAMES),
+            (Network::FIELDS, Network::RUST_NAMES),
+            (Sync::FIELDS, Sync::RUST_NAMES),
+            (Train::FIELDS, Train::RUST_NAMES),
+            (Log::FIELDS, Log::RUST_NAMES),
+            (Checkpoint::FIELDS, Checkpoint::RUST_NAMES),
+        ];
+        for (fields, rust) in declared {
+            assert_eq!(fields.len(), rust.len());
+            for (field, rust) in fields.iter().zip(rust) {
+                assert_eq!(field.name.replace('-', "_"), *rust);
+            }
+        }
+    }
+
+    /// `Default` is what the resolver fills in when nothing is written.
+    #[test]
+    fn a_sections_default_is_the_resolved_default() {
+        let resolved = |algorithm: &str| {
+            let text = "experiment \"x\" {\n    env \"pendulum\"\n}\n";
+            let set = [format!("algorithm={algorithm}")];
+            resolve(&Source::Stdin(text.into()), &set)
+                .unwrap()
+                .experiment
+        };
+        assert_eq!(resolved("ppo").algorithm, Algorithm::Ppo(Ppo::default()));
+        assert_eq!(resolved("a2c").algorithm, Algorithm::A2c(A2c::default()));
+        assert_eq!(resolved("sac").algorithm, Algorithm::Sac(Sac::default()));
+        assert_eq!(resolved("td3").algorithm, Algorithm::Td3(Td3::default()));
+        let e = resolved("ppo");
+        assert_eq!(e.train, Train::default());
+        assert_eq!(e.log, Log::default());
+        assert_eq!(e.checkpoint, Checkpoint::default());
+        let cartpole = "experiment \"x\" {\n    env \"cartpole\"\n    algorithm \"dqn\"\n}\n";
+        let e = resolve(&Source::Stdin(cartpole.into()), &[])
+            .unwrap()
+            .experiment;
+        assert_eq!(e.algorithm, Algorithm::Dqn(Dqn::default()));
     }
 }

@@ -9,76 +9,11 @@ use std::sync::LazyLock;
 
 use tandem_spec::game::ATARI_DOC;
 
-/// The type (and allowed range) of one setting.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Ty {
-    Int {
-        min: i64,
-        max: i64,
-    },
-    Float {
-        min: f64,
-        min_open: bool,
-        max: f64,
-        max_open: bool,
-    },
-    Bool,
-    Choice(&'static [&'static str]),
-    IntList {
-        min: i64,
-        max: i64,
-    },
-    Name,
-    /// Any non-empty string without control characters.
-    Text,
-    /// Zero or more Python module names (`ale_py`, `my_envs.registry`).
-    Modules,
-    Devices,
-    Threads,
-    Wrappers,
-    /// A block of `name value` keyword arguments.
-    Args,
-    /// The string `"auto"` (the learner decides), or a value of the inner type.
-    OrAuto(&'static Ty),
-}
-
-/// The default of one setting, written out explicitly in the resolved form.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Dflt {
-    Required,
-    Null,
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-    Str(&'static str),
-    IntList(&'static [i64]),
-    Devices,
-    Auto,
-    NoWrappers,
-    /// No modules.
-    NoModules,
-    /// An empty block of keyword arguments.
-    NoArgs,
-    /// `network.actor-critic`'s: it depends on the learner and the network, see
-    /// [`actor_critic_default`].
-    ActorCritic,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Field {
-    pub name: &'static str,
-    pub ty: Ty,
-    pub nullable: bool,
-    pub default: Dflt,
-    pub doc: &'static str,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Kind {
-    pub name: &'static str,
-    pub doc: &'static str,
-    pub fields: &'static [Field],
-}
+use crate::model::{
+    Activation, Algorithm, Checkpoint, Compression, Env, Log, Network, Sync, Train,
+};
+use crate::setting::{COUNT, SECONDS, ZERO_OR_MORE};
+pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
 
 #[derive(Debug)]
 pub(crate) struct Section {
@@ -136,73 +71,11 @@ impl WrapperSpec {
     }
 }
 
-const POSITIVE: Ty = Ty::Float {
-    min: 0.0,
-    min_open: true,
-    max: f64::INFINITY,
-    max_open: true,
-};
-const NON_NEGATIVE: Ty = Ty::Float {
-    min: 0.0,
-    min_open: false,
-    max: f64::INFINITY,
-    max_open: true,
-};
-const UNIT_OPEN_CLOSED: Ty = Ty::Float {
-    min: 0.0,
-    min_open: true,
-    max: 1.0,
-    max_open: false,
-};
-const UNIT_CLOSED: Ty = Ty::Float {
-    min: 0.0,
-    min_open: false,
-    max: 1.0,
-    max_open: false,
-};
-const UNIT_OPEN: Ty = Ty::Float {
-    min: 0.0,
-    min_open: true,
-    max: 1.0,
-    max_open: true,
-};
-const ANY_FLOAT: Ty = Ty::Float {
-    min: f64::NEG_INFINITY,
-    min_open: true,
-    max: f64::INFINITY,
-    max_open: true,
-};
-const COUNT: Ty = Ty::Int {
-    min: 1,
-    max: i64::MAX,
-};
-const ZERO_OR_MORE: Ty = Ty::Int {
-    min: 0,
-    max: i64::MAX,
-};
-const SECONDS: Ty = Ty::Float {
-    min: 0.0,
-    min_open: true,
-    max: 86_400.0,
-    max_open: false,
-};
-
 const fn f(name: &'static str, ty: Ty, default: Dflt, doc: &'static str) -> Field {
     Field {
         name,
         ty,
         nullable: false,
-        default,
-        doc,
-    }
-}
-
-/// A setting that may also be `#null` (meaning "off" or "none", as documented).
-const fn n(name: &'static str, ty: Ty, default: Dflt, doc: &'static str) -> Field {
-    Field {
-        name,
-        ty,
-        nullable: true,
         default,
         doc,
     }
@@ -252,470 +125,7 @@ pub(crate) static ALGORITHM: Section = Section {
     name: "algorithm",
     doc: "The learning algorithm and its hyperparameters: `algorithm \"ppo\" { ... }`. Changing the kind drops the settings given for the previous kind.",
     kind_key: "kind",
-    kinds: &[
-        Kind {
-            name: "ppo",
-            doc: "Proximal policy optimisation (clipped surrogate objective).",
-            fields: &[
-                f("lr", POSITIVE, Dflt::Float(2.5e-4), "Adam learning rate."),
-                f(
-                    "gamma",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.99),
-                    "Discount factor.",
-                ),
-                f("gae-lambda", UNIT_CLOSED, Dflt::Float(0.95), "GAE lambda."),
-                f(
-                    "clip",
-                    POSITIVE,
-                    Dflt::Float(0.2),
-                    "Policy ratio clip range.",
-                ),
-                n(
-                    "value-clip",
-                    POSITIVE,
-                    Dflt::Null,
-                    "Clip range of the value loss; `#null` disables value clipping.",
-                ),
-                f(
-                    "entropy-coef",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.01),
-                    "Entropy bonus coefficient.",
-                ),
-                f(
-                    "value-coef",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.5),
-                    "Value loss coefficient.",
-                ),
-                f(
-                    "epochs",
-                    Ty::Int { min: 1, max: 1000 },
-                    Dflt::Int(4),
-                    "Passes over each batch.",
-                ),
-                f(
-                    "minibatches",
-                    COUNT,
-                    Dflt::Int(4),
-                    "Minibatches per epoch; must divide each rank's batch (its environments times the rollout).",
-                ),
-                f(
-                    "micro-batches",
-                    COUNT,
-                    Dflt::Int(1),
-                    "Micro-batches per minibatch: gradients are accumulated over them and synchronised across ranks once per minibatch (for minibatches too large for the device at once); must divide each rank's minibatch.",
-                ),
-                n(
-                    "max-grad-norm",
-                    POSITIVE,
-                    Dflt::Float(0.5),
-                    "Global gradient norm clip; `#null` disables clipping.",
-                ),
-                f(
-                    "anneal-lr",
-                    Ty::Bool,
-                    Dflt::Bool(true),
-                    "Decay the learning rate linearly to 0 over the run.",
-                ),
-                n(
-                    "target-kl",
-                    POSITIVE,
-                    Dflt::Null,
-                    "Stop an update after the first epoch whose approximate KL, averaged over all ranks, exceeds this (rank 0 decides for all); `#null` never stops.",
-                ),
-                f(
-                    "normalize-advantages",
-                    Ty::Bool,
-                    Dflt::Bool(true),
-                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update), once before the epochs.",
-                ),
-                f("adam-eps", UNIT_OPEN, Dflt::Float(1e-5), "Adam epsilon."),
-            ],
-        },
-        Kind {
-            name: "a2c",
-            doc: "Synchronous advantage actor-critic.",
-            fields: &[
-                f("lr", POSITIVE, Dflt::Float(7e-4), "Learning rate."),
-                f(
-                    "gamma",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.99),
-                    "Discount factor.",
-                ),
-                n(
-                    "gae-lambda",
-                    UNIT_CLOSED,
-                    Dflt::Null,
-                    "GAE lambda; `#null` uses n-step returns over the rollout.",
-                ),
-                f(
-                    "entropy-coef",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.01),
-                    "Entropy bonus coefficient.",
-                ),
-                f(
-                    "value-coef",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.5),
-                    "Value loss coefficient.",
-                ),
-                n(
-                    "max-grad-norm",
-                    POSITIVE,
-                    Dflt::Float(0.5),
-                    "Global gradient norm clip; `#null` disables clipping.",
-                ),
-                f(
-                    "optimizer",
-                    Ty::Choice(&["rmsprop", "adam"]),
-                    Dflt::Str("rmsprop"),
-                    "Optimiser.",
-                ),
-                f(
-                    "optimizer-eps",
-                    UNIT_OPEN,
-                    Dflt::Float(1e-5),
-                    "Epsilon of the optimiser.",
-                ),
-                f(
-                    "rmsprop-alpha",
-                    UNIT_OPEN,
-                    Dflt::Float(0.99),
-                    "RMSprop smoothing constant (adam refuses a value other than the default).",
-                ),
-                f(
-                    "anneal-lr",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Decay the learning rate linearly to 0 over the run.",
-                ),
-                f(
-                    "normalize-advantages",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update).",
-                ),
-            ],
-        },
-        Kind {
-            name: "dqn",
-            doc: "Deep Q-learning with optional double, dueling, n-step and prioritised replay. Each rank keeps its own replay buffer.",
-            fields: &[
-                f("lr", POSITIVE, Dflt::Float(1e-4), "Adam learning rate."),
-                f(
-                    "gamma",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.99),
-                    "Discount factor.",
-                ),
-                f(
-                    "buffer-capacity",
-                    COUNT,
-                    Dflt::Int(100_000),
-                    "Replay capacity in transitions, global: each rank holds capacity / world size.",
-                ),
-                f(
-                    "batch-size",
-                    COUNT,
-                    Dflt::Int(32),
-                    "Transitions per gradient step, global: each rank samples batch-size / world size.",
-                ),
-                f(
-                    "learning-starts",
-                    ZERO_OR_MORE,
-                    Dflt::Int(10_000),
-                    "Global environment steps before the first gradient step; at least batch-size.",
-                ),
-                f(
-                    "train-frequency",
-                    COUNT,
-                    Dflt::Int(4),
-                    "Vector steps (one step of every environment) between gradient steps.",
-                ),
-                f(
-                    "target-every",
-                    COUNT,
-                    Dflt::Int(1000),
-                    "Gradient steps between target network updates.",
-                ),
-                f(
-                    "tau",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(1.0),
-                    "Target update coefficient: 1 copies the online network, less than 1 is Polyak averaging.",
-                ),
-                f("double", Ty::Bool, Dflt::Bool(false), "Double DQN targets."),
-                f(
-                    "dueling",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Dueling value/advantage head.",
-                ),
-                f(
-                    "n-step",
-                    Ty::Int { min: 1, max: 100 },
-                    Dflt::Int(1),
-                    "Steps of the bootstrapped return.",
-                ),
-                f(
-                    "loss",
-                    Ty::Choice(&["huber", "mse"]),
-                    Dflt::Str("huber"),
-                    "TD loss.",
-                ),
-                f(
-                    "epsilon-start",
-                    UNIT_CLOSED,
-                    Dflt::Float(1.0),
-                    "Initial exploration rate.",
-                ),
-                f(
-                    "epsilon-end",
-                    UNIT_CLOSED,
-                    Dflt::Float(0.01),
-                    "Final exploration rate; at most epsilon-start.",
-                ),
-                f(
-                    "epsilon-fraction",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.1),
-                    "Fraction of total steps over which epsilon decays linearly.",
-                ),
-                f(
-                    "prioritized",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Prioritised experience replay.",
-                ),
-                f(
-                    "priority-alpha",
-                    UNIT_CLOSED,
-                    Dflt::Float(0.6),
-                    "Priority exponent.",
-                ),
-                f(
-                    "priority-beta-start",
-                    UNIT_CLOSED,
-                    Dflt::Float(0.4),
-                    "Initial importance-sampling exponent.",
-                ),
-                f(
-                    "priority-beta-end",
-                    UNIT_CLOSED,
-                    Dflt::Float(1.0),
-                    "Final importance-sampling exponent.",
-                ),
-                n(
-                    "max-grad-norm",
-                    POSITIVE,
-                    Dflt::Float(10.0),
-                    "Global gradient norm clip; `#null` disables clipping.",
-                ),
-                f(
-                    "checkpoint-replay",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Write the replay buffers into checkpoints (large).",
-                ),
-            ],
-        },
-        Kind {
-            name: "sac",
-            doc: "Soft actor-critic with twin Q-networks, Polyak-averaged targets and automatic entropy tuning, for box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers actor, critics and temperature.",
-            fields: &[
-                f(
-                    "actor-lr",
-                    POSITIVE,
-                    Dflt::Float(3e-4),
-                    "Adam learning rate of the actor.",
-                ),
-                f(
-                    "critic-lr",
-                    POSITIVE,
-                    Dflt::Float(1e-3),
-                    "Adam learning rate of the twin Q-networks.",
-                ),
-                f(
-                    "alpha-lr",
-                    POSITIVE,
-                    Dflt::Float(1e-3),
-                    "Adam learning rate of the log temperature (with alpha \"auto\").",
-                ),
-                f(
-                    "gamma",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.99),
-                    "Discount factor.",
-                ),
-                f(
-                    "tau",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.005),
-                    "Polyak coefficient of the target Q-networks, applied after every gradient step.",
-                ),
-                f(
-                    "buffer-capacity",
-                    COUNT,
-                    Dflt::Int(1_000_000),
-                    "Replay capacity in transitions, global: each rank holds capacity / world size.",
-                ),
-                f(
-                    "batch-size",
-                    COUNT,
-                    Dflt::Int(256),
-                    "Transitions per gradient step, global: each rank samples batch-size / world size.",
-                ),
-                f(
-                    "learning-starts",
-                    ZERO_OR_MORE,
-                    Dflt::Int(5_000),
-                    "Global environment steps of uniformly random actions before the first gradient step; at least batch-size.",
-                ),
-                f(
-                    "train-frequency",
-                    COUNT,
-                    Dflt::Int(1),
-                    "Vector steps (one step of every environment) per iteration.",
-                ),
-                f(
-                    "gradient-steps",
-                    COUNT,
-                    Dflt::Int(1),
-                    "Gradient steps per iteration, once learning has started.",
-                ),
-                f(
-                    "alpha",
-                    Ty::OrAuto(&POSITIVE),
-                    Dflt::Str("auto"),
-                    "Entropy temperature: a fixed number, or \"auto\" to learn it towards target-entropy.",
-                ),
-                f(
-                    "initial-alpha",
-                    POSITIVE,
-                    Dflt::Float(1.0),
-                    "Starting temperature with alpha \"auto\".",
-                ),
-                f(
-                    "target-entropy",
-                    Ty::OrAuto(&ANY_FLOAT),
-                    Dflt::Str("auto"),
-                    "Entropy target of the tuned temperature, in the unit action box; \"auto\" is minus the action dimension.",
-                ),
-                n(
-                    "max-grad-norm",
-                    POSITIVE,
-                    Dflt::Null,
-                    "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.",
-                ),
-                f(
-                    "checkpoint-replay",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Write the replay buffers into checkpoints (large).",
-                ),
-            ],
-        },
-        Kind {
-            name: "td3",
-            doc: "Twin delayed DDPG: a deterministic actor, twin Q-networks, target policy smoothing, delayed actor and target updates, for bounded box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers critics and (on the delayed steps) the actor.",
-            fields: &[
-                f(
-                    "actor-lr",
-                    POSITIVE,
-                    Dflt::Float(3e-4),
-                    "Adam learning rate of the actor.",
-                ),
-                f(
-                    "critic-lr",
-                    POSITIVE,
-                    Dflt::Float(3e-4),
-                    "Adam learning rate of the twin Q-networks.",
-                ),
-                f(
-                    "gamma",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.99),
-                    "Discount factor.",
-                ),
-                f(
-                    "tau",
-                    UNIT_OPEN_CLOSED,
-                    Dflt::Float(0.005),
-                    "Polyak coefficient of the target actor and target Q-networks, applied on each delayed (actor) step.",
-                ),
-                f(
-                    "buffer-capacity",
-                    COUNT,
-                    Dflt::Int(1_000_000),
-                    "Replay capacity in transitions, global: each rank holds capacity / world size.",
-                ),
-                f(
-                    "batch-size",
-                    COUNT,
-                    Dflt::Int(256),
-                    "Transitions per gradient step, global: each rank samples batch-size / world size.",
-                ),
-                f(
-                    "learning-starts",
-                    ZERO_OR_MORE,
-                    Dflt::Int(25_000),
-                    "Global environment steps of uniformly random actions before the first gradient step; at least batch-size.",
-                ),
-                f(
-                    "train-frequency",
-                    COUNT,
-                    Dflt::Int(1),
-                    "Vector steps (one step of every environment) per iteration.",
-                ),
-                f(
-                    "gradient-steps",
-                    COUNT,
-                    Dflt::Int(1),
-                    "Gradient steps per iteration, once learning has started.",
-                ),
-                f(
-                    "policy-delay",
-                    COUNT,
-                    Dflt::Int(2),
-                    "Critic gradient steps per actor step: the actor and the targets move on every policy-delay-th gradient step.",
-                ),
-                f(
-                    "exploration-noise",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.1),
-                    "Standard deviation of the Gaussian noise added to the actor's action when acting, in units of the action box's half-range.",
-                ),
-                f(
-                    "target-policy-noise",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.2),
-                    "Standard deviation of the smoothing noise on the target actor's action, in units of the action box's half-range.",
-                ),
-                f(
-                    "target-noise-clip",
-                    NON_NEGATIVE,
-                    Dflt::Float(0.5),
-                    "The smoothing noise is clipped to plus or minus this, in units of the action box's half-range.",
-                ),
-                n(
-                    "max-grad-norm",
-                    POSITIVE,
-                    Dflt::Null,
-                    "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.",
-                ),
-                f(
-                    "checkpoint-replay",
-                    Ty::Bool,
-                    Dflt::Bool(false),
-                    "Write the replay buffers into checkpoints (large).",
-                ),
-            ],
-        },
-    ],
+    kinds: Algorithm::KINDS,
     default_kind: Some("ppo"),
     common: &[],
 };
@@ -825,20 +235,7 @@ pub(crate) static ENV: Section = Section {
     kind_key: "game",
     kinds: &ENV_KINDS,
     default_kind: None,
-    common: &[
-        f(
-            "envs",
-            COUNT,
-            Dflt::Int(8),
-            "Number of environments, global: each rank runs envs / world size.",
-        ),
-        f(
-            "wrappers",
-            Ty::Wrappers,
-            Dflt::NoWrappers,
-            "Ordered block of wrappers, applied first to last (see the wrapper table).",
-        ),
-    ],
+    common: Env::FIELDS,
 };
 
 pub(crate) static NETWORK: Section = Section {
@@ -861,7 +258,7 @@ pub(crate) static NETWORK: Section = Section {
                 ),
                 f(
                     "activation",
-                    Ty::Choice(&["tanh", "relu"]),
+                    Ty::Choice(Activation::NAMES),
                     Dflt::Str("tanh"),
                     "Activation between layers.",
                 ),
@@ -924,53 +321,7 @@ pub(crate) static NETWORK: Section = Section {
         },
     ],
     default_kind: Some("mlp"),
-    common: &[
-        f(
-            "actor-critic",
-            Ty::Choice(&["shared", "separate"]),
-            Dflt::ActorCritic,
-            "Whether actor and critic share one torso or each has its own. The default gives ppo's and a2c's MLPs without a core separate torsos, as CleanRL's and Stable-Baselines3's MLP policies have them: a shared MLP lets the critic's unnormalised value loss swamp the policy's gradient (docs/defaults.md). Image torsos and recurrent cores are shared, as CleanRL's Atari agents share them. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.",
-        ),
-        f(
-            "init",
-            Ty::Choice(&["orthogonal", "default", "torch"]),
-            Dflt::Str("orthogonal"),
-            "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from). Only orthogonal takes the gains.",
-        ),
-        f(
-            "torso-gain",
-            NON_NEGATIVE,
-            Dflt::Float(std::f64::consts::SQRT_2),
-            "Orthogonal gain of torso layers.",
-        ),
-        f(
-            "policy-gain",
-            NON_NEGATIVE,
-            Dflt::Float(0.01),
-            "Orthogonal gain of the policy head (actor-critics; dqn refuses it).",
-        ),
-        f(
-            "value-gain",
-            NON_NEGATIVE,
-            Dflt::Float(1.0),
-            "Orthogonal gain of the value head, and of dqn's Q heads.",
-        ),
-        f(
-            "core",
-            Ty::Choice(&["none", "lstm", "gru"]),
-            Dflt::Str("none"),
-            "A recurrent core between the torso and the heads (ppo and a2c, with a shared torso): one LSTM or GRU layer of `core-size` units (variables `core.input.*` and `core.hidden.*`, orthogonal with gain 1 under init \"orthogonal\"). Each environment's state is carried across rollouts, zeroed where an episode starts, kept in checkpoints and in `tandem play`; updates recompute the states over whole environment sequences from the rollout's start, so ppo's minibatches are made of environments (minibatches must divide each rank's environments), and env-groups cannot be used.",
-        ),
-        f(
-            "core-size",
-            Ty::Int {
-                min: 1,
-                max: 65_536,
-            },
-            Dflt::Int(128),
-            "Units of the recurrent core (with `core` \"lstm\" or \"gru\").",
-        ),
-    ],
+    common: Network::FIELDS,
 };
 
 pub(crate) static SYNC: Section = Section {
@@ -995,7 +346,7 @@ pub(crate) static SYNC: Section = Section {
                 ),
                 f(
                     "compression",
-                    Ty::Choice(&["none", "bf16"]),
+                    Ty::Choice(Compression::NAMES),
                     Dflt::Str("none"),
                     "Gradient compression on the wire.",
                 ),
@@ -1023,32 +374,7 @@ pub(crate) static SYNC: Section = Section {
         },
     ],
     default_kind: Some("allreduce"),
-    common: &[
-        n(
-            "check-every",
-            COUNT,
-            Dflt::Int(100),
-            "Updates between cross-rank parameter fingerprint checks; `#null` disables them.",
-        ),
-        f(
-            "rendezvous-timeout",
-            SECONDS,
-            Dflt::Float(120.0),
-            "Seconds to wait for all ranks at start.",
-        ),
-        f(
-            "collective-timeout",
-            SECONDS,
-            Dflt::Float(300.0),
-            "Seconds before a collective operation fails.",
-        ),
-        f(
-            "backend",
-            Ty::Choice(&["auto", "gloo", "nccl"]),
-            Dflt::Str("auto"),
-            "Collective backend: `auto` takes NCCL when the devices are CUDA and Gloo otherwise; `gloo` also runs CUDA tensors (copied through the host), e.g. for several ranks on one GPU, which NCCL refuses; `nccl` needs every device to be CUDA and distinct on each host.",
-        ),
-    ],
+    common: Sync::FIELDS,
 };
 
 pub(crate) static TRAIN: Section = Section {
@@ -1057,35 +383,7 @@ pub(crate) static TRAIN: Section = Section {
     kind_key: "",
     kinds: &[],
     default_kind: None,
-    common: &[
-        f(
-            "total-steps",
-            COUNT,
-            Dflt::Int(1_000_000),
-            "Environment steps over all ranks.",
-        ),
-        f(
-            "rollout",
-            Ty::Int {
-                min: 1,
-                max: 1_000_000,
-            },
-            Dflt::Int(128),
-            "Steps per environment per update (ppo, a2c).",
-        ),
-        f(
-            "env-groups",
-            Ty::Int { min: 1, max: 1024 },
-            Dflt::Int(1),
-            "Step each rank's environments in this many groups in turn, each group's environment step running on a second thread while the policy acts for the next group (double-buffered sampling; ppo, a2c). 1 steps them all at once. Must divide each rank's environments. Worth it when stepping the environments costs about as much as the forward pass (Atari); the grouping changes the order of the action draws, so a run's results depend on it.",
-        ),
-        n(
-            "max-steps",
-            COUNT,
-            Dflt::Null,
-            "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.",
-        ),
-    ],
+    common: Train::FIELDS,
 };
 
 pub(crate) static LOG: Section = Section {
@@ -1094,38 +392,7 @@ pub(crate) static LOG: Section = Section {
     kind_key: "",
     kinds: &[],
     default_kind: None,
-    common: &[
-        f(
-            "tensorboard",
-            Ty::Bool,
-            Dflt::Bool(true),
-            "Write TensorBoard event files.",
-        ),
-        f(
-            "console",
-            Ty::Choice(&["progress", "plain", "quiet"]),
-            Dflt::Str("progress"),
-            "Console output: a progress bar, plain log lines, or nothing but errors.",
-        ),
-        f(
-            "interval",
-            COUNT,
-            Dflt::Int(10),
-            "How often to log, in interval-unit.",
-        ),
-        f(
-            "interval-unit",
-            Ty::Choice(&["updates", "seconds"]),
-            Dflt::Str("updates"),
-            "Unit of interval.",
-        ),
-        n(
-            "histogram-every",
-            COUNT,
-            Dflt::Null,
-            "Updates between parameter histograms; `#null` writes none.",
-        ),
-    ],
+    common: Log::FIELDS,
 };
 
 pub(crate) static CHECKPOINT: Section = Section {
@@ -1134,29 +401,7 @@ pub(crate) static CHECKPOINT: Section = Section {
     kind_key: "",
     kinds: &[],
     default_kind: None,
-    common: &[
-        n(
-            "every",
-            COUNT,
-            Dflt::Int(100),
-            "Checkpoint interval in unit; `#null` writes only the final checkpoint.",
-        ),
-        f(
-            "unit",
-            Ty::Choice(&["updates", "steps"]),
-            Dflt::Str("updates"),
-            "Unit of every: updates, or global environment steps.",
-        ),
-        f(
-            "keep",
-            Ty::Int {
-                min: 1,
-                max: 100_000,
-            },
-            Dflt::Int(3),
-            "How many recent checkpoints to keep.",
-        ),
-    ],
+    common: Checkpoint::FIELDS,
 };
 
 /// Every section in canonical order; the first holds the top-level settings.

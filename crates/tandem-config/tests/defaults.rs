@@ -17,7 +17,7 @@ fn shared(algorithm: &str, env: &str, network: &str) -> bool {
         resolved.provenance.get("network.actor-critic"),
         Some(&Origin::Default)
     );
-    resolved.experiment.network.shared
+    resolved.experiment.network.shared()
 }
 
 /// A shared MLP lets the critic's unnormalised value loss swamp the policy gradient: with
@@ -67,13 +67,13 @@ fn the_derived_default_is_written_in_the_canonical_form_and_round_trips() {
 fn a_written_layout_wins_over_the_default() {
     let written = "network \"mlp\" { actor-critic \"shared\"; }";
     let resolved = resolve(&experiment("ppo", "cartpole", written), &[]).expect("resolves");
-    assert!(resolved.experiment.network.shared);
+    assert!(resolved.experiment.network.shared());
     let set = resolve(
         &experiment("ppo", "cartpole", ""),
         &["network.actor-critic=\"shared\"".into()],
     )
     .expect("resolves");
-    assert!(set.experiment.network.shared);
+    assert!(set.experiment.network.shared());
 }
 
 /// A core set from the command line changes the default too: it is derived after every
@@ -85,7 +85,7 @@ fn an_override_that_adds_a_core_makes_the_default_shared() {
         &["network.core=\"lstm\"".into()],
     )
     .expect("a core with the default layout resolves");
-    assert!(resolved.experiment.network.shared);
+    assert!(resolved.experiment.network.shared());
 }
 
 /// `threads "auto"` is decided at launch from the rank's cores and the network: one thread

@@ -34,7 +34,7 @@ fn a_core_and_keep_obs_resolve_and_round_trip() {
     let resolved = resolve(&text(body), &[]).expect("resolves").experiment;
     assert_eq!(resolved.network.core, Some(Core::Gru));
     assert_eq!(resolved.network.core_size, 32);
-    assert!(resolved.network.shared);
+    assert!(resolved.network.shared());
     assert_eq!(
         resolved.env.wrappers,
         vec![Wrapper::KeepObs { mask: 0b101 }]

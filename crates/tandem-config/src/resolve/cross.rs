@@ -195,7 +195,7 @@ impl CrossCheck<'_, '_> {
             }
             return;
         }
-        if self.ok(&["network.core", "network.actor-critic"]) && !e.network.shared {
+        if self.ok(&["network.core", "network.actor-critic"]) && !e.network.shared() {
             self.report(
                 "config::inconsistent",
                 "a recurrent core needs a shared torso".into(),
@@ -657,7 +657,7 @@ impl CrossCheck<'_, '_> {
 
     /// DQN learns one Q-network: there is no critic to give its own torso.
     fn no_critic(&mut self) {
-        if self.ok(&["algorithm", "network.actor-critic"]) && !self.experiment.network.shared {
+        if self.ok(&["algorithm", "network.actor-critic"]) && !self.experiment.network.shared() {
             self.report(
                 "config::inconsistent",
                 "dqn has no critic to separate".into(),
@@ -701,7 +701,7 @@ impl CrossCheck<'_, '_> {
                 format!("{name} reads vector observations through MLPs; choose a game that observes a vector"),
             );
         }
-        if self.ok(&["algorithm", "network.actor-critic"]) && !e.network.shared {
+        if self.ok(&["algorithm", "network.actor-critic"]) && !e.network.shared() {
             self.report(
                 "config::inconsistent",
                 format!("{name}'s actor and critics never share a torso"),

@@ -1,0 +1,489 @@
+//! One declaration per config section: the [`settings!`] macro turns a list of settings, each a
+//! Rust field with its schema row (name, type and range, default, meaning), into the typed
+//! struct the rest of tandem reads, the schema's rows the resolver checks and prints, and the
+//! conversions between the struct and the flat value map. [`choices!`] does the same for a
+//! setting that takes one of a few names. This module also owns the schema's row types
+//! ([`Ty`], [`Dflt`], [`Field`], [`Kind`]) and the checked value ([`Val`]), so that it sits
+//! below both the model and the schema.
+
+/// The type (and allowed range) of one setting.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ty {
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        min_open: bool,
+        max: f64,
+        max_open: bool,
+    },
+    Bool,
+    Choice(&'static [&'static str]),
+    IntList {
+        min: i64,
+        max: i64,
+    },
+    Name,
+    /// Any non-empty string without control characters.
+    Text,
+    /// Zero or more Python module names (`ale_py`, `my_envs.registry`).
+    Modules,
+    Devices,
+    Threads,
+    Wrappers,
+    /// A block of `name value` keyword arguments.
+    Args,
+    /// The string `"auto"` (the learner decides), or a value of the inner type.
+    OrAuto(&'static Ty),
+}
+
+/// The default of one setting, written out explicitly in the resolved form.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Dflt {
+    Required,
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(&'static str),
+    IntList(&'static [i64]),
+    Devices,
+    Auto,
+    NoWrappers,
+    /// No modules.
+    NoModules,
+    /// An empty block of keyword arguments.
+    NoArgs,
+    /// `network.actor-critic`'s: it depends on the learner and the network, see
+    /// `schema::actor_critic_default`.
+    ActorCritic,
+}
+
+/// One setting's schema row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub nullable: bool,
+    pub default: Dflt,
+    pub doc: &'static str,
+}
+
+/// One kind a section can take (`algorithm "ppo"`) and its own settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kind {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub fields: &'static [Field],
+}
+
+pub(crate) const POSITIVE: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: f64::INFINITY,
+    max_open: true,
+};
+pub(crate) const NON_NEGATIVE: Ty = Ty::Float {
+    min: 0.0,
+    min_open: false,
+    max: f64::INFINITY,
+    max_open: true,
+};
+pub(crate) const UNIT_OPEN_CLOSED: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 1.0,
+    max_open: false,
+};
+pub(crate) const UNIT_CLOSED: Ty = Ty::Float {
+    min: 0.0,
+    min_open: false,
+    max: 1.0,
+    max_open: false,
+};
+pub(crate) const UNIT_OPEN: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 1.0,
+    max_open: true,
+};
+pub(crate) const ANY_FLOAT: Ty = Ty::Float {
+    min: f64::NEG_INFINITY,
+    min_open: true,
+    max: f64::INFINITY,
+    max_open: true,
+};
+pub(crate) const COUNT: Ty = Ty::Int {
+    min: 1,
+    max: i64::MAX,
+};
+pub(crate) const ZERO_OR_MORE: Ty = Ty::Int {
+    min: 0,
+    max: i64::MAX,
+};
+pub(crate) const SECONDS: Ty = Ty::Float {
+    min: 0.0,
+    min_open: true,
+    max: 86_400.0,
+    max_open: false,
+};
+
+/// A checked value of one setting (or of a section's kind, stored as `Str`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Null,
+    IntList(Vec<i64>),
+    Devices(Vec<crate::devices::Device>),
+    Threads(crate::devices::Threads),
+    Wrappers(Vec<tandem_spec::Wrapper>),
+    /// Python module names, in order.
+    Modules(Vec<String>),
+    /// Keyword arguments, sorted by name.
+    Args(Vec<(String, tandem_spec::game::Scalar)>),
+}
+
+impl Val {
+    pub fn from_default(d: &Dflt) -> Option<Val> {
+        Some(match *d {
+            Dflt::Required => return None,
+            Dflt::Null => Val::Null,
+            Dflt::Int(i) => Val::Int(i),
+            Dflt::Float(x) => Val::Float(x),
+            Dflt::Bool(b) => Val::Bool(b),
+            Dflt::Str(s) => Val::Str(s.to_string()),
+            Dflt::IntList(l) => Val::IntList(l.to_vec()),
+            Dflt::Devices => Val::Devices(vec![crate::devices::Device::Cpu]),
+            Dflt::Auto => Val::Threads(crate::devices::Threads::Auto),
+            Dflt::NoWrappers => Val::Wrappers(Vec::new()),
+            Dflt::NoModules => Val::Modules(Vec::new()),
+            Dflt::NoArgs => Val::Args(Vec::new()),
+            // Rewritten by the resolver once the learner and the network are known.
+            Dflt::ActorCritic => Val::Str("shared".into()),
+        })
+    }
+}
+
+/// A Rust type a setting is read into. The resolver has checked every value against the schema
+/// before it is read, so a mismatch is a bug; reads fall back to zero-like values rather than
+/// panicking, and the round-trip tests of `values.rs` guard against such bugs.
+pub(crate) trait Setting: Sized {
+    /// Whether the setting may be `#null`: exactly the `Option` types.
+    const NULLABLE: bool = false;
+    fn from_val(val: Option<&Val>) -> Self;
+    fn to_val(&self) -> Val;
+}
+
+impl Setting for f64 {
+    fn from_val(val: Option<&Val>) -> f64 {
+        match val {
+            Some(Val::Float(x)) => *x,
+            _ => 0.0,
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Float(*self)
+    }
+}
+
+impl Setting for bool {
+    fn from_val(val: Option<&Val>) -> bool {
+        matches!(val, Some(Val::Bool(true)))
+    }
+    fn to_val(&self) -> Val {
+        Val::Bool(*self)
+    }
+}
+
+/// Counts: negative values (which the schema never lets through) read as 0.
+macro_rules! count_setting {
+    ($($t:ty),*) => {$(
+        impl Setting for $t {
+            fn from_val(val: Option<&Val>) -> $t {
+                match val {
+                    Some(Val::Int(i)) => <$t>::try_from(*i).unwrap_or(0),
+                    _ => 0,
+                }
+            }
+            fn to_val(&self) -> Val {
+                Val::Int(i64::try_from(*self).unwrap_or(i64::MAX))
+            }
+        }
+    )*};
+}
+count_setting!(u64, usize);
+
+impl Setting for Vec<usize> {
+    fn from_val(val: Option<&Val>) -> Vec<usize> {
+        match val {
+            Some(Val::IntList(l)) => l.iter().map(|i| usize::try_from(*i).unwrap_or(0)).collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::IntList(
+            self.iter()
+                .map(|i| i64::try_from(*i).unwrap_or(i64::MAX))
+                .collect(),
+        )
+    }
+}
+
+/// The setting types that may be `#null` when wrapped in an `Option` (a choice's `Option`,
+/// `network.core`, reads "none" instead).
+pub(crate) trait Nullable: Setting {}
+impl Nullable for f64 {}
+impl Nullable for u64 {}
+
+impl<T: Nullable> Setting for Option<T> {
+    const NULLABLE: bool = true;
+    fn from_val(val: Option<&Val>) -> Option<T> {
+        match val {
+            None | Some(Val::Null) => None,
+            some => Some(T::from_val(some)),
+        }
+    }
+    fn to_val(&self) -> Val {
+        self.as_ref().map_or(Val::Null, T::to_val)
+    }
+}
+
+impl Setting for String {
+    fn from_val(val: Option<&Val>) -> String {
+        match val {
+            Some(Val::Str(s)) => s.clone(),
+            _ => String::new(),
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Str(self.clone())
+    }
+}
+
+impl Setting for Vec<tandem_spec::Wrapper> {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Wrappers(w)) => w.clone(),
+            _ => Vec::new(),
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Wrappers(self.clone())
+    }
+}
+
+/// Reads one section's settings from a complete value map.
+pub(crate) struct Reader<'a> {
+    pub values: &'a std::collections::BTreeMap<String, Val>,
+    /// The section's name; empty for the settings directly inside `experiment`.
+    pub prefix: &'static str,
+}
+
+impl Reader<'_> {
+    pub fn get(&self, field: &str) -> Option<&Val> {
+        self.values.get(&path(self.prefix, field))
+    }
+    pub fn read<T: Setting>(&self, field: &str) -> T {
+        T::from_val(self.get(field))
+    }
+    /// The section's kind (`ppo` for `algorithm "ppo"`).
+    pub fn kind(&self) -> &str {
+        match self.values.get(self.prefix) {
+            Some(Val::Str(s)) => s,
+            _ => "",
+        }
+    }
+}
+
+/// Inserts one section's settings into a value map.
+pub(crate) struct Writer<'a> {
+    pub values: &'a mut std::collections::BTreeMap<String, Val>,
+    pub prefix: &'static str,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(
+        values: &'a mut std::collections::BTreeMap<String, Val>,
+        prefix: &'static str,
+    ) -> Self {
+        Writer { values, prefix }
+    }
+    pub fn put(&mut self, field: &str, val: Val) {
+        self.values.insert(path(self.prefix, field), val);
+    }
+    pub fn write<T: Setting>(&mut self, field: &str, value: &T) {
+        self.put(field, value.to_val());
+    }
+    pub fn kind(&mut self, kind: &str) {
+        self.values
+            .insert(self.prefix.to_string(), Val::Str(kind.to_string()));
+    }
+}
+
+fn path(prefix: &str, field: &str) -> String {
+    if prefix.is_empty() {
+        field.to_string()
+    } else {
+        format!("{prefix}.{field}")
+    }
+}
+
+/// Declares a struct of settings once: each field is written
+/// `rust_name: Type = "user-name", range, default, "meaning";` and becomes
+/// - a public field of the struct, documented with the meaning;
+/// - a schema row ([`Field`]) in `FIELDS`, nullable exactly when the type is an `Option`;
+/// - a read in `read` and a write in `write`, under the user's name.
+///
+/// With `as "kind", "meaning"` after the name, the struct is also that kind of its section
+/// (`KIND`, a [`Kind`] row), and `Default` gives the schema's defaults. A section whose kinds
+/// carry settings of their own starts with `kind field: Type;`, a [`SectionKind`] read and
+/// written before the common settings.
+macro_rules! settings {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            kind $kind_field:ident : $kind_ty:ty;
+            $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            pub $kind_field: $kind_ty,
+            $( #[doc = $doc] pub $field: $ty, )*
+        }
+
+        impl $name {
+            $crate::setting::settings!(@rows $( $field: $ty = $key, $range, $default, $doc; )*);
+
+            /// The section from a complete, checked value map.
+            pub(crate) fn read(r: &$crate::setting::Reader) -> Self {
+                Self {
+                    $kind_field: $crate::setting::SectionKind::read(r),
+                    $( $field: r.read($key), )*
+                }
+            }
+
+            /// Writes the section's kind and every setting into a value map.
+            pub(crate) fn write(&self, w: &mut $crate::setting::Writer) {
+                $crate::setting::SectionKind::write(&self.$kind_field, w);
+                $( w.write($key, &self.$field); )*
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident $(as $kind:literal, $kind_doc:literal)? {
+            $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*
+        }
+    ) => {
+        $(#[$meta])*
+        $(#[doc = $kind_doc])?
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( #[doc = $doc] pub $field: $ty, )*
+        }
+
+        impl $name {
+            $crate::setting::settings!(@rows $( $field: $ty = $key, $range, $default, $doc; )*);
+
+            $(
+            /// The schema's row of this kind of its section.
+            pub(crate) const KIND: $crate::setting::Kind = $crate::setting::Kind {
+                name: $kind,
+                doc: $kind_doc,
+                fields: Self::FIELDS,
+            };
+            )?
+
+            /// The settings from a complete, checked value map.
+            pub(crate) fn read(r: &$crate::setting::Reader) -> Self {
+                Self { $( $field: r.read($key), )* }
+            }
+
+            /// Writes every setting into a value map.
+            pub(crate) fn write(&self, w: &mut $crate::setting::Writer) {
+                $( w.write($key, &self.$field); )*
+            }
+        }
+
+        impl Default for $name {
+            /// The schema's defaults.
+            fn default() -> Self {
+                Self { $( $field: <$ty as $crate::setting::Setting>::from_val(
+                    $crate::setting::Val::from_default(&$default).as_ref()), )* }
+            }
+        }
+    };
+    (@rows $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*) => {
+        /// The schema's rows of these settings, in canonical order.
+        pub(crate) const FIELDS: &'static [$crate::setting::Field] = &[$(
+            $crate::setting::Field {
+                name: $key,
+                ty: $range,
+                nullable: <$ty as $crate::setting::Setting>::NULLABLE,
+                default: $default,
+                doc: $doc,
+            },
+        )*];
+
+        /// The Rust names of the fields, in the order of `FIELDS` (for the test that each is
+        /// its user name with `_` for `-`).
+        #[cfg(test)]
+        pub(crate) const RUST_NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+    };
+}
+pub(crate) use settings;
+
+/// The kind a section takes (`sync "periodic"`) with the settings only that kind has, read
+/// from and written to the section's value map.
+pub(crate) trait SectionKind: Sized {
+    fn read(r: &Reader) -> Self;
+    fn write(&self, w: &mut Writer);
+}
+
+/// Declares a setting's choices once: an enum whose variants are written `Variant = "name"`, the
+/// list of names for the schema (`NAMES`, in the order given; the first is what a value the
+/// schema never lets through reads as) and the conversions.
+macro_rules! choices {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $key:literal, )+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name { $( $(#[$vmeta])* $variant, )+ }
+
+        impl $name {
+            /// Every choice's name, as the user writes it.
+            pub(crate) const NAMES: &'static [&'static str] = &[$($key),+];
+
+            /// The name the user writes.
+            pub fn name(self) -> &'static str {
+                match self { $( $name::$variant => $key, )+ }
+            }
+        }
+
+        impl $crate::setting::Setting for $name {
+            fn from_val(val: Option<&$crate::setting::Val>) -> Self {
+                let text = match val {
+                    Some($crate::setting::Val::Str(s)) => s.as_str(),
+                    _ => "",
+                };
+                [$($name::$variant),+]
+                    .into_iter()
+                    .find(|choice| choice.name() == text)
+                    .unwrap_or([$($name::$variant),+][0])
+            }
+            fn to_val(&self) -> $crate::setting::Val {
+                $crate::setting::Val::Str(self.name().to_string())
+            }
+        }
+    };
+}
+pub(crate) use choices;
