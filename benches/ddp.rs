@@ -10,7 +10,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tandem::algo::PpoConfig;
 use tandem::dist::{Backend, Ddp, GroupOptions, ProcessGroup, ReduceOp, SyncPolicy};
 use tandem::nn::trainable_parameters_in_order;
 use tandem::train::update_bench::{nature_model, time_ppo_updates};
@@ -331,10 +330,13 @@ fn main() {
 }
 
 /// The PPO settings of the Atari benchmark experiment (`scripts/bench/atari-breakout-ppo.kdl`).
-fn atari_ppo() -> PpoConfig {
+fn atari_ppo() -> tandem_config::Ppo {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts/bench/atari-breakout-ppo.kdl");
     let resolved = tandem_config::resolve(&tandem_config::Source::Path(path), &[])
         .unwrap_or_else(|d| panic!("{}", d.render(false)));
-    PpoConfig::from_experiment(&resolved.experiment).expect("a PPO experiment")
+    match resolved.experiment.algorithm {
+        tandem_config::Algorithm::Ppo(ppo) => ppo,
+        other => panic!("the Atari benchmark trains {}, not ppo", other.name()),
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use tandem::algo::{Optimizer, OptimizerSpec, PpoConfig, ppo_loss, ratio_diagnostics};
+use tandem::algo::{Optimizer, OptimizerSpec, ppo_loss, ratio_diagnostics};
 use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, EntropyUse, InitScheme, InitSpec, NetworkSpec,
 };
@@ -62,9 +62,9 @@ fn main() {
     let values = Tensor::randn([b], opts);
     let advantages = Tensor::randn([b], opts);
     let returns = Tensor::randn([b], opts);
-    let config = PpoConfig {
-        value_clip_coef: None,
-        ent_coef: 0.0,
+    let config = tandem_config::Ppo {
+        value_clip: None,
+        entropy_coef: 0.0,
         ..cartpole_ppo()
     };
     let order = Tensor::randperm(b, (Kind::Int64, Device::Cpu));
@@ -148,9 +148,12 @@ fn main() {
 }
 
 /// The PPO settings of the shipped CartPole experiment (`experiments/cartpole.kdl`).
-fn cartpole_ppo() -> PpoConfig {
+fn cartpole_ppo() -> tandem_config::Ppo {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/cartpole.kdl");
     let resolved = tandem_config::resolve(&tandem_config::Source::Path(path), &[])
         .unwrap_or_else(|d| panic!("{}", d.render(false)));
-    PpoConfig::from_experiment(&resolved.experiment).expect("a PPO experiment")
+    match resolved.experiment.algorithm {
+        tandem_config::Algorithm::Ppo(ppo) => ppo,
+        other => panic!("experiments/cartpole.kdl trains {}, not ppo", other.name()),
+    }
 }

@@ -257,13 +257,13 @@ fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
     // One libtorch thread, so that both runs reduce in the same order whatever else loads the
     // machine (with two it failed once, in a loaded run of the whole suite).
     tch::set_num_threads(1);
-    let train = |micro_batches: i64| {
+    let train = |micro_batches: usize| {
         let (vs, model) = recurrent(CoreKind::Lstm, 3);
-        let config = tandem::algo::PpoConfig {
-            update_epochs: 2,
-            num_minibatches: 1,
+        let config = tandem_config::Ppo {
+            epochs: 2,
+            minibatches: 1,
             micro_batches,
-            learning_rate: 3e-3,
+            lr: 3e-3,
             ..common::cleanrl_ppo()
         };
         let mut ppo = tandem::algo::Ppo::new(&vs, config, 0).unwrap();
@@ -291,9 +291,9 @@ fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
     );
     let err = {
         let (vs, model) = recurrent(CoreKind::Lstm, 3);
-        let config = tandem::algo::PpoConfig {
-            update_epochs: 1,
-            num_minibatches: 1,
+        let config = tandem_config::Ppo {
+            epochs: 1,
+            minibatches: 1,
             ..common::cleanrl_ppo()
         };
         let mut ppo = tandem::algo::Ppo::new(&vs, config, 0).unwrap();

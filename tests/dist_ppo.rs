@@ -14,7 +14,7 @@ use common::{
     RecordGradients, assert_same_gradients, child_options, parse_params, parse_values,
     print_params, print_values, role, run_two_ranks, seeded,
 };
-use tandem::algo::{Batch, Collective, Local, Ppo, PpoConfig};
+use tandem::algo::{Batch, Collective, Local, Ppo};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
 use tandem_env::ActionSpace;
@@ -25,12 +25,12 @@ const GLOBAL: i64 = 64;
 const MINIBATCHES: usize = 4;
 const UPDATES: usize = 10;
 
-fn config(micro_batches: i64) -> PpoConfig {
-    PpoConfig {
-        update_epochs: 2,
-        num_minibatches: MINIBATCHES as i64,
+fn config(micro_batches: usize) -> tandem_config::Ppo {
+    tandem_config::Ppo {
+        epochs: 2,
+        minibatches: MINIBATCHES,
         micro_batches,
-        learning_rate: 3e-3,
+        lr: 3e-3,
         ..common::cleanrl_ppo()
     }
 }
@@ -71,12 +71,7 @@ fn batch(u: usize, start: i64, len: i64) -> Batch {
 /// Minibatch rows for each rank's half at update `u` (rank-local indices), and the global plan
 /// whose minibatch k is the union of the ranks' minibatches k.
 fn plans(u: usize) -> ([Vec<Vec<Tensor>>; 2], Vec<Vec<Tensor>>) {
-    common::two_rank_plans(
-        u,
-        (GLOBAL / 2) as usize,
-        MINIBATCHES,
-        config(1).update_epochs,
-    )
+    common::two_rank_plans(u, (GLOBAL / 2) as usize, MINIBATCHES, config(1).epochs)
 }
 
 fn params(vs: &VarStore) -> Vec<f32> {
@@ -88,7 +83,7 @@ fn params(vs: &VarStore) -> Vec<f32> {
 
 /// The model and its learner, built as the trainer builds them (the optimizer lays out the
 /// gradients that DDP then reduces).
-fn learner(micro_batches: i64) -> (VarStore, ActorCritic, Ppo) {
+fn learner(micro_batches: usize) -> (VarStore, ActorCritic, Ppo) {
     let (vs, model) = model();
     let ppo = Ppo::new(&vs, config(micro_batches), 0).unwrap();
     (vs, model, ppo)
@@ -131,7 +126,7 @@ fn micro_batches_on_two_real_ranks_equal_one_rank() {
     split_over_two_ranks("micro_batches_on_two_real_ranks_equal_one_rank", 4);
 }
 
-fn split_over_two_ranks(test: &str, micro_batches: i64) {
+fn split_over_two_ranks(test: &str, micro_batches: usize) {
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();

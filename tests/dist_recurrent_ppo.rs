@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::{child_options, parse_params, print_params, role, run_two_ranks, seeded};
-use tandem::algo::{Batch, Collective, Local, Ppo, PpoConfig, Sequences};
+use tandem::algo::{Batch, Collective, Local, Ppo, Sequences};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{
     ActorCritic, ActorCriticSpec, CoreKind, CoreSpec, NetworkSpec, trainable_parameters_in_order,
@@ -25,11 +25,11 @@ const MINIBATCHES: usize = 2;
 const UPDATES: usize = 10;
 const SIZE: i64 = 16;
 
-fn config() -> PpoConfig {
-    PpoConfig {
-        update_epochs: 2,
-        num_minibatches: MINIBATCHES as i64,
-        learning_rate: 3e-3,
+fn config() -> tandem_config::Ppo {
+    tandem_config::Ppo {
+        epochs: 2,
+        minibatches: MINIBATCHES,
+        lr: 3e-3,
         ..common::cleanrl_ppo()
     }
 }
@@ -91,7 +91,7 @@ fn batch(kind: CoreKind, u: usize, first: i64, count: i64) -> Batch {
 /// Environments of each minibatch for each rank's half at update `u` (rank-local), and the
 /// global plan whose minibatch k is the union of the ranks' minibatches k.
 fn plans(u: usize) -> ([Vec<Vec<Tensor>>; 2], Vec<Vec<Tensor>>) {
-    common::two_rank_plans(u, (ENVS / 2) as usize, MINIBATCHES, config().update_epochs)
+    common::two_rank_plans(u, (ENVS / 2) as usize, MINIBATCHES, config().epochs)
 }
 
 fn params(vs: &VarStore) -> Vec<f32> {

@@ -9,7 +9,7 @@
 //! one optimizer step on the DDP-averaged gradient, clipped to a global norm.
 //! Defaults follow Stable-Baselines3's A2C (CleanRL has no A2C).
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
@@ -21,93 +21,22 @@ use super::optim::{Optimizer, OptimizerSpec};
 use super::rollout::{Batch, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse};
 
-/// A2C hyperparameters of one rank, built from the config by [`A2cConfig::from_config`] (the
-/// schema holds their defaults, which follow Stable-Baselines3's).
-#[derive(Debug, Clone, PartialEq)]
-pub struct A2cConfig {
-    /// Rollout length per environment between updates (n in n-step returns).
-    pub num_steps: i64,
-    pub learning_rate: f64,
-    /// Decay the learning rate linearly to 0 over training (SB3 default: constant).
-    pub anneal_lr: bool,
-    pub gamma: f64,
-    /// `None`: the classic n-step returns (Algorithm S3); `Some(lambda)`: GAE(lambda)
-    /// advantages (SB3's `gae_lambda`).
-    pub gae_lambda: Option<f64>,
-    /// Entropy coefficient beta.
-    pub ent_coef: f64,
-    /// Value loss coefficient (SB3 applies it to the un-halved squared error).
-    pub vf_coef: f64,
-    pub max_grad_norm: f64,
-    /// Normalise advantages over the global batch (SB3 default: off).
-    pub normalize_advantages: bool,
-    /// RMSprop (alpha 0.99, eps 1e-5, as SB3) or Adam.
-    pub optimizer: OptimizerSpec,
-}
+/// The learner's settings: the config's `algorithm "a2c"` section, as the user wrote it (its
+/// defaults follow Stable-Baselines3's).
+pub use tandem_config::A2c as Settings;
 
-impl A2cConfig {
-    /// The learner's settings from the config's `algorithm "a2c"` node (the one source of their
-    /// values and defaults), for `rollout` steps per environment.
-    pub fn from_config(a: &tandem_config::A2c, rollout: usize) -> A2cConfig {
-        A2cConfig {
-            num_steps: rollout as i64,
-            learning_rate: a.lr,
-            anneal_lr: a.anneal_lr,
-            gamma: a.gamma,
-            gae_lambda: a.gae_lambda,
-            ent_coef: a.entropy_coef,
-            vf_coef: a.value_coef,
-            max_grad_norm: a.max_grad_norm.unwrap_or(f64::INFINITY),
-            normalize_advantages: a.normalize_advantages,
-            optimizer: match a.optimizer {
-                tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp {
-                    alpha: a.rmsprop_alpha,
-                    eps: a.optimizer_eps,
-                },
-                tandem_config::Optimizer::Adam => OptimizerSpec::Adam {
-                    beta1: 0.9,
-                    beta2: 0.999,
-                    eps: a.optimizer_eps,
-                },
-            },
-        }
-    }
-
-    pub fn validate(&self) -> Result<()> {
-        ensure!(
-            self.num_steps > 0,
-            "a2c: num_steps must be positive, got {}",
-            self.num_steps
-        );
-        ensure!(
-            self.learning_rate.is_finite() && self.learning_rate > 0.0,
-            "a2c: learning_rate must be positive, got {}",
-            self.learning_rate
-        );
-        ensure!(
-            (0.0..=1.0).contains(&self.gamma),
-            "a2c: gamma must be in [0, 1], got {}",
-            self.gamma
-        );
-        if let Some(lambda) = self.gae_lambda {
-            ensure!(
-                (0.0..=1.0).contains(&lambda),
-                "a2c: gae_lambda must be in [0, 1], got {lambda}"
-            );
-        }
-        for (name, v) in [("ent_coef", self.ent_coef), ("vf_coef", self.vf_coef)] {
-            ensure!(
-                v.is_finite() && v >= 0.0,
-                "a2c: {name} must be >= 0, got {v}"
-            );
-        }
-        // Infinity is `max-grad-norm #null`: no clipping.
-        ensure!(
-            self.max_grad_norm > 0.0,
-            "a2c: max_grad_norm must be positive (infinity: no clipping), got {}",
-            self.max_grad_norm
-        );
-        Ok(())
+/// RMSprop (alpha and eps as SB3's by default) or Adam, as the settings choose.
+fn optimizer_spec(a: &Settings) -> OptimizerSpec {
+    match a.optimizer {
+        tandem_config::Optimizer::Rmsprop => OptimizerSpec::RmsProp {
+            alpha: a.rmsprop_alpha,
+            eps: a.optimizer_eps,
+        },
+        tandem_config::Optimizer::Adam => OptimizerSpec::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: a.optimizer_eps,
+        },
     }
 }
 
@@ -126,27 +55,22 @@ pub struct A2cStats {
 
 #[derive(Debug)]
 pub struct A2c {
-    config: A2cConfig,
+    config: Settings,
     optimizer: Optimizer,
 }
 
 impl A2c {
-    pub fn new(vs: &VarStore, config: A2cConfig) -> Result<A2c> {
-        config.validate()?;
-        let optimizer = Optimizer::new(vs, config.optimizer)?;
+    pub fn new(vs: &VarStore, config: Settings) -> Result<A2c> {
+        let optimizer = Optimizer::new(vs, optimizer_spec(&config))?;
         Ok(A2c { config, optimizer })
     }
 
     /// The learner of `algorithm "a2c"` for this rank's share of the experiment.
-    pub fn from_config(
-        vs: &VarStore,
-        a: &tandem_config::A2c,
-        experiment: &tandem_config::Experiment,
-    ) -> Result<A2c> {
-        A2c::new(vs, A2cConfig::from_config(a, experiment.train.rollout))
+    pub fn from_config(vs: &VarStore, a: &Settings) -> Result<A2c> {
+        A2c::new(vs, a.clone())
     }
 
-    pub fn config(&self) -> &A2cConfig {
+    pub fn config(&self) -> &Settings {
         &self.config
     }
     pub fn optimizer(&self) -> &Optimizer {
@@ -166,7 +90,7 @@ impl A2c {
     ) -> Result<A2cStats> {
         let config = &self.config;
         check_batch(model, batch)?;
-        let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
+        let lr = scheduled_lr(config.lr, config.anneal_lr, progress)?;
         let global = global_batch_stats(batch, 1, batch.len(), collective)?;
         let advantages = if config.normalize_advantages {
             (&batch.advantages - global.advantage_mean) / (global.advantage_std + 1e-8)
@@ -174,20 +98,24 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
-        let evaluation = evaluate_rows(model, batch, EntropyUse::for_coefficient(config.ent_coef))?;
+        let evaluation = evaluate_rows(
+            model,
+            batch,
+            EntropyUse::for_coefficient(config.entropy_coef),
+        )?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).
         let policy_loss = -(&evaluation.log_probs * advantages.detach()).mean(Kind::Float);
         let value_loss = (&batch.returns - &evaluation.values)
             .square()
             .mean(Kind::Float);
         let entropy = evaluation.entropy.mean(Kind::Float);
-        let total = &policy_loss + &value_loss * config.vf_coef - &entropy * config.ent_coef;
+        let total = &policy_loss + &value_loss * config.value_coef - &entropy * config.entropy_coef;
 
         let position = || "the A2C step".to_string();
         let grad_norm = synchronised_step(
             &mut self.optimizer,
             &total,
-            config.max_grad_norm,
+            config.max_grad_norm.unwrap_or(f64::INFINITY),
             lr,
             collective,
             &position,

@@ -1,8 +1,10 @@
 //! The one place that maps the config's `algorithm` onto a learner ([`build`]), after checking
 //! that the algorithm can act in the environments ([`takes_the_action_space`]).
 //!
-//! Adding a learner is a file under `src/algo/` implementing [`Learner`], its arm in [`build`],
-//! and its section in tandem-config.
+//! Adding a learner touches four files: its own under `src/algo/` implementing [`Learner`] and
+//! taking its config section as its settings, its `mod` line in `algo/mod.rs`, its arm in
+//! [`build`], and tandem-config's `model.rs`, where its section is declared once (`settings!`)
+//! and named a kind of `Algorithm`.
 
 use anyhow::{Result, bail};
 use tch::Device;
@@ -31,10 +33,10 @@ pub fn build(
     takes_the_action_space(&experiment.algorithm, envs.action_space())?;
     Ok(match &experiment.algorithm {
         Algorithm::Ppo(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::ppo::Ppo::from_config(vs, config, experiment)
+            super::ppo::Ppo::from_config(vs, config)
         })?),
         Algorithm::A2c(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::a2c::A2c::from_config(vs, config, experiment)
+            super::a2c::A2c::from_config(vs, config)
         })?),
         Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
         Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),

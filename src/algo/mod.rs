@@ -28,10 +28,10 @@ pub mod rollout;
 pub mod sac;
 pub mod td3;
 
-pub use a2c::{A2c, A2cConfig, A2cStats};
+pub use a2c::{A2c, A2cStats};
 pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
-pub use ppo::{Ppo, PpoConfig, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
+pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
 pub use rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord,
     generalized_advantages, n_step_returns,

@@ -28,151 +28,8 @@ use super::rollout::{Batch, MinibatchSampler, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
 
-/// PPO hyperparameters of one rank, built from the config by [`PpoConfig::from_config`] (the
-/// schema holds their defaults).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PpoConfig {
-    /// Rollout length per environment between updates (the trainer uses it; T in the paper).
-    pub num_steps: i64,
-    /// Adam step size at the start of training.
-    pub learning_rate: f64,
-    /// Decay the learning rate linearly to 0 over training.
-    pub anneal_lr: bool,
-    /// Adam epsilon (CleanRL uses 1e-5 rather than PyTorch's 1e-8).
-    pub adam_eps: f64,
-    /// Discount factor gamma.
-    pub gamma: f64,
-    /// GAE lambda.
-    pub gae_lambda: f64,
-    /// Epochs K over each batch.
-    pub update_epochs: usize,
-    /// Minibatches per epoch. Every rank cuts its local batch into this many, so the global
-    /// minibatch is `world_size` times the per-rank one.
-    pub num_minibatches: i64,
-    /// Micro-batches per minibatch: each one's loss (weighted by its share) is backpropagated
-    /// into the accumulated gradients, which are synchronised and stepped on once per minibatch.
-    /// Gives the same update as one pass over the minibatch, in less memory.
-    pub micro_batches: i64,
-    /// Normalise advantages (over the global batch).
-    pub normalize_advantages: bool,
-    /// Surrogate clipping epsilon.
-    pub clip_coef: f64,
-    /// Clip value updates to this distance from the old values (CleanRL's `clip_vloss`, which
-    /// reuses `clip_coef`); `None` for the plain squared error.
-    pub value_clip_coef: Option<f64>,
-    /// Entropy bonus coefficient c2.
-    pub ent_coef: f64,
-    /// Value loss coefficient c1.
-    pub vf_coef: f64,
-    /// Global gradient-norm limit.
-    pub max_grad_norm: f64,
-    /// Stop the update's epochs early once the mean approximate KL of an epoch exceeds this.
-    pub target_kl: Option<f64>,
-}
-
-impl PpoConfig {
-    /// The learner's settings from the config's `algorithm "ppo"` node (the one source of their
-    /// values and defaults): `rollout` steps per environment, `minibatches` per epoch.
-    pub fn from_config(p: &tandem_config::Ppo, rollout: usize, minibatches: usize) -> PpoConfig {
-        PpoConfig {
-            num_steps: rollout as i64,
-            learning_rate: p.lr,
-            anneal_lr: p.anneal_lr,
-            adam_eps: p.adam_eps,
-            gamma: p.gamma,
-            gae_lambda: p.gae_lambda,
-            update_epochs: p.epochs,
-            num_minibatches: minibatches as i64,
-            micro_batches: p.micro_batches as i64,
-            normalize_advantages: p.normalize_advantages,
-            clip_coef: p.clip,
-            value_clip_coef: p.value_clip,
-            ent_coef: p.entropy_coef,
-            vf_coef: p.value_coef,
-            max_grad_norm: p.max_grad_norm.unwrap_or(f64::INFINITY),
-            target_kl: p.target_kl,
-        }
-    }
-
-    /// The settings of an experiment whose algorithm is PPO.
-    pub fn from_experiment(experiment: &tandem_config::Experiment) -> Result<PpoConfig> {
-        let tandem_config::Algorithm::Ppo(p) = &experiment.algorithm else {
-            anyhow::bail!(
-                "the experiment trains {}, not ppo",
-                experiment.algorithm.name()
-            );
-        };
-        Ok(PpoConfig::from_config(
-            p,
-            experiment.train.rollout,
-            p.minibatches,
-        ))
-    }
-
-    /// Checks every field's range; the error names the field.
-    pub fn validate(&self) -> Result<()> {
-        let positive = |name: &str, v: f64| -> Result<()> {
-            ensure!(
-                v.is_finite() && v > 0.0,
-                "ppo: {name} must be a positive number, got {v}"
-            );
-            Ok(())
-        };
-        let non_negative = |name: &str, v: f64| -> Result<()> {
-            ensure!(
-                v.is_finite() && v >= 0.0,
-                "ppo: {name} must be >= 0, got {v}"
-            );
-            Ok(())
-        };
-        let unit = |name: &str, v: f64| -> Result<()> {
-            ensure!(
-                (0.0..=1.0).contains(&v),
-                "ppo: {name} must be in [0, 1], got {v}"
-            );
-            Ok(())
-        };
-        ensure!(
-            self.num_steps > 0,
-            "ppo: num_steps must be positive, got {}",
-            self.num_steps
-        );
-        positive("learning_rate", self.learning_rate)?;
-        positive("adam_eps", self.adam_eps)?;
-        unit("gamma", self.gamma)?;
-        unit("gae_lambda", self.gae_lambda)?;
-        ensure!(
-            self.update_epochs > 0,
-            "ppo: update_epochs must be positive, got 0"
-        );
-        ensure!(
-            self.num_minibatches > 0,
-            "ppo: num_minibatches must be positive, got {}",
-            self.num_minibatches
-        );
-        ensure!(
-            self.micro_batches > 0,
-            "ppo: micro_batches must be positive, got {}",
-            self.micro_batches
-        );
-        positive("clip_coef", self.clip_coef)?;
-        if let Some(v) = self.value_clip_coef {
-            positive("value_clip_coef", v)?;
-        }
-        non_negative("ent_coef", self.ent_coef)?;
-        non_negative("vf_coef", self.vf_coef)?;
-        // Infinity is `max-grad-norm #null`: no clipping.
-        ensure!(
-            self.max_grad_norm > 0.0,
-            "ppo: max_grad_norm must be positive (infinity: no clipping), got {}",
-            self.max_grad_norm
-        );
-        if let Some(kl) = self.target_kl {
-            positive("target_kl", kl)?;
-        }
-        Ok(())
-    }
-}
+/// The learner's settings: the config's `algorithm "ppo"` section, as the user wrote it.
+pub use tandem_config::Ppo as Settings;
 
 /// The terms of the PPO objective on one minibatch. `total` carries gradients; the others are
 /// detached scalars for logging.
@@ -212,14 +69,14 @@ pub fn ppo_loss(
     old_values: &Tensor,
     advantages: &Tensor,
     returns: &Tensor,
-    config: &PpoConfig,
+    config: &Settings,
 ) -> PpoLoss {
     // Probability ratio r_t(theta) = pi_theta(a_t|s_t) / pi_theta_old(a_t|s_t)  (eq. 6).
     let log_ratio = &new.log_probs - old_log_probs;
     let ratio = log_ratio.exp();
 
     // L^CLIP = E[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)]  (eq. 7); we minimise -L^CLIP.
-    let eps = config.clip_coef;
+    let eps = config.clip;
     let negated = -advantages;
     let unclipped = &negated * &ratio;
     let clipped = &negated * ratio.clamp(1.0 - eps, 1.0 + eps);
@@ -227,7 +84,7 @@ pub fn ppo_loss(
 
     // L^VF = (V_theta(s_t) - V_t^targ)^2 (eq. 9), halved as in CleanRL; optionally with the
     // value prediction clipped around the old one (Huang et al. 2022, detail 9).
-    let squared_error = match config.value_clip_coef {
+    let squared_error = match config.value_clip {
         Some(value_eps) => {
             let unclipped = (&new.values - returns).square();
             let clipped_values =
@@ -244,9 +101,9 @@ pub fn ppo_loss(
     // Maximise L^CLIP - c1 L^VF + c2 S  (eq. 9)  <=>  minimise its negation. With c2 = 0 the
     // entropy term adds no gradient, so it is left out of the graph that backward walks (it is
     // still reported). The halving of L^VF folds into c1: one operation fewer to differentiate.
-    let mut total = &policy_loss + &squared_error * (0.5 * config.vf_coef);
-    if config.ent_coef != 0.0 {
-        total = &total - &entropy * config.ent_coef;
+    let mut total = &policy_loss + &squared_error * (0.5 * config.value_coef);
+    if config.entropy_coef != 0.0 {
+        total = &total - &entropy * config.entropy_coef;
     }
     let value_loss = tch::no_grad(|| &squared_error * 0.5);
 
@@ -285,7 +142,7 @@ pub struct PpoStats {
 /// the uninterrupted one did.
 #[derive(Debug)]
 pub struct Ppo {
-    config: PpoConfig,
+    config: Settings,
     optimizer: Optimizer,
     shuffle_seed: u64,
 }
@@ -300,8 +157,7 @@ const GRAD_NORM: usize = 5;
 
 impl Ppo {
     /// Adam over the trainable variables of `vs`; `shuffle_seed` seeds the minibatch order.
-    pub fn new(vs: &VarStore, config: PpoConfig, shuffle_seed: u64) -> Result<Ppo> {
-        config.validate()?;
+    pub fn new(vs: &VarStore, config: Settings, shuffle_seed: u64) -> Result<Ppo> {
         let optimizer = Optimizer::new(
             vs,
             OptimizerSpec::Adam {
@@ -318,17 +174,12 @@ impl Ppo {
     }
 
     /// The learner of `algorithm "ppo"` for this rank's share of the experiment.
-    pub fn from_config(
-        vs: &VarStore,
-        p: &tandem_config::Ppo,
-        experiment: &tandem_config::Experiment,
-    ) -> Result<Ppo> {
-        let config = PpoConfig::from_config(p, experiment.train.rollout, p.minibatches);
+    pub fn from_config(vs: &VarStore, p: &Settings) -> Result<Ppo> {
         // The minibatch order is re-derived at every update (see `learn`).
-        Ppo::new(vs, config, 0)
+        Ppo::new(vs, p.clone(), 0)
     }
 
-    pub fn config(&self) -> &PpoConfig {
+    pub fn config(&self) -> &Settings {
         &self.config
     }
     pub fn optimizer(&self) -> &Optimizer {
@@ -355,8 +206,8 @@ impl Ppo {
             .as_ref()
             .map_or(batch.len(), |s| s.num_envs());
         let mut sampler = MinibatchSampler::new(self.shuffle_seed);
-        let plan = (0..self.config.update_epochs)
-            .map(|_| sampler.minibatches(units, self.config.num_minibatches, batch.device()))
+        let plan = (0..self.config.epochs)
+            .map(|_| sampler.minibatches(units, self.config.minibatches as i64, batch.device()))
             .collect::<Result<Vec<_>>>()?;
         self.update_with_minibatches(model, batch, progress, &plan, collective)
     }
@@ -383,8 +234,8 @@ impl Ppo {
                 .sequences
                 .as_ref()
                 .map_or(1, |s| batch.len() / s.num_envs());
-        let lr = scheduled_lr(config.learning_rate, config.anneal_lr, progress)?;
-        let optimizer_steps = config.update_epochs * config.num_minibatches as usize;
+        let lr = scheduled_lr(config.lr, config.anneal_lr, progress)?;
+        let optimizer_steps = config.epochs * config.minibatches;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
 
         // Advantage normalisation over the global batch (Huang et al. 2022, detail 7).
@@ -404,9 +255,12 @@ impl Ppo {
                     indices,
                 };
                 self.optimizer.zero_grad();
-                for part in minibatch.parts(config.micro_batches)? {
-                    let evaluation =
-                        evaluate_rows(model, &part, EntropyUse::for_coefficient(config.ent_coef))?;
+                for part in minibatch.parts(config.micro_batches as i64)? {
+                    let evaluation = evaluate_rows(
+                        model,
+                        &part,
+                        EntropyUse::for_coefficient(config.entropy_coef),
+                    )?;
                     // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
                     let loss = ppo_loss(
                         &evaluation,
@@ -422,7 +276,7 @@ impl Ppo {
                 let position = || format!("epoch {epoch}, minibatch {k}");
                 record.grad_norm_sum += step_on_gradients(
                     &mut self.optimizer,
-                    config.max_grad_norm,
+                    config.max_grad_norm.unwrap_or(f64::INFINITY),
                     lr,
                     collective,
                     &position,
@@ -441,18 +295,18 @@ impl Ppo {
                 break;
             }
         }
-        record.into_stats(&global, lr, config.clip_coef, collective)
+        record.into_stats(&global, lr, config.clip, collective)
     }
 }
 
 /// Checks the plan against the config and the batch before any collective runs; returns the
 /// minibatch size.
-fn check_plan(plan: &[Vec<Tensor>], config: &PpoConfig, batch: &Batch) -> Result<i64> {
+fn check_plan(plan: &[Vec<Tensor>], config: &Settings, batch: &Batch) -> Result<i64> {
     ensure!(
-        plan.len() == config.update_epochs,
+        plan.len() == config.epochs,
         "ppo: the minibatch plan has {} epochs, the config asks for {}",
         plan.len(),
-        config.update_epochs
+        config.epochs
     );
     let minibatch_size = plan
         .first()
@@ -460,10 +314,10 @@ fn check_plan(plan: &[Vec<Tensor>], config: &PpoConfig, batch: &Batch) -> Result
         .map_or(0, |m| m.size1().unwrap_or(0));
     for (epoch, minibatches) in plan.iter().enumerate() {
         ensure!(
-            minibatches.len() as i64 == config.num_minibatches,
+            minibatches.len() == config.minibatches,
             "ppo: epoch {epoch} of the plan has {} minibatches, the config asks for {}",
             minibatches.len(),
-            config.num_minibatches
+            config.minibatches
         );
         for (k, m) in minibatches.iter().enumerate() {
             ensure!(
@@ -495,7 +349,7 @@ fn check_plan(plan: &[Vec<Tensor>], config: &PpoConfig, batch: &Batch) -> Result
         "ppo: the minibatch plan indexes {what} {low}..={high} of a batch of {units}"
     );
     ensure!(
-        minibatch_size % config.micro_batches == 0,
+        minibatch_size % config.micro_batches as i64 == 0,
         "ppo: {} micro-batches do not divide the minibatch of {minibatch_size} {what}",
         config.micro_batches
     );
@@ -584,10 +438,10 @@ impl MinibatchPart {
 fn epoch_kl_exceeds(
     epoch_log_ratios: &[Tensor],
     target_kl: f64,
-    config: &PpoConfig,
+    config: &Settings,
     collective: &mut dyn Collective,
 ) -> Result<bool> {
-    let (epoch_kl, _) = ratio_diagnostics(&Tensor::cat(epoch_log_ratios, 0), config.clip_coef);
+    let (epoch_kl, _) = ratio_diagnostics(&Tensor::cat(epoch_log_ratios, 0), config.clip);
     let mut kl = [epoch_kl.double_value(&[])];
     collective.all_reduce_sum(&mut kl)?;
     let mean_kl = kl[0] / collective.world_size() as f64;

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, ensure};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::algo::{Batch, Ppo, PpoConfig};
+use crate::algo::{Batch, Ppo};
 use crate::dist::{Ddp, ProcessGroup, SyncPolicy};
 use crate::nn::{ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec};
 use tandem_env::ActionSpace;
@@ -85,7 +85,7 @@ fn settle(device: Device) {
 /// `device`, one minibatch and one epoch per update, gradients all-reduced over `pg`.
 pub fn time_ppo_updates(
     pg: ProcessGroup,
-    config: PpoConfig,
+    config: tandem_config::Ppo,
     device: Device,
     rows: i64,
     warmup: usize,
@@ -96,9 +96,9 @@ pub fn time_ppo_updates(
         "update bench: rows and updates must be positive"
     );
     let (vs, model) = nature_model(device)?;
-    let config = PpoConfig {
-        update_epochs: 1,
-        num_minibatches: 1,
+    let config = tandem_config::Ppo {
+        epochs: 1,
+        minibatches: 1,
         ..config
     };
     // The learner first, as the trainer does: its optimizer lays the gradients out flat, and
@@ -160,7 +160,13 @@ pub fn run_cli(
     let device = crate::dist::bind_device(device)?;
     let resolved = tandem_config::resolve(&tandem_config::Source::Path(config.into()), &[])
         .map_err(|d| anyhow::anyhow!("{}", d.render(false)))?;
-    let ppo = PpoConfig::from_experiment(&resolved.experiment)?;
+    let tandem_config::Algorithm::Ppo(ppo) = resolved.experiment.algorithm else {
+        anyhow::bail!(
+            "update bench: {} trains {}, not ppo",
+            config.display(),
+            resolved.experiment.algorithm.name()
+        );
+    };
     let port = crate::dist::free_loopback_port()?;
     let backend = crate::dist::Backend::for_device(device);
     let mut pg = ProcessGroup::connect(&crate::dist::GroupOptions {

@@ -208,44 +208,41 @@ pub fn parse_params(output: &str) -> Vec<f32> {
 /// The PPO settings of CleanRL's `ppo.py` (classic control), spelled out: the values the
 /// hand-computed expectations of the learner tests were worked out with.
 #[allow(dead_code)]
-pub fn cleanrl_ppo() -> tandem::algo::PpoConfig {
-    tandem::algo::PpoConfig {
-        num_steps: 128,
-        learning_rate: 2.5e-4,
+pub fn cleanrl_ppo() -> tandem_config::Ppo {
+    tandem_config::Ppo {
+        lr: 2.5e-4,
         anneal_lr: true,
         adam_eps: 1e-5,
         gamma: 0.99,
         gae_lambda: 0.95,
-        update_epochs: 4,
-        num_minibatches: 4,
+        epochs: 4,
+        minibatches: 4,
         micro_batches: 1,
         normalize_advantages: true,
-        clip_coef: 0.2,
-        value_clip_coef: Some(0.2),
-        ent_coef: 0.01,
-        vf_coef: 0.5,
-        max_grad_norm: 0.5,
+        clip: 0.2,
+        value_clip: Some(0.2),
+        entropy_coef: 0.01,
+        value_coef: 0.5,
+        max_grad_norm: Some(0.5),
         target_kl: None,
     }
 }
 
 /// Stable-Baselines3's A2C settings, spelled out (see [`cleanrl_ppo`]).
 #[allow(dead_code)]
-pub fn sb3_a2c() -> tandem::algo::A2cConfig {
-    tandem::algo::A2cConfig {
-        num_steps: 5,
-        learning_rate: 7e-4,
+pub fn sb3_a2c() -> tandem_config::A2c {
+    tandem_config::A2c {
+        lr: 7e-4,
         anneal_lr: false,
         gamma: 0.99,
         gae_lambda: None,
-        ent_coef: 0.0,
-        vf_coef: 0.5,
-        max_grad_norm: 0.5,
+        entropy_coef: 0.0,
+        value_coef: 0.5,
+        max_grad_norm: Some(0.5),
         normalize_advantages: false,
-        optimizer: tandem::algo::OptimizerSpec::RmsProp {
-            alpha: 0.99,
-            eps: 1e-5,
-        },
+        optimizer: tandem_config::Optimizer::Rmsprop,
+        rmsprop_alpha: 0.99,
+        optimizer_eps: 1e-5,
     }
 }
 
