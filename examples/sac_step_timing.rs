@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use tandem::algo::Local;
-use tandem::algo::sac::{Sac, SacBatch, SacConfig, Temperature};
+use tandem::algo::sac::{Sac, SacBatch, Settings};
 use tandem::nn::{Activation, InitScheme, InitSpec, NetworkSpec};
 use tch::{Device, Kind, Tensor};
 
@@ -69,16 +69,16 @@ fn main() {
         },
         &[OBS],
         ACTIONS,
-        SacConfig {
+        Settings {
             actor_lr: 3e-4,
             critic_lr: 1e-3,
             alpha_lr: 1e-3,
             tau: 0.005,
-            temperature: Temperature::Tuned {
-                initial: 1.0,
-                target_entropy: -(ACTIONS as f64),
-            },
-            max_grad_norm: f64::INFINITY,
+            alpha: tandem_config::AutoOr::Auto,
+            initial_alpha: 1.0,
+            target_entropy: tandem_config::AutoOr::Auto,
+            max_grad_norm: None,
+            ..Settings::default()
         },
     )
     .expect("the HalfCheetah SAC networks");

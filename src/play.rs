@@ -110,7 +110,7 @@ impl Td3Policy {
         space: &tandem_env::ActionSpace,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<Td3Policy> {
-        use crate::algo::td3::{Td3, Td3Config};
+        use crate::algo::td3::Td3;
         let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
         let td3 = Td3::new(
             Device::Cpu,
@@ -118,7 +118,7 @@ impl Td3Policy {
             &spec.init,
             obs_shape,
             space.dim() as i64,
-            Td3Config::from_config(cfg),
+            cfg.clone(),
         )?;
         checkpoint::restore_into(ckpt, &td3.named_state())?;
         Ok(Td3Policy {
@@ -156,17 +156,16 @@ impl SacPolicy {
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<SacPolicy> {
         use crate::algo::box_rule::squashable_bounds;
-        use crate::algo::sac::{Sac, SacConfig};
+        use crate::algo::sac::Sac;
         let bounds = squashable_bounds("sac", space, Device::Cpu)?;
         let dim = space.dim();
-        let config = SacConfig::from_config(cfg, dim);
         let sac = Sac::new(
             Device::Cpu,
             &spec.network,
             &spec.init,
             obs_shape,
             dim as i64,
-            config,
+            cfg.clone(),
         )?;
         checkpoint::restore_into(ckpt, &sac.named_state())?;
         Ok(SacPolicy {
@@ -219,8 +218,7 @@ impl Policy {
                     spec,
                     obs_shape,
                     space.num_discrete().unwrap_or(0) as i64,
-                    cfg.dueling,
-                    crate::algo::dqn::DqnConfig::from_config(cfg),
+                    cfg.clone(),
                 )?;
                 checkpoint::restore_into(ckpt, &dqn.named_state())?;
                 Ok(Policy::Dqn(Box::new(dqn)))

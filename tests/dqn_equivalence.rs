@@ -15,7 +15,7 @@ use common::{
 };
 use tandem::algo::Collective;
 use tandem::algo::Local;
-use tandem::algo::dqn::{Dqn, DqnConfig, TdLoss, TransitionBatch};
+use tandem::algo::dqn::{Dqn, TransitionBatch};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{Activation, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
 use tch::{Device, Kind, Tensor};
@@ -23,15 +23,16 @@ use tch::{Device, Kind, Tensor};
 const GLOBAL_BATCH: i64 = 8;
 const UPDATES: usize = 10;
 
-fn config(tau: f64) -> DqnConfig {
-    DqnConfig {
-        learning_rate: 0.01,
-        adam_eps: 1e-8,
+fn config(tau: f64) -> tandem_config::Dqn {
+    tandem_config::Dqn {
+        lr: 0.01,
         double: true,
-        loss: TdLoss::Huber,
-        max_grad_norm: 0.5,
+        dueling: true,
+        loss: tandem_config::Loss::Huber,
+        max_grad_norm: Some(0.5),
         target_every: 3,
         tau,
+        ..Default::default()
     }
 }
 
@@ -48,7 +49,6 @@ fn learner(seed: i64, tau: f64) -> Dqn {
             ),
             &[4],
             3,
-            true,
             config(tau),
         )
         .unwrap()

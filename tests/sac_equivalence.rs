@@ -10,7 +10,7 @@ mod common;
 use common::equivalence::Harness;
 use common::{RecordGradients, seeded};
 use tandem::algo::Collective;
-use tandem::algo::sac::{Sac, SacBatch, SacConfig, Temperature};
+use tandem::algo::sac::{Sac, SacBatch, Settings};
 use tandem::nn::{Activation, NetworkSpec};
 use tch::{Device, Kind, Tensor};
 
@@ -20,16 +20,16 @@ const OBS: i64 = 3;
 const ACT: i64 = 2;
 
 fn learner(seed: i64) -> Sac {
-    let config = SacConfig {
+    let config = Settings {
         actor_lr: 0.01,
         critic_lr: 0.02,
         alpha_lr: 0.05,
         tau: 0.3,
-        temperature: Temperature::Tuned {
-            initial: 0.5,
-            target_entropy: -2.0,
-        },
-        max_grad_norm: 5.0,
+        alpha: tandem_config::AutoOr::Auto,
+        initial_alpha: 0.5,
+        target_entropy: tandem_config::AutoOr::Value(-2.0),
+        max_grad_norm: Some(5.0),
+        ..Settings::default()
     };
     seeded(seed, || {
         Sac::new(

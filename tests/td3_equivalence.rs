@@ -12,7 +12,7 @@ mod common;
 use common::equivalence::Harness;
 use common::{RecordGradients, seeded};
 use tandem::algo::Collective;
-use tandem::algo::td3::{Td3, Td3Batch, Td3Config};
+use tandem::algo::td3::{Settings, Td3, Td3Batch};
 use tandem::nn::{Activation, NetworkSpec};
 use tch::{Device, Kind, Tensor};
 
@@ -22,14 +22,15 @@ const OBS: i64 = 3;
 const ACT: i64 = 2;
 
 fn learner(seed: i64) -> Td3 {
-    let config = Td3Config {
+    let config = Settings {
         actor_lr: 0.01,
         critic_lr: 0.02,
         tau: 0.3,
         policy_delay: 2,
         target_policy_noise: 0.4,
         target_noise_clip: 0.5,
-        max_grad_norm: 5.0,
+        max_grad_norm: Some(5.0),
+        ..Settings::default()
     };
     seeded(seed, || {
         Td3::new(

@@ -23,49 +23,14 @@ use crate::nn::{
     ActorCriticSpec, QHead, QNetwork, named_parameters, trainable_parameters_in_order,
 };
 
-/// The TD loss applied to each error δ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TdLoss {
-    /// Quadratic within |δ| <= 1, linear outside (the error clipping of Mnih et al. 2015).
-    Huber,
-    Mse,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct DqnConfig {
-    pub learning_rate: f64,
-    pub adam_eps: f64,
-    pub double: bool,
-    pub loss: TdLoss,
-    /// Gradient norm clip; infinity disables it.
-    pub max_grad_norm: f64,
-    /// Gradient steps between target updates.
-    pub target_every: u64,
-    /// 1: hard copy; less: Polyak averaging `θ⁻ ← τ θ + (1 - τ) θ⁻`.
-    pub tau: f64,
-}
+/// The learner's settings: the config's `algorithm "dqn"` section, as the user wrote it.
+pub use tandem_config::Dqn as Settings;
+// The TD loss applied to each error δ: Huber (quadratic within |δ| <= 1, linear outside: the
+// error clipping of Mnih et al. 2015) or the squared error.
+use tandem_config::Loss;
 
 /// Adam's epsilon for DQN: torch's default, as in CleanRL's and SB3's DQN.
 const ADAM_EPS: f64 = 1e-8;
-
-impl DqnConfig {
-    /// The learner's settings from the config's `algorithm "dqn"` node (the one source of their
-    /// values and defaults).
-    pub fn from_config(cfg: &tandem_config::Dqn) -> DqnConfig {
-        DqnConfig {
-            learning_rate: cfg.lr,
-            adam_eps: ADAM_EPS,
-            double: cfg.double,
-            loss: match cfg.loss {
-                tandem_config::Loss::Huber => TdLoss::Huber,
-                tandem_config::Loss::Mse => TdLoss::Mse,
-            },
-            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
-            target_every: cfg.target_every,
-            tau: cfg.tau,
-        }
-    }
-}
 
 pub use super::off_policy::TransitionBatch;
 
@@ -95,7 +60,7 @@ pub fn annealed(start: f64, end: f64, progress: f64) -> f64 {
 }
 
 pub struct Dqn {
-    config: DqnConfig,
+    config: Settings,
     online: QNetwork,
     target: QNetwork,
     online_vs: VarStore,
@@ -114,24 +79,9 @@ impl Dqn {
         spec: &ActorCriticSpec,
         obs_shape: &[i64],
         num_actions: i64,
-        dueling: bool,
-        config: DqnConfig,
+        config: Settings,
     ) -> Result<Dqn> {
-        ensure!(
-            config.learning_rate > 0.0,
-            "dqn: the learning rate must be positive, got {}",
-            config.learning_rate
-        );
-        ensure!(
-            config.tau > 0.0 && config.tau <= 1.0,
-            "dqn: tau must be in (0, 1], got {}",
-            config.tau
-        );
-        ensure!(
-            config.target_every >= 1,
-            "dqn: target-every must be at least 1"
-        );
-        let head = if dueling {
+        let head = if config.dueling {
             QHead::Dueling
         } else {
             QHead::Plain
@@ -158,7 +108,7 @@ impl Dqn {
             OptimizerSpec::Adam {
                 beta1: 0.9,
                 beta2: 0.999,
-                eps: config.adam_eps,
+                eps: ADAM_EPS,
             },
         )?;
         let target_params = TargetNetwork::of_group(&optimizer, 0, &target_vs)?;
@@ -254,8 +204,8 @@ impl Dqn {
         })?;
         let delta = &target - &q_taken;
         let per_sample = match self.config.loss {
-            TdLoss::Huber => q_taken.huber_loss(&target, tch::Reduction::None, 1.0),
-            TdLoss::Mse => delta.square(),
+            Loss::Huber => q_taken.huber_loss(&target, tch::Reduction::None, 1.0),
+            Loss::Mse => delta.square(),
         };
         // Prioritized replay scales each sample's loss by its importance weight (Schaul et al.
         // 2016, Algorithm 1, line 11); uniform replay passes weights of 1.
@@ -275,8 +225,8 @@ impl Dqn {
         let grad_norm = synchronised_step(
             &mut self.optimizer,
             &loss,
-            self.config.max_grad_norm,
-            self.config.learning_rate,
+            self.config.max_grad_norm.unwrap_or(f64::INFINITY),
+            self.config.lr,
             collective,
             &|| format!("dqn gradient step {steps}"),
         )?;
@@ -317,8 +267,7 @@ impl DqnRule {
             &spec,
             &obs_shape,
             setting.envs.num_actions() as i64,
-            cfg.dueling,
-            DqnConfig::from_config(cfg),
+            cfg.clone(),
         )?;
         let rule = DqnRule {
             dqn,

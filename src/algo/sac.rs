@@ -13,7 +13,7 @@
 //! The noise of an update (ε for the next-state actions and for the current-state actions) is an
 //! input drawn per sample, so a rank's half of a global batch brings its half of the noise.
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Result, bail};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -40,40 +40,24 @@ pub enum Temperature {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct SacConfig {
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    pub alpha_lr: f64,
-    /// Polyak coefficient `θ̄ ← τ θ + (1 - τ) θ̄` after each gradient step.
-    pub tau: f64,
-    pub temperature: Temperature,
-    /// Per-network gradient norm clip; infinity disables it.
-    pub max_grad_norm: f64,
-}
+/// The learner's settings: the config's `algorithm "sac"` section, as the user wrote it.
+pub use tandem_config::Sac as Settings;
 
-impl SacConfig {
-    /// The learner's settings from the config's `algorithm "sac"` node, for `action_dim`
-    /// action dimensions (the "auto" target entropy is `-action_dim`).
-    pub fn from_config(cfg: &tandem_config::Sac, action_dim: usize) -> SacConfig {
+impl Temperature {
+    /// α as the settings give it, for `action_dim` action dimensions (the "auto" target
+    /// entropy is `-action_dim`, as in Haarnoja et al. 2018b).
+    pub fn of(config: &Settings, action_dim: i64) -> Temperature {
         use tandem_config::AutoOr;
-        let target_entropy = match cfg.target_entropy {
+        let target_entropy = match config.target_entropy {
             AutoOr::Auto => -(action_dim as f64),
             AutoOr::Value(v) => v,
         };
-        SacConfig {
-            actor_lr: cfg.actor_lr,
-            critic_lr: cfg.critic_lr,
-            alpha_lr: cfg.alpha_lr,
-            tau: cfg.tau,
-            temperature: match cfg.alpha {
-                AutoOr::Auto => Temperature::Tuned {
-                    initial: cfg.initial_alpha,
-                    target_entropy,
-                },
-                AutoOr::Value(alpha) => Temperature::Fixed(alpha),
+        match config.alpha {
+            AutoOr::Auto => Temperature::Tuned {
+                initial: config.initial_alpha,
+                target_entropy,
             },
-            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
+            AutoOr::Value(alpha) => Temperature::Fixed(alpha),
         }
     }
 }
@@ -117,7 +101,9 @@ pub struct SacStats {
 }
 
 pub struct Sac {
-    config: SacConfig,
+    config: Settings,
+    /// α, fixed or tuned towards its target entropy (from the settings and the action space).
+    temperature: Temperature,
     actor: SquashedGaussianActor,
     critics: [QMlp; 2],
     targets: [QMlp; 2],
@@ -148,20 +134,9 @@ impl Sac {
         init: &InitSpec,
         obs_shape: &[i64],
         action_dim: i64,
-        config: SacConfig,
+        config: Settings,
     ) -> Result<Sac> {
-        for (name, lr) in [
-            ("actor-lr", config.actor_lr),
-            ("critic-lr", config.critic_lr),
-            ("alpha-lr", config.alpha_lr),
-        ] {
-            ensure!(lr > 0.0, "sac: {name} must be positive, got {lr}");
-        }
-        ensure!(
-            config.tau > 0.0 && config.tau <= 1.0,
-            "sac: tau must be in (0, 1], got {}",
-            config.tau
-        );
+        let temperature = Temperature::of(&config, action_dim);
         let obs_len: i64 = obs_shape.iter().product();
         let actor_vs = VarStore::new(device);
         let actor =
@@ -178,11 +153,10 @@ impl Sac {
         let targets = critic_pair(&target_vs)?;
         target_vs.freeze();
         let mut alpha_vs = VarStore::new(device);
-        let (initial, tuned) = match config.temperature {
+        let (initial, tuned) = match temperature {
             Temperature::Fixed(alpha) => (alpha, false),
             Temperature::Tuned { initial, .. } => (initial, true),
         };
-        ensure!(initial > 0.0, "sac: alpha must be positive, got {initial}");
         let log_alpha = alpha_vs
             .root()
             .var("log_alpha", &[1], tch::nn::Init::Const(initial.ln()));
@@ -208,6 +182,7 @@ impl Sac {
         let target_params = TargetNetwork::of_group(&optimizer, critic_group, &target_vs)?;
         let mut sac = Sac {
             config,
+            temperature,
             actor,
             critics,
             targets,
@@ -310,7 +285,7 @@ impl Sac {
             .minimum(&q2.forward_detached(&now_input));
         let actor = (&alpha * &now.log_prob - q_pi).mean(Kind::Float);
         // J(α) (2018b eq. 18): E[-α log π(ã|s) - α H̄], with log π detached.
-        let alpha_loss = match self.config.temperature {
+        let alpha_loss = match self.temperature {
             Temperature::Tuned { target_entropy, .. } => {
                 (-self.log_alpha.exp() * (now.log_prob.detach() + target_entropy)).mean(Kind::Float)
             }
@@ -339,7 +314,7 @@ impl Sac {
         accumulate_gradients(&total, true, collective);
         let params = self.trainable_parameters();
         collective.sync_gradients(&params)?;
-        let clip = self.config.max_grad_norm;
+        let clip = self.config.max_grad_norm.unwrap_or(f64::INFINITY);
         let actor_grad_norm = self.optimizer.clip_group_grad_norm(0, clip)?;
         let critic_grad_norm = self.optimizer.clip_group_grad_norm(1, clip)?;
         if !actor_grad_norm.is_finite() || !critic_grad_norm.is_finite() {
@@ -388,7 +363,7 @@ impl SacRule {
             &spec.init,
             &obs_shape,
             acting.action_dim,
-            SacConfig::from_config(cfg, acting.action_dim as usize),
+            cfg.clone(),
         )?;
         let rule = SacRule {
             sac,
@@ -497,7 +472,7 @@ mod tests {
     use super::*;
     use crate::nn::{Activation, InitScheme};
 
-    fn sac(temperature: Temperature) -> Sac {
+    fn sac(alpha: tandem_config::AutoOr, initial_alpha: f64) -> Sac {
         tch::manual_seed(3);
         Sac::new(
             Device::Cpu,
@@ -513,13 +488,16 @@ mod tests {
             },
             &[3],
             2,
-            SacConfig {
+            Settings {
                 actor_lr: 1e-3,
                 critic_lr: 1e-3,
                 alpha_lr: 1e-3,
                 tau: 0.005,
-                temperature,
-                max_grad_norm: f64::INFINITY,
+                alpha,
+                initial_alpha,
+                target_entropy: tandem_config::AutoOr::Value(-2.0),
+                max_grad_norm: None,
+                ..Settings::default()
             },
         )
         .unwrap()
@@ -557,10 +535,7 @@ mod tests {
 
     #[test]
     fn each_network_gets_exactly_the_gradient_of_its_own_loss_from_the_summed_backward() {
-        let mut sac = sac(Temperature::Tuned {
-            initial: 0.3,
-            target_entropy: -2.0,
-        });
+        let mut sac = sac(tandem_config::AutoOr::Auto, 0.3);
         let b = batch();
         let l = sac.losses(&b).unwrap();
         let summed = gradients(&mut sac, &(&l.critic + &l.actor + &l.alpha));
@@ -586,7 +561,7 @@ mod tests {
 
     #[test]
     fn a_fixed_temperature_has_no_optimizer_group_and_does_not_move() {
-        let mut sac = sac(Temperature::Fixed(0.2));
+        let mut sac = sac(tandem_config::AutoOr::Value(0.2), 1.0);
         assert!(sac.group_parameters("alpha").is_err());
         sac.update(&batch(), &mut crate::algo::Local).unwrap();
         assert!((sac.alpha() - 0.2).abs() < 1e-7);

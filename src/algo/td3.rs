@@ -15,7 +15,7 @@
 //! The smoothing noise of an update is an input drawn per sample, so a rank's half of a global
 //! batch brings its half of the noise.
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Result, bail};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -36,35 +36,8 @@ pub const GROUPS: [&str; 2] = ["actor", "critic"];
 const ACTOR: usize = 0;
 const CRITIC: usize = 1;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Td3Config {
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    /// Polyak coefficient `θ' ← τ θ + (1 - τ) θ'`, on each delayed step.
-    pub tau: f64,
-    /// `d`: the actor and the targets move on every d-th gradient step.
-    pub policy_delay: u64,
-    /// σ̃ and c of the target policy smoothing, in the unit box.
-    pub target_policy_noise: f64,
-    pub target_noise_clip: f64,
-    /// Per-network gradient norm clip; infinity disables it.
-    pub max_grad_norm: f64,
-}
-
-impl Td3Config {
-    /// The learner's settings from the config's `algorithm "td3"` node.
-    pub fn from_config(cfg: &tandem_config::Td3) -> Td3Config {
-        Td3Config {
-            actor_lr: cfg.actor_lr,
-            critic_lr: cfg.critic_lr,
-            tau: cfg.tau,
-            policy_delay: cfg.policy_delay,
-            target_policy_noise: cfg.target_policy_noise,
-            target_noise_clip: cfg.target_noise_clip,
-            max_grad_norm: cfg.max_grad_norm.unwrap_or(f64::INFINITY),
-        }
-    }
-}
+/// The learner's settings: the config's `algorithm "td3"` section, as the user wrote it.
+pub use tandem_config::Td3 as Settings;
 
 /// A batch of transitions with the update's noise. Actions are in the unit box.
 pub struct Td3Batch {
@@ -97,7 +70,7 @@ pub struct Td3Stats {
 }
 
 pub struct Td3 {
-    config: Td3Config,
+    config: Settings,
     actor: DeterministicActor,
     critics: [QMlp; 2],
     target_actor: DeterministicActor,
@@ -124,27 +97,8 @@ impl Td3 {
         init: &InitSpec,
         obs_shape: &[i64],
         action_dim: i64,
-        config: Td3Config,
+        config: Settings,
     ) -> Result<Td3> {
-        for (name, lr) in [
-            ("actor-lr", config.actor_lr),
-            ("critic-lr", config.critic_lr),
-        ] {
-            ensure!(lr > 0.0, "td3: {name} must be positive, got {lr}");
-        }
-        ensure!(
-            config.tau > 0.0 && config.tau <= 1.0,
-            "td3: tau must be in (0, 1], got {}",
-            config.tau
-        );
-        ensure!(
-            config.policy_delay >= 1,
-            "td3: policy-delay must be at least 1"
-        );
-        ensure!(
-            config.target_policy_noise >= 0.0 && config.target_noise_clip >= 0.0,
-            "td3: the target policy noise and its clip must be non-negative"
-        );
         let obs_len: i64 = obs_shape.iter().product();
         let actor_of = |vs: &VarStore| {
             DeterministicActor::new(&vs.root(), network, init, obs_shape, action_dim)
@@ -316,7 +270,7 @@ impl Td3 {
         accumulate_gradients(&total, true, collective);
         let params = self.trainable_parameters();
         collective.sync_gradients(&params)?;
-        let clip = self.config.max_grad_norm;
+        let clip = self.config.max_grad_norm.unwrap_or(f64::INFINITY);
         let critic_grad_norm = self.optimizer.clip_group_grad_norm(CRITIC, clip)?;
         let actor_grad_norm = if delayed {
             self.optimizer.clip_group_grad_norm(ACTOR, clip)?
@@ -374,7 +328,7 @@ impl Td3Rule {
             &spec.init,
             &obs_shape,
             acting.action_dim,
-            Td3Config::from_config(cfg),
+            cfg.clone(),
         )?;
         let rule = Td3Rule {
             td3,
@@ -508,14 +462,15 @@ mod tests {
             },
             &[3],
             2,
-            Td3Config {
+            Settings {
                 actor_lr: 1e-2,
                 critic_lr: 1e-2,
                 tau: 0.5,
                 policy_delay,
                 target_policy_noise: 0.2,
                 target_noise_clip: 0.5,
-                max_grad_norm: f64::INFINITY,
+                max_grad_norm: None,
+                ..Settings::default()
             },
         )
         .unwrap()
