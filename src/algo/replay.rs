@@ -4,10 +4,10 @@
 //!
 //! Storage. The buffer is a ring of `rows` vector steps; row `t` holds, for each of the rank's
 //! `num_envs` environments, the *newest frame* of the observation the step was taken from, the
-//! action, the reward and the done flags. A stacked observation `[k*c, h, w]` (frame-stack,
-//! oldest frame first) is rebuilt from the newest frames of rows `t-k+1 ..= t` of the same
+//! action, the reward and the done flags. A stacked observation `[k*c, h, w]` (k frames,
+//! oldest first) is rebuilt from the newest frames of rows `t-k+1 ..= t` of the same
 //! environment; rows before the episode's first observation are replaced by that first frame,
-//! which is what the frame-stack wrapper shows after a reset, so a stack never mixes episodes.
+//! which is what the stacking wrapper shows after a reset, so a stack never mixes episodes.
 //! The observation after an episode's last step (the env has already reset) is kept as one extra
 //! frame beside the ring. Pixel observations (integer values 0..=255) are kept as `u8`.
 //!
@@ -136,7 +136,7 @@ pub struct ReplaySpec {
     pub num_envs: usize,
     /// Values of one (stacked) observation.
     pub obs_len: usize,
-    /// Frames per stacked observation (1 when observations are not frame-stacked).
+    /// Frames per stacked observation (1 when observations are not stacked).
     pub stack: usize,
     /// Keep frames as u8: every observation value is an integer in 0..=255.
     pub pixels: bool,
@@ -233,7 +233,7 @@ impl ReplayBuffer {
         ensure!(
             rows > reserved,
             "replay: a capacity of {} transitions over {} environments gives {rows} steps per environment; \
-             frame-stack {} and n-step {} need more than {reserved}",
+             stacks of {} frames and n-step {} need more than {reserved}",
             spec.capacity,
             spec.num_envs,
             spec.stack,
@@ -343,7 +343,7 @@ impl ReplayBuffer {
 
     /// The first half of a vector step: the observations the actions were taken from and the
     /// actions, in a new row. Checks that each stacked observation continues the stored stack
-    /// of its environment (a wrapper after frame-stack that changes observations would break
+    /// of its environment (a wrapper after the stack that changes observations would break
     /// the rebuilt stacks silently otherwise).
     ///
     /// What can be sampled is then what it is after the whole step: no sampleable transition
@@ -384,7 +384,7 @@ impl ReplayBuffer {
                 if !self.frames.equals(previous, &obs[(k - 2) * f..(k - 1) * f]) {
                     bail!(
                         "replay: the observation of environment {env} does not continue its frame stack; \
-                         a wrapper after frame-stack changes observations, which frame storage cannot rebuild"
+                         a wrapper after the stack changes observations, which frame storage cannot rebuild"
                     );
                 }
             }
@@ -689,7 +689,7 @@ impl ReplayBuffer {
                     s.capacity, s.num_envs, s.obs_len, s.stack, s.pixels, s.n_step, s.gamma
                 )
                 && (u64s[7] == u64::MAX) == s.priority_alpha.is_none(),
-            "the replay file was written for another layout (capacity, envs, observation, frame-stack, \
+            "the replay file was written for another layout (capacity, envs, observation, stacked frames, \
              n-step, gamma or prioritization differ): saved {saved:?}, this run {s:?}"
         );
         buf.rows_written = u64s[8];

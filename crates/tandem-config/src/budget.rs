@@ -163,11 +163,7 @@ pub fn memory_estimate(e: &Experiment) -> MemoryEstimate {
             F32 * values
         }
     });
-    let stacks = e
-        .env
-        .wrappers
-        .iter()
-        .any(|w| matches!(w, Wrapper::FrameStack { .. }));
+    let stacks = tandem_spec::wrapper::stacks_frames(&e.env.wrappers);
     // The vector's observation and final-observation buffers, and a stack's own frames.
     let buffers = F32 * obs_len * if stacks { 3.0 } else { 2.0 };
     let mut parts = vec![(

@@ -795,21 +795,10 @@ impl Experiment {
             .map_or(self.train.total_steps, |m| m.min(self.train.total_steps))
     }
 
-    /// Frames per stored observation that an off-policy replay can rebuild from single frames:
-    /// the last `frame-stack`'s `n` when no later wrapper (a normaliser, a resize, grayscale)
-    /// changes the stacked observation, else 1 (whole observations are stored).
+    /// Frames per stored observation that an off-policy replay can rebuild from single frames
+    /// (tandem-spec's [`tandem_spec::wrapper::replay_stack`]).
     pub fn replay_stack(&self) -> usize {
-        let mut stack = 1;
-        for w in &self.env.wrappers {
-            match w {
-                Wrapper::FrameStack { n } => stack = *n as usize,
-                Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => {
-                    stack = 1
-                }
-                _ => {}
-            }
-        }
-        stack.max(1)
+        tandem_spec::wrapper::replay_stack(&self.env.wrappers)
     }
 
     /// The observation the network receives; `None` for gymnasium.
@@ -847,37 +836,6 @@ mod tests {
             assert_eq!(Device::parse(bad), None, "{bad:?}");
         }
         assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
-    }
-
-    #[test]
-    fn wrappers_change_observations() {
-        let env = |game, wrappers| Env {
-            game,
-            envs: 1,
-            wrappers,
-        };
-        let atari = env(
-            Game::Atari { rom: "breakout" },
-            vec![
-                Wrapper::Grayscale,
-                Wrapper::Resize {
-                    height: 84,
-                    width: 84,
-                },
-                Wrapper::FrameStack { n: 4 },
-            ],
-        );
-        assert_eq!(
-            atari.observation().unwrap().network_shape(),
-            vec![4, 84, 84]
-        );
-        let vector = env(
-            Game::Cartpole,
-            vec![Wrapper::FrameStack { n: 3 }, Wrapper::ClipReward],
-        );
-        assert_eq!(vector.observation().unwrap().network_shape(), vec![12]);
-        let misfit = env(Game::Cartpole, vec![Wrapper::Grayscale]);
-        assert_eq!(misfit.observation(), None);
     }
 
     #[test]

@@ -643,7 +643,11 @@ pub fn reference_markdown() -> String {
             out.push('\n');
         }
     }
-    out.push_str("### Wrappers\n\nInside `env { wrappers { ... } }`, one node per wrapper, applied in order. The first parameter may be written as the only argument (`frame-stack 4`); the canonical form names every parameter (`frame-stack n=4`).\n\n");
+    let (short, canonical) = (
+        tandem_spec::wrapper::written::SHORT,
+        tandem_spec::wrapper::written::CANONICAL,
+    );
+    out.push_str(&format!("### Wrappers\n\nInside `env {{ wrappers {{ ... }} }}`, one node per wrapper, applied in order. The first parameter may be written as the only argument (`{short}`); the canonical form names every parameter (`{canonical}`).\n\n"));
     out.push_str("| wrapper | meaning |\n|---|---|\n");
     for w in WRAPPERS.iter() {
         out.push_str(&format!("| `{}` | {} |\n", w.name, w.doc));

@@ -312,3 +312,35 @@ fn existing_games_keep_their_canonical_form() {
         "{text}"
     );
 }
+
+/// The observation an environment's wrappers leave, as the network receives it.
+#[test]
+fn wrappers_change_observations() {
+    let env = |game, wrappers| Env {
+        game,
+        envs: 1,
+        wrappers,
+    };
+    let atari = env(
+        Game::Atari { rom: "breakout" },
+        vec![
+            Wrapper::Grayscale,
+            Wrapper::Resize {
+                height: 84,
+                width: 84,
+            },
+            Wrapper::FrameStack { n: 4 },
+        ],
+    );
+    assert_eq!(
+        atari.observation().unwrap().network_shape(),
+        vec![4, 84, 84]
+    );
+    let vector = env(
+        Game::Cartpole,
+        vec![Wrapper::FrameStack { n: 3 }, Wrapper::ClipReward],
+    );
+    assert_eq!(vector.observation().unwrap().network_shape(), vec![12]);
+    let misfit = env(Game::Cartpole, vec![Wrapper::Grayscale]);
+    assert_eq!(misfit.observation(), None);
+}

@@ -11,6 +11,8 @@
 //! (all its threads; Python: `time.process_time()`), because the machines this
 //! runs on are shared: CPU time discounts the time spent waiting for a core.
 
+#[path = "../tests/support/deepmind.rs"]
+mod deepmind;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
@@ -267,7 +269,7 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let deepmind = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").expect("known game"));
+    let deepmind = deepmind::deepmind_atari(Game::from_name("atari-breakout").expect("known game"));
 
     // Best of interleaved rounds: the machines this runs on are shared, other load
     // only ever slows a run down, and a burst of it then hits every contestant alike.

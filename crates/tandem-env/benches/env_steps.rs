@@ -6,6 +6,8 @@
 //! Run: `cargo bench -p tandem-env --bench env_steps` (set TANDEM_BENCH_SECONDS to change
 //! the time per measurement, default 2).
 
+#[path = "../tests/support/deepmind.rs"]
+mod deepmind;
 use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
@@ -131,7 +133,7 @@ impl Env for StaticFrames {
 fn deepmind_on_static_frames() -> Box<dyn Env> {
     let pixels = (0..210 * 160 * 3).map(|i| (i * 31 % 251) as u8).collect();
     let mut env: Box<dyn Env> = Box::new(StaticFrames { pixels, frame: 0 });
-    let spec = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").unwrap());
+    let spec = deepmind::deepmind_atari(Game::from_name("atari-breakout").unwrap());
     for (i, w) in spec.wrappers.iter().enumerate() {
         env = wrappers::wrap(w, i, env, i as u64).unwrap();
     }

@@ -5,6 +5,8 @@
 //! Run: `cargo bench -p tandem-env --bench snapshot` (set TANDEM_BENCH_SECONDS to change
 //! the time per measurement, default 1).
 
+#[path = "../tests/support/deepmind.rs"]
+mod deepmind;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -73,7 +75,7 @@ fn main() {
     #[cfg(feature = "atari")]
     measure(
         "atari-breakout, DeepMind chain",
-        &EnvSpec::deepmind_atari(Game::from_name("atari-breakout").expect("known")),
+        &deepmind::deepmind_atari(Game::from_name("atari-breakout").expect("known")),
         8,
     );
 }

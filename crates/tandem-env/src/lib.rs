@@ -13,12 +13,12 @@
 //! ```
 //! use tandem_env::{EnvSpec, Game, VecEnv, Wrapper, env_seeds};
 //!
-//! let spec = EnvSpec::new(Game::MinatarBreakout).with(Wrapper::FrameStack { n: 4 });
+//! let spec = EnvSpec::new(Game::MinatarBreakout).with(Wrapper::ClipReward);
 //! // 8 environments of rank 1 in an experiment seeded 42, stepped on 2 threads.
 //! let mut envs = VecEnv::new(&spec, &env_seeds(42, 1, 0, 8), 2)?;
-//! assert_eq!(envs.obs_shape(), vec![16, 10, 10]); // 4 stacked frames of 4 channels
-//! let first = envs.reset().to_vec(); // 8 rows of 1600 f32 values
-//! assert_eq!(first.len(), 8 * 1600);
+//! assert_eq!(envs.obs_shape(), vec![4, 10, 10]); // 4 channels of 10x10 cells
+//! let first = envs.reset().to_vec(); // 8 rows of 400 f32 values
+//! assert_eq!(first.len(), 8 * 400);
 //! for _ in 0..100 {
 //!     let actions = vec![0i64; envs.num_envs()]; // the policy's choices
 //!     envs.step(&actions)?;

@@ -38,31 +38,6 @@ impl EnvSpec {
         self.wrappers.push(wrapper);
         self
     }
-
-    /// The DeepMind Atari preprocessing on `game`: noop-reset 30, fire-reset,
-    /// frame-skip 4 with max-pool, episodic-life, grayscale, resize 84x84, clip-reward,
-    /// frame-stack 4.
-    pub fn deepmind_atari(game: Game) -> Self {
-        EnvSpec {
-            game,
-            wrappers: vec![
-                Wrapper::NoopReset { max: 30 },
-                Wrapper::FireReset,
-                Wrapper::FrameSkip {
-                    n: 4,
-                    max_pool: true,
-                },
-                Wrapper::EpisodicLife,
-                Wrapper::Grayscale,
-                Wrapper::Resize {
-                    height: 84,
-                    width: 84,
-                },
-                Wrapper::ClipReward,
-                Wrapper::FrameStack { n: 4 },
-            ],
-        }
-    }
 }
 
 /// The observation space at the end of the chain, checking every wrapper's fit and

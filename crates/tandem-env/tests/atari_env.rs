@@ -3,8 +3,10 @@
 //! rejecting bad settings with errors.
 #![cfg(feature = "atari")]
 
+#[path = "support/deepmind.rs"]
+mod deepmind;
 use tandem_env::atari::{AtariConfig, AtariGame, AtariObservation, GymNoopReset};
-use tandem_env::{Env, EnvError, EnvSpec, Game, ObsBuf, VecEnv, env_seeds, make_env, make_game};
+use tandem_env::{Env, EnvError, Game, ObsBuf, VecEnv, env_seeds, make_env, make_game};
 
 fn breakout_spec() -> Game {
     Game::from_name("atari-breakout").expect("known game")
@@ -16,7 +18,7 @@ fn breakout_spec() -> Game {
 type Episode = (usize, f64, f64, u64);
 
 fn run(threads: usize, steps: usize) -> (Vec<f64>, Vec<f32>, Vec<Episode>) {
-    let spec = EnvSpec::deepmind_atari(breakout_spec());
+    let spec = deepmind::deepmind_atari(breakout_spec());
     let mut venv = VecEnv::new(&spec, &env_seeds(5, 0, 0, 3), threads).expect("Breakout builds");
     venv.reset();
     let (mut checksums, mut rewards, mut episodes) = (Vec::new(), Vec::new(), Vec::new());
@@ -59,7 +61,7 @@ fn deepmind_breakout_is_identical_with_one_and_two_threads() {
 
 #[test]
 fn deepmind_breakout_has_the_network_observation() {
-    let spec = EnvSpec::deepmind_atari(breakout_spec());
+    let spec = deepmind::deepmind_atari(breakout_spec());
     let env = make_env(&spec, 1).expect("builds");
     assert_eq!(env.observation_space().network_shape(), vec![4, 84, 84]);
     assert_eq!(env.action_space(), tandem_env::ActionSpace::discrete(4));

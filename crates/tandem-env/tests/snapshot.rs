@@ -4,6 +4,8 @@
 //! batches and damaged snapshots are refused with errors that say why.
 
 #[cfg(feature = "atari")]
+#[path = "support/deepmind.rs"]
+mod deepmind;
 use tandem_env::atari::{AtariConfig, AtariGame};
 use tandem_env::minatar::Breakout;
 use tandem_env::rng::Xoshiro256;
@@ -292,7 +294,7 @@ fn atari_breakout_resumes_exactly_sticky_actions_included() {
 #[cfg(feature = "atari")]
 #[test]
 fn the_deepmind_atari_chain_resumes_exactly() {
-    let spec = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").unwrap());
+    let spec = deepmind::deepmind_atari(Game::from_name("atari-breakout").unwrap());
     let trip = round_trip(&spec, 2, 120, 150);
     // Episodic life ends agent episodes at every lost life.
     assert!(

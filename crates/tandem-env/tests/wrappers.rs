@@ -1,6 +1,8 @@
 //! Wrapper behaviour on a scripted u8 RGB 210x160x3 game (the shape ALE produces), and
 //! the errors for wrappers that do not fit.
 
+#[path = "support/deepmind.rs"]
+mod deepmind;
 use std::sync::{Arc, Mutex};
 
 use tandem_env::space::{Dtype, Layout, ObsBuf, ObsSpace};
@@ -98,7 +100,7 @@ fn u8_obs(env: &dyn Env) -> Vec<u8> {
 
 #[test]
 fn deepmind_preprocessing_composes_on_an_rgb_frame_source() {
-    let spec = EnvSpec::deepmind_atari(Game::from_name("atari-breakout").unwrap());
+    let spec = deepmind::deepmind_atari(Game::from_name("atari-breakout").unwrap());
     let wrappers = spec.wrappers.clone();
     // The game itself lives in tandem-ale; validation alone knows its frame format.
     assert_eq!(

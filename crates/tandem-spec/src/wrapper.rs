@@ -445,6 +445,58 @@ pub fn info(name: &str) -> Option<&'static WrapperInfo> {
     WRAPPERS.iter().find(|w| w.name == name)
 }
 
+/// How wrappers are written, for help texts and the reference: a chain in a KDL block, one
+/// wrapper with its first parameter as its argument and in the canonical form (every parameter
+/// named), and one wrapper in the JSON form.
+pub mod written {
+    pub const CHAIN: &str = "grayscale; frame-stack 4";
+    pub const SHORT: &str = "frame-stack 4";
+    pub const CANONICAL: &str = "frame-stack n=4";
+    pub const JSON: &str = r#"{"kind": "frame-stack", "n": 4}"#;
+}
+
+/// Frames per stored observation that an off-policy replay can rebuild from single frames: the
+/// last stack's frame count when no later wrapper (a normaliser, a resize, grayscale) changes
+/// the stacked observation, else 1 (whole observations are stored).
+pub fn replay_stack(chain: &[Wrapper]) -> usize {
+    let mut stack = 1;
+    for wrapper in chain {
+        match wrapper {
+            Wrapper::FrameStack { n } => stack = *n as usize,
+            Wrapper::NormalizeObs { .. } | Wrapper::Resize { .. } | Wrapper::Grayscale => stack = 1,
+            _ => {}
+        }
+    }
+    stack.max(1)
+}
+
+/// Whether the chain stacks frames (its observations hold more than one).
+pub fn stacks_frames(chain: &[Wrapper]) -> bool {
+    chain
+        .iter()
+        .any(|wrapper| matches!(wrapper, Wrapper::FrameStack { .. }))
+}
+
+/// A replay rebuilds a stack from the previous steps' newest frames, one frame per step; a frame
+/// skip after the stack moves it by several frames per step, so it cannot be rebuilt. Returns
+/// the positions of the first such skip and of the stack before it.
+pub fn skip_after_stack(chain: &[Wrapper]) -> Option<(usize, usize)> {
+    let mut stacked = None;
+    for (i, wrapper) in chain.iter().enumerate() {
+        match wrapper {
+            Wrapper::FrameStack { n } if *n > 1 => stacked = Some(i),
+            Wrapper::NormalizeObs { .. } => stacked = None,
+            Wrapper::FrameSkip { n, .. } if *n > 1 => {
+                if let Some(stack) = stacked {
+                    return Some((i, stack));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! `devices` and of each wrapper, with a located diagnostic for each mistake.
 
 use std::collections::BTreeMap;
+use tandem_spec::wrapper::written;
 
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
@@ -611,7 +612,7 @@ impl Checker<'_> {
                     "`wrappers` takes a block, not arguments",
                 )
                 .at(source, *span, "unexpected argument")
-                .help("write `wrappers { grayscale; frame-stack 4 }`"),
+                .help(format!("write `wrappers {{ {} }}`", written::CHAIN)),
             );
         }
         for (_, _, span) in &raw.props {
@@ -621,14 +622,17 @@ impl Checker<'_> {
                     "`wrappers` takes a block, not properties",
                 )
                 .at(source, *span, "unexpected property")
-                .help("write `wrappers { grayscale; frame-stack 4 }`"),
+                .help(format!("write `wrappers {{ {} }}`", written::CHAIN)),
             );
         }
         let Some(block) = &raw.children else {
             errs.push(
                 error("config::missing-block", "`wrappers` needs a block")
                     .at(source, raw.value_span, "no block")
-                    .help("write `wrappers { grayscale; frame-stack 4 }` (`wrappers {}` for none)"),
+                    .help(format!(
+                        "write `wrappers {{ {} }}` (`wrappers {{}}` for none)",
+                        written::CHAIN
+                    )),
             );
             return Err(errs);
         };

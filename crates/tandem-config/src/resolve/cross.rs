@@ -613,7 +613,7 @@ impl CrossCheck<'_, '_> {
             &format!("{rows} steps per environment"),
             Some(("algorithm.n-step", "n-step")),
             format!(
-                "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; frame-stack {stack} and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
+                "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; stacks of {stack} frames and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
                 e.per_rank_buffer_capacity().unwrap_or(0),
                 e.per_rank_envs(),
                 n_step
@@ -629,30 +629,25 @@ impl CrossCheck<'_, '_> {
         let Some(entry) = self.applier.entries.get("env.wrappers").cloned() else {
             return;
         };
-        let mut stacked: Option<usize> = None;
-        for (i, w) in e.env.wrappers.iter().enumerate() {
-            match w {
-                Wrapper::FrameStack { n } if *n > 1 => stacked = Some(i),
-                Wrapper::NormalizeObs { .. } => stacked = None,
-                Wrapper::FrameSkip { n, .. } if *n > 1 => {
-                    if let Some(span) = entry.items.get(i)
-                        && let Some(stack_span) = stacked.and_then(|s| entry.items.get(s))
-                    {
-                        self.applier.push(
-                            error(
-                                "config::wrapper-mismatch",
-                                "`frame-skip` after `frame-stack` does not fit dqn's replay",
-                            )
-                            .at(entry.source, *span, "skips frames of a stacked observation")
-                            .also(entry.source, *stack_span, "the stack")
-                            .help("dqn's replay rebuilds stacks one frame per step: put `frame-skip` before `frame-stack`"),
-                        );
-                        return;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let Some((skip, stack)) = tandem_spec::wrapper::skip_after_stack(&e.env.wrappers) else {
+            return;
+        };
+        let (Some(skip_span), Some(stack_span)) = (entry.items.get(skip), entry.items.get(stack))
+        else {
+            return;
+        };
+        let (skip_name, stack_name) = (e.env.wrappers[skip].name(), e.env.wrappers[stack].name());
+        self.applier.push(
+            error(
+                "config::wrapper-mismatch",
+                format!("`{skip_name}` after `{stack_name}` does not fit dqn's replay"),
+            )
+            .at(entry.source, *skip_span, "skips frames of a stacked observation")
+            .also(entry.source, *stack_span, "the stack")
+            .help(format!(
+                "dqn's replay rebuilds stacks one frame per step: put `{skip_name}` before `{stack_name}`"
+            )),
+        );
     }
 
     /// DQN learns one Q-network: there is no critic to give its own torso.

@@ -15,6 +15,7 @@
 
 use kdl::{KdlDocument, KdlEntry, KdlIdentifier, KdlNode, KdlValue};
 use miette::SourceSpan;
+use tandem_spec::wrapper::written;
 
 use super::section_index;
 use crate::diag::{DiagBuilder, SourceId, error};
@@ -241,9 +242,15 @@ impl Translator {
         for item in items {
             let Json::Object(members) = &item.value else {
                 self.diags.push(
-                    error("json::mixed-list", format!("`{key}` mixes objects and plain values"))
-                        .at(self.source, item.span, "not an object")
-                        .help("each wrapper is an object naming its kind: {\"kind\": \"frame-stack\", \"n\": 4}"),
+                    error(
+                        "json::mixed-list",
+                        format!("`{key}` mixes objects and plain values"),
+                    )
+                    .at(self.source, item.span, "not an object")
+                    .help(format!(
+                        "each wrapper is an object naming its kind: {}",
+                        written::JSON
+                    )),
                 );
                 continue;
             };
@@ -251,8 +258,15 @@ impl Translator {
             let Some(kind) = members.iter().find(|m| m.key == "kind") else {
                 self.diags.push(
                     error("json::missing-kind", "this object has no `kind`")
-                        .at(self.source, SourceSpan::new(item.span.offset().into(), 1), "no `kind` key")
-                        .help("each wrapper is an object naming its kind: {\"kind\": \"frame-stack\", \"n\": 4}"),
+                        .at(
+                            self.source,
+                            SourceSpan::new(item.span.offset().into(), 1),
+                            "no `kind` key",
+                        )
+                        .help(format!(
+                            "each wrapper is an object naming its kind: {}",
+                            written::JSON
+                        )),
                 );
                 continue;
             };
