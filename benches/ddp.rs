@@ -74,9 +74,9 @@ fn rank_allreduce() {
     let mut ddp = Ddp::new(
         pg,
         &params,
-        SyncPolicy::AllReduce {
-            bucket_bytes: 25 << 20,
-            bf16: false,
+        SyncPolicy::Allreduce {
+            bucket_mb: 25.0,
+            compression: tandem_config::Compression::None,
         },
     )
     .unwrap();

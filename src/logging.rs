@@ -8,23 +8,13 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
+use tandem_config::Console;
 use tracing::Level;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::time::UtcTime;
 use tracing_subscriber::prelude::*;
 
-static INITIALISED: OnceLock<ConsoleKind> = OnceLock::new();
-
-/// What rank 0's console shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsoleKind {
-    /// An indicatif progress bar (stderr is a terminal and the config asks for one).
-    Progress,
-    /// Plain progress lines at the logging interval.
-    Plain,
-    /// Warnings and errors only.
-    Quiet,
-}
+static INITIALISED: OnceLock<Console> = OnceLock::new();
 
 pub fn is_initialised() -> bool {
     INITIALISED.get().is_some()
@@ -37,7 +27,7 @@ pub fn init_worker(
     rank: usize,
     log: &tandem_config::Log,
     quiet: bool,
-) -> Result<ConsoleKind> {
+) -> Result<Console> {
     let logs = run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let file = std::fs::OpenOptions::new()
@@ -53,14 +43,16 @@ pub fn init_worker(
         .with_filter(LevelFilter::INFO);
 
     let terminal = std::io::stderr().is_terminal();
-    let kind = if rank != 0 || quiet || log.console == tandem_config::Console::Quiet {
-        ConsoleKind::Quiet
-    } else if log.console == tandem_config::Console::Progress && terminal {
-        ConsoleKind::Progress
+    // What this rank's console shows: the config's choice, except that only rank 0 talks and a
+    // progress bar needs a terminal.
+    let kind = if rank != 0 || quiet || log.console == Console::Quiet {
+        Console::Quiet
+    } else if log.console == Console::Progress && terminal {
+        Console::Progress
     } else {
-        ConsoleKind::Plain
+        Console::Plain
     };
-    let console_level = if kind == ConsoleKind::Quiet {
+    let console_level = if kind == Console::Quiet {
         Level::WARN
     } else {
         Level::INFO
@@ -72,7 +64,7 @@ pub fn init_worker(
     };
 
     let registry = tracing_subscriber::registry().with(file_layer);
-    if kind == ConsoleKind::Progress {
+    if kind == Console::Progress {
         let bars = tracing_indicatif::IndicatifLayer::new();
         let console = tracing_subscriber::fmt::layer()
             .with_ansi(terminal)
@@ -90,7 +82,7 @@ pub fn init_worker(
             .with_ansi(terminal)
             .with_target(false)
             .without_time()
-            .with_level(rank != 0 || kind == ConsoleKind::Quiet)
+            .with_level(rank != 0 || kind == Console::Quiet)
             .fmt_fields(tracing_subscriber::fmt::format::DefaultFields::new())
             .map_event_format(|f| f)
             .with_writer(move || PrefixWriter {

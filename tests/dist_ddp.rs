@@ -107,13 +107,13 @@ fn train(
 
 fn policy_from_env() -> SyncPolicy {
     match std::env::var("TEST_POLICY").unwrap().as_str() {
-        "allreduce" => SyncPolicy::AllReduce {
-            bucket_bytes: 16,
-            bf16: false,
+        "allreduce" => SyncPolicy::Allreduce {
+            bucket_mb: 16.0 / (1024.0 * 1024.0),
+            compression: tandem_config::Compression::None,
         },
-        "allreduce-bf16" => SyncPolicy::AllReduce {
-            bucket_bytes: 1 << 20,
-            bf16: true,
+        "allreduce-bf16" => SyncPolicy::Allreduce {
+            bucket_mb: 1.0,
+            compression: tandem_config::Compression::Bf16,
         },
         "broadcast" => SyncPolicy::Broadcast,
         other => panic!("unknown policy {other}"),
@@ -136,7 +136,7 @@ fn run_rank() {
         y.narrow(0, rank * half, half),
     );
     let mut opt = adam(&vs);
-    if matches!(ddp.policy(), SyncPolicy::AllReduce { .. }) {
+    if matches!(ddp.policy(), SyncPolicy::Allreduce { .. }) {
         // The reducer's hooks sit on the parameters Ddp was built from; another model's are
         // refused on every rank alike, before any collective starts.
         let other = trainable_parameters_in_order(&model(7));

@@ -156,9 +156,9 @@ fn split(test: &str, kind: CoreKind) {
         let mut ddp = Ddp::new(
             pg,
             learner.2.optimizer().parameters(),
-            SyncPolicy::AllReduce {
-                bucket_bytes: 4096,
-                bf16: false,
+            SyncPolicy::Allreduce {
+                bucket_mb: 4096.0 / (1024.0 * 1024.0),
+                compression: tandem_config::Compression::None,
             },
         )
         .unwrap();

@@ -124,9 +124,9 @@ fn run_rank() {
     let mut ddp = Ddp::new(
         pg,
         &params,
-        SyncPolicy::AllReduce {
-            bucket_bytes: 256,
-            bf16: false,
+        SyncPolicy::Allreduce {
+            bucket_mb: 256.0 / (1024.0 * 1024.0),
+            compression: tandem_config::Compression::None,
         },
     )
     .unwrap();

@@ -18,18 +18,11 @@ use tch::{Kind, Tensor};
 use super::group::{GradientReducer, ReducerBucket};
 use super::{Layout, ProcessGroup, ReduceOp};
 
-/// How ranks keep their models together.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SyncPolicy {
-    /// Average gradients after every backward pass (DDP), in buckets of about `bucket_bytes`.
-    AllReduce { bucket_bytes: usize, bf16: bool },
-    /// Gradients are summed on rank 0, which alone steps and then broadcasts the parameters.
-    Broadcast,
-    /// Each rank steps on its own gradients; parameters are averaged every `every` updates.
-    Periodic { every: u64 },
-    /// Independent ranks (nothing is synchronised after the initial broadcast).
-    None,
-}
+/// How ranks keep their models together: the config's `sync` policy, as the user wrote it.
+pub use tandem_config::SyncPolicy;
+
+/// Bytes in one MiB, the unit of `bucket-mb`.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// The first bucket's size cap: small, so that its all-reduce starts early in the backward pass
 /// (it holds the last layers, whose gradients come first); later buckets use the configured size.
@@ -60,7 +53,12 @@ impl Ddp {
             .context("ranks do not hold the same model")?;
         let mut buckets = Vec::new();
         let mut reducer = None;
-        if let SyncPolicy::AllReduce { bucket_bytes, bf16 } = &policy {
+        if let SyncPolicy::Allreduce {
+            bucket_mb,
+            compression,
+        } = policy
+        {
+            let bucket_bytes = (bucket_mb * MIB) as usize;
             for (i, p) in params.iter().enumerate() {
                 if p.kind() != Kind::Float {
                     bail!(
@@ -78,9 +76,9 @@ impl Ddp {
                 current.push(i);
                 bytes += params[i].numel() * 4;
                 let cap = if buckets.is_empty() {
-                    FIRST_BUCKET_BYTES.min(*bucket_bytes)
+                    FIRST_BUCKET_BYTES.min(bucket_bytes)
                 } else {
-                    *bucket_bytes
+                    bucket_bytes
                 };
                 if bytes >= cap {
                     current.reverse();
@@ -93,7 +91,8 @@ impl Ddp {
                 buckets.push(current);
             }
             if pg.world_size() > 1 {
-                reducer = Some(build_reducer(&pg, params, &buckets, *bf16)?);
+                let bf16 = compression == tandem_config::Compression::Bf16;
+                reducer = Some(build_reducer(&pg, params, &buckets, bf16)?);
             }
         }
         Ok(Ddp {
@@ -179,7 +178,7 @@ impl Ddp {
         }
         let start = Instant::now();
         match &self.policy {
-            SyncPolicy::AllReduce { .. } => {
+            SyncPolicy::Allreduce { .. } => {
                 if let Some(reducer) = &mut self.reducer {
                     // In bucket order, as the reducer was built.
                     let ordered: Vec<Tensor> = self
@@ -256,7 +255,7 @@ impl Ddp {
     /// check may demand).
     pub fn ranks_should_agree(&self) -> bool {
         match self.policy {
-            SyncPolicy::AllReduce { .. } | SyncPolicy::Broadcast => true,
+            SyncPolicy::Allreduce { .. } | SyncPolicy::Broadcast => true,
             SyncPolicy::Periodic { every } => every > 0 && self.updates.is_multiple_of(every),
             SyncPolicy::None => false,
         }

@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use tracing_indicatif::span_ext::IndicatifSpanExt;
 
 use super::metrics::RecentEpisodes;
-use crate::logging::ConsoleKind;
 
 pub struct Console {
-    kind: ConsoleKind,
+    kind: tandem_config::Console,
     active: bool,
     span: Option<tracing::Span>,
     total_steps: u64,
@@ -25,14 +24,23 @@ pub struct Console {
 
 impl Console {
     /// What this console shows.
-    pub fn kind(&self) -> ConsoleKind {
+    pub fn kind(&self) -> tandem_config::Console {
         self.kind
     }
 
     /// `active` is true on rank 0 only; `kind` is what logging set up for this rank.
-    pub fn new(active: bool, kind: ConsoleKind, total_steps: u64, start_step: u64) -> Console {
-        let kind = if active { kind } else { ConsoleKind::Quiet };
-        let span = (kind == ConsoleKind::Progress).then(|| {
+    pub fn new(
+        active: bool,
+        kind: tandem_config::Console,
+        total_steps: u64,
+        start_step: u64,
+    ) -> Console {
+        let kind = if active {
+            kind
+        } else {
+            tandem_config::Console::Quiet
+        };
+        let span = (kind == tandem_config::Console::Progress).then(|| {
             let span = tracing::info_span!("train");
             span.pb_set_style(
                 &indicatif::ProgressStyle::with_template(
@@ -68,13 +76,13 @@ impl Console {
         let sps = self.steps_per_second(step);
         let score = headline(recent).unwrap_or_else(|| "score -".into());
         match self.kind {
-            ConsoleKind::Progress => {
+            tandem_config::Console::Progress => {
                 if let Some(span) = &self.span {
                     span.pb_set_position(step.min(self.total_steps));
                     span.pb_set_message(&format!("| {sps:.0} steps/s | {score}"));
                 }
             }
-            ConsoleKind::Plain if log_line => {
+            tandem_config::Console::Plain if log_line => {
                 tracing::info!(
                     "step {step}/{} | {sps:.0} steps/s | recent {score}",
                     self.total_steps

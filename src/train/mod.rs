@@ -30,7 +30,7 @@ pub struct RankContext {
     /// libtorch intra-op threads and environment threads of this rank.
     pub threads: usize,
     /// What rank 0's console shows (logging chose it from the config and the terminal).
-    pub console: crate::logging::ConsoleKind,
+    pub console: tandem_config::Console,
     /// Whether this process was asked to stop, and why. Any rank's request counts: the ranks
     /// vote after every round, so all stop after the same update.
     pub stop_requested: Box<dyn Fn() -> Option<Stop> + Send>,

@@ -107,7 +107,7 @@ impl Run {
         tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
         let mut learner = crate::algo::build::build(&exp, &envs, rank, world, device)?;
         let trainable = learner.trainable_parameters();
-        let policy = sync_policy(&exp);
+        let policy = exp.sync.policy;
         tracing::info!(
             "gradient sync {policy:?}; ranks compare fingerprints {}",
             match exp.sync.check_every {
@@ -304,7 +304,7 @@ impl Run {
         }
         self.console.update(step, &self.recent, decisions.log);
         if decisions.log {
-            if self.rank == 0 && self.console.kind() != crate::logging::ConsoleKind::Plain {
+            if self.rank == 0 && self.console.kind() != tandem_config::Console::Plain {
                 tracing::debug!(
                     "update {}: {:?}",
                     self.counters.update,
@@ -425,7 +425,7 @@ impl Run {
     /// only rank 0 steps; periodic averaging makes the parameters equal, not the moments.
     fn agreed_state(&self) -> Vec<(String, Tensor)> {
         let mut named = self.learner.networks();
-        if matches!(self.ddp.policy(), SyncPolicy::AllReduce { .. }) && self.ddp.steps_locally() {
+        if matches!(self.ddp.policy(), SyncPolicy::Allreduce { .. }) && self.ddp.steps_locally() {
             named.extend(self.learner.optimizer_state());
         }
         named
@@ -705,19 +705,4 @@ fn write_episode_scalars(w: &mut SummaryWriter, step: u64, episodes: &[Episode])
         ],
     )?;
     Ok(())
-}
-
-fn sync_policy(experiment: &Experiment) -> SyncPolicy {
-    match experiment.sync.policy {
-        tandem_config::SyncPolicy::Allreduce {
-            bucket_mb,
-            compression,
-        } => SyncPolicy::AllReduce {
-            bucket_bytes: (bucket_mb * 1024.0 * 1024.0) as usize,
-            bf16: compression == tandem_config::Compression::Bf16,
-        },
-        tandem_config::SyncPolicy::Broadcast => SyncPolicy::Broadcast,
-        tandem_config::SyncPolicy::Periodic { every } => SyncPolicy::Periodic { every },
-        tandem_config::SyncPolicy::None => SyncPolicy::None,
-    }
 }

@@ -107,9 +107,9 @@ pub fn time_ppo_updates(
     let mut ddp = Ddp::new(
         pg,
         ppo.optimizer().parameters(),
-        SyncPolicy::AllReduce {
-            bucket_bytes: 25 << 20,
-            bf16: false,
+        SyncPolicy::Allreduce {
+            bucket_mb: 25.0,
+            compression: tandem_config::Compression::None,
         },
     )?;
     let host = host_batch(rows);

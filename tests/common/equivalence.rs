@@ -43,9 +43,9 @@ impl<L> Harness<L> {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank() as i64;
         let mut learner = (self.learner)(100 + rank);
-        let policy = SyncPolicy::AllReduce {
-            bucket_bytes: 512,
-            bf16: false,
+        let policy = SyncPolicy::Allreduce {
+            bucket_mb: 512.0 / (1024.0 * 1024.0),
+            compression: tandem_config::Compression::None,
         };
         let mut ddp = Ddp::new(pg, &(self.trainable)(&learner), policy).unwrap();
         let mut state: Vec<Tensor> = (self.named)(&learner).into_iter().map(|(_, t)| t).collect();
