@@ -4,20 +4,14 @@
 //! wrappers that do not fit.
 
 use crate::EnvError;
-use crate::cartpole::CartPole;
-use crate::classic::{Acrobot, MountainCar, MountainCarContinuous, Pendulum};
 use crate::env::Env;
-use crate::minatar::{Asterix, Breakout, Freeway, Seaquest, SpaceInvaders};
 use crate::rng::derive_seed;
 use crate::space::ObsSpace;
 use crate::wrappers;
 use tandem_spec::fit::GameFacts;
 pub use tandem_spec::{Game, Wrapper};
 
-/// The probability with which a MinAtar game repeats the previous action instead of the
-/// agent's: the `minatar` package's default, always on for the catalogue's MinAtar games
-/// (with their minimal action sets).
-pub const MINATAR_STICKY_ACTION_PROB: f64 = 0.1;
+pub use crate::minatar::MINATAR_STICKY_ACTION_PROB;
 
 /// A game and its wrappers.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,18 +63,11 @@ pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
 /// [`MINATAR_STICKY_ACTION_PROB`] and their minimal action sets, Atari's with the ALE's own
 /// sticky actions off and the ROM's minimal action set.
 pub fn make_game(game: &Game, seed: u64) -> Result<Box<dyn Env>, EnvError> {
-    let sticky = MINATAR_STICKY_ACTION_PROB;
+    if let Some(env) = crate::classic::make(game, seed).or_else(|| crate::minatar::make(game, seed))
+    {
+        return Ok(env);
+    }
     Ok(match game {
-        Game::Cartpole => Box::new(CartPole::new(seed)),
-        Game::Acrobot => Box::new(Acrobot::new(seed)),
-        Game::MountainCar => Box::new(MountainCar::new(seed)),
-        Game::MountainCarContinuous => Box::new(MountainCarContinuous::new(seed)),
-        Game::Pendulum => Box::new(Pendulum::new(seed)),
-        Game::MinatarBreakout => Box::new(Breakout::new(seed, sticky, false)),
-        Game::MinatarAsterix => Box::new(Asterix::new(seed, sticky, false)),
-        Game::MinatarFreeway => Box::new(Freeway::new(seed, sticky, false)),
-        Game::MinatarSpaceInvaders => Box::new(SpaceInvaders::new(seed, sticky, false)),
-        Game::MinatarSeaquest => Box::new(Seaquest::new(seed, sticky)),
         #[cfg(feature = "atari")]
         Game::Atari { rom } => crate::atari::make_atari(rom, seed)?,
         #[cfg(not(feature = "atari"))]
@@ -96,6 +83,10 @@ pub fn make_game(game: &Game, seed: u64) -> Result<Box<dyn Env>, EnvError> {
                 gym.id
             )));
         }
+        other => unreachable!(
+            "{} is a native game that classic::make or minatar::make builds",
+            other.name()
+        ),
     })
 }
 
@@ -123,4 +114,20 @@ pub(crate) fn wrap_chain(
         env = wrappers::wrap_on(wrapper, index, env, seed, &game)?;
     }
     Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every native game of tandem-spec's catalogue is built, with the spaces the catalogue
+    /// states for it (the catalogue is what the config checks a chain against).
+    #[test]
+    fn every_native_game_builds_as_the_catalogue_states() {
+        for (game, info) in tandem_spec::game::NATIVE {
+            let built = make_game(game, 7).unwrap_or_else(|e| panic!("{}: {e}", info.name));
+            assert_eq!(built.observation_space(), info.observation, "{}", info.name);
+            assert_eq!(built.action_space(), info.actions, "{}", info.name);
+        }
+    }
 }

@@ -21,6 +21,23 @@ pub use pendulum::Pendulum;
 
 use std::hint::black_box;
 
+use tandem_spec::game::Game;
+
+use crate::cartpole::CartPole;
+use crate::env::Env;
+
+/// Builds a classic-control game seeded with `seed`; `None` for a game of another family.
+pub(crate) fn make(game: &Game, seed: u64) -> Option<Box<dyn Env>> {
+    Some(match game {
+        Game::Cartpole => Box::new(CartPole::new(seed)),
+        Game::Acrobot => Box::new(Acrobot::new(seed)),
+        Game::MountainCar => Box::new(MountainCar::new(seed)),
+        Game::MountainCarContinuous => Box::new(MountainCarContinuous::new(seed)),
+        Game::Pendulum => Box::new(Pendulum::new(seed)),
+        _ => return None,
+    })
+}
+
 /// numpy's `x ** 2` on a float64 scalar: the C library's `pow(x, 2.0)`, which is not
 /// always the correctly rounded `x * x` (glibc's differed in the last bit for 8 in
 /// 10,000 values drawn from [-20, 20]). The exponent is hidden from the optimiser, which would otherwise turn the call
