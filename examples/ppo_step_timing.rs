@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tandem::algo::{Optimizer, OptimizerSpec, ppo_loss, ratio_diagnostics};
 use tandem::nn::{
-    Activation, ActorCritic, ActorCriticSpec, EntropyUse, InitScheme, InitSpec, NetworkSpec,
+    Activation, ActorCritic, ActorCriticSpec, EntropyUse, Init, InitSpec, NetworkSpec,
 };
 use tandem_env::ActionSpace;
 use tch::{Device, Kind, Tensor, nn::VarStore};
@@ -38,7 +38,7 @@ fn main() {
             activation: Activation::Tanh,
         },
         InitSpec {
-            scheme: InitScheme::Orthogonal,
+            scheme: Init::Orthogonal,
             torso_gain: std::f64::consts::SQRT_2,
             policy_gain: 0.01,
             value_gain: 1.0,

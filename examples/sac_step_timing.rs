@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use tandem::algo::Local;
 use tandem::algo::sac::{Sac, SacBatch, Settings};
-use tandem::nn::{Activation, InitScheme, InitSpec, NetworkSpec};
+use tandem::nn::{Activation, Init, InitSpec, NetworkSpec};
 use tch::{Device, Kind, Tensor};
 
 #[global_allocator]
@@ -62,7 +62,7 @@ fn main() {
             activation: Activation::Relu,
         },
         &InitSpec {
-            scheme: InitScheme::Torch,
+            scheme: Init::Torch,
             torso_gain: 1.0,
             policy_gain: 1.0,
             value_gain: 1.0,

@@ -6,8 +6,8 @@ mod common;
 
 use common::{orthogonal_init, torch_rng};
 use tandem::nn::{
-    Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, InitScheme,
-    InitSpec, NetworkSpec, QHead, QNetwork, parameters_in_order,
+    Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, Init, InitSpec,
+    NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
 use tandem_env::ActionSpace;
 use tch::nn::VarStore;
@@ -741,7 +741,7 @@ fn a_q_networks_heads_use_the_value_gain() {
 
 fn default_init() -> InitSpec {
     InitSpec {
-        scheme: InitScheme::Default,
+        scheme: Init::Default,
         ..orthogonal_init()
     }
 }
@@ -964,7 +964,7 @@ fn from_experiment_maps_every_network_setting() {
             share_torso: true,
             scale_pixels: true,
             init: InitSpec {
-                scheme: InitScheme::Orthogonal,
+                scheme: Init::Orthogonal,
                 torso_gain: 0.5,
                 policy_gain: 2.0,
                 value_gain: 3.0,
@@ -980,7 +980,7 @@ fn from_experiment_maps_every_network_setting() {
     assert_eq!(
         recurrent.core,
         Some(tandem::nn::CoreSpec {
-            kind: tandem::nn::CoreKind::Gru,
+            kind: tandem::nn::Core::Gru,
             size: 32
         })
     );

@@ -11,12 +11,12 @@ use tandem::algo::RolloutBuffer;
 use tandem::algo::actions::ActionKind;
 use tandem::algo::collect::{Memory, RolloutCollector};
 use tandem::algo::learner::Phases;
-use tandem::nn::{ActorCritic, ActorCriticSpec, CoreKind, CoreSpec, NetworkSpec};
+use tandem::nn::{ActorCritic, ActorCriticSpec, Core, CoreSpec, NetworkSpec};
 use tandem_env::{Action, ActionSpace, Dtype, Env, ObsBuf, ObsSpace, Step, VecEnv};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-fn recurrent(kind: CoreKind, obs: i64) -> (VarStore, ActorCritic) {
+fn recurrent(kind: Core, obs: i64) -> (VarStore, ActorCritic) {
     common::seeded(3, || {
         let vs = VarStore::new(Device::Cpu);
         let spec = ActorCriticSpec {
@@ -36,7 +36,7 @@ fn floats(t: &Tensor) -> Vec<f32> {
 
 #[test]
 fn evaluating_a_sequence_equals_stepping_it() {
-    for kind in [CoreKind::Lstm, CoreKind::Gru] {
+    for kind in [Core::Lstm, Core::Gru] {
         let (_vs, model) = recurrent(kind, 3);
         let (steps, n) = (6, 3);
         let (obs, starts, state0, actions) = common::seeded(5, || {
@@ -85,7 +85,7 @@ fn evaluating_a_sequence_equals_stepping_it() {
 
 #[test]
 fn an_episode_start_zeroes_the_state_and_the_state_matters_otherwise() {
-    for kind in [CoreKind::Lstm, CoreKind::Gru] {
+    for kind in [Core::Lstm, Core::Gru] {
         let (_vs, model) = recurrent(kind, 3);
         let (obs, state) = common::seeded(6, || {
             (
@@ -115,7 +115,7 @@ fn an_episode_start_zeroes_the_state_and_the_state_matters_otherwise() {
 
 #[test]
 fn a_recurrent_network_needs_its_state_and_a_shared_torso() {
-    let (_vs, model) = recurrent(CoreKind::Lstm, 3);
+    let (_vs, model) = recurrent(Core::Lstm, 3);
     let err = model
         .forward(&Tensor::zeros([2, 3], (Kind::Float, Device::Cpu)))
         .unwrap_err();
@@ -128,7 +128,7 @@ fn a_recurrent_network_needs_its_state_and_a_shared_torso() {
     let spec = ActorCriticSpec {
         share_torso: false,
         core: Some(CoreSpec {
-            kind: CoreKind::Gru,
+            kind: Core::Gru,
             size: 8,
         }),
         ..ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init())
@@ -182,7 +182,7 @@ fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
         .collect();
     let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
     envs.reset();
-    let (_vs, model) = recurrent(CoreKind::Lstm, 2);
+    let (_vs, model) = recurrent(Core::Lstm, 2);
     let steps = 4;
     let mut buffer = RolloutBuffer::new(steps, 2, &[2], ActionKind::Discrete, Device::Cpu).unwrap();
     let collector = RolloutCollector::new(2, 1, &[2], ActionKind::Discrete).unwrap();
@@ -258,7 +258,7 @@ fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
     // machine (with two it failed once, in a loaded run of the whole suite).
     tch::set_num_threads(1);
     let train = |micro_batches: usize| {
-        let (vs, model) = recurrent(CoreKind::Lstm, 3);
+        let (vs, model) = recurrent(Core::Lstm, 3);
         let config = tandem_config::Ppo {
             epochs: 2,
             minibatches: 1,
@@ -290,7 +290,7 @@ fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
         "micro-batches of environments differ by {diff}"
     );
     let err = {
-        let (vs, model) = recurrent(CoreKind::Lstm, 3);
+        let (vs, model) = recurrent(Core::Lstm, 3);
         let config = tandem_config::Ppo {
             epochs: 1,
             minibatches: 1,

@@ -13,7 +13,7 @@ use common::{child_options, parse_params, print_params, role, run_two_ranks, see
 use tandem::algo::{Batch, Collective, Local, Ppo, Sequences};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{
-    ActorCritic, ActorCriticSpec, CoreKind, CoreSpec, NetworkSpec, trainable_parameters_in_order,
+    ActorCritic, ActorCriticSpec, Core, CoreSpec, NetworkSpec, trainable_parameters_in_order,
 };
 use tandem_env::ActionSpace;
 use tch::nn::VarStore;
@@ -34,7 +34,7 @@ fn config() -> tandem_config::Ppo {
     }
 }
 
-fn model(kind: CoreKind) -> (VarStore, ActorCritic) {
+fn model(kind: Core) -> (VarStore, ActorCritic) {
     seeded(7, || {
         let vs = VarStore::new(Device::Cpu);
         let spec = ActorCriticSpec {
@@ -49,10 +49,10 @@ fn model(kind: CoreKind) -> (VarStore, ActorCritic) {
 
 /// The global batch of update `u` restricted to environments [first, first + count): every
 /// field drawn as `[STEPS, ENVS, ...]` and cut along the environment axis.
-fn batch(kind: CoreKind, u: usize, first: i64, count: i64) -> Batch {
+fn batch(kind: Core, u: usize, first: i64, count: i64) -> Batch {
     let width = match kind {
-        CoreKind::Lstm => 2 * SIZE,
-        CoreKind::Gru => SIZE,
+        Core::Lstm => 2 * SIZE,
+        Core::Gru => SIZE,
     };
     seeded(1000 + u as i64, || {
         let opts = (Kind::Float, Device::Cpu);
@@ -101,14 +101,14 @@ fn params(vs: &VarStore) -> Vec<f32> {
         .collect()
 }
 
-fn learner(kind: CoreKind) -> (VarStore, ActorCritic, Ppo) {
+fn learner(kind: Core) -> (VarStore, ActorCritic, Ppo) {
     let (vs, model) = model(kind);
     let ppo = Ppo::new(&vs, config(), 0).unwrap();
     (vs, model, ppo)
 }
 
 fn train(
-    kind: CoreKind,
+    kind: Core,
     (vs, model, mut ppo): (VarStore, ActorCritic, Ppo),
     rank: Option<usize>,
     collective: &mut dyn Collective,
@@ -136,7 +136,7 @@ fn train(
 fn recurrent_ppo_split_over_two_real_ranks_equals_one_rank() {
     split(
         "recurrent_ppo_split_over_two_real_ranks_equals_one_rank",
-        CoreKind::Lstm,
+        Core::Lstm,
     );
 }
 
@@ -144,11 +144,11 @@ fn recurrent_ppo_split_over_two_real_ranks_equals_one_rank() {
 fn gru_ppo_split_over_two_real_ranks_equals_one_rank() {
     split(
         "gru_ppo_split_over_two_real_ranks_equals_one_rank",
-        CoreKind::Gru,
+        Core::Gru,
     );
 }
 
-fn split(test: &str, kind: CoreKind) {
+fn split(test: &str, kind: Core) {
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();

@@ -470,7 +470,7 @@ impl OffPolicyRule for SacRule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::{Activation, InitScheme};
+    use crate::nn::{Activation, Init};
 
     fn sac(alpha: tandem_config::AutoOr, initial_alpha: f64) -> Sac {
         tch::manual_seed(3);
@@ -481,7 +481,7 @@ mod tests {
                 activation: Activation::Tanh,
             },
             &InitSpec {
-                scheme: InitScheme::Default,
+                scheme: Init::Default,
                 torso_gain: 1.0,
                 policy_gain: 1.0,
                 value_gain: 1.0,

@@ -444,7 +444,7 @@ impl OffPolicyRule for Td3Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::{Activation, InitScheme};
+    use crate::nn::{Activation, Init};
 
     fn td3(policy_delay: u64) -> Td3 {
         tch::manual_seed(3);
@@ -455,7 +455,7 @@ mod tests {
                 activation: Activation::Relu,
             },
             &InitSpec {
-                scheme: InitScheme::Default,
+                scheme: Init::Default,
                 torso_gain: 1.0,
                 policy_gain: 1.0,
                 value_gain: 1.0,

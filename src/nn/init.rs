@@ -9,34 +9,17 @@
 use tch::Tensor;
 use tch::nn;
 
-/// Which initialisation scheme the layers get.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InitScheme {
-    /// Orthogonal weights (Saxe et al. 2014) multiplied by the role's gain, and zero biases.
-    /// For a weight `W` of shape `[out, in]` (a conv kernel flattened to `[out, in * k * k]`),
-    /// the smaller of `W Wᵀ` and `Wᵀ W` is `gain² I`.
-    Orthogonal,
-    /// What tch 0.26's `nn::linear` and `nn::conv2d` give with their default configs: weights
-    /// Kaiming-uniform for ReLU, `U(-b, b)` with `b = sqrt(3) * sqrt(2) / sqrt(fan_in)` (that is
-    /// `sqrt(6 / fan_in)`; `fan_in` is the layer's inputs, times the kernel area for a conv);
-    /// linear biases `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, conv biases zero. (PyTorch's own
-    /// modules draw their weights from a narrower `U(±1/sqrt(fan_in))`; this is tch's default,
-    /// not PyTorch's.) Stacked layers get the same draws, slice by slice, in the same order
-    /// (bias, then weight) as separate layers. The gains are not used.
-    Default,
-    /// PyTorch's `nn.Linear` and `nn.Conv2d` defaults: weights and biases `U(-b, b)` with
-    /// `b = 1/sqrt(fan_in)`, biases drawn first (tch's order). What SB3's and CleanRL's SAC
-    /// networks start from. The gains are not used.
-    Torch,
-}
+/// Which initialisation scheme the layers get: the config's `init` (its variants say what each
+/// draws).
+pub use tandem_config::Init;
 
 /// How to initialise a network's layers. The gains only matter under
-/// [`InitScheme::Orthogonal`]: `torso_gain` for every torso layer (convolutions and fully
+/// [`Init::Orthogonal`]: `torso_gain` for every torso layer (convolutions and fully
 /// connected), `policy_gain` for the policy head, `value_gain` for the value head and for every
 /// head of a Q-network (its plain head, or its dueling value and advantage heads).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct InitSpec {
-    pub scheme: InitScheme,
+    pub scheme: Init,
     pub torso_gain: f64,
     pub policy_gain: f64,
     pub value_gain: f64,
@@ -72,7 +55,7 @@ impl InitSpec {
 /// One layer's initialisation: the scheme and its role's gain.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LayerInit {
-    scheme: InitScheme,
+    scheme: Init,
     gain: f64,
 }
 
@@ -80,13 +63,13 @@ pub(crate) struct LayerInit {
 /// `bias` `[outputs]` under `path`).
 pub(crate) fn linear(path: nn::Path, inputs: i64, outputs: i64, init: LayerInit) -> nn::Linear {
     let config = match init.scheme {
-        InitScheme::Orthogonal => nn::LinearConfig {
+        Init::Orthogonal => nn::LinearConfig {
             ws_init: nn::Init::Orthogonal { gain: init.gain },
             bs_init: Some(nn::Init::Const(0.0)),
             bias: true,
         },
-        InitScheme::Default => nn::LinearConfig::default(),
-        InitScheme::Torch => {
+        Init::Default => nn::LinearConfig::default(),
+        Init::Torch => {
             let fan_in = torch_uniform(inputs);
             nn::LinearConfig {
                 ws_init: fan_in,
@@ -121,8 +104,8 @@ pub(crate) fn conv(
         ..Default::default()
     };
     match init.scheme {
-        InitScheme::Default => nn::conv2d(path, inputs, outputs, kernel, shape),
-        InitScheme::Torch => {
+        Init::Default => nn::conv2d(path, inputs, outputs, kernel, shape),
+        Init::Torch => {
             let fan_in = torch_uniform(inputs * kernel * kernel);
             let torch = nn::ConvConfig {
                 ws_init: fan_in,
@@ -131,7 +114,7 @@ pub(crate) fn conv(
             };
             nn::conv2d(path, inputs, outputs, kernel, torch)
         }
-        InitScheme::Orthogonal => {
+        Init::Orthogonal => {
             let zeros = nn::ConvConfig {
                 ws_init: nn::Init::Const(0.0),
                 bs_init: nn::Init::Const(0.0),
@@ -169,19 +152,19 @@ pub(crate) fn init_stacked_slice(
     let device = weight.device();
     tch::no_grad(|| {
         let usual = match init.scheme {
-            InitScheme::Orthogonal => nn::init(
+            Init::Orthogonal => nn::init(
                 nn::Init::Orthogonal { gain: init.gain },
                 &[outputs, inputs],
                 device,
             ),
-            InitScheme::Default | InitScheme::Torch => {
+            Init::Default | Init::Torch => {
                 // `nn::linear`'s bias (the same under both schemes), drawn before its weight.
                 let usual_bias = nn::init(torch_uniform(inputs), &[outputs], device);
                 bias.get(index)
                     .narrow(1, 0, outputs)
                     .copy_(&usual_bias.unsqueeze(0));
                 let weight_init = match init.scheme {
-                    InitScheme::Torch => torch_uniform(inputs),
+                    Init::Torch => torch_uniform(inputs),
                     _ => nn::LinearConfig::default().ws_init,
                 };
                 nn::init(weight_init, &[outputs, inputs], device)
@@ -195,7 +178,7 @@ pub(crate) fn init_stacked_slice(
 mod tests {
     use super::*;
 
-    fn largest_weight(scheme: InitScheme) -> (f64, f64) {
+    fn largest_weight(scheme: Init) -> (f64, f64) {
         tch::manual_seed(0);
         let vs = nn::VarStore::new(tch::Device::Cpu);
         let init = LayerInit { scheme, gain: 1.0 };
@@ -207,10 +190,10 @@ mod tests {
     #[test]
     fn torch_draws_weights_and_biases_within_one_over_root_fan_in_and_tch_draws_wider() {
         let bound = 1.0 / 64f64.sqrt();
-        let (torch_w, torch_b) = largest_weight(InitScheme::Torch);
+        let (torch_w, torch_b) = largest_weight(Init::Torch);
         assert!(torch_w <= bound && torch_w > 0.99 * bound, "{torch_w}");
         assert!(torch_b <= bound, "{torch_b}");
-        let (tch_w, _) = largest_weight(InitScheme::Default);
+        let (tch_w, _) = largest_weight(Init::Default);
         assert!(
             tch_w > 2.0 * bound,
             "tch's Kaiming draw reaches sqrt(6) / 8: {tch_w}"

@@ -17,34 +17,21 @@ use tch::{Kind, Tensor};
 
 use super::init::{LayerInit, linear};
 
-/// Which cell the core runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CoreKind {
-    Lstm,
-    Gru,
-}
+/// Which cell the core runs: the config's `core`.
+pub use tandem_config::Core;
 
-impl CoreKind {
-    /// Gates per unit: input, forget, cell and output (LSTM); reset, update and new (GRU).
-    fn gates(self) -> i64 {
-        match self {
-            CoreKind::Lstm => 4,
-            CoreKind::Gru => 3,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CoreKind::Lstm => "lstm",
-            CoreKind::Gru => "gru",
-        }
+/// Gates per unit: input, forget, cell and output (LSTM); reset, update and new (GRU).
+fn gates(core: Core) -> i64 {
+    match core {
+        Core::Lstm => 4,
+        Core::Gru => 3,
     }
 }
 
 /// A recurrent core of `size` units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoreSpec {
-    pub kind: CoreKind,
+    pub kind: Core,
     pub size: i64,
 }
 
@@ -61,7 +48,7 @@ impl RecurrentCore {
     /// under `path`, initialised as `init` says (orthogonal with gain 1 and zero biases under
     /// the orthogonal scheme, as CleanRL's `ppo_atari_lstm`).
     pub(crate) fn new(path: &nn::Path, spec: CoreSpec, inputs: i64, init: LayerInit) -> Self {
-        let width = spec.kind.gates() * spec.size;
+        let width = gates(spec.kind) * spec.size;
         RecurrentCore {
             spec,
             input: linear(path / "input", inputs, width, init),
@@ -76,8 +63,8 @@ impl RecurrentCore {
     /// Width of a state: `h` and `c` for an LSTM, `h` for a GRU.
     pub(crate) fn state_width(&self) -> i64 {
         match self.spec.kind {
-            CoreKind::Lstm => 2 * self.spec.size,
-            CoreKind::Gru => self.spec.size,
+            Core::Lstm => 2 * self.spec.size,
+            Core::Gru => self.spec.size,
         }
     }
 
@@ -110,7 +97,7 @@ impl RecurrentCore {
     fn step(&self, x: &Tensor, state: &Tensor) -> (Tensor, Tensor) {
         let size = self.spec.size;
         match self.spec.kind {
-            CoreKind::Lstm => {
+            Core::Lstm => {
                 let h = state.narrow(1, 0, size);
                 let c = state.narrow(1, size, size);
                 let gates = x + self.hidden.forward(&h);
@@ -120,7 +107,7 @@ impl RecurrentCore {
                 let next = Tensor::cat(&[&h, &c], 1);
                 (h, next)
             }
-            CoreKind::Gru => {
+            Core::Gru => {
                 let recurrent = self.hidden.forward(state);
                 let [xr, xz, xn] = chunks::<3>(x);
                 let [hr, hz, hn] = chunks::<3>(&recurrent);

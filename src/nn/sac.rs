@@ -206,7 +206,7 @@ impl QMlp {
             };
             x = x.linear(&weight, bias.as_ref());
             if i < last {
-                x = self.activation.apply_in_place(x);
+                x = super::torso::activate_in_place(self.activation, x);
             }
         }
         x.squeeze_dim(-1)

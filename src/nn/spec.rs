@@ -2,12 +2,12 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{Activation as ConfigActivation, Core, Experiment, Init, Network, Torso};
+use tandem_config::{Experiment, Network, Torso};
 
 use super::actor_critic::ActorCriticSpec;
-use super::init::{InitScheme, InitSpec};
-use super::recurrent::{CoreKind, CoreSpec};
-use super::torso::{Activation, NetworkSpec};
+use super::init::InitSpec;
+use super::recurrent::CoreSpec;
+use super::torso::NetworkSpec;
 
 impl ActorCriticSpec {
     /// The network `experiment` declares: its torso, shared or separate, its initialisation,
@@ -46,12 +46,8 @@ fn core_spec(config: &Network) -> Result<Option<CoreSpec>> {
     let Some(core) = config.core else {
         return Ok(None);
     };
-    let kind = match core {
-        Core::Lstm => CoreKind::Lstm,
-        Core::Gru => CoreKind::Gru,
-    };
     Ok(Some(CoreSpec {
-        kind,
+        kind: core,
         size: size(config.torso.name(), "core-size", config.core_size)?,
     }))
 }
@@ -61,10 +57,7 @@ fn network_spec(torso: &Torso) -> Result<NetworkSpec> {
     Ok(match torso {
         Torso::Mlp { hidden, activation } => NetworkSpec::Mlp {
             hidden: sizes(name, "hidden", hidden)?,
-            activation: match activation {
-                ConfigActivation::Tanh => Activation::Tanh,
-                ConfigActivation::Relu => Activation::Relu,
-            },
+            activation: *activation,
         },
         Torso::NatureCnn { features } => NetworkSpec::NatureCnn {
             features: size(name, "features", *features)?,
@@ -82,11 +75,7 @@ fn network_spec(torso: &Torso) -> Result<NetworkSpec> {
 
 fn init_spec(config: &Network) -> InitSpec {
     InitSpec {
-        scheme: match config.init {
-            Init::Orthogonal => InitScheme::Orthogonal,
-            Init::Default => InitScheme::Default,
-            Init::Torch => InitScheme::Torch,
-        },
+        scheme: config.init,
         torso_gain: config.torso_gain,
         policy_gain: config.policy_gain,
         value_gain: config.value_gain,

@@ -8,23 +8,17 @@ use tch::{Kind, Tensor};
 
 use super::init::{InitSpec, LayerInit, conv, init_stacked_slice, linear};
 
-/// Nonlinearity between MLP layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    Tanh,
-    Relu,
-}
+/// Nonlinearity between MLP layers: the config's `activation`.
+pub use tandem_config::Activation;
 
-impl Activation {
-    /// The activation of a layer's fresh output, written over it: both activations' backward
-    /// reads their output, never their input, and a pre-activation nobody else holds needs no
-    /// buffer of its own. On SAC's 256-wide layers a new buffer per activation cost a cold write
-    /// of 256 KiB each (the profile in docs/performance.md, continuous control).
-    pub(crate) fn apply_in_place(self, mut pre_activation: Tensor) -> Tensor {
-        match self {
-            Activation::Tanh => pre_activation.tanh_(),
-            Activation::Relu => pre_activation.relu_(),
-        }
+/// The activation of a layer's fresh output, written over it: both activations' backward reads
+/// their output, never their input, and a pre-activation nobody else holds needs no buffer of
+/// its own. On SAC's 256-wide layers a new buffer per activation cost a cold write of 256 KiB
+/// each (the profile in docs/performance.md, continuous control).
+pub(crate) fn activate_in_place(activation: Activation, mut pre_activation: Tensor) -> Tensor {
+    match activation {
+        Activation::Tanh => pre_activation.tanh_(),
+        Activation::Relu => pre_activation.relu_(),
     }
 }
 
@@ -226,7 +220,7 @@ impl Torso {
             } => {
                 let mut x = obs.flatten(1, -1);
                 for linear in linears {
-                    x = activation.apply_in_place(linear.forward(&x));
+                    x = activate_in_place(*activation, linear.forward(&x));
                 }
                 x
             }
@@ -413,9 +407,7 @@ impl TwinMlp {
         // The same rows for both torsos: a broadcast view, nothing is copied.
         let mut h = x.unsqueeze(0).expand([2, size[0], size[1]], false);
         for (weight, bias) in &self.layers {
-            h = self
-                .activation
-                .apply_in_place(bias.baddbmm(&h, weight, 1.0, 1.0));
+            h = activate_in_place(self.activation, bias.baddbmm(&h, weight, 1.0, 1.0));
         }
         h
     }
@@ -434,7 +426,7 @@ pub(crate) fn prepare_observations(obs: &Tensor, scale_pixels: bool) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::init::InitScheme;
+    use crate::nn::init::Init;
 
     /// The layers of `torso` applied to `obs` as laid out, without [`channels_last`].
     fn in_given_layout(torso: &Torso, obs: &Tensor) -> Tensor {
@@ -455,7 +447,7 @@ mod tests {
         tch::manual_seed(3);
         let vs = nn::VarStore::new(tch::Device::Cpu);
         let init = InitSpec {
-            scheme: InitScheme::Orthogonal,
+            scheme: Init::Orthogonal,
             torso_gain: 2f64.sqrt(),
             policy_gain: 0.01,
             value_gain: 1.0,

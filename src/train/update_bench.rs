@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::algo::{Batch, Ppo};
 use crate::dist::{Ddp, ProcessGroup, SyncPolicy};
-use crate::nn::{ActorCritic, ActorCriticSpec, InitScheme, InitSpec, NetworkSpec};
+use crate::nn::{ActorCritic, ActorCriticSpec, Init, InitSpec, NetworkSpec};
 use tandem_env::ActionSpace;
 
 /// Seconds per update, averaged over the timed updates.
@@ -46,7 +46,7 @@ pub fn nature_model(device: Device) -> Result<(VarStore, ActorCritic)> {
     let spec = ActorCriticSpec::for_network(
         NetworkSpec::NatureCnn { features: 512 },
         InitSpec {
-            scheme: InitScheme::Orthogonal,
+            scheme: Init::Orthogonal,
             torso_gain: std::f64::consts::SQRT_2,
             policy_gain: 0.01,
             value_gain: 1.0,

@@ -38,7 +38,7 @@ pub fn torch_rng() -> std::sync::MutexGuard<'static, ()> {
 /// value), for tests that build networks directly.
 pub fn orthogonal_init() -> tandem::nn::InitSpec {
     tandem::nn::InitSpec {
-        scheme: tandem::nn::InitScheme::Orthogonal,
+        scheme: tandem::nn::Init::Orthogonal,
         torso_gain: std::f64::consts::SQRT_2,
         policy_gain: 0.01,
         value_gain: 1.0,

@@ -445,8 +445,21 @@ impl SectionKind for Torso {
 choices! {
     /// How the network's weights start.
     pub enum Init {
+        /// Orthogonal weights (Saxe et al. 2014) multiplied by the role's gain, and zero
+        /// biases. For a weight `W` of shape `[out, in]` (a conv kernel flattened to
+        /// `[out, in * k * k]`), the smaller of `W Wᵀ` and `Wᵀ W` is `gain² I`.
         Orthogonal = "orthogonal",
+        /// What tch 0.26's `nn::linear` and `nn::conv2d` give with their default configs:
+        /// weights Kaiming-uniform for ReLU, `U(-b, b)` with `b = sqrt(6 / fan_in)` (`fan_in` is
+        /// the layer's inputs, times the kernel area for a conv); linear biases
+        /// `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, conv biases zero. (PyTorch's own modules draw
+        /// their weights from a narrower `U(±1/sqrt(fan_in))`; this is tch's default, not
+        /// PyTorch's.) Stacked layers get the same draws, slice by slice, in the same order
+        /// (bias, then weight) as separate layers. The gains are not used.
         Default = "default",
+        /// PyTorch's `nn.Linear` and `nn.Conv2d` defaults: weights and biases `U(-b, b)` with
+        /// `b = 1/sqrt(fan_in)`, biases drawn first (tch's order). What SB3's and CleanRL's SAC
+        /// networks start from. The gains are not used.
         Torch = "torch",
     }
 }
