@@ -112,6 +112,12 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores -100 or better over its last 20 episodes within 500k steps",
         check: Check::Test("train_learning::the_shipped_acrobot_preset_swings_up"),
     },
+    // mountaincar-ppo.kdl
+    Claim {
+        file: "mountaincar-ppo.kdl",
+        phrase: "Seed 1 scores -140 or better over its last 20 episodes within 1M steps",
+        check: Check::Test("train_learning::the_shipped_mountain_car_preset_reaches_the_flag"),
+    },
     // lunarlander-continuous-ppo.kdl
     Claim {
         file: "lunarlander-continuous-ppo.kdl",
