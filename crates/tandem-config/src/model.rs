@@ -4,7 +4,7 @@
 
 use crate::setting::{
     ANY_FLOAT, COUNT, Dflt, NON_NEGATIVE, POSITIVE, Reader, SECONDS, SectionKind, Setting, Ty,
-    UNIT_CLOSED, UNIT_OPEN, UNIT_OPEN_CLOSED, Val, Writer, ZERO_OR_MORE, choices, settings,
+    UNIT_CLOSED, UNIT_OPEN, UNIT_OPEN_CLOSED, Val, Writer, ZERO_OR_MORE, choices, kinds, settings,
 };
 
 pub use tandem_spec::Wrapper;
@@ -371,74 +371,44 @@ choices! {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Torso {
-    Mlp {
-        hidden: Vec<usize>,
-        activation: Activation,
-    },
-    NatureCnn {
-        features: usize,
-    },
-    MinatarCnn {
-        channels: usize,
-        features: usize,
-    },
-    ImpalaCnn {
-        channels: Vec<usize>,
-        features: usize,
-    },
-}
-
-impl Torso {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Torso::Mlp { .. } => "mlp",
-            Torso::NatureCnn { .. } => "nature-cnn",
-            Torso::MinatarCnn { .. } => "minatar-cnn",
-            Torso::ImpalaCnn { .. } => "impala-cnn",
-        }
-    }
-}
-
-impl SectionKind for Torso {
-    fn read(r: &Reader) -> Torso {
-        match r.kind() {
-            "nature-cnn" => Torso::NatureCnn {
-                features: r.read("features"),
-            },
-            "minatar-cnn" => Torso::MinatarCnn {
-                channels: r.read("channels"),
-                features: r.read("features"),
-            },
-            "impala-cnn" => Torso::ImpalaCnn {
-                channels: r.read("channels"),
-                features: r.read("features"),
-            },
-            _ => Torso::Mlp {
-                hidden: r.read("hidden"),
-                activation: r.read("activation"),
-            },
-        }
-    }
-
-    fn write(&self, w: &mut Writer) {
-        w.kind(self.name());
-        match self {
-            Torso::Mlp { hidden, activation } => {
-                w.write("hidden", hidden);
-                w.write("activation", activation);
-            }
-            Torso::NatureCnn { features } => w.write("features", features),
-            Torso::MinatarCnn { channels, features } => {
-                w.write("channels", channels);
-                w.write("features", features);
-            }
-            Torso::ImpalaCnn { channels, features } => {
-                w.write("channels", channels);
-                w.write("features", features);
-            }
-        }
+kinds! {
+    /// The network's torso: the `network` section's kind.
+    #[derive(Eq)]
+    pub enum Torso {
+        Mlp = "mlp", "Fully connected torso; flattens any observation." {
+            hidden: Vec<usize> = "hidden", Ty::IntList {
+                        min: 1,
+                        max: 65_536,
+                    }, Dflt::IntList(&[64, 64]),
+                "Hidden layer sizes, e.g. `hidden 64 64`.";
+            activation: Activation = "activation", Ty::Choice(Activation::NAMES), Dflt::Str("tanh"),
+                "Activation between layers.";
+        },
+        NatureCnn = "nature-cnn", "The DQN Nature convolutional torso; needs image observations of at least 36x36." {
+            features: usize = "features", Ty::Int {
+                    min: 1,
+                    max: 65_536,
+                }, Dflt::Int(512),
+                "Width of the final dense layer.";
+        },
+        MinatarCnn = "minatar-cnn", "One 3x3 convolution and a dense layer, for MinAtar planes." {
+            channels: usize = "channels", Ty::Int { min: 1, max: 4096 }, Dflt::Int(16),
+                "Convolution channels.";
+            features: usize = "features", Ty::Int {
+                        min: 1,
+                        max: 65_536,
+                    }, Dflt::Int(128),
+                "Width of the dense layer.";
+        },
+        ImpalaCnn = "impala-cnn", "The IMPALA residual torso; needs image observations." {
+            channels: Vec<usize> = "channels", Ty::IntList { min: 1, max: 4096 }, Dflt::IntList(&[16, 32, 32]),
+                "Channels of each residual stage.";
+            features: usize = "features", Ty::Int {
+                        min: 1,
+                        max: 65_536,
+                    }, Dflt::Int(256),
+                "Width of the final dense layer.";
+        },
     }
 }
 
@@ -560,58 +530,27 @@ choices! {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SyncPolicy {
-    Allreduce {
-        bucket_mb: f64,
-        compression: Compression,
-    },
-    Broadcast,
-    Periodic {
-        every: u64,
-    },
-    None,
-}
-
-impl SyncPolicy {
-    pub fn name(&self) -> &'static str {
-        match self {
-            SyncPolicy::Allreduce { .. } => "allreduce",
-            SyncPolicy::Broadcast => "broadcast",
-            SyncPolicy::Periodic { .. } => "periodic",
-            SyncPolicy::None => "none",
-        }
-    }
-}
-
-impl SectionKind for SyncPolicy {
-    fn read(r: &Reader) -> SyncPolicy {
-        match r.kind() {
-            "broadcast" => SyncPolicy::Broadcast,
-            "periodic" => SyncPolicy::Periodic {
-                every: r.read("every"),
-            },
-            "none" => SyncPolicy::None,
-            _ => SyncPolicy::Allreduce {
-                bucket_mb: r.read("bucket-mb"),
-                compression: r.read("compression"),
-            },
-        }
-    }
-
-    fn write(&self, w: &mut Writer) {
-        w.kind(self.name());
-        match *self {
-            SyncPolicy::Allreduce {
-                bucket_mb,
-                compression,
-            } => {
-                w.write("bucket-mb", &bucket_mb);
-                w.write("compression", &compression);
-            }
-            SyncPolicy::Periodic { every } => w.write("every", &every),
-            SyncPolicy::Broadcast | SyncPolicy::None => {}
-        }
+kinds! {
+    /// How ranks stay in step: the `sync` section's kind.
+    #[derive(Copy)]
+    pub enum SyncPolicy {
+        Allreduce = "allreduce", "Average gradients across ranks every update (DDP)." {
+            bucket_mb: f64 = "bucket-mb", Ty::Float {
+                        min: 0.0,
+                        min_open: true,
+                        max: 4096.0,
+                        max_open: false,
+                    }, Dflt::Float(25.0),
+                "Gradient bucket size in MiB.";
+            compression: Compression = "compression", Ty::Choice(Compression::NAMES), Dflt::Str("none"),
+                "Gradient compression on the wire.";
+        },
+        Broadcast = "broadcast", "Rank 0 broadcasts its parameters to the others after every update.",
+        Periodic = "periodic", "Ranks train independently and average parameters every N updates." {
+            every: u64 = "every", COUNT, Dflt::Int(10),
+                "Updates between parameter averages.";
+        },
+        None = "none", "No synchronisation after the initial broadcast (independent ranks).",
     }
 }
 

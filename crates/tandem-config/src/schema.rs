@@ -9,9 +9,7 @@ use std::sync::LazyLock;
 
 use tandem_spec::game::ATARI_DOC;
 
-use crate::model::{
-    Activation, Algorithm, Checkpoint, Compression, Env, Log, Network, Sync, Train,
-};
+use crate::model::{Algorithm, Checkpoint, Env, Log, Network, Sync, SyncPolicy, Torso, Train};
 use crate::setting::{COUNT, SECONDS, ZERO_OR_MORE};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
 
@@ -242,84 +240,7 @@ pub(crate) static NETWORK: Section = Section {
     name: "network",
     doc: "The policy/value network: `network \"nature-cnn\" { ... }`.",
     kind_key: "kind",
-    kinds: &[
-        Kind {
-            name: "mlp",
-            doc: "Fully connected torso; flattens any observation.",
-            fields: &[
-                f(
-                    "hidden",
-                    Ty::IntList {
-                        min: 1,
-                        max: 65_536,
-                    },
-                    Dflt::IntList(&[64, 64]),
-                    "Hidden layer sizes, e.g. `hidden 64 64`.",
-                ),
-                f(
-                    "activation",
-                    Ty::Choice(Activation::NAMES),
-                    Dflt::Str("tanh"),
-                    "Activation between layers.",
-                ),
-            ],
-        },
-        Kind {
-            name: "nature-cnn",
-            doc: "The DQN Nature convolutional torso; needs image observations of at least 36x36.",
-            fields: &[f(
-                "features",
-                Ty::Int {
-                    min: 1,
-                    max: 65_536,
-                },
-                Dflt::Int(512),
-                "Width of the final dense layer.",
-            )],
-        },
-        Kind {
-            name: "minatar-cnn",
-            doc: "One 3x3 convolution and a dense layer, for MinAtar planes.",
-            fields: &[
-                f(
-                    "channels",
-                    Ty::Int { min: 1, max: 4096 },
-                    Dflt::Int(16),
-                    "Convolution channels.",
-                ),
-                f(
-                    "features",
-                    Ty::Int {
-                        min: 1,
-                        max: 65_536,
-                    },
-                    Dflt::Int(128),
-                    "Width of the dense layer.",
-                ),
-            ],
-        },
-        Kind {
-            name: "impala-cnn",
-            doc: "The IMPALA residual torso; needs image observations.",
-            fields: &[
-                f(
-                    "channels",
-                    Ty::IntList { min: 1, max: 4096 },
-                    Dflt::IntList(&[16, 32, 32]),
-                    "Channels of each residual stage.",
-                ),
-                f(
-                    "features",
-                    Ty::Int {
-                        min: 1,
-                        max: 65_536,
-                    },
-                    Dflt::Int(256),
-                    "Width of the final dense layer.",
-                ),
-            ],
-        },
-    ],
+    kinds: Torso::KINDS,
     default_kind: Some("mlp"),
     common: Network::FIELDS,
 };
@@ -328,51 +249,7 @@ pub(crate) static SYNC: Section = Section {
     name: "sync",
     doc: "How ranks stay in step: `sync \"allreduce\" { ... }`.",
     kind_key: "policy",
-    kinds: &[
-        Kind {
-            name: "allreduce",
-            doc: "Average gradients across ranks every update (DDP).",
-            fields: &[
-                f(
-                    "bucket-mb",
-                    Ty::Float {
-                        min: 0.0,
-                        min_open: true,
-                        max: 4096.0,
-                        max_open: false,
-                    },
-                    Dflt::Float(25.0),
-                    "Gradient bucket size in MiB.",
-                ),
-                f(
-                    "compression",
-                    Ty::Choice(Compression::NAMES),
-                    Dflt::Str("none"),
-                    "Gradient compression on the wire.",
-                ),
-            ],
-        },
-        Kind {
-            name: "broadcast",
-            doc: "Rank 0 broadcasts its parameters to the others after every update.",
-            fields: &[],
-        },
-        Kind {
-            name: "periodic",
-            doc: "Ranks train independently and average parameters every N updates.",
-            fields: &[f(
-                "every",
-                COUNT,
-                Dflt::Int(10),
-                "Updates between parameter averages.",
-            )],
-        },
-        Kind {
-            name: "none",
-            doc: "No synchronisation after the initial broadcast (independent ranks).",
-            fields: &[],
-        },
-    ],
+    kinds: SyncPolicy::KINDS,
     default_kind: Some("allreduce"),
     common: Sync::FIELDS,
 };

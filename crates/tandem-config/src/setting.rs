@@ -440,6 +440,88 @@ macro_rules! settings {
 }
 pub(crate) use settings;
 
+/// Declares the kinds a section can take once, when each kind's own settings are few: an enum
+/// whose variants are written `Variant = "name", "meaning" { field: Type = "user-name", range,
+/// default, "meaning"; ... }` (a kind without settings leaves out the braces and is a unit
+/// variant). It gives the enum, `name`, the schema's rows (`KINDS`) and the [`SectionKind`]
+/// read and write, so the kind's settings are named once. The first kind is what a value the
+/// schema never lets through reads as.
+macro_rules! kinds {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $(
+                $variant:ident = $kind:literal, $kind_doc:literal $({
+                    $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*
+                })?
+            ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum $name {
+            $(
+                #[doc = $kind_doc]
+                $variant $({ $( #[doc = $doc] $field: $ty, )* })?,
+            )+
+        }
+
+        impl $name {
+            /// The schema's rows of the kinds, in the order the reference lists them.
+            pub(crate) const KINDS: &'static [$crate::setting::Kind] = &[$(
+                $crate::setting::Kind {
+                    name: $kind,
+                    doc: $kind_doc,
+                    fields: &[$($(
+                        $crate::setting::Field {
+                            name: $key,
+                            ty: $range,
+                            nullable: <$ty as $crate::setting::Setting>::NULLABLE,
+                            default: $default,
+                            doc: $doc,
+                        },
+                    )*)?],
+                },
+            )+];
+
+            /// The kind's name, as the user writes it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( $name::$variant { .. } => $kind, )+
+                }
+            }
+        }
+
+        impl $crate::setting::SectionKind for $name {
+            fn read(r: &$crate::setting::Reader) -> Self {
+                let kind = r.kind();
+                $(
+                    if kind == $kind {
+                        return $name::$variant $({ $( $field: r.read($key), )* })?;
+                    }
+                )+
+                $crate::setting::kinds!(@first r, $name, $($variant $({ $( $field = $key ),* })?),+)
+            }
+
+            #[allow(unused_variables)]
+            fn write(&self, w: &mut $crate::setting::Writer) {
+                w.kind(self.name());
+                match self {
+                    $(
+                        $name::$variant $({ $( $field ),* })? => {
+                            $($( w.write($key, $field); )*)?
+                        }
+                    )+
+                }
+            }
+        }
+    };
+    (@first $r:ident, $name:ident, $variant:ident $({ $( $field:ident = $key:literal ),* })? $(, $($rest:tt)*)?) => {
+        $name::$variant $({ $( $field: $r.read($key), )* })?
+    };
+}
+pub(crate) use kinds;
+
 /// The kind a section takes (`sync "periodic"`) with the settings only that kind has, read
 /// from and written to the section's value map.
 pub(crate) trait SectionKind: Sized {
