@@ -16,23 +16,29 @@ pub use crate::catalogue::{
     Scalar,
 };
 
-/// A fully resolved experiment: every default is explicit, every size is global.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Experiment {
-    pub name: String,
-    pub seed: u64,
-    /// One rank per entry, in rank order.
-    pub devices: Vec<Device>,
-    pub threads: Threads,
-    /// Confine each rank's process to its own slice of the cores.
-    pub pin_cores: bool,
-    pub algorithm: Algorithm,
-    pub env: Env,
-    pub network: Network,
-    pub sync: Sync,
-    pub train: Train,
-    pub log: Log,
-    pub checkpoint: Checkpoint,
+settings! {
+    /// A fully resolved experiment: every default is explicit, every size is global.
+    pub struct Experiment {
+        sections {
+            algorithm: Algorithm = "algorithm";
+            env: Env = "env";
+            network: Network = "network";
+            sync: Sync = "sync";
+            train: Train = "train";
+            log: Log = "log";
+            checkpoint: Checkpoint = "checkpoint";
+        }
+        name: String = "name", Ty::Name, Dflt::Required,
+            "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.";
+        seed: u64 = "seed", ZERO_OR_MORE, Dflt::Int(1),
+            "Base random seed; each rank derives its own seed from it.";
+        devices: Vec<Device> = "devices", Ty::Devices, Dflt::Devices,
+            "One rank per device: `devices \"cpu\" \"cpu\"`, `devices \"cuda:0\" \"cuda:1\"` or `devices count=2 kind=\"cuda\"`. Several `cpu` are allowed; a CUDA device may appear once. The number of devices is the world size.";
+        threads: Threads = "threads", Ty::Threads, Dflt::Auto,
+            "Compute threads per rank (libtorch's and the environments'): a count, or `\"auto\"`, decided at launch from the work and the machine: one where the network's layers are too small to gain from a second thread (an `mlp` whose largest hidden layer does fewer than 2^22 multiply-adds over one update's minibatch, or batch for the off-policy learners), otherwise the rank's share of the cores (the machine's cores divided by its ranks, or its pinned cores), less the cores other processes held busy at start (unpinned ranks only). The log says what it chose and why.";
+        pin_cores: bool = "pin-cores", Ty::Bool, Dflt::Bool(false),
+            "Confine each rank's process (its libtorch, environment and Gloo threads) to its own share of the cores this process may use: with L ranks on a machine, local rank r gets the r-th of L equal slices (at least one core each; ranks share cores when there are more ranks than cores). Keeps one rank's communication threads off the core another rank computes on; worth it for several CPU ranks on a small machine (docs/performance.md, Distributed).";
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -815,6 +821,7 @@ mod tests {
             (Train::FIELDS, Train::RUST_NAMES),
             (Log::FIELDS, Log::RUST_NAMES),
             (Checkpoint::FIELDS, Checkpoint::RUST_NAMES),
+            (Experiment::FIELDS, Experiment::RUST_NAMES),
         ];
         for (fields, rust) in declared {
             assert_eq!(fields.len(), rust.len());

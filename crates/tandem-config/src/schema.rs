@@ -9,8 +9,10 @@ use std::sync::LazyLock;
 
 use tandem_spec::game::ATARI_DOC;
 
-use crate::model::{Algorithm, Checkpoint, Env, Log, Network, Sync, SyncPolicy, Torso, Train};
-use crate::setting::{COUNT, SECONDS, ZERO_OR_MORE};
+use crate::model::{
+    Algorithm, Checkpoint, Env, Experiment, Log, Network, Sync, SyncPolicy, Torso, Train,
+};
+use crate::setting::{COUNT, SECONDS};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
 
 #[derive(Debug)]
@@ -85,38 +87,7 @@ pub(crate) static TOP: Section = Section {
     kind_key: "",
     kinds: &[],
     default_kind: None,
-    common: &[
-        f(
-            "name",
-            Ty::Name,
-            Dflt::Required,
-            "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.",
-        ),
-        f(
-            "seed",
-            ZERO_OR_MORE,
-            Dflt::Int(1),
-            "Base random seed; each rank derives its own seed from it.",
-        ),
-        f(
-            "devices",
-            Ty::Devices,
-            Dflt::Devices,
-            "One rank per device: `devices \"cpu\" \"cpu\"`, `devices \"cuda:0\" \"cuda:1\"` or `devices count=2 kind=\"cuda\"`. Several `cpu` are allowed; a CUDA device may appear once. The number of devices is the world size.",
-        ),
-        f(
-            "threads",
-            Ty::Threads,
-            Dflt::Auto,
-            "Compute threads per rank (libtorch's and the environments'): a count, or `\"auto\"`, decided at launch from the work and the machine: one where the network's layers are too small to gain from a second thread (an `mlp` whose largest hidden layer does fewer than 2^22 multiply-adds over one update's minibatch, or batch for the off-policy learners), otherwise the rank's share of the cores (the machine's cores divided by its ranks, or its pinned cores), less the cores other processes held busy at start (unpinned ranks only). The log says what it chose and why.",
-        ),
-        f(
-            "pin-cores",
-            Ty::Bool,
-            Dflt::Bool(false),
-            "Confine each rank's process (its libtorch, environment and Gloo threads) to its own share of the cores this process may use: with L ranks on a machine, local rank r gets the r-th of L equal slices (at least one core each; ranks share cores when there are more ranks than cores). Keeps one rank's communication threads off the core another rank computes on; worth it for several CPU ranks on a small machine (docs/performance.md, Distributed).",
-        ),
-    ],
+    common: Experiment::FIELDS,
 };
 
 pub(crate) static ALGORITHM: Section = Section {

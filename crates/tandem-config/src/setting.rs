@@ -240,6 +240,30 @@ pub(crate) trait Nullable: Setting {}
 impl Nullable for f64 {}
 impl Nullable for u64 {}
 
+impl Setting for Vec<crate::devices::Device> {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Devices(d)) => d.clone(),
+            _ => vec![crate::devices::Device::Cpu],
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Devices(self.clone())
+    }
+}
+
+impl Setting for crate::devices::Threads {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Threads(t)) => *t,
+            _ => crate::devices::Threads::Auto,
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Threads(*self)
+    }
+}
+
 impl<T: Nullable> Setting for Option<T> {
     const NULLABLE: bool = true;
     fn from_val(val: Option<&Val>) -> Option<T> {
@@ -342,8 +366,45 @@ fn path(prefix: &str, field: &str) -> String {
 /// With `as "kind", "meaning"` after the name, the struct is also that kind of its section
 /// (`KIND`, a [`Kind`] row), and `Default` gives the schema's defaults. A section whose kinds
 /// carry settings of their own starts with `kind field: Type;`, a [`SectionKind`] read and
-/// written before the common settings.
+/// written before the common settings. The experiment itself starts with
+/// `sections { field: Type = "name"; ... }`, each read and written under its name after the
+/// settings that follow.
 macro_rules! settings {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            sections { $( $section:ident : $section_ty:ty = $prefix:literal; )* }
+            $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( #[doc = $doc] pub $field: $ty, )*
+            $( #[doc = concat!("The `", $prefix, "` section.")] pub $section: $section_ty, )*
+        }
+
+        impl $name {
+            $crate::setting::settings!(@rows $( $field: $ty = $key, $range, $default, $doc; )*);
+
+            /// The settings and every section from a complete, checked value map.
+            pub(crate) fn read(r: &$crate::setting::Reader) -> Self {
+                Self {
+                    $( $field: r.read($key), )*
+                    $( $section: <$section_ty>::read(&$crate::setting::Reader {
+                        values: r.values,
+                        prefix: $prefix,
+                    }), )*
+                }
+            }
+
+            /// Writes every setting and every section into a value map.
+            pub(crate) fn write(&self, w: &mut $crate::setting::Writer) {
+                $( w.write($key, &self.$field); )*
+                $( self.$section.write(&mut $crate::setting::Writer::new(&mut *w.values, $prefix)); )*
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         pub struct $name:ident {

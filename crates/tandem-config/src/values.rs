@@ -6,59 +6,23 @@ use std::collections::BTreeMap;
 
 use crate::model::*;
 use crate::schema;
-use crate::setting::{Reader, SectionKind, Writer};
+use crate::setting::{Reader, Writer};
 
 pub(crate) use crate::setting::Val;
 
 pub(crate) type Values = BTreeMap<String, Val>;
 
-/// The typed experiment of a complete, checked map. Each section reads itself (its
-/// declaration in `model.rs` names its settings); a mismatch with the schema is a bug, read as a
-/// zero-like value rather than a panic, which the round-trip tests guard against.
+/// The typed experiment of a complete, checked map (each section reads itself: its declaration
+/// in `model.rs` names its settings). A mismatch with the schema is a bug, read as a zero-like
+/// value rather than a panic, which the round-trip tests below guard against.
 pub(crate) fn to_experiment(values: &Values) -> Experiment {
-    let section = |prefix| Reader { values, prefix };
-    let top = section("");
-    Experiment {
-        name: top.read("name"),
-        seed: top.read("seed"),
-        devices: match top.get("devices") {
-            Some(Val::Devices(d)) => d.clone(),
-            _ => vec![Device::Cpu],
-        },
-        threads: match top.get("threads") {
-            Some(Val::Threads(t)) => *t,
-            _ => Threads::Auto,
-        },
-        pin_cores: top.read("pin-cores"),
-        algorithm: Algorithm::read(&section("algorithm")),
-        env: Env::read(&section("env")),
-        network: Network::read(&section("network")),
-        sync: Sync::read(&section("sync")),
-        train: Train::read(&section("train")),
-        log: Log::read(&section("log")),
-        checkpoint: Checkpoint::read(&section("checkpoint")),
-    }
+    Experiment::read(&Reader { values, prefix: "" })
 }
 
 /// The map of `e`: every setting of every section, under its path.
 pub(crate) fn from_experiment(e: &Experiment) -> Values {
     let mut values = Values::new();
-    let mut top = Writer::new(&mut values, "");
-    top.write("name", &e.name);
-    top.write("seed", &e.seed);
-    top.put("devices", Val::Devices(e.devices.clone()));
-    top.put("threads", Val::Threads(e.threads));
-    top.write("pin-cores", &e.pin_cores);
-
-    e.algorithm
-        .write(&mut Writer::new(&mut values, "algorithm"));
-    e.env.write(&mut Writer::new(&mut values, "env"));
-    e.network.write(&mut Writer::new(&mut values, "network"));
-    e.sync.write(&mut Writer::new(&mut values, "sync"));
-    e.train.write(&mut Writer::new(&mut values, "train"));
-    e.log.write(&mut Writer::new(&mut values, "log"));
-    e.checkpoint
-        .write(&mut Writer::new(&mut values, "checkpoint"));
+    e.write(&mut Writer::new(&mut values, ""));
     values
 }
 
