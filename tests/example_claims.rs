@@ -112,6 +112,12 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores -100 or better over its last 20 episodes within 500k steps",
         check: Check::Test("train_learning::the_shipped_acrobot_preset_swings_up"),
     },
+    // hopper-sac.kdl
+    Claim {
+        file: "hopper-sac.kdl",
+        phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
+        check: Check::Test("gym_train::the_shipped_hopper_sac_preset_hops_within_10k_steps"),
+    },
     // mountaincar-ppo.kdl
     Claim {
         file: "mountaincar-ppo.kdl",

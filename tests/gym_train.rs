@@ -844,6 +844,19 @@ fn the_shipped_continuous_lunarlander_preset_lands_within_400k_steps() {
     );
 }
 
+/// experiments/hopper-sac.kdl's claim, its first 10k steps (the whole 200k takes about 36
+/// minutes; docs/performance.md gives its figure): seed 1 scores 150 or more over its last 20
+/// episodes (241.0 measured; a random policy scores about 18).
+#[test]
+fn the_shipped_hopper_sac_preset_hops_within_10k_steps() {
+    let Some(_) = venv_python() else { return };
+    let score = shipped_preset_score("hopper-sac", "hopper-sac.kdl", 10_000);
+    assert!(
+        score >= 150.0,
+        "Hopper-v5 SAC, seed 1: last-20 score {score} < 150 at 10k steps"
+    );
+}
+
 /// experiments/lunarlander-ppo.kdl's claim, its first 400k steps (the whole 1M takes two
 /// minutes; docs/performance.md gives its figure): seed 1 scores 40 or more over its last 20
 /// episodes.
