@@ -142,6 +142,11 @@ impl Dqn {
         &mut self.optimizer
     }
 
+    /// The settings it was built with: the config's `algorithm "dqn"` section.
+    pub fn config(&self) -> &Settings {
+        &self.config
+    }
+
     pub fn gradient_steps(&self) -> u64 {
         self.gradient_steps
     }
@@ -252,7 +257,6 @@ impl Dqn {
 /// gradient step, priorities back to the replay, β annealed for prioritised replay.
 pub struct DqnRule {
     dqn: Dqn,
-    cfg: tandem_config::Dqn,
     latest: Option<DqnStats>,
     epsilon: f64,
     beta: f64,
@@ -271,7 +275,6 @@ impl DqnRule {
         )?;
         let rule = DqnRule {
             dqn,
-            cfg: cfg.clone(),
             latest: None,
             epsilon: cfg.epsilon_start,
             beta: cfg.priority_beta_start,
@@ -293,7 +296,7 @@ impl DqnRule {
 
 impl OffPolicyRule for DqnRule {
     fn act(&mut self, obs: &Tensor, at: ActAt) -> Result<ActionBatch> {
-        let cfg = &self.cfg;
+        let cfg = self.dqn.config();
         self.epsilon = epsilon_at(
             cfg.epsilon_start,
             cfg.epsilon_end,
@@ -307,7 +310,7 @@ impl OffPolicyRule for DqnRule {
     }
 
     fn sampling_beta(&mut self, global_step: u64, total_steps: u64) -> f64 {
-        let cfg = &self.cfg;
+        let cfg = self.dqn.config();
         self.beta = annealed(
             cfg.priority_beta_start,
             cfg.priority_beta_end,
@@ -366,7 +369,7 @@ impl OffPolicyRule for DqnRule {
             ("dqn/gradient_steps", self.dqn.gradient_steps() as f64),
             ("replay/sampleable", sampleable as f64),
         ];
-        if self.cfg.prioritized {
+        if self.dqn.config().prioritized {
             s.push(("replay/beta", self.beta));
         }
         if let Some(st) = &self.latest {
