@@ -55,13 +55,14 @@ impl Algorithm {
     pub(crate) const KINDS: &'static [crate::setting::Kind] =
         &[Ppo::KIND, A2c::KIND, Dqn::KIND, Sac::KIND, Td3::KIND];
 
+    /// The kind's name, as its declaration gives it.
     pub fn name(&self) -> &'static str {
         match self {
-            Algorithm::Ppo(_) => "ppo",
-            Algorithm::A2c(_) => "a2c",
-            Algorithm::Dqn(_) => "dqn",
-            Algorithm::Sac(_) => "sac",
-            Algorithm::Td3(_) => "td3",
+            Algorithm::Ppo(_) => Ppo::KIND.name,
+            Algorithm::A2c(_) => A2c::KIND.name,
+            Algorithm::Dqn(_) => Dqn::KIND.name,
+            Algorithm::Sac(_) => Sac::KIND.name,
+            Algorithm::Td3(_) => Td3::KIND.name,
         }
     }
 
@@ -81,10 +82,10 @@ impl Algorithm {
 impl SectionKind for Algorithm {
     fn read(r: &Reader) -> Algorithm {
         match r.kind() {
-            "a2c" => Algorithm::A2c(A2c::read(r)),
-            "dqn" => Algorithm::Dqn(Dqn::read(r)),
-            "sac" => Algorithm::Sac(Sac::read(r)),
-            "td3" => Algorithm::Td3(Td3::read(r)),
+            kind if kind == A2c::KIND.name => Algorithm::A2c(A2c::read(r)),
+            kind if kind == Dqn::KIND.name => Algorithm::Dqn(Dqn::read(r)),
+            kind if kind == Sac::KIND.name => Algorithm::Sac(Sac::read(r)),
+            kind if kind == Td3::KIND.name => Algorithm::Td3(Td3::read(r)),
             _ => Algorithm::Ppo(Ppo::read(r)),
         }
     }

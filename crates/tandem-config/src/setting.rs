@@ -364,7 +364,7 @@ fn path(prefix: &str, field: &str) -> String {
 /// - a read in `read` and a write in `write`, under the user's name.
 ///
 /// With `as "kind", "meaning"` after the name, the struct is also that kind of its section
-/// (`KIND`, a [`Kind`] row), and `Default` gives the schema's defaults. A section whose kinds
+/// (`KIND`, a [`Kind`] row). A plain struct's `Default` gives the schema's defaults. A section whose kinds
 /// carry settings of their own starts with `kind field: Type;`, a [`SectionKind`] read and
 /// written before the common settings. The experiment itself starts with
 /// `sections { field: Type = "name"; ... }`, each read and written under its name after the
@@ -481,16 +481,19 @@ macro_rules! settings {
             }
         }
     };
+    (@field $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal) => {
+        $crate::setting::Field {
+            name: $key,
+            ty: $range,
+            nullable: <$ty as $crate::setting::Setting>::NULLABLE,
+            default: $default,
+            doc: $doc,
+        }
+    };
     (@rows $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*) => {
         /// The schema's rows of these settings, in canonical order.
         pub(crate) const FIELDS: &'static [$crate::setting::Field] = &[$(
-            $crate::setting::Field {
-                name: $key,
-                ty: $range,
-                nullable: <$ty as $crate::setting::Setting>::NULLABLE,
-                default: $default,
-                doc: $doc,
-            },
+            $crate::setting::settings!(@field $ty = $key, $range, $default, $doc),
         )*];
 
         /// The Rust names of the fields, in the order of `FIELDS` (for the test that each is
@@ -534,13 +537,7 @@ macro_rules! kinds {
                     name: $kind,
                     doc: $kind_doc,
                     fields: &[$($(
-                        $crate::setting::Field {
-                            name: $key,
-                            ty: $range,
-                            nullable: <$ty as $crate::setting::Setting>::NULLABLE,
-                            default: $default,
-                            doc: $doc,
-                        },
+                        $crate::setting::settings!(@field $ty = $key, $range, $default, $doc),
                     )*)?],
                 },
             )+];
