@@ -222,20 +222,29 @@ fn a2c_learns_cartpole() {
     );
 }
 
+/// Trains the shipped experiment `file` as it is and returns its last-20 score and the global
+/// steps it ran.
+fn shipped_preset_run(name: &str, file: &str) -> (f64, f64) {
+    let dir = fresh_dir(name);
+    let shipped = format!("{}/experiments/{file}", env!("CARGO_MANIFEST_DIR"));
+    let out = train(&shipped, &dir, &[], Duration::from_secs(600));
+    assert!(out.status.success(), "{}", text(&out));
+    (
+        summary_number(&dir, "last_20_score_mean").unwrap(),
+        summary_number(&dir, "global_step").unwrap(),
+    )
+}
+
 /// experiments/acrobot-ppo.kdl's claim, run as shipped: seed 1 scores -100 or better over its
 /// last 20 episodes within 500k steps (-80.65 measured; a random policy scores -500).
 #[test]
 fn the_shipped_acrobot_preset_swings_up() {
-    let dir = fresh_dir("acrobot");
-    let shipped = format!("{}/experiments/acrobot-ppo.kdl", env!("CARGO_MANIFEST_DIR"));
-    let out = train(&shipped, &dir, &[], Duration::from_secs(600));
-    assert!(out.status.success(), "{}", text(&out));
-    let score = summary_number(&dir, "last_20_score_mean").unwrap();
+    let (score, steps) = shipped_preset_run("acrobot", "acrobot-ppo.kdl");
     assert!(
         score >= -100.0,
         "Acrobot-v1 PPO, seed 1: last-20 score {score} < -100"
     );
-    assert!(summary_number(&dir, "global_step").unwrap() <= 500_224.0);
+    assert!(steps <= 500_224.0);
 }
 
 /// experiments/mountaincar-ppo.kdl's claim, run as shipped: seed 1 scores -140 or better over
@@ -243,19 +252,12 @@ fn the_shipped_acrobot_preset_swings_up() {
 /// flag scores -200, which is what DQN without exploration help scored (docs/performance.md).
 #[test]
 fn the_shipped_mountain_car_preset_reaches_the_flag() {
-    let dir = fresh_dir("mountain-car");
-    let shipped = format!(
-        "{}/experiments/mountaincar-ppo.kdl",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let out = train(&shipped, &dir, &[], Duration::from_secs(600));
-    assert!(out.status.success(), "{}", text(&out));
-    let score = summary_number(&dir, "last_20_score_mean").unwrap();
+    let (score, steps) = shipped_preset_run("mountain-car", "mountaincar-ppo.kdl");
     assert!(
         score >= -140.0,
         "MountainCar-v0 PPO, seed 1: last-20 score {score} < -140"
     );
-    assert!(summary_number(&dir, "global_step").unwrap() <= 1_000_192.0);
+    assert!(steps <= 1_000_192.0);
 }
 
 #[test]
