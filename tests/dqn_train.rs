@@ -227,3 +227,46 @@ fn dqn_learns_minatar_breakout() {
     assert!(ret >= 0.8, "mean return {ret} < 0.8: {summary}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The gradient steps a run of cartpole-dqn.kdl took (summary.json's `gradient_steps`), run for
+/// 2,000 steps with `sets`.
+fn gradient_steps_taken(name: &str, sets: &[&str]) -> u64 {
+    let dir = run_dir(name);
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/cartpole-dqn.kdl");
+    let mut args = vec![
+        "train",
+        file.to_str().unwrap(),
+        "--run-dir",
+        dir.to_str().unwrap(),
+        "--max-steps",
+        "2000",
+        "--quiet",
+        "--set",
+        "algorithm.learning-starts=1000",
+        "--set",
+        "algorithm.train-frequency=2",
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    tandem(&args);
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    summary
+        .split("\"gradient_steps\": ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}', '"']).find(|s| !s.trim().is_empty()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no gradient_steps in {summary}"))
+}
+
+/// `gradient-steps` N takes N gradient steps in every training round once learning has
+/// started (RL Baselines3 Zoo's MountainCar DQN takes 8 per 16 environment steps): the same
+/// rounds as with 1, three times the steps.
+#[test]
+fn dqn_takes_gradient_steps_per_round() {
+    let one = gradient_steps_taken("grad-1", &[]);
+    let three = gradient_steps_taken("grad-3", &["algorithm.gradient-steps=3"]);
+    assert!(one > 100, "only {one} gradient steps after learning started");
+    assert_eq!(three, 3 * one);
+}

@@ -73,8 +73,8 @@ fn time_limit(e: &Experiment) -> Option<u64> {
 }
 
 /// Environment steps (over all ranks) per gradient step of a DQN experiment.
-fn env_steps_per_gradient_step(e: &Experiment) -> usize {
-    e.env.envs * dqn(e).train_frequency as usize
+fn env_steps_per_gradient_step(e: &Experiment) -> f64 {
+    (e.env.envs as u64 * dqn(e).train_frequency) as f64 / dqn(e).gradient_steps as f64
 }
 
 const CLAIMS: &[Claim] = &[
@@ -117,6 +117,24 @@ const CLAIMS: &[Claim] = &[
         file: "hopper-sac.kdl",
         phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
         check: Check::Test("gym_train::the_shipped_hopper_sac_preset_hops_within_10k_steps"),
+    },
+    // mountaincar-dqn.kdl
+    Claim {
+        file: "mountaincar-dqn.kdl",
+        phrase: "Seed 1 scores -150 or better over its last 20 episodes within 120k steps",
+        check: Check::Test("train_learning::the_shipped_mountain_car_dqn_preset_reaches_the_flag"),
+    },
+    Claim {
+        file: "mountaincar-dqn.kdl",
+        phrase: "never reaches the flag scores -200",
+        check: Check::Test("train_learning::the_shipped_mountain_car_dqn_preset_reaches_the_flag"),
+    },
+    Claim {
+        file: "mountaincar-dqn.kdl",
+        phrase: "every 600 environment steps, which is target-every 300",
+        check: settings("mountaincar-dqn.kdl", |e| {
+            dqn(e).target_every == 300 && env_steps_per_gradient_step(e) * 300.0 == 600.0
+        }),
     },
     // mountaincar-ppo.kdl
     Claim {
@@ -179,7 +197,7 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "cartpole-dqn.kdl",
         phrase: "one gradient step per 4 environment steps",
-        check: settings("cartpole-dqn.kdl", |e| env_steps_per_gradient_step(e) == 4),
+        check: settings("cartpole-dqn.kdl", |e| env_steps_per_gradient_step(e) == 4.0),
     },
     Claim {
         file: "cartpole-dqn.kdl",
@@ -281,14 +299,14 @@ const CLAIMS: &[Claim] = &[
         file: "minatar-breakout-dqn.kdl",
         phrase: "one per 4 global environment steps",
         check: settings("minatar-breakout-dqn.kdl", |e| {
-            env_steps_per_gradient_step(e) == 4
+            env_steps_per_gradient_step(e) == 4.0
         }),
     },
     Claim {
         file: "minatar-breakout-dqn.kdl",
         phrase: "\"update every 4 frames\"",
         check: settings("minatar-breakout-dqn.kdl", |e| {
-            env_steps_per_gradient_step(e) == 4
+            env_steps_per_gradient_step(e) == 4.0
         }),
     },
     Claim {

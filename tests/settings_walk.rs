@@ -488,6 +488,10 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("cartpole-dqn", &["algorithm.train-frequency=2"]),
         ),
         (
+            "algorithm.gradient-steps (dqn)",
+            Change("cartpole-dqn", &["algorithm.gradient-steps=2"]),
+        ),
+        (
             "algorithm.target-every (dqn)",
             Change("cartpole-dqn", &["algorithm.target-every=1"]),
         ),

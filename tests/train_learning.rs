@@ -260,6 +260,19 @@ fn the_shipped_mountain_car_preset_reaches_the_flag() {
     assert!(steps <= 1_000_192.0);
 }
 
+/// experiments/mountaincar-dqn.kdl's claim, run as shipped: seed 1 scores -150 or better over
+/// its last 20 episodes within 120k steps (-135.8 measured). It needs `gradient-steps`: with one
+/// gradient step per round instead of the Zoo's 8, every episode ran out at -200.
+#[test]
+fn the_shipped_mountain_car_dqn_preset_reaches_the_flag() {
+    let (score, steps) = shipped_preset_run("mountain-car-dqn", "mountaincar-dqn.kdl");
+    assert!(
+        score >= -150.0,
+        "MountainCar-v0 DQN, seed 1: last-20 score {score} < -150"
+    );
+    assert!(steps <= 120_000.0);
+}
+
 #[test]
 fn ppo_beats_a_random_policy_on_minatar_breakout_within_two_minutes() {
     let random = random_minatar_breakout(200);

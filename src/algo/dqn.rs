@@ -282,7 +282,7 @@ impl DqnRule {
         let schedule = Schedule {
             learning_starts: cfg.learning_starts,
             train_frequency: cfg.train_frequency,
-            gradient_steps: 1,
+            gradient_steps: cfg.gradient_steps,
             checkpoint_replay: cfg.checkpoint_replay,
         };
         let returns = ReturnSpec {

@@ -196,7 +196,9 @@ settings! {
         learning_starts: u64 = "learning-starts", ZERO_OR_MORE, Dflt::Int(10_000),
             "Global environment steps before the first gradient step; at least batch-size.";
         train_frequency: u64 = "train-frequency", COUNT, Dflt::Int(4),
-            "Vector steps (one step of every environment) between gradient steps.";
+            "Vector steps (one step of every environment) per iteration.";
+        gradient_steps: u64 = "gradient-steps", COUNT, Dflt::Int(1),
+            "Gradient steps per iteration, once learning has started.";
         target_every: u64 = "target-every", COUNT, Dflt::Int(1000),
             "Gradient steps between target network updates.";
         tau: f64 = "tau", UNIT_OPEN_CLOSED, Dflt::Float(1.0),
