@@ -118,6 +118,17 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
         check: Check::Test("gym_train::the_shipped_hopper_sac_preset_hops_within_10k_steps"),
     },
+    // walker2d-sac.kdl
+    Claim {
+        file: "walker2d-sac.kdl",
+        phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
+        check: Check::Test("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
+    },
+    Claim {
+        file: "walker2d-sac.kdl",
+        phrase: "a random policy scores about 2",
+        check: Check::Test("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
+    },
     // mountaincar-dqn.kdl
     Claim {
         file: "mountaincar-dqn.kdl",
