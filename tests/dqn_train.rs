@@ -267,6 +267,9 @@ fn gradient_steps_taken(name: &str, sets: &[&str]) -> u64 {
 fn dqn_takes_gradient_steps_per_round() {
     let one = gradient_steps_taken("grad-1", &[]);
     let three = gradient_steps_taken("grad-3", &["algorithm.gradient-steps=3"]);
-    assert!(one > 100, "only {one} gradient steps after learning started");
+    assert!(
+        one > 100,
+        "only {one} gradient steps after learning started"
+    );
     assert_eq!(three, 3 * one);
 }

@@ -208,7 +208,9 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "cartpole-dqn.kdl",
         phrase: "one gradient step per 4 environment steps",
-        check: settings("cartpole-dqn.kdl", |e| env_steps_per_gradient_step(e) == 4.0),
+        check: settings("cartpole-dqn.kdl", |e| {
+            env_steps_per_gradient_step(e) == 4.0
+        }),
     },
     Claim {
         file: "cartpole-dqn.kdl",
