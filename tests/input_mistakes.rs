@@ -52,7 +52,8 @@ fn a_billion_environments_are_refused_by_validate_and_train_before_anything_runs
     assert_eq!(validate.status.code(), Some(1), "{}", text(&validate));
     let run_dir = dir.join("run");
     let train = tandem(&["train", path(&file), "--run-dir", path(&run_dir)]);
-    assert_eq!(train.status.code(), Some(1), "{}", text(&train));
+    // `train --help`: 2 is a mistake in the config, nothing ran.
+    assert_eq!(train.status.code(), Some(2), "{}", text(&train));
     for out in [&validate, &train] {
         let all = text(out);
         assert!(all.contains("config::out-of-memory"), "{all}");
@@ -100,7 +101,7 @@ fn two_ranks_on_a_machine_that_holds_one_are_refused_once_the_launcher_counts_th
     let set = capacity_set(capacity);
     let train = tandem(&["train", &file, "--set", &set, "--run-dir", path(&run_dir)]);
     let all = text(&train);
-    assert_eq!(train.status.code(), Some(1), "{all}");
+    assert_eq!(train.status.code(), Some(2), "{all}");
     assert!(all.contains("config::out-of-memory"), "{all}");
     assert!(all.contains("2 rank(s) here"), "{all}");
     assert!(all.contains("of replay buffer a rank"), "{all}");
@@ -169,6 +170,43 @@ fn a_step_limit_below_one_update_is_said_and_the_update_runs_whole_and_play_writ
     for node in [&null, &full] {
         let kind = std::fs::symlink_metadata(node).unwrap().file_type();
         assert!(kind.is_char_device(), "{} became {kind:?}", node.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn config_mistakes_exit_2_as_train_help_says_and_create_nothing() {
+    let dir = scratch("exit-codes");
+    let file = dir.join("neg_lr.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"x\" {\n    env \"cartpole\"\n    algorithm \"ppo\" {\n        lr -0.1\n    }\n}\n",
+    )
+    .unwrap();
+    let help = text(&tandem(&["train", "--help"]));
+    assert!(
+        help.contains("2    a mistake on the command line or in the config; nothing ran"),
+        "{help}"
+    );
+    let run_dir = dir.join("run");
+    let cases = [
+        vec![path(&file), "--run-dir", path(&run_dir)],
+        vec![
+            &cartpole(),
+            "--set",
+            "noequals",
+            "--run-dir",
+            path(&run_dir),
+        ],
+        vec!["--resume", path(&dir)],
+    ]
+    .map(|args| args.into_iter().map(str::to_string).collect::<Vec<_>>());
+    for args in cases {
+        let mut all: Vec<&str> = vec!["train"];
+        all.extend(args.iter().map(String::as_str));
+        let out = tandem(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {}", text(&out));
+        assert!(!run_dir.exists(), "{all:?} created the run directory");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -827,14 +827,16 @@ fn resolve_canonical(req: &TrainRequest) -> Result<(String, tandem_config::Resol
     if let Some(dir) = &req.resume
         && !dir.join("resolved.kdl").is_file()
     {
-        bail!(
+        return Err(UsageError(format!(
             "{} is not a tandem run directory (it has no resolved.kdl)",
             dir.display()
-        );
+        ))
+        .into());
     }
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A config mistake is a usage error (exit code 2, `train --help`): nothing has run.
     let resolved = resolve_here(&source, &sets, req.nnodes)
-        .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))?;
+        .map_err(|d| UsageError(d.render(color).trim_end().to_string()))?;
     // What runs but not as written (e.g. more steps than asked) is said before it runs.
     eprint!("{}", resolved.warnings.render(color));
     Ok((tandem_config::canonical_kdl(&resolved.experiment), resolved))
@@ -861,7 +863,7 @@ fn check_memory_for_ranks_here(
     let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
     resolved
         .fits(&machine)
-        .map_err(|d| anyhow::anyhow!("{}", d.render(color).trim_end()))
+        .map_err(|d| UsageError(d.render(color).trim_end().to_string()).into())
 }
 
 /// Resolves for this machine: an experiment whose ranks here (its world over `nnodes` machines;

@@ -8,7 +8,7 @@
 use miette::SourceSpan;
 
 /// Nesting deeper than this is refused rather than recursed into (no experiment comes close).
-const MAX_DEPTH: usize = 64;
+const MAX_DEPTH: usize = crate::nesting::MAX_NESTING;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Json {

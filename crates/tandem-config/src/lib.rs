@@ -19,6 +19,7 @@ mod devices;
 mod diag;
 mod json;
 mod model;
+mod nesting;
 mod resolve;
 mod schema;
 mod setting;

@@ -134,3 +134,195 @@ fn a_name_as_long_as_the_file_is_cut_in_the_report() {
     );
     assert!(diags.to_json().len() < 4000, "{}", diags.to_json().len());
 }
+
+/// `experiment "x" { env "cartpole" a{a{...}} }` with `levels` blocks in all, the experiment's
+/// included; the offset of the brace that opens level 33.
+fn nested(levels: usize) -> (String, usize) {
+    let head = "experiment \"x\" {\n    env \"cartpole\"\n    ";
+    let inner = levels - 1;
+    let text = format!("{head}{}{}\n}}\n", "a{".repeat(inner), "}".repeat(inner));
+    let level_33 = head.len() + 2 * (32 - 1) + 1;
+    (text, level_33)
+}
+
+#[test]
+fn blocks_nested_past_32_levels_are_refused_at_the_33rd_brace_without_recursing() {
+    // 100,000 levels overflowed the parser's stack long before the fix (1,500 did).
+    let (text, at) = nested(100_000);
+    let diags = errors_of(&Source::Stdin(text.clone()));
+    assert_eq!(diags.len(), 1, "{diags}");
+    let d = diags.iter().next().unwrap();
+    assert_eq!(d.code(), "config::too-deep");
+    assert_eq!(d.message(), "blocks nest more than 32 levels deep");
+    assert_eq!(
+        d.line_column(),
+        Some((3, at - text[..at].rfind('\n').unwrap()))
+    );
+    assert!(d.help().unwrap().contains("never closed"), "{d:?}");
+    // At the limit the parser runs: the unknown node is what is reported, not the depth.
+    let (text, _) = nested(32);
+    let codes: Vec<_> = errors_of(&Source::Stdin(text))
+        .iter()
+        .map(|d| d.code())
+        .collect();
+    assert!(!codes.contains(&"config::too-deep"), "{codes:?}");
+    assert!(codes.contains(&"config::unknown-node"), "{codes:?}");
+}
+
+#[test]
+fn more_than_4096_braces_are_refused_at_the_4097th_wherever_they_are() {
+    // 2,000 flat blocks and 3,000 braces in a comment: shallow, but past the count.
+    let text = format!(
+        "experiment \"x\" {{\n    env \"cartpole\"\n{}    // {}\n}}\n",
+        "    a {}\n".repeat(2000),
+        "{".repeat(3000)
+    );
+    let diags = errors_of(&Source::Stdin(text.clone()));
+    assert_eq!(diags.len(), 1, "{diags}");
+    let d = diags.iter().next().unwrap();
+    assert_eq!(d.code(), "config::too-deep");
+    assert_eq!(
+        d.message(),
+        "this text holds more than 4096 `{`, in blocks, strings or comments"
+    );
+    // The experiment's brace and 2,000 blocks' come first: the 4,097th is the comment's 2,096th.
+    let comment = text.find("// ").unwrap() + 3;
+    let line = text[..comment].lines().count();
+    assert_eq!(d.line_column(), Some((line, 3 + 2096 + 4)));
+}
+
+#[test]
+fn a_set_value_nested_past_the_limit_is_refused_with_its_span() {
+    let value = format!("{}{}", "a{".repeat(100_000), "}".repeat(100_000));
+    let set = format!("env.wrappers={value}");
+    let main = Source::Stdin("experiment \"x\" {\n    env \"cartpole\"\n}\n".to_string());
+    let diags = match resolve(&main, &[set]) {
+        Ok(_) => panic!("resolved"),
+        Err(d) => d,
+    };
+    let d = diags.iter().next().unwrap();
+    assert_eq!(d.code(), "config::too-deep", "{diags}");
+    assert_eq!(d.file(), Some("--set"));
+    // `env.wrappers=` is 13 bytes; the 33rd `a{` starts 64 bytes on, its brace one more.
+    assert_eq!(d.line_column(), Some((1, 13 + 2 * 32 + 2)));
+}
+
+#[test]
+fn includes_that_multiply_stop_at_the_file_limit_with_one_report() {
+    // Four levels, each including the next 30 times: 810,000 reads without a limit.
+    let dir = scratch("amplify");
+    for level in 0..4 {
+        let body = if level == 3 {
+            "algorithm \"ppo\"\n".to_string()
+        } else {
+            format!("include \"level{}.kdl\"\n", level + 1).repeat(30)
+        };
+        std::fs::write(dir.join(format!("level{level}.kdl")), body).unwrap();
+    }
+    let main = dir.join("main.kdl");
+    std::fs::write(
+        &main,
+        "experiment \"x\" {\n    env \"cartpole\"\n    include \"level0.kdl\"\n}\n",
+    )
+    .unwrap();
+    let diags = errors_of(&Source::Path(main));
+    let limits: Vec<_> = diags
+        .iter()
+        .filter(|d| d.code() == "config::include-limit")
+        .collect();
+    assert_eq!(limits.len(), 1, "{diags}");
+    assert!(
+        limits[0]
+            .message()
+            .starts_with("this include is file number 257 of one experiment"),
+        "{}",
+        limits[0].message()
+    );
+    assert!(
+        limits[0].file().unwrap().ends_with("level2.kdl"),
+        "{limits:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn included_files_stop_at_four_mebibytes_in_all() {
+    // Five includes of a file just under the 1 MiB cap: each is allowed, the fifth's sum is not.
+    let dir = scratch("bytes");
+    let big = format!(
+        "// {}\nalgorithm \"ppo\"\n",
+        "x".repeat(MAX_CONFIG_BYTES - 1000)
+    );
+    std::fs::write(dir.join("big.kdl"), big).unwrap();
+    let main = dir.join("main.kdl");
+    let includes = "    include \"big.kdl\"\n".repeat(5);
+    std::fs::write(
+        &main,
+        format!("experiment \"x\" {{\n    env \"cartpole\"\n{includes}}}\n"),
+    )
+    .unwrap();
+    let diags = errors_of(&Source::Path(main));
+    let d = diags
+        .iter()
+        .find(|d| d.code() == "config::include-limit")
+        .unwrap_or_else(|| panic!("{diags}"));
+    assert!(
+        d.message().contains("more than the 4194304 (4 MiB)"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column(), Some((7, 13)), "the fifth include");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `f` on a thread; a hang fails the test after 20 s instead of stalling the suite.
+fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("still waiting after 20 s")
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn an_include_naming_a_pipe_without_a_writer_is_refused_instead_of_waited_for() {
+    let dir = scratch("fifo");
+    mkfifo(&dir.join("pipe.kdl"));
+    let main = dir.join("main.kdl");
+    std::fs::write(
+        &main,
+        "experiment \"x\" {\n    env \"cartpole\"\n    include \"pipe.kdl\"\n}\n",
+    )
+    .unwrap();
+    let diags = within_20s(move || errors_of(&Source::Path(main)));
+    let d = diags.iter().next().unwrap();
+    assert_eq!(d.code(), "config::include-missing", "{diags}");
+    assert_eq!(
+        d.label(),
+        Some("it is a named pipe and no process was writing to it")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_pipe_with_a_writer_is_read_as_a_config() {
+    // What `tandem validate <(tandem resolve x.kdl)` hands over: a pipe written before it is read.
+    use std::io::Write;
+    use std::os::unix::io::AsRawFd;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    writer
+        .write_all(b"experiment \"x\" {\n    env \"cartpole\"\n}\n")
+        .unwrap();
+    drop(writer);
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", reader.as_raw_fd()));
+    let resolved = within_20s(move || resolve(&Source::Path(path), &[])).unwrap();
+    drop(reader);
+    assert_eq!(resolved.experiment.name, "x");
+}

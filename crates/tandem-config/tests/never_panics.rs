@@ -1,7 +1,11 @@
 //! Property tests: whatever the input (arbitrary text, token soup built from the
 //! language's own words, mutations of a valid experiment, arbitrary `--set`),
 //! parse + resolve ends in Ok or in at least one diagnostic, and rendering those
-//! diagnostics (plain, colour, JSON) never panics either.
+//! diagnostics (plain, colour, JSON) never panics either. Deep nesting and files that
+//! include each other are in the grammar too: those must end as well, without overflowing the
+//! stack or reading without bound.
+//!
+//! Each property runs 256 cases; `TANDEM_FUZZ_CASES=N` runs N (a longer fuzzing run).
 
 use proptest::prelude::*;
 use tandem_config::{Source, canonical_json, canonical_kdl, config_hash, parse_canonical, resolve};
@@ -164,8 +168,104 @@ const JSON_WORDS: &[&str] = &[
     "\"env\": \"cartpole\"",
 ];
 
+/// Words of a deeply nested text: mostly block openings, among the lexical forms that hold
+/// a brace the parser must not count (strings, raw strings, comments) and broken ones.
+const NESTING_WORDS: &[&str] = &[
+    "a{",
+    "a{",
+    "a{",
+    "a{",
+    "a{",
+    "a{",
+    "{",
+    "}",
+    "\"{\"",
+    "\"}\"",
+    "#\"}\"#",
+    "##\"\"#}\"##",
+    "//}\n",
+    "/*}*/",
+    "/*",
+    "*/",
+    "\"",
+    "#\"",
+    "\n",
+    "\u{2028}",
+    "#",
+    "\"\"\"\n}\n\"\"\"",
+    "\"\"\"",
+    "\\",
+    "/-",
+    ";",
+    "b 1",
+    "(t)",
+    "a{}",
+];
+
+fn nesting_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(NESTING_WORDS), 0..400)
+        .prop_map(|tokens| tokens.concat())
+}
+
+/// A soup, then a new line opening up to 120 blocks at once, then another soup: whatever the
+/// first soup left open (a string, a comment) decides whether those blocks are structural.
+fn deep_soup() -> impl Strategy<Value = String> {
+    (nesting_soup(), 0usize..120, nesting_soup())
+        .prop_map(|(before, levels, after)| format!("{before}\n{}{after}", "a{".repeat(levels)))
+}
+
+/// What one include file holds: a few settings and includes of the files of the same set.
+fn include_body() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            (0usize..4).prop_map(|i| format!("include \"f{i}.kdl\"\n")),
+            Just("algorithm \"ppo\"\n".to_string()),
+            Just("train { rollout 8 }\n".to_string()),
+            nesting_soup(),
+        ],
+        0..40,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+fn cases() -> u32 {
+    std::env::var("TANDEM_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A nesting the scanner under-counts would reach the recursive parser and overflow this
+    /// test thread's 2 MiB stack (about 56 levels in a debug build), aborting the run.
+    #[test]
+    fn deep_nesting_never_overflows(body in deep_soup(), sets in deep_soup()) {
+        check(&body, &[]);
+        check(&format!("experiment \"fuzz\" {{\n{body}\n}}\n"), &[]);
+        let text = "experiment \"x\" {\n    env \"cartpole\"\n}\n";
+        check(text, &[format!("env.wrappers={sets}"), format!("seed={sets}")]);
+    }
+
+    /// Four files that include each other in any pattern, nested in any way: resolution ends.
+    #[test]
+    fn files_that_include_each_other_end(bodies in prop::collection::vec(include_body(), 4)) {
+        let dir = std::env::temp_dir().join(format!("tandem-fuzz-include-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, body) in bodies.iter().enumerate() {
+            std::fs::write(dir.join(format!("f{i}.kdl")), body).unwrap();
+        }
+        let main = dir.join("main.kdl");
+        std::fs::write(&main, "experiment \"x\" {\n    env \"cartpole\"\n    include \"f0.kdl\"\n}\n").unwrap();
+        match resolve(&Source::Path(main), &[]) {
+            Ok(_) => {}
+            Err(d) => {
+                prop_assert!(!d.is_empty());
+                let _ = d.render(false);
+            }
+        }
+    }
 
     #[test]
     fn arbitrary_text_never_panics(text in any::<String>()) {

@@ -499,3 +499,70 @@ fn sync_backend_decides_whether_one_gpu_may_run_two_ranks() {
     let r = resolve(&cartpole(), &[]).unwrap();
     assert_eq!(r.experiment.sync.backend, SyncBackend::Auto);
 }
+
+#[test]
+fn whole_numbers_written_as_floats_count_where_an_integer_is_wanted() {
+    let text = "experiment \"x\" {\n    threads 1.0\n    env \"minatar-breakout\" {\n        envs 4.0\n        wrappers {\n            frame-stack 4.0\n        }\n    }\n    network \"mlp\" {\n        hidden 64.0 32\n    }\n    train {\n        total-steps 1e5\n    }\n}\n";
+    let r = resolve(
+        &Source::Stdin(text.to_string()),
+        &sets(&["train.rollout=1.6e1"]),
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let e = &r.experiment;
+    assert_eq!(e.env.envs, 4);
+    assert_eq!(e.train.total_steps, 100_000);
+    assert_eq!(e.train.rollout, 16);
+    let canonical = canonical_kdl(e);
+    for line in [
+        "total-steps 100000",
+        "envs 4",
+        "threads 1",
+        "hidden 64 32",
+        "frame-stack n=4",
+    ] {
+        assert!(canonical.contains(line), "no `{line}` in:\n{canonical}");
+    }
+    // The same run as the integers written out: one hash.
+    let written = text
+        .replace("1.0", "1")
+        .replace("4.0", "4")
+        .replace("64.0", "64")
+        .replace("1e5", "100_000");
+    let same = resolve(&Source::Stdin(written), &sets(&["train.rollout=16"])).unwrap();
+    assert_eq!(config_hash(&same.experiment), config_hash(e));
+}
+
+#[test]
+fn a_fraction_or_a_float_past_2_to_the_53_is_refused_with_why() {
+    let text = "experiment \"x\" {\n    env \"cartpole\" {\n        envs 4.5\n    }\n    train {\n        total-steps 1e20\n    }\n}\n";
+    let diags = resolve(&Source::Stdin(text.to_string()), &[]).unwrap_err();
+    let found: Vec<_> = diags
+        .iter()
+        .map(|d| {
+            (
+                d.code(),
+                d.line_column().unwrap().0,
+                d.help().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(found.len(), 2, "{diags}");
+    assert_eq!((found[0].0, found[0].1), ("config::type", 3));
+    assert_eq!(found[0].2, "a count is a whole number: 4.5 has a fraction");
+    assert_eq!((found[1].0, found[1].1), ("config::type", 6));
+    assert!(
+        found[1].2.starts_with("1e20 is past 2^53"),
+        "{}",
+        found[1].2
+    );
+    assert!(found[1].2.contains("`100_000`"), "{}", found[1].2);
+    assert!(
+        diags
+            .iter()
+            .nth(1)
+            .unwrap()
+            .label()
+            .unwrap()
+            .ends_with("found the number 1e20")
+    );
+}

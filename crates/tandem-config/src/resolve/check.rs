@@ -25,6 +25,23 @@ fn type_hint(ty: &Ty, value: &KdlValue) -> Option<String> {
         (Ty::Bool, KdlValue::String(s)) if s == "true" || s == "false" => {
             Some(format!("KDL v2 writes booleans as #{s}"))
         }
+        (Ty::Int { .. } | Ty::Threads, KdlValue::Float(x)) if x.is_finite() && x.fract() != 0.0 => {
+            Some(format!("a count is a whole number: {x} has a fraction"))
+        }
+        (Ty::Int { .. } | Ty::Threads, KdlValue::Float(x)) if x.is_finite() => Some(format!(
+            "{x:e} is past 2^53, where a float no longer holds every whole number exactly: \
+             write its digits (`_` may group them, e.g. `100_000`)"
+        )),
+        _ => None,
+    }
+}
+
+/// An integer as users write it: `100_000`, or a number without a fraction (`1e5`, `4.0`)
+/// that a double holds exactly (up to 2^53), which means the same.
+pub(super) fn integral(value: &KdlValue) -> Option<i128> {
+    match value {
+        KdlValue::Integer(i) => Some(*i),
+        KdlValue::Float(x) if x.fract() == 0.0 && x.abs() <= 2f64.powi(53) => Some(*x as i128),
         _ => None,
     }
 }
@@ -76,14 +93,14 @@ impl Checker<'_> {
                 Err(self.wrong(field, value, span))
             };
         }
+        if let (Ty::Int { min, max }, Some(i)) = (&field.ty, integral(value)) {
+            return if i < *min as i128 || i > *max as i128 {
+                Err(self.range(field, i.to_string(), span))
+            } else {
+                Ok(Val::Int(i as i64))
+            };
+        }
         match (&field.ty, value) {
-            (Ty::Int { min, max }, KdlValue::Integer(i)) => {
-                if *i < *min as i128 || *i > *max as i128 {
-                    Err(self.range(field, i.to_string(), span))
-                } else {
-                    Ok(Val::Int(*i as i64))
-                }
-            }
             (
                 Ty::Float {
                     min,
@@ -167,10 +184,13 @@ impl Checker<'_> {
                 span,
             ),
             (Ty::Threads, KdlValue::String(s)) if s == "auto" => Ok(Val::Threads(Threads::Auto)),
-            (Ty::Threads, KdlValue::Integer(i)) if *i >= 1 && *i <= 4096 => {
-                Ok(Val::Threads(Threads::PerRank(*i as usize)))
+            (Ty::Threads, v)
+                if let Some(i) = integral(v)
+                    && (1..=4096).contains(&i) =>
+            {
+                Ok(Val::Threads(Threads::PerRank(i as usize)))
             }
-            (Ty::Threads, KdlValue::Integer(i)) => Err(self.range(
+            (Ty::Threads, v) if let Some(i) = integral(v) => Err(self.range(
                 &Field {
                     ty: Ty::Int { min: 1, max: 4096 },
                     ..*field
@@ -239,12 +259,10 @@ impl Checker<'_> {
             }
             let mut list = Vec::new();
             for (value, span) in &raw.args {
-                match value {
-                    KdlValue::Integer(i) if *i >= min as i128 && *i <= max as i128 => {
-                        list.push(*i as i64)
-                    }
-                    KdlValue::Integer(i) => errs.push(self.range(field, i.to_string(), *span)),
-                    other => errs.push(self.wrong(field, other, *span)),
+                match integral(value) {
+                    Some(i) if i >= min as i128 && i <= max as i128 => list.push(i as i64),
+                    Some(i) => errs.push(self.range(field, i.to_string(), *span)),
+                    None => errs.push(self.wrong(field, value, *span)),
                 }
             }
             return if errs.is_empty() {
@@ -746,9 +764,9 @@ impl Checker<'_> {
         let mut list: Vec<i64> = Vec::new();
         let mut seen: Vec<(i64, SourceSpan)> = Vec::new();
         for (value, span) in &raw.args {
-            match value {
-                KdlValue::Integer(i) if *i >= min as i128 && *i <= max as i128 => {
-                    let i = *i as i64;
+            match integral(value) {
+                Some(i) if i >= min as i128 && i <= max as i128 => {
+                    let i = i as i64;
                     if let Some((_, first)) = seen.iter().find(|(v, _)| *v == i) {
                         errs.push(
                             error(
@@ -763,8 +781,8 @@ impl Checker<'_> {
                     seen.push((i, *span));
                     list.push(i);
                 }
-                KdlValue::Integer(i) => errs.push(checker.range(param, i.to_string(), *span)),
-                other => errs.push(checker.wrong(param, other, *span)),
+                Some(i) => errs.push(checker.range(param, i.to_string(), *span)),
+                None => errs.push(checker.wrong(param, value, *span)),
             }
         }
         // Given (if wrongly): the errors above say what is wrong, not that it is missing.

@@ -4,6 +4,7 @@
 //! here.
 
 use std::collections::HashMap;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use kdl::{KdlDocument, KdlNode, KdlValue};
@@ -25,7 +26,21 @@ pub(super) struct Loader {
     pub(super) experiment_at: Option<(SourceId, SourceSpan)>,
     /// Canonical configs are self-contained: workers must never touch other files.
     allow_includes: bool,
+    /// Files read so far (the main one and every include, a file included twice counted
+    /// twice) and their bytes, against [`MAX_FILES`] and [`MAX_TOTAL_BYTES`].
+    files_read: usize,
+    bytes_read: usize,
+    /// Set once a limit is reported: later includes are skipped without another report.
+    limit_reported: bool,
 }
+
+/// The most files one resolution reads, includes counted each time they are included: a
+/// file that includes another 30 times, four levels deep, would otherwise expand to 810,000
+/// reads from 4 KB of text (docs/design.md, "Config size").
+pub(crate) const MAX_FILES: usize = 256;
+
+/// The most bytes one resolution reads over all its files.
+pub(crate) const MAX_TOTAL_BYTES: usize = 4 * crate::MAX_CONFIG_BYTES;
 
 /// Reads the main source, then every `--set` in order.
 pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Loader {
@@ -36,6 +51,9 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
         stack: Vec::new(),
         experiment_at: None,
         allow_includes,
+        files_read: 0,
+        bytes_read: 0,
+        limit_reported: false,
     };
     loader.load_main(source);
     for set in sets {
@@ -46,11 +64,12 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
 
 /// Reads a config file whole, unless it holds more than [`crate::MAX_CONFIG_BYTES`]: then
 /// its size when known without reading it (not for a pipe), found without reading more than
-/// the cap.
+/// the cap. Only a regular file or a named pipe with a writer (`<(tandem resolve ...)`) is read.
 fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let size = file.metadata()?.len();
+    let file = open_without_waiting(path)?;
+    let meta = file.metadata()?;
+    let size = meta.len();
     let cap = crate::MAX_CONFIG_BYTES as u64;
     if size > cap {
         return Ok(Err(Some(size)));
@@ -60,7 +79,45 @@ fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
     if text.len() as u64 > cap {
         return Ok(Err(None));
     }
+    if text.is_empty() && meta.file_type().is_fifo() {
+        return Err(std::io::Error::other(
+            "it is a named pipe and no process was writing to it",
+        ));
+    }
     Ok(Ok(text))
+}
+
+/// Opens a file for reading without blocking on a named pipe that has no writer, which a
+/// plain open would wait for forever; refuses what is neither a file nor a pipe.
+fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_dir() {
+        return Err(std::io::Error::other("it is a directory"));
+    }
+    if kind.is_char_device() || kind.is_block_device() || kind.is_socket() {
+        return Err(std::io::Error::other(
+            "it is a device or a socket, not a file",
+        ));
+    }
+    // Reads wait again from here: a pipe whose writer has not written yet is waited for;
+    // one without a writer reads as empty at once.
+    // SAFETY: fcntl on a descriptor this function owns (`file` is alive); F_GETFL and
+    // F_SETFL read and set status flags only.
+    let cleared = unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
 }
 
 /// `52428800 bytes (50.0 MiB), more than ...`, against the cap; just `more than ...` when the
@@ -120,7 +177,11 @@ impl Loader {
             }
             return doc;
         }
-        match KdlDocument::parse(&text) {
+        if let Some(refusal) = crate::nesting::too_nested(&text) {
+            self.push(too_nested(source, refusal));
+            return None;
+        }
+        match crate::nesting::parse_kdl(&text) {
             Ok(doc) => Some(doc),
             Err(err) => {
                 let useful = useful_syntax_errors(err.diagnostics);
@@ -247,6 +308,8 @@ impl Loader {
             }
             Source::Stdin(text) => ("<stdin>".to_string(), text.clone(), PathBuf::new()),
         };
+        self.files_read = 1;
+        self.bytes_read = text.len();
         let id = self.sources.add(name.clone(), text, SourceKind::File);
         if let Source::Path(path) = src {
             self.stack.push((
@@ -414,6 +477,17 @@ impl Loader {
             );
             return;
         }
+        if self.limit_reported {
+            return;
+        }
+        if self.files_read >= MAX_FILES {
+            self.include_limit(
+                source,
+                span,
+                format!("this include is file number {} of one experiment, more than the {MAX_FILES} a resolution reads", self.files_read + 1),
+            );
+            return;
+        }
         let text = match read_config(&path) {
             Ok(Ok(text)) => text,
             Ok(Err(size)) => {
@@ -451,6 +525,16 @@ impl Loader {
                 return;
             }
         };
+        self.files_read += 1;
+        self.bytes_read += text.len();
+        if self.bytes_read > MAX_TOTAL_BYTES {
+            self.include_limit(
+                source,
+                span,
+                format!("with this include the experiment's files hold {} bytes, more than the {MAX_TOTAL_BYTES} (4 MiB) a resolution reads", self.bytes_read),
+            );
+            return;
+        }
         let id = self.sources.add(display.clone(), text, SourceKind::File);
         let Some(doc) = self.parse(id, false) else {
             return;
@@ -471,6 +555,19 @@ impl Loader {
             self.walk_body(&doc, id, &new_dir);
         }
         self.stack.pop();
+    }
+
+    /// Reading stops at an include past [`MAX_FILES`] or [`MAX_TOTAL_BYTES`]; one report says so.
+    fn include_limit(&mut self, source: SourceId, span: SourceSpan, message: String) {
+        self.limit_reported = true;
+        self.push(
+            error("config::include-limit", message)
+                .at(source, span, "not read")
+                .help(
+                    "an included file is read again each time it is included, so files that \
+                     include each other several times multiply: include shared settings once",
+                ),
+        );
     }
 
     /// The same setting twice in one block is almost always a slip (across files
@@ -651,7 +748,11 @@ impl Loader {
         } else {
             format!("_ {value_text}")
         };
-        let parsed = match KdlDocument::parse(&synthetic) {
+        if let Some(refusal) = crate::nesting::too_nested(&synthetic) {
+            self.push(too_nested(id, refusal));
+            return;
+        }
+        let parsed = match crate::nesting::parse_kdl(&synthetic) {
             Ok(doc) => doc,
             Err(err) => {
                 for d in err.diagnostics {
@@ -708,6 +809,30 @@ impl Loader {
             source: id,
         });
     }
+}
+
+/// Text refused before parsing ([`crate::nesting::too_nested`]), pointing at the brace.
+fn too_nested(source: SourceId, refusal: crate::nesting::TooNested) -> DiagBuilder {
+    use crate::nesting::{MAX_BRACES, MAX_NESTING, TooNested};
+    let (at, message, label) = match refusal {
+        TooNested::Deep(at) => (
+            at,
+            format!("blocks nest more than {MAX_NESTING} levels deep"),
+            format!("level {} opens here", MAX_NESTING + 1),
+        ),
+        TooNested::ManyBraces(at) => (
+            at,
+            format!("this text holds more than {MAX_BRACES} `{{`, in blocks, strings or comments"),
+            format!("brace number {}", MAX_BRACES + 1),
+        ),
+    };
+    error("config::too-deep", message)
+        .at(source, SourceSpan::from(at..at + 1), label)
+        .help(
+            "tandem's settings nest at most four levels (`experiment { env { wrappers { ... } } }`) \
+             and an experiment holds a few dozen blocks: look for a block that is never closed, \
+             or text generated by mistake",
+        )
 }
 
 /// The KDL parser recovers and reports follow-on errors: a block it could not

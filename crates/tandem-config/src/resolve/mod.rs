@@ -117,6 +117,7 @@ pub(super) fn found(value: &KdlValue) -> String {
     match value {
         KdlValue::String(s) => format!("the string \"{s}\""),
         KdlValue::Integer(i) => format!("the integer {i}"),
+        KdlValue::Float(x) if x.abs() >= 1e16 => format!("the number {x:e}"),
         KdlValue::Float(x) => format!("the number {x}"),
         KdlValue::Bool(b) => format!("#{b}"),
         KdlValue::Null => "#null".to_string(),
