@@ -11,6 +11,7 @@
 
 pub mod credential;
 pub mod job_env;
+pub mod run_dir;
 pub mod worker;
 
 use std::io::Write;
@@ -131,8 +132,10 @@ pub fn local_ranks(world: usize, layout: &JobLayout) -> Result<std::ops::Range<u
 
 /// Prepares the run directory and, for a new run, writes the resolved config. A new run is
 /// refused in a directory that holds one; a resumed run's `resolved.kdl` is left as it is until
-/// its ranks have loaded their checkpoints (rank 0 rewrites it then, `crate::train`).
-pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
+/// its ranks have loaded their checkpoints (rank 0 rewrites it then, `crate::train`). On node 0
+/// the directory is held ([`run_dir::hold`]) from before its first look until the hold returned
+/// is dropped, which the caller does when the run ends.
+pub fn prepare_run_dir(req: &LaunchRequest) -> Result<Option<run_dir::Hold>> {
     let resolved = req.run_dir.join("resolved.kdl");
     if req.resume && !resolved.exists() {
         bail!(
@@ -142,7 +145,9 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
     }
     // Only node 0 writes the run's files; other nodes may share the directory over a network
     // file system (and see node 0's files appear).
-    if !req.resume && req.layout.node_rank == 0 {
+    let node_0 = req.layout.node_rank == 0;
+    let hold = node_0.then(|| run_dir::hold(&req.run_dir)).transpose()?;
+    if !req.resume && node_0 {
         refuse_existing_run(req)?;
     }
     let logs = req.run_dir.join("logs");
@@ -160,7 +165,7 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<()> {
             let _ = std::fs::remove_file(path);
         }
     }
-    Ok(())
+    Ok(hold)
 }
 
 /// A new run in a directory that holds a run would overwrite its checkpoints, prune them by
@@ -258,7 +263,7 @@ fn signal(pid: u32, sig: libc::c_int) {
 pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     let world = req.experiment.world_size();
     let ranks = local_ranks(world, &req.layout)?;
-    prepare_run_dir(req)?;
+    let _hold = prepare_run_dir(req)?;
     let master_port = match req.layout.master_port {
         Some(p) => p,
         None if req.layout.nnodes == 1 => pick_free_port()?,
@@ -900,9 +905,11 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
         })?;
     let credential =
         credential::Credential::for_external_rank(&me.master_addr, me.master_port, &req.job_ids);
-    if me.rank == 0 {
-        prepare_run_dir(&req)?;
-    }
+    let _hold = if me.rank == 0 {
+        prepare_run_dir(&req)?
+    } else {
+        None
+    };
     let args = worker::WorkerArgs {
         rank: me.rank,
         world_size: me.world,
