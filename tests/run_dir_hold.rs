@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::binary::*;
-use common::{kill_job, wait_for};
+use common::kill_job;
 
 fn event_files(dir: &Path) -> usize {
     tandem_summary::reader::event_files(&dir.join("tensorboard"))
