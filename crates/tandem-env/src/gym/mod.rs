@@ -248,7 +248,13 @@ impl Pool {
         let hellos = {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
             await_replies(&mut refs, pool::start_deadline(gym)).map_err(|(k, f)| {
-                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, "starting")
+                describe_failure(
+                    &gym.id,
+                    gym.step_timeout,
+                    &mut workers[k],
+                    f,
+                    pool::STARTING,
+                )
             })?
         };
         let hello: serde_json::Value = serde_json::from_str(&hellos[0]).map_err(|e| {
@@ -287,13 +293,7 @@ impl Pool {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
             let deadline = pool::start_deadline(gym);
             await_replies(&mut refs, deadline).map_err(|(k, f)| {
-                describe_failure(
-                    &gym.id,
-                    gym.step_timeout,
-                    &mut workers[k],
-                    f,
-                    "mapping shared memory",
-                )
+                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, pool::MAPPING)
             })?;
         }
         shm.unlink();
@@ -373,7 +373,7 @@ impl Pool {
 /// An error for `worker`'s `failure` while `doing` something, with its recent stderr.
 fn describe_failure(
     id: &str,
-    timeout: Duration,
+    step_timeout: Duration,
     worker: &mut Worker,
     failure: Failure,
     doing: &str,
@@ -426,13 +426,32 @@ fn describe_failure(
             worker.kill();
             let tail = worker.stderr_tail(Duration::from_millis(500));
             format!(
-                "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed (raise the environment's step timeout if it is just slow){}{tail}",
-                timeout.as_secs_f64(),
+                "{}{}{tail}",
+                timeout_message(id, &who, doing, step_timeout),
                 render_hint(doing)
             )
         }
     };
     EnvError::Backend(message)
+}
+
+/// A worker that did not answer in time: how long it had while `doing`, and how to give a slow
+/// one more (the start's minimum is not the step timeout, so it is said).
+fn timeout_message(id: &str, who: &str, doing: &str, step_timeout: Duration) -> String {
+    let waited = pool::timeout_for(doing, step_timeout);
+    let hint = if waited == step_timeout {
+        "raise the environment's step timeout if it is just slow".to_string()
+    } else {
+        format!(
+            "while {doing} a worker has the step timeout or {} s, whichever is longer: raise the \
+             step timeout if its imports are just slow",
+            pool::timeout_for(doing, Duration::ZERO).as_secs()
+        )
+    };
+    format!(
+        "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed ({hint})",
+        waited.as_secs_f64()
+    )
 }
 
 /// What to check when a worker died or hung while drawing: offscreen OpenGL is the usual
@@ -833,5 +852,45 @@ impl Env for GymEnv {
             "gymnasium `{}` runs in Python worker processes, whose environment state tandem cannot save; a resumed run starts fresh episodes",
             self.shared.id
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hanging import was killed after 120.9 s with "did not answer within 10 s while
+    /// starting": the message must say the time the phase really had.
+    #[test]
+    fn a_timeout_names_the_time_its_phase_had() {
+        let step = Duration::from_secs(10);
+        let starting = timeout_message("Hang-v0", "worker 0", pool::STARTING, step);
+        assert!(
+            starting.contains("did not answer within 120 s while starting"),
+            "{starting}"
+        );
+        assert!(
+            starting.contains("the step timeout or 120 s, whichever is longer"),
+            "{starting}"
+        );
+        let mapping = timeout_message("Hang-v0", "worker 0", pool::MAPPING, step);
+        assert!(
+            mapping.contains("within 120 s while mapping shared memory"),
+            "{mapping}"
+        );
+        let stepping = timeout_message("Hang-v0", "worker 0", "stepping", step);
+        assert!(
+            stepping.contains("within 10 s while stepping"),
+            "{stepping}"
+        );
+        assert!(stepping.contains("raise the environment's step timeout if it is just slow"));
+        // A step timeout past the minimum is what starting has too.
+        let long = timeout_message(
+            "Hang-v0",
+            "worker 0",
+            pool::STARTING,
+            Duration::from_secs(300),
+        );
+        assert!(long.contains("within 300 s while starting"), "{long}");
     }
 }

@@ -308,9 +308,22 @@ pub(crate) fn await_replies(
     Ok(replies)
 }
 
-/// The deadline for starting the workers (see [`MIN_START_TIMEOUT`]).
+/// How long a worker may take while `doing` (the phase's words, as messages say them): starting
+/// and mapping the shared memory the step timeout or [`MIN_START_TIMEOUT`], whichever is
+/// longer; anything else the step timeout.
+pub(crate) fn timeout_for(doing: &str, step_timeout: Duration) -> Duration {
+    match doing {
+        STARTING | MAPPING => step_timeout.max(MIN_START_TIMEOUT),
+        _ => step_timeout,
+    }
+}
+
+/// The phases whose replies wait [`MIN_START_TIMEOUT`] at least.
+pub(crate) const STARTING: &str = "starting";
+pub(crate) const MAPPING: &str = "mapping shared memory";
+
 pub(crate) fn start_deadline(spec: &Launch) -> Instant {
-    Instant::now() + spec.step_timeout.max(MIN_START_TIMEOUT)
+    Instant::now() + timeout_for(STARTING, spec.step_timeout)
 }
 
 pub(crate) fn close_deadline() -> Instant {
