@@ -734,3 +734,43 @@ fn a_machine_without_egl_is_told_what_to_install() {
         assert!(message.contains(words), "{words}: {message}");
     }
 }
+
+/// A NaN observation or a non-finite reward is the environment's, and said so: before, they
+/// reached the policy and were reported as "has the policy diverged?" or "the loss diverged".
+#[test]
+fn values_that_are_not_finite_are_blamed_on_the_environment_that_returned_them() {
+    let Some(python) = venv_python() else { return };
+    let cases = [
+        (
+            vec![("nan_obs_at".to_string(), Scalar::Int(2))],
+            "environment 0 returned a value that is not finite after a step: observation entry 1 is NaN (as float32)",
+        ),
+        (
+            vec![("bad_reward_at".to_string(), Scalar::Int(3))],
+            "environment 0 returned a value that is not finite after a step: the reward is NaN",
+        ),
+        (
+            vec![
+                ("bad_reward_at".to_string(), Scalar::Int(3)),
+                ("bad_reward".to_string(), Scalar::Float(1e300)),
+            ],
+            "environment 0 returned a value that is not finite after a step: the reward 1e300 is past float32's range",
+        ),
+    ];
+    for (make_args, expected) in cases {
+        let mut spec = gym(&python, "TandemTest/Counter-v0", 1);
+        spec.make_args = make_args;
+        let mut envs = VecEnv::new(&EnvSpec::new(Game::Gymnasium(spec)), &[1, 2], 1).unwrap();
+        envs.reset();
+        let mut error = None;
+        for _ in 0..4 {
+            if let Err(e) = envs.step(&[0, 0]) {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+        let message = error.expect("the bad value is reported");
+        assert!(message.contains(expected), "{message}");
+        assert!(message.contains("not the policy"), "{message}");
+    }
+}

@@ -756,14 +756,34 @@ struct GymEnv {
 }
 
 impl GymEnv {
-    fn copy_row(&self, offset: usize, obs: ObsBuf<'_>) {
+    /// Copies this environment's observation row; a value that is not finite is recorded as
+    /// the environment's failure, so a NaN is blamed on its source and not on the policy it
+    /// would poison (`after` says when: "reset", "step").
+    fn copy_row(&self, offset: usize, obs: ObsBuf<'_>, after: &str) {
         let shm = &self.shared.shm;
         let bytes = shm.layout.obs_bytes;
         match obs {
             ObsBuf::U8(out) => shm.read(offset + self.index * bytes, out),
-            ObsBuf::F32(out) => shm.read_f32(offset + self.index * bytes, out),
+            ObsBuf::F32(out) => {
+                shm.read_f32(offset + self.index * bytes, out);
+                if let Some((k, x)) = out.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+                    self.record_not_finite(
+                        &format!("observation entry {k} is {x} (as float32)"),
+                        after,
+                    );
+                }
+            }
             ObsBuf::Skip => {}
         }
+    }
+
+    fn record_not_finite(&self, what: &str, after: &str) {
+        self.record(EnvError::Backend(format!(
+            "gymnasium `{}`: environment {} returned a value that is not finite after a {after}: \
+             {what}; tandem cannot learn from it (the environment produced it, not the policy: \
+             check its dynamics or its observation code)",
+            self.shared.id, self.index
+        )));
     }
 
     fn record(&self, error: EnvError) {
@@ -794,7 +814,7 @@ impl Env for GymEnv {
             return;
         }
         self.shared.shm.set_byte(l.ready + self.index, 0);
-        self.copy_row(l.obs, obs);
+        self.copy_row(l.obs, obs, "reset");
     }
 
     fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
@@ -827,8 +847,17 @@ impl Env for GymEnv {
         } else {
             l.obs
         };
-        self.copy_row(row, obs);
-        Step::game(shm.f64_at(l.rew + i * 8) as f32, terminated, truncated)
+        self.copy_row(row, obs, "step");
+        let reward = shm.f64_at(l.rew + i * 8);
+        if !reward.is_finite() {
+            self.record_not_finite(&format!("the reward is {reward}"), "step");
+        } else if !(reward as f32).is_finite() {
+            self.record_not_finite(
+                &format!("the reward {reward:e} is past float32's range"),
+                "step",
+            );
+        }
+        Step::game(reward as f32, terminated, truncated)
     }
 
     fn chain_names(&self, names: &mut Vec<String>) {

@@ -11,11 +11,14 @@ from gymnasium import spaces
 class Counter(gym.Env):
     """Observation [t, seed-derived value]; ends after `length` steps. Optional faults:
     raise at step `raise_at` (only in the environment first reset with `raise_seed`, when
-    given), sleep `sleep` seconds in every step, print on every step."""
+    given), sleep `sleep` seconds in every step, print on every step, a NaN as the second
+    observation entry at step `nan_obs_at`, a reward of `bad_reward` at step `bad_reward_at`."""
 
     def __init__(
-        self, length=5, raise_at=-1, raise_seed=-1, sleep=0.0, chatty=False, obs_space=None, act_space=None
+        self, length=5, raise_at=-1, raise_seed=-1, sleep=0.0, chatty=False, obs_space=None, act_space=None,
+        nan_obs_at=-1, bad_reward_at=-1, bad_reward=float("nan"),
     ):
+        self.nan_obs_at, self.bad_reward_at, self.bad_reward = nan_obs_at, bad_reward_at, bad_reward
         self.observation_space = obs_space or spaces.Box(-1e9, 1e9, (2,), np.float64)
         self.action_space = act_space or spaces.Discrete(3)
         self.length, self.raise_at, self.sleep, self.chatty = length, raise_at, sleep, chatty
@@ -41,7 +44,11 @@ class Counter(gym.Env):
         self.t += 1
         if self.t == self.raise_at and self.raise_seed in (-1, self.first_seed):
             raise ValueError("boom from the user's step")
-        return self._obs(), float(action), self.t >= self.length, False, {}
+        obs = self._obs()
+        if self.t == self.nan_obs_at:
+            obs[1] = np.nan
+        reward = self.bad_reward if self.t == self.bad_reward_at else float(action)
+        return obs, reward, self.t >= self.length, False, {}
 
 
 class Image(gym.Env):
