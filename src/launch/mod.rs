@@ -580,18 +580,35 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) -> Option<String> {
     } else {
         format!("exited with code {code}")
     };
-    match &message {
-        Some(m) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
-        None => eprintln!(
+    let log = run_dir.join("logs").join(format!("rank-{rank}.log"));
+    match (&message, free_bytes(run_dir)) {
+        (Some(m), _) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
+        // A full disk is the likely reason its error file is missing; its stderr said why.
+        (None, Some(free)) if free < 64 * 1024 => eprintln!(
+            "tandem: rank {rank} failed ({how}); the file system of {} has {free} bytes free, \
+             too few for the rank to write its error (its last words, if any, are above)",
+            run_dir.display()
+        ),
+        (None, _) => eprintln!(
             "tandem: rank {rank} failed ({how}) without a message; see {}",
-            run_dir
-                .join("logs")
-                .join(format!("rank-{rank}.log"))
-                .display()
+            log.display()
         ),
     }
     eprintln!("tandem: stopping the other ranks");
     message
+}
+
+/// Bytes an unprivileged writer may still use on the file system holding `path`.
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call; statvfs writes only
+    // into `stat`, which is read only when it returned 0 (filled).
+    let stat = unsafe {
+        (libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) == 0).then(|| stat.assume_init())?
+    };
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
 /// A command-line mistake (exit code 2), as opposed to a failed run (exit code 1).

@@ -113,12 +113,39 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     named.push((META_RECENT.into(), Tensor::from_slice(&recent)));
     named.push((META_DIGEST.into(), bytes_tensor(&digest(&named)?)));
 
-    crate::atomic::replace_with(&path, |temporary| {
-        Tensor::save_multi(&named, temporary).map_err(std::io::Error::other)
-    })
-    .context("cannot write the checkpoint")?;
+    let bytes = serialize(&named)?;
+    crate::atomic::write_atomic(&path, &bytes).context("cannot write the checkpoint")?;
     prune(&dir, keep)?;
     Ok(path)
+}
+
+/// The checkpoint file's bytes, made in memory: libtorch's own file writer throws from a
+/// destructor when a write fails (a full disk aborted the process with `unexpected pos`), so the
+/// file is written by Rust, whose errors name the file and the cause. A checkpoint holds a
+/// model, its optimizer state and small metadata (tens of MB for an Atari CNN), never a replay
+/// buffer, so holding it once in memory is cheap.
+fn serialize(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    let buffer = SharedBuffer::default();
+    Tensor::save_multi_to_stream(named, buffer.clone())
+        .context("cannot serialise the checkpoint")?;
+    let bytes = std::mem::take(&mut *buffer.0.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(bytes)
+}
+
+/// A `Write` into memory the caller keeps a handle to (tch's stream writer must own its sink).
+#[derive(Clone, Default)]
+struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let mut bytes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        bytes.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Every file of `dir` with its name (nothing when the directory does not exist yet).
