@@ -67,8 +67,13 @@ fn start(spec: &EnvSpec, seeds: &[u64], render: bool) -> VecEnv {
     VecEnv::with_bridge(spec, seeds, 1, &bridge).unwrap()
 }
 
+/// Whether `pid` runs; a zombie (killed, not yet reaped by whoever adopted it) does not.
 fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
 }
 
 fn start_error(spec: &EnvSpec, n: usize) -> String {
@@ -773,4 +778,40 @@ fn values_that_are_not_finite_are_blamed_on_the_environment_that_returned_them()
         assert!(message.contains(expected), "{message}");
         assert!(message.contains("not the policy"), "{message}");
     }
+}
+
+/// What an environment starts (here a `sleep 600` per environment) ends with the run: its
+/// worker's process group is killed when the pool closes, and when a worker fails.
+#[test]
+fn processes_an_environment_starts_end_with_its_worker() {
+    let Some(python) = venv_python() else { return };
+    let pid_file = std::env::temp_dir().join(format!("tandem-spawner-{}.pids", std::process::id()));
+    let _ = std::fs::remove_file(&pid_file);
+    let pids = || -> Vec<u32> {
+        std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.parse().ok())
+            .collect()
+    };
+    let mut spec = gym(&python, "TandemTest/Spawner-v0", 2);
+    spec.make_args = vec![(
+        "pid_file".into(),
+        Scalar::Str(pid_file.display().to_string()),
+    )];
+    let envs = VecEnv::new(&EnvSpec::new(Game::Gymnasium(spec)), &[1, 2], 1).unwrap();
+    let sleepers = pids();
+    assert_eq!(sleepers.len(), 2, "{sleepers:?}");
+    assert!(sleepers.iter().all(|&p| alive(p)), "{sleepers:?}");
+    drop(envs);
+    for _ in 0..100 {
+        if sleepers.iter().all(|&p| !alive(p)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in sleepers {
+        assert!(!alive(pid), "sleep {pid} outlived the run");
+    }
+    let _ = std::fs::remove_file(&pid_file);
 }

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -84,6 +85,9 @@ impl Worker {
             .arg(WORKER_SOURCE)
             // The worker asks to die with this process (see worker.py).
             .env("TANDEM_GYM_PARENT", std::process::id().to_string())
+            // Its own process group, so that what its environments start ends with it
+            // ([`Worker::kill`]); the terminal's Ctrl-C reaches the rank, which closes it.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -163,14 +167,25 @@ impl Worker {
         }
     }
 
-    /// Kills and reaps the process (a no-op when already done).
+    /// Kills the worker's process group (the worker and whatever its environments started
+    /// that stayed in it: a simulator's helper, a `sleep`) and reaps the worker.
     pub fn kill(&mut self) {
+        self.kill_group();
         if !self.dead {
             let _ = self.child.kill();
             let _ = self.child.wait();
             self.dead = true;
         }
         self.stdin = None;
+    }
+
+    fn kill_group(&self) {
+        // SAFETY: kill(2) with plain integers. The group is the one this worker leads
+        // (`process_group(0)` at spawn); it lives while any member does, and Linux gives no
+        // new process a pid in use as a group id, so the signal reaches only its members.
+        unsafe {
+            libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
+        }
     }
 
     /// The exit status in words, waiting up to `wait` for the process to end.

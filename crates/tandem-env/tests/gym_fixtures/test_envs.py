@@ -111,7 +111,21 @@ class Drawn(gym.Env):
         return frame
 
 
+class Spawner(Counter):
+    """A Counter that starts a long `sleep` of its own when made and writes its pid to
+    `pid_file`: a process the environment owns, which must not outlive the run."""
+
+    def __init__(self, pid_file, **kwargs):
+        super().__init__(**kwargs)
+        import subprocess
+
+        self.sleeper = subprocess.Popen(["sleep", "600"])
+        with open(pid_file, "a") as f:
+            f.write(f"{self.sleeper.pid}\n")
+
+
 gym.register("TandemTest/Counter-v0", entry_point=Counter)
+gym.register("TandemTest/Spawner-v0", entry_point=Spawner)
 gym.register("TandemTest/Drawn-v0", entry_point=Drawn)
 gym.register("TandemTest/Image-v0", entry_point=Image)
 gym.register(
