@@ -559,6 +559,7 @@ impl Place<'_> {
             checkpoint::locate(self.run_dir)?;
         }
         let mut skipped = Vec::new();
+        let mut damaged_here = Vec::new();
         for path in candidates {
             let update = checkpoint::update_of(&path).unwrap_or(0);
             let mine = checkpoint::load(&path);
@@ -574,7 +575,12 @@ impl Place<'_> {
                 );
             }
             match mine {
-                Ok(ckpt) if votes[0] == 0.0 => return Ok((path, ckpt)),
+                Ok(ckpt) if votes[0] == 0.0 => {
+                    if self.rank == 0 {
+                        set_aside(&damaged_here);
+                    }
+                    return Ok((path, ckpt));
+                }
                 Ok(_) => {
                     let why = format!(
                         "{} cannot be read on {} other rank(s)",
@@ -587,6 +593,7 @@ impl Place<'_> {
                 Err(e) => {
                     tracing::warn!("{e:#}; falling back to the checkpoint before it");
                     skipped.push(format!("{e:#}"));
+                    damaged_here.push(path);
                 }
             }
         }
@@ -595,6 +602,20 @@ impl Place<'_> {
             self.run_dir.display(),
             skipped.join("\n")
         )
+    }
+}
+
+/// Rank 0, once the resume has a checkpoint: the files it could not read are renamed
+/// `<name>.damaged`, kept for a look but out of the rotation, so that they neither count toward
+/// `checkpoint.keep` (a good checkpoint pruned in their place) nor are tried again. A resume that
+/// fails renames nothing (it changes nothing in the run directory).
+fn set_aside(damaged: &[PathBuf]) {
+    for path in damaged {
+        let aside = PathBuf::from(format!("{}.damaged", path.display()));
+        match std::fs::rename(path, &aside) {
+            Ok(()) => tracing::warn!("set {} aside as {}", path.display(), aside.display()),
+            Err(e) => tracing::warn!("cannot set {} aside: {e}", path.display()),
+        }
     }
 }
 
