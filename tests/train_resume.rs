@@ -472,7 +472,10 @@ fn a_damaged_newest_checkpoint_is_named_in_one_line_and_the_resume_falls_back() 
     // Set aside, out of the rotation: the checkpoints kept are three that load.
     let aside = dir.join("checkpoints/ckpt-000000004.pt.damaged");
     assert!(aside.exists(), "{all}");
-    assert!(all.contains(&format!("set {} aside as", newest.display())), "{all}");
+    assert!(
+        all.contains(&format!("set {} aside as", newest.display())),
+        "{all}"
+    );
     let kept = tandem::train::checkpoint::newest_first(&dir).unwrap();
     assert_eq!(kept.len(), 3, "{kept:?}");
     for file in &kept {

@@ -89,10 +89,89 @@ impl JobSecret {
 pub(super) struct Door {
     stop: Arc<AtomicBool>,
     address: SocketAddr,
+    refusals: Arc<Refusals>,
+}
+
+/// Refusals the door logs one line each; past these it counts them (see [`Refusals`]).
+const REFUSALS_IN_FULL: usize = 5;
+/// How often a flood's count is logged.
+const REFUSAL_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+/// The door's refusals, logged so that a flood of strangers cannot fill the rank's log: the
+/// first [`REFUSALS_IN_FULL`] one line each, the rest counted, one line at most every
+/// [`REFUSAL_SUMMARY_EVERY`] and one when the door closes.
+struct Refusals {
+    state: std::sync::Mutex<RefusalCount>,
+}
+
+struct RefusalCount {
+    logged: usize,
+    unsaid: usize,
+    latest: Option<SocketAddr>,
+    last_said: Instant,
+}
+
+impl Refusals {
+    fn new(now: Instant) -> Refusals {
+        Refusals {
+            state: std::sync::Mutex::new(RefusalCount {
+                logged: 0,
+                unsaid: 0,
+                latest: None,
+                last_said: now,
+            }),
+        }
+    }
+
+    /// The line to log for a refusal of `peer` (`why` it was refused) at `now`, if any.
+    fn note(&self, peer: SocketAddr, why: &str, now: Instant) -> Option<String> {
+        let mut count = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if count.logged < REFUSALS_IN_FULL {
+            count.logged += 1;
+            count.last_said = now;
+            let more = if count.logged == REFUSALS_IN_FULL {
+                format!(
+                    " (further refusals are counted, one line every {} s)",
+                    REFUSAL_SUMMARY_EVERY.as_secs()
+                )
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "refused a connection to the rendezvous store from {peer}: {why}{more}"
+            ));
+        }
+        count.unsaid += 1;
+        count.latest = Some(peer);
+        (now.duration_since(count.last_said) >= REFUSAL_SUMMARY_EVERY).then(|| count.say(now))
+    }
+
+    /// The count not yet logged, if any (when the door closes).
+    fn rest(&self, now: Instant) -> Option<String> {
+        let mut count = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (count.unsaid > 0).then(|| count.say(now))
+    }
+}
+
+impl RefusalCount {
+    fn say(&mut self, now: Instant) -> String {
+        let line = format!(
+            "refused {} more connection(s) to the rendezvous store in {:.0} s, the latest from {}",
+            self.unsaid,
+            now.duration_since(self.last_said).as_secs_f64(),
+            self.latest.map(|p| p.to_string()).unwrap_or_default()
+        );
+        self.unsaid = 0;
+        self.last_said = now;
+        line
+    }
 }
 
 impl Drop for Door {
     fn drop(&mut self) {
+        if let Some(line) = self.refusals.rest(Instant::now()) {
+            tracing::warn!("{line}");
+        }
         self.stop.store(true, Ordering::SeqCst);
         // Wakes the blocked accept, which then sees the flag.
         let _ = TcpStream::connect_timeout(&self.address, Duration::from_millis(200));
@@ -146,6 +225,8 @@ impl Door {
         let address = public.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let refusals = Arc::new(Refusals::new(Instant::now()));
+        let counted = Arc::clone(&refusals);
         std::thread::Builder::new()
             .name("tandem-store-door".into())
             .spawn(move || {
@@ -158,17 +239,33 @@ impl Door {
                         continue;
                     };
                     let secret = secret.clone();
+                    let counted = Arc::clone(&counted);
                     let _ = std::thread::Builder::new()
                         .name("tandem-store-admit".into())
-                        .spawn(move || admit(stream, peer, store_port, &secret));
+                        .spawn(move || admit(stream, peer, store_port, &secret, &counted));
                 }
             })?;
-        Ok(Door { stop, address })
+        Ok(Door {
+            stop,
+            address,
+            refusals,
+        })
     }
 }
 
 /// One connection at the door: the proof, then the pipe to the store, or a logged refusal.
-fn admit(mut stream: TcpStream, peer: SocketAddr, store_port: u16, secret: &JobSecret) {
+fn admit(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    store_port: u16,
+    secret: &JobSecret,
+    refusals: &Refusals,
+) {
+    let refuse = |why: String| {
+        if let Some(line) = refusals.note(peer, &why, Instant::now()) {
+            tracing::warn!("{line}");
+        }
+    };
     let checked = (|| -> std::io::Result<bool> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(PROOF_TIME))?;
@@ -192,13 +289,9 @@ fn admit(mut stream: TcpStream, peer: SocketAddr, store_port: u16, secret: &JobS
         }
         Ok(false) => {
             let _ = stream.write_all(&[REFUSED]);
-            tracing::warn!(
-                "refused a connection to the rendezvous store from {peer}: it does not hold this job's secret"
-            );
+            refuse("it does not hold this job's secret".into());
         }
-        Err(e) => tracing::warn!(
-            "refused a connection to the rendezvous store from {peer}: it did not prove it belongs to this job ({e})"
-        ),
+        Err(e) => refuse(format!("it did not prove it belongs to this job ({e})")),
     }
 }
 
@@ -379,6 +472,38 @@ mod tests {
         assert!(!loopback_here_only("127.0.0.1", &at([127, 0, 0, 1])));
         assert!(!loopback_here_only("localhost", &at([127, 0, 0, 1])));
         assert!(!loopback_here_only("10.0.0.1", &at([10, 0, 0, 1])));
+    }
+
+    /// A flood of 10,000 strangers over 25 s logs 5 lines, a line every 10 s, and the rest
+    /// when the door closes: 406 lines for a flood of 406 before.
+    #[test]
+    fn a_flood_of_refusals_is_counted_not_logged_line_by_line() {
+        let start = Instant::now();
+        let refusals = Refusals::new(start);
+        let peer = SocketAddr::from(([10, 0, 0, 9], 40000));
+        let mut lines = Vec::new();
+        for i in 0..10_000u64 {
+            let now = start + Duration::from_micros(i * 2_500);
+            lines.extend(refusals.note(peer, "it does not hold this job's secret", now));
+        }
+        lines.extend(refusals.rest(start + Duration::from_secs(25)));
+        assert_eq!(lines.len(), 5 + 2 + 1, "{lines:#?}");
+        assert!(lines[4].ends_with("(further refusals are counted, one line every 10 s)"));
+        assert!(
+            lines[5].starts_with("refused 4000 more connection(s) to the rendezvous store in 10 s"),
+            "{}",
+            lines[5]
+        );
+        let counted: usize = lines[5..]
+            .iter()
+            .map(|l| l.split(' ').nth(1).unwrap().parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(counted + 5, 10_000);
+        assert!(
+            lines[7].ends_with("the latest from 10.0.0.9:40000"),
+            "{}",
+            lines[7]
+        );
     }
 
     #[test]
