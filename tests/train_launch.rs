@@ -152,6 +152,55 @@ fn torchrun_style_ranks_run_the_canonical_config_and_rank_0_records_it() {
     assert_eq!(summary_number(&dir, "world_size"), Some(2.0));
 }
 
+/// A torchrun-style job run again without `--run-dir` names the same directory on every rank
+/// (`runs/<name>/job-<hash>`): every rank refuses the earlier run at once, rank 1 included,
+/// instead of rank 1 waiting out the rendezvous for a rank 0 that refused.
+#[test]
+fn a_torchrun_style_job_run_again_is_refused_by_every_rank_at_once() {
+    let cwd = fresh_dir("torchrun-again");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let attempt = || -> Vec<std::process::Output> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ranks: Vec<Child> = (0..2)
+            .map(|rank| {
+                let mut cmd = tandem();
+                cmd.current_dir(&cwd)
+                    .arg("train")
+                    .arg(config("ppo-cartpole.kdl"))
+                    .args(["--quiet", "--set", "devices=cpu cpu"])
+                    .args(["--set", "train.max-steps=2048"])
+                    .env("RANK", rank.to_string())
+                    .env("WORLD_SIZE", "2")
+                    .env("LOCAL_RANK", rank.to_string())
+                    .env("LOCAL_WORLD_SIZE", "2")
+                    .env("MASTER_ADDR", "127.0.0.1")
+                    .env("MASTER_PORT", port.to_string())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        // A rank that waited out the rendezvous would be killed here, failing the test.
+        ranks
+            .into_iter()
+            .map(|c| wait_with_limit(c, Duration::from_secs(60)))
+            .collect()
+    };
+    for out in attempt() {
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    for (rank, out) in attempt().iter().enumerate() {
+        let all = text(out);
+        assert_eq!(out.status.code(), Some(2), "rank {rank}: {all}");
+        assert!(all.contains("already holds a run"), "rank {rank}: {all}");
+    }
+    let _ = std::fs::remove_dir_all(&cwd);
+}
+
 #[test]
 fn two_launchers_with_nnodes_2_form_one_job() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

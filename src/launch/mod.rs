@@ -168,11 +168,45 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<Option<run_dir::Hold>> {
     Ok(hold)
 }
 
+/// What a new run finds in its directory.
+enum Existing {
+    /// Nothing of a run: it starts.
+    Nothing,
+    /// Under `--resume-if-exists`, an attempt of the same config that wrote no checkpoint (a
+    /// job killed early): it starts over once these event files are gone.
+    StartOver(Vec<PathBuf>),
+    /// A run: refused, with the message.
+    Run(UsageError),
+}
+
 /// A new run in a directory that holds a run would overwrite its checkpoints, prune them by
 /// name and mix its event files: refused, naming the ways forward. An empty directory is fine,
 /// and so, under `--resume-if-exists`, is an attempt of the same config that wrote no
 /// checkpoint (a job killed early), which starts over.
 fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
+    match existing_run(req)? {
+        Existing::Nothing => Ok(()),
+        Existing::Run(refusal) => Err(refusal.into()),
+        Existing::StartOver(events) => {
+            // The attempt is run again from its start, exactly (same config); its event files
+            // would only repeat the new attempt's steps beside it.
+            for file in &events {
+                std::fs::remove_file(file)
+                    .with_context(|| format!("cannot remove {}", file.display()))?;
+            }
+            eprintln!(
+                "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it \
+                 over (its {} event file(s) removed)",
+                req.run_dir.display(),
+                events.len()
+            );
+            Ok(())
+        }
+    }
+}
+
+/// What `req.run_dir` holds, looked at without changing anything.
+fn existing_run(req: &LaunchRequest) -> Result<Existing> {
     let dir = &req.run_dir;
     let mut found = Vec::new();
     if dir.join("resolved.kdl").exists() {
@@ -187,26 +221,14 @@ fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
         found.push(format!("{} TensorBoard event file(s)", events.len()));
     }
     if found.is_empty() {
-        return Ok(());
+        return Ok(Existing::Nothing);
     }
     let same_config =
         std::fs::read_to_string(dir.join("resolved.sha256")).is_ok_and(|h| h.trim() == req.hash);
     if req.start_over && checkpoints == 0 && same_config {
-        // The attempt is run again from its start, exactly (same config); its event files
-        // would only repeat the new attempt's steps beside it.
-        for file in &events {
-            std::fs::remove_file(file)
-                .with_context(|| format!("cannot remove {}", file.display()))?;
-        }
-        eprintln!(
-            "tandem: {} holds an attempt of this run that wrote no checkpoint; starting it over \
-             (its {} event file(s) removed)",
-            dir.display(),
-            events.len()
-        );
-        return Ok(());
+        return Ok(Existing::StartOver(events));
     }
-    Err(UsageError(format!(
+    Ok(Existing::Run(UsageError(format!(
         "{} already holds a run ({}); a new run there would overwrite its checkpoints and mix \
          their summaries\nhelp: continue it with `tandem train --resume {}`, run the same \
          command with --resume-if-exists to continue it whenever it has a checkpoint, or give \
@@ -214,8 +236,21 @@ fn refuse_existing_run(req: &LaunchRequest) -> Result<()> {
         dir.display(),
         found.join(", "),
         dir.display()
-    ))
-    .into())
+    ))))
+}
+
+/// A rank other than 0 of an external launcher's job, before it waits for the rendezvous: the
+/// run directory every rank names alike holds an earlier run that nobody holds (rank 0 of this
+/// job holds it from before its first write), so rank 0 refuses it and this rank would wait for
+/// a rendezvous that never comes. It refuses at once, with rank 0's words.
+fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
+    if req.resume || run_dir::is_held(&req.run_dir) {
+        return Ok(());
+    }
+    match existing_run(req)? {
+        Existing::Run(refusal) => Err(refusal.into()),
+        Existing::Nothing | Existing::StartOver(_) => Ok(()),
+    }
 }
 
 /// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first.
@@ -925,6 +960,7 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
     let _hold = if me.rank == 0 {
         prepare_run_dir(&req)?
     } else {
+        refuse_earlier_run_before_rendezvous(&req)?;
         None
     };
     let args = worker::WorkerArgs {

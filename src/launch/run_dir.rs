@@ -1,11 +1,13 @@
 //! The run directory's hold: one tandem at a time in a run directory, for the life of the run
 //! (and of its resume), and nothing planted in it followed.
 //!
-//! The hold is an exclusive `flock` on `RUN_DIR/.tandem-lock`, taken before anything in the
-//! directory is looked at or written, so the check for an existing run and the run's first
-//! write are one step against any other launcher. The kernel drops the lock when the holder
-//! exits however it exits (a crash, SIGKILL), so a stale lock file holds nothing. The file
-//! names its holder for the message a second launcher prints.
+//! The hold is an exclusive lock on `RUN_DIR/.tandem-lock` (an open-file-description lock,
+//! `F_OFD_SETLK`: like `flock` it belongs to the open file and ends with it, and unlike `flock`
+//! another process can ask whether it is held without taking it, [`is_held`]), taken before
+//! anything in the directory is looked at or written, so the check for an existing run and the
+//! run's first write are one step against any other launcher. The kernel drops the lock when
+//! the holder exits however it exits (a crash, SIGKILL), so a stale lock file holds nothing.
+//! The file names its holder for the message a second launcher prints.
 //!
 //! A run directory is tandem's own: a symbolic link inside it (`summary.json -> elsewhere`,
 //! `logs -> elsewhere`) would make the run write or append through it, so one is refused. The
@@ -47,12 +49,13 @@ pub fn hold(dir: &Path) -> Result<Hold> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    // SAFETY: flock(2) on a descriptor `lock` owns and keeps open; LOCK_NB makes it return at
-    // once instead of waiting for another holder.
-    let taken = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    let mut whole = whole_file(libc::F_WRLCK);
+    // SAFETY: fcntl(2) on a descriptor `lock` owns and keeps open, with a `flock` record that
+    // lives across the call; F_OFD_SETLK returns at once instead of waiting for a holder.
+    let taken = unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_OFD_SETLK, &mut whole) } == 0;
     if !taken {
         let error = std::io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
+        if !matches!(error.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
             return Err(error).with_context(|| format!("cannot lock {}", path.display()));
         }
         let mut holder = String::new();
@@ -62,6 +65,28 @@ pub fn hold(dir: &Path) -> Result<Hold> {
     name_the_holder(&mut lock).with_context(|| format!("cannot write {}", path.display()))?;
     refuse_planted_links(dir)?;
     Ok(Hold { _lock: lock })
+}
+
+/// Whether a process holds `dir` now (asked without taking the hold, so asking never makes the
+/// holder's own attempt fail).
+pub fn is_held(dir: &Path) -> bool {
+    let Ok(lock) = std::fs::File::open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    let mut probe = whole_file(libc::F_WRLCK);
+    // SAFETY: fcntl(2) on a descriptor `lock` owns; F_OFD_GETLK only fills in `probe`.
+    let asked = unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_OFD_GETLK, &mut probe) } == 0;
+    asked && probe.l_type != libc::F_UNLCK as libc::c_short
+}
+
+/// A lock record covering the whole file, of `kind` (`F_WRLCK`, `F_UNLCK`); OFD locks need
+/// `l_pid` 0.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    // SAFETY: `flock` is a plain C struct of integers, for which all-zero bytes are valid.
+    let mut record: libc::flock = unsafe { std::mem::zeroed() };
+    record.l_type = kind as libc::c_short;
+    record.l_whence = libc::SEEK_SET as libc::c_short;
+    record
 }
 
 fn in_use(dir: &Path, holder: &str) -> UsageError {
