@@ -65,6 +65,13 @@ enum Command {
     Validate {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
+        /// Override a value in every FILE: PATH=VALUE, as `train --set` does.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        /// Also build one environment of each gymnasium experiment (starting its interpreter,
+        /// a few seconds) and check its action space against the algorithm.
+        #[arg(long)]
+        deep: bool,
         /// Output format of the diagnostics.
         #[arg(long, value_parser = ["text", "json"], default_value = "text")]
         format: String,
@@ -150,8 +157,19 @@ fn main() -> ExitCode {
     }
     let color = std::io::stderr().is_terminal();
     match (cli.command, cli.train) {
-        (Some(Command::Validate { files, format }), _) => {
-            let (text, c) = tandem_config::cli::validate(&files, format == "json", color);
+        (
+            Some(Command::Validate {
+                files,
+                sets,
+                deep,
+                format,
+            }),
+            _,
+        ) => {
+            let host =
+                |resolved: &tandem_config::Resolved| tandem::launch::host::findings(resolved, deep);
+            let (text, c) =
+                tandem_config::cli::validate_with(&files, &sets, format == "json", color, &host);
             if format == "json" || c == 0 {
                 print!("{text}");
             } else {

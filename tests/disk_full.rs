@@ -16,7 +16,8 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// `None` (the test says why and does nothing) where this process may not mount.
+    /// `None` (the tools rule: a failure where tools are required, else a note) where this
+    /// process may not mount.
     fn mount(name: &str) -> Option<SmallDisk> {
         let at = fresh_dir(name);
         std::fs::create_dir_all(&at).unwrap();
@@ -26,7 +27,11 @@ impl SmallDisk {
             .status()
             .is_ok_and(|s| s.success());
         if !mounted {
-            eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
+            common::tools::tool_missing(
+                "root (to mount a tmpfs)",
+                "the disk-full tests",
+                "run the tests as root, as CI does",
+            );
             return None;
         }
         Some(SmallDisk { at })

@@ -881,3 +881,41 @@ fn the_shipped_lunarlander_preset_lands_within_400k_steps() {
         "LunarLander-v3 PPO, seed 1: last-20 score {score} < 40 at 400k steps"
     );
 }
+
+/// `validate --deep` builds one environment and refuses an algorithm that cannot act in it,
+/// at the algorithm's line (SAC on CartPole's discrete actions); without `--deep` nothing is
+/// started and the file is valid.
+#[test]
+fn validate_deep_refuses_sac_on_a_discrete_gymnasium_environment() {
+    let Some(python) = venv_python() else { return };
+    let dir = fresh_dir("validate-deep");
+    let file = dir.join("sac-cartpole.kdl");
+    std::fs::write(
+        &file,
+        format!(
+            "experiment \"x\" {{\n    algorithm \"sac\"\n    env \"gymnasium\" {{\n        id \"CartPole-v1\"\n        python \"{}\"\n    }}\n}}\n",
+            python.display()
+        ),
+    )
+    .unwrap();
+    let validate = |deep: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+        cmd.arg("validate").arg(&file);
+        if deep {
+            cmd.arg("--deep");
+        }
+        cmd.output().unwrap()
+    };
+    let shallow = validate(false);
+    assert!(shallow.status.success(), "{shallow:?}");
+    let deep = validate(true);
+    let all = String::from_utf8_lossy(&deep.stderr).to_string();
+    assert_eq!(deep.status.code(), Some(1), "{all}");
+    assert!(all.contains("host::action-space"), "{all}");
+    assert!(all.contains("sac cannot act in this environment"), "{all}");
+    assert!(all.contains("sac-cartpole.kdl:2:"), "{all}");
+    assert!(
+        all.contains("the environment takes 2 discrete actions"),
+        "{all}"
+    );
+}

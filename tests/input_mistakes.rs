@@ -210,3 +210,61 @@ fn config_mistakes_exit_2_as_train_help_says_and_create_nothing() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What `train` refuses at once, `validate` refuses too, at the line: a CUDA device in a build
+/// without CUDA and a gymnasium interpreter that is not there; `validate --set` applies to the
+/// file as `train --set` does.
+#[test]
+fn validate_refuses_what_this_build_and_machine_cannot_run_and_takes_set() {
+    let dir = scratch("host");
+    let file = dir.join("host.kdl");
+    std::fs::write(
+        &file,
+        "experiment \"h\" {\n    devices \"cuda:0\"\n    env \"gymnasium\" {\n        id \"Pendulum-v1\"\n        python \"/nonexistent/python3\"\n    }\n}\n",
+    )
+    .unwrap();
+    let out = tandem(&["validate", "--format", "json", path(&file)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<(String, u64, String)> = report["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_string(),
+                d["line"].as_u64().unwrap(),
+                d["label"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let built_with_cuda = text(&tandem(&["--version"])).contains("built with CUDA support")
+        || text(&tandem(&["--version"])).contains("cuda usable: yes");
+    if !built_with_cuda {
+        assert!(
+            found.contains(&(
+                "host::no-cuda".into(),
+                2,
+                "cuda:0 needs a build with `--features cuda`".into()
+            )),
+            "{found:?}"
+        );
+    }
+    assert!(
+        found.contains(&("host::no-interpreter".into(), 5, "no such file".into())),
+        "{found:?}"
+    );
+    // `--set` fixes both; a `--set` without `=` is a usage error.
+    let fixed = tandem(&[
+        "validate",
+        path(&file),
+        "--set",
+        "devices=cpu",
+        "--set",
+        "env.python=sh",
+    ]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    let usage = tandem(&["validate", path(&file), "--set", "noequals"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -10,6 +10,7 @@
 //! scheduler's notice) likewise but exit [`PREEMPTED`], and a second signal kills.
 
 pub mod credential;
+pub mod host;
 pub mod job_env;
 pub mod run_dir;
 pub mod worker;

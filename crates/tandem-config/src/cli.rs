@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use crate::{
-    Bytes, Diagnostics, Machine, Resolved, Source, canonical_json, canonical_kdl, config_hash,
-    memory_estimate, resolve as resolve_source, resolve_on, steps_run,
+    Bytes, Diagnostic, Diagnostics, Machine, Resolved, Severity, Source, canonical_json,
+    canonical_kdl, config_hash, memory_estimate, resolve as resolve_source, resolve_on, steps_run,
 };
 
 /// Exit code of a valid run.
@@ -35,11 +35,30 @@ fn check_sets(sets: &[String]) -> Result<(), String> {
     }
 }
 
+/// A caller's checks of a resolved experiment against what the resolver does not look at
+/// (this build, this machine's programs): errors make the file invalid, warnings are reported.
+pub type HostCheck<'a> = dyn Fn(&Resolved) -> Vec<Diagnostic> + 'a;
+
 /// `tandem validate FILE...`: checks every file, reports every problem of each, and
 /// checks that one rank of each fits in this machine's available memory (where the ranks
 /// will run is not known here).
 /// Returns the text to print on standard output and the exit code.
 pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
+    validate_with(files, &[], json, color, &|_| Vec::new())
+}
+
+/// [`validate`] with `--set` overrides applied to every file, and `host`'s checks of each
+/// resolved experiment.
+pub fn validate_with(
+    files: &[String],
+    sets: &[String],
+    json: bool,
+    color: bool,
+    host: &HostCheck,
+) -> (String, i32) {
+    if let Err(message) = check_sets(sets) {
+        return (message, EXIT_USAGE);
+    }
     if files.is_empty() {
         return ("error: no file to validate\nusage: tandem validate FILE... (`-` reads standard input)\n".into(), EXIT_USAGE);
     }
@@ -56,11 +75,12 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
     for file in files {
         let outcome: Result<Resolved, Result<Diagnostics, String>> = match source_of(file) {
             Ok(source) => match &machine {
-                Some(machine) => resolve_on(&source, &[], machine).map_err(Ok),
-                None => resolve_source(&source, &[]).map_err(Ok),
+                Some(machine) => resolve_on(&source, sets, machine).map_err(Ok),
+                None => resolve_source(&source, sets).map_err(Ok),
             },
             Err(message) => Err(Err(message)),
         };
+        let outcome = outcome.and_then(|resolved| with_host_checks(resolved, host));
         let mut report = serde_json::Map::new();
         report.insert("file".into(), file.clone().into());
         match outcome {
@@ -136,6 +156,23 @@ pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
         if errors == 1 { "" } else { "s" }
     ));
     (text, code)
+}
+
+/// `resolved` with `host`'s findings: invalid when one is an error (every finding and the
+/// resolver's warnings reported), else its warnings added.
+fn with_host_checks(
+    mut resolved: Resolved,
+    host: &HostCheck,
+) -> Result<Resolved, Result<Diagnostics, String>> {
+    let found = host(&resolved);
+    let mut all: Vec<Diagnostic> = resolved.warnings.iter().cloned().collect();
+    let invalid = found.iter().any(|d| d.severity() == Severity::Error);
+    all.extend(found);
+    if invalid {
+        return Err(Ok(Diagnostics::new(all)));
+    }
+    resolved.warnings = Diagnostics::new(all);
+    Ok(resolved)
 }
 
 /// `runs 500224 steps (977 updates of 512); at least 1.2 MiB of memory a rank`.

@@ -131,6 +131,30 @@ impl Resolved {
             Some(b) => Err(Diagnostics::new(vec![b.finish(&self.labels.sources)])),
         }
     }
+
+    /// A finding about the setting at `path` (`env.python`, `devices`), located where it was
+    /// written (at the experiment's name where it is a default, and the label says so), for a
+    /// check its caller makes after resolution: what this build and this machine can do, which
+    /// the resolver does not look at.
+    pub fn finding_at(
+        &self,
+        severity: Severity,
+        path: &str,
+        code: &'static str,
+        message: impl Into<String>,
+        label: &str,
+        help: impl Into<String>,
+    ) -> Diagnostic {
+        let (source, span, text) = self.labels.label(path, label);
+        let builder = match severity {
+            Severity::Error => diag::error(code, message),
+            Severity::Warning => diag::warning(code, message),
+        };
+        builder
+            .at(source, span, text)
+            .help(help)
+            .finish(&self.labels.sources)
+    }
 }
 
 /// Resolves an experiment: reads the source and its includes, applies `--set`

@@ -50,7 +50,7 @@ impl Labels {
     }
 
     /// [`Labels::at`] with the label's text, which says so where the value is a default.
-    pub(super) fn label(&self, path: &str, text: &str) -> (SourceId, SourceSpan, String) {
+    pub(crate) fn label(&self, path: &str, text: &str) -> (SourceId, SourceSpan, String) {
         let (source, span, written) = self.at(path);
         let text = if written {
             text.to_string()

@@ -1,0 +1,141 @@
+//! What a resolved experiment needs of this build and this machine, which the resolver does not
+//! look at (a resolution is a function of its files): CUDA compiled in and GPUs here, the
+//! gymnasium interpreter, and, with `deep`, a gymnasium environment's action space against the
+//! algorithm, which only building the environment tells. `tandem validate` reports these at the
+//! setting's line, so it accepts nothing that `train` refuses at once.
+
+use std::path::{Path, PathBuf};
+
+use tandem_config::{Device, Diagnostic, Game, Resolved, Severity};
+use tandem_env::{BridgeOptions, VecEnv};
+
+/// Every finding for `resolved` here; the environment is built (a Python worker started for
+/// gymnasium) only with `deep`, and only when nothing cheaper has failed.
+pub fn findings(resolved: &Resolved, deep: bool) -> Vec<Diagnostic> {
+    let mut found: Vec<Diagnostic> = cuda(resolved).into_iter().collect();
+    found.extend(interpreter(resolved));
+    let failed = found.iter().any(|d| d.severity() == Severity::Error);
+    if deep && !failed {
+        found.extend(action_space(resolved));
+    }
+    found
+}
+
+/// A CUDA device in a build without CUDA is an error; one this machine does not have is a
+/// warning (the run may be meant for another machine).
+fn cuda(resolved: &Resolved) -> Option<Diagnostic> {
+    let highest = resolved
+        .experiment
+        .devices
+        .iter()
+        .filter_map(|d| match d {
+            Device::Cuda(i) => Some(*i),
+            Device::Cpu => None,
+        })
+        .max()?;
+    if !crate::dist::compiled_backends().contains(&"nccl") {
+        return Some(resolved.finding_at(
+            Severity::Error,
+            "devices",
+            "host::no-cuda",
+            "this tandem was built without CUDA",
+            &format!("cuda:{highest} needs a build with `--features cuda`"),
+            "list `cpu` devices, or run a tandem built with `--features cuda` (`tandem --version` says which)",
+        ));
+    }
+    let here = if tch::Cuda::is_available() {
+        tch::Cuda::device_count()
+    } else {
+        0
+    };
+    (highest as i64 >= here).then(|| {
+        resolved.finding_at(
+            Severity::Warning,
+            "devices",
+            "host::missing-gpu",
+            format!("this machine has {here} usable CUDA device(s)"),
+            &format!("cuda:{highest} is not among them"),
+            "fine if the run goes to a machine that has it; here `train` would refuse it",
+        )
+    })
+}
+
+/// A gymnasium environment's `python` must be an interpreter here: a path that exists, or a
+/// name found on `PATH` (as the bridge starts it).
+fn interpreter(resolved: &Resolved) -> Option<Diagnostic> {
+    let Game::Gymnasium(gym) = &resolved.experiment.env.game else {
+        return None;
+    };
+    let why = match find_program(&gym.python) {
+        Ok(_) => return None,
+        Err(why) => why,
+    };
+    Some(resolved.finding_at(
+        Severity::Error,
+        "env.python",
+        "host::no-interpreter",
+        format!("`{}` is not an interpreter on this machine", gym.python),
+        &why,
+        "set `python` to an interpreter that has gymnasium (for example the venv that \
+         scripts/gym-venv-setup.sh makes: .deps/venv-gym/bin/python)",
+    ))
+}
+
+/// Where the program `name` runs from, as `Command::new(name)` would find it, or why not.
+fn find_program(name: &str) -> Result<PathBuf, String> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return match path.exists() {
+            true if executable(&path) => Ok(path),
+            true => Err("not an executable file".into()),
+            false => Err("no such file".into()),
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(name))
+        .find(|p| executable(p))
+        .ok_or_else(|| "not found on PATH".into())
+}
+
+/// Builds one gymnasium environment and checks its action space against the algorithm (the
+/// resolver does this for the games it knows).
+fn action_space(resolved: &Resolved) -> Option<Diagnostic> {
+    let e = &resolved.experiment;
+    if !matches!(e.env.game, Game::Gymnasium(_)) {
+        return None;
+    }
+    let bridge = BridgeOptions {
+        log_prefix: "validate ".into(),
+        render: false,
+    };
+    let seeds = tandem_env::env_seeds(e.seed, 0, 0, 1);
+    let envs = match VecEnv::with_bridge(&crate::train::envs::env_spec(e), &seeds, 1, &bridge) {
+        Ok(envs) => envs,
+        Err(error) => {
+            return Some(resolved.finding_at(
+                Severity::Error,
+                "env.id",
+                "host::env",
+                "the environment cannot be built here",
+                &error.to_string(),
+                "`tandem validate --deep` builds one environment as a rank would",
+            ));
+        }
+    };
+    let space = envs.action_space();
+    let refusal = crate::algo::build::takes_the_action_space(&e.algorithm, &space).err()?;
+    Some(resolved.finding_at(
+        Severity::Error,
+        "algorithm",
+        "host::action-space",
+        format!("{} cannot act in this environment", e.algorithm.name()),
+        &format!("the environment takes {space}"),
+        format!("{refusal:#}"),
+    ))
+}
