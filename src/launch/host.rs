@@ -129,7 +129,7 @@ fn action_space(resolved: &Resolved) -> Option<Diagnostic> {
         }
     };
     let space = envs.action_space();
-    let refusal = crate::algo::build::takes_the_action_space(&e.algorithm, &space).err()?;
+    let refusal = crate::algo::build::takes_the_action_space(&e.algorithm, space).err()?;
     Some(resolved.finding_at(
         Severity::Error,
         "algorithm",
