@@ -16,6 +16,20 @@ use tracing_subscriber::prelude::*;
 
 static INITIALISED: OnceLock<Console> = OnceLock::new();
 
+/// The target of events meant for the rank's log only: what explains a run afterwards (its
+/// process setting, routine checks, the progress lines between two console lines) but asks
+/// nothing of the user at the console. `tracing::info!(target: LOG_ONLY, ...)`.
+pub const LOG_ONLY: &str = "tandem::log_only";
+
+/// The console's filter: events at `level` or more severe, except [`LOG_ONLY`] information.
+fn console_filter(
+    level: Level,
+) -> tracing_subscriber::filter::FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+    tracing_subscriber::filter::filter_fn(move |meta| {
+        *meta.level() <= level && (meta.target() != LOG_ONLY || *meta.level() <= Level::WARN)
+    })
+}
+
 pub fn is_initialised() -> bool {
     INITIALISED.get().is_some()
 }
@@ -71,7 +85,7 @@ pub fn init_worker(
             .with_target(false)
             .without_time()
             .with_writer(bars.get_stderr_writer())
-            .with_filter(LevelFilter::from_level(console_level));
+            .with_filter(console_filter(console_level));
         registry
             .with(console)
             .with(bars)
@@ -89,7 +103,7 @@ pub fn init_worker(
                 prefix: prefix.clone(),
                 inner: std::io::stderr(),
             })
-            .with_filter(LevelFilter::from_level(console_level));
+            .with_filter(console_filter(console_level));
         registry
             .with(console)
             .try_init()

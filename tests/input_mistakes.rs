@@ -268,3 +268,42 @@ fn validate_refuses_what_this_build_and_machine_cannot_run_and_takes_set() {
     assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Three CPU ranks on the one core this process may use: the launcher says so before they
+/// start (the run itself still completes).
+#[test]
+fn more_cpu_ranks_than_cores_are_warned_about() {
+    let dir = scratch("oversubscribed");
+    let run_dir = dir.join("run");
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_tandem"),
+            "train",
+            &cartpole(),
+        ])
+        .args([
+            "--set",
+            "devices=cpu cpu cpu",
+            "--set",
+            "env.envs=3",
+            "--max-steps",
+            "1536",
+        ])
+        .arg("--quiet")
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("taskset runs");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("tandem: warning: 3 CPU ranks on 1 core(s) here"),
+        "{all}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

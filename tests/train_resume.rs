@@ -469,6 +469,8 @@ fn a_damaged_newest_checkpoint_is_named_in_one_line_and_the_resume_falls_back() 
         );
     }
     assert_eq!(summary_number(&dir, "global_step"), Some(1024.0));
+    // The timing fields measure the attempt: one update of 256 steps, from update 3.
+    assert_eq!(summary_number(&dir, "attempt_steps"), Some(256.0));
     // Set aside, out of the rotation: the checkpoints kept are three that load.
     let aside = dir.join("checkpoints/ckpt-000000004.pt.damaged");
     assert!(aside.exists(), "{all}");

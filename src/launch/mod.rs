@@ -300,6 +300,7 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     let world = req.experiment.world_size();
     let ranks = local_ranks(world, &req.layout)?;
     let _hold = prepare_run_dir(req)?;
+    warn_if_oversubscribed(&req.experiment, &ranks);
     let master_port = match req.layout.master_port {
         Some(p) => p,
         None if req.layout.nnodes == 1 => pick_free_port()?,
@@ -632,6 +633,23 @@ fn report_failure(rank: usize, code: i32, run_dir: &Path) -> Option<String> {
     }
     eprintln!("tandem: stopping the other ranks");
     message
+}
+
+/// More CPU ranks on this machine than cores this process may use: said before they start,
+/// since every collective then waits for ranks the scheduler has parked.
+fn warn_if_oversubscribed(experiment: &tandem_config::Experiment, ranks: &std::ops::Range<usize>) {
+    let cpu_ranks = ranks
+        .clone()
+        .filter(|&r| experiment.devices[r] == tandem_config::Device::Cpu)
+        .count();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu_ranks > cores {
+        eprintln!(
+            "tandem: warning: {cpu_ranks} CPU ranks on {cores} core(s) here: the ranks take \
+             turns on the cores and every collective waits for the ones parked, so expect the \
+             run to be slower than with {cores} rank(s)"
+        );
+    }
 }
 
 /// Bytes an unprivileged writer may still use on the file system holding `path`.

@@ -175,7 +175,7 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         threads,
         &hash[..12]
     );
-    tracing::info!("job secret {}", credential.source);
+    tracing::info!(target: crate::logging::LOG_ONLY, "job secret {}", credential.source);
     let pg = join_group(args, &experiment, &hash, device, credential)?;
     let peers = pg.peers();
     let outcome = crate::train::run(RankContext {
@@ -215,7 +215,7 @@ fn check_placement(args: &WorkerArgs, experiment: &tandem_config::Experiment) ->
 /// The rank's first log lines: its place in the job and what of its process setting came from
 /// outside the config (NCCL's and OpenMP's variables, the float mode, the pinned cores).
 fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>) {
-    tracing::info!(
+    tracing::info!(target: crate::logging::LOG_ONLY,
         "{}",
         super::job_env::describe_rank(
             args.rank,
@@ -227,7 +227,7 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
     );
     // NCCL reads its own variables from the environment the worker inherited.
     if let Some(ifname) = std::env::var_os("NCCL_SOCKET_IFNAME") {
-        tracing::info!(
+        tracing::info!(target: crate::logging::LOG_ONLY,
             "NCCL_SOCKET_IFNAME={} (read by NCCL)",
             ifname.to_string_lossy()
         );
@@ -236,10 +236,10 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
         tracing::warn!("this CPU cannot flush denormal floats; updates may run slower");
     }
     if let Some(cores) = pinned {
-        tracing::info!("rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
+        tracing::info!(target: crate::logging::LOG_ONLY, "rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
     if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
-        tracing::info!(
+        tracing::info!(target: crate::logging::LOG_ONLY,
             "GOMP_SPINCOUNT={} (idle OpenMP threads spin that long, then sleep and leave the core to other processes; the launcher sets it for its workers unless GOMP_SPINCOUNT or OMP_WAIT_POLICY is set)",
             spin.to_string_lossy()
         );
@@ -266,6 +266,7 @@ fn size_thread_pools(
     if experiment.threads == tandem_config::Threads::Auto {
         if threads < share {
             tracing::info!(
+                target: crate::logging::LOG_ONLY,
                 "threads \"auto\": {threads}, the network's layers being too small for more to pay (of {share} core(s) for this rank)"
             );
         } else if pinned.is_none() {
@@ -294,7 +295,10 @@ fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
             "threads \"auto\": {threads} rather than {wanted}: {idle:.1} core(s) of the machine were idle at start, the rest held by other processes"
         );
     } else {
-        tracing::info!("threads \"auto\": {threads}, this rank's share of the cores");
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "threads \"auto\": {threads}, this rank's share of the cores"
+        );
     }
     threads
 }
@@ -338,11 +342,13 @@ fn join_group(
 ) -> Result<ProcessGroup> {
     let backend = backend_for(experiment.sync.backend, device);
     tracing::info!(
+        target: crate::logging::LOG_ONLY,
         "collectives over {} (sync.backend {})",
         backend.name(),
         experiment.sync.backend.name()
     );
     tracing::info!(
+        target: crate::logging::LOG_ONLY,
         "joining {} rank(s) within {} s; every collective then has {} s",
         args.world_size,
         experiment.sync.rendezvous_timeout,
@@ -380,10 +386,12 @@ fn join_group(
 fn log_time_slice(pg: &ProcessGroup) {
     match pg.communication_slice() {
         Ok(Some(slice)) => tracing::info!(
+            target: crate::logging::LOG_ONLY,
             "communication threads run with a {:.1} ms time slice",
             slice.as_secs_f64() * 1e3
         ),
         Ok(None) => tracing::info!(
+            target: crate::logging::LOG_ONLY,
             "communication threads run with the kernel's default time slice (per-thread slices need Linux 6.12)"
         ),
         Err(why) => tracing::warn!(

@@ -20,7 +20,13 @@ pub struct Console {
     total_steps: u64,
     start: Instant,
     start_step: u64,
+    /// When the console last showed a plain progress line.
+    last_line: Option<Instant>,
 }
+
+/// The least time between two plain progress lines on the console: an off-policy learner logs
+/// every few steps (SAC printed 376 lines for 6,000), and the rank's log keeps every line.
+const PLAIN_LINE_EVERY: Duration = Duration::from_secs(5);
 
 impl Console {
     /// What this console shows.
@@ -60,6 +66,7 @@ impl Console {
             total_steps,
             start: Instant::now(),
             start_step,
+            last_line: None,
         }
     }
 
@@ -83,10 +90,20 @@ impl Console {
                 }
             }
             tandem_config::Console::Plain if log_line => {
-                tracing::info!(
+                let line = format!(
                     "step {step}/{} | {sps:.0} steps/s | recent {score}",
                     self.total_steps
                 );
+                let now = Instant::now();
+                if self
+                    .last_line
+                    .is_none_or(|last| now.duration_since(last) >= PLAIN_LINE_EVERY)
+                {
+                    self.last_line = Some(now);
+                    tracing::info!("{line}");
+                } else {
+                    tracing::info!(target: crate::logging::LOG_ONLY, "{line}");
+                }
             }
             _ => {}
         }

@@ -78,6 +78,9 @@ pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
         // The returns of the rewards the learner saw (after clip-reward, normalize-reward).
         ("last_20_return_mean", json(s.recent.mean_return_last(20))),
         ("recent_return_mean", json(s.recent.mean_return())),
+        // The timing fields measure this attempt: `attempt_steps` steps since the last start
+        // (the whole run's `global_step` unless it was resumed).
+        ("attempt_steps", s.loop_steps.to_string()),
         ("wall_seconds", format!("{}", s.loop_seconds)),
         (
             "steps_per_second",

@@ -109,6 +109,7 @@ impl Run {
         let trainable = learner.trainable_parameters();
         let policy = exp.sync.policy;
         tracing::info!(
+            target: crate::logging::LOG_ONLY,
             "gradient sync {policy:?}; ranks compare fingerprints {}",
             match exp.sync.check_every {
                 Some(every) => format!("every {every} round(s) and at the end"),
@@ -158,7 +159,8 @@ impl Run {
             envs.reset();
         }
         Ok(Run {
-            console: Console::new(rank == 0, console, limits.stop_step, step),
+            // The steps the run really takes (whole updates): the count ends at its total.
+            console: Console::new(rank == 0, console, tandem_config::steps_run(&exp).1, step),
             interval: LogInterval::new(step),
             loop_start: (Instant::now(), step, process_cpu_seconds()),
             exp,
@@ -230,6 +232,7 @@ impl Run {
             let state = self.agreed_state();
             self.ddp.check_fingerprints(&state)?;
             tracing::info!(
+                target: crate::logging::LOG_ONLY,
                 "ranks agree on {} tensors at update {}",
                 state.len(),
                 self.counters.update

@@ -1,0 +1,67 @@
+//! What a one-rank run prints, through the built binary: the console keeps to what a user acts
+//! on (the rank's device and config, progress at most every few seconds, the result), the
+//! rank's log keeps everything, and the progress count ends at the steps the run really takes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::binary::*;
+
+/// Lines of the process setting that belong in the rank's log, not on a one-rank console.
+const LOG_ONLY: [&str; 7] = [
+    "rank 0 of 1 (local 0 of 1)",
+    "GOMP_SPINCOUNT=",
+    "threads \"auto\"",
+    "job secret",
+    "collectives over gloo",
+    "joining 1 rank(s)",
+    "gradient sync",
+];
+
+#[test]
+fn a_one_rank_console_says_what_a_user_acts_on_and_the_log_keeps_the_rest() {
+    // Every update logs (interval 1): 59 updates in about two seconds. Not --quiet.
+    let dir = fresh_dir("console-loud");
+    let loud = run(
+        tandem()
+            .arg("train")
+            .arg(format!(
+                "{}/experiments/cartpole.kdl",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--run-dir")
+            .arg(&dir)
+            .args(["--set", "train.max-steps=30000", "--set", "log.interval=1"]),
+        Duration::from_secs(120),
+    );
+    let console = text(&loud);
+    assert!(loud.status.success(), "{console}");
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    for line in LOG_ONLY {
+        assert!(
+            !console.contains(line),
+            "`{line}` on the console:\n{console}"
+        );
+        assert!(log.contains(line), "`{line}` not in the rank's log:\n{log}");
+    }
+    assert!(console.contains("rank 0/1 on cpu"), "{console}");
+    // Progress at most every 5 s on the console (this run takes about two), every interval in
+    // the log; both count to the 30,208 steps of 59 whole updates, not to 30,000.
+    let progress = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("steps/s |"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (shown, logged) = (progress(&console), progress(&log));
+    assert!(shown.len() <= 2, "{shown:#?}");
+    assert!(logged.len() >= 50, "{}", logged.len());
+    for line in shown.iter().chain(&logged) {
+        assert!(line.contains("/30208 |"), "{line}");
+    }
+    assert!(
+        console.contains("training finished: 30208 steps"),
+        "{console}"
+    );
+}
