@@ -58,7 +58,19 @@ pub struct PlayReport {
     pub returns: Vec<f64>,
     pub scores: Vec<f64>,
     pub gif_frames: usize,
+    /// What the GIF cost: seconds spent drawing its frames and encoding them, its bytes.
+    pub gif_cost: GifCost,
 }
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GifCost {
+    pub draw_seconds: f64,
+    pub encode_seconds: f64,
+    pub bytes: usize,
+}
+
+/// How often a long recording says how far it got.
+const RECORDING_NOTE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     // The float mode the training ranks ran in, so the policy acts as it did there.
@@ -76,7 +88,15 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
         mean(&report.returns)
     );
     if let Some(gif) = &args.gif {
-        println!("wrote {} ({} frames)", gif.display(), report.gif_frames);
+        let cost = report.gif_cost;
+        println!(
+            "wrote {} ({} frames, {} bytes; drawing took {:.1} s, encoding {:.1} s)",
+            gif.display(),
+            report.gif_frames,
+            cost.bytes,
+            cost.draw_seconds,
+            cost.encode_seconds
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -321,14 +341,27 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut scores = Vec::new();
     env.reset();
     let mut steps = 0u64;
+    let mut cost = GifCost::default();
+    let mut last_note = std::time::Instant::now();
     while returns.len() < args.episodes {
-        if want_gif
-            && returns.is_empty()
-            && steps.is_multiple_of(u64::from(args.gif_every))
-            && let Some(f) = env.render_rgb(0)?
-        {
-            size = (f.width, f.height);
-            frames.push(f.pixels);
+        if want_gif && returns.is_empty() && steps.is_multiple_of(u64::from(args.gif_every)) {
+            let drawing = std::time::Instant::now();
+            if let Some(f) = env.render_rgb(0)? {
+                size = (f.width, f.height);
+                frames.push(f.pixels);
+            }
+            cost.draw_seconds += drawing.elapsed().as_secs_f64();
+            if last_note.elapsed() >= RECORDING_NOTE_EVERY {
+                last_note = std::time::Instant::now();
+                eprintln!(
+                    "play: recording episode 1: {} frames of {}x{} so far, {:.2} s a frame \
+                     (--gif-every N keeps every Nth)",
+                    frames.len(),
+                    size.0,
+                    size.1,
+                    cost.draw_seconds / frames.len().max(1) as f64
+                );
+            }
         }
         let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
         let action = tch::no_grad(|| policy.act(&obs, greedy))?;
@@ -350,14 +383,22 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let gif_frames = frames.len();
     if let Some(gif) = &args.gif {
         let (w, h) = size;
+        eprintln!(
+            "play: encoding {gif_frames} frames of {w}x{h} into {}",
+            gif.display()
+        );
+        let encoding = std::time::Instant::now();
         let delay = FRAME_CENTIS * args.gif_every;
         let bytes = tandem_summary::encode_gif(w as u16, h as u16, &frames, delay)
             .with_context(|| format!("cannot encode {}", gif.display()))?;
+        cost.encode_seconds = encoding.elapsed().as_secs_f64();
+        cost.bytes = bytes.len();
         crate::atomic::write_atomic(gif, &bytes)?;
     }
     Ok(PlayReport {
         returns,
         scores,
         gif_frames,
+        gif_cost: cost,
     })
 }

@@ -692,9 +692,25 @@ fn play_writes_a_gif_of_a_gymnasium_environment() {
     );
     assert!(played.success, "{}", played.output);
     // One frame before each of the first episode's 6 steps.
-    let wrote = format!("wrote {} (6 frames)", gif.display());
+    let wrote = format!("wrote {} (6 frames, ", gif.display());
     assert!(played.output.contains(&wrote), "{}", played.output);
+    // What it cost is said: the encoding announced, the file's bytes and both times after.
     let bytes = std::fs::read(&gif).unwrap();
+    assert!(
+        played.output.contains(&format!(
+            "play: encoding 6 frames of 6x4 into {}",
+            gif.display()
+        )),
+        "{}",
+        played.output
+    );
+    assert!(
+        played
+            .output
+            .contains(&format!("(6 frames, {} bytes; drawing took ", bytes.len())),
+        "{}",
+        played.output
+    );
     assert_eq!(&bytes[..6], b"GIF89a");
     let size = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
     assert_eq!((size(6), size(8)), (6, 4), "the fixture's 6x4 frames");
@@ -707,7 +723,7 @@ fn play_writes_a_gif_of_a_gymnasium_environment() {
         tandem_subcommand(name, "play", &every),
         Duration::from_secs(120),
     );
-    let wrote = format!("wrote {} (2 frames)", sparse.display());
+    let wrote = format!("wrote {} (2 frames, ", sparse.display());
     assert!(played.output.contains(&wrote), "{}", played.output);
     assert_nothing_left(name, &played.output);
 }
