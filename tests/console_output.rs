@@ -65,3 +65,72 @@ fn a_one_rank_console_says_what_a_user_acts_on_and_the_log_keeps_the_rest() {
         "{console}"
     );
 }
+
+/// A run of 16 ranks that succeeds ends quietly: no rank's heartbeat is in flight when rank 0's
+/// store closes (c10d printed `recvValue failed ... Did the remote server shutdown or crash?`
+/// with 14 C++ frames per rank after such a run). libtorch's own warnings are left on here.
+#[test]
+fn a_successful_run_of_many_ranks_ends_without_c10d_noise() {
+    let dir = fresh_dir("many-ranks-quiet");
+    let devices = format!("devices={}", ["cpu"; 16].join(" "));
+    let mut cmd = tandem();
+    cmd.env_remove("TORCH_CPP_LOG_LEVEL")
+        .arg("train")
+        .arg(format!(
+            "{}/experiments/cartpole.kdl",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg("--run-dir")
+        .arg(&dir)
+        .args([
+            "--set",
+            &devices,
+            "--set",
+            "env.envs=16",
+            "--max-steps",
+            "4096",
+        ]);
+    let out = run(&mut cmd, Duration::from_secs(300));
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for noise in ["recvValue failed", "frame #", "Exception raised from"] {
+        assert!(!all.contains(noise), "`{noise}` in:\n{all}");
+    }
+}
+
+/// When rank 0 dies, the survivors' console says which rank was lost, in tandem's words, and
+/// not c10d's retries with their C++ frames (libtorch's warnings stay off for workers unless
+/// the user sets TORCH_CPP_LOG_LEVEL).
+#[test]
+fn a_lost_rank_is_reported_without_c10d_frames() {
+    let dir = fresh_dir("lost-rank-quiet");
+    std::fs::create_dir_all(&dir).unwrap();
+    let console = std::fs::File::create(dir.join("console.txt")).unwrap();
+    let mut launcher = tandem()
+        .env_remove("TORCH_CPP_LOG_LEVEL")
+        .arg("train")
+        .arg(config("ppo-cartpole.kdl"))
+        .arg("--run-dir")
+        .arg(&dir)
+        .args([
+            "--set",
+            "devices=cpu cpu",
+            "--set",
+            "train.total-steps=50_000_000",
+        ])
+        .args(["--set", "log.console=plain", "--set", "log.interval=1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(console)
+        .spawn()
+        .unwrap();
+    wait_for_training(&dir);
+    let workers = common::children_of(launcher.id());
+    common::send_signal(rank_pid(&workers, 0), libc::SIGKILL);
+    let status = common::wait_or_kill(&mut launcher, Duration::from_secs(60));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+    let console = console_of(&dir);
+    assert!(console.contains("rank 0 failed"), "{console}");
+    for noise in ["recvValue failed", "frame #", "Exception raised from"] {
+        assert!(!console.contains(noise), "`{noise}` in:\n{console}");
+    }
+}

@@ -212,7 +212,7 @@ pub struct ProcessGroup {
     collective_timeout: Duration,
     communication_slice: std::result::Result<Option<Duration>, String>,
     peers: Peers,
-    _heartbeat: Heartbeat,
+    heartbeat: Heartbeat,
 }
 
 // SAFETY: `raw` is owned by this ProcessGroup alone and a c10d backend may be used from, and
@@ -261,7 +261,7 @@ impl ProcessGroup {
         };
         Ok(ProcessGroup {
             peers,
-            _heartbeat: heartbeat,
+            heartbeat,
             raw,
             store,
             rank: opts.rank,
@@ -514,7 +514,7 @@ impl ProcessGroup {
     /// (the peer sees "connection closed" in a barrier that had in fact completed). So ranks
     /// first count themselves done through the store (request/response, no such race), wait
     /// until all are, and rank 0, which hosts the store, leaves last.
-    pub fn shutdown(self, timeout: Duration) -> Result<()> {
+    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
         let world = self.world_size as i64;
         if world == 1 {
             return Ok(());
@@ -543,6 +543,9 @@ impl ProcessGroup {
             world,
             "every rank to finish its last collective",
         )?;
+        // Every rank is done with its collectives: no beat is needed to name a lost one, and
+        // none may be in flight when rank 0's store closes.
+        self.heartbeat.stop();
         if self.rank == 0 {
             wait_for(
                 "tandem/shutdown/left",

@@ -27,6 +27,19 @@ fn beat_key(rank: usize) -> String {
 /// This rank's heartbeat; stops on drop.
 pub(super) struct Heartbeat {
     stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Stops beating and waits until the last beat's request has returned, so that no beat is
+    /// in flight when the store's host leaves (c10d then logs `recvValue failed ... Did the
+    /// remote server shutdown or crash?` with 14 C++ frames, after a run that succeeded).
+    pub(super) fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Drop for Heartbeat {
@@ -35,21 +48,30 @@ impl Drop for Heartbeat {
     }
 }
 
+/// How often the beating thread looks at its stop flag between beats.
+const NAP: Duration = Duration::from_millis(10);
+
 /// Starts beating for `rank` on `store` (a connection used for nothing else). A beat that fails
 /// ends the thread: the store is gone, and the next collective will say so.
 pub(super) fn start(store: Store, rank: usize) -> Result<Heartbeat, DistError> {
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = Arc::clone(&stop);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("tandem-heartbeat".into())
         .spawn(move || {
             let key = beat_key(rank);
             while !stopped.load(Ordering::SeqCst) && store.add(&key, 1).is_ok() {
-                std::thread::sleep(BEAT);
+                let next = std::time::Instant::now() + BEAT;
+                while !stopped.load(Ordering::SeqCst) && std::time::Instant::now() < next {
+                    std::thread::sleep(NAP);
+                }
             }
         })
         .map_err(|e| DistError::Invalid(format!("could not start the heartbeat thread: {e}")))?;
-    Ok(Heartbeat { stop })
+    Ok(Heartbeat {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 /// What one rank needs to name the others after a failure.

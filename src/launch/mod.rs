@@ -1,8 +1,8 @@
 //! The launcher: resolves an experiment once, makes the run directory, starts one worker process
 //! per local device, and supervises them. Workers receive the job's secret (a credential, see
 //! [`credential`]) and the resolved config on stdin, their rank and their device on the command
-//! line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp tuning that carries nothing of the
-//! experiment).
+//! line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp tuning, and `TORCH_CPP_LOG_LEVEL`,
+//! libtorch's log threshold, which carry nothing of the experiment).
 //!
 //! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
 //! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
@@ -27,6 +27,10 @@ use anyhow::{Context, Result, bail};
 /// The libgomp spin count the launcher gives workers when the environment sets none (see
 /// where the workers are started).
 pub const WORKER_GOMP_SPINCOUNT: &str = "20000";
+
+/// libtorch's log threshold for workers when the environment sets none: its warnings are
+/// c10d's retries of a lost peer, with C++ frames, which tandem reports in its own words.
+pub const WORKER_TORCH_CPP_LOG_LEVEL: &str = "ERROR";
 
 /// Where and how this launcher's ranks join a job.
 #[derive(Debug, Clone)]
@@ -348,6 +352,12 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             && std::env::var_os("OMP_WAIT_POLICY").is_none()
         {
             cmd.env("GOMP_SPINCOUNT", WORKER_GOMP_SPINCOUNT);
+        }
+        // c10d warns, with a page of C++ frames per rank, of every store request a lost peer
+        // left unanswered; tandem names the lost rank itself (docs/distributed.md). Its errors
+        // still print. A user's own setting wins.
+        if std::env::var_os("TORCH_CPP_LOG_LEVEL").is_none() {
+            cmd.env("TORCH_CPP_LOG_LEVEL", WORKER_TORCH_CPP_LOG_LEVEL);
         }
         // SAFETY: the closure runs in the forked child before exec, where only
         // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and

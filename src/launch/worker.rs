@@ -238,6 +238,13 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
     if let Some(cores) = pinned {
         tracing::info!(target: crate::logging::LOG_ONLY, "rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
     }
+    if let Some(level) = std::env::var_os("TORCH_CPP_LOG_LEVEL") {
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "TORCH_CPP_LOG_LEVEL={} (libtorch's own log threshold; the launcher sets ERROR for its workers unless it is set, which keeps c10d's retries of a lost peer off the console)",
+            level.to_string_lossy()
+        );
+    }
     if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
         tracing::info!(target: crate::logging::LOG_ONLY,
             "GOMP_SPINCOUNT={} (idle OpenMP threads spin that long, then sleep and leave the core to other processes; the launcher sets it for its workers unless GOMP_SPINCOUNT or OMP_WAIT_POLICY is set)",
