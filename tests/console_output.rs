@@ -19,20 +19,28 @@ const LOG_ONLY: [&str; 7] = [
     "gradient sync",
 ];
 
+/// `tandem train experiments/cartpole.kdl` into `dir`, with these `--set`s, not quiet.
+fn cartpole(dir: &std::path::Path, sets: &[&str]) -> std::process::Command {
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(format!(
+            "{}/experiments/cartpole.kdl",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg("--run-dir")
+        .arg(dir);
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    cmd
+}
+
 #[test]
 fn a_one_rank_console_says_what_a_user_acts_on_and_the_log_keeps_the_rest() {
     // Every update logs (interval 1): 59 updates in about two seconds. Not --quiet.
     let dir = fresh_dir("console-loud");
     let loud = run(
-        tandem()
-            .arg("train")
-            .arg(format!(
-                "{}/experiments/cartpole.kdl",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .arg("--run-dir")
-            .arg(&dir)
-            .args(["--set", "train.max-steps=30000", "--set", "log.interval=1"]),
+        &mut cartpole(&dir, &["train.max-steps=30000", "log.interval=1"]),
         Duration::from_secs(120),
     );
     let console = text(&loud);
@@ -73,23 +81,8 @@ fn a_one_rank_console_says_what_a_user_acts_on_and_the_log_keeps_the_rest() {
 fn a_successful_run_of_many_ranks_ends_without_c10d_noise() {
     let dir = fresh_dir("many-ranks-quiet");
     let devices = format!("devices={}", ["cpu"; 16].join(" "));
-    let mut cmd = tandem();
-    cmd.env_remove("TORCH_CPP_LOG_LEVEL")
-        .arg("train")
-        .arg(format!(
-            "{}/experiments/cartpole.kdl",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .arg("--run-dir")
-        .arg(&dir)
-        .args([
-            "--set",
-            &devices,
-            "--set",
-            "env.envs=16",
-            "--max-steps",
-            "4096",
-        ]);
+    let mut cmd = cartpole(&dir, &[&devices, "env.envs=16", "train.max-steps=4096"]);
+    cmd.env_remove("TORCH_CPP_LOG_LEVEL");
     let out = run(&mut cmd, Duration::from_secs(300));
     let all = text(&out);
     assert!(out.status.success(), "{all}");
@@ -104,25 +97,9 @@ fn a_successful_run_of_many_ranks_ends_without_c10d_noise() {
 #[test]
 fn a_lost_rank_is_reported_without_c10d_frames() {
     let dir = fresh_dir("lost-rank-quiet");
-    std::fs::create_dir_all(&dir).unwrap();
-    let console = std::fs::File::create(dir.join("console.txt")).unwrap();
-    let mut launcher = tandem()
-        .env_remove("TORCH_CPP_LOG_LEVEL")
-        .arg("train")
-        .arg(config("ppo-cartpole.kdl"))
-        .arg("--run-dir")
-        .arg(&dir)
-        .args([
-            "--set",
-            "devices=cpu cpu",
-            "--set",
-            "train.total-steps=50_000_000",
-        ])
-        .args(["--set", "log.console=plain", "--set", "log.interval=1"])
-        .stdout(std::process::Stdio::null())
-        .stderr(console)
-        .spawn()
-        .unwrap();
+    let mut cmd = long_two_rank_command(&dir, &[]);
+    cmd.env_remove("TORCH_CPP_LOG_LEVEL");
+    let mut launcher = spawn_with_console(cmd, &dir);
     wait_for_training(&dir);
     let workers = common::children_of(launcher.id());
     common::send_signal(rank_pid(&workers, 0), libc::SIGKILL);

@@ -116,14 +116,8 @@ fn torchrun_style_ranks_run_the_canonical_config_and_rank_0_records_it() {
             for s in sets {
                 cmd.args(["--set", s]);
             }
-            cmd.env("RANK", rank.to_string())
-                .env("WORLD_SIZE", "2")
-                .env("LOCAL_RANK", rank.to_string())
-                .env("LOCAL_WORLD_SIZE", "2")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            as_torchrun_rank(&mut cmd, rank, 2, port);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
         .collect();
@@ -172,15 +166,9 @@ fn a_torchrun_style_job_run_again_is_refused_by_every_rank_at_once() {
                     .arg("train")
                     .arg(config("ppo-cartpole.kdl"))
                     .args(["--quiet", "--set", "devices=cpu cpu"])
-                    .args(["--set", "train.max-steps=2048"])
-                    .env("RANK", rank.to_string())
-                    .env("WORLD_SIZE", "2")
-                    .env("LOCAL_RANK", rank.to_string())
-                    .env("LOCAL_WORLD_SIZE", "2")
-                    .env("MASTER_ADDR", "127.0.0.1")
-                    .env("MASTER_PORT", port.to_string())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped());
+                    .args(["--set", "train.max-steps=2048"]);
+                as_torchrun_rank(&mut cmd, rank, 2, port);
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
                 cmd.spawn().unwrap()
             })
             .collect();

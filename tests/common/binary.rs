@@ -125,8 +125,14 @@ pub fn long_two_rank_run(dir: &Path, extra: &[&str]) -> Child {
 
 /// [`long_two_rank_run`] with extra environment variables for the launcher and its workers.
 pub fn long_two_rank_run_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut cmd = tandem();
+    let mut cmd = long_two_rank_command(dir, extra);
     cmd.envs(env.iter().copied());
+    spawn_with_console(cmd, dir)
+}
+
+/// The command of [`long_two_rank_run`], not yet started.
+pub fn long_two_rank_command(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = tandem();
     cmd.arg("train")
         .arg(config("ppo-cartpole.kdl"))
         .arg("--run-dir")
@@ -143,11 +149,27 @@ pub fn long_two_rank_run_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str
     for s in extra {
         cmd.args(["--set", s]);
     }
-    // Into a file, not a pipe: nobody reads a pipe while the run goes on, and a full one
-    // would block the workers' logging.
+    cmd
+}
+
+/// Starts `cmd` with its console going to `dir/console.txt` ([`console_of`]): into a file, not
+/// a pipe, since nobody reads a pipe while the run goes on and a full one would block the
+/// workers' logging.
+pub fn spawn_with_console(mut cmd: Command, dir: &Path) -> Child {
     std::fs::create_dir_all(dir).unwrap();
     let console = std::fs::File::create(dir.join("console.txt")).unwrap();
     cmd.stdout(Stdio::null()).stderr(console).spawn().unwrap()
+}
+
+/// Makes `cmd` rank `rank` of a torchrun-style job of `world` ranks on this machine, whose
+/// rank 0 hosts the store at 127.0.0.1:`port`.
+pub fn as_torchrun_rank(cmd: &mut Command, rank: usize, world: usize, port: u16) {
+    cmd.env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("LOCAL_WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string());
 }
 
 pub fn console_of(dir: &Path) -> String {
