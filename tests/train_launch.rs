@@ -116,7 +116,7 @@ fn torchrun_style_ranks_run_the_canonical_config_and_rank_0_records_it() {
             for s in sets {
                 cmd.args(["--set", s]);
             }
-            as_torchrun_rank(&mut cmd, rank, 2, port);
+            as_external_rank(&mut cmd, rank, 2, port);
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
@@ -167,7 +167,7 @@ fn a_torchrun_style_job_run_again_is_refused_by_every_rank_at_once() {
                     .arg(config("ppo-cartpole.kdl"))
                     .args(["--quiet", "--set", "devices=cpu cpu"])
                     .args(["--set", "train.max-steps=2048"]);
-                as_torchrun_rank(&mut cmd, rank, 2, port);
+                as_external_rank(&mut cmd, rank, 2, port);
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
                 cmd.spawn().unwrap()
             })

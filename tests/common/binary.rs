@@ -161,17 +161,6 @@ pub fn spawn_with_console(mut cmd: Command, dir: &Path) -> Child {
     cmd.stdout(Stdio::null()).stderr(console).spawn().unwrap()
 }
 
-/// Makes `cmd` rank `rank` of a torchrun-style job of `world` ranks on this machine, whose
-/// rank 0 hosts the store at 127.0.0.1:`port`.
-pub fn as_torchrun_rank(cmd: &mut Command, rank: usize, world: usize, port: u16) {
-    cmd.env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("LOCAL_RANK", rank.to_string())
-        .env("LOCAL_WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string());
-}
-
 pub fn console_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("console.txt")).unwrap_or_default()
 }
