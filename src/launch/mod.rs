@@ -151,6 +151,18 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<Option<run_dir::Hold>> {
     // Only node 0 writes the run's files; other nodes may share the directory over a network
     // file system (and see node 0's files appear).
     let node_0 = req.layout.node_rank == 0;
+    // An earlier run that nobody holds is refused before the hold is taken, so a directory is
+    // held only by a run that goes ahead: the other ranks of a torchrun-style job read "held"
+    // as "this job's rank 0 runs" ([`refuse_earlier_run_before_rendezvous`]). A held one is
+    // refused by the hold, naming its holder; and all is checked again under the hold, against
+    // a launcher that wrote in between.
+    if !req.resume
+        && node_0
+        && !run_dir::is_held(&req.run_dir)
+        && let Existing::Run(refusal) = existing_run(req)?
+    {
+        return Err(refusal.into());
+    }
     let hold = node_0.then(|| run_dir::hold(&req.run_dir)).transpose()?;
     if !req.resume && node_0 {
         refuse_existing_run(req)?;
@@ -249,12 +261,14 @@ fn existing_run(req: &LaunchRequest) -> Result<Existing> {
 /// job holds it from before its first write), so rank 0 refuses it and this rank would wait for
 /// a rendezvous that never comes. It refuses at once, with rank 0's words.
 fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
-    if req.resume || run_dir::is_held(&req.run_dir) {
+    if req.resume {
         return Ok(());
     }
+    // Files first, the hold second: this job's rank 0 holds the directory from before its first
+    // write until the run ends, so files seen and then no holder are an earlier run's.
     match existing_run(req)? {
-        Existing::Run(refusal) => Err(refusal.into()),
-        Existing::Nothing | Existing::StartOver(_) => Ok(()),
+        Existing::Run(refusal) if !run_dir::is_held(&req.run_dir) => Err(refusal.into()),
+        Existing::Run(_) | Existing::Nothing | Existing::StartOver(_) => Ok(()),
     }
 }
 
