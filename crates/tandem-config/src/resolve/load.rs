@@ -477,8 +477,43 @@ impl Loader {
             );
             return;
         }
-        if self.limit_reported {
+        let Some(text) = self.read_include(&path, &display, source, span, dir) else {
             return;
+        };
+        let id = self.sources.add(display.clone(), text, SourceKind::File);
+        let Some(doc) = self.parse(id, false) else {
+            return;
+        };
+        self.stack.push((canonical, display));
+        if let Some(node) = doc
+            .nodes()
+            .iter()
+            .find(|n| n.name().value() == "experiment")
+        {
+            self.push(
+                error("config::include-experiment", "an included file cannot hold an `experiment`")
+                    .at(id, node.name().span(), "experiment in an included file")
+                    .help("included files hold settings (`algorithm`, `env`, ...) directly at their top level"),
+            );
+        } else {
+            let new_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            self.walk_body(&doc, id, &new_dir);
+        }
+        self.stack.pop();
+    }
+
+    /// The text of the file an include names, counted against the resolution's limits; `None`
+    /// (with the error reported, or after a limit already reported) when it is not to be read.
+    fn read_include(
+        &mut self,
+        path: &Path,
+        display: &str,
+        source: SourceId,
+        span: SourceSpan,
+        dir: &Path,
+    ) -> Option<String> {
+        if self.limit_reported {
+            return None;
         }
         if self.files_read >= MAX_FILES {
             self.include_limit(
@@ -486,9 +521,9 @@ impl Loader {
                 span,
                 format!("this include is file number {} of one experiment, more than the {MAX_FILES} a resolution reads", self.files_read + 1),
             );
-            return;
+            return None;
         }
-        let text = match read_config(&path) {
+        let text = match read_config(path) {
             Ok(Ok(text)) => text,
             Ok(Err(size)) => {
                 self.push(
@@ -499,7 +534,7 @@ impl Loader {
                     .at(source, span, size_in_words(size))
                     .help(too_large_help()),
                 );
-                return;
+                return None;
             }
             Err(err) => {
                 let reason = if err.kind() == std::io::ErrorKind::NotFound {
@@ -522,7 +557,7 @@ impl Loader {
                         "include paths are relative to the including file's folder ({base})"
                     )),
                 );
-                return;
+                return None;
             }
         };
         self.files_read += 1;
@@ -533,28 +568,9 @@ impl Loader {
                 span,
                 format!("with this include the experiment's files hold {} bytes, more than the {MAX_TOTAL_BYTES} (4 MiB) a resolution reads", self.bytes_read),
             );
-            return;
+            return None;
         }
-        let id = self.sources.add(display.clone(), text, SourceKind::File);
-        let Some(doc) = self.parse(id, false) else {
-            return;
-        };
-        self.stack.push((canonical, display));
-        if let Some(node) = doc
-            .nodes()
-            .iter()
-            .find(|n| n.name().value() == "experiment")
-        {
-            self.push(
-                error("config::include-experiment", "an included file cannot hold an `experiment`")
-                    .at(id, node.name().span(), "experiment in an included file")
-                    .help("included files hold settings (`algorithm`, `env`, ...) directly at their top level"),
-            );
-        } else {
-            let new_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            self.walk_body(&doc, id, &new_dir);
-        }
-        self.stack.pop();
+        Some(text)
     }
 
     /// Reading stops at an include past [`MAX_FILES`] or [`MAX_TOTAL_BYTES`]; one report says so.
