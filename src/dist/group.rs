@@ -99,10 +99,39 @@ pub fn bind_device(device: &str) -> Result<Device> {
 }
 
 /// A TCP port free on loopback now, for a rendezvous that only this machine joins.
+///
+/// Chosen below the kernel's ephemeral range (`ip_local_port_range`), where the OS never puts
+/// the local end of an outgoing connection: a port the OS hands out for `:0` is an ephemeral
+/// one, which another process's connection (a Gloo pair, a store client) could take before rank
+/// 0 binds it, and a test walking 160 settings two runs at a time met exactly that (`Address
+/// already in use`). Falls back to the OS's choice when no such port is free.
 pub fn free_loopback_port() -> std::io::Result<u16> {
+    let low = ephemeral_low().unwrap_or(32768).clamp(1025, 65535);
+    let (from, span) = (low.saturating_sub(12288).max(1024), 12288.min(low - 1024));
+    // A start that differs between processes (their pids), then a walk over the range.
+    let start = std::process::id() as u16
+        ^ (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos()) as u16);
+    for i in 0..64u16 {
+        let port = from + (start.wrapping_add(i.wrapping_mul(7919))) % span.max(1);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// The first port of the kernel's ephemeral range.
+fn ephemeral_low() -> Option<u16> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Makes CUDA device `index` this process's current device (needs the `cuda` feature).
@@ -827,8 +856,19 @@ impl Drop for GradientReducer {
 
 #[cfg(test)]
 mod tests {
-    use super::{staged, unstage};
+    use super::{ephemeral_low, free_loopback_port, staged, unstage};
     use tch::{Device, Kind, Tensor};
+
+    /// The launcher's port is one no outgoing connection can hold: below the ephemeral range.
+    #[test]
+    fn a_free_loopback_port_lies_below_the_ephemeral_range() {
+        let low = ephemeral_low().expect("Linux says its ephemeral range");
+        for _ in 0..20 {
+            let port = free_loopback_port().unwrap();
+            assert!(port < low, "{port} is in the ephemeral range from {low}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("still free");
+        }
+    }
 
     #[test]
     fn tensors_already_on_the_staging_device_or_without_one_are_not_copied() {
