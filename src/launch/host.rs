@@ -4,7 +4,7 @@
 //! algorithm, which only building the environment tells. `tandem validate` reports these at the
 //! setting's line, so it accepts nothing that `train` refuses at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tandem_config::{Device, Diagnostic, Game, Resolved, Severity};
 use tandem_env::{BridgeOptions, VecEnv};
@@ -66,41 +66,36 @@ fn interpreter(resolved: &Resolved) -> Option<Diagnostic> {
     let Game::Gymnasium(gym) = &resolved.experiment.env.game else {
         return None;
     };
-    let why = match find_program(&gym.python) {
-        Ok(_) => return None,
-        Err(why) => why,
-    };
+    let why = why_not_a_program(&gym.python)?;
     Some(resolved.finding_at(
         Severity::Error,
         "env.python",
         "host::no-interpreter",
         format!("`{}` is not an interpreter on this machine", gym.python),
-        &why,
+        why,
         "set `python` to an interpreter that has gymnasium (for example the venv that \
          scripts/gym-venv-setup.sh makes: .deps/venv-gym/bin/python)",
     ))
 }
 
-/// Where the program `name` runs from, as `Command::new(name)` would find it, or why not.
-fn find_program(name: &str) -> Result<PathBuf, String> {
+/// Why `Command::new(name)` would not find a program to run, or `None` when it would.
+fn why_not_a_program(name: &str) -> Option<&'static str> {
     let executable = |p: &Path| {
         use std::os::unix::fs::PermissionsExt;
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if name.contains('/') {
-        let path = PathBuf::from(name);
+        let path = Path::new(name);
         return match path.exists() {
-            true if executable(&path) => Ok(path),
-            true => Err("not an executable file".into()),
-            false => Err("no such file".into()),
+            true if executable(path) => None,
+            true => Some("not an executable file"),
+            false => Some("no such file"),
         };
     }
     let search = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&search)
-        .map(|dir| dir.join(name))
-        .find(|p| executable(p))
-        .ok_or_else(|| "not found on PATH".into())
+    let found = std::env::split_paths(&search).any(|dir| executable(&dir.join(name)));
+    (!found).then_some("not found on PATH")
 }
 
 /// Builds one gymnasium environment and checks its action space against the algorithm (the

@@ -268,7 +268,7 @@ fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
     // write until the run ends, so files seen and then no holder are an earlier run's.
     match existing_run(req)? {
         Existing::Run(refusal) if !run_dir::is_held(&req.run_dir) => Err(refusal.into()),
-        Existing::Run(_) | Existing::Nothing | Existing::StartOver(_) => Ok(()),
+        _ => Ok(()),
     }
 }
 

@@ -175,7 +175,11 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         threads,
         &hash[..12]
     );
-    tracing::info!(target: crate::logging::LOG_ONLY, "job secret {}", credential.source);
+    tracing::info!(
+        target: crate::logging::LOG_ONLY,
+        "job secret {}",
+        credential.source
+    );
     let pg = join_group(args, &experiment, &hash, device, credential)?;
     let peers = pg.peers();
     let outcome = crate::train::run(RankContext {
@@ -215,7 +219,8 @@ fn check_placement(args: &WorkerArgs, experiment: &tandem_config::Experiment) ->
 /// The rank's first log lines: its place in the job and what of its process setting came from
 /// outside the config (NCCL's and OpenMP's variables, the float mode, the pinned cores).
 fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>) {
-    tracing::info!(target: crate::logging::LOG_ONLY,
+    tracing::info!(
+        target: crate::logging::LOG_ONLY,
         "{}",
         super::job_env::describe_rank(
             args.rank,
@@ -227,7 +232,8 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
     );
     // NCCL reads its own variables from the environment the worker inherited.
     if let Some(ifname) = std::env::var_os("NCCL_SOCKET_IFNAME") {
-        tracing::info!(target: crate::logging::LOG_ONLY,
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
             "NCCL_SOCKET_IFNAME={} (read by NCCL)",
             ifname.to_string_lossy()
         );
@@ -236,7 +242,11 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
         tracing::warn!("this CPU cannot flush denormal floats; updates may run slower");
     }
     if let Some(cores) = pinned {
-        tracing::info!(target: crate::logging::LOG_ONLY, "rank {} pinned to cores {cores:?} (pin-cores)", args.rank);
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "rank {} pinned to cores {cores:?} (pin-cores)",
+            args.rank
+        );
     }
     if let Some(level) = std::env::var_os("TORCH_CPP_LOG_LEVEL") {
         tracing::info!(
@@ -246,7 +256,8 @@ fn log_rank_setting(args: &WorkerArgs, flushing: bool, pinned: Option<&[usize]>)
         );
     }
     if let Some(spin) = std::env::var_os("GOMP_SPINCOUNT") {
-        tracing::info!(target: crate::logging::LOG_ONLY,
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
             "GOMP_SPINCOUNT={} (idle OpenMP threads spin that long, then sleep and leave the core to other processes; the launcher sets it for its workers unless GOMP_SPINCOUNT or OMP_WAIT_POLICY is set)",
             spin.to_string_lossy()
         );

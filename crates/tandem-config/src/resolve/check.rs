@@ -184,20 +184,17 @@ impl Checker<'_> {
                 span,
             ),
             (Ty::Threads, KdlValue::String(s)) if s == "auto" => Ok(Val::Threads(Threads::Auto)),
-            (Ty::Threads, v)
-                if let Some(i) = integral(v)
-                    && (1..=4096).contains(&i) =>
-            {
-                Ok(Val::Threads(Threads::PerRank(i as usize)))
-            }
-            (Ty::Threads, v) if let Some(i) = integral(v) => Err(self.range(
-                &Field {
+            // A count of threads is checked as the integer it is.
+            (Ty::Threads, v) if integral(v).is_some() => {
+                let count = Field {
                     ty: Ty::Int { min: 1, max: 4096 },
                     ..*field
-                },
-                i.to_string(),
-                span,
-            )),
+                };
+                match self.scalar(&count, value, span)? {
+                    Val::Int(i) => Ok(Val::Threads(Threads::PerRank(i as usize))),
+                    other => Ok(other),
+                }
+            }
             _ => Err(self.wrong(field, value, span)),
         }
     }

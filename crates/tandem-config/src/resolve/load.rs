@@ -67,8 +67,7 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
 /// the cap. Only a regular file or a named pipe with a writer (`<(tandem resolve ...)`) is read.
 fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
     use std::io::Read;
-    let file = open_without_waiting(path)?;
-    let meta = file.metadata()?;
+    let (file, meta) = open_without_waiting(path)?;
     let size = meta.len();
     let cap = crate::MAX_CONFIG_BYTES as u64;
     if size > cap {
@@ -88,15 +87,17 @@ fn read_config(path: &Path) -> std::io::Result<Result<String, Option<u64>>> {
 }
 
 /// Opens a file for reading without blocking on a named pipe that has no writer, which a
-/// plain open would wait for forever; refuses what is neither a file nor a pipe.
-fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+/// plain open would wait for forever; refuses what is neither a file nor a pipe. Returns the
+/// open file and what it is.
+fn open_without_waiting(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
-    let kind = file.metadata()?.file_type();
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
     if kind.is_dir() {
         return Err(std::io::Error::other("it is a directory"));
     }
@@ -117,7 +118,7 @@ fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
     if !cleared {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// `52428800 bytes (50.0 MiB), more than ...`, against the cap; just `more than ...` when the

@@ -445,7 +445,7 @@ fn timeout_message(id: &str, who: &str, doing: &str, step_timeout: Duration) -> 
         format!(
             "while {doing} a worker has the step timeout or {} s, whichever is longer: raise the \
              step timeout if its imports are just slow",
-            pool::timeout_for(doing, Duration::ZERO).as_secs()
+            pool::MIN_START_TIMEOUT.as_secs()
         )
     };
     format!(

@@ -22,7 +22,7 @@ const WORKER_SOURCE: &str = include_str!("worker.py");
 const TAIL_LINES: usize = 40;
 /// How long a worker may take to start: imports (MuJoCo, a user's torch) and `make` can be
 /// slow, so at least this long whatever the step timeout.
-const MIN_START_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const MIN_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long drop waits for workers to close their environments before killing them.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
