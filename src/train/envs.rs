@@ -48,6 +48,12 @@ pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Res
             "rank {rank} environments: {info}, step timeout {} s",
             gym.step_timeout_s
         );
+        if let Some(encoding) = &info.observation_encoding {
+            tracing::info!(
+                "rank {rank} observation: {} {encoding}",
+                info.observation_space
+            );
+        }
     }
     Ok(envs)
 }

@@ -378,8 +378,15 @@ fn a_failing_import_shows_its_traceback() {
 fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
     let Some(python) = venv_python() else { return };
     for (id, words) in [
-        ("TandemTest/DictObs-v0", "observation space Dict("),
-        ("TandemTest/DiscreteObs-v0", "observation space Discrete(4)"),
+        (
+            "TandemTest/ImageInDict-v0",
+            "observation space Dict('frame': Box(0, 255, (4, 4, 3), uint8), 'x': Box(0.0, 1.0, (2,), float32)) \
+             is not supported: `frame` is an image",
+        ),
+        (
+            "TandemTest/TextObs-v0",
+            "is not supported: the observation is a Text space",
+        ),
         (
             "TandemTest/MultiDiscreteAct-v0",
             "action space MultiDiscrete(",
@@ -391,6 +398,68 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
             "{id}: {message}"
         );
     }
+}
+
+/// The vector `TandemTest/Structured-v0` observes at step `t` (its entries in key order:
+/// flags, grid, pair, pos, vel).
+fn structured_at(t: usize) -> Vec<f32> {
+    let one_hot = |n: usize, i: usize| (0..n).map(move |k| f32::from(k == i));
+    let mut v = vec![(t % 2) as f32, 1.0]; // flags: MultiBinary as 0/1
+    v.extend(one_hot(2, t % 2)); // grid: MultiDiscrete([2, 3]), one-hot per component
+    v.extend(one_hot(3, t % 3));
+    v.extend(one_hot(2, t % 2)); // pair[0]: Discrete(2)
+    v.push(0.5); // pair[1]: Box(1)
+    v.extend(one_hot(5, t % 5)); // pos: Discrete(5, start=1) holds 1 + t % 5
+    v.extend([t as f32 / 10.0, -(t as f32) / 10.0]); // vel
+    v
+}
+
+#[test]
+fn structured_observations_arrive_as_one_hot_and_values_in_key_order() {
+    let Some(python) = venv_python() else { return };
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "TandemTest/Structured-v0", 2)));
+    let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 3), 1).unwrap();
+    assert_eq!(envs.obs_shape(), vec![17]);
+    let info = envs.gym_info().unwrap().observation_encoding.clone().unwrap();
+    assert!(
+        info.contains("as 17 floats: `flags` MultiBinary(2) 0/1 values at 0..2, `grid` MultiDiscrete([2 3]) one-hot per component at 2..7"),
+        "{info}"
+    );
+    assert!(
+        info.contains("`pos` Discrete(5, start=1) one-hot at 10..15"),
+        "{info}"
+    );
+    envs.reset();
+    for t in 0..10 {
+        let expected: Vec<f32> = (0..3).flat_map(|_| structured_at(t % 7)).collect();
+        assert_eq!(envs.obs(), expected.as_slice(), "step {t}");
+        envs.step(&[0i64, 1, 0]).unwrap();
+        if t % 7 == 6 {
+            // The episode's last observation, before the reset.
+            assert_eq!(envs.final_obs_row(1), structured_at(7).as_slice());
+        }
+    }
+}
+
+#[test]
+fn a_discrete_observation_outside_its_space_names_the_entry() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "TandemTest/Structured-v0", 1);
+    spec.make_args = vec![("bad_pos_at".into(), Scalar::Int(2))];
+    let mut envs = VecEnv::new(
+        &EnvSpec::new(Game::Gymnasium(spec)),
+        &env_seeds(1, 0, 0, 1),
+        1,
+    )
+    .unwrap();
+    envs.reset();
+    envs.step(&[0i64]).unwrap();
+    let message = envs.step(&[0i64]).unwrap_err().to_string();
+    assert!(
+        message.contains("raised an exception in step")
+            && message.contains("`pos` is 9, outside its space"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -161,6 +161,9 @@ pub struct GymInfo {
     /// The spaces as Python prints them.
     pub observation_space: String,
     pub action_space: String,
+    /// How a structured observation (anything but a Box) becomes tandem's flat vector of
+    /// floats, entry by entry (see [`encoding_words`]); `None` for a Box, taken as it is.
+    pub observation_encoding: Option<String>,
     /// Process ids of the workers, in share order.
     pub worker_pids: Vec<u32>,
 }
@@ -178,6 +181,41 @@ impl std::fmt::Display for GymInfo {
             self.numpy_version
         )
     }
+}
+
+/// The worker's list of a structured observation's entries in words: "as 20 floats: `goal`
+/// Discrete(4) one-hot at 0..4, `pos` Box(...) values at 4..20", or for a single space
+/// "as 16 floats, one-hot".
+fn encoding_words(obs: &serde_json::Value) -> Option<String> {
+    let entries = obs["entries"].as_array()?;
+    if let [only] = entries.as_slice()
+        && only["path"] == ""
+    {
+        let len = only["len"].as_u64().unwrap_or(0);
+        return Some(format!("as {len} floats, {}", only["how"].as_str().unwrap_or("?")));
+    }
+    let mut start = 0;
+    let parts: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let len = e["len"].as_u64().unwrap_or(0);
+            let path = e["path"].as_str().unwrap_or("");
+            let name = if path.is_empty() {
+                String::new()
+            } else {
+                format!("`{path}` ")
+            };
+            let words = format!(
+                "{name}{} {} at {start}..{}",
+                e["space"].as_str().unwrap_or("?"),
+                e["how"].as_str().unwrap_or("?"),
+                start + len
+            );
+            start += len;
+            words
+        })
+        .collect();
+    Some(format!("as {start} floats: {}", parts.join(", ")))
 }
 
 /// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the module
@@ -279,6 +317,7 @@ impl Pool {
             numpy_version: text("numpy"),
             observation_space: hello["obs"]["repr"].as_str().unwrap_or("?").to_owned(),
             action_space: hello["action"]["repr"].as_str().unwrap_or("?").to_owned(),
+            observation_encoding: encoding_words(&hello["obs"]),
             worker_pids: workers.iter().map(|w| w.pid).collect(),
         };
         let mut shm = Shm::create(Layout::new(seeds.len(), obs_bytes, act_bytes))?;
@@ -506,14 +545,12 @@ fn decode_frame(id: &str, i: usize, reply: &str) -> Result<RgbFrame, EnvError> {
 
 fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usize), EnvError> {
     let repr = obs["repr"].as_str().unwrap_or("?");
-    if obs["kind"] != "box" {
-        let hint = if obs["kind"] == "discrete" {
-            " (one-hot encode it into a Box in an id of your own)"
-        } else {
-            ""
-        };
+    if obs["kind"] != "box" && obs["kind"] != "encoded" {
+        let why = obs["why"]
+            .as_str()
+            .map_or_else(String::new, |why| format!(": {why}"));
         return Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: observation space {repr} is not supported: tandem takes Box observations of float32, float64 or uint8{hint}"
+            "gymnasium `{id}`: observation space {repr} is not supported{why}"
         )));
     }
     let shape: Vec<usize> = obs["shape"]

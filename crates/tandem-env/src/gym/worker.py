@@ -84,6 +84,111 @@ def describe(space, np):
     return {"kind": "other", "type": name, "repr": repr(space)}
 
 
+class Unencodable(Exception):
+    """An observation entry tandem's flat vector cannot hold, with why and what to do."""
+
+
+def is_image(space, np):
+    # SB3's MultiInputPolicy reads uint8 boxes of two or three dimensions as images too.
+    return np.dtype(space.dtype) == np.uint8 and len(space.shape) in (2, 3)
+
+
+def entries(space, np, path):
+    """The entries of a structured observation space in the order tandem's vector holds them:
+    (path, space, how, length, encode), where encode(value) gives length float32 values.
+    Discrete values become one-hot, MultiDiscrete one-hot per component, MultiBinary and
+    vector boxes their values; Dict entries (in the space's key order) and Tuple entries
+    follow one another."""
+    name = type(space).__name__
+    where = f"`{path}`" if path else "the observation"
+    if name == "Dict":
+        return [e for key, sub in space.spaces.items() for e in entries(sub, np, f"{path}.{key}" if path else str(key))]
+    if name == "Tuple":
+        return [e for i, sub in enumerate(space.spaces) for e in entries(sub, np, f"{path}[{i}]")]
+    if name == "Discrete":
+        return [(path, space, "one-hot", int(space.n), one_hot(np, [int(space.n)], [int(space.start)], where))]
+    if name == "MultiDiscrete":
+        nvec = [int(n) for n in np.asarray(space.nvec).reshape(-1)]
+        start = [int(s) for s in np.asarray(space.start).reshape(-1)]
+        return [(path, space, "one-hot per component", sum(nvec), one_hot(np, nvec, start, where))]
+    if name == "MultiBinary":
+        n = int(np.prod(space.shape))
+        return [(path, space, "0/1 values", n, values(np, n))]
+    if name == "Box" and is_image(space, np):
+        raise Unencodable(
+            f"{where} is an image ({space!r}); tandem takes an image only as the whole observation: "
+            "observe it alone, or flatten it into a float32 Box in your environment"
+        )
+    if name == "Box" and (np.issubdtype(space.dtype, np.floating) or np.issubdtype(space.dtype, np.integer)):
+        n = int(np.prod(space.shape))
+        return [(path, space, "values", n, values(np, n))]
+    raise Unencodable(
+        f"{where} is a {name} space ({space!r}); tandem encodes Box, Discrete, MultiDiscrete, "
+        "MultiBinary, and Dict and Tuple of them"
+    )
+
+
+def values(np, n):
+    def encode(x):
+        return np.asarray(x, dtype=np.float32).reshape(n)
+
+    return encode
+
+
+def one_hot(np, nvec, start, where):
+    offsets = np.cumsum([0] + nvec[:-1])
+    starts, sizes = np.asarray(start), np.asarray(nvec)
+
+    def encode(x):
+        index = np.asarray(x, dtype=np.int64).reshape(-1) - starts
+        if index.shape != sizes.shape or np.any(index < 0) or np.any(index >= sizes):
+            raise ValueError(f"{where} is {x!r}, outside its space (sizes {nvec}, starting at {start})")
+        out = np.zeros(sum(nvec), dtype=np.float32)
+        out[offsets + index] = 1.0
+        return out
+
+    return encode
+
+
+def describe_obs(space, np):
+    """A Box as it is; any other space as the flat float32 vector of its encoded entries,
+    with the encoders the worker writes it through."""
+    if type(space).__name__ == "Box":
+        return describe(space, np), None
+    try:
+        parts = entries(space, np, "")
+    except Unencodable as e:
+        return {"kind": "other", "type": type(space).__name__, "repr": repr(space), "why": str(e)}, None
+    encoders = [encode for *_, encode in parts]
+
+    def encode(x):
+        parts = [e(v) for e, v in zip(encoders, leaves(space, x))]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    total = sum(length for _, _, _, length, _ in parts)
+    listed = [{"path": p, "space": repr(s), "how": how, "len": length} for p, s, how, length, _ in parts]
+    return {
+        "kind": "encoded",
+        "dtype": "float32",
+        "shape": [total],
+        "entries": listed,
+        "repr": repr(space),
+    }, encode
+
+
+def leaves(space, x):
+    """The values of a Dict or Tuple observation in the order `entries` lists their spaces."""
+    name = type(space).__name__
+    if name == "Dict":
+        for key, sub in space.spaces.items():
+            yield from leaves(sub, x[key])
+    elif name == "Tuple":
+        for sub, v in zip(space.spaces, x):
+            yield from leaves(sub, v)
+    else:
+        yield x
+
+
 # What a machine needs for MuJoCo to draw offscreen, for the render error.
 GL_HELP = (
     "MuJoCo draws offscreen through MUJOCO_GL=egl (tandem's default when rendering; Debian: "
@@ -128,7 +233,7 @@ def start(config):
             why = " (made with render_mode='rgb_array' to draw it)" if config["render"] else ""
             error("make", env=i, message=f"{type(e).__name__}: {e}{why}", traceback=traceback.format_exc())
             return None
-    obs = describe(envs[0].observation_space, np)
+    obs, encode = describe_obs(envs[0].observation_space, np)
     act = describe(envs[0].action_space, np)
     for k, env in enumerate(envs[1:], config["lo"] + 1):
         if env.observation_space != envs[0].observation_space or env.action_space != envs[0].action_space:
@@ -146,15 +251,17 @@ def start(config):
             "action": act,
         }
     )
-    return np, envs
+    return np, envs, obs, act, encode
 
 
 class Batch:
     """numpy views of the shared-memory file (see crates/tandem-env/src/gym/shm.rs)."""
 
-    def __init__(self, np, layout, obs, act):
+    def __init__(self, np, layout, obs, act, encode):
         import mmap
 
+        # None for a Box, written as it is; else what turns an observation into tandem's vector.
+        self.encode = encode
         fd = os.open(layout["shm"], os.O_RDWR)
         try:
             self.mm = mmap.mmap(fd, layout["size"])
@@ -184,6 +291,9 @@ class Batch:
         self.seeded = view("seeded", np.uint8, [n])
         self.seed = view("seed", np.uint64, [n])
 
+    def put(self, rows, i, obs):
+        rows[i] = obs if self.encode is None else self.encode(obs)
+
     def action(self, i):
         if self.discrete:
             return int(self.act[i])
@@ -197,11 +307,11 @@ def step(batch, envs, base, lo, hi):
         try:
             obs, reward, terminated, truncated, _ = env.step(batch.action(i))
             if terminated or truncated:
-                batch.final[i] = obs
+                batch.put(batch.final, i, obs)
                 obs, _ = env.reset()
                 batch.ready[i] = 1
                 batch.seeded[i] = 0
-            batch.obs[i] = obs
+            batch.put(batch.obs, i, obs)
         except Exception:
             error("step", env=i, traceback=traceback.format_exc())
             return
@@ -221,7 +331,7 @@ def reset(batch, envs, base, words):
             obs, _ = env.reset(seed=seed)
             if seed is not None:
                 env.action_space.seed(seed)
-            batch.obs[i] = obs
+            batch.put(batch.obs, i, obs)
         except Exception:
             error("reset", env=i, traceback=traceback.format_exc())
             return
@@ -271,14 +381,12 @@ def main():
     started = start(config)
     if started is None:
         return
-    np, envs = started
-    hello_obs = describe(envs[0].observation_space, np)
-    hello_act = describe(envs[0].action_space, np)
+    np, envs, hello_obs, hello_act, encode = started
     line = stdin.readline()
     if not line:
         return
     try:
-        batch = Batch(np, json.loads(line), hello_obs, hello_act)
+        batch = Batch(np, json.loads(line), hello_obs, hello_act, encode)
     except Exception:
         error("map", traceback=traceback.format_exc())
         return

@@ -124,16 +124,59 @@ class Spawner(Counter):
             f.write(f"{self.sleeper.pid}\n")
 
 
+class Structured(gym.Env):
+    """A Dict observation of every space kind tandem encodes, its values a function of the
+    step t: flags MultiBinary [t % 2, 1], grid MultiDiscrete [t % 2, t % 3], pair Tuple
+    (t % 2, [0.5]), pos Discrete(5, start=1) 1 + t % 5, vel Box [t / 10, -t / 10]. Ends after
+    `length` steps; `bad_pos_at` returns pos 9 (outside its space) at that step."""
+
+    observation_space = spaces.Dict(
+        {
+            "vel": spaces.Box(-10, 10, (2,), np.float64),
+            "pos": spaces.Discrete(5, start=1),
+            "pair": spaces.Tuple((spaces.Discrete(2), spaces.Box(0, 1, (1,), np.float32))),
+            "grid": spaces.MultiDiscrete([2, 3]),
+            "flags": spaces.MultiBinary(2),
+        }
+    )
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length=7, bad_pos_at=-1):
+        self.length, self.bad_pos_at = length, bad_pos_at
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        t = self.t
+        return {
+            "vel": np.array([t / 10, -t / 10]),
+            "pos": 9 if t == self.bad_pos_at else 1 + t % 5,
+            "pair": (t % 2, np.array([0.5], dtype=np.float32)),
+            "grid": np.array([t % 2, t % 3]),
+            "flags": np.array([t % 2, 1], dtype=np.int8),
+        }
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, self.t >= self.length, False, {}
+
+
 gym.register("TandemTest/Counter-v0", entry_point=Counter)
+gym.register("TandemTest/Structured-v0", entry_point=Structured)
+gym.register(
+    "TandemTest/ImageInDict-v0",
+    entry_point=lambda: Counter(
+        obs_space=spaces.Dict({"frame": spaces.Box(0, 255, (4, 4, 3), np.uint8), "x": spaces.Box(0, 1, (2,))})
+    ),
+)
+gym.register("TandemTest/TextObs-v0", entry_point=lambda: Counter(obs_space=spaces.Text(5)))
 gym.register("TandemTest/Spawner-v0", entry_point=Spawner)
 gym.register("TandemTest/Drawn-v0", entry_point=Drawn)
 gym.register("TandemTest/Image-v0", entry_point=Image)
 gym.register(
-    "TandemTest/DictObs-v0",
-    entry_point=lambda: Counter(obs_space=spaces.Dict({"x": spaces.Box(0, 1, (2,))})),
-)
-gym.register(
     "TandemTest/MultiDiscreteAct-v0",
     entry_point=lambda: Counter(act_space=spaces.MultiDiscrete([2, 3])),
 )
-gym.register("TandemTest/DiscreteObs-v0", entry_point=lambda: Counter(obs_space=spaces.Discrete(4)))
