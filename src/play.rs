@@ -288,9 +288,10 @@ impl Policy {
 }
 
 /// `--greedy` or `--sample` where given (clap refuses both), else the policy's usual evaluation:
-/// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete actions.
+/// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete and
+/// multi-discrete actions.
 fn acts_greedily(args: &PlayArgs, space: &ActionSpace) -> bool {
-    args.greedy || (!args.sample && !space.is_discrete())
+    args.greedy || (!args.sample && space.is_box())
 }
 
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {

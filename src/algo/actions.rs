@@ -1,5 +1,6 @@
 //! What one stored action is, as experience storage and collection see it: a discrete index
-//! (kept as int64) or a box of `dim` f32 values. Derived once from the environment's
+//! (kept as int64), a box of `dim` f32 values, or one int64 index per component of a
+//! multi-discrete space. Derived once from the environment's
 //! [`ActionSpace`]; the bounds stay with the environment (it clips), storage needs only the
 //! layout. Also the host form of a batch of actions, shared by the collectors and replay.
 
@@ -14,6 +15,8 @@ use tch::Kind;
 pub enum ActionKind {
     Discrete,
     Box { dim: usize },
+    /// One index per component (int64, like a discrete action).
+    MultiDiscrete { dim: usize },
 }
 
 impl ActionKind {
@@ -21,6 +24,7 @@ impl ActionKind {
         match space {
             ActionSpace::Discrete { .. } => ActionKind::Discrete,
             ActionSpace::Box { .. } => ActionKind::Box { dim: space.dim() },
+            ActionSpace::MultiDiscrete { .. } => ActionKind::MultiDiscrete { dim: space.dim() },
         }
     }
 
@@ -28,23 +32,23 @@ impl ActionKind {
     pub fn values_per_action(self) -> usize {
         match self {
             ActionKind::Discrete => 1,
-            ActionKind::Box { dim } => dim,
+            ActionKind::Box { dim } | ActionKind::MultiDiscrete { dim } => dim,
         }
     }
 
     /// The tensor type actions are stored as.
     pub fn tensor_kind(self) -> Kind {
         match self {
-            ActionKind::Discrete => Kind::Int64,
+            ActionKind::Discrete | ActionKind::MultiDiscrete { .. } => Kind::Int64,
             ActionKind::Box { .. } => Kind::Float,
         }
     }
 
-    /// The shape of `rows` actions: `[rows]` discrete, `[rows, dim]` box.
+    /// The shape of `rows` actions: `[rows]` discrete, `[rows, dim]` box or multi-discrete.
     pub fn shape(self, rows: i64) -> Vec<i64> {
         match self {
             ActionKind::Discrete => vec![rows],
-            ActionKind::Box { dim } => vec![rows, dim as i64],
+            ActionKind::Box { dim } | ActionKind::MultiDiscrete { dim } => vec![rows, dim as i64],
         }
     }
 }
@@ -54,6 +58,9 @@ impl fmt::Display for ActionKind {
         match self {
             ActionKind::Discrete => write!(f, "discrete actions"),
             ActionKind::Box { dim } => write!(f, "box actions of {dim} f32"),
+            ActionKind::MultiDiscrete { dim } => {
+                write!(f, "multi-discrete actions of {dim} components")
+            }
         }
     }
 }
@@ -67,6 +74,11 @@ pub enum ActionBatch {
         dim: usize,
         values: Vec<f32>,
     },
+    /// `values.len() / dim` actions of one index per component.
+    MultiDiscrete {
+        dim: usize,
+        values: Vec<i64>,
+    },
 }
 
 /// The batch as the environments step with it.
@@ -75,6 +87,7 @@ impl<'a> From<&'a ActionBatch> for tandem_env::Actions<'a> {
         match batch {
             ActionBatch::Discrete(a) => tandem_env::Actions::Discrete(a),
             ActionBatch::Box { values, .. } => tandem_env::Actions::Box(values),
+            ActionBatch::MultiDiscrete { values, .. } => tandem_env::Actions::Discrete(values),
         }
     }
 }
@@ -85,6 +98,10 @@ impl ActionBatch {
         match kind {
             ActionKind::Discrete => ActionBatch::Discrete(Vec::with_capacity(rows)),
             ActionKind::Box { dim } => ActionBatch::Box {
+                dim,
+                values: Vec::with_capacity(rows * dim),
+            },
+            ActionKind::MultiDiscrete { dim } => ActionBatch::MultiDiscrete {
                 dim,
                 values: Vec::with_capacity(rows * dim),
             },
@@ -99,6 +116,10 @@ impl ActionBatch {
                 dim,
                 values: vec![0.0; rows * dim],
             },
+            ActionKind::MultiDiscrete { dim } => ActionBatch::MultiDiscrete {
+                dim,
+                values: vec![0; rows * dim],
+            },
         }
     }
 
@@ -106,6 +127,7 @@ impl ActionBatch {
         match self {
             ActionBatch::Discrete(_) => ActionKind::Discrete,
             ActionBatch::Box { dim, .. } => ActionKind::Box { dim: *dim },
+            ActionBatch::MultiDiscrete { dim, .. } => ActionKind::MultiDiscrete { dim: *dim },
         }
     }
 
@@ -114,6 +136,7 @@ impl ActionBatch {
         match self {
             ActionBatch::Discrete(v) => v.len(),
             ActionBatch::Box { dim, values } => values.len() / dim.max(&1),
+            ActionBatch::MultiDiscrete { dim, values } => values.len() / dim.max(&1),
         }
     }
 
@@ -125,9 +148,7 @@ impl ActionBatch {
     pub fn discrete(&self, what: &str) -> Result<&[i64]> {
         match self {
             ActionBatch::Discrete(v) => Ok(v),
-            ActionBatch::Box { dim, .. } => {
-                bail!("{what} needs discrete actions, got box actions of {dim} f32")
-            }
+            other => bail!("{what} needs discrete actions, got {}", other.kind()),
         }
     }
 
@@ -136,6 +157,13 @@ impl ActionBatch {
         match (self, src) {
             (ActionBatch::Discrete(d), ActionBatch::Discrete(s)) => d[to] = s[from],
             (ActionBatch::Box { dim, values }, ActionBatch::Box { values: s, .. }) => {
+                let d = *dim;
+                values[to * d..(to + 1) * d].copy_from_slice(&s[from * d..(from + 1) * d]);
+            }
+            (
+                ActionBatch::MultiDiscrete { dim, values },
+                ActionBatch::MultiDiscrete { values: s, .. },
+            ) => {
                 let d = *dim;
                 values[to * d..(to + 1) * d].copy_from_slice(&s[from * d..(from + 1) * d]);
             }
@@ -149,6 +177,13 @@ impl ActionBatch {
         match (self, src) {
             (ActionBatch::Discrete(d), ActionBatch::Discrete(s)) => d.push(s[from]),
             (ActionBatch::Box { dim, values }, ActionBatch::Box { values: s, .. }) => {
+                let d = *dim;
+                values.extend_from_slice(&s[from * d..(from + 1) * d]);
+            }
+            (
+                ActionBatch::MultiDiscrete { dim, values },
+                ActionBatch::MultiDiscrete { values: s, .. },
+            ) => {
                 let d = *dim;
                 values.extend_from_slice(&s[from * d..(from + 1) * d]);
             }

@@ -152,7 +152,7 @@ pub fn squashable_bounds(
     device: Device,
 ) -> Result<ActionBounds> {
     ensure!(
-        !space.is_discrete(),
+        space.is_box(),
         "{algorithm} chooses box actions, but the environment takes {space}"
     );
     let bounds = ActionBounds::new(space, device)?;

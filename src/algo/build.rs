@@ -44,12 +44,12 @@ pub fn build(
     })
 }
 
-/// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take either
-/// kind, dqn only discrete actions, sac and td3 only boxes. The resolver refuses this for games
+/// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take any
+/// kind (discrete, box, multi-discrete), dqn only discrete actions, sac and td3 only boxes. The resolver refuses this for games
 /// it knows; a gymnasium environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
     if algorithm.squashes_box_actions() {
-        if space.is_discrete() {
+        if !space.is_box() {
             bail!(
                 "{} chooses box actions, but the environment takes {space}; pick an \
                  environment with a box action space, or dqn, ppo or a2c for discrete actions",
@@ -61,7 +61,7 @@ pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Res
     if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
         bail!(
             "{} chooses discrete actions, but the environment takes {space}; \
-             pick an environment with a discrete action space, or ppo or a2c for boxes",
+             pick an environment with a discrete action space, or ppo or a2c for others",
             algorithm.name()
         );
     }

@@ -25,6 +25,7 @@ pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
     let n = match model.action_space() {
         ActionSpace::Discrete { n } => *n as i64,
         ActionSpace::Box { low, .. } => return check_box_actions(batch, low.len()),
+        ActionSpace::MultiDiscrete { nvec } => return check_multi_discrete_actions(batch, nvec),
     };
     ensure!(
         !batch.actions.is_floating_point(),
@@ -38,6 +39,35 @@ pub(crate) fn check_batch(model: &ActorCritic, batch: &Batch) -> Result<()> {
             "update: batch holds action {} but the action space is 0..{n}",
             if low < 0 { low } else { high }
         );
+    }
+    Ok(())
+}
+
+/// `[B, k]` integers, column `i` within `0..nvec[i]`.
+fn check_multi_discrete_actions(batch: &Batch, nvec: &[usize]) -> Result<()> {
+    ensure!(
+        !batch.actions.is_floating_point(),
+        "update: multi-discrete actions must be integers, got {:?}",
+        batch.actions.kind()
+    );
+    let shape = batch.actions.size();
+    ensure!(
+        shape.len() == 2 && shape[1] == nvec.len() as i64,
+        "update: batch actions have shape {shape:?}, the network acts with {} components",
+        nvec.len()
+    );
+    if shape[0] == 0 {
+        return Ok(());
+    }
+    let low = Vec::<i64>::try_from(batch.actions.amin(0, false))?;
+    let high = Vec::<i64>::try_from(batch.actions.amax(0, false))?;
+    for (i, &n) in nvec.iter().enumerate() {
+        if low[i] < 0 || high[i] >= n as i64 {
+            bail!(
+                "update: batch holds action {} in component {i}, whose actions are 0..{n}",
+                if low[i] < 0 { low[i] } else { high[i] }
+            );
+        }
     }
     Ok(())
 }

@@ -69,11 +69,22 @@ pub fn actions_to_host(actions: &Tensor) -> Result<Vec<i64>> {
     )
 }
 
-/// A policy's `[n]` (discrete) or `[n, dim]` (box) action tensor as host actions of `kind`,
-/// row-major, ready for the VecEnv.
+/// A policy's `[n]` (discrete) or `[n, dim]` (box, multi-discrete) action tensor as host
+/// actions of `kind`, row-major, ready for the VecEnv.
 pub fn host_actions(actions: &Tensor, kind: ActionKind) -> Result<ActionBatch> {
     match kind {
         ActionKind::Discrete => Ok(ActionBatch::Discrete(actions_to_host(actions)?)),
+        ActionKind::MultiDiscrete { dim } => {
+            let shape = actions.size();
+            ensure!(
+                matches!(shape.as_slice(), [_, d] if *d == dim as i64),
+                "{kind}: the policy produced a tensor of shape {shape:?}, expected [environments, {dim}]"
+            );
+            Ok(ActionBatch::MultiDiscrete {
+                dim,
+                values: actions_to_host(&actions.reshape([-1]))?,
+            })
+        }
         ActionKind::Box { dim } => {
             let shape = actions.size();
             ensure!(

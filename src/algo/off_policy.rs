@@ -55,6 +55,9 @@ impl TransitionBatch {
             ActionBatch::Box { dim, values } => {
                 Tensor::from_slice(values).view([n as i64, *dim as i64])
             }
+            ActionBatch::MultiDiscrete { dim, values } => {
+                Tensor::from_slice(values).view([n as i64, *dim as i64])
+            }
         };
         TransitionBatch {
             obs: rows_to_batch(&sample.obs, n, obs_shape, device),

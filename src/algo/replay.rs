@@ -218,6 +218,11 @@ const MAGIC_V2: &[u8; 8] = b"TNDMRPL2";
 impl ReplayBuffer {
     pub fn new(spec: ReplaySpec) -> Result<ReplayBuffer> {
         ensure!(
+            !matches!(spec.actions, ActionKind::MultiDiscrete { .. }),
+            "replay: the off-policy learners take discrete or box actions, not {}",
+            spec.actions
+        );
+        ensure!(
             spec.num_envs >= 1 && spec.stack >= 1 && spec.n_step >= 1,
             "replay: needs at least one environment, frame and step, got {spec:?}"
         );
@@ -738,6 +743,9 @@ impl ReplayBuffer {
             ActionBatch::Box { dim, values } => values[slot * dim..(slot + 1) * dim]
                 .iter()
                 .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            ActionBatch::MultiDiscrete { dim, values } => values[slot * dim..(slot + 1) * dim]
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         }
     }
 
@@ -747,6 +755,11 @@ impl ReplayBuffer {
             ActionBatch::Box { dim, values } => {
                 for x in &mut values[slot * *dim..(slot + 1) * *dim] {
                     *x = f32::from_bits(read_u32(r)?);
+                }
+            }
+            ActionBatch::MultiDiscrete { dim, values } => {
+                for x in &mut values[slot * *dim..(slot + 1) * *dim] {
+                    *x = read_u64(r)? as i64;
                 }
             }
         }
@@ -794,6 +807,7 @@ fn action_code(kind: ActionKind) -> u64 {
     match kind {
         ActionKind::Discrete => 0,
         ActionKind::Box { dim } => dim as u64,
+        ActionKind::MultiDiscrete { .. } => unreachable!("ReplayBuffer::new refuses {kind}"),
     }
 }
 

@@ -631,9 +631,10 @@ impl RolloutBuffer {
         );
         let floats = actions.is_floating_point();
         match self.action_kind {
-            ActionKind::Discrete => ensure!(
+            ActionKind::Discrete | ActionKind::MultiDiscrete { .. } => ensure!(
                 !floats,
-                "rollout step {t}: discrete actions must be integers, got {:?}",
+                "rollout step {t}: {} must be integers, got {:?}",
+                self.action_kind,
                 actions.kind()
             ),
             ActionKind::Box { .. } => ensure!(

@@ -17,7 +17,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::bounds::ActionBounds;
-use super::distribution::{ActionDistribution, Categorical, Gaussian};
+use super::distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
 use super::init::{InitSpec, init_stacked_slice, linear};
 use super::recurrent::{CoreSpec, RecurrentCore};
 use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
@@ -62,6 +62,8 @@ impl ActorCriticSpec {
 enum PolicyKind {
     /// The head's `n` outputs are a categorical's logits.
     Categorical,
+    /// The head's outputs are the logits of one categorical per component, `nvec[i]` each.
+    MultiCategorical { nvec: Vec<i64> },
     /// The head's `d` outputs are a Gaussian's means in unit space; `log_std` `[1, d]` (the
     /// variable `policy_log_std`, initialised 0) is shared by every state, and `bounds` map
     /// unit space to the environment's.
@@ -90,6 +92,14 @@ fn head_width(space: &ActionSpace) -> Result<i64> {
                 high.len()
             );
             low.len()
+        }
+        ActionSpace::MultiDiscrete { nvec } => {
+            ensure!(
+                !nvec.is_empty() && !nvec.contains(&0),
+                "action space: a multi-discrete action space needs at least one component, \
+                 each with at least one action, got {nvec:?}"
+            );
+            nvec.iter().sum()
         }
     };
     i64::try_from(width).map_err(|_| anyhow::anyhow!("action space: {space} is too large"))
@@ -287,6 +297,9 @@ impl ActorCritic {
         // those it had before box spaces existed.
         let policy = match &action_space {
             ActionSpace::Discrete { .. } => PolicyKind::Categorical,
+            ActionSpace::MultiDiscrete { nvec } => PolicyKind::MultiCategorical {
+                nvec: nvec.iter().map(|&n| n as i64).collect(),
+            },
             ActionSpace::Box { .. } => PolicyKind::Gaussian {
                 log_std: root.zeros("policy_log_std", &[1, n]),
                 bounds: ActionBounds::new(&action_space, root.device())?,
@@ -330,7 +343,9 @@ impl ActorCritic {
     /// rollout keeps the unclipped samples, whose log-probabilities the update compares.
     pub fn env_actions(&self, actions: &Tensor) -> Tensor {
         match &self.policy {
-            PolicyKind::Categorical => actions.shallow_clone(),
+            PolicyKind::Categorical | PolicyKind::MultiCategorical { .. } => {
+                actions.shallow_clone()
+            }
             PolicyKind::Gaussian { bounds, .. } => {
                 tch::no_grad(|| bounds.clip(&bounds.scale(actions)))
             }
@@ -381,6 +396,9 @@ impl ActorCritic {
             PolicyKind::Categorical => {
                 ActionDistribution::Categorical(Categorical::from_logits(head_output))
             }
+            PolicyKind::MultiCategorical { nvec } => ActionDistribution::MultiCategorical(
+                MultiCategorical::from_logits(head_output, nvec)?,
+            ),
             PolicyKind::Gaussian { log_std, .. } => {
                 ActionDistribution::Gaussian(Gaussian::new(head_output, log_std)?)
             }
@@ -538,12 +556,13 @@ impl ActorCritic {
         self.evaluation(&out.head_output, out.values, actions, entropy)
     }
 
-    /// Stored actions of this space for a batch of observations: `[B]` integers (discrete) or
-    /// `[B, d]` floats (box).
+    /// Stored actions of this space for a batch of observations: `[B]` integers (discrete),
+    /// `[B, k]` integers (multi-discrete) or `[B, d]` floats (box).
     fn check_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<()> {
         let batch = obs.size().first().copied().unwrap_or(0);
         let (expected, integers) = match &self.action_space {
             ActionSpace::Discrete { .. } => (vec![batch], true),
+            ActionSpace::MultiDiscrete { nvec } => (vec![batch, nvec.len() as i64], true),
             ActionSpace::Box { low, .. } => (vec![batch, low.len() as i64], false),
         };
         ensure!(

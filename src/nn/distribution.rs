@@ -1,5 +1,7 @@
-//! Action distributions a policy head parameterises: [`Categorical`] over discrete actions and
-//! [`Gaussian`], a diagonal normal over box actions in unit space (see [`super::ActionBounds`]).
+//! Action distributions a policy head parameterises: [`Categorical`] over discrete actions,
+//! [`MultiCategorical`], independent categoricals over the components of a multi-discrete
+//! action, and [`Gaussian`], a diagonal normal over box actions in unit space (see
+//! [`super::ActionBounds`]).
 //! The learners use only `sample`, `log_prob`, `entropy` and `mode`, whichever the kind.
 
 use anyhow::{Result, anyhow, ensure};
@@ -23,6 +25,7 @@ fn first_line(message: &str) -> &str {
 #[derive(Debug)]
 pub enum ActionDistribution {
     Categorical(Categorical),
+    MultiCategorical(MultiCategorical),
     Gaussian(Gaussian),
 }
 
@@ -32,6 +35,7 @@ impl ActionDistribution {
     pub fn sample(&self) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.sample(),
+            ActionDistribution::MultiCategorical(m) => m.sample(),
             ActionDistribution::Gaussian(g) => g.sample(),
         }
     }
@@ -42,6 +46,7 @@ impl ActionDistribution {
     pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
         match self {
             ActionDistribution::Categorical(c) => c.log_prob(actions),
+            ActionDistribution::MultiCategorical(m) => m.log_prob(actions),
             ActionDistribution::Gaussian(g) => g.log_prob(actions),
         }
     }
@@ -49,6 +54,7 @@ impl ActionDistribution {
     pub fn entropy(&self) -> Tensor {
         match self {
             ActionDistribution::Categorical(c) => c.entropy(),
+            ActionDistribution::MultiCategorical(m) => m.entropy(),
             ActionDistribution::Gaussian(g) => g.entropy(),
         }
     }
@@ -56,6 +62,7 @@ impl ActionDistribution {
     pub fn mode(&self) -> Tensor {
         match self {
             ActionDistribution::Categorical(c) => c.mode(),
+            ActionDistribution::MultiCategorical(m) => m.mode(),
             ActionDistribution::Gaussian(g) => g.mode(),
         }
     }
@@ -121,6 +128,70 @@ impl Categorical {
 
     pub fn mode(&self) -> Tensor {
         self.log_probs.argmax(-1, false)
+    }
+}
+
+/// Independent categoricals, one per component of a multi-discrete action: component `i` over
+/// `nvec[i]` actions, its logits the next `nvec[i]` columns of the head's output. The joint
+/// log-probability and entropy are the components' sums (independence); a MultiBinary of
+/// `n` is `n` components of two actions each.
+#[derive(Debug)]
+pub struct MultiCategorical {
+    components: Vec<Categorical>,
+}
+
+impl MultiCategorical {
+    /// From unnormalised logits `[B, sum(nvec)]`.
+    pub fn from_logits(logits: &Tensor, nvec: &[i64]) -> Result<Self> {
+        let width: i64 = nvec.iter().sum();
+        ensure!(
+            logits.size().last() == Some(&width),
+            "multi-categorical: components of {nvec:?} actions need {width} logits a row, got shape {:?}",
+            logits.size()
+        );
+        let components = logits
+            .split_with_sizes(nvec, -1)
+            .iter()
+            .map(Categorical::from_logits)
+            .collect();
+        Ok(MultiCategorical { components })
+    }
+
+    /// One index per component, `[B, k]`.
+    pub fn sample(&self) -> Result<Tensor> {
+        let drawn: Result<Vec<Tensor>> = self.components.iter().map(Categorical::sample).collect();
+        Ok(Tensor::stack(&drawn?, -1))
+    }
+
+    /// log pi(a|s) = sum_i log pi_i(a_i|s) for actions `[B, k]`, shape `[B]`.
+    pub fn log_prob(&self, actions: &Tensor) -> Result<Tensor> {
+        let k = self.components.len() as i64;
+        ensure!(
+            actions.dim() == 2 && actions.size()[1] == k,
+            "multi-categorical: expected actions of shape [B, {k}], got {:?}",
+            actions.size()
+        );
+        let mut total: Option<Tensor> = None;
+        for (i, component) in self.components.iter().enumerate() {
+            let picked = component.log_prob(&actions.select(1, i as i64))?;
+            total = Some(match total {
+                Some(sum) => sum + picked,
+                None => picked,
+            });
+        }
+        Ok(total.expect("at least one component"))
+    }
+
+    /// H = sum_i H_i.
+    pub fn entropy(&self) -> Tensor {
+        let entropies: Vec<Tensor> = self.components.iter().map(Categorical::entropy).collect();
+        Tensor::stack(&entropies, -1).sum_dim_intlist(-1, false, Kind::Float)
+    }
+
+    /// The most likely index of each component, `[B, k]`.
+    pub fn mode(&self) -> Tensor {
+        let modes: Vec<Tensor> = self.components.iter().map(Categorical::mode).collect();
+        Tensor::stack(&modes, -1)
     }
 }
 

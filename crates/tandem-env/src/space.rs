@@ -75,7 +75,8 @@ impl ObsBuf<'_> {
     }
 }
 
-/// A space is recorded as its kind (0 discrete, 1 box), then the count or the bounds.
+/// A space is recorded as its kind (0 discrete, 1 box, 2 multi-discrete), then the count, the
+/// bounds or the components' counts.
 impl crate::snapshot::Persist for ActionSpace {
     fn save(&self, out: &mut Vec<u8>) {
         match self {
@@ -87,6 +88,13 @@ impl crate::snapshot::Persist for ActionSpace {
                 out.push(1);
                 low.save(out);
                 high.save(out);
+            }
+            ActionSpace::MultiDiscrete { nvec } => {
+                out.push(2);
+                nvec.len().save(out);
+                for n in nvec.iter() {
+                    n.save(out);
+                }
             }
         }
     }
@@ -107,6 +115,17 @@ impl crate::snapshot::Persist for ActionSpace {
                     high: high.into(),
                 }
             }
+            2 => {
+                let mut len = 0usize;
+                len.load(input)?;
+                let mut nvec = Vec::new();
+                for _ in 0..len {
+                    let mut n = 0usize;
+                    n.load(input)?;
+                    nvec.push(n);
+                }
+                ActionSpace::MultiDiscrete { nvec: nvec.into() }
+            }
             other => {
                 return Err(crate::snapshot::snapshot_error(format!(
                     "corrupt: action space kind {other}"
@@ -122,6 +141,8 @@ impl crate::snapshot::Persist for ActionSpace {
 pub enum Action<'a> {
     Discrete(usize),
     Box(&'a [f32]),
+    /// One index per component of a multi-discrete space.
+    MultiDiscrete(&'a [i64]),
 }
 
 impl<'a> Action<'a> {
@@ -130,9 +151,7 @@ impl<'a> Action<'a> {
     pub fn index(self) -> usize {
         match self {
             Action::Discrete(index) => index,
-            Action::Box(values) => {
-                unreachable!("a discrete environment was given the box action {values:?}")
-            }
+            other => unreachable!("a discrete environment was given the action {other:?}"),
         }
     }
 
@@ -140,9 +159,7 @@ impl<'a> Action<'a> {
     pub fn values(self) -> &'a [f32] {
         match self {
             Action::Box(values) => values,
-            Action::Discrete(index) => {
-                unreachable!("a box environment was given the discrete action {index}")
-            }
+            other => unreachable!("a box environment was given the action {other:?}"),
         }
     }
 }
@@ -227,7 +244,8 @@ impl ObsStore {
 }
 
 /// The actions of one batch step, one row per environment: what [`crate::VecEnv`] steps with.
-/// A discrete space takes one index per environment, a box one row of `dim` values.
+/// A discrete space takes one index per environment, a box one row of `dim` values, a
+/// multi-discrete space one row of an index per component (`Discrete`'s slice, `dim` a row).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Actions<'a> {
     Discrete(&'a [i64]),
@@ -262,6 +280,7 @@ actions_from!(f32 => Box);
 pub(crate) enum GroupActions<'a> {
     Discrete(&'a [i64]),
     Box { values: &'a [f32], dim: usize },
+    MultiDiscrete { indices: &'a [i64], dim: usize },
 }
 
 impl<'a> GroupActions<'a> {
@@ -270,6 +289,9 @@ impl<'a> GroupActions<'a> {
         match self {
             GroupActions::Discrete(indices) => Action::Discrete(indices[k] as usize),
             GroupActions::Box { values, dim } => Action::Box(&values[k * dim..(k + 1) * dim]),
+            GroupActions::MultiDiscrete { indices, dim } => {
+                Action::MultiDiscrete(&indices[k * dim..(k + 1) * dim])
+            }
         }
     }
 }

@@ -285,6 +285,7 @@ struct PendingStep {
 enum OwnedActions {
     Discrete(Vec<i64>),
     Box { values: Vec<f32>, dim: usize },
+    MultiDiscrete { indices: Vec<i64>, dim: usize },
 }
 
 impl OwnedActions {
@@ -295,6 +296,10 @@ impl OwnedActions {
                 values: values.to_vec(),
                 dim,
             },
+            GroupActions::MultiDiscrete { indices, dim } => OwnedActions::MultiDiscrete {
+                indices: indices.to_vec(),
+                dim,
+            },
         }
     }
 
@@ -302,6 +307,10 @@ impl OwnedActions {
         match self {
             OwnedActions::Discrete(a) => GroupActions::Discrete(a),
             OwnedActions::Box { values, dim } => GroupActions::Box { values, dim: *dim },
+            OwnedActions::MultiDiscrete { indices, dim } => GroupActions::MultiDiscrete {
+                indices,
+                dim: *dim,
+            },
         }
     }
 }
@@ -575,6 +584,9 @@ impl VecEnv {
         envs: &Range<usize>,
         actions: &'a [i64],
     ) -> Result<GroupActions<'a>, EnvError> {
+        if let ActionSpace::MultiDiscrete { nvec } = &self.action_space {
+            return self.checked_multi_discrete(envs, actions, nvec);
+        }
         self.check_group(envs, actions.len(), 1)?;
         let Some(n) = self.action_space.num_discrete() else {
             return Err(self.wrong_kind("discrete actions"));
@@ -593,12 +605,39 @@ impl VecEnv {
         Ok(GroupActions::Discrete(actions))
     }
 
+    /// Rows of one index per component, each within its component's count.
+    fn checked_multi_discrete<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [i64],
+        nvec: &[usize],
+    ) -> Result<GroupActions<'a>, EnvError> {
+        let dim = nvec.len();
+        self.check_group(envs, actions.len(), dim)?;
+        let outside = actions
+            .iter()
+            .enumerate()
+            .find(|&(k, &a)| a < 0 || a as u64 >= nvec[k % dim] as u64);
+        if let Some((k, &action)) = outside {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {}: component {} of its action is {action}, outside 0..{}",
+                envs.start + k / dim,
+                k % dim,
+                nvec[k % dim]
+            )));
+        }
+        Ok(GroupActions::MultiDiscrete {
+            indices: actions,
+            dim,
+        })
+    }
+
     fn checked_box<'a>(
         &self,
         envs: &Range<usize>,
         actions: &'a [f32],
     ) -> Result<GroupActions<'a>, EnvError> {
-        if self.action_space.is_discrete() {
+        if !self.action_space.is_box() {
             return Err(self.wrong_kind("box actions"));
         }
         let dim = self.action_space.dim();

@@ -202,6 +202,9 @@ pub enum ActionSpace {
         low: Cow<'static, [f32]>,
         high: Cow<'static, [f32]>,
     },
+    /// One choice per component, component `i` among `nvec[i]` options `0..nvec[i]`
+    /// (gymnasium's MultiDiscrete; a MultiBinary of `n` is `n` components of 2).
+    MultiDiscrete { nvec: Cow<'static, [usize]> },
 }
 
 impl ActionSpace {
@@ -217,23 +220,30 @@ impl ActionSpace {
         }
     }
 
-    /// The number of actions of a discrete space; `None` for a box.
+    /// The number of actions of a discrete space; `None` for a box or a multi-discrete space.
     pub fn num_discrete(&self) -> Option<usize> {
         match self {
             ActionSpace::Discrete { n } => Some(*n),
-            ActionSpace::Box { .. } => None,
+            ActionSpace::Box { .. } | ActionSpace::MultiDiscrete { .. } => None,
         }
     }
 
+    /// True for one choice among `n` (not for a multi-discrete space).
     pub fn is_discrete(&self) -> bool {
         matches!(self, ActionSpace::Discrete { .. })
     }
 
-    /// Values in one action: the box's length, 1 for a discrete space (the index).
+    pub fn is_box(&self) -> bool {
+        matches!(self, ActionSpace::Box { .. })
+    }
+
+    /// Values in one action: the box's length, 1 for a discrete space (the index), the
+    /// number of components of a multi-discrete space (an index each).
     pub fn dim(&self) -> usize {
         match self {
             ActionSpace::Discrete { .. } => 1,
             ActionSpace::Box { low, .. } => low.len(),
+            ActionSpace::MultiDiscrete { nvec } => nvec.len(),
         }
     }
 }
@@ -249,6 +259,15 @@ impl fmt::Display for ActionSpace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ActionSpace::Discrete { n } => write!(f, "{n} discrete actions"),
+            ActionSpace::MultiDiscrete { nvec } => {
+                let sizes: Vec<String> = nvec.iter().map(|n| n.to_string()).collect();
+                write!(
+                    f,
+                    "{} discrete choices of [{}] actions",
+                    nvec.len(),
+                    sizes.join(", ")
+                )
+            }
             ActionSpace::Box { low, high } => {
                 let bounds = |v: &[f32]| {
                     v.iter()
@@ -307,6 +326,11 @@ mod tests {
     #[test]
     fn action_spaces_in_words() {
         assert_eq!(ActionSpace::discrete(6).to_string(), "6 discrete actions");
+        let multi = ActionSpace::MultiDiscrete {
+            nvec: vec![3, 2].into(),
+        };
+        assert_eq!(multi.to_string(), "2 discrete choices of [3, 2] actions");
+        assert_eq!(multi.dim(), 2);
         assert_eq!(
             ActionSpace::uniform_box(1, -2.0, 2.0).to_string(),
             "a box of 1 number in [-2, 2]"

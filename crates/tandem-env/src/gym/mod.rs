@@ -303,10 +303,11 @@ impl Pool {
         })?;
         let (obs_space, obs_bytes) = observation_space(&gym.id, &hello["obs"])?;
         let action = action_kind(&gym.id, &hello["action"])?;
-        // Discrete actions travel as int64, box actions as float32 values.
+        // Discrete actions travel as int64 (one per component), box actions as float32 values.
         let act_bytes = match &action {
             ActionSpace::Discrete { .. } => 8,
             ActionSpace::Box { low, .. } => 4 * low.len(),
+            ActionSpace::MultiDiscrete { nvec } => 8 * nvec.len(),
         };
         let text = |key: &str| hello[key].as_str().unwrap_or("?").to_owned();
         let info = GymInfo {
@@ -389,6 +390,10 @@ impl Pool {
             match actions.get(k) {
                 Action::Discrete(a) => shm.write(l.act + i * 8, &(a as i64).to_ne_bytes()),
                 Action::Box(values) => shm.write_f32(l.act + i * l.act_bytes, values),
+                Action::MultiDiscrete(indices) => {
+                    let bytes: Vec<u8> = indices.iter().flat_map(|a| a.to_ne_bytes()).collect();
+                    shm.write(l.act + i * l.act_bytes, &bytes);
+                }
             }
         }
         self.shared.send_step(envs)
@@ -583,6 +588,13 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
     Ok((space, bytes))
 }
 
+/// A JSON list of counts; anything else is an empty list.
+fn counts(list: &serde_json::Value) -> Vec<usize> {
+    list.as_array()
+        .map(|v| v.iter().map(|n| n.as_u64().unwrap_or(0) as usize).collect())
+        .unwrap_or_default()
+}
+
 fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvError> {
     let repr = act["repr"].as_str().unwrap_or("?");
     let unsupported = |why: &str| {
@@ -626,7 +638,23 @@ fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvErro
             Ok(ActionSpace::Box { low, high })
         }
         Some("box") => unsupported("box actions must be floating point"),
-        _ => unsupported("tandem takes Discrete(n) actions starting at 0 and float Box actions"),
+        Some("multi-discrete") => {
+            let nvec: Vec<usize> = counts(&act["nvec"]);
+            if nvec.is_empty() || nvec.contains(&0) {
+                return unsupported("a MultiDiscrete needs at least one component, each with an action");
+            }
+            Ok(ActionSpace::MultiDiscrete { nvec: nvec.into() })
+        }
+        Some("multi-binary") => match act["n"].as_u64() {
+            Some(n) if n > 0 => Ok(ActionSpace::MultiDiscrete {
+                nvec: vec![2; n as usize].into(),
+            }),
+            _ => unsupported("an empty MultiBinary"),
+        },
+        _ => unsupported(
+            "tandem takes Discrete(n) actions starting at 0, float Box actions, and \
+             one-dimensional MultiDiscrete and MultiBinary actions",
+        ),
     }
 }
 

@@ -81,6 +81,11 @@ def describe(space, np):
         }
     if name == "Discrete":
         return {"kind": "discrete", "n": int(space.n), "start": int(space.start), "repr": repr(space)}
+    if name == "MultiDiscrete" and len(space.shape) == 1:
+        nvec = [int(n) for n in space.nvec]
+        return {"kind": "multi-discrete", "nvec": nvec, "start": [int(s) for s in space.start], "repr": repr(space)}
+    if name == "MultiBinary" and len(space.shape) == 1:
+        return {"kind": "multi-binary", "n": int(space.shape[0]), "repr": repr(space)}
     return {"kind": "other", "type": name, "repr": repr(space)}
 
 
@@ -276,11 +281,16 @@ class Batch:
         obs_dtype = np.uint8 if obs["dtype"] == "uint8" else np.float32
         self.obs = view("obs", obs_dtype, [n] + obs["shape"])
         self.final = view("final", obs_dtype, [n] + obs["shape"])
-        if act["kind"] == "discrete":
-            self.discrete = True
+        self.kind = act["kind"]
+        if self.kind == "discrete":
             self.act = view("act", np.int64, [n])
+        elif self.kind == "multi-discrete":
+            # tandem's indices count from 0; the space's own values from its start.
+            self.act = view("act", np.int64, [n, len(act["nvec"])])
+            self.start = np.asarray(act["start"], dtype=np.int64)
+        elif self.kind == "multi-binary":
+            self.act = view("act", np.int64, [n, act["n"]])
         else:
-            self.discrete = False
             self.act = view("act", np.float32, [n] + act["shape"])
             self.act_dtype = np.dtype(act["dtype"])
         self.rew = view("rew", np.float64, [n])
@@ -295,9 +305,13 @@ class Batch:
         rows[i] = obs if self.encode is None else self.encode(obs)
 
     def action(self, i):
-        if self.discrete:
+        # Copies: an environment may keep the action it was given.
+        if self.kind == "discrete":
             return int(self.act[i])
-        # A copy: an environment may keep the action it was given.
+        if self.kind == "multi-discrete":
+            return self.act[i] + self.start
+        if self.kind == "multi-binary":
+            return self.act[i].astype("int8")
         return self.act[i].astype(self.act_dtype, copy=True)
 
 

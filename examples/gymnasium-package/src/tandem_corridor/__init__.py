@@ -1,4 +1,5 @@
-"""A user's own gymnasium environment package: importing it registers `tandem_corridor/Corridor-v0`.
+"""A user's own gymnasium environment package: importing it registers `tandem_corridor/Corridor-v0`
+and `tandem_corridor/Dials-v0`.
 
 tandem imports it first when an experiment lists it under `import`, so the id resolves in
 every worker process.
@@ -10,4 +11,10 @@ register(
     id="tandem_corridor/Corridor-v0",
     entry_point="tandem_corridor.corridor:Corridor",
     max_episode_steps=50,
+)
+
+register(
+    id="tandem_corridor/Dials-v0",
+    entry_point="tandem_corridor.dials:Dials",
+    max_episode_steps=20,
 )
