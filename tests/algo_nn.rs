@@ -7,7 +7,7 @@ mod common;
 use common::{orthogonal_init, torch_rng};
 use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, Init, InitSpec,
-    NetworkSpec, QHead, QNetwork, parameters_in_order,
+    MultiCategorical, NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
 use tandem_env::ActionSpace;
 use tch::nn::VarStore;
@@ -431,6 +431,62 @@ fn act_and_evaluate_agree_and_categorical_maths_is_right() {
     let expected = -(0.25f64 * 0.25f64.ln() + 0.75 * 0.75f64.ln());
     assert!((h - expected).abs() < 1e-6, "{h} vs {expected}");
     assert_eq!(skewed.mode().int64_value(&[0]), 1);
+}
+
+/// A multi-discrete action is one categorical per component over its own columns of the
+/// logits: the joint log-probability and entropy are the components' sums.
+#[test]
+fn multi_categorical_is_independent_categoricals_over_the_logits_columns() {
+    let _rng = torch_rng();
+    let logits = Tensor::randn([5, 7], (Kind::Float, Device::Cpu));
+    let nvec = [3i64, 2, 2];
+    let multi = MultiCategorical::from_logits(&logits, &nvec).unwrap();
+    let parts = [
+        Categorical::from_logits(&logits.narrow(1, 0, 3)),
+        Categorical::from_logits(&logits.narrow(1, 3, 2)),
+        Categorical::from_logits(&logits.narrow(1, 5, 2)),
+    ];
+    let actions = multi.sample().unwrap();
+    assert_eq!(actions.size(), [5, 3]);
+    assert_eq!(actions.kind(), Kind::Int64);
+    let summed = parts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.log_prob(&actions.select(1, i as i64)).unwrap())
+        .reduce(|a, b| a + b)
+        .unwrap();
+    assert!(
+        multi
+            .log_prob(&actions)
+            .unwrap()
+            .allclose(&summed, 1e-6, 1e-6, false)
+    );
+    let entropy = parts
+        .iter()
+        .map(|c| c.entropy())
+        .reduce(|a, b| a + b)
+        .unwrap();
+    assert!(multi.entropy().allclose(&entropy, 1e-6, 1e-6, false));
+    let modes = Tensor::stack(&parts.iter().map(|c| c.mode()).collect::<Vec<_>>(), 1);
+    assert!(multi.mode().equal(&modes));
+    // Logits that do not cover the components, and actions of the wrong width, are errors.
+    let err = MultiCategorical::from_logits(&logits, &[3, 3])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("need 6 logits a row, got shape [5, 7]"),
+        "{err}"
+    );
+    let err = multi
+        .log_prob(&actions.narrow(1, 0, 2))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected actions of shape [B, 3]"), "{err}");
+    // An index past its component's count is an error, not a wrong gather.
+    let outside = Tensor::from_slice(&[0i64, 2, 0]).reshape([1, 3]);
+    let one = MultiCategorical::from_logits(&logits.narrow(0, 0, 1), &nvec).unwrap();
+    let err = one.log_prob(&outside).unwrap_err().to_string();
+    assert!(err.contains("actions must lie in 0..2"), "{err}");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! accumulates its minibatches over micro-batches and synchronises once per minibatch. Every
 //! minibatch's synchronised gradient is compared too: with Adam and a gradient clip the
 //! parameters hardly depend on the gradient's scale, so they alone would not show a DDP that
-//! summed where it should average.
+//! summed where it should average. The same holds for multi-discrete actions (one categorical
+//! per component).
 
 mod common;
 
@@ -35,22 +36,38 @@ fn config(micro_batches: usize) -> tandem_config::Ppo {
     }
 }
 
-fn model() -> (VarStore, ActorCritic) {
+fn model(space: &ActionSpace) -> (VarStore, ActorCritic) {
     seeded(7, || {
         let vs = VarStore::new(Device::Cpu);
         let spec =
             ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init());
-        let m = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 3 }).unwrap();
+        let m = ActorCritic::new(&vs.root(), &spec, &[4], space.clone()).unwrap();
         (vs, m)
     })
 }
 
+/// `GLOBAL` random actions of `space`: `[GLOBAL]` indices, or `[GLOBAL, k]` for k components.
+fn random_actions(space: &ActionSpace) -> Tensor {
+    let ints = (Kind::Int64, Device::Cpu);
+    match space {
+        ActionSpace::Discrete { n } => Tensor::randint(*n as i64, [GLOBAL], ints),
+        ActionSpace::MultiDiscrete { nvec } => {
+            let columns: Vec<Tensor> = nvec
+                .iter()
+                .map(|&n| Tensor::randint(n as i64, [GLOBAL], ints))
+                .collect();
+            Tensor::stack(&columns, 1)
+        }
+        ActionSpace::Box { .. } => unreachable!("this test's spaces are discrete"),
+    }
+}
+
 /// The global batch of update `u`, rows [start, start + len).
-fn batch(u: usize, start: i64, len: i64) -> Batch {
+fn batch(u: usize, start: i64, len: i64, space: &ActionSpace) -> Batch {
     seeded(1000 + u as i64, || {
         let opts = (Kind::Float, Device::Cpu);
         let obs = Tensor::randn([GLOBAL, 4], opts);
-        let actions = Tensor::randint(3, [GLOBAL], (Kind::Int64, Device::Cpu));
+        let actions = random_actions(space);
         let log_probs = Tensor::randn([GLOBAL], opts) * 0.1 - 1.1;
         let values = Tensor::randn([GLOBAL], opts);
         let advantages = Tensor::randn([GLOBAL], opts) * 2.0 + 0.5;
@@ -83,8 +100,8 @@ fn params(vs: &VarStore) -> Vec<f32> {
 
 /// The model and its learner, built as the trainer builds them (the optimizer lays out the
 /// gradients that DDP then reduces).
-fn learner(micro_batches: usize) -> (VarStore, ActorCritic, Ppo) {
-    let (vs, model) = model();
+fn learner(micro_batches: usize, space: &ActionSpace) -> (VarStore, ActorCritic, Ppo) {
+    let (vs, model) = model(space);
     let ppo = Ppo::new(&vs, config(micro_batches), 0).unwrap();
     (vs, model, ppo)
 }
@@ -94,13 +111,14 @@ fn train(
     rank: Option<usize>,
     collective: &mut dyn Collective,
 ) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let space = model.action_space().clone();
     let mut recorder = RecordGradients::new(collective);
     for u in 0..UPDATES {
         let (per_rank, whole) = plans(u);
         let (b, plan) = match rank {
-            None => (batch(u, 0, GLOBAL), whole),
+            None => (batch(u, 0, GLOBAL, &space), whole),
             Some(r) => (
-                batch(u, r as i64 * GLOBAL / 2, GLOBAL / 2),
+                batch(u, r as i64 * GLOBAL / 2, GLOBAL / 2, &space),
                 per_rank[r]
                     .iter()
                     .map(|e| e.iter().map(|t| t.shallow_clone()).collect())
@@ -114,23 +132,45 @@ fn train(
     (params(&vs), recorder.synced)
 }
 
+const THREE_ACTIONS: ActionSpace = ActionSpace::Discrete { n: 3 };
+
 #[test]
 fn ppo_split_over_two_real_ranks_equals_one_rank() {
-    split_over_two_ranks("ppo_split_over_two_real_ranks_equals_one_rank", 1);
+    split_over_two_ranks(
+        "ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &THREE_ACTIONS,
+    );
 }
 
 /// Gradient accumulation under DDP: each rank's minibatch of 8 runs as 4 micro-batches of 2,
 /// synchronised once per minibatch, and still equals one rank stepping on whole minibatches.
 #[test]
 fn micro_batches_on_two_real_ranks_equal_one_rank() {
-    split_over_two_ranks("micro_batches_on_two_real_ranks_equal_one_rank", 4);
+    split_over_two_ranks(
+        "micro_batches_on_two_real_ranks_equal_one_rank",
+        4,
+        &THREE_ACTIONS,
+    );
 }
 
-fn split_over_two_ranks(test: &str, micro_batches: usize) {
+#[test]
+fn multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
+    let space = ActionSpace::MultiDiscrete {
+        nvec: vec![3, 2, 4].into(),
+    };
+    split_over_two_ranks(
+        "multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &space,
+    );
+}
+
+fn split_over_two_ranks(test: &str, micro_batches: usize, space: &ActionSpace) {
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();
-        let learner = learner(micro_batches);
+        let learner = learner(micro_batches, space);
         let mut ddp = Ddp::new(
             pg,
             learner.2.optimizer().parameters(),
@@ -150,14 +190,14 @@ fn split_over_two_ranks(test: &str, micro_batches: usize) {
     let outputs = run_two_ranks(test, 30_000, &[], Duration::from_secs(120));
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
-    let (one, one_grads) = train(learner(1), None, &mut Local);
+    let (one, one_grads) = train(learner(1, space), None, &mut Local);
     let (g0, g1) = (
         parse_values("GRADS", &outputs[0]),
         parse_values("GRADS", &outputs[1]),
     );
     assert_eq!(g0, g1, "the two ranks synchronised different gradients");
     assert_same_gradients(&g0, &one_grads, 1e-3);
-    let initial = params(&model().0);
+    let initial = params(&model(space).0);
     let mut max_diff = 0f32;
     for (a, b) in one.iter().zip(&p0) {
         max_diff = max_diff.max((a - b).abs());

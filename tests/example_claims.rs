@@ -116,14 +116,21 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "frozenlake-ppo.kdl",
         phrase: "Seed 1 scores 1.0 over its last 20 episodes within 40k steps",
-        check: Check::Test("gym_train::the_shipped_frozenlake_preset_reaches_the_goal_within_40k_steps"),
+        check: Check::Test(
+            "gym_train::the_shipped_frozenlake_preset_reaches_the_goal_within_40k_steps",
+        ),
     },
     Claim {
         file: "frozenlake-ppo.kdl",
         phrase: "the 4x4 map, not slippery",
         check: settings("frozenlake-ppo.kdl", |e| match &e.env.game {
             tandem_config::Game::Gymnasium(gym) => {
-                let arg = |name: &str| gym.make_args.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+                let arg = |name: &str| {
+                    gym.make_args
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v)
+                };
                 arg("map_name") == Some(&tandem_config::Scalar::Str("4x4".into()))
                     && arg("is_slippery") == Some(&tandem_config::Scalar::Bool(false))
             }

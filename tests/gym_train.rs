@@ -679,7 +679,10 @@ fn the_dials_example_learns_multi_discrete_actions_from_a_dict_observation() {
     );
     assert!(ran.success, "{}", ran.output);
     let last20 = summary_number(&run_dir, "last_20_score_mean").unwrap();
-    assert!(last20 >= 0.85, "dials, seed 1: last-20 score {last20} < 0.85 at 200k steps");
+    assert!(
+        last20 >= 0.85,
+        "dials, seed 1: last-20 score {last20} < 0.85 at 200k steps"
+    );
     let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
     assert!(
         log.contains("as 24 floats: `shown` MultiDiscrete([4 4 4]) one-hot per component at 0..12"),
@@ -937,7 +940,10 @@ fn the_shipped_lunarlander_preset_lands_within_400k_steps() {
 fn the_shipped_frozenlake_preset_reaches_the_goal_within_40k_steps() {
     let Some(_) = venv_python() else { return };
     let score = shipped_preset_score("frozenlake", "frozenlake-ppo.kdl", 40_000);
-    assert_eq!(score, 1.0, "FrozenLake-v1 PPO, seed 1: last-20 score {score} at 40k steps");
+    assert_eq!(
+        score, 1.0,
+        "FrozenLake-v1 PPO, seed 1: last-20 score {score} at 40k steps"
+    );
 }
 
 /// `validate --deep` builds one environment and refuses an algorithm that cannot act in it,

@@ -14,9 +14,13 @@ use tch::Kind;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
     Discrete,
-    Box { dim: usize },
+    Box {
+        dim: usize,
+    },
     /// One index per component (int64, like a discrete action).
-    MultiDiscrete { dim: usize },
+    MultiDiscrete {
+        dim: usize,
+    },
 }
 
 impl ActionKind {

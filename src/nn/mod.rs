@@ -24,7 +24,7 @@ mod torso;
 
 pub use actor_critic::{ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation};
 pub use bounds::ActionBounds;
-pub use distribution::{ActionDistribution, Categorical, Gaussian};
+pub use distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
 pub use init::{Init, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use recurrent::{Core, CoreSpec};

@@ -307,10 +307,9 @@ impl OwnedActions {
         match self {
             OwnedActions::Discrete(a) => GroupActions::Discrete(a),
             OwnedActions::Box { values, dim } => GroupActions::Box { values, dim: *dim },
-            OwnedActions::MultiDiscrete { indices, dim } => GroupActions::MultiDiscrete {
-                indices,
-                dim: *dim,
-            },
+            OwnedActions::MultiDiscrete { indices, dim } => {
+                GroupActions::MultiDiscrete { indices, dim: *dim }
+            }
         }
     }
 }

@@ -194,11 +194,12 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
                         .collect::<Vec<_>>()
                 })
                 .collect(),
+            ActionSpace::MultiDiscrete { .. } => unreachable!("{id}: no parity id has these"),
         };
         for &a in &step {
             match space {
-                ActionSpace::Discrete { .. } => action_bytes.extend((a as i64).to_le_bytes()),
                 ActionSpace::Box { .. } => action_bytes.extend(a.to_le_bytes()),
+                _ => action_bytes.extend((a as i64).to_le_bytes()),
             }
         }
         actions.push(step);
@@ -242,14 +243,14 @@ fn parity(id: &str, workers: usize, envs_n: usize, steps: usize) {
         // Every other step is begun and finished in two calls, as the off-policy learners
         // step while they update.
         let discrete: Vec<i64> = step.iter().map(|&a| a as i64).collect();
-        match (&space, t % 2 == 1) {
-            (ActionSpace::Discrete { .. }, false) => envs.step(&discrete).unwrap(),
-            (ActionSpace::Box { .. }, false) => envs.step(step).unwrap(),
-            (ActionSpace::Discrete { .. }, true) => {
+        match (space.is_box(), t % 2 == 1) {
+            (false, false) => envs.step(&discrete).unwrap(),
+            (true, false) => envs.step(step).unwrap(),
+            (false, true) => {
                 envs.begin_step(&discrete).unwrap();
                 envs.finish_step().unwrap();
             }
-            (ActionSpace::Box { .. }, true) => {
+            (true, true) => {
                 envs.begin_step(step).unwrap();
                 envs.finish_step().unwrap();
             }
@@ -388,13 +389,60 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
             "is not supported: the observation is a Text space",
         ),
         (
-            "TandemTest/MultiDiscreteAct-v0",
-            "action space MultiDiscrete(",
+            "TandemTest/GridMultiDiscreteAct-v0",
+            "action space MultiDiscrete([[2 3]\n [2 2]]) is not supported",
         ),
     ] {
         let message = start_error(&EnvSpec::new(Game::Gymnasium(gym(&python, id, 1))), 1);
         assert!(
             message.contains(id) && message.contains(words),
+            "{id}: {message}"
+        );
+    }
+}
+
+#[test]
+fn multi_discrete_and_multi_binary_actions_reach_the_environment_as_its_space_holds_them() {
+    let Some(python) = venv_python() else { return };
+    // MultiDiscrete([2, 3], start=[1, -1]): tandem's indices count from 0, the space from
+    // its start; MultiBinary(3) takes int8 bits.
+    for (id, nvec, sent, received) in [
+        (
+            "TandemTest/MultiDiscreteAct-v0",
+            vec![2, 3],
+            vec![1i64, 2, 0, 0],
+            vec![2.0f32, 1.0, 1.0, -1.0],
+        ),
+        (
+            "TandemTest/MultiBinaryAct-v0",
+            vec![2, 2, 2],
+            vec![1, 0, 1, 0, 1, 1],
+            vec![1.0, 0.0, 1.0, 0.0, 1.0, 1.0],
+        ),
+    ] {
+        let spec = EnvSpec::new(Game::Gymnasium(gym(&python, id, 2)));
+        let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 2), 1).unwrap();
+        assert_eq!(
+            envs.action_space(),
+            &ActionSpace::MultiDiscrete {
+                nvec: nvec.clone().into()
+            },
+            "{id}"
+        );
+        envs.reset();
+        envs.step(&sent).unwrap();
+        assert_eq!(
+            envs.obs(),
+            received.as_slice(),
+            "{id}: what the environments got"
+        );
+        assert_eq!(envs.rewards(), [1.0, 1.0], "{id}: members of the space");
+        // An index past its component's count is refused before anything is sent.
+        let mut outside = sent.clone();
+        outside[nvec.len() - 1] = nvec[nvec.len() - 1] as i64;
+        let message = envs.step(&outside).unwrap_err().to_string();
+        assert!(
+            message.contains(&format!("component {} of its action is", nvec.len() - 1)),
             "{id}: {message}"
         );
     }
@@ -420,7 +468,12 @@ fn structured_observations_arrive_as_one_hot_and_values_in_key_order() {
     let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "TandemTest/Structured-v0", 2)));
     let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 3), 1).unwrap();
     assert_eq!(envs.obs_shape(), vec![17]);
-    let info = envs.gym_info().unwrap().observation_encoding.clone().unwrap();
+    let info = envs
+        .gym_info()
+        .unwrap()
+        .observation_encoding
+        .clone()
+        .unwrap();
     assert!(
         info.contains("as 17 floats: `flags` MultiBinary(2) 0/1 values at 0..2, `grid` MultiDiscrete([2 3]) one-hot per component at 2..7"),
         "{info}"

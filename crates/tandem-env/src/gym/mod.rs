@@ -192,7 +192,10 @@ fn encoding_words(obs: &serde_json::Value) -> Option<String> {
         && only["path"] == ""
     {
         let len = only["len"].as_u64().unwrap_or(0);
-        return Some(format!("as {len} floats, {}", only["how"].as_str().unwrap_or("?")));
+        return Some(format!(
+            "as {len} floats, {}",
+            only["how"].as_str().unwrap_or("?")
+        ));
     }
     let mut start = 0;
     let parts: Vec<String> = entries
@@ -641,7 +644,9 @@ fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvErro
         Some("multi-discrete") => {
             let nvec: Vec<usize> = counts(&act["nvec"]);
             if nvec.is_empty() || nvec.contains(&0) {
-                return unsupported("a MultiDiscrete needs at least one component, each with an action");
+                return unsupported(
+                    "a MultiDiscrete needs at least one component, each with an action",
+                );
             }
             Ok(ActionSpace::MultiDiscrete { nvec: nvec.into() })
         }

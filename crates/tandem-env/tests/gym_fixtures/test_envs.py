@@ -176,7 +176,31 @@ gym.register("TandemTest/TextObs-v0", entry_point=lambda: Counter(obs_space=spac
 gym.register("TandemTest/Spawner-v0", entry_point=Spawner)
 gym.register("TandemTest/Drawn-v0", entry_point=Drawn)
 gym.register("TandemTest/Image-v0", entry_point=Image)
+class Echo(gym.Env):
+    """Observes the action it was last given, as floats; the reward says whether that action
+    was a member of its space (right values and dtype). Ends after 3 steps."""
+
+    def __init__(self, act_space):
+        self.action_space = act_space
+        self.observation_space = spaces.Box(-1e9, 1e9, (act_space.shape[0],), np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(self.observation_space.shape), {}
+
+    def step(self, action):
+        self.t += 1
+        member = isinstance(action, np.ndarray) and self.action_space.contains(action)
+        return np.asarray(action, dtype=np.float64), float(member), self.t >= 3, False, {}
+
+
 gym.register(
     "TandemTest/MultiDiscreteAct-v0",
-    entry_point=lambda: Counter(act_space=spaces.MultiDiscrete([2, 3])),
+    entry_point=lambda: Echo(spaces.MultiDiscrete([2, 3], start=[1, -1])),
+)
+gym.register("TandemTest/MultiBinaryAct-v0", entry_point=lambda: Echo(spaces.MultiBinary(3)))
+gym.register(
+    "TandemTest/GridMultiDiscreteAct-v0",
+    entry_point=lambda: Counter(act_space=spaces.MultiDiscrete([[2, 3], [2, 2]])),
 )
