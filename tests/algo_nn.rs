@@ -489,6 +489,108 @@ fn multi_categorical_is_independent_categoricals_over_the_logits_columns() {
     assert!(err.contains("actions must lie in 0..2"), "{err}");
 }
 
+/// Observations of 3 features followed by a mask of `width` entries, each row with a random
+/// half (at least one per component of `nvec`) valid.
+fn masked_observations(rows: i64, nvec: &[i64]) -> Tensor {
+    let opts = (Kind::Float, Device::Cpu);
+    let parts: Vec<Tensor> = nvec
+        .iter()
+        .map(|&n| {
+            let mask = Tensor::rand([rows, n], opts).ge(0.5).to_kind(Kind::Float);
+            // One valid action per component at least: the first where none was drawn.
+            let none = mask.sum_dim_intlist(1, true, Kind::Float).eq(0.0);
+            let first =
+                Tensor::zeros([rows, n], opts).index_fill(1, &Tensor::from_slice(&[0i64]), 1.0);
+            mask.where_self(&none.logical_not(), &first)
+        })
+        .collect();
+    Tensor::cat(&[Tensor::randn([rows, 3], opts), Tensor::cat(&parts, 1)], 1)
+}
+
+/// With an action mask, the policy never samples, and gives no probability to, an action
+/// the observation's mask rules out, for discrete and multi-discrete actions alike; valid
+/// actions keep finite log-probabilities and the update's gradients stay finite.
+#[test]
+fn a_masked_policy_gives_invalid_actions_no_probability() {
+    let _rng = torch_rng();
+    for (space, nvec) in [
+        (ActionSpace::Discrete { n: 4 }, vec![4i64]),
+        (
+            ActionSpace::MultiDiscrete {
+                nvec: vec![3, 2].into(),
+            },
+            vec![3, 2],
+        ),
+    ] {
+        let width: i64 = nvec.iter().sum();
+        let spec = ActorCriticSpec {
+            action_mask: true,
+            ..mlp_spec()
+        };
+        let vs = VarStore::new(Device::Cpu);
+        let model = ActorCritic::new(&vs.root(), &spec, &[3 + width], space.clone()).unwrap();
+        let obs = masked_observations(256, &nvec);
+        let mask = obs.narrow(1, 3, width);
+        let taken = model.act(&obs).unwrap();
+        let chosen = if nvec.len() == 1 {
+            taken.actions.unsqueeze(1)
+        } else {
+            taken.actions.shallow_clone()
+        };
+        let mut offset = 0;
+        for (i, &n) in nvec.iter().enumerate() {
+            let picked = mask
+                .narrow(1, offset, n)
+                .gather(1, &chosen.narrow(1, i as i64, 1), false);
+            assert!(
+                bool::try_from(picked.eq(1.0).all()).unwrap(),
+                "{space}: component {i} sampled an action its mask rules out"
+            );
+            offset += n;
+        }
+        assert!(bool::try_from(taken.log_probs.isfinite().all()).unwrap());
+        let (logits, _) = model.forward(&obs).unwrap();
+        let ruled_out = logits.masked_select(&mask.eq(0.0));
+        assert!(
+            bool::try_from(ruled_out.eq(tandem::nn::INVALID_LOGIT).all()).unwrap(),
+            "{space}: a ruled-out action kept its logit"
+        );
+        let eval = model
+            .evaluate(&obs, &taken.actions, EntropyUse::Differentiable)
+            .unwrap();
+        let loss = -(eval.log_probs.mean(Kind::Float) + eval.entropy.mean(Kind::Float));
+        loss.backward();
+        for p in vs.trainable_variables() {
+            assert!(
+                bool::try_from(p.grad().isfinite().all()).unwrap(),
+                "{space}"
+            );
+        }
+    }
+    // A mask needs actions it can cover and a vector longer than itself.
+    let spec = ActorCriticSpec {
+        action_mask: true,
+        ..mlp_spec()
+    };
+    let vs = VarStore::new(Device::Cpu);
+    let err = ActorCritic::new(&vs.root(), &spec, &[4], ActionSpace::Discrete { n: 4 })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs more than 4 entries"), "{err}");
+    let err = ActorCritic::new(
+        &vs.root(),
+        &spec,
+        &[6],
+        ActionSpace::uniform_box(2, -1.0, 1.0),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("an action mask needs discrete or multi-discrete actions"),
+        "{err}"
+    );
+}
+
 #[test]
 fn pixel_scaling_divides_by_255_inside_the_network() {
     let _rng = torch_rng();
@@ -1006,6 +1108,7 @@ fn from_experiment_maps_every_network_setting() {
             scale_pixels: false,
             init: default_init(),
             core: None,
+            action_mask: false,
         }
     );
     let nature = spec(
@@ -1026,6 +1129,7 @@ fn from_experiment_maps_every_network_setting() {
                 value_gain: 3.0,
             },
             core: None,
+            action_mask: false,
         }
     );
     let recurrent = spec(

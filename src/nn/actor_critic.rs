@@ -35,7 +35,15 @@ pub struct ActorCriticSpec {
     pub init: InitSpec,
     /// A recurrent core between the (shared) torso and the heads; `None`: feed-forward.
     pub core: Option<CoreSpec>,
+    /// The observation's last entries are an action mask, one per logit (1: valid): invalid
+    /// actions' logits are set to [`INVALID_LOGIT`] wherever the policy is evaluated.
+    pub action_mask: bool,
 }
+
+/// The logit of an action the mask rules out: its probability underflows to 0, and its
+/// `p log p` in the entropy to 0 (minus infinity would make it 0 * inf = NaN). MaskablePPO
+/// uses the same value.
+pub const INVALID_LOGIT: f64 = -1e8;
 
 impl ActorCriticSpec {
     /// The customary setup for a network: shared torso for image networks, separate for MLPs;
@@ -53,6 +61,7 @@ impl ActorCriticSpec {
             scale_pixels,
             init,
             core: None,
+            action_mask: false,
         }
     }
 }
@@ -103,6 +112,29 @@ fn head_width(space: &ActionSpace) -> Result<i64> {
         }
     };
     i64::try_from(width).map_err(|_| anyhow::anyhow!("action space: {space} is too large"))
+}
+
+/// With `spec.action_mask`, the number of mask entries that end each observation: one per
+/// logit, after at least one entry of the observation itself.
+fn mask_len(
+    spec: &ActorCriticSpec,
+    obs_shape: &[i64],
+    space: &ActionSpace,
+    logits: i64,
+) -> Result<Option<i64>> {
+    if !spec.action_mask {
+        return Ok(None);
+    }
+    ensure!(
+        !matches!(space, ActionSpace::Box { .. }),
+        "actor-critic: an action mask needs discrete or multi-discrete actions, not {space}"
+    );
+    ensure!(
+        matches!(obs_shape, [len] if *len > logits),
+        "actor-critic: an action mask of {logits} entries follows a vector observation, \
+         which needs more than {logits} entries; observations have shape {obs_shape:?}"
+    );
+    Ok(Some(logits))
 }
 
 /// What `act` returns for a batch of observations, detached: actions `[B]` (discrete) or
@@ -219,6 +251,9 @@ pub struct ActorCritic {
     obs_shape: Vec<i64>,
     action_space: ActionSpace,
     policy: PolicyKind,
+    /// How many of the observation's last entries are the action mask (the policy head's
+    /// width), when there is one.
+    mask_len: Option<i64>,
     scale_pixels: bool,
     body: Body,
     /// Between the shared torso and the heads, when the network is recurrent.
@@ -247,6 +282,7 @@ impl ActorCritic {
         action_space: ActionSpace,
     ) -> Result<Self> {
         let n = head_width(&action_space)?;
+        let mask_len = mask_len(spec, obs_shape, &action_space, n)?;
         let init = &spec.init;
         // Torsos are created before heads, so a seed gives the same initial weights whatever
         // the layout.
@@ -309,6 +345,7 @@ impl ActorCritic {
             obs_shape: obs_shape.to_vec(),
             action_space,
             policy,
+            mask_len,
             scale_pixels: spec.scale_pixels,
             body,
             core,
@@ -376,7 +413,7 @@ impl ActorCritic {
             "actor-critic: this network is recurrent; step it with its state"
         );
         let x = self.checked_input(obs)?;
-        Ok(match &self.body {
+        let (head_output, values) = match &self.body {
             Body::Shared { torso, heads } => {
                 let features = torso.forward(&x);
                 heads.forward(&features, &features)
@@ -387,7 +424,20 @@ impl ActorCritic {
                 heads,
             } => heads.forward(&actor.forward(&x), &critic.forward(&x)),
             Body::TwinMlp { torsos, heads } => heads.forward(&torsos.forward(&x)),
-        })
+        };
+        Ok((self.masked(head_output, obs), values))
+    }
+
+    /// The head's logits with those of actions the observations' masks rule out set to
+    /// [`INVALID_LOGIT`] (unchanged without a mask). The torsos read the whole observation,
+    /// mask included: which actions are valid is part of what the agent observes.
+    fn masked(&self, head_output: Tensor, obs: &Tensor) -> Tensor {
+        let Some(len) = self.mask_len else {
+            return head_output;
+        };
+        let width = obs.size()[1];
+        let invalid = obs.narrow(1, width - len, len).eq(0.0);
+        head_output.masked_fill(&invalid, INVALID_LOGIT)
     }
 
     /// The action distribution that a policy head output describes.
@@ -494,7 +544,7 @@ impl ActorCritic {
         let (features, state) = core.forward(&torso.forward(&x), starts, state);
         let (head_output, values) = heads.forward(&features, &features);
         Ok(SequenceOutput {
-            head_output,
+            head_output: self.masked(head_output, obs),
             values,
             state,
         })

@@ -22,7 +22,9 @@ mod spec;
 mod td3;
 mod torso;
 
-pub use actor_critic::{ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation};
+pub use actor_critic::{
+    ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, INVALID_LOGIT,
+};
 pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
 pub use init::{Init, InitSpec};

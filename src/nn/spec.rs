@@ -2,7 +2,7 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{Experiment, Network, Torso};
+use tandem_config::{ActionMask, Experiment, Game, Network, Torso};
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::InitSpec;
@@ -38,6 +38,10 @@ impl ActorCriticSpec {
             scale_pixels,
             init: init_spec(config),
             core: core_spec(config)?,
+            action_mask: matches!(
+                &experiment.env.game,
+                Game::Gymnasium(gym) if gym.action_mask != ActionMask::None
+            ),
         })
     }
 }

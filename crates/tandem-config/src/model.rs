@@ -12,8 +12,8 @@ pub use tandem_spec::Wrapper;
 pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
-    ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape, ObsSpace,
-    Scalar,
+    ActionMask, ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape,
+    ObsSpace, Scalar,
 };
 
 settings! {
@@ -354,6 +354,7 @@ impl SectionKind for Game {
                 },
                 workers: r.read("workers"),
                 step_timeout_s: r.read("step-timeout"),
+                action_mask: r.read("action-mask"),
             }),
             kind => Game::from_name(kind).unwrap_or(Game::Cartpole),
         }
@@ -368,6 +369,7 @@ impl SectionKind for Game {
             w.put("make-args", Val::Args(g.make_args.clone()));
             w.write("workers", &g.workers);
             w.write("step-timeout", &g.step_timeout_s);
+            w.write("action-mask", &g.action_mask);
         }
     }
 }
@@ -473,6 +475,23 @@ impl Setting for AutoOr {
             Self::Auto => Val::Str("auto".into()),
             Self::Value(x) => Val::Float(*x),
         }
+    }
+}
+
+/// `env "gymnasium" { action-mask }`: tandem-spec's choices, read by name.
+impl Setting for ActionMask {
+    fn from_val(val: Option<&Val>) -> Self {
+        let text = match val {
+            Some(Val::Str(s)) => s.as_str(),
+            _ => "",
+        };
+        ActionMask::ALL
+            .into_iter()
+            .find(|mask| mask.name() == text)
+            .unwrap_or_default()
+    }
+    fn to_val(&self) -> Val {
+        Val::Str(self.name().to_string())
     }
 }
 

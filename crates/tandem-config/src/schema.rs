@@ -171,6 +171,12 @@ const GYMNASIUM_KIND: Kind = Kind {
             Dflt::Float(60.0),
             "Seconds a worker may take for one step or reset before the run stops with an error.",
         ),
+        f(
+            "action-mask",
+            Ty::Choice(tandem_spec::ActionMask::NAMES),
+            Dflt::Str("none"),
+            "Where the environment says which actions are valid: `\"info\"` (`info[\"action_mask\"]` of every reset and step, gymnasium's convention), `\"observation\"` (the `action_mask` entry of a Dict observation, PettingZoo's), or `\"none\"`. The mask (0/1, one entry per action, or per component's action of a MultiDiscrete) follows the observation as its last entries, and ppo and a2c give invalid actions no probability when acting and in the update, as MaskablePPO does. Needs Discrete or MultiDiscrete actions and a vector observation; `normalize-obs` and `keep-obs` would change the mask, so they are refused with it.",
+        ),
     ],
 };
 

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use tandem_env::rng::Xoshiro256;
-use tandem_env::{ActionSpace, EnvSpec, Game, Gymnasium, VecEnv, env_seeds};
+use tandem_env::{ActionMask, ActionSpace, EnvSpec, Game, Gymnasium, VecEnv, env_seeds};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         make_args: Vec::new(),
         workers: workers.parse()?,
         step_timeout_s: 60.0,
+        action_mask: ActionMask::None,
     };
     let mut batch = VecEnv::new(
         &EnvSpec::new(Game::Gymnasium(gym)),

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{
-    ActionSpace, BridgeOptions, EnvError, EnvSpec, Game, Gymnasium, Scalar, VecEnv, Wrapper,
-    env_seeds, observation_space,
+    ActionMask, ActionSpace, BridgeOptions, EnvError, EnvSpec, Game, Gymnasium, Scalar, VecEnv,
+    Wrapper, env_seeds, observation_space,
 };
 
 const FIXTURES: &str = "tests.gym_fixtures.test_envs";
@@ -43,6 +43,7 @@ fn gym(python: &Path, id: &str, workers: usize) -> Gymnasium {
         make_args: Vec::new(),
         workers,
         step_timeout_s: 30.0,
+        action_mask: ActionMask::None,
     }
 }
 
@@ -55,6 +56,7 @@ fn unstarted(python: &str, id: &str) -> Gymnasium {
         make_args: Vec::new(),
         workers: 1,
         step_timeout_s: 60.0,
+        action_mask: ActionMask::None,
     }
 }
 
@@ -446,6 +448,103 @@ fn multi_discrete_and_multi_binary_actions_reach_the_environment_as_its_space_ho
             "{id}: {message}"
         );
     }
+}
+
+/// `TandemTest/Masked-v0` with its mask read from `source`, its other make-args `args`.
+fn masked(python: &Path, source: ActionMask, args: &[(&str, &str)]) -> EnvSpec {
+    let mut spec = gym(python, "TandemTest/Masked-v0", 1);
+    spec.action_mask = source;
+    spec.make_args = args
+        .iter()
+        .map(|(k, v)| (k.to_string(), Scalar::Str(v.to_string())))
+        .collect();
+    EnvSpec::new(Game::Gymnasium(spec))
+}
+
+#[test]
+fn an_action_mask_from_info_or_the_observation_follows_the_observation() {
+    let Some(python) = venv_python() else { return };
+    for (source, args, read) in [
+        (ActionMask::Info, vec![], "info['action_mask']"),
+        (
+            ActionMask::Observation,
+            vec![("source", "observation")],
+            "observation['action_mask']",
+        ),
+    ] {
+        let mut envs =
+            VecEnv::new(&masked(&python, source, &args), &env_seeds(1, 0, 0, 2), 1).unwrap();
+        assert_eq!(
+            envs.obs_shape(),
+            vec![5],
+            "{source:?}: x, then 4 mask entries"
+        );
+        let encoding = envs
+            .gym_info()
+            .unwrap()
+            .observation_encoding
+            .clone()
+            .unwrap();
+        assert!(
+            encoding.ends_with(&format!("`action mask` {read} 0/1 values at 1..5")),
+            "{encoding}"
+        );
+        envs.reset();
+        for t in 0..7usize {
+            let t_in_episode = (t % 5) as f32;
+            let mask = if t % 5 % 2 == 0 {
+                [1.0, 1.0, 0.0, 0.0]
+            } else {
+                [0.0, 0.0, 1.0, 1.0]
+            };
+            let row: Vec<f32> = std::iter::once(t_in_episode).chain(mask).collect();
+            assert_eq!(&envs.obs()[..5], row.as_slice(), "{source:?}, step {t}");
+            // The first environment acts validly, the second not.
+            let valid = if t % 5 % 2 == 0 { 0 } else { 2 };
+            envs.step(&[valid, 3 - valid]).unwrap();
+            assert_eq!(envs.rewards(), [1.0, -1.0], "{source:?}, step {t}");
+        }
+    }
+}
+
+#[test]
+fn a_broken_or_missing_action_mask_names_what_is_wrong() {
+    let Some(python) = venv_python() else { return };
+    for (fault, words) in [
+        ("missing", "the environment gave no info['action_mask']"),
+        (
+            "long",
+            "info['action_mask'] must hold 4 values, each 0 or 1",
+        ),
+        ("two", "info['action_mask'] must hold 4 values, each 0 or 1"),
+        (
+            "none-valid",
+            "info['action_mask'] leaves the action no valid action",
+        ),
+    ] {
+        let spec = masked(&python, ActionMask::Info, &[("fault", fault)]);
+        let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 1), 1).unwrap();
+        envs.reset();
+        envs.step(&[0i64]).unwrap();
+        let message = envs.step(&[2i64]).unwrap_err().to_string();
+        assert!(message.contains(words), "{fault}: {message}");
+    }
+    // A mask where the environment has none to give, or for actions it cannot cover.
+    let without = masked(&python, ActionMask::Observation, &[]);
+    let message = start_error(&without, 1);
+    assert!(
+        message.contains(
+            "reads the `action_mask` entry of a Dict observation, and this observation has none"
+        ),
+        "{message}"
+    );
+    let mut boxes = gym(&python, "TandemTest/BoxActions-v0", 1);
+    boxes.action_mask = ActionMask::Info;
+    let message = start_error(&EnvSpec::new(Game::Gymnasium(boxes)), 1);
+    assert!(
+        message.contains("action-mask \"info\" needs Discrete or MultiDiscrete actions"),
+        "{message}"
+    );
 }
 
 /// The vector `TandemTest/Structured-v0` observes at step `t` (its entries in key order:

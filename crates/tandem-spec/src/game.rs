@@ -83,6 +83,35 @@ pub struct Gymnasium {
     pub workers: usize,
     /// Seconds one step (or reset) of a worker may take before the run stops.
     pub step_timeout_s: f64,
+    /// Where the environment says which actions are valid, if it does.
+    pub action_mask: ActionMask,
+}
+
+/// Where a gymnasium environment gives its action mask: one 0/1 entry per action (per
+/// component's action, for a multi-discrete space), 1 where the action is valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActionMask {
+    /// No mask: every action is always valid.
+    #[default]
+    None,
+    /// `info["action_mask"]` of every reset and step (gymnasium's own convention, e.g. Taxi).
+    Info,
+    /// The `action_mask` entry of a Dict observation (PettingZoo's convention).
+    Observation,
+}
+
+impl ActionMask {
+    pub const ALL: [ActionMask; 3] = [ActionMask::None, ActionMask::Info, ActionMask::Observation];
+    pub const NAMES: &'static [&'static str] = &["none", "info", "observation"];
+
+    /// The name the user writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionMask::None => "none",
+            ActionMask::Info => "info",
+            ActionMask::Observation => "observation",
+        }
+    }
 }
 
 /// One value of a keyword argument (`make-args`), as Python receives it.

@@ -13,6 +13,6 @@ mod space;
 pub mod wrapper;
 
 pub use fit::{Family, GameFacts, Misfit};
-pub use game::{Game, GameInfo};
+pub use game::{ActionMask, Game, GameInfo};
 pub use space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 pub use wrapper::Wrapper;

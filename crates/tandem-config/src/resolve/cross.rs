@@ -102,6 +102,9 @@ impl CrossCheck<'_, '_> {
         }
         if let Game::Gymnasium(g) = &self.experiment.env.game {
             self.gymnasium_workers(g.workers);
+            if g.action_mask != ActionMask::None {
+                self.action_mask();
+            }
         }
         self.gains_need_orthogonal_init();
         self.recurrent_core();
@@ -789,6 +792,45 @@ impl CrossCheck<'_, '_> {
                 format!(
                     "each rank runs {per_rank} environments ({} over {world_text}) on its workers; use at most {per_rank} workers, or more envs",
                     e.env.envs
+                ),
+            );
+        }
+    }
+
+    /// An action mask is read by ppo's and a2c's categorical heads only, and it follows the
+    /// observation as its last entries, which normalize-obs would shift and keep-obs cut.
+    fn action_mask(&mut self) {
+        let e = self.experiment;
+        if self.ok(&["algorithm", "env.action-mask"])
+            && !matches!(e.algorithm, Algorithm::Ppo(_) | Algorithm::A2c(_))
+        {
+            self.report(
+                "config::inconsistent",
+                format!("{} does not take an action mask", e.algorithm.name()),
+                "env.action-mask",
+                "an action mask",
+                Some(("algorithm", "this algorithm")),
+                "action masks are applied to the categorical policies of ppo and a2c; use one of them, or action-mask \"none\"".into(),
+            );
+        }
+        let changes_mask = e
+            .env
+            .wrappers
+            .iter()
+            .find(|w| matches!(w, Wrapper::NormalizeObs { .. } | Wrapper::KeepObs { .. }));
+        if let Some(wrapper) = changes_mask
+            && self.ok(&["env.wrappers", "env.action-mask"])
+        {
+            self.report(
+                "config::inconsistent",
+                format!("wrapper `{}` would change the action mask", wrapper.name()),
+                "env.action-mask",
+                "the mask follows the observation",
+                Some(("env.wrappers", "these wrappers")),
+                format!(
+                    "the action mask is the observation's last entries, which `{}` would change; \
+                     normalise or select inside your environment instead",
+                    wrapper.name()
                 ),
             );
         }

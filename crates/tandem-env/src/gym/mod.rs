@@ -61,7 +61,7 @@ use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
 use tandem_spec::Wrapper;
 use tandem_spec::fit::{self, GameFacts};
-pub use tandem_spec::game::{Gymnasium, Scalar};
+pub use tandem_spec::game::{ActionMask, Gymnasium, Scalar};
 
 /// How this process runs a gymnasium environment's workers, beyond what the environment's
 /// settings ([`Gymnasium`]) say: not settings of the run, so not in the config.
@@ -92,6 +92,7 @@ pub(crate) struct Launch {
     pub step_timeout: Duration,
     pub log_prefix: String,
     pub render: bool,
+    pub action_mask: ActionMask,
 }
 
 impl Launch {
@@ -144,6 +145,7 @@ impl Launch {
             step_timeout,
             log_prefix: options.log_prefix.clone(),
             render: options.render,
+            action_mask: gym.action_mask,
         })
     }
 }
@@ -281,6 +283,7 @@ impl Pool {
                 "imports": gym.imports,
                 "make_args": gym.make_args,
                 "render": gym.render,
+                "action_mask": gym.action_mask.name(),
                 "lo": envs.start,
                 "hi": envs.end,
             });
@@ -306,6 +309,7 @@ impl Pool {
         })?;
         let (obs_space, obs_bytes) = observation_space(&gym.id, &hello["obs"])?;
         let action = action_kind(&gym.id, &hello["action"])?;
+        check_mask(&gym.id, gym.action_mask, &hello, &action)?;
         // Discrete actions travel as int64 (one per component), box actions as float32 values.
         let act_bytes = match &action {
             ActionSpace::Discrete { .. } => 8,
@@ -589,6 +593,37 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
     }
     let bytes = len * if space.dtype == Dtype::U8 { 1 } else { 4 };
     Ok((space, bytes))
+}
+
+/// The mask the worker appends to the observation has one entry per action (per
+/// component's action), as the policy's logits do.
+fn check_mask(
+    id: &str,
+    mask: ActionMask,
+    hello: &serde_json::Value,
+    action: &ActionSpace,
+) -> Result<(), EnvError> {
+    if mask == ActionMask::None {
+        return Ok(());
+    }
+    let logits = match action {
+        ActionSpace::Discrete { n } => *n,
+        ActionSpace::MultiDiscrete { nvec } => nvec.iter().sum(),
+        ActionSpace::Box { .. } => {
+            return Err(EnvError::Backend(format!(
+                "gymnasium `{id}`: action-mask \"{}\" needs Discrete or MultiDiscrete actions; the environment takes {}",
+                mask.name(),
+                hello["action"]["repr"].as_str().unwrap_or("?")
+            )));
+        }
+    };
+    let given = hello["mask"].as_u64().unwrap_or(0) as usize;
+    if given != logits {
+        return Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: its action mask has {given} entries, its actions ({action}) need {logits}"
+        )));
+    }
+    Ok(())
 }
 
 /// A JSON list of counts; anything else is an empty list.

@@ -4,7 +4,7 @@ tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observat
 actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
 one short line per request. Protocol (all lines end in a newline):
 
-  stdin, first line:   JSON {"id", "imports", "make_args", "render", "lo", "hi"}
+  stdin, first line:   JSON {"id", "imports", "make_args", "render", "action_mask", "lo", "hi"}
   reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
   stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "offsets": {...}}
   reply:               "k" or {"error": ...}
@@ -155,30 +155,110 @@ def one_hot(np, nvec, start, where):
     return encode
 
 
-def describe_obs(space, np):
+def describe_obs(space, np, mask="none", action_space=None):
     """A Box as it is; any other space as the flat float32 vector of its encoded entries,
-    with the encoders the worker writes it through."""
+    with the encoder the worker writes it through, encode(obs, info). With an action mask
+    (`mask` "info" or "observation") the observation is always encoded, and the mask follows
+    it as its last entries."""
+    if mask != "none":
+        return describe_masked(space, np, mask, action_space)
     if type(space).__name__ == "Box":
         return describe(space, np), None
     try:
         parts = entries(space, np, "")
     except Unencodable as e:
-        return {"kind": "other", "type": type(space).__name__, "repr": repr(space), "why": str(e)}, None
+        return refused(space, str(e)), None
+    return encoded(space, np, parts, lambda obs, info: obs, None)
+
+
+def refused(space, why):
+    return {"kind": "other", "type": type(space).__name__, "repr": repr(space), "why": why}
+
+
+def encoded(space, np, parts, features, masks):
+    """The description and encoder of `parts` (the entries of `space`, read from an
+    observation by `features(obs, info)`), then, with `masks` (length, read, source), the
+    mask."""
     encoders = [encode for *_, encode in parts]
 
-    def encode(x):
-        parts = [e(v) for e, v in zip(encoders, leaves(space, x))]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    def encode(obs, info):
+        values = [e(v) for e, v in zip(encoders, leaves(space, features(obs, info)))]
+        if masks is not None:
+            values.append(masks[1](obs, info))
+        return values[0] if len(values) == 1 else np.concatenate(values)
 
-    total = sum(length for _, _, _, length, _ in parts)
     listed = [{"path": p, "space": repr(s), "how": how, "len": length} for p, s, how, length, _ in parts]
-    return {
-        "kind": "encoded",
-        "dtype": "float32",
-        "shape": [total],
-        "entries": listed,
-        "repr": repr(space),
-    }, encode
+    mask_len = 0
+    if masks is not None:
+        mask_len = masks[0]
+        listed.append({"path": "action mask", "space": masks[2], "how": "0/1 values", "len": mask_len})
+    total = sum(entry["len"] for entry in listed)
+    description = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": listed, "repr": repr(space)}
+    return dict(description, mask=mask_len), encode
+
+
+def mask_components(action_space, np):
+    """The number of actions of each component a mask covers, or None for actions a mask
+    cannot cover (boxes)."""
+    name = type(action_space).__name__
+    if name == "Discrete":
+        return [int(action_space.n)]
+    if name == "MultiDiscrete" and len(action_space.shape) == 1:
+        return [int(n) for n in action_space.nvec]
+    if name == "MultiBinary" and len(action_space.shape) == 1:
+        return [2] * int(action_space.shape[0])
+    return None
+
+
+def describe_masked(space, np, mask, action_space):
+    components = mask_components(action_space, np)
+    if components is None:
+        # Reported by tandem with the action space (check_mask in gym/mod.rs).
+        description, _ = describe_obs(space, np)
+        return dict(description, mask=0), None
+    size = sum(components)
+    if mask == "observation":
+        if type(space).__name__ != "Dict" or "action_mask" not in space.spaces:
+            why = 'action-mask "observation" reads the `action_mask` entry of a Dict observation, and this observation has none'
+            return refused(space, why), None
+        import gymnasium
+
+        space = gymnasium.spaces.Dict({k: v for k, v in space.spaces.items() if k != "action_mask"})
+        features = lambda obs, info: {k: v for k, v in obs.items() if k != "action_mask"}
+        source, read = "observation['action_mask']", lambda obs, info: obs["action_mask"]
+    else:
+        features = lambda obs, info: obs
+        source, read = "info['action_mask']", lambda obs, info: info.get("action_mask") if isinstance(info, dict) else None
+    if type(space).__name__ == "Box" and is_image(space, np):
+        why = f"an action mask follows the observation as its last entries, so the observation must be a vector; this one is an image ({space!r})"
+        return refused(space, why), None
+    try:
+        parts = entries(space, np, "")
+    except Unencodable as e:
+        return refused(space, str(e)), None
+    return encoded(space, np, parts, features, (size, mask_reader(np, components, source, read), source))
+
+
+def mask_reader(np, components, source, read):
+    """read(obs, info) checked: one 0/1 entry per action, at least one valid action in each
+    component."""
+    size = sum(components)
+    bounds = np.cumsum([0] + components)
+
+    def values(obs, info):
+        given = read(obs, info)
+        if given is None:
+            raise ValueError(f"the environment gave no {source} (the experiment's action-mask says it does)")
+        m = np.asarray(given).reshape(-1)
+        if m.shape[0] != size or not np.all((m == 0) | (m == 1)):
+            raise ValueError(f"{source} must hold {size} values, each 0 or 1; it is {given!r}")
+        for k in range(len(components)):
+            if not m[bounds[k]:bounds[k + 1]].any():
+                which = f"component {k}" if len(components) > 1 else "the action"
+                raise ValueError(f"{source} leaves {which} no valid action: {given!r}")
+        return m.astype(np.float32)
+
+    return values
 
 
 def leaves(space, x):
@@ -238,7 +318,7 @@ def start(config):
             why = " (made with render_mode='rgb_array' to draw it)" if config["render"] else ""
             error("make", env=i, message=f"{type(e).__name__}: {e}{why}", traceback=traceback.format_exc())
             return None
-    obs, encode = describe_obs(envs[0].observation_space, np)
+    obs, encode = describe_obs(envs[0].observation_space, np, config["action_mask"], envs[0].action_space)
     act = describe(envs[0].action_space, np)
     for k, env in enumerate(envs[1:], config["lo"] + 1):
         if env.observation_space != envs[0].observation_space or env.action_space != envs[0].action_space:
@@ -254,6 +334,7 @@ def start(config):
             "numpy": np.__version__,
             "obs": obs,
             "action": act,
+            "mask": obs.get("mask", 0),
         }
     )
     return np, envs, obs, act, encode
@@ -301,8 +382,8 @@ class Batch:
         self.seeded = view("seeded", np.uint8, [n])
         self.seed = view("seed", np.uint64, [n])
 
-    def put(self, rows, i, obs):
-        rows[i] = obs if self.encode is None else self.encode(obs)
+    def put(self, rows, i, obs, info):
+        rows[i] = obs if self.encode is None else self.encode(obs, info)
 
     def action(self, i):
         # Copies: an environment may keep the action it was given.
@@ -319,13 +400,13 @@ def step(batch, envs, base, lo, hi):
     for i in range(lo, hi):
         env = envs[i - base]
         try:
-            obs, reward, terminated, truncated, _ = env.step(batch.action(i))
+            obs, reward, terminated, truncated, info = env.step(batch.action(i))
             if terminated or truncated:
-                batch.put(batch.final, i, obs)
-                obs, _ = env.reset()
+                batch.put(batch.final, i, obs, info)
+                obs, info = env.reset()
                 batch.ready[i] = 1
                 batch.seeded[i] = 0
-            batch.put(batch.obs, i, obs)
+            batch.put(batch.obs, i, obs, info)
         except Exception:
             error("step", env=i, traceback=traceback.format_exc())
             return
@@ -342,10 +423,10 @@ def reset(batch, envs, base, words):
         seed = None if words[k + 1] == "-" else int(words[k + 1])
         env = envs[i - base]
         try:
-            obs, _ = env.reset(seed=seed)
+            obs, info = env.reset(seed=seed)
             if seed is not None:
                 env.action_space.seed(seed)
-            batch.put(batch.obs, i, obs)
+            batch.put(batch.obs, i, obs, info)
         except Exception:
             error("reset", env=i, traceback=traceback.format_exc())
             return

@@ -164,7 +164,56 @@ class Structured(gym.Env):
         return self._obs(), 1.0, self.t >= self.length, False, {}
 
 
+class Masked(gym.Env):
+    """Discrete(4) actions, valid by turns: [1, 1, 0, 0] at even steps t, [0, 0, 1, 1] at odd
+    ones, given in `info["action_mask"]` or, with `source="observation"`, as the
+    `action_mask` entry of a Dict observation {"action_mask", "x": [t]}. The reward is 1 for a
+    valid action, -1 for an invalid one; ends after 5 steps. `fault` breaks the mask at step 2:
+    "missing", "long" (5 entries), "none-valid" (all 0), "two" (an entry of 2)."""
+
+    action_space = spaces.Discrete(4)
+
+    def __init__(self, source="info", fault=""):
+        self.source, self.fault = source, fault
+        x = spaces.Box(0, 100, (1,), np.float32)
+        if source == "observation":
+            self.observation_space = spaces.Dict({"action_mask": spaces.MultiBinary(4), "x": x})
+        else:
+            self.observation_space = x
+
+    def _mask(self):
+        mask = np.array([1, 1, 0, 0] if self.t % 2 == 0 else [0, 0, 1, 1], dtype=np.int8)
+        if self.t == 2:
+            mask = {
+                "missing": None,
+                "long": np.ones(5, dtype=np.int8),
+                "none-valid": np.zeros(4, dtype=np.int8),
+                "two": np.array([2, 1, 0, 0]),
+            }.get(self.fault, mask)
+        return mask
+
+    def _result(self):
+        x = np.array([self.t], dtype=np.float32)
+        mask = self._mask()
+        if self.source == "observation":
+            return {"action_mask": mask, "x": x}, {}
+        return x, ({} if mask is None else {"action_mask": mask})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._result()
+
+    def step(self, action):
+        valid = self._mask()[action] == 1
+        self.t += 1
+        obs, info = self._result()
+        return obs, 1.0 if valid else -1.0, self.t >= 5, False, info
+
+
 gym.register("TandemTest/Counter-v0", entry_point=Counter)
+gym.register("TandemTest/Masked-v0", entry_point=Masked)
+gym.register("TandemTest/BoxActions-v0", entry_point=lambda: Counter(act_space=spaces.Box(-1, 1, (2,))))
 gym.register("TandemTest/Structured-v0", entry_point=Structured)
 gym.register(
     "TandemTest/ImageInDict-v0",
