@@ -5,7 +5,7 @@
 //! minibatch's synchronised gradient is compared too: with Adam and a gradient clip the
 //! parameters hardly depend on the gradient's scale, so they alone would not show a DDP that
 //! summed where it should average. The same holds for multi-discrete actions (one categorical
-//! per component).
+//! per component) and for masked actions (ruled-out logits set to -1e8).
 
 mod common;
 
@@ -36,14 +36,62 @@ fn config(micro_batches: usize) -> tandem_config::Ppo {
     }
 }
 
-fn model(space: &ActionSpace) -> (VarStore, ActorCritic) {
+/// What the updates act in: the action space, and whether observations end with a mask.
+#[derive(Clone)]
+struct Case {
+    space: ActionSpace,
+    masked: bool,
+}
+
+impl Case {
+    /// The policy head's width, which a mask matches.
+    fn logits(&self) -> i64 {
+        match &self.space {
+            ActionSpace::Discrete { n } => *n as i64,
+            ActionSpace::MultiDiscrete { nvec } => nvec.iter().sum::<usize>() as i64,
+            ActionSpace::Box { .. } => unreachable!("this test's spaces are discrete"),
+        }
+    }
+
+    fn obs_len(&self) -> i64 {
+        if self.masked { 4 + self.logits() } else { 4 }
+    }
+}
+
+fn model(case: &Case) -> (VarStore, ActorCritic) {
     seeded(7, || {
         let vs = VarStore::new(Device::Cpu);
-        let spec =
-            ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init());
-        let m = ActorCritic::new(&vs.root(), &spec, &[4], space.clone()).unwrap();
+        let spec = ActorCriticSpec {
+            action_mask: case.masked,
+            ..ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init())
+        };
+        let m = ActorCritic::new(&vs.root(), &spec, &[case.obs_len()], case.space.clone()).unwrap();
         (vs, m)
     })
+}
+
+/// Masks `[GLOBAL, logits]` with a random half of the actions valid and, always, the stored
+/// `actions` (a policy only takes valid actions).
+fn masks_allowing(case: &Case, actions: &Tensor) -> Tensor {
+    let opts = (Kind::Float, Device::Cpu);
+    let mask = Tensor::rand([GLOBAL, case.logits()], opts)
+        .ge(0.5)
+        .to_kind(Kind::Float);
+    let columns = match &case.space {
+        ActionSpace::MultiDiscrete { nvec } => {
+            let offsets: Vec<i64> = nvec
+                .iter()
+                .scan(0i64, |at, &n| {
+                    let start = *at;
+                    *at += n as i64;
+                    Some(start)
+                })
+                .collect();
+            actions + Tensor::from_slice(&offsets).unsqueeze(0)
+        }
+        _ => actions.unsqueeze(1),
+    };
+    mask.scatter_value(1, &columns, 1.0)
 }
 
 /// `GLOBAL` random actions of `space`: `[GLOBAL]` indices, or `[GLOBAL, k]` for k components.
@@ -63,11 +111,16 @@ fn random_actions(space: &ActionSpace) -> Tensor {
 }
 
 /// The global batch of update `u`, rows [start, start + len).
-fn batch(u: usize, start: i64, len: i64, space: &ActionSpace) -> Batch {
+fn batch(u: usize, start: i64, len: i64, case: &Case) -> Batch {
     seeded(1000 + u as i64, || {
         let opts = (Kind::Float, Device::Cpu);
-        let obs = Tensor::randn([GLOBAL, 4], opts);
-        let actions = random_actions(space);
+        let features = Tensor::randn([GLOBAL, 4], opts);
+        let actions = random_actions(&case.space);
+        let obs = if case.masked {
+            Tensor::cat(&[features, masks_allowing(case, &actions)], 1)
+        } else {
+            features
+        };
         let log_probs = Tensor::randn([GLOBAL], opts) * 0.1 - 1.1;
         let values = Tensor::randn([GLOBAL], opts);
         let advantages = Tensor::randn([GLOBAL], opts) * 2.0 + 0.5;
@@ -100,25 +153,25 @@ fn params(vs: &VarStore) -> Vec<f32> {
 
 /// The model and its learner, built as the trainer builds them (the optimizer lays out the
 /// gradients that DDP then reduces).
-fn learner(micro_batches: usize, space: &ActionSpace) -> (VarStore, ActorCritic, Ppo) {
-    let (vs, model) = model(space);
+fn learner(micro_batches: usize, case: &Case) -> (VarStore, ActorCritic, Ppo) {
+    let (vs, model) = model(case);
     let ppo = Ppo::new(&vs, config(micro_batches), 0).unwrap();
     (vs, model, ppo)
 }
 
 fn train(
     (vs, model, mut ppo): (VarStore, ActorCritic, Ppo),
+    case: &Case,
     rank: Option<usize>,
     collective: &mut dyn Collective,
 ) -> (Vec<f32>, Vec<Vec<f32>>) {
-    let space = model.action_space().clone();
     let mut recorder = RecordGradients::new(collective);
     for u in 0..UPDATES {
         let (per_rank, whole) = plans(u);
         let (b, plan) = match rank {
-            None => (batch(u, 0, GLOBAL, &space), whole),
+            None => (batch(u, 0, GLOBAL, case), whole),
             Some(r) => (
-                batch(u, r as i64 * GLOBAL / 2, GLOBAL / 2, &space),
+                batch(u, r as i64 * GLOBAL / 2, GLOBAL / 2, case),
                 per_rank[r]
                     .iter()
                     .map(|e| e.iter().map(|t| t.shallow_clone()).collect())
@@ -132,14 +185,19 @@ fn train(
     (params(&vs), recorder.synced)
 }
 
-const THREE_ACTIONS: ActionSpace = ActionSpace::Discrete { n: 3 };
+fn three_actions() -> Case {
+    Case {
+        space: ActionSpace::Discrete { n: 3 },
+        masked: false,
+    }
+}
 
 #[test]
 fn ppo_split_over_two_real_ranks_equals_one_rank() {
     split_over_two_ranks(
         "ppo_split_over_two_real_ranks_equals_one_rank",
         1,
-        &THREE_ACTIONS,
+        &three_actions(),
     );
 }
 
@@ -150,27 +208,58 @@ fn micro_batches_on_two_real_ranks_equal_one_rank() {
     split_over_two_ranks(
         "micro_batches_on_two_real_ranks_equal_one_rank",
         4,
-        &THREE_ACTIONS,
+        &three_actions(),
     );
 }
 
 #[test]
 fn multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
-    let space = ActionSpace::MultiDiscrete {
-        nvec: vec![3, 2, 4].into(),
+    let case = Case {
+        space: ActionSpace::MultiDiscrete {
+            nvec: vec![3, 2, 4].into(),
+        },
+        masked: false,
     };
     split_over_two_ranks(
         "multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
         1,
-        &space,
+        &case,
     );
 }
 
-fn split_over_two_ranks(test: &str, micro_batches: usize, space: &ActionSpace) {
+#[test]
+fn masked_ppo_split_over_two_real_ranks_equals_one_rank() {
+    let case = Case {
+        space: ActionSpace::Discrete { n: 5 },
+        masked: true,
+    };
+    split_over_two_ranks(
+        "masked_ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &case,
+    );
+}
+
+#[test]
+fn masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
+    let case = Case {
+        space: ActionSpace::MultiDiscrete {
+            nvec: vec![3, 2].into(),
+        },
+        masked: true,
+    };
+    split_over_two_ranks(
+        "masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &case,
+    );
+}
+
+fn split_over_two_ranks(test: &str, micro_batches: usize, case: &Case) {
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();
-        let learner = learner(micro_batches, space);
+        let learner = learner(micro_batches, case);
         let mut ddp = Ddp::new(
             pg,
             learner.2.optimizer().parameters(),
@@ -181,7 +270,7 @@ fn split_over_two_ranks(test: &str, micro_batches: usize, space: &ActionSpace) {
         )
         .unwrap();
         assert!(ddp.bucket_count() > 1, "the test wants several buckets");
-        let (p, grads) = train(learner, Some(rank), &mut ddp);
+        let (p, grads) = train(learner, case, Some(rank), &mut ddp);
         ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
         print_params(&p);
         print_values("GRADS", &grads.concat());
@@ -190,14 +279,14 @@ fn split_over_two_ranks(test: &str, micro_batches: usize, space: &ActionSpace) {
     let outputs = run_two_ranks(test, 30_000, &[], Duration::from_secs(120));
     let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
     assert_eq!(p0, p1, "the two ranks hold different parameters");
-    let (one, one_grads) = train(learner(1, space), None, &mut Local);
+    let (one, one_grads) = train(learner(1, case), case, None, &mut Local);
     let (g0, g1) = (
         parse_values("GRADS", &outputs[0]),
         parse_values("GRADS", &outputs[1]),
     );
     assert_eq!(g0, g1, "the two ranks synchronised different gradients");
     assert_same_gradients(&g0, &one_grads, 1e-3);
-    let initial = params(&model(space).0);
+    let initial = params(&model(case).0);
     let mut max_diff = 0f32;
     for (a, b) in one.iter().zip(&p0) {
         max_diff = max_diff.max((a - b).abs());
