@@ -302,9 +302,10 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let ckpt = checkpoint::load(&path)?;
     let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
         anyhow!(
-            "the config stored in {} does not parse:\n{}",
+            "the config stored in {} does not parse:\n{}\n{}",
             path.display(),
-            d.render(false)
+            d.render(false),
+            tandem_config::OTHER_VERSION_HELP
         )
     })?;
     if tandem_config::config_hash(&experiment) != ckpt.config_hash {

@@ -871,9 +871,10 @@ fn check_resume_config(
     };
     let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
         anyhow::anyhow!(
-            "the config inside {} does not parse:\n{}",
+            "the config inside {} does not parse:\n{}\n{}",
             path.display(),
-            d.render(false)
+            d.render(false),
+            tandem_config::OTHER_VERSION_HELP
         )
     })?;
     run.devices = now.devices.clone();

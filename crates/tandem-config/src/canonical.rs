@@ -233,6 +233,10 @@ pub fn config_hash(e: &Experiment) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What to say when a checkpoint's stored config is not this tandem's canonical form: the
+/// usual cause is a tandem version that has settings this one lacks, or lacks this one's.
+pub const OTHER_VERSION_HELP: &str = "a checkpoint keeps the settings of the tandem that wrote it; one written by a version with other settings (one added since, or removed) does not read here: play or resume it with that version";
+
 /// Reads a canonical config back. It is checked like any experiment (includes are
 /// refused) and must be byte-identical to the canonical form of what it resolves to,
 /// so a worker can be sure it runs exactly what the launcher hashed.

@@ -32,7 +32,9 @@ pub use budget::{
     Bytes, Machine, MemoryEstimate, MemoryPart, memory_estimate, steps_run, update_formula,
     update_steps,
 };
-pub use canonical::{canonical_json, canonical_kdl, config_hash, parse_canonical};
+pub use canonical::{
+    OTHER_VERSION_HELP, canonical_json, canonical_kdl, config_hash, parse_canonical,
+};
 pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::*;
