@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     batch.reset();
     let space = batch.action_space().clone();
     let mut rng = Xoshiro256::new(1);
-    let mut discrete = vec![0i64; n];
+    let mut discrete = vec![0i64; n * if space.is_box() { 1 } else { space.dim() }];
     let mut boxed = vec![0f32; n * space.dim()];
     let mut step = |batch: &mut VecEnv| -> Result<(), tandem_env::EnvError> {
         match &space {
@@ -47,6 +47,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     *a = rng.uniform(f64::from(low[d]), f64::from(high[d])) as f32;
                 }
                 batch.step(&boxed)
+            }
+            ActionSpace::MultiDiscrete { nvec } => {
+                for (i, a) in discrete.iter_mut().enumerate() {
+                    *a = rng.below(nvec[i % nvec.len()] as u64) as i64;
+                }
+                batch.step(&discrete)
             }
         }
     };

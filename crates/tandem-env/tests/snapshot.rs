@@ -88,6 +88,15 @@ fn random_actions(rng: &mut Xoshiro256, envs: &VecEnv) -> Actions {
                 })
                 .collect(),
         ),
+        ActionSpace::MultiDiscrete { nvec } => Actions::Discrete(
+            (0..envs.num_envs())
+                .flat_map(|_| {
+                    nvec.iter()
+                        .map(|&n| rng.below(n as u64) as i64)
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        ),
     }
 }
 
