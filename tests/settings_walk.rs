@@ -300,6 +300,12 @@ const BASES: &[Base] = &[
         text: GYM_COUNTER,
         sets: &[],
     },
+    // A gymnasium environment that gives an action mask in its info (tests/gym_fixtures).
+    Base {
+        name: "gym-masked",
+        text: GYM_COUNTER,
+        sets: &["env.id=\"TandemTest/Masked-v0\""],
+    },
     Base {
         name: "ppo-2",
         text: CARTPOLE_PPO_2,
@@ -706,6 +712,10 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.step-timeout (gymnasium)",
             Change("gym-counter", &["env.step-timeout=7"]),
+        ),
+        (
+            "env.action-mask (gymnasium)",
+            Change("gym-masked", &["env.action-mask=info"]),
         ),
         ("env.envs", Change("cartpole-ppo", &["env.envs=2"])),
         ("env.wrappers", Change("cartpole-ppo", &["env.wrappers="])),
