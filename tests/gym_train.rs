@@ -621,25 +621,44 @@ fn workers_die_with_a_rank_killed_from_outside_mid_step() {
     assert_nothing_left(name, "(a worker outlived its killed rank)");
 }
 
+/// Trains `examples/gymnasium-package/<file>` as run `name` on `python`, quietly, with more
+/// `--set`s: the example package as a user runs it.
+fn train_example(
+    name: &str,
+    file: &str,
+    python: &Path,
+    sets: &[String],
+    limit: Duration,
+) -> (PathBuf, Ran) {
+    let run_dir = fresh_dir(name).join("run");
+    let experiment = root().join("examples/gymnasium-package").join(file);
+    let mut args = vec![
+        experiment.to_str().unwrap().to_string(),
+        "--quiet".into(),
+        "--run-dir".into(),
+        run_dir.to_str().unwrap().to_string(),
+        "--set".into(),
+        python_set(python),
+    ];
+    for set in sets {
+        args.extend(["--set".to_string(), set.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = tandem(name, &args, limit);
+    (run_dir, ran)
+}
+
 /// The worked example of docs/environments.md, run as a user would: the example package
 /// (examples/gymnasium-package, installed editable into the venv by scripts/gym-venv-setup.sh)
 /// registers its own id, and the run imports it first and learns it.
 #[test]
 fn the_example_package_trains_through_its_own_registered_id() {
     let Some(python) = venv_python() else { return };
-    let name = "example-package";
-    let run_dir = fresh_dir(name).join("run");
-    let experiment = root().join("examples/gymnasium-package/corridor.kdl");
-    let ran = tandem(
-        name,
-        &[
-            experiment.to_str().unwrap(),
-            "--quiet",
-            "--run-dir",
-            run_dir.to_str().unwrap(),
-            "--set",
-            &python_set(&python),
-        ],
+    let (run_dir, ran) = train_example(
+        "example-package",
+        "corridor.kdl",
+        &python,
+        &[],
         Duration::from_secs(120),
     );
     assert!(ran.success, "{}", ran.output);
@@ -663,20 +682,7 @@ fn the_example_package_trains_through_its_own_registered_id() {
 fn the_dials_example_learns_multi_discrete_actions_from_a_dict_observation() {
     let Some(python) = venv_python() else { return };
     let name = "example-dials";
-    let run_dir = fresh_dir(name).join("run");
-    let experiment = root().join("examples/gymnasium-package/dials.kdl");
-    let ran = tandem(
-        name,
-        &[
-            experiment.to_str().unwrap(),
-            "--quiet",
-            "--run-dir",
-            run_dir.to_str().unwrap(),
-            "--set",
-            &python_set(&python),
-        ],
-        Duration::from_secs(300),
-    );
+    let (run_dir, ran) = train_example(name, "dials.kdl", &python, &[], Duration::from_secs(300));
     assert!(ran.success, "{}", ran.output);
     let last20 = summary_number(&run_dir, "last_20_score_mean").unwrap();
     assert!(
@@ -698,23 +704,16 @@ fn the_dials_example_learns_multi_discrete_actions_from_a_dict_observation() {
 #[test]
 fn the_jammed_lock_learns_only_with_its_action_mask() {
     let Some(python) = venv_python() else { return };
-    let experiment = root().join("examples/gymnasium-package/dials-masked.kdl");
     let score = |name: &str, mask: &str, steps: u64| {
-        let run_dir = fresh_dir(name).join("run");
-        let ran = tandem(
+        let sets = [
+            format!("env.action-mask=\"{mask}\""),
+            format!("train.total-steps={steps}"),
+        ];
+        let (run_dir, ran) = train_example(
             name,
-            &[
-                experiment.to_str().unwrap(),
-                "--quiet",
-                "--run-dir",
-                run_dir.to_str().unwrap(),
-                "--set",
-                &python_set(&python),
-                "--set",
-                &format!("env.action-mask=\"{mask}\""),
-                "--set",
-                &format!("train.total-steps={steps}"),
-            ],
+            "dials-masked.kdl",
+            &python,
+            &sets,
             Duration::from_secs(300),
         );
         assert!(ran.success, "{}", ran.output);

@@ -1,6 +1,9 @@
 //! `env "gymnasium" { action-mask }`: what it resolves to, the canonical round trip, and a
 //! located error where a mask cannot be used.
 
+mod common;
+
+use common::only_error;
 use tandem_config::*;
 
 /// An experiment with `algorithm` and a gymnasium environment whose block ends with `env`.
@@ -36,25 +39,6 @@ fn the_mask_defaults_to_none_and_round_trips() {
     let diags = resolve(&text("ppo", "        action-mask \"obs\"\n"), &[]).unwrap_err();
     let d = diags.iter().next().unwrap();
     assert_eq!(d.code(), "config::unknown-value", "{}", d.message());
-}
-
-/// The one error of `source`: its code, line, label and help.
-fn only_error(source: &Source) -> (String, usize, String, String) {
-    let diags = resolve(source, &[]).unwrap_err();
-    let all: Vec<_> = diags.iter().collect();
-    assert_eq!(
-        all.len(),
-        1,
-        "{:?}",
-        all.iter().map(|d| d.message()).collect::<Vec<_>>()
-    );
-    let d = all[0];
-    (
-        d.code().to_string(),
-        d.line_column().expect("positioned").0,
-        d.label().unwrap_or_default().to_string(),
-        d.help().unwrap_or_default().to_string(),
-    )
 }
 
 #[test]

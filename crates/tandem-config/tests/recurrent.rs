@@ -1,6 +1,8 @@
 //! The settings of recurrent policies and of the keep-obs wrapper: what they resolve to, the
 //! canonical round trip, and a located error for every combination that cannot run.
 
+mod common;
+
 use tandem_config::*;
 
 fn text(body: &str) -> Source {
@@ -11,21 +13,7 @@ fn text(body: &str) -> Source {
 
 /// The one error `body` gives: its code, line, label and help.
 fn only_error(body: &str) -> (String, usize, String, String) {
-    let diags = resolve(&text(body), &[]).unwrap_err();
-    let all: Vec<_> = diags.iter().collect();
-    assert_eq!(
-        all.len(),
-        1,
-        "{:?}",
-        all.iter().map(|d| d.message()).collect::<Vec<_>>()
-    );
-    let d = all[0];
-    (
-        d.code().to_string(),
-        d.line_column().expect("positioned").0,
-        d.label().unwrap_or_default().to_string(),
-        d.help().unwrap_or_default().to_string(),
-    )
+    common::only_error(&text(body))
 }
 
 #[test]

@@ -479,12 +479,7 @@ fn an_action_mask_from_info_or_the_observation_follows_the_observation() {
             vec![5],
             "{source:?}: x, then 4 mask entries"
         );
-        let encoding = envs
-            .gym_info()
-            .unwrap()
-            .observation_encoding
-            .clone()
-            .unwrap();
+        let encoding = encoding(&envs);
         assert!(
             encoding.ends_with(&format!("`action mask` {read} 0/1 values at 1..5")),
             "{encoding}"
@@ -547,6 +542,14 @@ fn a_broken_or_missing_action_mask_names_what_is_wrong() {
     );
 }
 
+/// How the bridge says it encodes `envs`' structured observation.
+fn encoding(envs: &VecEnv) -> String {
+    let info = envs.gym_info().expect("a gymnasium VecEnv");
+    info.observation_encoding
+        .clone()
+        .expect("a structured observation")
+}
+
 /// The vector `TandemTest/Structured-v0` observes at step `t` (its entries in key order:
 /// flags, grid, pair, pos, vel).
 fn structured_at(t: usize) -> Vec<f32> {
@@ -567,12 +570,7 @@ fn structured_observations_arrive_as_one_hot_and_values_in_key_order() {
     let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "TandemTest/Structured-v0", 2)));
     let mut envs = VecEnv::new(&spec, &env_seeds(1, 0, 0, 3), 1).unwrap();
     assert_eq!(envs.obs_shape(), vec![17]);
-    let info = envs
-        .gym_info()
-        .unwrap()
-        .observation_encoding
-        .clone()
-        .unwrap();
+    let info = encoding(&envs);
     assert!(
         info.contains("as 17 floats: `flags` MultiBinary(2) 0/1 values at 0..2, `grid` MultiDiscrete([2 3]) one-hot per component at 2..7"),
         "{info}"
