@@ -46,11 +46,9 @@ struct Case {
 impl Case {
     /// The policy head's width, which a mask matches.
     fn logits(&self) -> i64 {
-        match &self.space {
-            ActionSpace::Discrete { n } => *n as i64,
-            ActionSpace::MultiDiscrete { nvec } => nvec.iter().sum::<usize>() as i64,
-            ActionSpace::Box { .. } => unreachable!("this test's spaces are discrete"),
-        }
+        self.space
+            .choices()
+            .expect("this test's spaces are discrete") as i64
     }
 
     fn obs_len(&self) -> i64 {

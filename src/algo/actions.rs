@@ -161,16 +161,12 @@ impl ActionBatch {
         match (self, src) {
             (ActionBatch::Discrete(d), ActionBatch::Discrete(s)) => d[to] = s[from],
             (ActionBatch::Box { dim, values }, ActionBatch::Box { values: s, .. }) => {
-                let d = *dim;
-                values[to * d..(to + 1) * d].copy_from_slice(&s[from * d..(from + 1) * d]);
+                row_mut(values, *dim, to).copy_from_slice(row(s, *dim, from));
             }
             (
                 ActionBatch::MultiDiscrete { dim, values },
                 ActionBatch::MultiDiscrete { values: s, .. },
-            ) => {
-                let d = *dim;
-                values[to * d..(to + 1) * d].copy_from_slice(&s[from * d..(from + 1) * d]);
-            }
+            ) => row_mut(values, *dim, to).copy_from_slice(row(s, *dim, from)),
             // Callers check kinds where the batches enter (push, sample's own storage).
             (dst, src) => unreachable!("copying {} into {}", src.kind(), dst.kind()),
         }
@@ -181,17 +177,22 @@ impl ActionBatch {
         match (self, src) {
             (ActionBatch::Discrete(d), ActionBatch::Discrete(s)) => d.push(s[from]),
             (ActionBatch::Box { dim, values }, ActionBatch::Box { values: s, .. }) => {
-                let d = *dim;
-                values.extend_from_slice(&s[from * d..(from + 1) * d]);
+                values.extend_from_slice(row(s, *dim, from));
             }
             (
                 ActionBatch::MultiDiscrete { dim, values },
                 ActionBatch::MultiDiscrete { values: s, .. },
-            ) => {
-                let d = *dim;
-                values.extend_from_slice(&s[from * d..(from + 1) * d]);
-            }
+            ) => values.extend_from_slice(row(s, *dim, from)),
             (dst, src) => unreachable!("appending {} to {}", src.kind(), dst.kind()),
         }
     }
+}
+
+/// Row `i` of row-major `values` of `dim` a row.
+fn row<T>(values: &[T], dim: usize, i: usize) -> &[T] {
+    &values[i * dim..(i + 1) * dim]
+}
+
+fn row_mut<T>(values: &mut [T], dim: usize, i: usize) -> &mut [T] {
+    &mut values[i * dim..(i + 1) * dim]
 }

@@ -145,6 +145,10 @@ impl MultiCategorical {
     pub fn from_logits(logits: &Tensor, nvec: &[i64]) -> Result<Self> {
         let width: i64 = nvec.iter().sum();
         ensure!(
+            !nvec.is_empty(),
+            "multi-categorical: needs at least one component"
+        );
+        ensure!(
             logits.size().last() == Some(&width),
             "multi-categorical: components of {nvec:?} actions need {width} logits a row, got shape {:?}",
             logits.size()
@@ -171,15 +175,13 @@ impl MultiCategorical {
             "multi-categorical: expected actions of shape [B, {k}], got {:?}",
             actions.size()
         );
-        let mut total: Option<Tensor> = None;
-        for (i, component) in self.components.iter().enumerate() {
-            let picked = component.log_prob(&actions.select(1, i as i64))?;
-            total = Some(match total {
-                Some(sum) => sum + picked,
-                None => picked,
-            });
-        }
-        Ok(total.expect("at least one component"))
+        let picked: Result<Vec<Tensor>> = (self.components.iter().enumerate())
+            .map(|(i, component)| component.log_prob(&actions.select(1, i as i64)))
+            .collect();
+        Ok(picked?
+            .into_iter()
+            .reduce(|sum, p| sum + p)
+            .expect("from_logits made at least one component"))
     }
 
     /// H = sum_i H_i.

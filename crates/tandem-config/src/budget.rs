@@ -222,11 +222,10 @@ fn networks(e: &Experiment, obs_len: f64) -> f64 {
     } else {
         features
     };
-    let actions = e.actions().map_or(1.0, |a| match a {
-        ActionSpace::Discrete { n } => n as f64,
-        ActionSpace::Box { low, .. } => 2.0 * low.len() as f64,
-        ActionSpace::MultiDiscrete { nvec } => nvec.iter().sum::<usize>() as f64,
-    });
+    // A categorical head has a logit per choice, a Gaussian a mean and a log-std per dimension.
+    let actions = e
+        .actions()
+        .map_or(1.0, |a| a.choices().unwrap_or(2 * a.dim()) as f64);
     let heads = (out + 1.0) * (actions + 1.0);
     let trained = 4.0 * F32;
     match &e.algorithm {

@@ -91,10 +91,7 @@ impl crate::snapshot::Persist for ActionSpace {
             }
             ActionSpace::MultiDiscrete { nvec } => {
                 out.push(2);
-                nvec.len().save(out);
-                for n in nvec.iter() {
-                    n.save(out);
-                }
+                nvec[..].save(out);
             }
         }
     }
@@ -116,14 +113,8 @@ impl crate::snapshot::Persist for ActionSpace {
                 }
             }
             2 => {
-                let mut len = 0usize;
-                len.load(input)?;
-                let mut nvec = Vec::new();
-                for _ in 0..len {
-                    let mut n = 0usize;
-                    n.load(input)?;
-                    nvec.push(n);
-                }
+                let mut nvec: Vec<usize> = Vec::new();
+                nvec.load(input)?;
                 ActionSpace::MultiDiscrete { nvec: nvec.into() }
             }
             other => {

@@ -237,6 +237,16 @@ impl ActionSpace {
         matches!(self, ActionSpace::Box { .. })
     }
 
+    /// The actions to choose among, summed over a multi-discrete space's components: what a
+    /// categorical policy has logits for and an action mask has entries for; `None` for a box.
+    pub fn choices(&self) -> Option<usize> {
+        match self {
+            ActionSpace::Discrete { n } => Some(*n),
+            ActionSpace::MultiDiscrete { nvec } => Some(nvec.iter().sum()),
+            ActionSpace::Box { .. } => None,
+        }
+    }
+
     /// Values in one action: the box's length, 1 for a discrete space (the index), the
     /// number of components of a multi-discrete space (an index each).
     pub fn dim(&self) -> usize {
@@ -331,6 +341,9 @@ mod tests {
         };
         assert_eq!(multi.to_string(), "2 discrete choices of [3, 2] actions");
         assert_eq!(multi.dim(), 2);
+        assert_eq!(multi.choices(), Some(5));
+        assert_eq!(ActionSpace::discrete(6).choices(), Some(6));
+        assert_eq!(ActionSpace::uniform_box(2, -1.0, 1.0).choices(), None);
         assert_eq!(
             ActionSpace::uniform_box(1, -2.0, 2.0).to_string(),
             "a box of 1 number in [-2, 2]"

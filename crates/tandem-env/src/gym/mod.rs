@@ -398,8 +398,9 @@ impl Pool {
                 Action::Discrete(a) => shm.write(l.act + i * 8, &(a as i64).to_ne_bytes()),
                 Action::Box(values) => shm.write_f32(l.act + i * l.act_bytes, values),
                 Action::MultiDiscrete(indices) => {
-                    let bytes: Vec<u8> = indices.iter().flat_map(|a| a.to_ne_bytes()).collect();
-                    shm.write(l.act + i * l.act_bytes, &bytes);
+                    for (c, a) in indices.iter().enumerate() {
+                        shm.write(l.act + i * l.act_bytes + 8 * c, &a.to_ne_bytes());
+                    }
                 }
             }
         }
@@ -606,18 +607,15 @@ fn check_mask(
     if mask == ActionMask::None {
         return Ok(());
     }
-    let logits = match action {
-        ActionSpace::Discrete { n } => *n,
-        ActionSpace::MultiDiscrete { nvec } => nvec.iter().sum(),
-        ActionSpace::Box { .. } => {
-            return Err(EnvError::Backend(format!(
-                "gymnasium `{id}`: action-mask \"{}\" needs Discrete or MultiDiscrete actions; the environment takes {}",
-                mask.name(),
-                hello["action"]["repr"].as_str().unwrap_or("?")
-            )));
-        }
+    let Some(logits) = action.choices() else {
+        return Err(EnvError::Backend(format!(
+            "gymnasium `{id}`: action-mask \"{}\" needs Discrete or MultiDiscrete actions; the environment takes {}",
+            mask.name(),
+            hello["action"]["repr"].as_str().unwrap_or("?")
+        )));
     };
-    let given = hello["mask"].as_u64().unwrap_or(0) as usize;
+    // The worker says how long the mask it appends is in the observation's description.
+    let given = hello["obs"]["mask"].as_u64().unwrap_or(0) as usize;
     if given != logits {
         return Err(EnvError::Backend(format!(
             "gymnasium `{id}`: its action mask has {given} entries, its actions ({action}) need {logits}"

@@ -155,13 +155,14 @@ def one_hot(np, nvec, start, where):
     return encode
 
 
-def describe_obs(space, np, mask="none", action_space=None):
+def describe_obs(space, np, mask="none", act=None):
     """A Box as it is; any other space as the flat float32 vector of its encoded entries,
     with the encoder the worker writes it through, encode(obs, info). With an action mask
-    (`mask` "info" or "observation") the observation is always encoded, and the mask follows
-    it as its last entries."""
+    (`mask` "info" or "observation", for the actions `act` describes) the observation is
+    always encoded, the mask follows it as its last entries, and the description says how
+    many ("mask")."""
     if mask != "none":
-        return describe_masked(space, np, mask, action_space)
+        return describe_masked(space, np, mask, act)
     if type(space).__name__ == "Box":
         return describe(space, np), None
     try:
@@ -175,48 +176,42 @@ def refused(space, why):
     return {"kind": "other", "type": type(space).__name__, "repr": repr(space), "why": why}
 
 
-def encoded(space, np, parts, features, masks):
+def encoded(space, np, parts, features, mask=None):
     """The description and encoder of `parts` (the entries of `space`, read from an
-    observation by `features(obs, info)`), then, with `masks` (length, read, source), the
-    mask."""
+    observation by `features(obs, info)`), then, with a `Mask`, the mask."""
     encoders = [encode for *_, encode in parts]
 
     def encode(obs, info):
         values = [e(v) for e, v in zip(encoders, leaves(space, features(obs, info)))]
-        if masks is not None:
-            values.append(masks[1](obs, info))
+        if mask is not None:
+            values.append(mask.values(obs, info))
         return values[0] if len(values) == 1 else np.concatenate(values)
 
     listed = [{"path": p, "space": repr(s), "how": how, "len": length} for p, s, how, length, _ in parts]
-    mask_len = 0
-    if masks is not None:
-        mask_len = masks[0]
-        listed.append({"path": "action mask", "space": masks[2], "how": "0/1 values", "len": mask_len})
+    if mask is not None:
+        listed.append({"path": "action mask", "space": mask.source, "how": "0/1 values", "len": mask.size})
     total = sum(entry["len"] for entry in listed)
     description = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": listed, "repr": repr(space)}
-    return dict(description, mask=mask_len), encode
+    return dict(description, mask=0 if mask is None else mask.size), encode
 
 
-def mask_components(action_space, np):
-    """The number of actions of each component a mask covers, or None for actions a mask
-    cannot cover (boxes)."""
-    name = type(action_space).__name__
-    if name == "Discrete":
-        return [int(action_space.n)]
-    if name == "MultiDiscrete" and len(action_space.shape) == 1:
-        return [int(n) for n in action_space.nvec]
-    if name == "MultiBinary" and len(action_space.shape) == 1:
-        return [2] * int(action_space.shape[0])
+def mask_components(act):
+    """The number of actions of each component a mask covers, read from the action space's
+    description; None for actions a mask cannot cover (boxes, and those tandem refuses)."""
+    if act["kind"] == "discrete":
+        return [act["n"]]
+    if act["kind"] == "multi-discrete":
+        return act["nvec"]
+    if act["kind"] == "multi-binary":
+        return [2] * act["n"]
     return None
 
 
-def describe_masked(space, np, mask, action_space):
-    components = mask_components(action_space, np)
+def describe_masked(space, np, mask, act):
+    components = mask_components(act)
     if components is None:
         # Reported by tandem with the action space (check_mask in gym/mod.rs).
-        description, _ = describe_obs(space, np)
-        return dict(description, mask=0), None
-    size = sum(components)
+        return describe_obs(space, np)
     if mask == "observation":
         if type(space).__name__ != "Dict" or "action_mask" not in space.spaces:
             why = 'action-mask "observation" reads the `action_mask` entry of a Dict observation, and this observation has none'
@@ -236,29 +231,32 @@ def describe_masked(space, np, mask, action_space):
         parts = entries(space, np, "")
     except Unencodable as e:
         return refused(space, str(e)), None
-    return encoded(space, np, parts, features, (size, mask_reader(np, components, source, read), source))
+    return encoded(space, np, parts, features, Mask(np, components, source, read))
 
 
-def mask_reader(np, components, source, read):
-    """read(obs, info) checked: one 0/1 entry per action, at least one valid action in each
-    component."""
-    size = sum(components)
-    bounds = np.cumsum([0] + components)
+class Mask:
+    """An action mask of `size` entries, one per action of each component, read from each
+    reset and step by read(obs, info) and checked: 0/1, at least one valid action in each
+    component. `source` names where it comes from, for the log and the errors."""
 
-    def values(obs, info):
-        given = read(obs, info)
+    def __init__(self, np, components, source, read):
+        self.np, self.components, self.source, self.read = np, components, source, read
+        self.size = sum(components)
+        self.bounds = np.cumsum([0] + components)
+
+    def values(self, obs, info):
+        np, source = self.np, self.source
+        given = self.read(obs, info)
         if given is None:
             raise ValueError(f"the environment gave no {source} (the experiment's action-mask says it does)")
         m = np.asarray(given).reshape(-1)
-        if m.shape[0] != size or not np.all((m == 0) | (m == 1)):
-            raise ValueError(f"{source} must hold {size} values, each 0 or 1; it is {given!r}")
-        for k in range(len(components)):
-            if not m[bounds[k]:bounds[k + 1]].any():
-                which = f"component {k}" if len(components) > 1 else "the action"
+        if m.shape[0] != self.size or not np.all((m == 0) | (m == 1)):
+            raise ValueError(f"{source} must hold {self.size} values, each 0 or 1; it is {given!r}")
+        for k in range(len(self.components)):
+            if not m[self.bounds[k]:self.bounds[k + 1]].any():
+                which = f"component {k}" if len(self.components) > 1 else "the action"
                 raise ValueError(f"{source} leaves {which} no valid action: {given!r}")
         return m.astype(np.float32)
-
-    return values
 
 
 def leaves(space, x):
@@ -318,8 +316,8 @@ def start(config):
             why = " (made with render_mode='rgb_array' to draw it)" if config["render"] else ""
             error("make", env=i, message=f"{type(e).__name__}: {e}{why}", traceback=traceback.format_exc())
             return None
-    obs, encode = describe_obs(envs[0].observation_space, np, config["action_mask"], envs[0].action_space)
     act = describe(envs[0].action_space, np)
+    obs, encode = describe_obs(envs[0].observation_space, np, config["action_mask"], act)
     for k, env in enumerate(envs[1:], config["lo"] + 1):
         if env.observation_space != envs[0].observation_space or env.action_space != envs[0].action_space:
             error("make", env=k, message="its spaces differ from the first environment's", traceback="")
@@ -334,7 +332,6 @@ def start(config):
             "numpy": np.__version__,
             "obs": obs,
             "action": act,
-            "mask": obs.get("mask", 0),
         }
     )
     return np, envs, obs, act, encode
