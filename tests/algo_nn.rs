@@ -9,7 +9,7 @@ use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, Init, InitSpec,
     MultiCategorical, NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
-use tandem_env::ActionSpace;
+use tandem_env::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -1074,24 +1074,48 @@ fn default_init_weights_are_uniform_within_sqrt_6_over_fan_in_separate_or_stacke
 
 #[test]
 fn from_experiment_maps_every_network_setting() {
-    let spec_built = |text: &str, built_gives_pixels: bool| {
+    let spec_built = |text: &str, built: ObsSpace| {
         let source = tandem_config::Source::Stdin(format!("experiment \"x\" {{\n{text}\n}}\n"));
         let resolved =
             tandem_config::resolve(&source, &[]).unwrap_or_else(|d| panic!("{}", d.render(false)));
-        ActorCriticSpec::from_experiment(&resolved.experiment, built_gives_pixels).unwrap()
+        ActorCriticSpec::from_experiment(&resolved.experiment, built).unwrap()
     };
-    let spec = |text: &str| spec_built(text, false);
+    let frames = ObsSpace::image(210, 160, 3, Layout::Hwc, Dtype::U8);
+    let vector = ObsSpace::vector(8, Dtype::F32);
+    let spec = |text: &str| spec_built(text, vector);
     // Where the config knows the observation it decides; a gymnasium environment's is known
     // once built, and the built space decides.
     let atari = r#"algorithm "ppo"
         env "atari-breakout"
         network "nature-cnn""#;
-    assert!(spec_built(atari, false).scale_pixels);
+    assert!(spec_built(atari, vector).scale_pixels);
     let gym = r#"algorithm "ppo"
         env "gymnasium" { id "ALE/Pong-v5"; }
         network "nature-cnn""#;
-    assert!(spec_built(gym, true).scale_pixels);
-    assert!(!spec_built(gym, false).scale_pixels);
+    assert!(spec_built(gym, frames).scale_pixels);
+    assert!(!spec_built(gym, vector).scale_pixels);
+    // An image torso on an image beside a vector reads both; the torso scales the image.
+    let beside = ObsSpace {
+        shape: ObsShape::ImageAndVector {
+            height: 36,
+            width: 40,
+            channels: 3,
+            vector: 5,
+        },
+        dtype: Dtype::F32,
+        frames: 1,
+    };
+    let joined = spec_built(gym, beside);
+    assert_eq!(
+        (joined.network, joined.scale_pixels),
+        (
+            NetworkSpec::ImageBesideVector {
+                image: Box::new(NetworkSpec::NatureCnn { features: 512 }),
+                shape: [3, 36, 40],
+            },
+            false
+        )
+    );
     let minatar = spec(
         r#"algorithm "ppo"
         env "minatar-breakout"

@@ -148,10 +148,7 @@ pub trait Learner {
 /// The network `experiment` declares for `envs` (pixel scaling decided by their built
 /// observation where the config cannot tell) and the observation shape it reads.
 pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriticSpec, Vec<i64>)> {
-    let spec = ActorCriticSpec::from_experiment(
-        experiment,
-        envs.env_observation_space().is_pixel_image(),
-    )?;
+    let spec = ActorCriticSpec::from_experiment(experiment, envs.env_observation_space())?;
     let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
     Ok((spec, obs_shape))
 }

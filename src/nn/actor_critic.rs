@@ -51,10 +51,7 @@ impl ActorCriticSpec {
     /// MinAtar net (its observations are already 0/1) nor MLPs.
     pub fn for_network(network: NetworkSpec, init: InitSpec) -> Self {
         let share_torso = network.is_image();
-        let scale_pixels = matches!(
-            network,
-            NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
-        );
+        let scale_pixels = network.reads_raw_pixels();
         ActorCriticSpec {
             network,
             share_torso,

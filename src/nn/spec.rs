@@ -2,7 +2,7 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{ActionMask, Experiment, Game, Network, Torso};
+use tandem_config::{ActionMask, Experiment, Game, Network, ObsSpace, Torso};
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::InitSpec;
@@ -12,26 +12,24 @@ use super::torso::NetworkSpec;
 impl ActorCriticSpec {
     /// The network `experiment` declares: its torso, shared or separate, its initialisation,
     /// and whether the network scales pixels (the Nature and IMPALA torsos reading raw 0..255
-    /// image frames do; MinAtar planes are already 0/1 and vectors are left alone). A DQN
-    /// learner takes the `network`, `init` and `scale_pixels` fields for its Q-network.
+    /// image frames do; MinAtar planes are already 0/1 and vectors are left alone). An image
+    /// torso on an image observed beside a vector reads both
+    /// ([`NetworkSpec::ImageBesideVector`]). A DQN learner takes the `network`, `init` and
+    /// `scale_pixels` fields for its Q-network.
     ///
-    /// `built_gives_pixels` says whether the built environments observe u8 images; it decides
-    /// only where the config cannot (a gymnasium environment's space is known once built).
-    pub fn from_experiment(
-        experiment: &Experiment,
-        built_gives_pixels: bool,
-    ) -> Result<ActorCriticSpec> {
+    /// `built` is what the built environments observe; it decides only where the config
+    /// cannot (a gymnasium environment's space is known once built).
+    pub fn from_experiment(experiment: &Experiment, built: ObsSpace) -> Result<ActorCriticSpec> {
         let config = &experiment.network;
-        let network = network_spec(&config.torso)?;
-        let pixels = match experiment.observation() {
-            Some(observation) => observation.is_pixel_image(),
-            None => built_gives_pixels,
+        let observation = experiment.observation().unwrap_or(built);
+        let network = match (network_spec(&config.torso)?, observation.image_entry()) {
+            (image, Some(entry)) if image.is_image() => NetworkSpec::ImageBesideVector {
+                image: Box::new(image),
+                shape: entry.shape.map(|d| d as i64),
+            },
+            (network, _) => network,
         };
-        let scale_pixels = pixels
-            && matches!(
-                network,
-                NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. }
-            );
+        let scale_pixels = observation.is_pixel_image() && network.reads_raw_pixels();
         Ok(ActorCriticSpec {
             network,
             share_torso: config.shared(),

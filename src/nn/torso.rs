@@ -43,6 +43,15 @@ pub enum NetworkSpec {
     /// conv, a 3x3 stride-2 max pool and two residual blocks; then ReLU, a fully connected layer
     /// of `hidden` units and ReLU.
     ImpalaResNet { channels: Vec<i64>, hidden: i64 },
+    /// An image torso (one of the above) over the image an observation holds beside a vector
+    /// ([`tandem_spec::ImageEntry`]: the row's first `C * H * W` values, channels first), whose
+    /// fully connected layer reads the vector's values after the image's flattened features.
+    /// The image's pixels are scaled by 1/255 where `image` reads raw pixels.
+    ImageBesideVector {
+        image: Box<NetworkSpec>,
+        /// `[C, H, W]`.
+        shape: [i64; 3],
+    },
 }
 
 impl NetworkSpec {
@@ -63,9 +72,19 @@ impl NetworkSpec {
         }
     }
 
-    /// Whether this torso reads images (and so expects `C x H x W`).
+    /// Whether this torso reads images (and so expects `C x H x W`, or an image beside a vector).
     pub fn is_image(&self) -> bool {
         !matches!(self, NetworkSpec::Mlp { .. })
+    }
+
+    /// Whether this torso reads raw 0..255 pixels, which it scales by 1/255: the Nature and
+    /// IMPALA torsos; not the MinAtar net (its observations are already 0/1) nor MLPs.
+    pub fn reads_raw_pixels(&self) -> bool {
+        match self {
+            NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. } => true,
+            NetworkSpec::ImageBesideVector { image, .. } => image.reads_raw_pixels(),
+            NetworkSpec::Mlp { .. } | NetworkSpec::MinAtarCnn { .. } => false,
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -74,6 +93,7 @@ impl NetworkSpec {
             NetworkSpec::NatureCnn { .. } => "nature-cnn",
             NetworkSpec::MinAtarCnn { .. } => "minatar-cnn",
             NetworkSpec::ImpalaResNet { .. } => "impala-resnet",
+            NetworkSpec::ImageBesideVector { image, .. } => image.name(),
         }
     }
 }
@@ -83,6 +103,38 @@ impl NetworkSpec {
 pub(crate) struct Torso {
     layers: Layers,
     output_dim: i64,
+    /// Where the image lies in a row that holds one beside a vector.
+    beside: Option<ImageSplit>,
+}
+
+/// How [`NetworkSpec::ImageBesideVector`] takes a row apart: the first `C * H * W` values are
+/// the image, the rest the vector the fully connected layer also reads.
+#[derive(Debug)]
+struct ImageSplit {
+    shape: [i64; 3],
+    /// 1/255 for a torso that reads raw pixels, else 1.
+    scale: f64,
+}
+
+impl ImageSplit {
+    fn image_len(&self) -> i64 {
+        self.shape.iter().product()
+    }
+
+    /// `[B, L]` rows to the `[B, C, H, W]` image (scaled) and the `[B, L - C*H*W]` vector.
+    fn split(&self, rows: &Tensor) -> (Tensor, Tensor) {
+        let image_len = self.image_len();
+        let [c, h, w] = self.shape;
+        let rows = rows.flatten(1, -1);
+        let vector_len = rows.size()[1] - image_len;
+        let image = rows.narrow(1, 0, image_len).reshape([-1, c, h, w]);
+        let image = if self.scale == 1.0 {
+            image
+        } else {
+            image * self.scale
+        };
+        (image, rows.narrow(1, image_len, vector_len))
+    }
 }
 
 #[derive(Debug)]
@@ -162,6 +214,21 @@ impl Torso {
         obs_shape: &[i64],
     ) -> Result<Torso> {
         check_obs_shape(spec.name(), obs_shape)?;
+        if let NetworkSpec::ImageBesideVector { image, shape } = spec {
+            return Torso::beside_vector(path, image, *shape, init, obs_shape);
+        }
+        Torso::plain(path, spec, init, obs_shape, 0)
+    }
+
+    /// The torso of `spec` (not an image beside a vector); an image torso's fully connected
+    /// layer reads `extra` more inputs after the image's features.
+    fn plain(
+        path: &nn::Path,
+        spec: &NetworkSpec,
+        init: &InitSpec,
+        obs_shape: &[i64],
+        extra: i64,
+    ) -> Result<Torso> {
         let image = || -> Result<[i64; 3]> {
             match obs_shape {
                 &[c, h, w] => Ok([c, h, w]),
@@ -187,22 +254,59 @@ impl Torso {
                         activation: *activation,
                     },
                     output_dim: inputs,
+                    beside: None,
                 })
             }
             NetworkSpec::NatureCnn { features } => {
                 check_positive(spec, "features", *features)?;
                 let convs = [[32, 8, 4], [64, 4, 2], [64, 3, 1]];
-                plain_conv(path, spec, image()?, &convs, *features, torso)
+                plain_conv(path, spec, image()?, &convs, (*features, extra), torso)
             }
             NetworkSpec::MinAtarCnn { channels, features } => {
                 check_positive(spec, "channels", *channels)?;
                 check_positive(spec, "features", *features)?;
-                plain_conv(path, spec, image()?, &[[*channels, 3, 1]], *features, torso)
+                let convs = [[*channels, 3, 1]];
+                plain_conv(path, spec, image()?, &convs, (*features, extra), torso)
             }
             NetworkSpec::ImpalaResNet { channels, hidden } => {
-                impala(path, spec, image()?, channels, *hidden, torso)
+                impala(path, spec, image()?, channels, (*hidden, extra), torso)
             }
+            NetworkSpec::ImageBesideVector { .. } => bail!(
+                "network {}: an image beside a vector holds one image torso, not another",
+                spec.name()
+            ),
         }
+    }
+
+    /// [`NetworkSpec::ImageBesideVector`]: `image`'s torso over the row's first `C * H * W`
+    /// values, its fully connected layer also reading the rest of the row.
+    fn beside_vector(
+        path: &nn::Path,
+        image: &NetworkSpec,
+        shape: [i64; 3],
+        init: &InitSpec,
+        obs_shape: &[i64],
+    ) -> Result<Torso> {
+        let split = ImageSplit {
+            shape,
+            scale: if image.reads_raw_pixels() {
+                1.0 / 255.0
+            } else {
+                1.0
+            },
+        };
+        let row: i64 = obs_shape.iter().product();
+        let vector = row - split.image_len();
+        ensure!(
+            image.is_image() && vector >= 0,
+            "network {}: observation rows of {row} values cannot hold a {shape:?} image",
+            image.name()
+        );
+        let torso = Torso::plain(path, image, init, &shape, vector)?;
+        Ok(Torso {
+            beside: Some(split),
+            ..torso
+        })
     }
 
     /// Width of the feature vector this torso produces.
@@ -210,10 +314,29 @@ impl Torso {
         self.output_dim
     }
 
-    /// `[B, ...obs_shape]` (already float and scaled) to `[B, output_dim]`. Shapes are checked
-    /// by the caller ([`super::ActorCritic`], [`super::QNetwork`]).
+    /// `[B, ...obs_shape]` (already float and scaled, but for an image beside a vector, which
+    /// this torso scales) to `[B, output_dim]`. Shapes are checked by the caller
+    /// ([`super::ActorCritic`], [`super::QNetwork`]).
     pub fn forward(&self, obs: &Tensor) -> Tensor {
-        match &self.layers {
+        match &self.beside {
+            None => self.layers.forward(obs, None),
+            Some(split) => {
+                let (image, vector) = split.split(obs);
+                self.layers.forward(&image, Some(&vector))
+            }
+        }
+    }
+}
+
+impl Layers {
+    /// The layers on `obs`; an image torso's fully connected layer reads `vector` after the
+    /// image's flattened features.
+    fn forward(&self, obs: &Tensor, vector: Option<&Tensor>) -> Tensor {
+        let joined = |features: Tensor| match vector {
+            Some(v) => Tensor::cat(&[features, v.shallow_clone()], 1),
+            None => features,
+        };
+        match self {
             Layers::Mlp {
                 linears,
                 activation,
@@ -237,7 +360,7 @@ impl Torso {
                 for conv in convs {
                     x = conv.forward(&x).relu();
                 }
-                fc.forward(&x.flatten(1, -1)).relu()
+                fc.forward(&joined(x.flatten(1, -1))).relu()
             }
             Layers::Impala { stages, fc } => {
                 let mut x = obs.shallow_clone();
@@ -248,20 +371,21 @@ impl Torso {
                         x = block.forward(&x);
                     }
                 }
-                fc.forward(&x.flatten(1, -1).relu()).relu()
+                fc.forward(&joined(x.flatten(1, -1).relu())).relu()
             }
         }
     }
 }
 
 /// Convolutions `[out_channels, kernel, stride]` (no padding), each followed by ReLU, then a
-/// fully connected layer of `features` units and ReLU: the Nature and MinAtar torsos.
+/// fully connected layer of `features` units and ReLU: the Nature and MinAtar torsos. The fully
+/// connected layer reads `extra` more inputs after the convolutions' features.
 fn plain_conv(
     path: &nn::Path,
     spec: &NetworkSpec,
     [c, mut h, mut w]: [i64; 3],
     shapes: &[[i64; 3]],
-    features: i64,
+    (features, extra): (i64, i64),
     init: LayerInit,
 ) -> Result<Torso> {
     let mut convs = Vec::with_capacity(shapes.len());
@@ -273,7 +397,7 @@ fn plain_conv(
         convs.push(conv(path / layer, channels, out, [kernel, stride, 0], init));
         channels = out;
     }
-    let fc = linear(path / "fc", channels * h * w, features, init);
+    let fc = linear(path / "fc", channels * h * w + extra, features, init);
     Ok(Torso {
         layers: Layers::PlainConv {
             convs,
@@ -281,16 +405,18 @@ fn plain_conv(
             channels_last: matches!(spec, NetworkSpec::NatureCnn { .. }),
         },
         output_dim: features,
+        beside: None,
     })
 }
 
-/// The IMPALA encoder: per entry of `channels` a conv, a max pool and two residual blocks.
+/// The IMPALA encoder: per entry of `channels` a conv, a max pool and two residual blocks; its
+/// fully connected layer reads `extra` more inputs after the stages' features.
 fn impala(
     path: &nn::Path,
     spec: &NetworkSpec,
     [c, mut h, mut w]: [i64; 3],
     channels: &[i64],
-    hidden: i64,
+    (hidden, extra): (i64, i64),
     init: LayerInit,
 ) -> Result<Torso> {
     ensure!(
@@ -316,10 +442,11 @@ fn impala(
         stages.push(ImpalaStage { conv, residual });
         inputs = out;
     }
-    let fc = linear(path / "fc", inputs * h * w, hidden, init);
+    let fc = linear(path / "fc", inputs * h * w + extra, hidden, init);
     Ok(Torso {
         layers: Layers::Impala { stages, fc },
         output_dim: hidden,
+        beside: None,
     })
 }
 
@@ -438,6 +565,53 @@ mod tests {
             x = conv.forward(&x).relu();
         }
         fc.forward(&x.flatten(1, -1)).relu()
+    }
+
+    /// The joined torso is the image torso on the row's first values (scaled, as its pixels
+    /// are), its dense layer reading the rest of the row after the convolutions' features.
+    #[test]
+    fn an_image_beside_a_vector_joins_the_image_features_before_the_dense_layer() {
+        tch::manual_seed(5);
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let init = InitSpec {
+            scheme: Init::Orthogonal,
+            torso_gain: 2f64.sqrt(),
+            policy_gain: 0.01,
+            value_gain: 1.0,
+        };
+        let spec = NetworkSpec::ImageBesideVector {
+            image: Box::new(NetworkSpec::NatureCnn { features: 16 }),
+            shape: [2, 36, 40],
+        };
+        let torso = Torso::new(&vs.root(), &spec, &init, &[2 * 36 * 40 + 3]).unwrap();
+        let f = (Kind::Float, tch::Device::Cpu);
+        let image = Tensor::rand([4, 2, 36, 40], f) * 255.0;
+        let vector = Tensor::rand([4, 3], f);
+        let rows = |v: &Tensor| Tensor::cat(&[image.flatten(1, -1), v.shallow_clone()], 1);
+        let joined = torso.forward(&rows(&vector));
+        let by_hand = {
+            let Layers::PlainConv { convs, fc, .. } = &torso.layers else {
+                panic!("a plain conv torso")
+            };
+            let mut x = &image / 255.0;
+            for conv in convs {
+                x = conv.forward(&x).relu();
+            }
+            fc.forward(&Tensor::cat(&[x.flatten(1, -1), vector.shallow_clone()], 1))
+                .relu()
+        };
+        assert_eq!(joined.size(), [4, 16]);
+        assert!(joined.allclose(&by_hand, 1e-4, 1e-5, false));
+        let moved = torso.forward(&rows(&(&vector + 1.0)));
+        assert!(
+            !moved.allclose(&joined, 1e-4, 1e-5, false),
+            "the vector is read"
+        );
+        let short = Torso::new(&vs.root(), &spec, &init, &[100]).unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "network nature-cnn: observation rows of 100 values cannot hold a [2, 36, 40] image"
+        );
     }
 
     /// The channels-last path computes the default layout's features and gradients, to float

@@ -1257,6 +1257,7 @@ impl Emit {
             && (matches!(
                 space.shape,
                 ObsShape::Vector { .. }
+                    | ObsShape::ImageAndVector { .. }
                     | ObsShape::Image {
                         layout: Layout::Chw,
                         ..
@@ -1264,9 +1265,9 @@ impl Emit {
             ) || space.is_single_channel_image());
         match space.shape {
             _ if direct => Emit::Direct,
-            ObsShape::Vector { len } => Emit::Convert {
+            ObsShape::Vector { .. } | ObsShape::ImageAndVector { .. } => Emit::Convert {
                 height: 1,
-                width: len,
+                width: space.len(),
                 channels: 1,
                 transpose: false,
             },

@@ -382,9 +382,8 @@ fn unsupported_spaces_are_refused_with_the_space_and_the_id() {
     let Some(python) = venv_python() else { return };
     for (id, words) in [
         (
-            "TandemTest/ImageInDict-v0",
-            "observation space Dict('frame': Box(0, 255, (4, 4, 3), uint8), 'x': Box(0.0, 1.0, (2,), float32)) \
-             is not supported: `frame` is an image",
+            "TandemTest/TwoPictures-v0",
+            "is not supported: it holds 2 images (`frame`, `glance`); tandem takes one image beside vectors",
         ),
         (
             "TandemTest/TextObs-v0",
@@ -589,6 +588,56 @@ fn structured_observations_arrive_as_one_hot_and_values_in_key_order() {
             assert_eq!(envs.final_obs_row(1), structured_at(7).as_slice());
         }
     }
+}
+
+/// The row `TandemTest/PictureBeside-v0` observes at step `t`: its frame channels first, then
+/// `a` one-hot and `z`.
+fn picture_beside_at(t: usize) -> Vec<f32> {
+    let mut row = Vec::new();
+    for c in 0..3 {
+        for h in 0..4 {
+            for w in 0..5 {
+                row.push(((t + 40 * h + 7 * w + 100 * c) % 256) as f32);
+            }
+        }
+    }
+    row.extend((0..3).map(|k| f32::from(k == t % 3)));
+    row.extend([t as f32, -1.0]);
+    row
+}
+
+#[test]
+fn an_image_beside_vectors_leads_the_row_channels_first() {
+    let Some(python) = venv_python() else { return };
+    let game = Game::Gymnasium(gym(&python, "TandemTest/PictureBeside-v0", 1));
+    let mut envs = VecEnv::new(&EnvSpec::new(game.clone()), &env_seeds(1, 0, 0, 2), 1).unwrap();
+    let space = envs.env_observation_space();
+    assert_eq!(
+        (
+            space.image_entry().map(|e| (e.shape, e.vector)),
+            envs.obs_shape()
+        ),
+        (Some(([3, 4, 5], 5)), vec![65])
+    );
+    let info = encoding(&envs);
+    assert!(
+        info.contains("as 65 floats: `frame` Box(0, 255, (4, 5, 3), uint8) pixels, channels first at 0..60, `a` Discrete(3) one-hot at 60..63, `z`"),
+        "{info}"
+    );
+    envs.reset();
+    for t in 0..8 {
+        let expected: Vec<f32> = (0..2).flat_map(|_| picture_beside_at(t % 6)).collect();
+        assert_eq!(envs.obs(), expected.as_slice(), "step {t}");
+        envs.step(&[0i64, 1]).unwrap();
+    }
+    // Stacking would interleave images and vectors, which no torso reads.
+    let stacked = EnvSpec::new(game).with(Wrapper::FrameStack { n: 2 });
+    let message = start_error(&stacked, 1);
+    assert!(
+        message.contains("stacks images or vectors, not an image beside a vector")
+            && message.contains("a 4x5 RGB image beside a vector of 5 floats"),
+        "{message}"
+    );
 }
 
 #[test]

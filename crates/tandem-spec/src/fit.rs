@@ -198,7 +198,7 @@ fn fits_input(wrapper: &Wrapper, game: &GameFacts, input: &ObsSpace) -> Result<O
             "max-pool needs image observations",
             format!("{}; write `max-pool=#false`", here()),
         )),
-        Wrapper::FrameStack { n } => Ok(stack(input, n as usize)),
+        Wrapper::FrameStack { n } => stack(input, n as usize, here),
         Wrapper::NormalizeObs { .. } if !input.is_vector() => Err(Misfit::input(
             "needs vector observations",
             format!("{}; networks scale images and planes themselves", here()),
@@ -268,7 +268,7 @@ fn resize(
 }
 
 /// `n` observations stacked: vectors end to end, images on the channel axis, channels first.
-fn stack(input: &ObsSpace, n: usize) -> ObsSpace {
+fn stack(input: &ObsSpace, n: usize, here: impl Fn() -> String) -> Result<ObsSpace, Misfit> {
     let stacked = match input.shape {
         ObsShape::Vector { len } => ObsSpace::vector(len * n, input.dtype),
         ObsShape::Image {
@@ -277,11 +277,20 @@ fn stack(input: &ObsSpace, n: usize) -> ObsSpace {
             channels,
             ..
         } => ObsSpace::image(height, width, channels * n, Layout::Chw, input.dtype),
+        ObsShape::ImageAndVector { .. } => {
+            return Err(Misfit::input(
+                "stacks images or vectors, not an image beside a vector",
+                format!(
+                    "{}; remove `frame-stack`, or stack in the environment (gymnasium's FrameStackObservation on the image entry)",
+                    here()
+                ),
+            ));
+        }
     };
-    ObsSpace {
+    Ok(ObsSpace {
         frames: input.frames * n,
         ..stacked
-    }
+    })
 }
 
 fn keep(input: &ObsSpace, mask: u64, here: impl Fn() -> String) -> Result<ObsSpace, Misfit> {
@@ -428,6 +437,36 @@ mod tests {
         );
         let planes = ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32);
         assert!(fits(&Wrapper::NormalizeObs { clip: 5.0 }, &game, &planes).is_err());
+        // An image beside a vector passes the wrappers that leave observations alone only.
+        let beside = ObsSpace {
+            shape: ObsShape::ImageAndVector {
+                height: 6,
+                width: 5,
+                channels: 3,
+                vector: 7,
+            },
+            dtype: Dtype::F32,
+            frames: 1,
+        };
+        let label = |w: Wrapper| match fits(&w, &game, &beside) {
+            Err(Misfit::Input { label, .. }) => label,
+            other => panic!("{w:?} on an image beside a vector: {other:?}"),
+        };
+        assert_eq!(
+            label(Wrapper::FrameStack { n: 2 }),
+            "stacks images or vectors, not an image beside a vector"
+        );
+        assert_eq!(
+            label(Wrapper::NormalizeObs { clip: 5.0 }),
+            "needs vector observations"
+        );
+        assert_eq!(
+            label(Wrapper::KeepObs { mask: 1 }),
+            "needs vector observations"
+        );
+        assert_eq!(label(Wrapper::Grayscale), "needs RGB image observations");
+        let limited = Wrapper::TimeLimit { max_steps: 9 };
+        assert_eq!(fits(&limited, &game, &beside), Ok(beside));
         assert!(
             fits(
                 &Wrapper::Resize {

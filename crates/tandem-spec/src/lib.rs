@@ -14,5 +14,5 @@ pub mod wrapper;
 
 pub use fit::{Family, GameFacts, Misfit};
 pub use game::{ActionMask, Game, GameInfo};
-pub use space::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
+pub use space::{ActionSpace, Dtype, ImageEntry, Layout, ObsShape, ObsSpace};
 pub use wrapper::Wrapper;

@@ -35,6 +35,15 @@ pub enum ObsShape {
         channels: usize,
         layout: Layout,
     },
+    /// An image observed beside a vector (a gymnasium Dict or Tuple with one u8 image entry
+    /// among entries the bridge encodes as floats): one f32 row holding the image's pixels
+    /// (0..=255) channels first, then the `vector` values.
+    ImageAndVector {
+        height: usize,
+        width: usize,
+        channels: usize,
+        vector: usize,
+    },
 }
 
 /// What an environment (or a wrapper chain) writes on every reset and step.
@@ -85,6 +94,13 @@ impl ObsSpace {
                 channels,
                 ..
             } => height * width * channels,
+            ObsShape::ImageAndVector {
+                height,
+                width,
+                channels,
+                vector,
+                ..
+            } => height * width * channels + vector,
         }
     }
 
@@ -93,16 +109,35 @@ impl ObsSpace {
     }
 
     /// The shape a network receives for this space: `[len]` for vectors, `[C, H, W]` for
-    /// images.
+    /// images, `[len]` for an image beside a vector (the image torsos find the image in the
+    /// row's first values through [`ObsSpace::image_entry`]).
     pub fn network_shape(&self) -> Vec<usize> {
         match self.shape {
             ObsShape::Vector { len } => vec![len],
+            ObsShape::ImageAndVector { .. } => vec![self.len()],
             ObsShape::Image {
                 height,
                 width,
                 channels,
                 ..
             } => vec![channels, height, width],
+        }
+    }
+
+    /// Where an image observed beside a vector lies in the row; `None` for any other
+    /// observation.
+    pub fn image_entry(&self) -> Option<ImageEntry> {
+        match self.shape {
+            ObsShape::ImageAndVector {
+                height,
+                width,
+                channels,
+                vector,
+            } => Some(ImageEntry {
+                shape: [channels, height, width],
+                vector,
+            }),
+            _ => None,
         }
     }
 
@@ -156,8 +191,30 @@ impl ObsSpace {
                     frames => format!("{frames} stacked {height}x{width} {color} images"),
                 }
             }
+            ObsShape::ImageAndVector {
+                height,
+                width,
+                channels,
+                vector,
+            } => {
+                let image = match channels {
+                    1 => "grayscale image".to_string(),
+                    3 => "RGB image".to_string(),
+                    c => format!("image of {c} channels"),
+                };
+                format!("a {height}x{width} {image} beside a vector of {vector} floats")
+            }
         }
     }
+}
+
+/// An image observed beside a vector, as the row holds it: the first `C * H * W` values are the
+/// image's pixels (0..=255) channels first, the `vector` values follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageEntry {
+    /// `[C, H, W]`.
+    pub shape: [usize; 3],
+    pub vector: usize,
 }
 
 impl fmt::Display for ObsSpace {
@@ -185,6 +242,15 @@ impl fmt::Display for ObsSpace {
             } => write!(
                 f,
                 "{dtype} image {channels}x{height}x{width} (channels x height x width)"
+            ),
+            ObsShape::ImageAndVector {
+                height,
+                width,
+                channels,
+                vector,
+            } => write!(
+                f,
+                "{dtype} image {channels}x{height}x{width} of 0..255 pixels (channels x height x width), then {vector} {dtype} values"
             ),
         }
     }
@@ -330,6 +396,37 @@ mod tests {
         assert_eq!(
             ObsSpace::vector(4, Dtype::F32).describe(),
             "a vector of 4 floats"
+        );
+        let beside = ObsSpace {
+            shape: ObsShape::ImageAndVector {
+                height: 6,
+                width: 5,
+                channels: 3,
+                vector: 7,
+            },
+            dtype: Dtype::F32,
+            frames: 1,
+        };
+        assert_eq!(
+            (beside.len(), beside.network_shape(), beside.image_entry()),
+            (
+                97,
+                vec![97],
+                Some(ImageEntry {
+                    shape: [3, 6, 5],
+                    vector: 7
+                })
+            )
+        );
+        assert!(!beside.is_image() && !beside.is_vector() && !beside.is_pixel_image());
+        assert_eq!(atari.image_entry(), None);
+        assert_eq!(
+            beside.describe(),
+            "a 6x5 RGB image beside a vector of 7 floats"
+        );
+        assert_eq!(
+            beside.to_string(),
+            "f32 image 3x6x5 of 0..255 pixels (channels x height x width), then 7 f32 values"
         );
     }
 

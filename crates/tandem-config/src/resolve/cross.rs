@@ -903,7 +903,8 @@ impl CrossCheck<'_, '_> {
             return;
         };
         let at_least = |side: usize| match obs.shape {
-            ObsShape::Image { height, width, .. } => height >= side && width >= side,
+            ObsShape::Image { height, width, .. }
+            | ObsShape::ImageAndVector { height, width, .. } => height >= side && width >= side,
             ObsShape::Vector { .. } => false,
         };
         let need = match &e.network.torso {

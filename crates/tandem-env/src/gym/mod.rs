@@ -15,13 +15,16 @@
 //! - Episode ends: the worker resets at once, keeping the last observation (VecEnv's
 //!   `final_obs`); terminated and truncated stay as gymnasium reports them. A reset that
 //!   tandem's own wrappers ask for (time-limit) is one more round trip for that worker.
-//! - Spaces: observations must be a `Box` of float32, float64 (sent as f32) or uint8; a
-//!   3-D uint8 box is a height x width x channels image, a 2-D uint8 box a one-channel
-//!   image (both go through the image wrappers like ALE frames), anything else is
-//!   flattened to a vector. `Discrete` observations are refused (wrap them into a `Box`,
-//!   e.g. one-hot, in a registered id of your own). Actions: `Discrete(n)` starting at 0.
-//!   Other spaces (Dict, Tuple, MultiDiscrete, MultiBinary, Text, Graph, ...) are refused
-//!   with the space and the id.
+//! - Spaces: a `Box` observation of float32, float64 (sent as f32) or uint8 is taken as it
+//!   is: a 3-D uint8 box is a height x width x channels image, a 2-D uint8 box a
+//!   one-channel image (both go through the image wrappers like ALE frames), anything else
+//!   is flattened to a vector. The worker encodes any other observation (`Discrete`,
+//!   `MultiDiscrete`, `MultiBinary`, `Dict` and `Tuple` of them and of boxes) into one f32
+//!   vector, led by the pixels of the one image a Dict or Tuple may hold, channels first
+//!   ([`ObsShape::ImageAndVector`]); an action mask follows as its last entries. Actions:
+//!   `Discrete(n)` starting at 0, a float box, a one-dimensional `MultiDiscrete` or
+//!   `MultiBinary`. Other spaces (two images, Text, Graph, ...) are refused with the space,
+//!   the entry and the id.
 //! - Wrappers that step the inner environment other than once per agent step
 //!   (noop-reset, fire-reset, frame-skip, episodic-life) or replace the agent's action
 //!   (sticky-actions) are refused: the batch was already stepped with the agent's actions.
@@ -54,7 +57,7 @@ use std::time::{Duration, Instant};
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
-    Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
+    Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsShape, ObsSpace,
 };
 use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
@@ -576,7 +579,9 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
         })
         .unwrap_or_default();
     let len: usize = shape.iter().product();
+    let image = &obs["image"];
     let space = match (obs["dtype"].as_str().unwrap_or(""), shape.as_slice()) {
+        _ if image.is_object() => image_and_vector(image, len),
         ("uint8", &[h, w, c]) => ObsSpace::image(h, w, c, ImageLayout::Hwc, Dtype::U8),
         ("uint8", &[h, w]) => ObsSpace::image(h, w, 1, ImageLayout::Hwc, Dtype::U8),
         ("uint8", _) => ObsSpace::vector(len, Dtype::U8),
@@ -594,6 +599,22 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
     }
     let bytes = len * if space.dtype == Dtype::U8 { 1 } else { 4 };
     Ok((space, bytes))
+}
+
+/// An encoded row led by an image entry: its `[C, H, W]` pixels, then the other entries.
+fn image_and_vector(image: &serde_json::Value, len: usize) -> ObsSpace {
+    let side = |key: &str| image[key].as_u64().unwrap_or(0) as usize;
+    let (height, width, channels) = (side("height"), side("width"), side("channels"));
+    ObsSpace {
+        shape: ObsShape::ImageAndVector {
+            height,
+            width,
+            channels,
+            vector: len.saturating_sub(height * width * channels),
+        },
+        dtype: Dtype::F32,
+        frames: 1,
+    }
 }
 
 /// The mask the worker appends to the observation has one entry per action (per

@@ -89,6 +89,10 @@ def describe(space, np):
     return {"kind": "other", "type": name, "repr": repr(space)}
 
 
+# How an image entry is encoded; the one image of a structured observation leads its row.
+IMAGE = "pixels, channels first"
+
+
 class Unencodable(Exception):
     """An observation entry tandem's flat vector cannot hold, with why and what to do."""
 
@@ -99,11 +103,12 @@ def is_image(space, np):
 
 
 def entries(space, np, path):
-    """The entries of a structured observation space in the order tandem's vector holds them:
+    """The entries of a structured observation space in the order the space lists them:
     (path, space, how, length, encode), where encode(value) gives length float32 values.
     Discrete values become one-hot, MultiDiscrete one-hot per component, MultiBinary and
-    vector boxes their values; Dict entries (in the space's key order) and Tuple entries
-    follow one another."""
+    vector boxes their values, an image (a uint8 box of 2 or 3 dimensions) its pixels
+    channels first; Dict entries (in the space's key order) and Tuple entries follow one
+    another."""
     name = type(space).__name__
     where = f"`{path}`" if path else "the observation"
     if name == "Dict":
@@ -120,10 +125,7 @@ def entries(space, np, path):
         n = int(np.prod(space.shape))
         return [(path, space, "0/1 values", n, values(np, n))]
     if name == "Box" and is_image(space, np):
-        raise Unencodable(
-            f"{where} is an image ({space!r}); tandem takes an image only as the whole observation: "
-            "observe it alone, or flatten it into a float32 Box in your environment"
-        )
+        return [(path, space, IMAGE, int(np.prod(space.shape)), image(np, space.shape))]
     if name == "Box" and (np.issubdtype(space.dtype, np.floating) or np.issubdtype(space.dtype, np.integer)):
         n = int(np.prod(space.shape))
         return [(path, space, "values", n, values(np, n))]
@@ -131,6 +133,17 @@ def entries(space, np, path):
         f"{where} is a {name} space ({space!r}); tandem encodes Box, Discrete, MultiDiscrete, "
         "MultiBinary, and Dict and Tuple of them"
     )
+
+
+def image(np, shape):
+    height, width = shape[0], shape[1]
+    channels = shape[2] if len(shape) == 3 else 1
+
+    def encode(x):
+        pixels = np.asarray(x, dtype=np.uint8).reshape(height, width, channels)
+        return pixels.transpose(2, 0, 1).astype(np.float32).reshape(-1)
+
+    return encode
 
 
 def values(np, n):
@@ -179,20 +192,42 @@ def refused(space, why):
 def encoded(space, np, parts, features, mask=None):
     """The description and encoder of `parts` (the entries of `space`, read from an
     observation by `features(obs, info)`), then, with a `Mask`, the mask."""
-    encoders = [encode for *_, encode in parts]
+    images = [i for i, part in enumerate(parts) if is_image_part(part)]
+    if len(images) > 1:
+        named = ", ".join(f"`{parts[i][0]}`" for i in images)
+        why = (
+            f"it holds {len(images)} images ({named}); tandem takes one image beside vectors: "
+            "stack them into one image entry in your environment, or observe one of them"
+        )
+        return refused(space, why), None
+    # The image, if any, leads the row: the image networks read it there.
+    order = images + [i for i in range(len(parts)) if i not in images]
+    encoders = [parts[i][-1] for i in order]
 
     def encode(obs, info):
-        values = [e(v) for e, v in zip(encoders, leaves(space, features(obs, info)))]
+        given = list(leaves(space, features(obs, info)))
+        values = [e(given[i]) for e, i in zip(encoders, order)]
         if mask is not None:
             values.append(mask.values(obs, info))
         return values[0] if len(values) == 1 else np.concatenate(values)
 
-    listed = [{"path": p, "space": repr(s), "how": how, "len": length} for p, s, how, length, _ in parts]
+    listed = [{"path": p, "space": repr(s), "how": how, "len": length} for p, s, how, length, _ in (parts[i] for i in order)]
     if mask is not None:
         listed.append({"path": "action mask", "space": mask.source, "how": "0/1 values", "len": mask.size})
     total = sum(entry["len"] for entry in listed)
     description = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": listed, "repr": repr(space)}
+    if images:
+        shape = parts[images[0]][1].shape
+        description["image"] = {
+            "height": int(shape[0]),
+            "width": int(shape[1]),
+            "channels": int(shape[2]) if len(shape) == 3 else 1,
+        }
     return dict(description, mask=0 if mask is None else mask.size), encode
+
+
+def is_image_part(part):
+    return part[2] == IMAGE
 
 
 def mask_components(act):

@@ -164,6 +164,47 @@ class Structured(gym.Env):
         return self._obs(), 1.0, self.t >= self.length, False, {}
 
 
+class PictureBeside(gym.Env):
+    """A Dict of a 4x5x3 uint8 frame between two vector entries in key order: a Discrete(3)
+    `a` holding t % 3, the frame, whose pixel (h, w, c) is (t + 40 h + 7 w + 100 c) % 256, and
+    a Box `z` [t, -1]. With `second`, a 2x2 uint8 `glance` image beside the frame. Ends
+    after 6 steps."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, second=False):
+        entries = {
+            "a": spaces.Discrete(3),
+            "frame": spaces.Box(0, 255, (4, 5, 3), np.uint8),
+            "z": spaces.Box(-10, 10, (2,), np.float32),
+        }
+        if second:
+            entries["glance"] = spaces.Box(0, 255, (2, 2), np.uint8)
+        self.observation_space = spaces.Dict(entries)
+        self.second = second
+
+    def _obs(self):
+        t = self.t
+        h, w, c = np.meshgrid(np.arange(4), np.arange(5), np.arange(3), indexing="ij")
+        obs = {
+            "a": t % 3,
+            "frame": ((t + 40 * h + 7 * w + 100 * c) % 256).astype(np.uint8),
+            "z": np.array([t, -1], dtype=np.float32),
+        }
+        if self.second:
+            obs["glance"] = np.zeros((2, 2), dtype=np.uint8)
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, self.t >= 6, False, {}
+
+
 class Masked(gym.Env):
     """Discrete(4) actions, valid by turns: [1, 1, 0, 0] at even steps t, [0, 0, 1, 1] at odd
     ones, given in `info["action_mask"]` or, with `source="observation"`, as the
@@ -215,12 +256,8 @@ gym.register("TandemTest/Counter-v0", entry_point=Counter)
 gym.register("TandemTest/Masked-v0", entry_point=Masked)
 gym.register("TandemTest/BoxActions-v0", entry_point=lambda: Counter(act_space=spaces.Box(-1, 1, (2,))))
 gym.register("TandemTest/Structured-v0", entry_point=Structured)
-gym.register(
-    "TandemTest/ImageInDict-v0",
-    entry_point=lambda: Counter(
-        obs_space=spaces.Dict({"frame": spaces.Box(0, 255, (4, 4, 3), np.uint8), "x": spaces.Box(0, 1, (2,))})
-    ),
-)
+gym.register("TandemTest/PictureBeside-v0", entry_point=PictureBeside)
+gym.register("TandemTest/TwoPictures-v0", entry_point=lambda: PictureBeside(second=True))
 gym.register("TandemTest/TextObs-v0", entry_point=lambda: Counter(obs_space=spaces.Text(5)))
 gym.register("TandemTest/Spawner-v0", entry_point=Spawner)
 gym.register("TandemTest/Drawn-v0", entry_point=Drawn)
