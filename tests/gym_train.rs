@@ -1011,6 +1011,61 @@ fn the_shipped_frozenlake_preset_reaches_the_goal_within_40k_steps() {
     );
 }
 
+/// `validate --deep` builds the torso for the built environment's observation and refuses, at
+/// the network's line, an image torso on vectors or on an image too small for its windows
+/// (beside a vector too); the shipped lamps example passes.
+#[test]
+fn validate_deep_refuses_a_network_the_built_observation_cannot_feed() {
+    let Some(python) = venv_python() else { return };
+    let dir = fresh_dir("validate-deep-network");
+    let validate = |name: &str, env: &str| {
+        let file = dir.join(name);
+        let text = format!(
+            "experiment \"x\" {{\n    algorithm \"ppo\"\n    env \"gymnasium\" {{\n{env}        python \"{}\"\n    }}\n    network \"nature-cnn\"\n}}\n",
+            python.display()
+        );
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["validate", "--deep"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, all) = validate("cartpole.kdl", "        id \"CartPole-v1\"\n");
+    assert_eq!(code, Some(1), "{all}");
+    for words in [
+        "host::network",
+        "network `nature-cnn` does not fit this environment's observations",
+        "cartpole.kdl:7:",
+        "got shape [4]",
+        "the environment observes a vector of 4 floats",
+    ] {
+        assert!(all.contains(words), "lacks `{words}`: {all}");
+    }
+    let small = "        id \"tandem_corridor/Lamps-v0\"\n        import \"tandem_corridor\"\n        make-args { size 20; }\n";
+    let (code, all) = validate("small-lamps.kdl", small);
+    assert_eq!(code, Some(1), "{all}");
+    let all = all.split_whitespace().collect::<Vec<_>>().join(" ");
+    for words in [
+        "the input to conv2 is 1 pixels wide",
+        "the environment observes a 20x20 grayscale image beside a vector of 2 floats",
+    ] {
+        assert!(all.contains(words), "lacks `{words}`: {all}");
+    }
+    let lamps = root().join("examples/gymnasium-package/lamps.kdl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["validate", "--deep"])
+        .arg(&lamps)
+        .args(["--set", &python_set(&python)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// `validate --deep` builds one environment and refuses an algorithm that cannot act in it,
 /// at the algorithm's line (SAC on CartPole's discrete actions); without `--deep` nothing is
 /// started and the file is valid.

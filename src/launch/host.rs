@@ -1,7 +1,8 @@
 //! What a resolved experiment needs of this build and this machine, which the resolver does not
 //! look at (a resolution is a function of its files): CUDA compiled in and GPUs here, the
 //! gymnasium interpreter, and, with `deep`, a gymnasium environment's action space against the
-//! algorithm, which only building the environment tells. `tandem validate` reports these at the
+//! algorithm and its observation against the network, which only building the environment
+//! tells. `tandem validate` reports these at the
 //! setting's line, so it accepts nothing that `train` refuses at once.
 
 use std::path::Path;
@@ -16,7 +17,7 @@ pub fn findings(resolved: &Resolved, deep: bool) -> Vec<Diagnostic> {
     found.extend(interpreter(resolved));
     let failed = found.iter().any(|d| d.severity() == Severity::Error);
     if deep && !failed {
-        found.extend(action_space(resolved));
+        found.extend(built(resolved));
     }
     found
 }
@@ -98,12 +99,12 @@ fn why_not_a_program(name: &str) -> Option<&'static str> {
     (!found).then_some("not found on PATH")
 }
 
-/// Builds one gymnasium environment and checks its action space against the algorithm (the
-/// resolver does this for the games it knows).
-fn action_space(resolved: &Resolved) -> Option<Diagnostic> {
+/// Builds one gymnasium environment and checks its action space against the algorithm and its
+/// observation against the network (the resolver does both for the games it knows).
+fn built(resolved: &Resolved) -> Vec<Diagnostic> {
     let e = &resolved.experiment;
     if !matches!(e.env.game, Game::Gymnasium(_)) {
-        return None;
+        return Vec::new();
     }
     let bridge = BridgeOptions {
         log_prefix: "validate ".into(),
@@ -113,16 +114,24 @@ fn action_space(resolved: &Resolved) -> Option<Diagnostic> {
     let envs = match VecEnv::with_bridge(&crate::train::envs::env_spec(e), &seeds, 1, &bridge) {
         Ok(envs) => envs,
         Err(error) => {
-            return Some(resolved.finding_at(
+            return vec![resolved.finding_at(
                 Severity::Error,
                 "env.id",
                 "host::env",
                 "the environment cannot be built here",
                 &error.to_string(),
                 "`tandem validate --deep` builds one environment as a rank would",
-            ));
+            )];
         }
     };
+    action_space(resolved, &envs)
+        .into_iter()
+        .chain(network(resolved, &envs))
+        .collect()
+}
+
+fn action_space(resolved: &Resolved, envs: &VecEnv) -> Option<Diagnostic> {
+    let e = &resolved.experiment;
     let space = envs.action_space();
     let refusal = crate::algo::build::takes_the_action_space(&e.algorithm, space).err()?;
     Some(resolved.finding_at(
@@ -132,5 +141,34 @@ fn action_space(resolved: &Resolved) -> Option<Diagnostic> {
         format!("{} cannot act in this environment", e.algorithm.name()),
         &format!("the environment takes {space}"),
         format!("{refusal:#}"),
+    ))
+}
+
+/// The network's torso built, on the CPU, for the environment's observation: an image torso on
+/// vectors, or on an image too small for its windows, is refused at the network's line.
+fn network(resolved: &Resolved, envs: &VecEnv) -> Option<Diagnostic> {
+    let e = &resolved.experiment;
+    let observation = envs.env_observation_space();
+    let fits = || -> anyhow::Result<()> {
+        let spec = crate::nn::ActorCriticSpec::from_experiment(e, observation)?;
+        let shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
+        let store = tch::nn::VarStore::new(tch::Device::Cpu);
+        crate::nn::Torso::new(&store.root(), &spec.network, &spec.init, &shape)?;
+        Ok(())
+    };
+    let refusal = fits().err()?;
+    Some(resolved.finding_at(
+        Severity::Error,
+        "network",
+        "host::network",
+        format!(
+            "network `{}` does not fit this environment's observations",
+            e.network.torso.name()
+        ),
+        &format!("{refusal:#}"),
+        format!(
+            "after its wrappers, the environment observes {}",
+            observation.describe()
+        ),
     ))
 }

@@ -32,6 +32,7 @@ pub use q_network::{QHead, QNetwork};
 pub use recurrent::{Core, CoreSpec};
 pub use sac::{ActorSample, QInput, QMlp, SquashedGaussianActor, tanh_log_det};
 pub use td3::DeterministicActor;
+pub(crate) use torso::Torso;
 pub use torso::{Activation, NetworkSpec};
 
 use tch::Tensor;
