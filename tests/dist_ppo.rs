@@ -5,7 +5,8 @@
 //! minibatch's synchronised gradient is compared too: with Adam and a gradient clip the
 //! parameters hardly depend on the gradient's scale, so they alone would not show a DDP that
 //! summed where it should average. The same holds for multi-discrete actions (one categorical
-//! per component) and for masked actions (ruled-out logits set to -1e8).
+//! per component), for masked actions (ruled-out logits set to -1e8) and for an image observed
+//! beside a vector (an image torso whose dense layer reads the vector too).
 
 mod common;
 
@@ -36,12 +37,16 @@ fn config(micro_batches: usize) -> tandem_config::Ppo {
     }
 }
 
-/// What the updates act in: the action space, and whether observations end with a mask.
+/// What the updates act in: the action space, whether observations end with a mask, and
+/// whether they begin with a 1x5x5 image of pixels (read by a small image torso).
 #[derive(Clone)]
 struct Case {
     space: ActionSpace,
     masked: bool,
+    image: bool,
 }
+
+const IMAGE: [i64; 3] = [1, 5, 5];
 
 impl Case {
     /// The policy head's width, which a mask matches.
@@ -52,7 +57,26 @@ impl Case {
     }
 
     fn obs_len(&self) -> i64 {
-        if self.masked { 4 + self.logits() } else { 4 }
+        let image = if self.image {
+            IMAGE.iter().product()
+        } else {
+            0
+        };
+        let mask = if self.masked { self.logits() } else { 0 };
+        image + 4 + mask
+    }
+
+    fn network(&self) -> NetworkSpec {
+        if !self.image {
+            return NetworkSpec::default_mlp();
+        }
+        NetworkSpec::ImageBesideVector {
+            image: Box::new(NetworkSpec::MinAtarCnn {
+                channels: 8,
+                features: 32,
+            }),
+            shape: IMAGE,
+        }
     }
 }
 
@@ -61,7 +85,7 @@ fn model(case: &Case) -> (VarStore, ActorCritic) {
         let vs = VarStore::new(Device::Cpu);
         let spec = ActorCriticSpec {
             action_mask: case.masked,
-            ..ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init())
+            ..ActorCriticSpec::for_network(case.network(), common::orthogonal_init())
         };
         let m = ActorCritic::new(&vs.root(), &spec, &[case.obs_len()], case.space.clone()).unwrap();
         (vs, m)
@@ -112,7 +136,11 @@ fn random_actions(space: &ActionSpace) -> Tensor {
 fn batch(u: usize, start: i64, len: i64, case: &Case) -> Batch {
     seeded(1000 + u as i64, || {
         let opts = (Kind::Float, Device::Cpu);
-        let features = Tensor::randn([GLOBAL, 4], opts);
+        let mut features = Tensor::randn([GLOBAL, 4], opts);
+        if case.image {
+            let pixels = Tensor::randint(256, [GLOBAL, IMAGE.iter().product()], opts);
+            features = Tensor::cat(&[pixels, features], 1);
+        }
         let actions = random_actions(&case.space);
         let obs = if case.masked {
             Tensor::cat(&[features, masks_allowing(case, &actions)], 1)
@@ -187,6 +215,7 @@ fn three_actions() -> Case {
     Case {
         space: ActionSpace::Discrete { n: 3 },
         masked: false,
+        image: false,
     }
 }
 
@@ -217,6 +246,7 @@ fn multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
             nvec: vec![3, 2, 4].into(),
         },
         masked: false,
+        image: false,
     };
     split_over_two_ranks(
         "multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
@@ -230,6 +260,7 @@ fn masked_ppo_split_over_two_real_ranks_equals_one_rank() {
     let case = Case {
         space: ActionSpace::Discrete { n: 5 },
         masked: true,
+        image: false,
     };
     split_over_two_ranks(
         "masked_ppo_split_over_two_real_ranks_equals_one_rank",
@@ -245,9 +276,26 @@ fn masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
             nvec: vec![3, 2].into(),
         },
         masked: true,
+        image: false,
     };
     split_over_two_ranks(
         "masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &case,
+    );
+}
+
+/// A gymnasium Dict of an image and vectors, with an action mask after them: the row the
+/// bridge makes of it, read by the image torso with the vector joining its dense layer.
+#[test]
+fn image_beside_a_vector_ppo_split_over_two_real_ranks_equals_one_rank() {
+    let case = Case {
+        space: ActionSpace::Discrete { n: 4 },
+        masked: true,
+        image: true,
+    };
+    split_over_two_ranks(
+        "image_beside_a_vector_ppo_split_over_two_real_ranks_equals_one_rank",
         1,
         &case,
     );
