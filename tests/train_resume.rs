@@ -339,6 +339,7 @@ fn a_new_run_in_a_directory_holding_a_run_is_refused() {
     let all = text(&again);
     for way in [
         "already holds a run",
+        "scalars.jsonl",
         "--resume ",
         "--resume-if-exists",
         "a new --run-dir",
@@ -393,6 +394,9 @@ fn a_new_run_in_a_directory_holding_a_run_is_refused() {
             .len(),
         1
     );
+    // The attempt started over: its scalar lines begin again, once.
+    let lines = std::fs::read_to_string(empty.join("scalars.jsonl")).unwrap();
+    assert_eq!(lines.matches("\"run/restarts\"").count(), 1, "{lines}");
 }
 
 /// Ranks vote on the checkpoint they resume from: here rank 1 reads its own copy of the run, in
@@ -537,5 +541,32 @@ fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
             a, b,
             "with {groups}, the resumed run's parameters differ from the uninterrupted run's"
         );
+        // scalars.jsonl tells the same episodes, step by step, across the resume.
+        let (a, b) = (episode_lines(&whole), episode_lines(&parts));
+        assert!(a.len() > 20 && a.last().unwrap().0 > 8192, "{a:?}");
+        assert_eq!(
+            a, b,
+            "with {groups}, the resumed run's scalar lines differ from the uninterrupted run's"
+        );
     }
+}
+
+/// The episodes of `run_dir/scalars.jsonl`: each line's step and its `episode/score_*` and
+/// `episode/length_mean` (an interval's line, with the recent mean, falls where the run's last
+/// update does, so a run stopped early has one more).
+fn episode_lines(run_dir: &Path) -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let episodes: Vec<String> = v
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| k.starts_with("episode/score_") || *k == "episode/length_mean")
+                .map(|(k, x)| format!("{k}={x}"))
+                .collect();
+            (!episodes.is_empty()).then(|| (v["step"].as_u64().unwrap(), episodes.join(" ")))
+        })
+        .collect()
 }

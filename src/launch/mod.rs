@@ -237,6 +237,10 @@ fn existing_run(req: &LaunchRequest) -> Result<Existing> {
     if !events.is_empty() {
         found.push(format!("{} TensorBoard event file(s)", events.len()));
     }
+    let lines = crate::train::SCALAR_LINES;
+    if dir.join(lines).exists() {
+        found.push(lines.to_string());
+    }
     if found.is_empty() {
         return Ok(Existing::Nothing);
     }

@@ -13,6 +13,8 @@ pub mod report;
 mod run;
 pub mod update_bench;
 
+pub use report::SCALAR_LINES;
+
 use std::path::PathBuf;
 
 use anyhow::Result;

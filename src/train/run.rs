@@ -16,7 +16,6 @@ use tch::{Device, Tensor};
 
 use tandem_config::{CheckpointUnit, Experiment, IntervalUnit};
 use tandem_env::VecEnv;
-use tandem_summary::SummaryWriter;
 
 use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
@@ -24,7 +23,7 @@ use super::envs::{
     make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, sync_normalizers,
 };
 use super::metrics::{self, Episode, RecentEpisodes};
-use super::report::{RunSummary, open_summaries, process_cpu_seconds, write_summary};
+use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
 use crate::algo::learner::{Counters, Learner, Limits, Phases, Resumed, Round};
@@ -62,7 +61,7 @@ struct Run {
     counters: Counters,
     limits: Limits,
     recent: RecentEpisodes,
-    writer: Option<SummaryWriter>,
+    summaries: Summaries,
     console: Console,
     interval: LogInterval,
     loop_start: (Instant, u64, f64),
@@ -151,10 +150,9 @@ impl Run {
             None => (Counters::default(), 0),
         };
         let step = counters.global_step;
-        let mut writer = open_summaries(&exp, rank, &run_dir, &hash, step)?;
-        if let Some(w) = writer.as_mut() {
-            w.scalars(step as i64, &[("run/restarts", restarts as f64)])?;
-        }
+        let mut summaries =
+            Summaries::open(&exp, rank, &run_dir, &hash, (step, resumed.is_some()))?;
+        summaries.scalars(step, &[("run/restarts", restarts as f64)])?;
         if !resumed.as_ref().is_some_and(|r| r.envs_restored) {
             envs.reset();
         }
@@ -177,7 +175,7 @@ impl Run {
             counters,
             limits,
             recent,
-            writer,
+            summaries,
         })
     }
 
@@ -299,9 +297,7 @@ impl Run {
         } else {
             None
         };
-        if let Some(w) = self.writer.as_mut() {
-            write_episode_scalars(w, step, episodes)?;
-        }
+        write_episode_scalars(&mut self.summaries, step, episodes)?;
         if let Some(rates) = per_rank_rate {
             self.write_interval_scalars(before, secs, rates)?;
         }
@@ -327,9 +323,9 @@ impl Run {
         secs: f64,
         rates: (f64, f64, f64),
     ) -> Result<()> {
-        let Some(w) = self.writer.as_mut() else {
+        if !self.summaries.written_here() {
             return Ok(());
-        };
+        }
         let step = self.counters.global_step;
         let mut s = self.learner.scalars();
         s.push((
@@ -353,9 +349,10 @@ impl Run {
         }
         let mut all: Vec<(&str, f64)> = s.iter().map(|(k, v)| (*k, *v)).collect();
         all.extend(phases.iter().map(|(k, v)| (k.as_str(), *v)));
-        w.scalars(step as i64, &all)?;
+        self.summaries.scalars(step, &all)?;
         if let Some(every) = self.exp.log.histogram_every
             && crossed(before.update, self.counters.update, every)
+            && let Some(w) = self.summaries.events()
         {
             for (name, t) in self.learner.networks() {
                 if let Some(param) = name.strip_prefix("model.") {
@@ -437,9 +434,7 @@ impl Run {
     /// Flushes summaries, proves every rank holds the same model, writes the summary, and leaves
     /// only when no other rank can still need this one.
     fn finish(mut self, outcome: Outcome) -> Result<Outcome> {
-        if let Some(w) = self.writer.as_mut() {
-            w.flush()?;
-        }
+        self.summaries.flush()?;
         if self.world > 1 && self.ddp.ranks_should_agree() {
             let state = self.agreed_state();
             self.ddp.check_fingerprints(&state)?;
@@ -708,7 +703,7 @@ fn all_finite(params: &[Tensor]) -> bool {
 /// The episodes that ended at `step`: the game's score first (`episode/score_*`, the untouched
 /// rewards), then the return of the rewards the learner saw (`train/return_*`, which differs
 /// from the score under clip-reward or normalize-reward).
-fn write_episode_scalars(w: &mut SummaryWriter, step: u64, episodes: &[Episode]) -> Result<()> {
+fn write_episode_scalars(w: &mut Summaries, step: u64, episodes: &[Episode]) -> Result<()> {
     let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
     let returns: Vec<f64> = episodes.iter().map(|e| e.ret).collect();
     let (Some(score), Some(ret)) = (metrics::summary(&scores), metrics::summary(&returns)) else {
@@ -717,7 +712,7 @@ fn write_episode_scalars(w: &mut SummaryWriter, step: u64, episodes: &[Episode])
     let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
     let length_mean = metrics::summary(&lengths).map_or(0.0, |s| s.0);
     w.scalars(
-        step as i64,
+        step,
         &[
             ("episode/score_mean", score.0),
             ("episode/score_min", score.1),
