@@ -1,5 +1,6 @@
 //! `tandem play`: evaluates a checkpoint with the resolved config stored inside it (never the
-//! source files), prints each episode's return and game score, and can write an animated GIF
+//! source files) and the normalisers' statistics it holds (frozen while it plays), prints each
+//! episode's return and game score, and can write an animated GIF
 //! of the first episode for games that draw themselves. A recurrent policy carries its state
 //! from step to step, zeroed where an episode starts, as in training.
 
@@ -323,6 +324,10 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut env =
         tandem_env::VecEnv::with_bridge(&envs::env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
+    // The policy reads observations as training normalised them when this checkpoint was
+    // written, and nothing it plays moves those statistics.
+    envs::restore_normalizers(&mut env, &ckpt)?;
+    env.freeze_normalizers();
     crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
     let mut policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;

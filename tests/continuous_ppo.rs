@@ -157,5 +157,20 @@ fn pendulum_ppo_reaches_minus_400_within_300k_steps() {
     );
     assert!(steps <= 300_000.0, "{steps} steps");
     assert!(score >= -400.0, "last-20 mean score {score}");
+    // `tandem play` reads observations normalised with the checkpoint's statistics, as the
+    // policy learnt them: it scores as training did (with fresh statistics, -1470).
+    let (ok, output) = tandem(
+        &["play", dir.to_str().unwrap(), "--episodes", "10"],
+        None,
+        Duration::from_secs(60),
+    );
+    assert!(ok, "{output}");
+    let played: f64 = output
+        .lines()
+        .find_map(|l| l.strip_prefix("mean score over 10 episode(s): "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no mean score in:\n{output}"));
+    assert!(played >= -400.0, "play's mean score {played}:\n{output}");
     let _ = std::fs::remove_dir_all(&dir);
 }

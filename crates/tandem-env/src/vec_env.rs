@@ -1090,6 +1090,15 @@ impl VecEnv {
         Ok(())
     }
 
+    /// Stops every normaliser from learning from what it sees: observations and rewards are
+    /// normalised with the statistics they hold now (an evaluation's, restored from training's).
+    pub fn freeze_normalizers(&mut self) {
+        for slot in &mut self.slots {
+            slot.env
+                .visit_normalizers(&mut |n: &mut Normalizer| n.update = false);
+        }
+    }
+
     /// This rank's statistics gathered since the last [`VecEnv::apply_normalizer_sync`]
     /// (all-reduce these across ranks, e.g. as [`NormStats::to_sums`]).
     pub fn normalizer_deltas(&self) -> Vec<NormStats> {

@@ -315,7 +315,7 @@ pub const WRAPPERS: &[WrapperInfo] = &[
     },
     WrapperInfo {
         name: "normalize-obs",
-        doc: "Normalise vector observations by running mean and variance (synchronised across ranks).",
+        doc: "Normalise vector observations by running mean and variance (synchronised across ranks; kept in checkpoints, and frozen at the checkpoint's values by `tandem play`).",
         params: &[param(
             "clip",
             POSITIVE,
