@@ -8,6 +8,7 @@ pub mod launch;
 pub mod logging;
 pub mod nn;
 pub mod play;
+pub mod policy;
 pub mod seeds;
 pub mod sweep;
 pub mod torch_ops;

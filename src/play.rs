@@ -8,14 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use tch::nn::VarStore;
-use tch::{Device, Tensor};
+use tch::Device;
 
 use crate::algo::actions::ActionKind;
-use crate::algo::collect::Memory;
-use crate::algo::dqn::Dqn;
 use crate::algo::host_rows::{host_actions, rows_to_batch};
-use crate::nn::{ActorCritic, named_parameters};
+use crate::policy::Policy;
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
 use tandem_env::ActionSpace;
@@ -25,6 +22,10 @@ pub struct PlayArgs {
     /// A run directory (its newest checkpoint) or a checkpoint file.
     #[arg(value_name = "RUN_DIR|CHECKPOINT")]
     pub path: PathBuf,
+    /// Play the run directory's best checkpoint by evaluation (`checkpoints/best.pt`, kept by a
+    /// run with an `eval` section) instead of its newest.
+    #[arg(long)]
+    pub best: bool,
     /// Number of evaluation episodes.
     #[arg(long, default_value_t = 5)]
     pub episodes: usize,
@@ -102,191 +103,8 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The trained policy of either kind of learner.
-enum Policy {
-    /// With its recurrent memory, when the network has a core.
-    ActorCritic(Box<ActorCritic>, Option<Memory>),
-    /// Acts epsilon-greedily (`EVAL_EPSILON`) unless `--greedy`.
-    Dqn(Box<Dqn>),
-    /// Box actions: tanh(mean) scaled to the bounds unless `--sample`.
-    Sac(Box<SacPolicy>),
-    /// Box actions: the deterministic actor's, scaled to the bounds; `--sample` adds the
-    /// exploration noise of training.
-    Td3(Box<Td3Policy>),
-}
-
-/// A TD3 checkpoint's actor, the bounds its unit-box actions scale to, and the standard
-/// deviation of its exploration noise.
-struct Td3Policy {
-    td3: crate::algo::td3::Td3,
-    bounds: crate::nn::ActionBounds,
-    exploration_noise: f64,
-}
-
-impl Td3Policy {
-    fn load(
-        cfg: &tandem_config::Td3,
-        spec: &crate::nn::ActorCriticSpec,
-        obs_shape: &[i64],
-        space: &tandem_env::ActionSpace,
-        ckpt: &checkpoint::Checkpoint,
-    ) -> Result<Td3Policy> {
-        use crate::algo::td3::Td3;
-        let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
-        let td3 = Td3::new(
-            Device::Cpu,
-            &spec.network,
-            &spec.init,
-            obs_shape,
-            space.dim() as i64,
-            cfg.clone(),
-        )?;
-        checkpoint::restore_into(ckpt, &td3.named_state())?;
-        Ok(Td3Policy {
-            td3,
-            bounds,
-            exploration_noise: cfg.exploration_noise,
-        })
-    }
-
-    /// `[1, d]` actions in the environment's units.
-    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
-        let actor = self.td3.actor();
-        let unit = if sample {
-            crate::algo::td3::explore(actor, obs, self.exploration_noise)?
-        } else {
-            actor.forward(obs)?
-        };
-        Ok(self.bounds.scale(&unit))
-    }
-}
-
-/// A SAC checkpoint's actor and the bounds its unit-box actions scale to.
-struct SacPolicy {
-    sac: crate::algo::sac::Sac,
-    bounds: crate::nn::ActionBounds,
-    action_dim: i64,
-}
-
-impl SacPolicy {
-    fn load(
-        cfg: &tandem_config::Sac,
-        spec: &crate::nn::ActorCriticSpec,
-        obs_shape: &[i64],
-        space: &tandem_env::ActionSpace,
-        ckpt: &checkpoint::Checkpoint,
-    ) -> Result<SacPolicy> {
-        use crate::algo::box_rule::squashable_bounds;
-        use crate::algo::sac::Sac;
-        let bounds = squashable_bounds("sac", space, Device::Cpu)?;
-        let dim = space.dim();
-        let sac = Sac::new(
-            Device::Cpu,
-            &spec.network,
-            &spec.init,
-            obs_shape,
-            dim as i64,
-            cfg.clone(),
-        )?;
-        checkpoint::restore_into(ckpt, &sac.named_state())?;
-        Ok(SacPolicy {
-            sac,
-            bounds,
-            action_dim: dim as i64,
-        })
-    }
-
-    /// `[1, d]` actions in the environment's units.
-    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
-        let actor = self.sac.actor();
-        let unit = if sample {
-            let eps = Tensor::randn(
-                [obs.size()[0], self.action_dim],
-                (tch::Kind::Float, obs.device()),
-            );
-            actor.sample(obs, &eps)?.action
-        } else {
-            actor.deterministic(obs)?
-        };
-        Ok(self.bounds.scale(&unit))
-    }
-}
-
 /// How long a GIF shows one step, in hundredths of a second.
 const FRAME_CENTIS: u16 = 4;
-
-/// Exploration kept when evaluating a Q-learner without `--greedy` (the usual Atari evaluation value).
-const EVAL_EPSILON: f64 = 0.05;
-
-impl Policy {
-    fn load(
-        experiment: &tandem_config::Experiment,
-        spec: &crate::nn::ActorCriticSpec,
-        obs_shape: &[i64],
-        space: &ActionSpace,
-        ckpt: &checkpoint::Checkpoint,
-    ) -> Result<Policy> {
-        match &experiment.algorithm {
-            tandem_config::Algorithm::Sac(cfg) => Ok(Policy::Sac(Box::new(SacPolicy::load(
-                cfg, spec, obs_shape, space, ckpt,
-            )?))),
-            tandem_config::Algorithm::Td3(cfg) => Ok(Policy::Td3(Box::new(Td3Policy::load(
-                cfg, spec, obs_shape, space, ckpt,
-            )?))),
-            tandem_config::Algorithm::Dqn(cfg) => {
-                let dqn = Dqn::new(
-                    Device::Cpu,
-                    spec,
-                    obs_shape,
-                    space.num_discrete().unwrap_or(0) as i64,
-                    cfg.clone(),
-                )?;
-                checkpoint::restore_into(ckpt, &dqn.named_state())?;
-                Ok(Policy::Dqn(Box::new(dqn)))
-            }
-            _ => {
-                let vs = VarStore::new(Device::Cpu);
-                let model = ActorCritic::new(&vs.root(), spec, obs_shape, space.clone())?;
-                let targets: Vec<(String, Tensor)> = named_parameters(&vs, "model");
-                checkpoint::restore_into(ckpt, &targets)?;
-                let memory = model
-                    .is_recurrent()
-                    .then(|| Memory::new(&model, 1, Device::Cpu));
-                Ok(Policy::ActorCritic(Box::new(model), memory))
-            }
-        }
-    }
-
-    /// The actions to send to the environment (a box policy's scaled and clipped).
-    fn act(&mut self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
-        match self {
-            Policy::Sac(s) => s.act(obs, !greedy),
-            Policy::Td3(t) => t.act(obs, !greedy),
-            Policy::ActorCritic(m, Some(memory)) => {
-                let (actions, state) = if greedy {
-                    m.act_greedy_recurrent(obs, &memory.starts, &memory.state)?
-                } else {
-                    let (taken, state) = m.act_recurrent(obs, &memory.starts, &memory.state)?;
-                    (taken.actions, state)
-                };
-                memory.state = state;
-                Ok(m.env_actions(&actions))
-            }
-            Policy::ActorCritic(m, None) if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
-            Policy::ActorCritic(m, None) => Ok(m.env_actions(&m.act(obs)?.actions)),
-            Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
-        }
-    }
-
-    /// After a step: a recurrent policy's next observation starts an episode where this one
-    /// ended (for learning: a lost life counts, as in training).
-    fn stepped(&mut self, env: &tandem_env::VecEnv) {
-        if let Policy::ActorCritic(_, Some(memory)) = self {
-            let ended = env.terminated()[0] || env.truncated()[0];
-            memory.starts = Tensor::from_slice(&[f32::from(u8::from(ended))]);
-        }
-    }
-}
 
 /// `--greedy` or `--sample` where given (clap refuses both), else the policy's usual evaluation:
 /// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete and
@@ -299,7 +117,11 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
-    let path = checkpoint::locate(&args.path)?;
+    let path = if args.best {
+        checkpoint::best(&args.path)?
+    } else {
+        checkpoint::locate(&args.path)?
+    };
     let ckpt = checkpoint::load(&path)?;
     let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
         anyhow!(
@@ -330,7 +152,9 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     env.freeze_normalizers();
     crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
-    let mut policy = Policy::load(&experiment, &spec, &obs_shape, env.action_space(), &ckpt)?;
+    let mut policy = Policy::build(&experiment, &spec, &obs_shape, env.action_space(), 1)?;
+    checkpoint::restore_into(&ckpt, &policy.targets())?;
+    policy.start_episodes();
     let greedy = acts_greedily(args, env.action_space());
     let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);

@@ -28,6 +28,9 @@ pub enum Purpose {
     UpdateNoise = 6,
     /// `tandem play`'s evaluation episodes.
     Play = 10,
+    /// Evaluation during training: its environments' seeds, and libtorch's generator while
+    /// it acts.
+    Eval = 11,
 }
 
 /// The seed of the `purpose` stream of `rank` at `update`: SplitMix64 steps folding in each

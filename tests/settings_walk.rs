@@ -306,6 +306,12 @@ const BASES: &[Base] = &[
         text: GYM_COUNTER,
         sets: &["env.id=\"TandemTest/Masked-v0\""],
     },
+    // Evaluation after every second update, two episodes.
+    Base {
+        name: "cartpole-eval",
+        text: CARTPOLE_PPO,
+        sets: &["eval.every=2", "eval.episodes=2"],
+    },
     Base {
         name: "ppo-2",
         text: CARTPOLE_PPO_2,
@@ -951,6 +957,21 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "checkpoint.keep",
             Change("cartpole-ppo", &["checkpoint.keep=1"]),
+        ),
+        // eval
+        ("eval.every", Change("cartpole-ppo", &["eval.every=2"])),
+        ("eval.unit", Change("cartpole-eval", &["eval.unit=steps"])),
+        (
+            "eval.episodes",
+            Change("cartpole-eval", &["eval.episodes=3"]),
+        ),
+        (
+            "eval.deterministic",
+            Change("cartpole-eval", &["eval.deterministic=#false"]),
+        ),
+        (
+            "eval.max-episode-steps",
+            Change("cartpole-eval", &["eval.max-episode-steps=5"]),
         ),
     ]
 }

@@ -80,12 +80,36 @@ fn tensor_text(t: &Tensor) -> Result<String> {
     Ok(String::from_utf8(bytes)?)
 }
 
+/// The best checkpoint by evaluation, beside the rolling ones and never pruned nor resumed
+/// from (`tandem play RUN_DIR --best` plays it).
+pub const BEST_FILE: &str = "best.pt";
+
+/// The name of a checkpoint's tensor `[mean score, global step]` of the best evaluation so far,
+/// which a resumed run continues from.
+pub const EVAL_BEST: &str = "eval.best";
+
 /// Writes `ckpt` into `run_dir/checkpoints/` and removes all but the newest `keep`.
 pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
     let dir = checkpoint_dir(run_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(file_name(ckpt.update));
+    crate::atomic::write_atomic(&path, &encode(ckpt)?).context("cannot write the checkpoint")?;
+    prune(&dir, keep)?;
+    Ok(path)
+}
 
+/// Writes `ckpt` as the run's best checkpoint, [`BEST_FILE`], replacing the one before.
+pub fn save_best(run_dir: &Path, ckpt: &Checkpoint) -> Result<PathBuf> {
+    let dir = checkpoint_dir(run_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(BEST_FILE);
+    crate::atomic::write_atomic(&path, &encode(ckpt)?)
+        .context("cannot write the best checkpoint")?;
+    Ok(path)
+}
+
+/// The file's bytes: the tensors, then the metadata, then the digest of all of them.
+fn encode(ckpt: &Checkpoint) -> Result<Vec<u8>> {
     let mut named: Vec<(String, Tensor)> = ckpt
         .tensors
         .iter()
@@ -112,11 +136,7 @@ pub fn save(run_dir: &Path, ckpt: &Checkpoint, keep: usize) -> Result<PathBuf> {
         .collect();
     named.push((META_RECENT.into(), Tensor::from_slice(&recent)));
     named.push((META_DIGEST.into(), bytes_tensor(&digest(&named)?)));
-
-    let bytes = serialize(&named)?;
-    crate::atomic::write_atomic(&path, &bytes).context("cannot write the checkpoint")?;
-    prune(&dir, keep)?;
-    Ok(path)
+    serialize(&named)
 }
 
 /// The checkpoint file's bytes, made in memory: libtorch's own file writer throws from a
@@ -231,6 +251,20 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
             dir.display()
         )
     })
+}
+
+/// A run directory's best checkpoint by evaluation ([`BEST_FILE`]).
+pub fn best(run_dir: &Path) -> Result<PathBuf> {
+    let path = checkpoint_dir(run_dir).join(BEST_FILE);
+    if !path.is_file() {
+        bail!(
+            "{} holds no best checkpoint ({} is missing): a run keeps one only when it evaluates \
+             (set `eval {{ every N }}`)",
+            run_dir.display(),
+            path.display()
+        );
+    }
+    Ok(path)
 }
 
 /// Reads a checkpoint; a file that is not whole (truncated, overwritten, its digest not

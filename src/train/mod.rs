@@ -8,6 +8,7 @@
 pub mod checkpoint;
 pub mod console;
 pub mod envs;
+pub mod eval;
 pub mod metrics;
 pub mod report;
 mod run;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tch::{Device, Tensor};
 
-use tandem_config::{CheckpointUnit, Experiment, IntervalUnit};
+use tandem_config::{EveryUnit, Experiment, IntervalUnit};
 use tandem_env::VecEnv;
 
 use super::checkpoint::{self, Checkpoint};
@@ -22,6 +22,7 @@ use super::console::Console;
 use super::envs::{
     make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, sync_normalizers,
 };
+use super::eval::{Evaluated, Evaluation};
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
@@ -62,6 +63,9 @@ struct Run {
     limits: Limits,
     recent: RecentEpisodes,
     summaries: Summaries,
+    /// Evaluation during training, when the experiment asks for it, and what it found.
+    eval: Option<Evaluation>,
+    evaluated: Option<EvalRecord>,
     console: Console,
     interval: LogInterval,
     loop_start: (Instant, u64, f64),
@@ -156,6 +160,7 @@ impl Run {
         if !resumed.as_ref().is_some_and(|r| r.envs_restored) {
             envs.reset();
         }
+        let eval = Evaluation::new(&exp, rank, world)?;
         Ok(Run {
             // The steps the run really takes (whole updates): the count ends at its total.
             console: Console::new(rank == 0, console, tandem_config::steps_run(&exp).1, step),
@@ -176,6 +181,11 @@ impl Run {
             limits,
             recent,
             summaries,
+            eval,
+            evaluated: resumed
+                .as_ref()
+                .and_then(|r| r.eval_best)
+                .map(|best| EvalRecord { latest: None, best }),
         })
     }
 
@@ -204,6 +214,9 @@ impl Run {
                     "training diverged at update {}: a loss, gradient or parameter is NaN or infinite",
                     self.counters.update
                 );
+            }
+            if self.eval_due(before) {
+                self.evaluate()?;
             }
             let last = decisions.stop.is_some() || self.limits.reached(self.counters);
             if last || self.checkpoint_due(before) {
@@ -366,13 +379,74 @@ impl Run {
     }
 
     fn checkpoint_due(&self, before: Counters) -> bool {
-        let Some(every) = self.exp.checkpoint.every else {
+        self.due(before, self.exp.checkpoint.every, self.exp.checkpoint.unit)
+    }
+
+    fn eval_due(&self, before: Counters) -> bool {
+        self.eval.is_some() && self.due(before, self.exp.eval.every, self.exp.eval.unit)
+    }
+
+    /// Whether the round since `before` crossed a multiple of `every` `unit`s.
+    fn due(&self, before: Counters, every: Option<u64>, unit: EveryUnit) -> bool {
+        let Some(every) = every else {
             return false;
         };
-        match self.exp.checkpoint.unit {
-            CheckpointUnit::Updates => crossed(before.update, self.counters.update, every),
-            CheckpointUnit::Steps => crossed(before.global_step, self.counters.global_step, every),
+        match unit {
+            EveryUnit::Updates => crossed(before.update, self.counters.update, every),
+            EveryUnit::Steps => crossed(before.global_step, self.counters.global_step, every),
         }
+    }
+
+    /// Every rank evaluates the learner's current networks; rank 0 reports the scores, and
+    /// every rank keeps the best mean (all see the same episodes).
+    fn evaluate(&mut self) -> Result<()> {
+        let Some(eval) = self.eval.as_mut() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let networks = self.learner.networks();
+        let update = self.counters.update;
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "evaluating at step {}",
+            self.counters.global_step
+        );
+        let result = eval.run(&networks, &self.envs, update, Some(self.ddp.group()))?;
+        self.interval.phases.add("eval", started.elapsed());
+        let step = self.counters.global_step;
+        let (mean, std, min, max) = result.score;
+        self.summaries.scalars(
+            step,
+            &[
+                ("eval/score_mean", mean),
+                ("eval/score_std", std),
+                ("eval/score_min", min),
+                ("eval/score_max", max),
+                ("eval/length_mean", result.length_mean),
+                ("eval/episodes", result.episodes.len() as f64),
+            ],
+        )?;
+        let improved = self.evaluated.as_ref().is_none_or(|r| mean > r.best.0);
+        let best = match &self.evaluated {
+            Some(r) if !improved => r.best,
+            _ => (mean, step),
+        };
+        let episodes = result.episodes.len();
+        self.evaluated = Some(EvalRecord {
+            latest: Some((result, step)),
+            best,
+        });
+        if self.rank == 0 && improved {
+            let path = checkpoint::save_best(&self.run_dir, &self.checkpoint_state())?;
+            tracing::debug!("best checkpoint {}", path.display());
+        }
+        // Every rank's log: all gathered the same episodes.
+        tracing::info!(
+            "eval at step {step}: score {mean:.2} ± {std:.2} over {episodes} episodes (best {:.2} at step {})",
+            best.0,
+            best.1
+        );
+        Ok(())
     }
 
     /// Every rank saves its environments mid-episode (so a resumed run continues exactly) and
@@ -391,33 +465,59 @@ impl Run {
             )?;
         }
         if self.rank == 0 {
-            let mut tensors = self.learner.state();
-            for (name, value) in self.learner.counters() {
-                tensors.push((
-                    format!("learner.{name}"),
-                    Tensor::from_slice(&[value as i64]),
-                ));
-            }
-            tensors.extend(normalizer_tensors(&self.envs));
-            let path = checkpoint::save(
-                &self.run_dir,
-                &Checkpoint {
-                    update,
-                    global_step,
-                    episodes: self.recent.total(),
-                    recent: self.recent.window(),
-                    restarts: self.restarts,
-                    world_size: self.world as u64,
-                    config_hash: self.hash.clone(),
-                    resolved_config: tandem_config::canonical_kdl(&self.exp),
-                    tensors,
-                },
-                self.exp.checkpoint.keep,
-            )?;
+            let state = self.checkpoint_state();
+            let path = checkpoint::save(&self.run_dir, &state, self.exp.checkpoint.keep)?;
             tracing::debug!("checkpoint {}", path.display());
         }
         self.learner
             .save_rank_files(&checkpoint::checkpoint_dir(&self.run_dir), global_step)
+    }
+
+    /// What rank 0's checkpoint holds now: the learner's state and counters, the normalisers,
+    /// the best evaluation so far, the run's counters and config.
+    fn checkpoint_state(&self) -> Checkpoint {
+        let mut tensors = self.learner.state();
+        for (name, value) in self.learner.counters() {
+            tensors.push((
+                format!("learner.{name}"),
+                Tensor::from_slice(&[value as i64]),
+            ));
+        }
+        tensors.extend(normalizer_tensors(&self.envs));
+        if let Some(r) = &self.evaluated {
+            let best = [r.best.0, r.best.1 as f64];
+            tensors.push((checkpoint::EVAL_BEST.into(), Tensor::from_slice(&best)));
+        }
+        Checkpoint {
+            update: self.counters.update,
+            global_step: self.counters.global_step,
+            episodes: self.recent.total(),
+            recent: self.recent.window(),
+            restarts: self.restarts,
+            world_size: self.world as u64,
+            config_hash: self.hash.clone(),
+            resolved_config: tandem_config::canonical_kdl(&self.exp),
+            tensors,
+        }
+    }
+
+    /// summary.json's fields beyond the run's own: the learner's, then the evaluations'.
+    fn summary_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = self.learner.summary_fields();
+        if let Some(r) = &self.evaluated {
+            if let Some((latest, step)) = &r.latest {
+                fields.extend([
+                    ("eval_score_mean", format!("{}", latest.score.0)),
+                    ("eval_score_std", format!("{}", latest.score.1)),
+                    ("eval_step", step.to_string()),
+                ]);
+            }
+            fields.extend([
+                ("eval_best_score_mean", format!("{}", r.best.0)),
+                ("eval_best_step", r.best.1.to_string()),
+            ]);
+        }
+        fields
     }
 
     /// What ranks must hold identically under the sync policy: the networks, and the optimizer
@@ -466,7 +566,7 @@ impl Run {
                     world: self.world,
                     interrupted,
                     restarts: self.restarts,
-                    extra: self.learner.summary_fields(),
+                    extra: self.summary_fields(),
                 },
             )?;
         }
@@ -474,6 +574,13 @@ impl Run {
         self.ddp.into_group().shutdown(timeout)?;
         Ok(outcome)
     }
+}
+
+/// The latest evaluation of this attempt with its step, and the best mean score of the run
+/// (a resumed run's from its checkpoint) with its step.
+struct EvalRecord {
+    latest: Option<(Evaluated, u64)>,
+    best: (f64, u64),
 }
 
 /// Where a rank stands in its run: what resuming needs besides the learner and environments.
@@ -534,6 +641,7 @@ impl Place<'_> {
             ckpt.global_step,
             ckpt.world_size
         );
+        let eval_best = eval_best(&ckpt)?;
         Ok(ResumedRun {
             counters: Counters {
                 update: ckpt.update,
@@ -543,6 +651,7 @@ impl Place<'_> {
             restarts,
             episodes: ckpt.episodes,
             recent: ckpt.recent,
+            eval_best,
             config_hash: ckpt.config_hash,
             resolved_config: ckpt.resolved_config,
         })
@@ -629,6 +738,26 @@ struct ResumedRun {
     /// The config the checkpoint was written under.
     config_hash: String,
     resolved_config: String,
+    /// The best evaluation's mean score and step, when the run had evaluated.
+    eval_best: Option<(f64, u64)>,
+}
+
+/// The best evaluation a checkpoint holds ([`checkpoint::EVAL_BEST`]), if any.
+fn eval_best(ckpt: &Checkpoint) -> Result<Option<(f64, u64)>> {
+    let Some((_, t)) = ckpt
+        .tensors
+        .iter()
+        .find(|(n, _)| n == checkpoint::EVAL_BEST)
+    else {
+        return Ok(None);
+    };
+    match Vec::<f64>::try_from(t)?.as_slice() {
+        &[score, step] => Ok(Some((score, step as u64))),
+        other => bail!(
+            "{} in the checkpoint is malformed: {other:?}",
+            checkpoint::EVAL_BEST
+        ),
+    }
 }
 
 /// Once every rank has loaded its checkpoint: the run directory's `resolved.kdl` and

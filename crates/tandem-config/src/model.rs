@@ -27,6 +27,7 @@ settings! {
             train: Train = "train";
             log: Log = "log";
             checkpoint: Checkpoint = "checkpoint";
+            eval: Eval = "eval";
         }
         name: String = "name", Ty::Name, Dflt::Required,
             "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.";
@@ -658,8 +659,8 @@ settings! {
 }
 
 choices! {
-    /// What `checkpoint.every` counts.
-    pub enum CheckpointUnit {
+    /// What an `every` counts (`checkpoint.every`, `eval.every`).
+    pub enum EveryUnit {
         Updates = "updates",
         /// Global environment steps.
         Steps = "steps",
@@ -671,13 +672,32 @@ settings! {
     pub struct Checkpoint {
         every: Option<u64> = "every", COUNT, Dflt::Int(100),
             "Checkpoint interval in unit; `#null` writes only the final checkpoint.";
-        unit: CheckpointUnit = "unit", Ty::Choice(CheckpointUnit::NAMES), Dflt::Str("updates"),
+        unit: EveryUnit = "unit", Ty::Choice(EveryUnit::NAMES), Dflt::Str("updates"),
             "Unit of every: updates, or global environment steps.";
         keep: usize = "keep", Ty::Int {
                 min: 1,
                 max: 100_000,
             }, Dflt::Int(3),
             "How many recent checkpoints to keep.";
+    }
+}
+
+settings! {
+    /// The `eval` section: Evaluation during training, on environments of its own.
+    pub struct Eval {
+        every: Option<u64> = "every", COUNT, Dflt::Null,
+            "Evaluation interval in unit; `#null` (the default, as in SB3, CleanRL and RLlib) evaluates never. Every rank evaluates after the same update, on environments of its own (seeded apart from training's; the training chain without its reward transforms, normalisers frozen at training's statistics), and the episodes' scores are gathered: `eval/score_*` and `eval/length_mean` in TensorBoard and scalars.jsonl, `eval_*` in summary.json, a line on the console.";
+        unit: EveryUnit = "unit", Ty::Choice(EveryUnit::NAMES), Dflt::Str("updates"),
+            "Unit of every: updates, or global environment steps.";
+        episodes: usize = "episodes", Ty::Int {
+                min: 1,
+                max: 100_000,
+            }, Dflt::Int(10),
+            "Episodes of one evaluation, over all ranks (each rank plays its share, one environment an episode).";
+        deterministic: bool = "deterministic", Ty::Bool, Dflt::Bool(true),
+            "Act with the most likely action (a box policy's mean, a Q-learner's greedy action, TD3's actor without noise), as SB3's EvalCallback does by default; `#false` samples (a Q-learner acts epsilon-greedily with epsilon 0.05).";
+        max_episode_steps: u64 = "max-episode-steps", COUNT, Dflt::Int(27_000),
+            "An evaluation episode still running after this many agent steps is cut there and counted with the score it has (27,000: the 108,000 frames at which the ALE ends an Atari game, at frame-skip 4), so a policy that stalls cannot hold the run.";
     }
 }
 
@@ -843,6 +863,7 @@ mod tests {
             (Train::FIELDS, Train::RUST_NAMES),
             (Log::FIELDS, Log::RUST_NAMES),
             (Checkpoint::FIELDS, Checkpoint::RUST_NAMES),
+            (Eval::FIELDS, Eval::RUST_NAMES),
             (Experiment::FIELDS, Experiment::RUST_NAMES),
         ];
         for (fields, rust) in declared {

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use tandem_spec::game::ATARI_DOC;
 
 use crate::model::{
-    Algorithm, Checkpoint, Env, Experiment, Log, Network, Sync, SyncPolicy, Torso, Train,
+    Algorithm, Checkpoint, Env, Eval, Experiment, Log, Network, Sync, SyncPolicy, Torso, Train,
 };
 use crate::setting::{COUNT, SECONDS};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
@@ -258,8 +258,17 @@ pub(crate) static CHECKPOINT: Section = Section {
     common: Checkpoint::FIELDS,
 };
 
+pub(crate) static EVAL: Section = Section {
+    name: "eval",
+    doc: "Evaluation during training, on environments of its own (off unless `every` is set).",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: Eval::FIELDS,
+};
+
 /// Every section in canonical order; the first holds the top-level settings.
-pub(crate) static SECTIONS: [&Section; 8] = [
+pub(crate) static SECTIONS: [&Section; 9] = [
     &TOP,
     &ALGORITHM,
     &ENV,
@@ -268,6 +277,7 @@ pub(crate) static SECTIONS: [&Section; 8] = [
     &TRAIN,
     &LOG,
     &CHECKPOINT,
+    &EVAL,
 ];
 
 pub(crate) fn section(name: &str) -> Option<&'static Section> {

@@ -1077,6 +1077,19 @@ impl VecEnv {
             .collect()
     }
 
+    /// [`VecEnv::normalizer_stats`] of the normalisers of one kind, in chain order: what a
+    /// batch of the same chain without the other kind's normalisers sets (an evaluation's,
+    /// which has no reward normaliser).
+    pub fn normalizer_stats_of(&self, kind: NormKind) -> Vec<NormStats> {
+        let all = self.normalizer_stats();
+        self.norms
+            .iter()
+            .zip(all)
+            .filter(|(n, _)| n.kind == kind)
+            .map(|(_, s)| s)
+            .collect()
+    }
+
     /// Restores statistics (e.g. from a checkpoint): they become the synced statistics
     /// and this rank's delta is cleared.
     pub fn set_normalizer_stats(&mut self, stats: &[NormStats]) -> Result<(), EnvError> {

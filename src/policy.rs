@@ -1,0 +1,255 @@
+//! The trained policy of any learner, acting in a batch of environments on the CPU: what
+//! `tandem play` acts with (its weights from a checkpoint) and what evaluation during training
+//! acts with (its weights copied from the learner's networks). A recurrent policy carries its
+//! state from step to step, zeroed where an episode starts, as in training.
+
+use anyhow::{Context, Result, bail};
+use tch::nn::VarStore;
+use tch::{Device, Tensor};
+
+use crate::algo::collect::Memory;
+use crate::algo::dqn::Dqn;
+use crate::nn::{ActorCritic, ActorCriticSpec, named_parameters};
+use tandem_config::{Algorithm, Experiment};
+use tandem_env::{ActionSpace, VecEnv};
+
+/// Exploration kept when a Q-learner does not act greedily (the usual Atari evaluation value).
+pub const EVAL_EPSILON: f64 = 0.05;
+
+/// The trained policy of either kind of learner.
+pub enum Policy {
+    /// With its recurrent memory, when the network has a core.
+    ActorCritic(Box<ActorCriticPolicy>),
+    /// Acts epsilon-greedily (`EVAL_EPSILON`) unless greedy.
+    Dqn(Box<Dqn>),
+    /// Box actions: tanh(mean) scaled to the bounds unless sampling.
+    Sac(Box<SacPolicy>),
+    /// Box actions: the deterministic actor's, scaled to the bounds; sampling adds the
+    /// exploration noise of training.
+    Td3(Box<Td3Policy>),
+}
+
+/// An actor-critic, the store of its variables, and its recurrent memory when it has a core.
+pub struct ActorCriticPolicy {
+    model: ActorCritic,
+    store: VarStore,
+    memory: Option<Memory>,
+    envs: i64,
+}
+
+/// A TD3 learner's actor, the bounds its unit-box actions scale to, and the standard
+/// deviation of its exploration noise.
+pub struct Td3Policy {
+    td3: crate::algo::td3::Td3,
+    bounds: crate::nn::ActionBounds,
+    exploration_noise: f64,
+}
+
+impl Td3Policy {
+    fn build(
+        cfg: &tandem_config::Td3,
+        spec: &ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &ActionSpace,
+    ) -> Result<Td3Policy> {
+        use crate::algo::td3::Td3;
+        let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
+        let td3 = Td3::new(
+            Device::Cpu,
+            &spec.network,
+            &spec.init,
+            obs_shape,
+            space.dim() as i64,
+            cfg.clone(),
+        )?;
+        Ok(Td3Policy {
+            td3,
+            bounds,
+            exploration_noise: cfg.exploration_noise,
+        })
+    }
+
+    /// `[B, d]` actions in the environment's units.
+    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
+        let actor = self.td3.actor();
+        let unit = if sample {
+            crate::algo::td3::explore(actor, obs, self.exploration_noise)?
+        } else {
+            actor.forward(obs)?
+        };
+        Ok(self.bounds.scale(&unit))
+    }
+}
+
+/// A SAC learner's actor and the bounds its unit-box actions scale to.
+pub struct SacPolicy {
+    sac: crate::algo::sac::Sac,
+    bounds: crate::nn::ActionBounds,
+    action_dim: i64,
+}
+
+impl SacPolicy {
+    fn build(
+        cfg: &tandem_config::Sac,
+        spec: &ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &ActionSpace,
+    ) -> Result<SacPolicy> {
+        use crate::algo::box_rule::squashable_bounds;
+        use crate::algo::sac::Sac;
+        let bounds = squashable_bounds("sac", space, Device::Cpu)?;
+        let dim = space.dim();
+        let sac = Sac::new(
+            Device::Cpu,
+            &spec.network,
+            &spec.init,
+            obs_shape,
+            dim as i64,
+            cfg.clone(),
+        )?;
+        Ok(SacPolicy {
+            sac,
+            bounds,
+            action_dim: dim as i64,
+        })
+    }
+
+    /// `[B, d]` actions in the environment's units.
+    fn act(&self, obs: &Tensor, sample: bool) -> Result<Tensor> {
+        let actor = self.sac.actor();
+        let unit = if sample {
+            let eps = Tensor::randn(
+                [obs.size()[0], self.action_dim],
+                (tch::Kind::Float, obs.device()),
+            );
+            actor.sample(obs, &eps)?.action
+        } else {
+            actor.deterministic(obs)?
+        };
+        Ok(self.bounds.scale(&unit))
+    }
+}
+
+impl Policy {
+    /// The networks `experiment`'s learner acts with, freshly initialised on the CPU, for a
+    /// batch of `envs` environments; [`Policy::targets`] names what to fill them from.
+    pub fn build(
+        experiment: &Experiment,
+        spec: &ActorCriticSpec,
+        obs_shape: &[i64],
+        space: &ActionSpace,
+        envs: usize,
+    ) -> Result<Policy> {
+        Ok(match &experiment.algorithm {
+            Algorithm::Sac(cfg) => {
+                Policy::Sac(Box::new(SacPolicy::build(cfg, spec, obs_shape, space)?))
+            }
+            Algorithm::Td3(cfg) => {
+                Policy::Td3(Box::new(Td3Policy::build(cfg, spec, obs_shape, space)?))
+            }
+            Algorithm::Dqn(cfg) => Policy::Dqn(Box::new(Dqn::new(
+                Device::Cpu,
+                spec,
+                obs_shape,
+                space.num_discrete().unwrap_or(0) as i64,
+                cfg.clone(),
+            )?)),
+            Algorithm::Ppo(_) | Algorithm::A2c(_) => {
+                let store = VarStore::new(Device::Cpu);
+                let model = ActorCritic::new(&store.root(), spec, obs_shape, space.clone())?;
+                Policy::ActorCritic(Box::new(ActorCriticPolicy {
+                    memory: None,
+                    envs: envs as i64,
+                    model,
+                    store,
+                }))
+            }
+        })
+    }
+
+    /// The policy's variables by the names the learner's networks (and a checkpoint) give
+    /// them, to be filled from there.
+    pub fn targets(&self) -> Vec<(String, Tensor)> {
+        match self {
+            Policy::ActorCritic(ac) => named_parameters(&ac.store, "model"),
+            Policy::Dqn(d) => d.named_state(),
+            Policy::Sac(s) => s.sac.named_state(),
+            Policy::Td3(t) => t.td3.named_state(),
+        }
+    }
+
+    /// Copies the learner's `networks` into the policy (each of its variables must be among
+    /// them, of the same shape) and starts every environment's episode afresh.
+    pub fn copy_from(&mut self, networks: &[(String, Tensor)]) -> Result<()> {
+        tch::no_grad(|| -> Result<()> {
+            for (name, target) in self.targets() {
+                let (_, source) = networks
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .with_context(|| format!("the learner has no network tensor `{name}`"))?;
+                if source.size() != target.size() {
+                    bail!(
+                        "network tensor `{name}` has shape {:?}, the policy {:?}",
+                        source.size(),
+                        target.size()
+                    );
+                }
+                target.shallow_clone().copy_(&source.to_device(Device::Cpu));
+            }
+            Ok(())
+        })?;
+        self.start_episodes();
+        Ok(())
+    }
+
+    /// Every environment's next observation starts an episode: a recurrent policy's state is
+    /// zeroed.
+    pub fn start_episodes(&mut self) {
+        if let Policy::ActorCritic(ac) = self {
+            ac.memory = ac
+                .model
+                .is_recurrent()
+                .then(|| Memory::new(&ac.model, ac.envs, Device::Cpu));
+        }
+    }
+
+    /// The actions to send to the environments (a box policy's scaled and clipped).
+    pub fn act(&mut self, obs: &Tensor, greedy: bool) -> Result<Tensor> {
+        match self {
+            Policy::Sac(s) => s.act(obs, !greedy),
+            Policy::Td3(t) => t.act(obs, !greedy),
+            Policy::ActorCritic(ac) => {
+                let m = &ac.model;
+                match &mut ac.memory {
+                    Some(memory) => {
+                        let (actions, state) = if greedy {
+                            m.act_greedy_recurrent(obs, &memory.starts, &memory.state)?
+                        } else {
+                            let (taken, state) =
+                                m.act_recurrent(obs, &memory.starts, &memory.state)?;
+                            (taken.actions, state)
+                        };
+                        memory.state = state;
+                        Ok(m.env_actions(&actions))
+                    }
+                    None if greedy => Ok(m.env_actions(&m.act_greedy(obs)?)),
+                    None => Ok(m.env_actions(&m.act(obs)?.actions)),
+                }
+            }
+            Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
+        }
+    }
+
+    /// After a step: a recurrent policy's next observation starts an episode where this one
+    /// ended (for learning: a lost life counts, as in training).
+    pub fn stepped(&mut self, env: &VecEnv) {
+        if let Policy::ActorCritic(ac) = self
+            && let Some(memory) = &mut ac.memory
+        {
+            let ended: Vec<f32> = (env.terminated().iter().zip(env.truncated()))
+                .map(|(&t, &u)| f32::from(u8::from(t || u)))
+                .collect();
+            memory.starts = Tensor::from_slice(&ended);
+        }
+    }
+}

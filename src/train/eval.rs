@@ -1,0 +1,183 @@
+//! Evaluation during training (the `eval` section): every rank plays its share of the
+//! episodes on environments of its own, with the learner's current networks, and every rank
+//! gets everyone's episodes back. The environments are the training chain without its reward
+//! transforms (`clip-reward`, `normalize-reward`: the score is the game's anyway), cut at
+//! `max-episode-steps`, seeded apart from training's and reset before each evaluation; their
+//! observation normalisers hold training's statistics, frozen. Each environment plays one
+//! episode an evaluation, so long episodes weigh as much as short ones.
+
+use anyhow::{Context, Result};
+use tch::Device;
+
+use tandem_config::{Experiment, Wrapper};
+use tandem_env::norm::NormKind;
+use tandem_env::{BridgeOptions, VecEnv};
+
+use super::envs::env_spec;
+use super::metrics::{self, Episode};
+use crate::algo::actions::ActionKind;
+use crate::algo::host_rows::{host_actions, rows_to_batch};
+use crate::dist::ProcessGroup;
+use crate::policy::Policy;
+use crate::seeds::{Purpose, derived_seed};
+
+/// This rank's evaluation environments and the policy it evaluates with.
+pub struct Evaluation {
+    /// None on a rank whose share of the episodes is none.
+    envs: Option<VecEnv>,
+    policy: Option<Policy>,
+    obs_shape: Vec<i64>,
+    seed: u64,
+    rank: usize,
+    deterministic: bool,
+}
+
+/// One evaluation's episodes, every rank's, and their summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    pub episodes: Vec<Episode>,
+    /// Mean, standard deviation, minimum and maximum of the scores.
+    pub score: (f64, f64, f64, f64),
+    pub length_mean: f64,
+}
+
+/// The episodes of an evaluation rank `rank` of `world` plays, and the global index of its
+/// first: the episodes split as evenly as they go, the first ranks taking one more.
+pub fn share(episodes: usize, world: usize, rank: usize) -> (usize, usize) {
+    let (base, extra) = (episodes / world, episodes % world);
+    (
+        base + usize::from(rank < extra),
+        rank * base + rank.min(extra),
+    )
+}
+
+impl Evaluation {
+    /// This rank's evaluation, or `None` when the experiment evaluates never.
+    pub fn new(exp: &Experiment, rank: usize, world: usize) -> Result<Option<Evaluation>> {
+        if exp.eval.every.is_none() {
+            return Ok(None);
+        }
+        let (count, first) = share(exp.eval.episodes, world, rank);
+        let seed = derived_seed(exp.seed, Purpose::Eval, 0, 0);
+        let (envs, policy, obs_shape) = if count == 0 {
+            (None, None, Vec::new())
+        } else {
+            let envs = eval_envs(exp, rank, tandem_env::env_seeds(seed, 0, first, count))?;
+            let (spec, obs_shape) = crate::algo::learner::network_for(exp, &envs)?;
+            let policy = Policy::build(exp, &spec, &obs_shape, envs.action_space(), count)?;
+            (Some(envs), Some(policy), obs_shape)
+        };
+        Ok(Some(Evaluation {
+            envs,
+            policy,
+            obs_shape,
+            seed,
+            rank,
+            deterministic: exp.eval.deterministic,
+        }))
+    }
+
+    /// Plays this rank's episodes with `networks` (the learner's, by name) and the training
+    /// environments' observation statistics, then gathers every rank's: every rank calls this
+    /// after the same update.
+    pub fn run(
+        &mut self,
+        networks: &[(String, tch::Tensor)],
+        training: &VecEnv,
+        update: u64,
+        group: Option<&ProcessGroup>,
+    ) -> Result<Evaluated> {
+        let mine = match (&mut self.envs, &mut self.policy) {
+            (Some(envs), Some(policy)) => {
+                envs.set_normalizer_stats(&training.normalizer_stats_of(NormKind::Observation))?;
+                policy.copy_from(networks)?;
+                tch::manual_seed(
+                    derived_seed(self.seed, Purpose::Eval, self.rank as u64, update) as i64,
+                );
+                play_one_each(envs, policy, &self.obs_shape, self.deterministic)?
+            }
+            _ => Vec::new(),
+        };
+        let episodes = metrics::gather_episodes(group, &mine)?;
+        summarise(episodes)
+    }
+}
+
+/// The evaluation chain: training's wrappers without the reward transforms, then a time limit
+/// at `max-episode-steps`; its normalisers frozen.
+fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>) -> Result<VecEnv> {
+    let mut spec = env_spec(exp);
+    spec.wrappers
+        .retain(|w| !matches!(w, Wrapper::ClipReward | Wrapper::NormalizeReward { .. }));
+    spec.wrappers.push(Wrapper::TimeLimit {
+        max_steps: exp.eval.max_episode_steps,
+    });
+    let bridge = BridgeOptions {
+        log_prefix: format!("rank {rank} eval "),
+        render: false,
+    };
+    let mut envs = VecEnv::with_bridge(&spec, &seeds, 1, &bridge)
+        .with_context(|| format!("cannot build the evaluation environments of rank {rank}"))?;
+    envs.freeze_normalizers();
+    Ok(envs)
+}
+
+/// Resets `envs` and steps them all until each has finished an episode; each one's first.
+fn play_one_each(
+    envs: &mut VecEnv,
+    policy: &mut Policy,
+    obs_shape: &[i64],
+    deterministic: bool,
+) -> Result<Vec<Episode>> {
+    let n = envs.num_envs();
+    let kind = ActionKind::of(envs.action_space());
+    let mut first: Vec<Option<Episode>> = vec![None; n];
+    envs.reset();
+    while first.iter().any(Option::is_none) {
+        let obs = rows_to_batch(envs.obs(), n, obs_shape, Device::Cpu);
+        let action = tch::no_grad(|| policy.act(&obs, deterministic))?;
+        envs.step(&host_actions(&action, kind)?)?;
+        policy.stepped(envs);
+        for e in envs.drain_episodes() {
+            first[e.env_index].get_or_insert(Episode {
+                ret: e.episode_return,
+                length: e.length as f64,
+                score: e.raw_score,
+            });
+        }
+    }
+    Ok(first.into_iter().flatten().collect())
+}
+
+fn summarise(episodes: Vec<Episode>) -> Result<Evaluated> {
+    let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
+    let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
+    let (mean, min, max) = metrics::summary(&scores).context("an evaluation played no episode")?;
+    let variance = scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / scores.len() as f64;
+    let length_mean = metrics::summary(&lengths).map_or(0.0, |s| s.0);
+    Ok(Evaluated {
+        episodes,
+        score: (mean, variance.sqrt(), min, max),
+        length_mean,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn episodes_split_over_ranks_cover_each_index_once() {
+        for (episodes, world) in [(10, 1), (10, 3), (2, 4), (7, 7)] {
+            let mut next = 0;
+            for rank in 0..world {
+                let (count, first) = share(episodes, world, rank);
+                assert_eq!(first, next, "{episodes} over {world}, rank {rank}");
+                next += count;
+            }
+            assert_eq!(next, episodes);
+        }
+        assert_eq!(share(10, 3, 0), (4, 0));
+        assert_eq!(share(2, 4, 3), (0, 2));
+    }
+}
