@@ -103,9 +103,6 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// How long a GIF shows one step, in hundredths of a second.
-const FRAME_CENTIS: u16 = 4;
-
 /// `--greedy` or `--sample` where given (clap refuses both), else the policy's usual evaluation:
 /// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete and
 /// multi-discrete actions.
@@ -219,7 +216,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             gif.display()
         );
         let encoding = std::time::Instant::now();
-        let delay = FRAME_CENTIS * args.gif_every;
+        let delay = tandem_summary::FRAME_CENTIS * args.gif_every;
         let bytes = tandem_summary::encode_gif(w as u16, h as u16, &frames, delay)
             .with_context(|| format!("cannot encode {}", gif.display()))?;
         cost.encode_seconds = encoding.elapsed().as_secs_f64();

@@ -1,6 +1,7 @@
 //! Evaluation during training (the `eval` section) with the `tandem` binary and real ranks:
 //! both ranks evaluate after the same updates and see the same scores, rank 0 reports them
-//! (TensorBoard, as TensorBoard itself reads it; scalars.jsonl; summary.json) and keeps the best
+//! (TensorBoard, as TensorBoard itself reads it; scalars.jsonl; summary.json), records an
+//! evaluation episode as a GIF in the run directory and in TensorBoard, and keeps the best
 //! checkpoint apart, `play --best` plays it, and an interrupt that lands in an evaluation stops
 //! the run as any interrupt does.
 
@@ -71,6 +72,44 @@ print(" ".join(str(e.step) for e in ea.Scalars(sys.argv[2])))
     )
 }
 
+/// `(step, bytes, is a GIF)` of each image TensorBoard's own reader finds for `tag`, or `None`
+/// without its venv.
+fn tensorboard_images(run_dir: &Path, tag: &str) -> Option<Vec<(i64, usize, bool)>> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
+    if !python.exists() {
+        return None;
+    }
+    let script = r#"
+import glob, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+files = glob.glob(sys.argv[1] + "/tensorboard/events.out.tfevents.*")
+ea = EventAccumulator(files[0], size_guidance={"images": 0})
+ea.Reload()
+for e in ea.Images(sys.argv[2]):
+    print(e.step, len(e.encoded_image_string), e.encoded_image_string[:6] == b"GIF89a")
+"#;
+    let out = Command::new(&python)
+        .args(["-c", script])
+        .arg(run_dir)
+        .arg(tag)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2] == "True")
+            })
+            .collect(),
+    )
+}
+
 /// CartPole PPO on two ranks, evaluated every 10 updates (of 256 steps) with 5 episodes,
 /// which split 3 and 2 over the ranks.
 #[test]
@@ -81,6 +120,7 @@ fn two_ranks_evaluate_after_the_same_updates_and_keep_the_best_checkpoint() {
         "train.max-steps=40960",
         "eval.every=10",
         "eval.episodes=5",
+        "eval.video-every=8",
     ];
     let out = train(
         &config("ppo-cartpole.kdl"),
@@ -95,6 +135,25 @@ fn two_ranks_evaluate_after_the_same_updates_and_keep_the_best_checkpoint() {
     assert_eq!(steps, expected, "evaluations at every 10th update");
     if let Some(tb) = tensorboard_steps(&dir, "eval/score_mean") {
         assert_eq!(tb, expected.iter().map(|&s| s as i64).collect::<Vec<_>>());
+    }
+    // The first evaluation and every 8th after it are recorded: a GIF in videos/ and the same
+    // bytes as the image eval/video, which TensorBoard's own reader finds.
+    let videos = ["eval-000002560.gif", "eval-000023040.gif"];
+    let mut listed: Vec<String> = std::fs::read_dir(dir.join("videos"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, videos);
+    let gif = std::fs::read(dir.join("videos").join(videos[1])).unwrap();
+    assert!(
+        gif.starts_with(b"GIF89a") && gif.len() > 10_000,
+        "{} bytes",
+        gif.len()
+    );
+    if let Some(images) = tensorboard_images(&dir, "eval/video") {
+        assert_eq!(images.len(), 2, "{images:?}");
+        assert_eq!(images[1], (23040, gif.len(), true), "{images:?}");
     }
     let (rank0, rank1) = (eval_lines(&dir, 0), eval_lines(&dir, 1));
     assert_eq!(rank0.len(), 16, "{rank0:?}");

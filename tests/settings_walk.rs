@@ -973,6 +973,10 @@ fn table() -> Vec<(&'static str, Proof)> {
             "eval.max-episode-steps",
             Change("cartpole-eval", &["eval.max-episode-steps=5"]),
         ),
+        (
+            "eval.video-every",
+            Change("cartpole-eval", &["eval.video-every=1"]),
+        ),
     ]
 }
 

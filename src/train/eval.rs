@@ -6,7 +6,7 @@
 //! observation normalisers hold training's statistics, frozen. Each environment plays one
 //! episode an evaluation, so long episodes weigh as much as short ones.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use tch::Device;
 
 use tandem_config::{Experiment, Wrapper};
@@ -30,7 +30,16 @@ pub struct Evaluation {
     seed: u64,
     rank: usize,
     deterministic: bool,
+    /// Rank 0 records an episode every this many evaluations.
+    video_every: Option<u64>,
+    /// Evaluations run so far by this attempt.
+    done: u64,
 }
+
+/// Most frames a recording keeps, and most bytes of drawn frames: a longer episode's video
+/// shows its start.
+const VIDEO_FRAMES: usize = 1000;
+const VIDEO_BYTES: usize = 64 << 20;
 
 /// One evaluation's episodes, every rank's, and their summary.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +48,14 @@ pub struct Evaluated {
     /// Mean, standard deviation, minimum and maximum of the scores.
     pub score: (f64, f64, f64, f64),
     pub length_mean: f64,
+}
+
+/// An evaluation episode drawn step by step: `width` x `height` RGB frames.
+#[derive(Default)]
+pub struct Recording {
+    pub width: usize,
+    pub height: usize,
+    pub frames: Vec<Vec<u8>>,
 }
 
 /// The episodes of an evaluation rank `rank` of `world` plays, and the global index of its
@@ -52,17 +69,27 @@ pub fn share(episodes: usize, world: usize, rank: usize) -> (usize, usize) {
 }
 
 impl Evaluation {
-    /// This rank's evaluation, or `None` when the experiment evaluates never.
+    /// This rank's evaluation, or `None` when the experiment evaluates never. Rank 0's
+    /// environments draw when the experiment records videos; one that cannot is an error.
     pub fn new(exp: &Experiment, rank: usize, world: usize) -> Result<Option<Evaluation>> {
         if exp.eval.every.is_none() {
             return Ok(None);
         }
         let (count, first) = share(exp.eval.episodes, world, rank);
         let seed = derived_seed(exp.seed, Purpose::Eval, 0, 0);
+        let records = exp.eval.video_every.is_some() && rank == 0;
         let (envs, policy, obs_shape) = if count == 0 {
             (None, None, Vec::new())
         } else {
-            let envs = eval_envs(exp, rank, tandem_env::env_seeds(seed, 0, first, count))?;
+            let seeds = tandem_env::env_seeds(seed, 0, first, count);
+            let envs = eval_envs(exp, rank, seeds, records)?;
+            if records && envs.render_rgb(0)?.is_none() {
+                bail!(
+                    "eval.video-every: {} does not draw itself, so its evaluations cannot be \
+                     recorded; remove video-every",
+                    exp.env.game.name()
+                );
+            }
             let (spec, obs_shape) = crate::algo::learner::network_for(exp, &envs)?;
             let policy = Policy::build(exp, &spec, &obs_shape, envs.action_space(), count)?;
             (Some(envs), Some(policy), obs_shape)
@@ -74,38 +101,47 @@ impl Evaluation {
             seed,
             rank,
             deterministic: exp.eval.deterministic,
+            video_every: exp.eval.video_every.filter(|_| records),
+            done: 0,
         }))
     }
 
     /// Plays this rank's episodes with `networks` (the learner's, by name) and the training
     /// environments' observation statistics, then gathers every rank's: every rank calls this
-    /// after the same update.
+    /// after the same update. Rank 0 also gives the drawing of its first environment's
+    /// episode when a recording is due (the first evaluation, then every `video-every`).
     pub fn run(
         &mut self,
         networks: &[(String, tch::Tensor)],
         training: &VecEnv,
         update: u64,
         group: Option<&ProcessGroup>,
-    ) -> Result<Evaluated> {
+    ) -> Result<(Evaluated, Option<Recording>)> {
+        let due = self
+            .video_every
+            .is_some_and(|every| self.done.is_multiple_of(every));
+        self.done += 1;
+        let mut recording = due.then(Recording::default);
         let mine = match (&mut self.envs, &mut self.policy) {
             (Some(envs), Some(policy)) => {
                 envs.set_normalizer_stats(&training.normalizer_stats_of(NormKind::Observation))?;
                 policy.copy_from(networks)?;
-                tch::manual_seed(
-                    derived_seed(self.seed, Purpose::Eval, self.rank as u64, update) as i64,
-                );
-                play_one_each(envs, policy, &self.obs_shape, self.deterministic)?
+                let seed = derived_seed(self.seed, Purpose::Eval, self.rank as u64, update);
+                tch::manual_seed(seed as i64);
+                let how = (self.deterministic, recording.as_mut());
+                play_one_each(envs, policy, &self.obs_shape, how)?
             }
             _ => Vec::new(),
         };
         let episodes = metrics::gather_episodes(group, &mine)?;
-        summarise(episodes)
+        Ok((summarise(episodes)?, recording))
     }
 }
 
 /// The evaluation chain: training's wrappers without the reward transforms, then a time limit
-/// at `max-episode-steps`; its normalisers frozen.
-fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>) -> Result<VecEnv> {
+/// at `max-episode-steps`; its normalisers frozen. `render`: made to draw (a gymnasium
+/// environment with `render_mode="rgb_array"`).
+fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>, render: bool) -> Result<VecEnv> {
     let mut spec = env_spec(exp);
     spec.wrappers
         .retain(|w| !matches!(w, Wrapper::ClipReward | Wrapper::NormalizeReward { .. }));
@@ -114,7 +150,7 @@ fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>) -> Result<VecEnv> {
     });
     let bridge = BridgeOptions {
         log_prefix: format!("rank {rank} eval "),
-        render: false,
+        render,
     };
     let mut envs = VecEnv::with_bridge(&spec, &seeds, 1, &bridge)
         .with_context(|| format!("cannot build the evaluation environments of rank {rank}"))?;
@@ -123,17 +159,24 @@ fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>) -> Result<VecEnv> {
 }
 
 /// Resets `envs` and steps them all until each has finished an episode; each one's first.
+/// `(deterministic, recording)`: how the policy acts, and where the first environment draws
+/// each step of its episode, if anywhere.
 fn play_one_each(
     envs: &mut VecEnv,
     policy: &mut Policy,
     obs_shape: &[i64],
-    deterministic: bool,
+    (deterministic, mut recording): (bool, Option<&mut Recording>),
 ) -> Result<Vec<Episode>> {
     let n = envs.num_envs();
     let kind = ActionKind::of(envs.action_space());
     let mut first: Vec<Option<Episode>> = vec![None; n];
     envs.reset();
     while first.iter().any(Option::is_none) {
+        if let Some(r) = recording.as_deref_mut()
+            && first[0].is_none()
+        {
+            draw(envs, r)?;
+        }
         let obs = rows_to_batch(envs.obs(), n, obs_shape, Device::Cpu);
         let action = tch::no_grad(|| policy.act(&obs, deterministic))?;
         envs.step(&host_actions(&action, kind)?)?;
@@ -147,6 +190,19 @@ fn play_one_each(
         }
     }
     Ok(first.into_iter().flatten().collect())
+}
+
+/// The first environment's frame now, while the recording has room.
+fn draw(envs: &VecEnv, recording: &mut Recording) -> Result<()> {
+    let held: usize = recording.frames.iter().map(Vec::len).sum();
+    if recording.frames.len() >= VIDEO_FRAMES || held >= VIDEO_BYTES {
+        return Ok(());
+    }
+    if let Some(frame) = envs.render_rgb(0)? {
+        (recording.width, recording.height) = (frame.width, frame.height);
+        recording.frames.push(frame.pixels);
+    }
+    Ok(())
 }
 
 fn summarise(episodes: Vec<Episode>) -> Result<Evaluated> {

@@ -22,7 +22,7 @@ use super::console::Console;
 use super::envs::{
     make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, sync_normalizers,
 };
-use super::eval::{Evaluated, Evaluation};
+use super::eval::{Evaluated, Evaluation, Recording};
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
@@ -411,9 +411,13 @@ impl Run {
             "evaluating at step {}",
             self.counters.global_step
         );
-        let result = eval.run(&networks, &self.envs, update, Some(self.ddp.group()))?;
+        let (result, recording) =
+            eval.run(&networks, &self.envs, update, Some(self.ddp.group()))?;
         self.interval.phases.add("eval", started.elapsed());
         let step = self.counters.global_step;
+        if let Some(recording) = recording {
+            self.keep_video(step, recording)?;
+        }
         let (mean, std, min, max) = result.score;
         self.summaries.scalars(
             step,
@@ -445,6 +449,41 @@ impl Run {
             "eval at step {step}: score {mean:.2} ± {std:.2} over {episodes} episodes (best {:.2} at step {})",
             best.0,
             best.1
+        );
+        Ok(())
+    }
+
+    /// Rank 0's recording of an evaluation episode, as `videos/eval-<step>.gif` and the
+    /// TensorBoard image `eval/video`.
+    fn keep_video(&mut self, step: u64, recording: Recording) -> Result<()> {
+        let Recording {
+            width,
+            height,
+            frames,
+        } = recording;
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let (w, h) = (u16::try_from(width)?, u16::try_from(height)?);
+        let gif = tandem_summary::encode_gif(w, h, &frames, tandem_summary::FRAME_CENTIS)
+            .context("cannot encode the evaluation video")?;
+        let dir = self.run_dir.join("videos");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(format!("eval-{step:09}.gif"));
+        crate::atomic::write_atomic(&path, &gif)?;
+        let bytes = gif.len();
+        if let Some(w) = self.summaries.events() {
+            w.animation("eval/video", step as i64, height as u32, width as u32, gif)?;
+        }
+        self.interval.phases.add("video", started.elapsed());
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "recorded {} ({} frames of {width}x{height}, {bytes} bytes, encoded in {:.2} s)",
+            path.display(),
+            frames.len(),
+            started.elapsed().as_secs_f64()
         );
         Ok(())
     }

@@ -698,6 +698,8 @@ settings! {
             "Act with the most likely action (a box policy's mean, a Q-learner's greedy action, TD3's actor without noise), as SB3's EvalCallback does by default; `#false` samples (a Q-learner acts epsilon-greedily with epsilon 0.05).";
         max_episode_steps: u64 = "max-episode-steps", COUNT, Dflt::Int(27_000),
             "An evaluation episode still running after this many agent steps is cut there and counted with the score it has (27,000: the 108,000 frames at which the ALE ends an Atari game, at frame-skip 4), so a policy that stalls cannot hold the run.";
+        video_every: Option<u64> = "video-every", COUNT, Dflt::Null,
+            "Record one episode every this many evaluations (the first, then every this many): rank 0's first evaluation environment draws each step of its episode, kept as `videos/eval-<step>.gif` and as the image `eval/video` in TensorBoard (played by its image plugin). At most 1,000 frames and 64 MiB of drawn frames are kept (the start of a longer episode). `#null` records none; a game that does not draw itself stops the run at its start.";
     }
 }
 

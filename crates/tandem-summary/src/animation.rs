@@ -16,6 +16,10 @@ use std::io;
 /// on a 2048-colour gradient 1 halves the error of the suggested 10.
 const QUANTIZER_SPEED: i32 = 1;
 
+/// How long a GIF of a game shows one agent step, in hundredths of a second (`tandem play
+/// --gif` and evaluation videos).
+pub const FRAME_CENTIS: u16 = 4;
+
 /// Encodes `frames` (row-major RGB, `width * height * 3` bytes each) as a GIF
 /// that loops forever, showing each frame for `delay_centis` hundredths of a
 /// second (many viewers slow delays below 2 to 10).

@@ -28,6 +28,6 @@ pub mod reader;
 pub mod record;
 mod writer;
 
-pub use animation::encode_gif;
+pub use animation::{FRAME_CENTIS, encode_gif};
 pub use histogram::BUCKET_COUNT;
 pub use writer::{DEFAULT_SYNC_INTERVAL, FILE_VERSION, SummaryWriter};

@@ -206,6 +206,39 @@ impl SummaryWriter {
         )
     }
 
+    /// Logs an animation already encoded as a GIF ([`crate::encode_gif`]) of `height` x
+    /// `width` RGB frames, as an image: TensorBoard's image plugin serves the bytes as they
+    /// are, and a browser plays them.
+    pub fn animation(
+        &mut self,
+        tag: &str,
+        step: i64,
+        height: u32,
+        width: u32,
+        gif: Vec<u8>,
+    ) -> io::Result<()> {
+        check_tag(tag, "animation")?;
+        if !gif.starts_with(b"GIF8") {
+            return Err(invalid_input(format!(
+                "animation '{tag}' at step {step}: the bytes are not a GIF"
+            )));
+        }
+        let image = summary::Image {
+            height: i32::try_from(height).map_err(|_| invalid_input("height".into()))?,
+            width: i32::try_from(width).map_err(|_| invalid_input("width".into()))?,
+            colorspace: 3,
+            encoded_image_string: gif,
+        };
+        self.write_summary(
+            step,
+            vec![summary::Value {
+                tag: tag.into(),
+                metadata: None,
+                kind: Some(summary::value::Kind::Image(image)),
+            }],
+        )
+    }
+
     /// Logs `text` (rendered as Markdown) in the form TensorBoard's text
     /// plugin reads: a scalar string tensor tagged with the `text` plugin.
     pub fn text(&mut self, tag: &str, step: i64, text: &str) -> io::Result<()> {
