@@ -253,6 +253,11 @@ fn bad_input_is_an_error_and_leaves_the_file_readable() {
     );
     assert!(invalid(writer.image("frame", 4, 2, 2, 5, &[0; 20])).contains("5 channels"));
     assert!(invalid(writer.image("frame", 4, 0, 2, 1, &[])).contains("no pixels"));
+    let message = invalid(writer.animation("video", 4, 2, 2, b"\x89PNG".to_vec()));
+    assert!(
+        message.contains("'video'") && message.contains("not a GIF"),
+        "{message}"
+    );
     assert!(invalid(writer.text("", 0, "x")).contains("empty tag"));
 
     writer.scalar("after", 2, 2.0).unwrap();
@@ -360,4 +365,36 @@ fn a_zero_sync_interval_is_rejected() {
         .expect("a zero interval is refused");
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert!(error.to_string().contains("sync interval"), "{error}");
+}
+
+/// An animation is stored as the image value TensorBoard's image plugin serves: the GIF's
+/// bytes as they were given, with its size.
+#[test]
+fn an_animation_is_an_image_holding_the_gif() {
+    let log_dir = scratch_dir("animation");
+    let mut writer = SummaryWriter::create(&log_dir).unwrap();
+    let frames = vec![vec![0u8; 5 * 3 * 3], vec![255u8; 5 * 3 * 3]];
+    let gif = tandem_summary::encode_gif(5, 3, &frames, 4).unwrap();
+    writer
+        .animation("eval/video", 9, 3, 5, gif.clone())
+        .unwrap();
+    let path = writer.path().to_path_buf();
+    drop(writer);
+    let file = read_event_file(&path).unwrap();
+    let images: Vec<(i64, summary::Image)> = file
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            Some(event::What::Summary(s)) => Some((e.step, s.value.first()?.kind.clone()?)),
+            _ => None,
+        })
+        .filter_map(|(step, kind)| match kind {
+            summary::value::Kind::Image(i) => Some((step, i)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(images.len(), 1);
+    let (step, image) = &images[0];
+    assert_eq!((*step, image.height, image.width), (9, 3, 5));
+    assert_eq!(image.encoded_image_string, gif);
 }
