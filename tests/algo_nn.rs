@@ -9,7 +9,7 @@ use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, Init, InitSpec,
     MultiCategorical, NetworkSpec, QHead, QNetwork, parameters_in_order,
 };
-use tandem_env::{ActionSpace, Dtype, Layout, ObsShape, ObsSpace};
+use tandem_env::{ActionSpace, Dtype, Layout, ObsSpace};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -1095,16 +1095,7 @@ fn from_experiment_maps_every_network_setting() {
     assert!(spec_built(gym, frames).scale_pixels);
     assert!(!spec_built(gym, vector).scale_pixels);
     // An image torso on an image beside a vector reads both; the torso scales the image.
-    let beside = ObsSpace {
-        shape: ObsShape::ImageAndVector {
-            height: 36,
-            width: 40,
-            channels: 3,
-            vector: 5,
-        },
-        dtype: Dtype::F32,
-        frames: 1,
-    };
+    let beside = ObsSpace::image_beside_vector(36, 40, 3, 5);
     let joined = spec_built(gym, beside);
     assert_eq!(
         (joined.network, joined.scale_pixels),

@@ -33,8 +33,9 @@ fn eval_means(run_dir: &Path) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// The steps TensorBoard's own reader finds for `tag`, or `None` without its venv.
-fn tensorboard_steps(run_dir: &Path, tag: &str) -> Option<Vec<i64>> {
+/// What `script` prints, run by TensorBoard's venv with the run directory and `tag` as its
+/// arguments and `ea` the run's event file loaded; `None` (after the tools rule) without the venv.
+fn tensorboard(run_dir: &Path, tag: &str, script: &str) -> Option<String> {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
     if !python.exists() {
         common::tools::tool_missing(
@@ -44,16 +45,16 @@ fn tensorboard_steps(run_dir: &Path, tag: &str) -> Option<Vec<i64>> {
         );
         return None;
     }
-    let script = r#"
+    let load = r#"
 import glob, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 files = glob.glob(sys.argv[1] + "/tensorboard/events.out.tfevents.*")
-ea = EventAccumulator(files[0], size_guidance={"scalars": 0})
+ea = EventAccumulator(files[0], size_guidance={"scalars": 0, "images": 0})
 ea.Reload()
-print(" ".join(str(e.step) for e in ea.Scalars(sys.argv[2])))
 "#;
     let out = Command::new(&python)
-        .args(["-c", script])
+        .arg("-c")
+        .arg(format!("{load}{script}"))
         .arg(run_dir)
         .arg(tag)
         .output()
@@ -63,7 +64,13 @@ print(" ".join(str(e.step) for e in ea.Scalars(sys.argv[2])))
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let steps = String::from_utf8_lossy(&out.stdout);
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The steps TensorBoard's own reader finds for the scalar `tag`.
+fn tensorboard_steps(run_dir: &Path, tag: &str) -> Option<Vec<i64>> {
+    let script = r#"print(" ".join(str(e.step) for e in ea.Scalars(sys.argv[2])))"#;
+    let steps = tensorboard(run_dir, tag, script)?;
     Some(
         steps
             .split_whitespace()
@@ -72,42 +79,18 @@ print(" ".join(str(e.step) for e in ea.Scalars(sys.argv[2])))
     )
 }
 
-/// `(step, bytes, is a GIF)` of each image TensorBoard's own reader finds for `tag`, or `None`
-/// without its venv.
+/// `(step, bytes, is a GIF)` of each image TensorBoard's own reader finds for `tag`.
 fn tensorboard_images(run_dir: &Path, tag: &str) -> Option<Vec<(i64, usize, bool)>> {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-tb/bin/python");
-    if !python.exists() {
-        return None;
-    }
     let script = r#"
-import glob, sys
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-files = glob.glob(sys.argv[1] + "/tensorboard/events.out.tfevents.*")
-ea = EventAccumulator(files[0], size_guidance={"images": 0})
-ea.Reload()
 for e in ea.Images(sys.argv[2]):
     print(e.step, len(e.encoded_image_string), e.encoded_image_string[:6] == b"GIF89a")
 "#;
-    let out = Command::new(&python)
-        .args(["-c", script])
-        .arg(run_dir)
-        .arg(tag)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(
-        text.lines()
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2] == "True")
-            })
-            .collect(),
-    )
+    let text = tensorboard(run_dir, tag, script)?;
+    let image = |line: &str| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2] == "True")
+    };
+    Some(text.lines().map(image).collect())
 }
 
 /// CartPole PPO on two ranks, evaluated every 10 updates (of 256 steps) with 5 episodes,

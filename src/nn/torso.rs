@@ -555,6 +555,16 @@ mod tests {
     use super::*;
     use crate::nn::init::Init;
 
+    /// Orthogonal initialisation with the Atari gains.
+    fn orthogonal() -> InitSpec {
+        InitSpec {
+            scheme: Init::Orthogonal,
+            torso_gain: 2f64.sqrt(),
+            policy_gain: 0.01,
+            value_gain: 1.0,
+        }
+    }
+
     /// The layers of `torso` applied to `obs` as laid out, without [`channels_last`].
     fn in_given_layout(torso: &Torso, obs: &Tensor) -> Tensor {
         let Layers::PlainConv { convs, fc, .. } = &torso.layers else {
@@ -573,12 +583,7 @@ mod tests {
     fn an_image_beside_a_vector_joins_the_image_features_before_the_dense_layer() {
         tch::manual_seed(5);
         let vs = nn::VarStore::new(tch::Device::Cpu);
-        let init = InitSpec {
-            scheme: Init::Orthogonal,
-            torso_gain: 2f64.sqrt(),
-            policy_gain: 0.01,
-            value_gain: 1.0,
-        };
+        let init = orthogonal();
         let spec = NetworkSpec::ImageBesideVector {
             image: Box::new(NetworkSpec::NatureCnn { features: 16 }),
             shape: [2, 36, 40],
@@ -620,12 +625,7 @@ mod tests {
     fn channels_last_convolutions_match_the_default_layout() {
         tch::manual_seed(3);
         let vs = nn::VarStore::new(tch::Device::Cpu);
-        let init = InitSpec {
-            scheme: Init::Orthogonal,
-            torso_gain: 2f64.sqrt(),
-            policy_gain: 0.01,
-            value_gain: 1.0,
-        };
+        let init = orthogonal();
         let spec = NetworkSpec::NatureCnn { features: 512 };
         let torso = Torso::new(&vs.root(), &spec, &init, &[4, 84, 84]).unwrap();
         let obs = Tensor::rand([16, 4, 84, 84], (Kind::Float, tch::Device::Cpu));

@@ -438,16 +438,7 @@ mod tests {
         let planes = ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32);
         assert!(fits(&Wrapper::NormalizeObs { clip: 5.0 }, &game, &planes).is_err());
         // An image beside a vector passes the wrappers that leave observations alone only.
-        let beside = ObsSpace {
-            shape: ObsShape::ImageAndVector {
-                height: 6,
-                width: 5,
-                channels: 3,
-                vector: 7,
-            },
-            dtype: Dtype::F32,
-            frames: 1,
-        };
+        let beside = ObsSpace::image_beside_vector(6, 5, 3, 7);
         let label = |w: Wrapper| match fits(&w, &game, &beside) {
             Err(Misfit::Input { label, .. }) => label,
             other => panic!("{w:?} on an image beside a vector: {other:?}"),

@@ -84,6 +84,26 @@ impl ObsSpace {
         }
     }
 
+    /// An image of `channels` x `height` x `width` pixels beside `vector` floats, in one f32
+    /// row ([`ObsShape::ImageAndVector`]).
+    pub const fn image_beside_vector(
+        height: usize,
+        width: usize,
+        channels: usize,
+        vector: usize,
+    ) -> Self {
+        ObsSpace {
+            shape: ObsShape::ImageAndVector {
+                height,
+                width,
+                channels,
+                vector,
+            },
+            dtype: Dtype::F32,
+            frames: 1,
+        }
+    }
+
     /// Number of values in one observation.
     pub fn len(&self) -> usize {
         match self.shape {
@@ -397,16 +417,7 @@ mod tests {
             ObsSpace::vector(4, Dtype::F32).describe(),
             "a vector of 4 floats"
         );
-        let beside = ObsSpace {
-            shape: ObsShape::ImageAndVector {
-                height: 6,
-                width: 5,
-                channels: 3,
-                vector: 7,
-            },
-            dtype: Dtype::F32,
-            frames: 1,
-        };
+        let beside = ObsSpace::image_beside_vector(6, 5, 3, 7);
         assert_eq!(
             (beside.len(), beside.network_shape(), beside.image_entry()),
             (

@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
-    Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsShape, ObsSpace,
+    Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
 use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
@@ -605,16 +605,8 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
 fn image_and_vector(image: &serde_json::Value, len: usize) -> ObsSpace {
     let side = |key: &str| image[key].as_u64().unwrap_or(0) as usize;
     let (height, width, channels) = (side("height"), side("width"), side("channels"));
-    ObsSpace {
-        shape: ObsShape::ImageAndVector {
-            height,
-            width,
-            channels,
-            vector: len.saturating_sub(height * width * channels),
-        },
-        dtype: Dtype::F32,
-        frames: 1,
-    }
+    let vector = len.saturating_sub(height * width * channels);
+    ObsSpace::image_beside_vector(height, width, channels, vector)
 }
 
 /// The mask the worker appends to the observation has one entry per action (per
