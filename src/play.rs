@@ -151,7 +151,6 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
     let mut policy = Policy::build(&experiment, &spec, &obs_shape, env.action_space(), 1)?;
     checkpoint::restore_into(&ckpt, &policy.targets())?;
-    policy.start_episodes();
     let greedy = acts_greedily(args, env.action_space());
     let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);

@@ -3,7 +3,7 @@
 //! acts with (its weights copied from the learner's networks). A recurrent policy carries its
 //! state from step to step, zeroed where an episode starts, as in training.
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
@@ -132,7 +132,8 @@ impl SacPolicy {
 
 impl Policy {
     /// The networks `experiment`'s learner acts with, freshly initialised on the CPU, for a
-    /// batch of `envs` environments; [`Policy::targets`] names what to fill them from.
+    /// batch of `envs` environments at their episodes' start; [`Policy::targets`] names what to
+    /// fill them from.
     pub fn build(
         experiment: &Experiment,
         spec: &ActorCriticSpec,
@@ -140,7 +141,7 @@ impl Policy {
         space: &ActionSpace,
         envs: usize,
     ) -> Result<Policy> {
-        Ok(match &experiment.algorithm {
+        let mut policy = match &experiment.algorithm {
             Algorithm::Sac(cfg) => {
                 Policy::Sac(Box::new(SacPolicy::build(cfg, spec, obs_shape, space)?))
             }
@@ -164,7 +165,9 @@ impl Policy {
                     store,
                 }))
             }
-        })
+        };
+        policy.start_episodes();
+        Ok(policy)
     }
 
     /// The policy's variables by the names the learner's networks (and a checkpoint) give
@@ -181,22 +184,8 @@ impl Policy {
     /// Copies the learner's `networks` into the policy (each of its variables must be among
     /// them, of the same shape) and starts every environment's episode afresh.
     pub fn copy_from(&mut self, networks: &[(String, Tensor)]) -> Result<()> {
-        tch::no_grad(|| -> Result<()> {
-            for (name, target) in self.targets() {
-                let (_, source) = networks
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .with_context(|| format!("the learner has no network tensor `{name}`"))?;
-                if source.size() != target.size() {
-                    bail!(
-                        "network tensor `{name}` has shape {:?}, the policy {:?}",
-                        source.size(),
-                        target.size()
-                    );
-                }
-                target.shallow_clone().copy_(&source.to_device(Device::Cpu));
-            }
-            Ok(())
+        crate::nn::copy_named(networks, "network tensor", &self.targets(), |name| {
+            format!("the learner has no network tensor `{name}`")
         })?;
         self.start_episodes();
         Ok(())
@@ -204,7 +193,7 @@ impl Policy {
 
     /// Every environment's next observation starts an episode: a recurrent policy's state is
     /// zeroed.
-    pub fn start_episodes(&mut self) {
+    fn start_episodes(&mut self) {
         if let Policy::ActorCritic(ac) = self {
             ac.memory = ac
                 .model

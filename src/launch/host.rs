@@ -150,8 +150,7 @@ fn network(resolved: &Resolved, envs: &VecEnv) -> Option<Diagnostic> {
     let e = &resolved.experiment;
     let observation = envs.env_observation_space();
     let fits = || -> anyhow::Result<()> {
-        let spec = crate::nn::ActorCriticSpec::from_experiment(e, observation)?;
-        let shape: Vec<i64> = envs.obs_shape().iter().map(|&d| d as i64).collect();
+        let (spec, shape) = crate::algo::learner::network_for(e, envs)?;
         let store = tch::nn::VarStore::new(tch::Device::Cpu);
         crate::nn::Torso::new(&store.root(), &spec.network, &spec.init, &shape)?;
         Ok(())

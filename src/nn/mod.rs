@@ -59,6 +59,34 @@ pub fn named_parameters(vs: &VarStore, prefix: &str) -> Vec<(String, Tensor)> {
         .collect()
 }
 
+/// Copies into each of `targets` the tensor of the same name among `sources` (a checkpoint's,
+/// or a learner's networks), onto the target's device and kind. `what` names the sources in the
+/// error of a shape that differs; `missing(name)` says why a name is not among them.
+pub fn copy_named(
+    sources: &[(String, Tensor)],
+    what: &str,
+    targets: &[(String, Tensor)],
+    missing: impl Fn(&str) -> String,
+) -> anyhow::Result<()> {
+    tch::no_grad(|| {
+        for (name, target) in targets {
+            let Some((_, source)) = sources.iter().find(|(n, _)| n == name) else {
+                anyhow::bail!("{}", missing(name));
+            };
+            if source.size() != target.size() {
+                anyhow::bail!(
+                    "{what} `{name}` has shape {:?}, the model expects {:?}",
+                    source.size(),
+                    target.size()
+                );
+            }
+            let mut target = target.shallow_clone();
+            target.copy_(&source.to_device(target.device()).to_kind(target.kind()));
+        }
+        Ok(())
+    })
+}
+
 /// The trainable tensors of `vs` in [`parameters_in_order`]'s order.
 pub fn trainable_parameters_in_order(vs: &VarStore) -> Vec<Tensor> {
     parameters_in_order(vs)

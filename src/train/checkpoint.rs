@@ -440,24 +440,8 @@ fn settings(text: &str) -> Vec<(String, String)> {
 /// Copies checkpointed tensors into `targets` by name; every target must be present with the
 /// same shape.
 pub fn restore_into(ckpt: &Checkpoint, targets: &[(String, Tensor)]) -> Result<()> {
-    tch::no_grad(|| -> Result<()> {
-        for (name, target) in targets {
-            let (_, source) = ckpt
-                .tensors
-                .iter()
-                .find(|(n, _)| n == name)
-                .with_context(|| missing_tensor(ckpt, name, targets))?;
-            if source.size() != target.size() {
-                bail!(
-                    "checkpoint tensor `{name}` has shape {:?}, the model expects {:?}",
-                    source.size(),
-                    target.size()
-                );
-            }
-            let mut target = target.shallow_clone();
-            target.copy_(&source.to_device(target.device()).to_kind(target.kind()));
-        }
-        Ok(())
+    crate::nn::copy_named(&ckpt.tensors, "checkpoint tensor", targets, |name| {
+        missing_tensor(ckpt, name, targets)
     })
 }
 

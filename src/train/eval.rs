@@ -24,9 +24,7 @@ use crate::seeds::{Purpose, derived_seed};
 /// This rank's evaluation environments and the policy it evaluates with.
 pub struct Evaluation {
     /// None on a rank whose share of the episodes is none.
-    envs: Option<VecEnv>,
-    policy: Option<Policy>,
-    obs_shape: Vec<i64>,
+    share: Option<Share>,
     seed: u64,
     rank: usize,
     deterministic: bool,
@@ -34,6 +32,13 @@ pub struct Evaluation {
     video_every: Option<u64>,
     /// Evaluations run so far by this attempt.
     done: u64,
+}
+
+/// A rank's evaluation environments, one an episode, and the policy that acts in them.
+struct Share {
+    envs: VecEnv,
+    policy: Policy,
+    obs_shape: Vec<i64>,
 }
 
 /// Most frames a recording keeps, and most bytes of drawn frames: a longer episode's video
@@ -78,8 +83,8 @@ impl Evaluation {
         let (count, first) = share(exp.eval.episodes, world, rank);
         let seed = derived_seed(exp.seed, Purpose::Eval, 0, 0);
         let records = exp.eval.video_every.is_some() && rank == 0;
-        let (envs, policy, obs_shape) = if count == 0 {
-            (None, None, Vec::new())
+        let share = if count == 0 {
+            None
         } else {
             let seeds = tandem_env::env_seeds(seed, 0, first, count);
             let envs = eval_envs(exp, rank, seeds, records)?;
@@ -92,12 +97,14 @@ impl Evaluation {
             }
             let (spec, obs_shape) = crate::algo::learner::network_for(exp, &envs)?;
             let policy = Policy::build(exp, &spec, &obs_shape, envs.action_space(), count)?;
-            (Some(envs), Some(policy), obs_shape)
+            Some(Share {
+                envs,
+                policy,
+                obs_shape,
+            })
         };
         Ok(Some(Evaluation {
-            envs,
-            policy,
-            obs_shape,
+            share,
             seed,
             rank,
             deterministic: exp.eval.deterministic,
@@ -122,16 +129,16 @@ impl Evaluation {
             .is_some_and(|every| self.done.is_multiple_of(every));
         self.done += 1;
         let mut recording = due.then(Recording::default);
-        let mine = match (&mut self.envs, &mut self.policy) {
-            (Some(envs), Some(policy)) => {
-                envs.set_normalizer_stats(&training.normalizer_stats_of(NormKind::Observation))?;
-                policy.copy_from(networks)?;
+        let mine = match &mut self.share {
+            Some(share) => {
+                let stats = training.normalizer_stats_of(NormKind::Observation);
+                share.envs.set_normalizer_stats(&stats)?;
+                share.policy.copy_from(networks)?;
                 let seed = derived_seed(self.seed, Purpose::Eval, self.rank as u64, update);
                 tch::manual_seed(seed as i64);
-                let how = (self.deterministic, recording.as_mut());
-                play_one_each(envs, policy, &self.obs_shape, how)?
+                share.play_one_each((self.deterministic, recording.as_mut()))?
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         let episodes = metrics::gather_episodes(group, &mine)?;
         Ok((summarise(episodes)?, recording))
@@ -158,38 +165,39 @@ fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>, render: bool) -> Re
     Ok(envs)
 }
 
-/// Resets `envs` and steps them all until each has finished an episode; each one's first.
-/// `(deterministic, recording)`: how the policy acts, and where the first environment draws
-/// each step of its episode, if anywhere.
-fn play_one_each(
-    envs: &mut VecEnv,
-    policy: &mut Policy,
-    obs_shape: &[i64],
-    (deterministic, mut recording): (bool, Option<&mut Recording>),
-) -> Result<Vec<Episode>> {
-    let n = envs.num_envs();
-    let kind = ActionKind::of(envs.action_space());
-    let mut first: Vec<Option<Episode>> = vec![None; n];
-    envs.reset();
-    while first.iter().any(Option::is_none) {
-        if let Some(r) = recording.as_deref_mut()
-            && first[0].is_none()
-        {
-            draw(envs, r)?;
+impl Share {
+    /// Resets the environments and steps them all until each has finished an episode; each
+    /// one's first. `(deterministic, recording)`: how the policy acts, and where the first
+    /// environment draws each step of its episode, if anywhere.
+    fn play_one_each(
+        &mut self,
+        (deterministic, mut recording): (bool, Option<&mut Recording>),
+    ) -> Result<Vec<Episode>> {
+        let Share {
+            envs,
+            policy,
+            obs_shape,
+        } = self;
+        let n = envs.num_envs();
+        let kind = ActionKind::of(envs.action_space());
+        let mut first: Vec<Option<Episode>> = vec![None; n];
+        envs.reset();
+        while first.iter().any(Option::is_none) {
+            if let Some(r) = recording.as_deref_mut()
+                && first[0].is_none()
+            {
+                draw(envs, r)?;
+            }
+            let obs = rows_to_batch(envs.obs(), n, obs_shape, Device::Cpu);
+            let action = tch::no_grad(|| policy.act(&obs, deterministic))?;
+            envs.step(&host_actions(&action, kind)?)?;
+            policy.stepped(envs);
+            for e in envs.drain_episodes() {
+                first[e.env_index].get_or_insert(Episode::of(&e));
+            }
         }
-        let obs = rows_to_batch(envs.obs(), n, obs_shape, Device::Cpu);
-        let action = tch::no_grad(|| policy.act(&obs, deterministic))?;
-        envs.step(&host_actions(&action, kind)?)?;
-        policy.stepped(envs);
-        for e in envs.drain_episodes() {
-            first[e.env_index].get_or_insert(Episode {
-                ret: e.episode_return,
-                length: e.length as f64,
-                score: e.raw_score,
-            });
-        }
+        Ok(first.into_iter().flatten().collect())
     }
-    Ok(first.into_iter().flatten().collect())
 }
 
 /// The first environment's frame now, while the recording has room.

@@ -18,6 +18,17 @@ pub struct Episode {
     pub score: f64,
 }
 
+impl Episode {
+    /// What the environments report of a finished episode, as summaries keep it.
+    pub fn of(stats: &tandem_env::EpisodeStats) -> Episode {
+        Episode {
+            ret: stats.episode_return,
+            length: stats.length as f64,
+            score: stats.raw_score,
+        }
+    }
+}
+
 /// Every rank's episodes of this update, in rank order. All ranks get the same list.
 pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Vec<Episode>> {
     let Some(pg) = pg else {

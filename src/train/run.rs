@@ -249,16 +249,7 @@ impl Run {
                 self.counters.update
             );
         }
-        let mine: Vec<Episode> = self
-            .envs
-            .drain_episodes()
-            .into_iter()
-            .map(|e| Episode {
-                ret: e.episode_return,
-                length: e.length as f64,
-                score: e.raw_score,
-            })
-            .collect();
+        let mine: Vec<Episode> = self.envs.drain_episodes().iter().map(Episode::of).collect();
         let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine)?;
         self.recent.extend(&episodes);
         let decisions = self.decide(before)?;
@@ -405,16 +396,14 @@ impl Run {
         };
         let started = Instant::now();
         let networks = self.learner.networks();
-        let update = self.counters.update;
-        tracing::info!(
-            target: crate::logging::LOG_ONLY,
-            "evaluating at step {}",
-            self.counters.global_step
-        );
+        let Counters {
+            update,
+            global_step: step,
+        } = self.counters;
+        tracing::info!(target: crate::logging::LOG_ONLY, "evaluating at step {step}");
         let (result, recording) =
             eval.run(&networks, &self.envs, update, Some(self.ddp.group()))?;
         self.interval.phases.add("eval", started.elapsed());
-        let step = self.counters.global_step;
         if let Some(recording) = recording {
             self.keep_video(step, recording)?;
         }
