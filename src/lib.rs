@@ -4,6 +4,7 @@
 pub mod algo;
 pub mod atomic;
 pub mod dist;
+pub mod export;
 pub mod launch;
 pub mod logging;
 pub mod nn;

@@ -110,6 +110,9 @@ enum Command {
     },
     /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
     Play(tandem::play::PlayArgs),
+    /// Write a checkpoint's policy as a TorchScript module (observation normaliser included)
+    /// that `torch.jit.load` runs without tandem.
+    Export(tandem::export::ExportArgs),
     /// Internal: times the DDP benchmark's PPO update (Nature CNN) on one rank of DEVICE, one
     /// JSON line per batch size (for machines without cargo: scripts/device-check).
     #[command(name = "__bench-update", hide = true)]
@@ -194,6 +197,7 @@ fn main() -> ExitCode {
         }
         (Some(Command::Train(args)), _) | (None, Some(args)) => train(args),
         (Some(Command::Play(args)), _) => report(tandem::play::run(&args)),
+        (Some(Command::Export(args)), _) => report(tandem::export::run(&args)),
         (
             Some(Command::Sweep {
                 files,

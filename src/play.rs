@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use tch::Device;
 
 use crate::algo::actions::ActionKind;
@@ -110,6 +110,24 @@ fn acts_greedily(args: &PlayArgs, space: &ActionSpace) -> bool {
     args.greedy || (!args.sample && space.is_box())
 }
 
+/// The policy `ckpt` holds, acting in `env` (built from its experiment, one environment): the
+/// normalisers' statistics restored from the checkpoint and frozen, so the policy reads
+/// observations as training normalised them when the checkpoint was written and nothing it
+/// plays moves them. Returns the policy and the observation shape it reads.
+pub fn restored_policy(
+    experiment: &tandem_config::Experiment,
+    ckpt: &checkpoint::Checkpoint,
+    env: &mut tandem_env::VecEnv,
+) -> Result<(Policy, Vec<i64>)> {
+    envs::restore_normalizers(env, ckpt)?;
+    env.freeze_normalizers();
+    crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
+    let (spec, obs_shape) = crate::algo::learner::network_for(experiment, env)?;
+    let policy = Policy::build(experiment, &spec, &obs_shape, env.action_space(), 1)?;
+    checkpoint::restore_into(ckpt, &policy.targets())?;
+    Ok((policy, obs_shape))
+}
+
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
@@ -119,21 +137,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     } else {
         checkpoint::locate(&args.path)?
     };
-    let ckpt = checkpoint::load(&path)?;
-    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
-        anyhow!(
-            "the config stored in {} does not parse:\n{}\n{}",
-            path.display(),
-            d.render(false),
-            tandem_config::OTHER_VERSION_HELP
-        )
-    })?;
-    if tandem_config::config_hash(&experiment) != ckpt.config_hash {
-        bail!(
-            "{} is damaged: its config does not match the hash stored with it",
-            path.display()
-        );
-    }
+    let (ckpt, experiment) = checkpoint::open(&path)?;
     // Drawing costs every step, so a gymnasium environment draws only for a GIF.
     let bridge = tandem_env::BridgeOptions {
         log_prefix: String::new(),
@@ -143,14 +147,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut env =
         tandem_env::VecEnv::with_bridge(&envs::env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
-    // The policy reads observations as training normalised them when this checkpoint was
-    // written, and nothing it plays moves those statistics.
-    envs::restore_normalizers(&mut env, &ckpt)?;
-    env.freeze_normalizers();
-    crate::algo::build::takes_the_action_space(&experiment.algorithm, env.action_space())?;
-    let (spec, obs_shape) = crate::algo::learner::network_for(&experiment, &env)?;
-    let mut policy = Policy::build(&experiment, &spec, &obs_shape, env.action_space(), 1)?;
-    checkpoint::restore_into(&ckpt, &policy.targets())?;
+    let (mut policy, obs_shape) = restored_policy(&experiment, &ckpt, &mut env)?;
     let greedy = acts_greedily(args, env.action_space());
     let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);

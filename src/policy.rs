@@ -16,6 +16,22 @@ use tandem_env::{ActionSpace, VecEnv};
 /// Exploration kept when a Q-learner does not act greedily (the usual Atari evaluation value).
 pub const EVAL_EPSILON: f64 = 0.05;
 
+/// One deterministic pass of a policy over a batch, everything an exported module returns
+/// (`tandem export` traces it).
+pub struct Outputs {
+    /// What [`Policy::act`] sends the environments when greedy.
+    pub actions: Tensor,
+    /// The action distribution's parameters by name: [`ActorCritic::distribution_parameters`];
+    /// a Q-learner's `q_values` `[B, n]`; SAC's `mean` and `log_std` before the tanh; none for
+    /// TD3's deterministic actor.
+    pub parameters: Vec<(&'static str, Tensor)>,
+    /// V(s) `[B]` for an actor-critic, max_a Q(s, a) for a Q-learner, the twin critics' smaller
+    /// Q(s, a) at the policy's own action for SAC and TD3.
+    pub value: Tensor,
+    /// A recurrent network's state after the step.
+    pub state: Option<Tensor>,
+}
+
 /// The trained policy of either kind of learner.
 pub enum Policy {
     /// With its recurrent memory, when the network has a core.
@@ -35,6 +51,32 @@ pub struct ActorCriticPolicy {
     store: VarStore,
     memory: Option<Memory>,
     envs: i64,
+}
+
+impl ActorCriticPolicy {
+    fn outputs(&self, obs: &Tensor, state: Option<&Tensor>) -> Result<Outputs> {
+        let m = &self.model;
+        let (head_output, value, state) = match state {
+            Some(state) => {
+                // One step whose observation continues the state's episode: the caller zeroes
+                // the state where one starts. Zeros shaped by the observations (a traced pass
+                // takes any batch).
+                let starts = obs.flatten(1, -1).select(1, 0).zeros_like();
+                let out = m.forward_sequence(obs, &starts, state)?;
+                (out.head_output, out.values, Some(out.state))
+            }
+            None => {
+                let (head_output, value) = m.forward(obs)?;
+                (head_output, value, None)
+            }
+        };
+        Ok(Outputs {
+            actions: m.env_actions(&m.distribution(&head_output)?.mode()),
+            parameters: m.distribution_parameters(&head_output),
+            value,
+            state,
+        })
+    }
 }
 
 /// A TD3 learner's actor, the bounds its unit-box actions scale to, and the standard
@@ -227,6 +269,50 @@ impl Policy {
             }
             Policy::Dqn(d) => d.act(obs, if greedy { 0.0 } else { EVAL_EPSILON }),
         }
+    }
+
+    /// Width of a recurrent network's state `[B, width]` (`None` without one).
+    pub fn state_width(&self) -> Option<i64> {
+        match self {
+            Policy::ActorCritic(ac) if ac.model.is_recurrent() => Some(ac.model.state_width()),
+            _ => None,
+        }
+    }
+
+    /// The greedy pass over `obs` and, for a recurrent network, from `state` (zeros where an
+    /// episode starts), by the same operations as [`Policy::act`]'s greedy actions.
+    pub fn outputs(&self, obs: &Tensor, state: Option<&Tensor>) -> Result<Outputs> {
+        tch::no_grad(|| match self {
+            Policy::ActorCritic(ac) => ac.outputs(obs, state),
+            Policy::Dqn(d) => {
+                let q = d.q_values(obs)?;
+                Ok(Outputs {
+                    actions: q.argmax(-1, false),
+                    value: q.amax([-1], false),
+                    parameters: vec![("q_values", q)],
+                    state: None,
+                })
+            }
+            Policy::Sac(s) => {
+                let (mean, log_std) = s.sac.actor().mean_and_log_std(obs)?;
+                let unit = mean.tanh();
+                Ok(Outputs {
+                    actions: s.bounds.scale(&unit),
+                    value: s.sac.min_q(obs, &unit),
+                    parameters: vec![("mean", mean), ("log_std", log_std)],
+                    state: None,
+                })
+            }
+            Policy::Td3(t) => {
+                let unit = t.td3.actor().forward(obs)?;
+                Ok(Outputs {
+                    actions: t.bounds.scale(&unit),
+                    value: t.td3.min_q(obs, &unit),
+                    parameters: Vec::new(),
+                    state: None,
+                })
+            }
+        })
     }
 
     /// After a step: a recurrent policy's next observation starts an episode where this one

@@ -32,6 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "torch_ops",
         ],
     ),
+    ("export", &["play", "train", "policy", "atomic"]),
     ("version", &["dist"]),
     ("sweep", &["launch", "atomic"]),
     (

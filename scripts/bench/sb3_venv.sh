@@ -3,7 +3,7 @@
 # torch 2.13.0, runnable on CPU without the NVIDIA wheels torch declares.
 # torch is installed --no-deps with only its pure-Python dependencies, the CUDA
 # runtime and CUPTI wheels (libtorch_cpu needs them), and stand-ins for the
-# other CUDA libraries (scripts/bench/torch_cpu_stubs.py), plus MuJoCo. Wheels already in
+# other CUDA libraries (scripts/torch_cpu_stubs.py), plus MuJoCo. Wheels already in
 # .deps/wheels are used instead of downloading them again.
 # Usage: scripts/bench/sb3_venv.sh   (prints the venv's python on success)
 set -euo pipefail
@@ -28,7 +28,7 @@ if ! "$venv/bin/python" -c "import torch, stable_baselines3" >/dev/null 2>&1; th
         mpmath==1.3.0 networkx==3.7 jinja2==3.1.6 markupsafe==3.0.4 fsspec==2026.9.0 \
         gymnasium==1.4.0 farama-notifications==0.0.6 numpy==2.5.5 cloudpickle==3.1.3
     site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    "$venv/bin/python" "$root/scripts/bench/torch_cpu_stubs.py" "$site" >&2
+    "$venv/bin/python" "$root/scripts/torch_cpu_stubs.py" "$site" >&2
     "$venv/bin/python" -c "import torch, stable_baselines3" 
 fi
 # MuJoCo for scripts/bench/gym_bridge.sh's HalfCheetah-v5 (added to an existing venv too).

@@ -162,6 +162,14 @@ impl Td3 {
         &self.actor
     }
 
+    /// The twin critics' smaller Q(s, a) `[B]` for unit-box actions `a` (what an exported
+    /// policy reports as its value at its own action).
+    pub fn min_q(&self, obs: &Tensor, action: &Tensor) -> Tensor {
+        let input = QInput::new(obs, action);
+        let [q1, q2] = &self.critics;
+        q1.forward(&input).minimum(&q2.forward(&input))
+    }
+
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
     }

@@ -259,10 +259,10 @@ pub struct ActorCritic {
 
 /// What a recurrent network's forward pass over a sequence returns: policy head outputs
 /// `[T * n, ...]`, values `[T * n]` and the state after the last step `[n, width]`.
-struct SequenceOutput {
-    head_output: Tensor,
-    values: Tensor,
-    state: Tensor,
+pub(crate) struct SequenceOutput {
+    pub(crate) head_output: Tensor,
+    pub(crate) values: Tensor,
+    pub(crate) state: Tensor,
 }
 
 impl ActorCritic {
@@ -452,6 +452,21 @@ impl ActorCritic {
         })
     }
 
+    /// What a policy head output parameterises, by name: a categorical's (masked) `logits`
+    /// `[B, n]` (several categoricals' side by side), or a Gaussian's `mean` and `log_std`
+    /// `[B, d]`, in unit space.
+    pub fn distribution_parameters(&self, head_output: &Tensor) -> Vec<(&'static str, Tensor)> {
+        match &self.policy {
+            PolicyKind::Categorical | PolicyKind::MultiCategorical { .. } => {
+                vec![("logits", head_output.shallow_clone())]
+            }
+            PolicyKind::Gaussian { log_std, .. } => vec![
+                ("mean", head_output.shallow_clone()),
+                ("log_std", log_std.expand_as(head_output)),
+            ],
+        }
+    }
+
     /// Samples actions for a batch of observations (no gradients recorded).
     pub fn act(&self, obs: &Tensor) -> Result<ActTaken> {
         tch::no_grad(|| {
@@ -515,7 +530,7 @@ impl ActorCritic {
 
     /// The recurrent forward pass over `obs` `[T * n, ...]` (step-major), from `state`
     /// `[n, width]`, zeroing the state where `starts` `[T * n]` is 1.
-    fn forward_sequence(
+    pub(crate) fn forward_sequence(
         &self,
         obs: &Tensor,
         starts: &Tensor,

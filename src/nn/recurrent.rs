@@ -80,8 +80,11 @@ impl RecurrentCore {
     ) -> (Tensor, Tensor) {
         let n = state.size()[0];
         let steps = features.size()[0] / n;
-        let projected = self.input.forward(features).view([steps, n, -1]);
-        let keep = (starts.to_kind(Kind::Float).neg() + 1.0).view([steps, n, 1]);
+        // Shaped by the step count alone, so a traced step (`tandem export`) takes any batch.
+        let projected = self.input.forward(features).unflatten(0, [steps, -1]);
+        let keep = (starts.to_kind(Kind::Float).neg() + 1.0)
+            .unflatten(0, [steps, -1])
+            .unsqueeze(-1);
         let mut state = state.shallow_clone();
         let mut outputs = Vec::with_capacity(steps as usize);
         for t in 0..steps {

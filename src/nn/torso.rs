@@ -530,9 +530,9 @@ impl TwinMlp {
     /// index 0 the actor's.
     pub fn forward(&self, obs: &Tensor) -> Tensor {
         let x = obs.flatten(1, -1);
-        let size = x.size();
-        // The same rows for both torsos: a broadcast view, nothing is copied.
-        let mut h = x.unsqueeze(0).expand([2, size[0], size[1]], false);
+        // The same rows for both torsos: a broadcast view, nothing is copied. Sized by -1, so a
+        // traced pass (`tandem export`) takes any batch.
+        let mut h = x.unsqueeze(0).expand([2, -1, -1], false);
         for (weight, bias) in &self.layers {
             h = activate_in_place(self.activation, bias.baddbmm(&h, weight, 1.0, 1.0));
         }

@@ -267,6 +267,58 @@ pub fn best(run_dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// A checkpoint of a run directory by name: its newest without `which`, `best` for
+/// [`best`], or an update number `N` for `ckpt-N`.
+pub fn pick(run_dir: &Path, which: Option<&str>) -> Result<PathBuf> {
+    match which {
+        None => locate(run_dir),
+        Some("best") => best(run_dir),
+        Some(text) => {
+            let update: u64 = text.parse().map_err(|_| {
+                anyhow!("--checkpoint takes an update number or `best`, not `{text}`")
+            })?;
+            let path = checkpoint_dir(run_dir).join(file_name(update));
+            if !path.is_file() {
+                let kept: Vec<String> = list(&checkpoint_dir(run_dir))?
+                    .iter()
+                    .filter_map(|p| update_of(p).map(|u| u.to_string()))
+                    .collect();
+                bail!(
+                    "{} holds no checkpoint of update {update}; it keeps {}",
+                    run_dir.display(),
+                    if kept.is_empty() {
+                        "none".to_string()
+                    } else {
+                        format!("updates {}", kept.join(", "))
+                    }
+                );
+            }
+            Ok(path)
+        }
+    }
+}
+
+/// Reads a checkpoint and the experiment it was trained with (the resolved config stored in
+/// it, never the source files), refusing a config that does not match its hash.
+pub fn open(path: &Path) -> Result<(Checkpoint, tandem_config::Experiment)> {
+    let ckpt = load(path)?;
+    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
+        anyhow!(
+            "the config stored in {} does not parse:\n{}\n{}",
+            path.display(),
+            d.render(false),
+            tandem_config::OTHER_VERSION_HELP
+        )
+    })?;
+    if tandem_config::config_hash(&experiment) != ckpt.config_hash {
+        bail!(
+            "{} is damaged: its config does not match the hash stored with it",
+            path.display()
+        );
+    }
+    Ok((ckpt, experiment))
+}
+
 /// Reads a checkpoint; a file that is not whole (truncated, overwritten, its digest not
 /// matching) is one line naming it and what is wrong, not libtorch's stack of C++ frames.
 pub fn load(path: &Path) -> Result<Checkpoint> {

@@ -31,6 +31,16 @@ impl NormStats {
         self.mean.len()
     }
 
+    /// The mean and `1 / sqrt(var + epsilon)` as the f32 values a normaliser computes with:
+    /// `(x - mean) * inv_std` (an exported policy applies them by the same operations).
+    pub fn f32_mean_and_inv_std(&self, epsilon: f64) -> (Vec<f32>, Vec<f32>) {
+        let mean = self.mean.iter().map(|&m| m as f32).collect();
+        let inv_std = (self.var.iter())
+            .map(|&v| (1.0 / (v + epsilon).sqrt()) as f32)
+            .collect();
+        (mean, inv_std)
+    }
+
     /// Adds one value vector (Welford's update).
     pub fn push(&mut self, values: impl IntoIterator<Item = f64>) {
         self.count += 1.0;
@@ -200,13 +210,7 @@ impl Normalizer {
     }
 
     fn refresh_cache(&mut self) {
-        self.mean32 = self.current.mean.iter().map(|&m| m as f32).collect();
-        self.inv_std32 = self
-            .current
-            .var
-            .iter()
-            .map(|&v| (1.0 / (v + self.epsilon).sqrt()) as f32)
-            .collect();
+        (self.mean32, self.inv_std32) = self.current.f32_mean_and_inv_std(self.epsilon);
     }
 
     /// Records one value vector.

@@ -61,6 +61,28 @@ impl Wrapper {
     }
 }
 
+impl Wrapper {
+    /// Whether the observation after this wrapper differs from the one before it (in values or
+    /// shape); the others change actions, rewards or episode ends only.
+    pub fn changes_observation(&self) -> bool {
+        match self {
+            Wrapper::FrameSkip { max_pool, .. } => *max_pool,
+            Wrapper::Resize { .. }
+            | Wrapper::Grayscale
+            | Wrapper::FrameStack { .. }
+            | Wrapper::NormalizeObs { .. }
+            | Wrapper::KeepObs { .. } => true,
+            Wrapper::NoopReset { .. }
+            | Wrapper::FireReset
+            | Wrapper::EpisodicLife
+            | Wrapper::ClipReward
+            | Wrapper::TimeLimit { .. }
+            | Wrapper::StickyActions { .. }
+            | Wrapper::NormalizeReward { .. } => false,
+        }
+    }
+}
+
 /// How a config writes a wrapper: its name, what it does, its parameters in order (the first
 /// may be written as the wrapper's only argument).
 #[derive(Debug, Clone, Copy)]

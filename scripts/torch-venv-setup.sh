@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Creates the Python venv in which the export tests (tests/export.rs) load `tandem export`'s
+# TorchScript modules with `torch.jit.load` and run docs/export.md's example: torch 2.13.0, the
+# libtorch tandem is built on (a module loads in the torch that wrote it, or a newer one), on CPU,
+# and gymnasium's classic-control games. torch comes from the wheel scripts/setup downloads for
+# libtorch (.deps/wheels, fetched here when missing), --no-deps with its pure-Python dependencies,
+# the CUDA runtime and CUPTI wheels libtorch_cpu needs, and stand-ins for the other NVIDIA
+# libraries its Python extension links (scripts/torch_cpu_stubs.py): gigabytes less than pip's
+# CUDA install. Idempotent: a venv that imports the pinned versions is left alone.
+# Usage: scripts/torch-venv-setup.sh   (prints the venv's python on success)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.deps/venv-torch"
+wheels="$root/.deps/wheels"
+check='import sys, torch, gymnasium
+sys.exit((torch.__version__.split("+")[0], gymnasium.__version__) != ("2.13.0", "1.4.0"))'
+
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$check" 2>/dev/null; then
+    echo "$venv/bin/python"
+    exit 0
+fi
+# The torch wheel is cp312: pyenv's 3.12 is used when python3 is another version.
+python="${TORCH_VENV_PYTHON:-}"
+if [ -z "$python" ]; then
+    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
+        # pyenv shims exist for versions that are not selected: check the command runs.
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then
+            python="$candidate"; break
+        fi
+    done
+fi
+[ -n "$python" ] || { echo "torch-venv-setup: needs Python 3.12 (set TORCH_VENV_PYTHON)" >&2; exit 1; }
+mkdir -p "$wheels"
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
+"${pip[@]}" --no-deps --find-links "$wheels" \
+    torch==2.13.0 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85 >&2
+# pip warns here that torch's NVIDIA requirements are not installed: expected.
+"${pip[@]}" filelock==4.3.1 typing-extensions==4.16.0 setuptools==84.2.1 sympy==1.14.0 \
+    mpmath==1.3.0 networkx==3.7 jinja2==3.1.6 markupsafe==3.0.4 fsspec==2026.9.0 \
+    gymnasium==1.4.0 farama-notifications==0.0.6 numpy==2.5.5 cloudpickle==3.1.3 >&2
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+"$venv/bin/python" "$root/scripts/torch_cpu_stubs.py" "$site" >&2
+"$venv/bin/python" -c "$check"
+echo "$venv/bin/python"

@@ -1,0 +1,344 @@
+//! `tandem export` round trips: a short run of each kind of policy is exported, and the module,
+//! loaded in Python by `torch.jit.load`, must give tandem's own greedy actions on 200
+//! observations of the environment (exactly for discrete actions, within 1e-5 for boxes),
+//! taking them as the environment gives them before the observation normaliser. tandem's
+//! actions come from the checkpoint's policy acting as `tandem play --greedy` does; the
+//! observations the module reads come from a twin environment without `normalize-obs`, stepped
+//! with the same actions. Also: the module's other methods, the refusals, and the Python example
+//! of docs/export.md stepping gymnasium's CartPole.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::binary::*;
+use tandem::algo::actions::ActionKind;
+use tandem::algo::host_rows::{host_actions, rows_to_batch};
+use tandem::train::{checkpoint, envs};
+use tandem_config::Wrapper;
+use tandem_env::{BridgeOptions, VecEnv};
+
+const OBSERVATIONS: usize = 200;
+
+fn experiment(name: &str) -> String {
+    format!("{}/experiments/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python of the export tests' venv, or `None` (after the tools rule) without it.
+fn torch_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-torch/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    common::tools::tool_missing(
+        &python.display().to_string(),
+        "loading exported modules in Python",
+        "scripts/setup --test (scripts/torch-venv-setup.sh) makes it",
+    );
+    None
+}
+
+/// A short run of `file` with `sets`, exported to `<run>/policy.pt`.
+fn trained_and_exported(name: &str, file: &str, sets: &[&str]) -> PathBuf {
+    let dir = fresh_dir(&format!("export-{name}"));
+    let out = train(&experiment(file), &dir, sets, Duration::from_secs(600));
+    assert!(out.status.success(), "training {file}: {}", text(&out));
+    let out = run(
+        tandem()
+            .arg("export")
+            .arg(&dir)
+            .arg("-o")
+            .arg(dir.join("policy.pt")),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "export of {file}: {}", text(&out));
+    assert!(text(&out).contains("wrote "), "{}", text(&out));
+    dir
+}
+
+/// What tandem's policy did on [`OBSERVATIONS`] steps: the observations before normalisation,
+/// whether each began an episode, and the greedy actions (flattened).
+struct Played {
+    obs: Vec<f32>,
+    obs_shape: Vec<i64>,
+    starts: Vec<bool>,
+    actions: Vec<f64>,
+    discrete: bool,
+}
+
+fn play_greedily(run_dir: &Path) -> Played {
+    let path = checkpoint::locate(run_dir).unwrap();
+    let (ckpt, experiment) = checkpoint::open(&path).unwrap();
+    let spec = envs::env_spec(&experiment);
+    let mut raw_spec = spec.clone();
+    raw_spec
+        .wrappers
+        .retain(|w| !matches!(w, Wrapper::NormalizeObs { .. }));
+    let bridge = BridgeOptions {
+        log_prefix: String::new(),
+        render: false,
+    };
+    let mut env = VecEnv::with_bridge(&spec, &[7], 1, &bridge).unwrap();
+    let mut raw = VecEnv::with_bridge(&raw_spec, &[7], 1, &bridge).unwrap();
+    let (mut policy, obs_shape) =
+        tandem::play::restored_policy(&experiment, &ckpt, &mut env).unwrap();
+    let kind = ActionKind::of(env.action_space());
+    env.reset();
+    raw.reset();
+    let mut played = Played {
+        obs: Vec::new(),
+        obs_shape: obs_shape.clone(),
+        starts: Vec::new(),
+        actions: Vec::new(),
+        discrete: !env.action_space().is_box(),
+    };
+    let mut start = true;
+    for _ in 0..OBSERVATIONS {
+        played.obs.extend_from_slice(raw.obs());
+        played.starts.push(start);
+        let obs = rows_to_batch(env.obs(), 1, &obs_shape, tch::Device::Cpu);
+        let action = tch::no_grad(|| policy.act(&obs, true)).unwrap();
+        played.actions.extend(
+            Vec::<f64>::try_from(action.to_kind(tch::Kind::Double).flatten(0, -1)).unwrap(),
+        );
+        let batch = host_actions(&action, kind).unwrap();
+        env.step(&batch).unwrap();
+        raw.step(&batch).unwrap();
+        policy.stepped(&env);
+        start = env.terminated()[0] || env.truncated()[0];
+    }
+    played
+}
+
+/// Runs the exported module in Python on the played observations, one at a time with its state
+/// for a recurrent policy (zeros where an episode began), all at once otherwise. Returns its
+/// actions (flattened) and what its other methods returned, in words.
+fn python_actions(python: &Path, run_dir: &Path, played: &Played) -> (Vec<f64>, String) {
+    let obs_file = run_dir.join("obs.f32");
+    let bytes: Vec<u8> = played.obs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&obs_file, bytes).unwrap();
+    let mut shape = vec![OBSERVATIONS as i64];
+    shape.extend_from_slice(&played.obs_shape);
+    let meta = serde_json::json!({"shape": shape, "starts": played.starts});
+    let script = r#"
+import json, sys, torch
+module = torch.jit.load(sys.argv[1])
+meta = json.loads(sys.argv[3])
+obs = torch.frombuffer(bytearray(open(sys.argv[2], "rb").read()), dtype=torch.float32)
+obs = obs.view(meta["shape"])
+recurrent = hasattr(module, "initial_state")
+named = [n for n in ["logits", "mean", "log_std", "q_values", "value"] if hasattr(module, n)]
+if recurrent:
+    actions = []
+    for t, start in enumerate(meta["starts"]):
+        o = obs[t : t + 1]
+        if start:
+            state = module.initial_state(o)
+        outputs = {n: getattr(module, n)(o, state) for n in named}
+        actions.append(module(o, state))
+        state = module.next_state(o, state)
+    actions = torch.cat(actions)
+else:
+    actions = module(obs)
+    outputs = {n: getattr(module, n)(obs) for n in named}
+print(json.dumps({
+    "actions": actions.double().flatten().tolist(),
+    "methods": f"recurrent={recurrent} " + " ".join(f"{n}={list(t.shape)}" for n, t in outputs.items()),
+}))
+"#;
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(run_dir.join("policy.pt"))
+        .arg(&obs_file)
+        .arg(meta.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = reply["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    (actions, reply["methods"].as_str().unwrap().to_string())
+}
+
+/// Exports a short run of `file` and holds the module's actions in Python to tandem's.
+fn round_trip(name: &str, file: &str, sets: &[&str], methods: &str) {
+    let dir = trained_and_exported(name, file, sets);
+    let Some(python) = torch_python() else {
+        return;
+    };
+    let played = play_greedily(&dir);
+    let (got, described) = python_actions(&python, &dir, &played);
+    assert_eq!(got.len(), played.actions.len(), "{name}");
+    let worst = (got.iter().zip(&played.actions))
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max);
+    eprintln!("{name}: largest difference {worst}");
+    if played.discrete {
+        assert_eq!(got, played.actions, "{name}: discrete actions differ");
+    } else {
+        assert!(worst <= 1e-5, "{name}: box actions differ by up to {worst}");
+    }
+    assert_eq!(described, methods, "{name}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cartpole_mlp_policy_acts_in_python_as_in_tandem() {
+    round_trip(
+        "cartpole",
+        "cartpole.kdl",
+        &["train.total-steps=8192"],
+        "recurrent=False logits=[200, 2] value=[200]",
+    );
+}
+
+#[test]
+fn a_breakout_cnn_policy_acts_in_python_as_in_tandem() {
+    round_trip(
+        "breakout",
+        "breakout-ppo.kdl",
+        &["train.total-steps=1024"],
+        "recurrent=False logits=[200, 4] value=[200]",
+    );
+}
+
+/// Gaussian, with observations normalised by the statistics the checkpoint holds.
+#[test]
+fn a_pendulum_gaussian_policy_normalises_and_acts_in_python_as_in_tandem() {
+    round_trip(
+        "pendulum",
+        "pendulum-ppo.kdl",
+        &["train.total-steps=8000"],
+        "recurrent=False mean=[200, 1] log_std=[200, 1] value=[200]",
+    );
+}
+
+/// An LSTM carrying its state from observation to observation, zeroed where episodes begin.
+#[test]
+fn a_masked_cartpole_lstm_policy_acts_in_python_as_in_tandem() {
+    round_trip(
+        "masked-lstm",
+        "cartpole-masked-lstm.kdl",
+        &["train.total-steps=4096"],
+        "recurrent=True logits=[1, 2] value=[1]",
+    );
+}
+
+/// The off-policy learners: DQN's Q-values, SAC's squashed Gaussian, TD3's deterministic actor.
+#[test]
+fn dqn_sac_and_td3_policies_act_in_python_as_in_tandem() {
+    round_trip(
+        "dqn",
+        "cartpole-dqn.kdl",
+        &["train.total-steps=3000", "algorithm.learning-starts=1000"],
+        "recurrent=False q_values=[200, 2] value=[200]",
+    );
+    for (name, file, methods) in [
+        (
+            "sac",
+            "pendulum-sac.kdl",
+            "mean=[200, 1] log_std=[200, 1] value=[200]",
+        ),
+        ("td3", "pendulum-td3.kdl", "value=[200]"),
+    ] {
+        round_trip(
+            name,
+            file,
+            &["train.total-steps=1500", "algorithm.learning-starts=1000"],
+            &format!("recurrent=False {methods}"),
+        );
+    }
+}
+
+/// What cannot be exported, or is asked for wrongly, says so.
+#[test]
+fn export_refuses_a_missing_checkpoint_with_what_there_is() {
+    let dir = fresh_dir("export-refusals");
+    let out = train(
+        &experiment("cartpole.kdl"),
+        &dir,
+        &["train.total-steps=4096"],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let export = |args: &[&str]| {
+        let out = run(
+            tandem()
+                .arg("export")
+                .args(args)
+                .arg("-o")
+                .arg(dir.join("p.pt")),
+            Duration::from_secs(60),
+        );
+        (out.status.success(), text(&out))
+    };
+    let run_dir = dir.to_str().unwrap();
+    let (ok, said) = export(&[run_dir, "--checkpoint", "999"]);
+    assert!(
+        !ok && said.contains("holds no checkpoint of update 999; it keeps updates 8"),
+        "{said}"
+    );
+    let (ok, said) = export(&[run_dir, "--checkpoint", "best"]);
+    assert!(!ok && said.contains("holds no best checkpoint"), "{said}");
+    let (ok, said) = export(&[run_dir, "--checkpoint", "last"]);
+    assert!(
+        !ok && said.contains("an update number or `best`, not `last`"),
+        "{said}"
+    );
+    let file = dir.join("checkpoints/ckpt-000000008.pt");
+    let (ok, said) = export(&[file.to_str().unwrap(), "--checkpoint", "8"]);
+    assert!(!ok && said.contains("is a checkpoint file"), "{said}");
+    assert!(!dir.join("p.pt").exists());
+    let (ok, said) = export(&[run_dir, "--checkpoint", "8"]);
+    assert!(ok && dir.join("p.pt").exists(), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/export.md's example, as shipped in examples/export/cartpole.py, plays gymnasium's own
+/// CartPole-v1 with an exported policy that learned on tandem's native CartPole.
+#[test]
+fn the_documented_python_example_balances_gymnasiums_cartpole() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = std::fs::read_to_string(root.join("examples/export/cartpole.py")).unwrap();
+    let docs = std::fs::read_to_string(root.join("docs/export.md")).unwrap();
+    let body = &example[example.find("import sys").unwrap()..];
+    assert!(
+        docs.contains(body),
+        "docs/export.md must show examples/export/cartpole.py from `import sys` on, as it is"
+    );
+    let dir = trained_and_exported("docs", "cartpole.kdl", &["train.total-steps=20480"]);
+    let Some(python) = torch_python() else {
+        return;
+    };
+    let out = Command::new(python)
+        .arg(root.join("examples/export/cartpole.py"))
+        .arg(dir.join("policy.pt"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mean: f64 = said
+        .lines()
+        .last()
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no mean return in {said}"));
+    // A random policy keeps the pole up for about 22 steps.
+    assert!(mean >= 100.0, "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
