@@ -89,25 +89,13 @@ enum Command {
         #[arg(long)]
         hash: bool,
     },
-    /// Train several variants of an experiment (seeds, learning rates, ...) one after another,
-    /// each in its own run directory, and print one table of their final returns.
-    Sweep {
-        /// The variants' experiment files (KDL or JSON), in the order they run.
-        #[arg(required = true, value_name = "FILE")]
-        files: Vec<String>,
-        /// The sweep's name; its runs go to runs/<NAME>/<UTC time>/<variant> unless --dir.
-        #[arg(long, default_value = "sweep")]
-        name: String,
-        /// Where the variants' run directories go.
-        #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
-        /// Stop every variant after this many global environment steps.
-        #[arg(long, value_name = "STEPS")]
-        max_steps: Option<u64>,
-        /// Only warnings and errors from the training runs.
-        #[arg(long, short)]
-        quiet: bool,
-    },
+    /// Train the variants of an experiment (files, or a grid of --set values and --seeds),
+    /// each in its own run directory, several at a time; print one table of their final scores
+    /// and write a CSV of their score curves and a PNG plot of them.
+    Sweep(tandem::sweep::SweepRequest),
+    /// Plot the score curves of runs (run directories, or folders of them such as a sweep's):
+    /// mean over seeds with a 95% interval per group of runs that differ only in seed.
+    Plot(tandem::sweep::PlotArgs),
     /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
     Play(tandem::play::PlayArgs),
     /// Write a checkpoint's policy as a TorchScript module (observation normaliser included)
@@ -198,22 +186,8 @@ fn main() -> ExitCode {
         (Some(Command::Train(args)), _) | (None, Some(args)) => train(args),
         (Some(Command::Play(args)), _) => report(tandem::play::run(&args)),
         (Some(Command::Export(args)), _) => report(tandem::export::run(&args)),
-        (
-            Some(Command::Sweep {
-                files,
-                name,
-                dir,
-                max_steps,
-                quiet,
-            }),
-            _,
-        ) => report(tandem::sweep::run(&tandem::sweep::SweepRequest {
-            files,
-            name,
-            dir,
-            max_steps,
-            quiet,
-        })),
+        (Some(Command::Sweep(request)), _) => report(tandem::sweep::run(&request)),
+        (Some(Command::Plot(args)), _) => report(tandem::sweep::plot_runs(&args)),
         (
             Some(Command::BenchUpdate {
                 device,

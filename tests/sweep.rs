@@ -166,8 +166,6 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     )
     .unwrap();
     files.push(bad.display().to_string());
-    // The same name twice is refused too: each variant names its run directory.
-    files.push(files[0].clone());
     let sweep_dir = dir.join("runs");
     let out = tandem()
         .args(["sweep", "--max-steps", "512", "--dir"])
@@ -179,10 +177,154 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     assert!(!out.status.success());
     assert!(err.contains("unknown setting `envz`"), "{err}");
     assert!(err.contains("bad.json:1:"), "{err}");
-    assert!(
-        err.contains("both name their experiment \"cartpole-seed-1\""),
-        "{err}"
-    );
     assert!(err.contains("the sweep did not start"), "{err}");
     assert!(!sweep_dir.exists(), "a run started");
+}
+
+/// `(step, score)` of every update of a run that logged a score, from its scalars.jsonl.
+fn logged_scores(run_dir: &Path) -> Vec<(u64, f64)> {
+    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            Some((v["step"].as_u64()?, v["episode/score_mean"].as_f64()?))
+        })
+        .collect()
+}
+
+/// The width and height a PNG file states.
+fn png_size(path: &Path) -> (u32, u32) {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let info = png::Decoder::new(file).read_info().unwrap();
+    (info.info().width, info.info().height)
+}
+
+#[test]
+fn a_grid_of_values_and_seeds_runs_two_at_a_time_and_writes_its_curves_and_plot() {
+    let dir = fresh_dir("grid");
+    let base = format!(
+        "{}/tests/configs/ppo-cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sweep_dir = dir.join("runs");
+    let out = tandem()
+        .args([
+            "sweep",
+            &base,
+            "--seeds",
+            "1..2",
+            "--set",
+            "algorithm.lr=1e-3,3e-4",
+        ])
+        .args([
+            "--parallel",
+            "2",
+            "--max-steps",
+            "4096",
+            "--quiet",
+            "--name",
+            "grid",
+            "--dir",
+        ])
+        .arg(&sweep_dir)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("4 variants in"), "{said}");
+    let mut csv_rows = vec!["group,run,seed,step,score".to_string()];
+    for (lr, label, canonical) in [
+        ("1e-3", "lr 0.001", "lr 0.001"),
+        ("3e-4", "lr 0.0003", "lr 0.0003"),
+    ] {
+        for seed in 1..=2 {
+            let name = format!("ppo-cartpole-lr={lr}-seed{seed}");
+            let run_dir = sweep_dir.join(&name);
+            let resolved = std::fs::read_to_string(run_dir.join("resolved.kdl")).unwrap();
+            assert!(
+                resolved.contains(&format!("seed {seed}\n")),
+                "{name}: {resolved}"
+            );
+            assert!(resolved.contains(canonical), "{name}: {resolved}");
+            // Two at a time: each console went to its own file.
+            assert!(
+                sweep_dir.join(format!("{name}.console.log")).is_file(),
+                "{name}"
+            );
+            let scores = logged_scores(&run_dir);
+            assert_eq!(scores.last().map(|s| s.0), Some(4096), "{name}: {scores:?}");
+            csv_rows.extend(
+                scores
+                    .iter()
+                    .map(|(step, score)| format!("{label},{name},{seed},{step},{score}")),
+            );
+        }
+    }
+    let table = std::fs::read_to_string(sweep_dir.join("sweep.txt")).unwrap();
+    assert!(table.contains("group 1 (lr 0.001), n=2: "), "{table}");
+    assert!(table.contains("group 2 (lr 0.0003), n=2: "), "{table}");
+    let csv = std::fs::read_to_string(sweep_dir.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().collect::<Vec<_>>(), csv_rows);
+    assert_eq!(png_size(&sweep_dir.join("sweep.png")), (1000, 640));
+
+    // `tandem plot` on the sweep's folder draws the same groups from the runs alone.
+    let plotted = dir.join("again.png");
+    let out = tandem()
+        .arg("plot")
+        .arg(&sweep_dir)
+        .arg("-o")
+        .arg(&plotted)
+        .arg("--csv")
+        .arg(dir.join("again.csv"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("again.csv")).unwrap(), csv);
+    assert_eq!(png_size(&plotted), (1000, 640));
+    assert!(said.contains("lr 0.001: score at step 4096: "), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_same_variant_twice_gets_two_run_directories() {
+    let dir = fresh_dir("twice");
+    let base = format!(
+        "{}/tests/configs/ppo-cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sweep_dir = dir.join("runs");
+    let out = tandem()
+        .args([
+            "sweep",
+            &base,
+            &base,
+            "--max-steps",
+            "512",
+            "--quiet",
+            "--dir",
+        ])
+        .arg(&sweep_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["ppo-cartpole-seed1-1", "ppo-cartpole-seed1-2"] {
+        assert!(
+            sweep_dir.join(name).join("summary.json").is_file(),
+            "{name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,577 @@
+//! `tandem sweep` and `tandem plot`. A sweep trains the variants of an experiment, each in its
+//! own run directory under one sweep directory: the files given, each crossed with every
+//! combination of `--set PATH=V1,V2,...` lists and `--seeds` ([`grid`]); several at a time with
+//! `--parallel`. It then writes one table of their final scores (per variant, and per group of
+//! variants that differ only in `seed`: the mean with a 95% Student-t interval over the seeds),
+//! a CSV of every variant's score curve and a PNG of each group's mean curve with its interval
+//! ([`curves`], [`plot`]). `tandem plot` draws the same for any runs.
+//!
+//! Every variant is resolved before the first one starts, so a typo in the fifth does not
+//! surface hours into the sweep. Each variant runs as its own `tandem train` process (what a
+//! user would type), so one failing does not take the others down; its row says so.
+
+pub mod curves;
+pub mod grid;
+pub mod plot;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use grid::{Axis, Planned};
+
+/// `tandem sweep` as the command line states it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SweepRequest {
+    /// The experiment files (KDL or JSON): the variants themselves, or with --set lists or
+    /// --seeds the bases of the grid, in the order they run.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// A setting and the values to sweep it over: PATH=V1,V2,... (e.g.
+    /// algorithm.lr=1e-3,3e-4); every combination of every --set runs with each file.
+    #[arg(long = "set", value_name = "PATH=V1,V2,...")]
+    pub sets: Vec<String>,
+    /// Seeds each combination runs with: A..B (both included), A,B,C or one.
+    #[arg(long, value_name = "A..B|A,B,C")]
+    pub seeds: Option<String>,
+    /// Variants trained at once [default: as many as the machine's cores hold, each taking
+    /// its ranks times its compute threads; one at a time when a variant uses a GPU].
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// The sweep's name; its runs go to runs/<NAME>/<UTC time>/<variant> unless --dir.
+    #[arg(long, default_value = "sweep")]
+    pub name: String,
+    /// Where the variants' run directories go.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Stop every variant after this many global environment steps.
+    #[arg(long, value_name = "STEPS")]
+    pub max_steps: Option<u64>,
+    /// Only warnings and errors from the training runs.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `tandem plot` as the command line states it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlotArgs {
+    /// Run directories, or folders holding them (a sweep's directory).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Where to write the PNG.
+    #[arg(short, long, value_name = "FILE", default_value = "plot.png")]
+    pub output: PathBuf,
+    /// Also write every run's score curve here as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The plot's title [default: the experiment's name].
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// `tandem plot`: the runs' groups drawn, and each group's final mean and interval printed.
+pub fn plot_runs(args: &PlotArgs) -> Result<ExitCode> {
+    let dirs = curves::run_dirs(&args.paths)?;
+    let groups = curves::groups_of(&dirs)?;
+    if groups
+        .iter()
+        .all(|g| g.runs.iter().all(|r| r.points.is_empty()))
+    {
+        bail!(
+            "none of the {} run(s) logged a score ({} in scalars.jsonl) yet",
+            dirs.len(),
+            curves::SCORE_TAG
+        );
+    }
+    let title = match &args.title {
+        Some(title) => title.clone(),
+        None => curves::experiment_of(&dirs[0])?.name,
+    };
+    plot::write_png(&title, &groups, &args.output)?;
+    if let Some(csv) = &args.csv {
+        crate::atomic::write_atomic(csv, curves::csv(&groups).as_bytes())
+            .with_context(|| format!("cannot write {}", csv.display()))?;
+    }
+    let last = curves::last_step(&groups);
+    for group in &groups {
+        let end = curves::band(group, last).pop();
+        let figures = match end {
+            None => "no score".to_string(),
+            Some(p) => match p.interval {
+                Some((lo, hi)) => format!("{:.3} [{lo:.3}, {hi:.3}] over {} runs", p.mean, p.runs),
+                None => format!("{:.3} (one run)", p.mean),
+            },
+        };
+        println!("{}: score at step {last}: {figures}", group.label);
+    }
+    println!("wrote {}", args.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One variant, resolved.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub file: String,
+    /// The `--set`s its `tandem train` gets.
+    pub sets: Vec<String>,
+    /// Its run directory's name.
+    pub name: String,
+    pub seed: u64,
+    /// The canonical text without the name and seed lines: variants with the same key differ
+    /// only in their seed, and their scores are averaged together.
+    pub group_key: String,
+    /// Cores its ranks compute on, and whether it uses a GPU.
+    pub cores: usize,
+    pub cuda: bool,
+}
+
+/// What one variant's run left in its `summary.json` (or that it left none).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Finished {
+        global_step: u64,
+        episodes: u64,
+        /// `last_20_score_mean`: the mean game score of the run's last 20 episodes.
+        final_score: Option<f64>,
+    },
+    Failed(String),
+}
+
+pub fn run(req: &SweepRequest) -> Result<ExitCode> {
+    let axes: Vec<Axis> = req
+        .sets
+        .iter()
+        .map(|s| Axis::parse(s))
+        .collect::<Result<_>>()?;
+    let seeds = req.seeds.as_deref().map(grid::parse_seeds).transpose()?;
+    let variants = resolve_all(&grid::plan(&req.files, &axes, seeds.as_deref()))?;
+    let parallel = match req.parallel {
+        Some(0) => bail!("--parallel must be at least 1"),
+        Some(n) => n,
+        None => default_parallel(&variants, cores()),
+    };
+    let dir = req
+        .dir
+        .clone()
+        .unwrap_or_else(|| crate::launch::default_run_dir(&req.name));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    eprintln!(
+        "sweep {}: {} variant{} in {}, {parallel} at a time",
+        req.name,
+        variants.len(),
+        if variants.len() == 1 { "" } else { "s" },
+        dir.display()
+    );
+    let outcomes = train_all(req, &dir, &variants, parallel)?;
+    let table = table(&req.name, &dir, &variants, &outcomes);
+    crate::atomic::write_atomic(&dir.join("sweep.txt"), table.as_bytes())?;
+    print!("{table}");
+    write_curves(&req.name, &dir, &variants)?;
+    let failed = outcomes.iter().any(|o| matches!(o, Outcome::Failed(_)));
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The machine's cores, as the launcher counts them.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Variants at once that `cores` hold: each takes its ranks times the compute threads a rank
+/// of it would run alone (`threads`, or what "auto" makes of a rank's share); a sweep with a
+/// GPU variant runs one at a time (the variants name the same devices).
+pub fn default_parallel(variants: &[Variant], cores: usize) -> usize {
+    if variants.iter().any(|v| v.cuda) {
+        return 1;
+    }
+    let widest = variants.iter().map(|v| v.cores).max().unwrap_or(1).max(1);
+    (cores / widest).clamp(1, variants.len().max(1))
+}
+
+/// Trains every variant, `parallel` at a time, and reads each one's outcome. With more than
+/// one at a time, each variant's console goes to `<dir>/<variant>.console.log` instead of
+/// this terminal.
+fn train_all(
+    req: &SweepRequest,
+    dir: &Path,
+    variants: &[Variant],
+    parallel: usize,
+) -> Result<Vec<Outcome>> {
+    let exe = std::env::current_exe().context("finding the tandem executable")?;
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; variants.len()];
+    let mut running: Vec<(usize, Child)> = Vec::new();
+    let mut next = 0;
+    while next < variants.len() || !running.is_empty() {
+        while running.len() < parallel && next < variants.len() {
+            let variant = &variants[next];
+            eprintln!(
+                "sweep {}: variant {}/{} ({}) starts",
+                req.name,
+                next + 1,
+                variants.len(),
+                variant.name
+            );
+            let started = train_command(&exe, req, dir, variant, parallel > 1)
+                .and_then(|mut c| c.spawn().context("could not start tandem train"));
+            match started {
+                Ok(child) => running.push((next, child)),
+                Err(e) => outcomes[next] = Some(Outcome::Failed(format!("{e:#}"))),
+            }
+            next += 1;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut still = Vec::new();
+        for (i, mut child) in running {
+            match child.try_wait() {
+                Ok(None) => still.push((i, child)),
+                finished => {
+                    let outcome = match finished {
+                        Ok(Some(status)) if status.success() => {
+                            read_summary(&dir.join(&variants[i].name))
+                        }
+                        Ok(Some(status)) => Outcome::Failed(format!("tandem train {status}")),
+                        Err(e) => Outcome::Failed(format!("lost tandem train: {e}")),
+                        Ok(None) => unreachable!("matched above"),
+                    };
+                    eprintln!(
+                        "sweep {}: variant {} ({}) {}",
+                        req.name,
+                        i + 1,
+                        variants[i].name,
+                        match &outcome {
+                            Outcome::Finished { .. } => "finished".to_string(),
+                            Outcome::Failed(why) => format!("failed: {why}"),
+                        }
+                    );
+                    outcomes[i] = Some(outcome);
+                }
+            }
+        }
+        running = still;
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.expect("every variant ran"))
+        .collect())
+}
+
+fn train_command(
+    exe: &Path,
+    req: &SweepRequest,
+    dir: &Path,
+    variant: &Variant,
+    console_to_file: bool,
+) -> Result<Command> {
+    let mut train = Command::new(exe);
+    train
+        .arg("train")
+        .arg(&variant.file)
+        .arg("--run-dir")
+        .arg(dir.join(&variant.name))
+        .stdin(Stdio::null());
+    for set in &variant.sets {
+        train.arg("--set").arg(set);
+    }
+    if let Some(n) = req.max_steps {
+        train.arg("--max-steps").arg(n.to_string());
+    }
+    if req.quiet {
+        train.arg("--quiet");
+    }
+    if console_to_file {
+        let path = dir.join(format!("{}.console.log", variant.name));
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        train.stdout(file.try_clone()?).stderr(file);
+    }
+    Ok(train)
+}
+
+/// The CSV of every finished variant's score curve and the plot of each group's
+/// (`sweep.csv`, `sweep.png`); said and skipped when no variant logged a score.
+fn write_curves(name: &str, dir: &Path, variants: &[Variant]) -> Result<()> {
+    let finished: Vec<PathBuf> = variants
+        .iter()
+        .map(|v| dir.join(&v.name))
+        .filter(|d| d.join("scalars.jsonl").is_file())
+        .collect();
+    if finished.is_empty() {
+        eprintln!("sweep {name}: no variant logged a score; no curves to write");
+        return Ok(());
+    }
+    let groups = curves::groups_of(&finished)?;
+    crate::atomic::write_atomic(&dir.join("sweep.csv"), curves::csv(&groups).as_bytes())?;
+    plot::write_png(&format!("sweep {name}"), &groups, &dir.join("sweep.png"))?;
+    println!(
+        "score curves: {} (every logged score), {} (mean over seeds, 95% interval)",
+        dir.join("sweep.csv").display(),
+        dir.join("sweep.png").display()
+    );
+    Ok(())
+}
+
+/// Resolves every planned variant (every problem of every one at once) and names their run
+/// directories: the experiment's name and what the variant sets; variants that would still
+/// share a name get their seed, then their position, appended.
+pub fn resolve_all(planned: &[Planned]) -> Result<Vec<Variant>> {
+    if planned.is_empty() {
+        bail!("a sweep needs at least one experiment file");
+    }
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut problems = String::new();
+    let mut variants: Vec<Variant> = Vec::new();
+    for plan in planned {
+        match tandem_config::resolve(
+            &tandem_config::Source::Path(plan.file.clone().into()),
+            &plan.sets,
+        ) {
+            Ok(resolved) => {
+                let e = &resolved.experiment;
+                let ranks = e.devices.len().max(1);
+                variants.push(Variant {
+                    file: plan.file.clone(),
+                    sets: plan.sets.clone(),
+                    name: grid::run_name(&e.name, &plan.name_parts),
+                    seed: e.seed,
+                    group_key: curves::group_key(e),
+                    cores: ranks * e.threads_for_rank((cores() / ranks).max(1)),
+                    cuda: e.devices.iter().any(|d| d.is_cuda()),
+                });
+            }
+            Err(d) => {
+                // Every combination repeats a mistake in the file or in one --set: say it once.
+                let said = d.render(color);
+                if !problems.contains(&said) {
+                    if !plan.sets.is_empty() {
+                        problems.push_str(&format!("with --set {}:\n", plan.sets.join(" --set ")));
+                    }
+                    problems.push_str(&said);
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}\nthe sweep did not start", problems.trim_end());
+    }
+    distinct_names(&mut variants);
+    Ok(variants)
+}
+
+fn distinct_names(variants: &mut [Variant]) {
+    let clashes = |variants: &[Variant], i: usize| {
+        variants
+            .iter()
+            .filter(|v| v.name == variants[i].name)
+            .count()
+            > 1
+    };
+    let by_seed: Vec<bool> = (0..variants.len()).map(|i| clashes(variants, i)).collect();
+    for (v, clash) in variants.iter_mut().zip(by_seed) {
+        if clash {
+            v.name = format!("{}-seed{}", v.name, v.seed);
+        }
+    }
+    let by_position: Vec<bool> = (0..variants.len()).map(|i| clashes(variants, i)).collect();
+    for (i, (v, clash)) in variants.iter_mut().zip(by_position).enumerate() {
+        if clash {
+            v.name = format!("{}-{}", v.name, i + 1);
+        }
+    }
+}
+
+pub fn read_summary(run_dir: &Path) -> Outcome {
+    let path = run_dir.join("summary.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => return Outcome::Failed(format!("no {}: {e}", path.display())),
+    };
+    let json: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(json) => json,
+        Err(e) => return Outcome::Failed(format!("{} is not JSON: {e}", path.display())),
+    };
+    Outcome::Finished {
+        global_step: json["global_step"].as_u64().unwrap_or(0),
+        episodes: json["episodes"].as_u64().unwrap_or(0),
+        final_score: json["last_20_score_mean"].as_f64(),
+    }
+}
+
+/// The 0.975 quantile of Student's t distribution with `df` degrees of freedom: the published
+/// values for 1 to 30, and beyond linear in 1/df through those for 40, 60, 120 and infinity
+/// (within 0.001 of the exact value).
+pub fn t_975(df: usize) -> f64 {
+    const TO_30: [f64; 30] = [
+        12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010,
+        2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739,
+        2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+    ];
+    const BEYOND: [(f64, f64); 4] = [
+        (30.0, 2.0423),
+        (40.0, 2.0211),
+        (60.0, 2.0003),
+        (120.0, 1.9799),
+    ];
+    if (1..=30).contains(&df) {
+        return TO_30[df - 1];
+    }
+    let inv = 1.0 / df as f64;
+    let mut points: Vec<(f64, f64)> = BEYOND.iter().map(|&(d, t)| (1.0 / d, t)).collect();
+    points.push((0.0, 1.9600));
+    for pair in points.windows(2) {
+        let ((x0, t0), (x1, t1)) = (pair[0], pair[1]);
+        if inv <= x0 && inv >= x1 {
+            return t1 + (t0 - t1) * (inv - x1) / (x0 - x1);
+        }
+    }
+    f64::NAN
+}
+
+/// Mean and the half-width of its 95% Student-t interval (`None` for fewer than two values).
+pub fn mean_interval(values: &[f64]) -> Option<(f64, Option<f64>)> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return Some((mean, None));
+    }
+    let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, Some(t_975(n - 1) * (variance / n as f64).sqrt())))
+}
+
+/// The sweep's table: one row per variant, then one line per group of seeds.
+pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome]) -> String {
+    let width = variants
+        .iter()
+        .map(|v| v.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let mut out = format!(
+        "sweep {name}: {} variant{} in {}\n\n",
+        variants.len(),
+        if variants.len() == 1 { "" } else { "s" },
+        dir.display()
+    );
+    out.push_str(&format!(
+        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>12}\n",
+        "variant", "seed", "steps", "episodes", "final score"
+    ));
+    for (v, o) in variants.iter().zip(outcomes) {
+        let cells = match o {
+            Outcome::Finished {
+                global_step,
+                episodes,
+                final_score,
+            } => format!(
+                "{global_step:>10}  {episodes:>8}  {:>12}",
+                final_score.map_or("-".to_string(), |r| format!("{r:.3}"))
+            ),
+            Outcome::Failed(why) => format!("failed: {why}"),
+        };
+        out.push_str(&format!("{:<width$}  {:>6}  {cells}\n", v.name, v.seed));
+    }
+    out.push_str(
+        "\nfinal score: mean game score of the last 20 episodes (summary.json last_20_score_mean)\n",
+    );
+    let mut groups: Vec<&str> = Vec::new();
+    for v in variants {
+        if !groups.contains(&v.group_key.as_str()) {
+            groups.push(&v.group_key);
+        }
+    }
+    let labels = curves::labels(&groups, "");
+    for (g, key) in groups.iter().enumerate() {
+        let scores: Vec<f64> = variants
+            .iter()
+            .zip(outcomes)
+            .filter(|(v, _)| v.group_key == *key)
+            .filter_map(|(_, o)| match o {
+                Outcome::Finished { final_score, .. } => *final_score,
+                Outcome::Failed(_) => None,
+            })
+            .collect();
+        let label = if groups.len() == 1 {
+            "mean over seeds".to_string()
+        } else {
+            format!("group {} ({})", g + 1, labels[g])
+        };
+        let figures = match mean_interval(&scores) {
+            None => "no finished run".to_string(),
+            Some((mean, None)) => format!("{mean:.3} (one seed: no interval)"),
+            Some((mean, Some(half))) => format!(
+                "{mean:.3} ± {half:.3} (95% Student-t interval [{:.3}, {:.3}])",
+                mean - half,
+                mean + half
+            ),
+        };
+        out.push_str(&format!("{label}, n={}: {figures}\n", scores.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn student_t_quantiles() {
+        assert_eq!(t_975(2), 4.3027);
+        assert!((t_975(35) - 2.0301).abs() < 0.002, "{}", t_975(35));
+        assert!((t_975(1000) - 1.9623).abs() < 0.001, "{}", t_975(1000));
+        assert!(t_975(0).is_nan());
+    }
+
+    #[test]
+    fn mean_and_interval_of_three() {
+        let (mean, half) = mean_interval(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(mean, 2.0);
+        // s = 1, n = 3: 4.3027 / sqrt(3).
+        assert!((half.unwrap() - 4.3027 / 3f64.sqrt()).abs() < 1e-12);
+        assert_eq!(mean_interval(&[5.0]), Some((5.0, None)));
+        assert_eq!(mean_interval(&[]), None);
+    }
+
+    #[test]
+    fn groups_are_variants_that_differ_only_in_seed() {
+        let v = |name: &str, seed, key: &str| Variant {
+            file: format!("{name}.json"),
+            sets: Vec::new(),
+            name: name.into(),
+            seed,
+            group_key: key.into(),
+            cores: 1,
+            cuda: false,
+        };
+        let done = |r| Outcome::Finished {
+            global_step: 100,
+            episodes: 4,
+            final_score: Some(r),
+        };
+        let variants = [
+            v("a-1", 1, "lr 0.1\nx"),
+            v("a-2", 2, "lr 0.1\nx"),
+            v("b-1", 1, "lr 0.2\nx"),
+            v("b-2", 2, "lr 0.2\nx"),
+        ];
+        let outcomes = [
+            done(10.0),
+            done(20.0),
+            done(30.0),
+            Outcome::Failed("boom".into()),
+        ];
+        let t = table("s", Path::new("d"), &variants, &outcomes);
+        assert!(t.contains("group 1 (lr 0.1), n=2: 15.000 ±"), "{t}");
+        assert!(
+            t.contains("group 2 (lr 0.2), n=1: 30.000 (one seed: no interval)"),
+            "{t}"
+        );
+        assert!(t.contains("b-2"), "{t}");
+        assert!(t.contains("failed: boom"), "{t}");
+    }
+}
