@@ -22,17 +22,6 @@ fn eval_lines(run_dir: &Path, rank: usize) -> Vec<String> {
         .collect()
 }
 
-/// `(step, mean)` of every evaluation in scalars.jsonl.
-fn eval_means(run_dir: &Path) -> Vec<(u64, f64)> {
-    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
-    text.lines()
-        .filter_map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            Some((v["step"].as_u64()?, v["eval/score_mean"].as_f64()?))
-        })
-        .collect()
-}
-
 /// What `script` prints, run by TensorBoard's venv with the run directory and `tag` as its
 /// arguments and `ea` the run's event file loaded; `None` (after the tools rule) without the venv.
 fn tensorboard(run_dir: &Path, tag: &str, script: &str) -> Option<String> {
@@ -112,7 +101,7 @@ fn two_ranks_evaluate_after_the_same_updates_and_keep_the_best_checkpoint() {
         Duration::from_secs(300),
     );
     assert!(out.status.success(), "{}", text(&out));
-    let means = eval_means(&dir);
+    let means = common::jsonl_scalars(&dir, "eval/score_mean");
     let steps: Vec<u64> = means.iter().map(|(s, _)| *s).collect();
     let expected: Vec<u64> = (1..=16).map(|k| k * 10 * 256).collect();
     assert_eq!(steps, expected, "evaluations at every 10th update");

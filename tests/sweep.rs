@@ -181,15 +181,12 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     assert!(!sweep_dir.exists(), "a run started");
 }
 
-/// `(step, score)` of every update of a run that logged a score, from its scalars.jsonl.
-fn logged_scores(run_dir: &Path) -> Vec<(u64, f64)> {
-    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
-    text.lines()
-        .filter_map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            Some((v["step"].as_u64()?, v["episode/score_mean"].as_f64()?))
-        })
-        .collect()
+/// The experiment the grid tests sweep.
+fn base_config() -> String {
+    format!(
+        "{}/tests/configs/ppo-cartpole.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 /// The width and height a PNG file states.
@@ -202,10 +199,7 @@ fn png_size(path: &Path) -> (u32, u32) {
 #[test]
 fn a_grid_of_values_and_seeds_runs_two_at_a_time_and_writes_its_curves_and_plot() {
     let dir = fresh_dir("grid");
-    let base = format!(
-        "{}/tests/configs/ppo-cartpole.kdl",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let base = base_config();
     let sweep_dir = dir.join("runs");
     let out = tandem()
         .args([
@@ -255,7 +249,7 @@ fn a_grid_of_values_and_seeds_runs_two_at_a_time_and_writes_its_curves_and_plot(
                 sweep_dir.join(format!("{name}.console.log")).is_file(),
                 "{name}"
             );
-            let scores = logged_scores(&run_dir);
+            let scores = common::jsonl_scalars(&run_dir, "episode/score_mean");
             assert_eq!(scores.last().map(|s| s.0), Some(4096), "{name}: {scores:?}");
             csv_rows.extend(
                 scores
@@ -297,10 +291,7 @@ fn a_grid_of_values_and_seeds_runs_two_at_a_time_and_writes_its_curves_and_plot(
 #[test]
 fn the_same_variant_twice_gets_two_run_directories() {
     let dir = fresh_dir("twice");
-    let base = format!(
-        "{}/tests/configs/ppo-cartpole.kdl",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let base = base_config();
     let sweep_dir = dir.join("runs");
     let out = tandem()
         .args([

@@ -393,6 +393,17 @@ pub fn on_two_threads<J: Sync, R: Send>(jobs: &[J], work: impl Fn(&J) -> R + Syn
         .collect()
 }
 
+/// `(step, value)` of every line of the run's scalars.jsonl that holds `tag`.
+pub fn jsonl_scalars(run_dir: &std::path::Path, tag: &str) -> Vec<(u64, f64)> {
+    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            Some((v["step"].as_u64()?, v[tag].as_f64()?))
+        })
+        .collect()
+}
+
 /// A number from the run's summary.json.
 pub fn summary_number(run_dir: &std::path::Path, key: &str) -> Option<f64> {
     let text = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
