@@ -22,8 +22,15 @@ use tandem_env::{BridgeOptions, VecEnv};
 
 const OBSERVATIONS: usize = 200;
 
+/// A shipped experiment by its file name in experiments/, or by its path from the repository's
+/// root.
 fn experiment(name: &str) -> String {
-    format!("{}/experiments/{name}", env!("CARGO_MANIFEST_DIR"))
+    let root = env!("CARGO_MANIFEST_DIR");
+    if name.contains('/') {
+        format!("{root}/{name}")
+    } else {
+        format!("{root}/experiments/{name}")
+    }
 }
 
 /// The Python of the export tests' venv, or `None` (after the tools rule) without it.
@@ -232,6 +239,19 @@ fn a_masked_cartpole_lstm_policy_acts_in_python_as_in_tandem() {
         "cartpole-masked-lstm.kdl",
         &["train.total-steps=4096"],
         "recurrent=True logits=[1, 2] value=[1]",
+    );
+}
+
+/// A gymnasium environment through the bridge whose action mask comes from `info` and follows
+/// the observation in the row: the module masks the logits from the row it is given, as tandem
+/// does (three dials of several positions: multi-discrete actions).
+#[test]
+fn a_masked_multi_discrete_gymnasium_policy_acts_in_python_as_in_tandem() {
+    round_trip(
+        "dials-masked",
+        "examples/gymnasium-package/dials-masked.kdl",
+        &["train.total-steps=8192"],
+        "recurrent=False logits=[200, 9] value=[200]",
     );
 }
 
