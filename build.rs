@@ -81,5 +81,9 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    // In the dynamic symbol table, so libtorch's oneMKL binds to tandem's answer
+    // (src/torch_ops.rs, `mkl_serv_intel_cpu_true`). GNU ld exports it anyway, libtorch_cpu
+    // defining the same name; the flag says so and holds for a linker that would not.
+    println!("cargo:rustc-link-arg=-Wl,--export-dynamic-symbol=mkl_serv_intel_cpu_true");
     println!("cargo:rustc-env=TANDEM_LIBTORCH_LIB={}", lib.display());
 }
