@@ -20,14 +20,14 @@ settings! {
     /// A fully resolved experiment: every default is explicit, every size is global.
     pub struct Experiment {
         sections {
-            algorithm: Algorithm = ALGORITHM;
-            env: Env = ENV;
-            network: Network = NETWORK;
-            sync: Sync = SYNC;
-            train: Train = TRAIN;
-            log: Log = LOG;
-            checkpoint: Checkpoint = CHECKPOINT;
-            eval: Eval = EVAL;
+            algorithm: Algorithm = "algorithm";
+            env: Env = "env";
+            network: Network = "network";
+            sync: Sync = "sync";
+            train: Train = "train";
+            log: Log = "log";
+            checkpoint: Checkpoint = "checkpoint";
+            eval: Eval = "eval";
         }
         name: String = "name", Ty::Name, Dflt::Required,
             "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.";

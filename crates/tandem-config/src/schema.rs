@@ -267,9 +267,18 @@ pub(crate) static EVAL: Section = Section {
     common: Eval::FIELDS,
 };
 
-/// Every section in canonical order, declared with the experiment's fields (`settings!`'s
-/// `sections`).
-pub(crate) use crate::model::SECTIONS;
+/// Every section in canonical order; the first holds the top-level settings.
+pub(crate) static SECTIONS: [&Section; 9] = [
+    &TOP,
+    &ALGORITHM,
+    &ENV,
+    &NETWORK,
+    &SYNC,
+    &TRAIN,
+    &LOG,
+    &CHECKPOINT,
+    &EVAL,
+];
 
 pub(crate) fn section(name: &str) -> Option<&'static Section> {
     SECTIONS.iter().skip(1).find(|s| s.name == name).copied()

@@ -367,17 +367,13 @@ fn path(prefix: &str, field: &str) -> String {
 /// (`KIND`, a [`Kind`] row). A plain struct's `Default` gives the schema's defaults. A section whose kinds
 /// carry settings of their own starts with `kind field: Type;`, a [`SectionKind`] read and
 /// written before the common settings. The experiment itself starts with
-/// `sections { field: Type = SCHEMA; ... }` (each section's schema row, a [`Section`] static of
-/// `crate::schema`), each read and written under the schema's name after the settings that
-/// follow; the list is also the schema's `SECTIONS`, in this order after the top-level settings'
-/// `TOP`, so which sections there are and their order are declared here alone.
-///
-/// [`Section`]: crate::schema::Section
+/// `sections { field: Type = "name"; ... }`, each read and written under its name after the
+/// settings that follow.
 macro_rules! settings {
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
-            sections { $( $section:ident : $section_ty:ty = $schema:ident; )* }
+            sections { $( $section:ident : $section_ty:ty = $prefix:literal; )* }
             $( $field:ident : $ty:ty = $key:literal, $range:expr, $default:expr, $doc:literal; )*
         }
     ) => {
@@ -385,12 +381,8 @@ macro_rules! settings {
         #[derive(Debug, Clone, PartialEq)]
         pub struct $name {
             $( #[doc = $doc] pub $field: $ty, )*
-            $( #[doc = concat!("The `", stringify!($section), "` section.")] pub $section: $section_ty, )*
+            $( #[doc = concat!("The `", $prefix, "` section.")] pub $section: $section_ty, )*
         }
-
-        /// Every section in canonical order; the first holds the top-level settings.
-        pub(crate) static SECTIONS: &[&$crate::schema::Section] =
-            &[&$crate::schema::TOP, $( &$crate::schema::$schema, )*];
 
         impl $name {
             $crate::setting::settings!(@rows $( $field: $ty = $key, $range, $default, $doc; )*);
@@ -401,7 +393,7 @@ macro_rules! settings {
                     $( $field: r.read($key), )*
                     $( $section: <$section_ty>::read(&$crate::setting::Reader {
                         values: r.values,
-                        prefix: $crate::schema::$schema.name,
+                        prefix: $prefix,
                     }), )*
                 }
             }
@@ -409,10 +401,7 @@ macro_rules! settings {
             /// Writes every setting and every section into a value map.
             pub(crate) fn write(&self, w: &mut $crate::setting::Writer) {
                 $( w.write($key, &self.$field); )*
-                $( self.$section.write(&mut $crate::setting::Writer::new(
-                    &mut *w.values,
-                    $crate::schema::$schema.name,
-                )); )*
+                $( self.$section.write(&mut $crate::setting::Writer::new(&mut *w.values, $prefix)); )*
             }
         }
     };
