@@ -873,14 +873,8 @@ fn check_resume_config(
             damaged.join("\n")
         );
     };
-    let mut run = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
-        anyhow::anyhow!(
-            "the config inside {} does not parse:\n{}\n{}",
-            path.display(),
-            d.render(false),
-            tandem_config::OTHER_VERSION_HELP
-        )
-    })?;
+    let mut run = tandem_config::parse_stored(&ckpt.resolved_config, &path.display().to_string())
+        .map_err(anyhow::Error::msg)?;
     run.devices = now.devices.clone();
     run.train.max_steps = now.train.max_steps;
     if allow || tandem_config::config_hash(&run) == now_hash {

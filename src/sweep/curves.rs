@@ -69,14 +69,7 @@ pub fn experiment_of(run_dir: &Path) -> Result<tandem_config::Experiment> {
     let path = run_dir.join("resolved.kdl");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    tandem_config::parse_canonical(&text).map_err(|d| {
-        anyhow::anyhow!(
-            "{} does not parse:\n{}\n{}",
-            path.display(),
-            d.render(false),
-            tandem_config::OTHER_VERSION_HELP
-        )
-    })
+    tandem_config::parse_stored(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
 }
 
 /// The canonical config without its name and seed lines: runs with the same key are seeds of

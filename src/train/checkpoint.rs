@@ -302,14 +302,9 @@ pub fn pick(run_dir: &Path, which: Option<&str>) -> Result<PathBuf> {
 /// it, never the source files), refusing a config that does not match its hash.
 pub fn open(path: &Path) -> Result<(Checkpoint, tandem_config::Experiment)> {
     let ckpt = load(path)?;
-    let experiment = tandem_config::parse_canonical(&ckpt.resolved_config).map_err(|d| {
-        anyhow!(
-            "the config stored in {} does not parse:\n{}\n{}",
-            path.display(),
-            d.render(false),
-            tandem_config::OTHER_VERSION_HELP
-        )
-    })?;
+    let experiment =
+        tandem_config::parse_stored(&ckpt.resolved_config, &path.display().to_string())
+            .map_err(anyhow::Error::msg)?;
     if tandem_config::config_hash(&experiment) != ckpt.config_hash {
         bail!(
             "{} is damaged: its config does not match the hash stored with it",

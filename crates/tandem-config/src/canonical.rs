@@ -237,6 +237,18 @@ pub fn config_hash(e: &Experiment) -> String {
 /// usual cause is a tandem version that has settings this one lacks, or lacks this one's.
 pub const OTHER_VERSION_HELP: &str = "a checkpoint keeps the settings of the tandem that wrote it; one written by a version with other settings (one added since, or removed) does not read here: play or resume it with that version";
 
+/// [`parse_canonical`] of a config a run stored (in a checkpoint, in `resolved.kdl`), its
+/// failure one message: that the config stored in `place` does not parse, the diagnostics, and
+/// [`OTHER_VERSION_HELP`].
+pub fn parse_stored(text: &str, place: &str) -> Result<Experiment, String> {
+    parse_canonical(text).map_err(|d| {
+        format!(
+            "the config stored in {place} does not parse:\n{}\n{OTHER_VERSION_HELP}",
+            d.render(false)
+        )
+    })
+}
+
 /// Reads a canonical config back. It is checked like any experiment (includes are
 /// refused) and must be byte-identical to the canonical form of what it resolves to,
 /// so a worker can be sure it runs exactly what the launcher hashed.

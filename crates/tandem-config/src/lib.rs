@@ -33,7 +33,7 @@ pub use budget::{
     update_steps,
 };
 pub use canonical::{
-    OTHER_VERSION_HELP, canonical_json, canonical_kdl, config_hash, parse_canonical,
+    OTHER_VERSION_HELP, canonical_json, canonical_kdl, config_hash, parse_canonical, parse_stored,
 };
 pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics, Severity};
