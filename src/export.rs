@@ -27,6 +27,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use tch::{CModule, IValue, Kind, Tensor};
 
+use crate::play::CheckpointChoice;
 use crate::policy::{Outputs, Policy};
 use crate::train::checkpoint;
 use tandem_config::{Experiment, Wrapper};
@@ -34,13 +35,8 @@ use tandem_env::norm::NormKind;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
-    /// A run directory (its newest checkpoint unless --checkpoint) or a checkpoint file.
-    #[arg(value_name = "RUN_DIR|CHECKPOINT")]
-    pub path: PathBuf,
-    /// Which of the run directory's checkpoints: an update number, or `best` (the best by
-    /// evaluation, kept by a run with an `eval` section).
-    #[arg(long, value_name = "N|best")]
-    pub checkpoint: Option<String>,
+    #[command(flatten)]
+    pub checkpoint: CheckpointChoice,
     /// The module's format.
     #[arg(long, value_parser = ["torchscript"], default_value = "torchscript")]
     pub format: String,
@@ -65,17 +61,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
 
 /// Writes the module and returns what it holds, in words.
 pub fn export(args: &ExportArgs) -> Result<String> {
-    let path = if args.path.is_file() {
-        if args.checkpoint.is_some() {
-            bail!(
-                "--checkpoint picks among a run directory's checkpoints; {} is a checkpoint file",
-                args.path.display()
-            );
-        }
-        args.path.clone()
-    } else {
-        checkpoint::pick(&args.path, args.checkpoint.as_deref())?
-    };
+    let path = args.checkpoint.file()?;
     let (ckpt, experiment) = checkpoint::open(&path)?;
     let normalizer = Normalizer::of(&experiment)?;
     let bridge = tandem_env::BridgeOptions {

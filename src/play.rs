@@ -17,15 +17,45 @@ use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
 use tandem_env::ActionSpace;
 
+/// Which checkpoint a command reads (`tandem play`, `tandem export`): a checkpoint file, or a
+/// run directory and which of its checkpoints.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PlayArgs {
-    /// A run directory (its newest checkpoint) or a checkpoint file.
+pub struct CheckpointChoice {
+    /// A run directory (its newest checkpoint unless --checkpoint) or a checkpoint file.
     #[arg(value_name = "RUN_DIR|CHECKPOINT")]
     pub path: PathBuf,
-    /// Play the run directory's best checkpoint by evaluation (`checkpoints/best.pt`, kept by a
-    /// run with an `eval` section) instead of its newest.
-    #[arg(long)]
+    /// Which of the run directory's checkpoints: an update number, or `best` (the best by
+    /// evaluation, `checkpoints/best.pt`, kept by a run with an `eval` section).
+    #[arg(long, value_name = "N|best")]
+    pub checkpoint: Option<String>,
+    /// `tandem play`'s flag before `--checkpoint` existed: refused with the new spelling.
+    #[arg(long, hide = true)]
     pub best: bool,
+}
+
+impl CheckpointChoice {
+    /// The checkpoint file chosen.
+    pub fn file(&self) -> Result<PathBuf> {
+        if self.best {
+            bail!("--best is now spelled --checkpoint best");
+        }
+        if self.path.is_file() {
+            if self.checkpoint.is_some() {
+                bail!(
+                    "--checkpoint picks among a run directory's checkpoints; {} is a checkpoint file",
+                    self.path.display()
+                );
+            }
+            return Ok(self.path.clone());
+        }
+        checkpoint::pick(&self.path, self.checkpoint.as_deref())
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlayArgs {
+    #[command(flatten)]
+    pub checkpoint: CheckpointChoice,
     /// Number of evaluation episodes.
     #[arg(long, default_value_t = 5)]
     pub episodes: usize,
@@ -132,12 +162,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
-    let path = if args.best {
-        checkpoint::best(&args.path)?
-    } else {
-        checkpoint::locate(&args.path)?
-    };
-    let (ckpt, experiment) = checkpoint::open(&path)?;
+    let (ckpt, experiment) = checkpoint::open(&args.checkpoint.file()?)?;
     // Drawing costs every step, so a gymnasium environment draws only for a GIF.
     let bridge = tandem_env::BridgeOptions {
         log_prefix: String::new(),

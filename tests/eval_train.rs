@@ -2,8 +2,8 @@
 //! both ranks evaluate after the same updates and see the same scores, rank 0 reports them
 //! (TensorBoard, as TensorBoard itself reads it; scalars.jsonl; summary.json), records an
 //! evaluation episode as a GIF in the run directory and in TensorBoard, and keeps the best
-//! checkpoint apart, `play --best` plays it, and an interrupt that lands in an evaluation stops
-//! the run as any interrupt does.
+//! checkpoint apart, `play --checkpoint best` plays it, and an interrupt that lands in an
+//! evaluation stops the run as any interrupt does.
 
 mod common;
 
@@ -151,7 +151,7 @@ fn two_ranks_evaluate_after_the_same_updates_and_keep_the_best_checkpoint() {
     let mut play = tandem();
     play.arg("play")
         .arg(&dir)
-        .args(["--best", "--greedy", "--episodes", "2"]);
+        .args(["--checkpoint", "best", "--greedy", "--episodes", "2"]);
     let played = run(&mut play, Duration::from_secs(60));
     assert!(played.status.success(), "{}", text(&played));
     // Rolling checkpoints leave it alone; a run without evaluation has none to play.
@@ -164,13 +164,23 @@ fn two_ranks_evaluate_after_the_same_updates_and_keep_the_best_checkpoint() {
     );
     assert!(out.status.success(), "{}", text(&out));
     let mut play = tandem();
-    play.arg("play").arg(&plain).arg("--best");
+    play.arg("play").arg(&plain).args(["--checkpoint", "best"]);
     let refused = run(&mut play, Duration::from_secs(60));
     assert!(!refused.status.success());
     assert!(
         text(&refused).contains("holds no best checkpoint") && text(&refused).contains("eval"),
         "{}",
         text(&refused)
+    );
+    // The flag's old spelling is refused with the new one, not taken as the newest checkpoint.
+    let mut play = tandem();
+    play.arg("play").arg(&dir).arg("--best");
+    let old = run(&mut play, Duration::from_secs(60));
+    assert!(!old.status.success());
+    assert!(
+        text(&old).contains("--best is now spelled --checkpoint best"),
+        "{}",
+        text(&old)
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&plain);

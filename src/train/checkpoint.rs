@@ -81,7 +81,7 @@ fn tensor_text(t: &Tensor) -> Result<String> {
 }
 
 /// The best checkpoint by evaluation, beside the rolling ones and never pruned nor resumed
-/// from (`tandem play RUN_DIR --best` plays it).
+/// from (`tandem play RUN_DIR --checkpoint best` plays it).
 pub const BEST_FILE: &str = "best.pt";
 
 /// The name of a checkpoint's tensor `[mean score, global step]` of the best evaluation so far,
