@@ -23,17 +23,8 @@ if [[ -x "${venv}/bin/python" ]] && "${venv}/bin/python" -c "$check" 2>/dev/null
     exit 0
 fi
 
-# numpy 2.5 needs Python 3.12 or later: pyenv's 3.12 is used when python3 is older.
-python="${GYM_PYTHON:-}"
-if [ -z "$python" ]; then
-    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
-        # pyenv shims exist for versions that are not selected: check the command runs.
-        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
-            python="$candidate"; break
-        fi
-    done
-fi
-[ -n "$python" ] || { echo "gym-venv-setup: needs Python 3.12 or later (set GYM_PYTHON)" >&2; exit 1; }
+# numpy 2.5 needs Python 3.12 or later.
+python="$("${repo_root}/scripts/find-python.sh" --at-least 3.12 GYM_PYTHON "${GYM_PYTHON:-}")"
 mkdir -p "${repo_root}/.deps"
 rm -rf "${venv}"
 "$python" -m venv "${venv}"

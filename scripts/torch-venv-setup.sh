@@ -19,17 +19,8 @@ if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$check" 2>/dev/null; th
     echo "$venv/bin/python"
     exit 0
 fi
-# The torch wheel is cp312: pyenv's 3.12 is used when python3 is another version.
-python="${TORCH_VENV_PYTHON:-}"
-if [ -z "$python" ]; then
-    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
-        # pyenv shims exist for versions that are not selected: check the command runs.
-        if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then
-            python="$candidate"; break
-        fi
-    done
-fi
-[ -n "$python" ] || { echo "torch-venv-setup: needs Python 3.12 (set TORCH_VENV_PYTHON)" >&2; exit 1; }
+# The torch wheel is cp312.
+python="$("$root/scripts/find-python.sh" 3.12 TORCH_VENV_PYTHON "${TORCH_VENV_PYTHON:-}")"
 mkdir -p "$wheels"
 rm -rf "$venv"
 "$python" -m venv "$venv"

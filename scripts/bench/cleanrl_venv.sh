@@ -12,19 +12,8 @@ venv="$root/.deps/venv-cleanrl"
 pins="$root/scripts/bench/cleanrl-envpool-pins.txt"
 check='import envpool, gym, torch, importlib.util as u; assert u.find_spec("cleanrl.ppo_atari_envpool")'
 if ! "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
-    python="${CLEANRL_PYTHON:-}"
-    if [ -z "$python" ]; then
-        for candidate in python3.10 /root/.pyenv/versions/3.10*/bin/python3; do
-            # pyenv shims exist for versions that are not selected: check the command runs.
-            if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1; then
-                python="$candidate"; break
-            fi
-        done
-    fi
-    if [ -z "$python" ]; then
-        echo "cleanrl_venv.sh: no Python 3.10 found (CleanRL 1.2.0 and envpool 0.6.6 need < 3.11); set CLEANRL_PYTHON" >&2
-        exit 1
-    fi
+    # CleanRL 1.2.0 and envpool 0.6.6 need Python < 3.11.
+    python="$("$root/scripts/find-python.sh" 3.10 CLEANRL_PYTHON "${CLEANRL_PYTHON:-}")"
     rm -rf "$venv"
     "$python" -m venv "$venv"
     pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)

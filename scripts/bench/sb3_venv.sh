@@ -9,15 +9,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="$root/.deps/venv-sb3"
-# The cached torch wheel is cp312; pyenv's 3.12 is used when python3 is older.
-python="${SB3_PYTHON:-}"
-if [ -z "$python" ]; then
-    for candidate in python3.12 /root/.pyenv/versions/3.12.1/bin/python3 python3; do
-        # pyenv shims exist for versions that are not selected: check the command runs.
-        if "$candidate" -c 'import sys' >/dev/null 2>&1; then python="$candidate"; break; fi
-    done
-fi
 if ! "$venv/bin/python" -c "import torch, stable_baselines3" >/dev/null 2>&1; then
+    # The cached torch wheel is cp312.
+    python="$("$root/scripts/find-python.sh" 3.12 SB3_PYTHON "${SB3_PYTHON:-}")"
     rm -rf "$venv"
     "$python" -m venv "$venv"
     pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)

@@ -30,19 +30,6 @@ root="$(cd "$(dirname "$0")/../../.." && pwd)"
 which="${1:-all}"
 pip_flags=(install --quiet --disable-pip-version-check)
 
-find_python() { # $1: wanted "3.10" / "3.12"; $2: env override
-    local want="$1" override="$2" candidate
-    if [ -n "$override" ]; then echo "$override"; return; fi
-    for candidate in "python$want" /root/.pyenv/versions/"$want".*/bin/python3; do
-        # pyenv shims exist for versions that are not selected: check the command runs.
-        if "$candidate" -c "import sys; assert '%d.%d' % sys.version_info[:2] == '$want'" >/dev/null 2>&1; then
-            echo "$candidate"; return
-        fi
-    done
-    echo "parity/venv.sh: no Python $want found (set PARITY_PYTHON_${want/./})" >&2
-    return 1
-}
-
 command -v gcc >/dev/null || { echo "parity/venv.sh: gcc is needed to build box2d-py (apt-get install gcc)" >&2; exit 1; }
 
 if [ "$which" = cleanrl ] || [ "$which" = all ]; then
@@ -53,7 +40,7 @@ assert gym.__version__ == "0.23.1", gym.__version__
 assert u.find_spec("cleanrl.ppo") and u.find_spec("cleanrl.dqn")
 gym.make("LunarLander-v2").reset()'
     if ! "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
-        python="$(find_python 3.10 "${PARITY_PYTHON_310:-}")"
+        python="$("$root/scripts/find-python.sh" 3.10 PARITY_PYTHON_310 "${PARITY_PYTHON_310:-}")"
         rm -rf "$venv"
         "$python" -m venv "$venv"
         "$venv/bin/pip" "${pip_flags[@]}" --constraint "$pins" gym torch numpy tensorboard protobuf setuptools >&2
@@ -77,7 +64,7 @@ assert gymnasium.__version__ == "0.28.1", gymnasium.__version__
 assert u.find_spec("cleanrl.dqn") and u.find_spec("cleanrl.ppo_continuous_action")
 gymnasium.make("HalfCheetah-v4").reset(seed=0)'
     if ! "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
-        python="$(find_python 3.10 "${PARITY_PYTHON_310:-}")"
+        python="$("$root/scripts/find-python.sh" 3.10 PARITY_PYTHON_310 "${PARITY_PYTHON_310:-}")"
         rm -rf "$venv"
         "$python" -m venv "$venv"
         "$venv/bin/pip" "${pip_flags[@]}" --constraint "$pins" torch numpy tensorboard protobuf \
@@ -97,7 +84,7 @@ if [ "$which" = gym ] || [ "$which" = all ]; then
 assert gymnasium.__version__ == "1.4.0", gymnasium.__version__
 gymnasium.make("LunarLander-v3").reset(seed=0)'
     if ! "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
-        python="$(find_python 3.12 "${PARITY_PYTHON_312:-}")"
+        python="$("$root/scripts/find-python.sh" 3.12 PARITY_PYTHON_312 "${PARITY_PYTHON_312:-}")"
         rm -rf "$venv"
         "$python" -m venv "$venv"
         "$venv/bin/pip" "${pip_flags[@]}" swig==4.3.1 setuptools==84.2.1 wheel==0.45.1 >&2
