@@ -391,10 +391,16 @@ kinds! {
             hidden: Vec<usize> = "hidden", Ty::IntList {
                         min: 1,
                         max: 65_536,
-                    }, Dflt::IntList(&[64, 64]),
-                "Hidden layer sizes, e.g. `hidden 64 64`.";
-            activation: Activation = "activation", Ty::Choice(Activation::NAMES), Dflt::Str("tanh"),
-                "Activation between layers.";
+                    }, Dflt::Learner {
+                        usual: &Dflt::IntList(&[64, 64]),
+                        sac_td3: &Dflt::IntList(&[256, 256]),
+                    },
+                "Hidden layer sizes, e.g. `hidden 64 64`. sac's and td3's default is the 256 256 of CleanRL's and Stable-Baselines3's SAC and CleanRL's TD3.";
+            activation: Activation = "activation", Ty::Choice(Activation::NAMES), Dflt::Learner {
+                    usual: &Dflt::Str("tanh"),
+                    sac_td3: &Dflt::Str("relu"),
+                },
+                "Activation between layers. sac's and td3's default is ReLU, as in CleanRL and Stable-Baselines3.";
         },
         NatureCnn = "nature-cnn", "The DQN Nature convolutional torso; needs image observations of at least 36x36." {
             features: usize = "features", Ty::Int {
@@ -526,8 +532,11 @@ settings! {
         kind torso: Torso;
         actor_critic: ActorCritic = "actor-critic", Ty::Choice(ActorCritic::NAMES), Dflt::ActorCritic,
             "Whether actor and critic share one torso or each has its own. The default gives ppo's and a2c's MLPs without a core separate torsos, as CleanRL's and Stable-Baselines3's MLP policies have them: a shared MLP lets the critic's unnormalised value loss swamp the policy's gradient (docs/defaults.md). Image torsos and recurrent cores are shared, as CleanRL's Atari agents share them. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.";
-        init: Init = "init", Ty::Choice(Init::NAMES), Dflt::Str("orthogonal"),
-            "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from). Only orthogonal takes the gains.";
+        init: Init = "init", Ty::Choice(Init::NAMES), Dflt::Learner {
+                usual: &Dflt::Str("orthogonal"),
+                sac_td3: &Dflt::Str("torch"),
+            },
+            "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from, and so sac's and td3's default). Only orthogonal takes the gains.";
         torso_gain: f64 = "torso-gain", NON_NEGATIVE, Dflt::Float(std::f64::consts::SQRT_2),
             "Orthogonal gain of torso layers.";
         policy_gain: f64 = "policy-gain", NON_NEGATIVE, Dflt::Float(0.01),

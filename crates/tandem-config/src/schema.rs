@@ -414,6 +414,11 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::ActorCritic => {
             "`\"separate\"` for ppo and a2c on an mlp without a core, else `\"shared\"`".into()
         }
+        Dflt::Learner { usual, sac_td3 } => format!(
+            "{}; for sac and td3 {}",
+            default_text(usual),
+            default_text(sac_td3)
+        ),
     }
 }
 
@@ -662,40 +667,46 @@ mod tests {
             })
             .chain(WRAPPERS.iter().flat_map(|w| w.params.iter()));
         for field in all {
-            let ok = match (field.ty, field.default) {
-                (_, Dflt::Required) => true,
-                (_, Dflt::Null) => field.nullable,
-                (Ty::Int { min, max }, Dflt::Int(i)) => (min..=max).contains(&i),
-                (
-                    Ty::Float {
-                        min,
-                        min_open,
-                        max,
-                        max_open,
-                    },
-                    Dflt::Float(x),
-                ) => {
-                    (if min_open { x > min } else { x >= min })
-                        && (if max_open { x < max } else { x <= max })
-                }
-                (Ty::Bool, Dflt::Bool(_)) => true,
-                (Ty::Choice(c), Dflt::Str(s)) => c.contains(&s),
-                (Ty::Choice(c), Dflt::ActorCritic) => {
-                    c.contains(&"shared") && c.contains(&"separate")
-                }
-                (Ty::IntList { min, max }, Dflt::IntList(l)) => {
-                    l.iter().all(|i| (min..=max).contains(i))
-                }
-                (Ty::Text, Dflt::Str(s)) => !s.is_empty(),
-                (Ty::OrAuto(_), Dflt::Str(s)) => s == "auto",
-                (Ty::Devices, Dflt::Devices)
-                | (Ty::Threads, Dflt::Auto)
-                | (Ty::Wrappers, Dflt::NoWrappers)
-                | (Ty::Modules, Dflt::NoModules)
-                | (Ty::Args, Dflt::NoArgs) => true,
-                _ => false,
-            };
-            assert!(ok, "default of `{}` does not fit its type", field.name);
+            assert!(
+                fits(field, &field.default),
+                "default of `{}` does not fit its type",
+                field.name
+            );
+        }
+    }
+
+    fn fits(field: &Field, default: &Dflt) -> bool {
+        match (field.ty, *default) {
+            (_, Dflt::Learner { usual, sac_td3 }) => fits(field, usual) && fits(field, sac_td3),
+            (_, Dflt::Required) => true,
+            (_, Dflt::Null) => field.nullable,
+            (Ty::Int { min, max }, Dflt::Int(i)) => (min..=max).contains(&i),
+            (
+                Ty::Float {
+                    min,
+                    min_open,
+                    max,
+                    max_open,
+                },
+                Dflt::Float(x),
+            ) => {
+                (if min_open { x > min } else { x >= min })
+                    && (if max_open { x < max } else { x <= max })
+            }
+            (Ty::Bool, Dflt::Bool(_)) => true,
+            (Ty::Choice(c), Dflt::Str(s)) => c.contains(&s),
+            (Ty::Choice(c), Dflt::ActorCritic) => c.contains(&"shared") && c.contains(&"separate"),
+            (Ty::IntList { min, max }, Dflt::IntList(l)) => {
+                l.iter().all(|i| (min..=max).contains(i))
+            }
+            (Ty::Text, Dflt::Str(s)) => !s.is_empty(),
+            (Ty::OrAuto(_), Dflt::Str(s)) => s == "auto",
+            (Ty::Devices, Dflt::Devices)
+            | (Ty::Threads, Dflt::Auto)
+            | (Ty::Wrappers, Dflt::NoWrappers)
+            | (Ty::Modules, Dflt::NoModules)
+            | (Ty::Args, Dflt::NoArgs) => true,
+            _ => false,
         }
     }
 }

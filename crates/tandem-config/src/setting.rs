@@ -59,6 +59,25 @@ pub(crate) enum Dflt {
     /// `network.actor-critic`'s: it depends on the learner and the network, see
     /// `schema::actor_critic_default`.
     ActorCritic,
+    /// A network setting whose default is `sac_td3` for those two learners and `usual` for the
+    /// others: sac's and td3's networks start as CleanRL's and Stable-Baselines3's do
+    /// (docs/defaults.md). The resolver picks by the experiment's algorithm
+    /// ([`Dflt::for_learner`]).
+    Learner {
+        usual: &'static Dflt,
+        sac_td3: &'static Dflt,
+    },
+}
+
+impl Dflt {
+    /// This default for an experiment whose algorithm is `algorithm`.
+    pub(crate) fn for_learner(&self, algorithm: &str) -> &Dflt {
+        match self {
+            Dflt::Learner { sac_td3, .. } if matches!(algorithm, "sac" | "td3") => sac_td3,
+            Dflt::Learner { usual, .. } => usual,
+            other => other,
+        }
+    }
 }
 
 /// One setting's schema row.
@@ -165,6 +184,8 @@ impl Val {
             Dflt::NoArgs => Val::Args(Vec::new()),
             // Rewritten by the resolver once the learner and the network are known.
             Dflt::ActorCritic => Val::Str("shared".into()),
+            // The resolver reads `for_learner`; without an algorithm, the usual value.
+            Dflt::Learner { usual, .. } => return Val::from_default(usual),
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Defaults that depend on other settings: what they resolve to for each learner and network
-//! (and what `threads "auto"` makes of a rank's cores),
+//! (the actor-critic layout; sac's and td3's mlp) (and what `threads "auto"` makes of a rank's
+//! cores),
 //! that the resolved config states them, and that a written value always wins.
 
 use tandem_config::*;
@@ -88,6 +89,77 @@ fn an_override_that_adds_a_core_makes_the_default_shared() {
     assert!(resolved.experiment.network.shared());
 }
 
+/// The mlp's widths, activation and initialisation as resolved, each from its default.
+fn mlp_defaults(algorithm: &str, env: &str) -> (Vec<usize>, Activation, Init) {
+    let resolved = resolve(&experiment(algorithm, env, ""), &[])
+        .unwrap_or_else(|d| panic!("{algorithm} resolves: {d:?}"));
+    for path in ["network.hidden", "network.activation", "network.init"] {
+        assert_eq!(
+            resolved.provenance.get(path),
+            Some(&Origin::Default),
+            "{algorithm}: {path}"
+        );
+    }
+    let network = &resolved.experiment.network;
+    let Torso::Mlp { hidden, activation } = &network.torso else {
+        panic!("{algorithm}: the default torso is an mlp");
+    };
+    (hidden.clone(), *activation, network.init)
+}
+
+/// sac's and td3's networks start as both peers' do (256 256, ReLU, PyTorch's initialisation),
+/// the on-policy learners' and dqn's as CleanRL's classic-control agents (64 64, tanh,
+/// orthogonal): docs/defaults.md.
+#[test]
+fn sac_and_td3_default_to_their_peers_networks() {
+    for algorithm in ["sac", "td3"] {
+        assert_eq!(
+            mlp_defaults(algorithm, "pendulum"),
+            (vec![256, 256], Activation::Relu, Init::Torch),
+            "{algorithm}"
+        );
+    }
+    for (algorithm, env) in [
+        ("ppo", "pendulum"),
+        ("a2c", "cartpole"),
+        ("dqn", "cartpole"),
+    ] {
+        assert_eq!(
+            mlp_defaults(algorithm, env),
+            (vec![64, 64], Activation::Tanh, Init::Orthogonal),
+            "{algorithm}"
+        );
+    }
+}
+
+#[test]
+fn a_written_network_wins_over_the_learners_default_and_the_default_round_trips() {
+    let written = "network \"mlp\" { hidden 64 64; activation \"tanh\"; init \"orthogonal\"; }";
+    let resolved = resolve(&experiment("sac", "pendulum", written), &[]).expect("resolves");
+    let Torso::Mlp { hidden, activation } = &resolved.experiment.network.torso else {
+        panic!("an mlp");
+    };
+    assert_eq!(
+        (
+            hidden.clone(),
+            *activation,
+            resolved.experiment.network.init
+        ),
+        (vec![64, 64], Activation::Tanh, Init::Orthogonal)
+    );
+    let set = resolve(
+        &experiment("td3", "pendulum", ""),
+        &["network.init=\"default\"".into()],
+    )
+    .expect("resolves");
+    assert_eq!(set.experiment.network.init, Init::Default);
+    let defaulted = resolve(&experiment("sac", "pendulum", ""), &[]).expect("resolves");
+    let canonical = canonical_kdl(&defaulted.experiment);
+    assert!(canonical.contains("hidden 256 256"), "{canonical}");
+    let again = resolve(&Source::Stdin(canonical), &[]).expect("canonical resolves");
+    assert_eq!(again.experiment, defaulted.experiment);
+}
+
 /// `threads "auto"` is decided at launch from the rank's cores and the network: one thread
 /// for MLP layers too small to split, every core of the rank's share for CNNs.
 #[test]
@@ -100,15 +172,9 @@ fn auto_threads_follow_the_network() {
     // (learner, game, network, the rank's cores, threads)
     let cases = [
         ("ppo", "cartpole", "", 8, 1),
-        // SAC's default 64x64 over 256 rows is small; CleanRL's 256x256 is not.
-        ("sac", "pendulum", "", 8, 1),
-        (
-            "sac",
-            "pendulum",
-            "network \"mlp\" { hidden 256 256; }",
-            8,
-            8,
-        ),
+        // 64x64 over SAC's 256 rows is small; its default 256x256 (CleanRL's) is not.
+        ("sac", "pendulum", "network \"mlp\" { hidden 64 64; }", 8, 1),
+        ("sac", "pendulum", "", 8, 8),
         // PPO counts one minibatch: 8 envs x 128 steps / 4 minibatches = 256 rows; 256 rows
         // of 128x128 are SMALL_LAYER_MACS exactly, the first count that splits.
         (

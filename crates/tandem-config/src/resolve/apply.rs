@@ -261,7 +261,15 @@ impl<'a> Applier<'a> {
                 if self.entries.contains_key(&path) {
                     continue;
                 }
-                match Val::from_default(&field.default) {
+                // The algorithm's section comes before the ones whose defaults depend on it.
+                let algorithm = match values
+                    .get("algorithm")
+                    .or(self.entries.get("algorithm").map(|e| &e.val))
+                {
+                    Some(Val::Str(s)) => s.as_str(),
+                    _ => "",
+                };
+                match Val::from_default(field.default.for_learner(algorithm)) {
                     Some(v) => {
                         values.insert(path.clone(), v);
                         provenance.insert(path, Origin::Default);

@@ -901,7 +901,10 @@ fn example(field: &Field) -> String {
             Ty::Text => "\"CartPole-v1\"".into(),
             _ => "...".into(),
         },
-        ref d => schema::default_text(d).trim_matches('`').to_string(),
+        // A learner-dependent default's usual value: one value makes the example.
+        ref d => schema::default_text(d.for_learner(""))
+            .trim_matches('`')
+            .to_string(),
     };
     format!("{} {value}", field.name)
 }
