@@ -317,8 +317,8 @@ settings! {
     /// The `env` section: The game, how many copies run, and the ordered wrappers applied to each: `env \"cartpole\" { ... }`. The game is required.
     pub struct Env {
         kind game: Game;
-        envs: usize = "envs", COUNT, Dflt::Int(8),
-            "Number of environments, global: each rank runs envs / world size.";
+        envs: usize = "envs", COUNT, Dflt::Envs,
+            "Number of environments, global: each rank runs envs / world size. The off-policy learners' default is one per rank, as CleanRL and Stable-Baselines3 train them on one environment: each gradient step then follows one new transition (with `train-frequency 1`), where eight environments would give it eight.";
         wrappers: Vec<Wrapper> = "wrappers", Ty::Wrappers, Dflt::NoWrappers,
             "Ordered block of wrappers, applied first to last (see the wrapper table).";
     }

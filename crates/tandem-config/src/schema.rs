@@ -162,7 +162,7 @@ const GYMNASIUM_KIND: Kind = Kind {
         f(
             "workers",
             COUNT,
-            Dflt::Int(2),
+            Dflt::Workers,
             "Python worker processes per rank, each stepping its share of the rank's environments; at most the rank's environments.",
         ),
         f(
@@ -414,11 +414,29 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::ActorCritic => {
             "`\"separate\"` for ppo and a2c on an mlp without a core, else `\"shared\"`".into()
         }
+        Dflt::Envs => format!("`{ENVS_ON_POLICY}`; for dqn, sac and td3 one per device"),
+        Dflt::Workers => format!("`{GYM_WORKERS}`, or the rank's environments where fewer"),
         Dflt::Learner { usual, sac_td3 } => format!(
             "{}; for sac and td3 {}",
             default_text(usual),
             default_text(sac_td3)
         ),
+    }
+}
+
+/// `env.workers`'s default where a rank has that many environments or more.
+pub(crate) const GYM_WORKERS: usize = 2;
+
+/// `env.envs`'s default for ppo and a2c.
+pub(crate) const ENVS_ON_POLICY: usize = 8;
+
+/// `env.envs`'s default: one environment per rank for the off-policy learners (dqn, sac, td3),
+/// whose peers train on one, [`ENVS_ON_POLICY`] for the others.
+pub(crate) fn envs_default(algorithm: &str, ranks: usize) -> usize {
+    if matches!(algorithm, "dqn" | "sac" | "td3") {
+        ranks.max(1)
+    } else {
+        ENVS_ON_POLICY
     }
 }
 
@@ -695,6 +713,8 @@ mod tests {
             }
             (Ty::Bool, Dflt::Bool(_)) => true,
             (Ty::Choice(c), Dflt::Str(s)) => c.contains(&s),
+            (Ty::Int { min, max }, Dflt::Envs) => (min..=max).contains(&(ENVS_ON_POLICY as i64)),
+            (Ty::Int { min, max }, Dflt::Workers) => (min..=max).contains(&(GYM_WORKERS as i64)),
             (Ty::Choice(c), Dflt::ActorCritic) => c.contains(&"shared") && c.contains(&"separate"),
             (Ty::IntList { min, max }, Dflt::IntList(l)) => {
                 l.iter().all(|i| (min..=max).contains(i))

@@ -59,6 +59,11 @@ pub(crate) enum Dflt {
     /// `network.actor-critic`'s: it depends on the learner and the network, see
     /// `schema::actor_critic_default`.
     ActorCritic,
+    /// `env.envs`'s: 8, or one per rank for the off-policy learners, see `schema::envs_default`.
+    Envs,
+    /// The gymnasium game's `workers`: 2, or the rank's environments where fewer (each worker
+    /// steps at least one).
+    Workers,
     /// A network setting whose default is `sac_td3` for those two learners and `usual` for the
     /// others: sac's and td3's networks start as CleanRL's and Stable-Baselines3's do
     /// (docs/defaults.md). The resolver picks by the experiment's algorithm
@@ -184,6 +189,9 @@ impl Val {
             Dflt::NoArgs => Val::Args(Vec::new()),
             // Rewritten by the resolver once the learner and the network are known.
             Dflt::ActorCritic => Val::Str("shared".into()),
+            // Rewritten by the resolver once the learner and the devices are known.
+            Dflt::Envs => Val::Int(crate::schema::ENVS_ON_POLICY as i64),
+            Dflt::Workers => Val::Int(crate::schema::GYM_WORKERS as i64),
             // The resolver reads `for_learner`; without an algorithm, the usual value.
             Dflt::Learner { usual, .. } => return Val::from_default(usual),
         })

@@ -1,6 +1,6 @@
 //! Defaults that depend on other settings: what they resolve to for each learner and network
-//! (the actor-critic layout; sac's and td3's mlp) (and what `threads "auto"` makes of a rank's
-//! cores),
+//! (the actor-critic layout; sac's and td3's mlp; the environments and gymnasium workers of a
+//! rank) (and what `threads "auto"` makes of a rank's cores),
 //! that the resolved config states them, and that a written value always wins.
 
 use tandem_config::*;
@@ -158,6 +158,78 @@ fn a_written_network_wins_over_the_learners_default_and_the_default_round_trips(
     assert!(canonical.contains("hidden 256 256"), "{canonical}");
     let again = resolve(&Source::Stdin(canonical), &[]).expect("canonical resolves");
     assert_eq!(again.experiment, defaulted.experiment);
+}
+
+/// The resolved `env.envs` (and its origin) of `algorithm` on `env` with `extra` inside the
+/// experiment.
+fn envs(algorithm: &str, env: &str, extra: &str) -> (usize, Option<Origin>) {
+    let resolved = resolve(&experiment(algorithm, env, extra), &[])
+        .unwrap_or_else(|d| panic!("{algorithm} {extra} resolves: {d:?}"));
+    (
+        resolved.experiment.env.envs,
+        resolved.provenance.get("env.envs").cloned(),
+    )
+}
+
+/// The off-policy learners train on one environment per rank, as both peers train on one
+/// (each gradient step follows one new transition); the on-policy ones on 8.
+#[test]
+fn off_policy_learners_default_to_one_environment_per_rank() {
+    let defaulted = Some(Origin::Default);
+    for algorithm in ["dqn", "sac", "td3"] {
+        let env = if algorithm == "dqn" {
+            "cartpole"
+        } else {
+            "pendulum"
+        };
+        assert_eq!(
+            envs(algorithm, env, ""),
+            (1, defaulted.clone()),
+            "{algorithm}"
+        );
+        assert_eq!(
+            envs(algorithm, env, "devices \"cpu\" \"cpu\""),
+            (2, defaulted.clone()),
+            "{algorithm} on 2 ranks"
+        );
+    }
+    for algorithm in ["ppo", "a2c"] {
+        assert_eq!(envs(algorithm, "cartpole", ""), (8, defaulted.clone()));
+    }
+    let written =
+        resolve(&experiment("sac", "pendulum", ""), &["env.envs=4".into()]).expect("resolves");
+    assert_eq!(written.experiment.env.envs, 4);
+}
+
+/// A rank's gymnasium workers each step at least one environment: the default of 2 shrinks to
+/// a rank's one environment, while 2 written for one environment is still refused.
+#[test]
+fn gymnasium_workers_default_to_at_most_the_ranks_environments() {
+    let workers = |algorithm: &str, sets: &[&str]| {
+        let source = Source::Stdin(format!(
+            "experiment \"x\" {{\n    algorithm \"{algorithm}\"\n    env \"gymnasium\" {{ id \"Pendulum-v1\"; }}\n}}\n"
+        ));
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        resolve(&source, &sets).map(|r| {
+            let Game::Gymnasium(g) = &r.experiment.env.game else {
+                panic!("a gymnasium game");
+            };
+            (g.workers, r.provenance.get("env.workers").cloned())
+        })
+    };
+    assert_eq!(
+        workers("sac", &[]).expect("resolves"),
+        (1, Some(Origin::Default))
+    );
+    assert_eq!(
+        workers("ppo", &[]).expect("resolves"),
+        (2, Some(Origin::Default))
+    );
+    assert_eq!(
+        workers("ppo", &["env.envs=1"]).expect("resolves"),
+        (1, Some(Origin::Default))
+    );
+    assert!(workers("sac", &["env.workers=2"]).is_err());
 }
 
 /// `threads "auto"` is decided at launch from the rank's cores and the network: one thread

@@ -407,16 +407,37 @@ fn missing_kind(
 /// The defaults that depend on other settings, filled once every setting has its value.
 fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
     const ACTOR_CRITIC: &str = "network.actor-critic";
-    if provenance.get(ACTOR_CRITIC) == Some(&Origin::Default) {
-        let text = |path: &str| match values.get(path) {
-            Some(Val::Str(s)) => s.as_str(),
-            _ => "",
-        };
+    const ENVS: &str = "env.envs";
+    const WORKERS: &str = "env.workers";
+    let defaulted = |path: &str| provenance.get(path) == Some(&Origin::Default);
+    let text = |values: &Values, path: &str| match values.get(path) {
+        Some(Val::Str(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let algorithm = text(values, "algorithm");
+    let ranks = match values.get("devices") {
+        Some(Val::Devices(devices)) => devices.len().max(1),
+        _ => 1,
+    };
+    if defaulted(ACTOR_CRITIC) {
         let derived = crate::schema::actor_critic_default(
-            text("algorithm"),
-            text("network"),
-            text("network.core"),
+            &algorithm,
+            &text(values, "network"),
+            &text(values, "network.core"),
         );
         values.insert(ACTOR_CRITIC.into(), Val::Str(derived.into()));
+    }
+    if defaulted(ENVS) {
+        let derived = crate::schema::envs_default(&algorithm, ranks);
+        values.insert(ENVS.into(), Val::Int(derived as i64));
+    }
+    // After the environments: each of a rank's workers steps at least one of them.
+    if defaulted(WORKERS) {
+        let per_rank = match values.get(ENVS) {
+            Some(Val::Int(envs)) => (*envs as usize / ranks).max(1),
+            _ => crate::schema::GYM_WORKERS,
+        };
+        let derived = crate::schema::GYM_WORKERS.min(per_rank);
+        values.insert(WORKERS.into(), Val::Int(derived as i64));
     }
 }
