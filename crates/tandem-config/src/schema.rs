@@ -12,7 +12,7 @@ use tandem_spec::game::ATARI_DOC;
 use crate::model::{
     Algorithm, Checkpoint, Env, Eval, Experiment, Log, Network, Sync, SyncPolicy, Torso, Train,
 };
-use crate::setting::{COUNT, SECONDS};
+use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
 
 #[derive(Debug)]
@@ -423,12 +423,6 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         ),
     }
 }
-
-/// `env.workers`'s default where a rank has that many environments or more.
-pub(crate) const GYM_WORKERS: usize = 2;
-
-/// `env.envs`'s default for ppo and a2c.
-pub(crate) const ENVS_ON_POLICY: usize = 8;
 
 /// `env.envs`'s default: one environment per rank for the off-policy learners (dqn, sac, td3),
 /// whose peers train on one, [`ENVS_ON_POLICY`] for the others.

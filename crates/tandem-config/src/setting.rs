@@ -39,6 +39,13 @@ pub(crate) enum Ty {
     OrAuto(&'static Ty),
 }
 
+/// `env.envs`'s default for ppo and a2c ([`Dflt::Envs`]).
+pub(crate) const ENVS_ON_POLICY: usize = 8;
+
+/// The gymnasium game's `workers` where a rank has that many environments or more
+/// ([`Dflt::Workers`]).
+pub(crate) const GYM_WORKERS: usize = 2;
+
 /// The default of one setting, written out explicitly in the resolved form.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Dflt {
@@ -190,8 +197,8 @@ impl Val {
             // Rewritten by the resolver once the learner and the network are known.
             Dflt::ActorCritic => Val::Str("shared".into()),
             // Rewritten by the resolver once the learner and the devices are known.
-            Dflt::Envs => Val::Int(crate::schema::ENVS_ON_POLICY as i64),
-            Dflt::Workers => Val::Int(crate::schema::GYM_WORKERS as i64),
+            Dflt::Envs => Val::Int(ENVS_ON_POLICY as i64),
+            Dflt::Workers => Val::Int(GYM_WORKERS as i64),
             // The resolver reads `for_learner`; without an algorithm, the usual value.
             Dflt::Learner { usual, .. } => return Val::from_default(usual),
         })

@@ -435,9 +435,9 @@ fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
     if defaulted(WORKERS) {
         let per_rank = match values.get(ENVS) {
             Some(Val::Int(envs)) => (*envs as usize / ranks).max(1),
-            _ => crate::schema::GYM_WORKERS,
+            _ => crate::setting::GYM_WORKERS,
         };
-        let derived = crate::schema::GYM_WORKERS.min(per_rank);
+        let derived = crate::setting::GYM_WORKERS.min(per_rank);
         values.insert(WORKERS.into(), Val::Int(derived as i64));
     }
 }
