@@ -82,6 +82,19 @@ pub(crate) enum Dflt {
 }
 
 impl Dflt {
+    /// The plain default a derived one stands for where nothing decides it (no algorithm, no
+    /// devices yet): what a setting starts as before the resolver rewrites it, and what a
+    /// one-line example shows. Plain defaults are themselves.
+    pub(crate) fn usual(&self) -> Dflt {
+        match *self {
+            Dflt::ActorCritic => Dflt::Str("shared"),
+            Dflt::Envs => Dflt::Int(ENVS_ON_POLICY as i64),
+            Dflt::Workers => Dflt::Int(GYM_WORKERS as i64),
+            Dflt::Learner { usual, .. } => *usual,
+            plain => plain,
+        }
+    }
+
     /// This default for an experiment whose algorithm is `algorithm`.
     pub(crate) fn for_learner(&self, algorithm: &str) -> &Dflt {
         match self {
@@ -194,13 +207,11 @@ impl Val {
             Dflt::NoWrappers => Val::Wrappers(Vec::new()),
             Dflt::NoModules => Val::Modules(Vec::new()),
             Dflt::NoArgs => Val::Args(Vec::new()),
-            // Rewritten by the resolver once the learner and the network are known.
-            Dflt::ActorCritic => Val::Str("shared".into()),
-            // Rewritten by the resolver once the learner and the devices are known.
-            Dflt::Envs => Val::Int(ENVS_ON_POLICY as i64),
-            Dflt::Workers => Val::Int(GYM_WORKERS as i64),
-            // The resolver reads `for_learner`; without an algorithm, the usual value.
-            Dflt::Learner { usual, .. } => return Val::from_default(usual),
+            // Rewritten by the resolver once the settings they derive from are known
+            // (`for_learner`, and `derive_defaults` in resolve/apply.rs).
+            Dflt::ActorCritic | Dflt::Envs | Dflt::Workers | Dflt::Learner { .. } => {
+                return Val::from_default(&d.usual());
+            }
         })
     }
 }

@@ -247,29 +247,15 @@ impl<'a> Applier<'a> {
                     &mut provenance,
                 );
             }
-            let kind = section.kind(
-                match values
-                    .get(section.name)
-                    .or(self.entries.get(section.name).map(|e| &e.val))
-                {
-                    Some(Val::Str(s)) => s,
-                    _ => "",
-                },
-            );
+            let kind = section.kind(self.kind_name(&values, section.name));
+            // The algorithm's section comes before the ones whose defaults depend on it.
+            let algorithm = self.kind_name(&values, "algorithm").to_string();
             for field in section.fields(kind) {
                 let path = section.path(field.name);
                 if self.entries.contains_key(&path) {
                     continue;
                 }
-                // The algorithm's section comes before the ones whose defaults depend on it.
-                let algorithm = match values
-                    .get("algorithm")
-                    .or(self.entries.get("algorithm").map(|e| &e.val))
-                {
-                    Some(Val::Str(s)) => s.as_str(),
-                    _ => "",
-                };
-                match Val::from_default(field.default.for_learner(algorithm)) {
+                match Val::from_default(field.default.for_learner(&algorithm)) {
                     Some(v) => {
                         values.insert(path.clone(), v);
                         provenance.insert(path, Origin::Default);
@@ -291,6 +277,14 @@ impl<'a> Applier<'a> {
         }
         derive_defaults(&mut values, &provenance);
         (values, provenance)
+    }
+
+    /// The kind of the section `name`, written or filled in already; empty when it has none.
+    fn kind_name<'v>(&'v self, values: &'v Values, name: &str) -> &'v str {
+        match values.get(name).or(self.entries.get(name).map(|e| &e.val)) {
+            Some(Val::Str(s)) => s,
+            _ => "",
+        }
     }
 
     /// A setting without default that was not written: pointed at the kind that needs it.
@@ -404,7 +398,8 @@ fn missing_kind(
     ))
 }
 
-/// The defaults that depend on other settings, filled once every setting has its value.
+/// The defaults that depend on other settings, filled once every setting has its value (those
+/// that depend on the algorithm alone, `Dflt::Learner`, are picked as they are filled).
 fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
     const ACTOR_CRITIC: &str = "network.actor-critic";
     const ENVS: &str = "env.envs";

@@ -901,10 +901,8 @@ fn example(field: &Field) -> String {
             Ty::Text => "\"CartPole-v1\"".into(),
             _ => "...".into(),
         },
-        Dflt::Envs => crate::setting::ENVS_ON_POLICY.to_string(),
-        Dflt::Workers => crate::setting::GYM_WORKERS.to_string(),
-        // A learner-dependent default's usual value: one value makes the example.
-        ref d => schema::default_text(d.for_learner(""))
+        // A derived default's usual value: one value makes the example.
+        ref d => schema::default_text(&d.usual())
             .trim_matches('`')
             .to_string(),
     };
