@@ -921,6 +921,10 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("cartpole-ppo", &["train.env-groups=2"]),
         ),
         (
+            "train.sampling",
+            Change("cartpole-ppo", &["train.sampling=pipelined"]),
+        ),
+        (
             "train.max-steps",
             Change("cartpole-ppo", &["train.max-steps=128"]),
         ),

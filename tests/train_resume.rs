@@ -493,8 +493,13 @@ fn a_damaged_newest_checkpoint_is_named_in_one_line_and_the_resume_falls_back() 
 fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
     // Same world size: the model, optimizer, normalisers and every rank's environments
     // (mid-episode) are restored, and all randomness is derived from counters. Also with the
-    // double-buffered rollout (train.env-groups 2), whose draws follow the same counters.
-    for groups in ["train.env-groups=1", "train.env-groups=2"] {
+    // double-buffered rollout (train.env-groups 2), whose draws follow the same counters, and
+    // with pipelined sampling, whose checkpoint keeps the batch collected for the next update.
+    for groups in [
+        "train.env-groups=1",
+        "train.env-groups=2",
+        "train.sampling=pipelined",
+    ] {
         let sets = ["devices=cpu cpu", "checkpoint.every=1000000", groups];
         let whole = fresh_dir("resume-whole");
         let mut all = sets.to_vec();
@@ -521,6 +526,11 @@ fn a_resumed_run_ends_with_the_parameters_of_an_uninterrupted_one() {
             parts
                 .join("checkpoints/ckpt-000000032.rank-1.envs")
                 .exists()
+        );
+        assert_eq!(
+            parts.join("checkpoints/inflight-rank1.bin").exists(),
+            groups.contains("pipelined"),
+            "with {groups}"
         );
         let mut cmd = tandem();
         cmd.arg("train").arg("--resume").arg(&parts).args([

@@ -2,6 +2,11 @@
 //! update rule. Each round collects T steps of this rank's N environments with the current
 //! policy, then updates on them once (gradients averaged over ranks by the collective).
 //!
+//! With `train.sampling "pipelined"` ([`Pipeline`]) a round instead updates on the batch the
+//! round before collected while a second thread collects the next one with a copy of the
+//! policy taken before the update: every batch but the first lags the learner by exactly one
+//! update, and the batch in flight at a checkpoint is saved with it (`inflight-rank{r}.bin`).
+//!
 //! A recurrent policy's [`Memory`] (each environment's state and episode starts) lives here
 //! between rounds, and in this rank's checkpoint files (`memory-rank{r}.bin`) between runs.
 
@@ -9,13 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
+use tandem_config::Sampling;
 use tch::Tensor;
 use tch::nn::VarStore;
 
 use super::Collective;
 use super::actions::ActionKind;
 use super::collect::{Memory, RolloutCollector};
-use super::learner::{Counters, Learner, Resumed, Round, Scalars, Setting};
+use super::learner::{Learner, Limits, Phases, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
 use super::rollout::{Batch, RolloutBuffer};
 use crate::nn::{
@@ -59,6 +65,30 @@ pub struct OnPolicy<U: PolicyUpdate> {
     rank: usize,
     steps_per_update: u64,
     latest: Scalars,
+    /// `Some` with `train.sampling "pipelined"`.
+    pipeline: Option<Pipeline>,
+}
+
+/// Pipelined sampling: the behaviour policy that collects the next batch while the learner
+/// updates, and the batch collected for the next update.
+struct Pipeline {
+    /// A copy of the learner's variables, taken before each update; the behaviour policy's
+    /// network reads them.
+    behaviour_vs: VarStore,
+    behaviour: ActorCritic,
+    /// Where the next batch is collected while the learner reads `OnPolicy::buffer`; the two
+    /// are swapped after each round.
+    next: RolloutBuffer,
+    /// The batch in `OnPolicy::buffer` waiting for the next update; `None` before the first
+    /// collection.
+    ready: Option<Ready>,
+}
+
+/// A collected batch's bootstrap values V(s_T) and the update whose starting parameters
+/// collected it (the learner at update u learns with policy lag u - `collected_by`).
+struct Ready {
+    last_values: Tensor,
+    collected_by: u64,
 }
 
 impl<U: PolicyUpdate> OnPolicy<U> {
@@ -91,6 +121,35 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         let memory = model
             .is_recurrent()
             .then(|| Memory::new(&model, n_envs as i64, device));
+        let pipeline = match experiment.train.sampling {
+            Sampling::Synchronous => None,
+            Sampling::Pipelined => {
+                let behaviour_vs = VarStore::new(device);
+                let behaviour = ActorCritic::new(
+                    &behaviour_vs.root(),
+                    &spec,
+                    &obs_shape,
+                    envs.action_space().clone(),
+                )?;
+                let next = RolloutBuffer::new(
+                    rollout as i64,
+                    n_envs as i64,
+                    &obs_shape,
+                    action_kind,
+                    device,
+                )?;
+                tracing::info!(
+                    "pipelined sampling: each batch is collected on a second thread by the \
+                     policy of one update before, while the learner updates on the batch before it"
+                );
+                Some(Pipeline {
+                    behaviour_vs,
+                    behaviour,
+                    next,
+                    ready: None,
+                })
+            }
+        };
         Ok(OnPolicy {
             vs,
             model,
@@ -102,8 +161,229 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             rank,
             steps_per_update: (n_envs * rollout * world) as u64,
             latest: Vec::new(),
+            pipeline,
         })
     }
+
+    /// Collects the batch update `update` learns from into `OnPolicy::buffer`, with the
+    /// learner's current policy.
+    fn collect_now(
+        &mut self,
+        envs: &mut tandem_env::VecEnv,
+        update: u64,
+        phases: &mut Phases,
+    ) -> Result<Tensor> {
+        let draws = Draws {
+            seed: self.seed,
+            rank: self.rank,
+            update,
+        };
+        collect_batch(
+            &self.collector,
+            &self.model,
+            self.memory.as_mut(),
+            envs,
+            &mut self.buffer,
+            draws,
+            phases,
+        )
+    }
+
+    /// Which update this is, for the rule's schedules and random streams.
+    fn update_at(&self, update: u64, limits: Limits) -> UpdateAt {
+        UpdateAt {
+            seed: self.seed,
+            rank: self.rank,
+            update,
+            progress: update as f64 / limits.total_updates as f64,
+        }
+    }
+
+    /// A synchronous round: collect with the current policy, then update on it.
+    fn synchronous_round(&mut self, envs: &mut tandem_env::VecEnv, mut round: Round) -> Result<()> {
+        let update = round.counters.update;
+        let last_values = self.collect_now(envs, update, round.phases)?;
+        let at = self.update_at(update, round.limits);
+        let steps = self.steps_per_update;
+        self.latest = learn(
+            &mut self.rule,
+            &self.model,
+            &self.buffer,
+            &last_values,
+            at,
+            steps,
+            &mut round,
+        )?;
+        Ok(())
+    }
+
+    /// A pipelined round: update on the batch collected before (collecting it now if there is
+    /// none, as at the start) while a second thread collects the next batch with the
+    /// parameters the update starts from. The last round of the run collects nothing.
+    fn pipelined_round(&mut self, envs: &mut tandem_env::VecEnv, mut round: Round) -> Result<()> {
+        let update = round.counters.update;
+        let ready = match self.pipeline.as_mut().and_then(|p| p.ready.take()) {
+            Some(ready) => ready,
+            None => Ready {
+                last_values: self.collect_now(envs, update, round.phases)?,
+                collected_by: update,
+            },
+        };
+        let after = update + 1;
+        // A run stopped by `train.max-steps` (or a signal) collects the next batch as one that
+        // goes on would, and its checkpoint keeps it: a resumed run continues exactly.
+        let collect_next = after < round.limits.total_updates;
+        let at = self.update_at(update, round.limits);
+        let draws = Draws {
+            seed: self.seed,
+            rank: self.rank,
+            update: after,
+        };
+        let OnPolicy {
+            vs,
+            model,
+            rule,
+            buffer,
+            collector,
+            memory,
+            pipeline,
+            latest,
+            steps_per_update,
+            ..
+        } = self;
+        let pipeline = pipeline
+            .as_mut()
+            .expect("a pipelined learner has a pipeline");
+        if collect_next {
+            pipeline
+                .behaviour_vs
+                .copy(vs)
+                .context("copying the learner's parameters into the behaviour policy")?;
+        }
+        let threads = tch::get_num_threads();
+        let mut collected_phases = Phases::default();
+        let phases = &mut collected_phases;
+        let Pipeline {
+            behaviour, next, ..
+        } = &mut *pipeline;
+        let (learned, collected) = std::thread::scope(|scope| {
+            let collecting = collect_next
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("tandem-collect".into())
+                        .spawn_scoped(scope, move || {
+                            // libtorch's thread count is per thread: this one computes as the
+                            // rank's main thread does.
+                            tch::set_num_threads(threads);
+                            collect_batch(
+                                collector,
+                                behaviour,
+                                memory.as_mut(),
+                                envs,
+                                next,
+                                draws,
+                                phases,
+                            )
+                        })
+                })
+                .transpose()
+                .context("cannot start the collection thread of pipelined sampling")?;
+            let learned = learn(
+                rule,
+                model,
+                buffer,
+                &ready.last_values,
+                at,
+                *steps_per_update,
+                &mut round,
+            );
+            let waiting = Instant::now();
+            let collected = collecting.map(|handle| {
+                let result = handle.join().unwrap_or_else(|_| {
+                    Err(anyhow::anyhow!(
+                        "the collection thread of pipelined sampling panicked"
+                    ))
+                });
+                (result, waiting.elapsed())
+            });
+            anyhow::Ok((learned, collected))
+        })?;
+        let mut scalars = learned?;
+        scalars.push(("train/policy_lag", (update - ready.collected_by) as f64));
+        *latest = scalars;
+        if let Some((collected, waited)) = collected {
+            let last_values =
+                collected.with_context(|| format!("collecting for update {}", update + 1))?;
+            std::mem::swap(buffer, &mut pipeline.next);
+            pipeline.ready = Some(Ready {
+                last_values,
+                collected_by: update,
+            });
+            round.phases.add("pipeline_wait", waited);
+        }
+        for (phase, time) in collected_phases.iter() {
+            round.phases.add(phase, time);
+        }
+        Ok(())
+    }
+}
+
+/// Whose action draws a collection makes: the sampling stream of (seed, rank, update), the
+/// update that learns from the batch, whichever thread collects it.
+#[derive(Debug, Clone, Copy)]
+struct Draws {
+    seed: u64,
+    rank: usize,
+    update: u64,
+}
+
+/// One rollout of `envs` under `policy` into `buffer` (from and into `memory` for a
+/// recurrent policy), returning V(s_T).
+fn collect_batch(
+    collector: &RolloutCollector,
+    policy: &ActorCritic,
+    memory: Option<&mut Memory>,
+    envs: &mut tandem_env::VecEnv,
+    buffer: &mut RolloutBuffer,
+    draws: Draws,
+    phases: &mut Phases,
+) -> Result<Tensor> {
+    let Draws { seed, rank, update } = draws;
+    tch::manual_seed(crate::seeds::derived_seed(
+        seed,
+        crate::seeds::Purpose::Sampling,
+        rank as u64,
+        update,
+    ) as i64);
+    match memory {
+        Some(memory) => collector.collect_recurrent(policy, envs, memory, buffer, phases),
+        None => collector.collect(policy, envs, buffer, phases),
+    }
+}
+
+/// One update of `rule` on `buffer`, its time split into `learn` and `sync`; advances the
+/// round's counters.
+fn learn<U: PolicyUpdate>(
+    rule: &mut U,
+    model: &ActorCritic,
+    buffer: &RolloutBuffer,
+    last_values: &Tensor,
+    at: UpdateAt,
+    steps_per_update: u64,
+    round: &mut Round,
+) -> Result<Scalars> {
+    let learning = Instant::now();
+    let scalars = rule
+        .learn(model, buffer, last_values, at, round.collective)
+        .with_context(|| format!("update {}", at.update))?;
+    let sync = round.collective.take_sync_time();
+    round
+        .phases
+        .add("learn", learning.elapsed().saturating_sub(sync));
+    round.phases.add("sync", sync);
+    round.counters.update += 1;
+    round.counters.global_step += steps_per_update;
+    Ok(scalars)
 }
 
 impl<U: PolicyUpdate> Learner for OnPolicy<U> {
@@ -136,52 +416,11 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
     }
 
     fn round(&mut self, envs: &mut tandem_env::VecEnv, round: Round) -> Result<()> {
-        let Counters { update, .. } = *round.counters;
-        tch::manual_seed(crate::seeds::derived_seed(
-            self.seed,
-            crate::seeds::Purpose::Sampling,
-            self.rank as u64,
-            update,
-        ) as i64);
-        let last_values = match &mut self.memory {
-            Some(memory) => self.collector.collect_recurrent(
-                &self.model,
-                envs,
-                memory,
-                &mut self.buffer,
-                round.phases,
-            )?,
-            None => self
-                .collector
-                .collect(&self.model, envs, &mut self.buffer, round.phases)?,
-        };
-
-        let learning = Instant::now();
-        let at = UpdateAt {
-            seed: self.seed,
-            rank: self.rank,
-            update,
-            progress: update as f64 / round.limits.total_updates as f64,
-        };
-        self.latest = self
-            .rule
-            .learn(
-                &self.model,
-                &self.buffer,
-                &last_values,
-                at,
-                round.collective,
-            )
-            .with_context(|| format!("update {update}"))?;
-        let sync = round.collective.take_sync_time();
-        round
-            .phases
-            .add("learn", learning.elapsed().saturating_sub(sync));
-        round.phases.add("sync", sync);
-
-        round.counters.update += 1;
-        round.counters.global_step += self.steps_per_update;
-        Ok(())
+        if self.pipeline.is_some() {
+            self.pipelined_round(envs, round)
+        } else {
+            self.synchronous_round(envs, round)
+        }
     }
 
     fn scalars(&self) -> Scalars {
@@ -189,6 +428,9 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
     }
 
     fn save_rank_files(&mut self, dir: &Path, global_step: u64) -> Result<()> {
+        if let Some(pipeline) = &self.pipeline {
+            save_in_flight(pipeline, &self.buffer, dir, self.rank, global_step)?;
+        }
         let Some(memory) = &self.memory else {
             return Ok(());
         };
@@ -197,9 +439,13 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
             .with_context(|| format!("cannot write {}", file.display()))
     }
 
-    /// The saved memory continues the saved episodes, so it comes back exactly when the
-    /// environments do; otherwise the fresh episodes start from zero states.
+    /// The saved memory and batch in flight continue the saved episodes, so they come back
+    /// exactly when the environments do; otherwise the fresh episodes start from zero states
+    /// and the first update learns from a batch collected afresh.
     fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
+        if let Some(pipeline) = &mut self.pipeline {
+            restore_in_flight(pipeline, &mut self.buffer, resumed, self.rank)?;
+        }
         let Some(memory) = &mut self.memory else {
             return Ok(());
         };
@@ -225,6 +471,103 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
             .iter()
             .any(|(tag, v)| !v.is_finite() && !tag.ends_with("explained_variance"))
     }
+}
+
+/// Where rank `rank` keeps the batch in flight of pipelined sampling in a checkpoint directory.
+fn in_flight_file(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("inflight-rank{rank}.bin"))
+}
+
+/// Writes the batch collected for the next update (in `buffer`), with its bootstrap values, the
+/// update that collected it and the global step of the checkpoint; removes an older file when
+/// no batch is in flight (the run's last update consumed it).
+fn save_in_flight(
+    pipeline: &Pipeline,
+    buffer: &RolloutBuffer,
+    dir: &Path,
+    rank: usize,
+    global_step: u64,
+) -> Result<()> {
+    let file = in_flight_file(dir, rank);
+    let Some(ready) = &pipeline.ready else {
+        return match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("cannot remove {}", file.display()))
+            }
+            _ => Ok(()),
+        };
+    };
+    let mut named = buffer.contents();
+    named.push(("last_values".into(), ready.last_values.shallow_clone()));
+    for (name, value) in [
+        ("collected_by", ready.collected_by),
+        ("global_step", global_step),
+    ] {
+        named.push((name.into(), Tensor::from_slice(&[value as i64])));
+    }
+    let named: Vec<(String, Tensor)> = named
+        .into_iter()
+        .map(|(name, t)| (name, t.to_device(tch::Device::Cpu)))
+        .collect();
+    crate::atomic::replace_with(&file, |temporary| {
+        Tensor::save_multi(&named, temporary).map_err(std::io::Error::other)
+    })
+    .with_context(|| format!("cannot write {}", file.display()))
+}
+
+/// Reads back what [`save_in_flight`] wrote, when the environments continue the saved episodes.
+fn restore_in_flight(
+    pipeline: &mut Pipeline,
+    buffer: &mut RolloutBuffer,
+    resumed: &Resumed,
+    rank: usize,
+) -> Result<()> {
+    let file = in_flight_file(resumed.dir, rank);
+    if !file.exists() {
+        return Ok(());
+    }
+    if !resumed.envs_restored {
+        tracing::info!(
+            "rank {rank}: environments start fresh episodes, so the batch in flight at the \
+             checkpoint is dropped and the first update learns from one collected afresh"
+        );
+        return Ok(());
+    }
+    let mut restore = || -> Result<Ready> {
+        let named = Tensor::load_multi(&file)?;
+        let number = |name: &str| -> Result<u64> {
+            let (_, t) = named
+                .iter()
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("it holds no `{name}`"))?;
+            Ok(i64::try_from(t)? as u64)
+        };
+        let saved_step = number("global_step")?;
+        ensure!(
+            saved_step == resumed.global_step,
+            "it was saved at global step {saved_step}, the checkpoint is at step {}",
+            resumed.global_step
+        );
+        buffer.restore(&named)?;
+        let (_, last_values) = named
+            .iter()
+            .find(|(n, _)| n == "last_values")
+            .context("it holds no `last_values`")?;
+        ensure!(
+            last_values.size() == [buffer.num_envs()],
+            "its `last_values` has shape {:?}, this run has {} environments",
+            last_values.size(),
+            buffer.num_envs()
+        );
+        Ok(Ready {
+            last_values: last_values.to_device(buffer.device()),
+            collected_by: number("collected_by")?,
+        })
+    };
+    let ready = restore()
+        .with_context(|| format!("cannot resume the batch in flight from {}", file.display()))?;
+    pipeline.ready = Some(ready);
+    Ok(())
 }
 
 /// Where rank `rank` keeps its recurrent memory in a checkpoint directory.

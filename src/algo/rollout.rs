@@ -716,6 +716,93 @@ impl RolloutBuffer {
         Ok(batch)
     }
 
+    /// Everything the buffer holds, by name, for a checkpoint of a batch in flight
+    /// ([`RolloutBuffer::restore`] reads it back into a buffer of the same shape).
+    pub fn contents(&self) -> Vec<(String, Tensor)> {
+        let flags: Vec<i64> = self
+            .has_truncation_values
+            .iter()
+            .map(|&b| b as i64)
+            .collect();
+        let mut named = vec![
+            ("obs", self.obs.shallow_clone()),
+            ("actions", self.actions.shallow_clone()),
+            ("log_probs", self.log_probs.shallow_clone()),
+            ("values", self.values.shallow_clone()),
+            ("rewards", self.rewards.shallow_clone()),
+            ("terminated", self.terminated.shallow_clone()),
+            ("truncated", self.truncated.shallow_clone()),
+            ("truncation_values", self.truncation_values.shallow_clone()),
+            ("has_truncation_values", Tensor::from_slice(&flags)),
+            ("starts", self.starts.shallow_clone()),
+            ("filled", Tensor::from_slice(&[self.filled])),
+        ];
+        if let Some(state) = &self.initial_state {
+            named.push(("initial_state", state.shallow_clone()));
+        }
+        named
+            .into_iter()
+            .map(|(name, t)| (name.to_string(), t))
+            .collect()
+    }
+
+    /// Reads back what [`RolloutBuffer::contents`] gave, refusing anything whose names, shapes
+    /// or types differ from this buffer's.
+    pub fn restore(&mut self, named: &[(String, Tensor)]) -> Result<()> {
+        let get = |name: &str| {
+            named
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t)
+                .with_context(|| format!("it holds no `{name}`"))
+        };
+        let fields = [
+            ("obs", &self.obs),
+            ("actions", &self.actions),
+            ("log_probs", &self.log_probs),
+            ("values", &self.values),
+            ("rewards", &self.rewards),
+            ("terminated", &self.terminated),
+            ("truncated", &self.truncated),
+            ("truncation_values", &self.truncation_values),
+            ("starts", &self.starts),
+        ];
+        for (name, storage) in fields {
+            let saved = get(name)?;
+            ensure!(
+                saved.size() == storage.size() && saved.kind() == storage.kind(),
+                "its `{name}` is {:?} of shape {:?}; this run's is {:?} of shape {:?}",
+                saved.kind(),
+                saved.size(),
+                storage.kind(),
+                storage.size()
+            );
+            let mut target = storage.shallow_clone();
+            tch::no_grad(|| target.copy_(saved));
+        }
+        let flags = Vec::<i64>::try_from(get("has_truncation_values")?)
+            .context("reading `has_truncation_values`")?;
+        ensure!(
+            flags.len() == self.has_truncation_values.len(),
+            "it records {} steps; this run's rollout has {}",
+            flags.len(),
+            self.num_steps
+        );
+        let filled = i64::try_from(get("filled")?).context("reading `filled`")?;
+        ensure!(
+            (0..=self.num_steps).contains(&filled),
+            "it claims {filled} filled steps of {}",
+            self.num_steps
+        );
+        let state = named.iter().find(|(n, _)| n == "initial_state");
+        self.initial_state = state.map(|(_, t)| t.to_device(self.device()));
+        for (flag, saved) in self.has_truncation_values.iter_mut().zip(flags) {
+            *flag = saved != 0;
+        }
+        self.filled = filled;
+        Ok(())
+    }
+
     /// The flattened rollout with GAE(lambda) advantages and lambda-returns (PPO).
     /// `last_values` is V(s_T) `[N]` for the observations after the last step.
     pub fn gae_batch(&self, last_values: &Tensor, gamma: f64, lambda: f64) -> Result<Batch> {

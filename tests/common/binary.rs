@@ -185,8 +185,17 @@ pub fn rank_pid(workers: &[u32], rank: usize) -> u32 {
 }
 
 pub fn killing_a_rank_stops_the_job_with_its_name(name: &str, rank: usize) {
+    killing_a_rank_of_a_run_stops_the_job_with_its_name(name, rank, &[]);
+}
+
+/// [`killing_a_rank_stops_the_job_with_its_name`] for the long run with `extra` settings.
+pub fn killing_a_rank_of_a_run_stops_the_job_with_its_name(
+    name: &str,
+    rank: usize,
+    extra: &[&str],
+) {
     let dir = fresh_dir(name);
-    let launcher = long_two_rank_run(&dir, &[]);
+    let launcher = long_two_rank_run(&dir, extra);
     let pid = launcher.id();
     wait_for("two workers", Duration::from_secs(30), || {
         children_of(pid).len() == 2

@@ -629,8 +629,20 @@ settings! {
             "Steps per environment per update (ppo, a2c).";
         env_groups: usize = "env-groups", Ty::Int { min: 1, max: 1024 }, Dflt::Int(1),
             "Step each rank's environments in this many groups in turn, each group's environment step running on a second thread while the policy acts for the next group (double-buffered sampling; ppo, a2c). 1 steps them all at once. Must divide each rank's environments. Worth it when stepping the environments costs about as much as the forward pass (Atari); the grouping changes the order of the action draws, so a run's results depend on it.";
+        sampling: Sampling = "sampling", Ty::Choice(Sampling::NAMES), Dflt::Str("synchronous"),
+            "How collection and learning take turns (ppo): `\"synchronous\"` collects a batch with the current policy, then updates on it; `\"pipelined\"` collects the next batch on a second thread, with a copy of the policy taken before the update, while the learner updates on the batch before it, so every batch after the first lags the learner by exactly one update (policy lag 1, corrected by PPO's ratio against the stored behaviour log-probabilities; deterministic, bit-reproducible like a synchronous run). Worth it where stepping the environments costs about as much as the update; a checkpoint keeps the batch in flight (docs/sampling.md).";
         max_steps: Option<u64> = "max-steps", COUNT, Dflt::Null,
             "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.";
+    }
+}
+
+choices! {
+    /// How an on-policy learner's collection and update take turns (`train.sampling`).
+    pub enum Sampling {
+        Synchronous = "synchronous",
+        /// The next batch is collected with a one-update-old copy of the policy while the
+        /// learner updates on the batch before it.
+        Pipelined = "pipelined",
     }
 }
 

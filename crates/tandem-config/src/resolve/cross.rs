@@ -90,6 +90,7 @@ impl CrossCheck<'_, '_> {
             }
         }
         self.max_steps();
+        self.sampling();
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -546,6 +547,29 @@ impl CrossCheck<'_, '_> {
                 format!("{algorithm} steps its environments all at once; remove env-groups or use ppo or a2c"),
             );
         }
+    }
+
+    /// Pipelined sampling hands the update a batch one update old; only PPO's ratio against the
+    /// stored behaviour log-probabilities corrects for that.
+    fn sampling(&mut self) {
+        let e = self.experiment;
+        if e.train.sampling == Sampling::Synchronous || !self.ok(&["algorithm", "train.sampling"]) {
+            return;
+        }
+        let algorithm = e.algorithm.name();
+        let help = match &e.algorithm {
+            Algorithm::Ppo(_) => return,
+            Algorithm::A2c(_) => "a2c's gradient assumes the batch came from the policy it updates; use ppo, whose clipped ratio is taken against the behaviour policy's stored log-probabilities, or remove `sampling`".to_string(),
+            _ => format!("{algorithm} learns from its replay buffer as it steps; sampling is for ppo's rollouts: remove `sampling`"),
+        };
+        self.report(
+            "config::inconsistent",
+            format!("{algorithm} cannot learn from pipelined sampling"),
+            "train.sampling",
+            "batches one update behind the learner",
+            Some(("algorithm", algorithm)),
+            help,
+        );
     }
 
     /// Epsilon decays.
