@@ -2,15 +2,17 @@
 //! the states that stepping it one observation at a time carries; an episode start zeroes the
 //! state and nothing else does; the collector keeps each environment's state at the rollout's
 //! start, the episode starts of every step, and carries both into the next rollout; PPO's
-//! micro-batches of environments give the update of whole minibatches; and what a recurrent
-//! network cannot do is refused with a message.
+//! micro-batches of environments give the update of whole minibatches; V-trace's view of a
+//! batch re-runs its sequences to the values the collector saw; and what a recurrent network
+//! cannot do is refused with a message.
 
 mod common;
 
-use tandem::algo::RolloutBuffer;
 use tandem::algo::actions::ActionKind;
 use tandem::algo::collect::{Memory, RolloutCollector};
 use tandem::algo::learner::Phases;
+use tandem::algo::on_policy::learner_view;
+use tandem::algo::{RolloutBuffer, VtraceClips};
 use tandem::nn::{ActorCritic, ActorCriticSpec, Core, CoreSpec, NetworkSpec};
 use tandem_env::{Action, ActionSpace, Dtype, Env, ObsBuf, ObsSpace, Step, VecEnv};
 use tch::nn::VarStore;
@@ -308,4 +310,77 @@ fn micro_batches_of_environments_give_the_update_of_whole_minibatches() {
         err.contains("indexes environments 1..=4 of a batch of 4"),
         "{err}"
     );
+}
+
+/// A learner that has not moved since it collected sees the batch as the collector did: its own
+/// log-probabilities, values and V(s_T) (a recurrent one re-running the stored sequences from
+/// their initial states, on to s_T), so V-trace's targets are GAE's returns. Feed-forward and
+/// recurrent, over two rollouts (the second starts from carried states, one episode starting at
+/// its first step).
+#[test]
+fn vtrace_sees_an_unmoved_learners_batch_as_the_collector_did() {
+    let feed_forward = common::seeded(3, || {
+        let vs = VarStore::new(Device::Cpu);
+        let spec =
+            ActorCriticSpec::for_network(NetworkSpec::default_mlp(), common::orthogonal_init());
+        let model =
+            ActorCritic::new(&vs.root(), &spec, &[2], ActionSpace::Discrete { n: 2 }).unwrap();
+        (vs, model)
+    });
+    for (_vs, model) in [feed_forward, recurrent(Core::Lstm, 2)] {
+        let envs: Vec<Box<dyn Env>> = [3, 5]
+            .iter()
+            .enumerate()
+            .map(|(id, &length)| {
+                Box::new(Counter {
+                    id: id as f32,
+                    length,
+                    steps: 0,
+                }) as Box<dyn Env>
+            })
+            .collect();
+        let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
+        envs.reset();
+        let mut buffer = RolloutBuffer::new(4, 2, &[2], ActionKind::Discrete, Device::Cpu).unwrap();
+        let collector = RolloutCollector::new(2, 1, &[2], ActionKind::Discrete).unwrap();
+        let mut memory = Memory::new(&model, 2, Device::Cpu);
+        let mut phases = Phases::default();
+        tch::manual_seed(1);
+        for rollout in 0..2 {
+            let last = if model.is_recurrent() {
+                collector.collect_recurrent(
+                    &model,
+                    &mut envs,
+                    &mut memory,
+                    &mut buffer,
+                    &mut phases,
+                )
+            } else {
+                collector.collect(&model, &mut envs, &mut buffer, &mut phases)
+            }
+            .unwrap();
+            let view = learner_view(&model, &buffer).unwrap();
+            let stored = buffer.steps().unwrap();
+            let what = format!("recurrent {}, rollout {rollout}", model.is_recurrent());
+            assert_close(&view.last_values, &last, &format!("{what}: V(s_T)"));
+            assert_close(&view.values, &stored.values, &format!("{what}: V(s_t)"));
+            assert_close(
+                &view.log_probs,
+                &stored.log_probs,
+                &format!("{what}: log pi"),
+            );
+            let clips = VtraceClips { rho: 1.0, c: 1.0 };
+            let vtrace = buffer.vtrace_batch(&view, 0.9, 0.9, clips).unwrap();
+            let gae = buffer.gae_batch(&last, 0.9, 0.9).unwrap();
+            assert_close(&vtrace.returns, &gae.returns, &format!("{what}: targets"));
+        }
+    }
+}
+
+fn assert_close(a: &Tensor, b: &Tensor, what: &str) {
+    let (a, b) = (floats(a), floats(b));
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() < 1e-5, "{what}: {a:?} against {b:?}");
+    }
 }

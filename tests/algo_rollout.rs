@@ -3,8 +3,8 @@
 
 use tandem::algo::actions::ActionKind;
 use tandem::algo::{
-    MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, generalized_advantages,
-    n_step_returns,
+    MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, VtraceClips,
+    generalized_advantages, n_step_returns, vtrace,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -39,6 +39,48 @@ fn assert_close(actual: &[f32], expected: &[f32]) {
             "index {i}: got {a}, expected {e} (all: {actual:?})"
         );
     }
+}
+
+#[test]
+fn vtrace_matches_hand_computation_with_importance_weights_and_episode_ends() {
+    // gamma 0.9, lambda 0.5, rho-bar = c-bar = 1; pi/mu = 0.25 at env 0's t0, 0.5 at its t1,
+    // 1 elsewhere. Worked by hand (rho, c = lambda min(1, ratio); v - V carried while the
+    // episode continues; A = rho (r + gamma v_next - V)):
+    // env 0: t2: rho 1, d = 3 + .9*2 - 1.5 = 3.3, v = 4.8, A = 3.3
+    //        t1 (terminated): rho .5, d = .5*(2 - 1) = .5, v = 1.5, A = .5
+    //        t0: rho .25, c .125, d = .25*(1 + .9*1 - .5) = .35, v - V = .35 + .9*.125*.5
+    //            = .40625, v = .90625, A = .25*(1 + .9*(1 + .5) - .5) = .4625
+    // env 1: t2 (terminated): d = 0, v = 1, A = 0 | t1: d = .9, v = 1.9, A = .9
+    //        t0 (truncated, bootstrap 4): d = 2.6, v = 3.6, A = 2.6 (no carry from t1)
+    let log_ratios = [0.25f32.ln(), 0.0, 0.5f32.ln(), 0.0, 0.0, 0.0];
+    let clips = VtraceClips { rho: 1.0, c: 1.0 };
+    let (advantages, targets) = vtrace(
+        &arrays(&TERMINATED, &TRUNCATED),
+        &log_ratios,
+        0.9,
+        0.5,
+        clips,
+    )
+    .unwrap();
+    assert_close(&targets, &[0.90625, 3.6, 1.5, 1.9, 4.8, 1.0]);
+    assert_close(&advantages, &[0.4625, 2.6, 0.5, 0.9, 3.3, 0.0]);
+}
+
+#[test]
+fn vtrace_on_policy_gives_the_gae_returns() {
+    // pi = mu: every weight is 1, so the targets are GAE(lambda)'s lambda-returns, and with
+    // lambda 1 the advantages are GAE's too.
+    let on_policy = [0.0f32; 6];
+    let clips = VtraceClips { rho: 1.0, c: 1.0 };
+    let steps = arrays(&TERMINATED, &TRUNCATED);
+    for lambda in [0.5, 0.95, 1.0] {
+        let (_, targets) = vtrace(&steps, &on_policy, 0.9, lambda, clips).unwrap();
+        let (_, returns) = generalized_advantages(&steps, 0.9, lambda).unwrap();
+        assert_close(&targets, &returns);
+    }
+    let (advantages, _) = vtrace(&steps, &on_policy, 0.9, 1.0, clips).unwrap();
+    let (gae, _) = generalized_advantages(&steps, 0.9, 1.0).unwrap();
+    assert_close(&advantages, &gae);
 }
 
 #[test]

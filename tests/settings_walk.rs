@@ -240,6 +240,17 @@ const BASES: &[Base] = &[
         text: CARTPOLE_PPO,
         sets: &["algorithm.lr=0.01"],
     },
+    // Pipelined sampling with V-trace, learning fast enough that the learner's policy leaves
+    // the behaviour policy's by more than V-trace's truncation levels (vtrace-*-clip).
+    Base {
+        name: "cartpole-ppo-vtrace",
+        text: CARTPOLE_PPO,
+        sets: &[
+            "train.sampling=pipelined",
+            "algorithm.advantages=vtrace",
+            "algorithm.lr=0.01",
+        ],
+    },
     Base {
         name: "cartpole-dqn-fast",
         text: CARTPOLE_DQN,
@@ -380,6 +391,18 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "algorithm.gae-lambda (ppo)",
             Change("cartpole-ppo", &["algorithm.gae-lambda=0.5"]),
+        ),
+        (
+            "algorithm.advantages (ppo)",
+            Change("cartpole-ppo", &["algorithm.advantages=vtrace"]),
+        ),
+        (
+            "algorithm.vtrace-rho-clip (ppo)",
+            Change("cartpole-ppo-vtrace", &["algorithm.vtrace-rho-clip=2.0"]),
+        ),
+        (
+            "algorithm.vtrace-c-clip (ppo)",
+            Change("cartpole-ppo-vtrace", &["algorithm.vtrace-c-clip=0.5"]),
         ),
         (
             "algorithm.clip (ppo)",

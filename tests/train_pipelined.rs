@@ -1,6 +1,7 @@
 //! Pipelined sampling (`train.sampling "pipelined"`) with the real binary and real Gloo: it
-//! learns on two ranks, two runs are bit-identical, every update after the first learns with
-//! policy lag 1, and a killed rank, Ctrl-C and SIGTERM end it as they end a synchronous run.
+//! learns on two ranks (and with V-trace targets), two runs are bit-identical, every update
+//! after the first learns with policy lag 1, and a killed rank, Ctrl-C and SIGTERM end it as
+//! they end a synchronous run.
 //! (Its resume to the uninterrupted result is in train_resume.rs, beside the synchronous one.)
 
 mod common;
@@ -44,6 +45,26 @@ fn pipelined_sampling_learns_on_two_ranks_and_is_reproducible() {
     let lags = scalar_values(&a, "train/policy_lag");
     assert!(lags.len() > 5, "{lags:?}");
     assert!(lags.iter().all(|&lag| lag == 1.0), "{lags:?}");
+}
+
+#[test]
+fn vtrace_targets_learn_from_pipelined_batches() {
+    // APPO with V-trace (advantages "vtrace"): the learner's own values and log-probabilities,
+    // weighted by the truncated ratios against the behaviour policy one update behind.
+    let dir = fresh_dir("pipelined-vtrace");
+    let sets = [PIPELINED, "algorithm.advantages=vtrace"];
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        &sets,
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let last20 = summary_number(&dir, "last_20_score_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "pipelined PPO with V-trace: mean score of the last 20 episodes {last20} < 475"
+    );
 }
 
 #[test]

@@ -144,6 +144,7 @@ impl RolloutCollector {
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
         let last_obs = self.current_obs(envs, buffer);
+        buffer.set_bootstrap(&last_obs, None)?;
         let last_values = timed(phases, "inference", || {
             tch::no_grad(|| model.value(&last_obs))
         })?;
@@ -200,6 +201,7 @@ impl RolloutCollector {
             memory.state = state;
         }
         let last_obs = self.current_obs(envs, buffer);
+        buffer.set_bootstrap(&last_obs, Some(&memory.starts))?;
         let last_values = timed(phases, "inference", || {
             model.value_recurrent(&last_obs, &memory.starts, &memory.state)
         })?;

@@ -33,8 +33,8 @@ pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
 pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
 pub use rollout::{
-    Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord,
-    generalized_advantages, n_step_returns,
+    Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord, VtraceClips,
+    generalized_advantages, n_step_returns, vtrace,
 };
 
 use std::time::Duration;

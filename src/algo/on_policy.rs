@@ -23,7 +23,7 @@ use super::actions::ActionKind;
 use super::collect::{Memory, RolloutCollector};
 use super::learner::{Learner, Limits, Phases, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
-use super::rollout::{Batch, RolloutBuffer};
+use super::rollout::{Batch, LearnerView, RolloutBuffer};
 use crate::nn::{
     ActorCritic, EntropyUse, Evaluation, named_parameters, trainable_parameters_in_order,
 };
@@ -659,4 +659,36 @@ pub(crate) fn evaluate_rows(
         ),
         None => model.evaluate(&batch.obs, &batch.actions, entropy),
     }
+}
+
+/// The learner's own log pi(a_t|s_t) and V(s_t) of a rollout's steps and its V(s_T), without
+/// gradients: V-trace's view of a batch the behaviour policy collected. A recurrent policy
+/// re-runs the stored sequences from their initial states and goes on to s_T.
+pub fn learner_view(model: &ActorCritic, rollout: &RolloutBuffer) -> Result<LearnerView> {
+    tch::no_grad(|| {
+        let steps = rollout.steps()?;
+        let (last_obs, last_starts) = rollout.bootstrap();
+        let (evaluation, last_values) = match &steps.sequences {
+            Some(sequences) => {
+                let (evaluation, state) = model.evaluate_recurrent_to_end(
+                    &steps.obs,
+                    &steps.actions,
+                    &sequences.starts,
+                    &sequences.initial_state,
+                    EntropyUse::ReportOnly,
+                )?;
+                let last_values = model.value_recurrent(last_obs, last_starts, &state)?;
+                (evaluation, last_values)
+            }
+            None => (
+                model.evaluate(&steps.obs, &steps.actions, EntropyUse::ReportOnly)?,
+                model.value(last_obs)?,
+            ),
+        };
+        Ok(LearnerView {
+            log_probs: evaluation.log_probs,
+            values: evaluation.values,
+            last_values,
+        })
+    })
 }

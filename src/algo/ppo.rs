@@ -22,12 +22,13 @@ use super::common::{
     step_on_gradients,
 };
 use super::learner::Scalars;
-use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows};
+use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
 use super::optim::{Optimizer, OptimizerSpec};
-use super::rollout::{Batch, MinibatchSampler, RolloutBuffer};
+use super::rollout::{Batch, MinibatchSampler, RolloutBuffer, VtraceClips};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
 
+use tandem_config::Advantages;
 /// The learner's settings: the config's `algorithm "ppo"` section, as the user wrote it.
 pub use tandem_config::Ppo as Settings;
 
@@ -541,7 +542,21 @@ impl PolicyUpdate for Ppo {
         // Minibatch order is derived from (seed, rank, update), not carried state, so a resumed
         // run shuffles exactly as the uninterrupted one.
         self.shuffle_seed = derived_seed(at.seed, Purpose::Shuffle, at.rank as u64, at.update);
-        let batch = rollout.gae_batch(last_values, self.config.gamma, self.config.gae_lambda)?;
+        let Settings {
+            gamma, gae_lambda, ..
+        } = self.config;
+        let batch = match self.config.advantages {
+            Advantages::Gae => rollout.gae_batch(last_values, gamma, gae_lambda)?,
+            // V-trace: targets and advantages from the learner's own policy and values,
+            // weighted by the truncated ratios against the policy that collected the batch.
+            Advantages::Vtrace => {
+                let clips = VtraceClips {
+                    rho: self.config.vtrace_rho_clip,
+                    c: self.config.vtrace_c_clip,
+                };
+                rollout.vtrace_batch(&learner_view(model, rollout)?, gamma, gae_lambda, clips)?
+            }
+        };
         Ok(self
             .update(model, &batch, at.progress, collective)?
             .scalars())

@@ -154,6 +154,63 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
     Ok(returns)
 }
 
+/// V-trace's truncation levels (Espeholt et al. 2018, "IMPALA", section 4.1): rho-bar bounds the
+/// importance weights of the temporal differences and of the policy gradient, c-bar the traces.
+#[derive(Debug, Clone, Copy)]
+pub struct VtraceClips {
+    pub rho: f64,
+    pub c: f64,
+}
+
+/// V-trace targets and policy-gradient advantages (Espeholt et al. 2018, eq. 1, its recursive
+/// form in Remark 1, and section 4.2), returning `(advantages, targets)`. `arrays` holds the
+/// learner's values V(x_t) and V(x_T), `log_ratios` log pi(a_t|x_t) - log mu(a_t|x_t) of the
+/// learner's policy pi against the behaviour policy mu that acted:
+///
+///   rho_t = min(rho-bar, pi/mu),   c_t = lambda min(c-bar, pi/mu)
+///   delta_t = rho_t (r_t + gamma V_boot(t) - V(x_t))
+///   v_t - V(x_t) = delta_t + gamma c_t (v_{t+1} - V(x_{t+1}))   (only while the episode continues)
+///   A_t = rho_t (r_t + gamma v_{t+1} - V(x_t))                  (v_{t+1} = V_boot(t) at an end)
+///
+/// With pi = mu and both levels at least 1, the targets are GAE(lambda)'s returns.
+pub fn vtrace(
+    arrays: &RolloutArrays,
+    log_ratios: &[f32],
+    gamma: f64,
+    lambda: f64,
+    clips: VtraceClips,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    check_discount(gamma, lambda)?;
+    let num_steps = arrays.num_steps()?;
+    ensure!(
+        log_ratios.len() == arrays.rewards.len(),
+        "rollout: {} log-ratios for {} steps",
+        log_ratios.len(),
+        arrays.rewards.len()
+    );
+    let n = arrays.num_envs;
+    let mut advantages = vec![0f32; arrays.rewards.len()];
+    let mut targets = vec![0f32; arrays.rewards.len()];
+    for env in 0..n {
+        // v_{t+1} - V(x_{t+1}); zero after the last step, where v_T = V(x_T).
+        let mut next_correction = 0f64;
+        for t in (0..num_steps).rev() {
+            let i = t * n + env;
+            let ratio = (log_ratios[i] as f64).exp();
+            let (rho, c) = (ratio.min(clips.rho), lambda * ratio.min(clips.c));
+            let (bootstrap, continues) = arrays.bootstrap(t, env, num_steps);
+            let carried = if continues { next_correction } else { 0.0 };
+            let (reward, value) = (arrays.rewards[i] as f64, arrays.values[i] as f64);
+            let delta = rho * (reward + gamma * bootstrap - value);
+            let correction = delta + gamma * c * carried;
+            targets[i] = (value + correction) as f32;
+            advantages[i] = (rho * (reward + gamma * (bootstrap + carried) - value)) as f32;
+            next_correction = correction;
+        }
+    }
+    Ok((advantages, targets))
+}
+
 fn check_discount(gamma: f64, lambda: f64) -> Result<()> {
     ensure!(
         (0.0..=1.0).contains(&gamma),
@@ -369,6 +426,10 @@ pub struct RolloutBuffer {
     starts: Tensor,
     /// `[N, width]` the recurrent state before the first step; `None` for a feed-forward policy.
     initial_state: Option<Tensor>,
+    /// `[N, ...obs_shape]` the observations after the last step, s_T, and `[N]` whether each
+    /// starts an episode: what a learner evaluates its own V(s_T) on (V-trace).
+    bootstrap_obs: Tensor,
+    bootstrap_starts: Tensor,
     filled: i64,
 }
 
@@ -468,6 +529,8 @@ impl RolloutBuffer {
         full_obs.extend_from_slice(obs_shape);
         let float = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, device));
         let tn = [num_steps, num_envs];
+        let mut row_obs = vec![num_envs];
+        row_obs.extend_from_slice(obs_shape);
         Ok(RolloutBuffer {
             num_steps,
             num_envs,
@@ -484,6 +547,8 @@ impl RolloutBuffer {
             has_truncation_values: vec![false; num_steps as usize],
             starts: float(&tn),
             initial_state: None,
+            bootstrap_obs: Tensor::zeros(&row_obs, (obs_kind, device)),
+            bootstrap_starts: float(&[num_envs]),
             filled: 0,
         })
     }
@@ -528,6 +593,32 @@ impl RolloutBuffer {
         );
         self.initial_state = Some(state.shallow_clone());
         Ok(())
+    }
+
+    /// Records the observations after the rollout's last step (`[N, ...obs_shape]`) and, for a
+    /// recurrent policy, which of them start an episode (`[N]`, 1 or 0).
+    pub fn set_bootstrap(&mut self, obs: &Tensor, starts: Option<&Tensor>) -> Result<()> {
+        expect_shape(
+            "bootstrap obs",
+            self.filled,
+            obs,
+            &self.bootstrap_obs.size(),
+        )?;
+        tch::no_grad(|| {
+            self.bootstrap_obs.copy_(obs);
+            match starts {
+                Some(starts) => self.bootstrap_starts.copy_(&starts.to_kind(Kind::Float)),
+                None => {
+                    let _ = self.bootstrap_starts.fill_(0.0);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// What [`RolloutBuffer::set_bootstrap`] recorded: s_T and its episode starts.
+    pub fn bootstrap(&self) -> (&Tensor, &Tensor) {
+        (&self.bootstrap_obs, &self.bootstrap_starts)
     }
 
     /// Records which environments start an episode at the next pushed step's observation
@@ -735,6 +826,8 @@ impl RolloutBuffer {
             ("truncation_values", self.truncation_values.shallow_clone()),
             ("has_truncation_values", Tensor::from_slice(&flags)),
             ("starts", self.starts.shallow_clone()),
+            ("bootstrap_obs", self.bootstrap_obs.shallow_clone()),
+            ("bootstrap_starts", self.bootstrap_starts.shallow_clone()),
             ("filled", Tensor::from_slice(&[self.filled])),
         ];
         if let Some(state) = &self.initial_state {
@@ -766,6 +859,8 @@ impl RolloutBuffer {
             ("truncated", &self.truncated),
             ("truncation_values", &self.truncation_values),
             ("starts", &self.starts),
+            ("bootstrap_obs", &self.bootstrap_obs),
+            ("bootstrap_starts", &self.bootstrap_starts),
         ];
         for (name, storage) in fields {
             let saved = get(name)?;
@@ -812,6 +907,44 @@ impl RolloutBuffer {
         self.flat_batch(&advantages, &returns)
     }
 
+    /// The flattened rollout with V-trace advantages and targets ([`vtrace`]): `learner` holds
+    /// the learner's log pi(a_t|s_t) and V(s_t) `[T * N]` of the stored steps and its V(s_T)
+    /// `[N]`; at a truncation the target bootstraps from the value stored at collection.
+    pub fn vtrace_batch(
+        &self,
+        learner: &LearnerView,
+        gamma: f64,
+        lambda: f64,
+        clips: VtraceClips,
+    ) -> Result<Batch> {
+        let mut host = self.host_arrays(&learner.last_values)?;
+        let to_host = |t: &Tensor| -> Result<Vec<f32>> {
+            let flat = t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
+            Vec::<f32>::try_from(&flat).context("rollout: copying to the host")
+        };
+        let behaviour_log_probs = to_host(&self.log_probs)?;
+        let log_ratios: Vec<f32> = to_host(&learner.log_probs)?
+            .iter()
+            .zip(&behaviour_log_probs)
+            .map(|(pi, mu)| pi - mu)
+            .collect();
+        host.values = to_host(&learner.values)?;
+        let (advantages, targets) = vtrace(
+            &host.view(self.num_envs as usize),
+            &log_ratios,
+            gamma,
+            lambda,
+            clips,
+        )?;
+        self.flat_batch(&advantages, &targets)
+    }
+
+    /// The flattened steps with zero advantages and returns: what a learner evaluates itself on.
+    pub fn steps(&self) -> Result<Batch> {
+        let zeros = vec![0f32; (self.num_steps * self.num_envs) as usize];
+        self.flat_batch(&zeros, &zeros)
+    }
+
     /// The flattened rollout with n-step returns and advantages `R_t - V(s_t)` (A2C).
     pub fn n_step_batch(&self, last_values: &Tensor, gamma: f64) -> Result<Batch> {
         let host = self.host_arrays(last_values)?;
@@ -823,6 +956,15 @@ impl RolloutBuffer {
             .collect();
         self.flat_batch(&advantages, &returns)
     }
+}
+
+/// A learner's own view of a rollout at an update's start, for V-trace: log pi(a_t|s_t) and
+/// V(s_t) `[T * N]` (row `t * N + env`) and V(s_T) `[N]`.
+#[derive(Debug)]
+pub struct LearnerView {
+    pub log_probs: Tensor,
+    pub values: Tensor,
+    pub last_values: Tensor,
 }
 
 struct HostArrays {

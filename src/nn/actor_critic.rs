@@ -618,6 +618,22 @@ impl ActorCritic {
         self.evaluation(&out.head_output, out.values, actions, entropy)
     }
 
+    /// [`ActorCritic::evaluate_recurrent`] that also returns each environment's state after
+    /// the sequence's last step `[n, width]`.
+    pub fn evaluate_recurrent_to_end(
+        &self,
+        obs: &Tensor,
+        actions: &Tensor,
+        starts: &Tensor,
+        state: &Tensor,
+        entropy: EntropyUse,
+    ) -> Result<(Evaluation, Tensor)> {
+        self.check_actions(obs, actions)?;
+        let out = self.forward_sequence(obs, starts, state)?;
+        let evaluation = self.evaluation(&out.head_output, out.values, actions, entropy)?;
+        Ok((evaluation, out.state))
+    }
+
     /// Stored actions of this space for a batch of observations: `[B]` integers (discrete),
     /// `[B, k]` integers (multi-discrete) or `[B, d]` floats (box).
     fn check_actions(&self, obs: &Tensor, actions: &Tensor) -> Result<()> {

@@ -112,6 +112,14 @@ choices! {
 }
 
 choices! {
+    /// PPO's advantage and value-target estimator.
+    pub enum Advantages {
+        Gae = "gae",
+        Vtrace = "vtrace",
+    }
+}
+
+choices! {
     /// DQN's temporal-difference loss.
     pub enum Loss {
         Huber = "huber",
@@ -127,7 +135,13 @@ settings! {
         gamma: f64 = "gamma", UNIT_OPEN_CLOSED, Dflt::Float(0.99),
             "Discount factor.";
         gae_lambda: f64 = "gae-lambda", UNIT_CLOSED, Dflt::Float(0.95),
-            "GAE lambda.";
+            "GAE lambda; with `advantages \"vtrace\"`, V-trace's lambda (its traces are c_t = lambda min(c-bar, pi/mu)).";
+        advantages: Advantages = "advantages", Ty::Choice(Advantages::NAMES), Dflt::Str("gae"),
+            "How advantages and value targets are estimated: `\"gae\"`, GAE(lambda) from the values stored when the batch was collected; `\"vtrace\"`, V-trace (Espeholt et al. 2018, IMPALA) from the learner's own policy and values at the update's start, each step weighted by its truncated importance ratio against the policy that collected it: the correction for a batch that lags the learner (`train.sampling \"pipelined\"`). On-policy, V-trace's targets are GAE's returns. docs/sampling.md says which values it takes where the batch holds no observation.";
+        vtrace_rho_clip: f64 = "vtrace-rho-clip", POSITIVE, Dflt::Float(1.0),
+            "V-trace's rho-bar: the importance ratios weighting the temporal differences and the policy gradient are clipped to at most this (advantages \"vtrace\" only).";
+        vtrace_c_clip: f64 = "vtrace-c-clip", POSITIVE, Dflt::Float(1.0),
+            "V-trace's c-bar: the ratios of the traces are clipped to at most this; at most vtrace-rho-clip (advantages \"vtrace\" only).";
         clip: f64 = "clip", POSITIVE, Dflt::Float(0.2),
             "Policy ratio clip range.";
         value_clip: Option<f64> = "value-clip", POSITIVE, Dflt::Null,

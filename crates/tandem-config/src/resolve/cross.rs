@@ -65,7 +65,8 @@ impl CrossCheck<'_, '_> {
         match &self.experiment.algorithm {
             Algorithm::Ppo(ppo) => {
                 self.global_batch();
-                self.ppo(ppo)
+                self.ppo(ppo);
+                self.vtrace_clips(ppo);
             }
             Algorithm::Dqn(dqn) => {
                 self.off_policy_sizes(dqn.batch_size, dqn.buffer_capacity, dqn.learning_starts);
@@ -296,6 +297,41 @@ impl CrossCheck<'_, '_> {
                     format!("gains apply only to init \"orthogonal\"; remove `{gain}` or use init \"orthogonal\""),
                 );
             }
+        }
+    }
+
+    /// V-trace's truncation levels do nothing for GAE; c-bar above rho-bar breaks V-trace's
+    /// condition (Espeholt et al. 2018, Theorem 1 assumes c-bar <= rho-bar).
+    fn vtrace_clips(&mut self, ppo: &Ppo) {
+        if ppo.advantages == Advantages::Gae {
+            for (name, value) in [
+                ("vtrace-rho-clip", ppo.vtrace_rho_clip),
+                ("vtrace-c-clip", ppo.vtrace_c_clip),
+            ] {
+                let path = format!("algorithm.{name}");
+                let default = setting_default(&crate::schema::ALGORITHM, Some("ppo"), name);
+                if self.ok(&[&path, "algorithm.advantages"]) && default != Some(value) {
+                    self.report(
+                        "config::inconsistent",
+                        format!("`{name}` has no effect with advantages \"gae\""),
+                        &path,
+                        "a truncation level of V-trace",
+                        Some(("algorithm.advantages", "gae has none")),
+                        format!("remove `{name}`, or use advantages \"vtrace\""),
+                    );
+                }
+            }
+        } else if self.ok(&["algorithm.vtrace-rho-clip", "algorithm.vtrace-c-clip"])
+            && ppo.vtrace_c_clip > ppo.vtrace_rho_clip
+        {
+            self.report(
+                "config::inconsistent",
+                "V-trace's c-bar exceeds its rho-bar".into(),
+                "algorithm.vtrace-c-clip",
+                &format!("above vtrace-rho-clip {}", ppo.vtrace_rho_clip),
+                Some(("algorithm.vtrace-rho-clip", "rho-bar")),
+                "V-trace's targets converge for c-bar <= rho-bar (Espeholt et al. 2018, Theorem 1): lower vtrace-c-clip or raise vtrace-rho-clip".into(),
+            );
         }
     }
 
