@@ -11,7 +11,7 @@
 //! between rounds, and in this rank's checkpoint files (`memory-rank{r}.bin`) between runs.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use tandem_config::Sampling;
@@ -260,35 +260,24 @@ impl<U: PolicyUpdate> OnPolicy<U> {
                 .copy(vs)
                 .context("copying the learner's parameters into the behaviour policy")?;
         }
-        let threads = tch::get_num_threads();
         let mut collected_phases = Phases::default();
         let phases = &mut collected_phases;
         let Pipeline {
             behaviour, next, ..
         } = &mut *pipeline;
-        let (learned, collected) = std::thread::scope(|scope| {
-            let collecting = collect_next
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("tandem-collect".into())
-                        .spawn_scoped(scope, move || {
-                            // libtorch's thread count is per thread: this one computes as the
-                            // rank's main thread does.
-                            tch::set_num_threads(threads);
-                            collect_batch(
-                                collector,
-                                behaviour,
-                                memory.as_mut(),
-                                envs,
-                                next,
-                                draws,
-                                phases,
-                            )
-                        })
-                })
-                .transpose()
-                .context("cannot start the collection thread of pipelined sampling")?;
-            let learned = learn(
+        let collect = collect_next.then_some(move || {
+            collect_batch(
+                collector,
+                behaviour,
+                memory.as_mut(),
+                envs,
+                next,
+                draws,
+                phases,
+            )
+        });
+        let learn = || {
+            learn(
                 rule,
                 model,
                 buffer,
@@ -296,18 +285,9 @@ impl<U: PolicyUpdate> OnPolicy<U> {
                 at,
                 *steps_per_update,
                 &mut round,
-            );
-            let waiting = Instant::now();
-            let collected = collecting.map(|handle| {
-                let result = handle.join().unwrap_or_else(|_| {
-                    Err(anyhow::anyhow!(
-                        "the collection thread of pipelined sampling panicked"
-                    ))
-                });
-                (result, waiting.elapsed())
-            });
-            anyhow::Ok((learned, collected))
-        })?;
+            )
+        };
+        let (learned, collected) = overlapped(collect, learn)?;
         let mut scalars = learned?;
         scalars.push(("train/policy_lag", (update - ready.collected_by) as f64));
         *latest = scalars;
@@ -326,6 +306,44 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         }
         Ok(())
     }
+}
+
+/// What a collection thread gave, and how long the learner waited for it after its update.
+type Collected<C> = (Result<C>, Duration);
+
+/// Runs `learn` on this thread while `collect`, when there is one, runs on a `tandem-collect`
+/// thread; returns what each gave and how long the learner then waited for the collection.
+fn overlapped<C: Send, L>(
+    collect: Option<impl FnOnce() -> Result<C> + Send>,
+    learn: impl FnOnce() -> L,
+) -> Result<(L, Option<Collected<C>>)> {
+    let threads = tch::get_num_threads();
+    std::thread::scope(|scope| {
+        let collecting = collect
+            .map(|collect| {
+                std::thread::Builder::new()
+                    .name("tandem-collect".into())
+                    .spawn_scoped(scope, move || {
+                        // libtorch's thread count is per thread: this one computes as the
+                        // rank's main thread does.
+                        tch::set_num_threads(threads);
+                        collect()
+                    })
+            })
+            .transpose()
+            .context("cannot start the collection thread of pipelined sampling")?;
+        let learned = learn();
+        let waiting = Instant::now();
+        let collected = collecting.map(|handle| {
+            let result = handle.join().unwrap_or_else(|_| {
+                Err(anyhow::anyhow!(
+                    "the collection thread of pipelined sampling panicked"
+                ))
+            });
+            (result, waiting.elapsed())
+        });
+        Ok((learned, collected))
+    })
 }
 
 /// Whose action draws a collection makes: the sampling stream of (seed, rank, update), the
