@@ -4,7 +4,8 @@
 //!
 //!     cargo run --release --example ppo_step_timing
 //!
-//! It allocates through mimalloc like the `tandem` binary, so the figures match a training run.
+//! It allocates through mimalloc like the `tandem` binary, and keeps freed memory mapped as the
+//! binary does (`tandem::alloc`), so the figures match a training run.
 
 use std::time::Instant;
 
@@ -29,6 +30,7 @@ const SECTIONS: [&str; 7] = [
 ];
 
 fn main() {
+    tandem::alloc::keep_freed_memory();
     tch::set_num_threads(1);
     tch::manual_seed(0);
     let vs = VarStore::new(Device::Cpu);

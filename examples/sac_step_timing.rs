@@ -7,7 +7,8 @@
 //!
 //!     cargo run --release --example sac_step_timing
 //!
-//! It allocates through mimalloc like the `tandem` binary, so the figures match a training run.
+//! It allocates through mimalloc like the `tandem` binary, and keeps freed memory mapped as the
+//! binary does (`tandem::alloc`), so the figures match a training run.
 
 use std::time::Instant;
 
@@ -52,6 +53,7 @@ fn best_ms(mut step: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    tandem::alloc::keep_freed_memory();
     tch::set_num_threads(1);
     tandem::torch_ops::flush_denormals();
     tch::manual_seed(0);

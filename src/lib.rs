@@ -2,6 +2,7 @@
 //! process per device. See docs/architecture.md for the map of the code.
 
 pub mod algo;
+pub mod alloc;
 pub mod atomic;
 pub mod dist;
 pub mod export;
