@@ -6,7 +6,7 @@
 #
 # Usage (repo root, after `cargo build --release`):
 #   [EXPERIMENT=experiments/minatar-breakout.kdl] [STEPS=1000000] [SEEDS="1 2 3"] \
-#   [SETS="threads=1"] [MODES="synchronous pipelined"] [OUT=/tmp/tandem-sampling] \
+#   [SETS="threads=1;devices=cpu cpu" (--set values, ';' between)] [MODES="synchronous pipelined"] [OUT=/tmp/tandem-sampling] \
 #   [REPORT=1: only print the table of the runs already in OUT] scripts/bench/sampling.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -19,7 +19,8 @@ tandem="${TANDEM:-$root/target/release/tandem}"
 [ -x "$tandem" ] || { echo "sampling.sh: no $tandem; run cargo build --release first" >&2; exit 2; }
 mkdir -p "$out"
 extra=()
-for s in ${SETS:-threads=1}; do extra+=(--set "$s"); done
+IFS=';' read -r -a sets <<< "${SETS:-threads=1}"
+for s in "${sets[@]}"; do extra+=(--set "$s"); done
 for seed in $seeds; do
     [ -n "${REPORT:-}" ] && break
     for mode in $modes; do
