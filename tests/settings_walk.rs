@@ -251,6 +251,13 @@ const BASES: &[Base] = &[
             "algorithm.lr=0.01",
         ],
     },
+    // Free sampling: its collector runs beside the learner, so the run is not reproducible;
+    // its rows show in what is (the rounds' logged steps, the rank log).
+    Base {
+        name: "cartpole-ppo-free",
+        text: CARTPOLE_PPO,
+        sets: &["train.sampling=free"],
+    },
     Base {
         name: "cartpole-dqn-fast",
         text: CARTPOLE_DQN,
@@ -946,6 +953,14 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "train.sampling",
             Change("cartpole-ppo", &["train.sampling=pipelined"]),
+        ),
+        (
+            "train.round-updates",
+            Change("cartpole-ppo-free", &["train.round-updates=1"]),
+        ),
+        (
+            "train.max-policy-lag",
+            Change("cartpole-ppo-free", &["train.max-policy-lag=1"]),
         ),
         (
             "train.max-steps",

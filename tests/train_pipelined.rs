@@ -144,14 +144,3 @@ fn sigterm_during_pipelined_sampling_finishes_the_update_with_exit_75() {
     tandem::train::checkpoint::load(&newest)
         .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
 }
-
-/// Every value `tag` took in `run_dir/scalars.jsonl`, in order.
-fn scalar_values(run_dir: &std::path::Path, tag: &str) -> Vec<f64> {
-    let text = std::fs::read_to_string(run_dir.join("scalars.jsonl")).unwrap();
-    text.lines()
-        .filter_map(|line| {
-            let value: serde_json::Value = serde_json::from_str(line).ok()?;
-            value.get(tag)?.as_f64()
-        })
-        .collect()
-}

@@ -52,6 +52,25 @@ impl RolloutPolicy for ActorCritic {
     }
 }
 
+/// What runs before each step of a collection, on the collecting thread: free-running sampling
+/// takes up the learner's newest parameters there (`super::free`). The policy is not in use
+/// while it runs.
+pub trait StepHook {
+    /// Before step `t`. `first_group_chosen`: the step's first group already has its actions,
+    /// chosen while the step before stepped (double-buffered groups), so a change of
+    /// parameters now reaches that group one step later.
+    fn before_step(&mut self, t: i64, first_group_chosen: bool) -> Result<()>;
+}
+
+/// The hook of an ordinary collection: nothing between steps.
+pub struct NoHook;
+
+impl StepHook for NoHook {
+    fn before_step(&mut self, _t: i64, _first_group_chosen: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// What a recurrent policy carries between steps for one rank's N environments: its state after
 /// the latest step `[N, width]`, and which environments start an episode at their current
 /// observation `[N]` (1 or 0; the state is zeroed there before the next step). Data of this
@@ -133,6 +152,18 @@ impl RolloutCollector {
         buffer: &mut RolloutBuffer,
         phases: &mut Phases,
     ) -> Result<Tensor> {
+        self.collect_with(model, envs, buffer, phases, &mut NoHook)
+    }
+
+    /// [`RolloutCollector::collect`] with `hook` run before every step.
+    pub fn collect_with(
+        &self,
+        model: &dyn RolloutPolicy,
+        envs: &mut VecEnv,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+        hook: &mut dyn StepHook,
+    ) -> Result<Tensor> {
         let start = Instant::now();
         self.check_kinds(envs, buffer)?;
         buffer.reset();
@@ -141,6 +172,7 @@ impl RolloutCollector {
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         let mut chosen: Chosen = None;
         for t in 0..buffer.num_steps() {
+            hook.before_step(t, chosen.is_some())?;
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
         let last_obs = self.current_obs(envs, buffer);
@@ -163,6 +195,19 @@ impl RolloutCollector {
         buffer: &mut RolloutBuffer,
         phases: &mut Phases,
     ) -> Result<Tensor> {
+        self.collect_recurrent_with(model, envs, memory, buffer, phases, &mut NoHook)
+    }
+
+    /// [`RolloutCollector::collect_recurrent`] with `hook` run before every step.
+    pub fn collect_recurrent_with(
+        &self,
+        model: &ActorCritic,
+        envs: &mut VecEnv,
+        memory: &mut Memory,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+        hook: &mut dyn StepHook,
+    ) -> Result<Tensor> {
         ensure!(
             self.groups == 1,
             "train.env-groups {} cannot step a recurrent policy: its next group's actions \
@@ -175,6 +220,7 @@ impl RolloutCollector {
         buffer.set_initial_state(&memory.state)?;
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         for t in 0..buffer.num_steps() {
+            hook.before_step(t, false)?;
             let obs = buffer.obs_row(t)?;
             buffer.set_starts(&memory.starts)?;
             let (taken, state) = timed(phases, "inference", || {

@@ -17,6 +17,7 @@ pub mod build;
 pub mod collect;
 mod common;
 pub mod dqn;
+pub mod free;
 pub mod host_rows;
 pub mod learner;
 pub mod off_policy;

@@ -7,25 +7,35 @@
 //! policy taken before the update: every batch but the first lags the learner by exactly one
 //! update, and the batch in flight at a checkpoint is saved with it (`inflight-rank{r}.bin`).
 //!
+//! With `train.sampling "free"` ([`FreeSampling`], `super::free`) a collector thread fills
+//! buffers without waiting for the learner through rounds of `train.round-updates` updates;
+//! the learner takes the batches as they complete and publishes its parameters after each
+//! update. The lag varies with timing and is logged; batches in flight at a checkpoint are not
+//! saved (a resumed run collects afresh).
+//!
 //! A recurrent policy's [`Memory`] (each environment's state and episode starts) lives here
 //! between rounds, and in this rank's checkpoint files (`memory-rank{r}.bin`) between runs.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use tandem_config::Sampling;
-use tch::Tensor;
+use tandem_env::ActionSpace;
 use tch::nn::VarStore;
+use tch::{Device, Tensor};
 
 use super::Collective;
 use super::actions::ActionKind;
-use super::collect::{Memory, RolloutCollector};
-use super::learner::{Learner, Limits, Phases, Resumed, Round, Scalars, Setting};
+use super::collect::{Memory, NoHook, RolloutCollector, StepHook};
+use super::free::{Exchange, Lag, LagTally, QueuedBatch};
+use super::learner::{Counters, Learner, Limits, Phases, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
 use super::rollout::{Batch, LearnerView, RolloutBuffer};
 use crate::nn::{
-    ActorCritic, EntropyUse, Evaluation, named_parameters, trainable_parameters_in_order,
+    ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, named_parameters,
+    trainable_parameters_in_order,
 };
 
 /// An on-policy update rule: what PPO and A2C each do with a full rollout buffer.
@@ -67,6 +77,23 @@ pub struct OnPolicy<U: PolicyUpdate> {
     latest: Scalars,
     /// `Some` with `train.sampling "pipelined"`.
     pipeline: Option<Pipeline>,
+    /// `Some` with `train.sampling "free"`.
+    free: Option<FreeSampling>,
+}
+
+/// Free-running sampling: the collector's behaviour network, the store the learner publishes
+/// its parameters into, the buffers, and the batches carried from one round to the next.
+struct FreeSampling {
+    behaviour_vs: VarStore,
+    behaviour: ActorCritic,
+    /// Lent to each round's [`Exchange`].
+    published: Option<VarStore>,
+    spare: Vec<RolloutBuffer>,
+    carried: VecDeque<QueuedBatch>,
+    /// Batches this rank has collected: the next one's index seeds its action draws.
+    next_batch: u64,
+    round_updates: u64,
+    max_policy_lag: Option<u64>,
 }
 
 /// Pipelined sampling: the behaviour policy that collects the next batch while the learner
@@ -91,6 +118,97 @@ struct Ready {
     collected_by: u64,
 }
 
+/// What the learner's network and rollout buffer are made of: sampling makes more of each.
+struct Blueprint {
+    spec: ActorCriticSpec,
+    obs_shape: Vec<i64>,
+    action_space: ActionSpace,
+    rollout: i64,
+    n_envs: i64,
+    action_kind: ActionKind,
+    device: Device,
+}
+
+impl Blueprint {
+    /// An actor-critic of the learner's layout over a variable store of its own (initialised
+    /// from the current torch seed).
+    fn network(&self) -> Result<(VarStore, ActorCritic)> {
+        let vs = VarStore::new(self.device);
+        let model = ActorCritic::new(
+            &vs.root(),
+            &self.spec,
+            &self.obs_shape,
+            self.action_space.clone(),
+        )?;
+        Ok((vs, model))
+    }
+
+    fn buffer(&self) -> Result<RolloutBuffer> {
+        RolloutBuffer::new(
+            self.rollout,
+            self.n_envs,
+            &self.obs_shape,
+            self.action_kind,
+            self.device,
+        )
+    }
+}
+
+impl Pipeline {
+    fn new(blueprint: &Blueprint) -> Result<Pipeline> {
+        let (behaviour_vs, behaviour) = blueprint.network()?;
+        tracing::info!(
+            "pipelined sampling: each batch is collected on a second thread by the policy of one \
+             update before, while the learner updates on the batch before it"
+        );
+        Ok(Pipeline {
+            behaviour_vs,
+            behaviour,
+            next: blueprint.buffer()?,
+            ready: None,
+        })
+    }
+}
+
+impl FreeSampling {
+    fn new(blueprint: &Blueprint, round_updates: u64, max_policy_lag: Option<u64>) -> Result<Self> {
+        let (behaviour_vs, behaviour) = blueprint.network()?;
+        let spare = (0..super::free::BUFFERS)
+            .map(|_| blueprint.buffer())
+            .collect::<Result<Vec<_>>>()?;
+        let dropping = match max_policy_lag {
+            Some(max) => format!("batches lagging more than {max} updates are dropped"),
+            None => "no batch is dropped for its lag".into(),
+        };
+        tracing::info!(
+            "free sampling: a second thread collects batches without waiting for the learner, \
+             taking up its parameters after every update; rounds of {round_updates} updates; \
+             {dropping}"
+        );
+        Ok(FreeSampling {
+            behaviour_vs,
+            behaviour,
+            published: Some(blueprint.network()?.0),
+            spare,
+            carried: VecDeque::new(),
+            next_batch: 0,
+            round_updates,
+            max_policy_lag,
+        })
+    }
+
+    /// The updates of the round starting at `at`: `round_updates`, fewer where the run ends
+    /// sooner.
+    fn updates_from(&self, at: Counters, limits: Limits, steps_per_update: u64) -> u64 {
+        let by_updates = limits.total_updates.saturating_sub(at.update);
+        let by_steps = limits
+            .stop_step
+            .saturating_sub(at.global_step)
+            .div_ceil(steps_per_update.max(1));
+        self.round_updates.min(by_updates).min(by_steps).max(1)
+    }
+}
+
 impl<U: PolicyUpdate> OnPolicy<U> {
     /// The actor-critic (from the current torch seed), then the update rule `make_rule` builds
     /// over its variables.
@@ -103,52 +221,42 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             device,
         } = *setting;
         let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
-        let vs = VarStore::new(device);
-        let model = ActorCritic::new(&vs.root(), &spec, &obs_shape, envs.action_space().clone())?;
-        let rule = make_rule(&vs)?;
         let n_envs = experiment.per_rank_envs();
         let rollout = experiment.train.rollout;
         let action_kind = ActionKind::of(envs.action_space());
-        let buffer = RolloutBuffer::new(
-            rollout as i64,
-            n_envs as i64,
-            &obs_shape,
+        let blueprint = Blueprint {
+            spec,
+            obs_shape,
+            action_space: envs.action_space().clone(),
+            rollout: rollout as i64,
+            n_envs: n_envs as i64,
             action_kind,
             device,
+        };
+        let (vs, model) = blueprint.network()?;
+        let rule = make_rule(&vs)?;
+        let buffer = blueprint.buffer()?;
+        let collector = RolloutCollector::new(
+            n_envs,
+            experiment.train.env_groups,
+            &blueprint.obs_shape,
+            action_kind,
         )?;
-        let collector =
-            RolloutCollector::new(n_envs, experiment.train.env_groups, &obs_shape, action_kind)?;
         let memory = model
             .is_recurrent()
             .then(|| Memory::new(&model, n_envs as i64, device));
-        let pipeline = match experiment.train.sampling {
-            Sampling::Synchronous => None,
-            Sampling::Pipelined => {
-                let behaviour_vs = VarStore::new(device);
-                let behaviour = ActorCritic::new(
-                    &behaviour_vs.root(),
-                    &spec,
-                    &obs_shape,
-                    envs.action_space().clone(),
-                )?;
-                let next = RolloutBuffer::new(
-                    rollout as i64,
-                    n_envs as i64,
-                    &obs_shape,
-                    action_kind,
-                    device,
-                )?;
-                tracing::info!(
-                    "pipelined sampling: each batch is collected on a second thread by the \
-                     policy of one update before, while the learner updates on the batch before it"
-                );
-                Some(Pipeline {
-                    behaviour_vs,
-                    behaviour,
-                    next,
-                    ready: None,
-                })
-            }
+        let train = &experiment.train;
+        let pipeline = match train.sampling {
+            Sampling::Pipelined => Some(Pipeline::new(&blueprint)?),
+            Sampling::Synchronous | Sampling::Free => None,
+        };
+        let free = match train.sampling {
+            Sampling::Free => Some(FreeSampling::new(
+                &blueprint,
+                train.round_updates,
+                train.max_policy_lag,
+            )?),
+            Sampling::Synchronous | Sampling::Pipelined => None,
         };
         Ok(OnPolicy {
             vs,
@@ -162,6 +270,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             steps_per_update: (n_envs * rollout * world) as u64,
             latest: Vec::new(),
             pipeline,
+            free,
         })
     }
 
@@ -186,6 +295,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             &mut self.buffer,
             draws,
             phases,
+            &mut NoHook,
         )
     }
 
@@ -274,6 +384,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
                 next,
                 draws,
                 phases,
+                &mut NoHook,
             )
         });
         let learn = || {
@@ -305,6 +416,187 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             round.phases.add(phase, time);
         }
         Ok(())
+    }
+}
+
+impl<U: PolicyUpdate> OnPolicy<U> {
+    /// A free round: a collector thread fills buffers one after another, taking up the newest
+    /// published parameters before every step, while this thread learns from the batches as
+    /// they complete (oldest first; those lagging more than `max-policy-lag` dropped) and
+    /// publishes its parameters after each update. At the round's end the collector finishes
+    /// its batch and stops; what was collected and not learned from carries over.
+    fn free_round(&mut self, envs: &mut tandem_env::VecEnv, mut round: Round) -> Result<()> {
+        let OnPolicy {
+            vs,
+            model,
+            rule,
+            collector,
+            memory,
+            free,
+            latest,
+            steps_per_update,
+            seed,
+            rank,
+            ..
+        } = self;
+        let free = free
+            .as_mut()
+            .expect("a free learner has its sampling state");
+        let at = *round.counters;
+        let updates = free.updates_from(at, round.limits, *steps_per_update);
+        let shared = free.start_round(vs, at.update)?;
+        let exchange = &shared;
+        let (seed, rank, limits, max_lag) = (*seed, *rank, round.limits, free.max_policy_lag);
+        let mut collector_phases = Phases::default();
+        let phases = &mut collector_phases;
+        let first_batch = free.next_batch;
+        let FreeSampling {
+            behaviour_vs,
+            behaviour,
+            ..
+        } = free;
+        // Moves: the collector thread holds its references exclusively (tensors are not Sync).
+        let collect = move || {
+            let mut version = at.update;
+            let draws = move |update| Draws { seed, rank, update };
+            super::free::collect_until_stopped(
+                exchange,
+                behaviour_vs,
+                &mut version,
+                first_batch,
+                phases,
+                move |buffer, hook, index, phases| {
+                    let memory = memory.as_mut();
+                    collect_batch(
+                        collector,
+                        behaviour,
+                        memory,
+                        envs,
+                        buffer,
+                        draws(index),
+                        phases,
+                        hook,
+                    )
+                },
+            )
+        };
+        let learn = || {
+            let at = |update| UpdateAt {
+                seed,
+                rank,
+                update,
+                progress: update as f64 / limits.total_updates as f64,
+            };
+            let steps = *steps_per_update;
+            let learned = learn_free(
+                rule, model, vs, exchange, max_lag, at, steps, updates, &mut round,
+            );
+            // Also after a failed update: the collector must stop for the round to end.
+            exchange.stop();
+            learned
+        };
+        let (learned, collected) = overlapped(Some(collect), learn)?;
+        let (collected, round_end_wait) = collected.expect("a free round always collects");
+        let report = collected.context("free sampling's collector")?;
+        let (mut scalars, tally, learner_wait) = learned?;
+        scalars.extend(tally.scalars());
+        *latest = scalars;
+        free.end_round(shared, report.batches);
+        for (phase, time) in collector_phases.iter() {
+            round.phases.add(phase, time);
+        }
+        round.phases.add("learner_wait", learner_wait);
+        round.phases.add("collector_wait", report.waited);
+        round.phases.add("round_end_wait", round_end_wait);
+        Ok(())
+    }
+}
+
+/// The updates of a free round: each takes the oldest queued batch that does not lag more than
+/// `max_lag`, learns from it and publishes the parameters. Returns the last update's scalars,
+/// the round's lag and how long the learner waited for batches.
+#[allow(clippy::too_many_arguments)]
+fn learn_free<U: PolicyUpdate>(
+    rule: &mut U,
+    model: &ActorCritic,
+    vs: &VarStore,
+    exchange: &Exchange,
+    max_lag: Option<u64>,
+    at: impl Fn(u64) -> UpdateAt,
+    steps_per_update: u64,
+    updates: u64,
+    round: &mut Round,
+) -> Result<(Scalars, LagTally, Duration)> {
+    let mut tally = LagTally::default();
+    let mut waited = Duration::ZERO;
+    let mut scalars = Vec::new();
+    for _ in 0..updates {
+        let update = round.counters.update;
+        let batch = loop {
+            let waiting = Instant::now();
+            let batch = exchange.take_full()?;
+            waited += waiting.elapsed();
+            let lag = Lag::of(&batch.versions, update);
+            if max_lag.is_some_and(|max| lag.max > max) {
+                tally.dropped += 1;
+                exchange.give_back(batch.buffer);
+                continue;
+            }
+            tally.add(lag);
+            break batch;
+        };
+        let learned = learn(
+            rule,
+            model,
+            &batch.buffer,
+            &batch.last_values,
+            at(update),
+            steps_per_update,
+            round,
+        );
+        // Published before the buffer goes back, so that the batch collected into it starts
+        // with these parameters.
+        let published = learned.and_then(|learned| {
+            exchange.publish(vs, round.counters.update)?;
+            Ok(learned)
+        });
+        exchange.give_back(batch.buffer);
+        scalars = published?;
+    }
+    Ok((scalars, tally, waited))
+}
+
+impl FreeSampling {
+    /// A round's exchange, with the behaviour network and the published parameters set to the
+    /// learner's (version `update`: they may have changed between rounds, as when rank 0's
+    /// parameters are broadcast at the start or restored at a resume).
+    fn start_round(&mut self, learner: &VarStore, update: u64) -> Result<Exchange> {
+        self.behaviour_vs
+            .copy(learner)
+            .context("copying the learner's parameters into the behaviour policy")?;
+        let mut published = self
+            .published
+            .take()
+            .expect("the published parameters are back from the round before");
+        published
+            .copy(learner)
+            .context("publishing the learner's parameters")?;
+        self.next_batch = self.next_batch.max(update);
+        Ok(Exchange::new(
+            std::mem::take(&mut self.carried),
+            std::mem::take(&mut self.spare),
+            published,
+            update,
+        ))
+    }
+
+    /// Takes back what a round's exchange held once its collector has stopped.
+    fn end_round(&mut self, exchange: Exchange, batches: u64) {
+        let (carried, spare, published) = exchange.into_parts();
+        self.carried = carried;
+        self.spare = spare;
+        self.published = Some(published);
+        self.next_batch += batches;
     }
 }
 
@@ -357,6 +649,7 @@ struct Draws {
 
 /// One rollout of `envs` under `policy` into `buffer` (from and into `memory` for a
 /// recurrent policy), returning V(s_T).
+#[allow(clippy::too_many_arguments)]
 fn collect_batch(
     collector: &RolloutCollector,
     policy: &ActorCritic,
@@ -365,6 +658,7 @@ fn collect_batch(
     buffer: &mut RolloutBuffer,
     draws: Draws,
     phases: &mut Phases,
+    hook: &mut dyn StepHook,
 ) -> Result<Tensor> {
     let Draws { seed, rank, update } = draws;
     tch::manual_seed(crate::seeds::derived_seed(
@@ -374,8 +668,10 @@ fn collect_batch(
         update,
     ) as i64);
     match memory {
-        Some(memory) => collector.collect_recurrent(policy, envs, memory, buffer, phases),
-        None => collector.collect(policy, envs, buffer, phases),
+        Some(memory) => {
+            collector.collect_recurrent_with(policy, envs, memory, buffer, phases, hook)
+        }
+        None => collector.collect_with(policy, envs, buffer, phases, hook),
     }
 }
 
@@ -433,9 +729,15 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
         Ok(())
     }
 
+    fn updates_per_round(&self) -> u64 {
+        self.free.as_ref().map_or(1, |free| free.round_updates)
+    }
+
     fn round(&mut self, envs: &mut tandem_env::VecEnv, round: Round) -> Result<()> {
         if self.pipeline.is_some() {
             self.pipelined_round(envs, round)
+        } else if self.free.is_some() {
+            self.free_round(envs, round)
         } else {
             self.synchronous_round(envs, round)
         }
@@ -463,6 +765,13 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
     fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
         if let Some(pipeline) = &mut self.pipeline {
             restore_in_flight(pipeline, &mut self.buffer, resumed, self.rank)?;
+        }
+        if self.free.is_some() {
+            tracing::info!(
+                "rank {}: free sampling keeps no batches in flight in a checkpoint; the first \
+                 round learns from batches collected afresh",
+                self.rank
+            );
         }
         let Some(memory) = &mut self.memory else {
             return Ok(());

@@ -644,7 +644,11 @@ settings! {
         env_groups: usize = "env-groups", Ty::Int { min: 1, max: 1024 }, Dflt::Int(1),
             "Step each rank's environments in this many groups in turn, each group's environment step running on a second thread while the policy acts for the next group (double-buffered sampling; ppo, a2c). 1 steps them all at once. Must divide each rank's environments. Worth it when stepping the environments costs about as much as the forward pass (Atari); the grouping changes the order of the action draws, so a run's results depend on it.";
         sampling: Sampling = "sampling", Ty::Choice(Sampling::NAMES), Dflt::Str("synchronous"),
-            "How collection and learning take turns (ppo): `\"synchronous\"` collects a batch with the current policy, then updates on it; `\"pipelined\"` collects the next batch on a second thread, with a copy of the policy taken before the update, while the learner updates on the batch before it, so every batch after the first lags the learner by exactly one update (policy lag 1, corrected by PPO's ratio against the stored behaviour log-probabilities; deterministic, bit-reproducible like a synchronous run). Worth it where stepping the environments costs about as much as the update; a checkpoint keeps the batch in flight (docs/sampling.md).";
+            "How collection and learning take turns (ppo): `\"synchronous\"` collects a batch with the current policy, then updates on it; `\"pipelined\"` collects the next batch on a second thread, with a copy of the policy taken before the update, while the learner updates on the batch before it, so every batch after the first lags the learner by exactly one update (policy lag 1, corrected by PPO's ratio against the stored behaviour log-probabilities; deterministic, bit-reproducible like a synchronous run). Worth it where stepping the environments costs about as much as the update; a checkpoint keeps the batch in flight. `\"free\"` runs collection on its own thread without waiting for the learner (sample-factory's asynchronous sampling): batches queue as they complete, the learner publishes its parameters after every update and the collector takes them up between steps, so the policy lag varies with timing (logged per update; not reproducible). docs/sampling.md.";
+        round_updates: u64 = "round-updates", COUNT, Dflt::Int(8),
+            "With sampling \"free\": updates per round, across which collection runs free. Between rounds the collector stops at the end of its batch so that the run can merge normaliser statistics, gather episodes, take the stop decision (Ctrl-C waits for the round) and checkpoint; the batches collected and not yet learned from carry over to the next round.";
+        max_policy_lag: Option<u64> = "max-policy-lag", COUNT, Dflt::Null,
+            "With sampling \"free\": a batch with any step chosen by parameters more than this many updates behind the learner is dropped, and the learner takes the next (sample-factory's max_policy_lag); `#null` learns from every batch.";
         max_steps: Option<u64> = "max-steps", COUNT, Dflt::Null,
             "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.";
     }
@@ -657,6 +661,9 @@ choices! {
         /// The next batch is collected with a one-update-old copy of the policy while the
         /// learner updates on the batch before it.
         Pipelined = "pipelined",
+        /// Collection runs free on its own thread, the learner takes the batches as they
+        /// complete, and the collector takes up the newest parameters between steps.
+        Free = "free",
     }
 }
 

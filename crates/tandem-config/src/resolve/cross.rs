@@ -585,11 +585,18 @@ impl CrossCheck<'_, '_> {
         }
     }
 
-    /// Pipelined sampling hands the update a batch one update old; only PPO's ratio against the
-    /// stored behaviour log-probabilities corrects for that.
+    /// Pipelined and free sampling hand the update batches that lag it; only PPO's ratio
+    /// against the stored behaviour log-probabilities corrects for that. The free mode's own
+    /// settings do nothing in the others.
     fn sampling(&mut self) {
         let e = self.experiment;
-        if e.train.sampling == Sampling::Synchronous || !self.ok(&["algorithm", "train.sampling"]) {
+        if !self.ok(&["algorithm", "train.sampling"]) {
+            return;
+        }
+        if e.train.sampling != Sampling::Free {
+            self.free_settings_unused();
+        }
+        if e.train.sampling == Sampling::Synchronous {
             return;
         }
         let algorithm = e.algorithm.name();
@@ -598,14 +605,45 @@ impl CrossCheck<'_, '_> {
             Algorithm::A2c(_) => "a2c's gradient assumes the batch came from the policy it updates; use ppo, whose clipped ratio is taken against the behaviour policy's stored log-probabilities, or remove `sampling`".to_string(),
             _ => format!("{algorithm} learns from its replay buffer as it steps; sampling is for ppo's rollouts: remove `sampling`"),
         };
+        let (mode, lag) = match e.train.sampling {
+            Sampling::Free => ("free", "batches that lag the learner"),
+            _ => ("pipelined", "batches one update behind the learner"),
+        };
         self.report(
             "config::inconsistent",
-            format!("{algorithm} cannot learn from pipelined sampling"),
+            format!("{algorithm} cannot learn from {mode} sampling"),
             "train.sampling",
-            "batches one update behind the learner",
+            lag,
             Some(("algorithm", algorithm)),
             help,
         );
+    }
+
+    /// `round-updates` and `max-policy-lag` set away from their defaults without `sampling
+    /// "free"`.
+    fn free_settings_unused(&mut self) {
+        let t = &self.experiment.train;
+        let default_round = setting_default_int(&crate::schema::TRAIN, "round-updates");
+        let unused = [
+            (
+                "round-updates",
+                default_round != Some(t.round_updates as i64),
+            ),
+            ("max-policy-lag", t.max_policy_lag.is_some()),
+        ];
+        for (name, set) in unused {
+            let path = format!("train.{name}");
+            if set && self.ok(&[&path]) {
+                self.report(
+                    "config::inconsistent",
+                    format!("`{name}` has no effect without free sampling"),
+                    &path,
+                    "a setting of sampling \"free\"",
+                    Some(("train.sampling", "not free")),
+                    format!("remove `{name}`, or use sampling \"free\""),
+                );
+            }
+        }
     }
 
     /// Epsilon decays.
