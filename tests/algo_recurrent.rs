@@ -171,25 +171,15 @@ impl Env for Counter {
 
 #[test]
 fn the_collector_keeps_start_states_and_episode_starts_and_carries_them_over() {
-    let envs: Vec<Box<dyn Env>> = [3, 5]
-        .iter()
-        .enumerate()
-        .map(|(id, &length)| {
-            Box::new(Counter {
-                id: id as f32,
-                length,
-                steps: 0,
-            }) as Box<dyn Env>
-        })
-        .collect();
-    let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
-    envs.reset();
+    let mut envs = two_counters();
     let (_vs, model) = recurrent(Core::Lstm, 2);
     let steps = 4;
     let mut buffer = RolloutBuffer::new(steps, 2, &[2], ActionKind::Discrete, Device::Cpu).unwrap();
     let collector = RolloutCollector::new(2, 1, &[2], ActionKind::Discrete).unwrap();
     let mut memory = Memory::new(&model, 2, Device::Cpu);
     let mut phases = Phases::default();
+    // The action draws come from the global generator: no other test may draw meanwhile.
+    let _rng = common::torch_rng();
     tch::manual_seed(1);
     let last = collector
         .collect_recurrent(&model, &mut envs, &mut memory, &mut buffer, &mut phases)
@@ -328,23 +318,13 @@ fn vtrace_sees_an_unmoved_learners_batch_as_the_collector_did() {
         (vs, model)
     });
     for (_vs, model) in [feed_forward, recurrent(Core::Lstm, 2)] {
-        let envs: Vec<Box<dyn Env>> = [3, 5]
-            .iter()
-            .enumerate()
-            .map(|(id, &length)| {
-                Box::new(Counter {
-                    id: id as f32,
-                    length,
-                    steps: 0,
-                }) as Box<dyn Env>
-            })
-            .collect();
-        let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
-        envs.reset();
+        let mut envs = two_counters();
         let mut buffer = RolloutBuffer::new(4, 2, &[2], ActionKind::Discrete, Device::Cpu).unwrap();
         let collector = RolloutCollector::new(2, 1, &[2], ActionKind::Discrete).unwrap();
         let mut memory = Memory::new(&model, 2, Device::Cpu);
         let mut phases = Phases::default();
+        // The action draws come from the global generator: no other test may draw meanwhile.
+        let _rng = common::torch_rng();
         tch::manual_seed(1);
         for rollout in 0..2 {
             let last = if model.is_recurrent() {
@@ -383,4 +363,22 @@ fn assert_close(a: &Tensor, b: &Tensor, what: &str) {
     for (x, y) in a.iter().zip(&b) {
         assert!((x - y).abs() < 1e-5, "{what}: {a:?} against {b:?}");
     }
+}
+
+/// Two counting environments whose episodes last 3 and 5 steps, reset.
+fn two_counters() -> VecEnv {
+    let envs: Vec<Box<dyn Env>> = [3, 5]
+        .iter()
+        .enumerate()
+        .map(|(id, &length)| {
+            Box::new(Counter {
+                id: id as f32,
+                length,
+                steps: 0,
+            }) as Box<dyn Env>
+        })
+        .collect();
+    let mut envs = VecEnv::from_envs(envs, vec![1, 1], 1).unwrap();
+    envs.reset();
+    envs
 }

@@ -161,23 +161,7 @@ fn a_second_ctrl_c_stops_every_rank_at_once() {
 /// finishes, a checkpoint that loads is written; the exit code says preemption (75).
 #[test]
 fn sigterm_finishes_the_update_and_leaves_a_checkpoint_that_loads() {
-    let dir = fresh_dir("sigterm");
-    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000"]);
-    let pid = launcher.id();
-    wait_for_training(&dir);
-    send_signal(pid, libc::SIGTERM);
-    let status = wait_or_kill(&mut launcher, Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(75),
-        "{status:?}\n{}",
-        console_of(&dir)
-    );
-    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    assert!(summary.contains("\"interrupted\": true"), "{summary}");
-    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
-    tandem::train::checkpoint::load(&newest)
-        .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+    sigterm_stops_a_run_with_exit_75_and_a_checkpoint("sigterm", &[]);
 }
 
 /// A rank that stops answering (SIGSTOP: alive, its sockets open) is found by the collective

@@ -1,7 +1,8 @@
 //! Free sampling (`train.sampling "free"`) with the real binary and real Gloo: it learns on two
-//! ranks (and with V-trace targets), logs its lag per round (min <= mean <= max, bounded by the
-//! buffers in flight), `max-policy-lag` keeps every learned batch within it, and a killed rank,
-//! Ctrl-C (with a resume) and SIGTERM end it as they end a synchronous run.
+//! ranks whose fingerprints agree after every round (and with V-trace targets), logs its lag
+//! per round (min <= mean <= max, bounded by the buffers in flight), `max-policy-lag` keeps
+//! every learned batch within it, and a killed rank, Ctrl-C (with a resume) and SIGTERM end it
+//! as they end a synchronous run.
 //! (The exchange between its collector and learner is tested in algo_free.rs.)
 
 mod common;
@@ -9,28 +10,20 @@ mod common;
 use std::time::Duration;
 
 use common::binary::*;
-use common::{send_signal, summary_number, wait_or_kill};
 
 const FREE: &str = "train.sampling=free";
 
 #[test]
 fn free_sampling_learns_on_two_ranks_and_logs_its_lag() {
-    let dir = fresh_dir("free-two-ranks");
-    let sets = ["devices=cpu cpu", FREE];
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &dir,
-        &sets,
-        Duration::from_secs(300),
+    // Fingerprints after every round: the ranks' learners hold the same parameters whatever
+    // their collectors did.
+    let dir = ppo_cartpole_learns(
+        "free-two-ranks",
+        &["devices=cpu cpu", FREE, "sync.check-every=1"],
     );
-    assert!(out.status.success(), "{}", text(&out));
     let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
     assert!(log.contains("free sampling: a second thread"), "{log}");
-    let last20 = summary_number(&dir, "last_20_score_mean").unwrap();
-    assert!(
-        last20 >= 475.0,
-        "free PPO on 2 ranks: mean score of the last 20 episodes {last20} < 475"
-    );
+    assert!(log.contains("ranks agree on"), "{log}");
     let (min, mean, max) = lag_scalars(&dir);
     assert!(min.len() > 5, "{min:?}");
     for ((min, mean), max) in min.iter().zip(&mean).zip(&max) {
@@ -51,20 +44,7 @@ fn free_sampling_learns_on_two_ranks_and_logs_its_lag() {
 
 #[test]
 fn vtrace_targets_learn_from_free_batches() {
-    let dir = fresh_dir("free-vtrace");
-    let sets = [FREE, "algorithm.advantages=vtrace"];
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &dir,
-        &sets,
-        Duration::from_secs(300),
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let last20 = summary_number(&dir, "last_20_score_mean").unwrap();
-    assert!(
-        last20 >= 475.0,
-        "free PPO with V-trace: mean score of the last 20 episodes {last20} < 475"
-    );
+    ppo_cartpole_learns("free-vtrace", &[FREE, "algorithm.advantages=vtrace"]);
 }
 
 #[test]
@@ -92,31 +72,10 @@ fn a_rank_killed_during_free_sampling_stops_the_job_with_its_name() {
 
 #[test]
 fn ctrl_c_during_free_sampling_stops_after_the_round_and_the_run_resumes() {
-    let dir = fresh_dir("free-sigint");
-    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000", FREE]);
-    wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGINT);
-    let status = wait_or_kill(&mut launcher, Duration::from_secs(60));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(130),
-        "{}",
-        console_of(&dir)
-    );
-    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let (dir, stopped_at) = ctrl_c_a_long_run("free-sigint", &[FREE]);
     // Nothing in flight is saved: the resumed run collects afresh.
     assert!(!dir.join("checkpoints/inflight-rank0.bin").exists());
-    let stopped_at = summary_number(&dir, "global_step").unwrap();
-    let mut cmd = tandem();
-    cmd.arg("train").arg("--resume").arg(&dir).args([
-        "--set",
-        &format!("train.max-steps={}", stopped_at as u64 + 2048),
-        "--quiet",
-    ]);
-    let out = run(&mut cmd, Duration::from_secs(120));
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(summary_number(&dir, "global_step").unwrap() > stopped_at);
+    resume_for_one_more_update(&dir, stopped_at);
     let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
     assert!(
         log.contains("free sampling keeps no batches in flight"),
@@ -126,20 +85,7 @@ fn ctrl_c_during_free_sampling_stops_after_the_round_and_the_run_resumes() {
 
 #[test]
 fn sigterm_during_free_sampling_finishes_the_round_with_exit_75() {
-    let dir = fresh_dir("free-sigterm");
-    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000", FREE]);
-    wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGTERM);
-    let status = wait_or_kill(&mut launcher, Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(75),
-        "{status:?}\n{}",
-        console_of(&dir)
-    );
-    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
-    tandem::train::checkpoint::load(&newest)
-        .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+    sigterm_stops_a_run_with_exit_75_and_a_checkpoint("free-sigterm", &[FREE]);
 }
 
 /// The logged `train/policy_lag_min`, `train/policy_lag` and `train/policy_lag_max`.

@@ -9,30 +9,23 @@ mod common;
 use std::time::Duration;
 
 use common::binary::*;
-use common::{send_signal, summary_number, wait_or_kill};
 
 const PIPELINED: &str = "train.sampling=pipelined";
 
 #[test]
 fn pipelined_sampling_learns_on_two_ranks_and_is_reproducible() {
     let sets = ["devices=cpu cpu", PIPELINED];
-    let (a, b) = (fresh_dir("pipelined-a"), fresh_dir("pipelined-b"));
-    for dir in [&a, &b] {
-        let out = train(
-            &config("ppo-cartpole.kdl"),
-            dir,
-            &sets,
-            Duration::from_secs(300),
-        );
-        assert!(out.status.success(), "{}", text(&out));
-    }
+    let a = ppo_cartpole_learns("pipelined-a", &sets);
+    let b = fresh_dir("pipelined-b");
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &b,
+        &sets,
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
     let log = std::fs::read_to_string(a.join("logs/rank-0.log")).unwrap();
     assert!(log.contains("pipelined sampling: each batch"), "{log}");
-    let last20 = summary_number(&a, "last_20_score_mean").unwrap();
-    assert!(
-        last20 >= 475.0,
-        "pipelined PPO on 2 ranks: mean score of the last 20 episodes {last20} < 475"
-    );
     assert_eq!(
         deterministic_scalars(&a),
         deterministic_scalars(&b),
@@ -51,19 +44,9 @@ fn pipelined_sampling_learns_on_two_ranks_and_is_reproducible() {
 fn vtrace_targets_learn_from_pipelined_batches() {
     // APPO with V-trace (advantages "vtrace"): the learner's own values and log-probabilities,
     // weighted by the truncated ratios against the behaviour policy one update behind.
-    let dir = fresh_dir("pipelined-vtrace");
-    let sets = [PIPELINED, "algorithm.advantages=vtrace"];
-    let out = train(
-        &config("ppo-cartpole.kdl"),
-        &dir,
-        &sets,
-        Duration::from_secs(300),
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let last20 = summary_number(&dir, "last_20_score_mean").unwrap();
-    assert!(
-        last20 >= 475.0,
-        "pipelined PPO with V-trace: mean score of the last 20 episodes {last20} < 475"
+    ppo_cartpole_learns(
+        "pipelined-vtrace",
+        &[PIPELINED, "algorithm.advantages=vtrace"],
     );
 }
 
@@ -98,49 +81,15 @@ fn a_rank_killed_during_pipelined_sampling_stops_the_job_with_its_name() {
 
 #[test]
 fn ctrl_c_during_pipelined_sampling_saves_the_batch_in_flight_and_the_run_resumes() {
-    let dir = fresh_dir("pipelined-sigint");
-    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000", PIPELINED]);
-    wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGINT);
-    let status = wait_or_kill(&mut launcher, Duration::from_secs(60));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(130),
-        "{}",
-        console_of(&dir)
-    );
-    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let (dir, stopped_at) = ctrl_c_a_long_run("pipelined-sigint", &[PIPELINED]);
     for rank in 0..2 {
         let file = dir.join(format!("checkpoints/inflight-rank{rank}.bin"));
         assert!(file.exists(), "{} is missing", file.display());
     }
-    let stopped_at = summary_number(&dir, "global_step").unwrap();
-    let mut cmd = tandem();
-    cmd.arg("train").arg("--resume").arg(&dir).args([
-        "--set",
-        &format!("train.max-steps={}", stopped_at as u64 + 2048),
-        "--quiet",
-    ]);
-    let out = run(&mut cmd, Duration::from_secs(120));
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(summary_number(&dir, "global_step").unwrap() > stopped_at);
+    resume_for_one_more_update(&dir, stopped_at);
 }
 
 #[test]
 fn sigterm_during_pipelined_sampling_finishes_the_update_with_exit_75() {
-    let dir = fresh_dir("pipelined-sigterm");
-    let mut launcher = long_two_rank_run(&dir, &["checkpoint.every=1000000", PIPELINED]);
-    wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGTERM);
-    let status = wait_or_kill(&mut launcher, Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(75),
-        "{status:?}\n{}",
-        console_of(&dir)
-    );
-    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
-    tandem::train::checkpoint::load(&newest)
-        .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+    sigterm_stops_a_run_with_exit_75_and_a_checkpoint("pipelined-sigterm", &[PIPELINED]);
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Synchronous against pipelined sampling (train.sampling) on one experiment: the same seeds
-# and settings on both sides, run one after the other, interleaved by seed; prints each run's
-# final score (summary.json's last_20_score_mean), wall time and steps/s, then the mean and
-# 95% Student-t interval of each side's final scores (docs/sampling.md).
+# Sampling modes against each other (train.sampling: synchronous, pipelined, free) on one
+# experiment: the same seeds and settings for each, run one after the other, interleaved by
+# seed; prints each run's final score (summary.json's last_20_score_mean), wall time, steps/s
+# and time by phase, then the mean and 95% Student-t interval of each mode's final scores
+# (docs/sampling.md).
 #
 # Usage (repo root, after `cargo build --release`):
 #   [EXPERIMENT=experiments/minatar-breakout.kdl] [STEPS=1000000] [SEEDS="1 2 3"] \
-#   [SETS="threads=1;devices=cpu cpu" (--set values, ';' between)] [MODES="synchronous pipelined"] [OUT=/tmp/tandem-sampling] \
+#   [SETS="threads=1;devices=cpu cpu" (--set values, ';' between)] [MODES="synchronous pipelined free"] [OUT=/tmp/tandem-sampling] \
 #   [REPORT=1: only print the table of the runs already in OUT] scripts/bench/sampling.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -219,6 +219,86 @@ pub fn killing_a_rank_of_a_run_stops_the_job_with_its_name(
     }
 }
 
+/// SIGTERM (what a scheduler or `kill` sends) to the long run with `extra` settings: the
+/// update or round finishes, the exit code says preemption (75), the summary says interrupted
+/// and the newest checkpoint loads.
+pub fn sigterm_stops_a_run_with_exit_75_and_a_checkpoint(name: &str, extra: &[&str]) {
+    let dir = fresh_dir(name);
+    let mut extra = extra.to_vec();
+    extra.push("checkpoint.every=1000000");
+    let mut launcher = long_two_rank_run(&dir, &extra);
+    wait_for_training(&dir);
+    send_signal(launcher.id(), libc::SIGTERM);
+    let status = super::wait_or_kill(&mut launcher, Duration::from_secs(30));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(75),
+        "{status:?}\n{}",
+        console_of(&dir)
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let newest = tandem::train::checkpoint::locate(&dir).unwrap();
+    tandem::train::checkpoint::load(&newest)
+        .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
+}
+
+/// Ctrl-C to the long run with `extra` settings stops it with exit 130 and an interrupted
+/// summary; returns its directory and the global step it stopped at.
+pub fn ctrl_c_a_long_run(name: &str, extra: &[&str]) -> (PathBuf, u64) {
+    let dir = fresh_dir(name);
+    let mut extra = extra.to_vec();
+    extra.push("checkpoint.every=1000000");
+    let mut launcher = long_two_rank_run(&dir, &extra);
+    wait_for_training(&dir);
+    send_signal(launcher.id(), libc::SIGINT);
+    let status = super::wait_or_kill(&mut launcher, Duration::from_secs(60));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "{}",
+        console_of(&dir)
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let stopped_at = super::summary_number(&dir, "global_step").unwrap() as u64;
+    (dir, stopped_at)
+}
+
+/// Resumes the run in `dir`, stopped at global step `stopped_at`, for one more update of the
+/// long run (2,048 steps), and checks that it went on.
+pub fn resume_for_one_more_update(dir: &Path, stopped_at: u64) {
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(dir).args([
+        "--set",
+        &format!("train.max-steps={}", stopped_at + 2048),
+        "--quiet",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let now = super::summary_number(dir, "global_step").unwrap() as u64;
+    assert!(now > stopped_at, "the resumed run stayed at step {now}");
+}
+
+/// Trains tests/configs/ppo-cartpole.kdl with `sets` into a fresh `name` directory and asserts
+/// the mean score of its last 20 episodes reaches 475; returns the directory.
+pub fn ppo_cartpole_learns(name: &str, sets: &[&str]) -> PathBuf {
+    let dir = fresh_dir(name);
+    let out = train(
+        &config("ppo-cartpole.kdl"),
+        &dir,
+        sets,
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let last20 = super::summary_number(&dir, "last_20_score_mean").unwrap();
+    assert!(
+        last20 >= 475.0,
+        "PPO on CartPole with {sets:?}: mean score of the last 20 episodes {last20} < 475"
+    );
+    dir
+}
+
 /// The files of `dir/checkpoints` whose names satisfy `pick`.
 pub fn checkpoint_files(dir: &Path, pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("checkpoints"))
