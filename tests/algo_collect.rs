@@ -205,6 +205,8 @@ fn the_environment_receives_clipped_scaled_samples_and_the_buffer_keeps_them_unc
     let steps = 200;
     let mut buffer = RolloutBuffer::new(steps, 1, &[2], kind, Device::Cpu).unwrap();
     let collector = RolloutCollector::new(1, 1, &[2], kind).unwrap();
+    // The samples come from the global generator: no other test may draw meanwhile.
+    let _rng = common::torch_rng();
     tch::manual_seed(11);
     let last = collector
         .collect(&model, &mut envs, &mut buffer, &mut Phases::default())
