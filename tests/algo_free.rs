@@ -61,7 +61,7 @@ fn one_batch_with_a_publish_before_step_2(chosen_at_2: bool) -> (Vec<u64>, f64) 
                             to_learner.send(()).unwrap();
                             published.recv().unwrap();
                         }
-                        hook.before_step(t, t == 2 && chosen_at_2)?;
+                        hook.before_step(t == 2 && chosen_at_2)?;
                     }
                     Ok(Tensor::zeros([1], (Kind::Float, Device::Cpu)))
                 },
@@ -112,7 +112,7 @@ fn batches_not_learned_from_come_back_at_the_round_end() {
                 10,
                 &mut Phases::default(),
                 |_buffer, hook: &mut dyn StepHook, index, _phases| {
-                    hook.before_step(0, false)?;
+                    hook.before_step(false)?;
                     filled.send(index).unwrap();
                     Ok(Tensor::zeros([1], (Kind::Float, Device::Cpu)))
                 },

@@ -56,17 +56,17 @@ impl RolloutPolicy for ActorCritic {
 /// takes up the learner's newest parameters there (`super::free`). The policy is not in use
 /// while it runs.
 pub trait StepHook {
-    /// Before step `t`. `first_group_chosen`: the step's first group already has its actions,
+    /// Before a step. `first_group_chosen`: the step's first group already has its actions,
     /// chosen while the step before stepped (double-buffered groups), so a change of
     /// parameters now reaches that group one step later.
-    fn before_step(&mut self, t: i64, first_group_chosen: bool) -> Result<()>;
+    fn before_step(&mut self, first_group_chosen: bool) -> Result<()>;
 }
 
 /// The hook of an ordinary collection: nothing between steps.
 pub struct NoHook;
 
 impl StepHook for NoHook {
-    fn before_step(&mut self, _t: i64, _first_group_chosen: bool) -> Result<()> {
+    fn before_step(&mut self, _first_group_chosen: bool) -> Result<()> {
         Ok(())
     }
 }
@@ -172,7 +172,7 @@ impl RolloutCollector {
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         let mut chosen: Chosen = None;
         for t in 0..buffer.num_steps() {
-            hook.before_step(t, chosen.is_some())?;
+            hook.before_step(chosen.is_some())?;
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
         let last_obs = self.current_obs(envs, buffer);
@@ -220,7 +220,7 @@ impl RolloutCollector {
         buffer.set_initial_state(&memory.state)?;
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         for t in 0..buffer.num_steps() {
-            hook.before_step(t, false)?;
+            hook.before_step(false)?;
             let obs = buffer.obs_row(t)?;
             buffer.set_starts(&memory.starts)?;
             let (taken, state) = timed(phases, "inference", || {

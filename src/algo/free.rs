@@ -223,7 +223,7 @@ impl Exchange {
 
 /// The collector's behaviour network between steps: takes up newer published parameters and
 /// records which version chose each step.
-pub struct TakeUpNewest<'a> {
+struct TakeUpNewest<'a> {
     behaviour: &'a mut VarStore,
     /// The version `behaviour` holds.
     version: &'a mut u64,
@@ -232,7 +232,7 @@ pub struct TakeUpNewest<'a> {
 }
 
 impl StepHook for TakeUpNewest<'_> {
-    fn before_step(&mut self, _t: i64, first_group_chosen: bool) -> Result<()> {
+    fn before_step(&mut self, first_group_chosen: bool) -> Result<()> {
         let chosen_by = *self.version;
         if self.published.latest.load(Ordering::Acquire) > *self.version {
             let params = self

@@ -68,6 +68,13 @@ impl Phases {
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, Duration)> + '_ {
         self.spent.iter().copied()
     }
+
+    /// Adds every phase of `other` (timed on another thread) to these.
+    pub fn absorb(&mut self, other: &Phases) {
+        for (phase, time) in other.iter() {
+            self.add(phase, time);
+        }
+    }
 }
 
 /// What a learner is given for one round.

@@ -63,6 +63,18 @@ pub struct UpdateAt {
     pub progress: f64,
 }
 
+impl UpdateAt {
+    /// Update `update` of a run of `limits.total_updates`.
+    fn of(seed: u64, rank: usize, update: u64, limits: Limits) -> UpdateAt {
+        UpdateAt {
+            seed,
+            rank,
+            update,
+            progress: update as f64 / limits.total_updates as f64,
+        }
+    }
+}
+
 pub struct OnPolicy<U: PolicyUpdate> {
     vs: VarStore,
     model: ActorCritic,
@@ -301,12 +313,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
 
     /// Which update this is, for the rule's schedules and random streams.
     fn update_at(&self, update: u64, limits: Limits) -> UpdateAt {
-        UpdateAt {
-            seed: self.seed,
-            rank: self.rank,
-            update,
-            progress: update as f64 / limits.total_updates as f64,
-        }
+        UpdateAt::of(self.seed, self.rank, update, limits)
     }
 
     /// A synchronous round: collect with the current policy, then update on it.
@@ -412,9 +419,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             });
             round.phases.add("pipeline_wait", waited);
         }
-        for (phase, time) in collected_phases.iter() {
-            round.phases.add(phase, time);
-        }
+        round.phases.absorb(&collected_phases);
         Ok(())
     }
 }
@@ -481,12 +486,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             )
         };
         let learn = || {
-            let at = |update| UpdateAt {
-                seed,
-                rank,
-                update,
-                progress: update as f64 / limits.total_updates as f64,
-            };
+            let at = |update| UpdateAt::of(seed, rank, update, limits);
             let steps = *steps_per_update;
             let learned = learn_free(
                 rule, model, vs, exchange, max_lag, at, steps, updates, &mut round,
@@ -502,9 +502,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         scalars.extend(tally.scalars());
         *latest = scalars;
         free.end_round(shared, report.batches);
-        for (phase, time) in collector_phases.iter() {
-            round.phases.add(phase, time);
-        }
+        round.phases.absorb(&collector_phases);
         round.phases.add("learner_wait", learner_wait);
         round.phases.add("collector_wait", report.waited);
         round.phases.add("round_end_wait", round_end_wait);

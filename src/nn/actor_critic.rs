@@ -613,9 +613,9 @@ impl ActorCritic {
         state: &Tensor,
         entropy: EntropyUse,
     ) -> Result<Evaluation> {
-        self.check_actions(obs, actions)?;
-        let out = self.forward_sequence(obs, starts, state)?;
-        self.evaluation(&out.head_output, out.values, actions, entropy)
+        Ok(self
+            .evaluate_recurrent_to_end(obs, actions, starts, state, entropy)?
+            .0)
     }
 
     /// [`ActorCritic::evaluate_recurrent`] that also returns each environment's state after

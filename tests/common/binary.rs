@@ -223,21 +223,7 @@ pub fn killing_a_rank_of_a_run_stops_the_job_with_its_name(
 /// update or round finishes, the exit code says preemption (75), the summary says interrupted
 /// and the newest checkpoint loads.
 pub fn sigterm_stops_a_run_with_exit_75_and_a_checkpoint(name: &str, extra: &[&str]) {
-    let dir = fresh_dir(name);
-    let mut extra = extra.to_vec();
-    extra.push("checkpoint.every=1000000");
-    let mut launcher = long_two_rank_run(&dir, &extra);
-    wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGTERM);
-    let status = super::wait_or_kill(&mut launcher, Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(75),
-        "{status:?}\n{}",
-        console_of(&dir)
-    );
-    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let dir = signal_a_long_run(name, extra, libc::SIGTERM, Duration::from_secs(30), 75);
     let newest = tandem::train::checkpoint::locate(&dir).unwrap();
     tandem::train::checkpoint::load(&newest)
         .unwrap_or_else(|e| panic!("{} does not load: {e:#}", newest.display()));
@@ -246,23 +232,37 @@ pub fn sigterm_stops_a_run_with_exit_75_and_a_checkpoint(name: &str, extra: &[&s
 /// Ctrl-C to the long run with `extra` settings stops it with exit 130 and an interrupted
 /// summary; returns its directory and the global step it stopped at.
 pub fn ctrl_c_a_long_run(name: &str, extra: &[&str]) -> (PathBuf, u64) {
+    let dir = signal_a_long_run(name, extra, libc::SIGINT, Duration::from_secs(60), 130);
+    let stopped_at = super::summary_number(&dir, "global_step").unwrap() as u64;
+    (dir, stopped_at)
+}
+
+/// Sends `signal` to the launcher of the long run with `extra` settings (and no periodic
+/// checkpoints) once it trains; it must exit with `code` within `limit`, its summary saying
+/// interrupted. Returns the run's directory.
+fn signal_a_long_run(
+    name: &str,
+    extra: &[&str],
+    signal: libc::c_int,
+    limit: Duration,
+    code: i32,
+) -> PathBuf {
     let dir = fresh_dir(name);
     let mut extra = extra.to_vec();
     extra.push("checkpoint.every=1000000");
     let mut launcher = long_two_rank_run(&dir, &extra);
     wait_for_training(&dir);
-    send_signal(launcher.id(), libc::SIGINT);
-    let status = super::wait_or_kill(&mut launcher, Duration::from_secs(60));
+    send_signal(launcher.id(), signal);
+    let status = super::wait_or_kill(&mut launcher, limit);
     assert_eq!(
         status.and_then(|s| s.code()),
-        Some(130),
-        "{}",
+        Some(code),
+        "{status:?}\n{}",
         console_of(&dir)
     );
     let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     assert!(summary.contains("\"interrupted\": true"), "{summary}");
-    let stopped_at = super::summary_number(&dir, "global_step").unwrap() as u64;
-    (dir, stopped_at)
+    dir
 }
 
 /// Resumes the run in `dir`, stopped at global step `stopped_at`, for one more update of the
