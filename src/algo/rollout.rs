@@ -750,17 +750,13 @@ impl RolloutBuffer {
             last_values.size(),
             self.num_envs
         );
-        let host = |t: &Tensor| -> Result<Vec<f32>> {
-            let flat = t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
-            Vec::<f32>::try_from(&flat).context("rollout: copying to the host")
-        };
         let arrays = HostArrays {
-            rewards: host(&self.rewards)?,
-            values: host(&self.values)?,
-            terminated: host(&self.terminated)?,
-            truncated: host(&self.truncated)?,
-            truncation_values: host(&self.truncation_values)?,
-            last_values: host(last_values)?,
+            rewards: host_floats(&self.rewards)?,
+            values: host_floats(&self.values)?,
+            terminated: host_floats(&self.terminated)?,
+            truncated: host_floats(&self.truncated)?,
+            truncation_values: host_floats(&self.truncation_values)?,
+            last_values: host_floats(last_values)?,
         };
         let n = self.num_envs as usize;
         for (t, supplied) in self.has_truncation_values.iter().enumerate() {
@@ -918,17 +914,13 @@ impl RolloutBuffer {
         clips: VtraceClips,
     ) -> Result<Batch> {
         let mut host = self.host_arrays(&learner.last_values)?;
-        let to_host = |t: &Tensor| -> Result<Vec<f32>> {
-            let flat = t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
-            Vec::<f32>::try_from(&flat).context("rollout: copying to the host")
-        };
-        let behaviour_log_probs = to_host(&self.log_probs)?;
-        let log_ratios: Vec<f32> = to_host(&learner.log_probs)?
+        let behaviour_log_probs = host_floats(&self.log_probs)?;
+        let log_ratios: Vec<f32> = host_floats(&learner.log_probs)?
             .iter()
             .zip(&behaviour_log_probs)
             .map(|(pi, mu)| pi - mu)
             .collect();
-        host.values = to_host(&learner.values)?;
+        host.values = host_floats(&learner.values)?;
         let (advantages, targets) = vtrace(
             &host.view(self.num_envs as usize),
             &log_ratios,
@@ -1059,4 +1051,10 @@ impl MinibatchSampler {
             .map(|chunk| Tensor::from_slice(chunk).to_device(device))
             .collect())
     }
+}
+
+/// `t` flattened into host floats.
+fn host_floats(t: &Tensor) -> Result<Vec<f32>> {
+    let flat = t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
+    Vec::<f32>::try_from(&flat).context("rollout: copying to the host")
 }
