@@ -24,6 +24,7 @@ pub mod off_policy;
 pub mod on_policy;
 pub mod optim;
 pub mod ppo;
+pub mod ppo_host;
 pub mod replay;
 pub mod rollout;
 pub mod sac;
@@ -32,7 +33,7 @@ pub mod td3;
 pub use a2c::{A2c, A2cStats};
 pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
-pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
+pub use ppo::{Ppo, PpoLoss, PpoStats, PpoTerms, ppo_loss, ratio_diagnostics};
 pub use rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord, VtraceClips,
     generalized_advantages, n_step_returns, vtrace,

@@ -24,6 +24,7 @@ use super::common::{
 use super::learner::Scalars;
 use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
 use super::optim::{Optimizer, OptimizerSpec};
+use super::ppo_host::HostPpoStep;
 use super::rollout::{Batch, MinibatchSampler, RolloutBuffer, VtraceClips};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
@@ -47,6 +48,28 @@ pub struct PpoLoss {
     /// log r_t(theta) per sample, detached: the input of [`ratio_diagnostics`], which the
     /// update evaluates once over many minibatches rather than once per minibatch.
     pub log_ratio: Tensor,
+}
+
+/// The detached terms of the PPO objective on one minibatch, for logging: [`PpoLoss`] without
+/// its differentiable total (what the host step, which has none, returns too).
+#[derive(Debug)]
+pub struct PpoTerms {
+    pub policy_loss: Tensor,
+    pub value_loss: Tensor,
+    pub entropy: Tensor,
+    pub log_ratio: Tensor,
+}
+
+impl PpoLoss {
+    /// The detached terms, without the total.
+    pub fn terms(self) -> PpoTerms {
+        PpoTerms {
+            policy_loss: self.policy_loss,
+            value_loss: self.value_loss,
+            entropy: self.entropy,
+            log_ratio: self.log_ratio,
+        }
+    }
 }
 
 /// Two diagnostics of the probability ratios r = exp(`log_ratio`), over all its elements:
@@ -246,6 +269,12 @@ impl Ppo {
             batch.advantages.shallow_clone()
         };
 
+        // The host step where the network has its form and the rank computes on one thread, as
+        // the host step does: autograd's gradients without libtorch's per-operation costs.
+        let mut host = match tch::get_num_threads() {
+            1 => HostPpoStep::for_model(model)?,
+            _ => None,
+        };
         let mut record = UpdateRecord::default();
         for (epoch, minibatches) in plan.iter().enumerate() {
             let epoch_start = record.log_ratios.len();
@@ -257,22 +286,28 @@ impl Ppo {
                 };
                 self.optimizer.zero_grad();
                 for part in minibatch.parts(config.micro_batches as i64)? {
-                    let evaluation = evaluate_rows(
-                        model,
-                        &part,
-                        EntropyUse::for_coefficient(config.entropy_coef),
-                    )?;
-                    // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
-                    let loss = ppo_loss(
-                        &evaluation,
-                        &part.log_probs,
-                        &part.values,
-                        &part.advantages,
-                        &part.returns,
-                        &config,
-                    );
-                    part.accumulate_gradients(&loss.total, collective);
-                    record.push(loss);
+                    let terms = match &mut host {
+                        Some(host) => part.accumulate_on_host(host, &config, collective)?,
+                        None => {
+                            let evaluation = evaluate_rows(
+                                model,
+                                &part,
+                                EntropyUse::for_coefficient(config.entropy_coef),
+                            )?;
+                            // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
+                            let loss = ppo_loss(
+                                &evaluation,
+                                &part.log_probs,
+                                &part.values,
+                                &part.advantages,
+                                &part.returns,
+                                &config,
+                            );
+                            part.accumulate_gradients(&loss.total, collective);
+                            loss.terms()
+                        }
+                    };
+                    record.push(terms);
                 }
                 let position = || format!("epoch {epoch}, minibatch {k}");
                 record.grad_norm_sum += step_on_gradients(
@@ -432,6 +467,21 @@ impl MinibatchPart {
             accumulate_gradients(&(loss * share), self.is_last, collective);
         }
     }
+
+    /// The same share of the same gradient, by the host step ([`HostPpoStep`]); returns the
+    /// loss's detached terms.
+    fn accumulate_on_host(
+        &self,
+        host: &mut HostPpoStep,
+        config: &Settings,
+        collective: &mut dyn Collective,
+    ) -> Result<PpoTerms> {
+        if self.is_last {
+            collective.before_backward();
+        }
+        let share = 1.0 / self.micro_batches as f64;
+        host.accumulate(&self.rows, &self.advantages, share, config)
+    }
 }
 
 /// Whether the epoch's mean approximate KL, averaged over ranks, exceeds `target_kl`; rank 0's
@@ -465,7 +515,7 @@ struct UpdateRecord {
 }
 
 impl UpdateRecord {
-    fn push(&mut self, loss: PpoLoss) {
+    fn push(&mut self, loss: PpoTerms) {
         self.policy.push(loss.policy_loss);
         self.value.push(loss.value_loss);
         self.entropy.push(loss.entropy);

@@ -18,6 +18,7 @@ use tch::{Kind, Tensor};
 
 use super::bounds::ActionBounds;
 use super::distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
+use super::host_mlp::HostTwinMlp;
 use super::init::{InitSpec, init_stacked_slice, linear};
 use super::recurrent::{CoreSpec, RecurrentCore};
 use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
@@ -77,6 +78,16 @@ enum PolicyKind {
         log_std: Tensor,
         bounds: ActionBounds,
     },
+}
+
+/// The policy of a network the host passes can run ([`ActorCritic::host_twin_mlp`]).
+#[derive(Debug)]
+pub enum HostPolicy {
+    /// The policy head's outputs are a categorical's logits.
+    Categorical,
+    /// The policy head's outputs are a Gaussian's means; `log_std` `[1, d]` is the variable
+    /// `policy_log_std`.
+    Gaussian { log_std: Tensor },
 }
 
 /// The policy head's width for `space` (`n` logits or `d` means), or why it has none.
@@ -347,6 +358,33 @@ impl ActorCritic {
             body,
             core,
         })
+    }
+
+    /// The network as the host passes see it ([`HostTwinMlp`]) and its policy's kind, when it
+    /// has that form: separate MLP torsos on the CPU, no recurrent core, no action mask, no pixel
+    /// scaling, a categorical or Gaussian policy. `None` otherwise; an error when it has the
+    /// form but its parameters have no gradients laid out yet (an optimizer lays them out).
+    pub fn host_twin_mlp(&self) -> Result<Option<(HostTwinMlp, HostPolicy)>> {
+        let Body::TwinMlp { torsos, heads } = &self.body else {
+            return Ok(None);
+        };
+        if self.core.is_some()
+            || self.mask_len.is_some()
+            || self.scale_pixels
+            || heads.weight.device() != tch::Device::Cpu
+        {
+            return Ok(None);
+        }
+        let policy = match &self.policy {
+            PolicyKind::Categorical => HostPolicy::Categorical,
+            PolicyKind::Gaussian { log_std, .. } => HostPolicy::Gaussian {
+                log_std: log_std.shallow_clone(),
+            },
+            PolicyKind::MultiCategorical { .. } => return Ok(None),
+        };
+        let (layers, activation) = torsos.layers();
+        let net = HostTwinMlp::new(layers, (&heads.weight, &heads.bias), activation)?;
+        Ok(Some((net, policy)))
     }
 
     /// Whether the network carries a state from step to step.

@@ -14,6 +14,7 @@
 mod actor_critic;
 mod bounds;
 mod distribution;
+pub(crate) mod host_mlp;
 mod init;
 mod q_network;
 mod recurrent;
@@ -23,10 +24,11 @@ mod td3;
 mod torso;
 
 pub use actor_critic::{
-    ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, INVALID_LOGIT,
+    ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, HostPolicy, INVALID_LOGIT,
 };
 pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
+pub use host_mlp::HostTwinMlp;
 pub use init::{Init, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use recurrent::{Core, CoreSpec};

@@ -526,6 +526,11 @@ impl TwinMlp {
         self.output_dim
     }
 
+    /// `(weight [2, in, out], bias [2, 1, out])` per hidden layer, and their activation.
+    pub fn layers(&self) -> (&[(Tensor, Tensor)], Activation) {
+        (&self.layers, self.activation)
+    }
+
     /// `[B, ...obs_shape]` (already float) to both torsos' features, stacked: `[2, B, output_dim]`,
     /// index 0 the actor's.
     pub fn forward(&self, obs: &Tensor) -> Tensor {

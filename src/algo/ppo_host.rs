@@ -1,0 +1,262 @@
+//! PPO's minibatch loss and its gradient worked out by hand, for an actor-critic of separate MLP
+//! torsos on the CPU ([`crate::nn::HostTwinMlp`]): the step [`super::ppo`]'s update takes
+//! instead of autograd's where the network allows. On classic-control networks libtorch's
+//! per-operation dispatch and autograd bookkeeping are most of a step; here the forward pass,
+//! the loss and the backward pass are a handful of matrix products and loops over the rows.
+//!
+//! [`super::ppo_loss`] stays the definition: this module is its derivative, term by term, in the
+//! same order (paper eq. 6-9), and tests/algo_ppo_host.rs holds its gradients and loss terms to
+//! autograd's on random batches, for both policies, with and without value clipping and entropy.
+
+use anyhow::{Result, ensure};
+use tch::{Kind, Tensor};
+
+use super::ppo::{PpoTerms, Settings};
+use super::rollout::Batch;
+use crate::nn::host_mlp::{float_view, float_view_mut};
+use crate::nn::{ActorCritic, HostPolicy, HostTwinMlp};
+
+/// ln(2 pi) / 2, the constant of a unit normal's log-density (as in `nn::distribution`).
+const HALF_LN_TWO_PI: f32 = 0.918_938_5;
+
+/// The host PPO step of one actor-critic: its network's host view and the step's scratch.
+#[derive(Debug)]
+pub struct HostPpoStep {
+    net: HostTwinMlp,
+    policy: HostPolicy,
+    /// dL/d(heads' outputs), `[2, rows, head width]`.
+    grad_heads: Vec<f32>,
+}
+
+/// How the gradient of max(a, b) splits between a and b, as libtorch's `maximum` splits it: all
+/// to the larger, half each on a tie.
+fn max_split(a: f32, b: f32) -> (f32, f32) {
+    if a > b {
+        (1.0, 0.0)
+    } else if a < b {
+        (0.0, 1.0)
+    } else {
+        (0.5, 0.5)
+    }
+}
+
+/// A float tensor's values on the host: in place when it already is a contiguous f32 CPU
+/// tensor, else a converted copy (kept in `keep` while the slice is used).
+fn host_floats<'a>(t: &'a Tensor, keep: &'a mut Option<Tensor>, what: &str) -> Result<&'a [f32]> {
+    if t.kind() == Kind::Float && t.is_contiguous() && t.device() == tch::Device::Cpu {
+        return float_view(t, what);
+    }
+    let copy = keep.insert(
+        t.to_device(tch::Device::Cpu)
+            .to_kind(Kind::Float)
+            .contiguous(),
+    );
+    float_view(copy, what)
+}
+
+/// One row's policy terms: L^CLIP's per-sample loss, log r, and dL/d(log pi(a|s)).
+struct Surrogate {
+    loss: f32,
+    log_ratio: f32,
+    grad_log_prob: f32,
+}
+
+/// -min(r A, clip(r, 1 - eps, 1 + eps) A) written as max(-r A, -clip(r) A) (paper eq. 7) for
+/// one row, and its derivative by log pi(a|s) (through r = exp(log pi - log pi_old), eq. 6).
+fn surrogate(log_prob: f32, old_log_prob: f32, advantage: f32, eps: f32) -> Surrogate {
+    let log_ratio = log_prob - old_log_prob;
+    let ratio = log_ratio.exp();
+    let clipped_ratio = ratio.clamp(1.0 - eps, 1.0 + eps);
+    let (unclipped, clipped) = (-advantage * ratio, -advantage * clipped_ratio);
+    let (to_unclipped, to_clipped) = max_split(unclipped, clipped);
+    // clamp passes the gradient inside its range, ends included (as libtorch's does).
+    let inside = if (1.0 - eps..=1.0 + eps).contains(&ratio) {
+        1.0
+    } else {
+        0.0
+    };
+    let grad_ratio = -advantage * (to_unclipped + to_clipped * inside);
+    Surrogate {
+        loss: unclipped.max(clipped),
+        log_ratio,
+        grad_log_prob: grad_ratio * ratio,
+    }
+}
+
+/// L^VF's per-sample squared error, plain or clipped around the old value (Huang et al. 2022,
+/// detail 9), and its derivative by the new value.
+fn value_error(value: f32, old_value: f32, target: f32, value_clip: Option<f32>) -> (f32, f32) {
+    let unclipped = (value - target) * (value - target);
+    let Some(e) = value_clip else {
+        return (unclipped, 2.0 * (value - target));
+    };
+    let moved = value - old_value;
+    let clipped_value = old_value + moved.clamp(-e, e);
+    let clipped = (clipped_value - target) * (clipped_value - target);
+    let (to_unclipped, to_clipped) = max_split(unclipped, clipped);
+    let inside = if (-e..=e).contains(&moved) { 1.0 } else { 0.0 };
+    let grad = to_unclipped * 2.0 * (value - target)
+        + to_clipped * 2.0 * (clipped_value - target) * inside;
+    (unclipped.max(clipped), grad)
+}
+
+impl HostPpoStep {
+    /// The host step for `model`, when its network has the host form
+    /// ([`ActorCritic::host_twin_mlp`]).
+    pub fn for_model(model: &ActorCritic) -> Result<Option<HostPpoStep>> {
+        Ok(model.host_twin_mlp()?.map(|(net, policy)| HostPpoStep {
+            net,
+            policy,
+            grad_heads: Vec::new(),
+        }))
+    }
+
+    /// Adds to the parameters' gradients `share` times the gradient of [`super::ppo_loss`] on
+    /// `rows` (with their normalised `advantages`), and returns its detached terms: what
+    /// `ppo_loss` and a backward of its total would give.
+    pub fn accumulate(
+        &mut self,
+        rows: &Batch,
+        advantages: &Tensor,
+        share: f64,
+        config: &Settings,
+    ) -> Result<PpoTerms> {
+        let mut keep: [Option<Tensor>; 6] = Default::default();
+        let [k_obs, k_old, k_values, k_adv, k_returns, k_actions] = &mut keep;
+        let obs = host_floats(&rows.obs, k_obs, "the observations")?;
+        let old_log_probs = host_floats(&rows.log_probs, k_old, "the old log-probabilities")?;
+        let old_values = host_floats(&rows.values, k_values, "the old values")?;
+        let advantages = host_floats(advantages, k_adv, "the advantages")?;
+        let returns = host_floats(&rows.returns, k_returns, "the returns")?;
+        let b = old_log_probs.len();
+        ensure!(
+            [old_values.len(), advantages.len(), returns.len()] == [b; 3] && b > 0,
+            "ppo (host): a minibatch's fields have different lengths"
+        );
+        let n = self.net.head_width();
+        let heads = self.net.forward(obs)?;
+        ensure!(
+            heads.len() == 2 * b * n,
+            "ppo (host): {} observation rows for {b} samples",
+            heads.len() / (2 * n)
+        );
+        self.grad_heads.clear();
+        self.grad_heads.resize(2 * b * n, 0.0);
+        let (policy_out, value_out) = heads.split_at(b * n);
+        let (grad_policy, grad_value) = self.grad_heads.split_at_mut(b * n);
+        // d(mean over rows)/d(row) times the micro-batch's share.
+        let scale = (share / b as f64) as f32;
+
+        // L^CLIP and S, per row, and their gradients at the policy head (eq. 6, 7 and 9).
+        let mut log_ratios = Vec::with_capacity(b);
+        let (mut policy_sum, mut entropy_sum) = (0f64, 0f64);
+        let eps = config.clip as f32;
+        let entropy_coef = config.entropy_coef as f32;
+        match &mut self.policy {
+            HostPolicy::Categorical => {
+                let actions = rows.actions.to_kind(Kind::Int64).contiguous();
+                let actions = Vec::<i64>::try_from(&actions)?;
+                ensure!(
+                    actions.len() == b,
+                    "ppo (host): {} actions for {b} samples",
+                    actions.len()
+                );
+                let mut log_probs = vec![0f32; n];
+                for i in 0..b {
+                    let logits = &policy_out[i * n..(i + 1) * n];
+                    let a = usize::try_from(actions[i])
+                        .ok()
+                        .filter(|&a| a < n)
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("ppo (host): action {} is not in 0..{n}", actions[i])
+                        })?;
+                    // log softmax, its entropy H = -sum p log p.
+                    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let log_sum = logits.iter().map(|z| (z - max).exp()).sum::<f32>().ln();
+                    for (lp, z) in log_probs.iter_mut().zip(logits) {
+                        *lp = z - max - log_sum;
+                    }
+                    let entropy = -log_probs.iter().map(|lp| lp.exp() * lp).sum::<f32>();
+                    let s = surrogate(log_probs[a], old_log_probs[i], advantages[i], eps);
+                    // d log p_a / d z_j = [j = a] - p_j; dH/dz_j = -p_j (log p_j + H).
+                    let grad_row = &mut grad_policy[i * n..(i + 1) * n];
+                    for (j, (g, lp)) in grad_row.iter_mut().zip(&log_probs).enumerate() {
+                        let p = lp.exp();
+                        let pick = if j == a { 1.0 } else { 0.0 };
+                        let mut grad = s.grad_log_prob * (pick - p);
+                        if entropy_coef != 0.0 {
+                            grad += entropy_coef * p * (lp + entropy);
+                        }
+                        *g = grad * scale;
+                    }
+                    policy_sum += s.loss as f64;
+                    entropy_sum += entropy as f64;
+                    log_ratios.push(s.log_ratio);
+                }
+            }
+            HostPolicy::Gaussian { log_std } => {
+                let actions = host_floats(&rows.actions, k_actions, "the actions")?;
+                ensure!(
+                    actions.len() == b * n,
+                    "ppo (host): {} action values for {b} samples of {n}",
+                    actions.len()
+                );
+                let log_std_values = float_view(log_std, "the log standard deviation")?.to_vec();
+                let mut log_std_grad = log_std.grad();
+                let log_std_grad =
+                    float_view_mut(&mut log_std_grad, "the log standard deviation's gradient")?;
+                // H = sum_k (log sigma_k + 1/2 + ln(2 pi)/2), the same for every row.
+                let entropy = log_std_values
+                    .iter()
+                    .map(|s| s + 0.5 + HALF_LN_TWO_PI)
+                    .sum::<f32>();
+                let mut grad_log_std = vec![0f32; n];
+                for i in 0..b {
+                    let mean = &policy_out[i * n..(i + 1) * n];
+                    let action = &actions[i * n..(i + 1) * n];
+                    // log pi = sum_k -z_k^2 / 2 - log sigma_k - ln(2 pi)/2, z = (a - mu) / sigma.
+                    let mut log_prob = 0f32;
+                    for k in 0..n {
+                        let z = (action[k] - mean[k]) * (-log_std_values[k]).exp();
+                        log_prob += z * z * -0.5 - log_std_values[k] - HALF_LN_TWO_PI;
+                    }
+                    let s = surrogate(log_prob, old_log_probs[i], advantages[i], eps);
+                    // d log pi / d mu_k = z_k / sigma_k; d log pi / d log sigma_k = z_k^2 - 1.
+                    for k in 0..n {
+                        let inv_sigma = (-log_std_values[k]).exp();
+                        let z = (action[k] - mean[k]) * inv_sigma;
+                        grad_policy[i * n + k] = s.grad_log_prob * z * inv_sigma * scale;
+                        grad_log_std[k] += s.grad_log_prob * (z * z - 1.0);
+                    }
+                    policy_sum += s.loss as f64;
+                    entropy_sum += entropy as f64;
+                    log_ratios.push(s.log_ratio);
+                }
+                // dH/d log sigma_k = 1 in every row: -c2 of it, averaged.
+                for (g, from_rows) in log_std_grad.iter_mut().zip(&grad_log_std) {
+                    *g += (from_rows - entropy_coef * b as f32) * scale;
+                }
+            }
+        }
+
+        // c1 L^VF, halved as in CleanRL, on the value head's column 0 (eq. 9).
+        let value_clip = config.value_clip.map(|e| e as f32);
+        let value_weight = (0.5 * config.value_coef) as f32;
+        let mut squared_sum = 0f64;
+        for i in 0..b {
+            let (squared, grad) =
+                value_error(value_out[i * n], old_values[i], returns[i], value_clip);
+            squared_sum += squared as f64;
+            grad_value[i * n] = value_weight * grad * scale;
+        }
+
+        self.net.backward(obs, &self.grad_heads)?;
+        let mean = |sum: f64| Tensor::from((sum / b as f64) as f32);
+        Ok(PpoTerms {
+            policy_loss: mean(policy_sum),
+            value_loss: mean(0.5 * squared_sum),
+            entropy: mean(entropy_sum),
+            log_ratio: Tensor::from_slice(&log_ratios),
+        })
+    }
+}
