@@ -333,3 +333,70 @@ fn networks_without_the_host_form_are_left_to_autograd() {
         );
     }
 }
+
+/// `act` on one compute thread takes the host forward pass: its values are the network's, its
+/// log-probabilities those the learner's evaluation gives the same actions, and its draws follow
+/// the policy's distribution.
+#[test]
+fn acting_on_the_host_samples_the_networks_policy() {
+    tch::set_num_threads(1);
+    for space in [ActionSpace::Discrete { n: 3 }, unit_box()] {
+        let case = Case {
+            activation: Activation::Tanh,
+            space: space.clone(),
+            entropy_coef: 0.0,
+            value_clip: None,
+        };
+        let (_vs, model, _optimizer, batch, _) = setup(&case, 5);
+        let _rng = common::torch_rng();
+        let taken = model.act(&batch.obs).expect("act");
+        let (head, values) = model.forward(&batch.obs).expect("forward");
+        assert_close("values", &taken.values, &values);
+        let evaluation = model
+            .evaluate(&batch.obs, &taken.actions, EntropyUse::ReportOnly)
+            .unwrap();
+        assert_close("log-probabilities", &taken.log_probs, &evaluation.log_probs);
+
+        // One observation acted on 20,000 times: the draws' frequencies (categorical) or moments
+        // (Gaussian) are the distribution's.
+        let draws = 20_000;
+        let one = batch.obs.narrow(0, 0, 1).repeat([draws, 1]);
+        let actions = model.act(&one).unwrap().actions;
+        match space {
+            ActionSpace::Discrete { .. } => {
+                let probabilities = head.narrow(0, 0, 1).softmax(-1, Kind::Float).squeeze();
+                let counts = actions.bincount::<Tensor>(None, 3).to_kind(Kind::Float);
+                let frequencies = counts / draws as f64;
+                let off = (&frequencies - &probabilities)
+                    .abs()
+                    .max()
+                    .double_value(&[]);
+                assert!(
+                    off < 0.015,
+                    "frequencies {frequencies} against probabilities {probabilities}"
+                );
+            }
+            _ => {
+                let mean = actions.mean_dim(0, false, Kind::Float);
+                let std = actions.std_dim(0, true, false);
+                let want_std = model.distribution_parameters(&head)[1]
+                    .1
+                    .narrow(0, 0, 1)
+                    .exp();
+                // Within four standard errors of the mean.
+                let error = (&mean - head.narrow(0, 0, 1).squeeze()).abs()
+                    / (want_std.squeeze() / (draws as f64).sqrt());
+                let error = error.max().double_value(&[]);
+                assert!(
+                    error < 4.0,
+                    "the draws' mean is {error} standard errors off"
+                );
+                let off = ((&std - want_std.squeeze()) / &std)
+                    .abs()
+                    .max()
+                    .double_value(&[]);
+                assert!(off < 0.03, "standard deviation {std}, expected {want_std}");
+            }
+        }
+    }
+}

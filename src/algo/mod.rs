@@ -33,7 +33,8 @@ pub mod td3;
 pub use a2c::{A2c, A2cStats};
 pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
-pub use ppo::{Ppo, PpoLoss, PpoStats, PpoTerms, ppo_loss, ratio_diagnostics};
+pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
+pub use ppo_host::PpoTerms;
 pub use rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord, VtraceClips,
     generalized_advantages, n_step_returns, vtrace,

@@ -24,7 +24,7 @@ use super::common::{
 use super::learner::Scalars;
 use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
 use super::optim::{Optimizer, OptimizerSpec};
-use super::ppo_host::HostPpoStep;
+use super::ppo_host::{HostPpoStep, PpoTerms};
 use super::rollout::{Batch, MinibatchSampler, RolloutBuffer, VtraceClips};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
@@ -47,16 +47,6 @@ pub struct PpoLoss {
     pub entropy: Tensor,
     /// log r_t(theta) per sample, detached: the input of [`ratio_diagnostics`], which the
     /// update evaluates once over many minibatches rather than once per minibatch.
-    pub log_ratio: Tensor,
-}
-
-/// The detached terms of the PPO objective on one minibatch, for logging: [`PpoLoss`] without
-/// its differentiable total (what the host step, which has none, returns too).
-#[derive(Debug)]
-pub struct PpoTerms {
-    pub policy_loss: Tensor,
-    pub value_loss: Tensor,
-    pub entropy: Tensor,
     pub log_ratio: Tensor,
 }
 
@@ -271,9 +261,9 @@ impl Ppo {
 
         // The host step where the network has its form and the rank computes on one thread, as
         // the host step does: autograd's gradients without libtorch's per-operation costs.
-        let mut host = match tch::get_num_threads() {
-            1 => HostPpoStep::for_model(model)?,
-            _ => None,
+        let mut host = match crate::nn::host_mlp::host_passes_pay() {
+            true => HostPpoStep::for_model(model)?,
+            false => None,
         };
         let mut record = UpdateRecord::default();
         for (epoch, minibatches) in plan.iter().enumerate() {

@@ -11,13 +11,25 @@
 use anyhow::{Result, ensure};
 use tch::{Kind, Tensor};
 
-use super::ppo::{PpoTerms, Settings};
 use super::rollout::Batch;
+use crate::nn::distribution::log_softmax_into;
 use crate::nn::host_mlp::{float_view, float_view_mut};
 use crate::nn::{ActorCritic, HostPolicy, HostTwinMlp};
 
-/// ln(2 pi) / 2, the constant of a unit normal's log-density (as in `nn::distribution`).
-const HALF_LN_TWO_PI: f32 = 0.918_938_5;
+/// The learner's settings (`algorithm "ppo"`).
+type Settings = tandem_config::Ppo;
+
+/// The detached terms of the PPO objective on one minibatch, for logging: what the host step
+/// returns, and [`super::PpoLoss`] without its differentiable total.
+#[derive(Debug)]
+pub struct PpoTerms {
+    pub policy_loss: Tensor,
+    pub value_loss: Tensor,
+    pub entropy: Tensor,
+    pub log_ratio: Tensor,
+}
+
+const HALF_LN_TWO_PI: f32 = crate::nn::distribution::HALF_LN_TWO_PI as f32;
 
 /// The host PPO step of one actor-critic: its network's host view and the step's scratch.
 #[derive(Debug)]
@@ -104,7 +116,7 @@ impl HostPpoStep {
     /// The host step for `model`, when its network has the host form
     /// ([`ActorCritic::host_twin_mlp`]).
     pub fn for_model(model: &ActorCritic) -> Result<Option<HostPpoStep>> {
-        Ok(model.host_twin_mlp()?.map(|(net, policy)| HostPpoStep {
+        Ok(model.host_twin_mlp(true)?.map(|(net, policy)| HostPpoStep {
             net,
             policy,
             grad_heads: Vec::new(),
@@ -171,11 +183,7 @@ impl HostPpoStep {
                             anyhow::anyhow!("ppo (host): action {} is not in 0..{n}", actions[i])
                         })?;
                     // log softmax, its entropy H = -sum p log p.
-                    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let log_sum = logits.iter().map(|z| (z - max).exp()).sum::<f32>().ln();
-                    for (lp, z) in log_probs.iter_mut().zip(logits) {
-                        *lp = z - max - log_sum;
-                    }
+                    log_softmax_into(logits, &mut log_probs);
                     let entropy = -log_probs.iter().map(|lp| lp.exp() * lp).sum::<f32>();
                     let s = surrogate(log_probs[a], old_log_probs[i], advantages[i], eps);
                     // d log p_a / d z_j = [j = a] - p_j; dH/dz_j = -p_j (log p_j + H).

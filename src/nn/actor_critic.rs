@@ -18,7 +18,8 @@ use tch::{Kind, Tensor};
 
 use super::bounds::ActionBounds;
 use super::distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
-use super::host_mlp::HostTwinMlp;
+use super::distribution::{HALF_LN_TWO_PI, log_softmax_into};
+use super::host_mlp::{HostTwinMlp, float_view, host_passes_pay};
 use super::init::{InitSpec, init_stacked_slice, linear};
 use super::recurrent::{CoreSpec, RecurrentCore};
 use super::torso::{NetworkSpec, Torso, TwinMlp, prepare_observations};
@@ -363,8 +364,9 @@ impl ActorCritic {
     /// The network as the host passes see it ([`HostTwinMlp`]) and its policy's kind, when it
     /// has that form: separate MLP torsos on the CPU, no recurrent core, no action mask, no pixel
     /// scaling, a categorical or Gaussian policy. `None` otherwise; an error when it has the
-    /// form but its parameters have no gradients laid out yet (an optimizer lays them out).
-    pub fn host_twin_mlp(&self) -> Result<Option<(HostTwinMlp, HostPolicy)>> {
+    /// form, `with_grads` is asked and its parameters have no gradients laid out yet (an
+    /// optimizer lays them out).
+    pub fn host_twin_mlp(&self, with_grads: bool) -> Result<Option<(HostTwinMlp, HostPolicy)>> {
         let Body::TwinMlp { torsos, heads } = &self.body else {
             return Ok(None);
         };
@@ -383,7 +385,7 @@ impl ActorCritic {
             PolicyKind::MultiCategorical { .. } => return Ok(None),
         };
         let (layers, activation) = torsos.layers();
-        let net = HostTwinMlp::new(layers, (&heads.weight, &heads.bias), activation)?;
+        let net = HostTwinMlp::new(layers, (&heads.weight, &heads.bias), activation, with_grads)?;
         Ok(Some((net, policy)))
     }
 
@@ -507,6 +509,11 @@ impl ActorCritic {
 
     /// Samples actions for a batch of observations (no gradients recorded).
     pub fn act(&self, obs: &Tensor) -> Result<ActTaken> {
+        if host_passes_pay()
+            && let Some((net, policy)) = self.host_twin_mlp(false)?
+        {
+            return self.act_on_host(net, policy, obs);
+        }
         tch::no_grad(|| {
             let (logits, values) = self.forward(obs)?;
             let dist = self.distribution(&logits)?;
@@ -529,9 +536,59 @@ impl ActorCritic {
         })
     }
 
+    /// [`ActorCritic::act`] by a host forward pass ([`HostTwinMlp`]): the same distribution,
+    /// its draws from libtorch's generator (one uniform per row for a categorical, by its
+    /// inverse CDF; one normal per dimension for a Gaussian), without a dispatch per layer.
+    fn act_on_host(
+        &self,
+        mut net: HostTwinMlp,
+        policy: HostPolicy,
+        obs: &Tensor,
+    ) -> Result<ActTaken> {
+        let x = self.checked_input(obs)?.contiguous();
+        let rows = x.size()[0];
+        let n = net.head_width();
+        let heads = net.forward(float_view(&x, "the observations")?)?;
+        let (policy_out, value_out) = heads.split_at(rows as usize * n);
+        let values: Vec<f32> = value_out.iter().step_by(n).copied().collect();
+        let (actions, log_probs) = match policy {
+            HostPolicy::Categorical => {
+                let uniform =
+                    Vec::<f32>::try_from(Tensor::rand([rows], (Kind::Float, x.device())))?;
+                sample_categorical_rows(policy_out, n, &uniform)?
+            }
+            HostPolicy::Gaussian { log_std } => {
+                let noise = Vec::<f32>::try_from(Tensor::randn(
+                    [rows * n as i64],
+                    (Kind::Float, x.device()),
+                ))?;
+                let log_std = Vec::<f32>::try_from(log_std.reshape([-1]))?;
+                sample_gaussian_rows(policy_out, &log_std, &noise)
+            }
+        };
+        Ok(ActTaken {
+            actions,
+            log_probs: Tensor::from_slice(&log_probs),
+            values: Tensor::from_slice(&values),
+        })
+    }
+
     /// V(s) `[B]` without gradients: bootstrap values for the last observation and for
     /// observations at which an episode was truncated.
     pub fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        if host_passes_pay()
+            && let Some((mut net, _)) = self.host_twin_mlp(false)?
+        {
+            let x = self.checked_input(obs)?.contiguous();
+            let n = net.head_width();
+            let heads = net.forward(float_view(&x, "the observations")?)?;
+            let values: Vec<f32> = heads[heads.len() / 2..]
+                .iter()
+                .step_by(n)
+                .copied()
+                .collect();
+            return Ok(Tensor::from_slice(&values));
+        }
         tch::no_grad(|| Ok(self.forward(obs)?.1))
     }
 
@@ -704,4 +761,68 @@ impl ActorCritic {
         }
         Ok(())
     }
+}
+
+/// One action per row of categorical logits `[rows, n]`, by the inverse CDF at `uniform[i]`,
+/// and its log-probability: actions `[rows]` (int64) and log-probabilities.
+fn sample_categorical_rows(
+    logits: &[f32],
+    n: usize,
+    uniform: &[f32],
+) -> Result<(Tensor, Vec<f32>)> {
+    let mut log_probs = vec![0f32; n];
+    let mut actions = Vec::with_capacity(uniform.len());
+    let mut picked = Vec::with_capacity(uniform.len());
+    for (row, &u) in logits.chunks_exact(n).zip(uniform) {
+        log_softmax_into(row, &mut log_probs);
+        ensure!(
+            log_probs.iter().all(|lp| !lp.is_nan()),
+            "categorical: cannot sample from these action probabilities (has the policy diverged?): \
+             logits {row:?}"
+        );
+        // The first action whose cumulative probability passes u; the last one with any
+        // probability where rounding leaves the sum below u.
+        let mut cumulative = 0f32;
+        let mut action = log_probs.iter().rposition(|lp| lp.exp() > 0.0).unwrap_or(0);
+        for (a, lp) in log_probs.iter().enumerate() {
+            let p = lp.exp();
+            cumulative += p;
+            if u < cumulative && p > 0.0 {
+                action = a;
+                break;
+            }
+        }
+        actions.push(action as i64);
+        picked.push(log_probs[action]);
+    }
+    Ok((Tensor::from_slice(&actions), picked))
+}
+
+/// mean + sigma * noise per row of Gaussian means `[rows, d]`, and the draw's log-density:
+/// actions `[rows, d]` and log-probabilities, as `Gaussian::sample` and `log_prob` compute them.
+fn sample_gaussian_rows(means: &[f32], log_std: &[f32], noise: &[f32]) -> (Tensor, Vec<f32>) {
+    let d = log_std.len();
+    let actions: Vec<f32> = means
+        .iter()
+        .zip(noise)
+        .enumerate()
+        .map(|(i, (mu, eps))| mu + log_std[i % d].exp() * eps)
+        .collect();
+    let log_probs = actions
+        .chunks_exact(d)
+        .zip(means.chunks_exact(d))
+        .map(|(a, mu)| {
+            (0..d)
+                .map(|k| {
+                    let z = (a[k] - mu[k]) * (-log_std[k]).exp();
+                    z * z * -0.5 - log_std[k] - HALF_LN_TWO_PI as f32
+                })
+                .sum()
+        })
+        .collect();
+    let rows = (actions.len() / d.max(1)) as i64;
+    (
+        Tensor::from_slice(&actions).view([rows, d as i64]),
+        log_probs,
+    )
 }

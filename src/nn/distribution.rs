@@ -68,6 +68,15 @@ impl ActionDistribution {
     }
 }
 
+/// log softmax of one row of logits, into `out`, on the host (the host passes' categorical).
+pub(crate) fn log_softmax_into(logits: &[f32], out: &mut [f32]) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let log_sum = logits.iter().map(|z| (z - max).exp()).sum::<f32>().ln();
+    for (lp, z) in out.iter_mut().zip(logits) {
+        *lp = z - max - log_sum;
+    }
+}
+
 /// Categorical distributions over `n` actions, held as normalised log-probabilities `[B, n]`.
 #[derive(Debug)]
 pub struct Categorical {
@@ -198,7 +207,7 @@ impl MultiCategorical {
 }
 
 /// ln(2 pi) / 2, the constant of a unit normal's log-density.
-const HALF_LN_TWO_PI: f64 = 0.918_938_533_204_672_7;
+pub(crate) const HALF_LN_TWO_PI: f64 = 0.918_938_533_204_672_7;
 
 /// Diagonal normal distributions over `d`-dimensional box actions, one per row: means `[B, d]`
 /// and log standard deviations broadcastable to them (a state-independent `[1, d]`).

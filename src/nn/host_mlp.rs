@@ -10,19 +10,19 @@
 //! The matrix products are `matrixmultiply`'s (one thread); tanh is libtorch's vectorised kernel
 //! over a whole layer at once. tests/nn_host_mlp.rs holds both passes to autograd's.
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use tch::{Device, Kind, Tensor};
 
 use super::torso::Activation;
 
 /// One layer of both torsos (or both heads): `weight` `[2, inputs, width]`, `bias` `[2, 1, width]`
-/// and their gradients, all contiguous f32 on the CPU.
+/// and, for a backward pass, their gradients; all contiguous f32 on the CPU.
 #[derive(Debug)]
 struct HostLayer {
     weight: Tensor,
     bias: Tensor,
-    weight_grad: Tensor,
-    bias_grad: Tensor,
+    /// `(weight's, bias's)`; `None` for a network that only acts.
+    grads: Option<(Tensor, Tensor)>,
     inputs: usize,
     width: usize,
 }
@@ -42,6 +42,13 @@ pub struct HostTwinMlp {
     /// The gradient at the current layer's output, and at its input (backward's scratch).
     grad_out: Vec<f32>,
     grad_in: Vec<f32>,
+}
+
+/// Whether the host passes pay: where the process computes on one thread, as they do. With
+/// more, libtorch's kernels spread a layer over them (the threads rule gives small networks one
+/// thread; docs/performance.md, "7. Threads").
+pub(crate) fn host_passes_pay() -> bool {
+    tch::get_num_threads() == 1
 }
 
 /// `t` as a float slice. Callers check it is a contiguous f32 CPU tensor ([`check_host`]).
@@ -81,16 +88,18 @@ fn check_host(t: &Tensor, what: &str) -> Result<()> {
 }
 
 impl HostLayer {
-    fn new(weight: &Tensor, bias: &Tensor) -> Result<HostLayer> {
-        let (weight_grad, bias_grad) = (weight.grad(), bias.grad());
-        for (t, what) in [
-            (weight, "a weight"),
-            (bias, "a bias"),
-            (&weight_grad, "a weight's gradient"),
-            (&bias_grad, "a bias's gradient"),
-        ] {
-            check_host(t, what)?;
-        }
+    fn new(weight: &Tensor, bias: &Tensor, with_grads: bool) -> Result<HostLayer> {
+        check_host(weight, "a weight")?;
+        check_host(bias, "a bias")?;
+        let grads = match with_grads {
+            true => {
+                let (weight_grad, bias_grad) = (weight.grad(), bias.grad());
+                check_host(&weight_grad, "a weight's gradient")?;
+                check_host(&bias_grad, "a bias's gradient")?;
+                Some((weight_grad, bias_grad))
+            }
+            false => None,
+        };
         let [two, inputs, width] = weight.size()[..] else {
             anyhow::bail!(
                 "host MLP: a stacked weight is [2, in, out], got {:?}",
@@ -106,8 +115,7 @@ impl HostLayer {
         Ok(HostLayer {
             weight: weight.shallow_clone(),
             bias: bias.shallow_clone(),
-            weight_grad,
-            bias_grad,
+            grads,
             inputs: inputs as usize,
             width: width as usize,
         })
@@ -204,18 +212,20 @@ fn through_activation(activation: Activation, grad: &mut [f32], outputs: &[f32])
 }
 
 impl HostTwinMlp {
-    /// From the stacked hidden layers and heads, `(weight, bias)` each, whose gradients the
-    /// optimizer has laid out (they must exist: the host pass adds into them).
+    /// From the stacked hidden layers and heads, `(weight, bias)` each. `with_grads`: the
+    /// network will run backward passes, which add into the gradients the optimizer has laid out
+    /// (they must exist); without, it only runs forward passes.
     pub(crate) fn new(
         hidden: &[(Tensor, Tensor)],
         heads: (&Tensor, &Tensor),
         activation: Activation,
+        with_grads: bool,
     ) -> Result<HostTwinMlp> {
         let mut layers = hidden
             .iter()
-            .map(|(w, b)| HostLayer::new(w, b))
+            .map(|(w, b)| HostLayer::new(w, b, with_grads))
             .collect::<Result<Vec<_>>>()?;
-        layers.push(HostLayer::new(heads.0, heads.1)?);
+        layers.push(HostLayer::new(heads.0, heads.1, with_grads)?);
         for pair in layers.windows(2) {
             ensure!(
                 pair[0].width == pair[1].inputs,
@@ -319,11 +329,14 @@ impl HostTwinMlp {
                     0 => obs,
                     _ => &self.outputs[l - 1][t * rows * k..(t + 1) * rows * k],
                 };
+                let (weight_grad, bias_grad) = layer
+                    .grads
+                    .as_mut()
+                    .context("host MLP: this network was built to act, without gradients")?;
                 // dL/dW = h^T g, dL/db = the column sums of g.
-                let weight_grad =
-                    &mut floats_mut(&mut layer.weight_grad)[t * k * w..(t + 1) * k * w];
+                let weight_grad = &mut floats_mut(weight_grad)[t * k * w..(t + 1) * k * w];
                 gemm_acc((k, rows, w), input, (1, k), g, (w, 1), weight_grad, 1.0);
-                let bias_grad = &mut floats_mut(&mut layer.bias_grad)[t * w..(t + 1) * w];
+                let bias_grad = &mut floats_mut(bias_grad)[t * w..(t + 1) * w];
                 for row in g.chunks_exact(w) {
                     bias_grad.iter_mut().zip(row).for_each(|(b, x)| *b += x);
                 }

@@ -13,7 +13,7 @@
 
 mod actor_critic;
 mod bounds;
-mod distribution;
+pub(crate) mod distribution;
 pub(crate) mod host_mlp;
 mod init;
 mod q_network;
