@@ -12,9 +12,10 @@ Throughput is environment steps per second of the training loop (tandem: the
 `steps_per_second` of summary.json, which excludes process start-up; SB3: the time
 of `model.learn`), and per CPU-second of that same loop, because the machine is
 shared (tandem: the `cpu_seconds` of summary.json, its process's CPU time over the
-loop; SB3: `time.process_time()` around `learn`). The whole tandem process, start-up
-included, is reported too (wall, and CPU from getrusage of children). Final
-return: mean of the last 20 finished episodes.
+loop; SB3: `time.process_time()` around `learn`). Each side's whole process, start-up
+included, is reported too (wall, and CPU from getrusage of children): SB3 runs in a
+fresh Python process per seed, as a user's script would. Final return: mean of the
+last 20 finished episodes.
 
 Run with the SB3 venv's python (scripts/bench/cartpole_vs_sb3.sh does it).
 Environment: TANDEM (binary, default target/release/tandem), SEEDS (default "1 2 3").
@@ -108,12 +109,28 @@ def run_sb3(seed):
     return {
         "steps": steps,
         "sps": steps / wall,
-        "sps_process": None,
         "sps_cpu": steps / cpu,
-        "sps_process_cpu": None,
         "final_return": statistics.mean(returns[-20:]),
         "episodes": None,
     }
+
+
+def run_sb3_process(seed):
+    """run_sb3 in a fresh Python process, as a user runs it: the whole process (interpreter,
+    imports, environments, learn) is timed like tandem's, and the loop's figures come back on
+    its last line of output."""
+    cpu0 = children_cpu()
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--sb3-seed", str(seed)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    process_wall = time.perf_counter() - t0
+    cpu = children_cpu() - cpu0
+    result = json.loads(out.strip().splitlines()[-1])
+    result["sps_process"] = result["steps"] / process_wall
+    result["sps_process_cpu"] = result["steps"] / cpu
+    return result
 
 
 def fmt(v, digits=0):
@@ -134,28 +151,31 @@ def main():
         for seed in seeds:
             results["tandem"].append(run_tandem(binary, seed, run_root))
             loads.append(os.getloadavg()[0])
-            results["sb3"].append(run_sb3(seed))
+            results["sb3"].append(run_sb3_process(seed))
             loads.append(os.getloadavg()[0])
             t, s = results["tandem"][-1], results["sb3"][-1]
             print(f"seed {seed}: tandem {t['sps']:,.0f} steps/s ({t['sps_cpu']:,.0f} per CPU-s), "
                   f"final return {t['final_return']:.1f} | SB3 {s['sps']:,.0f} steps/s "
                   f"({s['sps_cpu']:,.0f} per CPU-s), final return {s['final_return']:.1f}", flush=True)
     print()
-    print("| seed | tandem steps/s (loop / per loop CPU-s / process / per process CPU-s) | SB3 steps/s (learn / per CPU-s) | ratio wall | ratio CPU | tandem final return | SB3 final return |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| seed | tandem steps/s (loop / per loop CPU-s / process / per process CPU-s) | SB3 steps/s (learn / per learn CPU-s / process / per process CPU-s) | ratio loop | ratio loop CPU | ratio whole process | tandem final return | SB3 final return |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    four = lambda r: " / ".join(fmt(r[k]) for k in ("sps", "sps_cpu", "sps_process", "sps_process_cpu"))
     for seed, t, s in zip(seeds, results["tandem"], results["sb3"]):
-        print(f"| {seed} | {fmt(t['sps'])} / {fmt(t['sps_cpu'])} / {fmt(t['sps_process'])} / {fmt(t['sps_process_cpu'])} | "
-              f"{fmt(s['sps'])} / {fmt(s['sps_cpu'])} | {t['sps'] / s['sps']:.1f}x | "
-              f"{t['sps_cpu'] / s['sps_cpu']:.1f}x | {t['final_return']:.1f} | {s['final_return']:.1f} |")
+        print(f"| {seed} | {four(t)} | {four(s)} | {t['sps'] / s['sps']:.1f}x | "
+              f"{t['sps_cpu'] / s['sps_cpu']:.1f}x | {t['sps_process'] / s['sps_process']:.1f}x | "
+              f"{t['final_return']:.1f} | {s['final_return']:.1f} |")
     mean = lambda side, key: statistics.mean(r[key] for r in results[side])
-    print(f"| mean | {fmt(mean('tandem', 'sps'))} / {fmt(mean('tandem', 'sps_cpu'))} / "
-          f"{fmt(mean('tandem', 'sps_process'))} / {fmt(mean('tandem', 'sps_process_cpu'))} | "
-          f"{fmt(mean('sb3', 'sps'))} / {fmt(mean('sb3', 'sps_cpu'))} | "
-          f"{mean('tandem', 'sps') / mean('sb3', 'sps'):.1f}x | "
-          f"{mean('tandem', 'sps_cpu') / mean('sb3', 'sps_cpu'):.1f}x | "
+    means = lambda side: {k: mean(side, k) for k in ("sps", "sps_cpu", "sps_process", "sps_process_cpu")}
+    t, s = means("tandem"), means("sb3")
+    print(f"| mean | {four(t)} | {four(s)} | {t['sps'] / s['sps']:.1f}x | "
+          f"{t['sps_cpu'] / s['sps_cpu']:.1f}x | {t['sps_process'] / s['sps_process']:.1f}x | "
           f"{mean('tandem', 'final_return'):.1f} | {mean('sb3', 'final_return'):.1f} |")
     print(f"\nload average (1 min) before/during: {', '.join(f'{l:.1f}' for l in loads)}")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--sb3-seed":
+        print(json.dumps(run_sb3(int(sys.argv[2]))))
+        sys.exit(0)
     sys.exit(main())

@@ -11,6 +11,9 @@
 //!    step on the DDP-averaged gradient, clipped to a global norm;
 //! 4. optionally stop early when the epoch's mean approximate KL exceeds `target_kl`, decided on
 //!    rank 0 so every rank runs the same number of collectives.
+//!
+//! Step 3's gradient is autograd's of [`ppo_loss`], or, for separate MLP torsos on one CPU
+//! thread, the same gradient worked out by hand ([`super::ppo_host`]).
 
 use anyhow::{Result, ensure};
 use tch::nn::VarStore;
