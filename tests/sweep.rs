@@ -252,7 +252,10 @@ fn a_grid_of_values_and_seeds_runs_two_at_a_time_and_writes_its_curves_and_plot(
             // The run went to its end; its curve holds the episodes it finished (the last
             // update need not finish one).
             let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
-            assert!(summary.contains("\"global_step\": 4096"), "{name}: {summary}");
+            assert!(
+                summary.contains("\"global_step\": 4096"),
+                "{name}: {summary}"
+            );
             let scores = common::jsonl_scalars(&run_dir, "episode/score_mean");
             assert!(
                 scores.last().is_some_and(|s| s.0 > 2048 && s.0 <= 4096),
