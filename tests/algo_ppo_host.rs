@@ -51,15 +51,7 @@ fn setup(case: &Case, seed: i64) -> (VarStore, ActorCritic, Optimizer, Batch, Te
         case.space.clone(),
     )
     .expect("a twin-MLP actor-critic");
-    let optimizer = Optimizer::new(
-        &vs,
-        OptimizerSpec::Adam {
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-5,
-        },
-    )
-    .expect("an optimizer");
+    let optimizer = adam(&vs);
     // Larger weights than at initialisation, so the policy is far from uniform.
     tch::no_grad(|| {
         for (_, p) in parameters_in_order(&vs) {
@@ -90,6 +82,16 @@ fn setup(case: &Case, seed: i64) -> (VarStore, ActorCritic, Optimizer, Batch, Te
     };
     let advantages = Tensor::randn([ROWS], opts);
     (vs, model, optimizer, batch, advantages)
+}
+
+/// PPO's Adam over `vs`: it lays out the gradients the host step adds into.
+fn adam(vs: &VarStore) -> Optimizer {
+    let spec = OptimizerSpec::Adam {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-5,
+    };
+    Optimizer::new(vs, spec).expect("an optimizer")
 }
 
 fn settings(case: &Case) -> tandem_config::Ppo {
@@ -313,15 +315,7 @@ fn networks_without_the_host_form_are_left_to_autograd() {
         },
     )
     .unwrap();
-    let _optimizer = Optimizer::new(
-        &vs,
-        OptimizerSpec::Adam {
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-5,
-        },
-    )
-    .unwrap();
+    let _optimizer = adam(&vs);
     for (what, model) in [
         ("a shared torso", &shared),
         ("a recurrent core", &recurrent),
