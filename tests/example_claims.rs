@@ -178,6 +178,12 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores -140 or better over its last 20 episodes within 1M steps",
         check: Check::Test("train_learning::the_shipped_mountain_car_preset_reaches_the_flag"),
     },
+    // bipedalwalker-ppo.kdl
+    Claim {
+        file: "bipedalwalker-ppo.kdl",
+        phrase: "Seed 1 scores -70 or more over its last 20 episodes within 1M steps",
+        check: Check::Test("gym_train::the_shipped_bipedalwalker_preset_walks_within_1m_steps"),
+    },
     // lunarlander-continuous-ppo.kdl
     Claim {
         file: "lunarlander-continuous-ppo.kdl",

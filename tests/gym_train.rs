@@ -999,6 +999,19 @@ fn the_shipped_lunarlander_preset_lands_within_400k_steps() {
     );
 }
 
+/// experiments/bipedalwalker-ppo.kdl's claim, its first 1M steps (the whole 5M take 13 minutes;
+/// docs/performance.md gives its figure): seed 1 scores -70 or more over its last 20 episodes
+/// (-41.2 measured; a walker that falls is charged 100).
+#[test]
+fn the_shipped_bipedalwalker_preset_walks_within_1m_steps() {
+    let Some(_) = venv_python() else { return };
+    let score = shipped_preset_score("bipedalwalker", "bipedalwalker-ppo.kdl", 1_048_576);
+    assert!(
+        score >= -70.0,
+        "BipedalWalker-v3 PPO, seed 1: last-20 score {score} < -70 at 1M steps"
+    );
+}
+
 /// experiments/frozenlake-ppo.kdl's claim: a Discrete observation, one-hot through the bridge,
 /// learnt to the goal: seed 1's last 20 episodes all reach it within 40k steps.
 #[test]
