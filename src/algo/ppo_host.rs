@@ -8,7 +8,7 @@
 //! same order (paper eq. 6-9), and tests/algo_ppo_host.rs holds its gradients and loss terms to
 //! autograd's on random batches, for both policies, with and without value clipping and entropy.
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
 
 use super::rollout::Batch;
@@ -112,6 +112,130 @@ fn value_error(value: f32, old_value: f32, target: f32, value_clip: Option<f32>)
     (unclipped.max(clipped), grad)
 }
 
+/// What the policy terms of a minibatch are computed from: the policy head's outputs
+/// `[rows, n]`, the old log-probabilities, the normalised advantages, the clip range, the
+/// entropy coefficient, and the factor of every row's gradient (1/rows times the micro-batch's
+/// share).
+struct PolicyRows<'a> {
+    head: &'a [f32],
+    n: usize,
+    old_log_probs: &'a [f32],
+    advantages: &'a [f32],
+    eps: f32,
+    entropy_coef: f32,
+    scale: f32,
+}
+
+/// L^CLIP's per-row losses and the entropies, summed over the rows, and each row's log r.
+#[derive(Default)]
+struct PolicySums {
+    loss: f64,
+    entropy: f64,
+    log_ratios: Vec<f32>,
+}
+
+impl PolicySums {
+    fn add(&mut self, s: &Surrogate, entropy: f32) {
+        self.loss += s.loss as f64;
+        self.entropy += entropy as f64;
+        self.log_ratios.push(s.log_ratio);
+    }
+}
+
+impl PolicyRows<'_> {
+    /// A categorical over the head's `n` logits: each row's terms, and their gradient at the
+    /// logits into `grad` `[rows, n]`.
+    fn categorical(&self, actions: &[i64], grad: &mut [f32]) -> Result<PolicySums> {
+        let (n, b) = (self.n, self.old_log_probs.len());
+        ensure!(
+            actions.len() == b,
+            "ppo (host): {} actions for {b} samples",
+            actions.len()
+        );
+        let mut sums = PolicySums::default();
+        let mut log_probs = vec![0f32; n];
+        for i in 0..b {
+            let a = usize::try_from(actions[i])
+                .ok()
+                .filter(|&a| a < n)
+                .ok_or_else(|| anyhow!("ppo (host): action {} is not in 0..{n}", actions[i]))?;
+            // log softmax, its entropy H = -sum p log p.
+            log_softmax_into(&self.head[i * n..(i + 1) * n], &mut log_probs);
+            let entropy = -log_probs.iter().map(|lp| lp.exp() * lp).sum::<f32>();
+            let s = surrogate(
+                log_probs[a],
+                self.old_log_probs[i],
+                self.advantages[i],
+                self.eps,
+            );
+            // d log p_a / d z_j = [j = a] - p_j; dH/dz_j = -p_j (log p_j + H).
+            let grad_row = &mut grad[i * n..(i + 1) * n];
+            for (j, (g, lp)) in grad_row.iter_mut().zip(&log_probs).enumerate() {
+                let p = lp.exp();
+                let pick = if j == a { 1.0 } else { 0.0 };
+                let mut d = s.grad_log_prob * (pick - p);
+                if self.entropy_coef != 0.0 {
+                    d += self.entropy_coef * p * (lp + entropy);
+                }
+                *g = d * self.scale;
+            }
+            sums.add(&s, entropy);
+        }
+        Ok(sums)
+    }
+
+    /// A diagonal Gaussian with means the head's `n` outputs and the state-independent
+    /// `log_std`: each row's terms, their gradient at the means into `grad` `[rows, n]`, and
+    /// the log-std's added into `grad_log_std` `[n]`.
+    fn gaussian(
+        &self,
+        actions: &[f32],
+        log_std: &[f32],
+        grad: &mut [f32],
+        grad_log_std: &mut [f32],
+    ) -> Result<PolicySums> {
+        let (n, b) = (self.n, self.old_log_probs.len());
+        ensure!(
+            actions.len() == b * n && log_std.len() == n,
+            "ppo (host): {} action values for {b} samples of {n}",
+            actions.len()
+        );
+        // H = sum_k (log sigma_k + 1/2 + ln(2 pi)/2), the same for every row.
+        let entropy = log_std
+            .iter()
+            .map(|s| s + 0.5 + HALF_LN_TWO_PI)
+            .sum::<f32>();
+        let mut sums = PolicySums::default();
+        let mut from_rows = vec![0f32; n];
+        for i in 0..b {
+            let (mean, action) = (&self.head[i * n..(i + 1) * n], &actions[i * n..(i + 1) * n]);
+            // log pi = sum_k -z_k^2 / 2 - log sigma_k - ln(2 pi)/2, z = (a - mu) / sigma.
+            let z = |k: usize| (action[k] - mean[k]) * (-log_std[k]).exp();
+            let log_prob = (0..n)
+                .map(|k| z(k) * z(k) * -0.5 - log_std[k] - HALF_LN_TWO_PI)
+                .sum::<f32>();
+            let s = surrogate(
+                log_prob,
+                self.old_log_probs[i],
+                self.advantages[i],
+                self.eps,
+            );
+            // d log pi / d mu_k = z_k / sigma_k; d log pi / d log sigma_k = z_k^2 - 1.
+            for k in 0..n {
+                let z = z(k);
+                grad[i * n + k] = s.grad_log_prob * z * (-log_std[k]).exp() * self.scale;
+                from_rows[k] += s.grad_log_prob * (z * z - 1.0);
+            }
+            sums.add(&s, entropy);
+        }
+        // dH/d log sigma_k = 1 in every row: -c2 of it, averaged.
+        for (g, from_rows) in grad_log_std.iter_mut().zip(&from_rows) {
+            *g += (from_rows - self.entropy_coef * b as f32) * self.scale;
+        }
+        Ok(sums)
+    }
+}
+
 impl HostPpoStep {
     /// The host step for `model`, when its network has the host form
     /// ([`ActorCritic::host_twin_mlp`]).
@@ -160,92 +284,29 @@ impl HostPpoStep {
         let scale = (share / b as f64) as f32;
 
         // L^CLIP and S, per row, and their gradients at the policy head (eq. 6, 7 and 9).
-        let mut log_ratios = Vec::with_capacity(b);
-        let (mut policy_sum, mut entropy_sum) = (0f64, 0f64);
-        let eps = config.clip as f32;
-        let entropy_coef = config.entropy_coef as f32;
-        match &mut self.policy {
+        let policy_rows = PolicyRows {
+            head: policy_out,
+            n,
+            old_log_probs,
+            advantages,
+            eps: config.clip as f32,
+            entropy_coef: config.entropy_coef as f32,
+            scale,
+        };
+        let policy = match &mut self.policy {
             HostPolicy::Categorical => {
                 let actions = rows.actions.to_kind(Kind::Int64).contiguous();
-                let actions = Vec::<i64>::try_from(&actions)?;
-                ensure!(
-                    actions.len() == b,
-                    "ppo (host): {} actions for {b} samples",
-                    actions.len()
-                );
-                let mut log_probs = vec![0f32; n];
-                for i in 0..b {
-                    let logits = &policy_out[i * n..(i + 1) * n];
-                    let a = usize::try_from(actions[i])
-                        .ok()
-                        .filter(|&a| a < n)
-                        .ok_or_else(|| {
-                            anyhow::anyhow!("ppo (host): action {} is not in 0..{n}", actions[i])
-                        })?;
-                    // log softmax, its entropy H = -sum p log p.
-                    log_softmax_into(logits, &mut log_probs);
-                    let entropy = -log_probs.iter().map(|lp| lp.exp() * lp).sum::<f32>();
-                    let s = surrogate(log_probs[a], old_log_probs[i], advantages[i], eps);
-                    // d log p_a / d z_j = [j = a] - p_j; dH/dz_j = -p_j (log p_j + H).
-                    let grad_row = &mut grad_policy[i * n..(i + 1) * n];
-                    for (j, (g, lp)) in grad_row.iter_mut().zip(&log_probs).enumerate() {
-                        let p = lp.exp();
-                        let pick = if j == a { 1.0 } else { 0.0 };
-                        let mut grad = s.grad_log_prob * (pick - p);
-                        if entropy_coef != 0.0 {
-                            grad += entropy_coef * p * (lp + entropy);
-                        }
-                        *g = grad * scale;
-                    }
-                    policy_sum += s.loss as f64;
-                    entropy_sum += entropy as f64;
-                    log_ratios.push(s.log_ratio);
-                }
+                policy_rows.categorical(&Vec::<i64>::try_from(&actions)?, grad_policy)?
             }
             HostPolicy::Gaussian { log_std } => {
                 let actions = host_floats(&rows.actions, k_actions, "the actions")?;
-                ensure!(
-                    actions.len() == b * n,
-                    "ppo (host): {} action values for {b} samples of {n}",
-                    actions.len()
-                );
                 let log_std_values = float_view(log_std, "the log standard deviation")?.to_vec();
                 let mut log_std_grad = log_std.grad();
                 let log_std_grad =
                     float_view_mut(&mut log_std_grad, "the log standard deviation's gradient")?;
-                // H = sum_k (log sigma_k + 1/2 + ln(2 pi)/2), the same for every row.
-                let entropy = log_std_values
-                    .iter()
-                    .map(|s| s + 0.5 + HALF_LN_TWO_PI)
-                    .sum::<f32>();
-                let mut grad_log_std = vec![0f32; n];
-                for i in 0..b {
-                    let mean = &policy_out[i * n..(i + 1) * n];
-                    let action = &actions[i * n..(i + 1) * n];
-                    // log pi = sum_k -z_k^2 / 2 - log sigma_k - ln(2 pi)/2, z = (a - mu) / sigma.
-                    let mut log_prob = 0f32;
-                    for k in 0..n {
-                        let z = (action[k] - mean[k]) * (-log_std_values[k]).exp();
-                        log_prob += z * z * -0.5 - log_std_values[k] - HALF_LN_TWO_PI;
-                    }
-                    let s = surrogate(log_prob, old_log_probs[i], advantages[i], eps);
-                    // d log pi / d mu_k = z_k / sigma_k; d log pi / d log sigma_k = z_k^2 - 1.
-                    for k in 0..n {
-                        let inv_sigma = (-log_std_values[k]).exp();
-                        let z = (action[k] - mean[k]) * inv_sigma;
-                        grad_policy[i * n + k] = s.grad_log_prob * z * inv_sigma * scale;
-                        grad_log_std[k] += s.grad_log_prob * (z * z - 1.0);
-                    }
-                    policy_sum += s.loss as f64;
-                    entropy_sum += entropy as f64;
-                    log_ratios.push(s.log_ratio);
-                }
-                // dH/d log sigma_k = 1 in every row: -c2 of it, averaged.
-                for (g, from_rows) in log_std_grad.iter_mut().zip(&grad_log_std) {
-                    *g += (from_rows - entropy_coef * b as f32) * scale;
-                }
+                policy_rows.gaussian(actions, &log_std_values, grad_policy, log_std_grad)?
             }
-        }
+        };
 
         // c1 L^VF, halved as in CleanRL, on the value head's column 0 (eq. 9).
         let value_clip = config.value_clip.map(|e| e as f32);
@@ -261,10 +322,10 @@ impl HostPpoStep {
         self.net.backward(obs, &self.grad_heads)?;
         let mean = |sum: f64| Tensor::from((sum / b as f64) as f32);
         Ok(PpoTerms {
-            policy_loss: mean(policy_sum),
+            policy_loss: mean(policy.loss),
             value_loss: mean(0.5 * squared_sum),
-            entropy: mean(entropy_sum),
-            log_ratio: Tensor::from_slice(&log_ratios),
+            entropy: mean(policy.entropy),
+            log_ratio: Tensor::from_slice(&policy.log_ratios),
         })
     }
 }
