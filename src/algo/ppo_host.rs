@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
 
 use super::rollout::Batch;
-use crate::nn::distribution::log_softmax_into;
+use crate::nn::distribution::{gaussian_log_prob_row, log_softmax_into};
 use crate::nn::host_mlp::{float_view, float_view_mut};
 use crate::nn::{ActorCritic, HostPolicy, HostTwinMlp};
 
@@ -209,11 +209,8 @@ impl PolicyRows<'_> {
         let mut from_rows = vec![0f32; n];
         for i in 0..b {
             let (mean, action) = (&self.head[i * n..(i + 1) * n], &actions[i * n..(i + 1) * n]);
-            // log pi = sum_k -z_k^2 / 2 - log sigma_k - ln(2 pi)/2, z = (a - mu) / sigma.
+            let log_prob = gaussian_log_prob_row(action, mean, log_std);
             let z = |k: usize| (action[k] - mean[k]) * (-log_std[k]).exp();
-            let log_prob = (0..n)
-                .map(|k| z(k) * z(k) * -0.5 - log_std[k] - HALF_LN_TWO_PI)
-                .sum::<f32>();
             let s = surrogate(
                 log_prob,
                 self.old_log_probs[i],

@@ -18,7 +18,7 @@ use tch::{Kind, Tensor};
 
 use super::bounds::ActionBounds;
 use super::distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
-use super::distribution::{HALF_LN_TWO_PI, log_softmax_into};
+use super::distribution::{gaussian_log_prob_row, log_softmax_into};
 use super::host_mlp::{HostTwinMlp, float_view, host_passes_pay};
 use super::init::{InitSpec, init_stacked_slice, linear};
 use super::recurrent::{CoreSpec, RecurrentCore};
@@ -545,23 +545,18 @@ impl ActorCritic {
         policy: HostPolicy,
         obs: &Tensor,
     ) -> Result<ActTaken> {
-        let x = self.checked_input(obs)?.contiguous();
-        let rows = x.size()[0];
         let n = net.head_width();
-        let heads = net.forward(float_view(&x, "the observations")?)?;
-        let (policy_out, value_out) = heads.split_at(rows as usize * n);
-        let values: Vec<f32> = value_out.iter().step_by(n).copied().collect();
+        let (policy_out, values) = self.host_heads(&mut net, obs)?;
+        let rows = values.len() as i64;
+        let device = obs.device();
         let (actions, log_probs) = match policy {
             HostPolicy::Categorical => {
-                let uniform =
-                    Vec::<f32>::try_from(Tensor::rand([rows], (Kind::Float, x.device())))?;
+                let uniform = Vec::<f32>::try_from(Tensor::rand([rows], (Kind::Float, device)))?;
                 sample_categorical_rows(policy_out, n, &uniform)?
             }
             HostPolicy::Gaussian { log_std } => {
-                let noise = Vec::<f32>::try_from(Tensor::randn(
-                    [rows * n as i64],
-                    (Kind::Float, x.device()),
-                ))?;
+                let noise =
+                    Vec::<f32>::try_from(Tensor::randn([rows * n as i64], (Kind::Float, device)))?;
                 let log_std = Vec::<f32>::try_from(log_std.reshape([-1]))?;
                 sample_gaussian_rows(policy_out, &log_std, &noise)
             }
@@ -573,20 +568,27 @@ impl ActorCritic {
         })
     }
 
+    /// The host forward pass over `obs`: the policy head's outputs `[rows, head width]` and the
+    /// values `[rows]`.
+    fn host_heads<'n>(
+        &self,
+        net: &'n mut HostTwinMlp,
+        obs: &Tensor,
+    ) -> Result<(&'n [f32], Vec<f32>)> {
+        let x = self.checked_input(obs)?.contiguous();
+        let n = net.head_width();
+        let heads = net.forward(float_view(&x, "the observations")?)?;
+        let (policy_out, value_out) = heads.split_at(heads.len() / 2);
+        Ok((policy_out, value_out.iter().step_by(n).copied().collect()))
+    }
+
     /// V(s) `[B]` without gradients: bootstrap values for the last observation and for
     /// observations at which an episode was truncated.
     pub fn value(&self, obs: &Tensor) -> Result<Tensor> {
         if host_passes_pay()
             && let Some((mut net, _)) = self.host_twin_mlp(false)?
         {
-            let x = self.checked_input(obs)?.contiguous();
-            let n = net.head_width();
-            let heads = net.forward(float_view(&x, "the observations")?)?;
-            let values: Vec<f32> = heads[heads.len() / 2..]
-                .iter()
-                .step_by(n)
-                .copied()
-                .collect();
+            let (_, values) = self.host_heads(&mut net, obs)?;
             return Ok(Tensor::from_slice(&values));
         }
         tch::no_grad(|| Ok(self.forward(obs)?.1))
@@ -811,14 +813,7 @@ fn sample_gaussian_rows(means: &[f32], log_std: &[f32], noise: &[f32]) -> (Tenso
     let log_probs = actions
         .chunks_exact(d)
         .zip(means.chunks_exact(d))
-        .map(|(a, mu)| {
-            (0..d)
-                .map(|k| {
-                    let z = (a[k] - mu[k]) * (-log_std[k]).exp();
-                    z * z * -0.5 - log_std[k] - HALF_LN_TWO_PI as f32
-                })
-                .sum()
-        })
+        .map(|(a, mu)| gaussian_log_prob_row(a, mu, log_std))
         .collect();
     let rows = (actions.len() / d.max(1)) as i64;
     (

@@ -77,6 +77,17 @@ pub(crate) fn log_softmax_into(logits: &[f32], out: &mut [f32]) {
     }
 }
 
+/// log pi(action) of one row of a diagonal Gaussian on the host: sum_k -z_k^2 / 2 - log sigma_k -
+/// ln(2 pi)/2 with z = (a - mu) / sigma, as [`Gaussian::log_prob`] computes it.
+pub(crate) fn gaussian_log_prob_row(action: &[f32], mean: &[f32], log_std: &[f32]) -> f32 {
+    (0..log_std.len())
+        .map(|k| {
+            let z = (action[k] - mean[k]) * (-log_std[k]).exp();
+            z * z * -0.5 - log_std[k] - HALF_LN_TWO_PI as f32
+        })
+        .sum()
+}
+
 /// Categorical distributions over `n` actions, held as normalised log-probabilities `[B, n]`.
 #[derive(Debug)]
 pub struct Categorical {
