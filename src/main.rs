@@ -1,7 +1,7 @@
 //! The `tandem` command line: parses arguments and hands each subcommand to the library.
 //! `tandem FILE` is `tandem train FILE`.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -114,9 +114,32 @@ fn code(c: i32) -> ExitCode {
     ExitCode::from(c.clamp(0, 255) as u8)
 }
 
-fn main() -> ExitCode {
+fn main() {
     tandem::alloc::keep_freed_memory();
-    let cli = Cli::parse();
+    let code = run(Cli::parse());
+    exit_without_teardown(code)
+}
+
+/// Ends the process with `code` once the command has returned, so everything of ours is dropped
+/// (files written and closed, ranks and interpreters ended): flushes the standard streams and
+/// leaves through `_exit`, skipping the static destructors of libtorch, which take about 50 ms per
+/// process to free its operator registry, memory the kernel reclaims anyway (the launcher and a
+/// worker each paid it at the end of every run; docs/performance.md, "Training" 1).
+fn exit_without_teardown(code: ExitCode) -> ! {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let number = (0..=u8::MAX)
+        .find(|&n| ExitCode::from(n) == code)
+        .unwrap_or(1);
+    // SAFETY: fflush(NULL) flushes every C stream (libtorch's messages go through them) and
+    // touches nothing of ours; _exit(2) ends the process without returning.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(i32::from(number))
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     if cli.version {
         print!("{}", tandem::version::report());
         return ExitCode::SUCCESS;

@@ -3,7 +3,7 @@
 # torch 2.13.0, runnable on CPU without the NVIDIA wheels torch declares.
 # torch is installed --no-deps with only its pure-Python dependencies, the CUDA
 # runtime and CUPTI wheels (libtorch_cpu needs them), and stand-ins for the
-# other CUDA libraries (scripts/torch_cpu_stubs.py), plus MuJoCo. Wheels already in
+# other CUDA libraries (scripts/torch_cpu_stubs.py), plus MuJoCo and MinAtar. Wheels already in
 # .deps/wheels are used instead of downloading them again.
 # Usage: scripts/bench/sb3_venv.sh   (prints the venv's python on success)
 set -euo pipefail
@@ -30,5 +30,14 @@ if ! "$venv/bin/python" -c "import gymnasium.envs.mujoco" >/dev/null 2>&1; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
         mujoco==4.0.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3 >&2
     "$venv/bin/python" -c "import gymnasium.envs.mujoco"
+fi
+# MinAtar for scripts/bench/parity/parity.py's minatar-breakout-dqn (added to an existing venv
+# too). --no-deps: the matplotlib, pandas, scipy and seaborn it declares are only for rendering
+# (imported in try/except; without them it logs a warning). Its envs register only through
+# minatar.gym.register_envs() (gymnasium 1.x no longer loads the package's entry point).
+minatar_check='import gymnasium, minatar.gym; minatar.gym.register_envs(); gymnasium.make("MinAtar/Breakout-v1").reset(seed=0)'
+if ! "$venv/bin/python" -c "$minatar_check" >/dev/null 2>&1; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps minatar==1.0.15 >&2
+    "$venv/bin/python" -c "$minatar_check"
 fi
 echo "$venv/bin/python"

@@ -15,7 +15,9 @@ pub mod job_env;
 pub mod run_dir;
 pub mod worker;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -276,18 +278,45 @@ fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
     }
 }
 
-/// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first.
+/// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first; and a
+/// socket that these and SIGCHLD (a rank ended) make readable, so that the supervisor wakes when
+/// there is news rather than at its next poll (a finished run ends at once, not up to a poll
+/// interval later).
 struct Signals {
     count: Arc<AtomicUsize>,
     first: Arc<AtomicI32>,
+    wake: UnixStream,
+}
+
+impl Signals {
+    /// Returns after `timeout`, or sooner when a signal came since the last call.
+    fn wait(&self, timeout: Duration) {
+        let mut fds = libc::pollfd {
+            fd: self.wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is one valid pollfd that outlives the call; poll(2) writes only its
+        // `revents`. An error (EINTR) is a wake-up like any other.
+        unsafe { libc::poll(&mut fds, 1, millis) };
+        // Drain what the signals wrote (the socket is non-blocking), so the next wait sleeps.
+        let mut buf = [0u8; 64];
+        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+    }
 }
 
 fn install_signal_counter() -> Result<Signals> {
+    let (wake, wake_writer) =
+        UnixStream::pair().context("cannot make the launcher's wake-up socket")?;
+    wake.set_nonblocking(true)
+        .context("cannot make the launcher's wake-up socket")?;
     let signals = Signals {
         count: Arc::new(AtomicUsize::new(0)),
         first: Arc::new(AtomicI32::new(0)),
+        wake,
     };
-    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM, SIGUSR1};
     for sig in [SIGINT, SIGTERM, SIGUSR1] {
         let (count, first) = (Arc::clone(&signals.count), Arc::clone(&signals.first));
         // SAFETY: the handler only does atomic operations on Arc'd atomics it owns: no locks,
@@ -299,6 +328,13 @@ fn install_signal_counter() -> Result<Signals> {
             })
         }
         .context("cannot install the signal handler")?;
+    }
+    for sig in [SIGCHLD, SIGINT, SIGTERM, SIGUSR1] {
+        let writer = wake_writer
+            .try_clone()
+            .context("cannot make the launcher's wake-up socket")?;
+        signal_hook::low_level::pipe::register(sig, writer)
+            .context("cannot install the signal handler")?;
     }
     Ok(signals)
 }
@@ -517,7 +553,7 @@ fn supervise(
             kill_all(children);
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        signals.wait(Duration::from_millis(50));
     }
     if failure.is_some() {
         return Ok(ExitCode::FAILURE);

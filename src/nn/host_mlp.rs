@@ -7,12 +7,14 @@
 //! optimizer, DDP and checkpoints see the very variables of the autograd path. The forward pass
 //! keeps every layer's output for the backward pass; the caller turns the heads' outputs into a
 //! loss and hands back the loss's gradient at them (the learner's host step, `algo::ppo_host`).
-//! The matrix products are `matrixmultiply`'s (one thread); tanh is libtorch's vectorised kernel
-//! over a whole layer at once. tests/nn_host_mlp.rs holds both passes to autograd's.
+//! The matrix products are oneMKL's or `matrixmultiply`'s (one thread, `super::host_gemm`); tanh
+//! is libtorch's vectorised kernel over a whole layer at once. tests/algo_ppo_host.rs holds both
+//! passes to autograd's.
 
 use anyhow::{Context, Result, ensure};
 use tch::{Device, Kind, Tensor};
 
+use super::host_gemm::gemm_acc;
 use super::torso::Activation;
 
 /// One layer of both torsos (or both heads): `weight` `[2, inputs, width]`, `bias` `[2, 1, width]`
@@ -125,51 +127,6 @@ impl HostLayer {
     fn weight(&self, t: usize) -> &[f32] {
         let n = self.inputs * self.width;
         &floats(&self.weight)[t * n..(t + 1) * n]
-    }
-}
-
-/// C += A B for row-major A `[m, k]`, B `[k, n]`, C `[m, n]`, each given with its row and column
-/// strides (a transpose is a swap of strides).
-#[allow(clippy::too_many_arguments)]
-fn gemm_acc(
-    (m, k, n): (usize, usize, usize),
-    a: &[f32],
-    (rsa, csa): (usize, usize),
-    b: &[f32],
-    (rsb, csb): (usize, usize),
-    c: &mut [f32],
-    beta: f32,
-) {
-    let last = |rs: usize, cs: usize, rows: usize, cols: usize| {
-        if rows == 0 || cols == 0 {
-            0
-        } else {
-            (rows - 1) * rs + (cols - 1) * cs + 1
-        }
-    };
-    assert!(
-        a.len() >= last(rsa, csa, m, k) && b.len() >= last(rsb, csb, k, n) && c.len() >= m * n,
-        "host MLP: a matrix product's operands are shorter than its shape"
-    );
-    // SAFETY: the assertion above keeps every element the product addresses inside its slice;
-    // `c` does not overlap `a` or `b` (a `&mut` slice cannot alias the shared ones).
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            rsb as isize,
-            csb as isize,
-            beta,
-            c.as_mut_ptr(),
-            n as isize,
-            1,
-        )
     }
 }
 

@@ -15,6 +15,7 @@
 mod actor_critic;
 mod bounds;
 pub(crate) mod distribution;
+pub mod host_gemm;
 pub(crate) mod host_mlp;
 mod init;
 mod q_network;

@@ -169,7 +169,7 @@ CASES = {
         "dqn-cartpole.kdl", 500_000, 5,
         notes="dqn.py defaults (gymnasium 0.28.1 CartPole-v1)"),
     "minatar-breakout-dqn": case(
-        "sb3:dqn", "sb3", ["--env-id", "MinAtar/Breakout-v1", "--import", "minatar",
+        "sb3:dqn", "sb3", ["--env-id", "MinAtar/Breakout-v1", "--import", "minatar.gym:register_envs",
                            "--json", json.dumps({"learning_rate": 2.5e-4, "buffer_size": 100_000,
                                                  "learning_starts": 5000, "batch_size": 32,
                                                  "train_freq": 1, "target_update_interval": 1000,
@@ -177,10 +177,10 @@ CASES = {
                                                  "exploration_final_eps": 0.01,
                                                  "gradient_steps": 1, "gamma": 0.99})],
         "dqn-minatar.kdl", 3_000_000, 3,
-        notes="CleanRL 1.2.0 has no MinAtar script: the peer is SB3's DQN on the minatar "
-              "package's gymnasium env (not installed by sb3_venv.sh; not run yet). SB3's CNN "
-              "is NatureCNN-shaped and refuses 10x10 planes, so the peer uses an MLP: a "
-              "network difference, stated"),
+        notes="CleanRL 1.2.0 has no MinAtar script: the peer is SB3's DQN on minatar 1.0.15's "
+              "gymnasium env (sb3_venv.sh installs it; the same game as tandem's: 3 actions, "
+              "sticky actions 0.1, no time limit). SB3's CNN is NatureCNN-shaped and refuses "
+              "10x10 planes, so both sides use the same MLP on the flattened planes"),
     "hopper-sac": case(
         "sb3:sac", "sb3", ["--env-id", "Hopper-v5"], "sac.kdl", 200_000, 3,
         ['env.id="Hopper-v5"'], bridge="bridge-mujoco",

@@ -8,7 +8,9 @@ ep_info_buffer holds) with the global step it ended at:
 
 Run with the SB3 venv's python (scripts/bench/sb3_venv.sh):
   sb3_peer.py --algo sac|td3|dqn|ppo --env-id ID --seed N --steps N --out FILE
-              [--json '{"learning_rate": ...}'] [--import MODULE]
+              [--json '{"learning_rate": ...}'] [--import MODULE[:FUNCTION]]
+--import imports MODULE before the environment is made (and calls FUNCTION from it, for a
+package that registers its environments only when asked, as minatar's gym module does).
 Threads: torch.set_num_threads(1) here as well as OMP_NUM_THREADS from the runner (SB3 is
 driven from this file, so one thread is settable without touching SB3).
 """
@@ -46,8 +48,11 @@ def main():
     from stable_baselines3.common.monitor import Monitor
 
     torch.set_num_threads(1)
-    for module in args.imports:
-        importlib.import_module(module)
+    for spec in args.imports:
+        module, _, function = spec.partition(":")
+        loaded = importlib.import_module(module)
+        if function:
+            getattr(loaded, function)()
     env = Monitor(gymnasium.make(args.env_id))
     kwargs = dict(FIXED.get(args.algo, {}))
     kwargs.update(json.loads(args.json))
