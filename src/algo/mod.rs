@@ -28,6 +28,7 @@ pub mod ppo_host;
 pub mod replay;
 pub mod rollout;
 pub mod sac;
+pub mod sac_host;
 pub mod td3;
 
 pub use a2c::{A2c, A2cStats};

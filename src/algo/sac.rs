@@ -24,6 +24,8 @@ use super::common::accumulate_gradients;
 use super::learner::{Scalars, Setting};
 use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
+pub use super::sac_host::{HostSacStep, SacBatch, SacLossValues};
+use crate::nn::host_mlp::host_passes_pay;
 use crate::nn::{InitSpec, NetworkSpec, QInput, QMlp, SquashedGaussianActor, named_parameters};
 
 /// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
@@ -62,21 +64,6 @@ impl Temperature {
     }
 }
 
-/// A batch of transitions with the update's noise. Actions are in the unit box.
-pub struct SacBatch {
-    pub obs: Tensor,
-    pub actions: Tensor,
-    /// Rewards (one-step returns).
-    pub rewards: Tensor,
-    /// γ, or 0 where the episode terminated.
-    pub discounts: Tensor,
-    pub next_obs: Tensor,
-    /// Standard normal `[B, d]` for the actions at `next_obs` (the target) and at `obs` (the
-    /// actor and temperature losses).
-    pub eps_next: Tensor,
-    pub eps_now: Tensor,
-}
-
 /// The three losses of one step (scalars with their graphs) and what is logged of them.
 pub struct SacLosses {
     pub critic: Tensor,
@@ -86,6 +73,19 @@ pub struct SacLosses {
     pub q_mean: Tensor,
     /// `-mean log π(ã|s)` over the batch, in the unit box.
     pub entropy: Tensor,
+}
+
+impl SacLosses {
+    /// The values, read out.
+    pub fn values(&self) -> SacLossValues {
+        SacLossValues {
+            critic: self.critic.double_value(&[]),
+            actor: self.actor.double_value(&[]),
+            alpha: self.alpha.double_value(&[]),
+            q_mean: self.q_mean.double_value(&[]),
+            entropy: self.entropy.double_value(&[]),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +120,9 @@ pub struct Sac {
     /// The groups' indices and learning rates, in the optimizer's order.
     groups: Vec<(usize, f64)>,
     gradient_steps: u64,
+    /// The host step ([`HostSacStep`]), built at the first update where it applies (MLP
+    /// networks on the CPU, one compute thread); `Some(None)` where it does not.
+    host: Option<Option<HostSacStep>>,
 }
 
 /// The optimizer groups, in order; `alpha` only when α is tuned.
@@ -195,6 +198,7 @@ impl Sac {
             optimizer,
             groups,
             gradient_steps: 0,
+            host: None,
         };
         sac.update_targets(1.0);
         Ok(sac)
@@ -219,6 +223,20 @@ impl Sac {
         let input = QInput::new(obs, action);
         let [q1, q2] = &self.critics;
         q1.forward(&input).minimum(&q2.forward(&input))
+    }
+
+    /// The host form of this learner's gradient step ([`HostSacStep`]), reading its networks in
+    /// place; `None` where the actor is not a plain MLP.
+    pub fn host_step(&self) -> Result<Option<HostSacStep>> {
+        HostSacStep::new(&self.actor, &self.critics, &self.targets, &self.log_alpha)
+    }
+
+    /// The entropy α is tuned towards; `None` where α is fixed.
+    pub fn target_entropy(&self) -> Option<f64> {
+        match self.temperature {
+            Temperature::Tuned { target_entropy, .. } => Some(target_entropy),
+            Temperature::Fixed(_) => None,
+        }
     }
 
     /// The current temperature α = exp(log α).
@@ -308,18 +326,32 @@ impl Sac {
         })
     }
 
-    /// One gradient step: one backward of the summed losses, one sync of every gradient, a
-    /// clip per network, then each optimizer steps with its own learning rate, then the targets
-    /// move.
+    /// One gradient step: one backward of the summed losses (or the host step's same
+    /// gradients), one sync of every gradient, a clip per network, then each optimizer steps
+    /// with its own learning rate, then the targets move.
     pub fn update(
         &mut self,
         batch: &SacBatch,
         collective: &mut dyn Collective,
     ) -> Result<SacStats> {
-        let losses = self.losses(batch)?;
+        if self.host.is_none() {
+            let applies = host_passes_pay() && self.log_alpha.device() == Device::Cpu;
+            self.host = Some(if applies { self.host_step()? } else { None });
+        }
         self.optimizer.zero_grad();
-        let total = &losses.critic + &losses.actor + &losses.alpha;
-        accumulate_gradients(&total, true, collective);
+        let target_entropy = self.target_entropy();
+        let losses = match self.host.as_mut().and_then(Option::as_mut) {
+            Some(host) => {
+                collective.before_backward();
+                host.accumulate(batch, target_entropy)?
+            }
+            None => {
+                let losses = self.losses(batch)?;
+                let total = &losses.critic + &losses.actor + &losses.alpha;
+                accumulate_gradients(&total, true, collective);
+                losses.values()
+            }
+        };
         let params = self.trainable_parameters();
         collective.sync_gradients(&params)?;
         let clip = self.config.max_grad_norm.unwrap_or(f64::INFINITY);
@@ -339,12 +371,12 @@ impl Sac {
         self.gradient_steps += 1;
         self.update_targets(self.config.tau);
         Ok(SacStats {
-            critic_loss: losses.critic.double_value(&[]),
-            actor_loss: losses.actor.double_value(&[]),
-            alpha_loss: losses.alpha.double_value(&[]),
+            critic_loss: losses.critic,
+            actor_loss: losses.actor,
+            alpha_loss: losses.alpha,
             alpha: self.alpha(),
-            q_mean: losses.q_mean.double_value(&[]),
-            entropy: losses.entropy.double_value(&[]),
+            q_mean: losses.q_mean,
+            entropy: losses.entropy,
             actor_grad_norm,
             critic_grad_norm,
         })

@@ -17,33 +17,62 @@ use tch::{Device, Kind, Tensor};
 use super::host_gemm::gemm_acc;
 use super::torso::Activation;
 
-/// One layer of both torsos (or both heads): `weight` `[2, inputs, width]`, `bias` `[2, 1, width]`
-/// and, for a backward pass, their gradients; all contiguous f32 on the CPU.
+/// How a layer's weight lies in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `[slices, inputs, width]` with bias `[slices, 1, width]`: the twin torsos' and stacked
+    /// heads' layers, one slice per network.
+    Stacked,
+    /// `[width, inputs]` with bias `[width]`: one `nn::Linear`, one slice.
+    Linear,
+}
+
+/// One layer (of one network, or of both stacked ones) and, for a backward pass, its
+/// gradients; all contiguous f32 on the CPU.
 #[derive(Debug)]
 struct HostLayer {
     weight: Tensor,
     bias: Tensor,
-    /// `(weight's, bias's)`; `None` for a network that only acts.
+    /// `(weight's, bias's)`; `None` for a network that only runs forward (or only passes
+    /// gradients through to its input, with detached weights).
     grads: Option<(Tensor, Tensor)>,
+    layout: Layout,
+    slices: usize,
     inputs: usize,
     width: usize,
 }
 
-/// A twin MLP actor-critic's parameters, read in place, and the workspace of one pass.
+/// A stack of host layers over one input, with the workspace of one pass: layer 0 reads the
+/// input (the same for every slice), layer `l` slice `t` reads slice `t` of layer `l - 1`'s
+/// output. The activation follows every layer but the last, and the last too where
+/// `activate_last` (a torso whose features feed heads kept apart).
 #[derive(Debug)]
-pub struct HostTwinMlp {
-    /// The hidden layers, then the stacked heads (slice 0 the policy's, slice 1 the value's in
-    /// its column 0).
+struct HostStack {
     layers: Vec<HostLayer>,
     activation: Activation,
+    activate_last: bool,
     /// Rows of the last forward pass.
     rows: usize,
-    /// Per layer, its output for both torsos, `[2, rows, width]`: after the activation for the
-    /// hidden layers, the heads' raw outputs for the last.
+    /// Per layer, its output `[slices, rows, width]`, after the activation where it has one.
     outputs: Vec<Vec<f32>>,
     /// The gradient at the current layer's output, and at its input (backward's scratch).
     grad_out: Vec<f32>,
     grad_in: Vec<f32>,
+}
+
+/// The twin MLP actor-critic's parameters, read in place, and the workspace of one pass: the
+/// hidden layers of both torsos, then the stacked heads (slice 0 the policy's, slice 1 the
+/// value's in its column 0).
+#[derive(Debug)]
+pub struct HostTwinMlp {
+    stack: HostStack,
+}
+
+/// An MLP of `nn::Linear` layers on the host (SAC's and TD3's actors and critics): a torso
+/// whose every layer is activated, a head of one layer, or a critic activated between layers.
+#[derive(Debug)]
+pub struct HostMlp {
+    stack: HostStack,
 }
 
 /// Whether the host passes pay: where the process computes on one thread, as they do. With
@@ -90,7 +119,7 @@ fn check_host(t: &Tensor, what: &str) -> Result<()> {
 }
 
 impl HostLayer {
-    fn new(weight: &Tensor, bias: &Tensor, with_grads: bool) -> Result<HostLayer> {
+    fn new(weight: &Tensor, bias: &Tensor, layout: Layout, with_grads: bool) -> Result<HostLayer> {
         check_host(weight, "a weight")?;
         check_host(bias, "a bias")?;
         let grads = match with_grads {
@@ -102,31 +131,101 @@ impl HostLayer {
             }
             false => None,
         };
-        let [two, inputs, width] = weight.size()[..] else {
-            anyhow::bail!(
-                "host MLP: a stacked weight is [2, in, out], got {:?}",
-                weight.size()
-            );
+        let (slices, inputs, width) = match (layout, &weight.size()[..]) {
+            (Layout::Stacked, &[slices, inputs, width]) => {
+                ensure!(
+                    bias.size() == [slices, 1, width],
+                    "host MLP: weight {:?} and bias {:?} are not one stacked layer",
+                    weight.size(),
+                    bias.size()
+                );
+                (slices, inputs, width)
+            }
+            (Layout::Linear, &[width, inputs]) => {
+                ensure!(
+                    bias.size() == [width],
+                    "host MLP: weight {:?} and bias {:?} are not one linear layer",
+                    weight.size(),
+                    bias.size()
+                );
+                (1, inputs, width)
+            }
+            (_, shape) => anyhow::bail!(
+                "host MLP: a {layout:?} layer's weight cannot have the shape {shape:?}"
+            ),
         };
-        ensure!(
-            two == 2 && bias.size() == [2, 1, width],
-            "host MLP: weight {:?} and bias {:?} are not one stacked layer",
-            weight.size(),
-            bias.size()
-        );
         Ok(HostLayer {
             weight: weight.shallow_clone(),
             bias: bias.shallow_clone(),
             grads,
+            layout,
+            slices: slices as usize,
             inputs: inputs as usize,
             width: width as usize,
         })
     }
 
-    /// Torso `t`'s `[inputs, width]` weight.
-    fn weight(&self, t: usize) -> &[f32] {
-        let n = self.inputs * self.width;
-        &floats(&self.weight)[t * n..(t + 1) * n]
+    /// Slice `t`'s weight as the `[inputs, width]` matrix the forward product takes, with its
+    /// row and column strides.
+    fn weight_in_out(&self, t: usize) -> (&[f32], (usize, usize)) {
+        let (k, w) = (self.inputs, self.width);
+        match self.layout {
+            Layout::Stacked => (&floats(&self.weight)[t * k * w..(t + 1) * k * w], (w, 1)),
+            Layout::Linear => (floats(&self.weight), (1, k)),
+        }
+    }
+
+    /// out = b + x W for every slice: `input(t)` is slice `t`'s `[rows, inputs]`, `out`
+    /// `[slices, rows, width]`.
+    fn forward<'a>(&self, rows: usize, input: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
+        let (k, w) = (self.inputs, self.width);
+        let bias = floats(&self.bias);
+        for t in 0..self.slices {
+            let out_t = &mut out[t * rows * w..(t + 1) * rows * w];
+            // z = b + h W: the bias in every row, then the product added to it.
+            for row in out_t.chunks_exact_mut(w) {
+                row.copy_from_slice(&bias[t * w..(t + 1) * w]);
+            }
+            let (weight, strides) = self.weight_in_out(t);
+            gemm_acc((rows, k, w), input(t), (k, 1), weight, strides, out_t, 1.0);
+        }
+    }
+
+    /// Adds slice `t`'s weight and bias gradients for the gradient `g` `[rows, width]` at its
+    /// pre-activation over `input` `[rows, inputs]`: dL/dW = hᵀ g, dL/db = the column sums of g.
+    fn add_param_grads(&mut self, t: usize, input: &[f32], g: &[f32]) -> Result<()> {
+        let (k, w) = (self.inputs, self.width);
+        let rows = g.len() / w;
+        let layout = self.layout;
+        let (weight_grad, bias_grad) = self
+            .grads
+            .as_mut()
+            .context("host MLP: this network was built without gradients")?;
+        let weight_grad = &mut floats_mut(weight_grad)[t * k * w..(t + 1) * k * w];
+        match layout {
+            // [inputs, width] = hᵀ g
+            Layout::Stacked => gemm_acc((k, rows, w), input, (1, k), g, (w, 1), weight_grad, 1.0),
+            // [width, inputs] = gᵀ h
+            Layout::Linear => gemm_acc((w, rows, k), g, (1, w), input, (k, 1), weight_grad, 1.0),
+        }
+        let bias_grad = &mut floats_mut(bias_grad)[t * w..(t + 1) * w];
+        for row in g.chunks_exact(w) {
+            bias_grad.iter_mut().zip(row).for_each(|(b, x)| *b += x);
+        }
+        Ok(())
+    }
+
+    /// `grad_in` (+)= g Wᵀ for slice `t`: the gradient at the layer's input `[rows, inputs]`,
+    /// added to what it holds where `add`.
+    fn input_grad(&self, t: usize, g: &[f32], grad_in: &mut [f32], add: bool) {
+        let (k, w) = (self.inputs, self.width);
+        let rows = g.len() / w;
+        let (weight, strides) = match self.layout {
+            Layout::Stacked => (&floats(&self.weight)[t * k * w..(t + 1) * k * w], (1, w)),
+            Layout::Linear => (floats(&self.weight), (k, 1)),
+        };
+        let beta = if add { 1.0 } else { 0.0 };
+        gemm_acc((rows, w, k), g, (w, 1), weight, strides, grad_in, beta);
     }
 }
 
@@ -160,11 +259,145 @@ fn through_activation(activation: Activation, grad: &mut [f32], outputs: &[f32])
             .iter_mut()
             .zip(outputs)
             .for_each(|(g, y)| *g *= 1.0 - y * y),
-        Activation::Relu => grad.iter_mut().zip(outputs).for_each(|(g, y)| {
-            if *y <= 0.0 {
-                *g = 0.0
+        // A select, not a conditional store, so that it compiles to vector blends.
+        Activation::Relu => grad
+            .iter_mut()
+            .zip(outputs)
+            .for_each(|(g, y)| *g = if *y <= 0.0 { 0.0 } else { *g }),
+    }
+}
+
+impl HostStack {
+    fn new(layers: Vec<HostLayer>, activation: Activation, activate_last: bool) -> Result<Self> {
+        ensure!(!layers.is_empty(), "host MLP: a network needs a layer");
+        for pair in layers.windows(2) {
+            ensure!(
+                pair[0].width == pair[1].inputs && pair[0].slices == pair[1].slices,
+                "host MLP: a layer of width {} feeds one of {} inputs",
+                pair[0].width,
+                pair[1].inputs
+            );
+        }
+        let outputs = vec![Vec::new(); layers.len()];
+        Ok(HostStack {
+            layers,
+            activation,
+            activate_last,
+            rows: 0,
+            outputs,
+            grad_out: Vec::new(),
+            grad_in: Vec::new(),
+        })
+    }
+
+    fn inputs(&self) -> usize {
+        self.layers[0].inputs
+    }
+
+    fn width(&self) -> usize {
+        self.layers.last().map_or(0, |l| l.width)
+    }
+
+    fn activated(&self, l: usize) -> bool {
+        l + 1 < self.layers.len() || self.activate_last
+    }
+
+    /// Every layer over `input` `[rows, inputs]`; returns the last one's output
+    /// `[slices, rows, width]`.
+    fn forward(&mut self, input: &[f32]) -> Result<&[f32]> {
+        let inputs = self.inputs();
+        ensure!(
+            inputs > 0 && input.len().is_multiple_of(inputs),
+            "host MLP: {} input values are not rows of {inputs}",
+            input.len()
+        );
+        let rows = input.len() / inputs;
+        self.rows = rows;
+        for l in 0..self.layers.len() {
+            let activated = self.activated(l);
+            let (before, rest) = self.outputs.split_at_mut(l);
+            let out = &mut rest[0];
+            let layer = &self.layers[l];
+            out.resize(layer.slices * rows * layer.width, 0.0);
+            let k = layer.inputs;
+            layer.forward(
+                rows,
+                |t| match l {
+                    0 => input,
+                    _ => &before[l - 1][t * rows * k..(t + 1) * rows * k],
+                },
+                out,
+            );
+            if activated {
+                activate(self.activation, out);
             }
-        }),
+        }
+        Ok(&self.outputs[self.layers.len() - 1])
+    }
+
+    /// From the gradient `grad_last` at the last forward pass's output (over `input`, the same
+    /// rows): adds the parameters' gradients where `params`, and writes the gradient at the
+    /// input, summed over the slices, into `grad_input` where one is given.
+    fn backward(
+        &mut self,
+        input: &[f32],
+        grad_last: &[f32],
+        params: bool,
+        mut grad_input: Option<&mut Vec<f32>>,
+    ) -> Result<()> {
+        let rows = self.rows;
+        let slices = self.layers[0].slices;
+        ensure!(
+            input.len() == rows * self.inputs() && grad_last.len() == slices * rows * self.width(),
+            "host MLP: backward needs the forward pass's {rows} rows and a gradient for each of \
+             its outputs"
+        );
+        let last = self.layers.len() - 1;
+        self.grad_out.clear();
+        self.grad_out.extend_from_slice(grad_last);
+        for l in (0..=last).rev() {
+            let (k, w) = (self.layers[l].inputs, self.layers[l].width);
+            if self.activated(l) {
+                through_activation(self.activation, &mut self.grad_out, &self.outputs[l]);
+            }
+            // Where the gradient at this layer's input goes: the layer below's scratch, or at
+            // the network's input (one gradient, summed over the slices) the caller's buffer.
+            let mut below = match (l, grad_input.as_deref_mut()) {
+                (0, None) => None,
+                (0, Some(grad)) => Some(grad),
+                _ => Some(&mut self.grad_in),
+            };
+            if let Some(grad) = below.as_deref_mut() {
+                grad.resize(if l == 0 { rows * k } else { slices * rows * k }, 0.0);
+            }
+            let layer = &mut self.layers[l];
+            for t in 0..slices {
+                let g = &self.grad_out[t * rows * w..(t + 1) * rows * w];
+                let h = match l {
+                    0 => input,
+                    _ => &self.outputs[l - 1][t * rows * k..(t + 1) * rows * k],
+                };
+                if params {
+                    layer.add_param_grads(t, h, g)?;
+                }
+                // dL/dh = g Wᵀ for the layer below; at the input, summed over the slices.
+                if let Some(grad) = below.as_deref_mut() {
+                    match l {
+                        0 => layer.input_grad(t, g, grad, t > 0),
+                        _ => layer.input_grad(
+                            t,
+                            g,
+                            &mut grad[t * rows * k..(t + 1) * rows * k],
+                            false,
+                        ),
+                    }
+                }
+            }
+            if l > 0 {
+                std::mem::swap(&mut self.grad_out, &mut self.grad_in);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -180,134 +413,97 @@ impl HostTwinMlp {
     ) -> Result<HostTwinMlp> {
         let mut layers = hidden
             .iter()
-            .map(|(w, b)| HostLayer::new(w, b, with_grads))
+            .map(|(w, b)| HostLayer::new(w, b, Layout::Stacked, with_grads))
             .collect::<Result<Vec<_>>>()?;
-        layers.push(HostLayer::new(heads.0, heads.1, with_grads)?);
-        for pair in layers.windows(2) {
-            ensure!(
-                pair[0].width == pair[1].inputs,
-                "host MLP: a layer of width {} feeds one of {} inputs",
-                pair[0].width,
-                pair[1].inputs
-            );
-        }
-        let outputs = vec![Vec::new(); layers.len()];
+        layers.push(HostLayer::new(
+            heads.0,
+            heads.1,
+            Layout::Stacked,
+            with_grads,
+        )?);
+        ensure!(
+            layers.iter().all(|l| l.slices == 2),
+            "host MLP: the twin network's layers are stacked pairs"
+        );
         Ok(HostTwinMlp {
-            layers,
-            activation,
-            rows: 0,
-            outputs,
-            grad_out: Vec::new(),
-            grad_in: Vec::new(),
+            stack: HostStack::new(layers, activation, false)?,
         })
     }
 
     /// Inputs per row (the flattened observation).
     pub fn inputs(&self) -> usize {
-        self.layers[0].inputs
+        self.stack.inputs()
     }
 
     /// Outputs per row of each head slice (the policy's width; the value is column 0 of slice 1).
     pub fn head_width(&self) -> usize {
-        self.layers.last().map_or(0, |l| l.width)
+        self.stack.width()
     }
 
     /// Both torsos and heads over `obs` `[rows, inputs]`; returns the heads' outputs
     /// `[2, rows, head_width]` (slice 0 the policy head's, slice 1's column 0 the values).
     pub fn forward(&mut self, obs: &[f32]) -> Result<&[f32]> {
-        let inputs = self.inputs();
-        ensure!(
-            inputs > 0 && obs.len().is_multiple_of(inputs),
-            "host MLP: {} observation values are not rows of {inputs}",
-            obs.len()
-        );
-        let rows = obs.len() / inputs;
-        self.rows = rows;
-        let last = self.layers.len() - 1;
-        for l in 0..self.layers.len() {
-            let (before, rest) = self.outputs.split_at_mut(l);
-            let out = &mut rest[0];
-            let layer = &self.layers[l];
-            let (k, w) = (layer.inputs, layer.width);
-            out.resize(2 * rows * w, 0.0);
-            let bias = floats(&layer.bias);
-            for t in 0..2 {
-                let out_t = &mut out[t * rows * w..(t + 1) * rows * w];
-                // z = b + h W: the bias in every row, then the product added to it.
-                for row in out_t.chunks_exact_mut(w) {
-                    row.copy_from_slice(&bias[t * w..(t + 1) * w]);
-                }
-                let input = match l {
-                    0 => obs,
-                    _ => &before[l - 1][t * rows * k..(t + 1) * rows * k],
-                };
-                gemm_acc(
-                    (rows, k, w),
-                    input,
-                    (k, 1),
-                    layer.weight(t),
-                    (w, 1),
-                    out_t,
-                    1.0,
-                );
-            }
-            if l < last {
-                activate(self.activation, out);
-            }
-        }
-        Ok(&self.outputs[last])
+        self.stack.forward(obs)
     }
 
     /// Adds to the parameters' gradients those of a loss whose gradient at the heads' outputs of
     /// the last [`HostTwinMlp::forward`] (over `obs`, the same rows) is `grad_heads`
     /// `[2, rows, head_width]`.
     pub fn backward(&mut self, obs: &[f32], grad_heads: &[f32]) -> Result<()> {
-        let rows = self.rows;
-        ensure!(
-            obs.len() == rows * self.inputs() && grad_heads.len() == 2 * rows * self.head_width(),
-            "host MLP: backward needs the forward pass's {rows} rows and a gradient for each of \
-             its head outputs"
-        );
-        let last = self.layers.len() - 1;
-        self.grad_out.clear();
-        self.grad_out.extend_from_slice(grad_heads);
-        for l in (0..=last).rev() {
-            let layer = &mut self.layers[l];
-            let (k, w) = (layer.inputs, layer.width);
-            if l < last {
-                through_activation(self.activation, &mut self.grad_out, &self.outputs[l]);
-            }
-            if l > 0 {
-                self.grad_in.resize(2 * rows * k, 0.0);
-            }
-            for t in 0..2 {
-                let g = &self.grad_out[t * rows * w..(t + 1) * rows * w];
-                let input = match l {
-                    0 => obs,
-                    _ => &self.outputs[l - 1][t * rows * k..(t + 1) * rows * k],
-                };
-                let (weight_grad, bias_grad) = layer
-                    .grads
-                    .as_mut()
-                    .context("host MLP: this network was built to act, without gradients")?;
-                // dL/dW = h^T g, dL/db = the column sums of g.
-                let weight_grad = &mut floats_mut(weight_grad)[t * k * w..(t + 1) * k * w];
-                gemm_acc((k, rows, w), input, (1, k), g, (w, 1), weight_grad, 1.0);
-                let bias_grad = &mut floats_mut(bias_grad)[t * w..(t + 1) * w];
-                for row in g.chunks_exact(w) {
-                    bias_grad.iter_mut().zip(row).for_each(|(b, x)| *b += x);
-                }
-                // dL/dh = g W^T, for the layer below (none below the first).
-                if l > 0 {
-                    let weight = &floats(&layer.weight)[t * k * w..(t + 1) * k * w];
-                    let grad_in = &mut self.grad_in[t * rows * k..(t + 1) * rows * k];
-                    gemm_acc((rows, w, k), g, (w, 1), weight, (1, w), grad_in, 0.0);
-                }
-            }
-            if l > 0 {
-                std::mem::swap(&mut self.grad_out, &mut self.grad_in);
-            }
-        }
-        Ok(())
+        self.stack.backward(obs, grad_heads, true, None)
+    }
+}
+
+impl HostMlp {
+    /// From `nn::Linear` layers' `(weight [out, in], bias [out])`, in order. `activate_last`:
+    /// the activation follows the last layer too (a torso). `with_grads`: backward passes may
+    /// add into the parameters' gradients, which must exist.
+    pub(crate) fn new(
+        linears: &[(Tensor, Tensor)],
+        activation: Activation,
+        activate_last: bool,
+        with_grads: bool,
+    ) -> Result<HostMlp> {
+        let layers = linears
+            .iter()
+            .map(|(w, b)| HostLayer::new(w, b, Layout::Linear, with_grads))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HostMlp {
+            stack: HostStack::new(layers, activation, activate_last)?,
+        })
+    }
+
+    /// Inputs per row.
+    pub fn inputs(&self) -> usize {
+        self.stack.inputs()
+    }
+
+    /// Outputs per row.
+    pub fn width(&self) -> usize {
+        self.stack.width()
+    }
+
+    /// The network over `input` `[rows, inputs]`; returns its output `[rows, width]`.
+    pub fn forward(&mut self, input: &[f32]) -> Result<&[f32]> {
+        self.stack.forward(input)
+    }
+
+    /// The output of the last [`HostMlp::forward`].
+    pub fn output(&self) -> &[f32] {
+        &self.stack.outputs[self.stack.layers.len() - 1]
+    }
+
+    /// For a loss whose gradient at the last forward pass's output (over `input`) is `grad`:
+    /// adds the parameters' gradients where `params` (the network must have been built with
+    /// them), and writes the gradient at the input `[rows, inputs]` into `grad_input` where one
+    /// is given.
+    pub fn backward(
+        &mut self,
+        input: &[f32],
+        grad: &[f32],
+        params: bool,
+        grad_input: Option<&mut Vec<f32>>,
+    ) -> Result<()> {
+        self.stack.backward(input, grad, params, grad_input)
     }
 }

@@ -30,11 +30,11 @@ pub use actor_critic::{
 };
 pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
-pub use host_mlp::HostTwinMlp;
+pub use host_mlp::{HostMlp, HostTwinMlp};
 pub use init::{Init, InitSpec};
 pub use q_network::{QHead, QNetwork};
 pub use recurrent::{Core, CoreSpec};
-pub use sac::{ActorSample, QInput, QMlp, SquashedGaussianActor, tanh_log_det};
+pub use sac::{ActorSample, HostActor, QInput, QMlp, SquashedGaussianActor, tanh_log_det};
 pub use td3::DeterministicActor;
 pub(crate) use torso::Torso;
 pub use torso::{Activation, NetworkSpec};

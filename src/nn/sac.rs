@@ -10,8 +10,9 @@ use anyhow::{Result, bail, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+use super::host_mlp::HostMlp;
 use super::init::{InitSpec, linear};
-use super::torso::{Activation, NetworkSpec, Torso};
+use super::torso::{Activation, NetworkSpec, Torso, linear_parameters};
 
 /// The range `log σ` is squashed into (CleanRL's and the softlearning reference's bounds).
 pub const LOG_STD_MIN: f64 = -5.0;
@@ -129,6 +130,171 @@ impl SquashedGaussianActor {
     }
 }
 
+/// A squashed Gaussian actor on the host ([`SquashedGaussianActor::host`]): its networks,
+/// reading the parameters in place, and what a [`HostActor::sample`] keeps for the backward
+/// pass. The same arithmetic as [`SquashedGaussianActor::sample`], element by element.
+#[derive(Debug)]
+pub struct HostActor {
+    /// The MLP torso, every layer activated.
+    torso: HostMlp,
+    /// The mean head and the raw log-std head (before its tanh squash), one layer each.
+    mean: HostMlp,
+    log_std: HostMlp,
+    /// Per element of the last sample: tanh of the raw log-std, σ ε, the action tanh(u).
+    squashed: Vec<f32>,
+    sigma_eps: Vec<f32>,
+    actions: Vec<f32>,
+    /// Per row of the last sample: log π(ã|s).
+    log_probs: Vec<f32>,
+    /// Backward's scratch: the gradients at the two heads' outputs and at the features.
+    grad_mean: Vec<f32>,
+    grad_raw: Vec<f32>,
+    grad_features: Vec<f32>,
+    grad_features_raw: Vec<f32>,
+}
+
+/// log √(2π), the Gaussian log-density's constant.
+const HALF_LN_TWO_PI: f32 = 0.918_938_5;
+
+/// softplus(x) = ln(1 + eˣ), as libtorch's (x itself above 20).
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 { x } else { x.exp().ln_1p() }
+}
+
+impl HostActor {
+    /// Action dimensions.
+    pub fn action_dim(&self) -> usize {
+        self.mean.width()
+    }
+
+    /// ã = tanh(μ + σ ε) and log π(ã|s) for each row of `obs` (flattened) with noise `eps`
+    /// `[rows, action_dim]`; returns `(actions, log_probs)`.
+    pub fn sample(&mut self, obs: &[f32], eps: &[f32]) -> Result<(&[f32], &[f32])> {
+        let d = self.mean.width();
+        let features = self.torso.forward(obs)?;
+        let means = self.mean.forward(features)?;
+        let raw = self.log_std.forward(features)?;
+        ensure!(
+            eps.len() == means.len(),
+            "sac actor (host): {} noise values for {} actions",
+            eps.len(),
+            means.len()
+        );
+        let half_range = (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) as f32;
+        let n = means.len();
+        self.squashed.resize(n, 0.0);
+        self.sigma_eps.resize(n, 0.0);
+        self.actions.resize(n, 0.0);
+        self.log_probs.clear();
+        let rows = means
+            .chunks_exact(d)
+            .zip(raw.chunks_exact(d))
+            .zip(eps.chunks_exact(d));
+        for (i, ((mean, raw), eps)) in rows.enumerate() {
+            let mut gaussian = 0.0f32;
+            let mut log_det = 0.0f32;
+            for j in 0..d {
+                let e = i * d + j;
+                let squashed = raw[j].tanh();
+                let log_std = (squashed + 1.0) * half_range + LOG_STD_MIN as f32;
+                let sigma_eps = log_std.exp() * eps[j];
+                let u = mean[j] + sigma_eps;
+                (self.squashed[e], self.sigma_eps[e], self.actions[e]) =
+                    (squashed, sigma_eps, u.tanh());
+                gaussian += eps[j] * eps[j] * -0.5 - log_std - HALF_LN_TWO_PI;
+                // log(1 - tanh²u) = 2 (ln 2 - u - softplus(-2u)), stable far out.
+                log_det += (-u - softplus(-2.0 * u) + std::f32::consts::LN_2) * 2.0;
+            }
+            self.log_probs.push(gaussian - log_det);
+        }
+        Ok((&self.actions, &self.log_probs))
+    }
+
+    /// Adds the actor's parameter gradients for a loss whose gradients at the last
+    /// [`HostActor::sample`]'s actions and log-probabilities (over `obs`, the same rows) are
+    /// `grad_actions` `[rows, action_dim]` and `grad_log_probs` `[rows]`.
+    pub fn backward(
+        &mut self,
+        obs: &[f32],
+        grad_actions: &[f32],
+        grad_log_probs: &[f32],
+    ) -> Result<()> {
+        let d = self.mean.width();
+        let n = self.actions.len();
+        ensure!(
+            grad_actions.len() == n && grad_log_probs.len() * d == n,
+            "sac actor (host): backward needs a gradient for each action and log-probability \
+             of the last sample"
+        );
+        let half_range = (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) as f32;
+        self.grad_mean.resize(n, 0.0);
+        self.grad_raw.resize(n, 0.0);
+        for e in 0..n {
+            let (a, g_log_prob) = (self.actions[e], grad_log_probs[e / d]);
+            // u = μ + σε: through ã = tanh(u) (1 - ã²) and through log π, whose tanh
+            // correction gives ∂log π/∂u = 2 tanh(u).
+            let du = grad_actions[e] * (1.0 - a * a) + g_log_prob * 2.0 * a;
+            // ∂u/∂log σ = σε; the Gaussian's -log σ term gives -1.
+            let d_log_std = du * self.sigma_eps[e] - g_log_prob;
+            let squashed = self.squashed[e];
+            self.grad_mean[e] = du;
+            self.grad_raw[e] = d_log_std * half_range * (1.0 - squashed * squashed);
+        }
+        let features = self.torso.output();
+        self.mean.backward(
+            features,
+            &self.grad_mean,
+            true,
+            Some(&mut self.grad_features),
+        )?;
+        self.log_std.backward(
+            features,
+            &self.grad_raw,
+            true,
+            Some(&mut self.grad_features_raw),
+        )?;
+        self.grad_features
+            .iter_mut()
+            .zip(&self.grad_features_raw)
+            .for_each(|(g, r)| *g += r);
+        self.torso.backward(obs, &self.grad_features, true, None)
+    }
+}
+
+impl SquashedGaussianActor {
+    /// Its networks on the host, reading the parameters in place (and adding into their
+    /// gradients where `with_grads`); `None` where the torso is not a plain MLP with layers.
+    pub(crate) fn host(&self, with_grads: bool) -> Result<Option<HostActor>> {
+        let Some((layers, activation)) = self.torso.mlp_parameters()? else {
+            return Ok(None);
+        };
+        if layers.is_empty() {
+            return Ok(None);
+        }
+        let head = |layer: &nn::Linear| {
+            HostMlp::new(
+                &linear_parameters(std::slice::from_ref(layer))?,
+                activation,
+                false,
+                with_grads,
+            )
+        };
+        Ok(Some(HostActor {
+            torso: HostMlp::new(&layers, activation, true, with_grads)?,
+            mean: head(&self.mean)?,
+            log_std: head(&self.log_std)?,
+            squashed: Vec::new(),
+            sigma_eps: Vec::new(),
+            actions: Vec::new(),
+            log_probs: Vec::new(),
+            grad_mean: Vec::new(),
+            grad_raw: Vec::new(),
+            grad_features: Vec::new(),
+            grad_features_raw: Vec::new(),
+        }))
+    }
+}
+
 /// What a [`QMlp`] reads: the flat observation beside the unit-box action, `[B, obs + d]`.
 /// Twin critics of one (observation, action) pair read one input, built once.
 pub struct QInput(Tensor);
@@ -180,6 +346,17 @@ impl QMlp {
     /// Q(s, a) as `[B]`.
     pub fn forward(&self, input: &QInput) -> Tensor {
         self.run(input, false)
+    }
+
+    /// The network on the host, reading its parameters in place (and adding into their
+    /// gradients where `with_grads`).
+    pub(crate) fn host(&self, with_grads: bool) -> Result<HostMlp> {
+        HostMlp::new(
+            &linear_parameters(&self.layers)?,
+            self.activation,
+            false,
+            with_grads,
+        )
     }
 
     /// Q(s, a) with the weights detached: gradients reach the input's action (and through it

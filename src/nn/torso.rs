@@ -2,7 +2,7 @@
 //! and the heads. Output sizes are computed from the observation shape when the torso is built,
 //! so an observation that cannot fit the architecture is rejected with a message, not a panic.
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
@@ -96,6 +96,22 @@ impl NetworkSpec {
             NetworkSpec::ImageBesideVector { image, .. } => image.name(),
         }
     }
+}
+
+/// A plain MLP's layers, `(weight, bias)` each, and the activation after every layer.
+pub(crate) type MlpParameters = (Vec<(Tensor, Tensor)>, Activation);
+
+/// `(weight, bias)` of each linear layer, for the host passes (every layer has a bias).
+pub(crate) fn linear_parameters(linears: &[nn::Linear]) -> Result<Vec<(Tensor, Tensor)>> {
+    linears
+        .iter()
+        .map(|l| {
+            let bias =
+                l.bs.as_ref()
+                    .context("host MLP: a linear layer without a bias")?;
+            Ok((l.ws.shallow_clone(), bias.shallow_clone()))
+        })
+        .collect()
 }
 
 /// A built torso: maps `[B, ...obs_shape]` to `[B, output_dim]` features.
@@ -317,6 +333,21 @@ impl Torso {
     /// `[B, ...obs_shape]` (already float and scaled, but for an image beside a vector, which
     /// this torso scales) to `[B, output_dim]`. Shapes are checked by the caller
     /// ([`super::ActorCritic`], [`super::QNetwork`]).
+    /// A plain MLP torso's layers, `(weight, bias)` each, and its activation (which follows
+    /// every layer), for the host passes; `None` for any other torso.
+    pub(crate) fn mlp_parameters(&self) -> Result<Option<MlpParameters>> {
+        match (&self.layers, &self.beside) {
+            (
+                Layers::Mlp {
+                    linears,
+                    activation,
+                },
+                None,
+            ) => Ok(Some((linear_parameters(linears)?, *activation))),
+            _ => Ok(None),
+        }
+    }
+
     pub fn forward(&self, obs: &Tensor) -> Tensor {
         match &self.beside {
             None => self.layers.forward(obs, None),
