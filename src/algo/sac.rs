@@ -8,7 +8,8 @@
 //! learning rate). The three losses touch disjoint parameters: the critic target is computed
 //! without gradients, `J_π` reads Q through detached critic weights, and `α` enters `J_Q` and
 //! `J_π` detached. So the summed backward gives each network the gradient of its own loss, and
-//! DDP all-reduces once per step instead of three times (docs/design.md).
+//! DDP all-reduces once per step instead of three times (docs/design.md). For MLP networks on one
+//! CPU thread the same gradients are worked out by hand instead ([`super::sac_host`]).
 //!
 //! The noise of an update (ε for the next-state actions and for the current-state actions) is an
 //! input drawn per sample, so a rank's half of a global batch brings its half of the noise.

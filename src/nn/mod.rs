@@ -5,8 +5,9 @@
 //! [`ActionBounds`] maps), and the deterministic parameter order that DDP and checkpoints rely on.
 //!
 //! An actor-critic may carry a recurrent core (LSTM or GRU, [`CoreSpec`]) between its torso and
-//! its heads. One of separate MLP torsos also runs on the host ([`HostTwinMlp`]): forward and
-//! backward passes without libtorch's per-operation costs, for small networks on one thread.
+//! its heads. One of separate MLP torsos also runs on the host ([`HostTwinMlp`]), as do SAC's
+//! actor and critics ([`HostActor`], [`HostMlp`]): forward and backward passes without
+//! libtorch's per-operation costs, for small networks on one thread.
 //!
 //! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
 //! (orthogonal with a gain per role and zero biases, or tch's default);
