@@ -56,20 +56,6 @@ fn batch(seed: i64) -> SacBatch {
     }
 }
 
-/// Every group's gradients, flattened, in the optimizer's order.
-fn gradients(sac: &Sac) -> Vec<Vec<f32>> {
-    GROUPS
-        .iter()
-        .filter_map(|g| sac.group_parameters(g).ok())
-        .map(|params| {
-            params
-                .iter()
-                .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
-                .collect()
-        })
-        .collect()
-}
-
 fn close(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-3);
@@ -88,7 +74,7 @@ fn compare(mut sac: Sac, seed: i64) {
     optimizer.zero_grad();
     let losses = sac.losses(&b).unwrap();
     (&losses.critic + &losses.actor + &losses.alpha).backward();
-    let want = gradients(&sac);
+    let want = sac.group_gradients();
     let want_values = losses.values();
 
     let mut host = sac
@@ -98,7 +84,7 @@ fn compare(mut sac: Sac, seed: i64) {
     let (_, optimizer) = sac.counters_mut();
     optimizer.zero_grad();
     let got_values = host.accumulate(&b, sac.target_entropy()).unwrap();
-    let got = gradients(&sac);
+    let got = sac.group_gradients();
 
     assert_eq!(got.len(), want.len());
     for (g, (got, want)) in GROUPS.iter().zip(got.iter().zip(&want)) {

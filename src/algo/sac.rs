@@ -264,6 +264,21 @@ impl Sac {
         Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
     }
 
+    /// Each optimizer group's gradients, flattened, in the optimizer's order (actor, critics,
+    /// then `log α` where it is tuned): what a test compares between two ways of one step.
+    pub fn group_gradients(&self) -> Vec<Vec<f32>> {
+        GROUPS
+            .iter()
+            .filter_map(|g| self.group_parameters(g).ok())
+            .map(|params| {
+                params
+                    .iter()
+                    .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap_or_default())
+                    .collect()
+            })
+            .collect()
+    }
+
     /// `model.actor.*`, `model.critic.*`, `model.alpha.log_alpha`, then `target.critic.*`.
     pub fn named_state(&self) -> Vec<(String, Tensor)> {
         let mut named = named_parameters(&self.actor_vs, "model.actor");
@@ -562,16 +577,7 @@ mod tests {
     fn gradients(sac: &mut Sac, loss: &Tensor) -> Vec<Vec<f32>> {
         sac.optimizer.zero_grad();
         loss.backward();
-        GROUPS
-            .iter()
-            .filter_map(|g| sac.group_parameters(g).ok())
-            .map(|params| {
-                params
-                    .iter()
-                    .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap())
-                    .collect()
-            })
-            .collect()
+        sac.group_gradients()
     }
 
     #[test]
