@@ -130,8 +130,8 @@ impl HostSacStep {
     }
 
     /// Adds the gradients of `J_Q + J_π + J(α)` on `batch` to the parameters' gradients and
-    /// returns the losses' values.
-    /// `target_entropy`: H̄ where α is tuned, `None` where it is fixed (no J(α)).
+    /// returns the losses' values; `target_entropy` is H̄ where α is tuned, `None` where α is
+    /// fixed (no J(α)).
     pub fn accumulate(
         &mut self,
         batch: &SacBatch,
