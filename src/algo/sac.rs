@@ -266,16 +266,18 @@ impl Sac {
 
     /// Each optimizer group's gradients, flattened, in the optimizer's order (actor, critics,
     /// then `log α` where it is tuned): what a test compares between two ways of one step.
-    pub fn group_gradients(&self) -> Vec<Vec<f32>> {
+    pub fn group_gradients(&self) -> Result<Vec<Vec<f32>>> {
+        let flat = |params: &[Tensor]| -> Result<Vec<f32>> {
+            let mut values = Vec::new();
+            for p in params {
+                values.extend(Vec::<f32>::try_from(p.grad().flatten(0, -1))?);
+            }
+            Ok(values)
+        };
         GROUPS
             .iter()
             .filter_map(|g| self.group_parameters(g).ok())
-            .map(|params| {
-                params
-                    .iter()
-                    .flat_map(|p| Vec::<f32>::try_from(p.grad().flatten(0, -1)).unwrap_or_default())
-                    .collect()
-            })
+            .map(flat)
             .collect()
     }
 
@@ -577,7 +579,7 @@ mod tests {
     fn gradients(sac: &mut Sac, loss: &Tensor) -> Vec<Vec<f32>> {
         sac.optimizer.zero_grad();
         loss.backward();
-        sac.group_gradients()
+        sac.group_gradients().unwrap()
     }
 
     #[test]

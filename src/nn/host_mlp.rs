@@ -68,8 +68,8 @@ pub struct HostTwinMlp {
     stack: HostStack,
 }
 
-/// An MLP of `nn::Linear` layers on the host (SAC's and TD3's actors and critics): a torso
-/// whose every layer is activated, a head of one layer, or a critic activated between layers.
+/// An MLP of `nn::Linear` layers on the host (SAC's actor and critics): a torso whose every
+/// layer is activated, a head of one layer, or a critic activated between layers.
 #[derive(Debug)]
 pub struct HostMlp {
     stack: HostStack,
@@ -220,12 +220,10 @@ impl HostLayer {
     fn input_grad(&self, t: usize, g: &[f32], grad_in: &mut [f32], add: bool) {
         let (k, w) = (self.inputs, self.width);
         let rows = g.len() / w;
-        let (weight, strides) = match self.layout {
-            Layout::Stacked => (&floats(&self.weight)[t * k * w..(t + 1) * k * w], (1, w)),
-            Layout::Linear => (floats(&self.weight), (k, 1)),
-        };
+        // Wᵀ is the forward's W with its strides swapped.
+        let (weight, (rs, cs)) = self.weight_in_out(t);
         let beta = if add { 1.0 } else { 0.0 };
-        gemm_acc((rows, w, k), g, (w, 1), weight, strides, grad_in, beta);
+        gemm_acc((rows, w, k), g, (w, 1), weight, (cs, rs), grad_in, beta);
     }
 }
 

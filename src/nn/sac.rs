@@ -17,6 +17,8 @@ use super::torso::{Activation, NetworkSpec, Torso, linear_parameters};
 /// The range `log σ` is squashed into (CleanRL's and the softlearning reference's bounds).
 pub const LOG_STD_MIN: f64 = -5.0;
 pub const LOG_STD_MAX: f64 = 2.0;
+/// Half that range: tanh's (-1, 1) times it, shifted, is log σ.
+const LOG_STD_HALF_RANGE: f64 = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
 
 /// The MLP widths and activation of `network`, or an error for an image torso.
 pub(super) fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
@@ -88,7 +90,7 @@ impl SquashedGaussianActor {
         check_obs_shape("sac actor", &self.obs_shape, obs)?;
         let features = self.torso.forward(&obs.to_kind(Kind::Float));
         let squashed = self.log_std.forward(&features).tanh();
-        let log_std = (squashed + 1.0) * (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) + LOG_STD_MIN;
+        let log_std = (squashed + 1.0) * LOG_STD_HALF_RANGE + LOG_STD_MIN;
         Ok((self.mean.forward(&features), log_std))
     }
 
@@ -154,7 +156,7 @@ pub struct HostActor {
 }
 
 /// log √(2π), the Gaussian log-density's constant.
-const HALF_LN_TWO_PI: f32 = 0.918_938_5;
+const HALF_LN_TWO_PI: f32 = super::distribution::HALF_LN_TWO_PI as f32;
 
 /// softplus(x) = ln(1 + eˣ), as libtorch's (x itself above 20).
 fn softplus(x: f32) -> f32 {
@@ -180,7 +182,7 @@ impl HostActor {
             eps.len(),
             means.len()
         );
-        let half_range = (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) as f32;
+        let half_range = LOG_STD_HALF_RANGE as f32;
         let n = means.len();
         self.squashed.resize(n, 0.0);
         self.sigma_eps.resize(n, 0.0);
@@ -226,7 +228,7 @@ impl HostActor {
             "sac actor (host): backward needs a gradient for each action and log-probability \
              of the last sample"
         );
-        let half_range = (0.5 * (LOG_STD_MAX - LOG_STD_MIN)) as f32;
+        let half_range = LOG_STD_HALF_RANGE as f32;
         self.grad_mean.resize(n, 0.0);
         self.grad_raw.resize(n, 0.0);
         for e in 0..n {

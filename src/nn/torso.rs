@@ -330,9 +330,6 @@ impl Torso {
         self.output_dim
     }
 
-    /// `[B, ...obs_shape]` (already float and scaled, but for an image beside a vector, which
-    /// this torso scales) to `[B, output_dim]`. Shapes are checked by the caller
-    /// ([`super::ActorCritic`], [`super::QNetwork`]).
     /// A plain MLP torso's layers, `(weight, bias)` each, and its activation (which follows
     /// every layer), for the host passes; `None` for any other torso.
     pub(crate) fn mlp_parameters(&self) -> Result<Option<MlpParameters>> {
@@ -348,6 +345,9 @@ impl Torso {
         }
     }
 
+    /// `[B, ...obs_shape]` (already float and scaled, but for an image beside a vector, which
+    /// this torso scales) to `[B, output_dim]`. Shapes are checked by the caller
+    /// ([`super::ActorCritic`], [`super::QNetwork`]).
     pub fn forward(&self, obs: &Tensor) -> Tensor {
         match &self.beside {
             None => self.layers.forward(obs, None),
