@@ -18,7 +18,8 @@ torch's thread count, and changing them is not allowed); gymnasium-bridge runs o
 .deps/parity-results/<case>/<side>-seed<N>-<steps>.json (scores, curve, wall and CPU time,
 the tandem learner's last diagnostics); a result already there is not run again, so runs
 spread over sessions and machines add up (copy the JSON files together). Run directories
-stay under .deps/parity-runs/ for inspection.
+stay under .deps/parity-runs/ for inspection. PARITY_RESULTS and PARITY_RUNS name other
+directories for both (an ablation of two tandem builds on one case).
 
 What it prints, per case: for the peer and for tandem, the number of seeds, the final score's
 mean and 95% interval, the verdict, and the score at ten evenly spaced points of the run.
@@ -60,8 +61,10 @@ from datetime import datetime, timezone
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 DEPS = os.path.join(ROOT, ".deps")
-RESULTS = os.path.join(DEPS, "parity-results")
-RUNS = os.path.join(DEPS, "parity-runs")
+# PARITY_RESULTS and PARITY_RUNS move both elsewhere: an ablation (two tandem builds on the
+# same case) keeps each build's results apart from the suite's.
+RESULTS = os.environ.get("PARITY_RESULTS", os.path.join(DEPS, "parity-results"))
+RUNS = os.environ.get("PARITY_RUNS", os.path.join(DEPS, "parity-runs"))
 
 PYTHONS = {
     # CleanRL 1.2.0 files on gym 0.23.1 (ppo.py, sac/td3_continuous_action.py): venv.sh cleanrl.
