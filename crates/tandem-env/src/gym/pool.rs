@@ -242,14 +242,23 @@ fn forward_stderr(stderr: std::process::ChildStderr, prefix: String, tail: &Arc<
             let mut reader = BufReader::new(stderr);
             let mut line = Vec::new();
             while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                let text = String::from_utf8_lossy(&line).trim_end().to_owned();
-                eprintln!("{prefix}{text}");
-                tail.push(text);
+                if let Some(text) = relayed(&line) {
+                    eprintln!("{prefix}{text}");
+                    tail.push(text);
+                }
                 line.clear();
             }
             tail.close();
         })
         .expect("spawn a thread for a worker's stderr");
+}
+
+/// A line of a worker's stderr as it is relayed: without its line end and trailing spaces;
+/// none for a blank line (MuJoCo's deprecation warnings end with one, which would otherwise
+/// show as a bare "gym worker 0:").
+fn relayed(line: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(line).trim_end().to_owned();
+    (!text.trim_start().is_empty()).then_some(text)
 }
 
 /// Why a reply did not come.
@@ -343,4 +352,20 @@ pub(crate) fn start_deadline(spec: &Launch) -> Instant {
 
 pub(crate) fn close_deadline() -> Instant {
     Instant::now() + CLOSE_GRACE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relayed;
+
+    #[test]
+    fn blank_stderr_lines_are_not_relayed_and_others_lose_only_their_line_end() {
+        assert_eq!(relayed(b"\n"), None);
+        assert_eq!(relayed(b"   \t\r\n"), None);
+        assert_eq!(
+            relayed(b"  Warning: deprecated \r\n").as_deref(),
+            Some("  Warning: deprecated")
+        );
+        assert_eq!(relayed(b"no line end").as_deref(), Some("no line end"));
+    }
 }
