@@ -891,6 +891,10 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("atari-ppo", &["network.features=64"]),
         ),
         (
+            "network.precision",
+            Change("atari-ppo", &["network.precision=bfloat16"]),
+        ),
+        (
             "network.channels (minatar-cnn)",
             Change("minatar-ppo", &["network.channels=4"]),
         ),

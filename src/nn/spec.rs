@@ -2,7 +2,7 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{ActionMask, Experiment, Game, Network, ObsSpace, Torso};
+use tandem_config::{ActionMask, Experiment, Game, Network, ObsSpace, Precision, Torso};
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::InitSpec;
@@ -10,8 +10,8 @@ use super::recurrent::CoreSpec;
 use super::torso::NetworkSpec;
 
 impl ActorCriticSpec {
-    /// The network `experiment` declares: its torso, shared or separate, its initialisation,
-    /// and whether the network scales pixels (the Nature and IMPALA torsos reading raw 0..255
+    /// The network `experiment` declares: its torso, shared or separate, the number format its
+    /// layers compute in, its initialisation, and whether the network scales pixels (the Nature and IMPALA torsos reading raw 0..255
     /// image frames do; MinAtar planes are already 0/1 and vectors are left alone). An image
     /// torso on an image observed beside a vector reads both
     /// ([`NetworkSpec::ImageBesideVector`]). A DQN learner takes the `network`, `init` and
@@ -28,6 +28,10 @@ impl ActorCriticSpec {
                 shape: entry.shape.map(|d| d as i64),
             },
             (network, _) => network,
+        };
+        let network = match config.precision {
+            Precision::Float32 => network,
+            Precision::Bfloat16 => NetworkSpec::Bfloat16(Box::new(network)),
         };
         let scale_pixels = observation.is_pixel_image() && network.reads_raw_pixels();
         Ok(ActorCriticSpec {

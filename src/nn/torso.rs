@@ -52,6 +52,11 @@ pub enum NetworkSpec {
         /// `[C, H, W]`.
         shape: [i64; 3],
     },
+    /// An image torso (one of the above, or an image beside a vector) whose layers compute on
+    /// bfloat16 operands: each reads its input and its float32 weights cast to bfloat16, and
+    /// the features return to float32 (`network.precision "bfloat16"`). Autograd carries the
+    /// gradients back through the casts, so weights and gradients stay float32.
+    Bfloat16(Box<NetworkSpec>),
 }
 
 impl NetworkSpec {
@@ -74,7 +79,11 @@ impl NetworkSpec {
 
     /// Whether this torso reads images (and so expects `C x H x W`, or an image beside a vector).
     pub fn is_image(&self) -> bool {
-        !matches!(self, NetworkSpec::Mlp { .. })
+        match self {
+            NetworkSpec::Mlp { .. } => false,
+            NetworkSpec::Bfloat16(torso) => torso.is_image(),
+            _ => true,
+        }
     }
 
     /// Whether this torso reads raw 0..255 pixels, which it scales by 1/255: the Nature and
@@ -83,6 +92,7 @@ impl NetworkSpec {
         match self {
             NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. } => true,
             NetworkSpec::ImageBesideVector { image, .. } => image.reads_raw_pixels(),
+            NetworkSpec::Bfloat16(torso) => torso.reads_raw_pixels(),
             NetworkSpec::Mlp { .. } | NetworkSpec::MinAtarCnn { .. } => false,
         }
     }
@@ -94,6 +104,7 @@ impl NetworkSpec {
             NetworkSpec::MinAtarCnn { .. } => "minatar-cnn",
             NetworkSpec::ImpalaResNet { .. } => "impala-resnet",
             NetworkSpec::ImageBesideVector { image, .. } => image.name(),
+            NetworkSpec::Bfloat16(torso) => torso.name(),
         }
     }
 }
@@ -121,6 +132,53 @@ pub(crate) struct Torso {
     output_dim: i64,
     /// Where the image lies in a row that holds one beside a vector.
     beside: Option<ImageSplit>,
+    /// The number format the layers compute in.
+    compute: Compute,
+}
+
+/// The number format an image torso's layers compute in ([`NetworkSpec::Bfloat16`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Compute {
+    /// As the variables are: float32.
+    Float32,
+    /// On bfloat16 copies of the input and of each layer's weights; features back in float32.
+    Bfloat16,
+}
+
+impl Compute {
+    /// `x` in this format.
+    fn cast(self, x: &Tensor) -> Tensor {
+        match self {
+            Compute::Float32 => x.shallow_clone(),
+            Compute::Bfloat16 => x.to_kind(Kind::BFloat16),
+        }
+    }
+
+    /// `conv` on `x` (already in this format), with the layer's `[stride, padding]`.
+    fn conv(self, conv: &nn::Conv2D, x: &Tensor, [stride, padding]: [i64; 2]) -> Tensor {
+        match self {
+            Compute::Float32 => conv.forward(x),
+            Compute::Bfloat16 => x.conv2d(
+                &self.cast(&conv.ws),
+                conv.bs.as_ref().map(|b| self.cast(b)),
+                [stride; 2],
+                [padding; 2],
+                [1, 1],
+                1,
+            ),
+        }
+    }
+
+    /// `linear` on `x` (already in this format).
+    fn linear(self, linear: &nn::Linear, x: &Tensor) -> Tensor {
+        match self {
+            Compute::Float32 => linear.forward(x),
+            Compute::Bfloat16 => x.linear(
+                &self.cast(&linear.ws),
+                linear.bs.as_ref().map(|b| self.cast(b)),
+            ),
+        }
+    }
 }
 
 /// How [`NetworkSpec::ImageBesideVector`] takes a row apart: the first `C * H * W` values are
@@ -161,7 +219,8 @@ enum Layers {
     },
     /// Convolutions each followed by ReLU, then a ReLU fully connected layer (Nature, MinAtar).
     PlainConv {
-        convs: Vec<nn::Conv2D>,
+        /// Each convolution with its `[stride, padding]`.
+        convs: Vec<(nn::Conv2D, [i64; 2])>,
         fc: nn::Linear,
         /// Run the convolutions channels-last ([`channels_last`]): the Nature CNN's update at
         /// batch 256 took 134 ms instead of 172 on these machines (docs/performance.md); on
@@ -186,10 +245,13 @@ struct ResidualBlock {
     conv1: nn::Conv2D,
 }
 
+/// `[stride, padding]` of the IMPALA encoder's 3x3 convolutions, which keep the size.
+const SAME: [i64; 2] = [1, 1];
+
 impl ResidualBlock {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let inner = self.conv1.forward(&self.conv0.forward(&x.relu()).relu());
-        inner + x
+    fn forward(&self, x: &Tensor, compute: Compute) -> Tensor {
+        let hidden = compute.conv(&self.conv0, &x.relu(), SAME).relu();
+        compute.conv(&self.conv1, &hidden, SAME) + x
     }
 }
 
@@ -230,10 +292,23 @@ impl Torso {
         obs_shape: &[i64],
     ) -> Result<Torso> {
         check_obs_shape(spec.name(), obs_shape)?;
-        if let NetworkSpec::ImageBesideVector { image, shape } = spec {
-            return Torso::beside_vector(path, image, *shape, init, obs_shape);
+        match spec {
+            NetworkSpec::ImageBesideVector { image, shape } => {
+                Torso::beside_vector(path, image, *shape, init, obs_shape)
+            }
+            NetworkSpec::Bfloat16(torso) => {
+                ensure!(
+                    torso.is_image(),
+                    "network {}: bfloat16 is for image torsos",
+                    torso.name()
+                );
+                Ok(Torso {
+                    compute: Compute::Bfloat16,
+                    ..Torso::new(path, torso, init, obs_shape)?
+                })
+            }
+            _ => Torso::plain(path, spec, init, obs_shape, 0),
         }
-        Torso::plain(path, spec, init, obs_shape, 0)
     }
 
     /// The torso of `spec` (not an image beside a vector); an image torso's fully connected
@@ -271,6 +346,7 @@ impl Torso {
                     },
                     output_dim: inputs,
                     beside: None,
+                    compute: Compute::Float32,
                 })
             }
             NetworkSpec::NatureCnn { features } => {
@@ -289,6 +365,10 @@ impl Torso {
             }
             NetworkSpec::ImageBesideVector { .. } => bail!(
                 "network {}: an image beside a vector holds one image torso, not another",
+                spec.name()
+            ),
+            NetworkSpec::Bfloat16(_) => bail!(
+                "network {}: bfloat16 applies to the whole torso, not to the image beside a vector",
                 spec.name()
             ),
         }
@@ -349,22 +429,23 @@ impl Torso {
     /// this torso scales) to `[B, output_dim]`. Shapes are checked by the caller
     /// ([`super::ActorCritic`], [`super::QNetwork`]).
     pub fn forward(&self, obs: &Tensor) -> Tensor {
-        match &self.beside {
-            None => self.layers.forward(obs, None),
+        let features = match &self.beside {
+            None => self.layers.forward(obs, None, self.compute),
             Some(split) => {
                 let (image, vector) = split.split(obs);
-                self.layers.forward(&image, Some(&vector))
+                self.layers.forward(&image, Some(&vector), self.compute)
             }
-        }
+        };
+        features.to_kind(Kind::Float)
     }
 }
 
 impl Layers {
-    /// The layers on `obs`; an image torso's fully connected layer reads `vector` after the
-    /// image's flattened features.
-    fn forward(&self, obs: &Tensor, vector: Option<&Tensor>) -> Tensor {
+    /// The layers on `obs`, computing in `compute`'s format; an image torso's fully connected
+    /// layer reads `vector` after the image's flattened features.
+    fn forward(&self, obs: &Tensor, vector: Option<&Tensor>, compute: Compute) -> Tensor {
         let joined = |features: Tensor| match vector {
-            Some(v) => Tensor::cat(&[features, v.shallow_clone()], 1),
+            Some(v) => Tensor::cat(&[features, compute.cast(v)], 1),
             None => features,
         };
         match self {
@@ -383,26 +464,27 @@ impl Layers {
                 fc,
                 channels_last: last,
             } => {
-                let mut x = if *last {
-                    channels_last(obs)
-                } else {
-                    obs.shallow_clone()
-                };
-                for conv in convs {
-                    x = conv.forward(&x).relu();
+                let mut x = compute.cast(obs);
+                if *last {
+                    x = channels_last(&x);
                 }
-                fc.forward(&joined(x.flatten(1, -1))).relu()
+                for (conv, geometry) in convs {
+                    x = compute.conv(conv, &x, *geometry).relu();
+                }
+                compute.linear(fc, &joined(x.flatten(1, -1))).relu()
             }
             Layers::Impala { stages, fc } => {
-                let mut x = obs.shallow_clone();
+                let mut x = compute.cast(obs);
                 for stage in stages {
-                    x = stage.conv.forward(&x);
+                    x = compute.conv(&stage.conv, &x, SAME);
                     x = x.max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);
                     for block in &stage.residual {
-                        x = block.forward(&x);
+                        x = block.forward(&x, compute);
                     }
                 }
-                fc.forward(&joined(x.flatten(1, -1).relu())).relu()
+                compute
+                    .linear(fc, &joined(x.flatten(1, -1).relu()))
+                    .relu()
             }
         }
     }
@@ -425,7 +507,10 @@ fn plain_conv(
         let layer = format!("conv{i}");
         h = window_output(spec, &layer, h, kernel, stride, 0)?;
         w = window_output(spec, &layer, w, kernel, stride, 0)?;
-        convs.push(conv(path / layer, channels, out, [kernel, stride, 0], init));
+        convs.push((
+            conv(path / layer, channels, out, [kernel, stride, 0], init),
+            [stride, 0],
+        ));
         channels = out;
     }
     let fc = linear(path / "fc", channels * h * w + extra, features, init);
@@ -437,6 +522,7 @@ fn plain_conv(
         },
         output_dim: features,
         beside: None,
+        compute: Compute::Float32,
     })
 }
 
@@ -478,6 +564,7 @@ fn impala(
         layers: Layers::Impala { stages, fc },
         output_dim: hidden,
         beside: None,
+        compute: Compute::Float32,
     })
 }
 
@@ -607,7 +694,7 @@ mod tests {
             panic!("a plain conv torso")
         };
         let mut x = obs.shallow_clone();
-        for conv in convs {
+        for (conv, _) in convs {
             x = conv.forward(&x).relu();
         }
         fc.forward(&x.flatten(1, -1)).relu()
@@ -635,7 +722,7 @@ mod tests {
                 panic!("a plain conv torso")
             };
             let mut x = &image / 255.0;
-            for conv in convs {
+            for (conv, _) in convs {
                 x = conv.forward(&x).relu();
             }
             fc.forward(&Tensor::cat(&[x.flatten(1, -1), vector.shallow_clone()], 1))
@@ -652,6 +739,61 @@ mod tests {
         assert_eq!(
             short.to_string(),
             "network nature-cnn: observation rows of 100 values cannot hold a [2, 36, 40] image"
+        );
+    }
+
+    /// A bfloat16 torso computes the float32 torso's features and gradients to bfloat16's
+    /// tolerance (8 significant bits), returns float32 features, and keeps float32 weights and
+    /// gradients; an IMPALA torso beside a vector too.
+    #[test]
+    fn bfloat16_torsos_match_float32_to_bfloat16_tolerance() {
+        let f = (Kind::Float, tch::Device::Cpu);
+        let cases = [
+            (NetworkSpec::NatureCnn { features: 64 }, vec![4, 84, 84]),
+            (
+                NetworkSpec::ImageBesideVector {
+                    image: Box::new(NetworkSpec::default_impala()),
+                    shape: [3, 16, 16],
+                },
+                vec![3 * 16 * 16 + 5],
+            ),
+        ];
+        for (spec, shape) in cases {
+            tch::manual_seed(11);
+            let vs = nn::VarStore::new(tch::Device::Cpu);
+            let mut torso = Torso::new(&vs.root(), &spec, &orthogonal(), &shape).unwrap();
+            let grads = |torso: &Torso, obs: &Tensor| -> (Tensor, Vec<Tensor>) {
+                let mut vars = vs.trainable_variables();
+                for v in &mut vars {
+                    v.zero_grad();
+                }
+                let out = torso.forward(obs);
+                (out.square().mean(Kind::Float)).backward();
+                (out.detach(), vars.iter().map(|v| v.grad().copy()).collect())
+            };
+            let batch: Vec<i64> = std::iter::once(8).chain(shape.iter().copied()).collect();
+            let obs = Tensor::rand(batch.as_slice(), f);
+            let (exact, exact_grads) = grads(&torso, &obs);
+            torso.compute = Compute::Bfloat16;
+            let (approx, approx_grads) = grads(&torso, &obs);
+            assert_eq!(approx.kind(), Kind::Float);
+            let scale = exact.abs().max().double_value(&[]);
+            let error = (&approx - &exact).abs().max().double_value(&[]);
+            assert!(error < 0.03 * scale, "features off by {error} of {scale}");
+            assert!(error > 0.0, "the bfloat16 path computed in float32");
+            for (a, e) in approx_grads.iter().zip(&exact_grads) {
+                assert_eq!(a.kind(), Kind::Float);
+                let scale = e.abs().max().double_value(&[]);
+                let error = (a - e).abs().max().double_value(&[]);
+                assert!(error <= 0.08 * scale, "gradient off by {error} of {scale}");
+            }
+        }
+        let mlp = NetworkSpec::Bfloat16(Box::new(NetworkSpec::default_mlp()));
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let refused = Torso::new(&vs.root(), &mlp, &orthogonal(), &[4]).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "network mlp: bfloat16 is for image torsos"
         );
     }
 

@@ -477,6 +477,17 @@ choices! {
 }
 
 choices! {
+    /// The number format an image torso's layers compute in.
+    pub enum Precision {
+        /// IEEE single precision, as everything else.
+        Float32 = "float32",
+        /// bfloat16 operands (8 significant bits) with float32 weights, gradients and
+        /// everything outside the torso.
+        Bfloat16 = "bfloat16",
+    }
+}
+
+choices! {
     /// A recurrent core's cell.
     pub enum Core {
         Lstm = "lstm",
@@ -564,6 +575,8 @@ settings! {
                 max: 65_536,
             }, Dflt::Int(128),
             "Units of the recurrent core (with `core` \"lstm\" or \"gru\").";
+        precision: Precision = "precision", Ty::Choice(Precision::NAMES), Dflt::Str("float32"),
+            "The number format of an image torso's convolutions and dense layer (nature-cnn, minatar-cnn, impala-cnn): \"float32\", or \"bfloat16\", where each layer reads its input and a bfloat16 copy of its float32 weights and the torso's output returns to float32 for the heads, the recurrent core and the losses; gradients, optimizer state and checkpoints stay float32. On an Intel Xeon with AMX (Sapphire Rapids and later) Atari Breakout PPO trained 1.8 times as fast on one thread and MinAtar Breakout PPO 1.3 times (docs/performance.md); on a CPU without bfloat16 instructions libtorch converts in software, which may be much slower than float32 (not measured on these machines). Results differ from float32's from the first update (bfloat16 keeps 8 significant bits). MLP torsos refuse it: their small products run on the host in float32.";
     }
 }
 

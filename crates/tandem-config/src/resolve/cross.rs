@@ -110,6 +110,7 @@ impl CrossCheck<'_, '_> {
         }
         self.gains_need_orthogonal_init();
         self.recurrent_core();
+        self.precision_needs_an_image_torso();
         if let Some(machine) = self.machine
             && self.applier.diags.is_empty()
         {
@@ -992,6 +993,27 @@ impl CrossCheck<'_, '_> {
                 seen.insert(name, *span);
             }
         }
+    }
+
+    /// bfloat16 is an image torso's: an MLP's products are small and run on the host in float32.
+    fn precision_needs_an_image_torso(&mut self) {
+        let network = &self.experiment.network;
+        if network.precision == Precision::Float32
+            || !matches!(network.torso, Torso::Mlp { .. })
+            || !self.ok(&["network", "network.precision"])
+        {
+            return;
+        }
+        self.report(
+            "config::precision-needs-image-torso",
+            "`precision \"bfloat16\"` is for image torsos, not `mlp`".into(),
+            "network.precision",
+            "bfloat16 convolutions and dense layer",
+            Some(("network", "an mlp torso")),
+            "an MLP's small products gain nothing from bfloat16 (they run on the host in float32); \
+             remove `precision`, or use an image torso (nature-cnn, minatar-cnn, impala-cnn)"
+                .into(),
+        );
     }
 
     fn network(&mut self) {
