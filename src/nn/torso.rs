@@ -482,9 +482,7 @@ impl Layers {
                         x = block.forward(&x, compute);
                     }
                 }
-                compute
-                    .linear(fc, &joined(x.flatten(1, -1).relu()))
-                    .relu()
+                compute.linear(fc, &joined(x.flatten(1, -1).relu())).relu()
             }
         }
     }
