@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Issue 35's thread benchmark: the wall time of tandem's training loop under three thread
-settings (1, the default "auto", every core), on a quiet machine and with a busy loop taking
-one core, for three workloads: the shipped experiments/cartpole.kdl (an MLP),
+settings (1, the default "auto", every core), on a quiet machine, with a busy loop taking
+one core ("busy"), and with such a loop at nice 19 ("niced": a background job, which gives its
+core way), for three workloads: the shipped experiments/cartpole.kdl (an MLP),
 experiments/halfcheetah-sac.kdl (a MuJoCo MLP through the gymnasium bridge) and
 experiments/breakout-ppo.kdl (a Nature CNN), each shortened by --set. Rounds interleave the
 settings; a setting's figure is the median of its rounds' loop wall seconds (summary.json's
 wall_seconds), and each is reported as its ratio to the best setting of the same case and
 mode, measured in the same run of this script.
 
-    python3 scripts/bench/threads.py [--cases cartpole,breakout] [--modes quiet,busy] [--rounds 3]
+    python3 scripts/bench/threads.py [--cases cartpole,breakout] [--modes quiet,busy,niced] [--rounds 3]
 
 Needs target/release/tandem (or TANDEM=...) and, for halfcheetah, the MuJoCo venv
 (scripts/gym-venv-setup.sh makes .deps/venv-gym). Leave the machine otherwise idle.
@@ -58,7 +59,7 @@ def run_once(case, threads, work):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--modes", default="quiet,busy")
+    ap.add_argument("--modes", default="quiet,busy,niced")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     settings = ["1", "auto"] + ([str(CORES)] if CORES > 1 else [])
@@ -70,9 +71,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes.split(","):
             busy = None
-            if mode == "busy":
+            if mode in ("busy", "niced"):
                 # One core's worth of someone else's work, not pinned: the scheduler places it.
-                busy = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+                # Niced, it runs in this script's session (so its autogroup) and gives way.
+                nice = ["nice", "-n", "19"] if mode == "niced" else []
+                busy = subprocess.Popen([*nice, "sh", "-c", "while :; do :; done"])
             try:
                 for case in args.cases.split(","):
                     walls = {t: [] for t in settings}

@@ -11,6 +11,7 @@
 
 pub mod credential;
 pub mod host;
+mod idle;
 pub mod job_env;
 pub mod run_dir;
 pub mod worker;

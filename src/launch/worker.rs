@@ -299,9 +299,11 @@ fn size_thread_pools(
 /// `"auto"`'s compute threads for large layers, capped by the cores other processes leave
 /// this rank: on two cores with one held by a busy loop, two threads took 8.8-15.6x the wall
 /// time of one (each parallel region waits for the thread the scheduler parked behind the
-/// other process; docs/performance.md, "7. Threads"). Measured once, at start, over 200 ms.
+/// other process; docs/performance.md, "7. Threads"). Processes that give way to this one
+/// (niced well below it) leave their cores (`super::idle`). Measured once, at start, over
+/// 200 ms.
 fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
-    let Some(idle) = idle_cores(std::time::Duration::from_millis(200)) else {
+    let Some(idle) = super::idle::available_cores(std::time::Duration::from_millis(200)) else {
         return wanted;
     };
     // A core counts as this rank's where at least 60% of it is idle: a busy loop holds all of
@@ -310,7 +312,7 @@ fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
     let threads = wanted.min(mine);
     if threads < wanted {
         tracing::info!(
-            "threads \"auto\": {threads} rather than {wanted}: {idle:.1} core(s) of the machine were idle at start, the rest held by other processes"
+            "threads \"auto\": {threads} rather than {wanted}: {idle:.1} core(s) of the machine were idle at start (or used by processes niced to give way), the rest held by other processes"
         );
     } else {
         tracing::info!(
@@ -319,34 +321,6 @@ fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
         );
     }
     threads
-}
-
-/// How many cores' worth of the machine sat idle over `window` (from /proc/stat; `None` where
-/// it cannot be read).
-fn idle_cores(window: std::time::Duration) -> Option<f64> {
-    let sample = || -> Option<(u64, u64, usize)> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let cpus = stat
-            .lines()
-            .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-            .count();
-        let fields: Vec<u64> = stat
-            .lines()
-            .next()?
-            .split_whitespace()
-            .skip(1)
-            .take(8)
-            .map(|f| f.parse().ok())
-            .collect::<Option<_>>()?;
-        // user nice system idle iowait irq softirq steal
-        let idle = fields.get(3)? + fields.get(4)?;
-        Some((idle, fields.iter().sum(), cpus))
-    };
-    let (idle0, total0, cpus) = sample()?;
-    std::thread::sleep(window);
-    let (idle1, total1, _) = sample()?;
-    let total = total1.checked_sub(total0).filter(|t| *t > 0)?;
-    Some(idle1.saturating_sub(idle0) as f64 / total as f64 * cpus as f64)
 }
 
 /// Joins the other ranks: the rendezvous checks that every rank runs this config hash, this

@@ -779,9 +779,15 @@ mod tests {
             let error = (&approx - &exact).abs().max().double_value(&[]);
             assert!(error < 0.03 * scale, "features off by {error} of {scale}");
             assert!(error > 0.0, "the bfloat16 path computed in float32");
+            // Each tensor's error against its own largest gradient, or a thousandth of the
+            // largest of all where a tensor's gradients are all near zero.
+            let largest = exact_grads
+                .iter()
+                .map(|e| e.abs().max().double_value(&[]))
+                .fold(0.0, f64::max);
             for (a, e) in approx_grads.iter().zip(&exact_grads) {
                 assert_eq!(a.kind(), Kind::Float);
-                let scale = e.abs().max().double_value(&[]);
+                let scale = e.abs().max().double_value(&[]).max(1e-3 * largest);
                 let error = (a - e).abs().max().double_value(&[]);
                 assert!(error <= 0.08 * scale, "gradient off by {error} of {scale}");
             }
