@@ -114,6 +114,10 @@ def case(peer, peer_python, peer_args, kdl, steps, seeds, tandem_set=(), bridge=
 # keep the cases that showed it failing CleanRL's settings.
 SHARED = ['network.actor-critic="shared"']
 
+# network.precision "bfloat16" (issue 39): the same cases with tandem's image torso computing on
+# bfloat16 copies; a speed setting, so it must learn as float32 does against the same peer.
+BF16 = ['network.precision="bfloat16"']
+
 # Settings are each peer's defaults written as values (reading the peer's source for its
 # defaults; nothing of its code is here). Where tandem cannot express a peer setting, the
 # KDL file or the note says so.
@@ -211,6 +215,15 @@ CASES = {
         "ppo-atari.kdl", 10_000_000, 3, ['env="atari-pong"'],
         notes="as breakout-ppo-atari; Pong has no lives, so the preset's episodic-life is "
               "left out of tandem's resolved chain (CleanRL's EpisodicLifeEnv does nothing there)"),
+    "breakout-ppo-atari-bf16": case(
+        "cleanrl:ppo_atari_envpool", "cleanrl-envpool", ["--env-id", "Breakout-v5"],
+        "ppo-atari.kdl", 10_000_000, 3, BF16, peer_from="breakout-ppo-atari",
+        notes="as breakout-ppo-atari with tandem's Nature CNN in bfloat16 "
+              "(network.precision; float32 weights and gradients), against the same peer runs"),
+    "pong-ppo-atari-bf16": case(
+        "cleanrl:ppo_atari_envpool", "cleanrl-envpool", ["--env-id", "Pong-v5"],
+        "ppo-atari.kdl", 10_000_000, 3, ['env="atari-pong"', *BF16], peer_from="pong-ppo-atari",
+        notes="as pong-ppo-atari with tandem's Nature CNN in bfloat16, against the same peer runs"),
 }
 
 
