@@ -1,6 +1,7 @@
 //! How much of the machine other processes leave a rank at its start, for `threads "auto"`:
 //! the idle cores of `/proc/stat`, plus the CPU time of processes that give way to this one
-//! (niced at least [`GIVES_WAY`] below it, under the kernel's autogroup rule where it is on).
+//! (a nice value at least [`GIVES_WAY`] above its own, by the kernel's autogroup rule where that
+//! is on).
 //! A niced background job is busy but takes almost nothing from a rank that wants its core:
 //! counting it as held picked one thread where two were 1.3x faster (docs/performance.md,
 //! "7. Threads").
@@ -54,20 +55,20 @@ pub(crate) fn parse_autogroup(text: &str) -> Option<(u64, i64)> {
 /// How many cores' worth of the machine sat idle over `window`, or were used by processes that
 /// give way to this one (`None` where /proc cannot be read).
 pub(crate) fn available_cores(window: Duration) -> Option<f64> {
-    let me = standing(std::process::id())?;
+    let autogroups = autogroups_on();
     let (idle0, total0, cpus) = machine_ticks()?;
     let before = task_ticks();
     std::thread::sleep(window);
     let (idle1, total1, _) = machine_ticks()?;
     let after = task_ticks();
     let total = total1.checked_sub(total0).filter(|t| *t > 0)?;
+    let my_pid = std::process::id();
+    let me = standing(my_pid, after.get(&my_pid)?.1, autogroups);
     let yielded: u64 = after
         .iter()
-        .filter_map(|(pid, (ticks, _))| {
-            let used = ticks.checked_sub(before.get(pid)?.0).filter(|t| *t > 0)?;
-            standing(*pid)
-                .filter(|other| gives_way(*other, me))
-                .map(|_| used)
+        .filter_map(|(&pid, &(ticks, nice))| {
+            let used = ticks.checked_sub(before.get(&pid)?.0).filter(|t| *t > 0)?;
+            gives_way(standing(pid, nice, autogroups), me).then_some(used)
         })
         .sum();
     let free = idle1.saturating_sub(idle0) + yielded;
@@ -108,17 +109,20 @@ fn task_ticks() -> std::collections::HashMap<u32, (u64, i64)> {
         .collect()
 }
 
-/// A process's [`Standing`]; its autogroup only where the kernel has them on and says it.
-fn standing(pid: u32) -> Option<Standing> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, nice) = parse_stat(&stat)?;
-    let autogroups_on = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
-        .is_ok_and(|on| on.trim() == "1");
-    let autogroup = autogroups_on
+/// Whether the kernel groups tasks by session for scheduling.
+fn autogroups_on() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
+        .is_ok_and(|on| on.trim() == "1")
+}
+
+/// A process's [`Standing`] from its nice value; its autogroup only where `autogroups` are on
+/// and /proc says it.
+fn standing(pid: u32, nice: i64, autogroups: bool) -> Standing {
+    let autogroup = autogroups
         .then(|| std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok())
         .flatten()
         .and_then(|text| parse_autogroup(&text));
-    Some(Standing { nice, autogroup })
+    Standing { nice, autogroup }
 }
 
 #[cfg(test)]
@@ -154,7 +158,10 @@ mod tests {
             .count() as f64;
         let available = available_cores(Duration::from_millis(200)).unwrap();
         assert!((0.0..=cpus).contains(&available), "{available} of {cpus}");
-        let me = standing(std::process::id()).unwrap();
+        let pid = std::process::id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, nice) = parse_stat(&stat).unwrap();
+        let me = standing(pid, nice, autogroups_on());
         assert!(!gives_way(me, me), "a process does not give way to itself");
     }
 

@@ -300,7 +300,7 @@ fn size_thread_pools(
 /// this rank: on two cores with one held by a busy loop, two threads took 8.8-15.6x the wall
 /// time of one (each parallel region waits for the thread the scheduler parked behind the
 /// other process; docs/performance.md, "7. Threads"). Processes that give way to this one
-/// (niced well below it) leave their cores (`super::idle`). Measured once, at start, over
+/// (niced 10 or more above it) leave their cores (`super::idle`). Measured once, at start, over
 /// 200 ms.
 fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
     let Some(idle) = super::idle::available_cores(std::time::Duration::from_millis(200)) else {
