@@ -143,6 +143,17 @@ const CLAIMS: &[Claim] = &[
         phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
         check: Check::Test("gym_train::the_shipped_hopper_sac_preset_hops_within_10k_steps"),
     },
+    // ant-ppo.kdl
+    Claim {
+        file: "ant-ppo.kdl",
+        phrase: "Seed 1 scores 100 or more over its last 20 episodes within 400k steps",
+        check: Check::Test("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
+    },
+    Claim {
+        file: "ant-ppo.kdl",
+        phrase: "a random policy scores about -40",
+        check: Check::Test("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
+    },
     // walker2d-sac.kdl
     Claim {
         file: "walker2d-sac.kdl",
