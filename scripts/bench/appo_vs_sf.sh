@@ -13,6 +13,7 @@
 #
 # Usage (repo root, after `cargo build --release`):
 #   [STEPS=40960 agent steps] [ROUNDS=2] [OUT=/tmp/tandem-appo] [SIDES="synchronous pipelined free sf"] \
+#   [SF_ASYNC=True|False: sample-factory's --async_rl; False runs its synchronous sampling] \
 #   [REPORT=1: only print the runs already in OUT] scripts/bench/appo_vs_sf.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -45,7 +46,7 @@ for round in $(seq 1 "$rounds"); do
         echo "round $round: $side" >&2
         if [ "$side" = sf ]; then
             timed "$dir" "$sf_python" "$root/scripts/bench/sf_atari.py" --env=atari_breakout \
-                --device=cpu --async_rl=True --with_wandb=False --seed=1 \
+                --device=cpu --async_rl="${SF_ASYNC:-True}" --with_wandb=False --seed=1 \
                 --train_for_env_steps=$((steps * 4)) --train_dir="$dir/train" \
                 --experiment=breakout > "$dir/log" 2>&1
         else
