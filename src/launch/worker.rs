@@ -175,6 +175,12 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         threads,
         &hash[..12]
     );
+    if args.rank == 0 && device == tch::Device::Cpu {
+        let cpu_flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        if let Some(hint) = bfloat16_hint(&experiment.network, &cpu_flags) {
+            tracing::info!("{hint}");
+        }
+    }
     tracing::info!(
         target: crate::logging::LOG_ONLY,
         "job secret {}",
@@ -194,6 +200,23 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         stop_requested,
     });
     outcome.map_err(|e| name_the_lost(e, &peers))
+}
+
+/// A suggestion for a float32 image torso on a CPU with AMX (`amx_bf16` among `cpuinfo`'s
+/// flags), which a run declares and does not get by itself: a machine's instructions must not
+/// change what a resolved config does.
+fn bfloat16_hint(network: &tandem_config::Network, cpuinfo: &str) -> Option<&'static str> {
+    let image_torso = !matches!(network.torso, tandem_config::Torso::Mlp { .. });
+    let float32 = network.precision == tandem_config::Precision::Float32;
+    let amx = cpuinfo
+        .lines()
+        .find(|line| line.starts_with("flags"))
+        .is_some_and(|flags| flags.split_whitespace().any(|flag| flag == "amx_bf16"));
+    (image_torso && float32 && amx).then_some(
+        "hint: this CPU has AMX, and `network.precision \"bfloat16\"` runs image torsos on it \
+         (Atari PPO trained 1.8x as fast on one thread; docs/performance.md); results then \
+         differ from float32's",
+    )
 }
 
 /// Refuses a rank started for another world size or device than the config gives it.
@@ -524,7 +547,7 @@ fn backend_for(setting: tandem_config::SyncBackend, device: tch::Device) -> Back
 
 #[cfg(test)]
 mod tests {
-    use super::{WorkerArgs, backend_for, core_slice};
+    use super::{WorkerArgs, backend_for, bfloat16_hint, core_slice};
     use crate::dist::Backend;
     use tandem_config::SyncBackend;
 
@@ -605,5 +628,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn network(env: &str, torso: &str, precision: &str) -> tandem_config::Network {
+        let text = format!(
+            "experiment \"x\" {{\n    env \"{env}\"\n    network \"{torso}\" {{\n        \
+             precision \"{precision}\"\n    }}\n}}\n"
+        );
+        tandem_config::resolve(&tandem_config::Source::Stdin(text), &[])
+            .expect("resolves")
+            .experiment
+            .network
+    }
+
+    #[test]
+    fn the_bfloat16_hint_is_for_float32_image_torsos_on_amx_cpus() {
+        let amx = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile\n";
+        let no_amx = "processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile\n";
+        let atari = network("atari-breakout", "nature-cnn", "float32");
+        assert!(bfloat16_hint(&atari, amx).is_some());
+        assert!(bfloat16_hint(&atari, no_amx).is_none());
+        assert!(bfloat16_hint(&atari, "").is_none());
+        let declared = network("atari-breakout", "nature-cnn", "bfloat16");
+        assert!(bfloat16_hint(&declared, amx).is_none());
+        let mlp = network("cartpole", "mlp", "float32");
+        assert!(bfloat16_hint(&mlp, amx).is_none());
     }
 }
