@@ -2,9 +2,9 @@
 //! (with its fixed per-sample smoothing noise) trained on 1 rank and split over 2 ranks gives
 //! the same actor, critics and targets (within 1e-5) after 10 gradient steps with policy-delay
 //! 2 (5 critic-only steps and 5 that also move the actor and the targets), and both ranks end
-//! bitwise equal. Every step's synchronised gradient (actor and critics together: TD3 syncs
-//! once per step, the actor's part zero on the critic-only steps) is compared with 1 rank's
-//! too, so a DDP that summed where it should average fails even though Adam hides the scale
+//! bitwise equal. Every synchronised gradient (actor and critics together: TD3 syncs once
+//! for the critics' step, the actor's part zero, and on a delayed step once more for the
+//! actor's, the critics' part zero) is compared with 1 rank's too, so a DDP that summed where it should average fails even though Adam hides the scale
 //! from the parameters.
 
 mod common;
@@ -67,14 +67,15 @@ fn batch(start: i64, len: i64) -> Td3Batch {
     }
 }
 
-/// `UPDATES` gradient steps (a delayed one every second); each step's synchronised gradient.
+/// `UPDATES` gradient steps (a delayed one every second); every synchronised gradient.
 fn train(td3: &mut Td3, collective: &mut dyn Collective, start: i64, len: i64) -> Vec<Vec<f32>> {
     let b = batch(start, len);
     let mut recorder = RecordGradients::new(collective);
     for step in 1..=UPDATES {
         let stats = td3.update(&b, &mut recorder).unwrap();
         assert_eq!(stats.actor.is_some(), step % 2 == 0, "step {step}");
-        assert_eq!(recorder.synced.len(), step, "one gradient sync per step");
+        let syncs = step + step / 2;
+        assert_eq!(recorder.synced.len(), syncs, "one sync per optimizer step");
     }
     recorder.synced
 }

@@ -4,13 +4,13 @@
 //! smoothing (section 5.2), and the actor and all targets updated every `policy-delay`-th
 //! gradient step (section 5.1). Actions live in the unit box; the learner scales them.
 //!
-//! One gradient step is ONE backward and ONE gradient sync over every trainable parameter, as
-//! for SAC (docs/design.md): the critic loss on every step, plus the actor loss on the delayed
-//! steps. The actor loss reads Q through detached critic weights and the critic target is
-//! computed without gradients, so each network gets exactly the gradient of its own loss; on a
-//! step without the actor loss the actor's gradient is zero, is synchronised as zero, and the
-//! actor's Adam does not step. The actor's loss sees the critics from before this step's
-//! critic update (the paper's Algorithm 1 updates the critics first; one sync per step cannot).
+//! One gradient step follows Algorithm 1's order: the critics step on their loss, then, on a
+//! delayed step, the actor steps on `-Q_θ1(s, μ_φ(s))` read through the critics just updated
+//! (as the paper, CleanRL and Stable-Baselines3 do). Each of the two is one backward and one
+//! gradient sync over every trainable parameter (docs/design.md): the critic target is computed
+//! without gradients and the actor loss reads Q through detached critic weights, so each loss
+//! gives its own network's gradient and zeros elsewhere, and only that network's Adam group
+//! steps.
 //!
 //! The smoothing noise of an update is an input drawn per sample, so a rank's half of a global
 //! batch brings its half of the noise.
@@ -52,11 +52,9 @@ pub struct Td3Batch {
     pub noise_next: Tensor,
 }
 
-/// The losses of one step (scalars with their graphs) and what is logged of them.
-pub struct Td3Losses {
-    pub critic: Tensor,
-    /// Only on a delayed step.
-    pub actor: Option<Tensor>,
+/// The critics' loss of one step (a scalar with its graph) and the mean Q logged beside it.
+pub struct CriticLoss {
+    pub loss: Tensor,
     pub q_mean: Tensor,
 }
 
@@ -216,9 +214,8 @@ impl Td3 {
         }
     }
 
-    /// The losses on this rank's batch, each a mean over its samples; the actor's only when
-    /// `with_actor`.
-    pub fn losses(&self, batch: &Td3Batch, with_actor: bool) -> Result<Td3Losses> {
+    /// The critics' loss on this rank's batch, a mean over its samples.
+    pub fn critic_loss(&self, batch: &Td3Batch) -> Result<CriticLoss> {
         let [q1, q2] = &self.critics;
         let (sigma, clip) = (
             self.config.target_policy_noise,
@@ -239,76 +236,81 @@ impl Td3 {
         let taken = QInput::new(&batch.obs, &batch.actions);
         let q1_taken = q1.forward(&taken);
         let q2_taken = q2.forward(&taken);
-        let critic = (&q1_taken - &target).square().mean(Kind::Float)
+        let loss = (&q1_taken - &target).square().mean(Kind::Float)
             + (&q2_taken - &target).square().mean(Kind::Float);
-        // Deterministic policy gradient (eq. 1, after Silver et al. 2014) through Q_θ1 alone:
-        // J(φ) = -N⁻¹ Σ Q_θ1(s, μ_φ(s)), Q read through detached weights so that this loss
-        // moves the actor only.
-        let actor = if with_actor {
-            let action = self.actor.forward(&batch.obs)?;
-            Some(
-                -q1.forward_detached(&QInput::new(&batch.obs, &action))
-                    .mean(Kind::Float),
-            )
-        } else {
-            None
-        };
-        Ok(Td3Losses {
-            critic,
-            actor,
+        Ok(CriticLoss {
+            loss,
             q_mean: ((q1_taken.detach() + q2_taken.detach()) * 0.5).mean(Kind::Float),
         })
     }
 
-    /// One gradient step: one backward (critic loss, plus the actor's on a delayed step), one
-    /// sync of every gradient, a clip per network, the critics' Adam step, and on a delayed
-    /// step the actor's Adam step and the Polyak update of every target.
+    /// The deterministic policy gradient's loss (eq. 1, after Silver et al. 2014) through Q_θ1
+    /// alone: `J(φ) = -N⁻¹ Σ Q_θ1(s, μ_φ(s))`, Q read through detached weights so that this
+    /// loss moves the actor only.
+    pub fn actor_loss(&self, obs: &Tensor) -> Result<Tensor> {
+        let action = self.actor.forward(obs)?;
+        let q = self.critics[0].forward_detached(&QInput::new(obs, &action));
+        Ok(-q.mean(Kind::Float))
+    }
+
+    /// One gradient step in Algorithm 1's order: the critics' step on `J_Q`, then on a delayed
+    /// step the actor's step on `J(φ)` read through the critics just updated, and the Polyak
+    /// update of every target.
     pub fn update(
         &mut self,
         batch: &Td3Batch,
         collective: &mut dyn Collective,
     ) -> Result<Td3Stats> {
         let delayed = self.next_step_updates_the_actor();
-        let losses = self.losses(batch, delayed)?;
-        self.optimizer.zero_grad();
-        let total = match &losses.actor {
-            Some(actor) => &losses.critic + actor,
-            None => losses.critic.shallow_clone(),
-        };
-        accumulate_gradients(&total, true, collective);
-        let params = self.trainable_parameters();
-        collective.sync_gradients(&params)?;
-        let clip = self.config.max_grad_norm.unwrap_or(f64::INFINITY);
-        let critic_grad_norm = self.optimizer.clip_group_grad_norm(CRITIC, clip)?;
-        let actor_grad_norm = if delayed {
-            self.optimizer.clip_group_grad_norm(ACTOR, clip)?
+        let critic = self.critic_loss(batch)?;
+        let critic_grad_norm =
+            self.step_group(&critic.loss, CRITIC, self.config.critic_lr, collective)?;
+        let actor = if delayed {
+            let loss = self.actor_loss(&batch.obs)?;
+            let norm = self.step_group(&loss, ACTOR, self.config.actor_lr, collective)?;
+            Some((loss.double_value(&[]), norm))
         } else {
-            0.0
+            None
         };
-        if !actor_grad_norm.is_finite() || !critic_grad_norm.is_finite() {
-            bail!(
-                "update: the gradient norm is {actor_grad_norm} (actor), {critic_grad_norm} \
-                 (critics) at td3 gradient step {}; the loss diverged",
-                self.gradient_steps
-            );
-        }
-        if collective.steps_locally() {
-            let critic = (CRITIC, self.config.critic_lr);
-            let actor = (ACTOR, self.config.actor_lr);
-            let groups: &[(usize, f64)] = if delayed { &[critic, actor] } else { &[critic] };
-            self.optimizer.step_groups(groups)?;
-        }
-        collective.after_step(&params)?;
         self.gradient_steps += 1;
         if delayed {
             self.update_targets(self.config.tau);
         }
         Ok(Td3Stats {
-            critic_loss: losses.critic.double_value(&[]),
-            q_mean: losses.q_mean.double_value(&[]),
+            critic_loss: critic.loss.double_value(&[]),
+            q_mean: critic.q_mean.double_value(&[]),
             critic_grad_norm,
-            actor: losses.actor.map(|a| (a.double_value(&[]), actor_grad_norm)),
+            actor,
         })
+    }
+
+    /// One optimizer step of group `group` on `loss`, which touches only that group's
+    /// parameters: backward, the sync of every gradient (the other group's are zero), the
+    /// group's clip and Adam step. Returns the gradient norm before clipping.
+    fn step_group(
+        &mut self,
+        loss: &Tensor,
+        group: usize,
+        lr: f64,
+        collective: &mut dyn Collective,
+    ) -> Result<f64> {
+        self.optimizer.zero_grad();
+        accumulate_gradients(loss, true, collective);
+        let params = self.trainable_parameters();
+        collective.sync_gradients(&params)?;
+        let clip = self.config.max_grad_norm.unwrap_or(f64::INFINITY);
+        let norm = self.optimizer.clip_group_grad_norm(group, clip)?;
+        if !norm.is_finite() {
+            bail!(
+                "update: the {} gradient norm is {norm} at td3 gradient step {}; the loss diverged",
+                GROUPS[group],
+                self.gradient_steps
+            );
+        }
+        if collective.steps_locally() {
+            self.optimizer.step_groups(&[(group, lr)])?;
+        }
+        collective.after_step(&params).map(|()| norm)
     }
 }
 
@@ -514,27 +516,42 @@ mod tests {
     }
 
     #[test]
-    fn each_network_gets_exactly_the_gradient_of_its_own_loss_from_the_summed_backward() {
+    fn each_loss_moves_only_its_own_network() {
         let mut td3 = td3(2);
         let b = batch();
-        let l = td3.losses(&b, true).unwrap();
         td3.optimizer.zero_grad();
-        (&l.critic + l.actor.as_ref().unwrap()).backward();
-        let (actor_sum, critic_sum) = (
-            group_gradient(&td3, "actor"),
-            group_gradient(&td3, "critic"),
-        );
-        let l = td3.losses(&b, true).unwrap();
-        td3.optimizer.zero_grad();
-        l.critic.backward();
-        assert_eq!(critic_sum, group_gradient(&td3, "critic"));
+        td3.critic_loss(&b).unwrap().loss.backward();
         assert!(group_gradient(&td3, "actor").iter().all(|&g| g == 0.0));
-        let l = td3.losses(&b, true).unwrap();
+        assert!(group_gradient(&td3, "critic").iter().any(|&g| g != 0.0));
         td3.optimizer.zero_grad();
-        l.actor.unwrap().backward();
-        assert_eq!(actor_sum, group_gradient(&td3, "actor"));
+        td3.actor_loss(&b.obs).unwrap().backward();
         assert!(group_gradient(&td3, "critic").iter().all(|&g| g == 0.0));
-        assert!(actor_sum.iter().any(|&g| g != 0.0));
+        assert!(group_gradient(&td3, "actor").iter().any(|&g| g != 0.0));
+    }
+
+    #[test]
+    fn the_actor_steps_against_the_critics_after_their_step() {
+        let mut learner = td3(1);
+        let b = batch();
+        let critic_before = flat(&learner.named_state(), "model.critic");
+        let loss_before = learner.actor_loss(&b.obs).unwrap().double_value(&[]);
+        // What the actor's step must have read: the stepped critics at the actor of before.
+        let mut critics_first = td3(1);
+        let critic_loss = critics_first.critic_loss(&b).unwrap().loss;
+        critics_first
+            .step_group(
+                &critic_loss,
+                CRITIC,
+                critics_first.config.critic_lr,
+                &mut crate::algo::Local,
+            )
+            .unwrap();
+        let expected = critics_first.actor_loss(&b.obs).unwrap().double_value(&[]);
+        let stats = learner.update(&b, &mut crate::algo::Local).unwrap();
+        assert_ne!(critic_before, flat(&learner.named_state(), "model.critic"));
+        let (loss, _) = stats.actor.unwrap();
+        assert_eq!(loss, expected);
+        assert_ne!(loss, loss_before, "the critics' step changed Q");
     }
 
     #[test]
@@ -581,14 +598,14 @@ mod tests {
             noise_next: b.noise_next.sign() * (0.5 / 0.2),
             ..batch()
         };
-        let a = td3.losses(&clipped, false).unwrap().critic;
-        let c = td3.losses(&at_clip, false).unwrap().critic;
+        let a = td3.critic_loss(&clipped).unwrap().loss;
+        let c = td3.critic_loss(&at_clip).unwrap().loss;
         assert!(a.allclose(&c, 1e-6, 1e-6, false));
         let zero = Td3Batch {
             noise_next: b.noise_next.zeros_like(),
             ..batch()
         };
-        let z = td3.losses(&zero, false).unwrap().critic;
+        let z = td3.critic_loss(&zero).unwrap().loss;
         assert!(
             !a.allclose(&z, 1e-6, 1e-6, false),
             "the noise changes the target"

@@ -285,7 +285,7 @@ settings! {
 
 settings! {
     pub struct Td3 as "td3",
-        "Twin delayed DDPG: a deterministic actor, twin Q-networks, target policy smoothing, delayed actor and target updates, for bounded box actions. Each rank keeps its own replay buffer; one gradient sync per gradient step covers critics and (on the delayed steps) the actor." {
+        "Twin delayed DDPG: a deterministic actor, twin Q-networks, target policy smoothing, delayed actor and target updates, for bounded box actions. Each rank keeps its own replay buffer; a gradient step steps the critics, then on the delayed steps the actor against the critics just updated (the paper's order), each after a gradient sync." {
         actor_lr: f64 = "actor-lr", POSITIVE, Dflt::Float(3e-4),
             "Adam learning rate of the actor.";
         critic_lr: f64 = "critic-lr", POSITIVE, Dflt::Float(3e-4),
