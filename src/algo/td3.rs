@@ -535,8 +535,19 @@ mod tests {
         let b = batch();
         let critic_before = flat(&learner.named_state(), "model.critic");
         let loss_before = learner.actor_loss(&b.obs).unwrap().double_value(&[]);
-        // What the actor's step must have read: the stepped critics at the actor of before.
+        // What the actor's step must have read: the stepped critics at the actor of before. The
+        // copy takes the learner's values, not the seed's: tests running beside this one draw
+        // from the same global generator between the two constructions.
         let mut critics_first = td3(1);
+        tch::no_grad(|| {
+            for ((_, copy), (_, original)) in critics_first
+                .named_state()
+                .iter_mut()
+                .zip(learner.named_state())
+            {
+                copy.copy_(&original);
+            }
+        });
         let critic_loss = critics_first.critic_loss(&b).unwrap().loss;
         critics_first
             .step_group(
