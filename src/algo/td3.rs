@@ -539,15 +539,13 @@ mod tests {
         // copy takes the learner's values, not the seed's: tests running beside this one draw
         // from the same global generator between the two constructions.
         let mut critics_first = td3(1);
-        tch::no_grad(|| {
-            for ((_, copy), (_, original)) in critics_first
-                .named_state()
-                .iter_mut()
-                .zip(learner.named_state())
-            {
-                copy.copy_(&original);
-            }
-        });
+        crate::nn::copy_named(
+            &learner.named_state(),
+            "learner tensor",
+            &critics_first.named_state(),
+            |name| format!("the learner has no {name}"),
+        )
+        .unwrap();
         let critic_loss = critics_first.critic_loss(&b).unwrap().loss;
         critics_first
             .step_group(
