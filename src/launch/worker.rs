@@ -176,8 +176,8 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
         &hash[..12]
     );
     if args.rank == 0 && device == tch::Device::Cpu {
-        let cpu_flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        if let Some(hint) = bfloat16_hint(&experiment.network, &cpu_flags) {
+        let cpuinfo = || std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        if let Some(hint) = bfloat16_hint(&experiment.network, cpuinfo) {
             tracing::info!("{hint}");
         }
     }
@@ -202,17 +202,22 @@ fn run(args: &WorkerArgs, canonical: &str, credential: Credential) -> Result<Out
     outcome.map_err(|e| name_the_lost(e, &peers))
 }
 
-/// A suggestion for a float32 image torso on a CPU with AMX (`amx_bf16` among `cpuinfo`'s
-/// flags), which a run declares and does not get by itself: a machine's instructions must not
-/// change what a resolved config does.
-fn bfloat16_hint(network: &tandem_config::Network, cpuinfo: &str) -> Option<&'static str> {
+/// A suggestion for a float32 image torso on a CPU with AMX (`amx_bf16` among the flags of
+/// the text `cpuinfo` gives, read only for such a torso), which a run declares and does not get
+/// by itself: a machine's instructions must not change what a resolved config does.
+fn bfloat16_hint(
+    network: &tandem_config::Network,
+    cpuinfo: impl FnOnce() -> String,
+) -> Option<&'static str> {
     let image_torso = !matches!(network.torso, tandem_config::Torso::Mlp { .. });
     let float32 = network.precision == tandem_config::Precision::Float32;
-    let amx = cpuinfo
-        .lines()
-        .find(|line| line.starts_with("flags"))
-        .is_some_and(|flags| flags.split_whitespace().any(|flag| flag == "amx_bf16"));
-    (image_torso && float32 && amx).then_some(
+    let amx = || {
+        cpuinfo()
+            .lines()
+            .find(|line| line.starts_with("flags"))
+            .is_some_and(|flags| flags.split_whitespace().any(|flag| flag == "amx_bf16"))
+    };
+    (image_torso && float32 && amx()).then_some(
         "hint: this CPU has AMX, and `network.precision \"bfloat16\"` runs image torsos on it \
          (Atari PPO trained 1.8x as fast on one thread; docs/performance.md); results then \
          differ from float32's",
@@ -645,13 +650,16 @@ mod tests {
     fn the_bfloat16_hint_is_for_float32_image_torsos_on_amx_cpus() {
         let amx = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile\n";
         let no_amx = "processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile\n";
+        let text = |cpuinfo: &'static str| move || cpuinfo.to_string();
         let atari = network("atari-breakout", "nature-cnn", "float32");
-        assert!(bfloat16_hint(&atari, amx).is_some());
-        assert!(bfloat16_hint(&atari, no_amx).is_none());
-        assert!(bfloat16_hint(&atari, "").is_none());
+        assert!(bfloat16_hint(&atari, text(amx)).is_some());
+        assert!(bfloat16_hint(&atari, text(no_amx)).is_none());
+        assert!(bfloat16_hint(&atari, text("")).is_none());
         let declared = network("atari-breakout", "nature-cnn", "bfloat16");
-        assert!(bfloat16_hint(&declared, amx).is_none());
+        assert!(bfloat16_hint(&declared, text(amx)).is_none());
         let mlp = network("cartpole", "mlp", "float32");
-        assert!(bfloat16_hint(&mlp, amx).is_none());
+        assert!(bfloat16_hint(&mlp, text(amx)).is_none());
+        let unread = || -> String { panic!("/proc/cpuinfo read for an MLP") };
+        assert!(bfloat16_hint(&mlp, unread).is_none());
     }
 }
