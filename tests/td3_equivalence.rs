@@ -4,8 +4,8 @@
 //! 2 (5 critic-only steps and 5 that also move the actor and the targets), and both ranks end
 //! bitwise equal. Every synchronised gradient (actor and critics together: TD3 syncs once
 //! for the critics' step, the actor's part zero, and on a delayed step once more for the
-//! actor's, the critics' part zero) is compared with 1 rank's too, so a DDP that summed where it should average fails even though Adam hides the scale
-//! from the parameters.
+//! actor's, the critics' part zero) is compared with 1 rank's too, so a DDP that summed where
+//! it should average fails even though Adam hides the scale from the parameters.
 
 mod common;
 
