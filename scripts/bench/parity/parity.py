@@ -15,11 +15,13 @@ scripts/bench/parity/sb3_peer.py. Every process gets one compute thread: tandem
 `threads 1`; the peers OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1 (CleanRL's files do not set
 torch's thread count, and changing them is not allowed); gymnasium-bridge runs one worker.
 `--jobs` processes run at once (default 2). A finished process leaves
-.deps/parity-results/<case>/<side>-seed<N>-<steps>.json (scores, curve, wall and CPU time,
-the tandem learner's last diagnostics); a result already there is not run again, so runs
-spread over sessions and machines add up (copy the JSON files together). Run directories
-stay under .deps/parity-runs/ for inspection. PARITY_RESULTS and PARITY_RUNS name other
-directories for both (an ablation of two tandem builds on one case).
+scripts/bench/parity/results/<case>/<side>-seed<N>-<steps>.json (scores, curve, wall and CPU
+time, the CPU, the command, the tandem learner's last diagnostics); a result already there is
+not run again. The results are committed: a case's seeds take hours, so they are run over
+several sessions on whichever machine each has, and the report adds up what the repository
+holds (.deps/ does not travel between machines). Run directories stay under
+.deps/parity-runs/ for inspection. PARITY_RESULTS and PARITY_RUNS name other directories for
+both (an ablation of two tandem builds on one case).
 
 What it prints, per case: for the peer and for tandem, the number of seeds, the final score's
 mean and 95% interval, the verdict, and the score at ten evenly spaced points of the run.
@@ -63,7 +65,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 DEPS = os.path.join(ROOT, ".deps")
 # PARITY_RESULTS and PARITY_RUNS move both elsewhere: an ablation (two tandem builds on the
 # same case) keeps each build's results apart from the suite's.
-RESULTS = os.environ.get("PARITY_RESULTS", os.path.join(DEPS, "parity-results"))
+RESULTS = os.environ.get("PARITY_RESULTS", os.path.join(HERE, "results"))
 RUNS = os.environ.get("PARITY_RUNS", os.path.join(DEPS, "parity-runs"))
 
 PYTHONS = {
