@@ -16,10 +16,10 @@ scripts/bench/parity/sb3_peer.py. Every process gets one compute thread: tandem
 torch's thread count, and changing them is not allowed); gymnasium-bridge runs one worker.
 `--jobs` processes run at once (default 2). A finished process leaves
 scripts/bench/parity/results/<case>/<side>-seed<N>-<steps>.json (scores, curve, wall and CPU
-time, the CPU, the command, the tandem learner's last diagnostics); a result already there is
-not run again. The results are committed: a case's seeds take hours, so they are run over
-several sessions on whichever machine each has, and the report adds up what the repository
-holds (.deps/ does not travel between machines). Run directories stay under
+time, the CPU, the command, the tandem binary's SHA-256 and its learner's last diagnostics); a
+result already there is not run again. The results are committed: a case's seeds take hours, so
+they are run over several sessions on whichever machine each has, and the report adds up what
+the repository holds (.deps/ does not travel between machines). Run directories stay under
 .deps/parity-runs/ for inspection. PARITY_RESULTS and PARITY_RUNS name other directories for
 both (an ablation of two tandem builds on one case).
 
@@ -48,6 +48,7 @@ mean and 95% interval, the verdict, and the score at ten evenly spaced points of
 
 import argparse
 import glob
+import hashlib
 import json
 import math
 import os
@@ -396,8 +397,11 @@ def start(name, c, side, seed, steps):
     log.flush()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    # Which build ran, by content: the binary's path is a local copy's name and says nothing
+    # on another machine.
+    build = {"tandem_binary_sha256": file_sha256(argv[0])} if side == "tandem" else {}
     return {"proc": proc, "log": log, "t0": time.time(), "argv": argv, "run_dir": run_dir,
-            "name": name, "side": side, "seed": seed, "steps": steps}
+            "name": name, "side": side, "seed": seed, "steps": steps, "build": build}
 
 
 def finish(job, rusage):
@@ -422,13 +426,21 @@ def finish(job, rusage):
     r.update(case=job["name"], side=job["side"], seed=job["seed"], steps=job["steps"],
              wall_seconds=wall, cpu_seconds=rusage.ru_utime + rusage.ru_stime,
              command=job["argv"], finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             host_cpu=cpu_model())
+             host_cpu=cpu_model(), **job["build"])
     path = result_path(job["name"], job["side"], job["seed"], job["steps"])
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         json.dump(r, f)
     os.replace(path + ".tmp", path)
     print(f"parity: {label}: final {r['final']:.1f} in {wall:.0f} s", flush=True)
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def cpu_model():
