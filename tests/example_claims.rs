@@ -1,9 +1,10 @@
 //! Every number in the comments of the example experiments (`experiments/*.kdl` and
 //! `experiments/include/*.kdl`) is checked: either it restates a setting, and the resolved file
 //! is checked here to hold it, or it is a figure a training run reaches, and CLAIMS names the
-//! test that runs the shipped file and asserts it. A number in a comment that no entry covers
-//! fails the suite, naming the file, the line and the number, so an unchecked claim cannot be
-//! added to an example.
+//! test that runs the shipped file and asserts it (on CI, or, for a run too long for CI, an
+//! `#[ignore]`d test that the comment says to run with `--ignored`). A number in a comment that
+//! no entry covers fails the suite, naming the file, the line and the number, so an unchecked
+//! claim cannot be added to an example.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +22,9 @@ enum Check {
     /// `tests/FILE.rs` has a test `NAME` (written `FILE::NAME`) that trains the shipped file and
     /// asserts the phrase's figures.
     Test(&'static str),
+    /// As [`Check::Test`], for a run too long for CI: the test is `#[ignore]`d, run by hand
+    /// with `--ignored`, and the file's comment must say so.
+    LongTest(&'static str),
     /// The repository file `file` contains `text`: the number is a constant of the code.
     Source {
         file: &'static str,
@@ -164,6 +168,17 @@ const CLAIMS: &[Claim] = &[
         file: "walker2d-sac.kdl",
         phrase: "a random policy scores about 2",
         check: Check::Test("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
+    },
+    // pong-ppo.kdl
+    Claim {
+        file: "pong-ppo.kdl",
+        phrase: "Seed 1 scores -5 or more over its last 20 games within 2M steps",
+        check: Check::LongTest("train_learning::the_shipped_pong_preset_learns_within_2m_steps"),
+    },
+    Claim {
+        file: "pong-ppo.kdl",
+        phrase: "a random policy scores about -20",
+        check: Check::LongTest("train_learning::the_shipped_pong_preset_learns_within_2m_steps"),
     },
     // mountaincar-dqn.kdl
     Claim {
@@ -574,21 +589,52 @@ fn the_settings_that_example_comments_restate_hold() {
 fn the_tests_that_check_example_figures_exist() {
     let mut problems = Vec::new();
     for claim in CLAIMS {
-        let Check::Test(name) = claim.check else {
-            continue;
+        let (name, ignored) = match claim.check {
+            Check::Test(name) => (name, false),
+            Check::LongTest(name) => (name, true),
+            _ => continue,
         };
         let (file, function) = name.split_once("::").expect("FILE::NAME");
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{file}.rs"));
         let source = std::fs::read_to_string(&path).unwrap_or_default();
-        if !source.contains(&format!("#[test]\nfn {function}()")) {
+        if !has_test(&source, function, ignored) {
+            let kind = if ignored {
+                "#[ignore]d test"
+            } else {
+                "test run on CI"
+            };
             problems.push(format!(
-                "{}: {:?} is checked by {name}, but tests/{file}.rs has no test {function}",
+                "{}: {:?} is checked by {name}, but tests/{file}.rs has no {kind} {function}",
+                place(claim),
+                claim.phrase
+            ));
+        }
+        let example = experiments_dir().join(claim.file);
+        if ignored && !std::fs::read_to_string(&example).is_ok_and(|s| s.contains("--ignored")) {
+            problems.push(format!(
+                "{}: {:?} is held by a test CI does not run; the file's comment must say to run \
+                 it with --ignored",
                 place(claim),
                 claim.phrase
             ));
         }
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// Whether `source` has a test `function`, `#[ignore = "..."]`d or not as `ignored` says: a
+/// claim CI holds must not sit in a test CI skips.
+fn has_test(source: &str, function: &str, ignored: bool) -> bool {
+    let Some(at) = source.find(&format!("\nfn {function}()")) else {
+        return false;
+    };
+    let attributes: Vec<&str> = source[..at]
+        .lines()
+        .rev()
+        .take_while(|line| line.starts_with("#["))
+        .collect();
+    attributes.contains(&"#[test]")
+        && attributes.iter().any(|a| a.starts_with("#[ignore")) == ignored
 }
 
 #[test]

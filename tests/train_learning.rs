@@ -1,6 +1,7 @@
 //! The `tandem` binary learning with fixed seeds (PPO and A2C on CartPole, one and two ranks,
-//! MinAtar against a random policy, the CI's DDP run), reproducibility, TensorBoard read-back,
-//! `play`, `validate` and `--version`, with real processes and real Gloo.
+//! MinAtar against a random policy, the CI's DDP run, the shipped classic-control presets and,
+//! by hand with `--ignored`, the Pong preset), reproducibility, TensorBoard read-back, `play`,
+//! `validate` and `--version`, with real processes and real Gloo.
 
 mod common;
 
@@ -225,9 +226,13 @@ fn a2c_learns_cartpole() {
 /// Trains the shipped experiment `file` as it is and returns its last-20 score and the global
 /// steps it ran.
 fn shipped_preset_run(name: &str, file: &str) -> (f64, f64) {
+    shipped_preset_run_within(name, file, Duration::from_secs(600))
+}
+
+fn shipped_preset_run_within(name: &str, file: &str, limit: Duration) -> (f64, f64) {
     let dir = fresh_dir(name);
     let shipped = format!("{}/experiments/{file}", env!("CARGO_MANIFEST_DIR"));
-    let out = train(&shipped, &dir, &[], Duration::from_secs(600));
+    let out = train(&shipped, &dir, &[], limit);
     assert!(out.status.success(), "{}", text(&out));
     (
         summary_number(&dir, "last_20_score_mean").unwrap(),
@@ -272,6 +277,24 @@ fn the_shipped_mountain_car_dqn_preset_reaches_the_flag() {
         "MountainCar-v0 DQN, seed 1: last-20 score {score} < -150"
     );
     assert!(steps <= 120_000.0);
+}
+
+/// experiments/pong-ppo.kdl's claim, run as shipped: seed 1 scores -5 or more over its last 20
+/// games within its 2M steps (3.65 measured in one run on two threads, 10.6 in a run that went
+/// from one thread to two at a resume; -21 is every point lost, a random policy scores about
+/// -20). Not on CI: Pong scores as a random policy does for its first 350k steps or so, and the
+/// whole run takes about an hour of two cores. Run it with
+/// `cargo test --release --test train_learning -- --ignored pong`.
+#[test]
+#[ignore = "an hour of Atari Pong; run with --ignored"]
+fn the_shipped_pong_preset_learns_within_2m_steps() {
+    let limit = Duration::from_secs(3 * 3600);
+    let (score, steps) = shipped_preset_run_within("pong", "pong-ppo.kdl", limit);
+    assert!(
+        score >= -5.0,
+        "Atari Pong PPO, seed 1: last-20 score {score} < -5"
+    );
+    assert!(steps <= 2_000_896.0);
 }
 
 #[test]
