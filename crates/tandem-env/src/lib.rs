@@ -72,7 +72,9 @@ pub use space::{Action, ActionSpace, Actions, Dtype, Layout, ObsBuf, ObsShape, O
 pub use spec::{
     EnvSpec, Game, MINATAR_STICKY_ACTION_PROB, Wrapper, make_env, make_game, observation_space,
 };
-pub use vec_env::{DEFAULT_MIN_PARALLEL_WORK, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv};
+pub use vec_env::{
+    DEFAULT_MIN_PARALLEL_WORK, EnvGroup, EpisodeStats, SNAPSHOT_FORMAT_VERSION, VecEnv,
+};
 
 /// Errors raised while building or driving environments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -42,6 +42,9 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+mod groups;
+pub use groups::EnvGroup;
+
 use crate::EnvError;
 use crate::env::Env;
 use crate::gym::{BridgeOptions, GymInfo, Launch, Pool as GymPool, Sent};
@@ -536,7 +539,7 @@ impl VecEnv {
         envs: Range<usize>,
         actions: impl Into<Actions<'a>>,
     ) -> Result<(), EnvError> {
-        let actions = self.checked(&envs, actions.into())?;
+        let actions = self.action_check().checked(&envs, actions.into())?;
         self.step_checked(envs, actions)
     }
 
@@ -547,7 +550,7 @@ impl VecEnv {
     /// normaliser statistics are refused, and a reset finishes the step first.
     pub fn begin_step<'a>(&mut self, actions: impl Into<Actions<'a>>) -> Result<(), EnvError> {
         let envs = 0..self.slots.len();
-        let actions = self.checked(&envs, actions.into())?;
+        let actions = self.action_check().checked(&envs, actions.into())?;
         self.begin_checked(envs, actions)
     }
 
@@ -566,121 +569,12 @@ impl VecEnv {
         self.step_slots(pending.envs, pending.actions.as_group())
     }
 
-    /// `actions` checked against the space for the environments `envs`.
-    fn checked<'a>(
-        &self,
-        envs: &Range<usize>,
-        actions: Actions<'a>,
-    ) -> Result<GroupActions<'a>, EnvError> {
-        match actions {
-            Actions::Discrete(a) => self.checked_discrete(envs, a),
-            Actions::Box(values) => self.checked_box(envs, values),
+    /// What checks a batch's actions: its space and size.
+    fn action_check(&self) -> ActionCheck<'_> {
+        ActionCheck {
+            space: &self.action_space,
+            num_envs: self.slots.len(),
         }
-    }
-
-    fn checked_discrete<'a>(
-        &self,
-        envs: &Range<usize>,
-        actions: &'a [i64],
-    ) -> Result<GroupActions<'a>, EnvError> {
-        if let ActionSpace::MultiDiscrete { nvec } = &self.action_space {
-            return self.checked_multi_discrete(envs, actions, nvec);
-        }
-        self.check_group(envs, actions.len(), 1)?;
-        let Some(n) = self.action_space.num_discrete() else {
-            return Err(self.wrong_kind("discrete actions"));
-        };
-        if let Some((k, &action)) = actions
-            .iter()
-            .enumerate()
-            .find(|&(_, &a)| a < 0 || a as u64 >= n as u64)
-        {
-            return Err(EnvError::InvalidAction {
-                env: envs.start + k,
-                action,
-                num_actions: n,
-            });
-        }
-        Ok(GroupActions::Discrete(actions))
-    }
-
-    /// Rows of one index per component, each within its component's count.
-    fn checked_multi_discrete<'a>(
-        &self,
-        envs: &Range<usize>,
-        actions: &'a [i64],
-        nvec: &[usize],
-    ) -> Result<GroupActions<'a>, EnvError> {
-        let dim = nvec.len();
-        self.check_group(envs, actions.len(), dim)?;
-        let outside = actions
-            .iter()
-            .enumerate()
-            .find(|&(k, &a)| a < 0 || a as u64 >= nvec[k % dim] as u64);
-        if let Some((k, &action)) = outside {
-            return Err(EnvError::InvalidArgument(format!(
-                "environment {}: component {} of its action is {action}, outside 0..{}",
-                envs.start + k / dim,
-                k % dim,
-                nvec[k % dim]
-            )));
-        }
-        Ok(GroupActions::MultiDiscrete {
-            indices: actions,
-            dim,
-        })
-    }
-
-    fn checked_box<'a>(
-        &self,
-        envs: &Range<usize>,
-        actions: &'a [f32],
-    ) -> Result<GroupActions<'a>, EnvError> {
-        if !self.action_space.is_box() {
-            return Err(self.wrong_kind("box actions"));
-        }
-        let dim = self.action_space.dim();
-        self.check_group(envs, actions.len(), dim)?;
-        if let Some(k) = actions.iter().position(|a| !a.is_finite()) {
-            return Err(EnvError::InvalidArgument(format!(
-                "environment {}: action value {} is not finite",
-                envs.start + k / dim,
-                actions[k]
-            )));
-        }
-        Ok(GroupActions::Box {
-            values: actions,
-            dim,
-        })
-    }
-
-    fn wrong_kind(&self, given: &str) -> EnvError {
-        EnvError::InvalidArgument(format!(
-            "{given} given to environments that take {}",
-            self.action_space
-        ))
-    }
-
-    /// Checks that `envs` is within the batch and `values` holds `per_env` values for each.
-    fn check_group(
-        &self,
-        envs: &Range<usize>,
-        values: usize,
-        per_env: usize,
-    ) -> Result<(), EnvError> {
-        if envs.start > envs.end || envs.end > self.slots.len() {
-            return Err(EnvError::InvalidArgument(format!(
-                "environment group {envs:?} is not within the batch of {}",
-                self.slots.len()
-            )));
-        }
-        if values != envs.len() * per_env {
-            return Err(EnvError::ActionCount {
-                expected: envs.len() * per_env,
-                got: values,
-            });
-        }
-        Ok(())
     }
 
     fn step_checked(
@@ -730,49 +624,11 @@ impl VecEnv {
         envs: Range<usize>,
         actions: GroupActions<'_>,
     ) -> Result<(), EnvError> {
-        let emit = self.emit;
-        let obs_len = self.obs_len;
-        let first = envs.start;
-        let work =
-            |(k, ((((slot, row), final_row), reward), (terminated, truncated))): StepItem<'_>| {
-                let (r, te, tr) = slot.step(first + k, actions.get(k), row, final_row, emit);
-                *reward = r;
-                *terminated = te;
-                *truncated = tr;
-            };
         let pooled = self.use_pool();
-        let rows = envs.start * obs_len..envs.end * obs_len;
-        let slots = &mut self.slots[envs.clone()];
-        let obs = &mut self.obs[rows.clone()];
-        let final_obs = &mut self.final_obs[rows];
-        let rewards = &mut self.rewards[envs.clone()];
-        let terminated = &mut self.terminated[envs.clone()];
-        let truncated = &mut self.truncated[envs.clone()];
+        let (emit, obs_len) = (self.emit, self.obs_len);
         let started = Instant::now();
-        match self.pool.as_ref().filter(|_| pooled) {
-            None => slots
-                .iter_mut()
-                .zip(obs.chunks_mut(obs_len))
-                .zip(final_obs.chunks_mut(obs_len))
-                .zip(rewards.iter_mut())
-                .zip(terminated.iter_mut().zip(truncated.iter_mut()))
-                .enumerate()
-                .for_each(work),
-            Some(pool) => {
-                let min_len = (slots.len() / (self.threads * 4)).max(1);
-                pool.install(|| {
-                    slots
-                        .par_iter_mut()
-                        .zip(obs.par_chunks_mut(obs_len))
-                        .zip(final_obs.par_chunks_mut(obs_len))
-                        .zip(rewards.par_iter_mut())
-                        .zip(terminated.par_iter_mut().zip(truncated.par_iter_mut()))
-                        .enumerate()
-                        .with_min_len(min_len)
-                        .for_each(work)
-                })
-            }
-        }
+        let (mut rows, pool) = self.group_rows(envs);
+        let finished = rows.step(actions, emit, obs_len, pool.filter(|_| pooled));
         // A pooled step's single-thread cost is at most its time on all threads.
         let elapsed =
             started.elapsed().as_secs_f64() * if pooled { self.threads as f64 } else { 1.0 };
@@ -784,14 +640,28 @@ impl VecEnv {
         if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
             return Err(error);
         }
-        // Only environments whose episode ended can have finished a game.
-        for i in envs {
-            if self.terminated[i] || self.truncated[i] {
-                self.episodes.extend(self.slots[i].finished.take());
-            }
-        }
+        self.episodes.extend(finished);
         self.sync_normalizers_in_batch();
         Ok(())
+    }
+
+    /// The slots and rows of the environments `envs`, borrowed for a step, and the pool
+    /// that may step them (with its thread count).
+    fn group_rows(
+        &mut self,
+        envs: Range<usize>,
+    ) -> (GroupRows<'_>, Option<(&rayon::ThreadPool, usize)>) {
+        let rows = envs.start * self.obs_len..envs.end * self.obs_len;
+        let group = GroupRows {
+            first: envs.start,
+            slots: &mut self.slots[envs.clone()],
+            obs: &mut self.obs[rows.clone()],
+            final_obs: &mut self.final_obs[rows],
+            rewards: &mut self.rewards[envs.clone()],
+            terminated: &mut self.terminated[envs.clone()],
+            truncated: &mut self.truncated[envs],
+        };
+        (group, self.pool.as_ref().map(|pool| (pool, self.threads)))
     }
 
     /// Observations, `num_envs * obs_len` f32 values, one row per environment, images
@@ -1042,39 +912,18 @@ impl VecEnv {
         if self.norms.is_empty() {
             return;
         }
-        for slot in &mut self.slots {
-            let mut k = 0;
-            let norms = &mut self.norms;
-            slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
-                norms[k].local.merge(&n.take_pending());
-                k += 1;
-            });
-        }
+        merge_pending(&mut self.slots, &mut self.norms);
         self.push_effective_stats();
     }
 
     fn push_effective_stats(&mut self) {
-        let effective = self.normalizer_stats();
-        for slot in &mut self.slots {
-            let mut k = 0;
-            slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
-                n.set_current(&effective[k]);
-                k += 1;
-            });
-        }
+        set_current(&mut self.slots, &effective_stats(&self.norms));
     }
 
     /// Effective statistics of each normaliser (synced plus this rank's delta): what
     /// observations are normalised with, and what a checkpoint should save.
     pub fn normalizer_stats(&self) -> Vec<NormStats> {
-        self.norms
-            .iter()
-            .map(|n| {
-                let mut s = n.synced.clone();
-                s.merge(&n.local);
-                s
-            })
-            .collect()
+        effective_stats(&self.norms)
     }
 
     /// [`VecEnv::normalizer_stats`] of the normalisers of one kind, in chain order: what a
@@ -1268,6 +1117,243 @@ fn thread_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, EnvError> {
         .map_err(|e| {
             EnvError::InvalidArgument(format!("cannot start {threads} environment threads: {e}"))
         })
+}
+
+/// Merges what the normalisers of `slots` saw since their last merge into this rank's
+/// deltas, in environment order.
+fn merge_pending(slots: &mut [Slot], norms: &mut [SharedNorm]) {
+    for slot in slots {
+        let mut k = 0;
+        slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
+            norms[k].local.merge(&n.take_pending());
+            k += 1;
+        });
+    }
+}
+
+/// Each shared normaliser's effective statistics: synced plus this rank's delta.
+fn effective_stats(norms: &[SharedNorm]) -> Vec<NormStats> {
+    norms
+        .iter()
+        .map(|n| {
+            let mut s = n.synced.clone();
+            s.merge(&n.local);
+            s
+        })
+        .collect()
+}
+
+/// Hands the normalisers of `slots` the statistics they normalise with.
+fn set_current(slots: &mut [Slot], stats: &[NormStats]) {
+    for slot in slots {
+        let mut k = 0;
+        slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
+            n.set_current(&stats[k]);
+            k += 1;
+        });
+    }
+}
+
+/// The slots and rows of consecutive environments `first..first + slots.len()` of a batch:
+/// what one step of them writes.
+struct GroupRows<'a> {
+    first: usize,
+    slots: &'a mut [Slot],
+    obs: &'a mut [f32],
+    final_obs: &'a mut [f32],
+    rewards: &'a mut [f32],
+    terminated: &'a mut [bool],
+    truncated: &'a mut [bool],
+}
+
+impl GroupRows<'_> {
+    /// Steps each environment with its action (`actions.get(k)` for the k-th), on `pool`
+    /// (with its thread count) when given, else on this thread; returns the games that ended,
+    /// in environment order.
+    fn step(
+        &mut self,
+        actions: GroupActions<'_>,
+        emit: Emit,
+        obs_len: usize,
+        pool: Option<(&rayon::ThreadPool, usize)>,
+    ) -> Vec<EpisodeStats> {
+        let first = self.first;
+        let work =
+            |(k, ((((slot, row), final_row), reward), (terminated, truncated))): StepItem<'_>| {
+                let (r, te, tr) = slot.step(first + k, actions.get(k), row, final_row, emit);
+                *reward = r;
+                *terminated = te;
+                *truncated = tr;
+            };
+        match pool {
+            None => self
+                .slots
+                .iter_mut()
+                .zip(self.obs.chunks_mut(obs_len))
+                .zip(self.final_obs.chunks_mut(obs_len))
+                .zip(self.rewards.iter_mut())
+                .zip(self.terminated.iter_mut().zip(self.truncated.iter_mut()))
+                .enumerate()
+                .for_each(work),
+            Some((pool, threads)) => {
+                let min_len = (self.slots.len() / (threads * 4)).max(1);
+                pool.install(|| {
+                    self.slots
+                        .par_iter_mut()
+                        .zip(self.obs.par_chunks_mut(obs_len))
+                        .zip(self.final_obs.par_chunks_mut(obs_len))
+                        .zip(self.rewards.par_iter_mut())
+                        .zip(
+                            self.terminated
+                                .par_iter_mut()
+                                .zip(self.truncated.par_iter_mut()),
+                        )
+                        .enumerate()
+                        .with_min_len(min_len)
+                        .for_each(work)
+                })
+            }
+        }
+        // Only environments whose episode ended can have finished a game.
+        let ended = self
+            .terminated
+            .iter()
+            .zip(self.truncated.iter())
+            .map(|(&te, &tr)| te || tr);
+        self.slots
+            .iter_mut()
+            .zip(ended)
+            .filter(|(_, ended)| *ended)
+            .filter_map(|(slot, _)| slot.finished.take())
+            .collect()
+    }
+}
+
+/// Checks actions for environments of a batch against its action space, before anything
+/// steps: what [`VecEnv`] and each of its [`EnvGroup`]s refuse.
+#[derive(Clone, Copy)]
+pub(crate) struct ActionCheck<'a> {
+    space: &'a ActionSpace,
+    num_envs: usize,
+}
+
+impl ActionCheck<'_> {
+    /// `actions` checked against the space for the environments `envs`.
+    pub(crate) fn checked<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: Actions<'a>,
+    ) -> Result<GroupActions<'a>, EnvError> {
+        match actions {
+            Actions::Discrete(a) => self.checked_discrete(envs, a),
+            Actions::Box(values) => self.checked_box(envs, values),
+        }
+    }
+
+    fn checked_discrete<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [i64],
+    ) -> Result<GroupActions<'a>, EnvError> {
+        if let ActionSpace::MultiDiscrete { nvec } = &self.space {
+            return self.checked_multi_discrete(envs, actions, nvec);
+        }
+        self.check_group(envs, actions.len(), 1)?;
+        let Some(n) = self.space.num_discrete() else {
+            return Err(self.wrong_kind("discrete actions"));
+        };
+        if let Some((k, &action)) = actions
+            .iter()
+            .enumerate()
+            .find(|&(_, &a)| a < 0 || a as u64 >= n as u64)
+        {
+            return Err(EnvError::InvalidAction {
+                env: envs.start + k,
+                action,
+                num_actions: n,
+            });
+        }
+        Ok(GroupActions::Discrete(actions))
+    }
+
+    /// Rows of one index per component, each within its component's count.
+    fn checked_multi_discrete<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [i64],
+        nvec: &[usize],
+    ) -> Result<GroupActions<'a>, EnvError> {
+        let dim = nvec.len();
+        self.check_group(envs, actions.len(), dim)?;
+        let outside = actions
+            .iter()
+            .enumerate()
+            .find(|&(k, &a)| a < 0 || a as u64 >= nvec[k % dim] as u64);
+        if let Some((k, &action)) = outside {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {}: component {} of its action is {action}, outside 0..{}",
+                envs.start + k / dim,
+                k % dim,
+                nvec[k % dim]
+            )));
+        }
+        Ok(GroupActions::MultiDiscrete {
+            indices: actions,
+            dim,
+        })
+    }
+
+    fn checked_box<'a>(
+        &self,
+        envs: &Range<usize>,
+        actions: &'a [f32],
+    ) -> Result<GroupActions<'a>, EnvError> {
+        if !self.space.is_box() {
+            return Err(self.wrong_kind("box actions"));
+        }
+        let dim = self.space.dim();
+        self.check_group(envs, actions.len(), dim)?;
+        if let Some(k) = actions.iter().position(|a| !a.is_finite()) {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment {}: action value {} is not finite",
+                envs.start + k / dim,
+                actions[k]
+            )));
+        }
+        Ok(GroupActions::Box {
+            values: actions,
+            dim,
+        })
+    }
+
+    fn wrong_kind(&self, given: &str) -> EnvError {
+        EnvError::InvalidArgument(format!(
+            "{given} given to environments that take {}",
+            self.space
+        ))
+    }
+
+    /// Checks that `envs` is within the batch and `values` holds `per_env` values for each.
+    fn check_group(
+        &self,
+        envs: &Range<usize>,
+        values: usize,
+        per_env: usize,
+    ) -> Result<(), EnvError> {
+        if envs.start > envs.end || envs.end > self.num_envs {
+            return Err(EnvError::InvalidArgument(format!(
+                "environment group {envs:?} is not within the batch of {}",
+                self.num_envs
+            )));
+        }
+        if values != envs.len() * per_env {
+            return Err(EnvError::ActionCount {
+                expected: envs.len() * per_env,
+                got: values,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Emit {

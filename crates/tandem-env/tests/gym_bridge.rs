@@ -1083,3 +1083,50 @@ fn processes_an_environment_starts_end_with_its_worker() {
     }
     let _ = std::fs::remove_file(&pid_file);
 }
+
+#[test]
+fn groups_of_worker_processes_step_at_once_and_a_worker_is_never_split() {
+    let Some(python) = venv_python() else { return };
+    // 8 environments in 4 workers of 2.
+    let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "CartPole-v1", 4)));
+    let acts = |first: usize, n: usize, t: usize| -> Vec<i64> {
+        (first..first + n)
+            .map(|i| ((i * 7 + t * 3) / 5 % 2) as i64)
+            .collect()
+    };
+    let mut in_turn = VecEnv::new(&spec, &env_seeds(6, 0, 0, 8), 1).unwrap();
+    in_turn.reset();
+    for t in 0..50 {
+        in_turn.step_group(0..4, &acts(0, 4, t)).unwrap();
+        in_turn.step_group(4..8, &acts(4, 4, t)).unwrap();
+    }
+    let mut at_once = VecEnv::new(&spec, &env_seeds(6, 0, 0, 8), 1).unwrap();
+    at_once.reset();
+    let refused = at_once.with_groups(8, |_| ()).unwrap_err().to_string();
+    assert!(
+        refused.contains("environments 0..2 would serve two of 8 groups"),
+        "{refused}"
+    );
+    at_once
+        .with_groups(2, |groups| {
+            std::thread::scope(|scope| {
+                for mut group in groups {
+                    scope.spawn(move || {
+                        for t in 0..50 {
+                            let first = group.envs().start;
+                            group.step(&acts(first, 4, t)).unwrap();
+                        }
+                    });
+                }
+            })
+        })
+        .unwrap();
+    assert_eq!(in_turn.obs(), at_once.obs());
+    let sorted = |mut e: Vec<tandem_env::EpisodeStats>| {
+        e.sort_by_key(|e| (e.env_index, e.length));
+        e
+    };
+    let finished = sorted(in_turn.drain_episodes());
+    assert!(!finished.is_empty());
+    assert_eq!(finished, sorted(at_once.drain_episodes()));
+}

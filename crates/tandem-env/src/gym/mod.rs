@@ -386,6 +386,15 @@ impl Pool {
         self.shared.failure()
     }
 
+    /// The environments each worker process holds, in worker order.
+    pub fn worker_envs(&self) -> Vec<Range<usize>> {
+        self.shared
+            .workers
+            .iter()
+            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone())
+            .collect()
+    }
+
     /// Sends the workers the step of environments `envs` (`actions.get(k)` for
     /// `envs.start + k`, already checked against the space) and returns at once: the workers
     /// simulate while the caller goes on, until [`Pool::await_step`] collects their replies.
