@@ -2,7 +2,7 @@
 //! ranks whose fingerprints agree after every round (and with V-trace targets), logs its lag
 //! per round (min <= mean <= max, bounded by the buffers in flight), `max-policy-lag` keeps
 //! every learned batch within it, and a killed rank, Ctrl-C (with a resume) and SIGTERM end it
-//! as they end a synchronous run.
+//! as they end a synchronous run; with env groups, served in ready order, it learns as well.
 //! (The exchange between its collector and learner is tested in algo_free.rs.)
 
 mod common;
@@ -40,6 +40,33 @@ fn free_sampling_learns_on_two_ranks_and_logs_its_lag() {
             .iter()
             .all(|&d| d == 0.0)
     );
+}
+
+#[test]
+fn env_groups_in_ready_order_learn_on_two_ranks_and_log_their_lag() {
+    // Each rank's 4 environments in 2 groups, each on a rollout worker of its own.
+    let dir = ppo_cartpole_learns(
+        "free-ready-order",
+        &[
+            "devices=cpu cpu",
+            FREE,
+            "train.env-groups=2",
+            "sync.check-every=1",
+        ],
+    );
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(log.contains("rollout worker of its own"), "{log}");
+    assert!(log.contains("ranks agree on"), "{log}");
+    let (min, mean, max) = lag_scalars(&dir);
+    assert!(min.len() > 5, "{min:?}");
+    for ((min, mean), max) in min.iter().zip(&mean).zip(&max) {
+        assert!(
+            min <= mean && mean <= max && *max <= 3.0,
+            "lag {min} {mean} {max}"
+        );
+    }
+    let phases = scalar_values(&dir, "time/inference_wait_s");
+    assert!(!phases.is_empty(), "the inference worker's wait is logged");
 }
 
 #[test]

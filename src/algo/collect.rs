@@ -56,9 +56,10 @@ impl RolloutPolicy for ActorCritic {
 /// takes up the learner's newest parameters there (`super::free`). The policy is not in use
 /// while it runs.
 pub trait StepHook {
-    /// Before a step. `first_group_chosen`: the step's first group already has its actions,
-    /// chosen while the step before stepped (double-buffered groups), so a change of
-    /// parameters now reaches that group one step later.
+    /// Before a step of all groups, or in ready order before each group's actions are chosen.
+    /// `first_group_chosen`: the step's first group already has its actions, chosen while the
+    /// step before stepped (double-buffered groups), so a change of parameters now reaches
+    /// that group one step later.
     fn before_step(&mut self, first_group_chosen: bool) -> Result<()>;
 }
 
@@ -93,13 +94,16 @@ impl Memory {
 
 /// Collects rollouts of one rank's environments, stepped in `groups` groups.
 pub struct RolloutCollector {
-    groups: usize,
-    group_size: usize,
-    obs_shape: Vec<i64>,
-    action_kind: ActionKind,
+    pub(super) groups: usize,
+    pub(super) group_size: usize,
+    pub(super) obs_shape: Vec<i64>,
+    pub(super) action_kind: ActionKind,
     /// Steps a group while the policy acts for the next one. One long-lived thread: a thread
     /// per group step cost about 0.5 ms each on Atari, a fifth of the step itself.
     env_thread: Option<rayon::ThreadPool>,
+    /// The groups step on rollout workers of their own and are served as they become ready
+    /// (`super::ready_order`), instead of in turn.
+    ready_order: bool,
 }
 
 /// Where the double-buffered collection stands: the actions of the group that steps next,
@@ -107,7 +111,55 @@ pub struct RolloutCollector {
 type Chosen = Option<ActTaken>;
 
 impl RolloutCollector {
+    /// A collector stepping `num_envs` environments in `groups` groups in turn: with more than
+    /// one, double-buffered on an environment thread.
     pub fn new(
+        num_envs: usize,
+        groups: usize,
+        obs_shape: &[i64],
+        action_kind: ActionKind,
+    ) -> Result<RolloutCollector> {
+        let mut collector = Self::unstarted(num_envs, groups, obs_shape, action_kind)?;
+        if groups > 1 {
+            tracing::info!(
+                "stepping {num_envs} environments in {groups} groups of {}, each group's step \
+                 overlapping the policy's forward pass for the next (double-buffered sampling)",
+                collector.group_size
+            );
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "tandem-env-groups".into())
+                .build()
+                .context("cannot start the environment thread of train.env-groups")?;
+            collector.env_thread = Some(pool);
+        }
+        Ok(collector)
+    }
+
+    /// A collector whose `groups` groups (more than one) each step on a rollout worker of
+    /// their own and are served in the order they become ready (`super::ready_order`): what
+    /// free sampling uses. Not reproducible, so not for the other sampling modes.
+    pub fn in_ready_order(
+        num_envs: usize,
+        groups: usize,
+        obs_shape: &[i64],
+        action_kind: ActionKind,
+    ) -> Result<RolloutCollector> {
+        ensure!(
+            groups > 1,
+            "ready-order collection serves groups of environments; there is only one"
+        );
+        let mut collector = Self::unstarted(num_envs, groups, obs_shape, action_kind)?;
+        tracing::info!(
+            "free sampling: each of the {groups} groups of {} environments steps on a rollout \
+             worker of its own, and the policy serves whichever group has stepped (ready order)",
+            collector.group_size
+        );
+        collector.ready_order = true;
+        Ok(collector)
+    }
+
+    fn unstarted(
         num_envs: usize,
         groups: usize,
         obs_shape: &[i64],
@@ -117,28 +169,13 @@ impl RolloutCollector {
             groups >= 1 && num_envs.is_multiple_of(groups),
             "train.env-groups {groups} must divide this rank's {num_envs} environments"
         );
-        let group_size = num_envs / groups;
-        let env_thread = if groups > 1 {
-            tracing::info!(
-                "stepping {num_envs} environments in {groups} groups of {group_size}, each \
-                 group's step overlapping the policy's forward pass for the next \
-                 (double-buffered sampling)"
-            );
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .thread_name(|_| "tandem-env-groups".into())
-                .build()
-                .context("cannot start the environment thread of train.env-groups")?;
-            Some(pool)
-        } else {
-            None
-        };
         Ok(RolloutCollector {
             groups,
-            group_size,
+            group_size: num_envs / groups,
             obs_shape: obs_shape.to_vec(),
             action_kind,
-            env_thread,
+            env_thread: None,
+            ready_order: false,
         })
     }
 
@@ -164,8 +201,11 @@ impl RolloutCollector {
         phases: &mut Phases,
         hook: &mut dyn StepHook,
     ) -> Result<Tensor> {
-        let start = Instant::now();
         self.check_kinds(envs, buffer)?;
+        if self.ready_order {
+            return self.collect_ready(model, envs, buffer, phases, hook);
+        }
+        let start = Instant::now();
         buffer.reset();
         // Row 0 holds every group's observation; each group's next observations go into the
         // next row as soon as that group has stepped.
@@ -406,7 +446,7 @@ impl RolloutCollector {
         next_taken
     }
 
-    fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
+    pub(super) fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
         rows.narrow(0, (g * self.group_size) as i64, self.group_size as i64)
     }
 }
@@ -468,7 +508,7 @@ fn record_step(
 }
 
 /// Runs `work`, adding its wall time to `phase`.
-fn timed<T>(phases: &mut Phases, phase: &'static str, work: impl FnOnce() -> T) -> T {
+pub(super) fn timed<T>(phases: &mut Phases, phase: &'static str, work: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let result = work();
     phases.add(phase, start.elapsed());

@@ -248,16 +248,16 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         let (vs, model) = blueprint.network()?;
         let rule = make_rule(&vs)?;
         let buffer = blueprint.buffer()?;
-        let collector = RolloutCollector::new(
-            n_envs,
-            experiment.train.env_groups,
-            &blueprint.obs_shape,
-            action_kind,
-        )?;
+        let train = &experiment.train;
+        let groups = train.env_groups;
+        let collector = if train.sampling == Sampling::Free && groups > 1 {
+            RolloutCollector::in_ready_order(n_envs, groups, &blueprint.obs_shape, action_kind)?
+        } else {
+            RolloutCollector::new(n_envs, groups, &blueprint.obs_shape, action_kind)?
+        };
         let memory = model
             .is_recurrent()
             .then(|| Memory::new(&model, n_envs as i64, device));
-        let train = &experiment.train;
         let pipeline = match train.sampling {
             Sampling::Pipelined => Some(Pipeline::new(&blueprint)?),
             Sampling::Synchronous | Sampling::Free => None,

@@ -344,3 +344,25 @@ fn wrappers_change_observations() {
     let misfit = env(Game::Cartpole, vec![Wrapper::Grayscale]);
     assert_eq!(misfit.observation(), None);
 }
+
+#[test]
+fn free_sampling_refuses_gymnasium_workers_that_would_serve_two_environment_groups() {
+    let text = with_env(
+        "env \"gymnasium\" {\n        id \"A-v0\"\n        envs 8\n        workers 3\n    }",
+    );
+    let free = ["train.sampling=free", "train.env-groups=2"];
+    let diags = errors(&text, &free);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].code(), "config::inconsistent");
+    assert_eq!(diags[0].line_column().map(|l| l.0), Some(5));
+    let help = diags[0].help().unwrap().to_string();
+    assert!(help.contains("workers 4"), "{help}");
+    // Workers that split into the groups, or groups stepped in turn, are fine.
+    let fine = text.replace("workers 3", "workers 4");
+    resolve(&stdin(&fine), &free.map(String::from)).unwrap();
+    let in_turn = [
+        "train.sampling=pipelined".to_string(),
+        "train.env-groups=2".into(),
+    ];
+    resolve(&stdin(&text), &in_turn).unwrap();
+}

@@ -894,6 +894,33 @@ impl CrossCheck<'_, '_> {
                 ),
             );
         }
+        self.gymnasium_workers_in_groups(workers);
+    }
+
+    /// Free sampling steps each environment group on a rollout worker of its own, so a
+    /// gymnasium worker process must serve one group only: its requests would mix.
+    fn gymnasium_workers_in_groups(&mut self, workers: usize) {
+        let e = self.experiment;
+        let groups = e.train.env_groups;
+        if self.ok(&["env.workers", "train.env-groups", "train.sampling"])
+            && e.train.sampling == Sampling::Free
+            && groups > 1
+            && !workers.is_multiple_of(groups)
+        {
+            self.report(
+                "config::inconsistent",
+                format!(
+                    "{workers} gymnasium workers cannot be split among {groups} environment groups"
+                ),
+                "env.workers",
+                &format!("not a multiple of env-groups {groups}"),
+                Some(("train.env-groups", "env-groups")),
+                format!(
+                    "free sampling steps each group on its own, and a worker must serve one group only: use a multiple of {groups} workers, e.g. workers {}",
+                    groups * workers.div_ceil(groups)
+                ),
+            );
+        }
     }
 
     /// An action mask is read by ppo's and a2c's categorical heads only, and it follows the

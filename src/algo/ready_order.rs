@@ -1,0 +1,295 @@
+//! Collection in ready order (`train.sampling "free"` with `train.env-groups` k > 1):
+//! sample-factory's rollout and policy workers on one rank. Each of the k groups of
+//! environments has a rollout worker thread of its own (`tandem-rollout-<g>`) that steps the
+//! group whenever it is given actions; this thread is the inference worker: it serves
+//! whichever group has stepped, recording the step and running the policy on the group's new
+//! observations, so a slow environment delays only its own group. Groups advance through the
+//! rollout at their own pace; a step of the buffer is recorded when every group has taken it,
+//! and the rollout ends when the slowest group has taken its last. The policy and every
+//! libtorch call stay on this thread.
+//!
+//! Not reproducible: the order in which groups are served, and so which actions draw which
+//! random numbers and which parameters chose them, depends on timing (as everything under
+//! free sampling does).
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use tch::Tensor;
+
+use tandem_env::{EnvGroup, VecEnv};
+
+use super::actions::ActionBatch;
+use super::collect::{RolloutCollector, RolloutPolicy, StepHook, timed};
+use super::host_rows::{
+    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
+};
+use super::learner::Phases;
+use super::rollout::{RolloutBuffer, StepRecord};
+use crate::nn::ActTaken;
+
+/// A rollout worker's report: its group stepped (or failed to), and how long that took.
+struct Stepped {
+    group: usize,
+    took: Duration,
+    result: Result<()>,
+}
+
+/// One group's part of one step, kept until every group has taken that step.
+struct GroupStep {
+    taken: ActTaken,
+    rewards: Tensor,
+    terminated: Tensor,
+    truncated: Tensor,
+    /// V(final observation) where the step cut an episode by its time limit, else `None`.
+    truncation_values: Option<Tensor>,
+}
+
+/// Where the inference worker stands: each group's next step, its action in flight, and its
+/// recorded steps not yet in the buffer.
+struct Progress {
+    next_step: Vec<i64>,
+    in_flight: Vec<Option<ActTaken>>,
+    recorded: Vec<VecDeque<GroupStep>>,
+}
+
+impl RolloutCollector {
+    /// [`RolloutCollector::collect_with`] in ready order (see the module documentation):
+    /// `hook` runs before each group's actions are chosen. Phases: `inference` (the policy's
+    /// forward passes), `env` (the groups' stepping, summed over the workers, which step at
+    /// the same time) and `inference_wait` (this thread waiting for a group to step).
+    pub(super) fn collect_ready(
+        &self,
+        model: &dyn RolloutPolicy,
+        envs: &mut VecEnv,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+        hook: &mut dyn StepHook,
+    ) -> Result<Tensor> {
+        let start = Instant::now();
+        buffer.reset();
+        copy_rows_into(&buffer.next_obs()?, envs.obs())?;
+        envs.with_groups(self.groups, |groups| {
+            let groups: Vec<Mutex<EnvGroup<'_>>> = groups.into_iter().map(Mutex::new).collect();
+            std::thread::scope(|scope| {
+                let (ready_tx, ready) = channel();
+                let mut workers = Vec::with_capacity(groups.len());
+                for (g, group) in groups.iter().enumerate() {
+                    let (actions_tx, actions) = channel();
+                    let ready_tx = ready_tx.clone();
+                    std::thread::Builder::new()
+                        .name(format!("tandem-rollout-{g}"))
+                        .spawn_scoped(scope, move || rollout_worker(g, group, actions, ready_tx))
+                        .context("cannot start a rollout worker thread")?;
+                    workers.push(actions_tx);
+                }
+                drop(ready_tx);
+                // Dropping the senders when serving ends (done or failed) ends the workers.
+                self.serve(&groups, workers, &ready, model, buffer, phases, hook)
+            })
+        })??;
+        let last_obs = rows_to_batch(
+            envs.obs(),
+            envs.num_envs(),
+            &self.obs_shape,
+            buffer.device(),
+        );
+        buffer.set_bootstrap(&last_obs, None)?;
+        let last_values = timed(phases, "inference", || {
+            tch::no_grad(|| model.value(&last_obs))
+        })?;
+        phases.add("rollout", start.elapsed());
+        Ok(last_values)
+    }
+
+    /// The inference worker's loop: acts for every group, then serves each group that has
+    /// stepped until every group has taken the rollout's last step.
+    #[allow(clippy::too_many_arguments)]
+    fn serve(
+        &self,
+        groups: &[Mutex<EnvGroup<'_>>],
+        workers: Vec<Sender<ActionBatch>>,
+        ready: &Receiver<Stepped>,
+        model: &dyn RolloutPolicy,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+        hook: &mut dyn StepHook,
+    ) -> Result<()> {
+        let k = groups.len();
+        let mut progress = Progress {
+            next_step: vec![0; k],
+            in_flight: (0..k).map(|_| None).collect(),
+            recorded: (0..k).map(|_| VecDeque::new()).collect(),
+        };
+        for (g, worker) in workers.iter().enumerate() {
+            self.act_for(g, worker, &mut progress, model, buffer, phases, hook)?;
+        }
+        let mut stepping = k;
+        while stepping > 0 {
+            let waiting = Instant::now();
+            let stepped = ready
+                .recv()
+                .map_err(|_| anyhow!("the rollout workers stopped without reporting"))?;
+            phases.add("inference_wait", waiting.elapsed());
+            phases.add("env", stepped.took);
+            let g = stepped.group;
+            stepped
+                .result
+                .with_context(|| format!("stepping environment group {g}"))?;
+            self.record(g, &lock(&groups[g]), &mut progress, model, buffer, phases)?;
+            push_complete_steps(&mut progress, buffer)?;
+            if progress.next_step[g] < buffer.num_steps() {
+                self.act_for(g, &workers[g], &mut progress, model, buffer, phases, hook)?;
+            } else {
+                stepping -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Chooses group `g`'s actions for its next step from its observations in the buffer and
+    /// sends them to its worker.
+    #[allow(clippy::too_many_arguments)]
+    fn act_for(
+        &self,
+        g: usize,
+        worker: &Sender<ActionBatch>,
+        progress: &mut Progress,
+        model: &dyn RolloutPolicy,
+        buffer: &RolloutBuffer,
+        phases: &mut Phases,
+        hook: &mut dyn StepHook,
+    ) -> Result<()> {
+        hook.before_step(false)?;
+        let rows = self.group_rows(&buffer.obs_row(progress.next_step[g])?, g);
+        let taken = timed(phases, "inference", || tch::no_grad(|| model.act(&rows)))?;
+        let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
+        progress.in_flight[g] = Some(taken);
+        worker
+            .send(actions)
+            .map_err(|_| anyhow!("the rollout worker of environment group {g} has stopped"))
+    }
+
+    /// Group `g` has taken its next step: its new observations go into the buffer's next row
+    /// (none after the last step: the batch's bootstrap reads them from the environments), and
+    /// the step is kept until every group has taken it.
+    fn record(
+        &self,
+        g: usize,
+        group: &EnvGroup<'_>,
+        progress: &mut Progress,
+        model: &dyn RolloutPolicy,
+        buffer: &RolloutBuffer,
+        phases: &mut Phases,
+    ) -> Result<()> {
+        let t = progress.next_step[g];
+        if t + 1 < buffer.num_steps() {
+            copy_rows_into(&self.group_rows(&buffer.obs_row(t + 1)?, g), group.obs())?;
+        }
+        let device = buffer.device();
+        let cut_by_time_limit = group
+            .truncated()
+            .iter()
+            .zip(group.terminated())
+            .any(|(&truncated, &terminated)| truncated && !terminated);
+        let truncation_values = if cut_by_time_limit {
+            let finals = rows_to_batch(group.final_obs(), self.group_size, &self.obs_shape, device);
+            Some(timed(phases, "inference", || {
+                tch::no_grad(|| model.value(&finals))
+            })?)
+        } else {
+            None
+        };
+        let taken = progress.in_flight[g]
+            .take()
+            .context("a group stepped without actions chosen for it")?;
+        progress.recorded[g].push_back(GroupStep {
+            taken,
+            rewards: row_to_tensor(group.rewards(), device),
+            terminated: flags_to_tensor(group.terminated(), device),
+            truncated: flags_to_tensor(group.truncated(), device),
+            truncation_values,
+        });
+        progress.next_step[g] = t + 1;
+        Ok(())
+    }
+}
+
+/// A rollout worker: steps its group with each batch of actions it is sent and reports, until
+/// the inference worker stops sending. A panic in a game is reported as a failure, so that
+/// the inference worker never waits for a report that cannot come.
+fn rollout_worker(
+    g: usize,
+    group: &Mutex<EnvGroup<'_>>,
+    actions: Receiver<ActionBatch>,
+    ready: Sender<Stepped>,
+) {
+    for batch in actions {
+        let stepping = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lock(group).step(&batch).map_err(anyhow::Error::from)
+        }))
+        .unwrap_or_else(|_| {
+            Err(anyhow!(
+                "an environment of group {g} panicked while stepping"
+            ))
+        });
+        let failed = result.is_err();
+        let report = Stepped {
+            group: g,
+            took: stepping.elapsed(),
+            result,
+        };
+        if ready.send(report).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// Pushes every step all groups have taken into the buffer, in order: each field is the
+/// groups' parts concatenated in group order, as the environments are.
+fn push_complete_steps(progress: &mut Progress, buffer: &mut RolloutBuffer) -> Result<()> {
+    while progress.recorded.iter().all(|steps| !steps.is_empty()) {
+        let parts: Vec<GroupStep> = progress
+            .recorded
+            .iter_mut()
+            .map(|steps| steps.pop_front().expect("checked non-empty"))
+            .collect();
+        let cat = |field: fn(&GroupStep) -> &Tensor| {
+            Tensor::cat(&parts.iter().map(field).collect::<Vec<_>>(), 0)
+        };
+        let truncation_values = parts
+            .iter()
+            .any(|p| p.truncation_values.is_some())
+            .then(|| {
+                let each: Vec<Tensor> = parts
+                    .iter()
+                    .map(|p| match &p.truncation_values {
+                        Some(v) => v.shallow_clone(),
+                        None => p.rewards.zeros_like(),
+                    })
+                    .collect();
+                Tensor::cat(&each, 0)
+            });
+        let obs = buffer.obs_row(buffer.len())?;
+        buffer.push(&StepRecord {
+            obs: &obs,
+            actions: &cat(|p| &p.taken.actions),
+            log_probs: &cat(|p| &p.taken.log_probs),
+            values: &cat(|p| &p.taken.values),
+            rewards: &cat(|p| &p.rewards),
+            terminated: &cat(|p| &p.terminated),
+            truncated: &cat(|p| &p.truncated),
+            truncation_values: truncation_values.as_ref(),
+        })?;
+    }
+    Ok(())
+}
+
+fn lock<'m, 'a>(group: &'m Mutex<EnvGroup<'a>>) -> MutexGuard<'m, EnvGroup<'a>> {
+    // A worker that panicked while stepping has already reported it; the rows are still there.
+    group.lock().unwrap_or_else(|e| e.into_inner())
+}
