@@ -1130,3 +1130,55 @@ fn groups_of_worker_processes_step_at_once_and_a_worker_is_never_split() {
     assert!(!finished.is_empty());
     assert_eq!(finished, sorted(at_once.drain_episodes()));
 }
+
+#[test]
+fn groups_of_worker_processes_are_asked_to_step_at_the_same_time() {
+    let Some(python) = venv_python() else { return };
+    // Two environments in two workers, each its own group; every step, each worker waits for
+    // the other to be stepping too, which it can only be if its request did not wait for the
+    // first worker's reply.
+    let meet = std::env::temp_dir().join(format!("tandem-rendezvous-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&meet);
+    std::fs::create_dir_all(&meet).unwrap();
+    let mut spec = gym(&python, "TandemTest/Rendezvous-v0", 2);
+    spec.make_args = vec![
+        ("meet".into(), Scalar::Str(meet.display().to_string())),
+        ("patience".into(), Scalar::Float(20.0)),
+    ];
+    let mut envs = VecEnv::new(
+        &EnvSpec::new(Game::Gymnasium(spec)),
+        &env_seeds(1, 0, 0, 2),
+        1,
+    )
+    .unwrap();
+    envs.reset();
+    let rewards = envs
+        .with_groups(2, |groups| {
+            std::thread::scope(|scope| {
+                let steppers: Vec<_> = groups
+                    .into_iter()
+                    .map(|mut group| {
+                        scope.spawn(move || {
+                            (0..3)
+                                .map(|_| {
+                                    group.step(&[0i64]).unwrap();
+                                    group.rewards()[0]
+                                })
+                                .collect::<Vec<f32>>()
+                        })
+                    })
+                    .collect();
+                steppers
+                    .into_iter()
+                    .map(|s| s.join().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&meet);
+    assert_eq!(
+        rewards,
+        vec![vec![1.0; 3]; 2],
+        "a worker waited for the other in vain"
+    );
+}

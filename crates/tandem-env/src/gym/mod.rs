@@ -256,6 +256,10 @@ struct Shared {
     step_timeout: Duration,
     shm: Shm,
     workers: Vec<Mutex<Worker>>,
+    /// The environments each worker holds, in worker order: fixed at the start, and kept
+    /// outside the workers' locks, which a wait for a reply holds, so that a request for some
+    /// workers never waits for another request's replies.
+    shares: Vec<Range<usize>>,
     /// The first failure; once set every request fails with it and the workers are dead.
     failure: Mutex<Option<EnvError>>,
     info: GymInfo,
@@ -280,7 +284,8 @@ impl Pool {
     pub fn start(wrappers: &[Wrapper], gym: &Launch, seeds: &[u64]) -> Result<Self, EnvError> {
         check_wrappers(wrappers, &gym.id)?;
         let mut workers = Vec::new();
-        for (w, envs) in shares(seeds.len(), gym.workers).into_iter().enumerate() {
+        let shares = shares(seeds.len(), gym.workers);
+        for (w, envs) in shares.iter().cloned().enumerate() {
             let config = serde_json::json!({
                 "id": gym.id,
                 "imports": gym.imports,
@@ -353,6 +358,7 @@ impl Pool {
                 step_timeout: gym.step_timeout,
                 shm,
                 workers: workers.into_iter().map(Mutex::new).collect(),
+                shares,
                 failure: Mutex::new(None),
                 info,
                 obs_space,
@@ -388,11 +394,7 @@ impl Pool {
 
     /// The environments each worker process holds, in worker order.
     pub fn worker_envs(&self) -> Vec<Range<usize>> {
-        self.shared
-            .workers
-            .iter()
-            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone())
-            .collect()
+        self.shared.shares.clone()
     }
 
     /// Sends the workers the step of environments `envs` (`actions.get(k)` for
@@ -796,10 +798,9 @@ impl Shared {
 
     fn send_step(&self, envs: Range<usize>) -> Result<Sent, EnvError> {
         let lines = self
-            .workers
+            .shares
             .iter()
-            .map(|w| {
-                let share = w.lock().unwrap_or_else(|e| e.into_inner()).envs.clone();
+            .map(|share| {
                 let (lo, hi) = (share.start.max(envs.start), share.end.min(envs.end));
                 (lo < hi).then(|| format!("s {lo} {hi}\n"))
             })
@@ -809,14 +810,9 @@ impl Shared {
 
     /// The worker that owns environment `i`.
     fn owner(&self, i: usize) -> usize {
-        self.workers
+        self.shares
             .iter()
-            .position(|w| {
-                w.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .envs
-                    .contains(&i)
-            })
+            .position(|share| share.contains(&i))
             .expect("every env has a worker")
     }
 

@@ -290,3 +290,36 @@ gym.register(
     "TandemTest/GridMultiDiscreteAct-v0",
     entry_point=lambda: Counter(act_space=spaces.MultiDiscrete([[2, 3], [2, 2]])),
 )
+
+
+class Rendezvous(gym.Env):
+    """Each step, marks its process in the folder `meet` and waits, at most `patience` seconds,
+    until `parties` processes have: the reward is 1 if they met, 0 if it gave up. Workers that
+    are asked to step at the same time meet; a worker asked only after another's reply
+    cannot. Ends after 3 steps."""
+
+    def __init__(self, meet="", parties=2, patience=10.0):
+        self.meet, self.parties, self.patience = meet, parties, patience
+        self.observation_space = spaces.Box(-1.0, 1e9, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        import os
+
+        self.t += 1
+        step_dir = os.path.join(self.meet, str(self.t))
+        os.makedirs(step_dir, exist_ok=True)
+        open(os.path.join(step_dir, str(os.getpid())), "w").close()
+        deadline = time.monotonic() + self.patience
+        while len(os.listdir(step_dir)) < self.parties and time.monotonic() < deadline:
+            time.sleep(0.01)
+        met = len(os.listdir(step_dir)) >= self.parties
+        return np.array([self.t], np.float32), float(met), self.t >= 3, False, {}
+
+
+gym.register("TandemTest/Rendezvous-v0", entry_point=Rendezvous)
