@@ -215,13 +215,25 @@ impl RolloutCollector {
             hook.before_step(chosen.is_some())?;
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
-        let last_obs = self.current_obs(envs, buffer);
-        buffer.set_bootstrap(&last_obs, None)?;
-        let last_values = timed(phases, "inference", || {
-            tch::no_grad(|| model.value(&last_obs))
-        })?;
+        let last_values = self.bootstrap(model, envs, buffer, phases)?;
         phases.add("rollout", start.elapsed());
         Ok(last_values)
+    }
+
+    /// Records s_T, the environments' observations after the rollout's last step, in the
+    /// buffer and returns V(s_T).
+    pub(super) fn bootstrap(
+        &self,
+        model: &dyn RolloutPolicy,
+        envs: &VecEnv,
+        buffer: &mut RolloutBuffer,
+        phases: &mut Phases,
+    ) -> Result<Tensor> {
+        let last_obs = self.current_obs(envs, buffer);
+        buffer.set_bootstrap(&last_obs, None)?;
+        timed(phases, "inference", || {
+            tch::no_grad(|| model.value(&last_obs))
+        })
     }
 
     /// [`RolloutCollector::collect`] for a recurrent `model`, from and into `memory`. The buffer

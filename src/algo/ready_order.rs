@@ -91,16 +91,7 @@ impl RolloutCollector {
                 self.serve(&groups, workers, &ready, model, buffer, phases, hook)
             })
         })??;
-        let last_obs = rows_to_batch(
-            envs.obs(),
-            envs.num_envs(),
-            &self.obs_shape,
-            buffer.device(),
-        );
-        buffer.set_bootstrap(&last_obs, None)?;
-        let last_values = timed(phases, "inference", || {
-            tch::no_grad(|| model.value(&last_obs))
-        })?;
+        let last_values = self.bootstrap(model, envs, buffer, phases)?;
         phases.add("rollout", start.elapsed());
         Ok(last_values)
     }
