@@ -478,6 +478,41 @@ fn concat_groups(mut taken_by_group: Vec<ActTaken>) -> ActTaken {
     }
 }
 
+/// What one step left in some environments' rows: the last observations of the episodes that
+/// ended, and how they ended.
+pub(super) struct EndedRows<'a> {
+    pub final_obs: &'a [f32],
+    pub terminated: &'a [bool],
+    pub truncated: &'a [bool],
+    pub obs_shape: &'a [i64],
+}
+
+impl EndedRows<'_> {
+    /// V(final observation) of every row (`truncation_value`), where the step cut an episode
+    /// by its time limit (truncated, not terminated); `None` where it cut none.
+    pub(super) fn truncation_values(
+        &self,
+        device: tch::Device,
+        truncation_value: &dyn Fn(&Tensor) -> Result<Tensor>,
+        phases: &mut Phases,
+    ) -> Result<Option<Tensor>> {
+        let cut_by_time_limit = self
+            .truncated
+            .iter()
+            .zip(self.terminated)
+            .any(|(&truncated, &terminated)| truncated && !terminated);
+        if !cut_by_time_limit {
+            return Ok(None);
+        }
+        let rows = self.terminated.len();
+        let finals = rows_to_batch(self.final_obs, rows, self.obs_shape, device);
+        timed(phases, "inference", || {
+            tch::no_grad(|| truncation_value(&finals))
+        })
+        .map(Some)
+    }
+}
+
 /// Pushes the step the environments just took. A time-limit cut (truncated, not terminated)
 /// bootstraps from V(final observation), which `truncation_value` gives; the environment has
 /// already reset.
@@ -493,20 +528,13 @@ fn record_step(
     let rewards = row_to_tensor(envs.rewards(), device);
     let terminated = flags_to_tensor(envs.terminated(), device);
     let truncated = flags_to_tensor(envs.truncated(), device);
-    let cut_by_time_limit = envs
-        .truncated()
-        .iter()
-        .zip(envs.terminated())
-        .any(|(&truncated, &terminated)| truncated && !terminated);
-    let truncation_values = if cut_by_time_limit {
-        let shape = &obs.size()[1..];
-        let finals = rows_to_batch(envs.final_obs(), envs.num_envs(), shape, device);
-        Some(timed(phases, "inference", || {
-            tch::no_grad(|| truncation_value(&finals))
-        })?)
-    } else {
-        None
+    let ended = EndedRows {
+        final_obs: envs.final_obs(),
+        terminated: envs.terminated(),
+        truncated: envs.truncated(),
+        obs_shape: &obs.size()[1..],
     };
+    let truncation_values = ended.truncation_values(device, truncation_value, phases)?;
     buffer.push(&StepRecord {
         obs,
         actions: &taken.actions,

@@ -23,10 +23,8 @@ use tch::Tensor;
 use tandem_env::{EnvGroup, VecEnv};
 
 use super::actions::ActionBatch;
-use super::collect::{RolloutCollector, RolloutPolicy, StepHook, timed};
-use super::host_rows::{
-    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
-};
+use super::collect::{EndedRows, RolloutCollector, RolloutPolicy, StepHook, timed};
+use super::host_rows::{copy_rows_into, flags_to_tensor, host_actions, row_to_tensor};
 use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::ActTaken;
@@ -181,19 +179,14 @@ impl RolloutCollector {
             copy_rows_into(&self.group_rows(&buffer.obs_row(t + 1)?, g), group.obs())?;
         }
         let device = buffer.device();
-        let cut_by_time_limit = group
-            .truncated()
-            .iter()
-            .zip(group.terminated())
-            .any(|(&truncated, &terminated)| truncated && !terminated);
-        let truncation_values = if cut_by_time_limit {
-            let finals = rows_to_batch(group.final_obs(), self.group_size, &self.obs_shape, device);
-            Some(timed(phases, "inference", || {
-                tch::no_grad(|| model.value(&finals))
-            })?)
-        } else {
-            None
+        let ended = EndedRows {
+            final_obs: group.final_obs(),
+            terminated: group.terminated(),
+            truncated: group.truncated(),
+            obs_shape: &self.obs_shape,
         };
+        let truncation_values =
+            ended.truncation_values(device, &|finals| model.value(finals), phases)?;
         let taken = progress.in_flight[g]
             .take()
             .context("a group stepped without actions chosen for it")?;
