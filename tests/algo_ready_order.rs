@@ -1,8 +1,9 @@
 //! Collection in ready order (free sampling with env groups): each group steps on a rollout
 //! worker of its own and the policy serves whichever has stepped. With a deterministic policy
 //! the batch is the one collection in turn records, time-limit bootstraps included; a group
-//! that waits does not hold the others back (where collection in turn cannot go on); and a
-//! game that panics ends the collection with an error instead of a hang.
+//! that waits does not hold the others back (where collection in turn cannot go on); groups
+//! that stepped while the policy ran share its next forward pass; and a game that panics ends
+//! the collection with an error instead of a hang.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -92,6 +93,64 @@ fn ready_order_records_what_collection_in_turn_records() {
             }
         }
     }
+}
+
+/// [`Lean`], taking `pause` over every forward pass and recording how many rows each had.
+struct SlowLean {
+    pause: Duration,
+    rows: Mutex<Vec<i64>>,
+}
+
+impl RolloutPolicy for SlowLean {
+    fn act(&self, obs: &Tensor) -> Result<ActTaken> {
+        std::thread::sleep(self.pause);
+        self.rows.lock().unwrap().push(obs.size()[0]);
+        Lean.act(obs)
+    }
+    fn env_actions(&self, actions: &Tensor) -> Tensor {
+        actions.shallow_clone()
+    }
+    fn value(&self, obs: &Tensor) -> Result<Tensor> {
+        Lean.value(obs)
+    }
+}
+
+#[test]
+fn groups_that_stepped_while_the_policy_ran_share_one_forward_pass() {
+    // CartPole steps in microseconds, so while the policy takes 20 ms for one group's actions
+    // the other groups step and report: the next pass serves them together.
+    let (steps, groups) = (12, 4);
+    let policy = SlowLean {
+        pause: Duration::from_millis(20),
+        rows: Mutex::new(Vec::new()),
+    };
+    let kind = ActionKind::Discrete;
+    let mut envs =
+        VecEnv::new(&EnvSpec::new(Game::Cartpole), &env_seeds(5, 0, 0, ENVS), 1).unwrap();
+    envs.reset();
+    let mut buffer = RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
+    let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
+    let _ = ready
+        .collect(&policy, &mut envs, &mut buffer, &mut Phases::default())
+        .unwrap();
+    let rows = policy.rows.into_inner().unwrap();
+    let group_size = (ENVS / groups) as i64;
+    // Every group's every step acted on once; the bootstrap's values are not actions.
+    assert_eq!(rows.iter().sum::<i64>(), ENVS as i64 * steps, "{rows:?}");
+    assert_eq!(
+        rows[0], ENVS as i64,
+        "the first pass serves every group: {rows:?}"
+    );
+    assert!(
+        rows[1..].iter().any(|&n| n > group_size),
+        "every later pass served one group: {rows:?}"
+    );
+    let in_turn_passes = groups * (steps as usize - 1) + 1;
+    assert!(
+        rows.len() < in_turn_passes,
+        "{} passes: {rows:?}",
+        rows.len()
+    );
 }
 
 #[test]

@@ -7,7 +7,9 @@
 #
 # Usage (repo root, after `cargo build --release` and scripts/gym-venv-setup.sh):
 #   [ROUNDS=2] [STEPS=32768] [OUT=/tmp/tandem-ready-order] \
-#   [BEFORE=<a tandem binary from before ready order>: adds "free, 4 groups in turn"] \
+#   [BEFORE=<an earlier tandem binary> [BEFORE_LABEL="free, 4 groups <how it served them>"]: adds
+#    that build's free sampling with 4 groups, labelled BEFORE_LABEL (BEFORE), default "free,
+#    4 groups in turn", which builds before ready order gave] \
 #   scripts/bench/ready_order.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -26,7 +28,7 @@ variants=(
     "free, 4 groups in ready order|$tandem|free|4"
 )
 if [ -n "${BEFORE:-}" ]; then
-    variants+=("free, 4 groups in turn (BEFORE)|$BEFORE|free|4")
+    variants+=("${BEFORE_LABEL:-free, 4 groups in turn} (BEFORE)|$BEFORE|free|4")
 fi
 for round in $(seq 1 "$rounds"); do
     for v in "${variants[@]}"; do

@@ -152,7 +152,8 @@ impl RolloutCollector {
         let mut collector = Self::unstarted(num_envs, groups, obs_shape, action_kind)?;
         tracing::info!(
             "free sampling: each of the {groups} groups of {} environments steps on a rollout \
-             worker of its own, and the policy serves whichever group has stepped (ready order)",
+             worker of its own, and the policy serves the groups that have stepped, in one forward \
+             pass (ready order)",
             collector.group_size
         );
         collector.ready_order = true;

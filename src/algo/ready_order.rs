@@ -1,12 +1,13 @@
 //! Collection in ready order (`train.sampling "free"` with `train.env-groups` k > 1):
 //! sample-factory's rollout and policy workers on one rank. Each of the k groups of
 //! environments has a rollout worker thread of its own (`tandem-rollout-<g>`) that steps the
-//! group whenever it is given actions; this thread is the inference worker: it serves
-//! whichever group has stepped, recording the step and running the policy on the group's new
-//! observations, so a slow environment delays only its own group. Groups advance through the
-//! rollout at their own pace; a step of the buffer is recorded when every group has taken it,
-//! and the rollout ends when the slowest group has taken its last. The policy and every
-//! libtorch call stay on this thread.
+//! group whenever it is given actions; this thread is the inference worker: it serves whichever
+//! groups have stepped, recording their steps and running the policy once on all their new
+//! observations (one forward pass for every group that reported while the last one ran, as
+//! sample-factory's policy worker batches its requests), so a slow environment delays only its
+//! own group. Groups advance through the rollout at their own pace; a step of the buffer is
+//! recorded when every group has taken it, and the rollout ends when the slowest group has
+//! taken its last. The policy and every libtorch call stay on this thread.
 //!
 //! Not reproducible: the order in which groups are served, and so which actions draw which
 //! random numbers and which parameters chose them, depends on timing (as everything under
@@ -47,8 +48,10 @@ struct GroupStep {
 }
 
 /// Where the inference worker stands: each group's next step, its action in flight, and its
-/// recorded steps not yet in the buffer.
+/// recorded steps not yet in the buffer; and the channels that send each group's worker its
+/// actions.
 struct Progress {
+    workers: Vec<Sender<ActionBatch>>,
     next_step: Vec<i64>,
     in_flight: Vec<Option<ActTaken>>,
     recorded: Vec<VecDeque<GroupStep>>,
@@ -94,7 +97,7 @@ impl RolloutCollector {
         Ok(last_values)
     }
 
-    /// The inference worker's loop: acts for every group, then serves each group that has
+    /// The inference worker's loop: acts for every group, then serves the groups that have
     /// stepped until every group has taken the rollout's last step.
     #[allow(clippy::too_many_arguments)]
     fn serve(
@@ -109,43 +112,44 @@ impl RolloutCollector {
     ) -> Result<()> {
         let k = groups.len();
         let mut progress = Progress {
+            workers,
             next_step: vec![0; k],
             in_flight: (0..k).map(|_| None).collect(),
             recorded: (0..k).map(|_| VecDeque::new()).collect(),
         };
-        for (g, worker) in workers.iter().enumerate() {
-            self.act_for(g, worker, &mut progress, model, buffer, phases, hook)?;
-        }
+        let all: Vec<usize> = (0..k).collect();
+        self.act_for(&all, &mut progress, model, buffer, phases, hook)?;
         let mut stepping = k;
         while stepping > 0 {
-            let waiting = Instant::now();
-            let stepped = ready
-                .recv()
-                .map_err(|_| anyhow!("the rollout workers stopped without reporting"))?;
-            phases.add("inference_wait", waiting.elapsed());
-            phases.add("env", stepped.took);
-            let g = stepped.group;
-            stepped
-                .result
-                .with_context(|| format!("stepping environment group {g}"))?;
-            self.record(g, &lock(&groups[g]), &mut progress, model, buffer, phases)?;
+            let mut to_serve = Vec::with_capacity(k);
+            for stepped in reports(ready, phases)? {
+                phases.add("env", stepped.took);
+                let g = stepped.group;
+                stepped
+                    .result
+                    .with_context(|| format!("stepping environment group {g}"))?;
+                self.record(g, &lock(&groups[g]), &mut progress, model, buffer, phases)?;
+                if progress.next_step[g] < buffer.num_steps() {
+                    to_serve.push(g);
+                } else {
+                    stepping -= 1;
+                }
+            }
             push_complete_steps(&mut progress, buffer)?;
-            if progress.next_step[g] < buffer.num_steps() {
-                self.act_for(g, &workers[g], &mut progress, model, buffer, phases, hook)?;
-            } else {
-                stepping -= 1;
+            if !to_serve.is_empty() {
+                self.act_for(&to_serve, &mut progress, model, buffer, phases, hook)?;
             }
         }
         Ok(())
     }
 
-    /// Chooses group `g`'s actions for its next step from its observations in the buffer and
-    /// sends them to its worker.
+    /// Chooses the actions of groups `to_serve` for their next steps in one forward pass over
+    /// their observations in the buffer (each group's own row, as groups are at different
+    /// steps) and sends each group's part to its worker.
     #[allow(clippy::too_many_arguments)]
     fn act_for(
         &self,
-        g: usize,
-        worker: &Sender<ActionBatch>,
+        to_serve: &[usize],
         progress: &mut Progress,
         model: &dyn RolloutPolicy,
         buffer: &RolloutBuffer,
@@ -153,13 +157,27 @@ impl RolloutCollector {
         hook: &mut dyn StepHook,
     ) -> Result<()> {
         hook.before_step(false)?;
-        let rows = self.group_rows(&buffer.obs_row(progress.next_step[g])?, g);
-        let taken = timed(phases, "inference", || tch::no_grad(|| model.act(&rows)))?;
-        let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
-        progress.in_flight[g] = Some(taken);
-        worker
-            .send(actions)
-            .map_err(|_| anyhow!("the rollout worker of environment group {g} has stopped"))
+        let rows = to_serve
+            .iter()
+            .map(|&g| Ok(self.group_rows(&buffer.obs_row(progress.next_step[g])?, g)))
+            .collect::<Result<Vec<Tensor>>>()?;
+        let obs = Tensor::cat(&rows, 0);
+        let taken = timed(phases, "inference", || tch::no_grad(|| model.act(&obs)))?;
+        let env_actions = model.env_actions(&taken.actions);
+        let size = self.group_size as i64;
+        for (i, &g) in to_serve.iter().enumerate() {
+            let part = |all: &Tensor| all.narrow(0, i as i64 * size, size);
+            let actions = host_actions(&part(&env_actions), self.action_kind)?;
+            progress.in_flight[g] = Some(ActTaken {
+                actions: part(&taken.actions),
+                log_probs: part(&taken.log_probs),
+                values: part(&taken.values),
+            });
+            progress.workers[g]
+                .send(actions)
+                .map_err(|_| anyhow!("the rollout worker of environment group {g} has stopped"))?;
+        }
+        Ok(())
     }
 
     /// Group `g` has taken its next step: its new observations go into the buffer's next row
@@ -200,6 +218,17 @@ impl RolloutCollector {
         progress.next_step[g] = t + 1;
         Ok(())
     }
+}
+
+/// Waits for a rollout worker's report and takes every other report already queued with it,
+/// so that the groups that stepped while the policy last ran are served by one forward pass.
+fn reports(ready: &Receiver<Stepped>, phases: &mut Phases) -> Result<Vec<Stepped>> {
+    let waiting = Instant::now();
+    let first = ready
+        .recv()
+        .map_err(|_| anyhow!("the rollout workers stopped without reporting"))?;
+    phases.add("inference_wait", waiting.elapsed());
+    Ok(std::iter::once(first).chain(ready.try_iter()).collect())
 }
 
 /// A rollout worker: steps its group with each batch of actions it is sent and reports, until
