@@ -34,10 +34,10 @@ fn buffer() -> RolloutBuffer {
     RolloutBuffer::new(4, 1, &[1], ActionKind::Discrete, Device::Cpu).unwrap()
 }
 
-/// Collects one batch of four steps through a fake collection that, before step 2, lets the
-/// learner publish version 1 (w = 7) and waits for it; `chosen_at_2` says whether step 2's
-/// first group had its actions already. Returns the batch's versions and the w the
-/// collector's network holds after it.
+/// Collects one batch of four steps of three groups through a fake collection that, before
+/// step 2, lets the learner publish version 1 (w = 7) and waits for it; `chosen_at_2` says
+/// whether step 2's first group had its actions already. Returns the batch's versions (one a
+/// group and step) and the w the collector's network holds after it.
 fn one_batch_with_a_publish_before_step_2(chosen_at_2: bool) -> (Vec<u64>, f64) {
     let exchange = Exchange::new(VecDeque::new(), vec![buffer()], store(0.0), 0);
     let (at_step_2, go_on) = (mpsc::channel(), mpsc::channel::<()>());
@@ -61,7 +61,7 @@ fn one_batch_with_a_publish_before_step_2(chosen_at_2: bool) -> (Vec<u64>, f64) 
                             to_learner.send(()).unwrap();
                             published.recv().unwrap();
                         }
-                        hook.before_step(t == 2 && chosen_at_2)?;
+                        hook.before_step(t == 2 && chosen_at_2, 3)?;
                     }
                     Ok(Tensor::zeros([1], (Kind::Float, Device::Cpu)))
                 },
@@ -82,7 +82,7 @@ fn one_batch_with_a_publish_before_step_2(chosen_at_2: bool) -> (Vec<u64>, f64) 
 #[test]
 fn parameters_published_between_steps_are_taken_up_before_the_next() {
     let (versions, w_after) = one_batch_with_a_publish_before_step_2(false);
-    assert_eq!(versions, [0, 0, 1, 1]);
+    assert_eq!(versions, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
     assert_eq!(
         w_after, 7.0,
         "the collector's network holds the published parameters"
@@ -92,7 +92,7 @@ fn parameters_published_between_steps_are_taken_up_before_the_next() {
 #[test]
 fn a_group_chosen_before_the_copy_keeps_the_older_version() {
     let (versions, _) = one_batch_with_a_publish_before_step_2(true);
-    assert_eq!(versions, [0, 0, 0, 1]);
+    assert_eq!(versions, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn batches_not_learned_from_come_back_at_the_round_end() {
                 10,
                 &mut Phases::default(),
                 |_buffer, hook: &mut dyn StepHook, index, _phases| {
-                    hook.before_step(false)?;
+                    hook.before_step(false, 1)?;
                     filled.send(index).unwrap();
                     Ok(Tensor::zeros([1], (Kind::Float, Device::Cpu)))
                 },

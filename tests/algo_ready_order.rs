@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::{RolloutCollector, RolloutPolicy};
+use tandem::algo::collect::{RolloutCollector, RolloutPolicy, StepHook};
 use tandem::algo::learner::Phases;
 use tandem::algo::{Batch, RolloutBuffer};
 use tandem::nn::ActTaken;
@@ -95,6 +95,17 @@ fn ready_order_records_what_collection_in_turn_records() {
     }
 }
 
+/// Records how many groups the hook is told each forward pass serves.
+struct GroupsTold(Vec<usize>);
+
+impl StepHook for GroupsTold {
+    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()> {
+        assert!(!first_group_chosen, "ready order chooses no actions ahead");
+        self.0.push(groups);
+        Ok(())
+    }
+}
+
 /// [`Lean`], taking `pause` over every forward pass and recording how many rows each had.
 struct SlowLean {
     pause: Duration,
@@ -130,11 +141,24 @@ fn groups_that_stepped_while_the_policy_ran_share_one_forward_pass() {
     envs.reset();
     let mut buffer = RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
     let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
+    let mut hook = GroupsTold(Vec::new());
     let _ = ready
-        .collect(&policy, &mut envs, &mut buffer, &mut Phases::default())
+        .collect_with(
+            &policy,
+            &mut envs,
+            &mut buffer,
+            &mut Phases::default(),
+            &mut hook,
+        )
         .unwrap();
     let rows = policy.rows.into_inner().unwrap();
     let group_size = (ENVS / groups) as i64;
+    // Free sampling's lag statistics count a version for each group a pass serves.
+    let told: Vec<i64> = hook.0.iter().map(|&g| g as i64 * group_size).collect();
+    assert_eq!(
+        told, rows,
+        "the hook is told how many groups each pass serves"
+    );
     // Every group's every step acted on once; the bootstrap's values are not actions.
     assert_eq!(rows.iter().sum::<i64>(), ENVS as i64 * steps, "{rows:?}");
     assert_eq!(

@@ -56,18 +56,19 @@ impl RolloutPolicy for ActorCritic {
 /// takes up the learner's newest parameters there (`super::free`). The policy is not in use
 /// while it runs.
 pub trait StepHook {
-    /// Before a step of all groups, or in ready order before each group's actions are chosen.
+    /// Before a step of all groups, or in ready order before each forward pass, which chooses
+    /// the actions of the `groups` groups it serves (a step of all groups: every group).
     /// `first_group_chosen`: the step's first group already has its actions, chosen while the
     /// step before stepped (double-buffered groups), so a change of parameters now reaches
     /// that group one step later.
-    fn before_step(&mut self, first_group_chosen: bool) -> Result<()>;
+    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()>;
 }
 
 /// The hook of an ordinary collection: nothing between steps.
 pub struct NoHook;
 
 impl StepHook for NoHook {
-    fn before_step(&mut self, _first_group_chosen: bool) -> Result<()> {
+    fn before_step(&mut self, _first_group_chosen: bool, _groups: usize) -> Result<()> {
         Ok(())
     }
 }
@@ -213,7 +214,7 @@ impl RolloutCollector {
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         let mut chosen: Chosen = None;
         for t in 0..buffer.num_steps() {
-            hook.before_step(chosen.is_some())?;
+            hook.before_step(chosen.is_some(), self.groups)?;
             self.collect_step(t, model, envs, buffer, &mut chosen, phases)?;
         }
         let last_values = self.bootstrap(model, envs, buffer, phases)?;
@@ -273,7 +274,7 @@ impl RolloutCollector {
         buffer.set_initial_state(&memory.state)?;
         copy_rows_into(&buffer.next_obs()?, envs.obs())?;
         for t in 0..buffer.num_steps() {
-            hook.before_step(false)?;
+            hook.before_step(false, 1)?;
             let obs = buffer.obs_row(t)?;
             buffer.set_starts(&memory.starts)?;
             let (taken, state) = timed(phases, "inference", || {

@@ -29,7 +29,7 @@ use super::rollout::RolloutBuffer;
 pub const BUFFERS: usize = 3;
 
 /// A batch the collector completed: the buffer, V(s_T) after its last step, and the version of
-/// the parameters that chose each step's actions.
+/// the parameters that chose each group's actions at each step.
 pub struct QueuedBatch {
     pub buffer: RolloutBuffer,
     pub last_values: Tensor,
@@ -222,7 +222,8 @@ impl Exchange {
 }
 
 /// The collector's behaviour network between steps: takes up newer published parameters and
-/// records which version chose each step.
+/// records which version chose each group's step (a version for each group, so that the lag's
+/// mean weighs every step of every environment alike, however many groups a pass serves).
 struct TakeUpNewest<'a> {
     behaviour: &'a mut VarStore,
     /// The version `behaviour` holds.
@@ -232,7 +233,7 @@ struct TakeUpNewest<'a> {
 }
 
 impl StepHook for TakeUpNewest<'_> {
-    fn before_step(&mut self, first_group_chosen: bool) -> Result<()> {
+    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()> {
         let chosen_by = *self.version;
         if self.published.latest.load(Ordering::Acquire) > *self.version {
             let params = self
@@ -246,11 +247,10 @@ impl StepHook for TakeUpNewest<'_> {
             *self.version = params.0;
         }
         // A group whose actions were chosen before the copy acted with the older version.
-        self.versions.push(if first_group_chosen {
-            chosen_by
-        } else {
-            *self.version
-        });
+        let older = usize::from(first_group_chosen).min(groups);
+        self.versions.extend(std::iter::repeat_n(chosen_by, older));
+        self.versions
+            .extend(std::iter::repeat_n(*self.version, groups - older));
         Ok(())
     }
 }
@@ -294,7 +294,7 @@ pub fn collect_until_stopped(
             behaviour: &mut *behaviour,
             version: &mut *version,
             published: &exchange.published,
-            versions: Vec::with_capacity(buffer.num_steps() as usize),
+            versions: Vec::new(),
         };
         let index = first_batch + report.batches;
         let last_values = collect(&mut buffer, &mut hook, index, phases)

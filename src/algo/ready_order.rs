@@ -156,7 +156,7 @@ impl RolloutCollector {
         phases: &mut Phases,
         hook: &mut dyn StepHook,
     ) -> Result<()> {
-        hook.before_step(false)?;
+        hook.before_step(false, to_serve.len())?;
         let rows = to_serve
             .iter()
             .map(|&g| Ok(self.group_rows(&buffer.obs_row(progress.next_step[g])?, g)))
