@@ -57,8 +57,9 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
-python3 - "$out" "$rounds" "$sides" <<'EOF'
+PYTHONPATH="$root/scripts/bench" python3 - "$out" "$rounds" "$sides" <<'EOF'
 import json, re, sys
+import run_phases
 out, rounds, sides = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 ansi = re.compile(r"\x1b\[[0-9;]*m")
 for round in range(1, rounds + 1):
@@ -87,15 +88,9 @@ for round in range(1, rounds + 1):
         print(f"round {round} tandem {side}: {s['global_step']} agent steps in {wall:.0f} s: "
               f"{s['global_step'] / wall:.1f} steps/s whole process, "
               f"{s['steps_per_second']:.1f} as it reports")
-        phases, lag = {}, []
-        for line in open(f"{d}/run/scalars.jsonl"):
-            row = json.loads(line)
-            for key, value in row.items():
-                if key.startswith("time/"):
-                    phases[key[5:-2]] = phases.get(key[5:-2], 0.0) + value
-            if "train/policy_lag" in row:
-                lag.append(row["train/policy_lag"])
-        print("    time by phase (s): " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items())))
+        lag = [row["train/policy_lag"] for row in map(json.loads, open(f"{d}/run/scalars.jsonl"))
+               if "train/policy_lag" in row]
+        print("    time by phase (s): " + run_phases.shown(run_phases.phases(f"{d}/run")))
         if lag:
             print(f"    policy lag: mean {sum(lag) / len(lag):.2f} over {len(lag)} rounds")
 EOF

@@ -37,19 +37,15 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 mv "$out/runs.txt.new" "$out/runs.txt"
-python3 - "$out/runs.txt" <<'PY'
+PYTHONPATH="$root/scripts/bench" python3 - "$out/runs.txt" <<'PY'
 import json, sys
+import run_phases
 runs = [line.rstrip("\n").split("|") for line in open(sys.argv[1])]
 rate = {}
 for round_, groups, label, d in runs:
     s = json.load(open(f"{d}/summary.json"))
-    phases = {}
-    for line in open(f"{d}/scalars.jsonl"):
-        for key, value in json.loads(line).items():
-            if key.startswith("time/") and isinstance(value, (int, float)):
-                phases[key[5:-2]] = phases.get(key[5:-2], 0.0) + value
     rate[(round_, groups, label)] = s["steps_per_second"]
-    shown = ", ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items()) if v >= 0.05)
+    shown = run_phases.shown(run_phases.phases(d))
     print(f"round {round_}, {groups} groups, {label}: {s['steps_per_second']:.0f} steps/s "
           f"({s['wall_seconds']:.1f} s); time by phase (s): {shown}")
 for (round_, groups, label), r in sorted(rate.items()):

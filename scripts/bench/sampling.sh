@@ -31,8 +31,9 @@ for seed in $seeds; do
             --set "train.max-steps=$steps" --set "train.sampling=$mode" "${extra[@]}"
     done
 done
-python3 - "$out" "$seeds" "$modes" <<'EOF'
+PYTHONPATH="$root/scripts/bench" python3 - "$out" "$seeds" "$modes" <<'EOF'
 import json, math, statistics, sys
+import run_phases
 out, seeds, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 # t(0.975, n - 1) for n = 2..10
 T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -43,12 +44,8 @@ for mode in modes:
         scores.append(s["last_20_score_mean"])
         print(f"{mode} seed {seed}: score {s['last_20_score_mean']:.2f} at step {s['global_step']}, "
               f"{s['wall_seconds']:.0f} s, {s['steps_per_second']:.0f} steps/s")
-        phases = {}
-        for line in open(f"{out}/{mode}-{seed}/scalars.jsonl"):
-            for key, value in json.loads(line).items():
-                if key.startswith("time/") and isinstance(value, (int, float)):
-                    phases[key[5:-2]] = phases.get(key[5:-2], 0.0) + value
-        print("    time by phase (s): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(phases.items())))
+        phases = run_phases.phases(f"{out}/{mode}-{seed}")
+        print("    time by phase (s): " + run_phases.shown(phases, digits=0))
     mean = statistics.mean(scores)
     half = T[len(scores) - 1] * statistics.stdev(scores) / math.sqrt(len(scores)) if len(scores) > 1 else float("nan")
     print(f"{mode}: {mean:.2f} [{mean - half:.2f}, {mean + half:.2f}] over seeds {' '.join(seeds)}")
