@@ -38,16 +38,13 @@ for round in $(seq 1 "$rounds"); do
 done
 mv "$out/runs.txt.new" "$out/runs.txt"
 PYTHONPATH="$root/scripts/bench" python3 - "$out/runs.txt" <<'PY'
-import json, sys
+import sys
 import run_phases
 runs = [line.rstrip("\n").split("|") for line in open(sys.argv[1])]
 rate = {}
 for round_, groups, label, d in runs:
-    s = json.load(open(f"{d}/summary.json"))
-    rate[(round_, groups, label)] = s["steps_per_second"]
-    shown = run_phases.shown(run_phases.phases(d))
-    print(f"round {round_}, {groups} groups, {label}: {s['steps_per_second']:.0f} steps/s "
-          f"({s['wall_seconds']:.1f} s); time by phase (s): {shown}")
+    rate[(round_, groups, label)], line = run_phases.rate_and_line(d)
+    print(f"round {round_}, {groups} groups, {label}: {line}")
 for (round_, groups, label), r in sorted(rate.items()):
     if label == "this":
         print(f"round {round_}, {groups} groups: {r / rate[(round_, groups, 'BEFORE')]:.2f}x BEFORE")

@@ -43,15 +43,13 @@ for round in $(seq 1 "$rounds"); do
 done
 mv "$out/runs.txt.new" "$out/runs.txt"
 PYTHONPATH="$root/scripts/bench" python3 - "$out/runs.txt" <<'PY'
-import json, sys
+import sys
 import run_phases
 runs = [line.rstrip("\n").split("|") for line in open(sys.argv[1])]
 rate = {}
 for round_, label, d in runs:
-    s = json.load(open(f"{d}/summary.json"))
-    rate[(round_, label)] = s["steps_per_second"]
-    shown = run_phases.shown(run_phases.phases(d))
-    print(f"round {round_}, {label}: {s['steps_per_second']:.0f} steps/s ({s['wall_seconds']:.1f} s); time by phase (s): {shown}")
+    rate[(round_, label)], line = run_phases.rate_and_line(d)
+    print(f"round {round_}, {label}: {line}")
 ready = "free, 4 groups in ready order"
 for round_ in sorted({r for r, _, _ in runs}):
     ratios = [f"{rate[(round_, ready)] / rate[(round_, label)]:.2f}x {label}"

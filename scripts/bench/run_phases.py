@@ -23,3 +23,12 @@ def shown(total, digits=1):
         for name, seconds in sorted(total.items())
         if round(seconds, digits) > 0
     )
+
+
+def rate_and_line(run_dir):
+    """The run's steps/s (summary.json) and a line of it for the benchmark's table: steps/s,
+    wall time and time by phase."""
+    summary = json.load(open(f"{run_dir}/summary.json"))
+    rate = summary["steps_per_second"]
+    return rate, (f"{rate:.0f} steps/s ({summary['wall_seconds']:.1f} s); "
+                  f"time by phase (s): {shown(phases(run_dir))}")
