@@ -477,6 +477,12 @@ def run(todo, jobs, stop_at):
                     todo = []
                     break
                 name, side, seed, steps = todo.pop(0)
+                if os.path.exists(result_path(name, side, seed, steps)):
+                    # Saved meanwhile by another run of the suite: starting it again would
+                    # remove that run's directory.
+                    print(f"parity: {name} {side} seed {seed} has a result already; not started",
+                          flush=True)
+                    continue
                 job = start(name, CASES[name], side, seed, steps)
                 running[job["proc"].pid] = job
                 print(f"parity: started {name} {side} seed {seed} ({steps} steps)", flush=True)
