@@ -155,8 +155,7 @@ fn a_failed_collection_ends_the_learners_wait() {
         let error = collector
             .join()
             .unwrap()
-            .err()
-            .expect("the collection failed");
+            .expect_err("the collection failed");
         assert!(
             format!("{error:#}").contains("the environment died"),
             "{error:#}"

@@ -1,23 +1,29 @@
 //! Collection in ready order (free sampling with env groups): each group steps on a rollout
-//! worker of its own and the policy serves whichever has stepped. With a deterministic policy
-//! the batch is the one collection in turn records, time-limit bootstraps included; a group
-//! that waits does not hold the others back (where collection in turn cannot go on); groups
-//! that stepped while the policy ran share its next forward pass; and a game that panics ends
-//! the collection with an error instead of a hang.
+//! worker of its own and the policy serves whichever has stepped, through free sampling's
+//! exchange. With a deterministic policy the batches are the ones collection in turn records,
+//! time-limit bootstraps included; a group that waits does not hold the others back (where
+//! collection in turn cannot go on); groups that stepped while the policy ran share its next
+//! forward pass; groups that finish a batch go on into the next while the slowest finishes it;
+//! a round's stop finishes the oldest open batch and the next round goes on where the groups
+//! left off; and a game that panics ends the collection with an error instead of a hang.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::{RolloutCollector, RolloutPolicy, StepHook};
+use tandem::algo::collect::{RolloutCollector, RolloutPolicy};
+use tandem::algo::free::{Exchange, QueuedBatch, collect_round};
 use tandem::algo::learner::Phases;
+use tandem::algo::ready_order::ReadyState;
 use tandem::algo::{Batch, RolloutBuffer};
 use tandem::nn::ActTaken;
 use tandem_env::{
     Action, ActionSpace, Dtype, Env, EnvSpec, Game, ObsBuf, ObsSpace, Step, VecEnv, Wrapper,
     env_seeds,
 };
+use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 /// Pushes right when the pole leans right; V(s) is a fixed function of the observation, so
@@ -43,6 +49,41 @@ impl RolloutPolicy for Lean {
 
 const ENVS: usize = 8;
 
+/// One round of free sampling in ready order, with `spare` empty buffers of `steps` steps for
+/// the collector and no learner (nothing published, nothing given back): `meanwhile` runs on
+/// this thread while the round goes on, then this thread takes `take` batches and stops the
+/// round. The batches taken, or the collector's error.
+fn ready_round(
+    collector: &RolloutCollector,
+    policy: &(dyn RolloutPolicy + Sync),
+    envs: &mut VecEnv,
+    state: &mut ReadyState,
+    (spare, steps): (usize, i64),
+    take: usize,
+    meanwhile: impl FnOnce(&Exchange),
+) -> Result<Vec<QueuedBatch>> {
+    let obs_shape = [envs.obs().len() as i64 / envs.num_envs() as i64];
+    let n = envs.num_envs() as i64;
+    let buffers = (0..spare)
+        .map(|_| RolloutBuffer::new(steps, n, &obs_shape, ActionKind::Discrete, Device::Cpu))
+        .collect::<Result<Vec<_>>>()?;
+    let exchange = Exchange::new(VecDeque::new(), buffers, VarStore::new(Device::Cpu), 0);
+    let mut behaviour = VarStore::new(Device::Cpu);
+    let shared = &exchange;
+    std::thread::scope(|scope| {
+        let collecting = scope.spawn(move || {
+            collect_round(shared, &mut behaviour, &mut 0, |c| {
+                collector.collect_ready_round(policy, envs, state, c, &mut Phases::default())
+            })
+        });
+        meanwhile(&exchange);
+        let taken: Vec<QueuedBatch> = (0..take).map_while(|_| exchange.take_full().ok()).collect();
+        exchange.stop();
+        collecting.join().expect("the collector thread panicked")?;
+        Ok(taken)
+    })
+}
+
 fn collect_twice(collector: &RolloutCollector, steps: i64) -> Vec<Batch> {
     // Sticky actions make each game its own; the time limit cuts episodes, so the batch
     // needs V(final observation) for them.
@@ -52,15 +93,27 @@ fn collect_twice(collector: &RolloutCollector, steps: i64) -> Vec<Batch> {
     let mut envs = VecEnv::new(&spec, &env_seeds(5, 0, 0, ENVS), 1).unwrap();
     envs.reset();
     let kind = ActionKind::Discrete;
-    let mut buffer = RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
-    let batches = (0..2)
-        .map(|_| {
-            let last = collector
-                .collect(&Lean, &mut envs, &mut buffer, &mut Phases::default())
-                .unwrap();
-            buffer.gae_batch(&last, 0.99, 0.95).unwrap()
-        })
-        .collect();
+    let batches = if collector.is_ready_order() {
+        let mut state = ReadyState::default();
+        let round = (2, steps);
+        ready_round(collector, &Lean, &mut envs, &mut state, round, 2, |_| {})
+            .unwrap()
+            .iter()
+            .map(|b| b.buffer.gae_batch(&b.last_values, 0.99, 0.95).unwrap())
+            .collect()
+    } else {
+        // A buffer a batch, as in ready order: a batch's observations are a view of its own.
+        (0..2)
+            .map(|_| {
+                let mut buffer =
+                    RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
+                let last = collector
+                    .collect(&Lean, &mut envs, &mut buffer, &mut Phases::default())
+                    .unwrap();
+                buffer.gae_batch(&last, 0.99, 0.95).unwrap()
+            })
+            .collect()
+    };
     assert!(
         envs.drain_episodes().iter().any(|e| e.truncated),
         "the time limit cut some episodes"
@@ -81,6 +134,7 @@ fn ready_order_records_what_collection_in_turn_records() {
     for groups in [2, 4] {
         let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
         let got = collect_twice(&ready, steps);
+        assert_eq!(got.len(), 2);
         for (want, got) in want.iter().zip(&got) {
             for (what, w, g) in [
                 ("obs", &want.obs, &got.obs),
@@ -92,17 +146,6 @@ fn ready_order_records_what_collection_in_turn_records() {
                 assert!(same(w, g), "{groups} groups in ready order: {what} differ");
             }
         }
-    }
-}
-
-/// Records how many groups the hook is told each forward pass serves.
-struct GroupsTold(Vec<usize>);
-
-impl StepHook for GroupsTold {
-    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()> {
-        assert!(!first_group_chosen, "ready order chooses no actions ahead");
-        self.0.push(groups);
-        Ok(())
     }
 }
 
@@ -139,25 +182,25 @@ fn groups_that_stepped_while_the_policy_ran_share_one_forward_pass() {
     let mut envs =
         VecEnv::new(&EnvSpec::new(Game::Cartpole), &env_seeds(5, 0, 0, ENVS), 1).unwrap();
     envs.reset();
-    let mut buffer = RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
     let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
-    let mut hook = GroupsTold(Vec::new());
-    let _ = ready
-        .collect_with(
-            &policy,
-            &mut envs,
-            &mut buffer,
-            &mut Phases::default(),
-            &mut hook,
-        )
-        .unwrap();
+    let mut state = ReadyState::default();
+    let batches = ready_round(
+        &ready,
+        &policy,
+        &mut envs,
+        &mut state,
+        (1, steps),
+        1,
+        |_| {},
+    )
+    .unwrap();
     let rows = policy.rows.into_inner().unwrap();
     let group_size = (ENVS / groups) as i64;
     // Free sampling's lag statistics count a version for each group a pass serves.
-    let told: Vec<i64> = hook.0.iter().map(|&g| g as i64 * group_size).collect();
     assert_eq!(
-        told, rows,
-        "the hook is told how many groups each pass serves"
+        batches[0].versions.len(),
+        groups * steps as usize,
+        "a version for each group and step"
     );
     // Every group's every step acted on once; the bootstrap's values are not actions.
     assert_eq!(rows.iter().sum::<i64>(), ENVS as i64 * steps, "{rows:?}");
@@ -235,15 +278,18 @@ impl Env for Rendezvous {
     }
 }
 
-/// Environment 0 (group 0 of 2) waits at its second step until environment 2 (group 1) has
-/// taken `until` steps, for at most `patience`; environment 3 panics at `panic_at`. Returns
-/// whether environment 0 gave up, and the collection's result.
-fn rendezvous(
-    ready_order: bool,
+/// What environment 0 of the rendezvous does: at step `at` it waits until environment 2 has
+/// taken `until` steps, for at most `patience`.
+struct Wait {
+    at: u32,
     until: u32,
     patience: Duration,
-    panic_at: Option<u32>,
-) -> (bool, Result<Tensor>) {
+}
+
+/// Four [`Rendezvous`] environments in two groups of 2: environment 0 (group 0) waits as
+/// `wait` says; environment 2 (group 1) counts its steps in the returned progress;
+/// environment 3 panics at `panic_at`. Also returns whether environment 0 gave up waiting.
+fn rendezvous_envs(wait: Wait, panic_at: Option<u32>) -> (VecEnv, Progress, Arc<Mutex<bool>>) {
     let progress: Progress = Arc::new((Mutex::new(0), Condvar::new()));
     let gave_up = Arc::new(Mutex::new(false));
     let envs = (0..4)
@@ -251,14 +297,14 @@ fn rendezvous(
             Box::new(Rendezvous {
                 id: id as f32,
                 steps: 0,
-                // Environment 1 neither waits nor counts: a fresh, unwatched counter.
-                progress: if id == 1 {
+                // Environments 1 and 3 neither wait nor count: fresh, unwatched counters.
+                progress: if id % 2 == 1 {
                     Arc::new((Mutex::new(0), Condvar::new()))
                 } else {
                     progress.clone()
                 },
-                wait_at: (id == 0).then_some((2, until)),
-                patience,
+                wait_at: (id == 0).then_some((wait.at, wait.until)),
+                patience: wait.patience,
                 gave_up: gave_up.clone(),
                 panic_at: panic_at.filter(|_| id == 3),
             }) as Box<dyn Env>
@@ -266,14 +312,37 @@ fn rendezvous(
         .collect();
     let mut venv = VecEnv::from_envs(envs, vec![1; 4], 1).unwrap();
     venv.reset();
+    (venv, progress, gave_up)
+}
+
+/// Rendezvous batches are 8 steps long.
+const STEPS: i64 = 8;
+
+/// Collects one batch of the rendezvous, in turn or in ready order with `spare` buffers.
+/// Returns whether environment 0 gave up waiting, and the batches (ready order) or V(s_T) (in
+/// turn), or the collection's error.
+fn rendezvous(
+    ready_order: Option<usize>,
+    wait: Wait,
+    panic_at: Option<u32>,
+) -> (bool, Result<Vec<QueuedBatch>>) {
+    let (mut venv, _, gave_up) = rendezvous_envs(wait, panic_at);
     let kind = ActionKind::Discrete;
-    let collector = if ready_order {
-        RolloutCollector::in_ready_order(4, 2, &[2], kind).unwrap()
-    } else {
-        RolloutCollector::new(4, 2, &[2], kind).unwrap()
+    let result = match ready_order {
+        Some(spare) => {
+            let collector = RolloutCollector::in_ready_order(4, 2, &[2], kind).unwrap();
+            let mut state = ReadyState::default();
+            let round = (spare, STEPS);
+            ready_round(&collector, &Zero, &mut venv, &mut state, round, 1, |_| {})
+        }
+        None => {
+            let collector = RolloutCollector::new(4, 2, &[2], kind).unwrap();
+            let mut buffer = RolloutBuffer::new(STEPS, 4, &[2], kind, Device::Cpu).unwrap();
+            collector
+                .collect(&Zero, &mut venv, &mut buffer, &mut Phases::default())
+                .map(|_| Vec::new())
+        }
     };
-    let mut buffer = RolloutBuffer::new(8, 4, &[2], kind, Device::Cpu).unwrap();
-    let result = collector.collect(&Zero, &mut venv, &mut buffer, &mut Phases::default());
     let gave_up = *gave_up.lock().unwrap();
     (gave_up, result)
 }
@@ -301,22 +370,161 @@ impl RolloutPolicy for Zero {
 #[test]
 fn a_waiting_group_does_not_hold_back_the_others_in_ready_order() {
     // Group 1 must take five steps while group 0 waits in its second: in ready order it does.
-    let (gave_up, result) = rendezvous(true, 5, Duration::from_secs(60), None);
-    let _ = result.unwrap();
+    let patience = Duration::from_secs(60);
+    let (gave_up, result) = rendezvous(
+        Some(1),
+        Wait {
+            at: 2,
+            until: 5,
+            patience,
+        },
+        None,
+    );
+    assert_eq!(result.unwrap().len(), 1);
     assert!(
         !gave_up,
         "environment 0 waited in vain: group 1 was held back"
     );
     // Collection in turn steps group 1 only after group 0, so the wait can only give up.
-    let (gave_up, result) = rendezvous(false, 5, Duration::from_millis(300), None);
+    let patience = Duration::from_millis(300);
+    let (gave_up, result) = rendezvous(
+        None,
+        Wait {
+            at: 2,
+            until: 5,
+            patience,
+        },
+        None,
+    );
     let _ = result.unwrap();
     assert!(gave_up, "collection in turn let group 1 run ahead");
 }
 
+/// Each environment's step counts `[batches, steps, envs]` in the batches' observations, and
+/// `[batches, envs]` in their s_T.
+fn step_counts(batches: &[QueuedBatch]) -> (Tensor, Tensor) {
+    let rows = batches
+        .iter()
+        .map(|b| b.buffer.steps().unwrap().obs.select(1, 1));
+    let rows: Vec<Tensor> = rows.map(|obs| obs.view([STEPS, 4])).collect();
+    let ends: Vec<Tensor> = batches
+        .iter()
+        .map(|b| b.buffer.bootstrap().0.select(1, 1))
+        .collect();
+    (Tensor::stack(&rows, 0), Tensor::stack(&ends, 0))
+}
+
+/// The step counts of consecutive batches from the `first`'th on: batch b's row t holds step
+/// b * STEPS + t of every environment, its s_T step (b + 1) * STEPS.
+fn consecutive(first: i64, batches: usize) -> (Tensor, Tensor) {
+    let b = Tensor::arange_start(first, first + batches as i64, (Kind::Float, Device::Cpu));
+    let t = Tensor::arange(STEPS, (Kind::Float, Device::Cpu));
+    let rows =
+        (b.view([-1, 1, 1]) * STEPS as f64 + t.view([1, -1, 1])).expand([-1, STEPS, 4], false);
+    let ends = ((b + 1.0) * STEPS as f64)
+        .view([-1, 1])
+        .expand([-1, 4], false);
+    (rows.contiguous(), ends.contiguous())
+}
+
+#[test]
+fn groups_that_finish_a_batch_fill_the_next_while_the_slowest_finishes_it() {
+    // Environment 0 waits in the batch's last step until group 1 is five steps into the next
+    // batch: with a second spare buffer group 1 goes on into it.
+    let patience = Duration::from_secs(60);
+    let wait = Wait {
+        at: STEPS as u32,
+        until: STEPS as u32 + 5,
+        patience,
+    };
+    let (gave_up, result) = rendezvous(Some(2), wait, None);
+    assert!(!gave_up, "group 1 waited for group 0 to finish the batch");
+    let batches = result.unwrap();
+    let (rows, ends) = step_counts(&batches);
+    let (want_rows, want_ends) = consecutive(0, 1);
+    assert!(
+        same(&rows, &want_rows) && same(&ends, &want_ends),
+        "{rows} {ends}"
+    );
+    // With no second buffer (the learner holds the others) there is nothing to go on into.
+    let patience = Duration::from_millis(300);
+    let wait = Wait {
+        at: STEPS as u32,
+        until: STEPS as u32 + 5,
+        patience,
+    };
+    let (gave_up, result) = rendezvous(Some(1), wait, None);
+    assert_eq!(result.unwrap().len(), 1);
+    assert!(gave_up, "group 1 went on without a buffer");
+}
+
+#[test]
+fn a_round_stops_after_its_oldest_batch_and_the_next_goes_on_where_the_groups_left_off() {
+    // Environment 0 waits in batch 0's last step until this thread lets it go; meanwhile group
+    // 1 runs into batch 1, and the round is told to stop. The stop finishes batch 0 only:
+    // batch 1, begun by group 1 alone, stays open for the next round, which completes it.
+    let patience = Duration::from_secs(60);
+    let release = 1_000_000;
+    let wait = Wait {
+        at: STEPS as u32,
+        until: release,
+        patience,
+    };
+    let (mut venv, progress, gave_up) = rendezvous_envs(wait, None);
+    let kind = ActionKind::Discrete;
+    let collector = RolloutCollector::in_ready_order(4, 2, &[2], kind).unwrap();
+    let mut state = ReadyState::default();
+    let stop_with_group_1_in_batch_1 = |exchange: &Exchange| {
+        let (count, changed) = &*progress;
+        let guard = count.lock().unwrap();
+        let (mut guard, waited) = changed
+            .wait_timeout_while(guard, patience, |n| *n < STEPS as u32 + 3)
+            .unwrap();
+        assert!(!waited.timed_out(), "group 1 did not go on into batch 1");
+        exchange.stop();
+        *guard += release;
+        changed.notify_all();
+    };
+    let first = ready_round(
+        &collector,
+        &Zero,
+        &mut venv,
+        &mut state,
+        (3, STEPS),
+        2,
+        stop_with_group_1_in_batch_1,
+    )
+    .unwrap();
+    assert!(!*gave_up.lock().unwrap());
+    assert_eq!(first.len(), 1, "the stopped round queued batch 0 only");
+    let second = ready_round(
+        &collector,
+        &Zero,
+        &mut venv,
+        &mut state,
+        (2, STEPS),
+        1,
+        |_| {},
+    )
+    .unwrap();
+    let both: Vec<QueuedBatch> = first.into_iter().chain(second).collect();
+    let (rows, ends) = step_counts(&both);
+    let (want_rows, want_ends) = consecutive(0, 2);
+    assert!(
+        same(&rows, &want_rows) && same(&ends, &want_ends),
+        "steps were lost between the rounds: {rows} {ends}"
+    );
+}
+
 #[test]
 fn a_game_that_panics_in_a_rollout_worker_ends_the_collection_with_an_error() {
-    let (_, result) = rendezvous(true, 0, Duration::ZERO, Some(3));
-    let error = format!("{:#}", result.unwrap_err());
+    let wait = Wait {
+        at: 2,
+        until: 0,
+        patience: Duration::ZERO,
+    };
+    let (_, result) = rendezvous(Some(1), wait, Some(3));
+    let error = format!("{:#}", result.err().expect("the collection failed"));
     assert!(
         error.contains("stepping environment group 1")
             && error.contains("an environment of group 1 panicked"),

@@ -161,6 +161,11 @@ impl RolloutCollector {
         Ok(collector)
     }
 
+    /// Whether the groups step in ready order ([`RolloutCollector::in_ready_order`]).
+    pub fn is_ready_order(&self) -> bool {
+        self.ready_order
+    }
+
     fn unstarted(
         num_envs: usize,
         groups: usize,
@@ -204,9 +209,11 @@ impl RolloutCollector {
         hook: &mut dyn StepHook,
     ) -> Result<Tensor> {
         self.check_kinds(envs, buffer)?;
-        if self.ready_order {
-            return self.collect_ready(model, envs, buffer, phases, hook);
-        }
+        ensure!(
+            !self.ready_order,
+            "a collector in ready order collects whole rounds of free sampling \
+             (collect_ready_round), not single batches"
+        );
         let start = Instant::now();
         buffer.reset();
         // Row 0 holds every group's observation; each group's next observations go into the

@@ -221,50 +221,138 @@ impl Exchange {
     }
 }
 
-/// The collector's behaviour network between steps: takes up newer published parameters and
-/// records which version chose each group's step (a version for each group, so that the lag's
-/// mean weighs every step of every environment alike, however many groups a pass serves).
-struct TakeUpNewest<'a> {
+/// The collector's side of a round's exchange: buffers to fill, batches to queue, the stop, and
+/// the behaviour network that takes up the learner's newest parameters. Dropping it tells the
+/// learner that nothing more will be queued (also when the collector fails or panics).
+pub struct Collecting<'a> {
+    exchange: &'a Exchange,
     behaviour: &'a mut VarStore,
     /// The version `behaviour` holds.
     version: &'a mut u64,
-    published: &'a Published,
-    versions: Vec<u64>,
+    report: CollectorReport,
 }
 
-impl StepHook for TakeUpNewest<'_> {
-    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()> {
-        let chosen_by = *self.version;
-        if self.published.latest.load(Ordering::Acquire) > *self.version {
-            let params = self
-                .published
-                .params
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+impl Collecting<'_> {
+    /// The version of the parameters the behaviour network holds.
+    pub fn version(&self) -> u64 {
+        *self.version
+    }
+
+    /// Takes up the learner's newest parameters where they are newer than the behaviour
+    /// network's; returns the version it then holds. The policy is not in use meanwhile.
+    pub fn take_up_newest(&mut self) -> Result<u64> {
+        let published = &self.exchange.published;
+        if published.latest.load(Ordering::Acquire) > *self.version {
+            let params = published.params.lock().unwrap_or_else(|e| e.into_inner());
             self.behaviour
                 .copy(&params.1)
                 .context("taking up the learner's parameters")?;
             *self.version = params.0;
         }
+        Ok(*self.version)
+    }
+
+    /// Whether the round is over (the collector finishes the batch it is filling and stops).
+    pub fn stopping(&self) -> bool {
+        self.exchange.lock().stopping
+    }
+
+    /// A spare buffer to fill, waiting for one (the time counts as waiting for the learner);
+    /// `None` once the round is over.
+    pub fn spare(&mut self) -> Option<RolloutBuffer> {
+        let waiting = Instant::now();
+        let buffer = self.exchange.take_spare();
+        self.report.waited += waiting.elapsed();
+        buffer
+    }
+
+    /// A spare buffer if there is one now and the round goes on.
+    pub fn spare_now(&mut self) -> Option<RolloutBuffer> {
+        let mut queues = self.exchange.lock();
+        if queues.stopping {
+            return None;
+        }
+        queues.spare.pop()
+    }
+
+    /// A completed batch, for the learner.
+    pub fn queue(&mut self, batch: QueuedBatch) {
+        self.report.batches += 1;
+        self.exchange.queue(batch);
+    }
+
+    /// Batches queued so far this round.
+    pub fn batches(&self) -> u64 {
+        self.report.batches
+    }
+
+    /// How long this round's collector has waited for spare buffers so far.
+    pub fn waited(&self) -> Duration {
+        self.report.waited
+    }
+}
+
+impl Drop for Collecting<'_> {
+    fn drop(&mut self) {
+        self.exchange.collector_gone();
+    }
+}
+
+/// The collector's behaviour network between steps of a batch: takes up newer published
+/// parameters and records which version chose each group's step (a version for each group, so
+/// that the lag's mean weighs every step of every environment alike, however many groups a
+/// pass serves).
+struct TakeUpNewest<'c, 'a> {
+    collecting: &'c mut Collecting<'a>,
+    versions: Vec<u64>,
+}
+
+impl StepHook for TakeUpNewest<'_, '_> {
+    fn before_step(&mut self, first_group_chosen: bool, groups: usize) -> Result<()> {
+        let chosen_by = self.collecting.version();
+        let version = self.collecting.take_up_newest()?;
         // A group whose actions were chosen before the copy acted with the older version.
         let older = usize::from(first_group_chosen).min(groups);
         self.versions.extend(std::iter::repeat_n(chosen_by, older));
         self.versions
-            .extend(std::iter::repeat_n(*self.version, groups - older));
+            .extend(std::iter::repeat_n(version, groups - older));
         Ok(())
     }
 }
 
-/// What the collector did in a round: batches it started, and how long it waited for a spare
-/// buffer (the learner was the slower role).
+/// What the collector did in a round: batches it completed, and how long it waited for a
+/// spare buffer (the learner was the slower role).
+#[derive(Debug, Clone, Copy)]
 pub struct CollectorReport {
     pub batches: u64,
     pub waited: Duration,
 }
 
-/// The collector thread's loop: fill spare buffers with `collect` (the buffer, the hook to run
-/// before every step, the index of the batch among all this rank's batches, and the phases to
-/// time) and queue them, until the round stops. `behaviour` holds version `version`.
+/// The collector thread's side of a round: runs `collect` with the exchange's collector side
+/// until it returns (it fills and queues buffers until the round stops). `behaviour` holds
+/// version `version`.
+pub fn collect_round(
+    exchange: &Exchange,
+    behaviour: &mut VarStore,
+    version: &mut u64,
+    collect: impl FnOnce(&mut Collecting<'_>) -> Result<()>,
+) -> Result<CollectorReport> {
+    let mut collecting = Collecting {
+        exchange,
+        behaviour,
+        version,
+        report: CollectorReport {
+            batches: 0,
+            waited: Duration::ZERO,
+        },
+    };
+    collect(&mut collecting)?;
+    Ok(collecting.report)
+}
+
+/// [`collect_round`] a batch at a time: fills spare buffers with `collect` (the buffer, the
+/// hook to run before every step, the index of the batch among all this rank's batches, and
+/// the phases to time) and queues them, until the round stops.
 pub fn collect_until_stopped(
     exchange: &Exchange,
     behaviour: &mut VarStore,
@@ -273,38 +361,22 @@ pub fn collect_until_stopped(
     phases: &mut Phases,
     mut collect: impl FnMut(&mut RolloutBuffer, &mut dyn StepHook, u64, &mut Phases) -> Result<Tensor>,
 ) -> Result<CollectorReport> {
-    struct Gone<'a>(&'a Exchange);
-    impl Drop for Gone<'_> {
-        fn drop(&mut self) {
-            self.0.collector_gone();
+    collect_round(exchange, behaviour, version, |collecting| {
+        while let Some(mut buffer) = collecting.spare() {
+            let index = first_batch + collecting.batches();
+            let mut hook = TakeUpNewest {
+                collecting: &mut *collecting,
+                versions: Vec::new(),
+            };
+            let last_values = collect(&mut buffer, &mut hook, index, phases)
+                .with_context(|| format!("collecting batch {index} of free sampling"))?;
+            let versions = hook.versions;
+            collecting.queue(QueuedBatch {
+                buffer,
+                last_values,
+                versions,
+            });
         }
-    }
-    let _gone = Gone(exchange);
-    let mut report = CollectorReport {
-        batches: 0,
-        waited: Duration::ZERO,
-    };
-    loop {
-        let waiting = Instant::now();
-        let Some(mut buffer) = exchange.take_spare() else {
-            return Ok(report);
-        };
-        report.waited += waiting.elapsed();
-        let mut hook = TakeUpNewest {
-            behaviour: &mut *behaviour,
-            version: &mut *version,
-            published: &exchange.published,
-            versions: Vec::new(),
-        };
-        let index = first_batch + report.batches;
-        let last_values = collect(&mut buffer, &mut hook, index, phases)
-            .with_context(|| format!("collecting batch {index} of free sampling"))?;
-        let versions = hook.versions;
-        report.batches += 1;
-        exchange.queue(QueuedBatch {
-            buffer,
-            last_values,
-            versions,
-        });
-    }
+        Ok(())
+    })
 }

@@ -25,7 +25,7 @@ pub mod on_policy;
 pub mod optim;
 pub mod ppo;
 pub mod ppo_host;
-mod ready_order;
+pub mod ready_order;
 pub mod replay;
 pub mod rollout;
 pub mod sac;

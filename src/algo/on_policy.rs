@@ -32,6 +32,7 @@ use super::collect::{Memory, NoHook, RolloutCollector, StepHook};
 use super::free::{Exchange, Lag, LagTally, QueuedBatch};
 use super::learner::{Counters, Learner, Limits, Phases, Resumed, Round, Scalars, Setting};
 use super::optim::Optimizer;
+use super::ready_order::ReadyState;
 use super::rollout::{Batch, LearnerView, RolloutBuffer};
 use crate::nn::{
     ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, named_parameters,
@@ -102,6 +103,8 @@ struct FreeSampling {
     published: Option<VarStore>,
     spare: Vec<RolloutBuffer>,
     carried: VecDeque<QueuedBatch>,
+    /// The batches a collector in ready order has open between rounds.
+    ready: ReadyState,
     /// Batches this rank has collected: the next one's index seeds its action draws.
     next_batch: u64,
     round_updates: u64,
@@ -203,6 +206,7 @@ impl FreeSampling {
             published: Some(blueprint.network()?.0),
             spare,
             carried: VecDeque::new(),
+            ready: ReadyState::default(),
             next_batch: 0,
             round_updates,
             max_policy_lag,
@@ -458,12 +462,24 @@ impl<U: PolicyUpdate> OnPolicy<U> {
         let FreeSampling {
             behaviour_vs,
             behaviour,
+            ready: ready_state,
             ..
         } = free;
         // Moves: the collector thread holds its references exclusively (tensors are not Sync).
         let collect = move || {
             let mut version = at.update;
             let draws = move |update| Draws { seed, rank, update };
+            if collector.is_ready_order() {
+                ensure!(
+                    memory.is_none(),
+                    "ready order collects for feed-forward policies only (the config refuses \
+                     env-groups with a recurrent core)"
+                );
+                draws(first_batch).seed_sampling();
+                return super::free::collect_round(exchange, behaviour_vs, &mut version, |c| {
+                    collector.collect_ready_round(behaviour, envs, ready_state, c, phases)
+                });
+            }
             super::free::collect_until_stopped(
                 exchange,
                 behaviour_vs,
@@ -645,6 +661,19 @@ struct Draws {
     update: u64,
 }
 
+impl Draws {
+    /// Seeds this thread's torch generator with the stream's start.
+    fn seed_sampling(self) {
+        let Draws { seed, rank, update } = self;
+        tch::manual_seed(crate::seeds::derived_seed(
+            seed,
+            crate::seeds::Purpose::Sampling,
+            rank as u64,
+            update,
+        ) as i64);
+    }
+}
+
 /// One rollout of `envs` under `policy` into `buffer` (from and into `memory` for a
 /// recurrent policy), returning V(s_T).
 #[allow(clippy::too_many_arguments)]
@@ -658,13 +687,7 @@ fn collect_batch(
     phases: &mut Phases,
     hook: &mut dyn StepHook,
 ) -> Result<Tensor> {
-    let Draws { seed, rank, update } = draws;
-    tch::manual_seed(crate::seeds::derived_seed(
-        seed,
-        crate::seeds::Purpose::Sampling,
-        rank as u64,
-        update,
-    ) as i64);
+    draws.seed_sampling();
     match memory {
         Some(memory) => {
             collector.collect_recurrent_with(policy, envs, memory, buffer, phases, hook)

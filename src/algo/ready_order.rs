@@ -1,13 +1,19 @@
 //! Collection in ready order (`train.sampling "free"` with `train.env-groups` k > 1):
 //! sample-factory's rollout and policy workers on one rank. Each of the k groups of
 //! environments has a rollout worker thread of its own (`tandem-rollout-<g>`) that steps the
-//! group whenever it is given actions; this thread is the inference worker: it serves whichever
-//! groups have stepped, recording their steps and running the policy once on all their new
-//! observations (one forward pass for every group that reported while the last one ran, as
-//! sample-factory's policy worker batches its requests), so a slow environment delays only its
-//! own group. Groups advance through the rollout at their own pace; a step of the buffer is
-//! recorded when every group has taken it, and the rollout ends when the slowest group has
-//! taken its last. The policy and every libtorch call stay on this thread.
+//! group whenever it is given actions; the collector thread is the inference worker: it serves
+//! whichever groups have stepped, recording their steps and running the policy once on all
+//! their new observations (one forward pass for every group that reported while the last one
+//! ran, as sample-factory's policy worker batches its requests), so a slow environment delays
+//! only its own group. The policy and every libtorch call stay on the collector thread.
+//!
+//! Groups advance through a batch at their own pace; a step goes into the buffer when every
+//! group has taken it. A group that has taken a batch's last step records its s_T and V(s_T)
+//! and goes on into the next batch, in a second spare buffer, while the slowest group
+//! finishes (as sample-factory's rollout workers never wait for each other); a batch is
+//! queued for the learner when its last group finishes it. At most [`OPEN_BATCHES`] are open
+//! at once. A round's stop finishes the oldest open batch; the one after it stays open, with
+//! each group's place in it, for the next round ([`ReadyState`]), so no step is lost.
 //!
 //! Not reproducible: the order in which groups are served, and so which actions draw which
 //! random numbers and which parameters chose them, depends on timing (as everything under
@@ -18,17 +24,24 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, ensure};
 use tch::Tensor;
 
 use tandem_env::{EnvGroup, VecEnv};
 
 use super::actions::ActionBatch;
-use super::collect::{EndedRows, RolloutCollector, RolloutPolicy, StepHook, timed};
-use super::host_rows::{copy_rows_into, flags_to_tensor, host_actions, row_to_tensor};
+use super::collect::{EndedRows, RolloutCollector, RolloutPolicy, timed};
+use super::free::{Collecting, QueuedBatch};
+use super::host_rows::{
+    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
+};
 use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::ActTaken;
+
+/// Batches open at once: the one the slowest group is filling, and the next, which the groups
+/// that have finished it fill meanwhile.
+pub const OPEN_BATCHES: usize = 2;
 
 /// A rollout worker's report: its group stepped (or failed to), and how long that took.
 struct Stepped {
@@ -47,32 +60,103 @@ struct GroupStep {
     truncation_values: Option<Tensor>,
 }
 
-/// Where the inference worker stands: each group's next step, its action in flight, and its
-/// recorded steps not yet in the buffer; and the channels that send each group's worker its
-/// actions.
-struct Progress {
-    workers: Vec<Sender<ActionBatch>>,
-    next_step: Vec<i64>,
-    in_flight: Vec<Option<ActTaken>>,
+/// A batch being filled: its buffer, each group's recorded steps not yet in it, the version
+/// that chose each group's step (one a group and step, as free sampling's lag counts them),
+/// and each group's V(s_T) once it has taken the batch's last step.
+struct OpenBatch {
+    buffer: RolloutBuffer,
     recorded: Vec<VecDeque<GroupStep>>,
+    versions: Vec<u64>,
+    last_values: Vec<Option<Tensor>>,
+}
+
+/// Where a group stands: the open batch its next step goes into (a position in
+/// [`ReadyState::open`]; one past the last while the group waits for a buffer), and the step.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    batch: usize,
+    step: i64,
+}
+
+/// What ready order carries from one round of free sampling to the next: the open batches,
+/// oldest first, and each group's place in them. Empty before the first round.
+#[derive(Default)]
+pub struct ReadyState {
+    open: VecDeque<OpenBatch>,
+    places: Vec<Place>,
+}
+
+impl ReadyState {
+    /// Whether group `g` has an open batch to step in (else it waits for a buffer).
+    fn has_batch(&self, g: usize) -> bool {
+        self.places[g].batch < self.open.len()
+    }
+}
+
+/// Where a round's stop stands for the collector: not seen yet; seen, with the oldest batch
+/// open then still to finish (only the groups in it are served); or that batch queued (no
+/// group is served, those stepping report and keep their places for the next round).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    NotYet,
+    FinishingOldest,
+    Finished,
+}
+
+impl Stop {
+    fn observe(&mut self, collecting: &Collecting<'_>, state: &ReadyState) {
+        if *self == Stop::NotYet && collecting.stopping() {
+            *self = match state.open.is_empty() {
+                true => Stop::Finished,
+                false => Stop::FinishingOldest,
+            };
+        }
+    }
+
+    /// Whether a group at `place` is served.
+    fn serves(self, place: Place) -> bool {
+        match self {
+            Stop::NotYet => true,
+            Stop::FinishingOldest => place.batch == 0,
+            Stop::Finished => false,
+        }
+    }
+}
+
+/// The collector thread's view of one round: the groups (each behind the lock its rollout
+/// worker steps it under), the channels to the workers, and the actions in flight.
+struct Serving<'r, 'g> {
+    groups: &'r [Mutex<EnvGroup<'g>>],
+    workers: Vec<Sender<ActionBatch>>,
+    in_flight: Vec<Option<ActTaken>>,
 }
 
 impl RolloutCollector {
-    /// [`RolloutCollector::collect_with`] in ready order (see the module documentation):
-    /// `hook` runs before each group's actions are chosen. Phases: `inference` (the policy's
-    /// forward passes), `env` (the groups' stepping, summed over the workers, which step at
+    /// The collector's side of a round of free sampling in ready order (see the module
+    /// documentation): fills the buffers `collecting` gives, queues each batch as its last
+    /// group finishes it, and returns when the round stops, leaving the open batch the stop
+    /// did not finish in `state`. `model` is the behaviour network whose parameters
+    /// `collecting` takes up before each forward pass. Phases: `rollout` in all (without the
+    /// waits for a spare buffer), of it `inference` (the policy's forward passes and the
+    /// groups' bootstraps), `env` (the groups' stepping, summed over the workers, which step at
     /// the same time) and `inference_wait` (this thread waiting for a group to step).
-    pub(super) fn collect_ready(
+    pub fn collect_ready_round(
         &self,
         model: &dyn RolloutPolicy,
         envs: &mut VecEnv,
-        buffer: &mut RolloutBuffer,
+        state: &mut ReadyState,
+        collecting: &mut Collecting<'_>,
         phases: &mut Phases,
-        hook: &mut dyn StepHook,
-    ) -> Result<Tensor> {
-        let start = Instant::now();
-        buffer.reset();
-        copy_rows_into(&buffer.next_obs()?, envs.obs())?;
+    ) -> Result<()> {
+        ensure!(
+            self.is_ready_order(),
+            "a collector in turn collects batch by batch, not rounds in ready order"
+        );
+        let (start, waited_before) = (Instant::now(), collecting.waited());
+        if state.places.len() != self.groups {
+            state.open.clear();
+            state.places = vec![Place { batch: 0, step: 0 }; self.groups];
+        }
         envs.with_groups(self.groups, |groups| {
             let groups: Vec<Mutex<EnvGroup<'_>>> = groups.into_iter().map(Mutex::new).collect();
             std::thread::scope(|scope| {
@@ -88,78 +172,134 @@ impl RolloutCollector {
                     workers.push(actions_tx);
                 }
                 drop(ready_tx);
+                let mut round = Serving {
+                    groups: &groups,
+                    workers,
+                    in_flight: (0..groups.len()).map(|_| None).collect(),
+                };
                 // Dropping the senders when serving ends (done or failed) ends the workers.
-                self.serve(&groups, workers, &ready, model, buffer, phases, hook)
+                self.serve(&mut round, &ready, model, state, collecting, phases)
             })
         })??;
-        let last_values = self.bootstrap(model, envs, buffer, phases)?;
-        phases.add("rollout", start.elapsed());
-        Ok(last_values)
+        let waited = collecting.waited() - waited_before;
+        phases.add("rollout", start.elapsed().saturating_sub(waited));
+        Ok(())
     }
 
-    /// The inference worker's loop: acts for every group, then serves the groups that have
-    /// stepped until every group has taken the rollout's last step.
-    #[allow(clippy::too_many_arguments)]
+    /// The inference worker's loop over a round: serves the groups that have stepped, opening
+    /// batches as groups need them, until the round has stopped, the oldest batch open then is
+    /// queued and no group is stepping.
     fn serve(
         &self,
-        groups: &[Mutex<EnvGroup<'_>>],
-        workers: Vec<Sender<ActionBatch>>,
+        round: &mut Serving<'_, '_>,
         ready: &Receiver<Stepped>,
         model: &dyn RolloutPolicy,
-        buffer: &mut RolloutBuffer,
+        state: &mut ReadyState,
+        collecting: &mut Collecting<'_>,
         phases: &mut Phases,
-        hook: &mut dyn StepHook,
     ) -> Result<()> {
-        let k = groups.len();
-        let mut progress = Progress {
-            workers,
-            next_step: vec![0; k],
-            in_flight: (0..k).map(|_| None).collect(),
-            recorded: (0..k).map(|_| VecDeque::new()).collect(),
-        };
-        let all: Vec<usize> = (0..k).collect();
-        self.act_for(&all, &mut progress, model, buffer, phases, hook)?;
-        let mut stepping = k;
-        while stepping > 0 {
-            let mut to_serve = Vec::with_capacity(k);
+        let mut to_serve: Vec<usize> = (0..self.groups).filter(|&g| state.has_batch(g)).collect();
+        let mut stepping = 0;
+        let mut stop = Stop::NotYet;
+        loop {
+            if state.open.is_empty() {
+                // Every group has finished every batch: a new one, or the round's end.
+                let Some(buffer) = collecting.spare() else {
+                    return Ok(());
+                };
+                to_serve = self.open_batch(buffer, round, state)?;
+            } else if stop == Stop::NotYet
+                && state.open.len() < OPEN_BATCHES
+                && (0..self.groups).any(|g| !state.has_batch(g))
+                && let Some(buffer) = collecting.spare_now()
+            {
+                to_serve.extend(self.open_batch(buffer, round, state)?);
+            }
+            stop.observe(collecting, state);
+            to_serve.retain(|&g| stop.serves(state.places[g]));
+            if to_serve.is_empty() && stepping == 0 && stop != Stop::NotYet {
+                return Ok(());
+            }
+            if !to_serve.is_empty() {
+                self.act_for(&to_serve, round, model, state, collecting, phases)?;
+                stepping += to_serve.len();
+                to_serve.clear();
+            }
+            // A group with a batch is stepping or was served above; with none stepping, every
+            // group waited for a batch, and the loop's start opened one or ended the round.
+            ensure!(
+                stepping > 0,
+                "ready order: no environment group is stepping (a bug)"
+            );
             for stepped in reports(ready, phases)? {
+                stepping -= 1;
                 phases.add("env", stepped.took);
                 let g = stepped.group;
                 stepped
                     .result
                     .with_context(|| format!("stepping environment group {g}"))?;
-                self.record(g, &lock(&groups[g]), &mut progress, model, buffer, phases)?;
-                if progress.next_step[g] < buffer.num_steps() {
+                self.record(g, round, model, state, phases)?;
+                if state.has_batch(g) {
                     to_serve.push(g);
-                } else {
-                    stepping -= 1;
                 }
             }
-            push_complete_steps(&mut progress, buffer)?;
-            if !to_serve.is_empty() {
-                self.act_for(&to_serve, &mut progress, model, buffer, phases, hook)?;
+            // Seen before queueing, a stop that came while these groups stepped finishes the
+            // batch they may just have completed, not the one after it.
+            stop.observe(collecting, state);
+            if queue_complete_batches(state, collecting)? > 0 && stop == Stop::FinishingOldest {
+                stop = Stop::Finished;
             }
         }
-        Ok(())
+    }
+
+    /// Opens a batch in `buffer` for every group waiting for one: their observations become
+    /// its first row. Returns those groups.
+    fn open_batch(
+        &self,
+        mut buffer: RolloutBuffer,
+        round: &Serving<'_, '_>,
+        state: &mut ReadyState,
+    ) -> Result<Vec<usize>> {
+        buffer.reset();
+        let k = round.groups.len();
+        let starting: Vec<usize> = (0..k).filter(|&g| !state.has_batch(g)).collect();
+        let first_row = buffer.obs_row(0)?;
+        for &g in &starting {
+            copy_rows_into(
+                &self.group_rows(&first_row, g),
+                lock(&round.groups[g]).obs(),
+            )?;
+        }
+        state.open.push_back(OpenBatch {
+            buffer,
+            recorded: (0..k).map(|_| VecDeque::new()).collect(),
+            versions: Vec::new(),
+            last_values: (0..k).map(|_| None).collect(),
+        });
+        Ok(starting)
     }
 
     /// Chooses the actions of groups `to_serve` for their next steps in one forward pass over
-    /// their observations in the buffer (each group's own row, as groups are at different
-    /// steps) and sends each group's part to its worker.
-    #[allow(clippy::too_many_arguments)]
+    /// their observations (each group's own row of its own batch, as groups are at different
+    /// steps), with the newest parameters `collecting` has, and sends each group its part.
     fn act_for(
         &self,
         to_serve: &[usize],
-        progress: &mut Progress,
+        round: &mut Serving<'_, '_>,
         model: &dyn RolloutPolicy,
-        buffer: &RolloutBuffer,
+        state: &mut ReadyState,
+        collecting: &mut Collecting<'_>,
         phases: &mut Phases,
-        hook: &mut dyn StepHook,
     ) -> Result<()> {
-        hook.before_step(false, to_serve.len())?;
+        let version = collecting.take_up_newest()?;
         let rows = to_serve
             .iter()
-            .map(|&g| Ok(self.group_rows(&buffer.obs_row(progress.next_step[g])?, g)))
+            .map(|&g| {
+                let Place { batch, step } = state.places[g];
+                let batch = &mut state.open[batch];
+                batch.versions.push(version);
+                Ok(self.group_rows(&batch.buffer.obs_row(step)?, g))
+            })
             .collect::<Result<Vec<Tensor>>>()?;
         let obs = Tensor::cat(&rows, 0);
         let taken = timed(phases, "inference", || tch::no_grad(|| model.act(&obs)))?;
@@ -168,35 +308,41 @@ impl RolloutCollector {
         for (i, &g) in to_serve.iter().enumerate() {
             let part = |all: &Tensor| all.narrow(0, i as i64 * size, size);
             let actions = host_actions(&part(&env_actions), self.action_kind)?;
-            progress.in_flight[g] = Some(ActTaken {
+            round.in_flight[g] = Some(ActTaken {
                 actions: part(&taken.actions),
                 log_probs: part(&taken.log_probs),
                 values: part(&taken.values),
             });
-            progress.workers[g]
+            round.workers[g]
                 .send(actions)
                 .map_err(|_| anyhow!("the rollout worker of environment group {g} has stopped"))?;
         }
         Ok(())
     }
 
-    /// Group `g` has taken its next step: its new observations go into the buffer's next row
-    /// (none after the last step: the batch's bootstrap reads them from the environments), and
-    /// the step is kept until every group has taken it.
+    /// Group `g` has taken its next step: its new observations go into its batch's next row,
+    /// and the step is kept until every group has taken it. After the batch's last step the
+    /// observations are the group's s_T, with V(s_T), and its first row of the next batch when
+    /// that is open.
     fn record(
         &self,
         g: usize,
-        group: &EnvGroup<'_>,
-        progress: &mut Progress,
+        round: &mut Serving<'_, '_>,
         model: &dyn RolloutPolicy,
-        buffer: &RolloutBuffer,
+        state: &mut ReadyState,
         phases: &mut Phases,
     ) -> Result<()> {
-        let t = progress.next_step[g];
-        if t + 1 < buffer.num_steps() {
-            copy_rows_into(&self.group_rows(&buffer.obs_row(t + 1)?, g), group.obs())?;
+        let group = lock(&round.groups[g]);
+        let Place { batch: b, step: t } = state.places[g];
+        let batch = &mut state.open[b];
+        let device = batch.buffer.device();
+        let last_step = t + 1 == batch.buffer.num_steps();
+        if !last_step {
+            copy_rows_into(
+                &self.group_rows(&batch.buffer.obs_row(t + 1)?, g),
+                group.obs(),
+            )?;
         }
-        let device = buffer.device();
         let ended = EndedRows {
             final_obs: group.final_obs(),
             terminated: group.terminated(),
@@ -205,19 +351,108 @@ impl RolloutCollector {
         };
         let truncation_values =
             ended.truncation_values(device, &|finals| model.value(finals), phases)?;
-        let taken = progress.in_flight[g]
+        let taken = round.in_flight[g]
             .take()
             .context("a group stepped without actions chosen for it")?;
-        progress.recorded[g].push_back(GroupStep {
+        batch.recorded[g].push_back(GroupStep {
             taken,
             rewards: row_to_tensor(group.rewards(), device),
             terminated: flags_to_tensor(group.terminated(), device),
             truncated: flags_to_tensor(group.truncated(), device),
             truncation_values,
         });
-        progress.next_step[g] = t + 1;
+        push_complete_steps(batch)?;
+        if !last_step {
+            state.places[g].step = t + 1;
+            return Ok(());
+        }
+        let size = self.group_size as i64;
+        copy_rows_into(
+            &batch.buffer.bootstrap_rows(g as i64 * size, size),
+            group.obs(),
+        )?;
+        let last_obs = rows_to_batch(group.obs(), self.group_size, &self.obs_shape, device);
+        let last_values = timed(phases, "inference", || {
+            tch::no_grad(|| model.value(&last_obs))
+        })?;
+        batch.last_values[g] = Some(last_values);
+        state.places[g] = Place {
+            batch: b + 1,
+            step: 0,
+        };
+        if let Some(next) = state.open.get(b + 1) {
+            copy_rows_into(&self.group_rows(&next.buffer.obs_row(0)?, g), group.obs())?;
+        }
         Ok(())
     }
+}
+
+/// Queues every batch at the front that all groups have finished, oldest first; returns how
+/// many.
+fn queue_complete_batches(
+    state: &mut ReadyState,
+    collecting: &mut Collecting<'_>,
+) -> Result<usize> {
+    let mut queued = 0;
+    while state.open.front().is_some_and(|b| b.buffer.is_full()) {
+        let batch = state.open.pop_front().expect("checked non-empty");
+        let last_values = batch
+            .last_values
+            .into_iter()
+            .collect::<Option<Vec<Tensor>>>()
+            .context("a batch is full before every group has finished it")?;
+        collecting.queue(QueuedBatch {
+            buffer: batch.buffer,
+            last_values: Tensor::cat(&last_values, 0),
+            versions: batch.versions,
+        });
+        for place in &mut state.places {
+            place.batch -= 1;
+        }
+        queued += 1;
+    }
+    Ok(queued)
+}
+
+/// Pushes every step all groups have taken into the batch's buffer, in order: each field is
+/// the groups' parts concatenated in group order, as the environments are.
+fn push_complete_steps(batch: &mut OpenBatch) -> Result<()> {
+    while batch.recorded.iter().all(|steps| !steps.is_empty()) {
+        let parts: Vec<GroupStep> = batch
+            .recorded
+            .iter_mut()
+            .map(|steps| steps.pop_front().expect("checked non-empty"))
+            .collect();
+        let cat = |field: fn(&GroupStep) -> &Tensor| {
+            Tensor::cat(&parts.iter().map(field).collect::<Vec<_>>(), 0)
+        };
+        let truncation_values = parts
+            .iter()
+            .any(|p| p.truncation_values.is_some())
+            .then(|| {
+                let each: Vec<Tensor> = parts
+                    .iter()
+                    .map(|p| match &p.truncation_values {
+                        Some(v) => v.shallow_clone(),
+                        None => p.rewards.zeros_like(),
+                    })
+                    .collect();
+                Tensor::cat(&each, 0)
+            });
+        let buffer = &mut batch.buffer;
+        let obs = buffer.obs_row(buffer.len())?;
+        buffer.push(&StepRecord {
+            obs: &obs,
+            actions: &cat(|p| &p.taken.actions),
+            log_probs: &cat(|p| &p.taken.log_probs),
+            values: &cat(|p| &p.taken.values),
+            rewards: &cat(|p| &p.rewards),
+            terminated: &cat(|p| &p.terminated),
+            truncated: &cat(|p| &p.truncated),
+            truncation_values: truncation_values.as_ref(),
+        })?;
+    }
+    Ok(())
 }
 
 /// Waits for a rollout worker's report and takes every other report already queued with it,
@@ -260,46 +495,6 @@ fn rollout_worker(
             return;
         }
     }
-}
-
-/// Pushes every step all groups have taken into the buffer, in order: each field is the
-/// groups' parts concatenated in group order, as the environments are.
-fn push_complete_steps(progress: &mut Progress, buffer: &mut RolloutBuffer) -> Result<()> {
-    while progress.recorded.iter().all(|steps| !steps.is_empty()) {
-        let parts: Vec<GroupStep> = progress
-            .recorded
-            .iter_mut()
-            .map(|steps| steps.pop_front().expect("checked non-empty"))
-            .collect();
-        let cat = |field: fn(&GroupStep) -> &Tensor| {
-            Tensor::cat(&parts.iter().map(field).collect::<Vec<_>>(), 0)
-        };
-        let truncation_values = parts
-            .iter()
-            .any(|p| p.truncation_values.is_some())
-            .then(|| {
-                let each: Vec<Tensor> = parts
-                    .iter()
-                    .map(|p| match &p.truncation_values {
-                        Some(v) => v.shallow_clone(),
-                        None => p.rewards.zeros_like(),
-                    })
-                    .collect();
-                Tensor::cat(&each, 0)
-            });
-        let obs = buffer.obs_row(buffer.len())?;
-        buffer.push(&StepRecord {
-            obs: &obs,
-            actions: &cat(|p| &p.taken.actions),
-            log_probs: &cat(|p| &p.taken.log_probs),
-            values: &cat(|p| &p.taken.values),
-            rewards: &cat(|p| &p.rewards),
-            terminated: &cat(|p| &p.terminated),
-            truncated: &cat(|p| &p.truncated),
-            truncation_values: truncation_values.as_ref(),
-        })?;
-    }
-    Ok(())
 }
 
 fn lock<'m, 'a>(group: &'m Mutex<EnvGroup<'a>>) -> MutexGuard<'m, EnvGroup<'a>> {

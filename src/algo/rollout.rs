@@ -616,6 +616,15 @@ impl RolloutBuffer {
         Ok(())
     }
 
+    /// Rows `first..first + count` of s_T (`[count, ...obs_shape]`), to fill in place: in ready
+    /// order each group records its s_T when it takes the rollout's last step. Those
+    /// environments start no episode there as far as the buffer says (ready order collects
+    /// for feed-forward policies only, which read no episode starts).
+    pub fn bootstrap_rows(&mut self, first: i64, count: i64) -> Tensor {
+        let _ = self.bootstrap_starts.narrow(0, first, count).fill_(0.0);
+        self.bootstrap_obs.narrow(0, first, count)
+    }
+
     /// What [`RolloutBuffer::set_bootstrap`] recorded: s_T and its episode starts.
     pub fn bootstrap(&self) -> (&Tensor, &Tensor) {
         (&self.bootstrap_obs, &self.bootstrap_starts)
