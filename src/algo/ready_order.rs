@@ -32,9 +32,7 @@ use tandem_env::{EnvGroup, VecEnv};
 use super::actions::ActionBatch;
 use super::collect::{EndedRows, RolloutCollector, RolloutPolicy, timed};
 use super::free::{Collecting, QueuedBatch};
-use super::host_rows::{
-    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
-};
+use super::host_rows::{copy_rows_into, flags_to_tensor, host_actions, row_to_tensor};
 use super::learner::Phases;
 use super::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::ActTaken;
@@ -231,6 +229,7 @@ impl RolloutCollector {
                 stepping > 0,
                 "ready order: no environment group is stepping (a bug)"
             );
+            let mut finished = Vec::new();
             for stepped in reports(ready, phases)? {
                 stepping -= 1;
                 phases.add("env", stepped.took);
@@ -238,11 +237,14 @@ impl RolloutCollector {
                 stepped
                     .result
                     .with_context(|| format!("stepping environment group {g}"))?;
-                self.record(g, round, model, state, phases)?;
+                if let Some(batch) = self.record(g, round, model, state, phases)? {
+                    finished.push((batch, g));
+                }
                 if state.has_batch(g) {
                     to_serve.push(g);
                 }
             }
+            self.bootstrap_finished(&finished, model, state, phases)?;
             // Seen before queueing, a stop that came while these groups stepped finishes the
             // batch they may just have completed, not the one after it.
             stop.observe(collecting, state);
@@ -322,8 +324,8 @@ impl RolloutCollector {
 
     /// Group `g` has taken its next step: its new observations go into its batch's next row,
     /// and the step is kept until every group has taken it. After the batch's last step the
-    /// observations are the group's s_T, with V(s_T), and its first row of the next batch when
-    /// that is open.
+    /// observations are the group's s_T, and its first row of the next batch when that is
+    /// open; returns that batch's place then, for its V(s_T).
     fn record(
         &self,
         g: usize,
@@ -331,7 +333,7 @@ impl RolloutCollector {
         model: &dyn RolloutPolicy,
         state: &mut ReadyState,
         phases: &mut Phases,
-    ) -> Result<()> {
+    ) -> Result<Option<usize>> {
         let group = lock(&round.groups[g]);
         let Place { batch: b, step: t } = state.places[g];
         let batch = &mut state.open[b];
@@ -364,24 +366,44 @@ impl RolloutCollector {
         push_complete_steps(batch)?;
         if !last_step {
             state.places[g].step = t + 1;
-            return Ok(());
+            return Ok(None);
         }
         let size = self.group_size as i64;
         copy_rows_into(
             &batch.buffer.bootstrap_rows(g as i64 * size, size),
             group.obs(),
         )?;
-        let last_obs = rows_to_batch(group.obs(), self.group_size, &self.obs_shape, device);
-        let last_values = timed(phases, "inference", || {
-            tch::no_grad(|| model.value(&last_obs))
-        })?;
-        batch.last_values[g] = Some(last_values);
         state.places[g] = Place {
             batch: b + 1,
             step: 0,
         };
         if let Some(next) = state.open.get(b + 1) {
             copy_rows_into(&self.group_rows(&next.buffer.obs_row(0)?, g), group.obs())?;
+        }
+        Ok(Some(b))
+    }
+
+    /// V(s_T) of the groups that have just taken their batch's last step (batch, group), in
+    /// one forward pass over their s_T rows.
+    fn bootstrap_finished(
+        &self,
+        finished: &[(usize, usize)],
+        model: &dyn RolloutPolicy,
+        state: &mut ReadyState,
+        phases: &mut Phases,
+    ) -> Result<()> {
+        if finished.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Tensor> = finished
+            .iter()
+            .map(|&(b, g)| self.group_rows(state.open[b].buffer.bootstrap().0, g))
+            .collect();
+        let obs = Tensor::cat(&rows, 0);
+        let values = timed(phases, "inference", || tch::no_grad(|| model.value(&obs)))?;
+        let size = self.group_size as i64;
+        for (i, &(b, g)) in finished.iter().enumerate() {
+            state.open[b].last_values[g] = Some(values.narrow(0, i as i64 * size, size));
         }
         Ok(())
     }
