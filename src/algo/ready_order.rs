@@ -170,13 +170,13 @@ impl RolloutCollector {
                     workers.push(actions_tx);
                 }
                 drop(ready_tx);
-                let mut round = Serving {
+                let mut serving = Serving {
                     groups: &groups,
                     workers,
                     in_flight: (0..groups.len()).map(|_| None).collect(),
                 };
                 // Dropping the senders when serving ends (done or failed) ends the workers.
-                self.serve(&mut round, &ready, model, state, collecting, phases)
+                self.serve(&mut serving, &ready, model, state, collecting, phases)
             })
         })??;
         let waited = collecting.waited() - waited_before;
@@ -189,7 +189,7 @@ impl RolloutCollector {
     /// queued and no group is stepping.
     fn serve(
         &self,
-        round: &mut Serving<'_, '_>,
+        serving: &mut Serving<'_, '_>,
         ready: &Receiver<Stepped>,
         model: &dyn RolloutPolicy,
         state: &mut ReadyState,
@@ -205,13 +205,13 @@ impl RolloutCollector {
                 let Some(buffer) = collecting.spare() else {
                     return Ok(());
                 };
-                to_serve = self.open_batch(buffer, round, state)?;
+                to_serve = self.open_batch(buffer, serving, state)?;
             } else if stop == Stop::NotYet
                 && state.open.len() < OPEN_BATCHES
                 && (0..self.groups).any(|g| !state.has_batch(g))
                 && let Some(buffer) = collecting.spare_now()
             {
-                to_serve.extend(self.open_batch(buffer, round, state)?);
+                to_serve.extend(self.open_batch(buffer, serving, state)?);
             }
             stop.observe(collecting, state);
             to_serve.retain(|&g| stop.serves(state.places[g]));
@@ -219,7 +219,7 @@ impl RolloutCollector {
                 return Ok(());
             }
             if !to_serve.is_empty() {
-                self.act_for(&to_serve, round, model, state, collecting, phases)?;
+                self.act_for(&to_serve, serving, model, state, collecting, phases)?;
                 stepping += to_serve.len();
                 to_serve.clear();
             }
@@ -237,7 +237,7 @@ impl RolloutCollector {
                 stepped
                     .result
                     .with_context(|| format!("stepping environment group {g}"))?;
-                if let Some(batch) = self.record(g, round, model, state, phases)? {
+                if let Some(batch) = self.record(g, serving, model, state, phases)? {
                     finished.push((batch, g));
                 }
                 if state.has_batch(g) {
@@ -259,17 +259,17 @@ impl RolloutCollector {
     fn open_batch(
         &self,
         mut buffer: RolloutBuffer,
-        round: &Serving<'_, '_>,
+        serving: &Serving<'_, '_>,
         state: &mut ReadyState,
     ) -> Result<Vec<usize>> {
         buffer.reset();
-        let k = round.groups.len();
+        let k = serving.groups.len();
         let starting: Vec<usize> = (0..k).filter(|&g| !state.has_batch(g)).collect();
         let first_row = buffer.obs_row(0)?;
         for &g in &starting {
             copy_rows_into(
                 &self.group_rows(&first_row, g),
-                lock(&round.groups[g]).obs(),
+                lock(&serving.groups[g]).obs(),
             )?;
         }
         state.open.push_back(OpenBatch {
@@ -287,7 +287,7 @@ impl RolloutCollector {
     fn act_for(
         &self,
         to_serve: &[usize],
-        round: &mut Serving<'_, '_>,
+        serving: &mut Serving<'_, '_>,
         model: &dyn RolloutPolicy,
         state: &mut ReadyState,
         collecting: &mut Collecting<'_>,
@@ -310,12 +310,12 @@ impl RolloutCollector {
         for (i, &g) in to_serve.iter().enumerate() {
             let part = |all: &Tensor| all.narrow(0, i as i64 * size, size);
             let actions = host_actions(&part(&env_actions), self.action_kind)?;
-            round.in_flight[g] = Some(ActTaken {
+            serving.in_flight[g] = Some(ActTaken {
                 actions: part(&taken.actions),
                 log_probs: part(&taken.log_probs),
                 values: part(&taken.values),
             });
-            round.workers[g]
+            serving.workers[g]
                 .send(actions)
                 .map_err(|_| anyhow!("the rollout worker of environment group {g} has stopped"))?;
         }
@@ -329,12 +329,12 @@ impl RolloutCollector {
     fn record(
         &self,
         g: usize,
-        round: &mut Serving<'_, '_>,
+        serving: &mut Serving<'_, '_>,
         model: &dyn RolloutPolicy,
         state: &mut ReadyState,
         phases: &mut Phases,
     ) -> Result<Option<usize>> {
-        let group = lock(&round.groups[g]);
+        let group = lock(&serving.groups[g]);
         let Place { batch: b, step: t } = state.places[g];
         let batch = &mut state.open[b];
         let device = batch.buffer.device();
@@ -353,7 +353,7 @@ impl RolloutCollector {
         };
         let truncation_values =
             ended.truncation_values(device, &|finals| model.value(finals), phases)?;
-        let taken = round.in_flight[g]
+        let taken = serving.in_flight[g]
             .take()
             .context("a group stepped without actions chosen for it")?;
         batch.recorded[g].push_back(GroupStep {
