@@ -431,13 +431,12 @@ fn consecutive(first: i64, batches: usize) -> (Tensor, Tensor) {
 fn groups_that_finish_a_batch_fill_the_next_while_the_slowest_finishes_it() {
     // Environment 0 waits in the batch's last step until group 1 is five steps into the next
     // batch: with a second spare buffer group 1 goes on into it.
-    let patience = Duration::from_secs(60);
-    let wait = Wait {
+    let in_the_last_step = |patience| Wait {
         at: STEPS as u32,
         until: STEPS as u32 + 5,
         patience,
     };
-    let (gave_up, result) = rendezvous(Some(2), wait, None);
+    let (gave_up, result) = rendezvous(Some(2), in_the_last_step(Duration::from_secs(60)), None);
     assert!(!gave_up, "group 1 waited for group 0 to finish the batch");
     let batches = result.unwrap();
     let (rows, ends) = step_counts(&batches);
@@ -447,12 +446,7 @@ fn groups_that_finish_a_batch_fill_the_next_while_the_slowest_finishes_it() {
         "{rows} {ends}"
     );
     // With no second buffer (the learner holds the others) there is nothing to go on into.
-    let patience = Duration::from_millis(300);
-    let wait = Wait {
-        at: STEPS as u32,
-        until: STEPS as u32 + 5,
-        patience,
-    };
+    let wait = in_the_last_step(Duration::from_millis(300));
     let (gave_up, result) = rendezvous(Some(1), wait, None);
     assert_eq!(result.unwrap().len(), 1);
     assert!(gave_up, "group 1 went on without a buffer");

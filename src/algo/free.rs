@@ -4,8 +4,9 @@
 //! parameters, which the collector takes up before its next step. This module owns what
 //! connects the two, [`Exchange`]: a pool of preallocated buffers (spare ones, and full ones
 //! queued oldest first), the published parameters with their version, and the stop signal of
-//! a round's end; and the collector's side of it ([`collect_until_stopped`]). The on-policy
-//! learner (`super::on_policy`) runs the rounds.
+//! a round's end; and the collector's side of it ([`Collecting`], in a [`collect_round`]; a
+//! batch at a time in [`collect_until_stopped`]). The on-policy learner (`super::on_policy`)
+//! runs the rounds.
 //!
 //! A version counts the updates parameters have had. The policy lag of a step is the update
 //! that learns from it minus the version that chose its action ([`Lag`]); a batch keeps each
@@ -25,7 +26,9 @@ use super::learner::Phases;
 use super::rollout::RolloutBuffer;
 
 /// Rollout buffers per rank: one the learner reads, one queued, one being filled. A third lets
-/// the collector run a batch ahead of the learner instead of waiting for it.
+/// the collector run a batch ahead of the learner instead of waiting for it; in ready order,
+/// where the learner keeps up, it is the batch the faster groups have begun while the slowest
+/// finishes the one before (`super::ready_order`).
 pub const BUFFERS: usize = 3;
 
 /// A batch the collector completed: the buffer, V(s_T) after its last step, and the version of
