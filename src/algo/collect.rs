@@ -231,7 +231,7 @@ impl RolloutCollector {
 
     /// Records s_T, the environments' observations after the rollout's last step, in the
     /// buffer and returns V(s_T).
-    pub(super) fn bootstrap(
+    fn bootstrap(
         &self,
         model: &dyn RolloutPolicy,
         envs: &VecEnv,

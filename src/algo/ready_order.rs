@@ -89,6 +89,11 @@ impl ReadyState {
     fn has_batch(&self, g: usize) -> bool {
         self.places[g].batch < self.open.len()
     }
+
+    /// The groups waiting for a buffer: each has finished every open batch.
+    fn waiting(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.places.len()).filter(|&g| !self.has_batch(g))
+    }
 }
 
 /// Where a round's stop stands for the collector: not seen yet; seen, with the oldest batch
@@ -208,7 +213,7 @@ impl RolloutCollector {
                 to_serve = self.open_batch(buffer, serving, state)?;
             } else if stop == Stop::NotYet
                 && state.open.len() < OPEN_BATCHES
-                && (0..self.groups).any(|g| !state.has_batch(g))
+                && state.waiting().next().is_some()
                 && let Some(buffer) = collecting.spare_now()
             {
                 to_serve.extend(self.open_batch(buffer, serving, state)?);
@@ -263,8 +268,8 @@ impl RolloutCollector {
         state: &mut ReadyState,
     ) -> Result<Vec<usize>> {
         buffer.reset();
-        let k = serving.groups.len();
-        let starting: Vec<usize> = (0..k).filter(|&g| !state.has_batch(g)).collect();
+        let k = self.groups;
+        let starting: Vec<usize> = state.waiting().collect();
         let first_row = buffer.obs_row(0)?;
         for &g in &starting {
             copy_rows_into(
