@@ -4,28 +4,26 @@
 //! line, and nothing else (bar `GOMP_SPINCOUNT`, a libgomp tuning, and `TORCH_CPP_LOG_LEVEL`,
 //! libtorch's log threshold, which carry nothing of the experiment).
 //!
-//! Supervision rules (docs/design.md, "No failure goes unseen" and "Nothing waits forever"): ranks start concurrently; when one fails the
-//! launcher prints its error message, stops the others and exits non-zero; Ctrl-C is forwarded
-//! once as a request to finish the update and checkpoint (exit 130), SIGTERM and SIGUSR1 (a
-//! scheduler's notice) likewise but exit [`PREEMPTED`], and a second signal kills.
+//! Supervision ([`supervise`]): the first failure printed with its cause and the others stopped,
+//! Ctrl-C forwarded once as a request to finish the update and checkpoint (exit 130), SIGTERM and
+//! SIGUSR1 (a scheduler's notice) likewise but exit [`PREEMPTED`], a second signal kills.
 
 pub mod credential;
 pub mod host;
 mod idle;
 pub mod job_env;
 pub mod run_dir;
+mod supervise;
 pub mod worker;
 
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+
+use supervise::{Rank, STOPPED_GRACE, install_signal_counter, supervise};
 
 /// The libgomp spin count the launcher gives workers when the environment sets none (see
 /// where the workers are started).
@@ -279,81 +277,6 @@ fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
     }
 }
 
-/// Signals received by the launcher (SIGINT, SIGTERM, SIGUSR1): how many, and the first; and a
-/// socket that these and SIGCHLD (a rank ended) make readable, so that the supervisor wakes when
-/// there is news rather than at its next poll (a finished run ends at once, not up to a poll
-/// interval later).
-struct Signals {
-    count: Arc<AtomicUsize>,
-    first: Arc<AtomicI32>,
-    wake: UnixStream,
-}
-
-impl Signals {
-    /// Returns after `timeout`, or sooner when a signal came since the last call.
-    fn wait(&self, timeout: Duration) {
-        let mut fds = libc::pollfd {
-            fd: self.wake.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is one valid pollfd that outlives the call; poll(2) writes only its
-        // `revents`. An error (EINTR) is a wake-up like any other.
-        unsafe { libc::poll(&mut fds, 1, millis) };
-        // Drain what the signals wrote (the socket is non-blocking), so the next wait sleeps.
-        let mut buf = [0u8; 64];
-        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
-    }
-}
-
-fn install_signal_counter() -> Result<Signals> {
-    let (wake, wake_writer) =
-        UnixStream::pair().context("cannot make the launcher's wake-up socket")?;
-    wake.set_nonblocking(true)
-        .context("cannot make the launcher's wake-up socket")?;
-    let signals = Signals {
-        count: Arc::new(AtomicUsize::new(0)),
-        first: Arc::new(AtomicI32::new(0)),
-        wake,
-    };
-    use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM, SIGUSR1};
-    for sig in [SIGINT, SIGTERM, SIGUSR1] {
-        let (count, first) = (Arc::clone(&signals.count), Arc::clone(&signals.first));
-        // SAFETY: the handler only does atomic operations on Arc'd atomics it owns: no locks,
-        // no allocation, nothing that is not async-signal-safe, as `register` requires.
-        unsafe {
-            signal_hook::low_level::register(sig, move || {
-                let _ = first.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                count.fetch_add(1, Ordering::SeqCst);
-            })
-        }
-        .context("cannot install the signal handler")?;
-    }
-    for sig in [SIGCHLD, SIGINT, SIGTERM, SIGUSR1] {
-        let writer = wake_writer
-            .try_clone()
-            .context("cannot make the launcher's wake-up socket")?;
-        signal_hook::low_level::pipe::register(sig, writer)
-            .context("cannot install the signal handler")?;
-    }
-    Ok(signals)
-}
-
-struct Rank {
-    rank: usize,
-    child: Child,
-    done: Option<i32>,
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child we
-    // have not reaped yet (callers skip the finished ones), so it cannot name a recycled pid.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
-}
-
 /// Starts the local workers and supervises them until the job ends; returns the exit code.
 pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     let world = req.experiment.world_size();
@@ -392,57 +315,8 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
             origin: req.origin.clone(),
             gloo_interfaces: req.gloo_interfaces.clone(),
         };
-        let mut cmd = Command::new(&exe);
-        cmd.arg("__worker")
-            .args(args.to_args())
-            .env_remove(credential::ENV)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
-        // libgomp's idle threads spin for a long while after each parallel region before they
-        // sleep; with several intra-op threads on a small machine they hold the cores the
-        // environment threads need. A short spin made Atari with 2 threads 12% faster and left
-        // CartPole and MinAtar as they were (docs/performance.md). A user's own setting wins.
-        if std::env::var_os("GOMP_SPINCOUNT").is_none()
-            && std::env::var_os("OMP_WAIT_POLICY").is_none()
-        {
-            cmd.env("GOMP_SPINCOUNT", WORKER_GOMP_SPINCOUNT);
-        }
-        // c10d warns, with a page of C++ frames per rank, of every store request a lost peer
-        // left unanswered; tandem names the lost rank itself (docs/distributed.md). Its errors
-        // still print. A user's own setting wins.
-        if std::env::var_os("TORCH_CPP_LOG_LEVEL").is_none() {
-            cmd.env("TORCH_CPP_LOG_LEVEL", WORKER_TORCH_CPP_LOG_LEVEL);
-        }
-        // SAFETY: the closure runs in the forked child before exec, where only
-        // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
-        // touches no memory, locks or allocator.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                // Own process group: a terminal's Ctrl-C reaches the launcher only, which decides
-                // what the ranks get. And no orphans: a worker dies with its launcher.
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start the worker for rank {rank}"))?;
-        // The secret and the resolved config are the worker's only input; it reads them to the
-        // end first thing.
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        stdin
-            .write_all(credential.header().as_bytes())
-            .and_then(|()| stdin.write_all(req.canonical.as_bytes()))
-            .with_context(|| format!("cannot hand the config to rank {rank}"))?;
-        drop(stdin);
-        children.push(Rank {
-            rank,
-            child,
-            done: None,
-        });
+        let child = start_worker(&exe, &args, &credential, &req.canonical)?;
+        children.push(Rank::new(rank, child));
     }
 
     // Past the collective timeout, with time for a local peer's own failure to come first.
@@ -451,253 +325,60 @@ pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
     supervise(&mut children, &signals, &req.run_dir, stopped_limit)
 }
 
-/// `stopped_limit`: how long a rank may stay stopped (SIGSTOP) before the launcher gives up on
-/// it. Its peers time out after that long too, but a peer on another host does not stop this
-/// launcher, which would otherwise wait for the stopped rank forever.
-fn supervise(
-    children: &mut [Rank],
-    signals: &Signals,
-    run_dir: &Path,
-    stopped_limit: Duration,
-) -> Result<ExitCode> {
-    let mut stopped_since: Vec<Option<Instant>> = vec![None; children.len()];
-    let mut forwarded = 0usize;
-    let mut failure: Option<(usize, i32)> = None;
-    let mut stop_deadline: Option<Instant> = None;
-    let mut silent_check: Option<(usize, Instant)> = None;
-    loop {
-        let received = signals.count.load(Ordering::SeqCst);
-        if received > forwarded {
-            if forwarded == 0 {
-                forward_stop_request(children, signals.first.load(Ordering::SeqCst));
-            } else {
-                eprintln!("tandem: stopping now");
-                kill_all(children);
-                return Ok(ExitCode::from(INTERRUPTED));
-            }
-            forwarded = received;
-        }
-        let mut newly_failed = None;
-        for c in children.iter_mut().filter(|c| c.done.is_none()) {
-            if let Some(status) = c.child.try_wait()? {
-                let code = status
-                    .code()
-                    .unwrap_or_else(|| 128 + status_signal(&status));
-                c.done = Some(code);
-                if code != 0
-                    && code != INTERRUPTED as i32
-                    && code != PREEMPTED as i32
-                    && failure.is_none()
-                    && newly_failed.is_none()
-                {
-                    newly_failed = Some((c.rank, code));
-                }
-            }
-        }
-        if let Some((rank, code)) = newly_failed {
-            failure = Some((rank, code));
-            // A stopped rank fails nobody itself: the rank that timed out waiting for it does.
-            // Name it first; it can take no signal but SIGKILL.
-            for c in children.iter().filter(|c| c.done.is_none()) {
-                if is_stopped(c.child.id()) {
-                    eprintln!(
-                        "tandem: rank {} stopped answering: its process {} is stopped (SIGSTOP, or a debugger holds it)",
-                        c.rank,
-                        c.child.id()
-                    );
-                    signal(c.child.id(), libc::SIGKILL);
-                }
-            }
-            let message = report_failure(rank, code, run_dir);
-            stop_deadline = Some(stop_the_others(children));
-            if message.is_some_and(|m| m.to_lowercase().contains("timed out")) {
-                silent_check = Some((rank, Instant::now() + SILENT_GRACE));
-            }
-        }
-        if failure.is_none()
-            && let Some(c) = long_stopped(children, &mut stopped_since, stopped_limit)
-        {
-            eprintln!(
-                "tandem: rank {} stopped answering: its process {} has been stopped (SIGSTOP, or a debugger holds it) for {} s, longer than the collective timeout",
-                c.rank,
-                c.child.id(),
-                stopped_limit.as_secs_f64()
-            );
-            signal(c.child.id(), libc::SIGKILL);
-            failure = Some((c.rank, 128 + libc::SIGSTOP));
-            eprintln!("tandem: stopping the other ranks");
-            stop_deadline = Some(stop_the_others(children));
-        }
-        // A collective timed out: the ranks that neither failed nor ended since are the ones that
-        // stopped answering (a rank waiting on them would have timed out too by now). The
-        // timeout's own message cannot say whom it waited for.
-        if let Some((failed, at)) = silent_check
-            && Instant::now() >= at
-        {
-            silent_check = None;
-            let silent: Vec<String> = children
-                .iter()
-                .filter(|c| c.done.is_none())
-                .map(|c| c.rank.to_string())
-                .collect();
-            if !silent.is_empty() {
-                eprintln!(
-                    "tandem: rank {failed} timed out waiting; rank(s) {} did not answer (still running, no error of their own)",
-                    silent.join(", ")
-                );
-            }
-        }
-        if children.iter().all(|c| c.done.is_some()) {
-            break;
-        }
-        if stop_deadline.is_some_and(|d| Instant::now() > d) {
-            kill_all(children);
-            break;
-        }
-        signals.wait(Duration::from_millis(50));
+/// Starts one rank's worker process in a process group of its own and hands it the job's secret
+/// and the resolved config `canonical` on stdin.
+fn start_worker(
+    exe: &Path,
+    args: &worker::WorkerArgs,
+    credential: &credential::Credential,
+    canonical: &str,
+) -> Result<Child> {
+    let mut cmd = Command::new(&exe);
+    cmd.arg("__worker")
+        .args(args.to_args())
+        .env_remove(credential::ENV)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    // libgomp's idle threads spin for a long while after each parallel region before they
+    // sleep; with several intra-op threads on a small machine they hold the cores the
+    // environment threads need. A short spin made Atari with 2 threads 12% faster and left
+    // CartPole and MinAtar as they were (docs/performance.md). A user's own setting wins.
+    if std::env::var_os("GOMP_SPINCOUNT").is_none() && std::env::var_os("OMP_WAIT_POLICY").is_none()
+    {
+        cmd.env("GOMP_SPINCOUNT", WORKER_GOMP_SPINCOUNT);
     }
-    if failure.is_some() {
-        return Ok(ExitCode::FAILURE);
+    // c10d warns, with a page of C++ frames per rank, of every store request a lost peer
+    // left unanswered; tandem names the lost rank itself (docs/distributed.md). Its errors
+    // still print. A user's own setting wins.
+    if std::env::var_os("TORCH_CPP_LOG_LEVEL").is_none() {
+        cmd.env("TORCH_CPP_LOG_LEVEL", WORKER_TORCH_CPP_LOG_LEVEL);
     }
-    // A signal that came after the ranks' last stop vote did not stop them: the run finished.
-    if children.iter().all(|c| c.done == Some(0)) {
-        return Ok(ExitCode::SUCCESS);
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
+    // touches no memory, locks or allocator.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            // Own process group: a terminal's Ctrl-C reaches the launcher only, which decides
+            // what the ranks get. And no orphans: a worker dies with its launcher.
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
     }
-    if children.iter().any(|c| c.done == Some(PREEMPTED as i32)) {
-        return Ok(ExitCode::from(PREEMPTED));
-    }
-    if forwarded > 0 || children.iter().any(|c| c.done == Some(INTERRUPTED as i32)) {
-        return Ok(ExitCode::from(INTERRUPTED));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Passes the launcher's first stop signal `sig` on to the running ranks (it says why they stop:
-/// Ctrl-C, or a scheduler's notice) and tells the user what happens next.
-fn forward_stop_request(children: &[Rank], sig: libc::c_int) {
-    if sig == libc::SIGINT {
-        eprintln!(
-            "tandem: interrupted; ranks finish this update and write a checkpoint (Ctrl-C again to stop at once)"
-        );
-    } else {
-        eprintln!(
-            "tandem: {} received; ranks finish this update, write a checkpoint and exit with {PREEMPTED} (a second signal stops them at once)",
-            if sig == libc::SIGUSR1 {
-                "SIGUSR1"
-            } else {
-                "SIGTERM"
-            }
-        );
-    }
-    for c in children.iter().filter(|c| c.done.is_none()) {
-        signal(c.child.id(), sig);
-    }
-}
-
-/// Asks the ranks still running to stop (SIGTERM) after one has failed; returns when the
-/// launcher kills what is left.
-fn stop_the_others(children: &[Rank]) -> Instant {
-    for c in children.iter().filter(|c| c.done.is_none()) {
-        signal(c.child.id(), libc::SIGTERM);
-    }
-    Instant::now() + Duration::from_secs(5)
-}
-
-/// The first running rank that has been stopped for longer than `limit` (`since` keeps, per
-/// rank, when it was first seen stopped).
-fn long_stopped<'a>(
-    children: &'a [Rank],
-    since: &mut [Option<Instant>],
-    limit: Duration,
-) -> Option<&'a Rank> {
-    let now = Instant::now();
-    let mut found = None;
-    for (c, since) in children.iter().zip(since.iter_mut()) {
-        if c.done.is_none() && is_stopped(c.child.id()) {
-            let first = *since.get_or_insert(now);
-            if found.is_none() && now.duration_since(first) > limit {
-                found = Some(c);
-            }
-        } else {
-            *since = None;
-        }
-    }
-    found
-}
-
-/// Whether process `pid` is stopped (state `T`, or `t` under a tracer), from /proc.
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // The state follows the command name, which is in parentheses and may hold anything.
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
-    })
-}
-
-fn status_signal(status: &std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status.signal().unwrap_or(0)
-}
-
-fn kill_all(children: &mut [Rank]) {
-    for c in children.iter_mut().filter(|c| c.done.is_none()) {
-        // The worker's whole process group, in case it started helpers of its own.
-        // SAFETY: killpg(2) takes plain integers; the group is the unreaped child's own (it made
-        // itself a group leader before exec), so its id cannot have been recycled.
-        unsafe {
-            libc::killpg(c.child.id() as libc::pid_t, libc::SIGKILL);
-        }
-        let _ = c.child.kill();
-        if let Ok(status) = c.child.wait() {
-            c.done = Some(status.code().unwrap_or(137));
-        }
-    }
-}
-
-/// How much longer than the collective timeout a rank may stay stopped before its launcher gives
-/// up on it: a local peer waiting for it has failed by then (timeout, then 1.5 s of heartbeat
-/// reading), and its report says more.
-const STOPPED_GRACE: Duration = Duration::from_secs(4);
-
-/// How long after one rank's collective timeout the launcher waits before naming the ranks that
-/// still run without an error of their own: ranks blocked in the same collective time out within
-/// this of each other.
-const SILENT_GRACE: Duration = Duration::from_secs(1);
-
-/// Prints the failed rank's own message (written by the worker to logs/rank-N.error) and
-/// returns it.
-fn report_failure(rank: usize, code: i32, run_dir: &Path) -> Option<String> {
-    let error_file = run_dir.join("logs").join(format!("rank-{rank}.error"));
-    // The worker writes its error just before exiting; give the file system a moment.
-    let mut message = None;
-    for _ in 0..10 {
-        if let Ok(text) = std::fs::read_to_string(&error_file) {
-            message = Some(text.trim().to_string());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let how = if code > 128 {
-        format!("was killed by signal {}", code - 128)
-    } else {
-        format!("exited with code {code}")
-    };
-    let log = run_dir.join("logs").join(format!("rank-{rank}.log"));
-    match (&message, free_bytes(run_dir)) {
-        (Some(m), _) => eprintln!("tandem: rank {rank} failed ({how}): {m}"),
-        // A full disk is the likely reason its error file is missing; its stderr said why.
-        (None, Some(free)) if free < 64 * 1024 => eprintln!(
-            "tandem: rank {rank} failed ({how}); the file system of {} has {free} bytes free, \
-             too few for the rank to write its error (its last words, if any, are above)",
-            run_dir.display()
-        ),
-        (None, _) => eprintln!(
-            "tandem: rank {rank} failed ({how}) without a message; see {}",
-            log.display()
-        ),
-    }
-    eprintln!("tandem: stopping the other ranks");
-    message
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start the worker for rank {}", args.rank))?;
+    // The secret and the resolved config are the worker's only input; it reads them to the
+    // end first thing.
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin
+        .write_all(credential.header().as_bytes())
+        .and_then(|()| stdin.write_all(canonical.as_bytes()))
+        .with_context(|| format!("cannot hand the config to rank {}", args.rank))?;
+    drop(stdin);
+    Ok(child)
 }
 
 /// More CPU ranks on this machine than cores this process may use: said before they start,
@@ -715,19 +396,6 @@ fn warn_if_oversubscribed(experiment: &tandem_config::Experiment, ranks: &std::o
              run to be slower than with {cores} rank(s)"
         );
     }
-}
-
-/// Bytes an unprivileged writer may still use on the file system holding `path`.
-fn free_bytes(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c_path` is a NUL-terminated path that outlives the call; statvfs writes only
-    // into `stat`, which is read only when it returned 0 (filled).
-    let stat = unsafe {
-        (libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) == 0).then(|| stat.assume_init())?
-    };
-    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
 /// A command-line mistake (exit code 2), as opposed to a failed run (exit code 1).
