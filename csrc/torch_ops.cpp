@@ -1,6 +1,7 @@
 // A C ABI over the libtorch operations tandem needs and tch does not expose: installing a
 // parameter's gradient buffer (DDP buckets, the optimizer's flat gradients), the fused Adam
-// kernel and the flush-denormals switch. Rust reaches them through src/torch_ops.rs.
+// kernel, the flush-denormals switch and saving named tensors into memory. Rust reaches them
+// through src/torch_ops.rs.
 //
 // Contract for every entry point: it never lets a C++ exception cross the boundary. It returns 0 on
 // success; on failure it returns 1 and stores a malloc'ed, NUL-terminated message in *err, which the
@@ -12,8 +13,11 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_adam.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/serialize/output-archive.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 using tandem_ffi::guarded;
 
@@ -48,5 +52,32 @@ int tto_flush_denormals(void) { return at::globalContext().setFlushDenormal(true
 // The tensor's offset into its storage, in elements. tch 0.26 has `storage_offset`; tch 0.24 (the
 // release for torch 2.11, which scripts/device-build links against) does not.
 int64_t tto_storage_offset(const at::Tensor* t) noexcept { return t->storage_offset(); }
+
+// The bytes of the archive torch::save writes for the `n` named tensors (the format tch's
+// `Tensor::save_multi` writes to a file and `Tensor::load_multi` reads), made in memory. tch 0.26's
+// own in-memory writer passes every write to a Rust callback that makes a slice of the data
+// pointer, which is null for a zero-byte record (an empty tensor): undefined behaviour, which
+// debug builds abort on (docs/design.md, "Rank 0 writes"). On success *out is a malloc'ed copy of *out_len
+// bytes (null when there are none), which the caller frees with tto_free.
+int tto_save_named(at::Tensor* const* tensors, const char* const* names, int64_t n, void** out,
+                   size_t* out_len, char** err) {
+  *out = nullptr;
+  *out_len = 0;
+  return guarded(err, [&] {
+    torch::serialize::OutputArchive archive;
+    for (int64_t i = 0; i < n; ++i) archive.write(names[i], *tensors[i], /*is_buffer=*/false);
+    std::string bytes;
+    archive.save_to([&bytes](const void* data, size_t size) {
+      if (size > 0) bytes.append(static_cast<const char*>(data), size);
+      return size;
+    });
+    if (bytes.empty()) return;
+    void* copy = std::malloc(bytes.size());
+    if (copy == nullptr) throw std::bad_alloc();
+    std::memcpy(copy, bytes.data(), bytes.size());
+    *out = copy;
+    *out_len = bytes.size();
+  });
+}
 
 }  // extern "C"

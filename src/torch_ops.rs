@@ -1,10 +1,11 @@
 //! The libtorch operations tandem needs that tch does not expose, over the C ABI in
 //! `csrc/torch_ops.cpp`: installing a parameter's gradient buffer ([`set_grad`]), libtorch's
 //! fused Adam kernel ([`fused_adam`]), its flush-denormals switch ([`flush_denormals`]) and a
-//! tensor's storage offset ([`storage_offset`]).
+//! tensor's storage offset ([`storage_offset`]), and saving named tensors into memory
+//! ([`save_named`], in place of tch's unsound in-memory writer).
 //! Nothing here is about other ranks; the c10d shim is `crate::dist`'s.
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 
 use tch::Tensor;
 use torch_sys::C_tensor;
@@ -52,6 +53,56 @@ unsafe extern "C" {
     ) -> c_int;
     fn tto_flush_denormals() -> c_int;
     fn tto_storage_offset(t: *const C_tensor) -> i64;
+    fn tto_save_named(
+        tensors: *const *mut C_tensor,
+        names: *const *const c_char,
+        n: i64,
+        out: *mut *mut c_void,
+        out_len: *mut usize,
+        err: *mut *mut c_char,
+    ) -> c_int;
+}
+
+/// The bytes of libtorch's archive of the named tensors: what `Tensor::save_multi` writes to a
+/// file and `Tensor::load_multi` reads back. Written in memory by our own shim, as tch's
+/// in-memory writer is unsound for empty tensors (docs/design.md, "Rank 0 writes").
+pub fn save_named(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    let mut tensors: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let names = named
+        .iter()
+        .map(|(name, _)| CString::new(name.as_str()))
+        .collect::<std::result::Result<Vec<CString>, _>>()
+        .map_err(|e| TorchOpError {
+            context: "saving tensors".into(),
+            message: format!("a tensor name holds a NUL byte: {e}"),
+        })?;
+    let pointers: Vec<*mut C_tensor> = tensors.iter_mut().map(|t| t.as_mut_ptr()).collect();
+    let name_pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let (mut out, mut out_len, mut err) = (std::ptr::null_mut(), 0usize, std::ptr::null_mut());
+    // SAFETY: `pointers` and `name_pointers` hold `named.len()` valid entries, live for the call:
+    // the tensors are shallow clones owned by this frame and the names NUL-terminated CStrings
+    // kept in `names`. The shim only reads them, and fills `out`/`out_len` (a malloc'ed buffer we
+    // own) or `err`.
+    let rc = unsafe {
+        tto_save_named(
+            pointers.as_ptr(),
+            name_pointers.as_ptr(),
+            named.len() as i64,
+            &mut out,
+            &mut out_len,
+            &mut err,
+        )
+    };
+    check(rc, err, "saving tensors")?;
+    if out.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: after a successful call a non-null `out` is the shim's malloc'ed copy of `out_len`
+    // bytes, owned by us: copied once here, then freed exactly once by its own free.
+    let bytes = unsafe { std::slice::from_raw_parts(out.cast::<u8>(), out_len) }.to_vec();
+    // SAFETY: see above; `out` is not used after this.
+    unsafe { tto_free(out) };
+    Ok(bytes)
 }
 
 /// The offset of `t`'s first element into its storage, in elements (`Tensor::storage_offset`,

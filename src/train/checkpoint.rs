@@ -143,29 +143,11 @@ fn encode(ckpt: &Checkpoint) -> Result<Vec<u8>> {
 /// destructor when a write fails (a full disk aborted the process with `unexpected pos`), so the
 /// file is written by Rust, whose errors name the file and the cause. A checkpoint holds a
 /// model, its optimizer state and small metadata (tens of MB for an Atari CNN), never a replay
-/// buffer, so holding it once in memory is cheap.
+/// buffer, so holding it once in memory is cheap. The bytes come from our own shim, not tch's
+/// `save_multi_to_stream`, which is unsound for an empty tensor (as `recent` is before the
+/// first finished episode; docs/design.md, "Rank 0 writes").
 fn serialize(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
-    let buffer = SharedBuffer::default();
-    Tensor::save_multi_to_stream(named, buffer.clone())
-        .context("cannot serialise the checkpoint")?;
-    let bytes = std::mem::take(&mut *buffer.0.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(bytes)
-}
-
-/// A `Write` into memory the caller keeps a handle to (tch's stream writer must own its sink).
-#[derive(Clone, Default)]
-struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for SharedBuffer {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let mut bytes = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        bytes.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    crate::torch_ops::save_named(named).context("cannot serialise the checkpoint")
 }
 
 /// Every file of `dir` with its name (nothing when the directory does not exist yet).
@@ -598,6 +580,27 @@ mod tests {
             err.contains("help: the checkpoint was written for another"),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Before the first finished episode `recent` is empty, so its tensor has no bytes: libtorch
+    /// writes a zero-byte record with a null data pointer, which tch 0.26's in-memory writer
+    /// made into a slice (a debug build aborted here: the checkpoint of a Ctrl-C during the first
+    /// evaluation).
+    #[test]
+    fn a_checkpoint_with_empty_tensors_round_trips() {
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut ckpt = sample(1);
+        ckpt.recent.clear();
+        ckpt.tensors.push((
+            "model.none".into(),
+            Tensor::zeros([0], (Kind::Float, Device::Cpu)),
+        ));
+        let back = load(&save(&dir, &ckpt, 1).unwrap()).unwrap();
+        assert!(back.recent.is_empty());
+        let none = back.tensors.iter().find(|(name, _)| name == "model.none");
+        assert_eq!(none.map(|(_, t)| t.size()), Some(vec![0]));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
