@@ -19,7 +19,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("policy", &["algo", "nn"]),
     (
         "train",
-        &["algo", "nn", "dist", "policy", "seeds", "atomic", "logging"],
+        &[
+            "algo",
+            "nn",
+            "dist",
+            "policy",
+            "seeds",
+            "atomic",
+            "logging",
+            "torch_ops",
+        ],
     ),
     (
         "play",
