@@ -333,7 +333,7 @@ fn start_worker(
     credential: &credential::Credential,
     canonical: &str,
 ) -> Result<Child> {
-    let mut cmd = Command::new(&exe);
+    let mut cmd = Command::new(exe);
     cmd.arg("__worker")
         .args(args.to_args())
         .env_remove(credential::ENV)
