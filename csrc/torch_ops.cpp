@@ -16,8 +16,6 @@
 #include <torch/serialize/output-archive.h>
 
 #include <cstdlib>
-#include <cstring>
-#include <string>
 
 using tandem_ffi::guarded;
 
@@ -53,30 +51,21 @@ int tto_flush_denormals(void) { return at::globalContext().setFlushDenormal(true
 // release for torch 2.11, which scripts/device-build links against) does not.
 int64_t tto_storage_offset(const at::Tensor* t) noexcept { return t->storage_offset(); }
 
-// The bytes of the archive torch::save writes for the `n` named tensors (the format tch's
-// `Tensor::save_multi` writes to a file and `Tensor::load_multi` reads), made in memory. tch 0.26's
-// own in-memory writer passes every write to a Rust callback that makes a slice of the data
-// pointer, which is null for a zero-byte record (an empty tensor): undefined behaviour, which
-// debug builds abort on (docs/design.md, "Rank 0 writes"). On success *out is a malloc'ed copy of *out_len
-// bytes (null when there are none), which the caller frees with tto_free.
-int tto_save_named(at::Tensor* const* tensors, const char* const* names, int64_t n, void** out,
-                   size_t* out_len, char** err) {
-  *out = nullptr;
-  *out_len = 0;
+// Makes the archive torch::save writes for the `n` named tensors (the format tch's
+// `Tensor::save_multi` writes to a file and `Tensor::load_multi` reads) and hands its bytes to
+// `sink(ctx, data, size)` write by write, so the caller gathers them with a single copy. tch
+// 0.26's own in-memory writer makes a Rust slice of each write's data pointer, which is null for
+// a zero-byte record (an empty tensor): undefined behaviour, which debug builds abort on
+// (docs/design.md, "Rank 0 writes"). Zero-byte writes are skipped here, so `data` is never null.
+int tto_save_named(at::Tensor* const* tensors, const char* const* names, int64_t n,
+                   void (*sink)(void* ctx, const void* data, size_t size), void* ctx, char** err) {
   return guarded(err, [&] {
     torch::serialize::OutputArchive archive;
     for (int64_t i = 0; i < n; ++i) archive.write(names[i], *tensors[i], /*is_buffer=*/false);
-    std::string bytes;
-    archive.save_to([&bytes](const void* data, size_t size) {
-      if (size > 0) bytes.append(static_cast<const char*>(data), size);
+    archive.save_to([sink, ctx](const void* data, size_t size) {
+      if (size > 0) sink(ctx, data, size);
       return size;
     });
-    if (bytes.empty()) return;
-    void* copy = std::malloc(bytes.size());
-    if (copy == nullptr) throw std::bad_alloc();
-    std::memcpy(copy, bytes.data(), bytes.size());
-    *out = copy;
-    *out_len = bytes.size();
   });
 }
 

@@ -57,8 +57,8 @@ unsafe extern "C" {
         tensors: *const *mut C_tensor,
         names: *const *const c_char,
         n: i64,
-        out: *mut *mut c_void,
-        out_len: *mut usize,
+        sink: extern "C" fn(ctx: *mut c_void, data: *const c_void, size: usize),
+        ctx: *mut c_void,
         err: *mut *mut c_char,
     ) -> c_int;
 }
@@ -78,31 +78,37 @@ pub fn save_named(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
         })?;
     let pointers: Vec<*mut C_tensor> = tensors.iter_mut().map(|t| t.as_mut_ptr()).collect();
     let name_pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    let (mut out, mut out_len, mut err) = (std::ptr::null_mut(), 0usize, std::ptr::null_mut());
+    let (mut bytes, mut err) = (Vec::new(), std::ptr::null_mut());
     // SAFETY: `pointers` and `name_pointers` hold `named.len()` valid entries, live for the call:
     // the tensors are shallow clones owned by this frame and the names NUL-terminated CStrings
-    // kept in `names`. The shim only reads them, and fills `out`/`out_len` (a malloc'ed buffer we
-    // own) or `err`.
+    // kept in `names`. The shim only reads them; it calls `append_to_vec` with `ctx` = `bytes`,
+    // borrowed mutably by nothing else during the call, and fills `err` on failure.
     let rc = unsafe {
         tto_save_named(
             pointers.as_ptr(),
             name_pointers.as_ptr(),
             named.len() as i64,
-            &mut out,
-            &mut out_len,
+            append_to_vec,
+            (&mut bytes as *mut Vec<u8>).cast(),
             &mut err,
         )
     };
     check(rc, err, "saving tensors")?;
-    if out.is_null() {
-        return Ok(Vec::new());
-    }
-    // SAFETY: after a successful call a non-null `out` is the shim's malloc'ed copy of `out_len`
-    // bytes, owned by us: copied once here, then freed exactly once by its own free.
-    let bytes = unsafe { std::slice::from_raw_parts(out.cast::<u8>(), out_len) }.to_vec();
-    // SAFETY: see above; `out` is not used after this.
-    unsafe { tto_free(out) };
     Ok(bytes)
+}
+
+/// `tto_save_named`'s sink: appends one of libtorch's writes to the `Vec<u8>` behind `ctx`.
+extern "C" fn append_to_vec(ctx: *mut c_void, data: *const c_void, size: usize) {
+    // SAFETY: `ctx` is the `Vec<u8>` that `save_named` lends for the duration of its call, and no
+    // other reference to it is used meanwhile; the shim passes a non-null `data` of `size`
+    // readable bytes (it skips zero-byte writes), valid until this function returns.
+    let (bytes, data) = unsafe {
+        (
+            &mut *ctx.cast::<Vec<u8>>(),
+            std::slice::from_raw_parts(data.cast::<u8>(), size),
+        )
+    };
+    bytes.extend_from_slice(data);
 }
 
 /// The offset of `t`'s first element into its storage, in elements (`Tensor::storage_offset`,

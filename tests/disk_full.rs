@@ -107,6 +107,41 @@ fn a_checkpoint_that_does_not_fit_names_its_file_and_the_full_disk() {
     no_abort(&all);
 }
 
+/// Pipelined sampling writes its batch in flight after the checkpoint, through the same in-memory
+/// archive: a disk with room for the checkpoint and not for the batch names that file, and does
+/// not abort (libtorch's file writer, which wrote it before, throws from a destructor there).
+#[test]
+fn a_batch_in_flight_that_does_not_fit_names_its_file_without_an_abort() {
+    let Some(disk) = SmallDisk::mount("disk-full-in-flight") else {
+        return;
+    };
+    // Before the batch (~33 KiB), the run writes ~30 KiB of config, logs and events and the
+    // checkpoint (~120 KiB); one of these margins leaves room for the checkpoint, not the batch.
+    let mut batch_named = 0;
+    for free_kib in (150..=200).step_by(10) {
+        let run_dir = disk.at.join(format!("run-{free_kib}"));
+        disk.leave_free(free_kib);
+        let (code, all) = cartpole(
+            &run_dir,
+            &["train.max-steps=20000", "train.sampling=\"pipelined\""],
+        );
+        assert_eq!(code, Some(1), "{all}");
+        no_abort(&all);
+        let batch = run_dir.join("checkpoints/inflight-rank0.bin");
+        if all.contains(&format!(
+            "cannot write {}: No space left on device",
+            batch.display()
+        )) {
+            batch_named += 1;
+        }
+        std::fs::remove_dir_all(&run_dir).unwrap();
+    }
+    assert!(
+        batch_named > 0,
+        "no margin made the batch in flight the file that did not fit"
+    );
+}
+
 #[test]
 fn a_disk_that_fills_keeps_the_checkpoints_written_before_and_they_resume() {
     let Some(disk) = SmallDisk::mount("disk-full-resume") else {

@@ -857,10 +857,12 @@ fn save_in_flight(
         .into_iter()
         .map(|(name, t)| (name, t.to_device(tch::Device::Cpu)))
         .collect();
-    crate::atomic::replace_with(&file, |temporary| {
-        Tensor::save_multi(&named, temporary).map_err(std::io::Error::other)
-    })
-    .with_context(|| format!("cannot write {}", file.display()))
+    // Made in memory and written by Rust, as checkpoints are: libtorch's file writer throws from
+    // a destructor when a write fails, which aborts the process on a full disk.
+    let bytes =
+        crate::torch_ops::save_named(&named).context("cannot serialise the batch in flight")?;
+    crate::atomic::write_atomic(&file, &bytes)
+        .with_context(|| format!("cannot write {}", file.display()))
 }
 
 /// Reads back what [`save_in_flight`] wrote, when the environments continue the saved episodes.
