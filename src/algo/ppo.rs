@@ -281,24 +281,7 @@ impl Ppo {
                 for part in minibatch.parts(config.micro_batches as i64)? {
                     let terms = match &mut host {
                         Some(host) => part.accumulate_on_host(host, &config, collective)?,
-                        None => {
-                            let evaluation = evaluate_rows(
-                                model,
-                                &part,
-                                EntropyUse::for_coefficient(config.entropy_coef),
-                            )?;
-                            // r_t(θ), L^CLIP, L^VF and S on this (micro-)batch (paper eq. 6-9).
-                            let loss = ppo_loss(
-                                &evaluation,
-                                &part.log_probs,
-                                &part.values,
-                                &part.advantages,
-                                &part.returns,
-                                &config,
-                            );
-                            part.accumulate_gradients(&loss.total, collective);
-                            loss.terms()
-                        }
+                        None => part.accumulate_by_autograd(model, &config, collective)?,
                     };
                     record.push(terms);
                 }
@@ -459,6 +442,28 @@ impl MinibatchPart {
             let share = 1.0 / self.micro_batches as f64;
             accumulate_gradients(&(loss * share), self.is_last, collective);
         }
+    }
+
+    /// Evaluates the part under the current policy and backpropagates its share of the loss
+    /// built from r_t(θ), L^CLIP, L^VF and S (paper eq. 6-9); returns the loss's detached terms.
+    fn accumulate_by_autograd(
+        &self,
+        model: &ActorCritic,
+        config: &Settings,
+        collective: &mut dyn Collective,
+    ) -> Result<PpoTerms> {
+        let entropy = EntropyUse::for_coefficient(config.entropy_coef);
+        let evaluation = evaluate_rows(model, self, entropy)?;
+        let loss = ppo_loss(
+            &evaluation,
+            &self.log_probs,
+            &self.values,
+            &self.advantages,
+            &self.returns,
+            config,
+        );
+        self.accumulate_gradients(&loss.total, collective);
+        Ok(loss.terms())
     }
 
     /// The same share of the same gradient, by the host step ([`HostPpoStep`]); returns the
