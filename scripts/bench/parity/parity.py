@@ -6,6 +6,7 @@ How to run (scripts/bench/parity/run.sh sets the interpreters and checks they ex
   scripts/bench/parity/run.sh --cases cartpole-ppo,lunarlander-ppo --seeds 1-5 --jobs 2
   scripts/bench/parity/run.sh --report                 # only the table, from saved results
   scripts/bench/parity/run.sh --list                   # the cases, their settings and notes
+  scripts/bench/parity/run.sh --progress               # runs without a result: how far they got
 
 Each (case, side, seed) is one training process: tandem's (the binary named by TANDEM,
 default .deps/parity-bin/tandem) with the case's KDL file and `--set` overrides, or the
@@ -51,6 +52,7 @@ import glob
 import hashlib
 import json
 import math
+import re
 import os
 import resource
 import shutil
@@ -583,6 +585,85 @@ def report(names, steps_override):
                       f"cpu {r['cpu_seconds']:.0f} s" + (f"; last {diag}" if diag else ""))
 
 
+# ---------------------------------------------------------------- progress
+
+def tail_lines(path, size=1 << 20):
+    """The whole lines of the last `size` bytes of a file that may still be growing."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        f.seek(max(0, end - size))
+        data = f.read()
+    lines = data.split(b"\n")
+    if end > size:
+        lines = lines[1:]  # the first may be cut
+    return [l for l in lines if l.strip()]
+
+
+def progress_tandem(run_dir):
+    """(steps reached, score at the last update that had one) from scalars.jsonl."""
+    steps, score = 0, None
+    for line in tail_lines(os.path.join(run_dir, "scalars.jsonl")):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        steps = max(steps, row.get("step", 0))
+        score = row.get(TANDEM_SCORE_TAGS[0], score)
+    return steps, score
+
+
+def progress_episodes(episodes):
+    if not episodes:
+        return 0, None
+    return episodes[-1][0], statistics.fmean(s for _, s in episodes[-LAST_N:])
+
+
+def progress_peer(name, run_dir):
+    """(steps reached, mean of the last 20 scores) of a peer's run in progress."""
+    if CASES[name]["peer"].startswith("sb3:"):
+        for f in ("episodes.json", "episodes.partial.json"):
+            path = os.path.join(run_dir, f)
+            if os.path.exists(path):
+                with open(path) as fh:
+                    return progress_episodes(json.load(fh)["episodes"])
+        return None, None
+    found = glob.glob(os.path.join(run_dir, "runs", "*"))
+    if len(found) != 1:
+        return None, None
+    series, _ = tb_scalars(found[0], ["charts/episodic_return"])
+    return progress_episodes(sorted(series.get("charts/episodic_return", [])))
+
+
+def progress(names):
+    """Where the runs without a saved result stand: a session that ends stops its runs, and
+    this says which were still going and how far they got."""
+    print("| case | side | seed | steps reached | of | score (last 20, or last update) "
+          "| last written |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    now = time.time()
+    for name in names:
+        for run_dir in sorted(glob.glob(os.path.join(RUNS, name, "*-seed*-*"))):
+            if not os.path.isdir(run_dir):
+                continue
+            side, seed, steps = re.fullmatch(r"(\w+)-seed(\d+)-(\d+)",
+                                             os.path.basename(run_dir)).groups()
+            if os.path.exists(result_path(name, side, int(seed), int(steps))):
+                continue
+            try:
+                reached, score = (progress_tandem(run_dir) if side == "tandem"
+                                  else progress_peer(name, run_dir))
+            except (OSError, ValueError, KeyError) as e:
+                reached, score = None, f"unreadable: {e}"
+            files = [run_dir + ".log"] + [os.path.join(d, f) for d, _, fs in os.walk(run_dir)
+                                          for f in fs]
+            written = max((os.path.getmtime(f) for f in files if os.path.exists(f)), default=None)
+            ago = "-" if written is None else f"{(now - written) / 60:.0f} min ago"
+            cell = score if isinstance(score, str) else fmt(score)
+            print(f"| {name} | {side} | {seed} | {fmt(reached, ',')} | {int(steps):,} | {cell} "
+                  f"| {ago} |")
+
+
 # ---------------------------------------------------------------- main
 
 def parse_seeds(text):
@@ -606,6 +687,8 @@ def main():
     ap.add_argument("--steps", type=int, help="total steps of every case (default: the case's)")
     ap.add_argument("--report", action="store_true", help="only print the table of saved results")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--progress", action="store_true",
+                    help="where the runs without a saved result stand (steps, score so far)")
     ap.add_argument("--reread", action="store_true",
                     help="read the saved results' scores and diagnostics again from their run "
                          "directories (after a change to what is read), keeping their timings")
@@ -628,6 +711,9 @@ def main():
         return
     if args.report:
         report(names, args.steps)
+        return
+    if args.progress:
+        progress(names)
         return
 
     sides = args.sides.split(",")

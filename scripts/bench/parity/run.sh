@@ -4,6 +4,7 @@
 #   scripts/bench/parity/run.sh --cases cartpole-ppo --seeds 1-5 [--jobs 2] [--steps N]
 #   scripts/bench/parity/run.sh --report
 #   scripts/bench/parity/run.sh --list
+#   scripts/bench/parity/run.sh --progress   (runs without a saved result: how far they got)
 # The runner itself needs only a Python with tensorboard (to read both sides' event files):
 # TB_PYTHON, default .deps/venv-tb (scripts/tb-read-setup.sh makes it). The peers' and the
 # bridge's venvs are checked per case, with the script that makes each named when missing.

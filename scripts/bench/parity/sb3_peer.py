@@ -23,6 +23,9 @@ import statistics
 
 # Where a case's settings cannot match tandem's exactly, both sides take the value tandem can
 # express; the KDL files say why. SAC and TD3: tandem needs learning-starts >= batch size.
+# Steps between two writes of the episodes so far (episodes.partial.json beside --out).
+PARTIAL_EVERY = 50_000
+
 FIXED = {
     "sac": {"learning_starts": 256},
     "td3": {"learning_starts": 256},
@@ -66,6 +69,7 @@ def main():
                                             **kwargs)
 
     episodes = []
+    partial = args.out.removesuffix(".json") + ".partial.json"
 
     class Collect(BaseCallback):
         # ep_info_buffer keeps only the newest 100; the whole curve is taken from the infos.
@@ -73,14 +77,26 @@ def main():
             for info in self.locals.get("infos", []):
                 if "episode" in info:
                     episodes.append([self.num_timesteps, float(info["episode"]["r"])])
+            # The episodes so far, for `run.sh --progress`: a run that a session's end stops
+            # leaves how far it got.
+            if self.num_timesteps % PARTIAL_EVERY == 0:
+                write(partial, {"episodes": episodes})
             return True
 
     model.learn(total_timesteps=args.steps, callback=Collect())
     last = [s for _, s in episodes[-20:]]
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"episodes": episodes, "final": statistics.fmean(last) if last else None,
-                   "final_n": len(last), "diagnostics": {}}, f)
+    write(args.out, {"episodes": episodes, "final": statistics.fmean(last) if last else None,
+                     "final_n": len(last), "diagnostics": {}})
+    if os.path.exists(partial):
+        os.remove(partial)
+
+
+def write(path, value):
+    """`value` as JSON at `path`, replaced whole (a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
