@@ -52,8 +52,8 @@ import glob
 import hashlib
 import json
 import math
-import re
 import os
+import re
 import resource
 import shutil
 import signal
@@ -613,26 +613,20 @@ def progress_tandem(run_dir):
     return steps, score
 
 
-def progress_episodes(episodes):
-    if not episodes:
-        return 0, None
-    return episodes[-1][0], statistics.fmean(s for _, s in episodes[-LAST_N:])
-
-
 def progress_peer(name, run_dir):
     """(steps reached, mean of the last 20 scores) of a peer's run in progress."""
-    if CASES[name]["peer"].startswith("sb3:"):
-        for f in ("episodes.json", "episodes.partial.json"):
-            path = os.path.join(run_dir, f)
-            if os.path.exists(path):
-                with open(path) as fh:
-                    return progress_episodes(json.load(fh)["episodes"])
-        return None, None
-    found = glob.glob(os.path.join(run_dir, "runs", "*"))
-    if len(found) != 1:
-        return None, None
-    series, _ = tb_scalars(found[0], ["charts/episodic_return"])
-    return progress_episodes(sorted(series.get("charts/episodic_return", [])))
+    if not CASES[name]["peer"].startswith("sb3:"):
+        r = read_cleanrl(run_dir)
+        return (r["episodes"][-1][0] if r["episodes"] else 0), r["final"]
+    for f in ("episodes.json", "episodes.partial.json"):
+        path = os.path.join(run_dir, f)
+        if os.path.exists(path):
+            with open(path) as fh:
+                episodes = json.load(fh)["episodes"]
+            if not episodes:
+                return 0, None
+            return episodes[-1][0], statistics.fmean(s for _, s in episodes[-LAST_N:])
+    return None, None
 
 
 def progress(names):
@@ -653,7 +647,7 @@ def progress(names):
             try:
                 reached, score = (progress_tandem(run_dir) if side == "tandem"
                                   else progress_peer(name, run_dir))
-            except (OSError, ValueError, KeyError) as e:
+            except (OSError, ValueError, KeyError, RuntimeError) as e:
                 reached, score = None, f"unreadable: {e}"
             files = [run_dir + ".log"] + [os.path.join(d, f) for d, _, fs in os.walk(run_dir)
                                           for f in fs]

@@ -21,11 +21,11 @@ import json
 import os
 import statistics
 
-# Where a case's settings cannot match tandem's exactly, both sides take the value tandem can
-# express; the KDL files say why. SAC and TD3: tandem needs learning-starts >= batch size.
 # Steps between two writes of the episodes so far (episodes.partial.json beside --out).
 PARTIAL_EVERY = 50_000
 
+# Where a case's settings cannot match tandem's exactly, both sides take the value tandem can
+# express; the KDL files say why. SAC and TD3: tandem needs learning-starts >= batch size.
 FIXED = {
     "sac": {"learning_starts": 256},
     "td3": {"learning_starts": 256},
