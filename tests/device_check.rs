@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::binary::{TANDEM, fresh_dir, run, text};
+use common::binary::{TANDEM, fresh_dir, run, text, without_job_environment};
 
 /// Every step of the dry run's table: the issue-20 checks and the learners of issue 41.
 const STEPS: [&str; 10] = [
@@ -38,19 +38,14 @@ fn the_device_check_runs_every_step_on_the_cpu() {
     } else {
         "python3".into()
     };
-    let done = run(
-        Command::new("bash")
-            .arg(root.join("scripts/device-check"))
-            .arg("--dry-run")
-            .env("TANDEM_BIN", TANDEM)
-            .env("OUT", &out)
-            .env("TB_PYTHON", python)
-            .env_remove("RANK")
-            .env_remove("WORLD_SIZE")
-            .env_remove("MASTER_PORT")
-            .env_remove("MASTER_ADDR"),
-        Duration::from_secs(600),
-    );
+    let mut script = Command::new("bash");
+    without_job_environment(&mut script)
+        .arg(root.join("scripts/device-check"))
+        .arg("--dry-run")
+        .env("TANDEM_BIN", TANDEM)
+        .env("OUT", &out)
+        .env("TB_PYTHON", python);
+    let done = run(&mut script, Duration::from_secs(600));
     let log = std::fs::read_to_string(out.join("device-check.log")).unwrap_or_default();
     assert!(
         done.status.success(),

@@ -22,6 +22,13 @@ pub fn fresh_dir(name: &str) -> PathBuf {
 
 pub fn tandem() -> Command {
     let mut cmd = Command::new(TANDEM);
+    without_job_environment(&mut cmd);
+    cmd
+}
+
+/// Keeps libtorch's log to errors and takes out of `cmd`'s environment whatever would make a
+/// `tandem` it starts (itself, or through a script) a rank of some job instead of a run of its own.
+pub fn without_job_environment(cmd: &mut Command) -> &mut Command {
     cmd.env("TORCH_CPP_LOG_LEVEL", "ERROR")
         .env_remove("RANK")
         .env_remove("WORLD_SIZE")
