@@ -102,9 +102,9 @@ fn params(vs: &VarStore) -> Vec<f32> {
         .collect()
 }
 
-/// The three parameter tensors that differ most, for a failure's message: a difference seen
-/// once in a full suite (1.75e-5, LSTM) was never seen again in hundreds of runs alone or under
-/// load, so its message must say where it was.
+/// The three parameter tensors that differ most, for a failure's message: differences seen in
+/// two full suites (1.75e-5 LSTM, 2.1e-5 GRU) never showed in ~250 runs of this binary alone or
+/// under load, so a failure must say where it was and which side moved.
 fn where_they_differ(kind: Core, one: &[f32], two: &[f32]) -> String {
     let (vs, _) = model(kind);
     let mut start = 0;
@@ -125,7 +125,15 @@ fn where_they_differ(kind: Core, one: &[f32], two: &[f32]) -> String {
     }
     tensors.sort_by(|a, b| b.0.total_cmp(&a.0));
     let top: Vec<String> = tensors.into_iter().take(3).map(|(_, text)| text).collect();
-    top.join("; ")
+    // Each side's sum, against the values a passing run prints (--nocapture), says which of the
+    // two moved: the in-process reference or the two ranks.
+    let sum = |p: &[f32]| p.iter().map(|v| *v as f64).sum::<f64>();
+    format!(
+        "{}; parameter sums: one rank {:.9}, two ranks {:.9}",
+        top.join("; "),
+        sum(one),
+        sum(two)
+    )
 }
 
 fn learner(kind: Core) -> (VarStore, ActorCritic, Ppo) {
@@ -203,10 +211,11 @@ fn split(test: &str, kind: Core) {
         .iter()
         .zip(&p0)
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let differ = where_they_differ(kind, &one, &p0);
+    println!("{test}: {differ}");
     assert!(
         max_diff < 1e-5,
-        "1 rank vs 2 ranks: parameters differ by {max_diff}; {}",
-        where_they_differ(kind, &one, &p0)
+        "1 rank vs 2 ranks: parameters differ by {max_diff}; {differ}"
     );
     let moved = one
         .iter()
