@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use tch::Device;
 
 use crate::algo::actions::ActionKind;
-use crate::algo::host_rows::{host_actions, rows_to_batch};
+use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
 use crate::policy::Policy;
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};

@@ -7,8 +7,8 @@ use anyhow::Result;
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
-use crate::algo::collect::Memory;
 use crate::algo::dqn::Dqn;
+use crate::algo::storage::memory::Memory;
 use crate::nn::{ActorCritic, ActorCriticSpec, named_parameters};
 use tandem_config::{Algorithm, Experiment};
 use tandem_env::{ActionSpace, VecEnv};
@@ -95,7 +95,8 @@ impl Td3Policy {
         space: &ActionSpace,
     ) -> Result<Td3Policy> {
         use crate::algo::td3::Td3;
-        let bounds = crate::algo::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
+        let bounds =
+            crate::algo::off_policy::box_rule::squashable_bounds("td3", space, Device::Cpu)?;
         let td3 = Td3::new(
             Device::Cpu,
             &spec.network,
@@ -137,7 +138,7 @@ impl SacPolicy {
         obs_shape: &[i64],
         space: &ActionSpace,
     ) -> Result<SacPolicy> {
-        use crate::algo::box_rule::squashable_bounds;
+        use crate::algo::off_policy::box_rule::squashable_bounds;
         use crate::algo::sac::Sac;
         let bounds = squashable_bounds("sac", space, Device::Cpu)?;
         let dim = space.dim();

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::{RolloutCollector, RolloutPolicy};
 use tandem::algo::learner::Phases;
+use tandem::algo::sampling::collect::{RolloutCollector, RolloutPolicy};
 use tandem::algo::{Batch, RolloutBuffer};
 use tandem::nn::{ActTaken, Activation, ActorCritic, ActorCriticSpec, NetworkSpec};
 use tandem_env::{Action, ActionSpace, Dtype, Env, ObsBuf, ObsSpace, Step, VecEnv};

@@ -8,10 +8,10 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::StepHook;
-use tandem::algo::free::{Exchange, Lag, LagTally, collect_until_stopped};
 use tandem::algo::learner::Phases;
-use tandem::algo::rollout::RolloutBuffer;
+use tandem::algo::sampling::collect::StepHook;
+use tandem::algo::sampling::free::exchange::{Exchange, Lag, LagTally, collect_until_stopped};
+use tandem::algo::storage::rollout::RolloutBuffer;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 

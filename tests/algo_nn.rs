@@ -5,9 +5,10 @@
 mod common;
 
 use common::{orthogonal_init, torch_rng};
+use tandem::algo::dqn::q_network::{QHead, QNetwork};
 use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, Categorical, EntropyUse, Gaussian, Init, InitSpec,
-    MultiCategorical, NetworkSpec, QHead, QNetwork, parameters_in_order,
+    MultiCategorical, NetworkSpec, parameters_in_order,
 };
 use tandem_env::{ActionSpace, Dtype, Layout, ObsSpace};
 use tch::nn::VarStore;

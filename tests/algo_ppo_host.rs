@@ -6,7 +6,7 @@
 
 mod common;
 
-use tandem::algo::ppo_host::HostPpoStep;
+use tandem::algo::ppo::host::HostPpoStep;
 use tandem::algo::{Batch, Optimizer, OptimizerSpec, PpoTerms, ppo_loss};
 use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, CoreSpec, EntropyUse, NetworkSpec,

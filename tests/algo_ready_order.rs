@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::{RolloutCollector, RolloutPolicy};
-use tandem::algo::free::{Exchange, QueuedBatch, collect_round};
 use tandem::algo::learner::Phases;
-use tandem::algo::ready_order::ReadyState;
+use tandem::algo::sampling::collect::{RolloutCollector, RolloutPolicy};
+use tandem::algo::sampling::free::FreeCollection;
+use tandem::algo::sampling::free::exchange::{Exchange, QueuedBatch, collect_round};
+use tandem::algo::sampling::free::open_batches::ReadyState;
+use tandem::algo::sampling::free::policy_worker::PolicyWorker;
 use tandem::algo::{Batch, RolloutBuffer};
 use tandem::nn::ActTaken;
 use tandem_env::{
@@ -54,7 +56,7 @@ const ENVS: usize = 8;
 /// this thread while the round goes on, then this thread takes `take` batches and stops the
 /// round. The batches taken, or the collector's error.
 fn ready_round(
-    collector: &RolloutCollector,
+    collector: &PolicyWorker,
     policy: &(dyn RolloutPolicy + Sync),
     envs: &mut VecEnv,
     state: &mut ReadyState,
@@ -84,7 +86,7 @@ fn ready_round(
     })
 }
 
-fn collect_twice(collector: &RolloutCollector, steps: i64) -> Vec<Batch> {
+fn collect_twice(collection: &mut FreeCollection, steps: i64) -> Vec<Batch> {
     // Sticky actions make each game its own; the time limit cuts episodes, so the batch
     // needs V(final observation) for them.
     let spec = EnvSpec::new(Game::Cartpole)
@@ -93,17 +95,17 @@ fn collect_twice(collector: &RolloutCollector, steps: i64) -> Vec<Batch> {
     let mut envs = VecEnv::new(&spec, &env_seeds(5, 0, 0, ENVS), 1).unwrap();
     envs.reset();
     let kind = ActionKind::Discrete;
-    let batches = if collector.is_ready_order() {
-        let mut state = ReadyState::default();
-        let round = (2, steps);
-        ready_round(collector, &Lean, &mut envs, &mut state, round, 2, |_| {})
-            .unwrap()
-            .iter()
-            .map(|b| b.buffer.gae_batch(&b.last_values, 0.99, 0.95).unwrap())
-            .collect()
-    } else {
+    let batches = match collection {
+        FreeCollection::ReadyOrder(worker, state) => {
+            let round = (2, steps);
+            ready_round(worker, &Lean, &mut envs, state, round, 2, |_| {})
+                .unwrap()
+                .iter()
+                .map(|b| b.buffer.gae_batch(&b.last_values, 0.99, 0.95).unwrap())
+                .collect()
+        }
         // A buffer a batch, as in ready order: a batch's observations are a view of its own.
-        (0..2)
+        FreeCollection::InTurn(collector) => (0..2)
             .map(|_| {
                 let mut buffer =
                     RolloutBuffer::new(steps, ENVS as i64, &[4], kind, Device::Cpu).unwrap();
@@ -112,7 +114,7 @@ fn collect_twice(collector: &RolloutCollector, steps: i64) -> Vec<Batch> {
                     .unwrap();
                 buffer.gae_batch(&last, 0.99, 0.95).unwrap()
             })
-            .collect()
+            .collect(),
     };
     assert!(
         envs.drain_episodes().iter().any(|e| e.truncated),
@@ -130,10 +132,13 @@ fn ready_order_records_what_collection_in_turn_records() {
     let steps = 40;
     let kind = ActionKind::Discrete;
     let in_turn = RolloutCollector::new(ENVS, 2, &[4], kind).unwrap();
-    let want = collect_twice(&in_turn, steps);
+    let want = collect_twice(&mut FreeCollection::InTurn(in_turn), steps);
     for groups in [2, 4] {
-        let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
-        let got = collect_twice(&ready, steps);
+        let ready = PolicyWorker::new(ENVS, groups, &[4], kind).unwrap();
+        let got = collect_twice(
+            &mut FreeCollection::ReadyOrder(ready, ReadyState::default()),
+            steps,
+        );
         assert_eq!(got.len(), 2);
         for (want, got) in want.iter().zip(&got) {
             for (what, w, g) in [
@@ -182,7 +187,7 @@ fn groups_that_stepped_while_the_policy_ran_share_one_forward_pass() {
     let mut envs =
         VecEnv::new(&EnvSpec::new(Game::Cartpole), &env_seeds(5, 0, 0, ENVS), 1).unwrap();
     envs.reset();
-    let ready = RolloutCollector::in_ready_order(ENVS, groups, &[4], kind).unwrap();
+    let ready = PolicyWorker::new(ENVS, groups, &[4], kind).unwrap();
     let mut state = ReadyState::default();
     let batches = ready_round(
         &ready,
@@ -222,7 +227,7 @@ fn groups_that_stepped_while_the_policy_ran_share_one_forward_pass() {
 
 #[test]
 fn ready_order_needs_more_than_one_group() {
-    let refused = RolloutCollector::in_ready_order(ENVS, 1, &[4], ActionKind::Discrete)
+    let refused = PolicyWorker::new(ENVS, 1, &[4], ActionKind::Discrete)
         .err()
         .unwrap();
     assert!(refused.to_string().contains("only one"), "{refused}");
@@ -330,7 +335,7 @@ fn rendezvous(
     let kind = ActionKind::Discrete;
     let result = match ready_order {
         Some(spare) => {
-            let collector = RolloutCollector::in_ready_order(4, 2, &[2], kind).unwrap();
+            let collector = PolicyWorker::new(4, 2, &[2], kind).unwrap();
             let mut state = ReadyState::default();
             let round = (spare, STEPS);
             ready_round(&collector, &Zero, &mut venv, &mut state, round, 1, |_| {})
@@ -466,7 +471,7 @@ fn a_round_stops_after_its_oldest_batch_and_the_next_goes_on_where_the_groups_le
     };
     let (mut venv, progress, gave_up) = rendezvous_envs(wait, None);
     let kind = ActionKind::Discrete;
-    let collector = RolloutCollector::in_ready_order(4, 2, &[2], kind).unwrap();
+    let collector = PolicyWorker::new(4, 2, &[2], kind).unwrap();
     let mut state = ReadyState::default();
     let stop_with_group_1_in_batch_1 = |exchange: &Exchange| {
         let (count, changed) = &*progress;

@@ -9,9 +9,10 @@
 mod common;
 
 use tandem::algo::actions::ActionKind;
-use tandem::algo::collect::{Memory, RolloutCollector};
 use tandem::algo::learner::Phases;
-use tandem::algo::on_policy::learner_view;
+use tandem::algo::on_policy::update::learner_view;
+use tandem::algo::sampling::collect::RolloutCollector;
+use tandem::algo::storage::memory::Memory;
 use tandem::algo::{RolloutBuffer, VtraceClips};
 use tandem::nn::{ActorCritic, ActorCriticSpec, Core, CoreSpec, NetworkSpec};
 use tandem_env::{Action, ActionSpace, Dtype, Env, ObsBuf, ObsSpace, Step, VecEnv};

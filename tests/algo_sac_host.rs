@@ -1,4 +1,4 @@
-//! SAC's host step (`tandem::algo::sac_host`, over `tandem::nn::{HostMlp, HostActor}`) against
+//! SAC's host step (`tandem::algo::sac::host`, over `tandem::nn::{HostMlp, HostActor}`) against
 //! autograd: on random batches, the gradient it adds to every parameter (actor, both critics,
 //! log α) and the losses it reports equal those of `Sac::losses` and a backward of their sum,
 //! within float tolerance: tanh and ReLU networks, α tuned and fixed, terminal and non-terminal

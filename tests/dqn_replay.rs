@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use tandem::algo::actions::{ActionBatch, ActionKind};
-use tandem::algo::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
+use tandem::algo::storage::replay::{ReplayBuffer, ReplaySpec, SumTree, VectorStep};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{EnvSpec, Game, VecEnv, Wrapper};
 

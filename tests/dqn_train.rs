@@ -153,7 +153,7 @@ fn tandem(args: &[&str]) {
 
 #[test]
 fn a_resumed_run_continues_with_its_replay_buffer() {
-    use tandem::algo::replay::{ReplayBuffer, ReplaySpec};
+    use tandem::algo::storage::replay::{ReplayBuffer, ReplaySpec};
     let dir = run_dir("resume");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/cartpole-dqn.kdl");
     let d = dir.to_str().unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::binary::*;
 use tandem::algo::actions::ActionKind;
-use tandem::algo::host_rows::{host_actions, rows_to_batch};
+use tandem::algo::storage::host_rows::{host_actions, rows_to_batch};
 use tandem::train::{checkpoint, envs};
 use tandem_config::Wrapper;
 use tandem_env::{BridgeOptions, VecEnv};

@@ -13,12 +13,12 @@ use anyhow::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
-use super::Collective;
-use super::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
-use super::learner::Scalars;
-use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows};
-use super::optim::{Optimizer, OptimizerSpec};
-use super::rollout::{Batch, RolloutBuffer};
+use crate::algo::Collective;
+use crate::algo::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
+use crate::algo::learner::Scalars;
+use crate::algo::on_policy::update::{PolicyUpdate, UpdateAt, evaluate_rows};
+use crate::algo::optim::{Optimizer, OptimizerSpec};
+use crate::algo::storage::rollout::{Batch, RolloutBuffer};
 use crate::nn::{ActorCritic, EntropyUse};
 
 /// The learner's settings: the config's `algorithm "a2c"` section, as the user wrote it (its

@@ -12,7 +12,7 @@ use tch::Device;
 use tandem_config::{Algorithm, Experiment};
 use tandem_env::{ActionSpace, VecEnv};
 
-use super::learner::{Learner, Setting};
+use crate::algo::learner::{Learner, Setting};
 
 /// This rank's learner for the experiment's algorithm, its networks initialised from the
 /// current torch seed (the skeleton seeds it, then broadcasts rank 0's state).
@@ -32,15 +32,19 @@ pub fn build(
     };
     takes_the_action_space(&experiment.algorithm, envs.action_space())?;
     Ok(match &experiment.algorithm {
-        Algorithm::Ppo(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::ppo::Ppo::from_config(vs, config)
-        })?),
-        Algorithm::A2c(config) => Box::new(super::on_policy::OnPolicy::new(&setting, |vs| {
-            super::a2c::A2c::from_config(vs, config)
-        })?),
-        Algorithm::Dqn(config) => Box::new(super::dqn::DqnRule::learner(&setting, config)?),
-        Algorithm::Sac(config) => Box::new(super::sac::SacRule::learner(&setting, config)?),
-        Algorithm::Td3(config) => Box::new(super::td3::Td3Rule::learner(&setting, config)?),
+        Algorithm::Ppo(config) => {
+            Box::new(crate::algo::on_policy::OnPolicy::new(&setting, |vs| {
+                crate::algo::ppo::Ppo::from_config(vs, config)
+            })?)
+        }
+        Algorithm::A2c(config) => {
+            Box::new(crate::algo::on_policy::OnPolicy::new(&setting, |vs| {
+                crate::algo::a2c::A2c::from_config(vs, config)
+            })?)
+        }
+        Algorithm::Dqn(config) => Box::new(crate::algo::dqn::DqnRule::learner(&setting, config)?),
+        Algorithm::Sac(config) => Box::new(crate::algo::sac::SacRule::learner(&setting, config)?),
+        Algorithm::Td3(config) => Box::new(crate::algo::td3::Td3Rule::learner(&setting, config)?),
     })
 }
 

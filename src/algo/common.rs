@@ -5,9 +5,9 @@
 use anyhow::{Result, bail, ensure};
 use tch::{Kind, Tensor};
 
-use super::Collective;
-use super::optim::Optimizer;
-use super::rollout::Batch;
+use crate::algo::Collective;
+use crate::algo::optim::Optimizer;
+use crate::algo::storage::rollout::Batch;
 use crate::nn::ActorCritic;
 use tandem_env::ActionSpace;
 

@@ -1,5 +1,5 @@
 //! The learner interface: what the run skeleton (`crate::train`) asks of every algorithm, and
-//! what a learner is built from ([`Setting`], [`network_for`]); `super::build` maps the
+//! what a learner is built from ([`Setting`], [`network_for`]); `crate::algo::build` maps the
 //! config's `algorithm` onto one.
 //!
 //! A learner owns its networks, optimizer and experience storage. The skeleton owns everything
@@ -20,7 +20,7 @@ use tch::{Device, Tensor};
 use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
-use super::Collective;
+use crate::algo::Collective;
 use crate::nn::ActorCriticSpec;
 
 /// The scalars one round produced, by TensorBoard tag.

@@ -12,32 +12,25 @@
 
 pub mod a2c;
 pub mod actions;
-pub mod box_rule;
 pub mod build;
-pub mod collect;
 mod common;
 pub mod dqn;
-pub mod free;
-pub mod host_rows;
 pub mod learner;
 pub mod off_policy;
 pub mod on_policy;
 pub mod optim;
 pub mod ppo;
-pub mod ppo_host;
-pub mod ready_order;
-pub mod replay;
-pub mod rollout;
 pub mod sac;
-pub mod sac_host;
+pub mod sampling;
+pub mod storage;
 pub mod td3;
 
 pub use a2c::{A2c, A2cStats};
 pub use learner::{Learner, Scalars};
 pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
+pub use ppo::host::PpoTerms;
 pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
-pub use ppo_host::PpoTerms;
-pub use rollout::{
+pub use storage::rollout::{
     Batch, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord, VtraceClips,
     generalized_advantages, n_step_returns, vtrace,
 };

@@ -1,12 +1,13 @@
 //! Neural networks for the learners: the torsos declared by [`NetworkSpec`] (MLP, Nature CNN,
-//! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] and [`QNetwork`] built on them, SAC's
-//! and TD3's actors and their Q-networks over (observation, action) ([`QMlp`]), the
-//! action distributions (categorical for discrete actions, Gaussian for boxes, whose bounds
-//! [`ActionBounds`] maps), and the deterministic parameter order that DDP and checkpoints rely on.
+//! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] built on them (the networks only one
+//! learner owns live in its room: DQN's Q-network in `algo::dqn`, SAC's actor and critics in
+//! `algo::sac`, TD3's actor in `algo::td3`), the action distributions (categorical for
+//! discrete actions, Gaussian for boxes, whose bounds [`ActionBounds`] maps), and the
+//! deterministic parameter order that DDP and checkpoints rely on.
 //!
 //! An actor-critic may carry a recurrent core (LSTM or GRU, [`CoreSpec`]) between its torso and
-//! its heads. One of separate MLP torsos also runs on the host ([`HostTwinMlp`]), as do SAC's
-//! actor and critics ([`HostActor`], [`HostMlp`]): forward and backward passes without
+//! its heads. One of separate MLP torsos also runs on the host ([`HostTwinMlp`]), as does a
+//! plain stack of linear layers ([`HostMlp`], SAC's): forward and backward passes without
 //! libtorch's per-operation costs, for small networks on one thread.
 //!
 //! Every parameter lives in a `tch::nn::VarStore`, initialised as an [`InitSpec`] says
@@ -18,13 +19,10 @@ mod bounds;
 pub(crate) mod distribution;
 pub mod host_gemm;
 pub(crate) mod host_mlp;
-mod init;
-mod q_network;
+pub(crate) mod init;
 mod recurrent;
-mod sac;
 mod spec;
-mod td3;
-mod torso;
+pub(crate) mod torso;
 
 pub use actor_critic::{
     ActTaken, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, HostPolicy, INVALID_LOGIT,
@@ -33,10 +31,7 @@ pub use bounds::ActionBounds;
 pub use distribution::{ActionDistribution, Categorical, Gaussian, MultiCategorical};
 pub use host_mlp::{HostMlp, HostTwinMlp};
 pub use init::{Init, InitSpec};
-pub use q_network::{QHead, QNetwork};
 pub use recurrent::{Core, CoreSpec};
-pub use sac::{ActorSample, HostActor, QInput, QMlp, SquashedGaussianActor, tanh_log_det};
-pub use td3::DeterministicActor;
 pub(crate) use torso::Torso;
 pub use torso::{Activation, NetworkSpec};
 

@@ -16,7 +16,7 @@ use tandem_env::{BridgeOptions, VecEnv};
 use super::envs::env_spec;
 use super::metrics::{self, Episode};
 use crate::algo::actions::ActionKind;
-use crate::algo::host_rows::{host_actions, rows_to_batch};
+use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
 use crate::dist::ProcessGroup;
 use crate::policy::Policy;
 use crate::seeds::{Purpose, derived_seed};

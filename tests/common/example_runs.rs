@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tandem::algo::actions::ActionKind;
-use tandem::algo::replay::{ReplayBuffer, ReplaySpec};
+use tandem::algo::storage::replay::{ReplayBuffer, ReplaySpec};
 
 /// A shipped experiment file, and the tag its tests' run directories carry.
 pub struct Example {

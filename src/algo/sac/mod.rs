@@ -9,25 +9,29 @@
 //! without gradients, `J_π` reads Q through detached critic weights, and `α` enters `J_Q` and
 //! `J_π` detached. So the summed backward gives each network the gradient of its own loss, and
 //! DDP all-reduces once per step instead of three times (docs/design.md). For MLP networks on one
-//! CPU thread the same gradients are worked out by hand instead ([`super::sac_host`]).
+//! CPU thread the same gradients are worked out by hand instead ([`crate::algo::sac::host`]).
 //!
 //! The noise of an update (ε for the next-state actions and for the current-state actions) is an
 //! input drawn per sample, so a rank's half of a global batch brings its half of the noise.
+
+pub mod host;
+pub mod networks;
 
 use anyhow::{Result, bail};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::Collective;
-use super::actions::ActionBatch;
-use super::box_rule::{self, BoxActing, one_step_schedule};
-use super::common::accumulate_gradients;
-use super::learner::{Scalars, Setting};
-use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
-use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
-pub use super::sac_host::{HostSacStep, SacBatch, SacLossValues};
+use crate::algo::Collective;
+use crate::algo::actions::ActionBatch;
+use crate::algo::common::accumulate_gradients;
+use crate::algo::learner::{Scalars, Setting};
+use crate::algo::off_policy::box_rule::{self, BoxActing, one_step_schedule};
+use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
+use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
+pub use crate::algo::sac::host::{HostSacStep, SacBatch, SacLossValues};
 use crate::nn::host_mlp::host_passes_pay;
-use crate::nn::{InitSpec, NetworkSpec, QInput, QMlp, SquashedGaussianActor, named_parameters};
+use crate::nn::{InitSpec, NetworkSpec, named_parameters};
+use networks::{QInput, QMlp, SquashedGaussianActor};
 
 /// Adam's epsilon: torch's default, as CleanRL's and SB3's SAC use.
 const ADAM_EPS: f64 = 1e-8;
@@ -414,7 +418,8 @@ impl SacRule {
     /// The off-policy learner of `algorithm "sac"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Sac) -> Result<OffPolicy<SacRule>> {
         let acting = BoxActing::new("sac", setting)?;
-        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let (spec, obs_shape) =
+            crate::algo::learner::network_for(setting.experiment, setting.envs)?;
         let sac = Sac::new(
             setting.device,
             &spec.network,

@@ -10,9 +10,9 @@ use anyhow::{Result, bail, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::host_mlp::HostMlp;
-use super::init::{InitSpec, linear};
-use super::torso::{Activation, NetworkSpec, Torso, linear_parameters};
+use crate::nn::host_mlp::HostMlp;
+use crate::nn::init::{InitSpec, linear};
+use crate::nn::torso::{Activation, NetworkSpec, Torso, linear_parameters};
 
 /// The range `log σ` is squashed into (CleanRL's and the softlearning reference's bounds).
 pub const LOG_STD_MIN: f64 = -5.0;
@@ -21,7 +21,7 @@ pub const LOG_STD_MAX: f64 = 2.0;
 const LOG_STD_HALF_RANGE: f64 = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
 
 /// The MLP widths and activation of `network`, or an error for an image torso.
-pub(super) fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
+pub(crate) fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
     match network {
         NetworkSpec::Mlp { hidden, activation } => Ok((hidden, *activation)),
         other => bail!("the actor and critics are MLPs; got network {other:?}"),
@@ -29,7 +29,7 @@ pub(super) fn mlp_of(network: &NetworkSpec) -> Result<(&[i64], Activation)> {
 }
 
 /// Refuses observations that are not `[batch, obs_shape...]`, naming the network `what`.
-pub(super) fn check_obs_shape(what: &str, obs_shape: &[i64], obs: &Tensor) -> Result<()> {
+pub(crate) fn check_obs_shape(what: &str, obs_shape: &[i64], obs: &Tensor) -> Result<()> {
     let shape = obs.size();
     if shape.len() != obs_shape.len() + 1 || shape[1..] != obs_shape[..] {
         bail!("{what}: expected observations of shape [batch, {obs_shape:?}], got {shape:?}");
@@ -156,7 +156,7 @@ pub struct HostActor {
 }
 
 /// log √(2π), the Gaussian log-density's constant.
-const HALF_LN_TWO_PI: f32 = super::distribution::HALF_LN_TWO_PI as f32;
+const HALF_LN_TWO_PI: f32 = crate::nn::distribution::HALF_LN_TWO_PI as f32;
 
 /// softplus(x) = ln(1 + eˣ), as libtorch's (x itself above 20).
 fn softplus(x: f32) -> f32 {
@@ -385,7 +385,7 @@ impl QMlp {
             };
             x = x.linear(&weight, bias.as_ref());
             if i < last {
-                x = super::torso::activate_in_place(self.activation, x);
+                x = crate::nn::torso::activate_in_place(self.activation, x);
             }
         }
         x.squeeze_dim(-1)

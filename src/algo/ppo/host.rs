@@ -1,17 +1,17 @@
 //! PPO's minibatch loss and its gradient worked out by hand, for an actor-critic of separate MLP
-//! torsos on the CPU ([`crate::nn::HostTwinMlp`]): the step [`super::ppo`]'s update takes
+//! torsos on the CPU ([`crate::nn::HostTwinMlp`]): the step [`crate::algo::ppo`]'s update takes
 //! instead of autograd's where the network allows. On classic-control networks libtorch's
 //! per-operation dispatch and autograd bookkeeping are most of a step; here the forward pass,
 //! the loss and the backward pass are a handful of matrix products and loops over the rows.
 //!
-//! [`super::ppo_loss`] stays the definition: this module is its derivative, term by term, in the
+//! [`crate::algo::ppo_loss`] stays the definition: this module is its derivative, term by term, in the
 //! same order (paper eq. 6-9), and tests/algo_ppo_host.rs holds its gradients and loss terms to
 //! autograd's on random batches, for both policies, with and without value clipping and entropy.
 
 use anyhow::{Result, anyhow, ensure};
 use tch::{Kind, Tensor};
 
-use super::rollout::Batch;
+use crate::algo::storage::rollout::Batch;
 use crate::nn::distribution::{gaussian_log_prob_row, log_softmax_into};
 use crate::nn::host_mlp::{float_view, float_view_mut};
 use crate::nn::{ActorCritic, HostPolicy, HostTwinMlp};
@@ -20,7 +20,7 @@ use crate::nn::{ActorCritic, HostPolicy, HostTwinMlp};
 type Settings = tandem_config::Ppo;
 
 /// The detached terms of the PPO objective on one minibatch, for logging: what the host step
-/// returns, and [`super::PpoLoss`] without its differentiable total.
+/// returns, and [`crate::algo::PpoLoss`] without its differentiable total.
 #[derive(Debug)]
 pub struct PpoTerms {
     pub policy_loss: Tensor,
@@ -244,7 +244,7 @@ impl HostPpoStep {
         }))
     }
 
-    /// Adds to the parameters' gradients `share` times the gradient of [`super::ppo_loss`] on
+    /// Adds to the parameters' gradients `share` times the gradient of [`crate::algo::ppo_loss`] on
     /// `rows` (with their normalised `advantages`), and returns its detached terms: what
     /// `ppo_loss` and a backward of its total would give.
     pub fn accumulate(

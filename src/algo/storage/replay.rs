@@ -23,7 +23,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail, ensure};
 use tandem_env::rng::Xoshiro256;
 
-use super::actions::{ActionBatch, ActionKind};
+use crate::algo::actions::{ActionBatch, ActionKind};
 
 /// A binary tree whose leaves are priorities and whose inner nodes are the sums of their
 /// children: prefix-sum search and updates in O(log n) (Schaul et al. 2016, appendix B.2.1).

@@ -9,6 +9,9 @@
 //! A recurrent policy collects through [`RolloutCollector::collect_recurrent`], carrying each
 //! environment's [`Memory`] from step to step and rollout to rollout; it steps all environments
 //! at once (the config refuses env-groups for it).
+//!
+//! [`collect_batch`] is one rollout as every sampling mode takes it: the action draws seeded
+//! for the update that learns from it ([`Draws`]), whichever thread collects.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -18,12 +21,13 @@ use tch::Tensor;
 
 use tandem_env::VecEnv;
 
-use super::actions::{ActionBatch, ActionKind};
-use super::host_rows::{
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::learner::Phases;
+use crate::algo::storage::host_rows::{
     copy_rows_into, flags_to_tensor, host_actions, row_to_tensor, rows_to_batch,
 };
-use super::learner::Phases;
-use super::rollout::{RolloutBuffer, StepRecord};
+use crate::algo::storage::memory::Memory;
+use crate::algo::storage::rollout::{RolloutBuffer, StepRecord};
 use crate::nn::{ActTaken, ActorCritic};
 
 /// What collection needs of a policy: sampled actions (with their log-probabilities and values),
@@ -73,38 +77,15 @@ impl StepHook for NoHook {
     }
 }
 
-/// What a recurrent policy carries between steps for one rank's N environments: its state after
-/// the latest step `[N, width]`, and which environments start an episode at their current
-/// observation `[N]` (1 or 0; the state is zeroed there before the next step). Data of this
-/// rank only: never synchronised, saved in its checkpoint files.
-#[derive(Debug)]
-pub struct Memory {
-    pub state: Tensor,
-    pub starts: Tensor,
-}
-
-impl Memory {
-    /// Before any step: zero states, every environment at an episode's start.
-    pub fn new(model: &ActorCritic, num_envs: i64, device: tch::Device) -> Memory {
-        Memory {
-            state: model.initial_state(num_envs, device),
-            starts: Tensor::ones([num_envs], (tch::Kind::Float, device)),
-        }
-    }
-}
-
 /// Collects rollouts of one rank's environments, stepped in `groups` groups.
 pub struct RolloutCollector {
-    pub(super) groups: usize,
-    pub(super) group_size: usize,
-    pub(super) obs_shape: Vec<i64>,
-    pub(super) action_kind: ActionKind,
+    groups: usize,
+    group_size: usize,
+    obs_shape: Vec<i64>,
+    action_kind: ActionKind,
     /// Steps a group while the policy acts for the next one. One long-lived thread: a thread
     /// per group step cost about 0.5 ms each on Atari, a fifth of the step itself.
     env_thread: Option<rayon::ThreadPool>,
-    /// The groups step on rollout workers of their own and are served as they become ready
-    /// (`super::ready_order`), instead of in turn.
-    ready_order: bool,
 }
 
 /// Where the double-buffered collection stands: the actions of the group that steps next,
@@ -137,52 +118,18 @@ impl RolloutCollector {
         Ok(collector)
     }
 
-    /// A collector whose `groups` groups (more than one) each step on a rollout worker of
-    /// their own and are served in the order they become ready (`super::ready_order`): what
-    /// free sampling uses. Not reproducible, so not for the other sampling modes.
-    pub fn in_ready_order(
-        num_envs: usize,
-        groups: usize,
-        obs_shape: &[i64],
-        action_kind: ActionKind,
-    ) -> Result<RolloutCollector> {
-        ensure!(
-            groups > 1,
-            "ready-order collection serves groups of environments; there is only one"
-        );
-        let mut collector = Self::unstarted(num_envs, groups, obs_shape, action_kind)?;
-        tracing::info!(
-            "free sampling: each of the {groups} groups of {} environments steps on a rollout \
-             worker of its own, and the policy serves the groups that have stepped, in one forward \
-             pass (ready order)",
-            collector.group_size
-        );
-        collector.ready_order = true;
-        Ok(collector)
-    }
-
-    /// Whether the groups step in ready order ([`RolloutCollector::in_ready_order`]).
-    pub fn is_ready_order(&self) -> bool {
-        self.ready_order
-    }
-
     fn unstarted(
         num_envs: usize,
         groups: usize,
         obs_shape: &[i64],
         action_kind: ActionKind,
     ) -> Result<RolloutCollector> {
-        ensure!(
-            groups >= 1 && num_envs.is_multiple_of(groups),
-            "train.env-groups {groups} must divide this rank's {num_envs} environments"
-        );
         Ok(RolloutCollector {
             groups,
-            group_size: num_envs / groups,
+            group_size: group_size(num_envs, groups)?,
             obs_shape: obs_shape.to_vec(),
             action_kind,
             env_thread: None,
-            ready_order: false,
         })
     }
 
@@ -209,11 +156,6 @@ impl RolloutCollector {
         hook: &mut dyn StepHook,
     ) -> Result<Tensor> {
         self.check_kinds(envs, buffer)?;
-        ensure!(
-            !self.ready_order,
-            "a collector in ready order collects whole rounds of free sampling \
-             (collect_ready_round), not single batches"
-        );
         let start = Instant::now();
         buffer.reset();
         // Row 0 holds every group's observation; each group's next observations go into the
@@ -467,8 +409,8 @@ impl RolloutCollector {
         next_taken
     }
 
-    pub(super) fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
-        rows.narrow(0, (g * self.group_size) as i64, self.group_size as i64)
+    fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
+        group_rows(rows, g, self.group_size)
     }
 }
 
@@ -562,4 +504,63 @@ pub(super) fn timed<T>(phases: &mut Phases, phase: &'static str, work: impl FnOn
     let result = work();
     phases.add(phase, start.elapsed());
     result
+}
+
+/// The size of each of `groups` groups of `num_envs` environments; refuses a split that leaves
+/// some over.
+pub(super) fn group_size(num_envs: usize, groups: usize) -> Result<usize> {
+    ensure!(
+        groups >= 1 && num_envs.is_multiple_of(groups),
+        "train.env-groups {groups} must divide this rank's {num_envs} environments"
+    );
+    Ok(num_envs / groups)
+}
+
+/// Group `g`'s rows of a batch of rows, groups of `size` side by side in group order.
+pub(super) fn group_rows(rows: &Tensor, g: usize, size: usize) -> Tensor {
+    rows.narrow(0, (g * size) as i64, size as i64)
+}
+
+/// Whose action draws a collection makes: the sampling stream of (seed, rank, update), the
+/// update that learns from the batch, whichever thread collects it.
+#[derive(Debug, Clone, Copy)]
+pub struct Draws {
+    pub seed: u64,
+    pub rank: usize,
+    pub update: u64,
+}
+
+impl Draws {
+    /// Seeds this thread's torch generator with the stream's start.
+    pub fn seed_sampling(self) {
+        let Draws { seed, rank, update } = self;
+        tch::manual_seed(crate::seeds::derived_seed(
+            seed,
+            crate::seeds::Purpose::Sampling,
+            rank as u64,
+            update,
+        ) as i64);
+    }
+}
+
+/// One rollout of `envs` under `policy` into `buffer` (from and into `memory` for a
+/// recurrent policy), returning V(s_T).
+#[allow(clippy::too_many_arguments)]
+pub fn collect_batch(
+    collector: &RolloutCollector,
+    policy: &ActorCritic,
+    memory: Option<&mut Memory>,
+    envs: &mut tandem_env::VecEnv,
+    buffer: &mut RolloutBuffer,
+    draws: Draws,
+    phases: &mut Phases,
+    hook: &mut dyn StepHook,
+) -> Result<Tensor> {
+    draws.seed_sampling();
+    match memory {
+        Some(memory) => {
+            collector.collect_recurrent_with(policy, envs, memory, buffer, phases, hook)
+        }
+        None => collector.collect_with(policy, envs, buffer, phases, hook),
+    }
 }

@@ -1,12 +1,10 @@
-//! Free-running sampling (`train.sampling "free"`): sample-factory's asynchronous sampling on
-//! one rank. A collector thread fills rollout buffers one after another without waiting for the
-//! learner; the learner takes the batches as they complete, and after each update publishes its
-//! parameters, which the collector takes up before its next step. This module owns what
-//! connects the two, [`Exchange`]: a pool of preallocated buffers (spare ones, and full ones
+//! The exchange of free sampling: what connects its collector thread, which fills rollout
+//! buffers one after another without waiting for the learner, and the learner, which takes the
+//! batches as they complete and after each update publishes its parameters for the collector to
+//! take up before its next step. This module owns [`Exchange`]: a pool of preallocated buffers (spare ones, and full ones
 //! queued oldest first), the published parameters with their version, and the stop signal of
 //! a round's end; and the collector's side of it ([`Collecting`], in a [`collect_round`]; a
-//! batch at a time in [`collect_until_stopped`]). The on-policy learner (`super::on_policy`)
-//! runs the rounds.
+//! batch at a time in [`collect_until_stopped`]). The learner's side is `learner_loop`.
 //!
 //! A version counts the updates parameters have had. The policy lag of a step is the update
 //! that learns from it minus the version that chose its action ([`Lag`]); a batch keeps each
@@ -21,14 +19,14 @@ use anyhow::{Context, Result, anyhow};
 use tch::Tensor;
 use tch::nn::VarStore;
 
-use super::collect::StepHook;
-use super::learner::Phases;
-use super::rollout::RolloutBuffer;
+use crate::algo::learner::Phases;
+use crate::algo::sampling::collect::StepHook;
+use crate::algo::storage::rollout::RolloutBuffer;
 
 /// Rollout buffers per rank: one the learner reads, one queued, one being filled. A third lets
 /// the collector run a batch ahead of the learner instead of waiting for it; in ready order,
 /// where the learner keeps up, it is the batch the faster groups have begun while the slowest
-/// finishes the one before (`super::ready_order`).
+/// finishes the one before (`policy_worker`).
 pub const BUFFERS: usize = 3;
 
 /// A batch the collector completed: the buffer, V(s_T) after its last step, and the version of

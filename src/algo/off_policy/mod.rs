@@ -12,6 +12,8 @@
 //! at the end): exchanging episodes and decisions every iteration would put three collectives on
 //! every environment step of a small game.
 
+pub mod box_rule;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -22,11 +24,11 @@ use tandem_config::{Experiment, Wrapper};
 use tandem_env::rng::Xoshiro256;
 use tandem_env::{Dtype, VecEnv};
 
-use super::Collective;
-use super::actions::{ActionBatch, ActionKind};
-use super::host_rows::rows_to_batch;
-use super::learner::{Learner, Resumed, Round, Scalars, Setting};
-use super::replay::{ReplayBuffer, ReplaySpec, Sample};
+use crate::algo::Collective;
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::learner::{Learner, Resumed, Round, Scalars, Setting};
+use crate::algo::storage::host_rows::rows_to_batch;
+use crate::algo::storage::replay::{ReplayBuffer, ReplaySpec, Sample};
 use crate::seeds::{Purpose, derived_seed};
 
 /// Iterations per round (between exchanges of episodes and control decisions).

@@ -3,7 +3,7 @@
 //! `ppo.py` (Huang et al. 2022, "The 37 Implementation Details of PPO").
 //!
 //! One update, top to bottom:
-//! 1. advantages A_t come from GAE(lambda) (paper eq. 11-12; [`super::rollout`]);
+//! 1. advantages A_t come from GAE(lambda) (paper eq. 11-12; [`crate::algo::storage::rollout`]);
 //! 2. they are normalised with the mean and standard deviation of the GLOBAL batch, summed over
 //!    ranks, so N ranks normalise exactly like one rank holding all the data (CleanRL normalises
 //!    per minibatch; over the whole batch is the choice that stays rank-count independent);
@@ -13,22 +13,24 @@
 //!    rank 0 so every rank runs the same number of collectives.
 //!
 //! Step 3's gradient is autograd's of [`ppo_loss`], or, for separate MLP torsos on one CPU
-//! thread, the same gradient worked out by hand ([`super::ppo_host`]).
+//! thread, the same gradient worked out by hand ([`crate::algo::ppo::host`]).
+
+pub mod host;
 
 use anyhow::{Result, ensure};
 use tch::nn::VarStore;
 use tch::{Kind, Reduction, Tensor};
 
-use super::Collective;
-use super::common::{
+use crate::algo::Collective;
+use crate::algo::common::{
     GlobalBatchStats, accumulate_gradients, check_batch, global_batch_stats, scheduled_lr,
     step_on_gradients,
 };
-use super::learner::Scalars;
-use super::on_policy::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
-use super::optim::{Optimizer, OptimizerSpec};
-use super::ppo_host::{HostPpoStep, PpoTerms};
-use super::rollout::{Batch, MinibatchSampler, RolloutBuffer, VtraceClips};
+use crate::algo::learner::Scalars;
+use crate::algo::on_policy::update::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
+use crate::algo::optim::{Optimizer, OptimizerSpec};
+use crate::algo::ppo::host::{HostPpoStep, PpoTerms};
+use crate::algo::storage::rollout::{Batch, MinibatchSampler, RolloutBuffer, VtraceClips};
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
 

@@ -1,5 +1,5 @@
 //! SAC's gradient step on the host for MLP actors and critics on one compute thread: the
-//! gradients of `J_Q + J_π + J(α)` ([`super::sac::Sac::losses`]) worked out by hand, term by term,
+//! gradients of `J_Q + J_π + J(α)` ([`crate::algo::sac::Sac::losses`]) worked out by hand, term by term,
 //! where autograd's per-operation costs are a third of a step on MuJoCo's networks
 //! (docs/performance.md, "Continuous control"). The networks' passes are
 //! [`crate::nn::HostMlp`]'s and [`crate::nn::HostActor`]'s; the gradients are added into the
@@ -18,8 +18,9 @@
 use anyhow::{Result, ensure};
 use tch::{Kind, Tensor};
 
+use super::networks::{HostActor, QMlp, SquashedGaussianActor};
+use crate::nn::HostMlp;
 use crate::nn::host_mlp::{float_view, float_view_mut};
-use crate::nn::{HostActor, HostMlp, QMlp, SquashedGaussianActor};
 
 /// A batch of transitions with the update's noise. Actions are in the unit box.
 pub struct SacBatch {

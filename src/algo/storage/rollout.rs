@@ -11,7 +11,7 @@
 use anyhow::{Context, Result, bail, ensure};
 use tch::{Device, Kind, Tensor};
 
-use super::actions::ActionKind;
+use crate::algo::actions::ActionKind;
 
 /// One environment step for all N environments, as the trainer records it.
 #[derive(Debug)]

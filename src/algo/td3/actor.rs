@@ -1,13 +1,13 @@
 //! TD3's actor (Fujimoto et al. 2018): a deterministic policy `μ(s) = tanh(f(s))` in the unit
-//! action box [-1, 1]^d, an MLP torso and one linear head. Its critics are SAC's [`super::QMlp`].
+//! action box [-1, 1]^d, an MLP torso and one linear head. Its critics are SAC's [`crate::nn::QMlp`].
 
 use anyhow::{Result, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::init::{InitSpec, linear};
-use super::sac::{check_obs_shape, mlp_of};
-use super::torso::{NetworkSpec, Torso};
+use crate::algo::sac::networks::{check_obs_shape, mlp_of};
+use crate::nn::init::{InitSpec, linear};
+use crate::nn::torso::{NetworkSpec, Torso};
 
 /// μ(s): an MLP torso, then a linear head squashed by tanh.
 #[derive(Debug)]

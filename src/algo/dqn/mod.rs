@@ -8,20 +8,21 @@
 //! it is updated from the (identical) online parameters at identical gradient-step counts, so it
 //! stays identical on every rank without any collective.
 
+pub mod q_network;
+
 use anyhow::{Result, ensure};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::Collective;
-use super::actions::ActionBatch;
-use super::common::synchronised_step;
-use super::host_rows::actions_to_host;
-use super::learner::{Scalars, Setting};
-use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule};
-use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
-use crate::nn::{
-    ActorCriticSpec, QHead, QNetwork, named_parameters, trainable_parameters_in_order,
-};
+use crate::algo::Collective;
+use crate::algo::actions::ActionBatch;
+use crate::algo::common::synchronised_step;
+use crate::algo::learner::{Scalars, Setting};
+use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, ReturnSpec, Schedule};
+use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
+use crate::algo::storage::host_rows::actions_to_host;
+use crate::nn::{ActorCriticSpec, named_parameters, trainable_parameters_in_order};
+use q_network::{QHead, QNetwork};
 
 /// The learner's settings: the config's `algorithm "dqn"` section, as the user wrote it.
 pub use tandem_config::Dqn as Settings;
@@ -32,7 +33,7 @@ use tandem_config::Loss;
 /// Adam's epsilon for DQN: torch's default, as in CleanRL's and SB3's DQN.
 const ADAM_EPS: f64 = 1e-8;
 
-pub use super::off_policy::TransitionBatch;
+pub use crate::algo::off_policy::TransitionBatch;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DqnStats {
@@ -265,7 +266,8 @@ pub struct DqnRule {
 impl DqnRule {
     /// The off-policy learner of `algorithm "dqn"`.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Dqn) -> Result<OffPolicy<DqnRule>> {
-        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let (spec, obs_shape) =
+            crate::algo::learner::network_for(setting.experiment, setting.envs)?;
         let dqn = Dqn::new(
             setting.device,
             &spec,

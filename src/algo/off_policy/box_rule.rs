@@ -6,11 +6,11 @@
 use anyhow::{Result, bail, ensure};
 use tch::{Device, Kind, Tensor};
 
-use super::actions::{ActionBatch, ActionKind};
-use super::host_rows::host_actions;
-use super::learner::Setting;
-use super::off_policy::{ActAt, ReturnSpec, Schedule, TransitionBatch};
-use super::optim::Optimizer;
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::learner::Setting;
+use crate::algo::off_policy::{ActAt, ReturnSpec, Schedule, TransitionBatch};
+use crate::algo::optim::Optimizer;
+use crate::algo::storage::host_rows::host_actions;
 use crate::nn::ActionBounds;
 use crate::seeds::{Purpose, derived_seed};
 

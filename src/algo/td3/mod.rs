@@ -15,18 +15,22 @@
 //! The smoothing noise of an update is an input drawn per sample, so a rank's half of a global
 //! batch brings its half of the noise.
 
+pub mod actor;
+
 use anyhow::{Result, bail};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::Collective;
-use super::actions::ActionBatch;
-use super::box_rule::{self, BoxActing, one_step_schedule};
-use super::common::accumulate_gradients;
-use super::learner::{Scalars, Setting};
-use super::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
-use super::optim::{Optimizer, OptimizerSpec, TargetNetwork};
-use crate::nn::{DeterministicActor, InitSpec, NetworkSpec, QInput, QMlp, named_parameters};
+use crate::algo::Collective;
+use crate::algo::actions::ActionBatch;
+use crate::algo::common::accumulate_gradients;
+use crate::algo::learner::{Scalars, Setting};
+use crate::algo::off_policy::box_rule::{self, BoxActing, one_step_schedule};
+use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
+use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
+use crate::algo::sac::networks::{QInput, QMlp};
+use crate::nn::{InitSpec, NetworkSpec, named_parameters};
+use actor::DeterministicActor;
 
 /// Adam's epsilon: torch's default, as CleanRL's TD3 uses.
 const ADAM_EPS: f64 = 1e-8;
@@ -331,7 +335,8 @@ impl Td3Rule {
     /// The off-policy learner of `algorithm "td3"`; an error for a discrete or unbounded box.
     pub fn learner(setting: &Setting, cfg: &tandem_config::Td3) -> Result<OffPolicy<Td3Rule>> {
         let acting = BoxActing::new("td3", setting)?;
-        let (spec, obs_shape) = super::learner::network_for(setting.experiment, setting.envs)?;
+        let (spec, obs_shape) =
+            crate::algo::learner::network_for(setting.experiment, setting.envs)?;
         let td3 = Td3::new(
             setting.device,
             &spec.network,

@@ -4,8 +4,8 @@ use anyhow::{Result, bail, ensure};
 use tch::Tensor;
 use tch::nn::{self, Module};
 
-use super::init::{InitSpec, linear};
-use super::torso::{NetworkSpec, Torso, prepare_observations};
+use crate::nn::init::{InitSpec, linear};
+use crate::nn::torso::{NetworkSpec, Torso, prepare_observations};
 
 /// Which head turns features into Q(s, a).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

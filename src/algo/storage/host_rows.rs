@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, ensure};
 use tch::{Device, Kind, Tensor};
 
-use super::actions::{ActionBatch, ActionKind};
+use crate::algo::actions::{ActionBatch, ActionKind};
 
 /// Copies `rows` (the environments' observations, row after row) into `dst`, a contiguous f32
 /// tensor of as many values: straight into its memory on the CPU, through one host tensor for a

@@ -1,5 +1,5 @@
-//! Collection in ready order (`train.sampling "free"` with `train.env-groups` k > 1):
-//! sample-factory's rollout and policy workers on one rank. Each of the k groups of
+//! The policy worker of ready order (`train.sampling "free"` with `train.env-groups` k > 1):
+//! sample-factory's policy worker on one rank, beside its rollout workers (`rollout_worker`). Each of the k groups of
 //! environments has a rollout worker thread of its own (`tandem-rollout-<g>`) that steps the
 //! group whenever it is given actions; the collector thread is the inference worker: it serves
 //! whichever groups have stepped, recording their steps and running the policy once on all
@@ -12,88 +12,48 @@
 //! and goes on into the next batch, in a second spare buffer, while the slowest group
 //! finishes (as sample-factory's rollout workers never wait for each other); a batch is
 //! queued for the learner when its last group finishes it. At most [`OPEN_BATCHES`] are open
-//! at once. A round's stop finishes the oldest open batch; the one after it stays open, with
-//! each group's place in it, for the next round ([`ReadyState`]), so no step is lost.
+//! at once (`open_batches`). A round's stop finishes the oldest open batch; the one after it stays
+//! open, with each group's place in it, for the next round ([`ReadyState`]), so no step is lost.
 //!
 //! Not reproducible: the order in which groups are served, and so which actions draw which
 //! random numbers and which parameters chose them, depends on timing (as everything under
 //! free sampling does).
 
 use std::collections::VecDeque;
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use tch::Tensor;
 
 use tandem_env::{EnvGroup, VecEnv};
 
-use super::actions::ActionBatch;
-use super::collect::{EndedRows, RolloutCollector, RolloutPolicy, timed};
-use super::free::{Collecting, QueuedBatch};
-use super::host_rows::{copy_rows_into, flags_to_tensor, host_actions, row_to_tensor};
-use super::learner::Phases;
-use super::rollout::{RolloutBuffer, StepRecord};
+use super::exchange::Collecting;
+use super::open_batches::{
+    GroupStep, OpenBatch, Place, ReadyState, push_complete_steps, queue_complete_batches,
+};
+use super::rollout_worker::{Stepped, lock, reports, rollout_worker};
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::learner::Phases;
+use crate::algo::sampling::collect::{EndedRows, RolloutPolicy, group_rows, group_size, timed};
+use crate::algo::storage::host_rows::{
+    copy_rows_into, flags_to_tensor, host_actions, row_to_tensor,
+};
+use crate::algo::storage::rollout::RolloutBuffer;
 use crate::nn::ActTaken;
 
 /// Batches open at once: the one the slowest group is filling, and the next, which the groups
 /// that have finished it fill meanwhile.
 pub const OPEN_BATCHES: usize = 2;
 
-/// A rollout worker's report: its group stepped (or failed to), and how long that took.
-struct Stepped {
-    group: usize,
-    took: Duration,
-    result: Result<()>,
-}
-
-/// One group's part of one step, kept until every group has taken that step.
-struct GroupStep {
-    taken: ActTaken,
-    rewards: Tensor,
-    terminated: Tensor,
-    truncated: Tensor,
-    /// V(final observation) where the step cut an episode by its time limit, else `None`.
-    truncation_values: Option<Tensor>,
-}
-
-/// A batch being filled: its buffer, each group's recorded steps not yet in it, the version
-/// that chose each group's step (one a group and step, as free sampling's lag counts them),
-/// and each group's V(s_T) once it has taken the batch's last step.
-struct OpenBatch {
-    buffer: RolloutBuffer,
-    recorded: Vec<VecDeque<GroupStep>>,
-    versions: Vec<u64>,
-    last_values: Vec<Option<Tensor>>,
-}
-
-/// Where a group stands: the open batch its next step goes into (a position in
-/// [`ReadyState::open`]; one past the last while the group waits for a buffer), and the step.
-#[derive(Debug, Clone, Copy)]
-struct Place {
-    batch: usize,
-    step: i64,
-}
-
-/// What ready order carries from one round of free sampling to the next: the open batches,
-/// oldest first, and each group's place in them. Empty before the first round.
-#[derive(Default)]
-pub struct ReadyState {
-    open: VecDeque<OpenBatch>,
-    places: Vec<Place>,
-}
-
-impl ReadyState {
-    /// Whether group `g` has an open batch to step in (else it waits for a buffer).
-    fn has_batch(&self, g: usize) -> bool {
-        self.places[g].batch < self.open.len()
-    }
-
-    /// The groups waiting for a buffer: each has finished every open batch.
-    fn waiting(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.places.len()).filter(|&g| !self.has_batch(g))
-    }
+/// The policy worker of ready order for one rank's environments in `groups` groups of
+/// `group_size`: the layout it serves them in.
+pub struct PolicyWorker {
+    groups: usize,
+    group_size: usize,
+    obs_shape: Vec<i64>,
+    action_kind: ActionKind,
 }
 
 /// Where a round's stop stands for the collector: not seen yet; seen, with the oldest batch
@@ -134,7 +94,34 @@ struct Serving<'r, 'g> {
     in_flight: Vec<Option<ActTaken>>,
 }
 
-impl RolloutCollector {
+impl PolicyWorker {
+    /// A policy worker for `num_envs` environments in `groups` groups (more than one), each
+    /// stepping on a rollout worker of its own.
+    pub fn new(
+        num_envs: usize,
+        groups: usize,
+        obs_shape: &[i64],
+        action_kind: ActionKind,
+    ) -> Result<PolicyWorker> {
+        ensure!(
+            groups > 1,
+            "ready-order collection serves groups of environments; there is only one"
+        );
+        let worker = PolicyWorker {
+            groups,
+            group_size: group_size(num_envs, groups)?,
+            obs_shape: obs_shape.to_vec(),
+            action_kind,
+        };
+        tracing::info!(
+            "free sampling: each of the {groups} groups of {} environments steps on a rollout \
+             worker of its own, and the policy serves the groups that have stepped, in one forward \
+             pass (ready order)",
+            worker.group_size
+        );
+        Ok(worker)
+    }
+
     /// The collector's side of a round of free sampling in ready order (see the module
     /// documentation): fills the buffers `collecting` gives, queues each batch as its last
     /// group finishes it, and returns when the round stops, leaving the open batch the stop
@@ -151,10 +138,6 @@ impl RolloutCollector {
         collecting: &mut Collecting<'_>,
         phases: &mut Phases,
     ) -> Result<()> {
-        ensure!(
-            self.is_ready_order(),
-            "a collector in turn collects batch by batch, not rounds in ready order"
-        );
         let (start, waited_before) = (Instant::now(), collecting.waited());
         if state.places.len() != self.groups {
             state.open.clear();
@@ -412,119 +395,9 @@ impl RolloutCollector {
         }
         Ok(())
     }
-}
 
-/// Queues every batch at the front that all groups have finished, oldest first; returns how
-/// many.
-fn queue_complete_batches(
-    state: &mut ReadyState,
-    collecting: &mut Collecting<'_>,
-) -> Result<usize> {
-    let mut queued = 0;
-    while state.open.front().is_some_and(|b| b.buffer.is_full()) {
-        let batch = state.open.pop_front().expect("checked non-empty");
-        let last_values = batch
-            .last_values
-            .into_iter()
-            .collect::<Option<Vec<Tensor>>>()
-            .context("a batch is full before every group has finished it")?;
-        collecting.queue(QueuedBatch {
-            buffer: batch.buffer,
-            last_values: Tensor::cat(&last_values, 0),
-            versions: batch.versions,
-        });
-        for place in &mut state.places {
-            place.batch -= 1;
-        }
-        queued += 1;
+    /// Group `g`'s rows of a batch of rows.
+    fn group_rows(&self, rows: &Tensor, g: usize) -> Tensor {
+        group_rows(rows, g, self.group_size)
     }
-    Ok(queued)
-}
-
-/// Pushes every step all groups have taken into the batch's buffer, in order: each field is
-/// the groups' parts concatenated in group order, as the environments are.
-fn push_complete_steps(batch: &mut OpenBatch) -> Result<()> {
-    while batch.recorded.iter().all(|steps| !steps.is_empty()) {
-        let parts: Vec<GroupStep> = batch
-            .recorded
-            .iter_mut()
-            .map(|steps| steps.pop_front().expect("checked non-empty"))
-            .collect();
-        let cat = |field: fn(&GroupStep) -> &Tensor| {
-            Tensor::cat(&parts.iter().map(field).collect::<Vec<_>>(), 0)
-        };
-        let truncation_values = parts
-            .iter()
-            .any(|p| p.truncation_values.is_some())
-            .then(|| {
-                let each: Vec<Tensor> = parts
-                    .iter()
-                    .map(|p| match &p.truncation_values {
-                        Some(v) => v.shallow_clone(),
-                        None => p.rewards.zeros_like(),
-                    })
-                    .collect();
-                Tensor::cat(&each, 0)
-            });
-        let buffer = &mut batch.buffer;
-        let obs = buffer.obs_row(buffer.len())?;
-        buffer.push(&StepRecord {
-            obs: &obs,
-            actions: &cat(|p| &p.taken.actions),
-            log_probs: &cat(|p| &p.taken.log_probs),
-            values: &cat(|p| &p.taken.values),
-            rewards: &cat(|p| &p.rewards),
-            terminated: &cat(|p| &p.terminated),
-            truncated: &cat(|p| &p.truncated),
-            truncation_values: truncation_values.as_ref(),
-        })?;
-    }
-    Ok(())
-}
-
-/// Waits for a rollout worker's report and takes every other report already queued with it,
-/// so that the groups that stepped while the policy last ran are served by one forward pass.
-fn reports(ready: &Receiver<Stepped>, phases: &mut Phases) -> Result<Vec<Stepped>> {
-    let waiting = Instant::now();
-    let first = ready
-        .recv()
-        .map_err(|_| anyhow!("the rollout workers stopped without reporting"))?;
-    phases.add("inference_wait", waiting.elapsed());
-    Ok(std::iter::once(first).chain(ready.try_iter()).collect())
-}
-
-/// A rollout worker: steps its group with each batch of actions it is sent and reports, until
-/// the inference worker stops sending. A panic in a game is reported as a failure, so that
-/// the inference worker never waits for a report that cannot come.
-fn rollout_worker(
-    g: usize,
-    group: &Mutex<EnvGroup<'_>>,
-    actions: Receiver<ActionBatch>,
-    ready: Sender<Stepped>,
-) {
-    for batch in actions {
-        let stepping = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            lock(group).step(&batch).map_err(anyhow::Error::from)
-        }))
-        .unwrap_or_else(|_| {
-            Err(anyhow!(
-                "an environment of group {g} panicked while stepping"
-            ))
-        });
-        let failed = result.is_err();
-        let report = Stepped {
-            group: g,
-            took: stepping.elapsed(),
-            result,
-        };
-        if ready.send(report).is_err() || failed {
-            return;
-        }
-    }
-}
-
-fn lock<'m, 'a>(group: &'m Mutex<EnvGroup<'a>>) -> MutexGuard<'m, EnvGroup<'a>> {
-    // A worker that panicked while stepping has already reported it; the rows are still there.
-    group.lock().unwrap_or_else(|e| e.into_inner())
 }
