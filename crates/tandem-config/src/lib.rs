@@ -17,6 +17,7 @@ mod catalogue;
 pub mod cli;
 mod devices;
 mod diag;
+mod foreign;
 mod json;
 mod model;
 mod nesting;

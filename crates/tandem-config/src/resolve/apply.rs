@@ -182,8 +182,7 @@ impl<'a> Applier<'a> {
                 );
             } else {
                 label = "unknown setting".to_string();
-                let names: Vec<&str> = section.fields(kind).map(|f| f.name).collect();
-                help = did_you_mean(name, names.iter().copied());
+                help = self.unknown_help(index, kind, name);
             }
             let message = if section.name.is_empty() {
                 format!("unknown setting `{name}`")
@@ -226,6 +225,21 @@ impl<'a> Applier<'a> {
                 self.failed.insert(path);
             }
         }
+    }
+
+    /// The help for a name that is no setting of `section`'s `kind`: tandem's name where
+    /// Stable-Baselines3 or CleanRL call a setting so, else the likely typo or the list.
+    fn unknown_help(&self, index: usize, kind: Option<&Kind>, name: &str) -> String {
+        let section = SECTIONS[index];
+        let algorithm = SECTIONS
+            .iter()
+            .position(|s| s.name == "algorithm")
+            .and_then(|a| self.effective_kind(a))
+            .map(|k| k.name);
+        crate::foreign::help(name, section.name, algorithm).unwrap_or_else(|| {
+            let names: Vec<&str> = section.fields(kind).map(|f| f.name).collect();
+            did_you_mean(name, names.iter().copied())
+        })
     }
 
     /// Fills every default explicitly: the kind of each section (reporting a

@@ -418,7 +418,8 @@ impl Loader {
                     None if name == "experiment" => {
                         "an experiment cannot contain another".to_string()
                     }
-                    None => did_you_mean(name, candidates.iter().copied()),
+                    None => crate::foreign::help(name, "", None)
+                        .unwrap_or_else(|| did_you_mean(name, candidates.iter().copied())),
                 };
                 self.push(
                     error(
@@ -729,10 +730,11 @@ impl Loader {
             None => (path, None),
         };
         let target = match (schema::section(section_name), field) {
+            // The setting's own name, so a label on an unknown one points at it alone.
             (Some(section), Some(f)) => Some(Target::Field {
                 section: section_index(section),
                 name: f.to_string(),
-                name_span: path_span,
+                name_span: SourceSpan::from(section_name.len() + 1..eq),
             }),
             (Some(section), None) if section.has_kinds() => Some(Target::Kind {
                 section: section_index(section),
@@ -748,10 +750,12 @@ impl Loader {
         };
         let Some(target) = target else {
             let paths = all_paths();
+            let help = crate::foreign::help(path, "", None)
+                .unwrap_or_else(|| did_you_mean(path, paths.iter().map(String::as_str)));
             self.push(
                 error("config::unknown-path", format!("unknown setting `{path}`"))
                     .at(id, path_span, "no such setting")
-                    .help(did_you_mean(path, paths.iter().map(String::as_str))),
+                    .help(help),
             );
             return;
         };
