@@ -145,7 +145,7 @@ const GYMNASIUM_KIND: Kind = Kind {
             "python",
             Ty::Text,
             Dflt::Str("python3"),
-            "The Python interpreter the workers run on (a path, or a name looked up on PATH); it must be able to import gymnasium.",
+            "The Python interpreter the workers run on: a path (a relative one from the folder of the file that names it; in `--set` or standard input, from the directory tandem runs in), or a name without `/` looked up on PATH. It must be able to import gymnasium.",
         ),
         f(
             "import",

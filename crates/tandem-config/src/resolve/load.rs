@@ -32,6 +32,10 @@ pub(super) struct Loader {
     bytes_read: usize,
     /// Set once a limit is reported: later includes are skipped without another report.
     limit_reported: bool,
+    /// The folder of every file read (as named: relative to the current directory where
+    /// the file was), which relative paths written in that file are relative to. Standard
+    /// input and `--set` texts have none.
+    pub(super) folders: HashMap<SourceId, PathBuf>,
 }
 
 /// The most files one resolution reads, includes counted each time they are included: a
@@ -54,6 +58,7 @@ pub(super) fn load(source: &Source, sets: &[String], allow_includes: bool) -> Lo
         files_read: 0,
         bytes_read: 0,
         limit_reported: false,
+        folders: HashMap::new(),
     };
     loader.load_main(source);
     for set in sets {
@@ -313,6 +318,7 @@ impl Loader {
         self.bytes_read = text.len();
         let id = self.sources.add(name.clone(), text, SourceKind::File);
         if let Source::Path(path) = src {
+            self.folders.insert(id, dir.clone());
             self.stack.push((
                 std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
                 name,
@@ -483,6 +489,8 @@ impl Loader {
             return;
         };
         let id = self.sources.add(display.clone(), text, SourceKind::File);
+        let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.folders.insert(id, folder.clone());
         let Some(doc) = self.parse(id, false) else {
             return;
         };
@@ -498,8 +506,7 @@ impl Loader {
                     .help("included files hold settings (`algorithm`, `env`, ...) directly at their top level"),
             );
         } else {
-            let new_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            self.walk_body(&doc, id, &new_dir);
+            self.walk_body(&doc, id, &folder);
         }
         self.stack.pop();
     }

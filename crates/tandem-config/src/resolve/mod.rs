@@ -9,6 +9,7 @@
 //!   [`from_json`], into the same KDL document their KDL form parses to);
 //! - [`check`]: one value against its setting's type and range;
 //! - [`apply`]: the assignments in order, then every default;
+//! - [`paths`]: relative file paths made relative to the file that wrote them;
 //! - [`per_game`]: the wrappers the chosen Atari game gives nothing to do, left out;
 //! - [`cross`]: the checks that involve more than one setting.
 
@@ -18,6 +19,7 @@ mod cross;
 mod from_json;
 mod load;
 pub(crate) mod memory;
+mod paths;
 mod per_game;
 
 use kdl::{KdlDocument, KdlNode, KdlValue};
@@ -139,6 +141,7 @@ pub(crate) fn run(
     };
     let mut applier = apply::Applier::new(&loaded.sources, loaded.diags);
     applier.apply_all(&loaded.assignments);
+    paths::anchor(&mut applier.entries, &loaded.folders);
     let (mut values, provenance) = applier.fill_defaults(main_source, experiment_span);
     per_game::drop_idle_wrappers(&mut applier, &mut values);
     let experiment = values::to_experiment(&values);
