@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Creates the Python venv that the shipped gymnasium experiments name (`python
-# ".deps/venv-gym/bin/python"`) and the gymnasium bridge tests (crates/tandem-env/tests/gym_bridge.rs)
-# drive: gymnasium with classic-control, MuJoCo and Box2D (LunarLander, BipedalWalker), numpy
-# pinned, and the example user package examples/gymnasium-package installed editable, as
-# docs/environments.md walks through. scripts/setup runs it. Idempotent: a venv that already has
-# the pinned versions and the package is left alone.
+# "../.deps/venv-gym/bin/python"`, relative to the experiment file) and the gymnasium bridge
+# tests (crates/tandem-env/tests/gym_bridge.rs) drive: gymnasium with classic-control, MuJoCo
+# and Box2D (LunarLander, BipedalWalker), numpy pinned, and the example user package
+# examples/gymnasium-package installed editable, as docs/environments.md walks through.
+# scripts/setup runs it. Idempotent: a venv that already has the pinned versions and the
+# package is left alone.
 # Usage: scripts/gym-venv-setup.sh   (prints the venv's python on success)
 set -euo pipefail
 

@@ -98,3 +98,31 @@ fn stdin_and_set_paths_stay_relative_to_where_tandem_runs() {
         "other/bin/python"
     );
 }
+
+/// Every shipped experiment that names an interpreter by a path names the repository's
+/// venv, by a path from its own file (`../.deps/...` from `experiments/`), so it runs from
+/// any directory.
+#[test]
+fn shipped_experiments_name_the_repositorys_venv_from_their_own_folder() {
+    let repo = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")).unwrap();
+    let venv = repo.join(".deps/venv-gym/bin/python");
+    let mut named = 0;
+    for folder in ["experiments", "examples/gymnasium-package", "scripts/bench"] {
+        for entry in std::fs::read_dir(repo.join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "kdl") {
+                continue;
+            }
+            let Ok(resolved) = resolve(&Source::Path(path.clone()), &[]) else {
+                continue;
+            };
+            if let Game::Gymnasium(gym) = &resolved.experiment.env.game
+                && gym.python.contains('/')
+            {
+                assert_eq!(gym.python, venv.to_str().unwrap(), "{}", path.display());
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 10, "only {named} experiments name the venv");
+}
