@@ -883,8 +883,9 @@ fn the_shipped_halfcheetah_ppo_trains_box_actions_through_the_bridge() {
     assert_nothing_left("halfcheetah", &ran.output);
 }
 
-/// The shipped gymnasium experiments run as written after the README's setup, from the
-/// repository's root: they name the venv scripts/setup makes, by its path from there.
+/// The shipped gymnasium experiments run as written after the README's setup, from any
+/// directory (here one outside the repository): they name the venv scripts/setup makes by its
+/// path from the experiment file, which the resolver takes from the file's folder.
 #[test]
 fn the_shipped_gymnasium_experiments_run_as_written_after_setup() {
     let Some(_) = venv_python() else { return };
@@ -893,18 +894,20 @@ fn the_shipped_gymnasium_experiments_run_as_written_after_setup() {
         ("halfcheetah-sac.kdl", 600),
     ] {
         let name = file.trim_end_matches(".kdl");
-        let run_dir = fresh_dir(name).join("run");
+        let elsewhere = fresh_dir(name);
+        let run_dir = elsewhere.join("run");
+        let experiment = root().join("experiments").join(file);
         let mut cmd = tandem_command(
             name,
             &[
-                &format!("experiments/{file}"),
+                experiment.to_str().unwrap(),
                 "--run-dir",
                 run_dir.to_str().unwrap(),
                 "--set",
                 &format!("train.max-steps={steps}"),
             ],
         );
-        cmd.current_dir(root());
+        cmd.current_dir(&elsewhere);
         let ran = run_to_end(cmd, Duration::from_secs(300));
         assert!(ran.success, "{file} as shipped:\n{}", ran.output);
         let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();

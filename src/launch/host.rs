@@ -75,7 +75,8 @@ fn interpreter(resolved: &Resolved) -> Option<Diagnostic> {
         format!("`{}` is not an interpreter on this machine", gym.python),
         why,
         "set `python` to an interpreter that has gymnasium (for example the venv that \
-         scripts/gym-venv-setup.sh makes: .deps/venv-gym/bin/python)",
+         scripts/gym-venv-setup.sh makes: .deps/venv-gym/bin/python; a relative path is from \
+         the folder of the file that names it)",
     ))
 }
 
