@@ -1,15 +1,18 @@
 //! The one place that maps the config's `algorithm` onto a learner ([`build`]), after checking
 //! that the algorithm can act in the environments ([`takes_the_action_space`]).
 //!
-//! Adding a learner touches four files: its own under `src/algo/` implementing [`Learner`] and
-//! taking its config section as its settings, its `mod` line in `algo/mod.rs`, its arm in
-//! [`build`], and tandem-config's `model.rs`, where its section is declared once (`settings!`)
-//! and named a kind of `Algorithm`.
+//! Adding a learner touches seven places, each but the first two found by the compiler (an
+//! exhaustive `match` over tandem-config's algorithm table; `tests/architecture.rs` holds the
+//! count): its room under `src/algo/` implementing [`Learner`] and taking its config section as
+//! its settings; its `mod` line in `algo/mod.rs`; its row and section in the table
+//! (tandem-config's `model.rs`); its memory estimate (`budget.rs`); its cross-checks
+//! (`resolve/cross.rs`); its arm in [`build`]; and how it acts in `play` and evaluation
+//! (`src/policy.rs`).
 
 use anyhow::{Result, bail};
 use tch::Device;
 
-use tandem_config::{Algorithm, Experiment};
+use tandem_config::{Acts, Algorithm, Experiment};
 use tandem_env::{ActionSpace, VecEnv};
 
 use crate::algo::learner::{Learner, Setting};
@@ -48,28 +51,25 @@ pub fn build(
     })
 }
 
-/// Refuses an environment whose actions the algorithm cannot choose: ppo and a2c take any
-/// kind (discrete, box, multi-discrete), dqn only discrete actions, sac and td3 only boxes. The resolver refuses this for games
+/// Refuses an environment whose actions the algorithm cannot choose (the algorithm table's
+/// `Acts`: any kind, discrete only, or bounded boxes only). The resolver refuses this for games
 /// it knows; a gymnasium environment's space is known only once it is built.
 pub fn takes_the_action_space(algorithm: &Algorithm, space: &ActionSpace) -> Result<()> {
-    if algorithm.squashes_box_actions() {
-        if !space.is_box() {
-            bail!(
-                "{} chooses box actions, but the environment takes {space}; pick an \
-                 environment with a box action space, or dqn, ppo or a2c for discrete actions",
-                algorithm.name()
-            );
-        }
-        return Ok(());
+    let name = algorithm.name();
+    match algorithm.facts().acts {
+        Acts::AnySpace => Ok(()),
+        Acts::SquashedBox if !space.is_box() => bail!(
+            "{name} chooses box actions, but the environment takes {space}; pick an environment \
+             with a box action space, or {} for discrete actions",
+            Algorithm::names_where(|f| f.acts != Acts::SquashedBox, "or")
+        ),
+        Acts::Discrete if !space.is_discrete() => bail!(
+            "{name} chooses discrete actions, but the environment takes {space}; pick an \
+             environment with a discrete action space, or {} for others",
+            Algorithm::names_where(|f| f.acts == Acts::AnySpace, "or")
+        ),
+        Acts::SquashedBox | Acts::Discrete => Ok(()),
     }
-    if matches!(algorithm, Algorithm::Dqn(_)) && !space.is_discrete() {
-        bail!(
-            "{} chooses discrete actions, but the environment takes {space}; \
-             pick an environment with a discrete action space, or ppo or a2c for others",
-            algorithm.name()
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -449,15 +449,17 @@ pub struct TrainRequest {
     pub master_port: Option<u16>,
 }
 
-/// Resolves the experiment (or the resumed run's own config) once, into its canonical text,
-/// derives this process's place in the job from the layout flags and the scheduler's variables
+/// Resolves the experiment (or the resumed run's own config) once, into its canonical text
+/// ([`resolve_canonical`]; the launcher does not read that text back: every rank does, in
+/// [`worker::parse_config`], and refuses one that does not resolve to itself), derives this
+/// process's place in the job from the layout flags and the scheduler's variables
 /// ([`job_env`]), and either launches this node's workers or becomes the one rank the scheduler
-/// started. Either way what runs is the canonical text, read back by [`worker::parse_config`]
-/// exactly as a spawned worker reads it.
+/// started.
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let resume = resume_dir(&req)?;
     let (canonical, resolved) = resolve_canonical(&req)?;
-    let (experiment, hash) = worker::parse_config(&canonical)?;
+    let experiment = resolved.experiment.clone();
+    let hash = tandem_config::config_hash(&experiment);
     if let Some(dir) = &resume {
         check_resume_config(dir, &experiment, &hash, &canonical, req.allow_config_change)?;
     }
@@ -606,7 +608,7 @@ fn check_resume_config(
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
 /// `--set` and `--max-steps` applied), resolved once, and its canonical text: the one form any
 /// rank is handed.
-fn resolve_canonical(req: &TrainRequest) -> Result<(String, tandem_config::Resolved)> {
+pub fn resolve_canonical(req: &TrainRequest) -> Result<(String, tandem_config::Resolved)> {
     let mut sets = req.sets.clone();
     if let Some(n) = req.max_steps {
         sets.push(format!("train.max-steps={n}"));

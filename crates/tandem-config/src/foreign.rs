@@ -3,6 +3,8 @@
 //! another) instead of a list of every setting. Only unknown names are looked up here, so a
 //! name tandem knows never reaches this table. docs/defaults.md compares the values.
 
+use crate::model::{Algorithm, Learns};
+
 /// One of tandem's settings (or a pair of them) as the other libraries name it.
 struct Row {
     /// Stable-Baselines3's names for it, as its constructors spell them.
@@ -10,8 +12,8 @@ struct Row {
     /// CleanRL's names, as its scripts' `Args` fields spell them (`--ent-coef` on its
     /// command line; kebab-case is matched too).
     cleanrl: &'static [&'static str],
-    /// The algorithms whose learners have it; empty for every algorithm.
-    algorithms: &'static [&'static str],
+    /// The algorithms whose learners have it.
+    algorithms: Which,
     /// tandem's settings, `section.setting`.
     to: &'static [&'static str],
     /// What differs, when the meaning is not quite the same.
@@ -21,13 +23,50 @@ struct Row {
     exact: bool,
 }
 
-const ON_POLICY: &[&str] = &["ppo", "a2c"];
-const OFF_POLICY: &[&str] = &["dqn", "sac", "td3"];
+/// The algorithms a row applies to.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    /// Every algorithm: a setting outside the `algorithm` section, or one all of them have.
+    Every,
+    /// Those the algorithm table says learn so (on or off policy).
+    Learning(Learns),
+    /// These, by name: a setting only they have.
+    Only(&'static [&'static str]),
+}
+use Which::{Every, Only};
+
+const ON_POLICY: Which = Which::Learning(Learns::OnPolicy);
+const OFF_POLICY: Which = Which::Learning(Learns::OffPolicy);
+
+impl Which {
+    fn includes(self, algorithm: &str) -> bool {
+        match self {
+            Every => true,
+            Which::Learning(learns) => {
+                Algorithm::facts_of(algorithm).is_some_and(|f| f.learns == learns)
+            }
+            Only(names) => names.contains(&algorithm),
+        }
+    }
+
+    /// Their names, as a sentence lists them ("ppo, a2c and dqn"); empty for every algorithm.
+    fn names(self) -> Vec<&'static str> {
+        match self {
+            Every => Vec::new(),
+            Which::Learning(learns) => Algorithm::TABLE
+                .iter()
+                .filter(|(_, f)| f.learns == learns)
+                .map(|&(name, _)| name)
+                .collect(),
+            Only(names) => names.to_vec(),
+        }
+    }
+}
 
 const fn row(
     sb3: &'static [&'static str],
     cleanrl: &'static [&'static str],
-    algorithms: &'static [&'static str],
+    algorithms: Which,
     to: &'static [&'static str],
 ) -> Row {
     Row {
@@ -61,20 +100,20 @@ static ROWS: &[Row] = &[
     row(
         &["learning_rate"],
         &["learning_rate"],
-        &["ppo", "a2c", "dqn"],
+        Only(&["ppo", "a2c", "dqn"]),
         &["algorithm.lr"],
     ),
     noted(
         row(
             &["learning_rate"],
             &["learning_rate"],
-            &["sac", "td3"],
+            Only(&["sac", "td3"]),
             &["algorithm.actor-lr", "algorithm.critic-lr"],
         ),
         "tandem gives the actor and the critics a rate each",
     ),
-    row(&[], &["policy_lr"], &["sac"], &["algorithm.actor-lr"]),
-    row(&[], &["q_lr"], &["sac"], &["algorithm.critic-lr"]),
+    row(&[], &["policy_lr"], Only(&["sac"]), &["algorithm.actor-lr"]),
+    row(&[], &["q_lr"], Only(&["sac"]), &["algorithm.critic-lr"]),
     row(
         &["ent_coef"],
         &["ent_coef"],
@@ -82,11 +121,11 @@ static ROWS: &[Row] = &[
         &["algorithm.entropy-coef"],
     ),
     noted(
-        row(&["ent_coef"], &[], &["sac"], &["algorithm.alpha"]),
+        row(&["ent_coef"], &[], Only(&["sac"]), &["algorithm.alpha"]),
         "`alpha \"auto\"` tunes it as \"auto\" does; \"auto_0.1\" is `alpha \"auto\"` with `initial-alpha 0.1`",
     ),
     nearest(
-        row(&[], &["autotune"], &["sac"], &["algorithm.alpha"]),
+        row(&[], &["autotune"], Only(&["sac"]), &["algorithm.alpha"]),
         "`alpha \"auto\"` tunes the temperature, a number fixes it",
     ),
     row(
@@ -96,16 +135,21 @@ static ROWS: &[Row] = &[
         &["algorithm.value-coef"],
     ),
     row(&["n_steps"], &["num_steps"], ON_POLICY, &["train.rollout"]),
-    row(&["n_steps"], &[], &["dqn"], &["algorithm.n-step"]),
+    row(&["n_steps"], &[], Only(&["dqn"]), &["algorithm.n-step"]),
     nearest(
-        row(&["batch_size"], &[], &["ppo"], &["algorithm.minibatches"]),
+        row(
+            &["batch_size"],
+            &[],
+            Only(&["ppo"]),
+            &["algorithm.minibatches"],
+        ),
         "tandem has no minibatch size but `minibatches`, a count: the count that gives minibatches \
          of batch_size transitions is envs * rollout / batch_size",
     ),
     row(
         &[],
         &["num_minibatches"],
-        &["ppo"],
+        Only(&["ppo"]),
         &["algorithm.minibatches"],
     ),
     row(
@@ -117,18 +161,28 @@ static ROWS: &[Row] = &[
     row(
         &["n_epochs"],
         &["update_epochs"],
-        &["ppo"],
+        Only(&["ppo"]),
         &["algorithm.epochs"],
     ),
     row(
         &["clip_range"],
         &["clip_coef"],
-        &["ppo"],
+        Only(&["ppo"]),
         &["algorithm.clip"],
     ),
-    row(&["clip_range_vf"], &[], &["ppo"], &["algorithm.value-clip"]),
+    row(
+        &["clip_range_vf"],
+        &[],
+        Only(&["ppo"]),
+        &["algorithm.value-clip"],
+    ),
     nearest(
-        row(&[], &["clip_vloss"], &["ppo"], &["algorithm.value-clip"]),
+        row(
+            &[],
+            &["clip_vloss"],
+            Only(&["ppo"]),
+            &["algorithm.value-clip"],
+        ),
         "tandem's is the clip range itself (CleanRL clips at clip_coef), `#null` for none",
     ),
     row(
@@ -140,13 +194,13 @@ static ROWS: &[Row] = &[
     row(
         &["max_grad_norm"],
         &["max_grad_norm"],
-        &[],
+        Every,
         &["algorithm.max-grad-norm"],
     ),
     row(
         &["target_kl"],
         &["target_kl"],
-        &["ppo"],
+        Only(&["ppo"]),
         &["algorithm.target-kl"],
     ),
     row(
@@ -156,22 +210,27 @@ static ROWS: &[Row] = &[
         &["algorithm.normalize-advantages"],
     ),
     nearest(
-        row(&["use_rms_prop"], &[], &["a2c"], &["algorithm.optimizer"]),
+        row(
+            &["use_rms_prop"],
+            &[],
+            Only(&["a2c"]),
+            &["algorithm.optimizer"],
+        ),
         "`optimizer \"rmsprop\"` or `optimizer \"adam\"`",
     ),
     row(
         &["rms_prop_eps"],
         &[],
-        &["a2c"],
+        Only(&["a2c"]),
         &["algorithm.optimizer-eps"],
     ),
     row(
         &["total_timesteps"],
         &["total_timesteps"],
-        &[],
+        Every,
         &["train.total-steps"],
     ),
-    row(&["n_envs"], &["num_envs"], &[], &["env.envs"]),
+    row(&["n_envs"], &["num_envs"], Every, &["env.envs"]),
     row(
         &["buffer_size"],
         &["buffer_size"],
@@ -200,7 +259,7 @@ static ROWS: &[Row] = &[
         row(
             &["target_update_interval"],
             &["target_network_frequency"],
-            &["dqn"],
+            Only(&["dqn"]),
             &["algorithm.target-every"],
         ),
         "theirs counts environment steps, tandem's gradient steps: at one environment, \
@@ -209,44 +268,44 @@ static ROWS: &[Row] = &[
     row(
         &["exploration_fraction"],
         &["exploration_fraction"],
-        &["dqn"],
+        Only(&["dqn"]),
         &["algorithm.epsilon-fraction"],
     ),
     row(
         &["exploration_initial_eps"],
         &["start_e"],
-        &["dqn"],
+        Only(&["dqn"]),
         &["algorithm.epsilon-start"],
     ),
     row(
         &["exploration_final_eps"],
         &["end_e"],
-        &["dqn"],
+        Only(&["dqn"]),
         &["algorithm.epsilon-end"],
     ),
     row(
         &["policy_delay"],
         &["policy_frequency"],
-        &["td3"],
+        Only(&["td3"]),
         &["algorithm.policy-delay"],
     ),
     row(
         &["target_policy_noise"],
         &["policy_noise"],
-        &["td3"],
+        Only(&["td3"]),
         &["algorithm.target-policy-noise"],
     ),
     row(
         &["target_noise_clip"],
         &["noise_clip"],
-        &["td3"],
+        Only(&["td3"]),
         &["algorithm.target-noise-clip"],
     ),
     nearest(
         row(
             &["action_noise"],
             &["exploration_noise"],
-            &["td3"],
+            Only(&["td3"]),
             &["algorithm.exploration-noise"],
         ),
         "a standard deviation in units of the action box's half-range, not a noise object",
@@ -254,19 +313,19 @@ static ROWS: &[Row] = &[
     row(
         &["target_entropy"],
         &[],
-        &["sac"],
+        Only(&["sac"]),
         &["algorithm.target-entropy"],
     ),
     noted(
-        row(&["net_arch"], &[], &[], &["network.hidden"]),
+        row(&["net_arch"], &[], Every, &["network.hidden"]),
         "`network \"mlp\" { hidden 64 64 }`; `actor-critic` says whether actor and critic share it",
     ),
-    row(&["activation_fn"], &[], &[], &["network.activation"]),
+    row(&["activation_fn"], &[], Every, &["network.activation"]),
     nearest(
-        row(&["eval_freq"], &[], &[], &["eval.every"]),
+        row(&["eval_freq"], &[], Every, &["eval.every"]),
         "counted in updates, or in global environment steps with `unit \"steps\"`",
     ),
-    row(&["n_eval_episodes"], &[], &[], &["eval.episodes"]),
+    row(&["n_eval_episodes"], &[], Every, &["eval.episodes"]),
 ];
 
 /// The help line for the unknown setting `name`, written in the section `written_in` (`""`
@@ -304,12 +363,12 @@ impl Row {
     }
 
     fn applies_to(&self, algorithm: &str) -> bool {
-        self.algorithms.is_empty() || self.algorithms.contains(&algorithm)
+        self.algorithms.includes(algorithm)
     }
 
     /// ` for ppo and a2c`, or nothing for a setting of every algorithm.
     fn for_algorithms(&self) -> String {
-        match self.algorithms {
+        match &self.algorithms.names()[..] {
             [] => String::new(),
             [one] => format!(" for {one}"),
             [most @ .., last] => format!(" for {} and {last}", most.join(", ")),
@@ -378,10 +437,13 @@ mod tests {
                 let name = setting_of(path);
                 let kinds: Vec<Option<&schema::Kind>> = if section.name == "algorithm" {
                     let algorithms = match row.algorithms {
-                        [] => section.kinds.iter().map(|k| k.name).collect(),
-                        some => some.to_vec(),
+                        Every => section.kinds.iter().map(|k| k.name).collect(),
+                        some => some.names(),
                     };
-                    algorithms.iter().map(|a| section.kind(a)).collect()
+                    let kinds = algorithms.iter().map(|a| section.kind(a));
+                    kinds
+                        .map(|k| Some(k.expect("an algorithm of the table")))
+                        .collect()
                 } else {
                     vec![None]
                 };
@@ -419,7 +481,7 @@ mod tests {
     /// Two rows for one name and one algorithm would make the second unreachable.
     #[test]
     fn one_row_per_name_and_algorithm() {
-        let algorithms = ["ppo", "a2c", "dqn", "sac", "td3"];
+        let algorithms: Vec<&str> = Algorithm::TABLE.iter().map(|&(name, _)| name).collect();
         for (i, a) in ROWS.iter().enumerate() {
             for b in &ROWS[i + 1..] {
                 for name in a.sb3.iter().chain(a.cleanrl) {

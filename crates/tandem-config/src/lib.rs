@@ -39,6 +39,7 @@ pub use canonical::{
 pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::*;
+pub use resolve::resolutions;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 
 /// The most bytes a config file (or standard input, or an included file) may hold: far above

@@ -4,7 +4,8 @@
 
 use crate::setting::{
     ANY_FLOAT, COUNT, Dflt, NON_NEGATIVE, POSITIVE, Reader, SECONDS, SectionKind, Setting, Ty,
-    UNIT_CLOSED, UNIT_OPEN, UNIT_OPEN_CLOSED, Val, Writer, ZERO_OR_MORE, choices, kinds, settings,
+    UNIT_CLOSED, UNIT_OPEN, UNIT_OPEN_CLOSED, Val, Writer, ZERO_OR_MORE, algorithms, choices,
+    kinds, settings,
 };
 
 pub use tandem_spec::Wrapper;
@@ -42,64 +43,104 @@ settings! {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Algorithm {
-    Ppo(Ppo),
-    A2c(A2c),
-    Dqn(Dqn),
-    Sac(Sac),
-    Td3(Td3),
+algorithms! {
+    /// The learning algorithm: the `algorithm` section's kind. The one table of tandem's
+    /// learners: each row is a section declared below with its settings (`settings!`, `as
+    /// "name"`) and what the rest of tandem asks of the algorithm ([`AlgorithmFacts`]).
+    pub enum Algorithm {
+        Ppo(Ppo) = AlgorithmFacts {
+            learns: Learns::OnPolicy,
+            acts: Acts::AnySpace,
+            corrects_lag: true,
+        };
+        A2c(A2c) = AlgorithmFacts {
+            learns: Learns::OnPolicy,
+            acts: Acts::AnySpace,
+            corrects_lag: false,
+        };
+        Dqn(Dqn) = AlgorithmFacts {
+            learns: Learns::OffPolicy,
+            acts: Acts::Discrete,
+            corrects_lag: false,
+        };
+        Sac(Sac) = AlgorithmFacts {
+            learns: Learns::OffPolicy,
+            acts: Acts::SquashedBox,
+            corrects_lag: false,
+        };
+        Td3(Td3) = AlgorithmFacts {
+            learns: Learns::OffPolicy,
+            acts: Acts::SquashedBox,
+            corrects_lag: false,
+        };
+    }
+}
+
+/// What the algorithm table says of a learner, for the defaults, checks and messages that
+/// depend on the kind of learner rather than on one learner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlgorithmFacts {
+    pub learns: Learns,
+    pub acts: Acts,
+    /// Whether its update corrects for batches another policy collected (ppo's clipped ratio
+    /// against the behaviour policy's stored log-probabilities), so that pipelined and free
+    /// sampling may feed it.
+    pub corrects_lag: bool,
+}
+
+/// Where a learner's experience comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Learns {
+    /// Rollouts of its current policy (`train.rollout` steps of every environment), by an
+    /// actor-critic: the one network a recurrent core, an action mask or separate torsos apply to.
+    OnPolicy,
+    /// A per-rank replay buffer, a gradient step every `train-frequency` vector steps; one
+    /// environment per rank by default, as the peers train.
+    OffPolicy,
+}
+
+/// The action spaces a learner chooses in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acts {
+    /// Discrete, multi-discrete and box actions (a categorical or Gaussian head).
+    AnySpace,
+    /// Discrete actions only (a Q-value per action).
+    Discrete,
+    /// Bounded boxes only, through a tanh-squashed actor.
+    SquashedBox,
 }
 
 impl Algorithm {
-    /// The schema's rows of the kinds, in the order the reference lists them.
-    pub(crate) const KINDS: &'static [crate::setting::Kind] =
-        &[Ppo::KIND, A2c::KIND, Dqn::KIND, Sac::KIND, Td3::KIND];
+    /// The table's facts of the algorithm named `name`; `None` for a name it does not hold.
+    pub fn facts_of(name: &str) -> Option<AlgorithmFacts> {
+        Self::TABLE
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, facts)| facts)
+    }
 
-    /// The kind's name, as its declaration gives it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Algorithm::Ppo(_) => Ppo::KIND.name,
-            Algorithm::A2c(_) => A2c::KIND.name,
-            Algorithm::Dqn(_) => Dqn::KIND.name,
-            Algorithm::Sac(_) => Sac::KIND.name,
-            Algorithm::Td3(_) => Td3::KIND.name,
+    /// The names of the algorithms whose facts pass `which`, in the table's order, as a
+    /// sentence writes them with `conjunction`: "dqn, sac or td3".
+    pub fn names_where(which: impl Fn(AlgorithmFacts) -> bool, conjunction: &str) -> String {
+        let names: Vec<&str> = Self::TABLE
+            .iter()
+            .filter(|&&(_, facts)| which(facts))
+            .map(|&(name, _)| name)
+            .collect();
+        match names.split_last() {
+            None => String::new(),
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} {conjunction} {last}", rest.join(", ")),
         }
     }
 
     pub fn is_on_policy(&self) -> bool {
-        !matches!(
-            self,
-            Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_)
-        )
+        self.facts().learns == Learns::OnPolicy
     }
 
     /// Whether the algorithm acts in a bounded box through a tanh-squashed actor (sac, td3).
     pub fn squashes_box_actions(&self) -> bool {
-        matches!(self, Algorithm::Sac(_) | Algorithm::Td3(_))
-    }
-}
-
-impl SectionKind for Algorithm {
-    fn read(r: &Reader) -> Algorithm {
-        match r.kind() {
-            kind if kind == A2c::KIND.name => Algorithm::A2c(A2c::read(r)),
-            kind if kind == Dqn::KIND.name => Algorithm::Dqn(Dqn::read(r)),
-            kind if kind == Sac::KIND.name => Algorithm::Sac(Sac::read(r)),
-            kind if kind == Td3::KIND.name => Algorithm::Td3(Td3::read(r)),
-            _ => Algorithm::Ppo(Ppo::read(r)),
-        }
-    }
-
-    fn write(&self, w: &mut Writer) {
-        w.kind(self.name());
-        match self {
-            Algorithm::Ppo(p) => p.write(w),
-            Algorithm::A2c(p) => p.write(w),
-            Algorithm::Dqn(p) => p.write(w),
-            Algorithm::Sac(p) => p.write(w),
-            Algorithm::Td3(p) => p.write(w),
-        }
+        self.facts().acts == Acts::SquashedBox
     }
 }
 
@@ -371,7 +412,8 @@ impl SectionKind for Game {
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
             }),
-            kind => Game::from_name(kind).unwrap_or(Game::Cartpole),
+            // The schema admits only the catalogue's names; anything else reads as its first.
+            kind => Game::from_name(kind).unwrap_or_else(|| tandem_spec::game::NATIVE[0].0.clone()),
         }
     }
 
@@ -407,12 +449,12 @@ kinds! {
                         max: 65_536,
                     }, Dflt::Learner {
                         usual: &Dflt::IntList(&[64, 64]),
-                        sac_td3: &Dflt::IntList(&[256, 256]),
+                        box_actor: &Dflt::IntList(&[256, 256]),
                     },
                 "Hidden layer sizes, e.g. `hidden 64 64`. sac's and td3's default is the 256 256 of CleanRL's and Stable-Baselines3's SAC and CleanRL's TD3.";
             activation: Activation = "activation", Ty::Choice(Activation::NAMES), Dflt::Learner {
                     usual: &Dflt::Str("tanh"),
-                    sac_td3: &Dflt::Str("relu"),
+                    box_actor: &Dflt::Str("relu"),
                 },
                 "Activation between layers. sac's and td3's default is ReLU, as in CleanRL and Stable-Baselines3.";
         },
@@ -559,7 +601,7 @@ settings! {
             "Whether actor and critic share one torso or each has its own. The default gives ppo's and a2c's MLPs without a core separate torsos, as CleanRL's and Stable-Baselines3's MLP policies have them: a shared MLP lets the critic's unnormalised value loss swamp the policy's gradient (docs/defaults.md). Image torsos and recurrent cores are shared, as CleanRL's Atari agents share them. Separate MLP torsos and their heads are stored and computed stacked (checkpoint names `torsos.fc{i}.weight` `[2, in, out]` and `heads.weight` `[2, features, actions]`, index 0 the actor's (for a box of d, `actions` is d: the Gaussian's means), the value head in column 0 of index 1), which halves the operations of a classic-control update; separate image torsos are `actor_torso.*` and `critic_torso.*`. A policy over box actions adds `policy_log_std` `[1, d]`, its state-independent log standard deviation.";
         init: Init = "init", Ty::Choice(Init::NAMES), Dflt::Learner {
                 usual: &Dflt::Str("orthogonal"),
-                sac_td3: &Dflt::Str("torch"),
+                box_actor: &Dflt::Str("torch"),
             },
             "Weight initialisation: orthogonal with the gains below; tch's default layers' (weights uniform in ±sqrt(6 / fan-in), linear biases uniform in ±1 / sqrt(fan-in), conv biases zero); or PyTorch's default modules' (weights and biases uniform in ±1 / sqrt(fan-in), what Stable-Baselines3's and CleanRL's off-policy networks start from, and so sac's and td3's default). Only orthogonal takes the gains.";
         torso_gain: f64 = "torso-gain", NON_NEGATIVE, Dflt::Float(std::f64::consts::SQRT_2),
@@ -784,7 +826,7 @@ impl Experiment {
     pub fn per_rank_minibatch_size(&self) -> Option<usize> {
         match &self.algorithm {
             Algorithm::Ppo(ppo) => Some(self.per_rank_batch() / ppo.minibatches),
-            _ => None,
+            Algorithm::A2c(_) | Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_) => None,
         }
     }
 
@@ -794,7 +836,7 @@ impl Experiment {
             Algorithm::Dqn(dqn) => Some(dqn.buffer_capacity / self.world_size()),
             Algorithm::Sac(sac) => Some(sac.buffer_capacity / self.world_size()),
             Algorithm::Td3(td3) => Some(td3.buffer_capacity / self.world_size()),
-            _ => None,
+            Algorithm::Ppo(_) | Algorithm::A2c(_) => None,
         }
     }
 
@@ -805,7 +847,7 @@ impl Experiment {
             Algorithm::Dqn(dqn) => Some(dqn.batch_size / self.world_size()),
             Algorithm::Sac(sac) => Some(sac.batch_size / self.world_size()),
             Algorithm::Td3(td3) => Some(td3.batch_size / self.world_size()),
-            _ => None,
+            Algorithm::Ppo(_) | Algorithm::A2c(_) => None,
         }
     }
 
@@ -893,6 +935,32 @@ mod tests {
             assert_eq!(Device::parse(bad), None, "{bad:?}");
         }
         assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
+    }
+
+    /// The algorithm table reads every kind back as itself: the section the user names is
+    /// the learner that runs, with its facts, and its write names it again.
+    #[test]
+    fn every_algorithm_of_the_table_resolves_to_itself() {
+        assert_eq!(Algorithm::KINDS.len(), Algorithm::TABLE.len());
+        for &(name, facts) in Algorithm::TABLE {
+            let text = format!(
+                "experiment \"x\" {{\n    algorithm \"{name}\"\n    env \"pendulum\"\n}}\n"
+            );
+            let sets = match facts.acts {
+                Acts::Discrete => vec!["env=\"cartpole\"".to_string()],
+                Acts::AnySpace | Acts::SquashedBox => vec![],
+            };
+            let e = resolve(&Source::Stdin(text), &sets).unwrap().experiment;
+            assert_eq!(e.algorithm.name(), name);
+            assert_eq!(e.algorithm.facts(), facts);
+            assert_eq!(Algorithm::facts_of(name), Some(facts));
+        }
+        assert_eq!(Algorithm::facts_of("reinforce"), None);
+        assert_eq!(
+            Algorithm::names_where(|f| f.learns == Learns::OffPolicy, "or"),
+            "dqn, sac or td3"
+        );
+        assert_eq!(Algorithm::names_where(|f| f.corrects_lag, "and"), "ppo");
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::sync::LazyLock;
 use tandem_spec::game::ATARI_DOC;
 
 use crate::model::{
-    Algorithm, Checkpoint, Env, Eval, Experiment, Log, Network, Sync, SyncPolicy, Torso, Train,
+    Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Sync, SyncPolicy,
+    Torso, Train,
 };
 use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
@@ -95,7 +96,7 @@ pub(crate) static ALGORITHM: Section = Section {
     doc: "The learning algorithm and its hyperparameters: `algorithm \"ppo\" { ... }`. Changing the kind drops the settings given for the previous kind.",
     kind_key: "kind",
     kinds: Algorithm::KINDS,
-    default_kind: Some("ppo"),
+    default_kind: Some(Algorithm::TABLE[0].0),
     common: &[],
 };
 
@@ -411,15 +412,20 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::Auto => "`\"auto\"`".into(),
         Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
         Dflt::NoModules => "none".into(),
-        Dflt::ActorCritic => {
-            "`\"separate\"` for ppo and a2c on an mlp without a core, else `\"shared\"`".into()
-        }
-        Dflt::Envs => format!("`{ENVS_ON_POLICY}`; for dqn, sac and td3 one per device"),
+        Dflt::ActorCritic => format!(
+            "`\"separate\"` for {} on an mlp without a core, else `\"shared\"`",
+            Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "and")
+        ),
+        Dflt::Envs => format!(
+            "`{ENVS_ON_POLICY}`; for {} one per device",
+            Algorithm::names_where(|f| f.learns == Learns::OffPolicy, "and")
+        ),
         Dflt::Workers => format!("`{GYM_WORKERS}`, or the rank's environments where fewer"),
-        Dflt::Learner { usual, sac_td3 } => format!(
-            "{}; for sac and td3 {}",
+        Dflt::Learner { usual, box_actor } => format!(
+            "{}; for {} {}",
             default_text(usual),
-            default_text(sac_td3)
+            Algorithm::names_where(|f| f.acts == Acts::SquashedBox, "and"),
+            default_text(box_actor)
         ),
     }
 }
@@ -427,7 +433,8 @@ pub(crate) fn default_text(d: &Dflt) -> String {
 /// `env.envs`'s default: one environment per rank for the off-policy learners (dqn, sac, td3),
 /// whose peers train on one, [`ENVS_ON_POLICY`] for the others.
 pub(crate) fn envs_default(algorithm: &str, ranks: usize) -> usize {
-    if matches!(algorithm, "dqn" | "sac" | "td3") {
+    let off_policy = Algorithm::facts_of(algorithm).is_some_and(|f| f.learns == Learns::OffPolicy);
+    if off_policy {
         ranks.max(1)
     } else {
         ENVS_ON_POLICY
@@ -438,7 +445,7 @@ pub(crate) fn envs_default(algorithm: &str, ranks: usize) -> usize {
 /// an actor-critic MLP without a recurrent core, one shared torso otherwise (image torsos,
 /// recurrent cores; dqn, sac and td3 do not read it).
 pub(crate) fn actor_critic_default(algorithm: &str, torso: &str, core: &str) -> &'static str {
-    let actor_critic = matches!(algorithm, "ppo" | "a2c");
+    let actor_critic = Algorithm::facts_of(algorithm).is_some_and(|f| f.learns == Learns::OnPolicy);
     if actor_critic && torso == "mlp" && core == "none" {
         "separate"
     } else {
@@ -689,7 +696,7 @@ mod tests {
 
     fn fits(field: &Field, default: &Dflt) -> bool {
         match (field.ty, *default) {
-            (_, Dflt::Learner { usual, sac_td3 }) => fits(field, usual) && fits(field, sac_td3),
+            (_, Dflt::Learner { usual, box_actor }) => fits(field, usual) && fits(field, box_actor),
             (_, Dflt::Required) => true,
             (_, Dflt::Null) => field.nullable,
             (Ty::Int { min, max }, Dflt::Int(i)) => (min..=max).contains(&i),

@@ -71,13 +71,14 @@ pub(crate) enum Dflt {
     /// The gymnasium game's `workers`: 2, or the rank's environments where fewer (each worker
     /// steps at least one).
     Workers,
-    /// A network setting whose default is `sac_td3` for those two learners and `usual` for the
-    /// others: sac's and td3's networks start as CleanRL's and Stable-Baselines3's do
+    /// A network setting whose default is `box_actor` for the learners that act through a
+    /// squashed box actor (sac, td3: the algorithm table's `Acts::SquashedBox`) and `usual` for
+    /// the others: their networks start as CleanRL's and Stable-Baselines3's do
     /// (docs/defaults.md). The resolver picks by the experiment's algorithm
     /// ([`Dflt::for_learner`]).
     Learner {
         usual: &'static Dflt,
-        sac_td3: &'static Dflt,
+        box_actor: &'static Dflt,
     },
 }
 
@@ -97,8 +98,12 @@ impl Dflt {
 
     /// This default for an experiment whose algorithm is `algorithm`.
     pub(crate) fn for_learner(&self, algorithm: &str) -> &Dflt {
+        let box_actor = crate::model::Algorithm::facts_of(algorithm)
+            .is_some_and(|facts| facts.acts == crate::model::Acts::SquashedBox);
         match self {
-            Dflt::Learner { sac_td3, .. } if matches!(algorithm, "sac" | "td3") => sac_td3,
+            Dflt::Learner {
+                box_actor: dflt, ..
+            } if box_actor => dflt,
             Dflt::Learner { usual, .. } => usual,
             other => other,
         }
@@ -626,6 +631,74 @@ macro_rules! kinds {
     };
 }
 pub(crate) use kinds;
+
+/// Declares the algorithm table once: an enum whose variants are written
+/// `Variant(Section) = facts;`, each `Section` a struct of settings declared `as "kind"` (its
+/// `KIND` row names it). It gives the enum, `name`, `facts`, the schema's rows (`KINDS`), the
+/// facts by name for the schema's derived defaults (`facts_of`), and the [`SectionKind`] read
+/// and write, so no list of algorithms is written anywhere else: a new learner is a new row,
+/// and every `match` over the enum that the compiler then finds non-exhaustive. The first row
+/// is the section's default kind, and what a kind the schema never lets through reads as.
+macro_rules! algorithms {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $variant:ident($section:ident) = $facts:expr; )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum $name {
+            $( $variant($section), )+
+        }
+
+        impl $name {
+            /// The schema's rows of the kinds, in the table's order.
+            pub(crate) const KINDS: &'static [$crate::setting::Kind] = &[$( $section::KIND, )+];
+
+            /// Every algorithm's name with its facts, in the table's order.
+            pub const TABLE: &'static [(&'static str, AlgorithmFacts)] =
+                &[$( ($section::KIND.name, $facts), )+];
+
+            /// The kind's name, as its declaration gives it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( $name::$variant(_) => $section::KIND.name, )+
+                }
+            }
+
+            /// What the table says of this algorithm.
+            pub fn facts(&self) -> AlgorithmFacts {
+                match self {
+                    $( $name::$variant(_) => $facts, )+
+                }
+            }
+        }
+
+        impl $crate::setting::SectionKind for $name {
+            fn read(r: &$crate::setting::Reader) -> Self {
+                let kind = r.kind();
+                $(
+                    if kind == $section::KIND.name {
+                        return $name::$variant($section::read(r));
+                    }
+                )+
+                $crate::setting::algorithms!(@first r, $($variant($section))+)
+            }
+
+            fn write(&self, w: &mut $crate::setting::Writer) {
+                w.kind(self.name());
+                match self {
+                    $( $name::$variant(section) => section.write(w), )+
+                }
+            }
+        }
+    };
+    (@first $r:ident, $variant:ident($section:ident) $($rest:tt)*) => {
+        Algorithm::$variant($section::read($r))
+    };
+}
+pub(crate) use algorithms;
 
 /// The kind a section takes (`sync "periodic"`) with the settings only that kind has, read
 /// from and written to the section's value map.

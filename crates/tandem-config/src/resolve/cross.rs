@@ -187,7 +187,7 @@ impl CrossCheck<'_, '_> {
             return;
         };
         let name = core.name();
-        if !matches!(e.algorithm, Algorithm::Ppo(_) | Algorithm::A2c(_)) {
+        if !e.algorithm.is_on_policy() {
             if self.ok(&["algorithm", "network.core"]) {
                 let algorithm = e.algorithm.name();
                 self.report(
@@ -196,7 +196,10 @@ impl CrossCheck<'_, '_> {
                     "network.core",
                     &format!("not used by {algorithm}"),
                     Some(("algorithm", algorithm)),
-                    format!("recurrent cores are for ppo and a2c; remove `core \"{name}\"`"),
+                    format!(
+                        "recurrent cores are for {}; remove `core \"{name}\"`",
+                        Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or")
+                    ),
                 );
             }
             return;
@@ -581,7 +584,10 @@ impl CrossCheck<'_, '_> {
                 "train.env-groups",
                 &format!("not used by {algorithm}"),
                 Some(("algorithm", algorithm)),
-                format!("{algorithm} steps its environments all at once; remove env-groups or use ppo or a2c"),
+                format!(
+                    "{algorithm} steps its environments all at once; remove env-groups or use {}",
+                    Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or")
+                ),
             );
         }
     }
@@ -601,10 +607,16 @@ impl CrossCheck<'_, '_> {
             return;
         }
         let algorithm = e.algorithm.name();
-        let help = match &e.algorithm {
-            Algorithm::Ppo(_) => return,
-            Algorithm::A2c(_) => "a2c's gradient assumes the batch came from the policy it updates; use ppo, whose clipped ratio is taken against the behaviour policy's stored log-probabilities, or remove `sampling`".to_string(),
-            _ => format!("{algorithm} learns from its replay buffer as it steps; sampling is for ppo's rollouts: remove `sampling`"),
+        let facts = e.algorithm.facts();
+        let correcting = Algorithm::names_where(|f| f.corrects_lag, "or");
+        let help = match facts.learns {
+            _ if facts.corrects_lag => return,
+            Learns::OnPolicy => format!(
+                "{algorithm}'s gradient assumes the batch came from the policy it updates; use {correcting}, whose clipped ratio is taken against the behaviour policy's stored log-probabilities, or remove `sampling`"
+            ),
+            Learns::OffPolicy => format!(
+                "{algorithm} learns from its replay buffer as it steps; sampling is for {correcting}'s rollouts: remove `sampling`"
+            ),
         };
         let (mode, lag) = match e.train.sampling {
             Sampling::Free => ("free", "batches that lag the learner"),
@@ -761,8 +773,10 @@ impl CrossCheck<'_, '_> {
                 "network.actor-critic",
                 "not used by dqn",
                 Some(("algorithm", "dqn")),
-                "dqn learns one Q-network; remove `actor-critic \"separate\"` or use ppo or a2c"
-                    .into(),
+                format!(
+                    "dqn learns one Q-network; remove `actor-critic \"separate\"` or use {}",
+                    Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or")
+                ),
             );
         }
     }
@@ -850,14 +864,14 @@ impl CrossCheck<'_, '_> {
                     &format!("acts with {}", info.actions),
                     Some(("algorithm", "takes box actions only")),
                     format!(
-                        "{algorithm} learns {policy} over a box of continuous actions, and {} takes {}; choose a game with box actions (e.g. `env \"pendulum\"`), or dqn, ppo or a2c for discrete ones",
-                        info.name, info.actions
+                        "{algorithm} learns {policy} over a box of continuous actions, and {} takes {}; choose a game with box actions (e.g. `env \"pendulum\"`), or {} for discrete ones",
+                        info.name, info.actions, Algorithm::names_where(|f| f.acts != Acts::SquashedBox, "or")
                     ),
                 );
             }
             return;
         }
-        if info.actions.is_discrete() || !matches!(e.algorithm, Algorithm::Dqn(_)) {
+        if info.actions.is_discrete() || e.algorithm.facts().acts != Acts::Discrete {
             return;
         }
         self.report(
@@ -867,8 +881,8 @@ impl CrossCheck<'_, '_> {
             &format!("acts with {}", info.actions),
             Some(("algorithm", "takes discrete actions only")),
             format!(
-                "{algorithm} chooses among discrete actions, and {} takes {}; use ppo or a2c, or choose a game with discrete actions (e.g. `env \"mountain-car\"` for `mountain-car-continuous`)",
-                info.name, info.actions
+                "{algorithm} chooses among discrete actions, and {} takes {}; use {}, or choose a game with discrete actions (e.g. `env \"mountain-car\"` for `mountain-car-continuous`)",
+                info.name, info.actions, Algorithm::names_where(|f| f.acts == Acts::AnySpace, "or")
             ),
         );
     }
@@ -927,16 +941,14 @@ impl CrossCheck<'_, '_> {
     /// observation as its last entries, which normalize-obs would shift and keep-obs cut.
     fn action_mask(&mut self) {
         let e = self.experiment;
-        if self.ok(&["algorithm", "env.action-mask"])
-            && !matches!(e.algorithm, Algorithm::Ppo(_) | Algorithm::A2c(_))
-        {
+        if self.ok(&["algorithm", "env.action-mask"]) && !e.algorithm.is_on_policy() {
             self.report(
                 "config::inconsistent",
                 format!("{} does not take an action mask", e.algorithm.name()),
                 "env.action-mask",
                 "an action mask",
                 Some(("algorithm", "this algorithm")),
-                "action masks are applied to the categorical policies of ppo and a2c; use one of them, or action-mask \"none\"".into(),
+                format!("action masks are applied to the categorical policies of {}; use one of them, or action-mask \"none\"", Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "and")),
             );
         }
         let changes_mask = e

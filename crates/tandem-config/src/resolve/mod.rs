@@ -128,6 +128,16 @@ pub(super) fn found(value: &KdlValue) -> String {
 
 pub(crate) use memory::Labels;
 
+/// Resolutions this process has run (any source, succeeded or not).
+static RESOLUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times this process has run the resolver: what holds docs/architecture.md's
+/// counts of who resolves a run's config (the launcher once, each rank once to check the text
+/// it was handed).
+pub fn resolutions() -> u64 {
+    RESOLUTIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs the whole resolution; with a `machine`, also checks that the experiment fits it.
 pub(crate) fn run(
     source: &Source,
@@ -135,6 +145,7 @@ pub(crate) fn run(
     allow_includes: bool,
     machine: Option<&Machine>,
 ) -> Result<Resolved, Diagnostics> {
+    RESOLUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let loaded = load::load(source, sets, allow_includes);
     let Some((main_source, experiment_span)) = loaded.experiment_at else {
         return Err(Diagnostics::new(loaded.diags));
