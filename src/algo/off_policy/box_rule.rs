@@ -164,6 +164,44 @@ pub fn squashable_bounds(
     Ok(bounds)
 }
 
+/// The `OffPolicyRule` methods a box learner's rule (SAC's, TD3's) hands alike to its learner
+/// `self.$learner`: its parameters, networks, optimiser state, gradient steps, and counters
+/// under the optimiser groups the rule's module names `GROUPS`.
+macro_rules! box_learner_methods {
+    ($learner:ident, $name:literal) => {
+        fn trainable_parameters(&self) -> Vec<Tensor> {
+            self.$learner.trainable_parameters()
+        }
+
+        fn networks(&self) -> Vec<(String, Tensor)> {
+            self.$learner.named_state()
+        }
+
+        fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+            self.$learner.optimizer_state()
+        }
+
+        fn counters(&self) -> Vec<(&'static str, u64)> {
+            let learner = &self.$learner;
+            $crate::algo::off_policy::box_rule::counters(
+                learner.gradient_steps(),
+                learner.optimizer(),
+                &GROUPS,
+            )
+        }
+
+        fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
+            let counters = self.$learner.counters_mut();
+            $crate::algo::off_policy::box_rule::set_counter($name, counters, &GROUPS, name, value)
+        }
+
+        fn gradient_steps(&self) -> u64 {
+            self.$learner.gradient_steps()
+        }
+    };
+}
+pub(crate) use box_learner_methods;
+
 #[cfg(test)]
 mod tests {
     use super::*;

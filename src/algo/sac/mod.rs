@@ -25,7 +25,7 @@ use crate::algo::Collective;
 use crate::algo::actions::ActionBatch;
 use crate::algo::common::accumulate_gradients;
 use crate::algo::learner::{Scalars, Setting};
-use crate::algo::off_policy::box_rule::{self, BoxActing, one_step_schedule};
+use crate::algo::off_policy::box_rule::{BoxActing, box_learner_methods, one_step_schedule};
 use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 pub use crate::algo::sac::host::{HostSacStep, SacBatch, SacLossValues};
@@ -480,27 +480,6 @@ impl OffPolicyRule for SacRule {
         Ok(None)
     }
 
-    fn trainable_parameters(&self) -> Vec<Tensor> {
-        self.sac.trainable_parameters()
-    }
-
-    fn networks(&self) -> Vec<(String, Tensor)> {
-        self.sac.named_state()
-    }
-
-    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.sac.optimizer_state()
-    }
-
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let sac = &self.sac;
-        box_rule::counters(sac.gradient_steps(), sac.optimizer(), &GROUPS)
-    }
-
-    fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        box_rule::set_counter("sac", self.sac.counters_mut(), &GROUPS, name, value)
-    }
-
     fn scalars(&self, sampleable: usize) -> Scalars {
         let mut s: Scalars = vec![
             ("sac/gradient_steps", self.sac.gradient_steps() as f64),
@@ -525,9 +504,7 @@ impl OffPolicyRule for SacRule {
         })
     }
 
-    fn gradient_steps(&self) -> u64 {
-        self.sac.gradient_steps()
-    }
+    box_learner_methods!(sac, "sac");
 }
 
 #[cfg(test)]

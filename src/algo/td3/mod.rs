@@ -25,7 +25,7 @@ use crate::algo::Collective;
 use crate::algo::actions::ActionBatch;
 use crate::algo::common::accumulate_gradients;
 use crate::algo::learner::{Scalars, Setting};
-use crate::algo::off_policy::box_rule::{self, BoxActing, one_step_schedule};
+use crate::algo::off_policy::box_rule::{BoxActing, box_learner_methods, one_step_schedule};
 use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 use crate::algo::sac::networks::{QInput, QMlp};
@@ -405,27 +405,6 @@ impl OffPolicyRule for Td3Rule {
         Ok(None)
     }
 
-    fn trainable_parameters(&self) -> Vec<Tensor> {
-        self.td3.trainable_parameters()
-    }
-
-    fn networks(&self) -> Vec<(String, Tensor)> {
-        self.td3.named_state()
-    }
-
-    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.td3.optimizer_state()
-    }
-
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let td3 = &self.td3;
-        box_rule::counters(td3.gradient_steps(), td3.optimizer(), &GROUPS)
-    }
-
-    fn set_counter(&mut self, name: &str, value: u64) -> Result<()> {
-        box_rule::set_counter("td3", self.td3.counters_mut(), &GROUPS, name, value)
-    }
-
     fn scalars(&self, sampleable: usize) -> Scalars {
         let mut s: Scalars = vec![
             ("td3/gradient_steps", self.td3.gradient_steps() as f64),
@@ -451,9 +430,7 @@ impl OffPolicyRule for Td3Rule {
         critic || self.latest_actor.is_some_and(|(loss, _)| !loss.is_finite())
     }
 
-    fn gradient_steps(&self) -> u64 {
-        self.td3.gradient_steps()
-    }
+    box_learner_methods!(td3, "td3");
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! per step, before the game moves) and the spawns (`rand()`, `rand()`, then
 //! `randint(free rows)` when a row is free), as minatar draws them.
 
-use super::GRID;
+use super::{GRID, minatar_env};
 use crate::env::{Env, Step};
 use crate::mt19937::RandomState;
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
@@ -222,39 +222,10 @@ impl Asterix {
     }
 }
 
-impl Env for Asterix {
-    crate::snapshot::game_snapshot_methods!("minatar-asterix", params: [sticky_action_prob, full_action_set, ramping], state: [rng, last_action, player_x, player_y, rows, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index, terminal]);
-
-    fn observation_space(&self) -> ObsSpace {
-        ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
-    }
-
-    fn action_space(&self) -> ActionSpace {
-        ActionSpace::discrete(if self.full_action_set {
-            6
-        } else {
-            MINIMAL_ACTIONS.len()
-        })
-    }
-
-    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        if let Some(seed) = seed {
-            *self = Asterix::new(seed, self.sticky_action_prob, self.full_action_set);
-        } else {
-            self.reset_game();
-        }
-        self.write_obs(obs);
-    }
-
-    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
-        let action = action.index();
-        let full = if self.full_action_set {
-            action
-        } else {
-            MINIMAL_ACTIONS[action]
-        };
-        let (reward, terminal) = self.act_full(full);
-        self.write_obs(obs);
-        Step::game(reward, terminal, false)
-    }
-}
+minatar_env!(
+    Asterix,
+    "minatar-asterix",
+    reset: reset_game,
+    params: [sticky_action_prob, full_action_set, ramping],
+    state: [rng, last_action, player_x, player_y, rows, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index, terminal]
+);

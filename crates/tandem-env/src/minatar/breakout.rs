@@ -15,7 +15,7 @@
 //! `rand()` per step: below the sticky probability the previous action repeats) and
 //! the start side (`choice(2)` per reset), in that interleaving.
 
-use super::GRID;
+use super::{GRID, minatar_env};
 use crate::env::{Env, RgbFrame, Step};
 use crate::mt19937::RandomState;
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
@@ -304,51 +304,15 @@ impl Breakout {
     }
 }
 
-impl Env for Breakout {
-    crate::snapshot::game_snapshot_methods!("minatar-breakout", params: [sticky_action_prob, full_action_set], state: [rng, last_action, ball_x, ball_y, trail_x, trail_y, direction, paddle, bricks, striking, terminal, drawn]);
-
-    fn observation_space(&self) -> ObsSpace {
-        ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
-    }
-
-    fn action_space(&self) -> ActionSpace {
-        ActionSpace::discrete(if self.full_action_set {
-            6
-        } else {
-            MINIMAL_ACTIONS.len()
-        })
-    }
-
-    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        if let Some(seed) = seed {
-            // Seeding replays minatar's construction: a fresh stream and its first game.
-            *self = Breakout::new(seed, self.sticky_action_prob, self.full_action_set);
-        } else {
-            self.new_game();
-        }
-        self.write_obs(obs);
-    }
-
-    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
-        let action = action.index();
-        let full = if self.full_action_set {
-            action
-        } else {
-            MINIMAL_ACTIONS[action]
-        };
-        let (reward, terminal) = self.act_full(full);
-        self.write_obs(obs);
-        Step::game(reward, terminal, false)
-    }
+minatar_env!(
+    Breakout,
+    "minatar-breakout",
+    reset: new_game,
+    params: [sticky_action_prob, full_action_set],
+    state: [rng, last_action, ball_x, ball_y, trail_x, trail_y, direction, paddle, bricks, striking, terminal, drawn];
 
     fn step_in_place(&mut self, action: Action<'_>, obs: &mut [f32]) -> Step {
-        let action = action.index();
-        let full = if self.full_action_set {
-            action
-        } else {
-            MINIMAL_ACTIONS[action]
-        };
-        let (reward, terminal) = self.act_full(full);
+        let (reward, terminal) = self.act_full(self.full_action(action));
         self.update_obs(obs);
         Step::game(reward, terminal, false)
     }
@@ -383,4 +347,4 @@ impl Env for Breakout {
             pixels,
         })
     }
-}
+);

@@ -15,7 +15,7 @@
 //! Randomness: none in the game; the MT19937 `RandomState` only drives the sticky
 //! actions (one `rand()` per step), as in minatar.
 
-use super::GRID;
+use super::{GRID, minatar_env};
 use crate::env::{Env, Step};
 use crate::mt19937::RandomState;
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsSpace};
@@ -256,39 +256,10 @@ impl SpaceInvaders {
     }
 }
 
-impl Env for SpaceInvaders {
-    crate::snapshot::game_snapshot_methods!("minatar-space-invaders", params: [sticky_action_prob, full_action_set, ramping], state: [rng, last_action, cannon, friendly_bullets, enemy_bullets, aliens, alien_dir, enemy_move_interval, alien_move_timer, alien_shot_timer, ramp_index, shot_timer, terminal]);
-
-    fn observation_space(&self) -> ObsSpace {
-        ObsSpace::image(GRID, GRID, CHANNELS, Layout::Chw, Dtype::F32)
-    }
-
-    fn action_space(&self) -> ActionSpace {
-        ActionSpace::discrete(if self.full_action_set {
-            6
-        } else {
-            MINIMAL_ACTIONS.len()
-        })
-    }
-
-    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        if let Some(seed) = seed {
-            *self = SpaceInvaders::new(seed, self.sticky_action_prob, self.full_action_set);
-        } else {
-            self.reset_game();
-        }
-        self.write_obs(obs);
-    }
-
-    fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
-        let action = action.index();
-        let full = if self.full_action_set {
-            action
-        } else {
-            MINIMAL_ACTIONS[action]
-        };
-        let (reward, terminal) = self.act_full(full);
-        self.write_obs(obs);
-        Step::game(reward, terminal, false)
-    }
-}
+minatar_env!(
+    SpaceInvaders,
+    "minatar-space-invaders",
+    reset: reset_game,
+    params: [sticky_action_prob, full_action_set, ramping],
+    state: [rng, last_action, cannon, friendly_bullets, enemy_bullets, aliens, alien_dir, enemy_move_interval, alien_move_timer, alien_shot_timer, ramp_index, shot_timer, terminal]
+);

@@ -2,7 +2,7 @@
 //! most Python Atari pipelines use): grayscale (`cvtColor` RGB2GRAY) and resize
 //! (`resize` with INTER_AREA, shrinking only).
 
-use super::{forward_to_inner, wrapper_snapshot_methods};
+use super::{forward_to_inner, observation_methods, wrapper_snapshot_methods};
 use crate::env::{Env, Step};
 use crate::space::{Action, ActionSpace, Dtype, Layout, ObsBuf, ObsShape, ObsSpace, ObsStore};
 
@@ -383,24 +383,7 @@ impl Resize {
 }
 
 impl Env for Resize {
-    fn observation_space(&self) -> ObsSpace {
-        self.output
-    }
-    fn action_space(&self) -> ActionSpace {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        self.inner
-            .reset(seed, obs.scratch_if_wanted(self.input.buf()));
-        self.convert(&mut obs);
-    }
-    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
-        let step = self
-            .inner
-            .step(action, obs.scratch_if_wanted(self.input.buf()));
-        self.convert(&mut obs);
-        step
-    }
+    observation_methods!(convert);
     // Only a conversion scratch buffer, rewritten before every read.
     wrapper_snapshot_methods!("resize", params: [], state: []);
     forward_to_inner!(with_normalizers);

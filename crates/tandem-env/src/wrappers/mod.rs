@@ -63,6 +63,38 @@ macro_rules! pass_through_step {
 }
 pub(crate) use pass_through_step;
 
+/// The `Env` methods of a wrapper that changes observations only: its space is `self.output`,
+/// the inner environment writes its observation into `self.input` (or straight into the
+/// caller's buffer where the caller wants none), and `self.$convert(&mut obs)` makes this
+/// wrapper's observation of it.
+macro_rules! observation_methods {
+    ($convert:ident) => {
+        fn observation_space(&self) -> $crate::space::ObsSpace {
+            self.output
+        }
+        fn action_space(&self) -> $crate::space::ActionSpace {
+            self.inner.action_space()
+        }
+        fn reset(&mut self, seed: Option<u64>, mut obs: $crate::space::ObsBuf<'_>) {
+            self.inner
+                .reset(seed, obs.scratch_if_wanted(self.input.buf()));
+            self.$convert(&mut obs);
+        }
+        fn step(
+            &mut self,
+            action: $crate::space::Action<'_>,
+            mut obs: $crate::space::ObsBuf<'_>,
+        ) -> $crate::env::Step {
+            let step = self
+                .inner
+                .step(action, obs.scratch_if_wanted(self.input.buf()));
+            self.$convert(&mut obs);
+            step
+        }
+    };
+}
+pub(crate) use observation_methods;
+
 /// The snapshot methods of a wrapper: one section tagged with the wrapper's name that
 /// holds its build parameters (checked on restore), its state fields (in-place
 /// [`crate::snapshot::Persist`]), then the wrapped environment's section. Buffers a

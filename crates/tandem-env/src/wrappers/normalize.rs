@@ -1,7 +1,7 @@
 //! Reward and observation scaling wrappers: clip-reward, normalize-obs,
 //! normalize-reward.
 
-use super::{forward_to_inner, pass_through_step, wrapper_snapshot_methods};
+use super::{forward_to_inner, observation_methods, pass_through_step, wrapper_snapshot_methods};
 use crate::env::{Env, ObsOut, Step};
 use crate::norm::{NormKind, Normalizer};
 use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace, ObsStore};
@@ -90,24 +90,7 @@ impl NormalizeObs {
 }
 
 impl Env for NormalizeObs {
-    fn observation_space(&self) -> ObsSpace {
-        self.output
-    }
-    fn action_space(&self) -> ActionSpace {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        self.inner
-            .reset(seed, obs.scratch_if_wanted(self.input.buf()));
-        self.process(&mut obs);
-    }
-    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
-        let step = self
-            .inner
-            .step(action, obs.scratch_if_wanted(self.input.buf()));
-        self.process(&mut obs);
-        step
-    }
+    observation_methods!(process);
     wrapper_snapshot_methods!("normalize-obs", params: [clip], state: [normalizer]);
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
         self.inner.visit_normalizers(visit);

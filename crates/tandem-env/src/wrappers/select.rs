@@ -1,9 +1,9 @@
 //! keep-obs: observes only chosen entries of a vector observation (a CartPole without its
 //! velocities is a task that needs memory).
 
-use super::{forward_to_inner, wrapper_snapshot_methods};
-use crate::env::{Env, Step};
-use crate::space::{Action, ActionSpace, ObsBuf, ObsSpace, ObsStore};
+use super::{forward_to_inner, observation_methods, wrapper_snapshot_methods};
+use crate::env::Env;
+use crate::space::{ObsBuf, ObsSpace, ObsStore};
 
 /// The entries of a `mask` (bit i: keep entry i), in ascending order.
 pub fn kept_indices(mask: u64) -> Vec<usize> {
@@ -57,24 +57,7 @@ impl KeepObs {
 }
 
 impl Env for KeepObs {
-    fn observation_space(&self) -> ObsSpace {
-        self.output
-    }
-    fn action_space(&self) -> ActionSpace {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, mut obs: ObsBuf<'_>) {
-        self.inner
-            .reset(seed, obs.scratch_if_wanted(self.input.buf()));
-        self.select(&mut obs);
-    }
-    fn step(&mut self, action: Action<'_>, mut obs: ObsBuf<'_>) -> Step {
-        let step = self
-            .inner
-            .step(action, obs.scratch_if_wanted(self.input.buf()));
-        self.select(&mut obs);
-        step
-    }
+    observation_methods!(select);
     wrapper_snapshot_methods!("keep-obs", params: [mask], state: []);
     forward_to_inner!(with_normalizers);
 }
