@@ -13,6 +13,7 @@
 use std::time::Instant;
 
 use tandem::algo::Local;
+use tandem::algo::off_policy::box_rule::BoxLearner;
 use tandem::algo::sac::{Sac, SacBatch, Settings};
 use tandem::nn::{Activation, Init, InitSpec, NetworkSpec};
 use tch::{Device, Kind, Tensor};

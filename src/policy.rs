@@ -8,6 +8,7 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 use crate::algo::dqn::Dqn;
+use crate::algo::off_policy::box_rule::BoxLearner;
 use crate::algo::storage::memory::Memory;
 use crate::nn::{ActorCritic, ActorCriticSpec, named_parameters};
 use tandem_config::{Algorithm, Experiment};

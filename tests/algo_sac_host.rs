@@ -4,6 +4,7 @@
 //! within float tolerance: tanh and ReLU networks, α tuned and fixed, terminal and non-terminal
 //! samples, and twin critics that tie everywhere (autograd's `minimum` then gives each half).
 
+use tandem::algo::off_policy::box_rule::BoxLearner;
 use tandem::algo::sac::{GROUPS, Sac, SacBatch, Settings};
 use tandem::nn::{Activation, Init, InitSpec, NetworkSpec};
 use tch::{Device, Kind, Tensor};

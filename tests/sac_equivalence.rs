@@ -10,6 +10,7 @@ mod common;
 use common::equivalence::Harness;
 use common::{RecordGradients, seeded};
 use tandem::algo::Collective;
+use tandem::algo::off_policy::box_rule::BoxLearner;
 use tandem::algo::sac::{Sac, SacBatch, Settings};
 use tandem::nn::{Activation, NetworkSpec};
 use tch::{Device, Kind, Tensor};

@@ -12,6 +12,7 @@ mod common;
 use common::equivalence::Harness;
 use common::{RecordGradients, seeded};
 use tandem::algo::Collective;
+use tandem::algo::off_policy::box_rule::BoxLearner;
 use tandem::algo::td3::{Settings, Td3, Td3Batch};
 use tandem::nn::{Activation, NetworkSpec};
 use tch::{Device, Kind, Tensor};

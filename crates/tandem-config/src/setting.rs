@@ -96,14 +96,11 @@ impl Dflt {
         }
     }
 
-    /// This default for an experiment whose algorithm is `algorithm`.
-    pub(crate) fn for_learner(&self, algorithm: &str) -> &Dflt {
-        let box_actor = crate::model::Algorithm::facts_of(algorithm)
-            .is_some_and(|facts| facts.acts == crate::model::Acts::SquashedBox);
+    /// This default for an experiment whose learner does (`box_actor`) or does not act through
+    /// a squashed box actor.
+    pub(crate) fn for_learner(&self, box_actor: bool) -> &Dflt {
         match self {
-            Dflt::Learner {
-                box_actor: dflt, ..
-            } if box_actor => dflt,
+            Dflt::Learner { box_actor: dflt, .. } if box_actor => dflt,
             Dflt::Learner { usual, .. } => usual,
             other => other,
         }
@@ -683,7 +680,7 @@ macro_rules! algorithms {
                         return $name::$variant($section::read(r));
                     }
                 )+
-                $crate::setting::algorithms!(@first r, $($variant($section))+)
+                $crate::setting::algorithms!(@first r, $name, $($variant($section))+)
             }
 
             fn write(&self, w: &mut $crate::setting::Writer) {
@@ -694,8 +691,8 @@ macro_rules! algorithms {
             }
         }
     };
-    (@first $r:ident, $variant:ident($section:ident) $($rest:tt)*) => {
-        Algorithm::$variant($section::read($r))
+    (@first $r:ident, $name:ident, $variant:ident($section:ident) $($rest:tt)*) => {
+        $name::$variant($section::read($r))
     };
 }
 pub(crate) use algorithms;

@@ -164,6 +164,38 @@ pub fn squashable_bounds(
     Ok(bounds)
 }
 
+/// What SAC's and TD3's learners share: one grouped optimiser over every trainable tensor (the
+/// actor's group, the critics', SAC's temperature) and a count of gradient steps. Each learner
+/// gives its optimiser, counters and networks; the rest is read from them here.
+pub trait BoxLearner {
+    fn optimizer(&self) -> &Optimizer;
+    fn gradient_steps(&self) -> u64;
+    /// The gradient-step count and the optimiser, as a resume sets them.
+    fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer);
+    /// Every network's tensors by name, online and target (`model.*`, `target.*`).
+    fn named_state(&self) -> Vec<(String, Tensor)>;
+
+    /// Every trainable tensor, group after group (each in name order): the list DDP is built
+    /// over and every step synchronises.
+    fn trainable_parameters(&self) -> Vec<Tensor> {
+        self.optimizer()
+            .parameters()
+            .iter()
+            .map(Tensor::shallow_clone)
+            .collect()
+    }
+
+    /// The parameters of optimizer group `name` (`actor`, `critic`, SAC's `alpha`).
+    fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
+        let optimizer = self.optimizer();
+        Ok(optimizer.group_parameters(optimizer.group(name)?))
+    }
+
+    fn optimizer_state(&self) -> Vec<(String, Tensor)> {
+        self.optimizer().state_tensors()
+    }
+}
+
 /// The `OffPolicyRule` methods a box learner's rule (SAC's, TD3's) hands alike to its learner
 /// `self.$learner`: its parameters, networks, optimiser state, gradient steps, and counters
 /// under the optimiser groups the rule's module names `GROUPS`.

@@ -25,7 +25,9 @@ use crate::algo::Collective;
 use crate::algo::actions::ActionBatch;
 use crate::algo::common::accumulate_gradients;
 use crate::algo::learner::{Scalars, Setting};
-use crate::algo::off_policy::box_rule::{BoxActing, box_learner_methods, one_step_schedule};
+use crate::algo::off_policy::box_rule::{
+    BoxActing, BoxLearner, box_learner_methods, one_step_schedule,
+};
 use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 pub use crate::algo::sac::host::{HostSacStep, SacBatch, SacLossValues};
@@ -209,15 +211,6 @@ impl Sac {
         Ok(sac)
     }
 
-    pub fn gradient_steps(&self) -> u64 {
-        self.gradient_steps
-    }
-
-    /// What a resume restores: the gradient steps and the optimizer's group step counts.
-    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
-        (&mut self.gradient_steps, &mut self.optimizer)
-    }
-
     pub fn actor(&self) -> &SquashedGaussianActor {
         &self.actor
     }
@@ -249,25 +242,6 @@ impl Sac {
         self.log_alpha.exp().double_value(&[0])
     }
 
-    pub fn optimizer(&self) -> &Optimizer {
-        &self.optimizer
-    }
-
-    /// Every trainable tensor, actor then critics then `log α` (each in name order): the list
-    /// DDP is built over and every step synchronises.
-    pub fn trainable_parameters(&self) -> Vec<Tensor> {
-        self.optimizer
-            .parameters()
-            .iter()
-            .map(Tensor::shallow_clone)
-            .collect()
-    }
-
-    /// The parameters of optimizer group `name` (`actor`, `critic`, `alpha`).
-    pub fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
-        Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
-    }
-
     /// Each optimizer group's gradients, flattened, in the optimizer's order (actor, critics,
     /// then `log α` where it is tuned): what a test compares between two ways of one step.
     pub fn group_gradients(&self) -> Result<Vec<Vec<f32>>> {
@@ -283,20 +257,6 @@ impl Sac {
             .filter_map(|g| self.group_parameters(g).ok())
             .map(flat)
             .collect()
-    }
-
-    /// `model.actor.*`, `model.critic.*`, `model.alpha.log_alpha`, then `target.critic.*`.
-    pub fn named_state(&self) -> Vec<(String, Tensor)> {
-        let mut named = named_parameters(&self.actor_vs, "model.actor");
-        named.extend(named_parameters(&self.critic_vs, "model.critic"));
-        named.extend(named_parameters(&self.alpha_vs, "model.alpha"));
-        named.extend(named_parameters(&self.target_vs, "target.critic"));
-        named
-    }
-
-    /// The optimizer's moments, `exp_avg/<group>.<tensor>` and `exp_avg_sq/<group>.<tensor>`.
-    pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.optimizer.state_tensors()
     }
 
     /// `θ̄ ← τ θ + (1 - τ) θ̄` for both critics (Haarnoja et al. 2018, Algorithm 1).
@@ -402,6 +362,28 @@ impl Sac {
             actor_grad_norm,
             critic_grad_norm,
         })
+    }
+}
+
+impl BoxLearner for Sac {
+    fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+
+    fn gradient_steps(&self) -> u64 {
+        self.gradient_steps
+    }
+
+    fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
+    }
+
+    fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = named_parameters(&self.actor_vs, "model.actor");
+        named.extend(named_parameters(&self.critic_vs, "model.critic"));
+        named.extend(named_parameters(&self.alpha_vs, "model.alpha"));
+        named.extend(named_parameters(&self.target_vs, "target.critic"));
+        named
     }
 }
 

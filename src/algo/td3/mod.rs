@@ -25,7 +25,9 @@ use crate::algo::Collective;
 use crate::algo::actions::ActionBatch;
 use crate::algo::common::accumulate_gradients;
 use crate::algo::learner::{Scalars, Setting};
-use crate::algo::off_policy::box_rule::{BoxActing, box_learner_methods, one_step_schedule};
+use crate::algo::off_policy::box_rule::{
+    BoxActing, BoxLearner, box_learner_methods, one_step_schedule,
+};
 use crate::algo::off_policy::{ActAt, OffPolicy, OffPolicyRule, TransitionBatch};
 use crate::algo::optim::{Optimizer, OptimizerSpec, TargetNetwork};
 use crate::algo::sac::networks::{QInput, QMlp};
@@ -151,15 +153,6 @@ impl Td3 {
         Ok(td3)
     }
 
-    pub fn gradient_steps(&self) -> u64 {
-        self.gradient_steps
-    }
-
-    /// What a resume restores: the gradient steps and the optimizer's group step counts.
-    pub fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
-        (&mut self.gradient_steps, &mut self.optimizer)
-    }
-
     pub fn actor(&self) -> &DeterministicActor {
         &self.actor
     }
@@ -170,39 +163,6 @@ impl Td3 {
         let input = QInput::new(obs, action);
         let [q1, q2] = &self.critics;
         q1.forward(&input).minimum(&q2.forward(&input))
-    }
-
-    pub fn optimizer(&self) -> &Optimizer {
-        &self.optimizer
-    }
-
-    /// Every trainable tensor, actor then critics (each in name order): the list DDP is built
-    /// over and every step synchronises.
-    pub fn trainable_parameters(&self) -> Vec<Tensor> {
-        self.optimizer
-            .parameters()
-            .iter()
-            .map(Tensor::shallow_clone)
-            .collect()
-    }
-
-    /// The parameters of optimizer group `name` (`actor`, `critic`).
-    pub fn group_parameters(&self, name: &str) -> Result<&[Tensor]> {
-        Ok(self.optimizer.group_parameters(self.optimizer.group(name)?))
-    }
-
-    /// `model.actor.*`, `model.critic.*`, then `target.actor.*`, `target.critic.*`.
-    pub fn named_state(&self) -> Vec<(String, Tensor)> {
-        let mut named = named_parameters(&self.actor_vs, "model.actor");
-        named.extend(named_parameters(&self.critic_vs, "model.critic"));
-        named.extend(named_parameters(&self.target_actor_vs, "target.actor"));
-        named.extend(named_parameters(&self.target_critic_vs, "target.critic"));
-        named
-    }
-
-    /// The optimizer's moments, `exp_avg/<group>.<tensor>` and `exp_avg_sq/<group>.<tensor>`.
-    pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.optimizer.state_tensors()
     }
 
     /// Whether the next gradient step is a delayed one, "if t mod d" of Algorithm 1 with t
@@ -315,6 +275,28 @@ impl Td3 {
             self.optimizer.step_groups(&[(group, lr)])?;
         }
         collective.after_step(&params).map(|()| norm)
+    }
+}
+
+impl BoxLearner for Td3 {
+    fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
+    }
+
+    fn gradient_steps(&self) -> u64 {
+        self.gradient_steps
+    }
+
+    fn counters_mut(&mut self) -> (&mut u64, &mut Optimizer) {
+        (&mut self.gradient_steps, &mut self.optimizer)
+    }
+
+    fn named_state(&self) -> Vec<(String, Tensor)> {
+        let mut named = named_parameters(&self.actor_vs, "model.actor");
+        named.extend(named_parameters(&self.critic_vs, "model.critic"));
+        named.extend(named_parameters(&self.target_actor_vs, "target.actor"));
+        named.extend(named_parameters(&self.target_critic_vs, "target.critic"));
+        named
     }
 }
 

@@ -263,13 +263,15 @@ impl<'a> Applier<'a> {
             }
             let kind = section.kind(self.kind_name(&values, section.name));
             // The algorithm's section comes before the ones whose defaults depend on it.
-            let algorithm = self.kind_name(&values, "algorithm").to_string();
+            let algorithm = self.kind_name(&values, "algorithm");
+            let box_actor = crate::model::Algorithm::facts_of(algorithm)
+                .is_some_and(|facts| facts.acts == crate::model::Acts::SquashedBox);
             for field in section.fields(kind) {
                 let path = section.path(field.name);
                 if self.entries.contains_key(&path) {
                     continue;
                 }
-                match Val::from_default(field.default.for_learner(&algorithm)) {
+                match Val::from_default(field.default.for_learner(box_actor)) {
                     Some(v) => {
                         values.insert(path.clone(), v);
                         provenance.insert(path, Origin::Default);
