@@ -19,6 +19,7 @@ pub mod learner;
 pub mod off_policy;
 pub mod on_policy;
 pub mod optim;
+pub mod policies;
 pub mod ppo;
 pub mod sac;
 pub mod sampling;

@@ -181,12 +181,12 @@ pub struct RunSummary<'a> {
     /// How many times the run was resumed.
     pub restarts: u64,
     /// Learner-specific fields, already JSON values.
-    pub extra: Vec<(&'static str, String)>,
+    pub extra: Vec<(String, String)>,
 }
 
 pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
     let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
-    let mut fields = vec![
+    let fields = vec![
         // The game's score first: what CleanRL and Stable-Baselines3 report.
         ("last_20_score_mean", json(s.recent.mean_score_last(20))),
         ("recent_score_mean", json(s.recent.mean_score())),
@@ -210,9 +210,10 @@ pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
         ("interrupted", s.interrupted.to_string()),
         ("restarts", s.restarts.to_string()),
     ];
-    fields.extend(s.extra.iter().cloned());
+    let extra = s.extra.iter().map(|(k, v)| (k.as_str(), v.clone()));
     let body: Vec<String> = fields
-        .iter()
+        .into_iter()
+        .chain(extra)
         .map(|(k, v)| format!("\"{k}\": {v}"))
         .collect();
     crate::atomic::write_atomic(

@@ -27,7 +27,8 @@ use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
-use crate::algo::learner::{Counters, Learner, Limits, Phases, Resumed, Round};
+use crate::algo::learner::{Counters, Limits, Phases, Resumed, Round};
+use crate::algo::policies::Policies;
 use crate::dist::{Ddp, SyncPolicy};
 use crate::seeds::{Purpose, derived_seed};
 
@@ -56,7 +57,8 @@ struct Run {
     /// How many times this run was resumed, this attempt included.
     restarts: u64,
     envs: VecEnv,
-    learner: Box<dyn Learner>,
+    /// The learners of the run, by the policy each trains (one today).
+    policies: Policies,
     ddp: Ddp,
     trainable: Vec<Tensor>,
     counters: Counters,
@@ -108,8 +110,8 @@ impl Run {
         // Ranks initialise differently on purpose; the broadcast below makes rank 0's weights
         // everyone's.
         tch::manual_seed(derived_seed(exp.seed, Purpose::Init, rank as u64, 0) as i64);
-        let mut learner = crate::algo::build::build(&exp, &envs, rank, world, device)?;
-        let trainable = learner.trainable_parameters();
+        let mut policies = Policies::build(&exp, &envs, rank, world, device)?;
+        let trainable = policies.trainable_parameters();
         let policy = exp.sync.policy;
         tracing::info!(
             target: crate::logging::LOG_ONLY,
@@ -124,7 +126,7 @@ impl Run {
             total_updates: exp
                 .train
                 .total_steps
-                .div_ceil(learner.steps_per_update())
+                .div_ceil(policies.steps_per_update())
                 .max(1),
             stop_step: exp.step_limit(),
             total_steps: exp.train.total_steps,
@@ -137,11 +139,11 @@ impl Run {
             threads,
         };
         let resumed = if resume {
-            Some(place.resume(&mut envs, learner.as_mut(), &mut ddp)?)
+            Some(place.resume(&mut envs, &mut policies, &mut ddp)?)
         } else {
             None
         };
-        broadcast_rank0_state(&mut ddp, learner.as_ref())?;
+        broadcast_rank0_state(&mut ddp, &policies)?;
         let mut recent = RecentEpisodes::new(100);
         let (counters, restarts) = match &resumed {
             Some(r) => {
@@ -174,7 +176,7 @@ impl Run {
             stop_requested,
             restarts,
             envs,
-            learner,
+            policies,
             ddp,
             trainable,
             counters,
@@ -193,7 +195,7 @@ impl Run {
     fn train(&mut self) -> Result<Outcome> {
         while !self.limits.reached(self.counters) {
             let before = self.counters;
-            self.learner.round(
+            self.policies.round(
                 &mut self.envs,
                 Round {
                     counters: &mut self.counters,
@@ -235,7 +237,7 @@ impl Run {
     /// every rank, and the round's decisions taken together.
     fn exchange(&mut self, before: Counters) -> Result<(Vec<Episode>, Decisions)> {
         sync_normalizers(&mut self.envs, &mut self.ddp)?;
-        let rounds = self.counters.update / self.learner.updates_per_round();
+        let rounds = self.counters.update / self.policies.updates_per_round();
         if let Some(every) = self.exp.sync.check_every
             && rounds.is_multiple_of(every)
             && self.ddp.ranks_should_agree()
@@ -260,7 +262,7 @@ impl Run {
     /// Under an external launcher every rank gets the scheduler's signal itself, at slightly
     /// different moments; counting any rank's makes all stop after the same update.
     fn decide(&mut self, before: Counters) -> Result<Decisions> {
-        let diverged = self.learner.diverged() || !all_finite(&self.trainable);
+        let diverged = self.policies.diverged() || !all_finite(&self.trainable);
         let every = self.exp.log.interval;
         let log_due = match self.exp.log.interval_unit {
             IntervalUnit::Updates => crossed(before.update, self.counters.update, every),
@@ -311,7 +313,7 @@ impl Run {
                 tracing::debug!(
                     "update {}: {:?}",
                     self.counters.update,
-                    self.learner.scalars()
+                    self.policies.scalars()
                 );
             }
             self.interval = LogInterval::new(step);
@@ -331,7 +333,8 @@ impl Run {
             return Ok(());
         }
         let step = self.counters.global_step;
-        let mut s = self.learner.scalars();
+        let learned = self.policies.scalars();
+        let mut s: Vec<(&str, f64)> = learned.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         s.push((
             "perf/steps_per_second",
             (step - self.interval.start_step) as f64 / secs,
@@ -351,14 +354,14 @@ impl Run {
         if let Some(r) = self.recent.mean_return() {
             s.push(("train/recent_return_mean", r));
         }
-        let mut all: Vec<(&str, f64)> = s.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut all = s;
         all.extend(phases.iter().map(|(k, v)| (k.as_str(), *v)));
         self.summaries.scalars(step, &all)?;
         if let Some(every) = self.exp.log.histogram_every
             && crossed(before.update, self.counters.update, every)
             && let Some(w) = self.summaries.events()
         {
-            for (name, t) in self.learner.networks() {
+            for (name, t) in self.policies.networks() {
                 if let Some(param) = name.strip_prefix("model.") {
                     let values =
                         Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).flatten(0, -1))?;
@@ -395,7 +398,7 @@ impl Run {
             return Ok(());
         };
         let started = Instant::now();
-        let networks = self.learner.networks();
+        let networks = self.policies.networks();
         let Counters {
             update,
             global_step: step,
@@ -497,15 +500,15 @@ impl Run {
             let path = checkpoint::save(&self.run_dir, &state, self.exp.checkpoint.keep)?;
             tracing::debug!("checkpoint {}", path.display());
         }
-        self.learner
+        self.policies
             .save_rank_files(&checkpoint::checkpoint_dir(&self.run_dir), global_step)
     }
 
     /// What rank 0's checkpoint holds now: the learner's state and counters, the normalisers,
     /// the best evaluation so far, the run's counters and config.
     fn checkpoint_state(&self) -> Checkpoint {
-        let mut tensors = self.learner.state();
-        for (name, value) in self.learner.counters() {
+        let mut tensors = self.policies.state();
+        for (name, value) in self.policies.counters() {
             tensors.push((
                 format!("learner.{name}"),
                 Tensor::from_slice(&[value as i64]),
@@ -530,19 +533,19 @@ impl Run {
     }
 
     /// summary.json's fields beyond the run's own: the learner's, then the evaluations'.
-    fn summary_fields(&self) -> Vec<(&'static str, String)> {
-        let mut fields = self.learner.summary_fields();
+    fn summary_fields(&self) -> Vec<(String, String)> {
+        let mut fields = self.policies.summary_fields();
         if let Some(r) = &self.evaluated {
             if let Some((latest, step)) = &r.latest {
                 fields.extend([
-                    ("eval_score_mean", format!("{}", latest.score.0)),
-                    ("eval_score_std", format!("{}", latest.score.1)),
-                    ("eval_step", step.to_string()),
+                    ("eval_score_mean".into(), format!("{}", latest.score.0)),
+                    ("eval_score_std".into(), format!("{}", latest.score.1)),
+                    ("eval_step".into(), step.to_string()),
                 ]);
             }
             fields.extend([
-                ("eval_best_score_mean", format!("{}", r.best.0)),
-                ("eval_best_step", r.best.1.to_string()),
+                ("eval_best_score_mean".into(), format!("{}", r.best.0)),
+                ("eval_best_step".into(), r.best.1.to_string()),
             ]);
         }
         fields
@@ -552,9 +555,9 @@ impl Run {
     /// state where every rank steps on the same averaged gradient (all-reduce). Under broadcast
     /// only rank 0 steps; periodic averaging makes the parameters equal, not the moments.
     fn agreed_state(&self) -> Vec<(String, Tensor)> {
-        let mut named = self.learner.networks();
+        let mut named = self.policies.networks();
         if matches!(self.ddp.policy(), SyncPolicy::Allreduce { .. }) && self.ddp.steps_locally() {
-            named.extend(self.learner.optimizer_state());
+            named.extend(self.policies.optimizer_state());
         }
         named
     }
@@ -627,17 +630,17 @@ impl Place<'_> {
     fn resume(
         &self,
         envs: &mut VecEnv,
-        learner: &mut dyn Learner,
+        policies: &mut Policies,
         ddp: &mut Ddp,
     ) -> Result<ResumedRun> {
         let (path, ckpt) = self.agree_on_checkpoint(ddp)?;
         // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
         // resumes on 1 and vice versa.
-        checkpoint::restore_into(&ckpt, &learner.state())
+        checkpoint::restore_into(&ckpt, &policies.state())
             .with_context(|| format!("restoring {}", path.display()))?;
-        for (name, _) in learner.counters() {
+        for (name, _) in policies.counters() {
             let value = ckpt.counter(&format!("learner.{name}"))?;
-            learner.set_counter(name, value)?;
+            policies.set_counter(&name, value)?;
         }
         let envs_restored = restore_envs(envs, self.run_dir, &ckpt, self.rank, self.world)?;
         if !envs_restored {
@@ -649,7 +652,7 @@ impl Place<'_> {
             }
             restore_normalizers(envs, &ckpt)?;
         }
-        learner.restore_rank_files(&Resumed {
+        policies.restore_rank_files(&Resumed {
             dir: &checkpoint::checkpoint_dir(self.run_dir),
             checkpoint: &path,
             global_step: ckpt.global_step,
@@ -838,8 +841,8 @@ fn record_resumed_config(
 
 /// Identical start on every rank, also after a resume (docs/design.md, "Ranks hold one model,
 /// and prove it").
-fn broadcast_rank0_state(ddp: &mut Ddp, learner: &dyn Learner) -> Result<()> {
-    let state: Vec<Tensor> = learner.state().into_iter().map(|(_, t)| t).collect();
+fn broadcast_rank0_state(ddp: &mut Ddp, policies: &Policies) -> Result<()> {
+    let state: Vec<Tensor> = policies.state().into_iter().map(|(_, t)| t).collect();
     ddp.broadcast_from_rank0(&state)?;
     let _ = ddp.take_sync_time();
     Ok(())

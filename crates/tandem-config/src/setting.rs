@@ -100,7 +100,9 @@ impl Dflt {
     /// a squashed box actor.
     pub(crate) fn for_learner(&self, box_actor: bool) -> &Dflt {
         match self {
-            Dflt::Learner { box_actor: dflt, .. } if box_actor => dflt,
+            Dflt::Learner {
+                box_actor: dflt, ..
+            } if box_actor => dflt,
             Dflt::Learner { usual, .. } => usual,
             other => other,
         }
