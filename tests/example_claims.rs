@@ -343,10 +343,20 @@ const CLAIMS: &[Claim] = &[
         ),
     },
     Claim {
+        file: "cartpole.kdl",
+        phrase: "a mean score of 500 over the last 20 episodes on seeds 1-5",
+        check: Check::Test("train_learning::the_first_run_solves_cartpole_on_seeds_1_to_5"),
+    },
+    Claim {
+        file: "cartpole.kdl",
+        phrase: "holds at least 475 on each seed",
+        check: Check::Test("train_learning::the_first_run_solves_cartpole_on_seeds_1_to_5"),
+    },
+    Claim {
         file: "cartpole-ddp.kdl",
-        phrase: "2 envs x 128 steps = 256, in 2 minibatches of 128",
+        phrase: "2 envs x 128 steps = 256, in 4 minibatches of 64",
         check: settings("cartpole-ddp.kdl", |e| {
-            e.per_rank_envs() == 2 && e.train.rollout == 128 && ppo(e).minibatches == 2
+            e.per_rank_envs() == 2 && e.train.rollout == 128 && ppo(e).minibatches == 4
         }),
     },
     // include/deepmind-atari.kdl
