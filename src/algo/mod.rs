@@ -1,11 +1,13 @@
-//! Learning algorithms, the learner interface the run skeleton drives ([`learner`]) and the
-//! one place that picks the configured one ([`build`]). Each
-//! algorithm turns experience into parameter updates and reads top to bottom against its paper:
+//! Learning algorithms in rooms by role (docs/architecture.md): the learner interface the run
+//! skeleton drives ([`learner`], and [`policies`], the learners of a run keyed by policy), the one
+//! place that picks the configured one ([`build`]), and what every learner shares ([`optim`],
+//! [`actions`]). Each algorithm has a room of its own and reads top to bottom against its paper:
 //! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]), SAC ([`sac`]), TD3 ([`td3`]). The on-policy
-//! learner ([`on_policy`]) pairs an actor-critic with a rollout ([`collect`], [`rollout`]) and
-//! an update rule; the off-policy skeleton ([`off_policy`]) pairs a per-rank replay buffer
-//! ([`replay`]) with a rule (DQN's, SAC's or TD3's) that acts and takes gradient steps. They see other
-//! ranks only through [`Collective`], so one rank is simply world size 1 of the same code.
+//! skeleton ([`on_policy`]) pairs an actor-critic and an update rule with a sampling mode
+//! ([`sampling`]); the off-policy skeleton ([`off_policy`]) pairs a per-rank replay buffer with
+//! a rule (DQN's, SAC's or TD3's) that acts and takes gradient steps; what both keep between
+//! acting and learning is in [`storage`]. They see other ranks only through [`Collective`], so
+//! one rank is simply world size 1 of the same code.
 //!
 //! Every rank must pass a batch of the same size (the global batch divided by the world size);
 //! the updates check this before their first gradient sync.

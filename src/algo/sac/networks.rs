@@ -1,6 +1,6 @@
 //! SAC's networks (Haarnoja et al. 2018): the squashed Gaussian actor and the Q-network over
-//! (observation, action), which TD3 shares. Both work in the unit action box [-1, 1]^d; `ActionBounds` maps it to
-//! the environment's bounds outside.
+//! (observation, action), which TD3 shares. Both work in the unit action box [-1, 1]^d;
+//! `ActionBounds` maps it to the environment's bounds outside.
 //!
 //! The Q-network can run on detached weights ([`QMlp::forward_detached`]): the actor's loss reads
 //! Q(s, ã) that way, so one backward of the summed SAC losses gives the critics exactly the

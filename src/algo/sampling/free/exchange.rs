@@ -1,14 +1,14 @@
-//! The exchange of free sampling: what connects its collector thread, which fills rollout
-//! buffers one after another without waiting for the learner, and the learner, which takes the
-//! batches as they complete and after each update publishes its parameters for the collector to
-//! take up before its next step. This module owns [`Exchange`]: a pool of preallocated buffers (spare ones, and full ones
-//! queued oldest first), the published parameters with their version, and the stop signal of
-//! a round's end; and the collector's side of it ([`Collecting`], in a [`collect_round`]; a
+//! The exchange of free sampling: what connects its collector thread, which fills rollout buffers
+//! one after another without waiting for the learner, and the learner, which takes the batches as
+//! they complete and after each update publishes its parameters for the collector to take up before
+//! its next step. This module owns [`Exchange`]: a pool of preallocated buffers (spare ones, and
+//! full ones queued oldest first), the published parameters with their version, and the stop signal
+//! of a round's end; and the collector's side of it ([`Collecting`], in a [`collect_round`]; a
 //! batch at a time in [`collect_until_stopped`]). The learner's side is `learner_loop`.
 //!
-//! A version counts the updates parameters have had. The policy lag of a step is the update
-//! that learns from it minus the version that chose its action ([`Lag`]); a batch keeps each
-//! step's version.
+//! A version counts the updates parameters have had. The policy lag of a step is the update that
+//! learns from it minus the version that chose its action ([`Lag`]); a batch keeps each step's
+//! version.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,23 +1,23 @@
 //! The policy worker of ready order (`train.sampling "free"` with `train.env-groups` k > 1):
-//! sample-factory's policy worker on one rank, beside its rollout workers (`rollout_worker`). Each of the k groups of
-//! environments has a rollout worker thread of its own (`tandem-rollout-<g>`) that steps the
-//! group whenever it is given actions; the collector thread is the inference worker: it serves
-//! whichever groups have stepped, recording their steps and running the policy once on all
-//! their new observations (one forward pass for every group that reported while the last one
-//! ran, as sample-factory's policy worker batches its requests), so a slow environment delays
-//! only its own group. The policy and every libtorch call stay on the collector thread.
+//! sample-factory's policy worker on one rank, beside its rollout workers (`rollout_worker`). Each
+//! of the k groups of environments has a rollout worker thread of its own (`tandem-rollout-<g>`)
+//! that steps the group whenever it is given actions; the collector thread is the inference worker:
+//! it serves whichever groups have stepped, recording their steps and running the policy once on
+//! all their new observations (one forward pass for every group that reported while the last one
+//! ran, as sample-factory's policy worker batches its requests), so a slow environment delays only
+//! its own group. The policy and every libtorch call stay on the collector thread.
 //!
-//! Groups advance through a batch at their own pace; a step goes into the buffer when every
-//! group has taken it. A group that has taken a batch's last step records its s_T and V(s_T)
-//! and goes on into the next batch, in a second spare buffer, while the slowest group
-//! finishes (as sample-factory's rollout workers never wait for each other); a batch is
-//! queued for the learner when its last group finishes it. At most [`OPEN_BATCHES`] are open
-//! at once (`open_batches`). A round's stop finishes the oldest open batch; the one after it stays
-//! open, with each group's place in it, for the next round ([`ReadyState`]), so no step is lost.
+//! Groups advance through a batch at their own pace; a step goes into the buffer when every group
+//! has taken it. A group that has taken a batch's last step records its s_T and V(s_T) and goes on
+//! into the next batch, in a second spare buffer, while the slowest group finishes (as
+//! sample-factory's rollout workers never wait for each other); a batch is queued for the learner
+//! when its last group finishes it. At most [`OPEN_BATCHES`] are open at once (`open_batches`). A
+//! round's stop finishes the oldest open batch; the one after it stays open, with each group's
+//! place in it, for the next round ([`ReadyState`]), so no step is lost.
 //!
-//! Not reproducible: the order in which groups are served, and so which actions draw which
-//! random numbers and which parameters chose them, depends on timing (as everything under
-//! free sampling does).
+//! Not reproducible: the order in which groups are served, and so which actions draw which random
+//! numbers and which parameters chose them, depends on timing (as everything under free sampling
+//! does).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
