@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tracing_indicatif::span_ext::IndicatifSpanExt;
 
-use super::metrics::RecentEpisodes;
+use super::metrics::{self, RecentEpisodes};
 
 pub struct Console {
     kind: tandem_config::Console,
@@ -86,13 +86,17 @@ impl Console {
             tandem_config::Console::Progress => {
                 if let Some(span) = &self.span {
                     span.pb_set_position(step.min(self.total_steps));
-                    span.pb_set_message(&format!("| {sps:.0} steps/s | {score}"));
+                    span.pb_set_message(&format!(
+                        "| {sps:.0} steps/s | {score} (last {})",
+                        window(recent)
+                    ));
                 }
             }
             tandem_config::Console::Plain if log_line => {
                 let line = format!(
-                    "step {step}/{} | {sps:.0} steps/s | recent {score}",
-                    self.total_steps
+                    "step {step}/{} | {sps:.0} steps/s | recent {score} (last {})",
+                    self.total_steps,
+                    window(recent)
                 );
                 let now = Instant::now();
                 if self
@@ -123,8 +127,9 @@ impl Console {
         }
         let wall = self.start.elapsed();
         let sps = self.steps_per_second(step);
-        let score =
-            headline(recent).map_or("no finished episode".into(), |s| format!("recent {s}"));
+        let score = headline(recent).map_or("no finished episode".into(), |s| {
+            format!("recent {s} over the last {}", window(recent))
+        });
         let episodes = recent.total();
         let how = if interrupted {
             "stopped on request"
@@ -135,14 +140,27 @@ impl Console {
             "training {how}: {step} steps in {} ({sps:.0} steps/s), {episodes} episodes, {score}",
             human(wall)
         );
+        if let Some(score) = metrics::final_score(recent) {
+            tracing::info!(
+                "final score {score:.3}: {} ({} averaged; summary.json final_score)",
+                metrics::FINAL_SCORE_RULE,
+                window(recent)
+            );
+        }
         tracing::info!("run directory: {}", run_dir.display());
     }
 }
 
-/// `score S` for the recent episodes' mean game score, then `train return R` where the
+/// The episodes the recent score averages: `100 episodes` ([`metrics::final_score_window`]).
+fn window(recent: &RecentEpisodes) -> String {
+    let n = metrics::final_score_window(recent);
+    format!("{n} episode{}", if n == 1 { "" } else { "s" })
+}
+
+/// `score S` for the recent episodes' mean game score ([`metrics::final_score`]), then `train return R` where the
 /// rewards the learner saw sum to something else; `None` before the first episode ends.
 fn headline(recent: &RecentEpisodes) -> Option<String> {
-    let score = recent.mean_score()?;
+    let score = metrics::final_score(recent)?;
     let mut text = format!("score {score:.2}");
     if let Some(ret) = recent.mean_return()
         && (ret - score).abs() > 1e-9 * score.abs().max(1.0)

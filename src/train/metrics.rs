@@ -90,6 +90,26 @@ pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f6
     ))
 }
 
+/// How many of a run's newest episodes its final score averages: [`final_score`].
+pub const FINAL_SCORE_EPISODES: usize = 100;
+
+/// The rule of [`final_score`] in words, as every output that reports it names it (the console,
+/// `summary.json`'s `final_score_rule`, and through that `tandem sweep` and `tandem plot`).
+pub const FINAL_SCORE_RULE: &str = "mean game score of the last 100 episodes";
+
+/// A run's one final score: the mean game score (untouched rewards) of its newest
+/// [`FINAL_SCORE_EPISODES`] episodes, or of all it finished if fewer; `None` before the first.
+/// The console shows it, `summary.json` stores it (`final_score`), the sweep's table and
+/// `tandem plot` read it from there, and `episode/recent_score_mean` logs it every interval.
+pub fn final_score(recent: &RecentEpisodes) -> Option<f64> {
+    recent.mean_score_last(FINAL_SCORE_EPISODES)
+}
+
+/// How many episodes [`final_score`] averages now (fewer than [`FINAL_SCORE_EPISODES`] early on).
+pub fn final_score_window(recent: &RecentEpisodes) -> usize {
+    recent.newest(FINAL_SCORE_EPISODES).len()
+}
+
 /// The last `capacity` episodes of the whole run.
 #[derive(Debug, Clone)]
 pub struct RecentEpisodes {
@@ -182,4 +202,35 @@ pub fn summary(values: &[f64]) -> Option<(f64, f64, f64)> {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     Some((mean, min, max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_final_score_is_the_mean_of_the_newest_100_episodes_and_says_so() {
+        assert!(FINAL_SCORE_RULE.contains(&format!(" {FINAL_SCORE_EPISODES} ")));
+        let mut recent = RecentEpisodes::new(FINAL_SCORE_EPISODES);
+        assert_eq!(final_score(&recent), None);
+        let episode = |score| Episode {
+            ret: 0.0,
+            length: 1.0,
+            score,
+        };
+        recent.extend(&[episode(1.0), episode(3.0)]);
+        assert_eq!(
+            (final_score(&recent), final_score_window(&recent)),
+            (Some(2.0), 2)
+        );
+        // 150 more of 10: the oldest two and 48 more fall out of the window.
+        recent.extend(&vec![episode(10.0); 150]);
+        assert_eq!(
+            (final_score(&recent), final_score_window(&recent)),
+            (Some(10.0), 100)
+        );
+        recent.extend(&vec![episode(20.0); 50]);
+        assert_eq!(final_score(&recent), Some(15.0));
+        assert_eq!(final_score(&recent), recent.mean_score());
+    }
 }

@@ -187,7 +187,17 @@ pub struct RunSummary<'a> {
 pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
     let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
     let fields = vec![
-        // The game's score first: what CleanRL and Stable-Baselines3 report.
+        // The game's score first: what CleanRL and Stable-Baselines3 report. `final_score` is
+        // the one the console, `tandem sweep` and `tandem plot` report, by the rule named here.
+        ("final_score", json(super::metrics::final_score(s.recent))),
+        (
+            "final_score_episodes",
+            super::metrics::final_score_window(s.recent).to_string(),
+        ),
+        (
+            "final_score_rule",
+            format!("\"{}\"", super::metrics::FINAL_SCORE_RULE),
+        ),
         ("last_20_score_mean", json(s.recent.mean_score_last(20))),
         ("recent_score_mean", json(s.recent.mean_score())),
         ("update", s.update.to_string()),

@@ -144,7 +144,7 @@ impl Run {
             None
         };
         broadcast_rank0_state(&mut ddp, &policies)?;
-        let mut recent = RecentEpisodes::new(100);
+        let mut recent = RecentEpisodes::new(metrics::FINAL_SCORE_EPISODES);
         let (counters, restarts) = match &resumed {
             Some(r) => {
                 recent.restore(r.episodes, &r.recent);
@@ -348,7 +348,7 @@ impl Run {
             .iter()
             .map(|(phase, time)| (format!("time/{phase}_s"), time.as_secs_f64()))
             .collect();
-        if let Some(score) = self.recent.mean_score() {
+        if let Some(score) = metrics::final_score(&self.recent) {
             s.push(("episode/recent_score_mean", score));
         }
         if let Some(r) = self.recent.mean_return() {
