@@ -79,7 +79,8 @@ pub struct Planned {
 }
 
 /// Every file crossed with every combination of the axes' values and the seeds, in order: the
-/// first axis varies slowest, the seeds fastest.
+/// first axis varies slowest, the seeds fastest. A run's name shows only what tells it from the
+/// others: an axis of one value (the same for every variant) is set but not named.
 pub fn plan(files: &[String], axes: &[Axis], seeds: Option<&[u64]>) -> Vec<Planned> {
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for axis in axes {
@@ -88,10 +89,12 @@ pub fn plan(files: &[String], axes: &[Axis], seeds: Option<&[u64]>) -> Vec<Plann
             .flat_map(|combo| {
                 axis.values.iter().map(move |value| {
                     let mut next = combo.clone();
-                    next.push((
-                        format!("{}={value}", axis.path),
-                        format!("{}={value}", axis.short()),
-                    ));
+                    let part = if axis.values.len() > 1 {
+                        format!("{}={value}", axis.short())
+                    } else {
+                        String::new()
+                    };
+                    next.push((format!("{}={value}", axis.path), part));
                     next
                 })
             })
@@ -115,7 +118,10 @@ pub fn plan(files: &[String], axes: &[Axis], seeds: Option<&[u64]>) -> Vec<Plann
             combos.iter().map(move |combo| Planned {
                 file: file.clone(),
                 sets: combo.iter().map(|(set, _)| set.clone()).collect(),
-                name_parts: combo.iter().map(|(_, part)| part.clone()).collect(),
+                name_parts: (combo.iter())
+                    .filter(|(_, part)| !part.is_empty())
+                    .map(|(_, part)| part.clone())
+                    .collect(),
             })
         })
         .collect()
@@ -166,10 +172,10 @@ mod tests {
         assert_eq!(
             names,
             [
-                "x-lr=1e-3-envs=8-seed1",
-                "x-lr=1e-3-envs=8-seed2",
-                "x-lr=3e-4-envs=8-seed1",
-                "x-lr=3e-4-envs=8-seed2"
+                "x-lr=1e-3-seed1",
+                "x-lr=1e-3-seed2",
+                "x-lr=3e-4-seed1",
+                "x-lr=3e-4-seed2"
             ]
         );
         assert_eq!(

@@ -1,8 +1,9 @@
 //! `tandem sweep` and `tandem plot`. A sweep trains the variants of an experiment, each in its
 //! own run directory under one sweep directory: the files given, each crossed with every
 //! combination of `--set PATH=V1,V2,...` lists and `--seeds` ([`grid`]); several at a time with
-//! `--parallel`. It then writes one table of their final scores (per variant, and per group of
-//! variants that differ only in `seed`: the mean with a 95% Student-t interval over the seeds),
+//! `--parallel`. It then writes one table of their final scores (each run's `summary.json`
+//! `final_score`, by the rule it names: the mean game score of its last 100 episodes; per
+//! group of variants that differ only in `seed`, the mean with a 95% Student-t interval),
 //! a CSV of every variant's score curve and a PNG of each group's mean curve with its interval
 //! ([`curves`], [`plot`]). `tandem plot` draws the same for any runs.
 //!
@@ -12,6 +13,7 @@
 
 pub mod curves;
 pub mod grid;
+pub mod pdf;
 pub mod plot;
 
 use std::path::{Path, PathBuf};
@@ -59,54 +61,97 @@ pub struct PlotArgs {
     /// Run directories, or folders holding them (a sweep's directory).
     #[arg(required = true, value_name = "RUN_DIR")]
     pub paths: Vec<PathBuf>,
-    /// Where to write the PNG.
+    /// Where to write the figure: .png, .svg or .pdf, as its extension says.
     #[arg(short, long, value_name = "FILE", default_value = "plot.png")]
     pub output: PathBuf,
-    /// Also write every run's score curve here as CSV.
+    /// Also write every run's curve here as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// The plot's title [default: the experiment's name].
     #[arg(long)]
     pub title: Option<String>,
+    /// The logged scalar to plot: a tag of scalars.jsonl, e.g. eval/score_mean (the default
+    /// is the game score of the training episodes).
+    #[arg(long, value_name = "TAG", default_value = curves::SCORE_TAG)]
+    pub metric: String,
+    /// Smooth each run's curve: the trailing mean of this many logged points.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub smooth: usize,
+    /// The horizontal axis.
+    #[arg(long, value_enum, default_value_t = curves::XAxis::Steps)]
+    pub x: curves::XAxis,
 }
 
-/// `tandem plot`: the runs' groups drawn, and each group's final mean and interval printed.
+/// `tandem plot`: the runs' groups drawn, and each run's and group's final value printed: for
+/// the score, each run's `summary.json` `final_score` (the rule it names, the one the console
+/// and `tandem sweep` report); for another metric, its last logged value.
 pub fn plot_runs(args: &PlotArgs) -> Result<ExitCode> {
+    plot::Format::of(&args.output)?;
+    if args.smooth == 0 {
+        bail!("--smooth must be at least 1 (1: no smoothing)");
+    }
+    let options = curves::CurveOptions {
+        metric: args.metric.clone(),
+        x: args.x,
+        smooth: args.smooth,
+    };
     let dirs = curves::run_dirs(&args.paths)?;
-    let groups = curves::groups_of(&dirs)?;
+    let groups = curves::groups_of(&dirs, &options)?;
     if groups
         .iter()
         .all(|g| g.runs.iter().all(|r| r.points.is_empty()))
     {
         bail!(
-            "none of the {} run(s) logged a score ({} in scalars.jsonl) yet",
+            "none of the {} run(s) logged {} in scalars.jsonl yet",
             dirs.len(),
-            curves::SCORE_TAG
+            options.metric
         );
     }
     let title = match &args.title {
         Some(title) => title.clone(),
         None => curves::experiment_of(&dirs[0])?.name,
     };
-    plot::write_png(&title, &groups, &args.output)?;
+    plot::write(&title, &groups, &options, &args.output)?;
     if let Some(csv) = &args.csv {
-        crate::atomic::write_atomic(csv, curves::csv(&groups).as_bytes())
+        crate::atomic::write_atomic(csv, curves::csv(&groups, &options).as_bytes())
             .with_context(|| format!("cannot write {}", csv.display()))?;
     }
-    let last = curves::last_step(&groups);
-    for group in &groups {
-        let end = curves::band(group, last).pop();
-        let figures = match end {
-            None => "no score".to_string(),
-            Some(p) => match p.interval {
-                Some((lo, hi)) => format!("{:.3} [{lo:.3}, {hi:.3}] over {} runs", p.mean, p.runs),
-                None => format!("{:.3} (one run)", p.mean),
-            },
-        };
-        println!("{}: score at step {last}: {figures}", group.label);
-    }
+    print!("{}", finals(&dirs, &groups, &options));
     println!("wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `tandem plot` prints: the rule, each run's final value, each group's mean and interval.
+fn finals(dirs: &[PathBuf], groups: &[curves::Group], options: &curves::CurveOptions) -> String {
+    let rule = if options.metric == curves::SCORE_TAG {
+        let rule = dirs.iter().find_map(|d| curves::final_score(d).1);
+        format!(
+            "final score: {} (summary.json final_score)",
+            rule.as_deref().unwrap_or("not in summary.json")
+        )
+    } else {
+        format!("final {}: each run's last logged value", options.metric)
+    };
+    let mut out = format!("{rule}\n");
+    for group in groups {
+        for run in &group.runs {
+            let value = run.last.map_or("-".to_string(), |v| format!("{v:.3}"));
+            out.push_str(&format!("  {} (seed {}): {value}\n", run.name, run.seed));
+        }
+        let values: Vec<f64> = group.runs.iter().filter_map(|r| r.last).collect();
+        let figures = match mean_interval(&values) {
+            None => "no final value".to_string(),
+            Some((mean, None)) => format!("{mean:.3} (one run)"),
+            Some((mean, Some(half))) => format!(
+                "{mean:.3} ± {half:.3} (95% Student-t interval [{:.3}, {:.3}]) over {} runs",
+                mean - half,
+                mean + half,
+                values.len()
+            ),
+        };
+        out.push_str(&format!("{}: {figures}\n", group.label));
+    }
+    out
 }
 
 /// One variant, resolved.
@@ -132,10 +177,22 @@ pub enum Outcome {
     Finished {
         global_step: u64,
         episodes: u64,
-        /// `last_20_score_mean`: the mean game score of the run's last 20 episodes.
+        /// `final_score`: the mean game score of the run's last 100 episodes.
         final_score: Option<f64>,
+        /// The rule `summary.json` names for it (`final_score_rule`).
+        rule: Option<String>,
     },
     Failed(String),
+}
+
+/// How the sweep names itself in what it says: `sweep` for the default name, else `sweep NAME`
+/// (never `sweep sweep`).
+pub fn called(name: &str) -> String {
+    if name == "sweep" || name.is_empty() {
+        "sweep".to_string()
+    } else {
+        format!("sweep {name}")
+    }
 }
 
 pub fn run(req: &SweepRequest) -> Result<ExitCode> {
@@ -157,8 +214,8 @@ pub fn run(req: &SweepRequest) -> Result<ExitCode> {
         .unwrap_or_else(|| crate::launch::default_run_dir(&req.name));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!(
-        "sweep {}: {} variant{} in {}, {parallel} at a time",
-        req.name,
+        "{}: {} variant{} in {}, {parallel} at a time",
+        called(&req.name),
         variants.len(),
         if variants.len() == 1 { "" } else { "s" },
         dir.display()
@@ -209,8 +266,8 @@ fn train_all(
         while running.len() < parallel && next < variants.len() {
             let variant = &variants[next];
             eprintln!(
-                "sweep {}: variant {}/{} ({}) starts",
-                req.name,
+                "{}: variant {}/{} ({}) starts",
+                called(&req.name),
                 next + 1,
                 variants.len(),
                 variant.name
@@ -238,8 +295,8 @@ fn train_all(
                         Ok(None) => unreachable!("matched above"),
                     };
                     eprintln!(
-                        "sweep {}: variant {} ({}) {}",
-                        req.name,
+                        "{}: variant {} ({}) {}",
+                        called(&req.name),
                         i + 1,
                         variants[i].name,
                         match &outcome {
@@ -300,12 +357,19 @@ fn write_curves(name: &str, dir: &Path, variants: &[Variant]) -> Result<()> {
         .filter(|d| d.join("scalars.jsonl").is_file())
         .collect();
     if finished.is_empty() {
-        eprintln!("sweep {name}: no variant logged a score; no curves to write");
+        eprintln!(
+            "{}: no variant logged a score; no curves to write",
+            called(name)
+        );
         return Ok(());
     }
-    let groups = curves::groups_of(&finished)?;
-    crate::atomic::write_atomic(&dir.join("sweep.csv"), curves::csv(&groups).as_bytes())?;
-    plot::write_png(&format!("sweep {name}"), &groups, &dir.join("sweep.png"))?;
+    let options = curves::CurveOptions::default();
+    let groups = curves::groups_of(&finished, &options)?;
+    crate::atomic::write_atomic(
+        &dir.join("sweep.csv"),
+        curves::csv(&groups, &options).as_bytes(),
+    )?;
+    plot::write(&called(name), &groups, &options, &dir.join("sweep.png"))?;
     println!(
         "score curves: {} (every logged score), {} (mean over seeds, 95% interval)",
         dir.join("sweep.csv").display(),
@@ -396,7 +460,8 @@ pub fn read_summary(run_dir: &Path) -> Outcome {
     Outcome::Finished {
         global_step: json["global_step"].as_u64().unwrap_or(0),
         episodes: json["episodes"].as_u64().unwrap_or(0),
-        final_score: json["last_20_score_mean"].as_f64(),
+        final_score: json["final_score"].as_f64(),
+        rule: json["final_score_rule"].as_str().map(String::from),
     }
 }
 
@@ -453,7 +518,8 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
         .unwrap_or(0)
         .max(7);
     let mut out = format!(
-        "sweep {name}: {} variant{} in {}\n\n",
+        "{}: {} variant{} in {}\n\n",
+        called(name),
         variants.len(),
         if variants.len() == 1 { "" } else { "s" },
         dir.display()
@@ -468,6 +534,7 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
                 global_step,
                 episodes,
                 final_score,
+                ..
             } => format!(
                 "{global_step:>10}  {episodes:>8}  {:>12}",
                 final_score.map_or("-".to_string(), |r| format!("{r:.3}"))
@@ -476,9 +543,14 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
         };
         out.push_str(&format!("{:<width$}  {:>6}  {cells}\n", v.name, v.seed));
     }
-    out.push_str(
-        "\nfinal score: mean game score of the last 20 episodes (summary.json last_20_score_mean)\n",
-    );
+    let rule = outcomes.iter().find_map(|o| match o {
+        Outcome::Finished { rule, .. } => rule.clone(),
+        Outcome::Failed(_) => None,
+    });
+    out.push_str(&format!(
+        "\nfinal score: {} (summary.json final_score)\n",
+        rule.as_deref().unwrap_or("not in summary.json")
+    ));
     let mut groups: Vec<&str> = Vec::new();
     for v in variants {
         if !groups.contains(&v.group_key.as_str()) {
@@ -552,6 +624,7 @@ mod tests {
             global_step: 100,
             episodes: 4,
             final_score: Some(r),
+            rule: Some("mean game score of the last 100 episodes".into()),
         };
         let variants = [
             v("a-1", 1, "lr 0.1\nx"),
@@ -573,5 +646,14 @@ mod tests {
         );
         assert!(t.contains("b-2"), "{t}");
         assert!(t.contains("failed: boom"), "{t}");
+        assert!(
+            t.contains("final score: mean game score of the last 100 episodes (summary.json"),
+            "{t}"
+        );
+        assert!(t.starts_with("sweep s: 4 variants"), "{t}");
+        assert!(
+            table("sweep", Path::new("d"), &variants, &outcomes).starts_with("sweep: 4 variants"),
+            "the default name is not said twice"
+        );
     }
 }
