@@ -280,8 +280,8 @@ const CLAIMS: &[Claim] = &[
         file: "cartpole-dqn.kdl",
         phrase: "the last 100 episodes",
         check: Check::Source {
-            file: "src/train/run.rs",
-            text: "RecentEpisodes::new(100)",
+            file: "src/train/metrics.rs",
+            text: "pub const FINAL_SCORE_EPISODES: usize = 100;",
         },
     },
     Claim {
