@@ -756,13 +756,13 @@ fn the_sweep_app_runs_three_seeds_and_prints_their_table() {
             &fs::read_to_string(runs.join(&name).join("summary.json")).unwrap(),
         )
         .unwrap();
-        let last20 = summary["last_20_return_mean"].as_f64().unwrap();
+        let final_score = summary["final_score"].as_f64().unwrap();
         let row = output
             .lines()
             .find(|l| l.starts_with(&name))
             .unwrap_or_else(|| panic!("no row for {name}:\n{output}"));
         assert!(
-            row.ends_with(&format!("{last20:.3}")) && row.contains(" 2048 "),
+            row.ends_with(&format!("{final_score:.3}")) && row.contains(" 2048 "),
             "{row} against {summary}"
         );
     }
