@@ -58,6 +58,7 @@ const CARTPOLE_CLIP: &str = r#"experiment "walk" {
         wrappers {
             normalize-reward
             clip-reward
+            scale-reward 0.5
             keep-obs 0 1 2
         }
     }
@@ -783,6 +784,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         ),
         ("grayscale", Wrapper("atari-ppo", "grayscale", "")),
         ("clip-reward", Wrapper("cartpole-clip", "clip-reward", "")),
+        ("scale-reward", Wrapper("cartpole-clip", "scale-reward", "")),
+        (
+            "scale-reward.factor",
+            Wrapper("cartpole-clip", "scale-reward", "scale-reward factor=0.25"),
+        ),
         ("keep-obs", Wrapper("cartpole-clip", "keep-obs", "")),
         (
             "keep-obs.indices",

@@ -1,7 +1,7 @@
 //! Evaluation during training (the `eval` section): every rank plays its share of the
 //! episodes on environments of its own, with the learner's current networks, and every rank
 //! gets everyone's episodes back. The environments are the training chain without its reward
-//! transforms (`clip-reward`, `normalize-reward`: the score is the game's anyway), cut at
+//! transforms (`clip-reward`, `scale-reward`, `normalize-reward`: the score is the game's anyway), cut at
 //! `max-episode-steps`, seeded apart from training's and reset before each evaluation; their
 //! observation normalisers hold training's statistics, frozen. Each environment plays one
 //! episode an evaluation, so long episodes weigh as much as short ones.
@@ -150,8 +150,7 @@ impl Evaluation {
 /// environment with `render_mode="rgb_array"`).
 fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>, render: bool) -> Result<VecEnv> {
     let mut spec = env_spec(exp);
-    spec.wrappers
-        .retain(|w| !matches!(w, Wrapper::ClipReward | Wrapper::NormalizeReward { .. }));
+    spec.wrappers.retain(|w| !w.transforms_reward());
     spec.wrappers.push(Wrapper::TimeLimit {
         max_steps: exp.eval.max_episode_steps,
     });

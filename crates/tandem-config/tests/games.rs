@@ -366,3 +366,35 @@ fn free_sampling_refuses_gymnasium_workers_that_would_serve_two_environment_grou
     ];
     resolve(&stdin(&text), &in_turn).unwrap();
 }
+
+/// `scale-reward` fits native and gymnasium environments alike, is written with its factor
+/// named, and refuses a factor it cannot have or none at all, once, at the wrapper's line.
+#[test]
+fn scale_reward_takes_a_positive_factor_on_any_game() {
+    for env in ["env \"cartpole\" {", "env \"gymnasium\" { id \"A-v0\";"] {
+        let text = with_env(&format!("{env} wrappers {{ scale-reward 0.01; }} }}"));
+        let e = experiment(&text);
+        assert_eq!(e.env.wrappers, vec![Wrapper::ScaleReward { factor: 0.01 }]);
+        let canonical = canonical_kdl(&e);
+        assert!(
+            canonical.contains("scale-reward factor=0.01\n"),
+            "{canonical}"
+        );
+        assert_eq!(parse_canonical(&canonical).unwrap(), e);
+    }
+    for (wrapper, says) in [
+        ("scale-reward 0", "must be number > 0, found 0"),
+        ("scale-reward factor=-1.0", "must be number > 0, found -1"),
+        ("scale-reward", "e.g. `scale-reward factor=0.1`"),
+    ] {
+        let text = format!(
+            "experiment \"x\" {{\n    env \"cartpole\" {{\n        wrappers {{\n            {wrapper}\n        }}\n    }}\n}}\n"
+        );
+        let diags = errors(&text, &[]);
+        assert_eq!(diags.len(), 1, "{wrapper}: {diags:?}");
+        assert_eq!(diags[0].line_column().unwrap().0, 4, "{wrapper}");
+        let d = &diags[0];
+        let shown = format!("{} {:?} {:?}", d.message(), d.label(), d.help());
+        assert!(shown.contains(says), "{wrapper}: {shown}");
+    }
+}

@@ -264,6 +264,29 @@ fn normalised_rewards_keep_the_raw_score_and_time_limits_truncate() {
     }
 }
 
+/// scale-reward on a native game: the learner's return is scaled, the game's score is not.
+/// (A gymnasium environment's proxy is the bottom of the same chain, so it scales alike.)
+#[test]
+fn scaled_rewards_scale_the_return_but_not_the_score() {
+    let spec = EnvSpec::new(Game::Cartpole)
+        .with(Wrapper::ScaleReward { factor: 0.01 })
+        .with(Wrapper::TimeLimit { max_steps: 5 });
+    let mut venv = VecEnv::new(&spec, &env_seeds(3, 0, 0, 2), 1).unwrap();
+    venv.reset();
+    for _ in 0..5 {
+        venv.step(&[0, 1]).unwrap();
+        assert_eq!(venv.rewards(), &[0.01, 0.01]);
+    }
+    for e in venv.drain_episodes() {
+        assert_eq!((e.length, e.raw_score), (5, 5.0));
+        assert!(
+            (e.episode_return - 0.05).abs() < 1e-6,
+            "{}",
+            e.episode_return
+        );
+    }
+}
+
 /// VecEnv lets environments update their rows in place; the rows must always equal
 /// the observations a fully written buffer gets, across episode ends and through
 /// wrappers that pass observations on.

@@ -186,6 +186,20 @@ fn clip_reward_keeps_the_raw_reward() {
 }
 
 #[test]
+fn scale_reward_multiplies_the_reward_and_keeps_the_raw_one() {
+    // After clip-reward it scales the sign, as a chain applies wrappers in order.
+    let (mut env, _) = chain(&[Wrapper::ClipReward, Wrapper::ScaleReward { factor: 0.5 }]);
+    env.reset(None, ObsBuf::Skip);
+    let steps: Vec<Step> = (0..5)
+        .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
+        .collect();
+    let scaled: Vec<f32> = steps.iter().map(|s| s.reward).collect();
+    let raw: Vec<f32> = steps.iter().map(|s| s.raw_reward).collect();
+    assert_eq!(raw, [0.0, 1.0, 2.0, 3.0, -1.0]);
+    assert_eq!(scaled, [0.0, 0.5, 0.5, 0.5, -0.5]);
+}
+
+#[test]
 fn episodic_life_ends_episodes_per_life_but_statistics_per_game() {
     let (env, log) = chain(&[Wrapper::EpisodicLife]);
     let mut venv = VecEnv::from_envs(vec![env], vec![0], 1).unwrap();

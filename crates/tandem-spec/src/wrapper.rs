@@ -22,6 +22,8 @@ pub enum Wrapper {
     Grayscale,
     /// Rewards become their sign (-1, 0, 1).
     ClipReward,
+    /// Rewards are multiplied by `factor`.
+    ScaleReward { factor: f64 },
     /// The observation is the last `n` observations stacked on the channel axis (oldest
     /// first), channels-first for images.
     FrameStack { n: u32 },
@@ -51,6 +53,7 @@ impl Wrapper {
             Wrapper::Resize { .. } => "resize",
             Wrapper::Grayscale => "grayscale",
             Wrapper::ClipReward => "clip-reward",
+            Wrapper::ScaleReward { .. } => "scale-reward",
             Wrapper::FrameStack { .. } => "frame-stack",
             Wrapper::TimeLimit { .. } => "time-limit",
             Wrapper::StickyActions { .. } => "sticky-actions",
@@ -76,10 +79,22 @@ impl Wrapper {
             | Wrapper::FireReset
             | Wrapper::EpisodicLife
             | Wrapper::ClipReward
+            | Wrapper::ScaleReward { .. }
             | Wrapper::TimeLimit { .. }
             | Wrapper::StickyActions { .. }
             | Wrapper::NormalizeReward { .. } => false,
         }
+    }
+}
+
+impl Wrapper {
+    /// Whether it changes the reward the learner sees and nothing else (the game's score, its
+    /// raw reward, stays), so an evaluation, which reports scores, leaves it out.
+    pub fn transforms_reward(&self) -> bool {
+        matches!(
+            self,
+            Wrapper::ClipReward | Wrapper::ScaleReward { .. } | Wrapper::NormalizeReward { .. }
+        )
     }
 }
 
@@ -298,6 +313,16 @@ pub const WRAPPERS: &[WrapperInfo] = &[
         params: &[],
     },
     WrapperInfo {
+        name: "scale-reward",
+        doc: "Multiply each reward by a factor, for learning only (Stable-Baselines3 users' reward scale; the episode score stays the game's).",
+        params: &[param(
+            "factor",
+            POSITIVE,
+            None,
+            "What each reward is multiplied by (`scale-reward 0.01`).",
+        )],
+    },
+    WrapperInfo {
         name: "frame-stack",
         doc: "Stack the last n observations along the channel axis.",
         params: &[param(
@@ -399,6 +424,7 @@ impl Wrapper {
                 vec![Value::Int(i64::try_from(max_steps).unwrap_or(i64::MAX))]
             }
             Wrapper::StickyActions { probability } => vec![Value::Float(probability)],
+            Wrapper::ScaleReward { factor } => vec![Value::Float(factor)],
             Wrapper::NormalizeObs { clip } => vec![Value::Float(clip)],
             Wrapper::NormalizeReward { gamma, clip } => {
                 vec![Value::Float(gamma), Value::Float(clip)]
@@ -441,6 +467,7 @@ impl Wrapper {
             },
             "grayscale" => Wrapper::Grayscale,
             "clip-reward" => Wrapper::ClipReward,
+            "scale-reward" => Wrapper::ScaleReward { factor: float(0)? },
             "frame-stack" => Wrapper::FrameStack { n: small(0)? },
             "time-limit" => Wrapper::TimeLimit {
                 max_steps: u64::try_from(int(0)?).unwrap_or(0),
@@ -534,6 +561,7 @@ mod tests {
                     .map(|p| match (p.default, p.range) {
                         (Some(v), _) => v,
                         (None, Range::Indices { .. }) => Value::Indices(0b101),
+                        (None, Range::Float { .. }) => Value::Float(1.0),
                         (None, _) => Value::Int(1),
                     })
                     .collect();

@@ -849,7 +849,11 @@ impl Checker<'_> {
             Ok(v) => {
                 given.insert(param.name, (v, span));
             }
-            Err(e) => errs.push(e),
+            Err(e) => {
+                // Given (if wrongly): the error says what is wrong, not that it is missing.
+                given.insert(param.name, (Val::Null, span));
+                errs.push(e)
+            }
         }
     }
 
@@ -879,12 +883,26 @@ impl Checker<'_> {
                             format!("wrapper `{name}` needs `{}`", param.name),
                         )
                         .at(source, node.span(), format!("no `{}`", param.name))
-                        .help(format!("e.g. `{name} {}=1000`: {}", param.name, param.doc)),
+                        .help(format!(
+                            "e.g. `{name} {}={}`: {}",
+                            param.name,
+                            example_number(param),
+                            param.doc
+                        )),
                     ),
                 },
             }
         }
         vals
+    }
+}
+
+/// A value for a wrapper's required number in help texts: a count (time-limit's 1000 steps)
+/// or a fraction (scale-reward's factor).
+fn example_number(param: &Field) -> &'static str {
+    match param.ty {
+        Ty::Float { .. } => "0.1",
+        _ => "1000",
     }
 }
 

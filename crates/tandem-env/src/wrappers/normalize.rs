@@ -1,4 +1,4 @@
-//! Reward and observation scaling wrappers: clip-reward, normalize-obs,
+//! Reward and observation scaling wrappers: clip-reward, scale-reward, normalize-obs,
 //! normalize-reward.
 
 use super::{forward_to_inner, observation_methods, pass_through_step, wrapper_snapshot_methods};
@@ -43,6 +43,40 @@ impl Env for ClipReward {
     }
     pass_through_step!();
     wrapper_snapshot_methods!("clip-reward", params: [], state: []);
+    forward_to_inner!(with_normalizers);
+}
+
+/// Multiplies each reward by a constant factor; the raw reward, the game's score, is left.
+pub struct ScaleReward {
+    inner: Box<dyn Env>,
+    factor: f64,
+}
+
+impl ScaleReward {
+    pub fn new(inner: Box<dyn Env>, factor: f64) -> Self {
+        ScaleReward { inner, factor }
+    }
+
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        // In f64, so a factor given to more digits than f32 holds is applied as written.
+        step.reward = (f64::from(step.reward) * self.factor) as f32;
+        step
+    }
+}
+
+impl Env for ScaleReward {
+    fn observation_space(&self) -> ObsSpace {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> ActionSpace {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
+        self.inner.reset(seed, obs)
+    }
+    pass_through_step!();
+    wrapper_snapshot_methods!("scale-reward", params: [factor], state: []);
     forward_to_inner!(with_normalizers);
 }
 
