@@ -15,6 +15,7 @@ use tandem::algo::{
 use tandem::nn::{
     Activation, ActorCritic, ActorCriticSpec, Evaluation, NetworkSpec, parameters_in_order,
 };
+use tandem_config::AdvantageNorm;
 use tandem_env::ActionSpace;
 use tch::nn::{OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
@@ -295,6 +296,64 @@ fn max_param_diff(a: &Snapshot, b: &Snapshot) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// With the ratios held at 1 (a learning rate too small to move them), PPO's policy loss is
+/// minus the mean normalised advantage of the rows its minibatches hold: two minibatches of
+/// the same rows 0..8 of 16 show over what the advantages were normalised.
+#[test]
+fn advantages_are_normalised_over_the_batch_or_each_minibatch() {
+    let (initial, batch) = fixture(5);
+    let a: Vec<f64> = Vec::<f32>::try_from(&batch.advantages)
+        .unwrap()
+        .iter()
+        .map(|&x| f64::from(x))
+        .collect();
+    // By hand: mean, and the unbiased standard deviation, as torch.std.
+    let moments = |xs: &[f64]| {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var.sqrt())
+    };
+    let minus_mean_of_first_8 = |(mean, std): (f64, f64)| {
+        -a[..8]
+            .iter()
+            .map(|x| (x - mean) / (std + 1e-8))
+            .sum::<f64>()
+            / 8.0
+    };
+    let plan = vec![to_plan(&[(0..8).collect(), (0..8).collect()])];
+    for (mode, expected) in [
+        (AdvantageNorm::Batch, minus_mean_of_first_8(moments(&a))),
+        (
+            AdvantageNorm::Minibatch,
+            minus_mean_of_first_8(moments(&a[..8])),
+        ),
+        (AdvantageNorm::Off, -a[..8].iter().sum::<f64>() / 8.0),
+    ] {
+        let config = tandem_config::Ppo {
+            lr: 1e-12,
+            epochs: 1,
+            minibatches: 2,
+            normalize_advantages: mode,
+            ..common::cleanrl_ppo()
+        };
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut ppo = Ppo::new(&vs, config, 0).unwrap();
+        let stats = ppo
+            .update_with_minibatches(&model, &batch, 0.0, &plan, &mut Local)
+            .unwrap();
+        assert!(
+            (stats.policy_loss - expected).abs() < 1e-5,
+            "{mode:?}: policy loss {} vs {expected} by hand",
+            stats.policy_loss
+        );
+    }
+    // The three differ, so the check above tells them apart.
+    let batch_mean = minus_mean_of_first_8(moments(&a));
+    assert!(batch_mean.abs() > 0.05, "{batch_mean}");
+}
+
 fn ppo_config(target_kl: Option<f64>) -> tandem_config::Ppo {
     tandem_config::Ppo {
         lr: 0.02,
@@ -498,8 +557,17 @@ fn assert_stats_close(one: &[f64], two: &[f64]) {
 
 #[test]
 fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
-    for target_kl in [None, Some(1e-9)] {
-        let config = ppo_config(target_kl);
+    // Per minibatch, each rank normalises by the global minibatch's statistics, as one rank
+    // holding the whole minibatch does; by its own share alone, the ranks would diverge.
+    for (target_kl, normalize_advantages) in [
+        (None, AdvantageNorm::Batch),
+        (Some(1e-9), AdvantageNorm::Batch),
+        (None, AdvantageNorm::Minibatch),
+    ] {
+        let config = tandem_config::Ppo {
+            normalize_advantages,
+            ..ppo_config(target_kl)
+        };
         let epochs = config.epochs;
         let (initial, batch) = fixture(3);
         let (per_rank_plans, whole_plan) = split_plans(epochs);

@@ -154,9 +154,7 @@ pub(crate) fn global_batch_stats(
         "update: the global batch has {n} samples; advantage statistics need at least 2"
     );
     let mean = |s: f64| s / n;
-    let advantage_mean = mean(sums[0]);
-    // Unbiased (n - 1) variance, as torch.std in CleanRL's normalisation.
-    let advantage_var = ((sums[1] - n * advantage_mean * advantage_mean) / (n - 1.0)).max(0.0);
+    let (advantage_mean, advantage_std) = mean_and_std(sums[0], sums[1], n);
     // Population variances, as np.var in CleanRL's explained variance.
     let returns_var = mean(sums[3]) - mean(sums[2]).powi(2);
     let errors_var = mean(sums[5]) - mean(sums[4]).powi(2);
@@ -167,9 +165,43 @@ pub(crate) fn global_batch_stats(
     };
     Ok(GlobalBatchStats {
         advantage_mean,
-        advantage_std: advantage_var.sqrt(),
+        advantage_std,
         explained_variance,
     })
+}
+
+/// The mean and the unbiased (n - 1) standard deviation of `n` values from their sum and sum of
+/// squares, as torch.std in CleanRL's and Stable-Baselines3's advantage normalisation.
+pub(crate) fn mean_and_std(sum: f64, sum_sq: f64, n: f64) -> (f64, f64) {
+    let mean = sum / n;
+    let var = ((sum_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+    (mean, var.sqrt())
+}
+
+/// `advantages` normalised by the mean and standard deviation of the rows `rows` of every
+/// rank (the global minibatch: each rank holds its share, so all ranks normalise alike, as
+/// one rank holding the whole minibatch would), summed in one collective. Every row of the
+/// result is normalised; the caller reads the minibatch's.
+pub(crate) fn normalized_over_rows(
+    advantages: &Tensor,
+    rows: &Tensor,
+    collective: &mut dyn Collective,
+) -> Result<Tensor> {
+    let picked = advantages.index_select(0, rows).to_kind(Kind::Double);
+    let moments = Tensor::stack(
+        &[picked.sum(Kind::Double), picked.square().sum(Kind::Double)],
+        0,
+    );
+    let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
+    sums.push(rows.size1()? as f64);
+    collective.all_reduce_sum(&mut sums)?;
+    ensure!(
+        sums[2] >= 2.0,
+        "update: a global minibatch of {} samples; normalising its advantages needs at least 2",
+        sums[2]
+    );
+    let (mean, std) = mean_and_std(sums[0], sums[1], sums[2]);
+    Ok((advantages - mean) / (std + 1e-8))
 }
 
 /// Backward of one loss into the accumulated gradients. `ends_step` marks the backward after

@@ -221,7 +221,7 @@ pub fn cleanrl_ppo() -> tandem_config::Ppo {
         epochs: 4,
         minibatches: 4,
         micro_batches: 1,
-        normalize_advantages: true,
+        normalize_advantages: tandem_config::AdvantageNorm::Batch,
         clip: 0.2,
         value_clip: Some(0.2),
         entropy_coef: 0.01,

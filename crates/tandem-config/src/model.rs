@@ -203,8 +203,8 @@ settings! {
             "Decay the learning rate linearly to 0 over the run.";
         target_kl: Option<f64> = "target-kl", POSITIVE, Dflt::Null,
             "Stop an update after the first epoch whose approximate KL, averaged over all ranks, exceeds this (rank 0 decides for all); `#null` never stops.";
-        normalize_advantages: bool = "normalize-advantages", Ty::Bool, Dflt::Bool(true),
-            "Normalise advantages to mean 0 and standard deviation 1 over the global batch (every rank's transitions of the update), once before the epochs.";
+        normalize_advantages: AdvantageNorm = "normalize-advantages", Ty::OrWord("minibatch", &Ty::Bool), Dflt::Bool(true),
+            "Normalise advantages to mean 0 and standard deviation 1: `#true` over the global batch (every rank's transitions of the update), once before the epochs; `\"minibatch\"` over each global minibatch (every rank's share of it), as Stable-Baselines3 and CleanRL do; `#false` not at all.";
         adam_eps: f64 = "adam-eps", UNIT_OPEN, Dflt::Float(1e-5),
             "Adam epsilon.";
     }
@@ -311,11 +311,11 @@ settings! {
             "Vector steps (one step of every environment) per iteration.";
         gradient_steps: u64 = "gradient-steps", COUNT, Dflt::Int(1),
             "Gradient steps per iteration, once learning has started.";
-        alpha: AutoOr = "alpha", Ty::OrAuto(&POSITIVE), Dflt::Str("auto"),
+        alpha: AutoOr = "alpha", Ty::OrWord("auto", &POSITIVE), Dflt::Str("auto"),
             "Entropy temperature: a fixed number, or \"auto\" to learn it towards target-entropy.";
         initial_alpha: f64 = "initial-alpha", POSITIVE, Dflt::Float(1.0),
             "Starting temperature with alpha \"auto\".";
-        target_entropy: AutoOr = "target-entropy", Ty::OrAuto(&ANY_FLOAT), Dflt::Str("auto"),
+        target_entropy: AutoOr = "target-entropy", Ty::OrWord("auto", &ANY_FLOAT), Dflt::Str("auto"),
             "Entropy target of the tuned temperature, in the unit action box; \"auto\" is minus the action dimension.";
         max_grad_norm: Option<f64> = "max-grad-norm", POSITIVE, Dflt::Null,
             "Gradient norm clip of each network (actor, critics) on its own; `#null` disables clipping.";
@@ -358,6 +358,17 @@ settings! {
         checkpoint_replay: bool = "checkpoint-replay", Ty::Bool, Dflt::Bool(false),
             "Write the replay buffers into checkpoints (large).";
     }
+}
+
+/// Over what PPO normalises its advantages (`normalize-advantages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdvantageNorm {
+    /// `#false`.
+    Off,
+    /// `#true`: over the global batch, once before the epochs.
+    Batch,
+    /// `"minibatch"`: over each global minibatch.
+    Minibatch,
 }
 
 /// Where SAC's entropy temperature or target entropy comes from.
@@ -534,6 +545,24 @@ choices! {
     pub enum Core {
         Lstm = "lstm",
         Gru = "gru",
+    }
+}
+
+/// `#true` and `#false` keep the canonical text they had when the setting was a switch.
+impl Setting for AdvantageNorm {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Str(_)) => Self::Minibatch,
+            Some(Val::Bool(false)) => Self::Off,
+            _ => Self::Batch,
+        }
+    }
+    fn to_val(&self) -> Val {
+        match self {
+            Self::Off => Val::Bool(false),
+            Self::Batch => Val::Bool(true),
+            Self::Minibatch => Val::Str("minibatch".into()),
+        }
     }
 }
 

@@ -387,7 +387,7 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::Args => "block of `name value` keyword arguments".into(),
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
-        Ty::OrAuto(inner) => format!("\"auto\" or {}", describe(inner)),
+        Ty::OrWord(word, inner) => format!("\"{word}\" or {}", describe(inner)),
         Ty::Wrappers => "block of wrappers".into(),
     }
 }
@@ -721,7 +721,8 @@ mod tests {
                 l.iter().all(|i| (min..=max).contains(i))
             }
             (Ty::Text, Dflt::Str(s)) => !s.is_empty(),
-            (Ty::OrAuto(_), Dflt::Str(s)) => s == "auto",
+            (Ty::OrWord(word, _), Dflt::Str(s)) => s == word,
+            (Ty::OrWord(_, Ty::Bool), Dflt::Bool(_)) => true,
             (Ty::Devices, Dflt::Devices)
             | (Ty::Threads, Dflt::Auto)
             | (Ty::Wrappers, Dflt::NoWrappers)

@@ -35,8 +35,8 @@ pub(crate) enum Ty {
     Wrappers,
     /// A block of `name value` keyword arguments.
     Args,
-    /// The string `"auto"` (the learner decides), or a value of the inner type.
-    OrAuto(&'static Ty),
+    /// The string given (`"auto"`: the learner decides), or a value of the inner type.
+    OrWord(&'static str, &'static Ty),
 }
 
 /// `env.envs`'s default for ppo and a2c ([`Dflt::Envs`]).

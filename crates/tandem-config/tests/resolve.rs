@@ -566,3 +566,55 @@ fn a_fraction_or_a_float_past_2_to_the_53_is_refused_with_why() {
             .ends_with("found the number 1e20")
     );
 }
+
+/// `normalize-advantages` takes `"minibatch"` beside its switch; `#true` and `#false` keep the
+/// canonical text (and so the hashes) they had when it was only a switch.
+#[test]
+fn normalize_advantages_takes_minibatch_and_keeps_the_switch_canonical() {
+    let ppo = |setting: &str| {
+        format!(
+            "experiment \"x\" {{\n    algorithm \"ppo\" {{\n        {setting}\n    }}\n    env \"cartpole\"\n}}\n"
+        )
+    };
+    let resolved = |text: &str, given: &[&str]| resolve(&Source::Stdin(text.into()), &sets(given));
+    for (setting, sets, mode, written) in [
+        (
+            "",
+            &[][..],
+            AdvantageNorm::Batch,
+            "normalize-advantages #true\n",
+        ),
+        (
+            "normalize-advantages #false",
+            &[],
+            AdvantageNorm::Off,
+            "normalize-advantages #false\n",
+        ),
+        (
+            "normalize-advantages \"minibatch\"",
+            &[],
+            AdvantageNorm::Minibatch,
+            "normalize-advantages \"minibatch\"\n",
+        ),
+        (
+            "",
+            &["algorithm.normalize-advantages=minibatch"],
+            AdvantageNorm::Minibatch,
+            "normalize-advantages \"minibatch\"\n",
+        ),
+    ] {
+        let e = resolved(&ppo(setting), sets).unwrap().experiment;
+        let Algorithm::Ppo(p) = &e.algorithm else {
+            panic!("not ppo")
+        };
+        assert_eq!(p.normalize_advantages, mode, "{setting} {sets:?}");
+        let text = canonical_kdl(&e);
+        assert!(text.contains(written), "{text}");
+        assert_eq!(parse_canonical(&text).unwrap(), e);
+    }
+    let refused = resolved(&ppo("normalize-advantages \"batch\""), &[]).unwrap_err();
+    let d = refused.iter().next().unwrap();
+    assert_eq!(d.line_column().unwrap().0, 3);
+    let label = d.label().unwrap();
+    assert!(label.contains("\"minibatch\" or boolean"), "{label}");
+}

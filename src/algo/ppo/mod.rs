@@ -23,8 +23,8 @@ use tch::{Kind, Reduction, Tensor};
 
 use crate::algo::Collective;
 use crate::algo::common::{
-    GlobalBatchStats, accumulate_gradients, check_batch, global_batch_stats, scheduled_lr,
-    step_on_gradients,
+    GlobalBatchStats, accumulate_gradients, check_batch, global_batch_stats, normalized_over_rows,
+    scheduled_lr, step_on_gradients,
 };
 use crate::algo::learner::Scalars;
 use crate::algo::on_policy::update::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
@@ -34,9 +34,9 @@ use crate::algo::storage::rollout::{Batch, MinibatchSampler, RolloutBuffer, Vtra
 use crate::nn::{ActorCritic, EntropyUse, Evaluation};
 use crate::seeds::{Purpose, derived_seed};
 
-use tandem_config::Advantages;
 /// The learner's settings: the config's `algorithm "ppo"` section, as the user wrote it.
 pub use tandem_config::Ppo as Settings;
+use tandem_config::{AdvantageNorm, Advantages};
 
 /// The terms of the PPO objective on one minibatch. `total` carries gradients; the others are
 /// detached scalars for logging.
@@ -257,11 +257,13 @@ impl Ppo {
         let optimizer_steps = config.epochs * config.minibatches;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
 
-        // Advantage normalisation over the global batch (Huang et al. 2022, detail 7).
-        let advantages = if config.normalize_advantages {
-            (&batch.advantages - global.advantage_mean) / (global.advantage_std + 1e-8)
-        } else {
-            batch.advantages.shallow_clone()
+        // Advantage normalisation over the global batch (Huang et al. 2022, detail 7); per
+        // minibatch, below, where the config asks for it.
+        let advantages = match config.normalize_advantages {
+            AdvantageNorm::Batch => {
+                (&batch.advantages - global.advantage_mean) / (global.advantage_std + 1e-8)
+            }
+            AdvantageNorm::Off | AdvantageNorm::Minibatch => batch.advantages.shallow_clone(),
         };
 
         // The host step where the network has its form and the rank computes on one thread, as
@@ -274,9 +276,17 @@ impl Ppo {
         for (epoch, minibatches) in plan.iter().enumerate() {
             let epoch_start = record.log_ratios.len();
             for (k, indices) in minibatches.iter().enumerate() {
+                let per_minibatch = match config.normalize_advantages {
+                    AdvantageNorm::Minibatch => Some(normalized_over_rows(
+                        &advantages,
+                        &minibatch_rows(batch, indices)?,
+                        collective,
+                    )?),
+                    AdvantageNorm::Off | AdvantageNorm::Batch => None,
+                };
                 let minibatch = Minibatch {
                     batch,
-                    advantages: &advantages,
+                    advantages: per_minibatch.as_ref().unwrap_or(&advantages),
                     indices,
                 };
                 self.optimizer.zero_grad();
@@ -368,6 +378,15 @@ fn check_plan(plan: &[Vec<Tensor>], config: &Settings, batch: &Batch) -> Result<
         config.micro_batches
     );
     Ok(minibatch_size)
+}
+
+/// The batch rows a minibatch's indices stand for: themselves, or for a batch of environment
+/// sequences, every row of those environments.
+fn minibatch_rows(batch: &Batch, indices: &Tensor) -> Result<Tensor> {
+    match &batch.sequences {
+        Some(_) => batch.rows_of_envs(indices),
+        None => Ok(indices.shallow_clone()),
+    }
 }
 
 /// The rows of one minibatch, with their normalised advantages.

@@ -173,9 +173,9 @@ impl Checker<'_> {
                     Ok(Val::Str(s.clone()))
                 }
             }
-            (Ty::OrAuto(_), KdlValue::String(s)) if s == "auto" => Ok(Val::Str(s.clone())),
-            (Ty::OrAuto(_), KdlValue::String(_)) => Err(self.wrong(field, value, span)),
-            (Ty::OrAuto(inner), _) => self.scalar(
+            (Ty::OrWord(word, _), KdlValue::String(s)) if s == word => Ok(Val::Str(s.clone())),
+            (Ty::OrWord(..), KdlValue::String(_)) => Err(self.wrong(field, value, span)),
+            (Ty::OrWord(_, inner), _) => self.scalar(
                 &Field {
                     ty: **inner,
                     ..*field
