@@ -12,10 +12,9 @@ use tch::Device;
 
 use crate::algo::actions::ActionKind;
 use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
-use crate::policy::Policy;
+use crate::policy::{Acting, Policy};
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
-use tandem_env::ActionSpace;
 
 /// Which checkpoint a command reads (`tandem play`, `tandem export`): a checkpoint file, or a
 /// run directory and which of its checkpoints.
@@ -68,12 +67,13 @@ pub struct PlayArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
     pub gif_every: u16,
     /// Act deterministically: the most likely action (a box policy's mean; a Q-learner without
-    /// exploration). The default for policies over box actions.
+    /// exploration). The default where the experiment's `eval.deterministic` is `#true` (its
+    /// default), as evaluation during training acts.
     #[arg(long, conflicts_with = "sample")]
     pub greedy: bool,
     /// Act stochastically: sample from the policy (a Q-learner acts epsilon-greedily, epsilon
-    /// 0.05; TD3's deterministic actor adds its exploration noise). The default for policies
-    /// over discrete actions.
+    /// 0.05; TD3's deterministic actor adds its exploration noise). The default where the
+    /// experiment's `eval.deterministic` is `#false`.
     #[arg(long)]
     pub sample: bool,
     /// Seed of the evaluation environments and action sampling.
@@ -87,6 +87,7 @@ pub struct PlayArgs {
 /// What an evaluation produced.
 #[derive(Debug, Clone)]
 pub struct PlayReport {
+    pub acting: Acting,
     pub returns: Vec<f64>,
     pub scores: Vec<f64>,
     pub gif_frames: usize,
@@ -108,6 +109,12 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     // The float mode the training ranks ran in, so the policy acts as it did there.
     crate::torch_ops::flush_denormals();
     let report = evaluate(args)?;
+    let why = match (args.greedy, args.sample) {
+        (true, _) => "--greedy",
+        (_, true) => "--sample",
+        _ => "the experiment's eval.deterministic, as evaluation during training acts",
+    };
+    println!("acting {} ({why})", report.acting);
     // The game's score first; the return of the rewards the policy was trained on second.
     for (i, (s, r)) in report.scores.iter().zip(&report.returns).enumerate() {
         println!("episode {}: score {s:.2}, train return {r:.2}", i + 1);
@@ -133,11 +140,15 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--greedy` or `--sample` where given (clap refuses both), else the policy's usual evaluation:
-/// the mean of a box policy, a sample (or epsilon-greedy choice) over discrete and
-/// multi-discrete actions.
-fn acts_greedily(args: &PlayArgs, space: &ActionSpace) -> bool {
-    args.greedy || (!args.sample && space.is_box())
+/// `--greedy` or `--sample` where given (clap refuses both), else as evaluation during
+/// training acts: [`Acting::rule`] on the experiment's `eval.deterministic`.
+fn acting(args: &PlayArgs, experiment: &tandem_config::Experiment) -> Acting {
+    let asked = match (args.greedy, args.sample) {
+        (true, _) => Some(Acting::Greedy),
+        (_, true) => Some(Acting::Sampled),
+        _ => None,
+    };
+    Acting::rule(experiment.eval.deterministic, asked)
 }
 
 /// The policy `ckpt` holds, acting in `env` (built from its experiment, one environment): the
@@ -173,7 +184,8 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_env::VecEnv::with_bridge(&envs::env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let (mut policy, obs_shape) = restored_policy(&experiment, &ckpt, &mut env)?;
-    let greedy = acts_greedily(args, env.action_space());
+    let acting = acting(args, &experiment);
+    let greedy = acting.is_greedy();
     let action_kind = ActionKind::of(env.action_space());
     tch::manual_seed(seed as i64);
 
@@ -245,6 +257,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         crate::atomic::write_atomic(gif, &bytes)?;
     }
     Ok(PlayReport {
+        acting,
         returns,
         scores,
         gif_frames,

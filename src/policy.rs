@@ -17,6 +17,42 @@ use tandem_env::{ActionSpace, VecEnv};
 /// Exploration kept when a Q-learner does not act greedily (the usual Atari evaluation value).
 pub const EVAL_EPSILON: f64 = 0.05;
 
+/// How a trained policy acts where it is judged rather than trained: evaluation during training
+/// and `tandem play` follow [`Acting::rule`], so a score from either means the same thing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acting {
+    /// The most likely action: a box policy's mean, a Q-learner's greedy action, TD3's actor
+    /// without noise.
+    Greedy,
+    /// Drawn from the policy (a Q-learner epsilon-greedy, TD3's actor with its noise).
+    Sampled,
+}
+
+impl Acting {
+    /// The experiment's `eval.deterministic` (default `#true`, as SB3's EvalCallback), unless
+    /// the caller asks otherwise (`tandem play --greedy` or `--sample`).
+    pub fn rule(deterministic: bool, asked: Option<Acting>) -> Acting {
+        asked.unwrap_or(match deterministic {
+            true => Acting::Greedy,
+            false => Acting::Sampled,
+        })
+    }
+
+    pub fn is_greedy(self) -> bool {
+        self == Acting::Greedy
+    }
+}
+
+/// `greedy` or `sampled`, as the console lines say it.
+impl std::fmt::Display for Acting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Acting::Greedy => "greedy",
+            Acting::Sampled => "sampled",
+        })
+    }
+}
+
 /// One deterministic pass of a policy over a batch, everything an exported module returns
 /// (`tandem export` traces it).
 pub struct Outputs {

@@ -235,3 +235,61 @@ fn an_interrupt_during_an_evaluation_stops_the_run_as_any_interrupt_does() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tandem play` acts as evaluation during training does, by one rule (the experiment's
+/// `eval.deterministic`, `#true` by default, unless `--greedy` or `--sample`), and both say
+/// which: a discrete policy plays greedily by default, and samples by default in a run that
+/// evaluates with `deterministic #false`.
+#[test]
+fn play_and_evaluation_act_alike_by_default_and_say_how() {
+    let played = |dir: &Path, flag: Option<&str>| {
+        let mut play = tandem();
+        play.arg("play").arg(dir).args(["--episodes", "2"]);
+        play.args(flag);
+        let out = run(&mut play, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (deterministic, acting, same_as) in [
+        ("#true", "greedy", "--greedy"),
+        ("#false", "sampled", "--sample"),
+    ] {
+        let dir = fresh_dir(&format!("play-acting-{acting}"));
+        let sets = [
+            "train.max-steps=4096",
+            "eval.every=4",
+            &format!("eval.deterministic={deterministic}"),
+        ];
+        let out = train(
+            &config("ppo-cartpole.kdl"),
+            &dir,
+            &sets,
+            Duration::from_secs(60),
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let lines = eval_lines(&dir, 0);
+        assert!(
+            !lines.is_empty()
+                && lines
+                    .iter()
+                    .all(|l| l.contains(&format!("episodes, {acting} (best"))),
+            "{lines:?}"
+        );
+        let default = played(&dir, None);
+        assert!(
+            default.starts_with(&format!(
+                "acting {acting} (the experiment's eval.deterministic"
+            )),
+            "{default}"
+        );
+        let chosen = played(&dir, Some(same_as));
+        assert!(
+            chosen.starts_with(&format!("acting {acting} ({same_as})")),
+            "{chosen}"
+        );
+        // The same episodes: the default is the rule, not another way of acting.
+        let episodes = |out: &str| out.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert_eq!(episodes(&default), episodes(&chosen));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -18,7 +18,7 @@ use super::metrics::{self, Episode};
 use crate::algo::actions::ActionKind;
 use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
 use crate::dist::ProcessGroup;
-use crate::policy::Policy;
+use crate::policy::{Acting, Policy};
 use crate::seeds::{Purpose, derived_seed};
 
 /// This rank's evaluation environments and the policy it evaluates with.
@@ -27,7 +27,7 @@ pub struct Evaluation {
     share: Option<Share>,
     seed: u64,
     rank: usize,
-    deterministic: bool,
+    acting: Acting,
     /// Rank 0 records an episode every this many evaluations.
     video_every: Option<u64>,
     /// Evaluations run so far by this attempt.
@@ -74,6 +74,11 @@ pub fn share(episodes: usize, world: usize, rank: usize) -> (usize, usize) {
 }
 
 impl Evaluation {
+    /// How the policy acts in these evaluations.
+    pub fn acting(&self) -> Acting {
+        self.acting
+    }
+
     /// This rank's evaluation, or `None` when the experiment evaluates never. Rank 0's
     /// environments draw when the experiment records videos; one that cannot is an error.
     pub fn new(exp: &Experiment, rank: usize, world: usize) -> Result<Option<Evaluation>> {
@@ -107,7 +112,7 @@ impl Evaluation {
             share,
             seed,
             rank,
-            deterministic: exp.eval.deterministic,
+            acting: Acting::rule(exp.eval.deterministic, None),
             video_every: exp.eval.video_every.filter(|_| records),
             done: 0,
         }))
@@ -136,7 +141,7 @@ impl Evaluation {
                 share.policy.copy_from(networks)?;
                 let seed = derived_seed(self.seed, Purpose::Eval, self.rank as u64, update);
                 tch::manual_seed(seed as i64);
-                share.play_one_each((self.deterministic, recording.as_mut()))?
+                share.play_one_each((self.acting.is_greedy(), recording.as_mut()))?
             }
             None => Vec::new(),
         };

@@ -404,6 +404,7 @@ impl Run {
             global_step: step,
         } = self.counters;
         tracing::info!(target: crate::logging::LOG_ONLY, "evaluating at step {step}");
+        let acting = eval.acting();
         let (result, recording) =
             eval.run(&networks, &self.envs, update, Some(self.ddp.group()))?;
         self.interval.phases.add("eval", started.elapsed());
@@ -438,7 +439,7 @@ impl Run {
         }
         // Every rank's log: all gathered the same episodes.
         tracing::info!(
-            "eval at step {step}: score {mean:.2} ± {std:.2} over {episodes} episodes (best {:.2} at step {})",
+            "eval at step {step}: score {mean:.2} ± {std:.2} over {episodes} episodes, {acting} (best {:.2} at step {})",
             best.0,
             best.1
         );
