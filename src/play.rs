@@ -38,6 +38,7 @@ impl CheckpointChoice {
         if self.best {
             bail!("--best is now spelled --checkpoint best");
         }
+        checkpoint::must_exist(&self.path)?;
         if self.path.is_file() {
             if self.checkpoint.is_some() {
                 bail!(

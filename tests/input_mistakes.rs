@@ -307,3 +307,29 @@ fn more_cpu_ranks_than_cores_are_warned_about() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run directory or checkpoint that is not there is said so, with its path, by every command
+/// that reads one, before anything else is made of it (not "no checkpoint", "not a run
+/// directory" or an I/O error).
+#[test]
+fn a_path_that_does_not_exist_is_said_so() {
+    let missing = std::env::temp_dir().join(format!("tandem-no-such-run-{}", std::process::id()));
+    let path = missing.to_str().unwrap();
+    let cartpole = concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/cartpole.kdl");
+    for args in [
+        vec!["play", path],
+        vec!["play", path, "--checkpoint", "best"],
+        vec!["export", path, "--output", "/tmp/tandem-never-written.pt"],
+        vec!["train", "--resume", path],
+        vec!["train", cartpole, "--resume", path],
+        vec!["plot", path],
+    ] {
+        let out = tandem(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let said = text(&out);
+        assert!(
+            said.contains(&format!("{path} does not exist")),
+            "{args:?}: {said}"
+        );
+    }
+}

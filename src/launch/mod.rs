@@ -530,6 +530,9 @@ fn run_dir_for(
 /// `--resume-if-exists` the `--run-dir`, when it holds a checkpoint.
 fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
     if !req.resume_if_exists {
+        if let Some(dir) = &req.resume {
+            crate::train::checkpoint::must_exist(dir)?;
+        }
         return Ok(req.resume.clone());
     }
     if req.resume.is_some() {

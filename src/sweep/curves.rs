@@ -223,6 +223,10 @@ pub fn labels(keys: &[&str], fallback: &str) -> Vec<String> {
 pub fn run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for path in paths {
+        // As train::checkpoint::must_exist says it (sweep does not reach train).
+        if std::fs::symlink_metadata(path).is_err() {
+            bail!("{} does not exist", path.display());
+        }
         if path.join("resolved.kdl").is_file() {
             dirs.push(path.clone());
             continue;

@@ -220,6 +220,17 @@ pub fn newest_first(run_dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(all)
 }
 
+/// Refuses a path the user named (a run directory, a checkpoint) that is not there, in those
+/// words: what a command makes of an existing path (no checkpoint in it, not a run directory)
+/// would mislead about one that was mistyped.
+pub fn must_exist(path: &Path) -> Result<()> {
+    // symlink_metadata: a dangling link exists; what it points at is the reader's to name.
+    if std::fs::symlink_metadata(path).is_err() {
+        bail!("{} does not exist", path.display());
+    }
+    Ok(())
+}
+
 /// The newest checkpoint of a run directory, or the file itself when given a checkpoint file.
 pub fn locate(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
