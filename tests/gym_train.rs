@@ -1145,3 +1145,43 @@ fn validate_deep_refuses_sac_on_a_discrete_gymnasium_environment() {
         "{all}"
     );
 }
+
+/// `validate --deep` passes gymnasium's whole exception message on when it cannot make the
+/// environment: an unknown id, and keyword arguments the environment does not take (a message
+/// longer than a diagnostic's label keeps).
+#[test]
+fn validate_deep_says_gymnasiums_whole_message_when_it_cannot_make_the_environment() {
+    let Some(python) = venv_python() else { return };
+    let dir = fresh_dir("validate-deep-make");
+    for (name, env, says) in [
+        (
+            "unknown.kdl",
+            "id \"NoSuchEnvXyz-v0\"",
+            "NameNotFound: Environment `NoSuchEnvXyz` doesn't exist.",
+        ),
+        (
+            "kwargs.kdl",
+            "id \"CartPole-v1\"; make-args { bogus 3; }",
+            "TypeError: CartPoleEnv.__init__() got an unexpected keyword argument 'bogus' was \
+             raised from the environment creator for CartPole-v1 with kwargs ({'bogus': 3})",
+        ),
+    ] {
+        let file = dir.join(name);
+        let text = format!(
+            "experiment \"x\" {{\n    env \"gymnasium\" {{ {env}; python \"{}\"; }}\n}}\n",
+            python.display()
+        );
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(TANDEM)
+            .args(["validate", "--deep"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let all = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        // The renderer wraps long lines: compare the words.
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(all.contains("host::env"), "{all}");
+        assert!(words(&all).contains(&words(says)), "lacks `{says}`: {all}");
+    }
+}

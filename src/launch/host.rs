@@ -114,14 +114,18 @@ fn built(resolved: &Resolved) -> Vec<Diagnostic> {
     let seeds = tandem_env::env_seeds(e.seed, 0, 0, 1);
     let envs = match VecEnv::with_bridge(&crate::train::envs::env_spec(e), &seeds, 1, &bridge) {
         Ok(envs) => envs,
+        // The bridge's error holds Python's whole exception message (several lines, or one
+        // longer than a label keeps) and its traceback: the help carries it, message first.
         Err(error) => {
             return vec![resolved.finding_at(
                 Severity::Error,
                 "env.id",
                 "host::env",
                 "the environment cannot be built here",
-                &error.to_string(),
-                "`tandem validate --deep` builds one environment as a rank would",
+                "gymnasium could not make it",
+                format!(
+                    "{error}\n(`tandem validate --deep` builds one environment as a rank would)"
+                ),
             )];
         }
     };
