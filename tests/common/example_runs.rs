@@ -243,11 +243,29 @@ impl Example {
             assert!(out.status.success(), "{out:?}");
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        let mean = played(None);
-        assert_eq!(mean, played(Some("--greedy")));
-        let sampled = played(Some("--sample"));
-        assert_ne!(mean, sampled, "a sample is not the deterministic action");
-        assert_eq!(sampled, played(Some("--sample")), "a seeded sample repeats");
+        // The first line says how play acts and why (the experiment's rule or the flag); the
+        // episodes after it are what must agree.
+        let episodes = |out: String| {
+            let (how, rest) = out.split_once('\n').unwrap_or_default();
+            (
+                how.split(' ').take(2).collect::<Vec<_>>().join(" "),
+                rest.to_string(),
+            )
+        };
+        let mean = episodes(played(None));
+        assert_eq!(mean.0, "acting greedy");
+        assert_eq!(mean, episodes(played(Some("--greedy"))));
+        let sampled = episodes(played(Some("--sample")));
+        assert_eq!(sampled.0, "acting sampled");
+        assert_ne!(
+            mean.1, sampled.1,
+            "a sample is not the deterministic action"
+        );
+        assert_eq!(
+            sampled,
+            episodes(played(Some("--sample"))),
+            "a seeded sample repeats"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
