@@ -95,6 +95,29 @@ macro_rules! observation_methods {
 }
 pub(crate) use observation_methods;
 
+/// The `Env` of a wrapper that changes only the rewards its `step_with` returns: spaces and
+/// resets are the inner environment's, steps go through `step_with` (`pass_through_step!`), and
+/// its snapshot holds its `params` alone.
+macro_rules! reward_wrapper_env {
+    ($wrapper:ident, $tag:literal, params: [$($param:ident),* $(,)?]) => {
+        impl $crate::env::Env for $wrapper {
+            fn observation_space(&self) -> $crate::space::ObsSpace {
+                self.inner.observation_space()
+            }
+            fn action_space(&self) -> $crate::space::ActionSpace {
+                self.inner.action_space()
+            }
+            fn reset(&mut self, seed: Option<u64>, obs: $crate::space::ObsBuf<'_>) {
+                self.inner.reset(seed, obs)
+            }
+            $crate::wrappers::pass_through_step!();
+            $crate::wrappers::wrapper_snapshot_methods!($tag, params: [$($param),*], state: []);
+            $crate::wrappers::forward_to_inner!(with_normalizers);
+        }
+    };
+}
+pub(crate) use reward_wrapper_env;
+
 /// The snapshot methods of a wrapper: one section tagged with the wrapper's name that
 /// holds its build parameters (checked on restore), its state fields (in-place
 /// [`crate::snapshot::Persist`]), then the wrapped environment's section. Buffers a

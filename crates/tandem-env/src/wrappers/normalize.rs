@@ -1,7 +1,10 @@
 //! Reward and observation scaling wrappers: clip-reward, scale-reward, normalize-obs,
 //! normalize-reward.
 
-use super::{forward_to_inner, observation_methods, pass_through_step, wrapper_snapshot_methods};
+use super::{
+    forward_to_inner, observation_methods, pass_through_step, reward_wrapper_env,
+    wrapper_snapshot_methods,
+};
 use crate::env::{Env, ObsOut, Step};
 use crate::norm::{NormKind, Normalizer};
 use crate::space::{Action, ActionSpace, Dtype, ObsBuf, ObsSpace, ObsStore};
@@ -31,20 +34,7 @@ impl ClipReward {
     }
 }
 
-impl Env for ClipReward {
-    fn observation_space(&self) -> ObsSpace {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> ActionSpace {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        self.inner.reset(seed, obs)
-    }
-    pass_through_step!();
-    wrapper_snapshot_methods!("clip-reward", params: [], state: []);
-    forward_to_inner!(with_normalizers);
-}
+reward_wrapper_env!(ClipReward, "clip-reward", params: []);
 
 /// Multiplies each reward by a constant factor; the raw reward, the game's score, is left.
 pub struct ScaleReward {
@@ -65,20 +55,7 @@ impl ScaleReward {
     }
 }
 
-impl Env for ScaleReward {
-    fn observation_space(&self) -> ObsSpace {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> ActionSpace {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
-        self.inner.reset(seed, obs)
-    }
-    pass_through_step!();
-    wrapper_snapshot_methods!("scale-reward", params: [factor], state: []);
-    forward_to_inner!(with_normalizers);
-}
+reward_wrapper_env!(ScaleReward, "scale-reward", params: [factor]);
 
 /// Normalises observations with running statistics (f32 output).
 pub struct NormalizeObs {
