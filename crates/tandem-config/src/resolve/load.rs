@@ -732,30 +732,7 @@ impl Loader {
         let path = &text[..eq];
         let path_span = SourceSpan::from(0..eq);
         let value_text = &text[eq + 1..];
-        let (section_name, field) = match path.split_once('.') {
-            Some((s, f)) => (s, Some(f)),
-            None => (path, None),
-        };
-        let target = match (schema::section(section_name), field) {
-            // The setting's own name, so a label on an unknown one points at it alone.
-            (Some(section), Some(f)) => Some(Target::Field {
-                section: section_index(section),
-                name: f.to_string(),
-                name_span: SourceSpan::from(section_name.len() + 1..eq),
-            }),
-            (Some(section), None) if section.has_kinds() => Some(Target::Kind {
-                section: section_index(section),
-            }),
-            (None, None) if schema::TOP.common.iter().any(|f| f.name == path) => {
-                Some(Target::Field {
-                    section: 0,
-                    name: path.to_string(),
-                    name_span: path_span,
-                })
-            }
-            _ => None,
-        };
-        let Some(target) = target else {
+        let Some(target) = set_target(path) else {
             let paths = all_paths();
             let help = crate::foreign::help(path, "", None)
                 .unwrap_or_else(|| did_you_mean(path, paths.iter().map(String::as_str)));
@@ -836,6 +813,32 @@ impl Loader {
             raw,
             source: id,
         });
+    }
+}
+
+/// What a `--set` path (the text before its `=`) names: a section's setting, a section's kind,
+/// or a top-level setting; `None` for a path the schema does not have.
+fn set_target(path: &str) -> Option<Target> {
+    let (section_name, field) = match path.split_once('.') {
+        Some((s, f)) => (s, Some(f)),
+        None => (path, None),
+    };
+    match (schema::section(section_name), field) {
+        // The setting's own name, so a label on an unknown one points at it alone.
+        (Some(section), Some(f)) => Some(Target::Field {
+            section: section_index(section),
+            name: f.to_string(),
+            name_span: SourceSpan::from(section_name.len() + 1..path.len()),
+        }),
+        (Some(section), None) if section.has_kinds() => Some(Target::Kind {
+            section: section_index(section),
+        }),
+        (None, None) if schema::TOP.common.iter().any(|f| f.name == path) => Some(Target::Field {
+            section: 0,
+            name: path.to_string(),
+            name_span: SourceSpan::from(0..path.len()),
+        }),
+        _ => None,
     }
 }
 
