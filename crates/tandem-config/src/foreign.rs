@@ -370,8 +370,7 @@ impl Row {
     fn for_algorithms(&self) -> String {
         match &self.algorithms.names()[..] {
             [] => String::new(),
-            [one] => format!(" for {one}"),
-            [most @ .., last] => format!(" for {} and {last}", most.join(", ")),
+            names => format!(" for {}", crate::model::listed(names, "and")),
         }
     }
 

@@ -110,6 +110,16 @@ pub enum Acts {
     SquashedBox,
 }
 
+/// `names` as a sentence lists them with `conjunction`: "a", "a or b", "a, b or c"; empty for
+/// none.
+pub(crate) fn listed(names: &[&str], conjunction: &str) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} {conjunction} {last}", rest.join(", ")),
+    }
+}
+
 impl Algorithm {
     /// The table's facts of the algorithm named `name`; `None` for a name it does not hold.
     pub fn facts_of(name: &str) -> Option<AlgorithmFacts> {
@@ -127,11 +137,7 @@ impl Algorithm {
             .filter(|&&(_, facts)| which(facts))
             .map(|&(name, _)| name)
             .collect();
-        match names.split_last() {
-            None => String::new(),
-            Some((last, [])) => last.to_string(),
-            Some((last, rest)) => format!("{} {conjunction} {last}", rest.join(", ")),
-        }
+        listed(&names, conjunction)
     }
 
     pub fn is_on_policy(&self) -> bool {
