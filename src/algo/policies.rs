@@ -177,7 +177,11 @@ impl Policies {
     pub fn save_rank_files(&mut self, dir: &Path, global_step: u64) -> Result<()> {
         let several = self.learners.len() > 1;
         for (policy, learner) in &mut self.learners {
-            let dir = policy_dir(dir, policy, several)?;
+            let dir = policy_dir(dir, policy, several);
+            if several {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
             learner
                 .save_rank_files(&dir, global_step)
                 .with_context(|| format!("policy {policy}"))?;
@@ -188,7 +192,7 @@ impl Policies {
     pub fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
         let several = self.learners.len() > 1;
         for (policy, learner) in &mut self.learners {
-            let dir = policy_dir(resumed.dir, policy, several)?;
+            let dir = policy_dir(resumed.dir, policy, several);
             let resumed = Resumed {
                 dir: &dir,
                 ..*resumed
@@ -202,14 +206,13 @@ impl Policies {
 }
 
 /// Where a policy's per-rank files go in a checkpoint directory: the directory itself for a
-/// run's one policy, `policy-<name>/` (made when missing) where there are several.
-fn policy_dir(dir: &Path, policy: &str, several: bool) -> Result<std::path::PathBuf> {
-    if !several {
-        return Ok(dir.to_path_buf());
+/// run's one policy, `policy-<name>/` where there are several (a save makes it; a restore only
+/// reads it).
+fn policy_dir(dir: &Path, policy: &str, several: bool) -> std::path::PathBuf {
+    match several {
+        false => dir.to_path_buf(),
+        true => dir.join(format!("policy-{policy}")),
     }
-    let dir = dir.join(format!("policy-{policy}"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
 }
 
 #[cfg(test)]
