@@ -16,6 +16,16 @@ use tandem::dist::{Backend, GroupOptions};
 
 pub const ROLE: &str = "TANDEM_TEST_ROLE";
 
+/// Runs libtorch's kernels on one thread in this process. How a kernel splits a sum over
+/// threads sets its rounding, and the thread count is the machine's: the GRU reference of
+/// `dist_recurrent_ppo` summed its parameters to 33.754115693 at two threads and 33.754145402
+/// at four (`OMP_NUM_THREADS=4`), the second failing CI by 1.3e-5 on a larger machine. A test
+/// that compares two ranks with one rank at a tolerance calls this on both sides, so each side
+/// is a fixed function of its inputs on any machine.
+pub fn compute_on_one_thread() {
+    tch::set_num_threads(1);
+}
+
 /// Seeds libtorch's generator and runs `draw` while holding one process-wide lock: the generator
 /// is global and a test binary's tests run on parallel threads, so a seeded construction (a
 /// model's initialisation, a random batch) must not interleave with another test's.
