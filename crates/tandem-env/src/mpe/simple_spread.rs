@@ -1,0 +1,203 @@
+//! MPE's `simple_spread` (mpe2 1.1.1's `simple_spread_v3`): N agents cover N landmarks. Every
+//! agent earns the team's reward, minus the sum over landmarks of the nearest agent's
+//! distance, blended with its own, minus 1 for each agent it overlaps:
+//! `reward = global * (1 - local_ratio) + own * local_ratio`. Episodes last `max_cycles`
+//! steps (truncated). An agent sees its velocity, its position, each landmark's and each
+//! other agent's position relative to its own, and the others' (silent, so zero)
+//! communication: 6N numbers.
+
+use crate::EnvError;
+use crate::env::Step;
+use crate::gym_seeding::NumpyGenerator;
+use crate::mpe::{self, Body, World};
+use crate::multi_agent::{AgentSpec, ParallelEnv};
+use crate::snapshot;
+use crate::space::Action;
+
+/// Width of the agents' (unused, zero) communication channel, which they still observe.
+const DIM_C: usize = 2;
+const AGENT_SIZE: f64 = 0.15;
+
+/// The game's parameters, as mpe2's `simple_spread_v3.parallel_env` takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpreadParams {
+    /// Agents, and as many landmarks.
+    pub n: usize,
+    /// The weight of an agent's own reward against the team's, in [0, 1].
+    pub local_ratio: f64,
+    pub max_cycles: u32,
+    pub continuous_actions: bool,
+}
+
+impl Default for SpreadParams {
+    /// mpe2's defaults.
+    fn default() -> Self {
+        SpreadParams {
+            n: 3,
+            local_ratio: 0.5,
+            max_cycles: 25,
+            continuous_actions: false,
+        }
+    }
+}
+
+pub struct SimpleSpread {
+    params: SpreadParams,
+    agents: Vec<AgentSpec>,
+    world: World,
+    rng: NumpyGenerator,
+    steps: u32,
+}
+
+impl SimpleSpread {
+    /// The game with its random stream seeded by `seed` (a reset with a seed reseeds it).
+    pub fn new(params: SpreadParams, seed: u64) -> Result<Self, EnvError> {
+        if params.n == 0 || !(0.0..=1.0).contains(&params.local_ratio) || params.max_cycles == 0 {
+            return Err(EnvError::InvalidGameParameter {
+                game: "mpe-simple-spread".into(),
+                reason: format!(
+                    "needs at least one agent, local-ratio in [0, 1] and max-cycles above 0; \
+                     got {params:?}"
+                ),
+            });
+        }
+        let n = params.n;
+        let agents = (0..n)
+            .map(|i| {
+                AgentSpec::new(
+                    "agent",
+                    i,
+                    mpe::observation_space(6 * n),
+                    mpe::action_space(params.continuous_actions),
+                )
+            })
+            .collect();
+        let agent = Body {
+            size: AGENT_SIZE,
+            movable: true,
+            collide: true,
+            ..Body::default()
+        };
+        // Landmarks keep mpe2's default size; they neither move nor collide.
+        let landmark = Body {
+            size: 0.05,
+            ..Body::default()
+        };
+        let mut bodies = vec![agent; n];
+        bodies.extend(std::iter::repeat_n(landmark, n));
+        Ok(SimpleSpread {
+            params,
+            agents,
+            world: World { bodies },
+            rng: NumpyGenerator::from_seed(seed),
+            steps: 0,
+        })
+    }
+
+    fn agent_bodies(&self) -> &[Body] {
+        &self.world.bodies[..self.params.n]
+    }
+
+    fn landmarks(&self) -> &[Body] {
+        &self.world.bodies[self.params.n..]
+    }
+
+    fn observe(&self, obs: &mut [f32]) {
+        let mut out = obs;
+        for (i, me) in self.agent_bodies().iter().enumerate() {
+            out = mpe::put(out, &me.vel);
+            out = mpe::put(out, &me.pos);
+            for landmark in self.landmarks() {
+                out = mpe::put(out, &mpe::relative(landmark, me));
+            }
+            let others = || {
+                self.agent_bodies()
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+            };
+            for (_, other) in others() {
+                out = mpe::put(out, &mpe::relative(other, me));
+            }
+            for _ in others() {
+                out = mpe::put(out, &[0.0; DIM_C]);
+            }
+        }
+    }
+
+    /// The team's reward: minus, for each landmark, the nearest agent's distance.
+    fn global_reward(&self) -> f64 {
+        let mut reward = 0.0;
+        for landmark in self.landmarks() {
+            let nearest = self
+                .agent_bodies()
+                .iter()
+                .map(|a| a.distance(landmark))
+                .fold(f64::INFINITY, f64::min);
+            reward -= nearest;
+        }
+        reward
+    }
+
+    /// An agent's own reward: minus 1 for each other agent it overlaps.
+    fn own_reward(&self, i: usize) -> f64 {
+        let me = &self.agent_bodies()[i];
+        let mut reward = 0.0;
+        for (j, other) in self.agent_bodies().iter().enumerate() {
+            if j != i && other.touches(me) {
+                reward -= 1.0;
+            }
+        }
+        reward
+    }
+}
+
+impl ParallelEnv for SimpleSpread {
+    fn agents(&self) -> &[AgentSpec] {
+        &self.agents
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        self.rng.reseed(seed);
+        for body in &mut self.world.bodies {
+            mpe::place(body, &mut self.rng, -1.0, 1.0);
+        }
+        self.steps = 0;
+        self.observe(obs);
+    }
+
+    fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
+        let controls: Vec<[f64; 2]> = actions
+            .iter()
+            .zip(self.agent_bodies())
+            .map(|(action, body)| mpe::control(*action, body))
+            .collect();
+        self.world.step(&controls);
+        self.steps += 1;
+        let truncated = self.steps >= self.params.max_cycles;
+        let global = self.global_reward();
+        let ratio = self.params.local_ratio;
+        for (i, step) in steps.iter_mut().enumerate() {
+            let reward = global * (1.0 - ratio) + self.own_reward(i) * ratio;
+            *step = Step::game(reward as f32, false, truncated);
+        }
+        self.observe(obs);
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        snapshot::save_section(out, "mpe-simple-spread", |out| {
+            snapshot::save_buffer(&self.world.bodies, out);
+            snapshot::Persist::save(&self.rng, out);
+            snapshot::Persist::save(&self.steps, out);
+            Ok(())
+        })
+    }
+
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        snapshot::load_section(input, "mpe-simple-spread", |input| {
+            snapshot::load_buffer(&mut self.world.bodies, "bodies", input)?;
+            snapshot::Persist::load(&mut self.rng, input)?;
+            snapshot::Persist::load(&mut self.steps, input)
+        })
+    }
+}

@@ -1,0 +1,256 @@
+//! MPE's `simple_tag` (mpe2 1.1.1's `simple_tag_v3`): predators (`adversary_*`, larger and
+//! slower) chase prey (`agent_*`) around obstacles. Every predator earns +10 for each
+//! predator-prey pair that overlaps (a team reward); a prey loses 10 for each predator that
+//! overlaps it, and is pushed back from the edge by a penalty per axis (0 inside 0.9, rising
+//! linearly to 1 at 1.0, then e^(2x-2) up to 10). Episodes last `max_cycles` steps (truncated).
+//! An agent sees its velocity, its position, the obstacles' and the other agents' positions
+//! relative to its own, and the prey's velocities (the other prey's, for a prey).
+
+use crate::EnvError;
+use crate::env::Step;
+use crate::gym_seeding::NumpyGenerator;
+use crate::mpe::{self, Body, World};
+use crate::multi_agent::{AgentSpec, ParallelEnv};
+use crate::snapshot;
+use crate::space::Action;
+
+/// The game's parameters, as mpe2's `simple_tag_v3.parallel_env` takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagParams {
+    /// Prey.
+    pub num_good: usize,
+    /// Predators.
+    pub num_adversaries: usize,
+    pub num_obstacles: usize,
+    pub max_cycles: u32,
+    pub continuous_actions: bool,
+}
+
+impl Default for TagParams {
+    /// mpe2's defaults.
+    fn default() -> Self {
+        TagParams {
+            num_good: 1,
+            num_adversaries: 3,
+            num_obstacles: 2,
+            max_cycles: 25,
+            continuous_actions: false,
+        }
+    }
+}
+
+pub struct SimpleTag {
+    params: TagParams,
+    agents: Vec<AgentSpec>,
+    world: World,
+    rng: NumpyGenerator,
+    steps: u32,
+}
+
+const PREDATOR: Body = Body {
+    pos: [0.0; 2],
+    vel: [0.0; 2],
+    size: 0.075,
+    movable: true,
+    collide: true,
+    accel: Some(3.0),
+    max_speed: Some(1.0),
+};
+
+const PREY: Body = Body {
+    size: 0.05,
+    accel: Some(4.0),
+    max_speed: Some(1.3),
+    ..PREDATOR
+};
+
+const OBSTACLE: Body = Body {
+    pos: [0.0; 2],
+    vel: [0.0; 2],
+    size: 0.2,
+    movable: false,
+    collide: true,
+    accel: None,
+    max_speed: None,
+};
+
+impl SimpleTag {
+    /// The game with its random stream seeded by `seed` (a reset with a seed reseeds it).
+    pub fn new(params: TagParams, seed: u64) -> Result<Self, EnvError> {
+        if params.num_good == 0 || params.num_adversaries == 0 || params.max_cycles == 0 {
+            return Err(EnvError::InvalidGameParameter {
+                game: "mpe-simple-tag".into(),
+                reason: format!(
+                    "needs at least one prey (num-good), one predator (num-adversaries) and \
+                     max-cycles above 0; got {params:?}"
+                ),
+            });
+        }
+        let agent_count = params.num_adversaries + params.num_good;
+        let others = agent_count - 1;
+        let seen = |good_others: usize| {
+            mpe::observation_space(4 + 2 * params.num_obstacles + 2 * others + 2 * good_others)
+        };
+        let actions = mpe::action_space(params.continuous_actions);
+        let predators = (0..params.num_adversaries)
+            .map(|i| AgentSpec::new("adversary", i, seen(params.num_good), actions.clone()));
+        let prey = (0..params.num_good)
+            .map(|i| AgentSpec::new("agent", i, seen(params.num_good - 1), actions.clone()));
+        let agents = predators.chain(prey).collect();
+        let mut bodies = vec![PREDATOR; params.num_adversaries];
+        bodies.extend(std::iter::repeat_n(PREY, params.num_good));
+        bodies.extend(std::iter::repeat_n(OBSTACLE, params.num_obstacles));
+        Ok(SimpleTag {
+            params,
+            agents,
+            world: World { bodies },
+            rng: NumpyGenerator::from_seed(seed),
+            steps: 0,
+        })
+    }
+
+    fn agent_count(&self) -> usize {
+        self.params.num_adversaries + self.params.num_good
+    }
+
+    fn agent_bodies(&self) -> &[Body] {
+        &self.world.bodies[..self.agent_count()]
+    }
+
+    fn predators(&self) -> &[Body] {
+        &self.world.bodies[..self.params.num_adversaries]
+    }
+
+    fn prey(&self) -> &[Body] {
+        &self.world.bodies[self.params.num_adversaries..self.agent_count()]
+    }
+
+    fn obstacles(&self) -> &[Body] {
+        &self.world.bodies[self.agent_count()..]
+    }
+
+    fn is_predator(&self, i: usize) -> bool {
+        i < self.params.num_adversaries
+    }
+
+    fn observe(&self, obs: &mut [f32]) {
+        let mut out = obs;
+        for (i, me) in self.agent_bodies().iter().enumerate() {
+            out = mpe::put(out, &me.vel);
+            out = mpe::put(out, &me.pos);
+            for obstacle in self.obstacles() {
+                out = mpe::put(out, &mpe::relative(obstacle, me));
+            }
+            let others = || {
+                self.agent_bodies()
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+            };
+            for (_, other) in others() {
+                out = mpe::put(out, &mpe::relative(other, me));
+            }
+            for (_, other) in others().filter(|(j, _)| !self.is_predator(*j)) {
+                out = mpe::put(out, &other.vel);
+            }
+        }
+    }
+
+    /// Every predator's reward: +10 for each overlapping predator-prey pair.
+    fn predator_reward(&self) -> f64 {
+        let mut reward = 0.0;
+        for prey in self.prey() {
+            for predator in self.predators() {
+                if prey.touches(predator) {
+                    reward += 10.0;
+                }
+            }
+        }
+        reward
+    }
+
+    /// A prey's reward: -10 for each predator overlapping it, and the edge penalty per axis.
+    fn prey_reward(&self, me: &Body) -> f64 {
+        let mut reward = 0.0;
+        for predator in self.predators() {
+            if predator.touches(me) {
+                reward -= 10.0;
+            }
+        }
+        for p in me.pos {
+            reward -= edge_penalty(p.abs());
+        }
+        reward
+    }
+}
+
+/// How far past 0.9 a prey is on one axis, as mpe2's `bound`.
+fn edge_penalty(x: f64) -> f64 {
+    if x < 0.9 {
+        0.0
+    } else if x < 1.0 {
+        (x - 0.9) * 10.0
+    } else {
+        (2.0 * x - 2.0).exp().min(10.0)
+    }
+}
+
+impl ParallelEnv for SimpleTag {
+    fn agents(&self) -> &[AgentSpec] {
+        &self.agents
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        self.rng.reseed(seed);
+        let agent_count = self.agent_count();
+        let (agents, obstacles) = self.world.bodies.split_at_mut(agent_count);
+        for body in agents {
+            mpe::place(body, &mut self.rng, -1.0, 1.0);
+        }
+        for body in obstacles {
+            mpe::place(body, &mut self.rng, -0.9, 0.9);
+        }
+        self.steps = 0;
+        self.observe(obs);
+    }
+
+    fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
+        let controls: Vec<[f64; 2]> = actions
+            .iter()
+            .zip(self.agent_bodies())
+            .map(|(action, body)| mpe::control(*action, body))
+            .collect();
+        self.world.step(&controls);
+        self.steps += 1;
+        let truncated = self.steps >= self.params.max_cycles;
+        let predators = self.predator_reward();
+        for (i, step) in steps.iter_mut().enumerate() {
+            let reward = if self.is_predator(i) {
+                predators
+            } else {
+                self.prey_reward(&self.world.bodies[i])
+            };
+            *step = Step::game(reward as f32, false, truncated);
+        }
+        self.observe(obs);
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        snapshot::save_section(out, "mpe-simple-tag", |out| {
+            snapshot::save_param(&self.params.num_adversaries, out);
+            snapshot::save_buffer(&self.world.bodies, out);
+            snapshot::Persist::save(&self.rng, out);
+            snapshot::Persist::save(&self.steps, out);
+            Ok(())
+        })
+    }
+
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        snapshot::load_section(input, "mpe-simple-tag", |input| {
+            snapshot::expect_same(&self.params.num_adversaries, "num_adversaries", input)?;
+            snapshot::load_buffer(&mut self.world.bodies, "bodies", input)?;
+            snapshot::Persist::load(&mut self.rng, input)?;
+            snapshot::Persist::load(&mut self.steps, input)
+        })
+    }
+}
