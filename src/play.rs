@@ -225,7 +225,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
                 );
             }
         }
-        let obs = rows_to_batch(env.obs(), 1, &obs_shape, Device::Cpu);
+        let obs = rows_to_batch(env.obs(), env.num_envs(), &obs_shape, Device::Cpu);
         let action = tch::no_grad(|| policy.act(&obs, greedy))?;
         env.step(&host_actions(&action, action_kind)?)?;
         policy.stepped(&env);

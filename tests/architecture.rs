@@ -247,8 +247,9 @@ fn the_wildcard_check_sees_a_wildcard_arm_and_only_at_its_level() {
 }
 
 /// docs/architecture.md, `crates/tandem-spec`: a native game touches three files, its catalogue
-/// row (`game.rs`), its family's `mod.rs` (module and `make` arm), and its own; no other file
-/// names one of them.
+/// row (`game.rs`), its family's `mod.rs` (module and `make` arm), and its own; a game with
+/// settings (MPE's) also the config's `model.rs` and `schema.rs`; no other file names one of
+/// them.
 #[test]
 fn a_native_game_touches_three_files() {
     let games = variants("crates/tandem-spec/src/game.rs", "pub enum Game {");
@@ -263,15 +264,29 @@ fn a_native_game_touches_three_files() {
             .filter(|f| names(&code(f), &format!("Game::{game}")))
             .map(|f| relative(f))
             .collect();
-        let family = if game.starts_with("Minatar") {
-            "crates/tandem-env/src/minatar/mod.rs"
+        let expected = if game.starts_with("Minatar") {
+            set(&[
+                "crates/tandem-spec/src/game.rs",
+                "crates/tandem-env/src/minatar/mod.rs",
+            ])
+        } else if game.starts_with("Mpe") {
+            // A game with settings: the config reads and writes them (model.rs) and declares
+            // them (schema.rs).
+            set(&[
+                "crates/tandem-spec/src/game.rs",
+                "crates/tandem-env/src/mpe/mod.rs",
+                "crates/tandem-config/src/model.rs",
+                "crates/tandem-config/src/schema.rs",
+            ])
         } else {
-            "crates/tandem-env/src/classic/mod.rs"
+            set(&[
+                "crates/tandem-spec/src/game.rs",
+                "crates/tandem-env/src/classic/mod.rs",
+            ])
         };
         assert_eq!(
-            naming,
-            set(&["crates/tandem-spec/src/game.rs", family]),
-            "Game::{game} is named outside its catalogue row and its family's make"
+            naming, expected,
+            "Game::{game} is named outside its catalogue row, its family's make and (a game with settings) the config's reading and declaring of them"
         );
     }
 }

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tandem_config::{Algorithm, Device, Experiment, Source, Wrapper};
+use tandem_config::{Algorithm, Device, Experiment, Game, Source, SpreadParams, Wrapper};
 
 /// How the numbers of one phrase are checked.
 enum Check {
@@ -82,6 +82,32 @@ fn env_steps_per_gradient_step(e: &Experiment) -> f64 {
 }
 
 const CLAIMS: &[Claim] = &[
+    Claim {
+        file: "mpe-simple-spread.kdl",
+        phrase: "mpe2 1.1.1's",
+        check: Check::Source {
+            file: "crates/tandem-env/src/mpe/mod.rs",
+            text: "as the `mpe2` 1.1.1 package has them",
+        },
+    },
+    Claim {
+        file: "mpe-simple-spread.kdl",
+        phrase: "its episode of 25 steps",
+        check: settings("mpe-simple-spread.kdl", |e| {
+            e.env.game == Game::MpeSimpleSpread(SpreadParams::MPE2)
+                && SpreadParams::MPE2.max_cycles == 25
+        }),
+    },
+    Claim {
+        file: "mpe-simple-spread.kdl",
+        phrase: "mean agent return of -20.4 over the last 100 episodes on seed 1",
+        check: Check::Test("multi_agent_train::the_shipped_simple_spread_learns"),
+    },
+    Claim {
+        file: "mpe-simple-spread.kdl",
+        phrase: "-27.0 (tests/multi_agent_train.rs holds it above -22)",
+        check: Check::Test("multi_agent_train::the_shipped_simple_spread_learns"),
+    },
     // breakout.kdl
     Claim {
         file: "breakout.kdl",

@@ -11,7 +11,9 @@ use crate::model::*;
 /// Global environment steps one update takes: every environment (of every rank) steps `rollout`
 /// times (ppo, a2c) or `train-frequency` times (dqn, sac, td3) between two updates.
 pub fn update_steps(e: &Experiment) -> u64 {
-    (e.env.envs as u64).saturating_mul(steps_per_env(e)).max(1)
+    ((e.env.envs * e.agents_per_env()) as u64)
+        .saturating_mul(steps_per_env(e))
+        .max(1)
 }
 
 /// Steps each environment takes per update, and the setting that says so.
@@ -147,7 +149,7 @@ const ROLLOUT_FLOATS: f64 = 9.0;
 /// The lower bound of each rank's memory ([`MemoryEstimate`]). A gymnasium game's observation is
 /// known only once it is built: it counts as one value here.
 pub fn memory_estimate(e: &Experiment) -> MemoryEstimate {
-    let envs = e.per_rank_envs() as f64;
+    let envs = e.per_rank_rows() as f64;
     let observation = e.observation();
     let obs_len = observation.map_or(1, |o| o.len()) as f64;
     let action_bytes = match e.actions() {

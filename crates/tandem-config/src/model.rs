@@ -14,7 +14,7 @@ pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
     ActionMask, ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape,
-    ObsSpace, Scalar,
+    ObsSpace, Scalar, SpreadParams,
 };
 
 settings! {
@@ -429,6 +429,12 @@ impl SectionKind for Game {
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
             }),
+            "mpe-simple-spread" => Game::MpeSimpleSpread(SpreadParams {
+                agents: r.read("agents"),
+                local_ratio: r.read("local-ratio"),
+                max_cycles: r.read("max-cycles"),
+                continuous_actions: r.read("continuous-actions"),
+            }),
             // The schema admits only the catalogue's names; anything else reads as its first.
             kind => Game::from_name(kind).unwrap_or_else(|| tandem_spec::game::NATIVE[0].0.clone()),
         }
@@ -444,6 +450,12 @@ impl SectionKind for Game {
             w.write("workers", &g.workers);
             w.write("step-timeout", &g.step_timeout_s);
             w.write("action-mask", &g.action_mask);
+        }
+        if let Game::MpeSimpleSpread(p) = self {
+            w.write("agents", &p.agents);
+            w.write("local-ratio", &p.local_ratio);
+            w.write("max-cycles", &p.max_cycles);
+            w.write("continuous-actions", &p.continuous_actions);
         }
     }
 }
@@ -846,14 +858,26 @@ impl Experiment {
         self.env.envs / self.world_size()
     }
 
-    /// Transitions per on-policy update over all ranks: environments times rollout.
+    /// Agents that act in each environment's game: 1, but for a multi-agent game, whose every
+    /// agent is a row of the batch (a gymnasium environment counts as one).
+    pub fn agents_per_env(&self) -> usize {
+        self.env.game.info().map_or(1, |info| info.agents)
+    }
+
+    /// Rows each rank steps: its environments times their agents. Every per-rank buffer
+    /// (rollout, replay, recurrent state) holds this many; a step counts one per row.
+    pub fn per_rank_rows(&self) -> usize {
+        self.per_rank_envs() * self.agents_per_env()
+    }
+
+    /// Transitions per on-policy update over all ranks: rows times rollout.
     pub fn batch_size(&self) -> usize {
-        self.env.envs * self.train.rollout
+        self.env.envs * self.agents_per_env() * self.train.rollout
     }
 
     /// Transitions each rank collects per on-policy update.
     pub fn per_rank_batch(&self) -> usize {
-        self.per_rank_envs() * self.train.rollout
+        self.per_rank_rows() * self.train.rollout
     }
 
     /// PPO minibatch size on each rank (the resolver guarantees exact division);

@@ -7,13 +7,14 @@
 
 use std::sync::LazyLock;
 
-use tandem_spec::game::ATARI_DOC;
+use tandem_spec::SpreadParams;
+use tandem_spec::game::{ATARI_DOC, Game};
 
 use crate::model::{
     Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Sync, SyncPolicy,
     Torso, Train,
 };
-use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS};
+use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS, UNIT_CLOSED};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
 
 #[derive(Debug)]
@@ -116,10 +117,51 @@ const NATIVE_KINDS: [Kind; tandem_spec::game::NATIVE.len()] = {
     while i < rows.len() {
         out[i].name = rows[i].1.name;
         out[i].doc = rows[i].1.doc;
+        out[i].fields = game_fields(&rows[i].0);
         i += 1;
     }
     out
 };
+
+/// The settings a game of the catalogue takes (only the multi-agent games take any).
+const fn game_fields(game: &Game) -> &'static [Field] {
+    match game {
+        Game::MpeSimpleSpread(_) => SPREAD_FIELDS,
+        _ => &[],
+    }
+}
+
+const SPREAD: SpreadParams = SpreadParams::MPE2;
+
+const SPREAD_FIELDS: &[Field] = &[
+    f(
+        "agents",
+        Ty::Int { min: 1, max: 64 },
+        Dflt::Int(SPREAD.agents as i64),
+        "Agents, and as many landmarks (mpe2's `N`).",
+    ),
+    f(
+        "local-ratio",
+        UNIT_CLOSED,
+        Dflt::Float(SPREAD.local_ratio),
+        "The weight of an agent's own reward (-1 per agent it overlaps) against the team's (minus each landmark's distance to its nearest agent): `reward = team * (1 - local-ratio) + own * local-ratio`.",
+    ),
+    f(
+        "max-cycles",
+        Ty::Int {
+            min: 1,
+            max: u32::MAX as i64,
+        },
+        Dflt::Int(SPREAD.max_cycles as i64),
+        "Steps of an episode; every agent is truncated at the last.",
+    ),
+    f(
+        "continuous-actions",
+        Ty::Bool,
+        Dflt::Bool(SPREAD.continuous_actions),
+        "Five pushes in [0, 1] per agent (the +x push less the -x one moves it along x, likewise y) instead of five moves.",
+    ),
+];
 
 const ATARI_KINDS: [Kind; tandem_spec::game::ATARI_ROWS.len()] = {
     let rows = tandem_spec::game::ATARI_ROWS;

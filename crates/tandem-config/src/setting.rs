@@ -267,7 +267,7 @@ macro_rules! count_setting {
         }
     )*};
 }
-count_setting!(u64, usize);
+count_setting!(u64, usize, u32);
 
 impl Setting for Vec<usize> {
     fn from_val(val: Option<&Val>) -> Vec<usize> {

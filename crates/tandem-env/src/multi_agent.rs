@@ -34,10 +34,12 @@ impl AgentSpec {
 /// A game of several agents that all act on every step.
 ///
 /// Contract: call [`ParallelEnv::reset`] before the first step, and again after a step that
-/// ends the episode (every agent's `terminated || truncated`; the games here end all agents'
-/// episodes together). `obs` holds every agent's observation, agent after agent, each as long
+/// ends the episode, which ends it for every agent at once (no agent leaves early). `obs` holds every agent's observation, agent after agent, each as long
 /// as its space; `actions` and `steps` hold one entry per agent.
 pub trait ParallelEnv: Send {
+    /// The game's name in the catalogue (`mpe-simple-spread`).
+    fn name(&self) -> &'static str;
+
     /// The agents, in the order every buffer holds them.
     fn agents(&self) -> &[AgentSpec];
 

@@ -8,6 +8,7 @@ use crate::env::Env;
 use crate::rng::derive_seed;
 use crate::space::ObsSpace;
 use crate::wrappers;
+use tandem_spec::Family;
 use tandem_spec::fit::GameFacts;
 pub use tandem_spec::{Game, Wrapper};
 
@@ -83,6 +84,12 @@ pub fn make_game(game: &Game, seed: u64) -> Result<Box<dyn Env>, EnvError> {
                 gym.id
             )));
         }
+        several if several.info().is_some_and(|i| i.family == Family::Mpe) => {
+            return Err(EnvError::InvalidArgument(format!(
+                "`{}` is played by several agents at once; VecEnv::new builds it, one row per agent",
+                game.name()
+            )));
+        }
         other => unreachable!(
             "{} is a native game that classic::make or minatar::make builds",
             other.name()
@@ -125,6 +132,17 @@ mod tests {
     #[test]
     fn every_native_game_builds_as_the_catalogue_states() {
         for (game, info) in tandem_spec::game::NATIVE {
+            if let Some(several) = crate::mpe::make(game, 7) {
+                let several = several.unwrap_or_else(|e| panic!("{}: {e}", info.name));
+                assert_eq!(several.name(), info.name);
+                assert_eq!(several.agents().len(), info.agents, "{}", info.name);
+                for agent in several.agents() {
+                    assert_eq!(agent.observation, info.observation, "{}", info.name);
+                    assert_eq!(agent.actions, info.actions, "{}", info.name);
+                }
+                continue;
+            }
+            assert_eq!(info.agents, 1, "{}", info.name);
             let built = make_game(game, 7).unwrap_or_else(|e| panic!("{}: {e}", info.name));
             assert_eq!(built.observation_space(), info.observation, "{}", info.name);
             assert_eq!(built.action_space(), info.actions, "{}", info.name);

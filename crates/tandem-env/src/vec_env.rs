@@ -46,8 +46,9 @@ mod groups;
 pub use groups::EnvGroup;
 
 use crate::EnvError;
-use crate::env::Env;
+use crate::env::{Env, Step};
 use crate::gym::{BridgeOptions, GymInfo, Launch, Pool as GymPool, Sent};
+use crate::multi_agent::ParallelEnv;
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{
@@ -129,13 +130,89 @@ enum Emit {
     },
 }
 
-struct Slot {
-    env: Box<dyn Env>,
-    scratch: Option<ObsStore>,
+/// What one slot of a batch plays.
+enum Players {
+    /// One agent's environment: a game and its wrappers, one row.
+    One(Box<dyn Env>),
+    /// A game of several agents, one row each, in the game's order.
+    Several {
+        game: Box<dyn ParallelEnv>,
+        /// The latest step of each agent (kept to spare an allocation per step).
+        steps: Vec<Step>,
+    },
+}
+
+impl Players {
+    /// The wrapper chain of a single agent's slot (a multi-agent game has none).
+    fn chain(&self) -> Option<&dyn Env> {
+        match self {
+            Players::One(env) => Some(env.as_ref()),
+            Players::Several { .. } => None,
+        }
+    }
+
+    fn chain_mut(&mut self) -> Option<&mut Box<dyn Env>> {
+        match self {
+            Players::One(env) => Some(env),
+            Players::Several { .. } => None,
+        }
+    }
+
+    fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
+        if let Some(env) = self.chain_mut() {
+            env.visit_normalizers(visit);
+        }
+    }
+}
+
+/// One agent's row in a slot: the episode in progress and the game it finished.
+#[derive(Default)]
+struct Seat {
     episode_return: f64,
     length: u64,
     raw_score: f64,
     finished: Option<EpisodeStats>,
+}
+
+impl Seat {
+    fn start(&mut self) {
+        self.episode_return = 0.0;
+        self.length = 0;
+        self.raw_score = 0.0;
+    }
+
+    /// Counts one step of row `row`; a step that ends the game records its statistics.
+    fn record(&mut self, row: usize, step: &Step) {
+        self.episode_return += f64::from(step.reward);
+        self.raw_score += f64::from(step.raw_reward);
+        self.length += 1;
+        if step.done() && step.game_over {
+            self.finished = Some(EpisodeStats {
+                env_index: row,
+                episode_return: self.episode_return,
+                length: self.length,
+                raw_score: self.raw_score,
+                truncated: step.truncated && !step.terminated,
+            });
+            self.start();
+        }
+    }
+}
+
+/// The rows of one slot in a batch step: observations, final observations, rewards, flags.
+struct SlotRows<'a> {
+    obs: &'a mut [f32],
+    final_obs: &'a mut [f32],
+    rewards: &'a mut [f32],
+    terminated: &'a mut [bool],
+    truncated: &'a mut [bool],
+}
+
+struct Slot {
+    players: Players,
+    scratch: Option<ObsStore>,
+    /// One per row of the slot.
+    seats: Vec<Seat>,
 }
 
 impl Slot {
@@ -146,52 +223,78 @@ impl Slot {
         }
     }
 
-    fn reset(&mut self, seed: Option<u64>, row: &mut [f32], emit: Emit) {
-        self.env.reset(seed, Self::buf(&mut self.scratch, row));
-        self.episode_return = 0.0;
-        self.length = 0;
-        self.raw_score = 0.0;
-        emit_row(&self.scratch, row, emit);
+    fn reset(&mut self, seed: Option<u64>, rows: &mut [f32], emit: Emit) {
+        match &mut self.players {
+            Players::One(env) => {
+                env.reset(seed, Self::buf(&mut self.scratch, rows));
+                emit_row(&self.scratch, rows, emit);
+            }
+            Players::Several { game, .. } => game.reset(seed, rows),
+        }
+        self.seats.iter_mut().for_each(Seat::start);
     }
 
-    fn step(
+    /// Steps the slot: `action(j)` is the action of its row `j`, `first` the batch index of
+    /// its first row.
+    fn step<'a>(
         &mut self,
-        index: usize,
-        action: Action<'_>,
-        row: &mut [f32],
-        final_row: &mut [f32],
+        first: usize,
+        action: impl Fn(usize) -> Action<'a>,
+        mut rows: SlotRows<'_>,
         emit: Emit,
-    ) -> (f32, bool, bool) {
-        let step = match &mut self.scratch {
-            // The row holds this environment's previous observation and nothing else
-            // writes it, so the environment may update it in place.
-            None => self.env.step_in_place(action, row),
-            Some(store) => self.env.step(action, store.buf()),
-        };
-        emit_row(&self.scratch, row, emit);
-        self.episode_return += f64::from(step.reward);
-        self.raw_score += f64::from(step.raw_reward);
-        self.length += 1;
-        if step.done() {
-            final_row.copy_from_slice(row);
-            if step.game_over {
-                self.finished = Some(EpisodeStats {
-                    env_index: index,
-                    episode_return: self.episode_return,
-                    length: self.length,
-                    raw_score: self.raw_score,
-                    truncated: step.truncated && !step.terminated,
-                });
-                self.episode_return = 0.0;
-                self.length = 0;
-                self.raw_score = 0.0;
+    ) {
+        match &mut self.players {
+            Players::One(env) => {
+                let step = step_chain(env, &mut self.scratch, action(0), rows.obs, emit);
+                self.seats[0].record(first, &step);
+                if step.done() {
+                    rows.final_obs.copy_from_slice(rows.obs);
+                    // Only the agent's episode restarts after a lost life; the game goes on.
+                    env.reset(None, Self::buf(&mut self.scratch, rows.obs));
+                    emit_row(&self.scratch, rows.obs, emit);
+                }
+                write_flags(&step, 0, &mut rows);
             }
-            // Only the agent's episode restarts after a lost life; the game goes on.
-            self.env.reset(None, Self::buf(&mut self.scratch, row));
-            emit_row(&self.scratch, row, emit);
+            Players::Several { game, steps } => {
+                let actions: Vec<Action<'a>> = (0..steps.len()).map(action).collect();
+                game.step(&actions, rows.obs, steps);
+                for (j, (seat, step)) in self.seats.iter_mut().zip(steps.iter()).enumerate() {
+                    seat.record(first + j, step);
+                    write_flags(step, j, &mut rows);
+                }
+                // The games end every agent's episode at once (the ParallelEnv contract).
+                if steps[0].done() {
+                    rows.final_obs.copy_from_slice(rows.obs);
+                    game.reset(None, rows.obs);
+                }
+            }
         }
-        (step.reward, step.terminated, step.truncated)
     }
+}
+
+/// The env's step of one agent's chain, into its row (in place when nothing converts).
+fn step_chain(
+    env: &mut Box<dyn Env>,
+    scratch: &mut Option<ObsStore>,
+    action: Action<'_>,
+    row: &mut [f32],
+    emit: Emit,
+) -> Step {
+    let step = match scratch {
+        // The row holds this environment's previous observation and nothing else
+        // writes it, so the environment may update it in place.
+        None => env.step_in_place(action, row),
+        Some(store) => env.step(action, store.buf()),
+    };
+    emit_row(scratch, row, emit);
+    step
+}
+
+/// Row `j`'s reward and flags of the latest step.
+fn write_flags(step: &Step, j: usize, rows: &mut SlotRows<'_>) {
+    rows.rewards[j] = step.reward;
+    rows.terminated[j] = step.terminated;
+    rows.truncated[j] = step.truncated;
 }
 
 fn emit_row(scratch: &Option<ObsStore>, row: &mut [f32], emit: Emit) {
@@ -228,12 +331,15 @@ fn emit_row(scratch: &Option<ObsStore>, row: &mut [f32], emit: Emit) {
     }
 }
 
-/// One environment's share of a batch step: its slot, action and output rows.
+/// One slot's share of a batch step: the slot and its output rows.
 type StepItem<'a> = (
     usize,
     (
-        (((&'a mut Slot, &'a mut [f32]), &'a mut [f32]), &'a mut f32),
-        (&'a mut bool, &'a mut bool),
+        (
+            ((&'a mut Slot, &'a mut [f32]), &'a mut [f32]),
+            &'a mut [f32],
+        ),
+        (&'a mut [bool], &'a mut [bool]),
     ),
 );
 
@@ -250,6 +356,8 @@ struct SharedNorm {
 /// A batch of environments. See the module documentation for episode boundaries.
 pub struct VecEnv {
     slots: Vec<Slot>,
+    /// Rows per slot: the agents of each game (1 for single-agent environments).
+    agents: usize,
     seeds: Vec<u64>,
     seeded: bool,
     env_space: ObsSpace,
@@ -355,6 +463,17 @@ impl VecEnv {
             batch.gym = Some(pool);
             return Ok(batch);
         }
+        if let Some(game) = seeds.first().and_then(|&s| crate::mpe::make(&spec.game, s)) {
+            // The fit rule refuses every wrapper on a multi-agent game, in its own words.
+            crate::spec::observation_space(spec)?;
+            let rest = seeds[1..].iter().map(|&seed| {
+                crate::mpe::make(&spec.game, seed).expect("the same game is multi-agent")
+            });
+            let games = std::iter::once(game)
+                .chain(rest)
+                .collect::<Result<Vec<_>, _>>()?;
+            return Self::from_games(games, seeds.to_vec(), threads);
+        }
         let envs = seeds
             .iter()
             .map(|&seed| make_env(spec, seed))
@@ -377,16 +496,14 @@ impl VecEnv {
         let slots = envs
             .into_iter()
             .map(|env| Slot {
-                env,
+                players: Players::One(env),
                 scratch: (emit != Emit::Direct).then(|| ObsStore::zeros(&env_space)),
-                episode_return: 0.0,
-                length: 0,
-                raw_score: 0.0,
-                finished: None,
+                seats: vec![Seat::default()],
             })
             .collect();
         Ok(VecEnv {
             slots,
+            agents: 1,
             seeds,
             seeded: false,
             env_space,
@@ -409,6 +526,53 @@ impl VecEnv {
         })
     }
 
+    /// Batches games of several agents, each agent a row of the batch (game `g`'s agent `j`
+    /// is row `g * agents + j`), game `g` seeded with `seeds[g]`. Every agent must observe and
+    /// act in the same spaces: one batch is one policy's rows.
+    pub fn from_games(
+        games: Vec<Box<dyn ParallelEnv>>,
+        seeds: Vec<u64>,
+        threads: usize,
+    ) -> Result<Self, EnvError> {
+        let (env_space, action_space, agents) = check_games(&games, &seeds, threads)?;
+        let n = games.len() * agents;
+        let obs_len = env_space.len();
+        let slots = games
+            .into_iter()
+            .map(|game| Slot {
+                players: Players::Several {
+                    game,
+                    steps: vec![Step::default(); agents],
+                },
+                scratch: None,
+                seats: (0..agents).map(|_| Seat::default()).collect(),
+            })
+            .collect();
+        Ok(VecEnv {
+            slots,
+            agents,
+            seeds,
+            seeded: false,
+            env_space,
+            emit: Emit::Direct,
+            obs_len,
+            action_space,
+            obs: vec![0.0; n * obs_len],
+            final_obs: vec![0.0; n * obs_len],
+            rewards: vec![0.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            episodes: Vec::new(),
+            norms: Vec::new(),
+            pool: thread_pool(threads)?,
+            threads,
+            min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
+            work_estimate: None,
+            gym: None,
+            pending: None,
+        })
+    }
+
     /// The interpreter, versions, spaces and worker process ids of a gymnasium
     /// environment (`None` for native games).
     pub fn gym_info(&self) -> Option<&GymInfo> {
@@ -421,8 +585,14 @@ impl VecEnv {
         self.gym.is_none()
     }
 
+    /// Rows of the batch: one per environment, or per agent of a multi-agent game.
     pub fn num_envs(&self) -> usize {
-        self.slots.len()
+        self.slots.len() * self.agents
+    }
+
+    /// Agents of each game: rows per game (1 for single-agent environments).
+    pub fn agents_per_game(&self) -> usize {
+        self.agents
     }
 
     pub fn action_space(&self) -> &ActionSpace {
@@ -496,10 +666,10 @@ impl VecEnv {
             let _ = gym.reset_all(seeds);
         }
         let emit = self.emit;
-        let work = |(i, (slot, row)): (usize, (&mut Slot, &mut [f32]))| {
-            slot.reset(seeds.map(|s| s[i]), row, emit);
+        let work = |(i, (slot, rows)): (usize, (&mut Slot, &mut [f32]))| {
+            slot.reset(seeds.map(|s| s[i]), rows, emit);
         };
-        let obs_len = self.obs_len;
+        let obs_len = self.obs_len * self.agents;
         match self.pool.as_ref().filter(|_| self.use_pool()) {
             None => self
                 .slots
@@ -526,7 +696,7 @@ impl VecEnv {
     /// kind is not the space's, their number is wrong, or one is out of range (discrete) or
     /// not finite (box).
     pub fn step<'a>(&mut self, actions: impl Into<Actions<'a>>) -> Result<(), EnvError> {
-        self.step_group(0..self.slots.len(), actions)
+        self.step_group(0..self.num_envs(), actions)
     }
 
     /// Steps only the environments in `envs` (row `k` of `actions` for environment
@@ -549,7 +719,7 @@ impl VecEnv {
     /// observations before this step; another step, a snapshot, a restore, a frame or new
     /// normaliser statistics are refused, and a reset finishes the step first.
     pub fn begin_step<'a>(&mut self, actions: impl Into<Actions<'a>>) -> Result<(), EnvError> {
-        let envs = 0..self.slots.len();
+        let envs = 0..self.num_envs();
         let actions = self.action_check().checked(&envs, actions.into())?;
         self.begin_checked(envs, actions)
     }
@@ -573,7 +743,7 @@ impl VecEnv {
     fn action_check(&self) -> ActionCheck<'_> {
         ActionCheck {
             space: &self.action_space,
-            num_envs: self.slots.len(),
+            num_envs: self.num_envs(),
         }
     }
 
@@ -625,10 +795,10 @@ impl VecEnv {
         actions: GroupActions<'_>,
     ) -> Result<(), EnvError> {
         let pooled = self.use_pool();
-        let (emit, obs_len) = (self.emit, self.obs_len);
+        let (emit, obs_len, agents) = (self.emit, self.obs_len, self.agents);
         let started = Instant::now();
-        let (mut rows, pool) = self.group_rows(envs);
-        let finished = rows.step(actions, emit, obs_len, pool.filter(|_| pooled));
+        let (mut rows, pool) = self.group_rows(envs)?;
+        let finished = rows.step(actions, emit, (obs_len, agents), pool.filter(|_| pooled));
         // A pooled step's single-thread cost is at most its time on all threads.
         let elapsed =
             started.elapsed().as_secs_f64() * if pooled { self.threads as f64 } else { 1.0 };
@@ -647,21 +817,23 @@ impl VecEnv {
 
     /// The slots and rows of the environments `envs`, borrowed for a step, and the pool
     /// that may step them (with its thread count).
+    #[allow(clippy::type_complexity)]
     fn group_rows(
         &mut self,
         envs: Range<usize>,
-    ) -> (GroupRows<'_>, Option<(&rayon::ThreadPool, usize)>) {
+    ) -> Result<(GroupRows<'_>, Option<(&rayon::ThreadPool, usize)>), EnvError> {
+        let games = whole_games(&envs, self.agents)?;
         let rows = envs.start * self.obs_len..envs.end * self.obs_len;
         let group = GroupRows {
             first: envs.start,
-            slots: &mut self.slots[envs.clone()],
+            slots: &mut self.slots[games],
             obs: &mut self.obs[rows.clone()],
             final_obs: &mut self.final_obs[rows],
             rewards: &mut self.rewards[envs.clone()],
             terminated: &mut self.terminated[envs.clone()],
             truncated: &mut self.truncated[envs],
         };
-        (group, self.pool.as_ref().map(|pool| (pool, self.threads)))
+        Ok((group, self.pool.as_ref().map(|pool| (pool, self.threads))))
     }
 
     /// Observations, `num_envs * obs_len` f32 values, one row per environment, images
@@ -700,7 +872,10 @@ impl VecEnv {
 
     fn snapshot_header(&self) -> SnapshotHeader {
         let mut names = Vec::new();
-        self.slots[0].env.chain_names(&mut names);
+        match &self.slots[0].players {
+            Players::One(env) => env.chain_names(&mut names),
+            Players::Several { game, .. } => names.push(game.name().to_owned()),
+        }
         // chain_names lists outermost first; configs list the game, then wrappers inside out.
         let game = names.pop().unwrap_or_default();
         names.reverse();
@@ -743,17 +918,21 @@ impl VecEnv {
             norm.local.save(&mut out);
         }
         for (i, slot) in self.slots.iter().enumerate() {
-            slot.episode_return.save(&mut out);
-            slot.length.save(&mut out);
-            slot.raw_score.save(&mut out);
-            slot.finished.save(&mut out);
+            for seat in &slot.seats {
+                seat.episode_return.save(&mut out);
+                seat.length.save(&mut out);
+                seat.raw_score.save(&mut out);
+                seat.finished.save(&mut out);
+            }
             slot.scratch.is_some().save(&mut out);
             if let Some(scratch) = &slot.scratch {
                 scratch.save(&mut out);
             }
-            slot.env
-                .save_state(&mut out)
-                .map_err(|e| within_env(i, e))?;
+            let state = match &slot.players {
+                Players::One(env) => env.save_state(&mut out),
+                Players::Several { game, .. } => game.save_state(&mut out),
+            };
+            state.map_err(|e| within_env(i, e))?;
         }
         let sum = checksum(&out);
         sum.save(&mut out);
@@ -858,10 +1037,12 @@ impl VecEnv {
         }
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let mut restore_slot = |input: &mut &[u8]| -> Result<(), EnvError> {
-                slot.episode_return.load(input)?;
-                slot.length.load(input)?;
-                slot.raw_score.load(input)?;
-                slot.finished.load(input)?;
+                for seat in &mut slot.seats {
+                    seat.episode_return.load(input)?;
+                    seat.length.load(input)?;
+                    seat.raw_score.load(input)?;
+                    seat.finished.load(input)?;
+                }
                 let mut has_scratch = false;
                 has_scratch.load(input)?;
                 match (&mut slot.scratch, has_scratch) {
@@ -873,7 +1054,10 @@ impl VecEnv {
                         ));
                     }
                 }
-                slot.env.load_state(input)
+                match &mut slot.players {
+                    Players::One(env) => env.load_state(input),
+                    Players::Several { game, .. } => game.load_state(input),
+                }
             };
             restore_slot(&mut input).map_err(|e| within_env(i, e))?;
         }
@@ -886,9 +1070,15 @@ impl VecEnv {
         Ok(())
     }
 
-    /// Lives left in each environment's game.
+    /// Lives left in each row's game (0 for the agents of a multi-agent game).
     pub fn lives(&self) -> Vec<u32> {
-        self.slots.iter().map(|s| s.env.lives()).collect()
+        self.slots
+            .iter()
+            .flat_map(|s| match s.players.chain() {
+                Some(env) => vec![env.lives()],
+                None => vec![0; s.seats.len()],
+            })
+            .collect()
     }
 
     /// The RGB screen of one environment: `Ok(None)` when its game does not draw itself
@@ -896,7 +1086,12 @@ impl VecEnv {
     /// an error when a gymnasium worker failed to draw it.
     pub fn render_rgb(&self, env: usize) -> Result<Option<crate::env::RgbFrame>, EnvError> {
         self.refuse_while_pending()?;
-        let frame = self.slots.get(env).and_then(|s| s.env.render_rgb());
+        // A multi-agent game does not draw itself.
+        let frame = self
+            .slots
+            .get(env)
+            .and_then(|s| s.players.chain())
+            .and_then(|chain| chain.render_rgb());
         if frame.is_none()
             && let Some(error) = self.gym.as_ref().and_then(GymPool::failure)
         {
@@ -956,7 +1151,7 @@ impl VecEnv {
     /// normalised with the statistics they hold now (an evaluation's, restored from training's).
     pub fn freeze_normalizers(&mut self) {
         for slot in &mut self.slots {
-            slot.env
+            slot.players
                 .visit_normalizers(&mut |n: &mut Normalizer| n.update = false);
         }
     }
@@ -1070,6 +1265,60 @@ fn check_batch(
     Ok((env_space, action_space))
 }
 
+/// The spaces every agent of a batch of multi-agent games shares and the agents per game, or
+/// why the batch cannot be made (as [`check_batch`], and agents whose spaces differ).
+fn check_games(
+    games: &[Box<dyn ParallelEnv>],
+    seeds: &[u64],
+    threads: usize,
+) -> Result<(ObsSpace, ActionSpace, usize), EnvError> {
+    let Some(first) = games.first() else {
+        return Err(EnvError::InvalidArgument(
+            "a VecEnv needs at least one environment".into(),
+        ));
+    };
+    if seeds.len() != games.len() || threads == 0 {
+        return Err(EnvError::InvalidArgument(format!(
+            "{} seeds and {threads} threads given for {} games (one seed each, at least one thread)",
+            seeds.len(),
+            games.len()
+        )));
+    }
+    let agents = first.agents();
+    let (env_space, action_space) = (agents[0].observation, agents[0].actions.clone());
+    let apart = agents
+        .iter()
+        .find(|a| a.observation != env_space || a.actions != action_space);
+    if let Some(other) = apart {
+        return Err(EnvError::InvalidArgument(format!(
+            "`{}`'s agents differ: {} observes {} and takes {}, {} observes {env_space} and takes \
+             {action_space}; one batch holds one policy's agents, which share their spaces",
+            first.name(),
+            other.name,
+            other.observation,
+            other.actions,
+            agents[0].name
+        )));
+    }
+    if games.iter().any(|g| g.agents() != agents) {
+        return Err(EnvError::InvalidArgument(
+            "the games of a batch have different agents".into(),
+        ));
+    }
+    Ok((env_space, action_space, agents.len()))
+}
+
+/// The slots of rows `envs` in a batch of `agents` rows per game; rows that cut a game are
+/// refused (its agents step together).
+fn whole_games(envs: &Range<usize>, agents: usize) -> Result<Range<usize>, EnvError> {
+    if !envs.start.is_multiple_of(agents) || !envs.end.is_multiple_of(agents) {
+        return Err(EnvError::InvalidArgument(format!(
+            "rows {envs:?} cut a game of {agents} agents; a group of rows holds whole games"
+        )));
+    }
+    Ok(envs.start / agents..envs.end / agents)
+}
+
 /// Takes over the normalisers of every environment's chain (the batch keeps their statistics
 /// equal) and returns one shared record per chain position; every chain must have the same
 /// normalisers in the same places.
@@ -1124,7 +1373,7 @@ fn thread_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, EnvError> {
 fn merge_pending(slots: &mut [Slot], norms: &mut [SharedNorm]) {
     for slot in slots {
         let mut k = 0;
-        slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
+        slot.players.visit_normalizers(&mut |n: &mut Normalizer| {
             norms[k].local.merge(&n.take_pending());
             k += 1;
         });
@@ -1147,7 +1396,7 @@ fn effective_stats(norms: &[SharedNorm]) -> Vec<NormStats> {
 fn set_current(slots: &mut [Slot], stats: &[NormStats]) {
     for slot in slots {
         let mut k = 0;
-        slot.env.visit_normalizers(&mut |n: &mut Normalizer| {
+        slot.players.visit_normalizers(&mut |n: &mut Normalizer| {
             n.set_current(&stats[k]);
             k += 1;
         });
@@ -1174,25 +1423,35 @@ impl GroupRows<'_> {
         &mut self,
         actions: GroupActions<'_>,
         emit: Emit,
-        obs_len: usize,
+        (obs_len, agents): (usize, usize),
         pool: Option<(&rayon::ThreadPool, usize)>,
     ) -> Vec<EpisodeStats> {
         let first = self.first;
         let work =
-            |(k, ((((slot, row), final_row), reward), (terminated, truncated))): StepItem<'_>| {
-                let (r, te, tr) = slot.step(first + k, actions.get(k), row, final_row, emit);
-                *reward = r;
-                *terminated = te;
-                *truncated = tr;
+            |(g, ((((slot, obs), final_obs), rewards), (terminated, truncated))): StepItem<'_>| {
+                let rows = SlotRows {
+                    obs,
+                    final_obs,
+                    rewards,
+                    terminated,
+                    truncated,
+                };
+                let row = g * agents;
+                slot.step(first + row, |j| actions.get(row + j), rows, emit);
             };
+        let slot_len = obs_len * agents;
         match pool {
             None => self
                 .slots
                 .iter_mut()
-                .zip(self.obs.chunks_mut(obs_len))
-                .zip(self.final_obs.chunks_mut(obs_len))
-                .zip(self.rewards.iter_mut())
-                .zip(self.terminated.iter_mut().zip(self.truncated.iter_mut()))
+                .zip(self.obs.chunks_mut(slot_len))
+                .zip(self.final_obs.chunks_mut(slot_len))
+                .zip(self.rewards.chunks_mut(agents))
+                .zip(
+                    self.terminated
+                        .chunks_mut(agents)
+                        .zip(self.truncated.chunks_mut(agents)),
+                )
                 .enumerate()
                 .for_each(work),
             Some((pool, threads)) => {
@@ -1200,13 +1459,13 @@ impl GroupRows<'_> {
                 pool.install(|| {
                     self.slots
                         .par_iter_mut()
-                        .zip(self.obs.par_chunks_mut(obs_len))
-                        .zip(self.final_obs.par_chunks_mut(obs_len))
-                        .zip(self.rewards.par_iter_mut())
+                        .zip(self.obs.par_chunks_mut(slot_len))
+                        .zip(self.final_obs.par_chunks_mut(slot_len))
+                        .zip(self.rewards.par_chunks_mut(agents))
                         .zip(
                             self.terminated
-                                .par_iter_mut()
-                                .zip(self.truncated.par_iter_mut()),
+                                .par_chunks_mut(agents)
+                                .zip(self.truncated.par_chunks_mut(agents)),
                         )
                         .enumerate()
                         .with_min_len(min_len)
@@ -1214,7 +1473,7 @@ impl GroupRows<'_> {
                 })
             }
         }
-        // Only environments whose episode ended can have finished a game.
+        // Only rows whose episode ended can have finished a game.
         let ended = self
             .terminated
             .iter()
@@ -1222,9 +1481,10 @@ impl GroupRows<'_> {
             .map(|(&te, &tr)| te || tr);
         self.slots
             .iter_mut()
+            .flat_map(|slot| slot.seats.iter_mut())
             .zip(ended)
             .filter(|(_, ended)| *ended)
-            .filter_map(|(slot, _)| slot.finished.take())
+            .filter_map(|(seat, _)| seat.finished.take())
             .collect()
     }
 }

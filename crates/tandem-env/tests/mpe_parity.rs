@@ -41,7 +41,7 @@ fn build(trace: &Value) -> Box<dyn ParallelEnv> {
         "simple_spread" => Box::new(
             SimpleSpread::new(
                 SpreadParams {
-                    n: int("N", 3),
+                    agents: int("N", 3),
                     local_ratio: arg(trace, "local_ratio", 0.5, Value::as_f64),
                     max_cycles: int("max_cycles", 25) as u32,
                     continuous_actions,

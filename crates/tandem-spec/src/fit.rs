@@ -22,6 +22,8 @@ pub enum Family {
     Atari,
     /// A gymnasium environment run by the bridge's Python workers.
     Gymnasium,
+    /// A multi-particle game (MPE) of several agents.
+    Mpe,
 }
 
 /// What the rule knows of the game at the bottom of a chain. `None` is "not known": a chain
@@ -77,6 +79,16 @@ pub fn fits_game(wrapper: &Wrapper, game: &GameFacts) -> Result<(), Misfit> {
         return fits_gymnasium(wrapper);
     }
     let name = &game.name;
+    if game.family == Some(Family::Mpe) {
+        return Err(Misfit::input(
+            "wraps one agent's environment",
+            format!(
+                "{name} is played by several agents at once; the wrappers act on one agent's \
+                 environment and none fits a multi-agent game (its episode length is its own \
+                 `max-cycles`)"
+            ),
+        ));
+    }
     match wrapper {
         Wrapper::NoopReset { .. } if game.family.is_some_and(|f| f != Family::Atari) => {
             return Err(Misfit::input(

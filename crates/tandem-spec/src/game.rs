@@ -30,6 +30,8 @@ pub enum Game {
     MinatarFreeway,
     MinatarSpaceInvaders,
     MinatarSeaquest,
+    /// MPE's simple_spread (mpe2 1.1.1): several agents in one game, one row of the batch each.
+    MpeSimpleSpread(SpreadParams),
     /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
     /// `atari-space-invaders`).
     Atari {
@@ -114,6 +116,36 @@ impl ActionMask {
     }
 }
 
+/// The parameters of MPE's simple_spread, as mpe2's `simple_spread_v3.parallel_env` takes
+/// them (its defaults: [`SpreadParams::MPE2`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpreadParams {
+    /// Agents, and as many landmarks.
+    pub agents: usize,
+    /// The weight of an agent's own reward (collisions) against the team's (coverage), in
+    /// [0, 1].
+    pub local_ratio: f64,
+    /// Steps of an episode (all agents are truncated together).
+    pub max_cycles: u32,
+    /// Five pushes in [0, 1] per agent instead of five moves.
+    pub continuous_actions: bool,
+}
+
+impl SpreadParams {
+    pub const MPE2: SpreadParams = SpreadParams {
+        agents: 3,
+        local_ratio: 0.5,
+        max_cycles: 25,
+        continuous_actions: false,
+    };
+
+    /// What an agent observes: its velocity and position, the landmarks' and the other
+    /// agents' positions relative to its own, and the others' (silent) communication.
+    pub fn observation_len(&self) -> usize {
+        6 * self.agents
+    }
+}
+
 /// One value of a keyword argument (`make-args`), as Python receives it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {
@@ -141,6 +173,9 @@ pub struct GameInfo {
     pub has_lives: bool,
     /// FIRE is one of the game's actions (`fire-reset` presses it).
     pub has_fire: bool,
+    /// Agents that act in one game, each a row of the batch (1 but for multi-agent games);
+    /// `observation` and `actions` are each agent's.
+    pub agents: usize,
 }
 
 impl GameInfo {
@@ -203,6 +238,7 @@ const fn native(
         actions,
         has_lives: false,
         has_fire: false,
+        agents: 1,
     }
 }
 
@@ -313,7 +349,36 @@ pub const NATIVE: &[(Game, GameInfo)] = &[
             "MinAtar Seaquest; observes 10x10x10 binary planes, 6 actions.",
         ),
     ),
+    (
+        Game::MpeSimpleSpread(SpreadParams::MPE2),
+        spread_info(&SpreadParams::MPE2),
+    ),
 ];
+
+/// MPE actions: five moves (none, -x, +x, -y, +y), or five pushes in [0, 1].
+const MPE_MOVES: usize = 5;
+const MPE_PUSHES: [[f32; MPE_MOVES]; 2] = [[0.0; MPE_MOVES], [1.0; MPE_MOVES]];
+
+const fn spread_info(params: &SpreadParams) -> GameInfo {
+    let actions = if params.continuous_actions {
+        ActionSpace::Box {
+            low: Cow::Borrowed(&MPE_PUSHES[0]),
+            high: Cow::Borrowed(&MPE_PUSHES[1]),
+        }
+    } else {
+        discrete(MPE_MOVES)
+    };
+    GameInfo {
+        name: "mpe-simple-spread",
+        doc: "MPE's simple_spread (mpe2 1.1.1's simple_spread_v3, exact): `agents` agents (3) cover as many landmarks, rewarded by the team's coverage blended with their own collisions (`local-ratio`); each agent observes 6 x agents floats and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, all played by one shared policy.",
+        family: Family::Mpe,
+        observation: vector(6 * params.agents),
+        actions,
+        has_lives: false,
+        has_fire: false,
+        agents: params.agents,
+    }
+}
 
 /// What every Atari game is, for the config's reference.
 pub const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
@@ -327,6 +392,7 @@ fn atari_info(row: &AtariRow) -> GameInfo {
         actions: discrete(row.actions),
         has_lives: row.lives,
         has_fire: row.fire,
+        agents: 1,
     }
 }
 
@@ -336,6 +402,7 @@ fn info(game: &Game) -> Option<GameInfo> {
     match game {
         Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
         Game::Gymnasium(_) => None,
+        Game::MpeSimpleSpread(params) => Some(spread_info(params)),
         native => NATIVE
             .iter()
             .find(|(g, _)| g == native)

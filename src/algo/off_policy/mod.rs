@@ -172,7 +172,7 @@ impl<R: OffPolicyRule> OffPolicy<R> {
             per_rank_batch: experiment
                 .per_rank_batch_size()
                 .context("an off-policy learner has a per-rank batch size")?,
-            steps_per_vector_step: (experiment.per_rank_envs() * world) as u64,
+            steps_per_vector_step: (experiment.per_rank_rows() * world) as u64,
         })
     }
 

@@ -43,7 +43,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             device,
         } = *setting;
         let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
-        let n_envs = experiment.per_rank_envs();
+        let n_envs = experiment.per_rank_rows();
         let rollout = experiment.train.rollout;
         let blueprint = Blueprint {
             spec,

@@ -233,7 +233,8 @@ impl CrossCheck<'_, '_> {
     fn recurrent_minibatches(&mut self, ppo: &Ppo) {
         let e = self.experiment;
         let (world, world_text) = world(e);
-        let per_rank = e.per_rank_envs();
+        // A multi-agent game's agents are sequences of their own.
+        let per_rank = e.per_rank_rows();
         if !self.ok(&[
             "devices",
             "env.envs",
@@ -486,8 +487,8 @@ impl CrossCheck<'_, '_> {
                 &format!("does not divide {batch}"),
                 Some(("train.rollout", "rollout")),
                 format!(
-                    "each rank collects {} environments x rollout {} = {batch} transitions per update; choose minibatches dividing {batch}",
-                    e.per_rank_envs(),
+                    "each rank collects {} rows (environments x agents) x rollout {} = {batch} transitions per update; choose minibatches dividing {batch}",
+                    e.per_rank_rows(),
                     e.train.rollout
                 ),
             );
@@ -714,7 +715,7 @@ impl CrossCheck<'_, '_> {
             return;
         }
         let stack = e.replay_stack();
-        let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_envs().max(1);
+        let rows = e.per_rank_buffer_capacity().unwrap_or(0) / e.per_rank_rows().max(1);
         let reserved = stack - 1 + n_step;
         if rows > reserved {
             self.frame_skip_after_stack();
@@ -729,7 +730,7 @@ impl CrossCheck<'_, '_> {
             format!(
                 "each rank keeps buffer-capacity / devices = {} transitions over its {} environments; stacks of {stack} frames and n-step {} need more than {reserved} steps per environment: raise buffer-capacity",
                 e.per_rank_buffer_capacity().unwrap_or(0),
-                e.per_rank_envs(),
+                e.per_rank_rows(),
                 n_step
             ),
         );

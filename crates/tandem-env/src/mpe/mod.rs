@@ -10,8 +10,23 @@ pub mod simple_tag;
 
 use std::borrow::Cow;
 
+use crate::EnvError;
 use crate::gym_seeding::NumpyGenerator;
+use crate::multi_agent::ParallelEnv;
 use crate::space::{Action, ActionSpace, Dtype, ObsSpace};
+use crate::spec::Game;
+
+/// Builds the multi-agent game of the catalogue `game` names, seeded with `seed`; `None` for a
+/// game of one agent.
+pub fn make(game: &Game, seed: u64) -> Option<Result<Box<dyn ParallelEnv>, EnvError>> {
+    match game {
+        Game::MpeSimpleSpread(params) => Some(
+            simple_spread::SimpleSpread::new(params.clone(), seed)
+                .map(|g| Box::new(g) as Box<dyn ParallelEnv>),
+        ),
+        _ => None,
+    }
+}
 
 /// Seconds of one step.
 const DT: f64 = 0.1;
@@ -148,8 +163,8 @@ fn integrate(body: &mut Body, force: Option<[f64; 2]>) {
     }
     if let Some(force) = force {
         // Every body's mass is 1.
-        for k in 0..2 {
-            body.vel[k] += force[k] / 1.0 * DT;
+        for (v, f) in body.vel.iter_mut().zip(force) {
+            *v += f / 1.0 * DT;
         }
     }
     if let Some(max_speed) = body.max_speed {

@@ -18,28 +18,7 @@ use crate::space::Action;
 const DIM_C: usize = 2;
 const AGENT_SIZE: f64 = 0.15;
 
-/// The game's parameters, as mpe2's `simple_spread_v3.parallel_env` takes them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpreadParams {
-    /// Agents, and as many landmarks.
-    pub n: usize,
-    /// The weight of an agent's own reward against the team's, in [0, 1].
-    pub local_ratio: f64,
-    pub max_cycles: u32,
-    pub continuous_actions: bool,
-}
-
-impl Default for SpreadParams {
-    /// mpe2's defaults.
-    fn default() -> Self {
-        SpreadParams {
-            n: 3,
-            local_ratio: 0.5,
-            max_cycles: 25,
-            continuous_actions: false,
-        }
-    }
-}
+pub use tandem_spec::SpreadParams;
 
 pub struct SimpleSpread {
     params: SpreadParams,
@@ -52,7 +31,10 @@ pub struct SimpleSpread {
 impl SimpleSpread {
     /// The game with its random stream seeded by `seed` (a reset with a seed reseeds it).
     pub fn new(params: SpreadParams, seed: u64) -> Result<Self, EnvError> {
-        if params.n == 0 || !(0.0..=1.0).contains(&params.local_ratio) || params.max_cycles == 0 {
+        if params.agents == 0
+            || !(0.0..=1.0).contains(&params.local_ratio)
+            || params.max_cycles == 0
+        {
             return Err(EnvError::InvalidGameParameter {
                 game: "mpe-simple-spread".into(),
                 reason: format!(
@@ -61,13 +43,13 @@ impl SimpleSpread {
                 ),
             });
         }
-        let n = params.n;
+        let n = params.agents;
         let agents = (0..n)
             .map(|i| {
                 AgentSpec::new(
                     "agent",
                     i,
-                    mpe::observation_space(6 * n),
+                    mpe::observation_space(params.observation_len()),
                     mpe::action_space(params.continuous_actions),
                 )
             })
@@ -95,11 +77,11 @@ impl SimpleSpread {
     }
 
     fn agent_bodies(&self) -> &[Body] {
-        &self.world.bodies[..self.params.n]
+        &self.world.bodies[..self.params.agents]
     }
 
     fn landmarks(&self) -> &[Body] {
-        &self.world.bodies[self.params.n..]
+        &self.world.bodies[self.params.agents..]
     }
 
     fn observe(&self, obs: &mut [f32]) {
@@ -153,6 +135,10 @@ impl SimpleSpread {
 }
 
 impl ParallelEnv for SimpleSpread {
+    fn name(&self) -> &'static str {
+        "mpe-simple-spread"
+    }
+
     fn agents(&self) -> &[AgentSpec] {
         &self.agents
     }

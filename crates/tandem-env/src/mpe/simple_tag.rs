@@ -196,6 +196,10 @@ fn edge_penalty(x: f64) -> f64 {
 }
 
 impl ParallelEnv for SimpleTag {
+    fn name(&self) -> &'static str {
+        "mpe-simple-tag"
+    }
+
     fn agents(&self) -> &[AgentSpec] {
         &self.agents
     }

@@ -25,6 +25,8 @@ pub struct EnvGroup<'a> {
     index: usize,
     rows: GroupRows<'a>,
     obs_len: usize,
+    /// Rows per game.
+    agents: usize,
     emit: Emit,
     check: ActionCheck<'a>,
     gym: Option<&'a GymPool>,
@@ -65,18 +67,19 @@ impl VecEnv {
                 action_space,
                 emit,
                 obs_len,
+                agents,
                 ..
             } = self;
-            let (obs_len, emit) = (*obs_len, *emit);
+            let (obs_len, emit, agents) = (*obs_len, *emit, *agents);
             let check = ActionCheck {
                 space: action_space,
-                num_envs: slots.len(),
+                num_envs: slots.len() * agents,
             };
             let normalised = !norms.is_empty();
             let shared = Mutex::new(Shared { norms, episodes });
             let rows = size * obs_len;
             let split: Vec<EnvGroup<'_>> = slots
-                .chunks_mut(size)
+                .chunks_mut(size / agents)
                 .zip(obs.chunks_mut(rows))
                 .zip(final_obs.chunks_mut(rows))
                 .zip(rewards.chunks_mut(size))
@@ -96,6 +99,7 @@ impl VecEnv {
                                 truncated,
                             },
                             obs_len,
+                            agents,
                             emit,
                             check,
                             gym: gym.as_ref(),
@@ -114,13 +118,13 @@ impl VecEnv {
     /// The size of each of `groups` groups: they must divide the batch, and no gymnasium
     /// worker's environments may fall into two of them.
     fn group_size(&self, groups: usize) -> Result<usize, EnvError> {
-        let n = self.slots.len();
-        if groups == 0 || !n.is_multiple_of(groups) {
+        let games = self.slots.len();
+        if groups == 0 || !games.is_multiple_of(groups) {
             return Err(EnvError::InvalidArgument(format!(
-                "{groups} groups cannot split a batch of {n} environments evenly"
+                "{groups} groups cannot split a batch of {games} environments evenly"
             )));
         }
-        let size = n / groups;
+        let size = games / groups * self.agents;
         if let Some(gym) = &self.gym {
             let straddling = gym
                 .worker_envs()
@@ -145,7 +149,7 @@ impl EnvGroup<'_> {
 
     /// The environments of this group, as indices into the batch.
     pub fn envs(&self) -> Range<usize> {
-        self.rows.first..self.rows.first + self.rows.slots.len()
+        self.rows.first..self.rows.first + self.rows.slots.len() * self.agents
     }
 
     /// Steps the group's environments, `actions` row `k` for environment `envs().start + k`,
@@ -162,7 +166,9 @@ impl EnvGroup<'_> {
             let sent = gym.send_step(envs, actions)?;
             gym.await_step(sent)?;
         }
-        let finished = self.rows.step(actions, self.emit, self.obs_len, None);
+        let finished = self
+            .rows
+            .step(actions, self.emit, (self.obs_len, self.agents), None);
         // A reset round trip (time-limit) inside a chain may have failed.
         if let Some(error) = self.gym.and_then(GymPool::failure) {
             return Err(error);

@@ -1,0 +1,188 @@
+//! A batch of multi-agent games (`VecEnv` over MPE simple_spread): every agent is a row, in
+//! game order; rows hold what the games alone give, episodes end for a game's agents together
+//! (final observations kept, the game reset), each agent's episode is counted on its own row;
+//! results do not depend on threads or groups; snapshots resume exactly; rows that cut a game
+//! and wrappers are refused.
+
+use tandem_env::mpe::simple_spread::{SimpleSpread, SpreadParams};
+use tandem_env::multi_agent::{ParallelEnv, observation_len};
+use tandem_env::{Action, EnvSpec, Game, Step, VecEnv, Wrapper};
+
+const AGENTS: usize = 3;
+const GAMES: usize = 2;
+const SEEDS: [u64; GAMES] = [5, 9];
+
+fn spec() -> EnvSpec {
+    EnvSpec::new(Game::MpeSimpleSpread(SpreadParams::MPE2))
+}
+
+/// A fixed action per row and step, different for every row.
+fn actions(t: usize, rows: usize) -> Vec<i64> {
+    (0..rows).map(|r| ((t * 7 + r * 3) % 5) as i64).collect()
+}
+
+fn batch(threads: usize) -> VecEnv {
+    let mut venv = VecEnv::new(&spec(), &SEEDS, threads).unwrap();
+    venv.set_min_parallel_work(std::time::Duration::ZERO);
+    venv
+}
+
+#[test]
+fn rows_are_the_games_agents_and_episodes_end_together() {
+    let mut venv = batch(1);
+    assert_eq!(venv.num_envs(), GAMES * AGENTS);
+    assert_eq!(venv.agents_per_game(), AGENTS);
+    let obs_len = venv.obs_len();
+    assert_eq!(obs_len, 18);
+    let mut games: Vec<SimpleSpread> = SEEDS
+        .iter()
+        .map(|&s| SimpleSpread::new(SpreadParams::MPE2, s).unwrap())
+        .collect();
+    let mut alone = vec![0f32; GAMES * AGENTS * obs_len];
+    for (g, game) in games.iter_mut().enumerate() {
+        let rows = &mut alone[g * AGENTS * obs_len..(g + 1) * AGENTS * obs_len];
+        game.reset(Some(SEEDS[g]), rows);
+    }
+    assert_eq!(venv.reset(), &alone[..], "reset rows");
+    let mut sums = [0f64; GAMES * AGENTS];
+    let mut steps = vec![Step::default(); AGENTS];
+    for t in 0..25 {
+        let a = actions(t, GAMES * AGENTS);
+        venv.step(&a[..]).unwrap();
+        let mut rewards = Vec::new();
+        for (g, game) in games.iter_mut().enumerate() {
+            let moves: Vec<Action> = a[g * AGENTS..(g + 1) * AGENTS]
+                .iter()
+                .map(|&i| Action::Discrete(i as usize))
+                .collect();
+            let rows = &mut alone[g * AGENTS * obs_len..(g + 1) * AGENTS * obs_len];
+            game.step(&moves, rows, &mut steps);
+            rewards.extend(steps.iter().map(|s| s.reward));
+        }
+        assert_eq!(venv.rewards(), &rewards[..], "step {t}: rewards");
+        for (sum, r) in sums.iter_mut().zip(&rewards) {
+            *sum += f64::from(*r);
+        }
+        if t < 24 {
+            assert_eq!(venv.obs(), &alone[..], "step {t}: observations");
+            assert!(venv.truncated().iter().all(|&f| !f), "step {t}");
+            assert!(venv.drain_episodes().is_empty());
+        }
+    }
+    assert!(
+        venv.truncated().iter().all(|&f| f),
+        "every agent truncated at 25"
+    );
+    assert!(venv.terminated().iter().all(|&f| !f));
+    assert_eq!(venv.final_obs(), &alone[..], "the last observations");
+    assert_ne!(venv.obs(), &alone[..], "the games were reset");
+    let episodes = venv.drain_episodes();
+    let rows: Vec<usize> = episodes.iter().map(|e| e.env_index).collect();
+    assert_eq!(rows, (0..GAMES * AGENTS).collect::<Vec<_>>());
+    for e in &episodes {
+        assert_eq!(e.length, 25);
+        assert!(e.truncated);
+        assert_eq!(e.episode_return, sums[e.env_index], "row {}", e.env_index);
+        assert_eq!(e.raw_score, sums[e.env_index]);
+    }
+    // Agents of one game share the team's reward but not their collisions: the rows differ.
+    assert!(sums.iter().any(|s| *s != sums[0]));
+}
+
+/// Everything a run of `steps` batch steps shows, taken in `groups` groups each step.
+fn run(threads: usize, groups: usize, steps: usize) -> (Vec<f32>, Vec<f32>, Vec<u64>) {
+    let mut venv = batch(threads);
+    venv.reset();
+    let rows = venv.num_envs();
+    let mut rewards = Vec::new();
+    for t in 0..steps {
+        let a = actions(t, rows);
+        if groups == 1 {
+            venv.step(&a[..]).unwrap();
+        } else {
+            venv.with_groups(groups, |mut split| {
+                for group in &mut split {
+                    let envs = group.envs();
+                    group.step(&a[envs]).unwrap();
+                }
+            })
+            .unwrap();
+        }
+        rewards.extend_from_slice(venv.rewards());
+    }
+    let ends = venv
+        .drain_episodes()
+        .iter()
+        .map(|e| e.env_index as u64)
+        .collect();
+    (venv.obs().to_vec(), rewards, ends)
+}
+
+#[test]
+fn threads_and_groups_change_nothing() {
+    let one = run(1, 1, 60);
+    assert_eq!(
+        one.2.len(),
+        2 * GAMES * AGENTS,
+        "two episodes of every agent ended"
+    );
+    assert_eq!(run(2, 1, 60), one, "two threads");
+    assert_eq!(run(1, 2, 60), one, "two groups of one game");
+}
+
+#[test]
+fn a_snapshot_resumes_exactly() {
+    let mut venv = batch(1);
+    venv.reset();
+    for t in 0..10 {
+        venv.step(&actions(t, venv.num_envs())[..]).unwrap();
+    }
+    let snapshot = venv.snapshot().unwrap();
+    let mut resumed = VecEnv::new(&spec(), &[1, 2], 1).unwrap();
+    resumed.restore(&snapshot).unwrap();
+    for t in 10..40 {
+        let a = actions(t, venv.num_envs());
+        venv.step(&a[..]).unwrap();
+        resumed.step(&a[..]).unwrap();
+        assert_eq!(venv.obs(), resumed.obs(), "step {t}");
+        assert_eq!(venv.rewards(), resumed.rewards(), "step {t}");
+    }
+    assert_eq!(venv.drain_episodes(), resumed.drain_episodes());
+    let other = EnvSpec::new(Game::MpeSimpleSpread(SpreadParams {
+        agents: 4,
+        ..SpreadParams::MPE2
+    }));
+    let error = VecEnv::new(&other, &SEEDS, 1)
+        .unwrap()
+        .restore(&snapshot)
+        .unwrap_err();
+    assert!(error.to_string().contains("taken of"), "{error}");
+}
+
+#[test]
+fn rows_that_cut_a_game_are_refused() {
+    let mut venv = batch(1);
+    venv.reset();
+    let error = venv.step_group(0..2, &[0i64, 1][..]).unwrap_err();
+    assert!(
+        error.to_string().contains("cut a game of 3 agents"),
+        "{error}"
+    );
+    venv.step_group(3..6, &[0i64, 1, 2][..]).unwrap();
+}
+
+#[test]
+fn wrappers_are_refused_on_a_multi_agent_game() {
+    let mut spec = spec();
+    spec.wrappers.push(Wrapper::ScaleReward { factor: 0.1 });
+    let error = VecEnv::new(&spec, &SEEDS, 1).err().expect("refused");
+    assert!(error.to_string().contains("several agents"), "{error}");
+}
+
+#[test]
+fn the_game_alone_writes_every_agent() {
+    let game = SimpleSpread::new(SpreadParams::MPE2, 0).unwrap();
+    assert_eq!(observation_len(game.agents()), AGENTS * 18);
+    let names: Vec<&str> = game.agents().iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["agent_0", "agent_1", "agent_2"]);
+}
