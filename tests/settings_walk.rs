@@ -181,6 +181,18 @@ const GYM_COUNTER: &str = r#"experiment "walk" {
 }
 "#;
 
+/// MPE simple_spread, its 3 agents a row each, played by one PPO policy.
+const MPE_SPREAD: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "mpe-simple-spread" { envs 2 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 384; rollout 32 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
 /// In a row's `--set`, the folder of the gymnasium venv (see [`venv`]).
 const VENV: &str = "@VENV@";
 
@@ -313,6 +325,11 @@ const BASES: &[Base] = &[
         name: "atari-impala",
         text: ATARI_PPO,
         sets: &["network=impala-cnn"],
+    },
+    Base {
+        name: "mpe-spread",
+        text: MPE_SPREAD,
+        sets: &[],
     },
     Base {
         name: "gym-counter",
@@ -753,6 +770,23 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.action-mask (gymnasium)",
             Change("gym-masked", &["env.action-mask=info"]),
+        ),
+        // MPE simple_spread: mpe2's arguments.
+        (
+            "env.agents (mpe-simple-spread)",
+            Change("mpe-spread", &["env.agents=2"]),
+        ),
+        (
+            "env.local-ratio (mpe-simple-spread)",
+            Change("mpe-spread", &["env.local-ratio=0.9"]),
+        ),
+        (
+            "env.max-cycles (mpe-simple-spread)",
+            Change("mpe-spread", &["env.max-cycles=10"]),
+        ),
+        (
+            "env.continuous-actions (mpe-simple-spread)",
+            Change("mpe-spread", &["env.continuous-actions=#true"]),
         ),
         ("env.envs", Change("cartpole-ppo", &["env.envs=2"])),
         ("env.wrappers", Change("cartpole-ppo", &["env.wrappers="])),
