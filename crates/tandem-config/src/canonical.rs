@@ -74,7 +74,7 @@ fn kdl_value(v: &Val) -> String {
             .join(" "),
         Val::Threads(Threads::Auto) => quote("auto"),
         Val::Threads(Threads::PerRank(n)) => n.to_string(),
-        Val::Modules(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
+        Val::Strings(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
         // Blocks are written by the caller.
         Val::Wrappers(_) | Val::Args(_) => String::new(),
     }
@@ -148,7 +148,7 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                     }
                     out.push_str("        }\n");
                 }
-                Val::Modules(m) if m.is_empty() => {
+                Val::Strings(m) if m.is_empty() => {
                     out.push_str(&format!("        {}\n", field.name))
                 }
                 v => out.push_str(&format!("        {} {}\n", field.name, kdl_value(v))),
@@ -176,7 +176,7 @@ fn json_value(v: &Val) -> serde_json::Value {
         ),
         Val::Threads(Threads::Auto) => J::String("auto".into()),
         Val::Threads(Threads::PerRank(n)) => J::from(*n),
-        Val::Modules(m) => J::Array(m.iter().map(|m| J::String(m.clone())).collect()),
+        Val::Strings(m) => J::Array(m.iter().map(|m| J::String(m.clone())).collect()),
         Val::Args(args) => J::Object(
             args.iter()
                 .map(|(name, v)| (name.clone(), json_value(&scalar_val(v))))

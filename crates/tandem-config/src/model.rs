@@ -418,7 +418,7 @@ impl SectionKind for Game {
                 id: r.read("id"),
                 python: r.read("python"),
                 imports: match r.get("import") {
-                    Some(Val::Modules(m)) => m.clone(),
+                    Some(Val::Strings(m)) => m.clone(),
                     _ => Vec::new(),
                 },
                 make_args: match r.get("make-args") {
@@ -428,6 +428,10 @@ impl SectionKind for Game {
                 workers: r.read("workers"),
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
+                info_keys: match r.get("info-keys") {
+                    Some(Val::Strings(k)) => k.clone(),
+                    _ => Vec::new(),
+                },
             }),
             "mpe-simple-spread" => Game::MpeSimpleSpread(SpreadParams {
                 agents: r.read("agents"),
@@ -445,11 +449,12 @@ impl SectionKind for Game {
         if let Game::Gymnasium(g) = self {
             w.write("id", &g.id);
             w.write("python", &g.python);
-            w.put("import", Val::Modules(g.imports.clone()));
+            w.put("import", Val::Strings(g.imports.clone()));
             w.put("make-args", Val::Args(g.make_args.clone()));
             w.write("workers", &g.workers);
             w.write("step-timeout", &g.step_timeout_s);
             w.write("action-mask", &g.action_mask);
+            w.put("info-keys", Val::Strings(g.info_keys.clone()));
         }
         if let Game::MpeSimpleSpread(p) = self {
             w.write("agents", &p.agents);

@@ -193,7 +193,7 @@ const GYMNASIUM_KIND: Kind = Kind {
         f(
             "import",
             Ty::Modules,
-            Dflt::NoModules,
+            Dflt::NoStrings,
             "Modules imported before `gymnasium.make`, in order (those that register environments, e.g. `import \"ale_py\"`).",
         ),
         f(
@@ -219,6 +219,12 @@ const GYMNASIUM_KIND: Kind = Kind {
             Ty::Choice(tandem_spec::ActionMask::NAMES),
             Dflt::Str("none"),
             "Where the environment says which actions are valid: `\"info\"` (`info[\"action_mask\"]` of every reset and step, gymnasium's convention), `\"observation\"` (the `action_mask` entry of a Dict observation, PettingZoo's), or `\"none\"`. The mask (0/1, one entry per action, or per component's action of a MultiDiscrete) follows the observation as its last entries, and ppo and a2c give invalid actions no probability when acting and in the update, as MaskablePPO does. Needs Discrete or MultiDiscrete actions and a vector observation; `normalize-obs` and `keep-obs` would change the mask, so they are refused with it.",
+        ),
+        f(
+            "info-keys",
+            Ty::InfoKeys,
+            Dflt::NoStrings,
+            "Keys of the environment's `info` whose values are logged by name, as Stable-Baselines3's `info_keywords` and sample-factory's `episode_extra_stats` are: `info-keys \"is_success\" \"distance\"`. Each episode gives the value in the `info` of the step that ends it (Stable-Baselines3's Monitor reads `is_success` there), and the episodes that end are averaged: TensorBoard's `episode/info/<key>` over those of each update, `episode/recent_info/<key>` over the run's last 100. A value is a number or a boolean, finite; the step that ends an episode must hold every key (other steps need not: many environments put `is_success` only there), else the run stops with an error naming the key.",
         ),
     ],
 };
@@ -426,6 +432,7 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::IntList { min, max } => format!("one or more integers in {min}..={max}"),
         Ty::Name | Ty::Text => "string".into(),
         Ty::Modules => "zero or more module names (strings)".into(),
+        Ty::InfoKeys => "zero or more distinct strings".into(),
         Ty::Args => "block of `name value` keyword arguments".into(),
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
@@ -453,7 +460,7 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::Devices => "`\"cpu\"`".into(),
         Dflt::Auto => "`\"auto\"`".into(),
         Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
-        Dflt::NoModules => "none".into(),
+        Dflt::NoStrings => "none".into(),
         Dflt::ActorCritic => format!(
             "`\"separate\"` for {} on an mlp without a core, else `\"shared\"`",
             Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "and")
@@ -768,7 +775,7 @@ mod tests {
             (Ty::Devices, Dflt::Devices)
             | (Ty::Threads, Dflt::Auto)
             | (Ty::Wrappers, Dflt::NoWrappers)
-            | (Ty::Modules, Dflt::NoModules)
+            | (Ty::Modules | Ty::InfoKeys, Dflt::NoStrings)
             | (Ty::Args, Dflt::NoArgs) => true,
             _ => false,
         }

@@ -30,6 +30,9 @@ pub(crate) enum Ty {
     Text,
     /// Zero or more Python module names (`ale_py`, `my_envs.registry`).
     Modules,
+    /// Zero or more distinct keys of a gymnasium environment's `info` dict: non-empty strings
+    /// without control characters.
+    InfoKeys,
     Devices,
     Threads,
     Wrappers,
@@ -59,8 +62,8 @@ pub(crate) enum Dflt {
     Devices,
     Auto,
     NoWrappers,
-    /// No modules.
-    NoModules,
+    /// An empty list of strings (no modules, no info keys).
+    NoStrings,
     /// An empty block of keyword arguments.
     NoArgs,
     /// `network.actor-critic`'s: it depends on the learner and the network, see
@@ -190,8 +193,9 @@ pub(crate) enum Val {
     Devices(Vec<crate::devices::Device>),
     Threads(crate::devices::Threads),
     Wrappers(Vec<tandem_spec::Wrapper>),
-    /// Python module names, in order.
-    Modules(Vec<String>),
+    /// A list of strings, in order: what they name is the setting's type's (`Ty::Modules`,
+    /// `Ty::InfoKeys`).
+    Strings(Vec<String>),
     /// Keyword arguments, sorted by name.
     Args(Vec<(String, tandem_spec::game::Scalar)>),
 }
@@ -209,7 +213,7 @@ impl Val {
             Dflt::Devices => Val::Devices(vec![crate::devices::Device::Cpu]),
             Dflt::Auto => Val::Threads(crate::devices::Threads::Auto),
             Dflt::NoWrappers => Val::Wrappers(Vec::new()),
-            Dflt::NoModules => Val::Modules(Vec::new()),
+            Dflt::NoStrings => Val::Strings(Vec::new()),
             Dflt::NoArgs => Val::Args(Vec::new()),
             // Rewritten by the resolver once the settings they derive from are known
             // (`for_learner`, and `derive_defaults` in resolve/apply.rs).

@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         workers: workers.parse()?,
         step_timeout_s: 60.0,
         action_mask: ActionMask::None,
+        info_keys: Vec::new(),
     };
     let mut batch = VecEnv::new(
         &EnvSpec::new(Game::Gymnasium(gym)),

@@ -44,6 +44,7 @@ fn gym(python: &Path, id: &str, workers: usize) -> Gymnasium {
         workers,
         step_timeout_s: 30.0,
         action_mask: ActionMask::None,
+        info_keys: Vec::new(),
     }
 }
 
@@ -57,6 +58,7 @@ fn unstarted(python: &str, id: &str) -> Gymnasium {
         workers: 1,
         step_timeout_s: 60.0,
         action_mask: ActionMask::None,
+        info_keys: Vec::new(),
     }
 }
 

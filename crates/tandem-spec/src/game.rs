@@ -87,6 +87,9 @@ pub struct Gymnasium {
     pub step_timeout_s: f64,
     /// Where the environment says which actions are valid, if it does.
     pub action_mask: ActionMask,
+    /// Keys of the environment's `info` whose numeric values at each episode's end are
+    /// logged, in the order given; distinct.
+    pub info_keys: Vec<String>,
 }
 
 /// Where a gymnasium environment gives its action mask: one 0/1 entry per action (per

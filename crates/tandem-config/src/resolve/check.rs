@@ -240,8 +240,10 @@ impl Checker<'_> {
                 )),
             );
         }
-        if let Ty::Modules = field.ty {
-            return self.modules(field, raw, errs);
+        match field.ty {
+            Ty::Modules => return self.modules(field, raw, errs),
+            Ty::InfoKeys => return self.info_keys(field, raw, errs),
+            _ => {}
         }
         if let Ty::IntList { min, max } = field.ty {
             if raw.args.is_empty() {
@@ -315,7 +317,46 @@ impl Checker<'_> {
             }
         }
         if errs.is_empty() {
-            Ok((Val::Modules(list), Vec::new()))
+            Ok((Val::Strings(list), Vec::new()))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// `info-keys "is_success" "distance"`: zero or more keys of the environment's `info`,
+    /// each once (a key listed twice would be logged twice under one tag).
+    fn info_keys(
+        &self,
+        field: &Field,
+        raw: &Raw,
+        mut errs: Vec<DiagBuilder>,
+    ) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let mut list: Vec<String> = Vec::new();
+        for (value, span) in &raw.args {
+            match value {
+                KdlValue::String(s) if s.is_empty() || s.chars().any(char::is_control) => errs
+                    .push(
+                        error(
+                            "config::text",
+                            format!("`{}` needs non-empty keys", self.path),
+                        )
+                        .at(self.source, *span, "empty or holding control characters")
+                        .help(format!("`{}`: {}", field.name, field.doc)),
+                    ),
+                KdlValue::String(s) if list.contains(s) => errs.push(
+                    error(
+                        "config::duplicate-key",
+                        format!("`{}` lists `{s}` twice", self.path),
+                    )
+                    .at(self.source, *span, "listed again")
+                    .help("each key is logged once, under `episode/info/<key>`: remove this one"),
+                ),
+                KdlValue::String(s) => list.push(s.clone()),
+                other => errs.push(self.wrong(field, other, *span)),
+            }
+        }
+        if errs.is_empty() {
+            Ok((Val::Strings(list), Vec::new()))
         } else {
             Err(errs)
         }
@@ -908,8 +949,10 @@ fn example_number(param: &Field) -> &'static str {
 
 /// A one-line example of a setting, for help texts.
 fn example(field: &Field) -> String {
-    if let Ty::Modules = field.ty {
-        return format!("{} \"ale_py\"", field.name);
+    match field.ty {
+        Ty::Modules => return format!("{} \"ale_py\"", field.name),
+        Ty::InfoKeys => return format!("{} \"is_success\"", field.name),
+        _ => {}
     }
     let value = match field.default {
         Dflt::Required | Dflt::Null => match field.ty {
