@@ -69,8 +69,13 @@ pub struct EpisodeStats {
     pub raw_score: f64,
     /// True if the game ended by truncation (time limit) rather than by its rules.
     pub truncated: bool,
+    /// A gymnasium environment's `info-keys` values in the info of the step that ended the
+    /// game, in the keys' order (empty for native games and without keys).
+    pub info: Vec<f64>,
 }
 
+// `info` is left out: only gymnasium episodes carry it, and a gymnasium batch is never
+// snapshotted (its state lives in Python), so the format stays that of native games.
 crate::snapshot::persist_fields!(EpisodeStats {
     env_index,
     episode_return,
@@ -193,6 +198,7 @@ impl Seat {
                 length: self.length,
                 raw_score: self.raw_score,
                 truncated: step.truncated && !step.terminated,
+                info: Vec::new(),
             });
             self.start();
         }
@@ -798,7 +804,7 @@ impl VecEnv {
         let (emit, obs_len, agents) = (self.emit, self.obs_len, self.agents);
         let started = Instant::now();
         let (mut rows, pool) = self.group_rows(envs)?;
-        let finished = rows.step(actions, emit, (obs_len, agents), pool.filter(|_| pooled));
+        let mut finished = rows.step(actions, emit, (obs_len, agents), pool.filter(|_| pooled));
         // A pooled step's single-thread cost is at most its time on all threads.
         let elapsed =
             started.elapsed().as_secs_f64() * if pooled { self.threads as f64 } else { 1.0 };
@@ -809,6 +815,9 @@ impl VecEnv {
         // A reset round trip (time-limit) inside a chain may have failed.
         if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
             return Err(error);
+        }
+        if let Some(gym) = &self.gym {
+            gym.end_info(&mut finished)?;
         }
         self.episodes.extend(finished);
         self.sync_normalizers_in_batch();

@@ -1184,3 +1184,127 @@ fn groups_of_worker_processes_are_asked_to_step_at_the_same_time() {
         "a worker waited for the other in vain"
     );
 }
+
+/// The Scored fixture (episodes of 1, 2, 3, 1, ... steps; `steps` in every step's info,
+/// `is_success` in the last one's) logging `keys`, in 4 environments of 2 workers.
+fn scored(python: &Path, keys: &[&str], fault: &str) -> EnvSpec {
+    let mut spec = gym(python, "TandemTest/Scored-v0", 2);
+    spec.info_keys = keys.iter().map(|k| k.to_string()).collect();
+    spec.make_args = vec![("fault".into(), Scalar::Str(fault.into()))];
+    EnvSpec::new(Game::Gymnasium(spec))
+}
+
+#[test]
+fn info_values_at_each_episodes_end_arrive_with_its_statistics() {
+    let Some(python) = venv_python() else { return };
+    let spec = scored(&python, &["is_success", "steps"], "");
+    let mut envs = VecEnv::new(&spec, &env_seeds(2, 0, 0, 4), 1).unwrap();
+    envs.reset();
+    // Two cycles of 1 + 2 + 3 steps: six episodes an environment.
+    for _ in 0..12 {
+        envs.step(&[0i64, 1, 0, 1]).unwrap();
+    }
+    let episodes = envs.drain_episodes();
+    assert_eq!(episodes.len(), 24);
+    for e in &episodes {
+        // The last step's values: its own count, and success on odd lengths (a numpy bool).
+        let success = f64::from(e.length % 2 == 1);
+        assert_eq!(e.info, [success, e.length as f64], "{e:?}");
+    }
+    // Groups stepping at once read their own episodes' values.
+    let mut grouped = VecEnv::new(&spec, &env_seeds(2, 0, 0, 4), 1).unwrap();
+    grouped.reset();
+    grouped
+        .with_groups(2, |groups| {
+            std::thread::scope(|scope| {
+                for mut group in groups {
+                    scope.spawn(move || {
+                        for _ in 0..12 {
+                            group.step(&[1i64, 0]).unwrap();
+                        }
+                    });
+                }
+            })
+        })
+        .unwrap();
+    let mut by_env = grouped.drain_episodes();
+    by_env.sort_by_key(|e| e.env_index);
+    let mut expected = episodes;
+    expected.sort_by_key(|e| e.env_index);
+    let infos = |list: &[tandem_env::EpisodeStats]| -> Vec<(usize, Vec<f64>)> {
+        list.iter().map(|e| (e.env_index, e.info.clone())).collect()
+    };
+    assert_eq!(infos(&by_env), infos(&expected));
+}
+
+/// A time-limit's cut is an episode's end too: its values are the cut step's, and a key
+/// only the environment's own last step gives is missing there.
+#[test]
+fn a_time_limits_cut_logs_the_cut_steps_values_or_names_the_missing_key() {
+    let Some(python) = venv_python() else { return };
+    let cut = scored(&python, &["steps"], "").with(Wrapper::TimeLimit { max_steps: 2 });
+    let mut envs = VecEnv::new(&cut, &env_seeds(2, 0, 0, 4), 1).unwrap();
+    envs.reset();
+    for _ in 0..6 {
+        envs.step(&[0i64, 0, 0, 0]).unwrap();
+    }
+    let episodes = envs.drain_episodes();
+    assert!(episodes.iter().any(|e| e.truncated), "{episodes:?}");
+    assert!(
+        episodes.iter().all(|e| e.info == [e.length as f64]),
+        "{episodes:?}"
+    );
+    let cut = scored(&python, &["is_success"], "").with(Wrapper::TimeLimit { max_steps: 2 });
+    let mut envs = VecEnv::new(&cut, &env_seeds(2, 0, 0, 4), 1).unwrap();
+    envs.reset();
+    let message = (0..6)
+        .find_map(|_| envs.step(&[0i64, 0, 0, 0]).err())
+        .expect("the cut episode's missing key is refused")
+        .to_string();
+    assert!(
+        message.contains("'s episode ended at a step whose info has no `is_success`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_info_value_that_is_missing_at_the_end_not_a_number_or_not_finite_is_named() {
+    let Some(python) = venv_python() else { return };
+    for (fault, key, words) in [
+        (
+            "unfinished",
+            "is_success",
+            "'s episode ended at a step whose info has no `is_success`",
+        ),
+        (
+            "text",
+            "steps",
+            ": info['steps'] is 'two' (a str); info-keys logs numbers and booleans",
+        ),
+        (
+            "nan",
+            "steps",
+            ": info['steps'] is np.float32(nan), not a finite number",
+        ),
+    ] {
+        let spec = scored(&python, &[key], fault);
+        let mut envs = VecEnv::new(&spec, &env_seeds(2, 0, 0, 4), 1).unwrap();
+        let pids = envs.gym_info().unwrap().worker_pids.clone();
+        envs.reset();
+        let message = (0..6)
+            .find_map(|_| envs.step(&[0i64, 0, 0, 0]).err())
+            .unwrap_or_else(|| panic!("{fault}: refused"))
+            .to_string();
+        // The environment is named (which one ends first depends on its seed).
+        assert!(
+            message.contains("gymnasium `TandemTest/Scored-v0`: environment "),
+            "{message}"
+        );
+        assert!(message.contains(words), "{fault}: {message}");
+        // The failure is the pool's: every later request says the same, and no worker is left.
+        let again = envs.step(&[0i64, 0, 0, 0]).unwrap_err().to_string();
+        assert_eq!(again, message);
+        drop(envs);
+        assert!(pids.iter().all(|&pid| !alive(pid)), "{fault}");
+    }
+}

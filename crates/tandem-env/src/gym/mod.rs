@@ -32,6 +32,11 @@
 //!   environment index; a worker that died; a worker that did not answer within
 //!   [`Gymnasium::step_timeout_s`]) come back as [`EnvError::Backend`] from `VecEnv::step`,
 //!   and every worker is killed then; dropping the VecEnv closes and reaps the workers.
+//! - Info values ([`Gymnasium::info_keys`]): the worker writes each step's values of the
+//!   keys into the shared memory (a missing key as NaN, a value that is not a finite number
+//!   or boolean refused at once, naming the key), before an episode's end resets the
+//!   environment; [`Pool::end_info`] reads an ended episode's values, and refuses a key its
+//!   last step lacks.
 //! - Snapshots: a Python environment's state cannot be saved in general, so
 //!   [`Env::save_state`] refuses (a resumed run starts fresh episodes).
 //! - Rendering: only with [`BridgeOptions::render`] (which `tandem play --gif` sets; training
@@ -59,6 +64,7 @@ use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
+use crate::vec_env::EpisodeStats;
 use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
@@ -96,6 +102,7 @@ pub(crate) struct Launch {
     pub log_prefix: String,
     pub render: bool,
     pub action_mask: ActionMask,
+    pub info_keys: Vec<String>,
 }
 
 impl Launch {
@@ -149,6 +156,7 @@ impl Launch {
             log_prefix: options.log_prefix.clone(),
             render: options.render,
             action_mask: gym.action_mask,
+            info_keys: gym.info_keys.clone(),
         })
     }
 }
@@ -267,6 +275,8 @@ struct Shared {
     action: ActionSpace,
     /// [`BridgeOptions::render`]: the workers' environments can draw themselves.
     render: bool,
+    /// [`Gymnasium::info_keys`], in the order of each row of the shared memory's `info`.
+    info_keys: Vec<String>,
 }
 
 /// Environments `0..n` split into `workers` contiguous shares differing by at most one.
@@ -292,6 +302,7 @@ impl Pool {
                 "make_args": gym.make_args,
                 "render": gym.render,
                 "action_mask": gym.action_mask.name(),
+                "info_keys": gym.info_keys,
                 "lo": envs.start,
                 "hi": envs.end,
             });
@@ -336,7 +347,8 @@ impl Pool {
             observation_encoding: encoding_words(&hello["obs"]),
             worker_pids: workers.iter().map(|w| w.pid).collect(),
         };
-        let mut shm = Shm::create(Layout::new(seeds.len(), obs_bytes, act_bytes))?;
+        let layout = Layout::new(seeds.len(), obs_bytes, act_bytes, gym.info_keys.len());
+        let mut shm = Shm::create(layout)?;
         let map_line = format!(
             "{}\n",
             shm.layout.to_json(shm.path().expect("not yet unlinked"))
@@ -364,6 +376,7 @@ impl Pool {
                 obs_space,
                 action,
                 render: gym.render,
+                info_keys: gym.info_keys.clone(),
             }),
         };
         let requests: Vec<(usize, Option<u64>)> = seeds
@@ -426,6 +439,33 @@ impl Pool {
         self.shared.await_sent(sent, "stepping").map(drop)
     }
 
+    /// Fills in the info values of the `episodes` that ended in the latest step (their
+    /// [`EpisodeStats::info`], one per [`Gymnasium::info_keys`], from the step that ended
+    /// each). A key missing from that step's info is an error naming it, kept as the pool's
+    /// failure.
+    pub fn end_info(&self, episodes: &mut [EpisodeStats]) -> Result<(), EnvError> {
+        let keys = &self.shared.info_keys;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let (shm, l) = (&self.shared.shm, &self.shared.shm.layout);
+        for episode in episodes {
+            let row = l.info + episode.env_index * keys.len() * 8;
+            let values: Vec<f64> = (0..keys.len()).map(|k| shm.f64_at(row + k * 8)).collect();
+            if let Some(k) = values.iter().position(|v| v.is_nan()) {
+                let error = EnvError::Backend(format!(
+                    "gymnasium `{}`: environment {}'s episode ended at a step whose info has no \
+                     `{}`; info-keys logs each key's value at an episode's end, so the step that \
+                     ends one (by the environment or by a time-limit) must give every key",
+                    self.shared.id, episode.env_index, keys[k]
+                ));
+                return Err(self.shared.fail(error, &mut []));
+            }
+            episode.info = values;
+        }
+        Ok(())
+    }
+
     /// Resets every environment before a batch reset (`seeds` per environment, or
     /// unseeded); a failure is kept for the next step to report.
     pub fn reset_all(&self, seeds: Option<&[u64]>) -> Result<(), EnvError> {
@@ -468,6 +508,11 @@ fn describe_failure(
                 v["env"],
                 text(&v, "message"),
                 text(&v, "traceback").trim_end()
+            ),
+            "info" => format!(
+                "gymnasium `{id}`: environment {}: {} (the experiment's info-keys)",
+                v["env"],
+                text(&v, "message")
             ),
             "render" => format!(
                 "gymnasium `{id}`: environment {} could not render: {}",

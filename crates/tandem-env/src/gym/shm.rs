@@ -1,5 +1,6 @@
 //! The shared-memory file through which a rank and its gymnasium workers exchange
-//! observations, actions, rewards and flags: its layout (one array per field, every
+//! observations, actions, rewards, flags and the values of the experiment's `info-keys`: its
+//! layout (one array per field, every
 //! environment a row, each array 64-byte aligned; the worker builds numpy views from the
 //! same offsets) and the Rust side's mapping.
 //!
@@ -20,10 +21,13 @@ pub(crate) struct Layout {
     pub n: usize,
     pub obs_bytes: usize,
     pub act_bytes: usize,
+    /// How many `info-keys` each step's row holds (f64 each).
+    pub info_keys: usize,
     pub obs: usize,
     pub fin: usize,
     pub act: usize,
     pub rew: usize,
+    pub info: usize,
     pub term: usize,
     pub trunc: usize,
     pub stepped: usize,
@@ -34,8 +38,9 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// `n` environments with `obs_bytes` per observation and `act_bytes` per action.
-    pub fn new(n: usize, obs_bytes: usize, act_bytes: usize) -> Self {
+    /// `n` environments with `obs_bytes` per observation, `act_bytes` per action and
+    /// `info_keys` info values per step.
+    pub fn new(n: usize, obs_bytes: usize, act_bytes: usize, info_keys: usize) -> Self {
         let mut at = 0;
         let mut next = |bytes: usize| {
             let start = at;
@@ -46,6 +51,7 @@ impl Layout {
         let fin = next(n * obs_bytes);
         let act = next(n * act_bytes);
         let rew = next(n * 8);
+        let info = next(n * info_keys * 8);
         let seed = next(n * 8);
         let term = next(n);
         let trunc = next(n);
@@ -56,10 +62,12 @@ impl Layout {
             n,
             obs_bytes,
             act_bytes,
+            info_keys,
             obs,
             fin,
             act,
             rew,
+            info,
             term,
             trunc,
             stepped,
@@ -77,7 +85,7 @@ impl Layout {
             "size": self.size,
             "n": self.n,
             "offsets": {
-                "obs": self.obs, "final": self.fin, "act": self.act, "rew": self.rew,
+                "obs": self.obs, "final": self.fin, "act": self.act, "rew": self.rew, "info": self.info,
                 "term": self.term, "trunc": self.trunc, "stepped": self.stepped,
                 "ready": self.ready, "seeded": self.seeded, "seed": self.seed,
             },

@@ -4,7 +4,7 @@ tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observat
 actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
 one short line per request. Protocol (all lines end in a newline):
 
-  stdin, first line:   JSON {"id", "imports", "make_args", "render", "action_mask", "lo", "hi"}
+  stdin, first line:   JSON {"id", "imports", "make_args", "render", "action_mask", "info_keys", "lo", "hi"}
   reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
   stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "offsets": {...}}
   reply:               "k" or {"error": ...}
@@ -372,10 +372,35 @@ def start(config):
     return np, envs, obs, act, encode
 
 
+class BadInfo(Exception):
+    """An info value of the experiment's `info-keys` that tandem cannot log, with the key."""
+
+
+def info_value(np, info, key):
+    """info[key] as a finite float; NaN when the key is missing (the values written are
+    finite, so NaN says "absent" unambiguously: tandem refuses it at an episode's end only,
+    as many environments put `is_success` in the last step's info alone)."""
+    if not isinstance(info, dict) or key not in info:
+        return float("nan")
+    v = info[key]
+    numeric = isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind in "biuf":
+        numeric, v = True, v.reshape(-1)[0]
+    if not numeric:
+        raise BadInfo(f"info[{key!r}] is {v!r} (a {type(v).__name__}); info-keys logs numbers and booleans")
+    try:
+        x = float(v)
+    except OverflowError:
+        x = float("inf")
+    if x != x or x in (float("inf"), float("-inf")):
+        raise BadInfo(f"info[{key!r}] is {v!r}, not a finite number; tandem cannot average it")
+    return x
+
+
 class Batch:
     """numpy views of the shared-memory file (see crates/tandem-env/src/gym/shm.rs)."""
 
-    def __init__(self, np, layout, obs, act, encode):
+    def __init__(self, np, layout, obs, act, encode, info_keys):
         import mmap
 
         # None for a Box, written as it is; else what turns an observation into tandem's vector.
@@ -407,6 +432,9 @@ class Batch:
             self.act = view("act", np.float32, [n] + act["shape"])
             self.act_dtype = np.dtype(act["dtype"])
         self.rew = view("rew", np.float64, [n])
+        # Each step's values of the info keys (NaN: missing), read by tandem at episode ends.
+        self.np, self.info_keys = np, info_keys
+        self.info = view("info", np.float64, [n, len(info_keys)]) if info_keys else None
         self.term = view("term", np.uint8, [n])
         self.trunc = view("trunc", np.uint8, [n])
         self.stepped = view("stepped", np.uint8, [n])
@@ -416,6 +444,10 @@ class Batch:
 
     def put(self, rows, i, obs, info):
         rows[i] = obs if self.encode is None else self.encode(obs, info)
+
+    def put_info(self, i, info):
+        for k, key in enumerate(self.info_keys):
+            self.info[i, k] = info_value(self.np, info, key)
 
     def action(self, i):
         # Copies: an environment may keep the action it was given.
@@ -433,12 +465,17 @@ def step(batch, envs, base, lo, hi):
         env = envs[i - base]
         try:
             obs, reward, terminated, truncated, info = env.step(batch.action(i))
+            # Before a reset replaces it: an episode's end is what the keys are logged at.
+            batch.put_info(i, info)
             if terminated or truncated:
                 batch.put(batch.final, i, obs, info)
                 obs, info = env.reset()
                 batch.ready[i] = 1
                 batch.seeded[i] = 0
             batch.put(batch.obs, i, obs, info)
+        except BadInfo as e:
+            error("info", env=i, message=str(e))
+            return
         except Exception:
             error("step", env=i, traceback=traceback.format_exc())
             return
@@ -513,7 +550,7 @@ def main():
     if not line:
         return
     try:
-        batch = Batch(np, json.loads(line), hello_obs, hello_act, encode)
+        batch = Batch(np, json.loads(line), hello_obs, hello_act, encode, config["info_keys"])
     except Exception:
         error("map", traceback=traceback.format_exc())
         return

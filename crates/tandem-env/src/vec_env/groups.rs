@@ -166,12 +166,15 @@ impl EnvGroup<'_> {
             let sent = gym.send_step(envs, actions)?;
             gym.await_step(sent)?;
         }
-        let finished = self
+        let mut finished = self
             .rows
             .step(actions, self.emit, (self.obs_len, self.agents), None);
         // A reset round trip (time-limit) inside a chain may have failed.
         if let Some(error) = self.gym.and_then(GymPool::failure) {
             return Err(error);
+        }
+        if let Some(gym) = self.gym {
+            gym.end_info(&mut finished)?;
         }
         let mut shared = lock(self.shared);
         shared.episodes.extend(finished);

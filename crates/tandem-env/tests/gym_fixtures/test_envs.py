@@ -323,3 +323,44 @@ class Rendezvous(gym.Env):
 
 
 gym.register("TandemTest/Rendezvous-v0", entry_point=Rendezvous)
+
+
+class Scored(gym.Env):
+    """Episodes of 1, 2, 3, 1, 2, 3, ... steps, counted by each environment itself from the
+    place its seed gives (seed % 3 episodes on), so environments differ. Every
+    step's info holds `steps` (the step count t), and the last one also `is_success`, a numpy
+    bool true when the episode's length is odd; the reset's info holds neither. `fault`:
+    "text" makes info["steps"] a string at step 2, "nan" a float32 NaN at step 2, "unfinished"
+    leaves `is_success` out of the last step's info."""
+
+    observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, fault=""):
+        self.fault, self.episodes = fault, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.episodes = seed % 3
+        self.t, self.length = 0, 1 + self.episodes % 3
+        self.episodes += 1
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.t, self.length], dtype=np.float64)
+
+    def step(self, action):
+        self.t += 1
+        info = {"steps": self.t}
+        if self.t == 2 and self.fault == "text":
+            info["steps"] = "two"
+        if self.t == 2 and self.fault == "nan":
+            info["steps"] = np.float32("nan")
+        done = self.t >= self.length
+        if done and self.fault != "unfinished":
+            info["is_success"] = np.bool_(self.length % 2 == 1)
+        return self._obs(), 1.0, done, False, info
+
+
+gym.register("TandemTest/Scored-v0", entry_point=Scored)
