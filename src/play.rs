@@ -182,7 +182,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     };
     let seed = derived_seed(args.seed, Purpose::Play, 0, 0);
     let mut env =
-        tandem_env::VecEnv::with_bridge(&envs::env_spec(&experiment), &[seed], 1, &bridge)
+        tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let (mut policy, obs_shape) = restored_policy(&experiment, &ckpt, &mut env)?;
     let acting = acting(args, &experiment);

@@ -1185,3 +1185,93 @@ fn validate_deep_says_gymnasiums_whole_message_when_it_cannot_make_the_environme
         assert!(words(&all).contains(&words(says)), "lacks `{says}`: {all}");
     }
 }
+
+/// The Scored fixture's info values reach TensorBoard, scalars.jsonl and summary.json as the
+/// mean over the episodes that ended, gathered from both ranks. Every 6 steps an environment
+/// ends 3 episodes of 1, 2 and 3 steps (in an order its seed picks), 2 of odd length: with
+/// 6-step rollouts each update's `is_success` mean is 2/3 and its `steps` mean (the last
+/// step's count) the episodes' mean length, 2. `phase` (each environment's seed % 3) averages
+/// over all four environments only if rank 1's values arrive.
+#[test]
+fn info_values_reach_tensorboard_as_the_mean_over_ended_episodes_of_both_ranks() {
+    let Some(python) = venv_python() else { return };
+    let name = "info-keys";
+    let phase = |seed: u64, envs: usize| -> f64 {
+        (0..envs)
+            .map(|i| (tandem_env::env_seed(seed, 0, i) % 3) as f64)
+            .sum::<f64>()
+            / envs as f64
+    };
+    // A seed whose four environments' mean phase is not rank 0's two's.
+    let seed = (1u64..).find(|&s| phase(s, 4) != phase(s, 2)).unwrap();
+    let env = format!(
+        "        id \"TandemTest/Scored-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        envs 4\n        info-keys \"is_success\" \"steps\" \"phase\"\n",
+        python.display()
+    );
+    let text = experiment("\"cpu\" \"cpu\"", &env);
+    let sets = [
+        format!("seed={seed}"),
+        "train.rollout=6".into(),
+        "train.total-steps=96".into(),
+    ];
+    let (run_dir, ran) = train_text(name, &text, &sets, Duration::from_secs(120));
+    assert!(ran.success, "{}", ran.output);
+    let success = common::binary::scalar_values(&run_dir, "episode/info/is_success");
+    assert_eq!(success.len(), 4, "one value an update: {success:?}");
+    assert!(
+        success.iter().all(|&v| (v - 2.0 / 3.0).abs() < 1e-6),
+        "{success:?}"
+    );
+    let steps = common::binary::scalar_values(&run_dir, "episode/info/steps");
+    assert_eq!(
+        steps,
+        common::binary::scalar_values(&run_dir, "episode/length_mean")
+    );
+    assert!(steps.iter().all(|&v| v == 2.0), "{steps:?}");
+    let phases = common::binary::scalar_values(&run_dir, "episode/info/phase");
+    let all = phase(seed, 4) as f32;
+    assert!(
+        phases.len() == 4 && phases.iter().all(|&v| (v - all).abs() < 1e-6),
+        "{phases:?}, expected {all} (rank 0's alone: {})",
+        phase(seed, 2)
+    );
+    // The last 100 episodes' means, every log interval and in summary.json.
+    let recent = common::binary::scalar_values(&run_dir, "episode/recent_info/is_success");
+    assert!(!recent.is_empty() && recent.iter().all(|&v| (v - 2.0 / 3.0).abs() < 1e-6));
+    let jsonl = common::jsonl_scalars(&run_dir, "episode/info/is_success");
+    assert_eq!(jsonl.len(), 4, "{jsonl:?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let info = &summary["recent_info"];
+    assert!(
+        (info["is_success"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9,
+        "{summary}"
+    );
+    assert_eq!(info["steps"].as_f64(), Some(2.0), "{summary}");
+    assert_nothing_left(name, &ran.output);
+}
+
+/// A key the environment's episodes end without stops the run, naming the key and the id.
+#[test]
+fn an_info_key_the_environment_never_gives_stops_the_run_with_its_name() {
+    let Some(python) = venv_python() else { return };
+    let name = "info-missing";
+    let env = format!(
+        "        id \"TandemTest/Scored-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        envs 4\n        info-keys \"is_sucess\"\n",
+        python.display()
+    );
+    let text = experiment("\"cpu\"", &env);
+    let (_, ran) = train_text(name, &text, &[], Duration::from_secs(60));
+    assert!(!ran.success, "{}", ran.output);
+    assert!(
+        ran.output
+            .contains("gymnasium `TandemTest/Scored-v0`: environment ")
+            && ran
+                .output
+                .contains("'s episode ended at a step whose info has no `is_sucess`"),
+        "{}",
+        ran.output
+    );
+    assert_nothing_left(name, &ran.output);
+}

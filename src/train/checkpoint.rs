@@ -38,6 +38,9 @@ const META_HASH: &str = "meta.config_hash";
 const META_CONFIG: &str = "meta.resolved_config";
 const META_VERSION: &str = "meta.format_version";
 const META_RECENT: &str = "meta.recent_episodes";
+/// The recent episodes' info values (`[episodes, info keys]`), written only for an experiment
+/// with `info-keys`, so other runs' checkpoints are as before.
+const META_RECENT_INFO: &str = "meta.recent_info";
 /// sha256 over every other tensor (names, kinds, shapes, bytes): a damaged file that libtorch
 /// still reads is refused too. Checkpoints from before it have none and are read unchecked.
 const META_DIGEST: &str = "meta.digest";
@@ -135,6 +138,13 @@ fn encode(ckpt: &Checkpoint) -> Result<Vec<u8>> {
         .flat_map(|e| [e.ret, e.length, e.score])
         .collect();
     named.push((META_RECENT.into(), Tensor::from_slice(&recent)));
+    let keys = ckpt.recent.first().map_or(0, |e| e.info.len());
+    if keys > 0 {
+        let info: Vec<f64> = ckpt.recent.iter().flat_map(|e| e.info.clone()).collect();
+        let rows = ckpt.recent.len() as i64;
+        let info = Tensor::from_slice(&info).reshape([rows, keys as i64]);
+        named.push((META_RECENT_INFO.into(), info));
+    }
     named.push((META_DIGEST.into(), bytes_tensor(&digest(&named)?)));
     serialize(&named)
 }
@@ -345,17 +355,32 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     }
     let config_hash = tensor_text(&take(META_HASH)?)?;
     let resolved_config = tensor_text(&take(META_CONFIG)?)?;
-    let recent = match take(META_RECENT) {
+    let mut recent: Vec<Episode> = match take(META_RECENT) {
         Ok(t) => Vec::<f64>::try_from(t)?
             .chunks_exact(3)
             .map(|e| Episode {
                 ret: e[0],
                 length: e[1],
                 score: e[2],
+                info: Vec::new(),
             })
             .collect(),
         Err(_) => Vec::new(),
     };
+    if let Ok(info) = take(META_RECENT_INFO) {
+        let size = info.size();
+        if size.len() != 2 || size[0] != recent.len() as i64 {
+            bail!(
+                "{} is damaged: its recent episodes' info values do not fit its {} episodes",
+                path.display(),
+                recent.len()
+            );
+        }
+        let values = Vec::<f64>::try_from(info.flatten(0, -1))?;
+        for (e, row) in recent.iter_mut().zip(values.chunks_exact(size[1] as usize)) {
+            e.info = row.to_vec();
+        }
+    }
     Ok(Checkpoint {
         update: counters[0] as u64,
         global_step: counters[1] as u64,
@@ -528,6 +553,7 @@ mod tests {
                 ret: 1.0,
                 length: 2.0,
                 score: 3.0,
+                info: Vec::new(),
             }],
             restarts: 3,
             world_size: 2,
@@ -591,6 +617,29 @@ mod tests {
             err.contains("help: the checkpoint was written for another"),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The recent episodes' info values come back with them, so a resumed run's
+    /// `episode/recent_info/<key>` continues from the same window.
+    #[test]
+    fn recent_info_values_round_trip() {
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-info-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut ckpt = sample(1);
+        ckpt.recent = (0..3)
+            .map(|i| Episode {
+                ret: 1.0,
+                length: 2.0,
+                score: i as f64,
+                info: vec![(i % 2) as f64, 10.0 * i as f64],
+            })
+            .collect();
+        let back = load(&save(&dir, &ckpt, 1).unwrap()).unwrap();
+        assert_eq!(back.recent, ckpt.recent);
+        // Without info keys there is no tensor for them: other runs' files are as before.
+        let plain = load(&save(&dir, &sample(2), 1).unwrap()).unwrap();
+        assert!(plain.recent.iter().all(|e| e.info.is_empty()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -21,6 +21,17 @@ pub fn env_spec(experiment: &Experiment) -> EnvSpec {
     }
 }
 
+/// [`env_spec`] for environments whose episodes only score a policy (evaluation, `play`): a
+/// gymnasium environment's `info-keys` are left out, as nothing logs their values there and
+/// evaluation's own time limit may end an episode at a step whose info lacks them.
+pub fn scoring_env_spec(experiment: &Experiment) -> EnvSpec {
+    let mut spec = env_spec(experiment);
+    if let Game::Gymnasium(gym) = &mut spec.game {
+        gym.info_keys.clear();
+    }
+    spec
+}
+
 /// This rank's share of the environments: global indices `rank * n .. (rank + 1) * n`.
 ///
 /// Seeds depend on the global index only (the rank argument of `env_seeds` stays 0), so the

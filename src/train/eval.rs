@@ -13,7 +13,7 @@ use tandem_config::{Experiment, Wrapper};
 use tandem_env::norm::NormKind;
 use tandem_env::{BridgeOptions, VecEnv};
 
-use super::envs::env_spec;
+use super::envs::scoring_env_spec;
 use super::metrics::{self, Episode};
 use crate::algo::actions::ActionKind;
 use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
@@ -145,7 +145,8 @@ impl Evaluation {
             }
             None => Vec::new(),
         };
-        let episodes = metrics::gather_episodes(group, &mine)?;
+        // The evaluation environments log no info values (`scoring_env_spec`).
+        let episodes = metrics::gather_episodes(group, &mine, 0)?;
         Ok((summarise(episodes)?, recording))
     }
 }
@@ -154,7 +155,7 @@ impl Evaluation {
 /// at `max-episode-steps`; its normalisers frozen. `render`: made to draw (a gymnasium
 /// environment with `render_mode="rgb_array"`).
 fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>, render: bool) -> Result<VecEnv> {
-    let mut spec = env_spec(exp);
+    let mut spec = scoring_env_spec(exp);
     spec.wrappers.retain(|w| !w.transforms_reward());
     spec.wrappers.push(Wrapper::TimeLimit {
         max_steps: exp.eval.max_episode_steps,

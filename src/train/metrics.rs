@@ -4,18 +4,21 @@
 
 use std::collections::VecDeque;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use tch::Tensor;
 
 use crate::dist::{ProcessGroup, ReduceOp};
 
 /// A finished episode as reported in summaries.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Episode {
     pub ret: f64,
     pub length: f64,
     /// The game's own score (before reward clipping, across all lives).
     pub score: f64,
+    /// The values of the experiment's `info-keys` at the episode's end, in the keys' order
+    /// (empty without keys).
+    pub info: Vec<f64>,
 }
 
 impl Episode {
@@ -25,12 +28,41 @@ impl Episode {
             ret: stats.episode_return,
             length: stats.length as f64,
             score: stats.raw_score,
+            info: stats.info.clone(),
+        }
+    }
+
+    /// The numbers a gathered episode is sent as: return, length, score, then its info values.
+    fn row(&self) -> impl Iterator<Item = f64> + '_ {
+        [self.ret, self.length, self.score]
+            .into_iter()
+            .chain(self.info.iter().copied())
+    }
+
+    /// [`Episode::row`] read back.
+    fn from_row(row: &[f64]) -> Episode {
+        Episode {
+            ret: row[0],
+            length: row[1],
+            score: row[2],
+            info: row[3..].to_vec(),
         }
     }
 }
 
-/// Every rank's episodes of this update, in rank order. All ranks get the same list.
-pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Vec<Episode>> {
+/// Every rank's episodes of this update, in rank order. All ranks get the same list. Each
+/// episode holds `info_keys` info values (the experiment's, the same on every rank).
+pub fn gather_episodes(
+    pg: Option<&ProcessGroup>,
+    mine: &[Episode],
+    info_keys: usize,
+) -> Result<Vec<Episode>> {
+    if let Some(e) = mine.iter().find(|e| e.info.len() != info_keys) {
+        bail!(
+            "an episode came with {} info values where the experiment's info-keys name {info_keys}",
+            e.info.len()
+        );
+    }
     let Some(pg) = pg else {
         return Ok(mine.to_vec());
     };
@@ -47,24 +79,23 @@ pub fn gather_episodes(pg: Option<&ProcessGroup>, mine: &[Episode]) -> Result<Ve
     if longest == 0 {
         return Ok(Vec::new());
     }
-    let mut flat = vec![0f64; longest * 3];
-    for (i, e) in mine.iter().enumerate() {
-        flat[i * 3] = e.ret;
-        flat[i * 3 + 1] = e.length;
-        flat[i * 3 + 2] = e.score;
+    let width = 3 + info_keys;
+    let mut flat = vec![0f64; longest * width];
+    for (row, e) in flat.chunks_exact_mut(width).zip(mine) {
+        for (slot, v) in row.iter_mut().zip(e.row()) {
+            *slot = v;
+        }
     }
     // Every rank pads to the same gathered maximum.
     let all = pg.all_gather_agreed(&Tensor::from_slice(&flat))?;
     let mut out = Vec::new();
     for (rank, t) in all.iter().enumerate() {
         let v = Vec::<f64>::try_from(t)?;
-        for i in 0..counts[rank] {
-            out.push(Episode {
-                ret: v[i * 3],
-                length: v[i * 3 + 1],
-                score: v[i * 3 + 2],
-            });
-        }
+        out.extend(
+            v.chunks_exact(width)
+                .take(counts[rank])
+                .map(Episode::from_row),
+        );
     }
     Ok(out)
 }
@@ -132,7 +163,7 @@ impl RecentEpisodes {
             if self.episodes.len() == self.capacity {
                 self.episodes.pop_front();
             }
-            self.episodes.push_back(*e);
+            self.episodes.push_back(e.clone());
             self.total += 1;
         }
     }
@@ -143,7 +174,7 @@ impl RecentEpisodes {
 
     /// The window's episodes, oldest first (what a checkpoint carries).
     pub fn window(&self) -> Vec<Episode> {
-        self.episodes.iter().copied().collect()
+        self.episodes.iter().cloned().collect()
     }
 
     /// Continues a resumed run's counts: the run's total so far and its newest episodes.
@@ -175,6 +206,15 @@ impl RecentEpisodes {
 
     pub fn mean_score(&self) -> Option<f64> {
         mean(self.episodes.iter().map(|e| e.score))
+    }
+
+    /// The mean of each info value (the experiment's `info-keys`, in order) over the window;
+    /// empty before the first episode.
+    pub fn mean_info(&self) -> Vec<f64> {
+        let keys = self.episodes.front().map_or(0, |e| e.info.len());
+        (0..keys)
+            .filter_map(|k| mean(self.episodes.iter().map(|e| e.info[k])))
+            .collect()
     }
 
     /// Mean game score (untouched rewards) of the newest `n` episodes: the figure to compare
@@ -217,6 +257,7 @@ mod tests {
             ret: 0.0,
             length: 1.0,
             score,
+            info: Vec::new(),
         };
         recent.extend(&[episode(1.0), episode(3.0)]);
         assert_eq!(
@@ -232,5 +273,29 @@ mod tests {
         recent.extend(&vec![episode(20.0); 50]);
         assert_eq!(final_score(&recent), Some(15.0));
         assert_eq!(final_score(&recent), recent.mean_score());
+    }
+
+    #[test]
+    fn info_values_travel_with_their_episode_and_average_over_the_window() {
+        let episode = |info: &[f64]| Episode {
+            ret: 1.0,
+            length: 2.0,
+            score: 3.0,
+            info: info.to_vec(),
+        };
+        let row: Vec<f64> = episode(&[1.0, 7.5]).row().collect();
+        assert_eq!(row, [1.0, 2.0, 3.0, 1.0, 7.5]);
+        assert_eq!(Episode::from_row(&row), episode(&[1.0, 7.5]));
+        let mut recent = RecentEpisodes::new(2);
+        assert!(recent.mean_info().is_empty());
+        recent.extend(&[
+            episode(&[1.0, 10.0]),
+            episode(&[0.0, 20.0]),
+            episode(&[1.0, 40.0]),
+        ]);
+        // A window of two: the oldest fell out.
+        assert_eq!(recent.mean_info(), [0.5, 30.0]);
+        let refused = gather_episodes(None, &[episode(&[1.0])], 2).unwrap_err();
+        assert!(refused.to_string().contains("1 info values"), "{refused}");
     }
 }

@@ -252,7 +252,8 @@ impl Run {
             );
         }
         let mine: Vec<Episode> = self.envs.drain_episodes().iter().map(Episode::of).collect();
-        let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine)?;
+        let keys = self.exp.env.info_keys().len();
+        let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine, keys)?;
         self.recent.extend(&episodes);
         let decisions = self.decide(before)?;
         Ok((episodes, decisions))
@@ -303,7 +304,12 @@ impl Run {
         } else {
             None
         };
-        write_episode_scalars(&mut self.summaries, step, episodes)?;
+        write_episode_scalars(
+            &mut self.summaries,
+            step,
+            episodes,
+            self.exp.env.info_keys(),
+        )?;
         if let Some(rates) = per_rank_rate {
             self.write_interval_scalars(before, secs, rates)?;
         }
@@ -354,8 +360,14 @@ impl Run {
         if let Some(r) = self.recent.mean_return() {
             s.push(("train/recent_return_mean", r));
         }
+        let info = info_scalars(
+            "episode/recent_info",
+            self.exp.env.info_keys(),
+            self.recent.mean_info(),
+        );
         let mut all = s;
         all.extend(phases.iter().map(|(k, v)| (k.as_str(), *v)));
+        all.extend(info.iter().map(|(k, v)| (k.as_str(), *v)));
         self.summaries.scalars(step, &all)?;
         if let Some(every) = self.exp.log.histogram_every
             && crossed(before.update, self.counters.update, every)
@@ -548,6 +560,22 @@ impl Run {
                 ("eval_best_score_mean".into(), format!("{}", r.best.0)),
                 ("eval_best_step".into(), r.best.1.to_string()),
             ]);
+        }
+        let keys = self.exp.env.info_keys();
+        if !keys.is_empty() {
+            // Over the final score's window, as `episode/recent_info/<key>` logs it.
+            let means = keys
+                .iter()
+                .cloned()
+                .zip(
+                    self.recent
+                        .mean_info()
+                        .into_iter()
+                        .map(serde_json::Value::from),
+                )
+                .collect();
+            let object = serde_json::Value::Object(means);
+            fields.push(("recent_info".into(), object.to_string()));
         }
         fields
     }
@@ -864,7 +892,22 @@ fn all_finite(params: &[Tensor]) -> bool {
 /// The episodes that ended at `step`: the game's score first (`episode/score_*`, the untouched
 /// rewards), then the return of the rewards the learner saw (`train/return_*`, which differs
 /// from the score under clip-reward or normalize-reward).
-fn write_episode_scalars(w: &mut Summaries, step: u64, episodes: &[Episode]) -> Result<()> {
+/// `<prefix>/<key>` for each info key with its value.
+fn info_scalars(prefix: &str, keys: &[String], values: Vec<f64>) -> Vec<(String, f64)> {
+    keys.iter()
+        .zip(values)
+        .map(|(key, v)| (format!("{prefix}/{key}"), v))
+        .collect()
+}
+
+/// The means of the episodes that ended in a round: score, length, return, and each info key
+/// (`episode/info/<key>`, the mean of its values at those episodes' ends).
+fn write_episode_scalars(
+    w: &mut Summaries,
+    step: u64,
+    episodes: &[Episode],
+    info_keys: &[String],
+) -> Result<()> {
     let scores: Vec<f64> = episodes.iter().map(|e| e.score).collect();
     let returns: Vec<f64> = episodes.iter().map(|e| e.ret).collect();
     let (Some(score), Some(ret)) = (metrics::summary(&scores), metrics::summary(&returns)) else {
@@ -872,17 +915,20 @@ fn write_episode_scalars(w: &mut Summaries, step: u64, episodes: &[Episode]) -> 
     };
     let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
     let length_mean = metrics::summary(&lengths).map_or(0.0, |s| s.0);
-    w.scalars(
-        step,
-        &[
-            ("episode/score_mean", score.0),
-            ("episode/score_min", score.1),
-            ("episode/score_max", score.2),
-            ("episode/length_mean", length_mean),
-            ("train/return_mean", ret.0),
-            ("train/return_min", ret.1),
-            ("train/return_max", ret.2),
-        ],
-    )?;
+    let means = (0..info_keys.len())
+        .map(|k| episodes.iter().map(|e| e.info[k]).sum::<f64>() / episodes.len() as f64)
+        .collect();
+    let info = info_scalars("episode/info", info_keys, means);
+    let mut all = vec![
+        ("episode/score_mean", score.0),
+        ("episode/score_min", score.1),
+        ("episode/score_max", score.2),
+        ("episode/length_mean", length_mean),
+        ("train/return_mean", ret.0),
+        ("train/return_min", ret.1),
+        ("train/return_max", ret.2),
+    ];
+    all.extend(info.iter().map(|(k, v)| (k.as_str(), *v)));
+    w.scalars(step, &all)?;
     Ok(())
 }

@@ -397,6 +397,15 @@ settings! {
 }
 
 impl Env {
+    /// The keys of the environment's `info` whose values the run logs at each episode's end
+    /// (a gymnasium environment's `info-keys`; none for the catalogue's games).
+    pub fn info_keys(&self) -> &[String] {
+        match &self.game {
+            Game::Gymnasium(g) => &g.info_keys,
+            _ => &[],
+        }
+    }
+
     /// The observation after every wrapper, as the network receives it (tandem-spec's fit
     /// rule walks the chain); `None` for gymnasium (known once the environment is built) and
     /// for a chain the rule refuses, which the resolver reports.

@@ -328,8 +328,9 @@ gym.register("TandemTest/Rendezvous-v0", entry_point=Rendezvous)
 class Scored(gym.Env):
     """Episodes of 1, 2, 3, 1, 2, 3, ... steps, counted by each environment itself from the
     place its seed gives (seed % 3 episodes on), so environments differ. Every
-    step's info holds `steps` (the step count t), and the last one also `is_success`, a numpy
-    bool true when the episode's length is odd; the reset's info holds neither. `fault`:
+    step's info holds `steps` (the step count t) and `phase` (that seed % 3), and the last one
+    also `is_success`, a numpy bool true when the episode's length is odd; the reset's info
+    holds none of them. `fault`:
     "text" makes info["steps"] a string at step 2, "nan" a float32 NaN at step 2, "unfinished"
     leaves `is_success` out of the last step's info."""
 
@@ -337,12 +338,12 @@ class Scored(gym.Env):
     action_space = spaces.Discrete(2)
 
     def __init__(self, fault=""):
-        self.fault, self.episodes = fault, 0
+        self.fault, self.episodes, self.phase = fault, 0, 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         if seed is not None:
-            self.episodes = seed % 3
+            self.episodes = self.phase = seed % 3
         self.t, self.length = 0, 1 + self.episodes % 3
         self.episodes += 1
         return self._obs(), {}
@@ -352,7 +353,7 @@ class Scored(gym.Env):
 
     def step(self, action):
         self.t += 1
-        info = {"steps": self.t}
+        info = {"steps": self.t, "phase": self.phase}
         if self.t == 2 and self.fault == "text":
             info["steps"] = "two"
         if self.t == 2 and self.fault == "nan":
