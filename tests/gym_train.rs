@@ -5,6 +5,8 @@
 //! error; a resumed run starts fresh episodes and continues from the checkpoint's step;
 //! `tandem play --gif` draws a gymnasium environment through the bridge, or names the one that
 //! cannot draw. The shipped HalfCheetah PPO experiment trains box actions through the bridge.
+//! An environment's `info-keys` values reach TensorBoard, gathered from both ranks, and a key
+//! its episodes end without stops the run.
 //! crates/tandem-env/tests/gym_bridge.rs checks the bridge itself; these check what reaches a
 //! user of the binary. Needs the venv of scripts/gym-venv-setup.sh; without it the tests skip,
 //! unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).

@@ -342,6 +342,12 @@ const BASES: &[Base] = &[
         text: GYM_COUNTER,
         sets: &["env.id=\"TandemTest/Masked-v0\""],
     },
+    // A gymnasium environment whose episodes end with `is_success` in their info.
+    Base {
+        name: "gym-scored",
+        text: GYM_COUNTER,
+        sets: &["env.id=\"TandemTest/Scored-v0\""],
+    },
     // Evaluation after every second update, two episodes.
     Base {
         name: "cartpole-eval",
@@ -770,6 +776,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.action-mask (gymnasium)",
             Change("gym-masked", &["env.action-mask=info"]),
+        ),
+        // Its tags (episode/info/is_success) show in TensorBoard.
+        (
+            "env.info-keys (gymnasium)",
+            Change("gym-scored", &["env.info-keys=\"is_success\""]),
         ),
         // MPE simple_spread: mpe2's arguments.
         (

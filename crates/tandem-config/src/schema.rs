@@ -224,7 +224,7 @@ const GYMNASIUM_KIND: Kind = Kind {
             "info-keys",
             Ty::InfoKeys,
             Dflt::NoStrings,
-            "Keys of the environment's `info` whose values are logged by name, as Stable-Baselines3's `info_keywords` and sample-factory's `episode_extra_stats` are: `info-keys \"is_success\" \"distance\"`. Each episode gives the value in the `info` of the step that ends it (Stable-Baselines3's Monitor reads `is_success` there), and the episodes that end are averaged: TensorBoard's `episode/info/<key>` over those of each update, `episode/recent_info/<key>` over the run's last 100. A value is a number or a boolean, finite; the step that ends an episode must hold every key (other steps need not: many environments put `is_success` only there), else the run stops with an error naming the key.",
+            "Keys of the environment's `info` whose values are logged by name, as Stable-Baselines3's `info_keywords` and sample-factory's `episode_extra_stats` are: `info-keys \"is_success\" \"distance\"`. Each episode gives the value in the `info` of the step that ends it (Stable-Baselines3's Monitor reads `is_success` there), and the episodes that end are averaged: TensorBoard's `episode/info/<key>` over those of each update, `episode/recent_info/<key>` over the run's last 100 (summary.json's `recent_info`). A value is a number or a boolean, finite; the step that ends an episode must hold every key (other steps need not: many environments put `is_success` only there), else the run stops with an error naming the key. docs/environments.md says more.",
         ),
     ],
 };

@@ -1,8 +1,9 @@
 //! The gymnasium bridge with real Python worker processes: end to end through VecEnv and
 //! wrappers, step-for-step parity with gymnasium driven directly (CartPole-v1,
-//! Pendulum-v1, HalfCheetah-v5), and every failure it must report without a panic, a hang
-//! or a process left behind. Needs the venv of scripts/gym-venv-setup.sh; without it
-//! the tests skip, unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
+//! Pendulum-v1, HalfCheetah-v5), the `info-keys` values of each episode's last step, and every
+//! failure it must report without a panic, a hang or a process left behind. Needs the venv
+//! of scripts/gym-venv-setup.sh; without it the tests skip, unless
+//! TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
 
 #[path = "../../../tests/common/tools.rs"]
 mod tools;
