@@ -303,6 +303,17 @@ fn write_flags(step: &Step, j: usize, rows: &mut SlotRows<'_>) {
     rows.truncated[j] = step.truncated;
 }
 
+/// Puts into each of the `finished` games of a gymnasium batch the info values of the step
+/// that ended it ([`GymPool::end_info`]).
+fn end_info(gym: Option<&GymPool>, finished: &mut [EpisodeStats]) -> Result<(), EnvError> {
+    if let Some(gym) = gym {
+        for game in finished {
+            game.info = gym.end_info(game.env_index)?;
+        }
+    }
+    Ok(())
+}
+
 fn emit_row(scratch: &Option<ObsStore>, row: &mut [f32], emit: Emit) {
     let Emit::Convert {
         height,
@@ -816,9 +827,7 @@ impl VecEnv {
         if let Some(error) = self.gym.as_ref().and_then(GymPool::failure) {
             return Err(error);
         }
-        if let Some(gym) = &self.gym {
-            gym.end_info(&mut finished)?;
-        }
+        end_info(self.gym.as_ref(), &mut finished)?;
         self.episodes.extend(finished);
         self.sync_normalizers_in_batch();
         Ok(())

@@ -64,7 +64,6 @@ use crate::env::{Env, RgbFrame, Step};
 use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
-use crate::vec_env::EpisodeStats;
 use crate::wrappers::misfit_error;
 use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
@@ -439,31 +438,24 @@ impl Pool {
         self.shared.await_sent(sent, "stepping").map(drop)
     }
 
-    /// Fills in the info values of the `episodes` that ended in the latest step (their
-    /// [`EpisodeStats::info`], one per [`Gymnasium::info_keys`], from the step that ended
-    /// each). A key missing from that step's info is an error naming it, kept as the pool's
-    /// failure.
-    pub fn end_info(&self, episodes: &mut [EpisodeStats]) -> Result<(), EnvError> {
+    /// The info values (one per [`Gymnasium::info_keys`], empty without keys) of the step
+    /// that ended environment `env`'s episode, the latest it took. A key missing from that
+    /// step's info is an error naming it, kept as the pool's failure.
+    pub fn end_info(&self, env: usize) -> Result<Vec<f64>, EnvError> {
         let keys = &self.shared.info_keys;
-        if keys.is_empty() {
-            return Ok(());
-        }
         let (shm, l) = (&self.shared.shm, &self.shared.shm.layout);
-        for episode in episodes {
-            let row = l.info + episode.env_index * keys.len() * 8;
-            let values: Vec<f64> = (0..keys.len()).map(|k| shm.f64_at(row + k * 8)).collect();
-            if let Some(k) = values.iter().position(|v| v.is_nan()) {
-                let error = EnvError::Backend(format!(
-                    "gymnasium `{}`: environment {}'s episode ended at a step whose info has no \
-                     `{}`; info-keys logs each key's value at an episode's end, so the step that \
-                     ends one (by the environment or by a time-limit) must give every key",
-                    self.shared.id, episode.env_index, keys[k]
-                ));
-                return Err(self.shared.fail(error, &mut []));
-            }
-            episode.info = values;
+        let row = l.info + env * keys.len() * 8;
+        let values: Vec<f64> = (0..keys.len()).map(|k| shm.f64_at(row + k * 8)).collect();
+        if let Some(k) = values.iter().position(|v| v.is_nan()) {
+            let error = EnvError::Backend(format!(
+                "gymnasium `{}`: environment {env}'s episode ended at a step whose info has no \
+                 `{}`; info-keys logs each key's value at an episode's end, so the step that \
+                 ends one (by the environment or by a time-limit) must give every key",
+                self.shared.id, keys[k]
+            ));
+            return Err(self.shared.fail(error, &mut []));
         }
-        Ok(())
+        Ok(values)
     }
 
     /// Resets every environment before a batch reset (`seeds` per environment, or

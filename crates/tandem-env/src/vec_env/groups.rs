@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    ActionCheck, Emit, EpisodeStats, GroupRows, SharedNorm, VecEnv, effective_stats, merge_pending,
-    set_current,
+    ActionCheck, Emit, EpisodeStats, GroupRows, SharedNorm, VecEnv, effective_stats, end_info,
+    merge_pending, set_current,
 };
 use crate::EnvError;
 use crate::gym::Pool as GymPool;
@@ -173,9 +173,7 @@ impl EnvGroup<'_> {
         if let Some(error) = self.gym.and_then(GymPool::failure) {
             return Err(error);
         }
-        if let Some(gym) = self.gym {
-            gym.end_info(&mut finished)?;
-        }
+        end_info(self.gym, &mut finished)?;
         let mut shared = lock(self.shared);
         shared.episodes.extend(finished);
         if self.normalised {
