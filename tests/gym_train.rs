@@ -1277,3 +1277,36 @@ fn an_info_key_the_environment_never_gives_stops_the_run_with_its_name() {
     );
     assert_nothing_left(name, &ran.output);
 }
+
+/// Evaluation logs scores only: its own time limit cutting an episode at a step without the
+/// keys (Scored's 3-step episodes at 2 steps, `is_success` only at their end) stops nothing.
+#[test]
+fn evaluation_cuts_episodes_without_asking_for_info_keys() {
+    let Some(python) = venv_python() else { return };
+    let name = "info-eval";
+    let env = format!(
+        "        id \"TandemTest/Scored-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        envs 4\n        info-keys \"is_success\"\n",
+        python.display()
+    );
+    let text = experiment("\"cpu\"", &env);
+    let sets = [
+        "train.rollout=6".to_string(),
+        "train.total-steps=48".into(),
+        "eval.every=1".into(),
+        "eval.episodes=4".into(),
+        "eval.max-episode-steps=2".into(),
+    ];
+    let (run_dir, ran) = train_text(name, &text, &sets, Duration::from_secs(60));
+    assert!(ran.success, "{}", ran.output);
+    assert_eq!(
+        common::binary::scalar_values(&run_dir, "eval/score_mean").len(),
+        2,
+        "{}",
+        ran.output
+    );
+    assert_eq!(
+        common::binary::scalar_values(&run_dir, "episode/info/is_success").len(),
+        2
+    );
+    assert_nothing_left(name, &ran.output);
+}
