@@ -1310,3 +1310,42 @@ fn evaluation_cuts_episodes_without_asking_for_info_keys() {
     );
     assert_nothing_left(name, &ran.output);
 }
+
+/// A checkpoint keeps the recent episodes' info values: right after a resume,
+/// `episode/recent_info/<key>` still averages the window the checkpoint saved (whose
+/// episodes would otherwise have no values, and the tag none).
+#[test]
+fn a_resumed_run_continues_the_recent_info_means_from_its_checkpoint() {
+    let Some(python) = venv_python() else { return };
+    let name = "info-resume";
+    let env = format!(
+        "        id \"TandemTest/Scored-v0\"\n        python \"{}\"\n        import \"{FIXTURES}\"\n        envs 4\n        info-keys \"is_success\"\n",
+        python.display()
+    );
+    // 24 steps and 12 episodes an update: the checkpoint at update 10 holds a full window.
+    let text = experiment("\"cpu\"", &env);
+    let sets = ["train.rollout=6".to_string(), "train.max-steps=240".into()];
+    let (run_dir, first) = train_text(name, &text, &sets, Duration::from_secs(60));
+    assert!(first.success, "{}", first.output);
+    let resumed = tandem(
+        name,
+        &["--resume", run_dir.to_str().unwrap(), "--max-steps", "264"],
+        Duration::from_secs(60),
+    );
+    assert!(resumed.success, "{}", resumed.output);
+    let recent = common::jsonl_scalars(&run_dir, "episode/recent_info/is_success");
+    let after = recent.iter().find(|(step, _)| *step == 264);
+    assert!(
+        after.is_some_and(|(_, v)| (0.5..=0.8).contains(v)),
+        "{recent:?}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        summary["recent_info"]["is_success"].as_f64(),
+        after.map(|(_, v)| *v),
+        "{summary}"
+    );
+    assert_nothing_left(name, &resumed.output);
+}
