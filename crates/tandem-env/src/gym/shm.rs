@@ -1,8 +1,7 @@
 //! The shared-memory file through which a rank and its gymnasium workers exchange
 //! observations, actions, rewards, flags and the values of the experiment's `info-keys`: its
-//! layout (one array per field, every
-//! environment a row, each array 64-byte aligned; the worker builds numpy views from the
-//! same offsets) and the Rust side's mapping.
+//! layout (one array per field, every environment a row, each array 64-byte aligned; the
+//! worker builds numpy views from the same offsets) and the Rust side's mapping.
 //!
 //! Who writes what, and when: the rank writes the action rows before it sends a step
 //! request and the `ready` / `stepped` bytes of an environment while consuming that
