@@ -398,3 +398,61 @@ fn scale_reward_takes_a_positive_factor_on_any_game() {
         assert!(shown.contains(says), "{wrapper}: {shown}");
     }
 }
+
+/// A multi-agent game takes mpe2's arguments as its settings, holds them in its canonical
+/// form and hash, counts its agents as rows of every per-rank buffer, and refuses wrappers and
+/// settings out of mpe2's ranges where they are written.
+#[test]
+fn mpe_simple_spread_takes_mpe2s_settings_and_counts_agents_as_rows() {
+    let e = experiment(&with_env("env \"mpe-simple-spread\" { envs 4 }"));
+    assert_eq!(e.env.game, Game::MpeSimpleSpread(SpreadParams::MPE2));
+    assert_eq!(e.observation().unwrap().network_shape(), vec![18]);
+    assert_eq!(e.actions(), Some(ActionSpace::Discrete { n: 5 }));
+    assert_eq!((e.agents_per_env(), e.per_rank_rows()), (3, 12));
+    assert_eq!(e.batch_size(), 12 * e.train.rollout);
+    let text = with_env(
+        "env \"mpe-simple-spread\" { envs 4; agents 4; local-ratio 0.25; max-cycles 40; continuous-actions #true }",
+    );
+    let resolved = resolve(&stdin(&text), &[]).unwrap();
+    let want = SpreadParams {
+        agents: 4,
+        local_ratio: 0.25,
+        max_cycles: 40,
+        continuous_actions: true,
+    };
+    assert_eq!(resolved.experiment.env.game, Game::MpeSimpleSpread(want));
+    assert_eq!(
+        resolved.experiment.observation().unwrap().network_shape(),
+        vec![24]
+    );
+    assert!(resolved.experiment.actions().unwrap().is_box());
+    let canonical = canonical_kdl(&resolved.experiment);
+    assert!(canonical.contains("local-ratio 0.25"), "{canonical}");
+    assert_eq!(parse_canonical(&canonical).unwrap(), resolved.experiment);
+    let default = resolve(
+        &stdin(&with_env("env \"mpe-simple-spread\" { envs 4 }")),
+        &[],
+    )
+    .unwrap();
+    assert_ne!(
+        config_hash(&resolved.experiment),
+        config_hash(&default.experiment),
+        "the settings enter the hash"
+    );
+
+    let diags = errors(
+        &with_env("env \"mpe-simple-spread\" {\n  local-ratio 1.5\n  wrappers { clip-reward }\n}"),
+        &[],
+    );
+    let codes: Vec<&str> = diags.iter().map(|d| d.code()).collect();
+    assert_eq!(
+        codes,
+        ["config::range", "config::wrapper-mismatch"],
+        "{diags:?}"
+    );
+    assert_eq!(diags[1].label(), Some("wraps one agent's environment"));
+    assert!(diags[1].help().unwrap().contains("several agents"));
+    // Its settings belong to it alone.
+    let diags = errors(&with_env("env \"cartpole\" { agents 3 }"), &[]);
+    assert_eq!(diags[0].code(), "config::unknown-setting", "{diags:?}");
+}
