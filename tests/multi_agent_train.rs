@@ -1,7 +1,8 @@
 //! A multi-agent game through the built binary (`experiments/mpe-simple-spread.kdl`: MPE
 //! simple_spread, one PPO policy shared by its 3 agents, each agent a row): it learns, a run
 //! stopped and resumed ends with the parameters of one not stopped (the games' state is in the
-//! checkpoint), two ranks split its games, and `tandem play` plays every agent.
+//! checkpoint), two ranks split its games, `tandem play` plays every agent, and DQN and SAC
+//! learn from the agents' rows too.
 
 mod common;
 
@@ -102,4 +103,43 @@ fn two_ranks_split_the_games_and_play_plays_every_agent() {
     // One game's 3 agents end together: 6 agent episodes are two games.
     assert!(said.contains("episode 6: score"), "{said}");
     assert!(said.contains("mean score over 6 episode(s)"), "{said}");
+}
+
+/// The off-policy learners take the agents' rows as they take environments: DQN on the moves,
+/// SAC on continuous pushes, their replay holding each agent's own transitions.
+#[test]
+fn dqn_and_sac_train_on_the_agents_rows() {
+    for (name, sets) in [
+        (
+            "mpe-dqn",
+            ["algorithm=\"dqn\"", "env.continuous-actions=#false"],
+        ),
+        (
+            "mpe-sac",
+            ["algorithm=\"sac\"", "env.continuous-actions=#true"],
+        ),
+    ] {
+        let dir = fresh_dir(name);
+        let config = "experiment \"offp\" {\n    seed 1\n    devices \"cpu\"\n    env \"mpe-simple-spread\" { envs 2 }\n    train { total-steps 3000 }\n}\n";
+        let file = dir.with_extension("kdl");
+        std::fs::write(&file, config).unwrap();
+        let out = train(
+            file.to_str().unwrap(),
+            &dir,
+            &sets,
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        // 2 games x 3 agents: 6 agent steps a vector step; 500 of them end 20 games.
+        assert_eq!(
+            summary_number(&dir, "global_step").unwrap() as u64,
+            3000,
+            "{name}"
+        );
+        assert_eq!(
+            summary_number(&dir, "episodes").unwrap() as u64,
+            20 * 6,
+            "{name}"
+        );
+    }
 }

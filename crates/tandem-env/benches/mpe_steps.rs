@@ -136,7 +136,9 @@ fn python(game: &str) -> Result<(f64, f64), String> {
         .output()
         .map_err(|e| format!("cannot run the mpe venv's python: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut rates = text.split_whitespace().filter_map(|s| s.parse::<f64>().ok());
+    let mut rates = text
+        .split_whitespace()
+        .filter_map(|s| s.parse::<f64>().ok());
     match (rates.next(), rates.next()) {
         (Some(wall), Some(cpu)) => Ok((wall, cpu)),
         _ => Err(format!(
@@ -147,7 +149,10 @@ fn python(game: &str) -> Result<(f64, f64), String> {
 }
 
 fn show(label: &str, (wall, cpu): (f64, f64)) {
-    println!("{label:<58} {:>12.0} game steps/s wall {:>12.0} per CPU-s", wall, cpu);
+    println!(
+        "{label:<58} {:>12.0} game steps/s wall {:>12.0} per CPU-s",
+        wall, cpu
+    );
 }
 
 fn main() {
@@ -160,7 +165,10 @@ fn main() {
         show(&format!("{game}: native, 64 games"), ours);
         match python(game) {
             Ok(theirs) => {
-                show(&format!("{game}: mpe2 parallel_env from python, 8 envs"), theirs);
+                show(
+                    &format!("{game}: mpe2 parallel_env from python, 8 envs"),
+                    theirs,
+                );
                 println!(
                     "{game}: native / mpe2 per CPU-second: {:.0}x",
                     ours.1 / theirs.1
