@@ -143,3 +143,20 @@ fn dqn_and_sac_train_on_the_agents_rows() {
         );
     }
 }
+
+/// Evaluation during training plays every agent of its games to the end of their episodes (the
+/// game's own `max-cycles` ends them; no time limit wraps a game of several agents).
+#[test]
+fn evaluation_plays_the_games_to_their_end() {
+    let dir = short_run(
+        "mpe-eval",
+        &["eval.every=1", "eval.episodes=2", "train.max-steps=9600"],
+    );
+    let scores = scalar_values(&dir, "eval/score_mean");
+    assert_eq!(scores.len(), 1, "one evaluation after the one update");
+    // Two games of 3 agents: 6 agent episodes of 25 steps, each scored between random play's
+    // worst and a perfect cover's 0.
+    assert!(scores[0] < 0.0 && scores[0] > -100.0, "{scores:?}");
+    let lengths = scalar_values(&dir, "eval/length_mean");
+    assert_eq!(lengths, [25.0]);
+}

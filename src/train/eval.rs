@@ -157,9 +157,13 @@ impl Evaluation {
 fn eval_envs(exp: &Experiment, rank: usize, seeds: Vec<u64>, render: bool) -> Result<VecEnv> {
     let mut spec = scoring_env_spec(exp);
     spec.wrappers.retain(|w| !w.transforms_reward());
-    spec.wrappers.push(Wrapper::TimeLimit {
-        max_steps: exp.eval.max_episode_steps,
-    });
+    // A game of several agents takes no wrapper; its own `max-cycles` ends its episodes (the
+    // resolver refuses a `max-episode-steps` set for it).
+    if !exp.env.game.is_multi_agent() {
+        spec.wrappers.push(Wrapper::TimeLimit {
+            max_steps: exp.eval.max_episode_steps,
+        });
+    }
     let bridge = BridgeOptions {
         log_prefix: format!("rank {rank} eval "),
         render,

@@ -456,3 +456,37 @@ fn mpe_simple_spread_takes_mpe2s_settings_and_counts_agents_as_rows() {
     let diags = errors(&with_env("env \"cartpole\" { agents 3 }"), &[]);
     assert_eq!(diags[0].code(), "config::unknown-setting", "{diags:?}");
 }
+
+/// Evaluation's time limit is a wrapper on one agent's environment: set for a multi-agent game
+/// it is refused where written (the game's own `max-cycles` ends its episodes); a recurrent
+/// policy's minibatches divide the agents' sequences, and the help says the agents count.
+#[test]
+fn a_multi_agent_game_refuses_what_wraps_one_agent_and_counts_agent_sequences() {
+    let text = with_env(
+        "env \"mpe-simple-spread\" { envs 4 }\n    eval { every 10; max-episode-steps 100 }",
+    );
+    let diags = errors(&text, &[]);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].code(), "config::inconsistent");
+    assert!(diags[0].help().unwrap().contains("max-cycles"), "{diags:?}");
+    // The default stands: evaluation runs, ended by the game.
+    experiment(&with_env(
+        "env \"mpe-simple-spread\" { envs 4 }\n    eval { every 10 }",
+    ));
+    let recurrent = with_env(
+        "env \"mpe-simple-spread\" { envs 5 }\n    network \"mlp\" { core \"gru\" }\n    algorithm \"ppo\" { minibatches 4 }",
+    );
+    let diags = errors(&recurrent, &[]);
+    assert_eq!(diags[0].code(), "config::not-divisible", "{diags:?}");
+    let help = diags[0].help().unwrap();
+    assert!(
+        help.contains(
+            "each rank steps 15 (5 over 1 device, a sequence for each of their 3 agents)"
+        ),
+        "{help}"
+    );
+    // 4 minibatches divide 6 environments' 18 sequences? No; 3 do.
+    experiment(&with_env(
+        "env \"mpe-simple-spread\" { envs 6 }\n    network \"mlp\" { core \"gru\" }\n    algorithm \"ppo\" { minibatches 3 }",
+    ));
+}

@@ -8,7 +8,6 @@ use crate::env::Env;
 use crate::rng::derive_seed;
 use crate::space::ObsSpace;
 use crate::wrappers;
-use tandem_spec::Family;
 use tandem_spec::fit::GameFacts;
 pub use tandem_spec::{Game, Wrapper};
 
@@ -84,7 +83,7 @@ pub fn make_game(game: &Game, seed: u64) -> Result<Box<dyn Env>, EnvError> {
                 gym.id
             )));
         }
-        several if several.info().is_some_and(|i| i.family == Family::Mpe) => {
+        several if several.is_multi_agent() => {
             return Err(EnvError::InvalidArgument(format!(
                 "`{}` is played by several agents at once; VecEnv::new builds it, one row per agent",
                 game.name()

@@ -63,6 +63,12 @@ impl Game {
         }
     }
 
+    /// A game of several agents at once (MPE's): built as one game and batched with a row per
+    /// agent; no wrapper fits it.
+    pub fn is_multi_agent(&self) -> bool {
+        self.info().is_some_and(|i| i.family == Family::Mpe)
+    }
+
     /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
     /// which needs its settings.
     pub fn from_name(name: &str) -> Option<Game> {

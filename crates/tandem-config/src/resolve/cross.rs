@@ -92,6 +92,7 @@ impl CrossCheck<'_, '_> {
         }
         self.max_steps();
         self.sampling();
+        self.eval_limit_unused();
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -255,8 +256,12 @@ impl CrossCheck<'_, '_> {
                 &format!("does not divide {per_rank}"),
                 Some(("network.core", "a recurrent core")),
                 format!(
-                    "a recurrent policy learns from whole environment sequences, so each minibatch holds whole environments; each rank steps {per_rank} ({} over {world_text}): choose minibatches dividing {per_rank}",
-                    e.env.envs
+                    "a recurrent policy learns from whole environment sequences, so each minibatch holds whole environments; each rank steps {per_rank} ({} over {world_text}{}): choose minibatches dividing {per_rank}",
+                    e.env.envs,
+                    match e.agents_per_env() {
+                        1 => String::new(),
+                        agents => format!(", a sequence for each of their {agents} agents"),
+                    }
                 ),
             );
         } else if self.ok(&["algorithm.micro-batches"])
@@ -487,8 +492,15 @@ impl CrossCheck<'_, '_> {
                 &format!("does not divide {batch}"),
                 Some(("train.rollout", "rollout")),
                 format!(
-                    "each rank collects {} rows (environments x agents) x rollout {} = {batch} transitions per update; choose minibatches dividing {batch}",
-                    e.per_rank_rows(),
+                    "each rank collects {} x rollout {} = {batch} transitions per update; choose minibatches dividing {batch}",
+                    match e.agents_per_env() {
+                        1 => format!("{} environments", e.per_rank_envs()),
+                        agents => format!(
+                            "{} rows ({} environments of {agents} agents)",
+                            e.per_rank_rows(),
+                            e.per_rank_envs()
+                        ),
+                    },
                     e.train.rollout
                 ),
             );
@@ -657,6 +669,28 @@ impl CrossCheck<'_, '_> {
                     format!("remove `{name}`, or use sampling \"free\""),
                 );
             }
+        }
+    }
+
+    /// A multi-agent game's episodes end at its own `max-cycles`: evaluation's time limit,
+    /// a wrapper on one agent's environment, does not apply to it.
+    fn eval_limit_unused(&mut self) {
+        let e = self.experiment;
+        let multi_agent = e.env.game.is_multi_agent();
+        let default = setting_default_int(&crate::schema::EVAL, "max-episode-steps");
+        let path = "eval.max-episode-steps";
+        if multi_agent
+            && default != Some(e.eval.max_episode_steps as i64)
+            && self.ok(&[path, "env"])
+        {
+            self.report(
+                "config::inconsistent",
+                format!("`max-episode-steps` has no effect on {}", e.env.game.name()),
+                path,
+                "a time limit on one agent's environment",
+                Some(("env", "a game of several agents")),
+                "its evaluation episodes end at the game's own `max-cycles`: set that in `env`, and remove `max-episode-steps`".into(),
+            );
         }
     }
 
