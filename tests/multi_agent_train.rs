@@ -1,8 +1,8 @@
 //! A multi-agent game through the built binary (`experiments/mpe-simple-spread.kdl`: MPE
 //! simple_spread, one PPO policy shared by its 3 agents, each agent a row): it learns, a run
 //! stopped and resumed ends with the parameters of one not stopped (the games' state is in the
-//! checkpoint), two ranks split its games, `tandem play` plays every agent, and DQN and SAC
-//! learn from the agents' rows too.
+//! checkpoint), two ranks split its games, `tandem play` plays every agent and draws the game,
+//! evaluation plays games to their end, and DQN and SAC learn from the agents' rows too.
 
 mod common;
 
@@ -103,6 +103,17 @@ fn two_ranks_split_the_games_and_play_plays_every_agent() {
     // One game's 3 agents end together: 6 agent episodes are two games.
     assert!(said.contains("episode 6: score"), "{said}");
     assert!(said.contains("mean score over 6 episode(s)"), "{said}");
+    // The game draws itself: one frame a step of the first game's 25.
+    let gif = dir.join("play.gif");
+    let mut cmd = tandem();
+    cmd.arg("play")
+        .arg(&dir)
+        .args(["--episodes", "3", "--gif"])
+        .arg(&gif);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("(25 frames"), "{}", text(&out));
+    assert_eq!(&std::fs::read(&gif).unwrap()[..6], b"GIF89a");
 }
 
 /// The off-policy learners take the agents' rows as they take environments: DQN on the moves,

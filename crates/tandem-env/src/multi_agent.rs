@@ -4,7 +4,7 @@
 //! writes holds them in that order.
 
 use crate::EnvError;
-use crate::env::Step;
+use crate::env::{RgbFrame, Step};
 use crate::space::{Action, ActionSpace, ObsSpace};
 
 /// One agent of a game, as PettingZoo names it.
@@ -48,6 +48,12 @@ pub trait ParallelEnv: Send {
 
     /// Applies every agent's action at once and advances the game by one step.
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]);
+
+    /// The game seen from above, if it can draw itself (for `tandem play --gif` and evaluation
+    /// videos).
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        None
+    }
 
     /// Appends the game's state (bodies, random stream, step count) as one snapshot section.
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError>;

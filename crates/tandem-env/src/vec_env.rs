@@ -1099,17 +1099,20 @@ impl VecEnv {
             .collect()
     }
 
-    /// The RGB screen of one environment: `Ok(None)` when its game does not draw itself
-    /// (a gymnasium environment draws itself only when made for it, [`BridgeOptions::render`]);
-    /// an error when a gymnasium worker failed to draw it.
+    /// The RGB screen of one row's game (the agents of a multi-agent game show the same one):
+    /// `Ok(None)` when its game does not draw itself (a gymnasium environment draws itself only
+    /// when made for it, [`BridgeOptions::render`]); an error when a gymnasium worker failed to
+    /// draw it.
     pub fn render_rgb(&self, env: usize) -> Result<Option<crate::env::RgbFrame>, EnvError> {
         self.refuse_while_pending()?;
-        // A multi-agent game does not draw itself.
+        // Every agent of a game shows the same game.
         let frame = self
             .slots
-            .get(env)
-            .and_then(|s| s.players.chain())
-            .and_then(|chain| chain.render_rgb());
+            .get(env / self.agents)
+            .and_then(|slot| match &slot.players {
+                Players::One(chain) => chain.render_rgb(),
+                Players::Several { game, .. } => game.render_rgb(),
+            });
         if frame.is_none()
             && let Some(error) = self.gym.as_ref().and_then(GymPool::failure)
         {

@@ -186,3 +186,30 @@ fn the_game_alone_writes_every_agent() {
     let names: Vec<&str> = game.agents().iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["agent_0", "agent_1", "agent_2"]);
 }
+
+#[test]
+fn every_agent_of_a_game_shows_its_game() {
+    let mut venv = batch(1);
+    venv.reset();
+    let first = venv
+        .render_rgb(0)
+        .unwrap()
+        .expect("MPE games draw themselves");
+    assert_eq!((first.width, first.height), (256, 256));
+    assert_eq!(
+        venv.render_rgb(2).unwrap(),
+        Some(first.clone()),
+        "agent 2 of game 0"
+    );
+    let second = venv.render_rgb(3).unwrap().unwrap();
+    assert_ne!(second, first, "game 1 is another game");
+    // Agents (blue) and landmarks (grey) are drawn on white.
+    let colours: std::collections::BTreeSet<[u8; 3]> =
+        first.pixels.chunks(3).map(|p| [p[0], p[1], p[2]]).collect();
+    for colour in [[255, 255, 255], [70, 70, 170], [50, 50, 50]] {
+        assert!(
+            colours.contains(&colour),
+            "{colour:?} missing from {colours:?}"
+        );
+    }
+}

@@ -11,7 +11,7 @@
 //! the obvious one.
 
 pub mod acrobot;
-mod canvas;
+pub(crate) mod canvas;
 pub mod mountain_car;
 pub mod pendulum;
 

@@ -11,6 +11,8 @@ pub mod simple_tag;
 use std::borrow::Cow;
 
 use crate::EnvError;
+use crate::classic::canvas::Canvas;
+use crate::env::RgbFrame;
 use crate::gym_seeding::NumpyGenerator;
 use crate::multi_agent::ParallelEnv;
 use crate::space::{Action, ActionSpace, Dtype, ObsSpace};
@@ -222,6 +224,25 @@ pub fn observation_space(len: usize) -> ObsSpace {
 pub fn place(body: &mut Body, rng: &mut NumpyGenerator, low: f64, high: f64) {
     body.pos = [rng.uniform(low, high), rng.uniform(low, high)];
     body.vel = [0.0, 0.0];
+}
+
+/// The bodies seen from above, each disc in its colour (mpe2's, out of 200), on a square that
+/// holds every body with a margin, as mpe2 zooms its view (a picture for GIFs, not mpe2's
+/// pygame rendering).
+pub fn draw(bodies: &[Body], colours: &[[f64; 3]]) -> RgbFrame {
+    const SIZE: usize = 256;
+    let reach = bodies
+        .iter()
+        .map(|b| b.pos[0].abs().max(b.pos[1].abs()) + b.size)
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let mut canvas = Canvas::square(SIZE, -reach, -reach, 2.0 * reach);
+    // Landmarks first, agents over them: bodies list agents first.
+    for (body, colour) in bodies.iter().zip(colours).rev() {
+        let rgb = colour.map(|c| (c * 200.0).round().clamp(0.0, 255.0) as u8);
+        canvas.disc(body.pos[0], body.pos[1], body.size, rgb);
+    }
+    canvas.finish()
 }
 
 /// Writes `values` (float64) as float32 at the front of `out` and returns the rest.

@@ -7,7 +7,7 @@
 //! communication: 6N numbers.
 
 use crate::EnvError;
-use crate::env::Step;
+use crate::env::{RgbFrame, Step};
 use crate::gym_seeding::NumpyGenerator;
 use crate::mpe::{self, Body, World};
 use crate::multi_agent::{AgentSpec, ParallelEnv};
@@ -17,6 +17,9 @@ use crate::space::Action;
 /// Width of the agents' (unused, zero) communication channel, which they still observe.
 const DIM_C: usize = 2;
 const AGENT_SIZE: f64 = 0.15;
+/// mpe2's colours, out of 200 where it draws them.
+const AGENT_COLOUR: [f64; 3] = [0.35, 0.35, 0.85];
+const LANDMARK_COLOUR: [f64; 3] = [0.25, 0.25, 0.25];
 
 pub use tandem_spec::SpreadParams;
 
@@ -168,6 +171,14 @@ impl ParallelEnv for SimpleSpread {
             *step = Step::game(reward as f32, false, truncated);
         }
         self.observe(obs);
+    }
+
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        let n = self.params.agents;
+        let colours: Vec<[f64; 3]> = (0..2 * n)
+            .map(|i| if i < n { AGENT_COLOUR } else { LANDMARK_COLOUR })
+            .collect();
+        Some(mpe::draw(&self.world.bodies, &colours))
     }
 
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {

@@ -7,7 +7,7 @@
 //! relative to its own, and the prey's velocities (the other prey's, for a prey).
 
 use crate::EnvError;
-use crate::env::Step;
+use crate::env::{RgbFrame, Step};
 use crate::gym_seeding::NumpyGenerator;
 use crate::mpe::{self, Body, World};
 use crate::multi_agent::{AgentSpec, ParallelEnv};
@@ -237,6 +237,17 @@ impl ParallelEnv for SimpleTag {
             *step = Step::game(reward as f32, false, truncated);
         }
         self.observe(obs);
+    }
+
+    fn render_rgb(&self) -> Option<RgbFrame> {
+        let colours: Vec<[f64; 3]> = (0..self.world.bodies.len())
+            .map(|i| match i {
+                i if self.is_predator(i) => [0.85, 0.35, 0.35],
+                i if i < self.agent_count() => [0.35, 0.85, 0.35],
+                _ => [0.25, 0.25, 0.25],
+            })
+            .collect();
+        Some(mpe::draw(&self.world.bodies, &colours))
     }
 
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
