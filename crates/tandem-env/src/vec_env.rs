@@ -508,8 +508,6 @@ impl VecEnv {
         let (env_space, action_space) = check_batch(&envs, &seeds, threads)?;
         let norms = shared_normalizers(&mut envs)?;
         let emit = Emit::for_space(&env_space);
-        let n = envs.len();
-        let obs_len = env_space.len();
         let slots = envs
             .into_iter()
             .map(|env| Slot {
@@ -518,29 +516,7 @@ impl VecEnv {
                 seats: vec![Seat::default()],
             })
             .collect();
-        Ok(VecEnv {
-            slots,
-            agents: 1,
-            seeds,
-            seeded: false,
-            env_space,
-            emit,
-            obs_len,
-            action_space,
-            obs: vec![0.0; n * obs_len],
-            final_obs: vec![0.0; n * obs_len],
-            rewards: vec![0.0; n],
-            terminated: vec![false; n],
-            truncated: vec![false; n],
-            episodes: Vec::new(),
-            norms,
-            pool: thread_pool(threads)?,
-            threads,
-            min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,
-            work_estimate: None,
-            gym: None,
-            pending: None,
-        })
+        Self::assemble(slots, seeds, (env_space, action_space), norms, threads)
     }
 
     /// Batches games of several agents, each agent a row of the batch (game `g`'s agent `j`
@@ -552,8 +528,6 @@ impl VecEnv {
         threads: usize,
     ) -> Result<Self, EnvError> {
         let (env_space, action_space, agents) = check_games(&games, &seeds, threads)?;
-        let n = games.len() * agents;
-        let obs_len = env_space.len();
         let slots = games
             .into_iter()
             .map(|game| Slot {
@@ -565,22 +539,36 @@ impl VecEnv {
                 seats: (0..agents).map(|_| Seat::default()).collect(),
             })
             .collect();
+        Self::assemble(slots, seeds, (env_space, action_space), Vec::new(), threads)
+    }
+
+    /// A batch of `slots` (each with the same number of seats) and empty row buffers.
+    fn assemble(
+        slots: Vec<Slot>,
+        seeds: Vec<u64>,
+        (env_space, action_space): (ObsSpace, ActionSpace),
+        norms: Vec<SharedNorm>,
+        threads: usize,
+    ) -> Result<Self, EnvError> {
+        let agents = slots.first().map_or(1, |s| s.seats.len());
+        let rows = slots.len() * agents;
+        let obs_len = env_space.len();
         Ok(VecEnv {
             slots,
             agents,
             seeds,
             seeded: false,
             env_space,
-            emit: Emit::Direct,
+            emit: Emit::for_space(&env_space),
             obs_len,
             action_space,
-            obs: vec![0.0; n * obs_len],
-            final_obs: vec![0.0; n * obs_len],
-            rewards: vec![0.0; n],
-            terminated: vec![false; n],
-            truncated: vec![false; n],
+            obs: vec![0.0; rows * obs_len],
+            final_obs: vec![0.0; rows * obs_len],
+            rewards: vec![0.0; rows],
+            terminated: vec![false; rows],
+            truncated: vec![false; rows],
             episodes: Vec::new(),
-            norms: Vec::new(),
+            norms,
             pool: thread_pool(threads)?,
             threads,
             min_parallel_work: DEFAULT_MIN_PARALLEL_WORK,

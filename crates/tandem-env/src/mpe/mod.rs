@@ -254,6 +254,38 @@ pub fn put<'a>(out: &'a mut [f32], values: &[f64]) -> &'a mut [f32] {
     rest
 }
 
+/// What every MPE agent sees first, written to the front of `out` (the rest is returned):
+/// agent `i`'s velocity and position, then each landmark's and each other agent's position
+/// relative to its own.
+pub fn observe_positions<'a>(
+    out: &'a mut [f32],
+    agents: &[Body],
+    i: usize,
+    landmarks: &[Body],
+) -> &'a mut [f32] {
+    let me = &agents[i];
+    let mut out = put(out, &me.vel);
+    out = put(out, &me.pos);
+    for landmark in landmarks {
+        out = put(out, &relative(landmark, me));
+    }
+    for (_, other) in agents.iter().enumerate().filter(|(j, _)| *j != i) {
+        out = put(out, &relative(other, me));
+    }
+    out
+}
+
+/// One step of a world whose first bodies are the agents that take `actions`: their pushes,
+/// then the physics.
+pub fn step_world(world: &mut World, actions: &[Action<'_>]) {
+    let controls: Vec<[f64; 2]> = actions
+        .iter()
+        .zip(&world.bodies)
+        .map(|(action, body)| control(*action, body))
+        .collect();
+    world.step(&controls);
+}
+
 /// `a.pos - b.pos`.
 pub fn relative(a: &Body, b: &Body) -> [f64; 2] {
     [a.pos[0] - b.pos[0], a.pos[1] - b.pos[1]]

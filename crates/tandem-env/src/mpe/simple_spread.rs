@@ -89,22 +89,10 @@ impl SimpleSpread {
 
     fn observe(&self, obs: &mut [f32]) {
         let mut out = obs;
-        for (i, me) in self.agent_bodies().iter().enumerate() {
-            out = mpe::put(out, &me.vel);
-            out = mpe::put(out, &me.pos);
-            for landmark in self.landmarks() {
-                out = mpe::put(out, &mpe::relative(landmark, me));
-            }
-            let others = || {
-                self.agent_bodies()
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-            };
-            for (_, other) in others() {
-                out = mpe::put(out, &mpe::relative(other, me));
-            }
-            for _ in others() {
+        for i in 0..self.params.agents {
+            out = mpe::observe_positions(out, self.agent_bodies(), i, self.landmarks());
+            // The other agents' communication: silent, so zero.
+            for _ in 1..self.params.agents {
                 out = mpe::put(out, &[0.0; DIM_C]);
             }
         }
@@ -156,12 +144,7 @@ impl ParallelEnv for SimpleSpread {
     }
 
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
-        let controls: Vec<[f64; 2]> = actions
-            .iter()
-            .zip(self.agent_bodies())
-            .map(|(action, body)| mpe::control(*action, body))
-            .collect();
-        self.world.step(&controls);
+        mpe::step_world(&mut self.world, actions);
         self.steps += 1;
         let truncated = self.steps >= self.params.max_cycles;
         let global = self.global_reward();

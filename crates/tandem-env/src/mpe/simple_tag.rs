@@ -135,22 +135,11 @@ impl SimpleTag {
 
     fn observe(&self, obs: &mut [f32]) {
         let mut out = obs;
-        for (i, me) in self.agent_bodies().iter().enumerate() {
-            out = mpe::put(out, &me.vel);
-            out = mpe::put(out, &me.pos);
-            for obstacle in self.obstacles() {
-                out = mpe::put(out, &mpe::relative(obstacle, me));
-            }
-            let others = || {
-                self.agent_bodies()
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-            };
-            for (_, other) in others() {
-                out = mpe::put(out, &mpe::relative(other, me));
-            }
-            for (_, other) in others().filter(|(j, _)| !self.is_predator(*j)) {
+        for i in 0..self.agent_count() {
+            out = mpe::observe_positions(out, self.agent_bodies(), i, self.obstacles());
+            // The other prey's velocities.
+            let prey = self.agent_bodies().iter().enumerate();
+            for (_, other) in prey.filter(|(j, _)| *j != i && !self.is_predator(*j)) {
                 out = mpe::put(out, &other.vel);
             }
         }
@@ -219,12 +208,7 @@ impl ParallelEnv for SimpleTag {
     }
 
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
-        let controls: Vec<[f64; 2]> = actions
-            .iter()
-            .zip(self.agent_bodies())
-            .map(|(action, body)| mpe::control(*action, body))
-            .collect();
-        self.world.step(&controls);
+        mpe::step_world(&mut self.world, actions);
         self.steps += 1;
         let truncated = self.steps >= self.params.max_cycles;
         let predators = self.predator_reward();
