@@ -385,6 +385,47 @@ const CLAIMS: &[Claim] = &[
             e.per_rank_envs() == 2 && e.train.rollout == 128 && ppo(e).minibatches == 4
         }),
     },
+    // gymnasium-cartpole.kdl
+    Claim {
+        file: "gymnasium-cartpole.kdl",
+        phrase: "Seed 1 scores 475 or more over its last 20 episodes within its 200k steps on 1 rank",
+        check: Check::Test("gym_train::ppo_learns_gymnasium_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "gymnasium-cartpole.kdl",
+        phrase: "2 ranks",
+        check: Check::Test("gym_train::ppo_learns_gymnasium_cartpole_on_two_ranks"),
+    },
+    // halfcheetah-ppo.kdl
+    Claim {
+        file: "halfcheetah-ppo.kdl",
+        phrase: "Seed 1 scores 700 or more over its last 20 episodes within 200k steps",
+        check: Check::Test("gym_train::the_shipped_halfcheetah_ppo_preset_runs_within_200k_steps"),
+    },
+    // halfcheetah-sac.kdl
+    Claim {
+        file: "halfcheetah-sac.kdl",
+        phrase: "Seed 1 scores 800 or more over its last 20 episodes within 30k steps",
+        check: Check::LongTest(
+            "gym_train::the_shipped_halfcheetah_sac_preset_runs_within_30k_steps",
+        ),
+    },
+    // halfcheetah-td3.kdl
+    Claim {
+        file: "halfcheetah-td3.kdl",
+        phrase: "Seed 1 scores 200 or more over its last 20 episodes within 50k steps",
+        check: Check::LongTest(
+            "gym_train::the_shipped_halfcheetah_td3_preset_runs_within_50k_steps",
+        ),
+    },
+    // minatar-breakout.kdl
+    Claim {
+        file: "minatar-breakout.kdl",
+        phrase: "Seed 1 scores 3 or more over its last 20 episodes within 500k steps",
+        check: Check::Test(
+            "train_learning::the_shipped_minatar_breakout_preset_learns_within_500k_steps",
+        ),
+    },
     // include/deepmind-atari.kdl
     Claim {
         file: "include/deepmind-atari.kdl",
