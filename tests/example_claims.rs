@@ -130,6 +130,13 @@ const CLAIMS: &[Claim] = &[
             e.per_rank_envs() == 32 && e.world_size() == 2
         }),
     },
+    Claim {
+        file: "breakout.kdl",
+        phrase: "Seed 1 scores 12 or more over its last 20 games within 800k steps",
+        check: Check::LongTest(
+            "train_learning::the_shipped_breakout_a2c_preset_learns_within_800k_steps",
+        ),
+    },
     // pendulum-ppo.kdl
     Claim {
         file: "pendulum-ppo.kdl",
