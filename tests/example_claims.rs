@@ -137,6 +137,14 @@ const CLAIMS: &[Claim] = &[
             "train_learning::the_shipped_breakout_a2c_preset_learns_within_800k_steps",
         ),
     },
+    // breakout-ppo.kdl
+    Claim {
+        file: "breakout-ppo.kdl",
+        phrase: "Seed 1 scores 8 or more over its last 20 games within 500k steps",
+        check: Check::LongTest(
+            "train_learning::the_shipped_breakout_ppo_preset_learns_within_500k_steps",
+        ),
+    },
     // pendulum-ppo.kdl
     Claim {
         file: "pendulum-ppo.kdl",

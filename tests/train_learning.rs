@@ -349,6 +349,24 @@ fn the_shipped_breakout_a2c_preset_learns_within_800k_steps() {
     assert!(steps < 800_000.0 + 64.0 * 8.0, "ran {steps} steps");
 }
 
+/// experiments/breakout-ppo.kdl's claim, the first 500k steps of its 10M (its learning rate
+/// anneals over the 10M): seed 1 scores 8 or more over its last 20 games (13.1 measured, in 50
+/// minutes beside another run at a load average near 7). Not on CI; run it with
+/// `cargo test --release --test train_learning -- --ignored breakout_ppo_preset`.
+#[test]
+#[ignore = "most of an hour of Atari Breakout; run with --ignored"]
+fn the_shipped_breakout_ppo_preset_learns_within_500k_steps() {
+    let limit = Duration::from_secs(3 * 3600);
+    let (score, steps) =
+        shipped_preset_prefix_run("breakout-ppo", "breakout-ppo.kdl", 500_000, limit);
+    assert!(
+        score >= 8.0,
+        "Atari Breakout PPO, seed 1: last-20 score {score} < 8 after 500k steps"
+    );
+    // It stops within one rollout (8 environments x 128 steps) past the budget.
+    assert!(steps < 500_000.0 + 8.0 * 128.0, "ran {steps} steps");
+}
+
 #[test]
 fn ppo_beats_a_random_policy_on_minatar_breakout_within_two_minutes() {
     let random = random_minatar_breakout(200);
