@@ -433,6 +433,13 @@ const CLAIMS: &[Claim] = &[
             "gym_train::the_shipped_halfcheetah_td3_preset_runs_within_50k_steps",
         ),
     },
+    Claim {
+        file: "minatar-breakout-dqn.kdl",
+        phrase: "Seed 1 scores 7 or more over its last 20 episodes within 500k steps",
+        check: Check::LongTest(
+            "train_learning::the_shipped_minatar_breakout_dqn_preset_learns_within_500k_steps",
+        ),
+    },
     // minatar-breakout.kdl
     Claim {
         file: "minatar-breakout.kdl",
