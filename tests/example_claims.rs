@@ -145,6 +145,14 @@ const CLAIMS: &[Claim] = &[
             "train_learning::the_shipped_breakout_ppo_preset_learns_within_500k_steps",
         ),
     },
+    // breakout-ppo-lstm.kdl
+    Claim {
+        file: "breakout-ppo-lstm.kdl",
+        phrase: "Seed 1 scores 8 or more over its last 20 games within 250k steps",
+        check: Check::LongTest(
+            "train_learning::the_shipped_breakout_ppo_lstm_preset_learns_within_250k_steps",
+        ),
+    },
     // pendulum-ppo.kdl
     Claim {
         file: "pendulum-ppo.kdl",
