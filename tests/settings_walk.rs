@@ -69,6 +69,40 @@ const CARTPOLE_CLIP: &str = r#"experiment "walk" {
 }
 "#;
 
+/// clamp-reward on its own: CartPole's rewards (1) show its `high`, Pendulum's (negative) its
+/// `low`; after another reward wrapper it would hide that one's changes.
+const CARTPOLE_CLAMP: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "cartpole" {
+        envs 4
+        wrappers {
+            clamp-reward low=-0.5 high=0.5
+        }
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
+const PENDULUM_CLAMP: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "pendulum" {
+        envs 4
+        wrappers {
+            clamp-reward low=-1 high=1
+        }
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 256; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
 const CARTPOLE_A2C: &str = r#"experiment "walk" {
     threads 1
     algorithm "a2c"
@@ -279,6 +313,16 @@ const BASES: &[Base] = &[
     Base {
         name: "cartpole-clip",
         text: CARTPOLE_CLIP,
+        sets: &[],
+    },
+    Base {
+        name: "cartpole-clamp",
+        text: CARTPOLE_CLAMP,
+        sets: &[],
+    },
+    Base {
+        name: "pendulum-clamp",
+        text: PENDULUM_CLAMP,
         sets: &[],
     },
     Base {
@@ -833,6 +877,26 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "scale-reward.factor",
             Wrapper("cartpole-clip", "scale-reward", "scale-reward factor=0.25"),
+        ),
+        (
+            "clamp-reward",
+            Wrapper("cartpole-clamp", "clamp-reward", ""),
+        ),
+        (
+            "clamp-reward.low",
+            Wrapper(
+                "pendulum-clamp",
+                "clamp-reward",
+                "clamp-reward low=-2 high=1",
+            ),
+        ),
+        (
+            "clamp-reward.high",
+            Wrapper(
+                "cartpole-clamp",
+                "clamp-reward",
+                "clamp-reward low=-0.5 high=0.6",
+            ),
         ),
         ("keep-obs", Wrapper("cartpole-clip", "keep-obs", "")),
         (

@@ -490,3 +490,41 @@ fn a_multi_agent_game_refuses_what_wraps_one_agent_and_counts_agent_sequences() 
         "env \"mpe-simple-spread\" { envs 6 }\n    network \"mlp\" { core \"gru\" }\n    algorithm \"ppo\" { minibatches 3 }",
     ));
 }
+
+/// `clamp-reward` bounds the learner's reward: its bounds default to [-1, 1], read back from
+/// the canonical form, and a bound on the wrong side of 0 is refused where written.
+#[test]
+fn clamp_reward_takes_bounds_around_zero() {
+    let default = experiment(&with_env("env \"cartpole\" { wrappers { clamp-reward } }"));
+    let bounds = |e: &Experiment| e.env.wrappers.clone();
+    assert_eq!(
+        bounds(&default),
+        [Wrapper::ClampReward {
+            low: -1.0,
+            high: 1.0
+        }]
+    );
+    let e = experiment(&with_env(
+        "env \"cartpole\" { wrappers { clamp-reward low=-0.5 high=3 } }",
+    ));
+    assert_eq!(
+        bounds(&e),
+        [Wrapper::ClampReward {
+            low: -0.5,
+            high: 3.0
+        }]
+    );
+    assert_eq!(parse_canonical(&canonical_kdl(&e)).unwrap(), e);
+    for bad in [
+        "clamp-reward low=0.5",
+        "clamp-reward high=-1",
+        "clamp-reward low=0",
+    ] {
+        let diags = errors(
+            &with_env(&format!("env \"cartpole\" {{ wrappers {{ {bad} }} }}")),
+            &[],
+        );
+        assert_eq!(diags.len(), 1, "{bad}: {diags:?}");
+        assert_eq!(diags[0].code(), "config::range", "{bad}: {diags:?}");
+    }
+}

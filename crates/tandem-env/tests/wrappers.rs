@@ -200,6 +200,22 @@ fn scale_reward_multiplies_the_reward_and_keeps_the_raw_one() {
 }
 
 #[test]
+fn clamp_reward_bounds_the_reward_and_keeps_the_raw_one() {
+    let (mut env, _) = chain(&[Wrapper::ClampReward {
+        low: -0.5,
+        high: 2.5,
+    }]);
+    env.reset(None, ObsBuf::Skip);
+    let steps: Vec<Step> = (0..5)
+        .map(|_| env.step(tandem_env::Action::Discrete(0), ObsBuf::Skip))
+        .collect();
+    let clamped: Vec<f32> = steps.iter().map(|s| s.reward).collect();
+    let raw: Vec<f32> = steps.iter().map(|s| s.raw_reward).collect();
+    assert_eq!(raw, [0.0, 1.0, 2.0, 3.0, -1.0]);
+    assert_eq!(clamped, [0.0, 1.0, 2.0, 2.5, -0.5]);
+}
+
+#[test]
 fn episodic_life_ends_episodes_per_life_but_statistics_per_game() {
     let (env, log) = chain(&[Wrapper::EpisodicLife]);
     let mut venv = VecEnv::from_envs(vec![env], vec![0], 1).unwrap();

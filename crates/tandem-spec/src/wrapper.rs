@@ -24,6 +24,8 @@ pub enum Wrapper {
     ClipReward,
     /// Rewards are multiplied by `factor`.
     ScaleReward { factor: f64 },
+    /// Rewards are clamped to `[low, high]` (`low < 0 < high`).
+    ClampReward { low: f64, high: f64 },
     /// The observation is the last `n` observations stacked on the channel axis (oldest
     /// first), channels-first for images.
     FrameStack { n: u32 },
@@ -54,6 +56,7 @@ impl Wrapper {
             Wrapper::Grayscale => "grayscale",
             Wrapper::ClipReward => "clip-reward",
             Wrapper::ScaleReward { .. } => "scale-reward",
+            Wrapper::ClampReward { .. } => "clamp-reward",
             Wrapper::FrameStack { .. } => "frame-stack",
             Wrapper::TimeLimit { .. } => "time-limit",
             Wrapper::StickyActions { .. } => "sticky-actions",
@@ -80,6 +83,7 @@ impl Wrapper {
             | Wrapper::EpisodicLife
             | Wrapper::ClipReward
             | Wrapper::ScaleReward { .. }
+            | Wrapper::ClampReward { .. }
             | Wrapper::TimeLimit { .. }
             | Wrapper::StickyActions { .. }
             | Wrapper::NormalizeReward { .. } => false,
@@ -93,7 +97,10 @@ impl Wrapper {
     pub fn transforms_reward(&self) -> bool {
         matches!(
             self,
-            Wrapper::ClipReward | Wrapper::ScaleReward { .. } | Wrapper::NormalizeReward { .. }
+            Wrapper::ClipReward
+                | Wrapper::ScaleReward { .. }
+                | Wrapper::ClampReward { .. }
+                | Wrapper::NormalizeReward { .. }
         )
     }
 }
@@ -244,6 +251,13 @@ const POSITIVE: Range = Range::Float {
     max_open: true,
 };
 
+const NEGATIVE: Range = Range::Float {
+    min: f64::NEG_INFINITY,
+    min_open: true,
+    max: 0.0,
+    max_open: true,
+};
+
 /// Every wrapper, in the order the docs list them.
 pub const WRAPPERS: &[WrapperInfo] = &[
     WrapperInfo {
@@ -321,6 +335,24 @@ pub const WRAPPERS: &[WrapperInfo] = &[
             None,
             "What each reward is multiplied by (`scale-reward 0.01`).",
         )],
+    },
+    WrapperInfo {
+        name: "clamp-reward",
+        doc: "Clamp each reward to [low, high], for learning only (gymnasium's `ClipReward`; `clip-reward` keeps only the sign): large rewards keep their sign and a bound, small ones their size. The episode score stays the game's.",
+        params: &[
+            param(
+                "low",
+                NEGATIVE,
+                Some(Value::Float(-1.0)),
+                "The least reward the learner sees.",
+            ),
+            param(
+                "high",
+                POSITIVE,
+                Some(Value::Float(1.0)),
+                "The greatest reward the learner sees.",
+            ),
+        ],
     },
     WrapperInfo {
         name: "frame-stack",
@@ -425,6 +457,7 @@ impl Wrapper {
             }
             Wrapper::StickyActions { probability } => vec![Value::Float(probability)],
             Wrapper::ScaleReward { factor } => vec![Value::Float(factor)],
+            Wrapper::ClampReward { low, high } => vec![Value::Float(low), Value::Float(high)],
             Wrapper::NormalizeObs { clip } => vec![Value::Float(clip)],
             Wrapper::NormalizeReward { gamma, clip } => {
                 vec![Value::Float(gamma), Value::Float(clip)]
@@ -468,6 +501,10 @@ impl Wrapper {
             "grayscale" => Wrapper::Grayscale,
             "clip-reward" => Wrapper::ClipReward,
             "scale-reward" => Wrapper::ScaleReward { factor: float(0)? },
+            "clamp-reward" => Wrapper::ClampReward {
+                low: float(0)?,
+                high: float(1)?,
+            },
             "frame-stack" => Wrapper::FrameStack { n: small(0)? },
             "time-limit" => Wrapper::TimeLimit {
                 max_steps: u64::try_from(int(0)?).unwrap_or(0),

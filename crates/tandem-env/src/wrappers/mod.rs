@@ -10,7 +10,7 @@ mod select;
 pub use episode::{EpisodicLife, FireReset, NoopReset, StickyActions, TimeLimit};
 pub use frames::{FrameSkip, FrameStack};
 pub use image::{Grayscale, Resize};
-pub use normalize::{ClipReward, NormalizeObs, NormalizeReward, ScaleReward};
+pub use normalize::{ClampReward, ClipReward, NormalizeObs, NormalizeReward, ScaleReward};
 pub use select::{KeepObs, kept_indices};
 
 use crate::EnvError;
@@ -223,6 +223,7 @@ pub(crate) fn wrap_on(
         Wrapper::Grayscale => Box::new(Grayscale::new(inner)),
         Wrapper::ClipReward => Box::new(ClipReward::new(inner)),
         Wrapper::ScaleReward { factor } => Box::new(ScaleReward::new(inner, factor)),
+        Wrapper::ClampReward { low, high } => Box::new(ClampReward::new(inner, low, high)),
         Wrapper::FrameStack { n: frames } => {
             Box::new(FrameStack::new(inner, frames as usize, output))
         }

@@ -1,5 +1,5 @@
-//! Reward and observation scaling wrappers: clip-reward, scale-reward, normalize-obs,
-//! normalize-reward.
+//! Reward and observation scaling wrappers: clip-reward, scale-reward, clamp-reward,
+//! normalize-obs, normalize-reward.
 
 use super::{
     forward_to_inner, observation_methods, pass_through_step, reward_wrapper_env,
@@ -56,6 +56,27 @@ impl ScaleReward {
 }
 
 reward_wrapper_env!(ScaleReward, "scale-reward", params: [factor]);
+
+/// Clamps each reward to `[low, high]`; the raw reward, the game's score, is left.
+pub struct ClampReward {
+    inner: Box<dyn Env>,
+    low: f64,
+    high: f64,
+}
+
+impl ClampReward {
+    pub fn new(inner: Box<dyn Env>, low: f64, high: f64) -> Self {
+        ClampReward { inner, low, high }
+    }
+
+    fn step_with(&mut self, action: Action<'_>, obs: ObsOut<'_>) -> Step {
+        let mut step = obs.step(&mut *self.inner, action);
+        step.reward = f64::from(step.reward).clamp(self.low, self.high) as f32;
+        step
+    }
+}
+
+reward_wrapper_env!(ClampReward, "clamp-reward", params: [low, high]);
 
 /// Normalises observations with running statistics (f32 output).
 pub struct NormalizeObs {
