@@ -1,9 +1,12 @@
-//! MPE throughput against mpe2: game steps per second of the native simple_spread and
-//! simple_tag (mpe2 1.1.1's defaults, every agent acting each step) through `VecEnv` on one
+//! MPE throughput against mpe2 and JaxMARL: game steps per second of the native simple_spread
+//! and simple_tag (mpe2 1.1.1's defaults, every agent acting each step) through `VecEnv` on one
 //! thread, and, in the same run, of mpe2 1.1.1's `parallel_env` stepped from Python on one core
 //! (a loop over 8 environments, the actions drawn beforehand), from .deps/venv-mpe (made by
-//! scripts/parity/mpe_venv.sh --venv-only). Rates are per wall-clock second and per CPU-second
-//! of the measuring thread (the machine is shared); the ratio is per CPU-second.
+//! scripts/parity/mpe_venv.sh --venv-only), and of JaxMARL 0.2.0's jitted
+//! `MPE_simple_spread_v3` (4,096 environments vmapped, 100 steps a `lax.scan`, random moves
+//! drawn inside, on every core XLA takes), from .deps/venv-jaxmarl (scripts/bench/jaxmarl_venv.sh).
+//! Rates are per wall-clock second and per CPU-second (of the measuring thread; of the whole
+//! process for JaxMARL); the ratios are per CPU-second.
 //!
 //! Run: `cargo bench -p tandem-env --bench mpe_steps` (TANDEM_BENCH_SECONDS sets the time per
 //! measurement, default 2).
@@ -123,18 +126,55 @@ print(steps / (time.perf_counter() - start), steps / (time.process_time() - cpu)
 "#;
 
 fn python(game: &str) -> Result<(f64, f64), String> {
+    let python = venv_python("venv-mpe", "scripts/parity/mpe_venv.sh --venv-only")?;
+    python_rate(&python, PYTHON, &[game, &seconds().to_string()])
+}
+
+fn jaxmarl() -> Result<(f64, f64), String> {
+    let python = venv_python("venv-jaxmarl", "scripts/bench/jaxmarl_venv.sh")?;
+    python_rate(&python, JAXMARL, &[&seconds().to_string()])
+}
+
+const JAXMARL: &str = r#"
+import sys, time
+import jax
+import jaxmarl
+env = jaxmarl.make("MPE_simple_spread_v3")
+n, steps, seconds = 4096, 100, float(sys.argv[1])
+def body(state, key):
+    keys = jax.random.split(key, n + 1)
+    moves = {a: jax.random.randint(jax.random.fold_in(keys[n], i), (n,), 0, 5)
+             for i, a in enumerate(env.agents)}
+    return jax.vmap(env.step)(keys[:n], state, moves)[1], None
+run = jax.jit(lambda state, key: jax.lax.scan(body, state, jax.random.split(key, steps))[0])
+state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), n))[1]
+state = jax.block_until_ready(run(state, jax.random.PRNGKey(1)))
+done, start, cpu, k = 0, time.perf_counter(), time.process_time(), 2
+while time.perf_counter() - start < seconds:
+    state = jax.block_until_ready(run(state, jax.random.PRNGKey(k)))
+    done, k = done + n * steps, k + 1
+print(done / (time.perf_counter() - start), done / (time.process_time() - cpu))
+"#;
+
+/// The venv's interpreter, or why it is missing.
+fn venv_python(venv: &str, made_by: &str) -> Result<std::path::PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join(".deps/venv-mpe/bin/python");
-    if !python.exists() {
-        return Err(format!(
-            "{} is absent (run scripts/parity/mpe_venv.sh --venv-only)",
-            python.display()
-        ));
+    let python = root.join(".deps").join(venv).join("bin/python");
+    if python.exists() {
+        Ok(python)
+    } else {
+        Err(format!("{} is absent (run {made_by})", python.display()))
     }
+}
+
+/// (wall, per CPU-second) that `script` prints when run with `args` on `python`.
+fn python_rate(python: &Path, script: &str, args: &[&str]) -> Result<(f64, f64), String> {
     let out = Command::new(python)
-        .args(["-c", PYTHON, game, &seconds().to_string()])
+        .arg("-c")
+        .arg(script)
+        .args(args)
         .output()
-        .map_err(|e| format!("cannot run the mpe venv's python: {e}"))?;
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut rates = text
         .split_whitespace()
@@ -175,6 +215,19 @@ fn main() {
                 );
             }
             Err(why) => println!("{game}: mpe2 reference skipped: {why}"),
+        }
+        if game == "simple_spread" {
+            match jaxmarl() {
+                Ok(theirs) => {
+                    show("simple_spread: JaxMARL jit, 4096 envs vmapped", theirs);
+                    println!(
+                        "simple_spread: native / JaxMARL per CPU-second: {:.1}x, per wall second: {:.1}x",
+                        ours.1 / theirs.1,
+                        ours.0 / theirs.0
+                    );
+                }
+                Err(why) => println!("simple_spread: JaxMARL reference skipped: {why}"),
+            }
         }
     }
 }
