@@ -1,8 +1,8 @@
 //! A batch of multi-agent games (`VecEnv` over MPE simple_spread): every agent is a row, in
 //! game order; rows hold what the games alone give, episodes end for a game's agents together
 //! (final observations kept, the game reset), each agent's episode is counted on its own row;
-//! results do not depend on threads or groups; snapshots resume exactly; rows that cut a game
-//! and wrappers are refused.
+//! results do not depend on threads or groups; snapshots resume exactly; every row shows its
+//! game's picture; rows that cut a game, wrappers, and agents that differ in spaces are refused.
 
 use tandem_env::mpe::simple_spread::{SimpleSpread, SpreadParams};
 use tandem_env::multi_agent::{ParallelEnv, observation_len};
@@ -212,4 +212,22 @@ fn every_agent_of_a_game_shows_its_game() {
             "{colour:?} missing from {colours:?}"
         );
     }
+}
+
+/// simple_tag's predators and prey observe different things: one batch, one policy's rows,
+/// cannot hold both, and says which agents differ.
+#[test]
+fn agents_that_differ_in_spaces_are_refused() {
+    use tandem_env::mpe::simple_tag::{SimpleTag, TagParams};
+    let games: Vec<Box<dyn ParallelEnv>> =
+        vec![Box::new(SimpleTag::new(TagParams::default(), 0).unwrap())];
+    let error = VecEnv::from_games(games, vec![0], 1)
+        .err()
+        .expect("refused");
+    let said = error.to_string();
+    assert!(said.contains("`mpe-simple-tag`'s agents differ"), "{said}");
+    assert!(
+        said.contains("agent_0 observes") && said.contains("adversary_0 observes"),
+        "{said}"
+    );
 }
