@@ -302,7 +302,6 @@ fn image_beside_a_vector_ppo_split_over_two_real_ranks_equals_one_rank() {
 }
 
 fn split_over_two_ranks(test: &str, micro_batches: usize, case: &Case) {
-    common::compute_on_one_thread();
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();

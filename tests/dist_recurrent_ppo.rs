@@ -185,7 +185,6 @@ fn gru_ppo_split_over_two_real_ranks_equals_one_rank() {
 }
 
 fn split(test: &str, kind: Core) {
-    common::compute_on_one_thread();
     if role().is_some() {
         let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
         let rank = pg.rank();

@@ -19,9 +19,10 @@ pub const ROLE: &str = "TANDEM_TEST_ROLE";
 /// Runs libtorch's kernels on one thread in this process. How a kernel splits a sum over
 /// threads sets its rounding, and the thread count is the machine's: the GRU reference of
 /// `dist_recurrent_ppo` summed its parameters to 33.754115693 at two threads and 33.754145402
-/// at four (`OMP_NUM_THREADS=4`), the second failing CI by 1.3e-5 on a larger machine. A test
-/// that compares two ranks with one rank at a tolerance calls this on both sides, so each side
-/// is a fixed function of its inputs on any machine.
+/// at four (`OMP_NUM_THREADS=4`), the second failing CI by 1.3e-5 on a larger machine. The
+/// parent of two child ranks ([`run_two_ranks`], which then computes the one-rank reference)
+/// and every child ([`child_options`]) call it, so that each side of an equivalence test is a
+/// fixed function of its inputs on any machine.
 pub fn compute_on_one_thread() {
     tch::set_num_threads(1);
 }
@@ -105,6 +106,7 @@ pub fn run_two_ranks(
     extra: &[(&str, &str)],
     limit: Duration,
 ) -> Vec<String> {
+    compute_on_one_thread();
     let port = free_port();
     let ranks: Vec<Child> = (0..2)
         .map(|r| spawn_rank(test, r, 2, port, timeout_ms, extra))
@@ -195,6 +197,7 @@ pub fn options(rank: usize, world: usize, port: u16, timeout: Duration) -> Group
 }
 
 pub fn child_options() -> GroupOptions {
+    compute_on_one_thread();
     let timeout = Duration::from_millis(env_usize("TEST_TIMEOUT_MS") as u64);
     options(
         env_usize("RANK"),
