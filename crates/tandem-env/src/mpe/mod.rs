@@ -15,6 +15,7 @@ use crate::classic::canvas::Canvas;
 use crate::env::RgbFrame;
 use crate::gym_seeding::NumpyGenerator;
 use crate::multi_agent::ParallelEnv;
+use crate::snapshot;
 use crate::space::{Action, ActionSpace, Dtype, ObsSpace};
 use crate::spec::Game;
 
@@ -73,14 +74,83 @@ impl Body {
     }
 }
 
-/// Every body of a game, agents first (in the agents' order), then landmarks: mpe2's
-/// `world.entities`.
+/// A game in play: every body, agents first (in the agents' order), then landmarks (mpe2's
+/// `world.entities`); the random stream its starts are drawn from (mpe2's `np_random`); the
+/// steps of the episode so far.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct World {
     pub bodies: Vec<Body>,
+    rng: NumpyGenerator,
+    steps: u32,
 }
 
 impl World {
+    /// A world of `bodies` whose random stream is seeded with `seed`.
+    pub fn new(bodies: Vec<Body>, seed: u64) -> Self {
+        World {
+            bodies,
+            rng: NumpyGenerator::from_seed(seed),
+            steps: 0,
+        }
+    }
+
+    /// Starts an episode: `Some(seed)` reseeds the random stream (as mpe2's `reset(seed)`),
+    /// `None` continues it; the bodies are then placed by [`World::place`].
+    pub fn restart(&mut self, seed: Option<u64>) {
+        self.rng.reseed(seed);
+        self.steps = 0;
+    }
+
+    /// Places `bodies[range]`, in order, uniformly in [low, high) on both axes (numpy's
+    /// `uniform(low, high, 2)` each), at rest.
+    pub fn place(&mut self, range: std::ops::Range<usize>, low: f64, high: f64) {
+        for body in &mut self.bodies[range] {
+            body.pos = [self.rng.uniform(low, high), self.rng.uniform(low, high)];
+            body.vel = [0.0, 0.0];
+        }
+    }
+
+    /// One step from the agents' actions (the first bodies are the agents): their pushes,
+    /// then the physics. Returns the steps of the episode so far.
+    pub fn advance(&mut self, actions: &[Action<'_>]) -> u32 {
+        let controls: Vec<[f64; 2]> = actions
+            .iter()
+            .zip(&self.bodies)
+            .map(|(action, body)| control(*action, body))
+            .collect();
+        self.step(&controls);
+        self.steps += 1;
+        self.steps
+    }
+
+    /// Appends the world as a snapshot section tagged with the game's name; `roles` (the
+    /// count of the game's first kind of agent) is checked on restore, so a game of other
+    /// teams with as many bodies is refused.
+    pub fn save_state(&self, tag: &str, roles: usize, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        snapshot::save_section(out, tag, |out| {
+            snapshot::save_param(&roles, out);
+            snapshot::save_buffer(&self.bodies, out);
+            snapshot::Persist::save(&self.rng, out);
+            snapshot::Persist::save(&self.steps, out);
+            Ok(())
+        })
+    }
+
+    /// Restores what [`World::save_state`] wrote.
+    pub fn load_state(
+        &mut self,
+        tag: &str,
+        roles: usize,
+        input: &mut &[u8],
+    ) -> Result<(), EnvError> {
+        snapshot::load_section(input, tag, |input| {
+            snapshot::expect_same(&roles, "agents of the first team", input)?;
+            snapshot::load_buffer(&mut self.bodies, "bodies", input)?;
+            snapshot::Persist::load(&mut self.rng, input)?;
+            snapshot::Persist::load(&mut self.steps, input)
+        })
+    }
+
     /// mpe2's `World.step`: the agents' pushes (`controls[i]` for body `i`, already scaled)
     /// plus the contact forces, then one step of damped motion.
     pub fn step(&mut self, controls: &[[f64; 2]]) {
@@ -219,13 +289,6 @@ pub fn observation_space(len: usize) -> ObsSpace {
     ObsSpace::vector(len, Dtype::F32)
 }
 
-/// A body's position drawn uniformly in [low, high) on both axes, x first (numpy's
-/// `uniform(low, high, 2)`); velocity zero.
-pub fn place(body: &mut Body, rng: &mut NumpyGenerator, low: f64, high: f64) {
-    body.pos = [rng.uniform(low, high), rng.uniform(low, high)];
-    body.vel = [0.0, 0.0];
-}
-
 /// The bodies seen from above, each disc in its colour (mpe2's, out of 200), on a square that
 /// holds every body with a margin, as mpe2 zooms its view (a picture for GIFs, not mpe2's
 /// pygame rendering).
@@ -273,17 +336,6 @@ pub fn observe_positions<'a>(
         out = put(out, &relative(other, me));
     }
     out
-}
-
-/// One step of a world whose first bodies are the agents that take `actions`: their pushes,
-/// then the physics.
-pub fn step_world(world: &mut World, actions: &[Action<'_>]) {
-    let controls: Vec<[f64; 2]> = actions
-        .iter()
-        .zip(&world.bodies)
-        .map(|(action, body)| control(*action, body))
-        .collect();
-    world.step(&controls);
 }
 
 /// `a.pos - b.pos`.

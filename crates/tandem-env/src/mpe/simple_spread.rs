@@ -8,10 +8,8 @@
 
 use crate::EnvError;
 use crate::env::{RgbFrame, Step};
-use crate::gym_seeding::NumpyGenerator;
 use crate::mpe::{self, Body, World};
 use crate::multi_agent::{AgentSpec, ParallelEnv};
-use crate::snapshot;
 use crate::space::Action;
 
 /// Width of the agents' (unused, zero) communication channel, which they still observe.
@@ -27,8 +25,6 @@ pub struct SimpleSpread {
     params: SpreadParams,
     agents: Vec<AgentSpec>,
     world: World,
-    rng: NumpyGenerator,
-    steps: u32,
 }
 
 impl SimpleSpread {
@@ -73,9 +69,7 @@ impl SimpleSpread {
         Ok(SimpleSpread {
             params,
             agents,
-            world: World { bodies },
-            rng: NumpyGenerator::from_seed(seed),
-            steps: 0,
+            world: World::new(bodies, seed),
         })
     }
 
@@ -135,18 +129,13 @@ impl ParallelEnv for SimpleSpread {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        self.rng.reseed(seed);
-        for body in &mut self.world.bodies {
-            mpe::place(body, &mut self.rng, -1.0, 1.0);
-        }
-        self.steps = 0;
+        self.world.restart(seed);
+        self.world.place(0..2 * self.params.agents, -1.0, 1.0);
         self.observe(obs);
     }
 
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
-        mpe::step_world(&mut self.world, actions);
-        self.steps += 1;
-        let truncated = self.steps >= self.params.max_cycles;
+        let truncated = self.world.advance(actions) >= self.params.max_cycles;
         let global = self.global_reward();
         let ratio = self.params.local_ratio;
         for (i, step) in steps.iter_mut().enumerate() {
@@ -165,19 +154,11 @@ impl ParallelEnv for SimpleSpread {
     }
 
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
-        snapshot::save_section(out, "mpe-simple-spread", |out| {
-            snapshot::save_buffer(&self.world.bodies, out);
-            snapshot::Persist::save(&self.rng, out);
-            snapshot::Persist::save(&self.steps, out);
-            Ok(())
-        })
+        self.world.save_state(self.name(), self.params.agents, out)
     }
 
     fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
-        snapshot::load_section(input, "mpe-simple-spread", |input| {
-            snapshot::load_buffer(&mut self.world.bodies, "bodies", input)?;
-            snapshot::Persist::load(&mut self.rng, input)?;
-            snapshot::Persist::load(&mut self.steps, input)
-        })
+        self.world
+            .load_state(self.name(), self.params.agents, input)
     }
 }

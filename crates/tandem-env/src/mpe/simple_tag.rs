@@ -8,10 +8,8 @@
 
 use crate::EnvError;
 use crate::env::{RgbFrame, Step};
-use crate::gym_seeding::NumpyGenerator;
 use crate::mpe::{self, Body, World};
 use crate::multi_agent::{AgentSpec, ParallelEnv};
-use crate::snapshot;
 use crate::space::Action;
 
 /// The game's parameters, as mpe2's `simple_tag_v3.parallel_env` takes them.
@@ -43,8 +41,6 @@ pub struct SimpleTag {
     params: TagParams,
     agents: Vec<AgentSpec>,
     world: World,
-    rng: NumpyGenerator,
-    steps: u32,
 }
 
 const PREDATOR: Body = Body {
@@ -103,9 +99,7 @@ impl SimpleTag {
         Ok(SimpleTag {
             params,
             agents,
-            world: World { bodies },
-            rng: NumpyGenerator::from_seed(seed),
-            steps: 0,
+            world: World::new(bodies, seed),
         })
     }
 
@@ -194,23 +188,15 @@ impl ParallelEnv for SimpleTag {
     }
 
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        self.rng.reseed(seed);
-        let agent_count = self.agent_count();
-        let (agents, obstacles) = self.world.bodies.split_at_mut(agent_count);
-        for body in agents {
-            mpe::place(body, &mut self.rng, -1.0, 1.0);
-        }
-        for body in obstacles {
-            mpe::place(body, &mut self.rng, -0.9, 0.9);
-        }
-        self.steps = 0;
+        let (agents, bodies) = (self.agent_count(), self.world.bodies.len());
+        self.world.restart(seed);
+        self.world.place(0..agents, -1.0, 1.0);
+        self.world.place(agents..bodies, -0.9, 0.9);
         self.observe(obs);
     }
 
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
-        mpe::step_world(&mut self.world, actions);
-        self.steps += 1;
-        let truncated = self.steps >= self.params.max_cycles;
+        let truncated = self.world.advance(actions) >= self.params.max_cycles;
         let predators = self.predator_reward();
         for (i, step) in steps.iter_mut().enumerate() {
             let reward = if self.is_predator(i) {
@@ -235,21 +221,12 @@ impl ParallelEnv for SimpleTag {
     }
 
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
-        snapshot::save_section(out, "mpe-simple-tag", |out| {
-            snapshot::save_param(&self.params.num_adversaries, out);
-            snapshot::save_buffer(&self.world.bodies, out);
-            snapshot::Persist::save(&self.rng, out);
-            snapshot::Persist::save(&self.steps, out);
-            Ok(())
-        })
+        self.world
+            .save_state(self.name(), self.params.num_adversaries, out)
     }
 
     fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
-        snapshot::load_section(input, "mpe-simple-tag", |input| {
-            snapshot::expect_same(&self.params.num_adversaries, "num_adversaries", input)?;
-            snapshot::load_buffer(&mut self.world.bodies, "bodies", input)?;
-            snapshot::Persist::load(&mut self.rng, input)?;
-            snapshot::Persist::load(&mut self.steps, input)
-        })
+        self.world
+            .load_state(self.name(), self.params.num_adversaries, input)
     }
 }
