@@ -364,19 +364,24 @@ pub const NATIVE: &[(Game, GameInfo)] = &[
     ),
 ];
 
-/// MPE actions: five moves (none, -x, +x, -y, +y), or five pushes in [0, 1].
-const MPE_MOVES: usize = 5;
+/// An MPE agent's moves: none, -x, +x, -y, +y.
+pub const MPE_MOVES: usize = 5;
 const MPE_PUSHES: [[f32; MPE_MOVES]; 2] = [[0.0; MPE_MOVES], [1.0; MPE_MOVES]];
 
-const fn spread_info(params: &SpreadParams) -> GameInfo {
-    let actions = if params.continuous_actions {
+/// An MPE agent's action space: its five moves, or (`continuous`) a push in [0, 1] for each.
+pub const fn mpe_actions(continuous: bool) -> ActionSpace {
+    if continuous {
         ActionSpace::Box {
             low: Cow::Borrowed(&MPE_PUSHES[0]),
             high: Cow::Borrowed(&MPE_PUSHES[1]),
         }
     } else {
         discrete(MPE_MOVES)
-    };
+    }
+}
+
+const fn spread_info(params: &SpreadParams) -> GameInfo {
+    let actions = mpe_actions(params.continuous_actions);
     GameInfo {
         name: "mpe-simple-spread",
         doc: "MPE's simple_spread (mpe2 1.1.1's simple_spread_v3, exact): `agents` agents (3) cover as many landmarks, rewarded by the team's coverage blended with their own collisions (`local-ratio`); each agent observes 6 x agents floats and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, all played by one shared policy.",

@@ -8,16 +8,15 @@
 pub mod simple_spread;
 pub mod simple_tag;
 
-use std::borrow::Cow;
-
 use crate::EnvError;
 use crate::classic::canvas::Canvas;
 use crate::env::RgbFrame;
 use crate::gym_seeding::NumpyGenerator;
 use crate::multi_agent::ParallelEnv;
 use crate::snapshot;
-use crate::space::{Action, ActionSpace, Dtype, ObsSpace};
+use crate::space::{Action, Dtype, ObsSpace};
 use crate::spec::Game;
+pub use tandem_spec::game::{MPE_MOVES, mpe_actions};
 
 /// Builds the multi-agent game of the catalogue `game` names, seeded with `seed`; `None` for a
 /// game of one agent.
@@ -41,8 +40,6 @@ const CONTACT_FORCE: f64 = 1e2;
 const CONTACT_MARGIN: f64 = 1e-3;
 /// The push of a whole unit of action for an agent with no acceleration of its own.
 const DEFAULT_SENSITIVITY: f64 = 5.0;
-/// An agent's five moves: none, -x, +x, -y, +y (continuous: five pushes in [0, 1]).
-pub const MOVES: usize = 5;
 
 /// A disc of the world: an agent (movable) or a landmark.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -255,7 +252,7 @@ pub fn control(action: Action<'_>, body: &Body) -> [f64; 2] {
     let mut u = [0.0f64; 2];
     match action {
         Action::Box(a) => {
-            let a: [f32; MOVES] = std::array::from_fn(|i| a[i].clamp(0.0, 1.0));
+            let a: [f32; MPE_MOVES] = std::array::from_fn(|i| a[i].clamp(0.0, 1.0));
             // float32 differences, widened as numpy adds them to the float64 push.
             u[0] += f64::from(a[2] - a[1]);
             u[1] += f64::from(a[4] - a[3]);
@@ -270,18 +267,6 @@ pub fn control(action: Action<'_>, body: &Body) -> [f64; 2] {
     }
     let sensitivity = body.accel.unwrap_or(DEFAULT_SENSITIVITY);
     [u[0] * sensitivity, u[1] * sensitivity]
-}
-
-/// An agent's action space: five moves, or five pushes in [0, 1].
-pub fn action_space(continuous: bool) -> ActionSpace {
-    if continuous {
-        ActionSpace::Box {
-            low: Cow::Owned(vec![0.0; MOVES]),
-            high: Cow::Owned(vec![1.0; MOVES]),
-        }
-    } else {
-        ActionSpace::Discrete { n: MOVES }
-    }
 }
 
 /// An agent's observation space: `len` unbounded float32s.

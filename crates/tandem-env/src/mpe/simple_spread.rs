@@ -49,7 +49,7 @@ impl SimpleSpread {
                     "agent",
                     i,
                     mpe::observation_space(params.observation_len()),
-                    mpe::action_space(params.continuous_actions),
+                    mpe::mpe_actions(params.continuous_actions),
                 )
             })
             .collect();

@@ -87,7 +87,7 @@ impl SimpleTag {
         let seen = |good_others: usize| {
             mpe::observation_space(4 + 2 * params.num_obstacles + 2 * others + 2 * good_others)
         };
-        let actions = mpe::action_space(params.continuous_actions);
+        let actions = mpe::mpe_actions(params.continuous_actions);
         let predators = (0..params.num_adversaries)
             .map(|i| AgentSpec::new("adversary", i, seen(params.num_good), actions.clone()));
         let prey = (0..params.num_good)
