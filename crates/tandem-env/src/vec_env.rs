@@ -480,14 +480,12 @@ impl VecEnv {
             batch.gym = Some(pool);
             return Ok(batch);
         }
-        if let Some(game) = seeds.first().and_then(|&s| crate::mpe::make(&spec.game, s)) {
+        if spec.game.is_multi_agent() {
             // The fit rule refuses every wrapper on a multi-agent game, in its own words.
             crate::spec::observation_space(spec)?;
-            let rest = seeds[1..].iter().map(|&seed| {
-                crate::mpe::make(&spec.game, seed).expect("the same game is multi-agent")
-            });
-            let games = std::iter::once(game)
-                .chain(rest)
+            let games = seeds
+                .iter()
+                .map(|&seed| crate::mpe::make(&spec.game, seed))
                 .collect::<Result<Vec<_>, _>>()?;
             return Self::from_games(games, seeds.to_vec(), threads);
         }

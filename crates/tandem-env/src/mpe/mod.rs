@@ -18,15 +18,17 @@ use crate::space::{Action, Dtype, ObsSpace};
 use crate::spec::Game;
 pub use tandem_spec::game::{MPE_MOVES, mpe_actions};
 
-/// Builds the multi-agent game of the catalogue `game` names, seeded with `seed`; `None` for a
-/// game of one agent.
-pub fn make(game: &Game, seed: u64) -> Option<Result<Box<dyn ParallelEnv>, EnvError>> {
+/// Builds the multi-agent game (`Game::is_multi_agent`) `game` names, seeded with `seed`.
+pub fn make(game: &Game, seed: u64) -> Result<Box<dyn ParallelEnv>, EnvError> {
     match game {
-        Game::MpeSimpleSpread(params) => Some(
-            simple_spread::SimpleSpread::new(params.clone(), seed)
-                .map(|g| Box::new(g) as Box<dyn ParallelEnv>),
-        ),
-        _ => None,
+        Game::MpeSimpleSpread(params) => Ok(Box::new(simple_spread::SimpleSpread::new(
+            params.clone(),
+            seed,
+        )?)),
+        other => Err(EnvError::InvalidArgument(format!(
+            "`{}` is played by one agent; make_env builds it",
+            other.name()
+        ))),
     }
 }
 
