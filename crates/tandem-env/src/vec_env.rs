@@ -147,25 +147,48 @@ enum Players {
     },
 }
 
+/// Where the two kinds of slot differ beside stepping: a multi-agent game has no wrapper
+/// chain, so no normalisers or lives, and names itself.
 impl Players {
-    /// The wrapper chain of a single agent's slot (a multi-agent game has none).
-    fn chain(&self) -> Option<&dyn Env> {
-        match self {
-            Players::One(env) => Some(env.as_ref()),
-            Players::Several { .. } => None,
-        }
-    }
-
-    fn chain_mut(&mut self) -> Option<&mut Box<dyn Env>> {
-        match self {
-            Players::One(env) => Some(env),
-            Players::Several { .. } => None,
-        }
-    }
-
     fn visit_normalizers(&mut self, visit: &mut dyn FnMut(&mut Normalizer)) {
-        if let Some(env) = self.chain_mut() {
+        if let Players::One(env) = self {
             env.visit_normalizers(visit);
+        }
+    }
+
+    /// Lives left in the game (0 for a multi-agent game).
+    fn lives(&self) -> u32 {
+        match self {
+            Players::One(env) => env.lives(),
+            Players::Several { .. } => 0,
+        }
+    }
+
+    fn render_rgb(&self) -> Option<crate::env::RgbFrame> {
+        match self {
+            Players::One(env) => env.render_rgb(),
+            Players::Several { game, .. } => game.render_rgb(),
+        }
+    }
+
+    fn chain_names(&self, names: &mut Vec<String>) {
+        match self {
+            Players::One(env) => env.chain_names(names),
+            Players::Several { game, .. } => names.push(game.name().to_owned()),
+        }
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), EnvError> {
+        match self {
+            Players::One(env) => env.save_state(out),
+            Players::Several { game, .. } => game.save_state(out),
+        }
+    }
+
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        match self {
+            Players::One(env) => env.load_state(input),
+            Players::Several { game, .. } => game.load_state(input),
         }
     }
 }
@@ -876,10 +899,7 @@ impl VecEnv {
 
     fn snapshot_header(&self) -> SnapshotHeader {
         let mut names = Vec::new();
-        match &self.slots[0].players {
-            Players::One(env) => env.chain_names(&mut names),
-            Players::Several { game, .. } => names.push(game.name().to_owned()),
-        }
+        self.slots[0].players.chain_names(&mut names);
         // chain_names lists outermost first; configs list the game, then wrappers inside out.
         let game = names.pop().unwrap_or_default();
         names.reverse();
@@ -932,11 +952,9 @@ impl VecEnv {
             if let Some(scratch) = &slot.scratch {
                 scratch.save(&mut out);
             }
-            let state = match &slot.players {
-                Players::One(env) => env.save_state(&mut out),
-                Players::Several { game, .. } => game.save_state(&mut out),
-            };
-            state.map_err(|e| within_env(i, e))?;
+            slot.players
+                .save_state(&mut out)
+                .map_err(|e| within_env(i, e))?;
         }
         let sum = checksum(&out);
         sum.save(&mut out);
@@ -1058,10 +1076,7 @@ impl VecEnv {
                         ));
                     }
                 }
-                match &mut slot.players {
-                    Players::One(env) => env.load_state(input),
-                    Players::Several { game, .. } => game.load_state(input),
-                }
+                slot.players.load_state(input)
             };
             restore_slot(&mut input).map_err(|e| within_env(i, e))?;
         }
@@ -1078,10 +1093,7 @@ impl VecEnv {
     pub fn lives(&self) -> Vec<u32> {
         self.slots
             .iter()
-            .flat_map(|s| match s.players.chain() {
-                Some(env) => vec![env.lives()],
-                None => vec![0; s.seats.len()],
-            })
+            .flat_map(|s| std::iter::repeat_n(s.players.lives(), s.seats.len()))
             .collect()
     }
 
@@ -1095,10 +1107,7 @@ impl VecEnv {
         let frame = self
             .slots
             .get(env / self.agents)
-            .and_then(|slot| match &slot.players {
-                Players::One(chain) => chain.render_rgb(),
-                Players::Several { game, .. } => game.render_rgb(),
-            });
+            .and_then(|slot| slot.players.render_rgb());
         if frame.is_none()
             && let Some(error) = self.gym.as_ref().and_then(GymPool::failure)
         {
