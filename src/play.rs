@@ -110,11 +110,10 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
     // The float mode the training ranks ran in, so the policy acts as it did there.
     crate::torch_ops::flush_denormals();
     let report = evaluate(args)?;
-    let why = match (args.greedy, args.sample) {
-        (true, _) => "--greedy",
-        (_, true) => "--sample",
-        _ => "the experiment's eval.deterministic, as evaluation during training acts",
-    };
+    let why = asked(args).map_or(
+        "the experiment's eval.deterministic, as evaluation during training acts",
+        |(_, flag)| flag,
+    );
     println!("acting {} ({why})", report.acting);
     // The game's score first; the return of the rewards the policy was trained on second.
     for (i, (s, r)) in report.scores.iter().zip(&report.returns).enumerate() {
@@ -144,12 +143,19 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
 /// `--greedy` or `--sample` where given (clap refuses both), else as evaluation during
 /// training acts: [`Acting::rule`] on the experiment's `eval.deterministic`.
 fn acting(args: &PlayArgs, experiment: &tandem_config::Experiment) -> Acting {
-    let asked = match (args.greedy, args.sample) {
-        (true, _) => Some(Acting::Greedy),
-        (_, true) => Some(Acting::Sampled),
+    Acting::rule(
+        experiment.eval.deterministic,
+        asked(args).map(|(acting, _)| acting),
+    )
+}
+
+/// How the command line asks the policy to act, and the flag that asks it; `None` without one.
+fn asked(args: &PlayArgs) -> Option<(Acting, &'static str)> {
+    match (args.greedy, args.sample) {
+        (true, _) => Some((Acting::Greedy, "--greedy")),
+        (_, true) => Some((Acting::Sampled, "--sample")),
         _ => None,
-    };
-    Acting::rule(experiment.eval.deterministic, asked)
+    }
 }
 
 /// The policy `ckpt` holds, acting in `env` (built from its experiment, one environment): the

@@ -1,9 +1,10 @@
 //! Evaluation during training (the `eval` section): every rank plays its share of the
 //! episodes on environments of its own, with the learner's current networks, and every rank
 //! gets everyone's episodes back. The environments are the training chain without its reward
-//! transforms (`clip-reward`, `scale-reward`, `normalize-reward`: the score is the game's anyway), cut at
-//! `max-episode-steps`, seeded apart from training's and reset before each evaluation; their
-//! observation normalisers hold training's statistics, frozen. Each environment plays one
+//! transforms (those `Wrapper::transforms_reward` names: the score is the game's anyway), cut
+//! at `max-episode-steps` (a game of several agents at its own `max-cycles`), seeded apart from
+//! training's and reset before each evaluation; their observation normalisers hold training's
+//! statistics, frozen. Each environment plays one
 //! episode an evaluation, so long episodes weigh as much as short ones.
 
 use anyhow::{Context, Result, bail};
