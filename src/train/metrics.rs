@@ -211,10 +211,7 @@ impl RecentEpisodes {
     /// The mean of each info value (the experiment's `info-keys`, in order) over the window;
     /// empty before the first episode.
     pub fn mean_info(&self) -> Vec<f64> {
-        let keys = self.episodes.front().map_or(0, |e| e.info.len());
-        (0..keys)
-            .filter_map(|k| mean(self.episodes.iter().map(|e| e.info[k])))
-            .collect()
+        mean_info(self.episodes.iter())
     }
 
     /// Mean game score (untouched rewards) of the newest `n` episodes: the figure to compare
@@ -222,6 +219,15 @@ impl RecentEpisodes {
     pub fn mean_score_last(&self, n: usize) -> Option<f64> {
         mean(self.newest(n).map(|e| e.score))
     }
+}
+
+/// The mean of each info value (the experiment's `info-keys`, in order) over `episodes`, which
+/// all hold as many; empty without episodes.
+pub fn mean_info<'a>(episodes: impl ExactSizeIterator<Item = &'a Episode> + Clone) -> Vec<f64> {
+    let keys = episodes.clone().next().map_or(0, |e| e.info.len());
+    (0..keys)
+        .filter_map(|k| mean(episodes.clone().map(|e| e.info[k])))
+        .collect()
 }
 
 fn mean(values: impl ExactSizeIterator<Item = f64>) -> Option<f64> {

@@ -889,9 +889,6 @@ fn all_finite(params: &[Tensor]) -> bool {
         .all(|p| p.isfinite().all().int64_value(&[]) != 0)
 }
 
-/// The episodes that ended at `step`: the game's score first (`episode/score_*`, the untouched
-/// rewards), then the return of the rewards the learner saw (`train/return_*`, which differs
-/// from the score under clip-reward or normalize-reward).
 /// `<prefix>/<key>` for each info key with its value.
 fn info_scalars(prefix: &str, keys: &[String], values: Vec<f64>) -> Vec<(String, f64)> {
     keys.iter()
@@ -900,8 +897,10 @@ fn info_scalars(prefix: &str, keys: &[String], values: Vec<f64>) -> Vec<(String,
         .collect()
 }
 
-/// The means of the episodes that ended in a round: score, length, return, and each info key
-/// (`episode/info/<key>`, the mean of its values at those episodes' ends).
+/// The episodes that ended at `step`: the game's score first (`episode/score_*`, the untouched
+/// rewards), then the return of the rewards the learner saw (`train/return_*`, which differs
+/// from the score under clip-reward or normalize-reward), and each info key's mean at those
+/// episodes' ends (`episode/info/<key>`).
 fn write_episode_scalars(
     w: &mut Summaries,
     step: u64,
@@ -915,10 +914,11 @@ fn write_episode_scalars(
     };
     let lengths: Vec<f64> = episodes.iter().map(|e| e.length).collect();
     let length_mean = metrics::summary(&lengths).map_or(0.0, |s| s.0);
-    let means = (0..info_keys.len())
-        .map(|k| episodes.iter().map(|e| e.info[k]).sum::<f64>() / episodes.len() as f64)
-        .collect();
-    let info = info_scalars("episode/info", info_keys, means);
+    let info = info_scalars(
+        "episode/info",
+        info_keys,
+        metrics::mean_info(episodes.iter()),
+    );
     let mut all = vec![
         ("episode/score_mean", score.0),
         ("episode/score_min", score.1),
