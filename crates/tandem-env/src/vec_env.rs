@@ -144,7 +144,44 @@ enum Players {
         game: Box<dyn ParallelEnv>,
         /// The latest step of each agent (kept to spare an allocation per step).
         steps: Vec<Step>,
+        /// Where the game writes its agents' observations when they differ in length
+        /// (`None` when they are equal: the game writes straight into its rows).
+        packed: Option<Packed>,
     },
+}
+
+/// The observations of a game whose agents observe vectors of different lengths, as the game
+/// writes them (agent after agent, each as long as its own: the [`ParallelEnv`] contract),
+/// before [`Packed::spread`] puts each at the start of its agent's row. The batch is one
+/// matrix, so every row is as wide as the widest agent's observation and the rest of a
+/// narrower agent's row is zeros; a policy that plays only one team takes its team's columns.
+struct Packed {
+    obs: Vec<f32>,
+    /// Each agent's observation length, in the game's order.
+    lens: Vec<usize>,
+}
+
+impl Packed {
+    /// For a game whose agents observe `lens` values each; `None` when they are all equal.
+    fn for_lens(lens: Vec<usize>) -> Option<Packed> {
+        let differ = lens.iter().any(|&len| len != lens[0]);
+        differ.then(|| Packed {
+            obs: vec![0.0; lens.iter().sum()],
+            lens,
+        })
+    }
+
+    /// Writes each agent's observation at the start of its row of `rows` (one row per agent,
+    /// all as wide) and zeros after it.
+    fn spread(&self, rows: &mut [f32]) {
+        let width = rows.len() / self.lens.len();
+        let mut from = 0;
+        for (row, &len) in rows.chunks_exact_mut(width).zip(&self.lens) {
+            row[..len].copy_from_slice(&self.obs[from..from + len]);
+            row[len..].fill(0.0);
+            from += len;
+        }
+    }
 }
 
 /// Where the two kinds of slot differ beside stepping: a multi-agent game has no wrapper
@@ -258,7 +295,17 @@ impl Slot {
                 env.reset(seed, Self::buf(&mut self.scratch, rows));
                 emit_row(&self.scratch, rows, emit);
             }
-            Players::Several { game, .. } => game.reset(seed, rows),
+            Players::Several {
+                game, packed: None, ..
+            } => game.reset(seed, rows),
+            Players::Several {
+                game,
+                packed: Some(packed),
+                ..
+            } => {
+                game.reset(seed, &mut packed.obs);
+                packed.spread(rows);
+            }
         }
         self.seats.iter_mut().for_each(Seat::start);
     }
@@ -284,9 +331,19 @@ impl Slot {
                 }
                 write_flags(&step, 0, &mut rows);
             }
-            Players::Several { game, steps } => {
+            Players::Several {
+                game,
+                steps,
+                packed,
+            } => {
                 let actions: Vec<Action<'a>> = (0..steps.len()).map(action).collect();
-                game.step(&actions, rows.obs, steps);
+                match packed {
+                    None => game.step(&actions, rows.obs, steps),
+                    Some(packed) => {
+                        game.step(&actions, &mut packed.obs, steps);
+                        packed.spread(rows.obs);
+                    }
+                }
                 for (j, (seat, step)) in self.seats.iter_mut().zip(steps.iter()).enumerate() {
                     seat.record(first + j, step);
                     write_flags(step, j, &mut rows);
@@ -294,7 +351,13 @@ impl Slot {
                 // The games end every agent's episode at once (the ParallelEnv contract).
                 if steps[0].done() {
                     rows.final_obs.copy_from_slice(rows.obs);
-                    game.reset(None, rows.obs);
+                    match packed {
+                        None => game.reset(None, rows.obs),
+                        Some(packed) => {
+                            game.reset(None, &mut packed.obs);
+                            packed.spread(rows.obs);
+                        }
+                    }
                 }
             }
         }
@@ -541,8 +604,10 @@ impl VecEnv {
     }
 
     /// Batches games of several agents, each agent a row of the batch (game `g`'s agent `j`
-    /// is row `g * agents + j`), game `g` seeded with `seeds[g]`. Every agent must observe and
-    /// act in the same spaces: one batch is one policy's rows.
+    /// is row `g * agents + j`), game `g` seeded with `seeds[g]`. Every agent must act in the
+    /// same space and observe the same kind of observation; vectors of different lengths are
+    /// each written at the start of a row as wide as the widest and followed by zeros
+    /// ([`Packed`]).
     pub fn from_games(
         games: Vec<Box<dyn ParallelEnv>>,
         seeds: Vec<u64>,
@@ -553,6 +618,9 @@ impl VecEnv {
             .into_iter()
             .map(|game| Slot {
                 players: Players::Several {
+                    packed: Packed::for_lens(
+                        game.agents().iter().map(|a| a.observation.len()).collect(),
+                    ),
                     game,
                     steps: vec![Step::default(); agents],
                 },
@@ -1281,8 +1349,10 @@ fn check_batch(
     Ok((env_space, action_space))
 }
 
-/// The spaces every agent of a batch of multi-agent games shares and the agents per game, or
-/// why the batch cannot be made (as [`check_batch`], and agents whose spaces differ).
+/// The row every agent of a batch of multi-agent games is written in (the widest agent's
+/// observation, see [`Packed`]), the action space they share and the agents per game, or why
+/// the batch cannot be made (as [`check_batch`], and agents that act in different spaces or
+/// observe different kinds of observation: images, or vectors of another type).
 fn check_games(
     games: &[Box<dyn ParallelEnv>],
     seeds: &[u64],
@@ -1301,19 +1371,42 @@ fn check_games(
         )));
     }
     let agents = first.agents();
-    let (env_space, action_space) = (agents[0].observation, agents[0].actions.clone());
+    let (lead, action_space) = (&agents[0], agents[0].actions.clone());
+    if let Some(other) = agents.iter().find(|a| a.actions != action_space) {
+        return Err(EnvError::InvalidArgument(format!(
+            "`{}`'s agents act differently: {} takes {}, {} takes {action_space}; one batch \
+             holds agents that share their action space",
+            first.name(),
+            other.name,
+            other.actions,
+            lead.name
+        )));
+    }
+    // Agents may differ only in the length of a vector: anything else would not be the same
+    // columns of one matrix.
+    let same_kind = |a: &ObsSpace| {
+        let len = a.len();
+        a.is_vector()
+            && lead.observation.is_vector()
+            && *a
+                == ObsSpace {
+                    shape: ObsShape::Vector { len },
+                    ..lead.observation
+                }
+    };
     let apart = agents
         .iter()
-        .find(|a| a.observation != env_space || a.actions != action_space);
+        .find(|a| a.observation != lead.observation && !same_kind(&a.observation));
     if let Some(other) = apart {
         return Err(EnvError::InvalidArgument(format!(
-            "`{}`'s agents differ: {} observes {} and takes {}, {} observes {env_space} and takes \
-             {action_space}; one batch holds one policy's agents, which share their spaces",
+            "`{}`'s agents observe different kinds of observation: {} observes {}, {} observes \
+             {}; one batch holds agents whose observations are equal or vectors of one type \
+             that differ only in length",
             first.name(),
             other.name,
             other.observation,
-            other.actions,
-            agents[0].name
+            lead.name,
+            lead.observation
         )));
     }
     if games.iter().any(|g| g.agents() != agents) {
@@ -1321,7 +1414,12 @@ fn check_games(
             "the games of a batch have different agents".into(),
         ));
     }
-    Ok((env_space, action_space, agents.len()))
+    let row = agents
+        .iter()
+        .map(|a| a.observation)
+        .max_by_key(ObsSpace::len)
+        .unwrap_or(lead.observation);
+    Ok((row, action_space, agents.len()))
 }
 
 /// The slots of rows `envs` in a batch of `agents` rows per game; rows that cut a game are

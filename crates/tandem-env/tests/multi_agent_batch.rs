@@ -2,11 +2,16 @@
 //! game order; rows hold what the games alone give, episodes end for a game's agents together
 //! (final observations kept, the game reset), each agent's episode is counted on its own row;
 //! results do not depend on threads or groups; snapshots resume exactly; every row shows its
-//! game's picture; rows that cut a game, wrappers, and agents that differ in spaces are refused.
+//! game's picture; rows that cut a game and wrappers are refused. Agents whose observations
+//! are vectors of different lengths (simple_tag's) get rows as wide as the widest, padded with
+//! zeros; agents that act differently or observe other kinds of observation are refused.
 
 use tandem_env::mpe::simple_spread::{SimpleSpread, SpreadParams};
-use tandem_env::multi_agent::{ParallelEnv, observation_len};
-use tandem_env::{Action, EnvSpec, Game, Step, VecEnv, Wrapper};
+use tandem_env::mpe::simple_tag::{SimpleTag, TagParams};
+use tandem_env::multi_agent::{AgentSpec, ParallelEnv, observation_len};
+use tandem_env::{
+    Action, ActionSpace, Dtype, EnvError, EnvSpec, Game, Layout, ObsSpace, Step, VecEnv, Wrapper,
+};
 
 const AGENTS: usize = 3;
 const GAMES: usize = 2;
@@ -214,20 +219,185 @@ fn every_agent_of_a_game_shows_its_game() {
     }
 }
 
-/// simple_tag's predators and prey observe different things: one batch, one policy's rows,
-/// cannot hold both, and says which agents differ.
+/// simple_tag's predators observe 16 floats and its prey 14: every row is as wide as the
+/// widest, a prey's row holds its own observation then zeros, and everything else is as the
+/// game alone gives it, whatever the threads or groups, and across a snapshot.
 #[test]
-fn agents_that_differ_in_spaces_are_refused() {
-    use tandem_env::mpe::simple_tag::{SimpleTag, TagParams};
-    let games: Vec<Box<dyn ParallelEnv>> =
-        vec![Box::new(SimpleTag::new(TagParams::default(), 0).unwrap())];
-    let error = VecEnv::from_games(games, vec![0], 1)
-        .err()
-        .expect("refused");
-    let said = error.to_string();
-    assert!(said.contains("`mpe-simple-tag`'s agents differ"), "{said}");
+fn agents_whose_observations_differ_in_length_get_rows_as_wide_as_the_widest() {
+    const TAG_AGENTS: usize = 4;
+    const PREDATOR: usize = 16;
+    const PREY: usize = 14;
+    let tag_batch = |threads| {
+        let games: Vec<Box<dyn ParallelEnv>> = SEEDS
+            .iter()
+            .map(|&s| Box::new(SimpleTag::new(TagParams::default(), s).unwrap()) as _)
+            .collect();
+        let mut venv = VecEnv::from_games(games, SEEDS.to_vec(), threads).unwrap();
+        venv.set_min_parallel_work(std::time::Duration::ZERO);
+        venv
+    };
+    let mut venv = tag_batch(1);
+    assert_eq!(venv.num_envs(), GAMES * TAG_AGENTS);
+    assert_eq!(venv.obs_len(), PREDATOR);
+    assert_eq!(venv.obs_shape(), vec![PREDATOR]);
+    let mut games: Vec<SimpleTag> = SEEDS
+        .iter()
+        .map(|&s| SimpleTag::new(TagParams::default(), s).unwrap())
+        .collect();
+    let own = 3 * PREDATOR + PREY;
+    assert_eq!(observation_len(games[0].agents()), own);
+    // The games' own observations, packed as each writes them.
+    let mut alone = vec![0f32; GAMES * own];
+    // What the batch's rows must hold: each agent's own observation, padded with zeros.
+    let rows_of = |alone: &[f32]| -> Vec<f32> {
+        let mut rows = Vec::new();
+        for packed in alone.chunks(own) {
+            let (predators, prey) = packed.split_at(3 * PREDATOR);
+            rows.extend_from_slice(predators);
+            rows.extend_from_slice(prey);
+            rows.extend_from_slice(&[0.0; PREDATOR - PREY]);
+        }
+        rows
+    };
+    for (g, game) in games.iter_mut().enumerate() {
+        game.reset(Some(SEEDS[g]), &mut alone[g * own..(g + 1) * own]);
+    }
+    let first = venv.reset().to_vec();
+    assert_eq!(first, rows_of(&alone), "reset rows");
+    let prey_row = &first[3 * PREDATOR..4 * PREDATOR];
+    assert_eq!(
+        &prey_row[..PREY],
+        &alone[3 * PREDATOR..own],
+        "the prey's own 14"
+    );
+    assert_eq!(&prey_row[PREY..], &[0.0, 0.0], "then zeros");
+    assert!(prey_row[..PREY].iter().any(|&v| v != 0.0));
+    let mut steps = vec![Step::default(); TAG_AGENTS];
+    for t in 0..25 {
+        let a = actions(t, GAMES * TAG_AGENTS);
+        venv.step(&a[..]).unwrap();
+        let mut rewards = Vec::new();
+        for (g, game) in games.iter_mut().enumerate() {
+            let moves: Vec<Action> = a[g * TAG_AGENTS..(g + 1) * TAG_AGENTS]
+                .iter()
+                .map(|&i| Action::Discrete(i as usize))
+                .collect();
+            game.step(&moves, &mut alone[g * own..(g + 1) * own], &mut steps);
+            rewards.extend(steps.iter().map(|s| s.reward));
+        }
+        assert_eq!(venv.rewards(), &rewards[..], "step {t}: rewards");
+        if t < 24 {
+            assert_eq!(venv.obs(), &rows_of(&alone)[..], "step {t}: observations");
+        }
+    }
     assert!(
-        said.contains("agent_0 observes") && said.contains("adversary_0 observes"),
+        venv.truncated().iter().all(|&f| f),
+        "every agent truncated at 25"
+    );
+    assert_eq!(
+        venv.final_obs(),
+        &rows_of(&alone)[..],
+        "the last observations"
+    );
+    for row in venv.obs().chunks(PREDATOR).skip(3).step_by(TAG_AGENTS) {
+        assert_eq!(&row[PREY..], &[0.0, 0.0], "a prey's row after the reset");
+    }
+    assert_eq!(venv.drain_episodes().len(), GAMES * TAG_AGENTS);
+
+    // Threads and groups change nothing; a snapshot resumes the padded rows exactly.
+    let run = |threads: usize, groups: usize| {
+        let mut venv = tag_batch(threads);
+        venv.reset();
+        let mut seen = Vec::new();
+        for t in 0..30 {
+            let a = actions(t, venv.num_envs());
+            venv.with_groups(groups, |mut split| {
+                for group in &mut split {
+                    let envs = group.envs();
+                    group.step(&a[envs]).unwrap();
+                }
+            })
+            .unwrap();
+            seen.extend_from_slice(venv.obs());
+            seen.extend_from_slice(venv.rewards());
+        }
+        seen
+    };
+    assert_eq!(run(1, 1), run(2, 2));
+    let mut venv = tag_batch(1);
+    venv.reset();
+    for t in 0..10 {
+        venv.step(&actions(t, venv.num_envs())[..]).unwrap();
+    }
+    let snapshot = venv.snapshot().unwrap();
+    let mut resumed = tag_batch(1);
+    resumed.restore(&snapshot).unwrap();
+    for t in 10..40 {
+        let a = actions(t, venv.num_envs());
+        venv.step(&a[..]).unwrap();
+        resumed.step(&a[..]).unwrap();
+        assert_eq!(venv.obs(), resumed.obs(), "step {t}");
+    }
+}
+
+/// A game of agents that observe `observations` and act in `actions` (one agent each), for
+/// what a batch refuses: it is never stepped.
+struct Agents(Vec<AgentSpec>);
+
+impl ParallelEnv for Agents {
+    fn name(&self) -> &'static str {
+        "made-up"
+    }
+    fn agents(&self) -> &[AgentSpec] {
+        &self.0
+    }
+    fn reset(&mut self, _: Option<u64>, _: &mut [f32]) {}
+    fn step(&mut self, _: &[Action<'_>], _: &mut [f32], _: &mut [Step]) {}
+    fn save_state(&self, _: &mut Vec<u8>) -> Result<(), EnvError> {
+        Ok(())
+    }
+    fn load_state(&mut self, _: &mut &[u8]) -> Result<(), EnvError> {
+        Ok(())
+    }
+}
+
+fn refusal(agents: Vec<AgentSpec>) -> String {
+    let games: Vec<Box<dyn ParallelEnv>> = vec![Box::new(Agents(agents))];
+    VecEnv::from_games(games, vec![0], 1)
+        .err()
+        .expect("refused")
+        .to_string()
+}
+
+/// Agents of one batch share their action space, and may differ in what they observe only
+/// by the length of a vector: other actions, an image beside a vector, or another type of
+/// vector are refused, naming the agents.
+#[test]
+fn agents_that_act_differently_or_observe_other_kinds_are_refused() {
+    let vector = |len| ObsSpace::vector(len, Dtype::F32);
+    let moves = ActionSpace::discrete(5);
+    let said = refusal(vec![
+        AgentSpec::new("adversary", 0, vector(16), moves.clone()),
+        AgentSpec::new("agent", 0, vector(14), ActionSpace::discrete(4)),
+    ]);
+    assert!(
+        said.contains("`made-up`'s agents act differently"),
         "{said}"
     );
+    assert!(
+        said.contains("agent_0 takes") && said.contains("adversary_0 takes"),
+        "{said}"
+    );
+    let image = ObsSpace::image(10, 10, 4, Layout::Chw, Dtype::F32);
+    let said = refusal(vec![
+        AgentSpec::new("a", 0, vector(400), moves.clone()),
+        AgentSpec::new("b", 0, image, moves.clone()),
+    ]);
+    assert!(said.contains("observe different kinds"), "{said}");
+    assert!(said.contains("b_0 observes"), "{said}");
+    let said = refusal(vec![
+        AgentSpec::new("a", 0, vector(4), moves.clone()),
+        AgentSpec::new("b", 0, ObsSpace::vector(2, Dtype::U8), moves),
+    ]);
+    assert!(said.contains("observe different kinds"), "{said}");
 }
