@@ -227,6 +227,19 @@ const MPE_SPREAD: &str = r#"experiment "walk" {
 }
 "#;
 
+/// MPE simple_tag, its 3 predators and 1 prey a row each (the prey's padded to a predator's
+/// width), played by one PPO policy.
+const MPE_TAG: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "mpe-simple-tag" { envs 2 }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 512; rollout 32 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
 /// In a row's `--set`, the folder of the gymnasium venv (see [`venv`]).
 const VENV: &str = "@VENV@";
 
@@ -373,6 +386,11 @@ const BASES: &[Base] = &[
     Base {
         name: "mpe-spread",
         text: MPE_SPREAD,
+        sets: &[],
+    },
+    Base {
+        name: "mpe-tag",
+        text: MPE_TAG,
         sets: &[],
     },
     Base {
@@ -842,6 +860,27 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.continuous-actions (mpe-simple-spread)",
             Change("mpe-spread", &["env.continuous-actions=#true"]),
+        ),
+        // MPE simple_tag: mpe2's arguments.
+        (
+            "env.num-good (mpe-simple-tag)",
+            Change("mpe-tag", &["env.num-good=2"]),
+        ),
+        (
+            "env.num-adversaries (mpe-simple-tag)",
+            Change("mpe-tag", &["env.num-adversaries=2"]),
+        ),
+        (
+            "env.num-obstacles (mpe-simple-tag)",
+            Change("mpe-tag", &["env.num-obstacles=0"]),
+        ),
+        (
+            "env.max-cycles (mpe-simple-tag)",
+            Change("mpe-tag", &["env.max-cycles=10"]),
+        ),
+        (
+            "env.continuous-actions (mpe-simple-tag)",
+            Change("mpe-tag", &["env.continuous-actions=#true"]),
         ),
         ("env.envs", Change("cartpole-ppo", &["env.envs=2"])),
         ("env.wrappers", Change("cartpole-ppo", &["env.wrappers="])),

@@ -3,7 +3,9 @@
 
 use crate::diag::closest;
 use tandem_spec::game::names;
-pub use tandem_spec::game::{ActionMask, Game, GameInfo, Gymnasium, Scalar, SpreadParams, games};
+pub use tandem_spec::game::{
+    ActionMask, Game, GameInfo, Gymnasium, Scalar, SpreadParams, TagParams, games,
+};
 pub use tandem_spec::{ActionSpace, Dtype, Family, GameFacts, Layout, ObsShape, ObsSpace};
 
 /// The help line for an unknown game `name`: the names it was probably meant to be, else

@@ -14,7 +14,7 @@ pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
     ActionMask, ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape,
-    ObsSpace, Scalar, SpreadParams,
+    ObsSpace, Scalar, SpreadParams, TagParams,
 };
 
 settings! {
@@ -448,6 +448,13 @@ impl SectionKind for Game {
                 max_cycles: r.read("max-cycles"),
                 continuous_actions: r.read("continuous-actions"),
             }),
+            "mpe-simple-tag" => Game::MpeSimpleTag(TagParams {
+                num_good: r.read("num-good"),
+                num_adversaries: r.read("num-adversaries"),
+                num_obstacles: r.read("num-obstacles"),
+                max_cycles: r.read("max-cycles"),
+                continuous_actions: r.read("continuous-actions"),
+            }),
             // The schema admits only the catalogue's names; anything else reads as its first.
             kind => Game::from_name(kind).unwrap_or_else(|| tandem_spec::game::NATIVE[0].0.clone()),
         }
@@ -468,6 +475,13 @@ impl SectionKind for Game {
         if let Game::MpeSimpleSpread(p) = self {
             w.write("agents", &p.agents);
             w.write("local-ratio", &p.local_ratio);
+            w.write("max-cycles", &p.max_cycles);
+            w.write("continuous-actions", &p.continuous_actions);
+        }
+        if let Game::MpeSimpleTag(p) = self {
+            w.write("num-good", &p.num_good);
+            w.write("num-adversaries", &p.num_adversaries);
+            w.write("num-obstacles", &p.num_obstacles);
             w.write("max-cycles", &p.max_cycles);
             w.write("continuous-actions", &p.continuous_actions);
         }

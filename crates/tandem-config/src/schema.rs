@@ -7,8 +7,8 @@
 
 use std::sync::LazyLock;
 
-use tandem_spec::SpreadParams;
 use tandem_spec::game::{ATARI_DOC, Game};
+use tandem_spec::{SpreadParams, TagParams};
 
 use crate::model::{
     Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Sync, SyncPolicy,
@@ -127,6 +127,7 @@ const NATIVE_KINDS: [Kind; tandem_spec::game::NATIVE.len()] = {
 const fn game_fields(game: &Game) -> &'static [Field] {
     match game {
         Game::MpeSimpleSpread(_) => SPREAD_FIELDS,
+        Game::MpeSimpleTag(_) => TAG_FIELDS,
         _ => &[],
     }
 }
@@ -159,6 +160,44 @@ const SPREAD_FIELDS: &[Field] = &[
         "continuous-actions",
         Ty::Bool,
         Dflt::Bool(SPREAD.continuous_actions),
+        "Five pushes in [0, 1] per agent (the +x push less the -x one moves it along x, likewise y) instead of five moves.",
+    ),
+];
+
+const TAG: TagParams = TagParams::MPE2;
+
+const TAG_FIELDS: &[Field] = &[
+    f(
+        "num-good",
+        Ty::Int { min: 1, max: 64 },
+        Dflt::Int(TAG.num_good as i64),
+        "Prey (`agent_*`), each a row of the batch (mpe2's `num_good`).",
+    ),
+    f(
+        "num-adversaries",
+        Ty::Int { min: 1, max: 64 },
+        Dflt::Int(TAG.num_adversaries as i64),
+        "Predators (`adversary_*`), each a row of the batch, before the prey (mpe2's `num_adversaries`).",
+    ),
+    f(
+        "num-obstacles",
+        Ty::Int { min: 0, max: 64 },
+        Dflt::Int(TAG.num_obstacles as i64),
+        "Obstacles: discs that neither move nor let agents through; every agent sees where they are (mpe2's `num_obstacles`).",
+    ),
+    f(
+        "max-cycles",
+        Ty::Int {
+            min: 1,
+            max: u32::MAX as i64,
+        },
+        Dflt::Int(TAG.max_cycles as i64),
+        "Steps of an episode; every agent is truncated at the last.",
+    ),
+    f(
+        "continuous-actions",
+        Ty::Bool,
+        Dflt::Bool(TAG.continuous_actions),
         "Five pushes in [0, 1] per agent (the +x push less the -x one moves it along x, likewise y) instead of five moves.",
     ),
 ];

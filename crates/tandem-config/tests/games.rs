@@ -36,6 +36,9 @@ fn every_minatar_game_and_atari_rom_is_named() {
         ("atari-ms-pacman", 9, vec![3, 210, 160]),
         ("acrobot", 3, vec![6]),
         ("mountain-car", 3, vec![2]),
+        ("mpe-simple-spread", 5, vec![18]),
+        // The batch's row: a predator's 16 floats (a prey's 14 are padded to it).
+        ("mpe-simple-tag", 5, vec![16]),
     ] {
         let e = experiment(&with_env(&format!("env \"{name}\"")));
         assert_eq!(e.env.game.name(), name);
@@ -454,6 +457,78 @@ fn mpe_simple_spread_takes_mpe2s_settings_and_counts_agents_as_rows() {
     assert!(diags[1].help().unwrap().contains("several agents"));
     // Its settings belong to it alone.
     let diags = errors(&with_env("env \"cartpole\" { agents 3 }"), &[]);
+    assert_eq!(diags[0].code(), "config::unknown-setting", "{diags:?}");
+}
+
+/// simple_tag takes mpe2's arguments as its settings: they resolve, enter the canonical form
+/// and hash and read back; its rows are as wide as a predator's observation (the widest), its
+/// agents (predators, then prey) are rows; settings out of range are refused where written.
+#[test]
+fn mpe_simple_tag_takes_mpe2s_settings_and_its_rows_are_the_widest_agents() {
+    let e = experiment(&with_env("env \"mpe-simple-tag\" { envs 4 }"));
+    assert_eq!(e.env.game, Game::MpeSimpleTag(TagParams::MPE2));
+    assert_eq!(e.observation().unwrap().network_shape(), vec![16]);
+    assert_eq!(e.actions(), Some(ActionSpace::Discrete { n: 5 }));
+    assert_eq!((e.agents_per_env(), e.per_rank_rows()), (4, 16));
+
+    let text = with_env("env \"mpe-simple-tag\" { envs 4; num-adversaries 2 }");
+    let resolved = resolve(&stdin(&text), &[]).unwrap();
+    let want = TagParams {
+        num_adversaries: 2,
+        ..TagParams::MPE2
+    };
+    assert_eq!(
+        resolved.experiment.env.game,
+        Game::MpeSimpleTag(want.clone())
+    );
+    // 4 + 2 x 2 obstacles + 2 x 2 other agents + 2 x 1 prey.
+    assert_eq!(
+        resolved.experiment.observation().unwrap().network_shape(),
+        vec![14]
+    );
+    assert_eq!(resolved.experiment.agents_per_env(), 3);
+    let canonical = canonical_kdl(&resolved.experiment);
+    for setting in [
+        "num-good 1",
+        "num-adversaries 2",
+        "num-obstacles 2",
+        "max-cycles 25",
+        "continuous-actions #false",
+    ] {
+        assert!(canonical.contains(setting), "{setting}: {canonical}");
+    }
+    let back = parse_canonical(&canonical).unwrap();
+    assert_eq!(back, resolved.experiment);
+    assert_eq!(canonical_kdl(&back), canonical);
+    assert_ne!(
+        config_hash(&resolved.experiment),
+        config_hash(&experiment(&with_env("env \"mpe-simple-tag\" { envs 4 }"))),
+        "the settings enter the hash"
+    );
+
+    let all = with_env(
+        "env \"mpe-simple-tag\" { num-good 2; num-adversaries 4; num-obstacles 0; max-cycles 40; continuous-actions #true }",
+    );
+    let e = experiment(&all);
+    let want = TagParams {
+        num_good: 2,
+        num_adversaries: 4,
+        num_obstacles: 0,
+        max_cycles: 40,
+        continuous_actions: true,
+    };
+    assert_eq!(e.env.game, Game::MpeSimpleTag(want));
+    assert_eq!(e.observation().unwrap().network_shape(), vec![4 + 10 + 4]);
+    assert!(e.actions().unwrap().is_box());
+    assert_eq!(parse_canonical(&canonical_kdl(&e)).unwrap(), e);
+
+    let diags = errors(&with_env("env \"mpe-simple-tag\" {\n  num-good 0\n}"), &[]);
+    assert_eq!(diags[0].code(), "config::range", "{diags:?}");
+    assert_eq!(diags[0].line_column().unwrap().0, 3, "{diags:?}");
+    // Its settings belong to it alone, and simple_spread's to simple_spread.
+    let diags = errors(&with_env("env \"mpe-simple-tag\" { agents 3 }"), &[]);
+    assert_eq!(diags[0].code(), "config::unknown-setting", "{diags:?}");
+    let diags = errors(&with_env("env \"mpe-simple-spread\" { num-good 3 }"), &[]);
     assert_eq!(diags[0].code(), "config::unknown-setting", "{diags:?}");
 }
 

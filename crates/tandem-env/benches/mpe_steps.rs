@@ -80,7 +80,7 @@ fn native_spread() -> (f64, f64) {
 fn native_tag() -> (f64, f64) {
     const GAMES: usize = 64;
     let mut games: Vec<SimpleTag> = (0..GAMES as u64)
-        .map(|s| SimpleTag::new(TagParams::default(), s).unwrap())
+        .map(|s| SimpleTag::new(TagParams::MPE2, s).unwrap())
         .collect();
     let agents = games[0].agents().len();
     let mut obs = vec![0f32; observation_len(games[0].agents())];

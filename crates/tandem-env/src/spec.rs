@@ -137,9 +137,12 @@ mod tests {
                 assert_eq!(several.name(), info.name);
                 assert_eq!(several.agents().len(), info.agents, "{}", info.name);
                 for agent in several.agents() {
-                    assert_eq!(agent.observation, info.observation, "{}", info.name);
                     assert_eq!(agent.actions, info.actions, "{}", info.name);
                 }
+                // The catalogue's observation is the batch's row: the widest agent's.
+                let widest = several.agents().iter().map(|a| a.observation);
+                let widest = widest.max_by_key(ObsSpace::len);
+                assert_eq!(widest, Some(info.observation), "{}", info.name);
                 continue;
             }
             assert_eq!(info.agents, 1, "{}", info.name);

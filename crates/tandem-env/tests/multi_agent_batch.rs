@@ -227,12 +227,9 @@ fn agents_whose_observations_differ_in_length_get_rows_as_wide_as_the_widest() {
     const TAG_AGENTS: usize = 4;
     const PREDATOR: usize = 16;
     const PREY: usize = 14;
+    let spec = EnvSpec::new(Game::MpeSimpleTag(TagParams::MPE2));
     let tag_batch = |threads| {
-        let games: Vec<Box<dyn ParallelEnv>> = SEEDS
-            .iter()
-            .map(|&s| Box::new(SimpleTag::new(TagParams::default(), s).unwrap()) as _)
-            .collect();
-        let mut venv = VecEnv::from_games(games, SEEDS.to_vec(), threads).unwrap();
+        let mut venv = VecEnv::new(&spec, &SEEDS, threads).unwrap();
         venv.set_min_parallel_work(std::time::Duration::ZERO);
         venv
     };
@@ -242,7 +239,7 @@ fn agents_whose_observations_differ_in_length_get_rows_as_wide_as_the_widest() {
     assert_eq!(venv.obs_shape(), vec![PREDATOR]);
     let mut games: Vec<SimpleTag> = SEEDS
         .iter()
-        .map(|&s| SimpleTag::new(TagParams::default(), s).unwrap())
+        .map(|&s| SimpleTag::new(TagParams::MPE2, s).unwrap())
         .collect();
     let own = 3 * PREDATOR + PREY;
     assert_eq!(observation_len(games[0].agents()), own);

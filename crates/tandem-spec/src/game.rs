@@ -32,6 +32,8 @@ pub enum Game {
     MinatarSeaquest,
     /// MPE's simple_spread (mpe2 1.1.1): several agents in one game, one row of the batch each.
     MpeSimpleSpread(SpreadParams),
+    /// MPE's simple_tag (mpe2 1.1.1): predators chase prey, one row of the batch per agent.
+    MpeSimpleTag(TagParams),
     /// An Atari 2600 ROM; `rom` is ALE's name of it (`space_invaders` for
     /// `atari-space-invaders`).
     Atari {
@@ -152,6 +154,51 @@ impl SpreadParams {
     /// agents' positions relative to its own, and the others' (silent) communication.
     pub fn observation_len(&self) -> usize {
         6 * self.agents
+    }
+}
+
+/// The parameters of MPE's simple_tag, as mpe2's `simple_tag_v3.parallel_env` takes them
+/// (its defaults: [`TagParams::MPE2`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagParams {
+    /// Prey (`agent_*`).
+    pub num_good: usize,
+    /// Predators (`adversary_*`).
+    pub num_adversaries: usize,
+    /// Obstacles, which neither move nor are seen to move.
+    pub num_obstacles: usize,
+    /// Steps of an episode (all agents are truncated together).
+    pub max_cycles: u32,
+    /// Five pushes in [0, 1] per agent instead of five moves.
+    pub continuous_actions: bool,
+}
+
+impl TagParams {
+    pub const MPE2: TagParams = TagParams {
+        num_good: 1,
+        num_adversaries: 3,
+        num_obstacles: 2,
+        max_cycles: 25,
+        continuous_actions: false,
+    };
+
+    /// What a predator observes: its velocity and position, the obstacles' and the other
+    /// agents' positions relative to its own, and every prey's velocity.
+    pub const fn predator_observation_len(&self) -> usize {
+        self.seen(self.num_good)
+    }
+
+    /// What a prey observes: as a predator, but the velocities of the other prey only (so
+    /// two floats fewer).
+    pub const fn prey_observation_len(&self) -> usize {
+        self.seen(self.num_good.saturating_sub(1))
+    }
+
+    /// Own velocity and position, the obstacles and other agents relative to it, and
+    /// `prey_seen` prey velocities.
+    const fn seen(&self, prey_seen: usize) -> usize {
+        let others = (self.num_good + self.num_adversaries).saturating_sub(1);
+        4 + 2 * self.num_obstacles + 2 * others + 2 * prey_seen
     }
 }
 
@@ -362,6 +409,10 @@ pub const NATIVE: &[(Game, GameInfo)] = &[
         Game::MpeSimpleSpread(SpreadParams::MPE2),
         spread_info(&SpreadParams::MPE2),
     ),
+    (
+        Game::MpeSimpleTag(TagParams::MPE2),
+        tag_info(&TagParams::MPE2),
+    ),
 ];
 
 /// An MPE agent's moves: none, -x, +x, -y, +y.
@@ -394,6 +445,21 @@ const fn spread_info(params: &SpreadParams) -> GameInfo {
     }
 }
 
+const fn tag_info(params: &TagParams) -> GameInfo {
+    let actions = mpe_actions(params.continuous_actions);
+    GameInfo {
+        name: "mpe-simple-tag",
+        doc: "MPE's simple_tag (mpe2 1.1.1's simple_tag_v3, exact): `num-adversaries` predators (`adversary_*`, 3, larger and slower) chase `num-good` prey (`agent_*`, 1) among `num-obstacles` obstacles (2); every predator earns +10 for each predator-prey pair that touches, a prey loses 10 for each predator touching it and is pushed back from the edge by a penalty. Each agent observes its velocity and position, the obstacles' and the other agents' positions relative to its own, and the prey's velocities (4 + 2 x obstacles + 2 x other agents + 2 x prey floats for a predator, 2 fewer for a prey: 16 and 14 by default), and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, as wide as the widest agent's observation (a predator's): a prey's row is its observation followed by zeros. All rows are played by one shared policy.",
+        family: Family::Mpe,
+        // The batch's row: a predator's observation, the widest.
+        observation: vector(params.predator_observation_len()),
+        actions,
+        has_lives: false,
+        has_fire: false,
+        agents: params.num_adversaries + params.num_good,
+    }
+}
+
 /// What every Atari game is, for the config's reference.
 pub const ATARI_DOC: &str = "An Atari 2600 game through the ALE, named `atari-` and the ROM's name in kebab case; observes 210x160 RGB frames, with the ROM's minimal action set. The ALE's own sticky actions are off; the `sticky-actions` wrapper adds them.";
 
@@ -417,6 +483,7 @@ fn info(game: &Game) -> Option<GameInfo> {
         Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
         Game::Gymnasium(_) => None,
         Game::MpeSimpleSpread(params) => Some(spread_info(params)),
+        Game::MpeSimpleTag(params) => Some(tag_info(params)),
         native => NATIVE
             .iter()
             .find(|(g, _)| g == native)

@@ -25,6 +25,9 @@ pub fn make(game: &Game, seed: u64) -> Result<Box<dyn ParallelEnv>, EnvError> {
             params.clone(),
             seed,
         )?)),
+        Game::MpeSimpleTag(params) => {
+            Ok(Box::new(simple_tag::SimpleTag::new(params.clone(), seed)?))
+        }
         other => Err(EnvError::InvalidArgument(format!(
             "`{}` is played by one agent; make_env builds it",
             other.name()

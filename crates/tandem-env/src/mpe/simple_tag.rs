@@ -12,30 +12,7 @@ use crate::mpe::{self, Body, World};
 use crate::multi_agent::{AgentSpec, ParallelEnv};
 use crate::space::Action;
 
-/// The game's parameters, as mpe2's `simple_tag_v3.parallel_env` takes them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TagParams {
-    /// Prey.
-    pub num_good: usize,
-    /// Predators.
-    pub num_adversaries: usize,
-    pub num_obstacles: usize,
-    pub max_cycles: u32,
-    pub continuous_actions: bool,
-}
-
-impl Default for TagParams {
-    /// mpe2's defaults.
-    fn default() -> Self {
-        TagParams {
-            num_good: 1,
-            num_adversaries: 3,
-            num_obstacles: 2,
-            max_cycles: 25,
-            continuous_actions: false,
-        }
-    }
-}
+pub use tandem_spec::TagParams;
 
 pub struct SimpleTag {
     params: TagParams,
@@ -82,16 +59,12 @@ impl SimpleTag {
                 ),
             });
         }
-        let agent_count = params.num_adversaries + params.num_good;
-        let others = agent_count - 1;
-        let seen = |good_others: usize| {
-            mpe::observation_space(4 + 2 * params.num_obstacles + 2 * others + 2 * good_others)
-        };
         let actions = mpe::mpe_actions(params.continuous_actions);
+        let predator = mpe::observation_space(params.predator_observation_len());
+        let prey = mpe::observation_space(params.prey_observation_len());
         let predators = (0..params.num_adversaries)
-            .map(|i| AgentSpec::new("adversary", i, seen(params.num_good), actions.clone()));
-        let prey = (0..params.num_good)
-            .map(|i| AgentSpec::new("agent", i, seen(params.num_good - 1), actions.clone()));
+            .map(|i| AgentSpec::new("adversary", i, predator, actions.clone()));
+        let prey = (0..params.num_good).map(|i| AgentSpec::new("agent", i, prey, actions.clone()));
         let agents = predators.chain(prey).collect();
         let mut bodies = vec![PREDATOR; params.num_adversaries];
         bodies.extend(std::iter::repeat_n(PREY, params.num_good));
