@@ -151,4 +151,56 @@ mod tests {
             assert_eq!(built.action_space(), info.actions, "{}", info.name);
         }
     }
+
+    /// Every MPE game's built agents are the teams tandem-spec declares for it, in order
+    /// (names, teams, observations), at the catalogue's parameters and a few others.
+    #[test]
+    fn every_multi_agent_game_builds_the_teams_the_catalogue_declares() {
+        use tandem_spec::{SpreadParams, TagParams};
+        let mut games: Vec<Game> = tandem_spec::game::NATIVE
+            .iter()
+            .map(|(game, _)| game.clone())
+            .filter(Game::is_multi_agent)
+            .collect();
+        assert_eq!(games.len(), 2, "simple_spread and simple_tag");
+        for agents in [1, 5] {
+            games.push(Game::MpeSimpleSpread(SpreadParams {
+                agents,
+                ..SpreadParams::MPE2
+            }));
+        }
+        for (num_good, num_adversaries, num_obstacles) in [(1, 1, 0), (2, 3, 1), (4, 2, 5)] {
+            games.push(Game::MpeSimpleTag(TagParams {
+                num_good,
+                num_adversaries,
+                num_obstacles,
+                continuous_actions: num_obstacles == 1,
+                ..TagParams::MPE2
+            }));
+        }
+        for game in &games {
+            let built = crate::mpe::make(game, 3).unwrap_or_else(|e| panic!("{game:?}: {e}"));
+            let teams = game.teams();
+            let declared: Vec<(String, String, ObsSpace)> = teams
+                .iter()
+                .flat_map(|t| {
+                    (0..t.agents).map(|i| (format!("{}_{i}", t.name), t.name.into(), t.observation))
+                })
+                .collect();
+            let agents: Vec<(String, String, ObsSpace)> = built
+                .agents()
+                .iter()
+                .map(|a| (a.name.clone(), a.team.clone(), a.observation))
+                .collect();
+            assert_eq!(agents, declared, "{game:?}");
+            let info = game.info().unwrap();
+            assert_eq!(info.agents, agents.len(), "{game:?}");
+            let widest = teams
+                .iter()
+                .map(|t| t.observation)
+                .max_by_key(ObsSpace::len);
+            assert_eq!(widest, Some(info.observation), "{game:?}");
+        }
+        assert!(Game::Cartpole.teams().is_empty());
+    }
 }

@@ -76,6 +76,41 @@ impl Game {
     pub fn from_name(name: &str) -> Option<Game> {
         by_name(name)
     }
+
+    /// The teams of a multi-agent game (MPE's), in the game's agent order: simple_spread's
+    /// one team `agent`, simple_tag's `adversary` (predators) then `agent` (prey). Empty for
+    /// every game of one agent.
+    pub fn teams(&self) -> Vec<Team> {
+        match self {
+            Game::MpeSimpleSpread(p) => vec![Team {
+                name: "agent",
+                agents: p.agents,
+                observation: vector(p.observation_len()),
+            }],
+            Game::MpeSimpleTag(p) => vec![
+                Team {
+                    name: "adversary",
+                    agents: p.num_adversaries,
+                    observation: vector(p.predator_observation_len()),
+                },
+                Team {
+                    name: "agent",
+                    agents: p.num_good,
+                    observation: vector(p.prey_observation_len()),
+                },
+            ],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// One team of a multi-agent game: agents `<name>_0`, `<name>_1`, … in the game's order,
+/// sharing their spaces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Team {
+    pub name: &'static str,
+    pub agents: usize,
+    pub observation: ObsSpace,
 }
 
 /// A gymnasium environment run by the bridge's Python worker processes.
