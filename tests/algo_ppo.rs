@@ -436,6 +436,9 @@ impl ThreadCollective {
 }
 
 impl Collective for ThreadCollective {
+    fn select_part(&mut self, _part: usize) -> Result<()> {
+        Ok(())
+    }
     fn rank(&self) -> usize {
         self.rank
     }
@@ -706,6 +709,9 @@ fn a2c_on_two_ranks_equals_a2c_on_one_rank() {
 struct RankZeroSaysStop;
 
 impl Collective for RankZeroSaysStop {
+    fn select_part(&mut self, _part: usize) -> Result<()> {
+        Ok(())
+    }
     fn rank(&self) -> usize {
         1
     }

@@ -178,6 +178,42 @@ fn run_rank() {
     print_values("GRADS", &grads);
 }
 
+/// Two policies' models (the second initialised apart, fitting the negated targets), each in
+/// its own part of one `Ddp`: every update steps policy 0, then policy 1, each after its own
+/// gradient sync, as a joint round of several policies does.
+fn run_two_policies_rank() {
+    let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+    let rank = pg.rank() as i64;
+    let stores = [model(100 + rank), model(300 + rank)];
+    let params: Vec<Vec<Tensor>> = stores.iter().map(trainable_parameters_in_order).collect();
+    let parts: Vec<&[Tensor]> = params.iter().map(Vec::as_slice).collect();
+    let mut ddp = Ddp::with_parts(pg, &parts, policy_from_env()).unwrap();
+    let every: Vec<Tensor> = params.iter().flatten().map(Tensor::shallow_clone).collect();
+    ddp.broadcast_from_rank0(&every).unwrap();
+    let half = GLOBAL_BATCH / 2;
+    let (x, y) = data();
+    let (x, y) = (
+        x.narrow(0, rank * half, half),
+        y.narrow(0, rank * half, half),
+    );
+    let targets = [y.shallow_clone(), -y];
+    let mut opts: Vec<Optimizer> = stores.iter().map(adam).collect();
+    for _ in 0..UPDATES {
+        for (part, (opt, params)) in opts.iter_mut().zip(&params).enumerate() {
+            ddp.select_part(part).unwrap();
+            opt.zero_grad();
+            ddp.before_backward();
+            loss(params, &x, &targets[part]).backward();
+            ddp.sync_gradients(params).unwrap();
+            opt.step(0.05).unwrap();
+            ddp.after_step(params).unwrap();
+        }
+    }
+    ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
+    print_values("POLICY0", &flat(&params[0]));
+    print_values("POLICY1", &flat(&params[1]));
+}
+
 fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
     run_two_ranks(test, 20_000, extra, Duration::from_secs(60))
 }
@@ -279,5 +315,42 @@ fn the_fingerprint_check_catches_a_perturbed_parameter() {
             out.contains("drift: ranks have drifted apart: rank(s) [1] differ from rank 0 in `b`"),
             "{out}"
         );
+    }
+}
+
+/// Several policies under DDP: each policy's gradients are averaged over the ranks in a part of
+/// its own (the all-reduce hooks of one part fire only in its own backward pass), so each ends
+/// where one rank training it alone on the whole batch ends.
+#[test]
+fn two_policies_on_two_ranks_each_equal_one_rank() {
+    if role().is_some() {
+        return run_two_policies_rank();
+    }
+    let outputs = run_two(
+        "two_policies_on_two_ranks_each_equal_one_rank",
+        &[("TEST_POLICY", "allreduce")],
+    );
+    let (x, y) = data();
+    for (part, (seed, target)) in [(100, y.shallow_clone()), (300, -y)]
+        .into_iter()
+        .enumerate()
+    {
+        let tag = format!("POLICY{part}");
+        let (mine, other) = (
+            parse_values(&tag, &outputs[0]),
+            parse_values(&tag, &outputs[1]),
+        );
+        assert_eq!(mine, other, "ranks differ in policy {part}");
+        let vs = model(seed);
+        let params = trainable_parameters_in_order(&vs);
+        let mut opt = adam(&vs);
+        for _ in 0..UPDATES {
+            opt.zero_grad();
+            loss(&params, &x, &target).backward();
+            opt.step(0.05).unwrap();
+        }
+        assert_close(&mine, &flat(&params), 1e-5);
+        let init = flat(&trainable_parameters_in_order(&model(seed)));
+        assert!(mine.iter().zip(&init).any(|(a, b)| (a - b).abs() > 0.1));
     }
 }

@@ -1,5 +1,6 @@
 //! Learning algorithms in rooms by role (docs/architecture.md): the learner interface the run
-//! skeleton drives ([`learner`], and [`policies`], the learners of a run keyed by policy), the one
+//! skeleton drives ([`learner`], and [`policies`], the learners of a run keyed by policy, each
+//! playing its [`seats`] of a multi-agent batch), the one
 //! place that picks the configured one ([`build`]), and what every learner shares ([`optim`],
 //! [`actions`]). Each algorithm has a room of its own and reads top to bottom against its paper:
 //! PPO ([`ppo`]), A2C ([`a2c`]), DQN ([`dqn`]), SAC ([`sac`]), TD3 ([`td3`]). The on-policy
@@ -25,6 +26,7 @@ pub mod policies;
 pub mod ppo;
 pub mod sac;
 pub mod sampling;
+pub mod seats;
 pub mod storage;
 pub mod td3;
 
@@ -49,6 +51,10 @@ pub trait Collective {
     /// The next backward pass is the last before [`Collective::sync_gradients`] (not one micro-
     /// batch of several): DDP may start all-reducing gradients while it runs.
     fn before_backward(&mut self) {}
+    /// The following calls synchronise policy `part`'s parameters (a run of several policies
+    /// sets up one part each, in the order of their parameters; one policy is part 0).
+    /// Required, so that a wrapper cannot forget to pass it on.
+    fn select_part(&mut self, part: usize) -> anyhow::Result<()>;
     /// Makes every rank hold the same gradients for `params` (DDP: the average over ranks).
     /// Called exactly once per optimizer step, after backward and before clipping/stepping.
     fn sync_gradients(&mut self, params: &[Tensor]) -> anyhow::Result<()>;
@@ -79,6 +85,9 @@ pub struct Local;
 impl Collective for Local {
     fn rank(&self) -> usize {
         0
+    }
+    fn select_part(&mut self, _part: usize) -> anyhow::Result<()> {
+        Ok(())
     }
     fn world_size(&self) -> usize {
         1

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use tch::{Kind, Tensor};
 
 use super::group::{GradientReducer, ReducerBucket};
@@ -32,6 +32,17 @@ const FIRST_BUCKET_BYTES: usize = 1 << 20;
 pub struct Ddp {
     pg: ProcessGroup,
     policy: SyncPolicy,
+    /// One part per policy of the run: each policy's parameters are bucketed, reduced and
+    /// counted on their own, because a policy's backward pass touches only its own.
+    parts: Vec<Part>,
+    /// The part the [`crate::algo::Collective`] methods act on ([`Ddp::select_part`]).
+    current: usize,
+    /// Time spent in collectives since the last [`Ddp::take_sync_time`].
+    sync_time: Duration,
+}
+
+/// The synchronisation state of one policy's parameters.
+struct Part {
     /// Parameter indices of each all-reduce bucket, in launch order (empty unless all-reduce).
     buckets: Vec<Vec<usize>>,
     /// Runs the all-reduce policy's collectives, overlapped with backward (world size > 1).
@@ -39,71 +50,51 @@ pub struct Ddp {
     /// Why the last [`Ddp::before_backward`] could not arm the reducer, for the
     /// [`Ddp::sync_gradients`] that ends that step to report (arming itself reports nothing).
     arm_failure: Option<super::DistError>,
+    /// Optimizer steps of this part's policy.
     updates: u64,
-    /// Time spent in collectives since the last [`Ddp::take_sync_time`].
-    sync_time: Duration,
 }
 
 impl Ddp {
     /// Builds the buckets for `params` (in the caller's fixed order) and checks with every rank
-    /// that all of them hold the same parameter layout.
+    /// that all of them hold the same parameter layout: one policy's synchroniser.
     pub fn new(pg: ProcessGroup, params: &[Tensor], policy: SyncPolicy) -> Result<Ddp> {
+        Ddp::with_parts(pg, &[params], policy)
+    }
+
+    /// A synchroniser of several policies' parameters, `parts[i]` policy i's, each bucketed
+    /// and reduced on its own; one layout check covers them all.
+    pub fn with_parts(pg: ProcessGroup, parts: &[&[Tensor]], policy: SyncPolicy) -> Result<Ddp> {
+        let every: Vec<&Tensor> = parts.iter().flat_map(|p| p.iter()).collect();
         // One layout check for the whole parameter list, so later bucket collectives can skip it.
-        pg.verify_layout(&params.iter().collect::<Vec<_>>())
+        pg.verify_layout(&every)
             .context("ranks do not hold the same model")?;
-        let mut buckets = Vec::new();
-        let mut reducer = None;
-        if let SyncPolicy::Allreduce {
-            bucket_mb,
-            compression,
-        } = policy
-        {
-            let bucket_bytes = (bucket_mb * MIB) as usize;
-            for (i, p) in params.iter().enumerate() {
-                if p.kind() != Kind::Float {
-                    bail!(
-                        "parameter {i} is {:?}; gradient buckets hold f32 parameters only",
-                        p.kind()
-                    );
-                }
-            }
-            // Buckets are filled from the last parameter backwards: backward produces the last
-            // layers' gradients first, so bucket 0 can be all-reduced while backward still works
-            // through the early layers (which in a CNN cost the most).
-            let mut current: Vec<usize> = Vec::new();
-            let mut bytes = 0usize;
-            for i in (0..params.len()).rev() {
-                current.push(i);
-                bytes += params[i].numel() * 4;
-                let cap = if buckets.is_empty() {
-                    FIRST_BUCKET_BYTES.min(bucket_bytes)
-                } else {
-                    bucket_bytes
-                };
-                if bytes >= cap {
-                    current.reverse();
-                    buckets.push(std::mem::take(&mut current));
-                    bytes = 0;
-                }
-            }
-            if !current.is_empty() {
-                current.reverse();
-                buckets.push(current);
-            }
-            if pg.world_size() > 1 {
-                let bf16 = compression == tandem_config::Compression::Bf16;
-                reducer = Some(build_reducer(&pg, params, &buckets, bf16)?);
-            }
-        }
+        let parts = parts
+            .iter()
+            .map(|params| Part::new(&pg, params, policy))
+            .collect::<Result<_>>()?;
         Ok(Ddp {
             pg,
             policy,
-            buckets,
-            reducer,
-            arm_failure: None,
-            updates: 0,
+            parts,
+            current: 0,
             sync_time: Duration::ZERO,
         })
+    }
+
+    /// Makes part `part` (policy `part`'s parameters) the one the [`crate::algo::Collective`]
+    /// methods synchronise.
+    pub fn select_part(&mut self, part: usize) -> Result<()> {
+        ensure!(
+            part < self.parts.len(),
+            "no policy {part} to synchronise: {} were set up",
+            self.parts.len()
+        );
+        self.current = part;
+        Ok(())
+    }
+
+    fn part(&mut self) -> &mut Part {
+        &mut self.parts[self.current]
     }
 
     pub fn group(&self) -> &ProcessGroup {
@@ -127,19 +118,20 @@ impl Ddp {
         self.pg.world_size()
     }
 
-    /// Number of gradient buckets (0 unless the policy is all-reduce).
+    /// Number of gradient buckets over every policy (0 unless the policy is all-reduce).
     pub fn bucket_count(&self) -> usize {
-        self.buckets.len()
+        self.parts.iter().map(|p| p.buckets.len()).sum()
     }
 
     /// The next backward pass ends a gradient step (not a micro-batch of one): under the
     /// all-reduce policy, buckets are all-reduced while backward is still running.
     /// A failure to arm is reported by the step's [`Ddp::sync_gradients`].
     pub fn before_backward(&mut self) {
-        if let Some(reducer) = &mut self.reducer
+        let part = self.part();
+        if let Some(reducer) = &mut part.reducer
             && let Err(e) = reducer.arm()
         {
-            self.arm_failure.get_or_insert(e);
+            part.arm_failure.get_or_insert(e);
         }
     }
 
@@ -168,9 +160,10 @@ impl Ddp {
         Ok(())
     }
 
-    /// After backward: makes the gradients what this policy wants stepped on.
+    /// After backward: makes the gradients of the selected part's `params` what the sync
+    /// policy wants stepped on.
     pub fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {
-        if let Some(e) = self.arm_failure.take() {
+        if let Some(e) = self.part().arm_failure.take() {
             return Err(e.into());
         }
         if self.pg.world_size() == 1 {
@@ -179,9 +172,10 @@ impl Ddp {
         let start = Instant::now();
         match &self.policy {
             SyncPolicy::Allreduce { .. } => {
-                if let Some(reducer) = &mut self.reducer {
+                let part = &mut self.parts[self.current];
+                if let Some(reducer) = &mut part.reducer {
                     // In bucket order, as the reducer was built.
-                    let ordered: Vec<Tensor> = self
+                    let ordered: Vec<Tensor> = part
                         .buckets
                         .iter()
                         .flatten()
@@ -216,9 +210,11 @@ impl Ddp {
         !matches!(self.policy, SyncPolicy::Broadcast) || self.pg.rank() == 0
     }
 
-    /// After the optimizer step: parameter broadcast or periodic averaging, per the policy.
+    /// After the selected part's optimizer step: parameter broadcast or periodic averaging of
+    /// its `params`, per the policy.
     pub fn after_step(&mut self, params: &[Tensor]) -> Result<()> {
-        self.updates += 1;
+        self.part().updates += 1;
+        let updates = self.part().updates;
         if self.pg.world_size() == 1 {
             return Ok(());
         }
@@ -234,7 +230,7 @@ impl Ddp {
                     Ok(())
                 })?;
             }
-            SyncPolicy::Periodic { every } if every > 0 && self.updates.is_multiple_of(every) => {
+            SyncPolicy::Periodic { every } if every > 0 && updates.is_multiple_of(every) => {
                 tch::no_grad(|| -> Result<()> {
                     for p in params {
                         let mut one = [p.shallow_clone()];
@@ -256,7 +252,10 @@ impl Ddp {
     pub fn ranks_should_agree(&self) -> bool {
         match self.policy {
             SyncPolicy::Allreduce { .. } | SyncPolicy::Broadcast => true,
-            SyncPolicy::Periodic { every } => every > 0 && self.updates.is_multiple_of(every),
+            SyncPolicy::Periodic { every } => {
+                let averaged = |p: &Part| p.updates.is_multiple_of(every);
+                every > 0 && self.parts.iter().all(averaged)
+            }
             SyncPolicy::None => false,
         }
     }
@@ -413,6 +412,10 @@ impl crate::algo::Collective for Ddp {
         Ddp::before_backward(self)
     }
 
+    fn select_part(&mut self, part: usize) -> Result<()> {
+        Ddp::select_part(self, part)
+    }
+
     fn sync_gradients(&mut self, params: &[Tensor]) -> Result<()> {
         Ddp::sync_gradients(self, params)
     }
@@ -455,4 +458,65 @@ impl crate::algo::Collective for Ddp {
         self.sync_time += start.elapsed();
         Ok(t.int64_value(&[0]) != 0)
     }
+}
+
+impl Part {
+    /// The buckets (and, on several ranks, the reducer) of one policy's `params`.
+    fn new(pg: &ProcessGroup, params: &[Tensor], policy: SyncPolicy) -> Result<Part> {
+        let mut part = Part {
+            buckets: Vec::new(),
+            reducer: None,
+            arm_failure: None,
+            updates: 0,
+        };
+        let SyncPolicy::Allreduce {
+            bucket_mb,
+            compression,
+        } = policy
+        else {
+            return Ok(part);
+        };
+        for (i, p) in params.iter().enumerate() {
+            if p.kind() != Kind::Float {
+                bail!(
+                    "parameter {i} is {:?}; gradient buckets hold f32 parameters only",
+                    p.kind()
+                );
+            }
+        }
+        part.buckets = buckets(params, (bucket_mb * MIB) as usize);
+        if pg.world_size() > 1 {
+            let bf16 = compression == tandem_config::Compression::Bf16;
+            part.reducer = Some(build_reducer(pg, params, &part.buckets, bf16)?);
+        }
+        Ok(part)
+    }
+}
+
+/// The parameter indices of each bucket, filled from the last parameter backwards: backward
+/// produces the last layers' gradients first, so bucket 0 can be all-reduced while backward
+/// still works through the early layers (which in a CNN cost the most).
+fn buckets(params: &[Tensor], bucket_bytes: usize) -> Vec<Vec<usize>> {
+    let mut buckets = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut bytes = 0usize;
+    for i in (0..params.len()).rev() {
+        current.push(i);
+        bytes += params[i].numel() * 4;
+        let cap = if buckets.is_empty() {
+            FIRST_BUCKET_BYTES.min(bucket_bytes)
+        } else {
+            bucket_bytes
+        };
+        if bytes >= cap {
+            current.reverse();
+            buckets.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+    }
+    if !current.is_empty() {
+        current.reverse();
+        buckets.push(current);
+    }
+    buckets
 }

@@ -296,6 +296,9 @@ impl tandem::algo::Collective for RecordGradients<'_> {
     fn before_backward(&mut self) {
         self.inner.before_backward();
     }
+    fn select_part(&mut self, part: usize) -> anyhow::Result<()> {
+        self.inner.select_part(part)
+    }
     fn sync_gradients(&mut self, params: &[tch::Tensor]) -> anyhow::Result<()> {
         self.inner.sync_gradients(params)?;
         let flat = params
