@@ -779,6 +779,8 @@ settings! {
             "With sampling \"free\": updates per round, across which collection runs free. Between rounds the collector stops at the end of its batch so that the run can merge normaliser statistics, gather episodes, take the stop decision (Ctrl-C waits for the round) and checkpoint; the batches collected and not yet learned from carry over to the next round.";
         max_policy_lag: Option<u64> = "max-policy-lag", COUNT, Dflt::Null,
             "With sampling \"free\": a batch with any step chosen by parameters more than this many updates behind the learner is dropped, and the learner takes the next (sample-factory's max_policy_lag); `#null` learns from every batch.";
+        policies: PolicyMap = "policies", Ty::Policies, Dflt::NoArgs,
+            "Several policies in one multi-agent game (ppo or a2c, synchronous sampling, no recurrent core): a block naming each policy and the ids of the agents it plays, `policies { predators \"adversary_*\"; prey \"agent_*\" }` (`*` matches any run of characters). Every agent is played by exactly one policy, and one policy's agents see observations of one length. Each policy has its own network and optimizer (the `network` and `algorithm` sections' settings), learns from its own agents' rows, and has its gradients averaged over the ranks on its own; all act on every step of one shared batch. Scalars are tagged `policy/<name>/`, checkpoints name tensors `policy.<name>.`. Empty (the default): one policy, `default`, plays every agent (parameter sharing).";
         max_steps: Option<u64> = "max-steps", COUNT, Dflt::Null,
             "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.";
     }
@@ -875,7 +877,88 @@ settings! {
     }
 }
 
+/// `train.policies`: each policy's name and the pattern of the agent ids it plays, sorted by
+/// name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyMap(pub Vec<(String, String)>);
+
+impl Setting for PolicyMap {
+    fn from_val(val: Option<&Val>) -> Self {
+        let pairs = match val {
+            Some(Val::Args(args)) => args.iter(),
+            _ => [].iter(),
+        };
+        let strings = pairs.filter_map(|(name, pattern)| match pattern {
+            Scalar::Str(p) => Some((name.clone(), p.clone())),
+            _ => None,
+        });
+        PolicyMap(strings.collect())
+    }
+    fn to_val(&self) -> Val {
+        let args = self
+            .0
+            .iter()
+            .map(|(n, p)| (n.clone(), Scalar::Str(p.clone())));
+        Val::Args(args.collect())
+    }
+}
+
+/// Whether agent id `agent` fits `pattern`, where `*` matches any run of characters.
+pub fn agent_matches(pattern: &str, agent: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == agent,
+        Some((head, rest)) => {
+            let Some(tail) = agent.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| agent_matches(rest, &tail[i..]))
+        }
+    }
+}
+
+/// One policy of a run of several, and the agents it plays in every game.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyPlan {
+    pub name: String,
+    /// Indices into each game's agents, ascending.
+    pub agents: Vec<usize>,
+    /// What its agents observe (the first agent's; the resolver refuses a policy whose agents
+    /// differ).
+    pub observation: ObsSpace,
+}
+
+/// A multi-agent game's agents in the game's order: their ids and what each observes.
+pub fn agents_of(game: &Game) -> Vec<(String, ObsSpace)> {
+    let teams = game.teams().into_iter();
+    let each = teams.flat_map(|team| {
+        (0..team.agents).map(move |i| (format!("{}_{i}", team.name), team.observation))
+    });
+    each.collect()
+}
+
 impl Experiment {
+    /// The policies of `train.policies`, each with the agents it plays (those its pattern
+    /// matches); empty where one policy plays every agent.
+    pub fn policy_plans(&self) -> Vec<PolicyPlan> {
+        let agents = agents_of(&self.env.game);
+        let plan = |(name, pattern): &(String, String)| {
+            let mine: Vec<usize> = (0..agents.len())
+                .filter(|&i| agent_matches(pattern, &agents[i].0))
+                .collect();
+            let observation = mine
+                .first()
+                .map_or(ObsSpace::vector(0, Dtype::F32), |&i| agents[i].1);
+            PolicyPlan {
+                name: name.clone(),
+                agents: mine,
+                observation,
+            }
+        };
+        self.train.policies.0.iter().map(plan).collect()
+    }
+
     /// Number of ranks: one per device.
     pub fn world_size(&self) -> usize {
         self.devices.len()

@@ -380,7 +380,7 @@ pub(crate) fn takes_a_block(section: usize, name: &str) -> bool {
         .common
         .iter()
         .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
-        .any(|f| f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args))
+        .any(|f| f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies))
 }
 
 /// The wrappers as the schema reads them: tandem-spec's table (`tandem_spec::wrapper::WRAPPERS`,
@@ -473,6 +473,7 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::Modules => "zero or more module names (strings)".into(),
         Ty::InfoKeys => "zero or more distinct strings".into(),
         Ty::Args => "block of `name value` keyword arguments".into(),
+        Ty::Policies => "block of `name \"agent pattern\"` policies".into(),
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
         Ty::OrWord(word, inner) => format!("\"{word}\" or {}", describe(inner)),
@@ -815,7 +816,7 @@ mod tests {
             | (Ty::Threads, Dflt::Auto)
             | (Ty::Wrappers, Dflt::NoWrappers)
             | (Ty::Modules | Ty::InfoKeys, Dflt::NoStrings)
-            | (Ty::Args, Dflt::NoArgs) => true,
+            | (Ty::Args | Ty::Policies, Dflt::NoArgs) => true,
             _ => false,
         }
     }

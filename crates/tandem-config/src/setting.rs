@@ -38,6 +38,9 @@ pub(crate) enum Ty {
     Wrappers,
     /// A block of `name value` keyword arguments.
     Args,
+    /// A block of `name "pattern"`: each policy and the agent ids it plays (held as
+    /// [`Val::Args`] of strings).
+    Policies,
     /// The string given (`"auto"`: the learner decides), or a value of the inner type.
     OrWord(&'static str, &'static Ty),
 }

@@ -211,6 +211,7 @@ impl Checker<'_> {
             Ty::Devices => return self.devices(raw).map(|v| (v, Vec::new())),
             Ty::Wrappers => return self.wrappers(raw),
             Ty::Args => return self.args(raw),
+            Ty::Policies => return self.policies(raw),
             _ => {}
         }
         let mut errs = Vec::new();
@@ -425,6 +426,101 @@ impl Checker<'_> {
             Ok((Val::Args(list), Vec::new()))
         } else {
             Err(errs)
+        }
+    }
+
+    /// `policies { predators "adversary_*"; prey "agent_*" }`: each policy once, named by
+    /// letters, digits and `_`, with one pattern of the agent ids it plays (`*` matches any
+    /// run of characters); sorted by name. Which agents a pattern matches is the cross-check's.
+    fn policies(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let path = self.path;
+        let example = "write `policies { predators \"adversary_*\"; prey \"agent_*\" }`, a policy's name and the agents it plays";
+        let mut errs = Vec::new();
+        let stray = raw.args.iter().map(|(_, span)| *span);
+        for span in stray.chain(raw.props.iter().map(|(_, _, span)| *span)) {
+            errs.push(
+                error(
+                    "config::unexpected-argument",
+                    format!("`{path}` takes a block"),
+                )
+                .at(source, span, "not in a block")
+                .help(example),
+            );
+        }
+        let Some(block) = &raw.children else {
+            errs.push(
+                error("config::missing-block", format!("`{path}` needs a block"))
+                    .at(source, raw.value_span, "no block")
+                    .help(example),
+            );
+            return Err(errs);
+        };
+        let mut policies: BTreeMap<String, (Scalar, SourceSpan)> = BTreeMap::new();
+        for node in block.nodes() {
+            let (name, span) = (node.name().value(), node.name().span());
+            match self.policy(node) {
+                Err(e) => errs.push(e),
+                Ok(_) if policies.contains_key(name) => errs.push(
+                    error(
+                        "config::duplicate-setting",
+                        format!("policy `{name}` is named twice"),
+                    )
+                    .at(source, span, "named again here")
+                    .also(source, policies[name].1, "first named here")
+                    .help("each policy is named once; give the second another name"),
+                ),
+                Ok(pattern) => {
+                    policies.insert(name.to_string(), (Scalar::Str(pattern), span));
+                }
+            }
+        }
+        if errs.is_empty() {
+            // Each policy's span, in the value's (name) order, for the cross-checks to point at.
+            let spans = policies.values().map(|(_, span)| *span).collect();
+            let list = policies.into_iter().map(|(k, (v, _))| (k, v)).collect();
+            Ok((Val::Args(list), spans))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// One policy: `name "pattern"`.
+    fn policy(&self, node: &KdlNode) -> Result<String, DiagBuilder> {
+        let source = self.source;
+        let name = node.name().value();
+        let help = format!(
+            "write `{name} \"PATTERN\"`: the ids of the agents it plays, `*` for any run of characters (`\"adversary_*\"`)"
+        );
+        // KDL reads these bare words as keywords, so the canonical form could not write them.
+        if !is_identifier(name) || ["true", "false", "null", "inf", "nan"].contains(&name) {
+            return Err(error(
+                "config::policy-name",
+                format!("`{name}` cannot name a policy"),
+            )
+            .at(source, node.name().span(), "not a policy name")
+            .help("a policy is named by letters, digits and `_`, not starting with a digit (its scalars are tagged `policy/<name>/`)"));
+        }
+        let raw = raw_of_node(node);
+        let pattern = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-*".contains(c))
+        };
+        match (raw.args.as_slice(), &raw.children, raw.props.first()) {
+            ([(KdlValue::String(s), _)], None, None) if pattern(s) => Ok(s.clone()),
+            ([(_, span)], None, None) => Err(error(
+                "config::agent-pattern",
+                format!("policy `{name}` needs a pattern of agent ids"),
+            )
+            .at(source, *span, "not a pattern of agent ids")
+            .help("a pattern is a string of letters, digits, `_`, `-` and `*`")),
+            _ => Err(error(
+                "config::missing-value",
+                format!("policy `{name}` needs one pattern of agent ids"),
+            )
+            .at(source, node.span(), "one string expected")
+            .help(help)),
         }
     }
 

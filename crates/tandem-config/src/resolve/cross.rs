@@ -93,6 +93,9 @@ impl CrossCheck<'_, '_> {
         self.max_steps();
         self.sampling();
         self.eval_limit_unused();
+        if !self.experiment.train.policies.0.is_empty() && self.ok(&["env", "train.policies"]) {
+            self.policies();
+        }
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -691,6 +694,183 @@ impl CrossCheck<'_, '_> {
                 Some(("env", "a game of several agents")),
                 "its evaluation episodes end at the game's own `max-cycles`: set that in `env`, and remove `max-episode-steps`".into(),
             );
+        }
+    }
+
+    /// Several policies: a game of several agents, each agent played by exactly one policy,
+    /// one observation length a policy, and a learner that can share a batch.
+    fn policies(&mut self) {
+        let e = self.experiment;
+        let path = "train.policies";
+        let game = e.env.game.name();
+        if !e.env.game.is_multi_agent() {
+            return self.report(
+                "config::inconsistent",
+                format!("{game} has one agent: there is nothing for several policies to play"),
+                path,
+                "several policies",
+                Some(("env", "a game of one agent")),
+                "remove `policies`, or pick a game of several agents (`mpe-simple-tag`)".into(),
+            );
+        }
+        let agents = crate::model::agents_of(&e.env.game);
+        let listed = agents.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>();
+        let help = format!(
+            "{game}'s agents are {}: give every one exactly one policy",
+            listed.join(", ")
+        );
+        let Some(entry) = self.applier.entries.get(path).cloned() else {
+            return;
+        };
+        let plans = e.policy_plans();
+        let at = |i: usize| entry.items.get(i).copied().unwrap_or(entry.span);
+        let mut refusals = Vec::new();
+        for (i, (plan, (_, pattern))) in plans.iter().zip(&e.train.policies.0).enumerate() {
+            let name = &plan.name;
+            if plan.agents.is_empty() {
+                refusals.push(
+                    error(
+                        "config::policies",
+                        format!("policy `{name}`'s pattern `{pattern}` matches no agent"),
+                    )
+                    .at(entry.source, at(i), "matches no agent")
+                    .help(help.clone()),
+                );
+            }
+            let lengths = plan.agents.iter().map(|&a| agents[a].1.len());
+            if lengths.clone().any(|len| len != plan.observation.len()) {
+                let lengths = lengths.map(|l| l.to_string()).collect::<Vec<_>>();
+                refusals.push(
+                    error(
+                        "config::policies",
+                        format!(
+                            "policy `{name}` plays agents that observe different lengths ({})",
+                            lengths.join(", ")
+                        ),
+                    )
+                    .at(entry.source, at(i), "agents of more than one team")
+                    .help("one network reads one length: give each team a policy of its own"),
+                );
+            }
+        }
+        for (a, id) in listed.iter().enumerate() {
+            let players: Vec<usize> = (0..plans.len())
+                .filter(|&p| plans[p].agents.contains(&a))
+                .collect();
+            let names = players.iter().map(|&p| plans[p].name.as_str());
+            let refusal = match players.as_slice() {
+                [_] => continue,
+                [] => error(
+                    "config::policies",
+                    format!("agent `{id}` is played by no policy"),
+                )
+                .at(entry.source, entry.span, "no pattern matches it"),
+                [first, second, ..] => error(
+                    "config::policies",
+                    format!(
+                        "agent `{id}` is played by {} (one policy an agent)",
+                        names.collect::<Vec<_>>().join(" and ")
+                    ),
+                )
+                .at(entry.source, at(*second), "plays it")
+                .also(entry.source, at(*first), "plays it too"),
+            };
+            refusals.push(refusal.help(help.clone()));
+        }
+        if !refusals.is_empty() {
+            for refusal in refusals {
+                self.applier.push(refusal);
+            }
+            return;
+        }
+        self.policies_can_share_a_batch(plans.len());
+    }
+
+    /// Several policies share each step of one batch: each learner collects synchronously,
+    /// without a recurrent state, and splits its own rows into minibatches.
+    fn policies_can_share_a_batch(&mut self, count: usize) {
+        let e = self.experiment;
+        let path = "train.policies";
+        let not_yet = |what: &str| format!("{count} policies cannot {what} yet");
+        if e.algorithm.facts().learns != Learns::OnPolicy && self.ok(&["algorithm"]) {
+            let learners = Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or");
+            return self.report(
+                "config::inconsistent",
+                not_yet(&format!("learn with {}", e.algorithm.name())),
+                path,
+                "several policies",
+                Some(("algorithm", "an off-policy learner")),
+                format!("several policies learn with {learners}"),
+            );
+        }
+        let refusals = [
+            (
+                e.train.sampling != Sampling::Synchronous,
+                "train.sampling",
+                "sample other than synchronously",
+                "set `sampling \"synchronous\"`",
+            ),
+            (
+                e.train.env_groups > 1,
+                "train.env-groups",
+                "step the environments in groups",
+                "set `env-groups 1`",
+            ),
+            (
+                e.network.core.is_some(),
+                "network.core",
+                "carry a recurrent core",
+                "set `core \"none\"`",
+            ),
+            (
+                e.eval.every.is_some(),
+                "eval.every",
+                "be evaluated during training",
+                "set `every #null` and evaluate a policy afterwards with `tandem eval`",
+            ),
+        ];
+        for (refused, other, what, fix) in refusals {
+            if refused && self.ok(&[other]) {
+                return self.report(
+                    "config::inconsistent",
+                    not_yet(what),
+                    path,
+                    "several policies",
+                    Some((other, "this setting")),
+                    fix.into(),
+                );
+            }
+        }
+        self.policy_minibatches();
+    }
+
+    /// PPO's minibatches split each policy's rows on each rank.
+    fn policy_minibatches(&mut self) {
+        let e = self.experiment;
+        let Algorithm::Ppo(ppo) = &e.algorithm else {
+            return;
+        };
+        let per_rank = |agents: usize| e.per_rank_envs() * agents * e.train.rollout;
+        for plan in e.policy_plans() {
+            let batch = per_rank(plan.agents.len());
+            if !batch.is_multiple_of(ppo.minibatches) && self.ok(&["algorithm.minibatches"]) {
+                return self.report(
+                    "config::inconsistent",
+                    format!(
+                        "policy `{}`'s {batch} transitions a rank cannot be split into {} \
+                         minibatches",
+                        plan.name, ppo.minibatches
+                    ),
+                    "algorithm.minibatches",
+                    "does not divide a policy's batch",
+                    Some(("train.policies", "the policies")),
+                    format!(
+                        "each policy's batch on a rank is environments a rank x its agents ({}) \
+                         x rollout: pick minibatches that divide it",
+                        plan.agents.len()
+                    ),
+                );
+            }
         }
     }
 

@@ -1,0 +1,176 @@
+//! `train { policies { ... } }`: several policies in one multi-agent game. What it resolves to
+//! (each policy's agents and observation), the canonical and JSON round trips and the hash, and
+//! the mistakes it refuses at their place: an agent no policy or two policies play, a pattern
+//! that matches no agent, a game of one agent, and the settings several policies cannot share
+//! a batch with yet.
+
+use tandem_config::*;
+
+fn text(env: &str, train: &str) -> String {
+    format!(
+        "experiment \"x\" {{\n    env \"{env}\"\n    train {{\n        rollout 16\n{train}    }}\n}}\n"
+    )
+}
+
+fn tag(policies: &str) -> String {
+    text(
+        "mpe-simple-tag",
+        &format!("        policies {{\n{policies}        }}\n"),
+    )
+}
+
+const TWO: &str = "            predators \"adversary_*\"\n            prey \"agent_*\"\n";
+
+fn only_error(text: &str, sets: &[&str]) -> Diagnostic {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let diags = resolve(&Source::Stdin(text.into()), &sets).expect_err("refused");
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    diags.iter().next().unwrap().clone()
+}
+
+#[test]
+fn patterns_match_agent_ids() {
+    assert!(agent_matches("adversary_*", "adversary_0"));
+    assert!(agent_matches("*_1", "adversary_1"));
+    assert!(agent_matches("agent_0", "agent_0"));
+    assert!(agent_matches("*", "agent_0"));
+    assert!(agent_matches("a*_*0", "adversary_10"));
+    assert!(!agent_matches("agent_*", "adversary_0"));
+    assert!(!agent_matches("agent_0", "agent_01"));
+    assert!(!agent_matches("*_2", "agent_0"));
+}
+
+#[test]
+fn each_policy_plays_its_agents_and_the_map_round_trips() {
+    let e = resolve(&Source::Stdin(tag(TWO)), &[]).unwrap().experiment;
+    let plans = e.policy_plans();
+    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+    // Sorted by name: the order of their tensors in every list.
+    assert_eq!(names, ["predators", "prey"]);
+    assert_eq!(plans[0].agents, [0, 1, 2]);
+    assert_eq!(plans[1].agents, [3]);
+    assert_eq!(plans[0].observation.len(), 16);
+    assert_eq!(plans[1].observation.len(), 14);
+    let canonical = canonical_kdl(&e);
+    assert!(
+        canonical.contains(
+            "        policies {\n            predators \"adversary_*\"\n            prey \"agent_*\"\n        }\n"
+        ),
+        "{canonical}"
+    );
+    assert_eq!(parse_canonical(&canonical).unwrap(), e);
+    let json = canonical_json(&e);
+    let back = resolve(&Source::Stdin(json), &[]).unwrap().experiment;
+    assert_eq!(back, e);
+    // One shared policy (the default) is another run.
+    let shared = resolve(&Source::Stdin(tag("")), &[]).unwrap().experiment;
+    assert!(shared.policy_plans().is_empty());
+    assert!(canonical_kdl(&shared).contains("        policies {}\n"));
+    assert_ne!(config_hash(&shared), config_hash(&e));
+}
+
+#[test]
+fn every_agent_is_played_by_exactly_one_policy() {
+    let d = only_error(&tag("            predators \"adversary_*\"\n"), &[]);
+    assert_eq!(d.code(), "config::policies");
+    assert!(
+        d.message()
+            .contains("agent `agent_0` is played by no policy"),
+        "{}",
+        d.message()
+    );
+    assert!(
+        d.help()
+            .unwrap()
+            .contains("adversary_0, adversary_1, adversary_2, agent_0")
+    );
+    let twice = "            first \"adversary_0\"\n            hunters \"adversary_*\"\n            prey \"agent_*\"\n";
+    let d = only_error(&tag(twice), &[]);
+    assert!(
+        d.message()
+            .contains("agent `adversary_0` is played by first and hunters"),
+        "{}",
+        d.message()
+    );
+    // At the second policy that plays it, the first named beside it.
+    assert_eq!(d.line_column().map(|l| l.0), Some(7));
+    let none = "            predators \"adversary_*\"\n            prey \"agent_*\"\n            ghosts \"ghost_*\"\n";
+    let d = only_error(&tag(none), &[]);
+    assert!(
+        d.message()
+            .contains("policy `ghosts`'s pattern `ghost_*` matches no agent"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(8));
+    // A policy of agents that see observations of different lengths has no one network.
+    let d = only_error(&tag("            everyone \"*\"\n"), &[]);
+    assert_eq!(d.line_column().map(|l| l.0), Some(6));
+    assert!(
+        d.message()
+            .contains("observe different lengths (16, 16, 16, 14)"),
+        "{}",
+        d.message()
+    );
+}
+
+#[test]
+fn policies_need_a_game_of_several_agents() {
+    let d = only_error(
+        &text(
+            "cartpole",
+            "        policies {\n            a \"agent_*\"\n        }\n",
+        ),
+        &[],
+    );
+    assert_eq!(d.code(), "config::inconsistent");
+    assert!(
+        d.message().contains("cartpole has one agent"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(5));
+}
+
+#[test]
+fn names_and_patterns_are_checked_where_they_are_written() {
+    let d = only_error(&tag("            \"2nd\" \"agent_*\"\n"), &[]);
+    assert_eq!(d.code(), "config::policy-name");
+    let d = only_error(&tag("            prey \"agent 0\"\n"), &[]);
+    assert_eq!(d.code(), "config::agent-pattern");
+    assert_eq!(d.line_column().map(|l| l.0), Some(6));
+    let d = only_error(&tag("            prey\n"), &[]);
+    assert_eq!(d.code(), "config::missing-value");
+    let d = only_error(
+        &tag("            prey \"agent_*\"\n            prey \"a*\"\n"),
+        &[],
+    );
+    assert_eq!(d.code(), "config::duplicate-setting");
+    assert_eq!(d.line_column().map(|l| l.0), Some(7));
+}
+
+#[test]
+fn settings_that_cannot_share_a_batch_yet_are_refused_with_the_fix() {
+    let cases = [
+        ("algorithm=dqn", "learn with dqn"),
+        (
+            "train.sampling=\"pipelined\"",
+            "sample other than synchronously",
+        ),
+        ("network.core=\"lstm\"", "carry a recurrent core"),
+        ("eval.every=10", "be evaluated during training"),
+    ];
+    for (set, what) in cases {
+        let d = only_error(&tag(TWO), &[set]);
+        assert!(d.message().contains(what), "{set}: {}", d.message());
+    }
+    // PPO splits each policy's own rows: 256 minibatches divide all 8 games x 4 agents x 16
+    // steps, not the predators' 8 x 3 x 16.
+    let d = only_error(&tag(TWO), &["algorithm.minibatches=256"]);
+    assert!(
+        d.message()
+            .contains("policy `predators`'s 384 transitions a rank cannot be split into 256"),
+        "{}",
+        d.message()
+    );
+}
