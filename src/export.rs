@@ -43,6 +43,10 @@ pub struct ExportArgs {
     /// Where to write the module.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Which policy of a run of several to export (required there; a run of one has none to
+    /// pick).
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
 }
 
 /// The class name of the exported module (`__torch__.TandemPolicy`).
@@ -75,7 +79,10 @@ pub fn export(args: &ExportArgs) -> Result<String> {
         &bridge,
     )
     .context("cannot build an environment to read the policy's spaces from")?;
-    let (policy, obs_shape) = crate::play::restored_policy(&experiment, &ckpt, &mut env)?;
+    let (policy, obs_shape) = match args.policy.as_deref() {
+        None => crate::play::restored_policy(&experiment, &ckpt, &mut env)?,
+        Some(name) => crate::play::restored_one_of_several(&experiment, &ckpt, &mut env, name)?,
+    };
     let normalizer = match normalizer {
         Some(clip) => {
             let stats = env.normalizer_stats_of(NormKind::Observation);

@@ -10,44 +10,27 @@
 //! (`src/policy.rs`).
 
 use anyhow::{Result, bail};
-use tch::Device;
 
-use tandem_config::{Acts, Algorithm, Experiment};
-use tandem_env::{ActionSpace, VecEnv};
+use tandem_config::{Acts, Algorithm};
+use tandem_env::ActionSpace;
 
 use crate::algo::learner::{Learner, Setting};
 
 /// This rank's learner for the experiment's algorithm, its networks initialised from the
 /// current torch seed (the skeleton seeds it, then broadcasts rank 0's state).
-pub fn build(
-    experiment: &Experiment,
-    envs: &VecEnv,
-    rank: usize,
-    world: usize,
-    device: Device,
-) -> Result<Box<dyn Learner>> {
-    let setting = Setting {
-        experiment,
-        envs,
-        rank,
-        world,
-        device,
-    };
+pub fn build(setting: &Setting) -> Result<Box<dyn Learner>> {
+    let (experiment, envs) = (setting.experiment, setting.envs);
     takes_the_action_space(&experiment.algorithm, envs.action_space())?;
     Ok(match &experiment.algorithm {
-        Algorithm::Ppo(config) => {
-            Box::new(crate::algo::on_policy::OnPolicy::new(&setting, |vs| {
-                crate::algo::ppo::Ppo::from_config(vs, config)
-            })?)
-        }
-        Algorithm::A2c(config) => {
-            Box::new(crate::algo::on_policy::OnPolicy::new(&setting, |vs| {
-                crate::algo::a2c::A2c::from_config(vs, config)
-            })?)
-        }
-        Algorithm::Dqn(config) => Box::new(crate::algo::dqn::DqnRule::learner(&setting, config)?),
-        Algorithm::Sac(config) => Box::new(crate::algo::sac::SacRule::learner(&setting, config)?),
-        Algorithm::Td3(config) => Box::new(crate::algo::td3::Td3Rule::learner(&setting, config)?),
+        Algorithm::Ppo(config) => Box::new(crate::algo::on_policy::OnPolicy::new(setting, |vs| {
+            crate::algo::ppo::Ppo::from_config(vs, config)
+        })?),
+        Algorithm::A2c(config) => Box::new(crate::algo::on_policy::OnPolicy::new(setting, |vs| {
+            crate::algo::a2c::A2c::from_config(vs, config)
+        })?),
+        Algorithm::Dqn(config) => Box::new(crate::algo::dqn::DqnRule::learner(setting, config)?),
+        Algorithm::Sac(config) => Box::new(crate::algo::sac::SacRule::learner(setting, config)?),
+        Algorithm::Td3(config) => Box::new(crate::algo::td3::Td3Rule::learner(setting, config)?),
     })
 }
 

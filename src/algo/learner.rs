@@ -21,6 +21,8 @@ use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
 use crate::algo::Collective;
+use crate::algo::sampling::joint::Seated;
+use crate::algo::seats::Seats;
 use crate::nn::ActorCriticSpec;
 
 /// The scalars one round produced, by TensorBoard tag.
@@ -106,6 +108,9 @@ pub struct Setting<'a> {
     pub rank: usize,
     pub world: usize,
     pub device: Device,
+    /// The rows the learner's policy plays where several policies share a multi-agent batch;
+    /// `None`: every row.
+    pub seats: Option<&'a Seats>,
 }
 
 pub trait Learner {
@@ -150,6 +155,22 @@ pub trait Learner {
     fn restore_rank_files(&mut self, _resumed: &Resumed) -> Result<()> {
         Ok(())
     }
+    /// The learner's side of a joint round, where it plays its seats of a batch beside other
+    /// policies; `None` where it cannot (only synchronous feed-forward on-policy learners can).
+    fn seated(&mut self) -> Option<&mut dyn SeatedLearner> {
+        None
+    }
+}
+
+/// A learner that plays some seats of a multi-agent batch whose other seats other policies
+/// play (`crate::algo::policies`): the round collects all policies' rollouts at once
+/// (`crate::algo::sampling::joint`), then each learns from its own.
+pub trait SeatedLearner {
+    /// The network that acts, the buffer the rollout fills, and the rows it plays.
+    fn player(&mut self) -> Seated<'_>;
+    /// One update on the rollout just collected, whose V(s_T) are `last_values`; advances
+    /// `round.counters` as a round of its own would.
+    fn learn_collected(&mut self, last_values: &Tensor, round: Round) -> Result<()>;
 }
 
 /// The network `experiment` declares for `envs` (pixel scaling decided by their built
@@ -158,4 +179,21 @@ pub fn network_for(experiment: &Experiment, envs: &VecEnv) -> Result<(ActorCriti
     let spec = ActorCriticSpec::from_experiment(experiment, envs.env_observation_space())?;
     let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
     Ok((spec, obs_shape))
+}
+
+/// [`network_for`] a policy playing `seats` of `envs` (`None`: all of them), which reads only
+/// its agents' observation, and the rows it plays on this rank.
+pub fn network_for_seats(
+    experiment: &Experiment,
+    envs: &VecEnv,
+    seats: Option<&Seats>,
+) -> Result<(ActorCriticSpec, Vec<i64>, usize)> {
+    let Some(seats) = seats else {
+        let (spec, obs_shape) = network_for(experiment, envs)?;
+        return Ok((spec, obs_shape, experiment.per_rank_rows()));
+    };
+    let batch = envs.env_observation_space();
+    let observation = tandem_env::ObsSpace::vector(seats.obs_len(), batch.dtype);
+    let spec = ActorCriticSpec::from_experiment(experiment, observation)?;
+    Ok((spec, vec![seats.obs_len() as i64], seats.len()))
 }

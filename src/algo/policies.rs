@@ -16,7 +16,10 @@ use tch::{Device, Tensor};
 use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
-use super::learner::{Learner, Resumed, Round};
+use super::learner::{Learner, Resumed, Round, SeatedLearner, Setting};
+use super::sampling::collect::Draws;
+use super::sampling::joint::collect_joint;
+use super::seats::Seats;
 
 /// The name of a run's one policy.
 pub const SOLE: &str = "default";
@@ -25,10 +28,16 @@ pub const SOLE: &str = "default";
 /// tensors in every list).
 pub struct Policies {
     learners: Vec<(String, Box<dyn Learner>)>,
+    /// What names a joint round's draws (the run's seed, this rank).
+    seed: u64,
+    rank: usize,
+    /// The policy of each row of the rank's batch, where there are several (else empty: 0).
+    row_policy: Vec<usize>,
 }
 
 impl Policies {
-    /// This rank's learner of the experiment's algorithm, its one policy.
+    /// This rank's learners: the experiment's algorithm for its one policy, or one learner of
+    /// it for each policy of `train.policies`, each playing its agents' rows of the batch.
     pub fn build(
         experiment: &Experiment,
         envs: &VecEnv,
@@ -36,33 +45,67 @@ impl Policies {
         world: usize,
         device: Device,
     ) -> Result<Policies> {
-        let learner = super::build::build(experiment, envs, rank, world, device)?;
-        Policies::of(vec![(SOLE.to_string(), learner)])
+        let all_rows = Setting {
+            experiment,
+            envs,
+            rank,
+            world,
+            device,
+            seats: None,
+        };
+        let plans = experiment.policy_plans();
+        let mut row_policy = Vec::new();
+        let learners = match plans.as_slice() {
+            [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
+            plans => {
+                let mut learners = Vec::with_capacity(plans.len());
+                row_policy = vec![0; envs.num_envs()];
+                for (p, plan) in plans.iter().enumerate() {
+                    let seats = Seats::new(
+                        &plan.agents,
+                        envs.agents_per_game(),
+                        envs.num_envs() / envs.agents_per_game(),
+                        plan.observation.len(),
+                        envs.obs_len(),
+                    );
+                    for &row in seats.rows() {
+                        row_policy[row] = p;
+                    }
+                    let setting = Setting {
+                        seats: Some(&seats),
+                        ..all_rows
+                    };
+                    let learner = super::build::build(&setting)
+                        .with_context(|| format!("policy {}", plan.name))?;
+                    learners.push((plan.name.clone(), learner));
+                }
+                learners
+            }
+        };
+        let mut policies = Policies::of(learners)?;
+        policies.seed = experiment.seed;
+        policies.rank = rank;
+        policies.row_policy = row_policy;
+        Ok(policies)
     }
 
-    /// Learners by policy name: at least one, names unique, and all advancing the run alike
-    /// (the same global steps an update and updates a round), as the skeleton counts one run.
+    /// Learners by policy name: at least one, names unique. Several policies play seats of
+    /// one batch ([`Learner::seated`]), all stepping it together; each advances the run by
+    /// the steps of its own rows.
     pub fn of(learners: Vec<(String, Box<dyn Learner>)>) -> Result<Policies> {
-        let Some((_, first)) = learners.first() else {
-            bail!("a run trains at least one policy");
-        };
-        let pace = (first.steps_per_update(), first.updates_per_round());
-        for (i, (name, learner)) in learners.iter().enumerate() {
+        ensure!(!learners.is_empty(), "a run trains at least one policy");
+        for (i, (name, _)) in learners.iter().enumerate() {
             ensure!(
                 !learners[..i].iter().any(|(n, _)| n == name),
                 "two policies are named {name}"
             );
-            ensure!(
-                (learner.steps_per_update(), learner.updates_per_round()) == pace,
-                "policy {name} advances the run by {} steps an update and {} updates a round, \
-                 the first policy by {} and {}",
-                learner.steps_per_update(),
-                learner.updates_per_round(),
-                pace.0,
-                pace.1
-            );
         }
-        Ok(Policies { learners })
+        Ok(Policies {
+            learners,
+            seed: 0,
+            rank: 0,
+            row_policy: Vec::new(),
+        })
     }
 
     /// The name under which policy `policy`'s `name` is kept, `sep` between the parts.
@@ -85,9 +128,32 @@ impl Policies {
             .collect()
     }
 
-    /// Global steps one update adds (all ranks together): every policy's alike.
+    /// The policies' names, in their order.
+    pub fn names(&self) -> Vec<&str> {
+        self.learners
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// The index of the policy that plays row `row` of the rank's batch.
+    pub fn of_row(&self, row: usize) -> usize {
+        self.row_policy.get(row).copied().unwrap_or(0)
+    }
+
+    /// Global steps one update adds (all ranks together): every policy's rows' steps.
     pub fn steps_per_update(&self) -> u64 {
-        self.learners[0].1.steps_per_update()
+        self.learners
+            .iter()
+            .map(|(_, l)| l.steps_per_update())
+            .sum()
+    }
+
+    /// Each policy's trainable tensors, policy after policy: the parts DDP averages one at a
+    /// time (`Ddp::with_parts`), in the order [`Collective::select_part`] names them.
+    pub fn parameter_parts(&self) -> Vec<Vec<Tensor>> {
+        let each = self.learners.iter().map(|(_, l)| l.trainable_parameters());
+        each.collect()
     }
 
     pub fn updates_per_round(&self) -> u64 {
@@ -138,16 +204,60 @@ impl Policies {
     }
 
     /// One round of the run. With one policy, its learner's round over the rank's environments;
-    /// several act together only in a multi-agent environment, which picks each agent's policy.
+    /// with several, a joint round: all collect at once, then each learns from its rows.
     pub fn round(&mut self, envs: &mut VecEnv, round: Round) -> Result<()> {
         match &mut self.learners[..] {
             [(_, learner)] => learner.round(envs, round),
-            _ => bail!(
-                "{} policies need a multi-agent environment to act in; tandem's environments \
-                 have one agent",
-                self.learners.len()
-            ),
+            _ => self.joint_round(envs, round),
         }
+    }
+
+    /// One rollout of every policy's seats, then each policy's update, its gradients
+    /// averaged over the ranks in its own part of the collective; the run advances once.
+    fn joint_round(&mut self, envs: &mut VecEnv, round: Round) -> Result<()> {
+        let Round {
+            counters,
+            limits,
+            collective,
+            phases,
+        } = round;
+        let steps = self.steps_per_update();
+        let draws = Draws {
+            seed: self.seed,
+            rank: self.rank,
+            update: counters.update,
+        };
+        let mut seated: Vec<&mut dyn SeatedLearner> = self
+            .learners
+            .iter_mut()
+            .map(|(name, learner)| {
+                learner.seated().with_context(|| {
+                    format!(
+                        "policy {name} cannot play beside other policies: several policies \
+                         need a synchronous, feed-forward on-policy learner (ppo or a2c)"
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut players: Vec<_> = seated.iter_mut().map(|s| s.player()).collect();
+        let last_values = collect_joint(&mut players, envs, draws, phases)?;
+        drop(players);
+        for (part, (learner, last)) in seated.iter_mut().zip(&last_values).enumerate() {
+            collective.select_part(part)?;
+            // Each learner counts its update as a round of its own would; the run counts one.
+            let mut own = *counters;
+            let round = Round {
+                counters: &mut own,
+                limits,
+                collective: &mut *collective,
+                phases: &mut *phases,
+            };
+            learner.learn_collected(last, round)?;
+        }
+        collective.select_part(0)?;
+        counters.update += 1;
+        counters.global_step += steps;
+        Ok(())
     }
 
     /// Every learner's scalars of its latest update, tagged by policy.
@@ -334,12 +444,39 @@ mod tests {
     }
 
     #[test]
-    fn policies_must_be_named_once_and_advance_the_run_alike() {
+    fn policies_must_be_named_once_and_advance_the_run_by_all_their_rows() {
         let err = |learners| Policies::of(learners).err().unwrap().to_string();
         assert!(err(Vec::new()).contains("at least one"));
         let twice = vec![("a".into(), fake(1.0, 8)), ("a".into(), fake(1.0, 8))];
         assert!(err(twice).contains("two policies are named a"));
-        let paces = vec![("a".into(), fake(1.0, 8)), ("b".into(), fake(1.0, 16))];
-        assert!(err(paces).contains("policy b advances the run by 16 steps"));
+        let three_and_one = vec![("a".into(), fake(1.0, 24)), ("b".into(), fake(1.0, 8))];
+        assert_eq!(Policies::of(three_and_one).unwrap().steps_per_update(), 32);
+    }
+
+    /// A learner that cannot share a batch (an off-policy one, or these fakes) stops a joint
+    /// round before anything is collected, naming its policy.
+    #[test]
+    fn a_joint_round_needs_every_policy_seated() {
+        let learners = vec![("red".into(), fake(1.0, 8)), ("blue".into(), fake(2.0, 8))];
+        let mut two = Policies::of(learners).unwrap();
+        let spec = tandem_env::EnvSpec::new(tandem_env::Game::Cartpole);
+        let mut envs = VecEnv::new(&spec, &[1, 2], 1).unwrap();
+        let mut counters = crate::algo::learner::Counters::default();
+        let round = Round {
+            counters: &mut counters,
+            limits: crate::algo::learner::Limits {
+                total_updates: 1,
+                stop_step: 1,
+                total_steps: 1,
+            },
+            collective: &mut crate::algo::Local,
+            phases: &mut Default::default(),
+        };
+        let err = two.round(&mut envs, round).unwrap_err().to_string();
+        assert!(
+            err.contains("policy red cannot play beside other policies"),
+            "{err}"
+        );
+        assert_eq!(counters.update, 0);
     }
 }

@@ -41,6 +41,8 @@ const META_RECENT: &str = "meta.recent_episodes";
 /// The recent episodes' info values (`[episodes, info keys]`), written only for an experiment
 /// with `info-keys`, so other runs' checkpoints are as before.
 const META_RECENT_INFO: &str = "meta.recent_info";
+/// Which policy played each recent episode, where a run has several (and one played any).
+const META_RECENT_POLICY: &str = "meta.recent_policy";
 /// sha256 over every other tensor (names, kinds, shapes, bytes): a damaged file that libtorch
 /// still reads is refused too. Checkpoints from before it have none and are read unchecked.
 const META_DIGEST: &str = "meta.digest";
@@ -144,6 +146,10 @@ fn encode(ckpt: &Checkpoint) -> Result<Vec<u8>> {
         let rows = ckpt.recent.len() as i64;
         let info = Tensor::from_slice(&info).reshape([rows, keys as i64]);
         named.push((META_RECENT_INFO.into(), info));
+    }
+    if ckpt.recent.iter().any(|e| e.policy > 0) {
+        let policies: Vec<i64> = ckpt.recent.iter().map(|e| e.policy as i64).collect();
+        named.push((META_RECENT_POLICY.into(), Tensor::from_slice(&policies)));
     }
     named.push((META_DIGEST.into(), bytes_tensor(&digest(&named)?)));
     serialize(&named)
@@ -363,6 +369,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
                 length: e[1],
                 score: e[2],
                 info: Vec::new(),
+                policy: 0,
             })
             .collect(),
         Err(_) => Vec::new(),
@@ -379,6 +386,19 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         let values = Vec::<f64>::try_from(info.flatten(0, -1))?;
         for (e, row) in recent.iter_mut().zip(values.chunks_exact(size[1] as usize)) {
             e.info = row.to_vec();
+        }
+    }
+    if let Ok(policies) = take(META_RECENT_POLICY) {
+        let policies = Vec::<i64>::try_from(policies)?;
+        if policies.len() != recent.len() {
+            bail!(
+                "{} is damaged: its recent episodes' policies do not fit its {} episodes",
+                path.display(),
+                recent.len()
+            );
+        }
+        for (e, policy) in recent.iter_mut().zip(policies) {
+            e.policy = policy as usize;
         }
     }
     Ok(Checkpoint {
@@ -554,6 +574,7 @@ mod tests {
                 length: 2.0,
                 score: 3.0,
                 info: Vec::new(),
+                policy: 0,
             }],
             restarts: 3,
             world_size: 2,
@@ -623,7 +644,7 @@ mod tests {
     /// The recent episodes' info values come back with them, so a resumed run's
     /// `episode/recent_info/<key>` continues from the same window.
     #[test]
-    fn recent_info_values_round_trip() {
+    fn recent_info_values_and_policies_round_trip() {
         let dir = std::env::temp_dir().join(format!("tandem-ckpt-info-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut ckpt = sample(1);
@@ -633,13 +654,16 @@ mod tests {
                 length: 2.0,
                 score: i as f64,
                 info: vec![(i % 2) as f64, 10.0 * i as f64],
+                policy: i % 2,
             })
             .collect();
         let back = load(&save(&dir, &ckpt, 1).unwrap()).unwrap();
         assert_eq!(back.recent, ckpt.recent);
-        // Without info keys there is no tensor for them: other runs' files are as before.
+        // Without info keys or several policies there is no tensor for them: other runs'
+        // files are as before.
         let plain = load(&save(&dir, &sample(2), 1).unwrap()).unwrap();
         assert!(plain.recent.iter().all(|e| e.info.is_empty()));
+        assert!(plain.recent.iter().all(|e| e.policy == 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

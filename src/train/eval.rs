@@ -203,7 +203,7 @@ impl Share {
             envs.step(&host_actions(&action, kind)?)?;
             policy.stepped(envs);
             for e in envs.drain_episodes() {
-                first[e.env_index].get_or_insert(Episode::of(&e));
+                first[e.env_index].get_or_insert(Episode::of(&e, 0));
             }
         }
         Ok(first.into_iter().flatten().collect())

@@ -19,22 +19,27 @@ pub struct Episode {
     /// The values of the experiment's `info-keys` at the episode's end, in the keys' order
     /// (empty without keys).
     pub info: Vec<f64>,
+    /// The index of the policy that played it, in the run's policies (0 with one policy).
+    pub policy: usize,
 }
 
 impl Episode {
     /// What the environments report of a finished episode, as summaries keep it.
-    pub fn of(stats: &tandem_env::EpisodeStats) -> Episode {
+    /// `policy` played it.
+    pub fn of(stats: &tandem_env::EpisodeStats, policy: usize) -> Episode {
         Episode {
             ret: stats.episode_return,
             length: stats.length as f64,
             score: stats.raw_score,
             info: stats.info.clone(),
+            policy,
         }
     }
 
-    /// The numbers a gathered episode is sent as: return, length, score, then its info values.
+    /// The numbers a gathered episode is sent as: return, length, score, policy, then its info
+    /// values.
     fn row(&self) -> impl Iterator<Item = f64> + '_ {
-        [self.ret, self.length, self.score]
+        [self.ret, self.length, self.score, self.policy as f64]
             .into_iter()
             .chain(self.info.iter().copied())
     }
@@ -45,7 +50,8 @@ impl Episode {
             ret: row[0],
             length: row[1],
             score: row[2],
-            info: row[3..].to_vec(),
+            policy: row[3] as usize,
+            info: row[4..].to_vec(),
         }
     }
 }
@@ -79,7 +85,7 @@ pub fn gather_episodes(
     if longest == 0 {
         return Ok(Vec::new());
     }
-    let width = 3 + info_keys;
+    let width = 4 + info_keys;
     let mut flat = vec![0f64; longest * width];
     for (row, e) in flat.chunks_exact_mut(width).zip(mine) {
         for (slot, v) in row.iter_mut().zip(e.row()) {
@@ -192,6 +198,14 @@ impl RecentEpisodes {
         mean(self.episodes.iter().map(|e| e.ret))
     }
 
+    /// The mean game score of policy `policy`'s newest `n` episodes of the window (fewer if
+    /// fewer finished); `None` before its first.
+    pub fn policy_score_last(&self, policy: usize, n: usize) -> Option<f64> {
+        let played = self.episodes.iter().rev().filter(|e| e.policy == policy);
+        let scores: Vec<f64> = played.take(n).map(|e| e.score).collect();
+        mean(scores.into_iter())
+    }
+
     /// Mean return of the newest `n` episodes (fewer if fewer finished).
     pub fn mean_return_last(&self, n: usize) -> Option<f64> {
         mean(self.newest(n).map(|e| e.ret))
@@ -264,6 +278,7 @@ mod tests {
             length: 1.0,
             score,
             info: Vec::new(),
+            policy: 0,
         };
         recent.extend(&[episode(1.0), episode(3.0)]);
         assert_eq!(
@@ -288,9 +303,10 @@ mod tests {
             length: 2.0,
             score: 3.0,
             info: info.to_vec(),
+            policy: 1,
         };
         let row: Vec<f64> = episode(&[1.0, 7.5]).row().collect();
-        assert_eq!(row, [1.0, 2.0, 3.0, 1.0, 7.5]);
+        assert_eq!(row, [1.0, 2.0, 3.0, 1.0, 1.0, 7.5]);
         assert_eq!(Episode::from_row(&row), episode(&[1.0, 7.5]));
         let mut recent = RecentEpisodes::new(2);
         assert!(recent.mean_info().is_empty());

@@ -121,7 +121,9 @@ impl Run {
                 None => "at the end".into(),
             }
         );
-        let mut ddp = Ddp::new(pg, &trainable, policy)?;
+        let parts = policies.parameter_parts();
+        let parts: Vec<&[Tensor]> = parts.iter().map(Vec::as_slice).collect();
+        let mut ddp = Ddp::with_parts(pg, &parts, policy)?;
         let limits = Limits {
             total_updates: exp
                 .train
@@ -251,7 +253,9 @@ impl Run {
                 self.counters.update
             );
         }
-        let mine: Vec<Episode> = self.envs.drain_episodes().iter().map(Episode::of).collect();
+        let policies = &self.policies;
+        let played = |e: &tandem_env::EpisodeStats| Episode::of(e, policies.of_row(e.env_index));
+        let mine: Vec<Episode> = self.envs.drain_episodes().iter().map(played).collect();
         let keys = self.exp.env.info_keys().len();
         let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine, keys)?;
         self.recent.extend(&episodes);
@@ -310,6 +314,7 @@ impl Run {
             episodes,
             self.exp.env.info_keys(),
         )?;
+        self.write_policy_scores(step, episodes)?;
         if let Some(rates) = per_rank_rate {
             self.write_interval_scalars(before, secs, rates)?;
         }
@@ -545,9 +550,48 @@ impl Run {
         }
     }
 
-    /// summary.json's fields beyond the run's own: the learner's, then the evaluations'.
+    /// With several policies, each one's mean score over its episodes that ended at `step`
+    /// (`policy/<name>/episode/score_mean`) and over its episodes of the run's recent window
+    /// (`policy/<name>/episode/recent_score_mean`).
+    fn write_policy_scores(&mut self, step: u64, episodes: &[Episode]) -> Result<()> {
+        let names = self.policies.names();
+        if names.len() < 2 {
+            return Ok(());
+        }
+        let mut scalars = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let scores: Vec<f64> = episodes
+                .iter()
+                .filter(|e| e.policy == i)
+                .map(|e| e.score)
+                .collect();
+            if let Some((mean, ..)) = metrics::summary(&scores) {
+                scalars.push((format!("policy/{name}/episode/score_mean"), mean));
+            }
+            if let Some(recent) = self
+                .recent
+                .policy_score_last(i, metrics::FINAL_SCORE_EPISODES)
+            {
+                scalars.push((format!("policy/{name}/episode/recent_score_mean"), recent));
+            }
+        }
+        let tagged: Vec<(&str, f64)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
+        self.summaries.scalars(step, &tagged)
+    }
+
+    /// summary.json's fields beyond the run's own: each policy's score where there are
+    /// several, the learners', then the evaluations'.
     fn summary_fields(&self) -> Vec<(String, String)> {
-        let mut fields = self.policies.summary_fields();
+        let mut fields = Vec::new();
+        let names = self.policies.names();
+        for (i, name) in names.iter().enumerate().filter(|_| names.len() > 1) {
+            let score = self
+                .recent
+                .policy_score_last(i, metrics::FINAL_SCORE_EPISODES);
+            let json = score.map_or("null".into(), |s| s.to_string());
+            fields.push((format!("policy_{name}_final_score"), json));
+        }
+        fields.extend(self.policies.summary_fields());
         if let Some(r) = &self.evaluated {
             if let Some((latest, step)) = &r.latest {
                 fields.extend([

@@ -115,7 +115,11 @@ pub fn final_parameters(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     tensors
         .into_iter()
-        .filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"))
+        .filter(|(n, _)| {
+            ["model.", "optimizer", "policy."]
+                .iter()
+                .any(|p| n.starts_with(p))
+        })
         .map(|(n, t)| {
             let t = t.contiguous();
             let bytes = t.numel() * t.kind().elt_size_in_bytes();

@@ -155,6 +155,7 @@ impl<R: OffPolicyRule> OffPolicy<R> {
             rank,
             world,
             device,
+            seats: _,
         } = *setting;
         let obs_shape = envs.obs_shape().iter().map(|&d| d as i64).collect();
         let replay_spec = replay_spec(experiment, envs, returns)?;

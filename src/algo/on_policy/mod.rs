@@ -14,8 +14,10 @@ use anyhow::{Result, bail};
 use tch::Tensor;
 
 use super::actions::ActionKind;
-use super::learner::{Learner, Resumed, Round, Scalars, Setting};
+use super::learner::{Learner, Resumed, Round, Scalars, SeatedLearner, Setting};
 use super::sampling::Sampler;
+use super::sampling::joint::Seated;
+use super::seats::Seats;
 use super::storage::memory::{self, Memory};
 use crate::nn::{named_parameters, trainable_parameters_in_order};
 use update::{Blueprint, Learning, PolicyUpdate};
@@ -25,6 +27,8 @@ pub struct OnPolicy<U: PolicyUpdate> {
     /// The recurrent state carried between rounds; `None` for a feed-forward policy.
     memory: Option<Memory>,
     sampler: Sampler,
+    /// The rows it plays where several policies share the batch.
+    seats: Option<Seats>,
     latest: Scalars,
 }
 
@@ -41,9 +45,9 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             rank,
             world,
             device,
+            seats,
         } = *setting;
-        let (spec, obs_shape) = super::learner::network_for(experiment, envs)?;
-        let n_envs = experiment.per_rank_rows();
+        let (spec, obs_shape, n_envs) = super::learner::network_for_seats(experiment, envs, seats)?;
         let rollout = experiment.train.rollout;
         let blueprint = Blueprint {
             spec,
@@ -73,6 +77,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             },
             memory,
             sampler,
+            seats: seats.cloned(),
             latest: Vec::new(),
         })
     }
@@ -145,10 +150,44 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
         }
     }
 
+    fn seated(&mut self) -> Option<&mut dyn SeatedLearner> {
+        let synchronous = matches!(self.sampler, Sampler::Synchronous(_));
+        (synchronous && self.memory.is_none() && self.seats.is_some())
+            .then_some(self as &mut dyn SeatedLearner)
+    }
+
     /// Explained variance is legitimately NaN when returns are constant; nothing else is.
     fn diverged(&self) -> bool {
         self.latest
             .iter()
             .any(|(tag, v)| !v.is_finite() && !tag.ends_with("explained_variance"))
+    }
+}
+
+impl<U: PolicyUpdate> SeatedLearner for OnPolicy<U> {
+    fn player(&mut self) -> Seated<'_> {
+        Seated {
+            model: &self.learning.model,
+            buffer: &mut self.learning.buffer,
+            seats: self
+                .seats
+                .as_ref()
+                .expect("only a learner with seats is seated"),
+        }
+    }
+
+    fn learn_collected(&mut self, last_values: &Tensor, mut round: Round) -> Result<()> {
+        let learning = &mut self.learning;
+        let at = learning.update_at(round.counters.update, round.limits);
+        self.latest = update::learn(
+            &mut learning.rule,
+            &learning.model,
+            &learning.buffer,
+            last_values,
+            at,
+            learning.steps_per_update,
+            &mut round,
+        )?;
+        Ok(())
     }
 }

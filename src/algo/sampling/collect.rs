@@ -240,7 +240,14 @@ impl RolloutCollector {
             let no_starts = Tensor::zeros_like(&memory.starts);
             let truncation_value =
                 |finals: &Tensor| model.value_recurrent(finals, &no_starts, &state);
-            record_step(buffer, envs, &obs, &taken, &truncation_value, phases)?;
+            record_step(
+                buffer,
+                &Stepped::of(envs),
+                &obs,
+                &taken,
+                &truncation_value,
+                phases,
+            )?;
             let ended = envs
                 .terminated()
                 .iter()
@@ -302,7 +309,14 @@ impl RolloutCollector {
         }
         let taken = concat_groups(taken_by_group);
         let truncation_value = |finals: &Tensor| model.value(finals);
-        record_step(buffer, envs, &obs, &taken, &truncation_value, phases)
+        record_step(
+            buffer,
+            &Stepped::of(envs),
+            &obs,
+            &taken,
+            &truncation_value,
+            phases,
+        )
     }
 
     /// Group g of step t acts (unless its actions were chosen while the group before it
@@ -464,25 +478,46 @@ impl EndedRows<'_> {
     }
 }
 
+/// What a batch step left in the rows a buffer records: each row's reward and flags, and the
+/// last observations of the episodes that ended.
+pub(super) struct Stepped<'a> {
+    pub rewards: &'a [f32],
+    pub terminated: &'a [bool],
+    pub truncated: &'a [bool],
+    pub final_obs: &'a [f32],
+}
+
+impl<'a> Stepped<'a> {
+    /// Every row of `envs`'s last step.
+    pub(super) fn of(envs: &'a VecEnv) -> Stepped<'a> {
+        Stepped {
+            rewards: envs.rewards(),
+            terminated: envs.terminated(),
+            truncated: envs.truncated(),
+            final_obs: envs.final_obs(),
+        }
+    }
+}
+
 /// Pushes the step the environments just took. A time-limit cut (truncated, not terminated)
 /// bootstraps from V(final observation), which `truncation_value` gives; the environment has
 /// already reset.
-fn record_step(
+pub(super) fn record_step(
     buffer: &mut RolloutBuffer,
-    envs: &VecEnv,
+    stepped: &Stepped,
     obs: &Tensor,
     taken: &ActTaken,
     truncation_value: &dyn Fn(&Tensor) -> Result<Tensor>,
     phases: &mut Phases,
 ) -> Result<()> {
     let device = buffer.device();
-    let rewards = row_to_tensor(envs.rewards(), device);
-    let terminated = flags_to_tensor(envs.terminated(), device);
-    let truncated = flags_to_tensor(envs.truncated(), device);
+    let rewards = row_to_tensor(stepped.rewards, device);
+    let terminated = flags_to_tensor(stepped.terminated, device);
+    let truncated = flags_to_tensor(stepped.truncated, device);
     let ended = EndedRows {
-        final_obs: envs.final_obs(),
-        terminated: envs.terminated(),
-        truncated: envs.truncated(),
+        final_obs: stepped.final_obs,
+        terminated: stepped.terminated,
+        truncated: stepped.truncated,
         obs_shape: &obs.size()[1..],
     };
     let truncation_values = ended.truncation_values(device, truncation_value, phases)?;

@@ -8,10 +8,12 @@
 //!   the exchange, the learner's loop) each in a file of its own.
 //!
 //! Underneath them: the rollout collector every mode steps environments with ([`collect`]) and
-//! the collection thread beside the learner ([`overlap`]).
+//! the collection thread beside the learner ([`overlap`]). Where several policies play one
+//! multi-agent batch, [`joint`] collects all their rollouts at once, synchronously.
 
 pub mod collect;
 pub mod free;
+pub mod joint;
 pub mod overlap;
 pub mod pipelined;
 pub mod synchronous;

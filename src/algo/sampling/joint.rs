@@ -1,0 +1,119 @@
+//! Joint rollouts of a multi-agent batch whose agents several policies play: on each step every
+//! policy acts for its seats ([`Seats`]), in the order of the run's policies, the batch steps
+//! once with all their actions, and each policy's buffer records what its own rows saw. The
+//! draws happen in that fixed order from the update's sampling stream, so a joint rollout is
+//! as reproducible as a single policy's.
+
+use std::time::Instant;
+
+use anyhow::{Result, ensure};
+use tch::Tensor;
+
+use tandem_env::VecEnv;
+
+use super::collect::{Draws, Stepped, record_step, timed};
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::learner::Phases;
+use crate::algo::seats::Seats;
+use crate::algo::storage::host_rows::{copy_rows_into, host_actions, rows_to_batch};
+use crate::algo::storage::rollout::RolloutBuffer;
+use crate::nn::{ActTaken, ActorCritic};
+
+/// One policy's side of a joint rollout: its network, the buffer it fills, the rows it plays.
+pub struct Seated<'a> {
+    pub model: &'a ActorCritic,
+    pub buffer: &'a mut RolloutBuffer,
+    pub seats: &'a Seats,
+}
+
+/// Fills every player's buffer with one rollout of `envs` and returns each one's V(s_T), the
+/// values of its rows' observations after the last step. Phases as
+/// [`super::collect::RolloutCollector::collect`]'s.
+pub fn collect_joint(
+    players: &mut [Seated],
+    envs: &mut VecEnv,
+    draws: Draws,
+    phases: &mut Phases,
+) -> Result<Vec<Tensor>> {
+    let start = Instant::now();
+    let rows = players.iter().map(|p| p.seats.len()).sum::<usize>();
+    ensure!(
+        rows == envs.num_envs(),
+        "the policies play {rows} rows of a batch of {}",
+        envs.num_envs()
+    );
+    draws.seed_sampling();
+    let kind = ActionKind::of(envs.action_space());
+    let mut actions = ActionBatch::zeros(kind, rows);
+    for p in players.iter_mut() {
+        p.buffer.reset();
+        copy_rows_into(&p.buffer.next_obs()?, &p.seats.observations(envs.obs()))?;
+    }
+    let steps = players.first().map_or(0, |p| p.buffer.num_steps());
+    for t in 0..steps {
+        let mut taken: Vec<(Tensor, ActTaken)> = Vec::with_capacity(players.len());
+        for p in players.iter() {
+            let obs = p.buffer.obs_row(t)?;
+            let chosen = timed(phases, "inference", || tch::no_grad(|| p.model.act(&obs)))?;
+            let mine = host_actions(&p.model.env_actions(&chosen.actions), kind)?;
+            p.seats.place_actions(&mine, &mut actions);
+            taken.push((obs, chosen));
+        }
+        let stepping = Instant::now();
+        envs.step(&actions)?;
+        phases.add("env", stepping.elapsed());
+        for (p, (obs, chosen)) in players.iter_mut().zip(taken) {
+            if t + 1 < steps {
+                copy_rows_into(&p.buffer.obs_row(t + 1)?, &p.seats.observations(envs.obs()))?;
+            }
+            record_seats(p, envs, &obs, &chosen, phases)?;
+        }
+    }
+    let last_values = players
+        .iter_mut()
+        .map(|p| bootstrap(p, envs, phases))
+        .collect();
+    phases.add("rollout", start.elapsed());
+    last_values
+}
+
+/// Pushes the step a player's rows just took into its buffer.
+fn record_seats(
+    p: &mut Seated,
+    envs: &VecEnv,
+    obs: &Tensor,
+    chosen: &ActTaken,
+    phases: &mut Phases,
+) -> Result<()> {
+    let (rewards, terminated, truncated, final_obs) = (
+        p.seats.of_rows(envs.rewards()),
+        p.seats.of_rows(envs.terminated()),
+        p.seats.of_rows(envs.truncated()),
+        p.seats.observations(envs.final_obs()),
+    );
+    let stepped = Stepped {
+        rewards: &rewards,
+        terminated: &terminated,
+        truncated: &truncated,
+        final_obs: &final_obs,
+    };
+    let model = p.model;
+    let truncation_value = |finals: &Tensor| model.value(finals);
+    record_step(p.buffer, &stepped, obs, chosen, &truncation_value, phases)
+}
+
+/// Records s_T of a player's rows in its buffer and returns V(s_T).
+fn bootstrap(p: &mut Seated, envs: &VecEnv, phases: &mut Phases) -> Result<Tensor> {
+    let device = p.buffer.device();
+    let shape = [p.seats.obs_len() as i64];
+    let last_obs = rows_to_batch(
+        &p.seats.observations(envs.obs()),
+        p.seats.len(),
+        &shape,
+        device,
+    );
+    p.buffer.set_bootstrap(&last_obs, None)?;
+    timed(phases, "inference", || {
+        tch::no_grad(|| p.model.value(&last_obs))
+    })
+}

@@ -1,0 +1,152 @@
+//! Which rows of a rank's batch one policy plays ([`Seats`]): in a multi-agent game whose agents
+//! several policies play, a policy's agents in every game, and the observation those agents
+//! see. The batch holds a game's agents in consecutive rows, each as wide as the widest agent's
+//! observation (tandem-env pads the narrower ones with zeros), so a policy reads its rows'
+//! leading columns; everything it keeps (rollout buffer, network input) holds only those.
+
+use crate::algo::actions::ActionBatch;
+
+/// The rows of a rank's batch one policy acts for, in batch order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seats {
+    /// Row indices into the batch: game after game, the policy's agents in the game's order.
+    rows: Vec<usize>,
+    /// Floats of the observation the policy's agents see: the leading columns of each row.
+    obs_len: usize,
+    /// Floats of one row of the batch.
+    row_len: usize,
+}
+
+impl Seats {
+    /// The seats of `agents` (indices into each game's agents, ascending) in `games` games of
+    /// `agents_per_game` rows each, rows `row_len` wide, of which the policy reads `obs_len`.
+    pub fn new(
+        agents: &[usize],
+        agents_per_game: usize,
+        games: usize,
+        obs_len: usize,
+        row_len: usize,
+    ) -> Seats {
+        debug_assert!(agents.windows(2).all(|w| w[0] < w[1]));
+        debug_assert!(agents.iter().all(|&a| a < agents_per_game) && obs_len <= row_len);
+        let rows = (0..games)
+            .flat_map(|game| agents.iter().map(move |&a| game * agents_per_game + a))
+            .collect();
+        Seats {
+            rows,
+            obs_len,
+            row_len,
+        }
+    }
+
+    /// How many rows the policy plays: its buffers' environments.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The row indices, in batch order.
+    pub fn rows(&self) -> &[usize] {
+        &self.rows
+    }
+
+    pub fn obs_len(&self) -> usize {
+        self.obs_len
+    }
+
+    /// The policy's observations of a batch's `obs` (rows of `row_len`): its rows' leading
+    /// `obs_len` floats, row after row.
+    pub fn observations(&self, obs: &[f32]) -> Vec<f32> {
+        let mut mine = Vec::with_capacity(self.rows.len() * self.obs_len);
+        for &row in &self.rows {
+            let start = row * self.row_len;
+            mine.extend_from_slice(&obs[start..start + self.obs_len]);
+        }
+        mine
+    }
+
+    /// The policy's entries of a batch's per-row values (rewards, flags).
+    pub fn of_rows<T: Copy>(&self, per_row: &[T]) -> Vec<T> {
+        self.rows.iter().map(|&row| per_row[row]).collect()
+    }
+
+    /// Writes the policy's `actions` (one per seat) into their rows of the batch's `all`.
+    pub fn place_actions(&self, actions: &ActionBatch, all: &mut ActionBatch) {
+        match (actions, all) {
+            (ActionBatch::Discrete(mine), ActionBatch::Discrete(all)) => {
+                for (&row, &a) in self.rows.iter().zip(mine) {
+                    all[row] = a;
+                }
+            }
+            (
+                ActionBatch::Box { dim, values: mine },
+                ActionBatch::Box {
+                    dim: all_dim,
+                    values: all,
+                },
+            ) if dim == all_dim => {
+                for (&row, a) in self.rows.iter().zip(mine.chunks(*dim)) {
+                    all[row * dim..(row + 1) * dim].copy_from_slice(a);
+                }
+            }
+            (
+                ActionBatch::MultiDiscrete { dim, values: mine },
+                ActionBatch::MultiDiscrete {
+                    dim: all_dim,
+                    values: all,
+                },
+            ) if dim == all_dim => {
+                for (&row, a) in self.rows.iter().zip(mine.chunks(*dim)) {
+                    all[row * dim..(row + 1) * dim].copy_from_slice(a);
+                }
+            }
+            _ => unreachable!("every policy of a batch chooses actions of the batch's one kind"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two games of three agents, rows 4 wide; the policy plays agents 0 and 2, which see 3.
+    fn seats() -> Seats {
+        Seats::new(&[0, 2], 3, 2, 3, 4)
+    }
+
+    #[test]
+    fn a_policy_plays_its_agents_in_every_game() {
+        let s = seats();
+        assert_eq!(s.rows, [0, 2, 3, 5]);
+        let obs: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        assert_eq!(
+            s.observations(&obs),
+            [0., 1., 2., 8., 9., 10., 12., 13., 14., 20., 21., 22.]
+        );
+        assert_eq!(s.of_rows(&[1, 2, 3, 4, 5, 6]), [1, 3, 4, 6]);
+    }
+
+    #[test]
+    fn actions_go_to_the_policys_rows_only() {
+        let s = seats();
+        let mut all = ActionBatch::Discrete(vec![-1; 6]);
+        s.place_actions(&ActionBatch::Discrete(vec![7, 8, 9, 10]), &mut all);
+        assert!(matches!(&all, ActionBatch::Discrete(a) if a == &[7, -1, 8, 9, -1, 10]));
+        let mut all = ActionBatch::Box {
+            dim: 2,
+            values: vec![0.0; 12],
+        };
+        let mine = ActionBatch::Box {
+            dim: 2,
+            values: vec![1., 2., 3., 4., 5., 6., 7., 8.],
+        };
+        s.place_actions(&mine, &mut all);
+        let ActionBatch::Box { values, .. } = all else {
+            unreachable!()
+        };
+        assert_eq!(values, [1., 2., 0., 0., 3., 4., 5., 6., 0., 0., 7., 8.]);
+    }
+}

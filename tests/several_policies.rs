@@ -1,0 +1,270 @@
+//! Several policies in one run, through the built binary (`experiments/mpe-simple-tag.kdl`:
+//! MPE simple_tag, a `predators` policy playing the three `adversary_*` agents and a `prey`
+//! policy playing `agent_0`, both PPO): both learn against each other; the checkpoint holds
+//! both under their names; a stopped run resumes exactly and on another world size; two ranks
+//! split the games; a killed rank stops the job; `tandem play` plays both and can replace one
+//! with uniform moves; `tandem export` takes a policy name.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::binary::*;
+use common::{alive, children_of, send_signal, summary_number, wait_for};
+
+fn example() -> String {
+    format!(
+        "{}/experiments/mpe-simple-tag.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Agent steps of one update of the shipped file: 32 games x 4 agents x rollout 128.
+const UPDATE: u64 = 32 * 4 * 128;
+
+fn short_run(name: &str, sets: &[&str]) -> PathBuf {
+    let dir = fresh_dir(name);
+    let mut all = vec!["train.total-steps=163840", "checkpoint.every=1"];
+    all.extend_from_slice(sets);
+    let out = train(&example(), &dir, &all, Duration::from_secs(180));
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+/// `tandem play` on `dir` with `args`; its output.
+fn play(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = tandem();
+    cmd.arg("play").arg(dir).args(args);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    said
+}
+
+/// The mean score `tandem play` printed for `policy`.
+fn played_score(said: &str, policy: &str) -> f64 {
+    let line = said
+        .lines()
+        .find(|l| l.starts_with(&format!("policy {policy}")))
+        .unwrap_or_else(|| panic!("no line for policy {policy}: {said}"));
+    line.rsplit(": ").next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn a_short_run_keeps_both_policies_under_their_names() {
+    let dir = short_run("tag-short", &["train.max-steps=32768"]);
+    // Two updates of all four agents' rows.
+    assert_eq!(
+        summary_number(&dir, "global_step").unwrap() as u64,
+        2 * UPDATE
+    );
+    // 256 steps end 10 games of 25 steps in each of 32 games: 320 episodes of 4 agents.
+    assert_eq!(summary_number(&dir, "episodes").unwrap() as u64, 320 * 4);
+    for field in ["policy_predators_final_score", "policy_prey_final_score"] {
+        assert!(
+            summary_number(&dir, field).is_some(),
+            "summary.json lacks {field}"
+        );
+    }
+    let names = final_parameters(&dir);
+    for want in [
+        "policy.predators.model.torsos.fc0.weight",
+        "policy.prey.model.torsos.fc0.weight",
+        "policy.prey.exp_avg/torsos.fc0.weight",
+    ] {
+        assert!(
+            names.iter().any(|(n, _)| n.starts_with(want)),
+            "no {want} in {:?}",
+            names.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+    }
+    for tag in [
+        "policy/predators/episode/score_mean",
+        "policy/prey/episode/recent_score_mean",
+        "policy/prey/loss/policy",
+    ] {
+        assert!(!scalar_values(&dir, tag).is_empty(), "no {tag} logged");
+    }
+    // Play asks no name; export needs one, and says which there are.
+    let said = play(&dir, &["--episodes", "8"]);
+    assert!(
+        said.contains("policy predators: mean score over 6 agent episode(s)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("policy prey: mean score over 2 agent episode(s)"),
+        "{said}"
+    );
+    let said = play(&dir, &["--episodes", "4", "--random", "prey"]);
+    assert!(said.contains("policy prey (acting at random)"), "{said}");
+    let mut cmd = tandem();
+    cmd.arg("play").arg(&dir).args(["--random", "wolves"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("the run's policies are predators, prey"),
+        "{}",
+        text(&out)
+    );
+    let module = dir.join("prey.pt");
+    let mut cmd = tandem();
+    cmd.arg("export").arg(&dir).arg("-o").arg(&module);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("pick one with --policy"),
+        "{}",
+        text(&out)
+    );
+    cmd.args(["--policy", "prey"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(module.is_file());
+}
+
+/// A stopped run resumes exactly where several policies train: both networks, both
+/// optimizers, the games and the recent episodes' policies come back from the checkpoint.
+#[test]
+fn a_stopped_run_of_several_policies_resumes_exactly() {
+    let whole = short_run("tag-whole", &["train.max-steps=49152"]);
+    let parts = short_run("tag-parts", &["train.max-steps=16384"]);
+    assert_eq!(
+        summary_number(&parts, "global_step").unwrap() as u64,
+        UPDATE
+    );
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&parts).args([
+        "--set",
+        "train.max-steps=49152",
+        "--quiet",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        final_parameters(&whole) == final_parameters(&parts),
+        "the resumed run's parameters differ from the uninterrupted run's"
+    );
+    for field in ["policy_predators_final_score", "policy_prey_final_score"] {
+        assert_eq!(
+            summary_number(&whole, field),
+            summary_number(&parts, field),
+            "{field}"
+        );
+    }
+}
+
+/// Two ranks split the games, each policy's gradients averaged on its own; the run then goes
+/// on on one rank from the two ranks' checkpoint.
+#[test]
+fn two_ranks_train_both_policies_and_one_rank_resumes_them() {
+    let dir = short_run(
+        "tag-two-ranks",
+        &[
+            "devices=\"cpu\" \"cpu\"",
+            "train.max-steps=32768",
+            "sync.check-every=1",
+        ],
+    );
+    assert_eq!(
+        summary_number(&dir, "global_step").unwrap() as u64,
+        2 * UPDATE
+    );
+    let log = std::fs::read_to_string(dir.join("logs/rank-0.log")).unwrap();
+    assert!(log.contains("ranks agree on"), "{log}");
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir).args([
+        "--set",
+        "devices=\"cpu\"",
+        "--set",
+        "train.max-steps=49152",
+        "--quiet",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        summary_number(&dir, "global_step").unwrap() as u64,
+        3 * UPDATE
+    );
+}
+
+/// A rank killed in a run of several policies stops the job with its name, as in one policy's.
+#[test]
+fn a_killed_rank_of_several_policies_stops_the_job() {
+    let dir = fresh_dir("tag-killed");
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg(example())
+        .arg("--run-dir")
+        .arg(&dir)
+        .args([
+            "--set",
+            "devices=cpu cpu",
+            "--set",
+            "train.total-steps=500_000_000",
+        ])
+        .args([
+            "--set",
+            "sync.collective-timeout=10.0",
+            "--set",
+            "log.console=plain",
+        ])
+        .args(["--set", "log.interval=1"]);
+    let launcher = spawn_with_console(cmd, &dir);
+    let pid = launcher.id();
+    wait_for("two workers", Duration::from_secs(30), || {
+        children_of(pid).len() == 2
+    });
+    let workers = children_of(pid);
+    wait_for_training(&dir);
+    send_signal(rank_pid(&workers, 1), libc::SIGKILL);
+    let out = wait_with_limit(launcher, Duration::from_secs(30));
+    let all = console_of(&dir);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("rank 1 failed (was killed by signal 9)"),
+        "{all}"
+    );
+    for w in workers {
+        wait_for("no orphan worker", Duration::from_secs(5), || !alive(w));
+    }
+}
+
+/// The shipped file: each side learns against the other. Played greedily for 400 games, the
+/// learned predators catch the learned prey more than predators moving at random catch it,
+/// and the learned prey loses less to the learned predators than a prey moving at random.
+#[test]
+fn the_shipped_simple_tag_teaches_both_sides() {
+    let dir = fresh_dir("tag-learns");
+    let out = train(&example(), &dir, &[], Duration::from_secs(900));
+    assert!(out.status.success(), "{}", text(&out));
+    let games = ["--episodes", "1600", "--seed", "7"];
+    let both = play(&dir, &games);
+    let mut random_predators = games.to_vec();
+    random_predators.extend(["--random", "predators"]);
+    let mut random_prey = games.to_vec();
+    random_prey.extend(["--random", "prey"]);
+    let against_random_predators = play(&dir, &random_predators);
+    let against_random_prey = play(&dir, &random_prey);
+    let learned = (
+        played_score(&both, "predators"),
+        played_score(&both, "prey"),
+    );
+    let predators_at_random = played_score(&against_random_predators, "predators");
+    let prey_at_random = played_score(&against_random_prey, "prey");
+    eprintln!(
+        "predators {:.2} (random: {predators_at_random:.2}), prey {:.2} (random: \
+         {prey_at_random:.2})",
+        learned.0, learned.1
+    );
+    assert!(
+        learned.0 > predators_at_random,
+        "learned predators {} vs random {predators_at_random}",
+        learned.0
+    );
+    assert!(
+        learned.1 > prey_at_random,
+        "learned prey {} vs random {prey_at_random}",
+        learned.1
+    );
+}
