@@ -4,6 +4,7 @@
 pub mod algo;
 pub mod alloc;
 pub mod atomic;
+pub mod cast;
 pub mod dist;
 pub mod export;
 pub mod launch;

@@ -8,11 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use tch::Device;
 
-use crate::algo::actions::{ActionBatch, ActionKind};
-use crate::algo::seats::Seats;
-use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
+use crate::cast::Cast;
 use crate::policy::{Acting, Policy};
 use crate::seeds::{Purpose, derived_seed};
 use crate::train::{checkpoint, envs};
@@ -202,121 +199,6 @@ pub fn restored_policy(
     Ok((policy, obs_shape))
 }
 
-/// Who acts in a played game: the checkpoint's one policy in every row, or, for a run of
-/// several, each policy in its seats.
-enum Cast {
-    One(Policy, Vec<i64>),
-    Several(Vec<Player>),
-}
-
-/// One policy of a run of several, in its seats of the played game; without a network where
-/// `--random` asks it to act uniformly at random.
-struct Player {
-    name: String,
-    seats: Seats,
-    policy: Option<Policy>,
-}
-
-impl Cast {
-    /// The checkpoint's policies, restored, acting in `env`.
-    fn restore(
-        experiment: &tandem_config::Experiment,
-        ckpt: &checkpoint::Checkpoint,
-        env: &mut tandem_env::VecEnv,
-        random: &[String],
-    ) -> Result<Cast> {
-        let plans = experiment.policy_plans();
-        if plans.is_empty() {
-            if let Some(name) = random.first() {
-                bail!("--random {name}: the run trained one policy; --random picks one of several");
-            }
-            let (policy, obs_shape) = restored_policy(experiment, ckpt, env)?;
-            return Ok(Cast::One(policy, obs_shape));
-        }
-        if let Some(name) = random.iter().find(|r| !plans.iter().any(|p| &&p.name == r)) {
-            let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-            bail!(
-                "--random {name}: the run's policies are {}",
-                names.join(", ")
-            );
-        }
-        envs::restore_normalizers(env, ckpt)?;
-        env.freeze_normalizers();
-        let games = env.num_envs() / env.agents_per_game();
-        let mut players = Vec::with_capacity(plans.len());
-        for plan in plans {
-            let seats = Seats::new(
-                &plan.agents,
-                env.agents_per_game(),
-                games,
-                plan.observation.len(),
-                env.obs_len(),
-            );
-            let policy = match random.contains(&plan.name) {
-                true => None,
-                false => Some(seated_policy(experiment, ckpt, env, &plan.name, &seats)?),
-            };
-            players.push(Player {
-                name: plan.name,
-                seats,
-                policy,
-            });
-        }
-        Ok(Cast::Several(players))
-    }
-
-    /// Every row's action for the batch's current observations.
-    fn act(&mut self, env: &tandem_env::VecEnv, greedy: bool) -> Result<ActionBatch> {
-        let kind = ActionKind::of(env.action_space());
-        match self {
-            Cast::One(policy, obs_shape) => {
-                let obs = rows_to_batch(env.obs(), env.num_envs(), obs_shape, Device::Cpu);
-                let action = tch::no_grad(|| policy.act(&obs, greedy))?;
-                host_actions(&action, kind)
-            }
-            Cast::Several(players) => {
-                let rows = env.num_envs();
-                let mut all = match players.iter().any(|p| p.policy.is_none()) {
-                    true => host_actions(&uniform(env.action_space(), rows), kind)?,
-                    false => ActionBatch::zeros(kind, rows),
-                };
-                for p in players.iter_mut() {
-                    let Some(policy) = &mut p.policy else {
-                        continue;
-                    };
-                    let shape = [p.seats.obs_len() as i64];
-                    let mine = p.seats.observations(env.obs());
-                    let obs = rows_to_batch(&mine, p.seats.len(), &shape, Device::Cpu);
-                    let action = tch::no_grad(|| policy.act(&obs, greedy))?;
-                    p.seats
-                        .place_actions(&host_actions(&action, kind)?, &mut all);
-                }
-                Ok(all)
-            }
-        }
-    }
-
-    fn stepped(&mut self, env: &tandem_env::VecEnv) {
-        if let Cast::One(policy, _) = self {
-            policy.stepped(env);
-        }
-    }
-
-    /// The policies' names and which plays each row ([`Cast::One`]: none).
-    fn names_by_row(&self, rows: usize) -> (Vec<String>, Vec<usize>) {
-        let Cast::Several(players) = self else {
-            return (Vec::new(), Vec::new());
-        };
-        let mut by_row = vec![0; rows];
-        for (i, p) in players.iter().enumerate() {
-            for &row in p.seats.rows() {
-                by_row[row] = i;
-            }
-        }
-        (players.iter().map(|p| p.name.clone()).collect(), by_row)
-    }
-}
-
 /// Policy `name` of a run of several, restored from `ckpt` to act in `env`'s rows of its
 /// agents (one game), and the observation shape it reads.
 pub fn restored_one_of_several(
@@ -326,7 +208,7 @@ pub fn restored_one_of_several(
     name: &str,
 ) -> Result<(Policy, Vec<i64>)> {
     let plans = experiment.policy_plans();
-    let Some(plan) = plans.iter().find(|p| p.name == name) else {
+    if !plans.iter().any(|p| p.name == name) {
         let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
         bail!(match names.is_empty() {
             true => format!("--policy {name}: the run trained one policy, which needs no name"),
@@ -335,51 +217,40 @@ pub fn restored_one_of_several(
                 names.join(", ")
             ),
         });
-    };
+    }
     envs::restore_normalizers(env, ckpt)?;
     env.freeze_normalizers();
-    let games = env.num_envs() / env.agents_per_game();
-    let (rows, width) = (env.agents_per_game(), env.obs_len());
-    let seats = Seats::new(&plan.agents, rows, games, plan.observation.len(), width);
-    let policy = seated_policy(experiment, ckpt, env, name, &seats)?;
+    // The others act at random here: only the picked policy's network is built and restored.
+    let others: Vec<String> = (plans.iter().map(|p| p.name.clone()))
+        .filter(|n| n != name)
+        .collect();
+    let cast = Cast::build(experiment, env, &others)?;
+    checkpoint::restore_into(ckpt, &cast.targets())?;
+    let Cast::Several(players) = cast else {
+        unreachable!("a run of several policies casts several");
+    };
+    let player = players.into_iter().find_map(|p| p.policy.map(|policy| (policy, p.seats)));
+    let (policy, seats) = player.context("the policy picked")?;
     Ok((policy, vec![seats.obs_len() as i64]))
 }
 
-/// Policy `name` of a run of several, restored from `ckpt` (its tensors `policy.<name>.*`),
-/// acting in `seats`.
-fn seated_policy(
+/// Every policy `ckpt` holds, acting in `env` with its normalisers restored and frozen; those
+/// `random` names act at random.
+fn restored_cast(
     experiment: &tandem_config::Experiment,
     ckpt: &checkpoint::Checkpoint,
-    env: &tandem_env::VecEnv,
-    name: &str,
-    seats: &Seats,
-) -> Result<Policy> {
-    let (spec, obs_shape, rows) =
-        crate::algo::learner::network_for_seats(experiment, env, Some(seats))?;
-    let policy = Policy::build(experiment, &spec, &obs_shape, env.action_space(), rows)?;
-    let prefix = format!("policy.{name}.");
-    let targets: Vec<(String, tch::Tensor)> = (policy.targets().into_iter())
-        .map(|(n, t)| (format!("{prefix}{n}"), t))
-        .collect();
-    checkpoint::restore_into(ckpt, &targets).with_context(|| format!("policy {name}"))?;
-    Ok(policy)
-}
-
-/// `rows` actions drawn uniformly from `space` (from the current torch seed).
-fn uniform(space: &tandem_env::ActionSpace, rows: usize) -> tch::Tensor {
-    let rows = rows as i64;
-    match space {
-        tandem_env::ActionSpace::Box { low, high } => {
-            let low = tch::Tensor::from_slice(low);
-            let high = tch::Tensor::from_slice(high);
-            let draw = tch::Tensor::rand([rows, low.size()[0]], (tch::Kind::Float, Device::Cpu));
-            draw * (&high - &low) + low
-        }
-        discrete => {
-            let n = discrete.num_discrete().unwrap_or(1) as i64;
-            tch::Tensor::randint(n, [rows], (tch::Kind::Int64, Device::Cpu))
-        }
+    env: &mut tandem_env::VecEnv,
+    random: &[String],
+) -> Result<Cast> {
+    if experiment.policy_plans().is_empty() && random.is_empty() {
+        let (policy, obs_shape) = restored_policy(experiment, ckpt, env)?;
+        return Ok(Cast::One(policy, obs_shape));
     }
+    envs::restore_normalizers(env, ckpt)?;
+    env.freeze_normalizers();
+    let cast = Cast::build(experiment, env, random)?;
+    checkpoint::restore_into(ckpt, &cast.targets())?;
+    Ok(cast)
 }
 
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
@@ -396,7 +267,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     let mut env =
         tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
-    let mut cast = Cast::restore(&experiment, &ckpt, &mut env, &args.random)?;
+    let mut cast = restored_cast(&experiment, &ckpt, &mut env, &args.random)?;
     let (names, policy_of_row) = cast.names_by_row(env.num_envs());
     let mut policy_scores: Vec<(String, Vec<f64>)> =
         names.into_iter().map(|n| (n, Vec::new())).collect();

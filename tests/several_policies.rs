@@ -53,7 +53,10 @@ fn played_score(said: &str, policy: &str) -> f64 {
 
 #[test]
 fn a_short_run_keeps_both_policies_under_their_names() {
-    let dir = short_run("tag-short", &["train.max-steps=32768"]);
+    let dir = short_run(
+        "tag-short",
+        &["train.max-steps=32768", "eval.every=2", "eval.episodes=3"],
+    );
     // Two updates of all four agents' rows.
     assert_eq!(
         summary_number(&dir, "global_step").unwrap() as u64,
@@ -83,6 +86,8 @@ fn a_short_run_keeps_both_policies_under_their_names() {
         "policy/predators/episode/score_mean",
         "policy/prey/episode/recent_score_mean",
         "policy/prey/loss/policy",
+        "policy/predators/eval/score_mean",
+        "policy/prey/eval/score_mean",
     ] {
         assert!(!scalar_values(&dir, tag).is_empty(), "no {tag} logged");
     }

@@ -8,7 +8,6 @@
 //! episode an evaluation, so long episodes weigh as much as short ones.
 
 use anyhow::{Context, Result, bail};
-use tch::Device;
 
 use tandem_config::{Experiment, Wrapper};
 use tandem_env::norm::NormKind;
@@ -16,10 +15,9 @@ use tandem_env::{BridgeOptions, VecEnv};
 
 use super::envs::scoring_env_spec;
 use super::metrics::{self, Episode};
-use crate::algo::actions::ActionKind;
-use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
+use crate::cast::Cast;
 use crate::dist::ProcessGroup;
-use crate::policy::{Acting, Policy};
+use crate::policy::Acting;
 use crate::seeds::{Purpose, derived_seed};
 
 /// This rank's evaluation environments and the policy it evaluates with.
@@ -35,11 +33,12 @@ pub struct Evaluation {
     done: u64,
 }
 
-/// A rank's evaluation environments, one an episode, and the policy that acts in them.
+/// A rank's evaluation environments, one an episode, and the policies that act in them.
 struct Share {
     envs: VecEnv,
-    policy: Policy,
-    obs_shape: Vec<i64>,
+    cast: Cast,
+    /// The index of the policy that plays each row.
+    policy_of_row: Vec<usize>,
 }
 
 /// Most frames a recording keeps, and most bytes of drawn frames: a longer episode's video
@@ -101,12 +100,12 @@ impl Evaluation {
                     exp.env.game.name()
                 );
             }
-            let (spec, obs_shape) = crate::algo::learner::network_for(exp, &envs)?;
-            let policy = Policy::build(exp, &spec, &obs_shape, envs.action_space(), count)?;
+            let cast = Cast::build(exp, &envs, &[])?;
+            let (_, policy_of_row) = cast.names_by_row(envs.num_envs());
             Some(Share {
                 envs,
-                policy,
-                obs_shape,
+                cast,
+                policy_of_row,
             })
         };
         Ok(Some(Evaluation {
@@ -139,7 +138,7 @@ impl Evaluation {
             Some(share) => {
                 let stats = training.normalizer_stats_of(NormKind::Observation);
                 share.envs.set_normalizer_stats(&stats)?;
-                share.policy.copy_from(networks)?;
+                share.cast.copy_from(networks)?;
                 let seed = derived_seed(self.seed, Purpose::Eval, self.rank as u64, update);
                 tch::manual_seed(seed as i64);
                 share.play_one_each((self.acting.is_greedy(), recording.as_mut()))?
@@ -185,11 +184,10 @@ impl Share {
     ) -> Result<Vec<Episode>> {
         let Share {
             envs,
-            policy,
-            obs_shape,
+            cast,
+            policy_of_row,
         } = self;
         let n = envs.num_envs();
-        let kind = ActionKind::of(envs.action_space());
         let mut first: Vec<Option<Episode>> = vec![None; n];
         envs.reset();
         while first.iter().any(Option::is_none) {
@@ -198,12 +196,12 @@ impl Share {
             {
                 draw(envs, r)?;
             }
-            let obs = rows_to_batch(envs.obs(), n, obs_shape, Device::Cpu);
-            let action = tch::no_grad(|| policy.act(&obs, deterministic))?;
-            envs.step(&host_actions(&action, kind)?)?;
-            policy.stepped(envs);
+            let actions = cast.act(envs, deterministic)?;
+            envs.step(&actions)?;
+            cast.stepped(envs);
             for e in envs.drain_episodes() {
-                first[e.env_index].get_or_insert(Episode::of(&e, 0));
+                let policy = policy_of_row[e.env_index];
+                first[e.env_index].get_or_insert(Episode::of(&e, policy));
             }
         }
         Ok(first.into_iter().flatten().collect())

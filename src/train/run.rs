@@ -440,6 +440,7 @@ impl Run {
                 ("eval/episodes", result.episodes.len() as f64),
             ],
         )?;
+        self.write_policy_eval_scores(step, &result.episodes)?;
         let improved = self.evaluated.as_ref().is_none_or(|r| mean > r.best.0);
         let best = match &self.evaluated {
             Some(r) if !improved => r.best,
@@ -573,6 +574,25 @@ impl Run {
                 .policy_score_last(i, metrics::FINAL_SCORE_EPISODES)
             {
                 scalars.push((format!("policy/{name}/episode/recent_score_mean"), recent));
+            }
+        }
+        let tagged: Vec<(&str, f64)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
+        self.summaries.scalars(step, &tagged)
+    }
+
+    /// With several policies, each one's mean evaluation score (`policy/<name>/eval/score_mean`).
+    fn write_policy_eval_scores(&mut self, step: u64, episodes: &[Episode]) -> Result<()> {
+        let names = self.policies.names();
+        if names.len() < 2 {
+            return Ok(());
+        }
+        let mut scalars = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let scores: Vec<f64> = (episodes.iter().filter(|e| e.policy == i))
+                .map(|e| e.score)
+                .collect();
+            if let Some((mean, ..)) = metrics::summary(&scores) {
+                scalars.push((format!("policy/{name}/eval/score_mean"), mean));
             }
         }
         let tagged: Vec<(&str, f64)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();

@@ -158,7 +158,6 @@ fn settings_that_cannot_share_a_batch_yet_are_refused_with_the_fix() {
             "sample other than synchronously",
         ),
         ("network.core=\"lstm\"", "carry a recurrent core"),
-        ("eval.every=10", "be evaluated during training"),
     ];
     for (set, what) in cases {
         let d = only_error(&tag(TWO), &[set]);

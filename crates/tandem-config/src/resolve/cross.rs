@@ -822,12 +822,6 @@ impl CrossCheck<'_, '_> {
                 "carry a recurrent core",
                 "set `core \"none\"`",
             ),
-            (
-                e.eval.every.is_some(),
-                "eval.every",
-                "be evaluated during training",
-                "set `every #null` and evaluate a policy afterwards with `tandem eval`",
-            ),
         ];
         for (refused, other, what, fix) in refusals {
             if refused && self.ok(&[other]) {

@@ -1,0 +1,194 @@
+//! Who acts in a batch where a run's policies are judged rather than trained (`tandem play`,
+//! evaluation during training): the run's one policy in every row, or each policy of a run of
+//! several in its seats (`crate::algo::seats`), any of which may be replaced by uniformly random
+//! moves (`tandem play --random`) to measure what the others learned.
+
+use anyhow::{Context, Result, bail};
+use tch::{Device, Tensor};
+
+use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::seats::Seats;
+use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
+use crate::policy::Policy;
+use tandem_config::Experiment;
+use tandem_env::{ActionSpace, VecEnv};
+
+/// The policies acting in a batch.
+pub enum Cast {
+    /// The run's one policy, reading observations of this shape.
+    One(Policy, Vec<i64>),
+    Several(Vec<Player>),
+}
+
+/// One policy of a run of several in its seats of the batch; without a network where it acts
+/// uniformly at random.
+pub struct Player {
+    pub name: String,
+    pub seats: Seats,
+    pub policy: Option<Policy>,
+}
+
+impl Cast {
+    /// Fresh networks of `experiment`'s policies for `envs` (to be filled from a checkpoint's
+    /// or the learner's tensors by the names [`Cast::targets`] gives); the policies `random`
+    /// names act at random.
+    pub fn build(experiment: &Experiment, envs: &VecEnv, random: &[String]) -> Result<Cast> {
+        let plans = experiment.policy_plans();
+        if plans.is_empty() {
+            if let Some(name) = random.first() {
+                bail!("--random {name}: the run trained one policy; --random picks one of several");
+            }
+            let (spec, obs_shape) = crate::algo::learner::network_for(experiment, envs)?;
+            let space = envs.action_space();
+            let policy = Policy::build(experiment, &spec, &obs_shape, space, envs.num_envs())?;
+            return Ok(Cast::One(policy, obs_shape));
+        }
+        if let Some(name) = random.iter().find(|r| !plans.iter().any(|p| &&p.name == r)) {
+            let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+            bail!("--random {name}: the run's policies are {}", names.join(", "));
+        }
+        let mut players = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let seats = seats_of(envs, &plan);
+            let policy = match random.contains(&plan.name) {
+                true => None,
+                false => Some(seated_policy(experiment, envs, &seats)?),
+            };
+            players.push(Player {
+                name: plan.name,
+                seats,
+                policy,
+            });
+        }
+        Ok(Cast::Several(players))
+    }
+
+    /// Every network's variables by the names the run's learners give them (`policy.<name>.`
+    /// before each policy's where there are several).
+    pub fn targets(&self) -> Vec<(String, Tensor)> {
+        match self {
+            Cast::One(policy, _) => policy.targets(),
+            Cast::Several(players) => players
+                .iter()
+                .filter_map(|p| p.policy.as_ref().map(|policy| (&p.name, policy)))
+                .flat_map(|(name, policy)| {
+                    let prefix = format!("policy.{name}.");
+                    let named = policy.targets().into_iter();
+                    named.map(move |(n, t)| (format!("{prefix}{n}"), t))
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes up the learners' current networks (named as [`Cast::targets`] names them); every
+    /// row's next observation starts an episode.
+    pub fn copy_from(&mut self, networks: &[(String, Tensor)]) -> Result<()> {
+        match self {
+            Cast::One(policy, _) => policy.copy_from(networks),
+            Cast::Several(players) => {
+                for p in players.iter_mut() {
+                    let Some(policy) = &mut p.policy else {
+                        continue;
+                    };
+                    let prefix = format!("policy.{}.", p.name);
+                    let own: Vec<(String, Tensor)> = networks
+                        .iter()
+                        .filter_map(|(n, t)| {
+                            let name = n.strip_prefix(&prefix)?;
+                            Some((name.to_string(), t.shallow_clone()))
+                        })
+                        .collect();
+                    policy.copy_from(&own).with_context(|| format!("policy {}", p.name))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every row's action for the batch's current observations.
+    pub fn act(&mut self, envs: &VecEnv, greedy: bool) -> Result<ActionBatch> {
+        let kind = ActionKind::of(envs.action_space());
+        let rows = envs.num_envs();
+        match self {
+            Cast::One(policy, obs_shape) => {
+                let obs = rows_to_batch(envs.obs(), rows, obs_shape, Device::Cpu);
+                let action = tch::no_grad(|| policy.act(&obs, greedy))?;
+                host_actions(&action, kind)
+            }
+            Cast::Several(players) => {
+                let mut all = match players.iter().any(|p| p.policy.is_none()) {
+                    true => host_actions(&uniform(envs.action_space(), rows), kind)?,
+                    false => ActionBatch::zeros(kind, rows),
+                };
+                for p in players.iter_mut() {
+                    let Some(policy) = &mut p.policy else {
+                        continue;
+                    };
+                    let shape = [p.seats.obs_len() as i64];
+                    let mine = p.seats.observations(envs.obs());
+                    let obs = rows_to_batch(&mine, p.seats.len(), &shape, Device::Cpu);
+                    let action = tch::no_grad(|| policy.act(&obs, greedy))?;
+                    p.seats.place_actions(&host_actions(&action, kind)?, &mut all);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    /// After a batch step: a recurrent policy's state is zeroed where an episode ended (only a
+    /// run of one policy has a recurrent core).
+    pub fn stepped(&mut self, envs: &VecEnv) {
+        if let Cast::One(policy, _) = self {
+            policy.stepped(envs);
+        }
+    }
+
+    /// The policies' names ([`Cast::One`]: none) and the index of the one that plays each of
+    /// `rows` rows.
+    pub fn names_by_row(&self, rows: usize) -> (Vec<String>, Vec<usize>) {
+        let Cast::Several(players) = self else {
+            return (Vec::new(), vec![0; rows]);
+        };
+        let mut by_row = vec![0; rows];
+        for (i, p) in players.iter().enumerate() {
+            for &row in p.seats.rows() {
+                by_row[row] = i;
+            }
+        }
+        (players.iter().map(|p| p.name.clone()).collect(), by_row)
+    }
+}
+
+/// The seats of a policy of a run of several in `envs`: its agents in every game.
+pub fn seats_of(envs: &VecEnv, plan: &tandem_config::PolicyPlan) -> Seats {
+    let agents = envs.agents_per_game();
+    let games = envs.num_envs() / agents;
+    let len = plan.observation.len();
+    Seats::new(&plan.agents, agents, games, len, envs.obs_len())
+}
+
+/// A fresh network of `experiment`'s learner for the rows of `seats`.
+fn seated_policy(experiment: &Experiment, envs: &VecEnv, seats: &Seats) -> Result<Policy> {
+    let (spec, obs_shape, rows) =
+        crate::algo::learner::network_for_seats(experiment, envs, Some(seats))?;
+    Policy::build(experiment, &spec, &obs_shape, envs.action_space(), rows)
+}
+
+/// `rows` actions drawn uniformly from `space` (from the current torch seed).
+fn uniform(space: &ActionSpace, rows: usize) -> Tensor {
+    let rows = rows as i64;
+    let options = |n: usize| Tensor::randint(n as i64, [rows], (tch::Kind::Int64, Device::Cpu));
+    match space {
+        ActionSpace::Discrete { n } => options(*n),
+        ActionSpace::Box { low, high } => {
+            let low = Tensor::from_slice(low);
+            let high = Tensor::from_slice(high);
+            let draw = Tensor::rand([rows, low.size()[0]], (tch::Kind::Float, Device::Cpu));
+            draw * (&high - &low) + low
+        }
+        ActionSpace::MultiDiscrete { nvec } => {
+            let each: Vec<Tensor> = nvec.iter().map(|&n| options(n)).collect();
+            Tensor::stack(&each, 1)
+        }
+    }
+}
