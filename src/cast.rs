@@ -45,7 +45,10 @@ impl Cast {
         }
         if let Some(name) = random.iter().find(|r| !plans.iter().any(|p| &&p.name == r)) {
             let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-            bail!("--random {name}: the run's policies are {}", names.join(", "));
+            bail!(
+                "--random {name}: the run's policies are {}",
+                names.join(", ")
+            );
         }
         let mut players = Vec::with_capacity(plans.len());
         for plan in plans {
@@ -98,7 +101,9 @@ impl Cast {
                             Some((name.to_string(), t.shallow_clone()))
                         })
                         .collect();
-                    policy.copy_from(&own).with_context(|| format!("policy {}", p.name))?;
+                    policy
+                        .copy_from(&own)
+                        .with_context(|| format!("policy {}", p.name))?;
                 }
                 Ok(())
             }
@@ -128,7 +133,8 @@ impl Cast {
                     let mine = p.seats.observations(envs.obs());
                     let obs = rows_to_batch(&mine, p.seats.len(), &shape, Device::Cpu);
                     let action = tch::no_grad(|| policy.act(&obs, greedy))?;
-                    p.seats.place_actions(&host_actions(&action, kind)?, &mut all);
+                    p.seats
+                        .place_actions(&host_actions(&action, kind)?, &mut all);
                 }
                 Ok(all)
             }

@@ -229,7 +229,9 @@ pub fn restored_one_of_several(
     let Cast::Several(players) = cast else {
         unreachable!("a run of several policies casts several");
     };
-    let player = players.into_iter().find_map(|p| p.policy.map(|policy| (policy, p.seats)));
+    let player = players
+        .into_iter()
+        .find_map(|p| p.policy.map(|policy| (policy, p.seats)));
     let (policy, seats) = player.context("the policy picked")?;
     Ok((policy, vec![seats.obs_len() as i64]))
 }

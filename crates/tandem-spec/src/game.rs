@@ -470,7 +470,7 @@ const fn spread_info(params: &SpreadParams) -> GameInfo {
     let actions = mpe_actions(params.continuous_actions);
     GameInfo {
         name: "mpe-simple-spread",
-        doc: "MPE's simple_spread (mpe2 1.1.1's simple_spread_v3, exact): `agents` agents (3) cover as many landmarks, rewarded by the team's coverage blended with their own collisions (`local-ratio`); each agent observes 6 x agents floats and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, all played by one shared policy.",
+        doc: "MPE's simple_spread (mpe2 1.1.1's simple_spread_v3, exact): `agents` agents (3) cover as many landmarks, rewarded by the team's coverage blended with their own collisions (`local-ratio`); each agent observes 6 x agents floats and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, all played by one shared policy (or several, with `train.policies`).",
         family: Family::Mpe,
         observation: vector(6 * params.agents),
         actions,
@@ -484,7 +484,7 @@ const fn tag_info(params: &TagParams) -> GameInfo {
     let actions = mpe_actions(params.continuous_actions);
     GameInfo {
         name: "mpe-simple-tag",
-        doc: "MPE's simple_tag (mpe2 1.1.1's simple_tag_v3, exact): `num-adversaries` predators (`adversary_*`, 3, larger and slower) chase `num-good` prey (`agent_*`, 1) among `num-obstacles` obstacles (2); every predator earns +10 for each predator-prey pair that touches, a prey loses 10 for each predator touching it and is pushed back from the edge by a penalty. Each agent observes its velocity and position, the obstacles' and the other agents' positions relative to its own, and the prey's velocities (4 + 2 x obstacles + 2 x other agents + 2 x prey floats for a predator, 2 fewer for a prey: 16 and 14 by default), and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, as wide as the widest agent's observation (a predator's): a prey's row is its observation followed by zeros. All rows are played by one shared policy.",
+        doc: "MPE's simple_tag (mpe2 1.1.1's simple_tag_v3, exact): `num-adversaries` predators (`adversary_*`, 3, larger and slower) chase `num-good` prey (`agent_*`, 1) among `num-obstacles` obstacles (2); every predator earns +10 for each predator-prey pair that touches, a prey loses 10 for each predator touching it and is pushed back from the edge by a penalty. Each agent observes its velocity and position, the obstacles' and the other agents' positions relative to its own, and the prey's velocities (4 + 2 x obstacles + 2 x other agents + 2 x prey floats for a predator, 2 fewer for a prey: 16 and 14 by default), and takes 5 moves (or, with `continuous-actions`, 5 pushes in [0, 1]); episodes last `max-cycles` steps (25). Every agent is a row of the batch, as wide as the widest agent's observation (a predator's): a prey's row is its observation followed by zeros. All rows are played by one shared policy, or each team by a policy of its own with `train.policies`.",
         family: Family::Mpe,
         // The batch's row: a predator's observation, the widest.
         observation: vector(params.predator_observation_len()),
