@@ -193,29 +193,63 @@ fn two_ranks_train_both_policies_and_one_rank_resumes_them() {
     );
 }
 
+/// The long two-rank run of the shipped file (with `extra` settings), its console going to
+/// `dir/console.txt`.
+fn long_two_rank_tag(dir: &Path, extra: &[&str]) -> std::process::Child {
+    let mut cmd = tandem();
+    cmd.arg("train").arg(example()).arg("--run-dir").arg(dir);
+    let settings = [
+        "devices=cpu cpu",
+        "train.total-steps=500_000_000",
+        "sync.collective-timeout=10.0",
+        "log.console=plain",
+        "log.interval=1",
+    ];
+    for s in settings.iter().chain(extra) {
+        cmd.args(["--set", s]);
+    }
+    spawn_with_console(cmd, dir)
+}
+
+/// Ctrl-C stops a two-rank run of several policies after its update with exit 130 and a
+/// checkpoint of both policies, from which the run goes on.
+#[test]
+fn ctrl_c_stops_several_policies_with_a_checkpoint_that_resumes() {
+    let dir = fresh_dir("tag-sigint");
+    let mut launcher = long_two_rank_tag(&dir, &["checkpoint.every=1000000"]);
+    wait_for_training(&dir);
+    send_signal(launcher.id(), libc::SIGINT);
+    let status = common::wait_or_kill(&mut launcher, Duration::from_secs(60));
+    let code = status.and_then(|s| s.code());
+    assert_eq!(code, Some(130), "{}", console_of(&dir));
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\": true"), "{summary}");
+    let stopped_at = summary_number(&dir, "global_step").unwrap() as u64;
+    let names = final_parameters(&dir);
+    for policy in ["predators", "prey"] {
+        let prefix = format!("policy.{policy}.model.");
+        assert!(
+            names.iter().any(|(n, _)| n.starts_with(&prefix)),
+            "no {prefix}*"
+        );
+    }
+    let mut cmd = tandem();
+    let limit = format!("train.max-steps={}", stopped_at + UPDATE);
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(&dir)
+        .args(["--set", &limit, "--quiet"]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let now = summary_number(&dir, "global_step").unwrap() as u64;
+    assert_eq!(now, stopped_at + UPDATE);
+}
+
 /// A rank killed in a run of several policies stops the job with its name, as in one policy's.
 #[test]
 fn a_killed_rank_of_several_policies_stops_the_job() {
     let dir = fresh_dir("tag-killed");
-    let mut cmd = tandem();
-    cmd.arg("train")
-        .arg(example())
-        .arg("--run-dir")
-        .arg(&dir)
-        .args([
-            "--set",
-            "devices=cpu cpu",
-            "--set",
-            "train.total-steps=500_000_000",
-        ])
-        .args([
-            "--set",
-            "sync.collective-timeout=10.0",
-            "--set",
-            "log.console=plain",
-        ])
-        .args(["--set", "log.interval=1"]);
-    let launcher = spawn_with_console(cmd, &dir);
+    let launcher = long_two_rank_tag(&dir, &[]);
     let pid = launcher.id();
     wait_for("two workers", Duration::from_secs(30), || {
         children_of(pid).len() == 2
