@@ -363,13 +363,16 @@ impl Checker<'_> {
         }
     }
 
-    /// `make-args { name value; ... }`: keyword arguments, each once, sorted by name.
-    fn args(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
-        let source = self.source;
-        let path = self.path;
-        let example =
-            "write `make-args { continuous #true; gravity -9.8 }` (`make-args {}` for none)";
-        let mut errs = Vec::new();
+    /// The block of a setting written as one (keyword arguments, policies): arguments or
+    /// properties beside it are refused, each at its place, with `example`; `None` (and why,
+    /// in `errs`) without a block.
+    fn block_of<'r>(
+        &self,
+        raw: &'r Raw,
+        example: &str,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> Option<&'r kdl::KdlDocument> {
+        let (source, path) = (self.source, self.path);
         for (_, span) in &raw.args {
             errs.push(
                 error(
@@ -390,12 +393,23 @@ impl Checker<'_> {
                 .help(example),
             );
         }
-        let Some(block) = &raw.children else {
+        if raw.children.is_none() {
             errs.push(
                 error("config::missing-block", format!("`{path}` needs a block"))
                     .at(source, raw.value_span, "no block")
                     .help(example),
             );
+        }
+        raw.children.as_ref()
+    }
+
+    /// `make-args { name value; ... }`: keyword arguments, each once, sorted by name.
+    fn args(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let example =
+            "write `make-args { continuous #true; gravity -9.8 }` (`make-args {}` for none)";
+        let mut errs = Vec::new();
+        let Some(block) = self.block_of(raw, example, &mut errs) else {
             return Err(errs);
         };
         let mut args: BTreeMap<String, (Scalar, SourceSpan)> = BTreeMap::new();
@@ -434,26 +448,9 @@ impl Checker<'_> {
     /// run of characters); sorted by name. Which agents a pattern matches is the cross-check's.
     fn policies(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
         let source = self.source;
-        let path = self.path;
         let example = "write `policies { predators \"adversary_*\"; prey \"agent_*\" }`, a policy's name and the agents it plays";
         let mut errs = Vec::new();
-        let stray = raw.args.iter().map(|(_, span)| *span);
-        for span in stray.chain(raw.props.iter().map(|(_, _, span)| *span)) {
-            errs.push(
-                error(
-                    "config::unexpected-argument",
-                    format!("`{path}` takes a block"),
-                )
-                .at(source, span, "not in a block")
-                .help(example),
-            );
-        }
-        let Some(block) = &raw.children else {
-            errs.push(
-                error("config::missing-block", format!("`{path}` needs a block"))
-                    .at(source, raw.value_span, "no block")
-                    .help(example),
-            );
+        let Some(block) = self.block_of(raw, example, &mut errs) else {
             return Err(errs);
         };
         let mut policies: BTreeMap<String, (Scalar, SourceSpan)> = BTreeMap::new();
