@@ -11,8 +11,9 @@ How to run (scripts/bench/parity/run.sh sets the interpreters and checks they ex
 Each (case, side, seed) is one training process: tandem's (the binary named by TANDEM,
 default .deps/parity-bin/tandem) with the case's KDL file and `--set` overrides, or the
 peer's, unmodified: CleanRL 1.2.0's single file run as `python -m cleanrl.<script>` from the
-installed PyPI package in a fresh working directory (it writes runs/ there), or SB3 through
-scripts/bench/parity/sb3_peer.py. Every process gets one compute thread: tandem
+installed PyPI package in a fresh working directory (it writes runs/ there), SB3 through
+scripts/bench/parity/sb3_peer.py, or BenchMARL through scripts/bench/parity/benchmarl_peer.py
+(its API, configured by the case; its code as installed). Every process gets one compute thread: tandem
 `threads 1`; the peers OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1 (CleanRL's files do not set
 torch's thread count, and changing them is not allowed); gymnasium-bridge runs one worker.
 `--jobs` processes run at once (default 2). A finished process leaves
@@ -28,7 +29,9 @@ What it prints, per case: for the peer and for tandem, the number of seeds, the 
 mean and 95% interval, the verdict, and the score at ten evenly spaced points of the run.
   - Score: the game's untransformed episodic return. CleanRL: `charts/episodic_return` of its
     TensorBoard file (its RecordEpisodeStatistics wrapper, outside every reward transform).
-    SB3: the Monitor's episode return (what ep_info_buffer holds). tandem: the episode
+    SB3: the Monitor's episode return (what ep_info_buffer holds). BenchMARL (multi-agent):
+    an episode's per-agent return (one agent's rewards summed over the episode), averaged over
+    the agents, one value per episode of an environment. tandem: the episode
     *score* (`last_20_score_mean` of summary.json, `episode/score_mean` in TensorBoard), the
     sum of the game's rewards before clip-reward or normalize-reward; not `train/return_*`
     or `recent_return_mean`, which are the returns of the transformed rewards.
@@ -81,6 +84,8 @@ PYTHONS = {
     "cleanrl-envpool": os.path.join(DEPS, "venv-cleanrl", "bin", "python"),
     # SB3 2.9.2: scripts/bench/sb3_venv.sh.
     "sb3": os.path.join(DEPS, "venv-sb3", "bin", "python"),
+    # BenchMARL 1.5.2 (torchrl 0.11.1, PettingZoo 1.27.0 with mpe2 1.1.1): benchmarl_venv.sh.
+    "benchmarl": os.path.join(DEPS, "venv-benchmarl", "bin", "python"),
     # tandem's gymnasium bridge workers: Box2D (venv.sh gym) and MuJoCo (scripts/gym-venv-setup.sh).
     "bridge-box2d": os.path.join(DEPS, "venv-parity-gym", "bin", "python"),
     "bridge-mujoco": os.path.join(DEPS, "venv-gym", "bin", "python"),
@@ -90,6 +95,7 @@ MAKE_VENV = {
     "cleanrl-gymnasium": "scripts/bench/parity/venv.sh cleanrl-gymnasium",
     "cleanrl-envpool": "scripts/bench/cleanrl_venv.sh",
     "sb3": "scripts/bench/sb3_venv.sh",
+    "benchmarl": "scripts/bench/parity/benchmarl_venv.sh",
     "bridge-box2d": "scripts/bench/parity/venv.sh gym",
     "bridge-mujoco": "scripts/gym-venv-setup.sh",
 }
@@ -103,7 +109,7 @@ def case(peer, peer_python, peer_args, kdl, steps, seeds, tandem_set=(), bridge=
     return {
         # A variant that changes only tandem's side shares the peer runs of this case.
         "peer_from": peer_from,
-        "peer": peer,                # "cleanrl:<module>" or "sb3:<algo>"
+        "peer": peer,                # "cleanrl:<module>", "sb3:<algo>" or "benchmarl:<algo>"
         "peer_python": peer_python,  # key of PYTHONS
         "peer_args": list(peer_args),
         "kdl": kdl,                  # under scripts/bench/parity/
@@ -225,6 +231,52 @@ CASES = {
         "ppo-atari.kdl", 10_000_000, 3, BF16, peer_from="breakout-ppo-atari",
         notes="as breakout-ppo-atari with tandem's Nature CNN in bfloat16 "
               "(network.precision; float32 weights and gradients), against the same peer runs"),
+    # Multi-agent: tandem's one PPO policy over MPE simple_spread's three agents against
+    # BenchMARL's IPPO with shared parameters. Steps are agent steps on both sides (tandem's
+    # unit; benchmarl_peer.py runs steps / 3 of BenchMARL's environment frames).
+    "spread-ippo": case(
+        "benchmarl:ippo", "benchmarl",
+        ["--env", "pettingzoo", "--task", "simple_spread", "--mpe2", "simple_spread_v3",
+         "--task-config", json.dumps({"N": 3, "local_ratio": 0.5, "max_cycles": 25}),
+         "--experiment", json.dumps({
+             "share_policy_params": True, "prefer_continuous_actions": False,
+             "on_policy_collected_frames_per_batch": 3200, "on_policy_n_envs_per_worker": 25,
+             "on_policy_n_minibatch_iters": 4, "on_policy_minibatch_size": 800,
+             "lr": 2.5e-4, "gamma": 0.99, "clip_grad_norm": True, "clip_grad_val": 0.5}),
+         "--algorithm", json.dumps({
+             "share_param_critic": True, "clip_epsilon": 0.2, "entropy_coef": 0.01,
+             "critic_coef": 1.0, "loss_critic_type": "l2", "lmbda": 0.95,
+             "minibatch_advantage": False}),
+         "--model", json.dumps({"num_cells": [64, 64], "activation_class": "Tanh",
+                                "layer_class": "Linear"})],
+        "ppo-mpe-spread.kdl", 1_920_000, 3,
+        notes="BenchMARL 1.5.2 IPPO (torchrl 0.11.1, tensordict 0.11.0, torch 2.13.0 CPU; "
+              "benchmarl_venv.sh) on PettingZoo 1.27's simple_spread_v3 from mpe2 1.1.1 (the "
+              "same MPE tandem's port is exact to; benchmarl_peer.py puts it in PettingZoo's "
+              "table of environments, where torchrl's PettingZooEnv looks it up). "
+              "Mapping, BenchMARL -> tandem (ppo-mpe-spread.kdl): N 3, local_ratio 0.5, "
+              "max_cycles 25, discrete (prefer_continuous_actions False) -> env "
+              "mpe-simple-spread defaults; share_policy_params, share_param_critic -> one "
+              "policy and one critic over the agents' rows; 25 envs (SerialEnv), "
+              "frames_per_batch 3200 environment frames -> envs 25, rollout 128 (9,600 agent "
+              "rows: BenchMARL's frames count environment steps, tandem's steps agent steps, "
+              "x3); n_minibatch_iters 4 (passes over the batch) x minibatch_size 800 frames "
+              "-> epochs 4, minibatches 4 (2,400 rows); lr 2.5e-4, no schedule -> anneal-lr "
+              "#false; adam_eps 1e-6 (default) -> adam-eps 1e-6; gamma 0.99, lmbda 0.95, "
+              "clip_epsilon 0.2, entropy_coef 0.01 -> the same; critic_coef 1.0 on torchrl's "
+              "unhalved squared error -> value-coef 2.0 (tandem halves it); ClipPPOLoss "
+              "normalize_advantage False, clip_value None -> normalize-advantages #false, "
+              "value-clip #null; advantages once over the batch before the passes "
+              "(minibatch_advantage False) -> tandem's GAE; clip_grad_norm 0.5 -> "
+              "max-grad-norm 0.5; MLP 64x64 Tanh, separate actor and critic -> network mlp "
+              "64 64 tanh separate. Not matched: BenchMARL has an Adam and a gradient-norm "
+              "clip per network (actor, critic), tandem one Adam and one global clip over "
+              "both; BenchMARL's MLPs keep torch's default Linear init, tandem's are "
+              "orthogonal; BenchMARL's minibatches are environment frames (3 agents "
+              "together), tandem's agent rows. Score: the peer's is an episode's agent "
+              "returns averaged (last 20 = 20 episodes), tandem's a row's, one agent's "
+              "(last 20 = 20 agent-episodes, about 7 episodes); the same mean, not the same "
+              "spread"),
     "pong-ppo-atari-bf16": case(
         "cleanrl:ppo_atari_envpool", "cleanrl-envpool", ["--env-id", "Pong-v5"],
         "ppo-atari.kdl", 10_000_000, 3, ['env="atari-pong"', *BF16], peer_from="pong-ppo-atari",
@@ -383,7 +435,8 @@ def command(name, c, side, seed, steps):
                 str(steps), "--cuda", "False", "--track", "False", "--capture-video", "False",
                 *c["peer_args"]]
     else:
-        argv = [python, os.path.join(HERE, "sb3_peer.py"), "--algo", what, "--seed", str(seed),
+        script = {"sb3": "sb3_peer.py", "benchmarl": "benchmarl_peer.py"}[kind]
+        argv = [python, os.path.join(HERE, script), "--algo", what, "--seed", str(seed),
                 "--steps", str(steps), "--out", os.path.join(run_dir, "episodes.json"),
                 *c["peer_args"]]
     return argv, env, run_dir, run_dir
@@ -417,7 +470,7 @@ def finish(job, rusage):
     try:
         if job["side"] == "tandem":
             r = read_tandem(job["run_dir"])
-        elif CASES[job["name"]]["peer"].startswith("sb3:"):
+        elif CASES[job["name"]]["peer"].startswith(("sb3:", "benchmarl:")):
             with open(os.path.join(job["run_dir"], "episodes.json")) as f:
                 r = json.load(f)
         else:
@@ -615,7 +668,7 @@ def progress_tandem(run_dir):
 
 def progress_peer(name, run_dir):
     """(steps reached, mean of the last 20 scores) of a peer's run in progress."""
-    if not CASES[name]["peer"].startswith("sb3:"):
+    if not CASES[name]["peer"].startswith(("sb3:", "benchmarl:")):
         r = read_cleanrl(run_dir)
         return (r["episodes"][-1][0] if r["episodes"] else 0), r["final"]
     for f in ("episodes.json", "episodes.partial.json"):
