@@ -11,8 +11,10 @@
 #   - torch 2.13.0 on CPU, as scripts/torch-venv-setup.sh installs it (the libtorch tandem is
 #     built on; the wheel from .deps/wheels, the CUDA runtime and CUPTI wheels libtorch_cpu
 #     needs, stand-ins for the other NVIDIA libraries): torchrl 0.11.1 asks for torch >= 2.1.
-#     torchrl's compiled extension (replay-buffer samplers' C++ code) was built against an
-#     older torch and may not load; PPO's path does not use it.
+#     torchrl 0.11.1's compiled extension (torchrl._torchrl: the prioritised replay buffer's
+#     segment trees) was built against an older torch and does not load on 2.13 (undefined
+#     symbol); nothing of the on-policy path imports it (SamplerWithoutReplacement is Python).
+#   - mpe2's own requirements (pygame-ce, scipy, lazy-importer) are pinned at what pip chose.
 #   - The environment: PettingZoo 1.27.0 with mpe2 1.1.1, the MPE that tandem's simple_spread is
 #     exact to. BenchMARL's pettingzoo extra asks for pettingzoo >= 1.24.3; from 1.25 on,
 #     PettingZoo's MPE lives in mpe2, and benchmarl_peer.py registers mpe2's simple_spread_v3 in
@@ -47,7 +49,8 @@ pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
     numpy==2.5.5 cloudpickle==3.1.3 packaging==26.3 importlib-metadata==10.2.0 zipp==4.1.2 \
     orjson==3.13.0 pyvers==0.2.3 hydra-core==1.3.8 omegaconf==2.3.0 \
     antlr4-python3-runtime==4.9.3 pyyaml==6.0.3 tqdm==4.70.1 \
-    gymnasium==1.4.0 farama-notifications==0.0.6 pygame==2.6.1 pettingzoo==1.27.0 mpe2==1.1.1 >&2
+    gymnasium==1.4.0 farama-notifications==0.0.6 pygame==2.6.1 pettingzoo==1.27.0 mpe2==1.1.1 \
+    pygame-ce==2.5.8 scipy==1.18.1 lazy-importer==0.1.0 >&2
 "${pip[@]}" --no-deps tensordict==0.11.0 torchrl==0.11.1 benchmarl==1.5.2 >&2
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 "$venv/bin/python" "$root/scripts/torch_cpu_stubs.py" "$site" >&2
