@@ -1,5 +1,5 @@
-"""Learning parity suite (issue 35): tandem against CleanRL and Stable-Baselines3 on the same
-settings, several seeds a side, the score compared.
+"""Learning parity suite (issue 35): tandem against CleanRL, Stable-Baselines3 and BenchMARL on
+the same settings, several seeds a side, the score compared.
 
 How to run (scripts/bench/parity/run.sh sets the interpreters and checks they exist):
 

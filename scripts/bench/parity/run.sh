@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The learning parity suite of issue 35: tandem against CleanRL / Stable-Baselines3 on the same
-# settings (scripts/bench/parity/parity.py says what it runs and prints).
+# The learning parity suite of issue 35: tandem against CleanRL / Stable-Baselines3 / BenchMARL on
+# the same settings (scripts/bench/parity/parity.py says what it runs and prints).
 #   scripts/bench/parity/run.sh --cases cartpole-ppo --seeds 1-5 [--jobs 2] [--steps N]
 #   scripts/bench/parity/run.sh --report
 #   scripts/bench/parity/run.sh --list
