@@ -33,7 +33,7 @@ impl Cast {
     /// or the learner's tensors by the names [`Cast::targets`] gives); the policies `random`
     /// names act at random.
     pub fn build(experiment: &Experiment, envs: &VecEnv, random: &[String]) -> Result<Cast> {
-        let plans = experiment.policy_plans();
+        let plans = experiment.seated_policies();
         if plans.is_empty() {
             if let Some(name) = random.first() {
                 bail!("--random {name}: the run trained one policy; --random picks one of several");
@@ -52,7 +52,7 @@ impl Cast {
         }
         let mut players = Vec::with_capacity(plans.len());
         for plan in plans {
-            let seats = seats_of(envs, &plan);
+            let seats = Seats::of_plan(experiment, envs, &plan);
             let policy = match random.contains(&plan.name) {
                 true => None,
                 false => Some(seated_policy(experiment, envs, &seats)?),
@@ -73,13 +73,22 @@ impl Cast {
             Cast::One(policy, _) => policy.targets(),
             Cast::Several(players) => players
                 .iter()
-                .filter_map(|p| p.policy.as_ref().map(|policy| (&p.name, policy)))
-                .flat_map(|(name, policy)| {
-                    let prefix = format!("policy.{name}.");
+                .filter_map(|p| p.policy.as_ref().map(|policy| (p, policy)))
+                .flat_map(|(p, policy)| {
+                    let prefix = self.prefix(&p.name);
                     let named = policy.targets().into_iter();
                     named.map(move |(n, t)| (format!("{prefix}{n}"), t))
                 })
                 .collect(),
+        }
+    }
+
+    /// What a policy's names start with in the learners' lists: `policy.<name>.` where there
+    /// are several, nothing for a run's one (a centralised critic's seats are one policy).
+    fn prefix(&self, name: &str) -> String {
+        match self {
+            Cast::Several(players) if players.len() > 1 => format!("policy.{name}."),
+            _ => String::new(),
         }
     }
 
@@ -89,11 +98,15 @@ impl Cast {
         match self {
             Cast::One(policy, _) => policy.copy_from(networks),
             Cast::Several(players) => {
+                let several = players.len() > 1;
                 for p in players.iter_mut() {
                     let Some(policy) = &mut p.policy else {
                         continue;
                     };
-                    let prefix = format!("policy.{}.", p.name);
+                    let prefix = match several {
+                        true => format!("policy.{}.", p.name),
+                        false => String::new(),
+                    };
                     let own: Vec<(String, Tensor)> = networks
                         .iter()
                         .filter_map(|(n, t)| {
@@ -129,7 +142,7 @@ impl Cast {
                     let Some(policy) = &mut p.policy else {
                         continue;
                     };
-                    let shape = [p.seats.obs_len() as i64];
+                    let shape = [p.seats.input_len() as i64];
                     let mine = p.seats.observations(envs.obs());
                     let obs = rows_to_batch(&mine, p.seats.len(), &shape, Device::Cpu);
                     let action = tch::no_grad(|| policy.act(&obs, greedy))?;
@@ -163,14 +176,6 @@ impl Cast {
         }
         (players.iter().map(|p| p.name.clone()).collect(), by_row)
     }
-}
-
-/// The seats of a policy of a run of several in `envs`: its agents in every game.
-pub fn seats_of(envs: &VecEnv, plan: &tandem_config::PolicyPlan) -> Seats {
-    let agents = envs.agents_per_game();
-    let games = envs.num_envs() / agents;
-    let len = plan.observation.len();
-    Seats::new(&plan.agents, agents, games, len, envs.obs_len())
 }
 
 /// A fresh network of `experiment`'s learner for the rows of `seats`.

@@ -131,7 +131,8 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
         mean(&report.scores),
         mean(&report.returns)
     );
-    for (name, scores) in &report.policy_scores {
+    // Each policy's line where there are several (one seated policy is the run's one).
+    for (name, scores) in report.policy_scores.iter().filter(|_| report.policy_scores.len() > 1) {
         let random = args.random.contains(name);
         println!(
             "policy {name}{}: mean score over {} agent episode(s): {:.2}",
@@ -181,14 +182,19 @@ pub fn restored_policy(
     ckpt: &checkpoint::Checkpoint,
     env: &mut tandem_env::VecEnv,
 ) -> Result<(Policy, Vec<i64>)> {
-    let plans = experiment.policy_plans();
-    if !plans.is_empty() {
-        let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-        bail!(
-            "the run trained {} policies ({}); pick one with --policy",
-            names.len(),
-            names.join(", ")
-        );
+    let plans = experiment.seated_policies();
+    match plans.as_slice() {
+        [] => {}
+        // One policy with a centralised critic: its input carries the game's state.
+        [one] => return restored_seated(experiment, ckpt, env, &one.name),
+        several => {
+            let names: Vec<&str> = several.iter().map(|p| p.name.as_str()).collect();
+            bail!(
+                "the run trained {} policies ({}); pick one with --policy",
+                names.len(),
+                names.join(", ")
+            );
+        }
     }
     envs::restore_normalizers(env, ckpt)?;
     env.freeze_normalizers();
@@ -218,6 +224,18 @@ pub fn restored_one_of_several(
             ),
         });
     }
+    restored_seated(experiment, ckpt, env, name)
+}
+
+/// Seated policy `name` (of several, or a centralised critic's one), restored from `ckpt` to
+/// act in `env`'s rows of its agents, and the input shape it reads.
+fn restored_seated(
+    experiment: &tandem_config::Experiment,
+    ckpt: &checkpoint::Checkpoint,
+    env: &mut tandem_env::VecEnv,
+    name: &str,
+) -> Result<(Policy, Vec<i64>)> {
+    let plans = experiment.seated_policies();
     envs::restore_normalizers(env, ckpt)?;
     env.freeze_normalizers();
     // The others act at random here: only the picked policy's network is built and restored.
@@ -233,7 +251,7 @@ pub fn restored_one_of_several(
         .into_iter()
         .find_map(|p| p.policy.map(|policy| (policy, p.seats)));
     let (policy, seats) = player.context("the policy picked")?;
-    Ok((policy, vec![seats.obs_len() as i64]))
+    Ok((policy, vec![seats.input_len() as i64]))
 }
 
 /// Every policy `ckpt` holds, acting in `env` with its normalisers restored and frozen; those
@@ -244,7 +262,7 @@ fn restored_cast(
     env: &mut tandem_env::VecEnv,
     random: &[String],
 ) -> Result<Cast> {
-    if experiment.policy_plans().is_empty() && random.is_empty() {
+    if experiment.seated_policies().is_empty() && random.is_empty() {
         let (policy, obs_shape) = restored_policy(experiment, ckpt, env)?;
         return Ok(Cast::One(policy, obs_shape));
     }

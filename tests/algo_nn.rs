@@ -1125,6 +1125,7 @@ fn from_experiment_maps_every_network_setting() {
             init: default_init(),
             core: None,
             action_mask: false,
+            actor_input: None,
         }
     );
     let nature = spec(
@@ -1146,6 +1147,7 @@ fn from_experiment_maps_every_network_setting() {
             },
             core: None,
             action_mask: false,
+            actor_input: None,
         }
     );
     let recurrent = spec(
@@ -1321,4 +1323,46 @@ fn a_box_head_is_a_unit_space_gaussian_whose_samples_it_scores_and_maps_to_the_b
             .iter()
             .all(|(n, _)| !n.contains("log_std"))
     );
+}
+
+/// A centralised critic (`actor_input`): the actor reads the observation's first entries only,
+/// so changing the state after them moves the values and not the policy; the variables are an
+/// actor torso over those entries and a critic torso over all of them.
+#[test]
+fn a_centralised_critic_reads_the_state_and_the_actor_does_not() {
+    let spec = ActorCriticSpec {
+        actor_input: Some(3),
+        ..mlp_spec()
+    };
+    let _rng = torch_rng();
+    tch::manual_seed(7);
+    let (vs, model) = build(&spec, &[10], 5);
+    let shapes: Vec<(String, Vec<i64>)> = parameters_in_order(&vs)
+        .into_iter()
+        .map(|(name, t)| (name, t.size()))
+        .filter(|(name, _)| name.ends_with("fc0.weight"))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("actor_torso.fc0.weight".to_string(), vec![16, 3]),
+            ("critic_torso.fc0.weight".to_string(), vec![16, 10])
+        ]
+    );
+    let obs = Tensor::randn([4, 10], (Kind::Float, Device::Cpu));
+    let other_state = obs.copy();
+    let _ = other_state.narrow(1, 3, 7).fill_(0.5);
+    let (logits, values) = model.forward(&obs).unwrap();
+    let (same_logits, other_values) = model.forward(&other_state).unwrap();
+    assert_eq!(max_abs_diff(&logits, &same_logits), 0.0);
+    assert!(max_abs_diff(&values, &other_values) > 1e-3);
+    // A shared torso has no actor of its own to narrow.
+    let shared = ActorCriticSpec {
+        actor_input: Some(3),
+        share_torso: true,
+        ..mlp_spec()
+    };
+    let vs = VarStore::new(Device::Cpu);
+    let refused = ActorCritic::new(&vs.root(), &shared, &[10], ActionSpace::Discrete { n: 5 });
+    assert!(refused.is_err());
 }

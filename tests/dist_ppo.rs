@@ -85,6 +85,7 @@ fn model(case: &Case) -> (VarStore, ActorCritic) {
         let vs = VarStore::new(Device::Cpu);
         let spec = ActorCriticSpec {
             action_mask: case.masked,
+            actor_input: None,
             ..ActorCriticSpec::for_network(case.network(), common::orthogonal_init())
         };
         let m = ActorCritic::new(&vs.root(), &spec, &[case.obs_len()], case.space.clone()).unwrap();

@@ -53,7 +53,7 @@ impl Policies {
             device,
             seats: None,
         };
-        let plans = experiment.policy_plans();
+        let plans = experiment.seated_policies();
         let mut row_policy = Vec::new();
         let learners = match plans.as_slice() {
             [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
@@ -61,13 +61,7 @@ impl Policies {
                 let mut learners = Vec::with_capacity(plans.len());
                 row_policy = vec![0; envs.num_envs()];
                 for (p, plan) in plans.iter().enumerate() {
-                    let seats = Seats::new(
-                        &plan.agents,
-                        envs.agents_per_game(),
-                        envs.num_envs() / envs.agents_per_game(),
-                        plan.observation.len(),
-                        envs.obs_len(),
-                    );
+                    let seats = Seats::of_plan(experiment, envs, plan);
                     for &row in seats.rows() {
                         row_policy[row] = p;
                     }
@@ -203,11 +197,12 @@ impl Policies {
         bail!("no policy has the counter {key}")
     }
 
-    /// One round of the run. With one policy, its learner's round over the rank's environments;
-    /// with several, a joint round: all collect at once, then each learns from its rows.
+    /// One round of the run. With one policy that plays every row as it is, its learner's
+    /// round over the rank's environments; with seats (several policies, or a centralised
+    /// critic's input), a joint round: all collect at once, then each learns from its rows.
     pub fn round(&mut self, envs: &mut VecEnv, round: Round) -> Result<()> {
         match &mut self.learners[..] {
-            [(_, learner)] => learner.round(envs, round),
+            [(_, learner)] if self.row_policy.is_empty() => learner.round(envs, round),
             _ => self.joint_round(envs, round),
         }
     }

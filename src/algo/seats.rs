@@ -3,6 +3,8 @@
 //! see. The batch holds a game's agents in consecutive rows, each as wide as the widest agent's
 //! observation (tandem-env pads the narrower ones with zeros), so a policy reads its rows'
 //! leading columns; everything it keeps (rollout buffer, network input) holds only those.
+//! A policy with a centralised critic (`network.critic-input "state"`) reads the game's state
+//! after them: every agent's row of the game, then a one-hot of the agent's index.
 
 use crate::algo::actions::ActionBatch;
 
@@ -15,6 +17,10 @@ pub struct Seats {
     obs_len: usize,
     /// Floats of one row of the batch.
     row_len: usize,
+    /// Agents of each game: where a row's game starts, and the one-hot's length.
+    agents_per_game: usize,
+    /// Whether each seat's input carries the game's state after its own observation.
+    state: bool,
 }
 
 impl Seats {
@@ -36,6 +42,43 @@ impl Seats {
             rows,
             obs_len,
             row_len,
+            agents_per_game,
+            state: false,
+        }
+    }
+
+    /// The seats of policy `plan` in `envs` (its agents in every game), with the game's state
+    /// where the experiment's critic reads it.
+    pub fn of_plan(
+        experiment: &tandem_config::Experiment,
+        envs: &tandem_env::VecEnv,
+        plan: &tandem_config::PolicyPlan,
+    ) -> Seats {
+        let agents = envs.agents_per_game();
+        let games = envs.num_envs() / agents;
+        let len = plan.observation.len();
+        let seats = Seats::new(&plan.agents, agents, games, len, envs.obs_len());
+        match experiment.network.critic_input {
+            tandem_config::CriticInput::State => seats.with_state(),
+            tandem_config::CriticInput::Own => seats,
+        }
+    }
+
+    /// These seats with the game's state after each one's own observation (a centralised
+    /// critic's input).
+    pub fn with_state(self) -> Seats {
+        Seats {
+            state: true,
+            ..self
+        }
+    }
+
+    /// Floats of one seat's input: its observation, then, with the state, every row of its
+    /// game and the one-hot of its agent.
+    pub fn input_len(&self) -> usize {
+        match self.state {
+            false => self.obs_len,
+            true => self.obs_len + self.agents_per_game * (self.row_len + 1),
         }
     }
 
@@ -57,13 +100,20 @@ impl Seats {
         self.obs_len
     }
 
-    /// The policy's observations of a batch's `obs` (rows of `row_len`): its rows' leading
-    /// `obs_len` floats, row after row.
+    /// The policy's inputs from a batch's `obs` (rows of `row_len`), seat after seat: its
+    /// rows' leading `obs_len` floats, each followed, with the state, by its game's rows and
+    /// its agent's one-hot.
     pub fn observations(&self, obs: &[f32]) -> Vec<f32> {
-        let mut mine = Vec::with_capacity(self.rows.len() * self.obs_len);
+        let mut mine = Vec::with_capacity(self.rows.len() * self.input_len());
         for &row in &self.rows {
             let start = row * self.row_len;
             mine.extend_from_slice(&obs[start..start + self.obs_len]);
+            if self.state {
+                let (game, agent) = (row / self.agents_per_game, row % self.agents_per_game);
+                let first = game * self.agents_per_game * self.row_len;
+                mine.extend_from_slice(&obs[first..first + self.agents_per_game * self.row_len]);
+                mine.extend((0..self.agents_per_game).map(|a| f32::from(u8::from(a == agent))));
+            }
         }
         mine
     }
@@ -127,6 +177,18 @@ mod tests {
             [0., 1., 2., 8., 9., 10., 12., 13., 14., 20., 21., 22.]
         );
         assert_eq!(s.of_rows(&[1, 2, 3, 4, 5, 6]), [1, 3, 4, 6]);
+    }
+
+    /// With the state, each seat reads its own columns, its whole game, then its agent.
+    #[test]
+    fn a_centralised_critic_reads_the_whole_game_and_the_agent() {
+        let s = Seats::new(&[1], 2, 2, 1, 2).with_state();
+        assert_eq!(s.input_len(), 1 + 2 * 3);
+        let obs = [1., 2., 3., 4., 5., 6., 7., 8.];
+        assert_eq!(
+            s.observations(&obs),
+            [3., 1., 2., 3., 4., 0., 1., 7., 5., 6., 7., 8., 0., 1.]
+        );
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct ActorCriticSpec {
     /// The observation's last entries are an action mask, one per logit (1: valid): invalid
     /// actions' logits are set to [`INVALID_LOGIT`] wherever the policy is evaluated.
     pub action_mask: bool,
+    /// The actor reads only this many leading entries of each observation, the critic all of
+    /// them: a centralised critic, whose observation carries the game's state after the
+    /// agent's own (separate MLP torsos). `None`: both read it all.
+    pub actor_input: Option<i64>,
 }
 
 /// The logit of an action the mask rules out: its probability underflows to 0, and its
@@ -61,6 +65,7 @@ impl ActorCriticSpec {
             init,
             core: None,
             action_mask: false,
+            actor_input: None,
         }
     }
 }
@@ -264,6 +269,9 @@ pub struct ActorCritic {
     /// width), when there is one.
     mask_len: Option<i64>,
     scale_pixels: bool,
+    /// What the actor reads of each observation: its leading entries (a centralised critic's
+    /// network), or all of it.
+    actor_input: Option<i64>,
     body: Body,
     /// Between the shared torso and the heads, when the network is recurrent.
     core: Option<RecurrentCore>,
@@ -302,6 +310,23 @@ impl ActorCritic {
         );
         let mut core = None;
         let body = match &spec.network {
+            NetworkSpec::Mlp { .. } if spec.actor_input.is_some() => {
+                let len = spec.actor_input.unwrap_or_default();
+                ensure!(
+                    !spec.share_torso && spec.core.is_none() && matches!(obs_shape, [all] if *all > len),
+                    "actor-critic: an actor reading the first {len} entries of observations of \
+                     shape {obs_shape:?} needs separate torsos and no core"
+                );
+                let actor = Torso::new(&(root / "actor_torso"), &spec.network, init, &[len])?;
+                let critic =
+                    Torso::new(&(root / "critic_torso"), &spec.network, init, obs_shape)?;
+                let heads = LinearHeads::new(root, actor.output_dim(), n, init);
+                Body::Separate {
+                    actor,
+                    critic,
+                    heads,
+                }
+            }
             _ if spec.share_torso => {
                 let torso = Torso::new(&(root / "torso"), &spec.network, init, obs_shape)?;
                 // Torso, core, heads: the order the data flows, and the draws' order.
@@ -356,6 +381,7 @@ impl ActorCritic {
             policy,
             mask_len,
             scale_pixels: spec.scale_pixels,
+            actor_input: spec.actor_input,
             body,
             core,
         })
@@ -459,10 +485,19 @@ impl ActorCritic {
                 actor,
                 critic,
                 heads,
-            } => heads.forward(&actor.forward(&x), &critic.forward(&x)),
+            } => heads.forward(&actor.forward(&self.actor_view(&x)), &critic.forward(&x)),
             Body::TwinMlp { torsos, heads } => heads.forward(&torsos.forward(&x)),
         };
         Ok((self.masked(head_output, obs), values))
+    }
+
+    /// What the actor reads of observations `x`: their leading entries where the critic is a
+    /// centralised one, else all of them.
+    fn actor_view(&self, x: &Tensor) -> Tensor {
+        match self.actor_input {
+            Some(len) => x.narrow(1, 0, len),
+            None => x.shallow_clone(),
+        }
     }
 
     /// The head's logits with those of actions the observations' masks rule out set to

@@ -44,6 +44,8 @@ impl ActorCriticSpec {
                 &experiment.env.game,
                 Game::Gymnasium(gym) if gym.action_mask != ActionMask::None
             ),
+            // Set where the learner knows its seats (`network_for_seats`).
+            actor_input: None,
         })
     }
 }

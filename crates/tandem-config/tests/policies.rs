@@ -173,3 +173,38 @@ fn settings_that_cannot_share_a_batch_yet_are_refused_with_the_fix() {
         d.message()
     );
 }
+
+/// `network.critic-input "state"` (a centralised critic, MAPPO): for separate MLP torsos in a
+/// game of several agents, with one policy or several; refused elsewhere with the fix.
+#[test]
+fn a_centralised_critic_needs_a_game_of_several_agents_and_a_critic_of_its_own() {
+    let state = ["network.critic-input=\"state\""];
+    let spread = text("mpe-simple-spread", "");
+    let e = resolve(&Source::Stdin(spread.clone()), &state.map(String::from))
+        .unwrap()
+        .experiment;
+    assert_eq!(e.network.critic_input, CriticInput::State);
+    // One policy plays every agent from its seats: the game's state is read per seat.
+    let seated = e.seated_policies();
+    assert_eq!(seated.len(), 1);
+    assert_eq!(seated[0].name, "default");
+    assert_eq!(seated[0].agents, [0, 1, 2]);
+    assert!(e.policy_plans().is_empty());
+    let several = resolve(&Source::Stdin(tag(TWO)), &state.map(String::from)).unwrap();
+    assert_eq!(several.experiment.seated_policies().len(), 2);
+    let d = only_error(&text("cartpole", ""), &state);
+    assert!(d.message().contains("cartpole has one agent"), "{}", d.message());
+    let d = only_error(&spread, &[state[0], "network.actor-critic=\"shared\""]);
+    assert!(
+        d.message().contains("needs an actor and a critic of their own"),
+        "{}",
+        d.message()
+    );
+    let d = only_error(&spread, &[state[0], "train.sampling=\"pipelined\""]);
+    assert!(
+        d.message()
+            .contains("a centralised critic cannot sample other than synchronously"),
+        "{}",
+        d.message()
+    );
+}

@@ -105,7 +105,7 @@ fn record_seats(
 /// Records s_T of a player's rows in its buffer and returns V(s_T).
 fn bootstrap(p: &mut Seated, envs: &VecEnv, phases: &mut Phases) -> Result<Tensor> {
     let device = p.buffer.device();
-    let shape = [p.seats.obs_len() as i64];
+    let shape = [p.seats.input_len() as i64];
     let last_obs = rows_to_batch(
         &p.seats.observations(envs.obs()),
         p.seats.len(),

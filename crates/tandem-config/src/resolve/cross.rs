@@ -96,6 +96,9 @@ impl CrossCheck<'_, '_> {
         if !self.experiment.train.policies.0.is_empty() && self.ok(&["env", "train.policies"]) {
             self.policies();
         }
+        if self.experiment.network.critic_input == CriticInput::State {
+            self.central_critic();
+        }
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -783,24 +786,57 @@ impl CrossCheck<'_, '_> {
             }
             return;
         }
-        self.policies_can_share_a_batch(plans.len());
+        let subject = format!("{} policies", plans.len());
+        self.seats_can_share_a_batch(&subject, path);
     }
 
-    /// Several policies share each step of one batch: each learner collects synchronously,
-    /// without a recurrent state, and splits its own rows into minibatches.
-    fn policies_can_share_a_batch(&mut self, count: usize) {
+    /// A centralised critic reads every agent's observation in a game beside the actor's own:
+    /// separate MLP torsos (the actor's reads fewer inputs), in a game of several agents.
+    fn central_critic(&mut self) {
         let e = self.experiment;
-        let path = "train.policies";
-        let not_yet = |what: &str| format!("{count} policies cannot {what} yet");
+        let path = "network.critic-input";
+        if !self.ok(&[path, "env", "network", "network.actor-critic"]) {
+            return;
+        }
+        if !e.env.game.is_multi_agent() {
+            return self.report(
+                "config::inconsistent",
+                format!("{} has one agent: there is no game state beside its observation", e.env.game.name()),
+                path,
+                "a centralised critic",
+                Some(("env", "a game of one agent")),
+                "remove `critic-input`, or pick a game of several agents".into(),
+            );
+        }
+        let mlp = matches!(e.network.torso, Torso::Mlp { .. });
+        if !mlp || e.network.shared() {
+            return self.report(
+                "config::inconsistent",
+                "a centralised critic needs an actor and a critic of their own".into(),
+                path,
+                "a centralised critic",
+                Some(("network.actor-critic", "this layout")),
+                "write `network \"mlp\" { actor-critic \"separate\" }`: the critic's torso reads the game's state, the actor's only the agent's observation".into(),
+            );
+        }
+        self.seats_can_share_a_batch("a centralised critic", path);
+    }
+
+    /// Learners that play seats of a batch (several policies, a centralised critic) share
+    /// each step of it: each collects synchronously, without a recurrent state, and splits its
+    /// own rows into minibatches. `subject` says what needs it, written at `path`.
+    fn seats_can_share_a_batch(&mut self, subject: &str, path: &str) {
+        let e = self.experiment;
+        let not_yet = |what: &str| format!("{subject} cannot {what} yet");
         if e.algorithm.facts().learns != Learns::OnPolicy && self.ok(&["algorithm"]) {
             let learners = Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or");
             return self.report(
                 "config::inconsistent",
                 not_yet(&format!("learn with {}", e.algorithm.name())),
                 path,
-                "several policies",
+                subject,
                 Some(("algorithm", "an off-policy learner")),
-                format!("several policies learn with {learners}"),
+                format!("it learns with {learners}"),
             );
         }
         let refusals = [
@@ -829,7 +865,7 @@ impl CrossCheck<'_, '_> {
                     "config::inconsistent",
                     not_yet(what),
                     path,
-                    "several policies",
+                    subject,
                     Some((other, "this setting")),
                     fix.into(),
                 );
