@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates the Python venv that the shipped gymnasium experiments name (`python
 # "../.deps/venv-gym/bin/python"`, relative to the experiment file) and the gymnasium bridge
-# tests (crates/tandem-env/tests/gym_bridge.rs) drive: gymnasium with classic-control, MuJoCo
-# and Box2D (LunarLander, BipedalWalker), numpy pinned, and the example user package
+# tests (crates/tandem-env/tests/gym_bridge.rs, pettingzoo_bridge.rs) drive: gymnasium with
+# classic-control, MuJoCo and Box2D (LunarLander, BipedalWalker), PettingZoo with mpe2 (the
+# native MPE games' reference, driven through the bridge), numpy pinned, and the example user package
 # examples/gymnasium-package installed editable, as docs/environments.md walks through.
 # scripts/setup runs it. Idempotent: a venv that already has the pinned versions and the
 # package is left alone.
@@ -13,10 +14,13 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${repo_root}/.deps/venv-gym"
 # Pinned so the environments the parity tests compare against do not move under us.
 pins=(gymnasium==1.4.0 numpy==2.5.5 mujoco==4.0.0 pygame==2.6.1 cloudpickle==3.1.2
-    farama-notifications==0.0.6 typing-extensions==4.16.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3)
-check='import gymnasium, gymnasium.envs.mujoco, numpy, mujoco, Box2D, sys, tandem_corridor
-want = {"gymnasium": "1.4.0", "numpy": "2.5.5", "mujoco": "4.0.0"}
-have = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "mujoco": mujoco.__version__}
+    farama-notifications==0.0.6 typing-extensions==4.16.0 imageio==2.38.1 pillow==13.0.0 packaging==26.3
+    pettingzoo==1.27.0 mpe2==1.1.1)
+check='import gymnasium, gymnasium.envs.mujoco, numpy, mujoco, Box2D, sys, tandem_corridor, pettingzoo, mpe2.simple_spread_v3
+from importlib.metadata import version
+want = {"gymnasium": "1.4.0", "numpy": "2.5.5", "mujoco": "4.0.0", "pettingzoo": "1.27.0", "mpe2": "1.1.1"}
+have = {"gymnasium": gymnasium.__version__, "numpy": numpy.__version__, "mujoco": mujoco.__version__,
+    "pettingzoo": version("pettingzoo"), "mpe2": version("mpe2")}
 sys.exit(have != want)'
 
 if [[ -x "${venv}/bin/python" ]] && "${venv}/bin/python" -c "$check" 2>/dev/null; then

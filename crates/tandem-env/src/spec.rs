@@ -41,14 +41,15 @@ impl EnvSpec {
 /// [`EnvError::InvalidArgument`].
 pub fn observation_space(spec: &EnvSpec) -> Result<ObsSpace, EnvError> {
     let Some(info) = spec.game.info() else {
-        let Game::Gymnasium(gym) = &spec.game else {
-            unreachable!("only gymnasium environments are outside the catalogue")
+        let launch = match &spec.game {
+            Game::Gymnasium(gym) => crate::gym::Launch::new(gym, &Default::default())?,
+            Game::PettingZoo(zoo) => crate::gym::Launch::pettingzoo(zoo, &Default::default())?,
+            _ => unreachable!("only the bridge's environments are outside the catalogue"),
         };
-        crate::gym::Launch::new(gym, &Default::default())?;
-        crate::gym::check_wrappers(&spec.wrappers, &gym.id)?;
+        crate::gym::check_wrappers(&spec.wrappers, &launch)?;
         return Err(EnvError::InvalidArgument(format!(
-            "the observation space of gymnasium `{}` is known once its workers start (VecEnv::new)",
-            gym.id
+            "the observation space of {} is known once its workers start (VecEnv::new)",
+            launch.label
         )));
     };
     let game = info.facts();
@@ -81,6 +82,12 @@ pub fn make_game(game: &Game, seed: u64) -> Result<Box<dyn Env>, EnvError> {
             return Err(EnvError::InvalidArgument(format!(
                 "gymnasium `{}` runs in worker processes that VecEnv::new starts; it cannot be built alone",
                 gym.id
+            )));
+        }
+        Game::PettingZoo(zoo) => {
+            return Err(EnvError::InvalidArgument(format!(
+                "pettingzoo `{}` runs in worker processes that VecEnv::new starts; it cannot be built alone",
+                zoo.module
             )));
         }
         several if several.is_multi_agent() => {

@@ -566,6 +566,19 @@ impl VecEnv {
             batch.gym = Some(pool);
             return Ok(batch);
         }
+        if let Game::PettingZoo(zoo) = &spec.game {
+            if seeds.is_empty() {
+                return Err(EnvError::InvalidArgument(
+                    "a VecEnv needs at least one environment".into(),
+                ));
+            }
+            let launch = Launch::pettingzoo(zoo, bridge)?;
+            let pool = GymPool::start(&spec.wrappers, &launch, seeds)?;
+            let games = (0..seeds.len()).map(|i| pool.game(i)).collect();
+            let mut batch = Self::from_games(games, seeds.to_vec(), threads)?;
+            batch.gym = Some(pool);
+            return Ok(batch);
+        }
         if spec.game.is_multi_agent() {
             // The fit rule refuses every wrapper on a multi-agent game, in its own words.
             crate::spec::observation_space(spec)?;

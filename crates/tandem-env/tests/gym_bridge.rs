@@ -361,7 +361,7 @@ fn an_unknown_id_is_named() {
     let spec = EnvSpec::new(Game::Gymnasium(gym(&python, "TandemTest/NoSuchEnv-v0", 2)));
     let message = start_error(&spec, 3);
     assert!(
-        message.contains("could not make `TandemTest/NoSuchEnv-v0`"),
+        message.contains("gymnasium `TandemTest/NoSuchEnv-v0`: could not make environment"),
         "{message}"
     );
     assert!(message.contains("NoSuchEnv"), "{message}");

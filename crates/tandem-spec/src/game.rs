@@ -40,6 +40,9 @@ pub enum Game {
         rom: &'static str,
     },
     Gymnasium(Gymnasium),
+    /// A PettingZoo environment of several agents (its Parallel API) run by the bridge's
+    /// Python worker processes, one row of the batch per agent.
+    PettingZoo(PettingZoo),
 }
 
 impl Game {
@@ -53,22 +56,48 @@ impl Game {
     pub fn name(&self) -> &'static str {
         match self {
             Game::Gymnasium(_) => "gymnasium",
+            Game::PettingZoo(_) => "pettingzoo",
             game => game.info().map_or("", |i| i.name),
         }
     }
 
     /// What the wrappers' fit rule knows of the game (of gymnasium: the family only).
     pub fn facts(&self) -> GameFacts {
-        match self.info() {
-            Some(info) => info.facts(),
-            None => GameFacts::gymnasium(),
+        match (self.info(), self) {
+            (Some(info), _) => info.facts(),
+            // Played by several agents: no wrapper fits it, as for MPE's.
+            (None, Game::PettingZoo(_)) => GameFacts {
+                name: "a pettingzoo environment".into(),
+                family: Some(Family::Mpe),
+                ..GameFacts::gymnasium()
+            },
+            (None, _) => GameFacts::gymnasium(),
         }
     }
 
-    /// A game of several agents at once (MPE's): built as one game and batched with a row per
-    /// agent; no wrapper fits it.
+    /// A game of several agents at once (MPE's, a PettingZoo environment's): built as one game
+    /// and batched with a row per agent; no wrapper fits it.
     pub fn is_multi_agent(&self) -> bool {
-        self.info().is_some_and(|i| i.family == Family::Mpe)
+        matches!(self, Game::PettingZoo(_)) || self.info().is_some_and(|i| i.family == Family::Mpe)
+    }
+
+    /// The agents of each game: a multi-agent game's (a PettingZoo environment's as its
+    /// `agents` setting says, checked when the run builds it), 1 for any other.
+    pub fn agents(&self) -> usize {
+        match self {
+            Game::PettingZoo(p) => p.agents,
+            game => game.info().map_or(1, |info| info.agents),
+        }
+    }
+
+    /// Where the environment gives its action mask (a bridge environment's `action-mask`;
+    /// none for the catalogue's games).
+    pub fn action_mask(&self) -> ActionMask {
+        match self {
+            Game::Gymnasium(g) => g.action_mask,
+            Game::PettingZoo(p) => p.action_mask,
+            _ => ActionMask::None,
+        }
     }
 
     /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
@@ -133,6 +162,30 @@ pub struct Gymnasium {
     /// Keys of the environment's `info` whose numeric values at each episode's end are
     /// logged, in the order given; distinct.
     pub info_keys: Vec<String>,
+}
+
+/// A PettingZoo environment run by the bridge's Python worker processes through PettingZoo's
+/// Parallel API: `<module>.<function>(**make_args)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PettingZoo {
+    /// The module that holds the environment, e.g. `mpe2.simple_spread_v3`.
+    pub module: String,
+    /// The module's function that builds it (`parallel_env`, PettingZoo's convention).
+    pub function: String,
+    /// How many agents each game has (`len(possible_agents)`), checked when the run starts.
+    pub agents: usize,
+    /// The interpreter the workers run on.
+    pub python: String,
+    /// Modules imported before the environment's module, in order.
+    pub imports: Vec<String>,
+    /// Keyword arguments of the function, sorted by name.
+    pub make_args: Vec<(String, Scalar)>,
+    /// Worker processes per rank.
+    pub workers: usize,
+    /// Seconds one step (or reset) of a worker may take before the run stops.
+    pub step_timeout_s: f64,
+    /// Where each agent's action mask comes from, if it has one.
+    pub action_mask: ActionMask,
 }
 
 /// Where a gymnasium environment gives its action mask: one 0/1 entry per action (per
@@ -516,7 +569,7 @@ fn atari_info(row: &AtariRow) -> GameInfo {
 fn info(game: &Game) -> Option<GameInfo> {
     match game {
         Game::Atari { rom } => ATARI.iter().find(|r| r.rom == *rom).map(atari_info),
-        Game::Gymnasium(_) => None,
+        Game::Gymnasium(_) | Game::PettingZoo(_) => None,
         Game::MpeSimpleSpread(params) => Some(spread_info(params)),
         Game::MpeSimpleTag(params) => Some(tag_info(params)),
         native => NATIVE
@@ -545,13 +598,13 @@ pub fn games() -> impl Iterator<Item = GameInfo> {
         .chain(ATARI.iter().map(atari_info))
 }
 
-/// Every name `env` accepts: the catalogue, then `gymnasium`.
+/// Every name `env` accepts: the catalogue, then `gymnasium` and `pettingzoo`.
 pub fn names() -> impl Iterator<Item = &'static str> + Clone {
     NATIVE
         .iter()
         .map(|(_, i)| i.name)
         .chain(ATARI.iter().map(|r| r.name))
-        .chain(std::iter::once("gymnasium"))
+        .chain(["gymnasium", "pettingzoo"])
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use crate::EnvError;
 use crate::env::{Env, RgbFrame, Step};
+use crate::multi_agent::{AgentSpec, ParallelEnv};
 use crate::space::{
     Action, ActionSpace, Dtype, GroupActions, Layout as ImageLayout, ObsBuf, ObsSpace,
 };
@@ -69,7 +70,7 @@ use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
 use tandem_spec::Wrapper;
 use tandem_spec::fit::{self, GameFacts};
-pub use tandem_spec::game::{ActionMask, Gymnasium, Scalar};
+pub use tandem_spec::game::{ActionMask, Gymnasium, PettingZoo, Scalar};
 
 /// How this process runs a gymnasium environment's workers, beyond what the environment's
 /// settings ([`Gymnasium`]) say: not settings of the run, so not in the config.
@@ -82,17 +83,36 @@ pub struct BridgeOptions {
     pub render: bool,
 }
 
-/// A gymnasium environment's settings, checked and in the bridge's units, with this
+/// What a bridge's worker builds: a gymnasium environment of one agent, or a PettingZoo
+/// environment of several (the Parallel API), one game per environment of the pool.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Source {
+    Gymnasium,
+    PettingZoo {
+        module: String,
+        function: String,
+        /// The agents the experiment says each game has, checked against the game's.
+        agents: usize,
+    },
+}
+
+/// A bridge environment's settings, checked and in the bridge's units, with this
 /// process's options.
 #[derive(Debug, Clone)]
 pub(crate) struct Launch {
+    /// The gymnasium id, or the PettingZoo module.
     pub id: String,
+    /// How messages name the environment: ``gymnasium `CartPole-v1` ``,
+    /// ``pettingzoo `mpe2.simple_spread_v3` ``.
+    pub label: String,
+    pub source: Source,
     /// The interpreter: a path, or a command name looked up on `PATH`.
     pub python: PathBuf,
-    /// Modules imported before `gymnasium.make`. The worker's working directory is on
-    /// `sys.path`.
+    /// Modules imported before `gymnasium.make` (or the PettingZoo module). The worker's
+    /// working directory is on `sys.path`.
     pub imports: Vec<String>,
-    /// Keyword arguments of `gymnasium.make`, as the worker reads them.
+    /// Keyword arguments of `gymnasium.make` (or the PettingZoo function), as the worker
+    /// reads them.
     pub make_args: serde_json::Value,
     /// Worker processes per rank (at most one per environment).
     pub workers: usize,
@@ -104,18 +124,86 @@ pub(crate) struct Launch {
     pub info_keys: Vec<String>,
 }
 
+/// The settings both kinds of bridge environment share, as [`Launch::checked`] reads them.
+struct Common<'a> {
+    python: &'a str,
+    imports: &'a [String],
+    make_args: &'a [(String, Scalar)],
+    workers: usize,
+    step_timeout_s: f64,
+    action_mask: ActionMask,
+}
+
 impl Launch {
     /// `gym`'s settings checked: an id, a worker, a positive step timeout that is a
     /// duration, finite float arguments.
     pub(crate) fn new(gym: &Gymnasium, options: &BridgeOptions) -> Result<Self, EnvError> {
+        let common = Common {
+            python: &gym.python,
+            imports: &gym.imports,
+            make_args: &gym.make_args,
+            workers: gym.workers,
+            step_timeout_s: gym.step_timeout_s,
+            action_mask: gym.action_mask,
+        };
+        let mut launch = Self::checked(&gym.id, Source::Gymnasium, &common, options)?;
+        launch.info_keys = gym.info_keys.clone();
+        Ok(launch)
+    }
+
+    /// `zoo`'s settings checked as [`Launch::new`] checks a gymnasium environment's, and a
+    /// function to call and at least one agent.
+    pub(crate) fn pettingzoo(zoo: &PettingZoo, options: &BridgeOptions) -> Result<Self, EnvError> {
+        let common = Common {
+            python: &zoo.python,
+            imports: &zoo.imports,
+            make_args: &zoo.make_args,
+            workers: zoo.workers,
+            step_timeout_s: zoo.step_timeout_s,
+            action_mask: zoo.action_mask,
+        };
+        let source = Source::PettingZoo {
+            module: zoo.module.clone(),
+            function: zoo.function.clone(),
+            agents: zoo.agents,
+        };
+        let launch = Self::checked(&zoo.module, source, &common, options)?;
+        let bad = |reason: &str| {
+            Err(EnvError::InvalidGameParameter {
+                game: launch.label.clone(),
+                reason: reason.into(),
+            })
+        };
+        if zoo.function.trim().is_empty() {
+            return bad("the function that builds the environment is empty");
+        }
+        if zoo.agents == 0 {
+            return bad("needs at least one agent");
+        }
+        Ok(launch)
+    }
+
+    fn checked(
+        id: &str,
+        source: Source,
+        gym: &Common<'_>,
+        options: &BridgeOptions,
+    ) -> Result<Self, EnvError> {
+        let label = match source {
+            Source::Gymnasium => format!("gymnasium `{id}`"),
+            Source::PettingZoo { .. } => format!("pettingzoo `{id}`"),
+        };
         let bad = |reason: String| {
             Err(EnvError::InvalidGameParameter {
-                game: format!("gymnasium `{}`", gym.id),
+                game: label.clone(),
                 reason,
             })
         };
-        if gym.id.trim().is_empty() {
-            return bad("the environment id is empty".into());
+        if id.trim().is_empty() {
+            return bad(match source {
+                Source::Gymnasium => "the environment id is empty".into(),
+                Source::PettingZoo { .. } => "the module is empty".into(),
+            });
         }
         if gym.workers == 0 {
             return bad("needs at least one worker".into());
@@ -130,7 +218,7 @@ impl Launch {
             }
         };
         let mut make_args = serde_json::Map::new();
-        for (name, value) in &gym.make_args {
+        for (name, value) in gym.make_args {
             let value = match value {
                 Scalar::Bool(b) => serde_json::Value::from(*b),
                 Scalar::Int(i) => serde_json::Value::from(*i),
@@ -146,17 +234,27 @@ impl Launch {
             make_args.insert(name.clone(), value);
         }
         Ok(Launch {
-            id: gym.id.clone(),
-            python: PathBuf::from(&gym.python),
-            imports: gym.imports.clone(),
+            id: id.to_owned(),
+            label,
+            source,
+            python: PathBuf::from(gym.python),
+            imports: gym.imports.to_vec(),
             make_args: serde_json::Value::Object(make_args),
             workers: gym.workers,
             step_timeout,
             log_prefix: options.log_prefix.clone(),
             render: options.render,
             action_mask: gym.action_mask,
-            info_keys: gym.info_keys.clone(),
+            info_keys: Vec::new(),
         })
+    }
+
+    /// The agents of each game: 1 for gymnasium.
+    pub(crate) fn agents(&self) -> usize {
+        match self.source {
+            Source::Gymnasium => 1,
+            Source::PettingZoo { agents, .. } => agents,
+        }
     }
 }
 
@@ -235,12 +333,20 @@ fn encoding_words(obs: &serde_json::Value) -> Option<String> {
 
 /// Refuses wrappers that cannot sit on a batch stepped ahead of the chain (see the module
 /// documentation), by the half of tandem-spec's fit rule that needs the game alone.
-pub(crate) fn check_wrappers(wrappers: &[Wrapper], id: &str) -> Result<(), EnvError> {
-    let game = GameFacts::gymnasium();
+pub(crate) fn check_wrappers(wrappers: &[Wrapper], launch: &Launch) -> Result<(), EnvError> {
+    let game = match launch.source {
+        Source::Gymnasium => GameFacts::gymnasium(),
+        // No wrapper fits a game of several agents (tandem-spec's rule for them).
+        Source::PettingZoo { .. } => GameFacts {
+            name: launch.label.clone(),
+            family: Some(tandem_spec::Family::Mpe),
+            ..GameFacts::gymnasium()
+        },
+    };
     for (index, wrapper) in wrappers.iter().enumerate() {
         fit::fits_game(wrapper, &game).map_err(|misfit| {
             // The space is not known yet: the message names the environment instead.
-            misfit_error(wrapper, index, format!("gymnasium `{id}`"), misfit)
+            misfit_error(wrapper, index, launch.label.clone(), misfit)
         })?;
     }
     Ok(())
@@ -259,7 +365,12 @@ pub(crate) struct Sent {
 }
 
 struct Shared {
+    /// How messages name the environment ([`Launch::label`]).
     id: String,
+    /// The same, for [`ParallelEnv::name`].
+    name: &'static str,
+    /// A PettingZoo game's agents, in `possible_agents` order; empty for gymnasium.
+    agents: Vec<AgentSpec>,
     step_timeout: Duration,
     shm: Shm,
     workers: Vec<Mutex<Worker>>,
@@ -291,11 +402,20 @@ impl Pool {
     /// shared memory, and resets environment `i` with `seeds[i]`. `wrappers` is checked
     /// before anything starts.
     pub fn start(wrappers: &[Wrapper], gym: &Launch, seeds: &[u64]) -> Result<Self, EnvError> {
-        check_wrappers(wrappers, &gym.id)?;
+        check_wrappers(wrappers, gym)?;
         let mut workers = Vec::new();
         let shares = shares(seeds.len(), gym.workers);
+        let (kind, module, function) = match &gym.source {
+            Source::Gymnasium => ("gymnasium", "", ""),
+            Source::PettingZoo {
+                module, function, ..
+            } => ("pettingzoo", module.as_str(), function.as_str()),
+        };
         for (w, envs) in shares.iter().cloned().enumerate() {
             let config = serde_json::json!({
+                "kind": kind,
+                "module": module,
+                "function": function,
                 "id": gym.id,
                 "imports": gym.imports,
                 "make_args": gym.make_args,
@@ -311,7 +431,7 @@ impl Pool {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
             await_replies(&mut refs, pool::start_deadline(gym)).map_err(|(k, f)| {
                 describe_failure(
-                    &gym.id,
+                    &gym.label,
                     gym.step_timeout,
                     &mut workers[k],
                     f,
@@ -321,13 +441,20 @@ impl Pool {
         };
         let hello: serde_json::Value = serde_json::from_str(&hellos[0]).map_err(|e| {
             EnvError::Backend(format!(
-                "gymnasium `{}`: worker 0 answered {:?} instead of its handshake: {e}",
-                gym.id, hellos[0]
+                "{}: worker 0 answered {:?} instead of its handshake: {e}",
+                gym.label, hellos[0]
             ))
         })?;
-        let (obs_space, obs_bytes) = observation_space(&gym.id, &hello["obs"])?;
-        let action = action_kind(&gym.id, &hello["action"])?;
-        check_mask(&gym.id, gym.action_mask, &hello, &action)?;
+        let agents = match gym.source {
+            Source::Gymnasium => Vec::new(),
+            Source::PettingZoo { .. } => agents_of(gym, &hello)?,
+        };
+        let (obs_space, obs_bytes) = observation_space(&gym.label, &hello["obs"])?;
+        let action = action_kind(&gym.label, &hello["action"])?;
+        if agents.is_empty() {
+            // A game's agents are checked one by one (agents_of).
+            check_mask(&gym.label, gym.action_mask, &hello, &action)?;
+        }
         // Discrete actions travel as int64 (one per component), box actions as float32 values.
         let act_bytes = match &action {
             ActionSpace::Discrete { .. } => 8,
@@ -346,7 +473,14 @@ impl Pool {
             observation_encoding: encoding_words(&hello["obs"]),
             worker_pids: workers.iter().map(|w| w.pid).collect(),
         };
-        let layout = Layout::new(seeds.len(), obs_bytes, act_bytes, gym.info_keys.len());
+        let per_game = (!agents.is_empty()).then_some(agents.len());
+        let layout = Layout::new(
+            seeds.len(),
+            per_game,
+            obs_bytes,
+            act_bytes,
+            gym.info_keys.len(),
+        );
         let mut shm = Shm::create(layout)?;
         let map_line = format!(
             "{}\n",
@@ -359,13 +493,22 @@ impl Pool {
             let mut refs: Vec<&mut Worker> = workers.iter_mut().collect();
             let deadline = pool::start_deadline(gym);
             await_replies(&mut refs, deadline).map_err(|(k, f)| {
-                describe_failure(&gym.id, gym.step_timeout, &mut workers[k], f, pool::MAPPING)
+                describe_failure(
+                    &gym.label,
+                    gym.step_timeout,
+                    &mut workers[k],
+                    f,
+                    pool::MAPPING,
+                )
             })?;
         }
         shm.unlink();
         let pool = Pool {
             shared: Arc::new(Shared {
-                id: gym.id.clone(),
+                id: gym.label.clone(),
+                // Once per pool: ParallelEnv names its game with a static string.
+                name: Box::leak(gym.label.clone().into_boxed_str()),
+                agents,
                 step_timeout: gym.step_timeout,
                 shm,
                 workers: workers.into_iter().map(Mutex::new).collect(),
@@ -399,6 +542,14 @@ impl Pool {
         })
     }
 
+    /// Game `index` of a PettingZoo pool, as [`ParallelEnv`].
+    pub fn game(&self, index: usize) -> Box<dyn ParallelEnv> {
+        Box::new(ZooGame {
+            shared: Arc::clone(&self.shared),
+            index,
+        })
+    }
+
     /// The failure that ended the workers, if any.
     pub fn failure(&self) -> Option<EnvError> {
         self.shared.failure()
@@ -419,6 +570,13 @@ impl Pool {
     ) -> Result<Sent, EnvError> {
         let shm = &self.shared.shm;
         let l = &shm.layout;
+        // A PettingZoo game's agents are consecutive rows: the workers step whole games.
+        let per = l.agents.unwrap_or(1);
+        if !envs.start.is_multiple_of(per) || !envs.end.is_multiple_of(per) {
+            return Err(EnvError::InvalidArgument(format!(
+                "rows {envs:?} cut a game of {per} agents; a group of rows holds whole games"
+            )));
+        }
         for (k, i) in envs.clone().enumerate() {
             match actions.get(k) {
                 Action::Discrete(a) => shm.write(l.act + i * 8, &(a as i64).to_ne_bytes()),
@@ -430,7 +588,7 @@ impl Pool {
                 }
             }
         }
-        self.shared.send_step(envs)
+        self.shared.send_step(envs.start / per..envs.end / per)
     }
 
     /// Waits for the replies to a [`Pool::send_step`]; the proxies then read the outcome.
@@ -448,7 +606,7 @@ impl Pool {
         let values: Vec<f64> = (0..keys.len()).map(|k| shm.f64_at(row + k * 8)).collect();
         if let Some(k) = values.iter().position(|v| v.is_nan()) {
             let error = EnvError::Backend(format!(
-                "gymnasium `{}`: environment {env}'s episode ended at a step whose info has no \
+                "{}: environment {env}'s episode ended at a step whose info has no \
                  `{}`; info-keys logs each key's value at an episode's end, so the step that \
                  ends one (by the environment or by a time-limit) must give every key",
                 self.shared.id, keys[k]
@@ -491,37 +649,38 @@ fn describe_failure(
                 text(&v, "python")
             ),
             "import" => format!(
-                "gymnasium `{id}`: importing module `{}` failed:\n{}",
+                "{id}: importing module `{}` failed:\n{}",
                 text(&v, "module"),
                 text(&v, "traceback").trim_end()
             ),
             "make" => format!(
-                "gymnasium could not make `{id}` (environment {}): {}\n{}",
+                "{id}: could not make environment {}: {}\n{}",
                 v["env"],
                 text(&v, "message"),
                 text(&v, "traceback").trim_end()
             ),
             "info" => format!(
-                "gymnasium `{id}`: environment {}: {} (the experiment's info-keys)",
+                "{id}: environment {}: {} (the experiment's info-keys)",
                 v["env"],
                 text(&v, "message")
             ),
+            "agents" => format!("{id}: game {}: {}", v["env"], text(&v, "message")),
             "render" => format!(
-                "gymnasium `{id}`: environment {} could not render: {}",
+                "{id}: environment {} could not render: {}",
                 v["env"],
                 text(&v, "message").trim_end()
             ),
             kind @ ("step" | "reset") => format!(
-                "gymnasium `{id}`: environment {} raised an exception in {kind}:\n{}",
+                "{id}: environment {} raised an exception in {kind}:\n{}",
                 v["env"],
                 text(&v, "traceback").trim_end()
             ),
-            _ => format!("gymnasium `{id}`: {who} failed while {doing}: {v}"),
+            _ => format!("{id}: {who} failed while {doing}: {v}"),
         },
         Failure::Died(status) => {
             let tail = worker.stderr_tail(Duration::from_millis(500));
             format!(
-                "gymnasium `{id}`: {who} died while {doing} ({status}){}{tail}",
+                "{id}: {who} died while {doing} ({status}){}{tail}",
                 render_hint(doing)
             )
         }
@@ -552,7 +711,7 @@ fn timeout_message(id: &str, who: &str, doing: &str, step_timeout: Duration) -> 
         )
     };
     format!(
-        "gymnasium `{id}`: {who} did not answer within {} s while {doing} and was killed ({hint})",
+        "{id}: {who} did not answer within {} s while {doing} and was killed ({hint})",
         waited.as_secs_f64()
     )
 }
@@ -572,7 +731,7 @@ fn render_hint(doing: &str) -> &'static str {
 fn decode_frame(id: &str, i: usize, reply: &str) -> Result<RgbFrame, EnvError> {
     let bad = |why: &str| {
         EnvError::Backend(format!(
-            "gymnasium `{id}`: environment {i}'s worker answered a render request with {why}"
+            "{id}: environment {i}'s worker answered a render request with {why}"
         ))
     };
     let value: serde_json::Value =
@@ -607,6 +766,76 @@ fn decode_frame(id: &str, i: usize, reply: &str) -> Result<RgbFrame, EnvError> {
     })
 }
 
+/// A PettingZoo game's agents as its worker describes them (`hello["agents"]`), each
+/// observing its own float32 vector, or why tandem cannot batch them: another number of
+/// agents than the experiment's `agents`, or a space it cannot take.
+fn agents_of(launch: &Launch, hello: &serde_json::Value) -> Result<Vec<AgentSpec>, EnvError> {
+    let id = &launch.label;
+    let listed = hello["agents"].as_array().cloned().unwrap_or_default();
+    let names: Vec<String> = listed
+        .iter()
+        .map(|a| a["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    if names.len() != launch.agents() {
+        let (n, said) = (names.len(), launch.agents());
+        return Err(EnvError::InvalidGameParameter {
+            game: id.clone(),
+            reason: format!(
+                "the environment has {n} agent(s) ({}), and the experiment's `agents` says {said}: \
+                 set `agents {n}` (the batch's rows, and every size the config derives from \
+                 them, count the agents)",
+                names.join(", ")
+            ),
+        });
+    }
+    let agents = listed
+        .iter()
+        .zip(names)
+        .map(|(agent, name)| {
+            let who = format!("{id}'s agent `{name}`");
+            let (space, _) = observation_space(&who, &agent["obs"])?;
+            let action = action_kind(&who, &agent["action"])?;
+            check_mask(&who, launch.action_mask, agent, &action)?;
+            Ok(AgentSpec {
+                team: team_of(&name).to_owned(),
+                name,
+                // The worker writes every agent's observation as float32 values.
+                observation: ObsSpace::vector(space.len(), Dtype::F32),
+                actions: action,
+            })
+        })
+        .collect::<Result<Vec<_>, EnvError>>()?;
+    // A mask is the last entries of each row; a narrower agent's would not be there.
+    let lens: Vec<usize> = agents.iter().map(|a| a.observation.len()).collect();
+    if launch.action_mask != ActionMask::None && lens.iter().any(|&len| len != lens[0]) {
+        let each: Vec<String> = agents
+            .iter()
+            .map(|a| format!("{} {}", a.name, a.observation.len()))
+            .collect();
+        return Err(EnvError::Backend(format!(
+            "{id}: action-mask needs every agent's observation to be as long (the mask is the \
+             last entries of each row), and they differ: {}",
+            each.join(", ")
+        )));
+    }
+    Ok(agents)
+}
+
+/// The team of a PettingZoo agent id: the id without its trailing `_<index>`
+/// (`adversary_0` plays for `adversary`); an id without one is its own team.
+pub fn team_of(id: &str) -> &str {
+    match id.rsplit_once('_') {
+        Some((team, index))
+            if !team.is_empty()
+                && !index.is_empty()
+                && index.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            team
+        }
+        _ => id,
+    }
+}
+
 fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usize), EnvError> {
     let repr = obs["repr"].as_str().unwrap_or("?");
     if obs["kind"] != "box" && obs["kind"] != "encoded" {
@@ -614,7 +843,7 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
             .as_str()
             .map_or_else(String::new, |why| format!(": {why}"));
         return Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: observation space {repr} is not supported{why}"
+            "{id}: observation space {repr} is not supported{why}"
         )));
     }
     let shape: Vec<usize> = obs["shape"]
@@ -636,13 +865,13 @@ fn observation_space(id: &str, obs: &serde_json::Value) -> Result<(ObsSpace, usi
         ("float32" | "float64", _) => ObsSpace::vector(len, Dtype::F32),
         (dtype, _) => {
             return Err(EnvError::Backend(format!(
-                "gymnasium `{id}`: observation space {repr} has dtype {dtype}; tandem takes Box observations of float32, float64 or uint8"
+                "{id}: observation space {repr} has dtype {dtype}; tandem takes Box observations of float32, float64 or uint8"
             )));
         }
     };
     if len == 0 {
         return Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: observation space {repr} is empty"
+            "{id}: observation space {repr} is empty"
         )));
     }
     let bytes = len * if space.dtype == Dtype::U8 { 1 } else { 4 };
@@ -670,7 +899,7 @@ fn check_mask(
     }
     let Some(logits) = action.choices() else {
         return Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: action-mask \"{}\" needs Discrete or MultiDiscrete actions; the environment takes {}",
+            "{id}: action-mask \"{}\" needs Discrete or MultiDiscrete actions; the environment takes {}",
             mask.name(),
             hello["action"]["repr"].as_str().unwrap_or("?")
         )));
@@ -679,7 +908,7 @@ fn check_mask(
     let given = hello["obs"]["mask"].as_u64().unwrap_or(0) as usize;
     if given != logits {
         return Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: its action mask has {given} entries, its actions ({action}) need {logits}"
+            "{id}: its action mask has {given} entries, its actions ({action}) need {logits}"
         )));
     }
     Ok(())
@@ -696,7 +925,7 @@ fn action_kind(id: &str, act: &serde_json::Value) -> Result<ActionSpace, EnvErro
     let repr = act["repr"].as_str().unwrap_or("?");
     let unsupported = |why: &str| {
         Err(EnvError::Backend(format!(
-            "gymnasium `{id}`: action space {repr} is not supported: {why}"
+            "{id}: action space {repr} is not supported: {why}"
         )))
     };
     let bounds = |key: &str| -> Vec<f32> {
@@ -913,19 +1142,20 @@ struct GymEnv {
     index: usize,
 }
 
-impl GymEnv {
-    /// Copies this environment's observation row; a value that is not finite is recorded as
-    /// the environment's failure, so a NaN is blamed on its source and not on the policy it
+impl Shared {
+    /// Copies environment `index`'s observation row; a value that is not finite is recorded
+    /// as the environment's failure, so a NaN is blamed on its source and not on the policy it
     /// would poison (`after` says when: "reset", "step").
-    fn copy_row(&self, offset: usize, obs: ObsBuf<'_>, after: &str) {
-        let shm = &self.shared.shm;
+    fn copy_row(&self, index: usize, offset: usize, obs: ObsBuf<'_>, after: &str) {
+        let shm = &self.shm;
         let bytes = shm.layout.obs_bytes;
         match obs {
-            ObsBuf::U8(out) => shm.read(offset + self.index * bytes, out),
+            ObsBuf::U8(out) => shm.read(offset + index * bytes, out),
             ObsBuf::F32(out) => {
-                shm.read_f32(offset + self.index * bytes, out);
+                shm.read_f32(offset + index * bytes, out);
                 if let Some((k, x)) = out.iter().enumerate().find(|(_, x)| !x.is_finite()) {
                     self.record_not_finite(
+                        index,
                         &format!("observation entry {k} is {x} (as float32)"),
                         after,
                     );
@@ -935,22 +1165,64 @@ impl GymEnv {
         }
     }
 
-    fn record_not_finite(&self, what: &str, after: &str) {
+    /// Reward `slot` of the latest step (environment `index`'s, or one of its agents'), a
+    /// value that is not finite, or past float32's range, recorded as its failure.
+    fn reward(&self, index: usize, slot: usize) -> f32 {
+        let l = &self.shm.layout;
+        let reward = self.shm.f64_at(l.rew + slot * 8);
+        if !reward.is_finite() {
+            self.record_not_finite(index, &format!("the reward is {reward}"), "step");
+        } else if !(reward as f32).is_finite() {
+            self.record_not_finite(
+                index,
+                &format!("the reward {reward:e} is past float32's range"),
+                "step",
+            );
+        }
+        reward as f32
+    }
+
+    fn record_not_finite(&self, index: usize, what: &str, after: &str) {
         self.record(EnvError::Backend(format!(
-            "gymnasium `{}`: environment {} returned a value that is not finite after a {after}: \
+            "{}: environment {index} returned a value that is not finite after a {after}: \
              {what}; tandem cannot learn from it (the environment produced it, not the policy: \
              check its dynamics or its observation code)",
-            self.shared.id, self.index
+            self.id
         )));
     }
 
     fn record(&self, error: EnvError) {
-        let mut slot = self
-            .shared
-            .failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert(error);
+    }
+
+    /// Makes environment `index`'s observation row hold a reset that fits `seed` (asking its
+    /// worker unless its latest step already reset it) and takes it; false after a failure,
+    /// which is kept for VecEnv to report after this batch step.
+    fn take_reset(&self, index: usize, seed: Option<u64>) -> bool {
+        let l = &self.shm.layout;
+        if !self.ready_for(index, seed) && self.reset(&[(index, seed)]).is_err() {
+            return false;
+        }
+        self.shm.set_byte(l.ready + index, 0);
+        true
+    }
+
+    /// Takes environment `index`'s latest step: false (and a failure recorded) unless its
+    /// worker stepped it since it was last taken.
+    fn take_step(&self, index: usize) -> bool {
+        let l = &self.shm.layout;
+        if self.shm.byte(l.stepped + index) != 1 {
+            if self.failure().is_none() {
+                self.record(EnvError::Backend(format!(
+                    "{}: environment {index} was stepped twice in one batch step (by a wrapper that steps more than once per agent step?)",
+                    self.id
+                )));
+            }
+            return false;
+        }
+        self.shm.set_byte(l.stepped + index, 0);
+        true
     }
 }
 
@@ -965,35 +1237,23 @@ impl Env for GymEnv {
 
     fn reset(&mut self, seed: Option<u64>, obs: ObsBuf<'_>) {
         let l = &self.shared.shm.layout;
-        if !self.shared.ready_for(self.index, seed)
-            && self.shared.reset(&[(self.index, seed)]).is_err()
-        {
-            // The failure is kept; VecEnv reports it after this batch step.
-            return;
+        if self.shared.take_reset(self.index, seed) {
+            self.shared.copy_row(self.index, l.obs, obs, "reset");
         }
-        self.shared.shm.set_byte(l.ready + self.index, 0);
-        self.copy_row(l.obs, obs, "reset");
     }
 
     fn step(&mut self, action: Action<'_>, obs: ObsBuf<'_>) -> Step {
         let shm = &self.shared.shm;
         let l = &shm.layout;
         let i = self.index;
-        if shm.byte(l.stepped + i) != 1 {
-            if self.shared.failure().is_none() {
-                self.record(EnvError::Backend(format!(
-                    "gymnasium `{}`: environment {i} was stepped twice in one batch step (by a wrapper that steps more than once per agent step?)",
-                    self.shared.id
-                )));
-            }
+        if !self.shared.take_step(i) {
             return Step::default();
         }
-        shm.set_byte(l.stepped + i, 0);
         if let Action::Discrete(a) = action {
             let sent = shm.u64_at(l.act + i * 8);
             if sent != a as u64 {
-                self.record(EnvError::Backend(format!(
-                    "gymnasium `{}`: environment {i} was stepped with action {a} but the batch sent {sent} (a wrapper changed the action?)",
+                self.shared.record(EnvError::Backend(format!(
+                    "{}: environment {i} was stepped with action {a} but the batch sent {sent} (a wrapper changed the action?)",
                     self.shared.id
                 )));
             }
@@ -1005,17 +1265,8 @@ impl Env for GymEnv {
         } else {
             l.obs
         };
-        self.copy_row(row, obs, "step");
-        let reward = shm.f64_at(l.rew + i * 8);
-        if !reward.is_finite() {
-            self.record_not_finite(&format!("the reward is {reward}"), "step");
-        } else if !(reward as f32).is_finite() {
-            self.record_not_finite(
-                &format!("the reward {reward:e} is past float32's range"),
-                "step",
-            );
-        }
-        Step::game(reward as f32, terminated, truncated)
+        self.shared.copy_row(i, row, obs, "step");
+        Step::game(self.shared.reward(i, i), terminated, truncated)
     }
 
     fn chain_names(&self, names: &mut Vec<String>) {
@@ -1030,21 +1281,94 @@ impl Env for GymEnv {
         }
         self.shared
             .render(self.index)
-            .map_err(|e| self.record(e))
+            .map_err(|e| self.shared.record(e))
             .ok()
     }
 
     fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {
         Err(EnvError::Snapshot(format!(
-            "gymnasium `{}` runs in Python worker processes, whose environment state tandem cannot save; a resumed run starts fresh episodes",
+            "{} runs in Python worker processes, whose environment state tandem cannot save; a resumed run starts fresh episodes",
             self.shared.id
         )))
+    }
+}
+
+/// A PettingZoo game of the pool, as [`ParallelEnv`]: hands out what its worker computed in
+/// the latest batch step or reset, every agent's observation agent after agent (the
+/// worker writes them so) and each agent's reward and flags. Its worker ends the game only
+/// when every agent is done, and stops the run when an agent leaves before.
+struct ZooGame {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl ParallelEnv for ZooGame {
+    fn name(&self) -> &'static str {
+        self.shared.name
+    }
+
+    fn agents(&self) -> &[AgentSpec] {
+        &self.shared.agents
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        let l = &self.shared.shm.layout;
+        if self.shared.take_reset(self.index, seed) {
+            self.shared
+                .copy_row(self.index, l.obs, ObsBuf::F32(obs), "reset");
+        }
+    }
+
+    fn step(&mut self, _actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]) {
+        let (shared, i) = (&self.shared, self.index);
+        if !shared.take_step(i) {
+            steps.fill(Step::default());
+            return;
+        }
+        let (shm, l) = (&shared.shm, &shared.shm.layout);
+        let first = i * steps.len();
+        for (j, step) in steps.iter_mut().enumerate() {
+            let (terminated, truncated) = (
+                shm.byte(l.term + first + j) == 1,
+                shm.byte(l.trunc + first + j) == 1,
+            );
+            *step = Step::game(shared.reward(i, first + j), terminated, truncated);
+        }
+        // The worker reset a game that ended and kept its last observations.
+        let row = if steps.iter().all(Step::done) {
+            l.fin
+        } else {
+            l.obs
+        };
+        shared.copy_row(i, row, ObsBuf::F32(obs), "step");
+    }
+
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {
+        Err(EnvError::Snapshot(format!(
+            "{} runs in Python worker processes, whose environment state tandem cannot save; a resumed run starts fresh episodes",
+            self.shared.id
+        )))
+    }
+
+    fn load_state(&mut self, input: &mut &[u8]) -> Result<(), EnvError> {
+        self.save_state(&mut input.to_vec())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pettingzoo_team_is_the_id_without_its_index() {
+        assert_eq!(team_of("adversary_0"), "adversary");
+        assert_eq!(team_of("agent_12"), "agent");
+        assert_eq!(team_of("red_team_3"), "red_team");
+        assert_eq!(team_of("prey"), "prey");
+        assert_eq!(team_of("player_one"), "player_one");
+        assert_eq!(team_of("_1"), "_1");
+        assert_eq!(team_of("x_"), "x_");
+    }
 
     /// A hanging import was killed after 120.9 s with "did not answer within 10 s while
     /// starting": the message must say the time the phase really had.

@@ -94,8 +94,8 @@ impl Worker {
             .spawn()
             .map_err(|e| {
                 EnvError::Backend(format!(
-                    "gymnasium `{}`: cannot start the Python interpreter `{}`: {e} (set the environment's `python` to an interpreter that has gymnasium installed)",
-                    spec.id,
+                    "{}: cannot start the Python interpreter `{}`: {e} (set the environment's `python` to an interpreter that has gymnasium installed)",
+                    spec.label,
                     spec.python.display()
                 ))
             })?;

@@ -1,7 +1,9 @@
 //! The shared-memory file through which a rank and its gymnasium workers exchange
 //! observations, actions, rewards, flags and the values of the experiment's `info-keys`: its
 //! layout (one array per field, every environment a row, each array 64-byte aligned; the
-//! worker builds numpy views from the same offsets) and the Rust side's mapping.
+//! worker builds numpy views from the same offsets; a PettingZoo game's row of actions,
+//! rewards and flags holds one entry per agent, its observation row every agent's) and the
+//! Rust side's mapping.
 //!
 //! Who writes what, and when: the rank writes the action rows before it sends a step
 //! request and the `ready` / `stepped` bytes of an environment while consuming that
@@ -18,7 +20,12 @@ use crate::EnvError;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Layout {
     pub n: usize,
+    /// A PettingZoo game's agents, whose rows of actions, rewards and flags hold one entry
+    /// each; `None` for gymnasium's one.
+    pub agents: Option<usize>,
+    /// Bytes of one environment's observation row (a game's: all its agents').
     pub obs_bytes: usize,
+    /// Bytes of one agent's action.
     pub act_bytes: usize,
     /// How many `info-keys` each step's row holds (f64 each).
     pub info_keys: usize,
@@ -37,9 +44,16 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// `n` environments with `obs_bytes` per observation, `act_bytes` per action and
-    /// `info_keys` info values per step.
-    pub fn new(n: usize, obs_bytes: usize, act_bytes: usize, info_keys: usize) -> Self {
+    /// `n` environments (of `agents` agents each, for PettingZoo), with `obs_bytes` per environment's
+    /// observation, `act_bytes` per agent's action and `info_keys` info values per step.
+    pub fn new(
+        n: usize,
+        agents: Option<usize>,
+        obs_bytes: usize,
+        act_bytes: usize,
+        info_keys: usize,
+    ) -> Self {
+        let per = agents.unwrap_or(1);
         let mut at = 0;
         let mut next = |bytes: usize| {
             let start = at;
@@ -48,17 +62,18 @@ impl Layout {
         };
         let obs = next(n * obs_bytes);
         let fin = next(n * obs_bytes);
-        let act = next(n * act_bytes);
-        let rew = next(n * 8);
+        let act = next(n * per * act_bytes);
+        let rew = next(n * per * 8);
         let info = next(n * info_keys * 8);
         let seed = next(n * 8);
-        let term = next(n);
-        let trunc = next(n);
+        let term = next(n * per);
+        let trunc = next(n * per);
         let stepped = next(n);
         let ready = next(n);
         let seeded = next(n);
         Layout {
             n,
+            agents,
             obs_bytes,
             act_bytes,
             info_keys,
@@ -83,6 +98,8 @@ impl Layout {
             "shm": path.to_string_lossy(),
             "size": self.size,
             "n": self.n,
+            // Absent for gymnasium, whose rows hold one action, reward and flag.
+            "agents": self.agents,
             "offsets": {
                 "obs": self.obs, "final": self.fin, "act": self.act, "rew": self.rew, "info": self.info,
                 "term": self.term, "trunc": self.trunc, "stepped": self.stepped,

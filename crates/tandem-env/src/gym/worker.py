@@ -1,12 +1,19 @@
 """tandem's gymnasium worker: owns a contiguous share of one rank's environments.
 
+With "kind": "pettingzoo" each environment is a PettingZoo Parallel environment
+(`<module>.<function>(**make_args)`) of several agents, seen through `Parallel` as one
+environment whose observation, reward, flags and info are lists in `possible_agents` order;
+its observation row is every agent's encoded observation, agent after agent, and its action,
+reward and flag rows hold one entry per agent.
+
 tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observations,
 actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
 one short line per request. Protocol (all lines end in a newline):
 
-  stdin, first line:   JSON {"id", "imports", "make_args", "render", "action_mask", "info_keys", "lo", "hi"}
+  stdin, first line:   JSON {"kind", "id", "module", "function", "imports", "make_args", "render",
+                             "action_mask", "info_keys", "lo", "hi"}
   reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
-  stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "offsets": {...}}
+  stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "agents": per env, "offsets": {...}}
   reply:               "k" or {"error": ...}
   then, repeatedly:    "s LO HI"  step the environments LO..HI of this worker's share
                        "r I SEED I - ..."  reset environment I with SEED ("-": unseeded)
@@ -315,6 +322,101 @@ GL_HELP = (
 )
 
 
+class Departure(Exception):
+    """A PettingZoo agent that left its game while others play on, or agents that changed:
+    tandem's games end for every agent at once."""
+
+
+class Parallel:
+    """A PettingZoo Parallel environment seen as one environment whose observation, reward,
+    terminated, truncated and info are lists, one entry per agent in `possible_agents` order.
+    The game ends when every agent is terminated or truncated; an agent that leaves before
+    (its flag set while others play on, or gone from `agents`) is a `Departure`."""
+
+    def __init__(self, env):
+        self.env = env
+        self.names = list(env.possible_agents)
+        self.steps = 0
+
+    def spaces(self):
+        return [(self.env.observation_space(a), self.env.action_space(a)) for a in self.names]
+
+    def check_possible(self, when):
+        now = list(self.env.possible_agents)
+        if now != self.names:
+            raise Departure(f"its possible_agents changed {when}: {self.names} became {now}; tandem needs the same agents in every game")
+
+    def per_agent(self, given, what, when):
+        missing = [a for a in self.names if not isinstance(given, dict) or a not in given]
+        if missing:
+            raise Departure(
+                f"agent `{missing[0]}` left {when}: the environment gave no {what} for it; tandem's games end for every "
+                "agent at once (agents that leave before the others are not supported yet)"
+            )
+        return [given[a] for a in self.names]
+
+    def reset(self, seed=None):
+        obs, infos = self.env.reset(seed=seed)
+        self.steps = 0
+        self.check_possible("at a reset")
+        infos = infos if isinstance(infos, dict) else {}
+        return self.per_agent(obs, "observation", "at a reset"), [infos.get(a, {}) for a in self.names]
+
+    def seed_actions(self, seed):
+        for a in self.names:
+            self.env.action_space(a).seed(seed)
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = self.env.step(dict(zip(self.names, actions)))
+        self.steps += 1
+        when = f"at step {self.steps} of its episode"
+        self.check_possible(when)
+        rew = [float(r) for r in self.per_agent(rew, "reward", when)]
+        term = [bool(t) for t in self.per_agent(term, "termination", when)]
+        trunc = [bool(t) for t in self.per_agent(trunc, "truncation", when)]
+        done = [t or u for t, u in zip(term, trunc)]
+        if not all(done):
+            left = [a for a, d in zip(self.names, done) if d]
+            left += [a for a in self.names if a not in getattr(self.env, "agents", self.names)]
+            if left:
+                playing = [a for a, d in zip(self.names, done) if not d]
+                raise Departure(
+                    f"agent `{left[0]}` left {when} while {', '.join(f'`{a}`' for a in playing)} played on; tandem's games end "
+                    "for every agent at once (agents that leave before the others are not supported yet)"
+                )
+        obs = self.per_agent(obs, "observation", when)
+        infos = infos if isinstance(infos, dict) else {}
+        return obs, rew, term, trunc, [infos.get(a, {}) for a in self.names]
+
+    def close(self):
+        self.env.close()
+
+
+def describe_agents(env, np, mask):
+    """Each agent's spaces as tandem reads them, and the game's observation: every agent's
+    float32 vector (a Box flattened, anything else encoded as for gymnasium) agent after
+    agent, with the encoder of the whole list."""
+    agents, encoders, entries = [], [], []
+    for name, (obs_space, act_space) in zip(env.names, env.spaces()):
+        act = describe(act_space, np)
+        obs, encode = describe_obs(obs_space, np, mask, act)
+        if (obs["kind"] == "box" and is_image(obs_space, np)) or "image" in obs:
+            obs = refused(obs_space, "a pettingzoo agent's observation must be a vector (images are not supported yet)")
+        if obs["kind"] in ("box", "encoded"):
+            n = int(np.prod(obs["shape"]))
+            encode = encode or (lambda o, i, n=n: np.asarray(o, dtype=np.float32).reshape(n))
+            entries.append({"path": name, "space": repr(obs_space), "how": "values" if obs["kind"] == "box" else "encoded", "len": n})
+        agents.append({"name": name, "obs": obs, "action": act})
+        encoders.append(encode)
+
+    def encode(obs, info):
+        return np.concatenate([e(o, i) for e, o, i in zip(encoders, obs, info)])
+
+    total = sum(e["len"] for e in entries)
+    game = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": entries, "repr": f"{len(agents)} agents", "mask": 0}
+    return agents, game, encode
+
+
 def start(config):
     if config["render"]:
         # Before anything imports mujoco, which reads it once. EGL needs no display.
@@ -343,23 +445,46 @@ def start(config):
     kwargs = dict(config["make_args"])
     if config["render"]:
         kwargs["render_mode"] = "rgb_array"
+    zoo = config["kind"] == "pettingzoo"
+    if zoo:
+        try:
+            module = importlib.import_module(config["module"])
+        except Exception:
+            error("import", module=config["module"], traceback=traceback.format_exc())
+            return None
+        factory = getattr(module, config["function"], None)
+        if not callable(factory):
+            message = f"module `{config['module']}` has no function `{config['function']}` (PettingZoo's environments expose `parallel_env`)"
+            error("make", env=config["lo"], message=message, traceback="")
+            return None
+        make = lambda: Parallel(factory(**kwargs))
+    else:
+        make = lambda: gymnasium.make(config["id"], **kwargs)
     envs = []
     for i in range(config["lo"], config["hi"]):
         try:
-            envs.append(gymnasium.make(config["id"], **kwargs))
+            envs.append(make())
         except Exception as e:
             why = " (made with render_mode='rgb_array' to draw it)" if config["render"] else ""
             error("make", env=i, message=f"{type(e).__name__}: {e}{why}", traceback=traceback.format_exc())
             return None
-    act = describe(envs[0].action_space, np)
-    obs, encode = describe_obs(envs[0].observation_space, np, config["action_mask"], act)
+    if zoo:
+        agents, obs, encode = describe_agents(envs[0], np, config["action_mask"])
+        act = agents[0]["action"] if agents else {"kind": "other", "repr": "no agents"}
+        spaces = lambda env: (env.names, env.spaces())
+    else:
+        agents = None
+        act = describe(envs[0].action_space, np)
+        obs, encode = describe_obs(envs[0].observation_space, np, config["action_mask"], act)
+        spaces = lambda env: (env.observation_space, env.action_space)
     for k, env in enumerate(envs[1:], config["lo"] + 1):
-        if env.observation_space != envs[0].observation_space or env.action_space != envs[0].action_space:
-            error("make", env=k, message="its spaces differ from the first environment's", traceback="")
+        if spaces(env) != spaces(envs[0]):
+            error("make", env=k, message="its agents or spaces differ from the first environment's", traceback="")
             return None
     reply(
         {
             "hello": True,
+            "agents": agents,
             "pid": os.getpid(),
             "python": sys.executable,
             "python_version": sys.version.split()[0],
@@ -411,6 +536,10 @@ class Batch:
         finally:
             os.close(fd)
         n, off = layout["n"], layout["offsets"]
+        # A game of several agents has one action, reward and flag per agent; gymnasium's one.
+        self.agents = layout.get("agents")
+        rows = n * (self.agents or 1)
+        per = [n] if self.agents is None else [n, self.agents]
 
         def view(name, dtype, shape):
             count = int(np.prod(shape, dtype=np.int64))
@@ -421,22 +550,22 @@ class Batch:
         self.final = view("final", obs_dtype, [n] + obs["shape"])
         self.kind = act["kind"]
         if self.kind == "discrete":
-            self.act = view("act", np.int64, [n])
+            self.act = view("act", np.int64, [rows])
         elif self.kind == "multi-discrete":
             # tandem's indices count from 0; the space's own values from its start.
-            self.act = view("act", np.int64, [n, len(act["nvec"])])
+            self.act = view("act", np.int64, [rows, len(act["nvec"])])
             self.start = np.asarray(act["start"], dtype=np.int64)
         elif self.kind == "multi-binary":
-            self.act = view("act", np.int64, [n, act["n"]])
+            self.act = view("act", np.int64, [rows, act["n"]])
         else:
-            self.act = view("act", np.float32, [n] + act["shape"])
+            self.act = view("act", np.float32, [rows] + act["shape"])
             self.act_dtype = np.dtype(act["dtype"])
-        self.rew = view("rew", np.float64, [n])
+        self.rew = view("rew", np.float64, per)
         # Each step's values of the info keys (NaN: missing), read by tandem at episode ends.
         self.np, self.info_keys = np, info_keys
         self.info = view("info", np.float64, [n, len(info_keys)]) if info_keys else None
-        self.term = view("term", np.uint8, [n])
-        self.trunc = view("trunc", np.uint8, [n])
+        self.term = view("term", np.uint8, per)
+        self.trunc = view("trunc", np.uint8, per)
         self.stepped = view("stepped", np.uint8, [n])
         self.ready = view("ready", np.uint8, [n])
         self.seeded = view("seeded", np.uint8, [n])
@@ -450,6 +579,11 @@ class Batch:
             self.info[i, k] = info_value(self.np, info, key)
 
     def action(self, i):
+        if self.agents is not None:
+            return [self.one_action(i * self.agents + j) for j in range(self.agents)]
+        return self.one_action(i)
+
+    def one_action(self, i):
         # Copies: an environment may keep the action it was given.
         if self.kind == "discrete":
             return int(self.act[i])
@@ -467,7 +601,7 @@ def step(batch, envs, base, lo, hi):
             obs, reward, terminated, truncated, info = env.step(batch.action(i))
             # Before a reset replaces it: an episode's end is what the keys are logged at.
             batch.put_info(i, info)
-            if terminated or truncated:
+            if batch.np.all(batch.np.logical_or(terminated, truncated)):
                 batch.put(batch.final, i, obs, info)
                 obs, info = env.reset()
                 batch.ready[i] = 1
@@ -476,12 +610,15 @@ def step(batch, envs, base, lo, hi):
         except BadInfo as e:
             error("info", env=i, message=str(e))
             return
+        except Departure as e:
+            error("agents", env=i, message=str(e))
+            return
         except Exception:
             error("step", env=i, traceback=traceback.format_exc())
             return
         batch.rew[i] = reward
-        batch.term[i] = bool(terminated)
-        batch.trunc[i] = bool(truncated)
+        batch.term[i] = batch.np.asarray(terminated, dtype=bool)
+        batch.trunc[i] = batch.np.asarray(truncated, dtype=bool)
         batch.stepped[i] = 1
     reply(b"k\n")
 
@@ -493,9 +630,14 @@ def reset(batch, envs, base, words):
         env = envs[i - base]
         try:
             obs, info = env.reset(seed=seed)
-            if seed is not None:
+            if seed is not None and isinstance(env, Parallel):
+                env.seed_actions(seed)
+            elif seed is not None:
                 env.action_space.seed(seed)
             batch.put(batch.obs, i, obs, info)
+        except Departure as e:
+            error("agents", env=i, message=str(e))
+            return
         except Exception:
             error("reset", env=i, traceback=traceback.format_exc())
             return

@@ -1,0 +1,74 @@
+"""A small PettingZoo Parallel environment that the pettingzoo bridge tests
+(tests/pettingzoo_bridge.rs) build through `module "tests.gym_fixtures.zoo_envs"`.
+
+Agents `scout_0` and `scout_1` observe 2 floats, `guard` 4; all act with Discrete(3). With
+`masked`, every agent observes 4 floats in a Dict beside its `action_mask` (the scouts'
+[0, 1, 1], the guard's [1, 1, 0]). Observation at step t: scouts
+[t, seed], guard [t, seed, 10 + t, action taken]; each agent's reward is its action.
+The game ends (truncated) after `length` steps; with `leave_at`, `guard` terminates alone at
+that step while the scouts play on."""
+
+import numpy as np
+from gymnasium import spaces
+
+
+class Zoo:
+    metadata = {"name": "zoo_v0"}
+
+    def __init__(self, length=4, leave_at=-1, masked=False):
+        self.length, self.leave_at, self.masked = length, leave_at, masked
+        self.possible_agents = ["scout_0", "scout_1", "guard"]
+        self.agents = []
+        self.t, self.seed, self.last = 0, -1, {}
+        box = lambda n: spaces.Box(-1e9, 1e9, (n,), np.float32)
+        self._obs = {"scout_0": box(2), "scout_1": box(2), "guard": box(4)}
+        if masked:
+            self._obs = {a: spaces.Dict({"action_mask": spaces.MultiBinary(3), "obs": box(4)}) for a in self.possible_agents}
+
+    def observation_space(self, agent):
+        return self._obs[agent]
+
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def observe(self):
+        out = {}
+        for a in self.agents:
+            v = [self.t, self.seed] if a != "guard" and not self.masked else [self.t, self.seed, 10 + self.t, self.last.get(a, -1)]
+            v = np.asarray(v, dtype=np.float32)
+            mask = np.array([1, 1, 0] if a == "guard" else [0, 1, 1], dtype=np.int8)
+            out[a] = {"action_mask": mask, "obs": v} if self.masked else v
+        return out
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.t, self.last = 0, {}
+        if seed is not None:
+            self.seed = seed % 1000
+        return self.observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        self.last = dict(actions)
+        rewards = {a: float(actions[a]) for a in self.agents}
+        trunc = {a: self.t >= self.length for a in self.agents}
+        term = {a: a == "guard" and self.t == self.leave_at for a in self.agents}
+        obs = self.observe()
+        if self.t >= self.length:
+            self.agents = []
+        elif self.t == self.leave_at:
+            self.agents = [a for a in self.agents if a != "guard"]
+        return obs, rewards, term, trunc, {a: {} for a in obs}
+
+    def close(self):
+        pass
+
+
+def parallel_env(**kwargs):
+    return Zoo(**kwargs)
+
+
+def two_scouts(**kwargs):
+    env = Zoo(**kwargs)
+    env.possible_agents = ["scout_0", "scout_1"]
+    return env
