@@ -1398,3 +1398,54 @@ fn a_resumed_run_continues_the_recent_info_means_from_its_checkpoint() {
     );
     assert_nothing_left(name, &resumed.output);
 }
+
+/// mpe2's own simple_spread as a PettingZoo environment through the bridge (`env
+/// "pettingzoo"`): PPO trains every agent as a row of the batch for three updates, and an
+/// `agents` that is not the environment's stops the run with the count it has.
+#[test]
+fn ppo_trains_a_pettingzoo_environment_and_its_agent_count_is_checked() {
+    let Some(python) = venv_python() else { return };
+    let text = |agents: usize| {
+        format!(
+            r#"experiment "zoo" {{
+    seed 1
+    devices "cpu"
+    threads 1
+    algorithm "ppo" {{ epochs 1; minibatches 2 }}
+    env "pettingzoo" {{
+        module "mpe2.simple_spread_v3"
+        agents {agents}
+        make-args {{ N 3; max_cycles 25; }}
+        python "{}"
+        envs 4
+    }}
+    network "mlp" {{ hidden 16 }}
+    train {{ total-steps 1152; rollout 32 }}
+}}
+"#,
+            python.display()
+        )
+    };
+    let (run_dir, ran) = train_text("zoo-ppo", &text(3), &[], Duration::from_secs(300));
+    assert!(ran.success, "{}", ran.output);
+    // 4 games x 3 agents x rollout 32 a update: three of them.
+    assert_eq!(summary_number(&run_dir, "global_step"), Some(1152.0));
+    // 96 vector steps end 3 episodes of 25 steps per game: 12 games' ends, 3 agents each.
+    assert_eq!(summary_number(&run_dir, "episodes"), Some(36.0));
+    let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
+    assert!(
+        log.contains("`mpe2.simple_spread_v3`, 2 worker(s)"),
+        "{log}"
+    );
+    assert_nothing_left("zoo-ppo", &ran.output);
+    let (_, ran) = train_text("zoo-agents", &text(2), &[], Duration::from_secs(120));
+    assert!(!ran.success);
+    assert!(
+        ran.output
+            .contains("has 3 agent(s) (agent_0, agent_1, agent_2)")
+            && ran.output.contains("set `agents 3`"),
+        "{}",
+        ran.output
+    );
+    assert_nothing_left("zoo-agents", &ran.output);
+}

@@ -215,6 +215,24 @@ const GYM_COUNTER: &str = r#"experiment "walk" {
 }
 "#;
 
+/// The PettingZoo fixture of crates/tandem-env/tests/gym_fixtures/zoo_envs.py through the
+/// bridge: 3 agents a row each (2 scouts observing 2 floats, a guard 4), 4-step games.
+const ZOO: &str = r#"experiment "walk" {
+    threads 1
+    algorithm "ppo" { epochs 2; minibatches 2 }
+    env "pettingzoo" {
+        module "tests.gym_fixtures.zoo_envs"
+        agents 3
+        workers 2
+        envs 4
+    }
+    network "mlp" { hidden 16 16 }
+    train { total-steps 384; rollout 16 }
+    log { console "plain"; interval 1 }
+    checkpoint { every 2 }
+}
+"#;
+
 /// MPE simple_spread, its 3 agents a row each, played by one PPO policy.
 const MPE_SPREAD: &str = r#"experiment "walk" {
     threads 1
@@ -264,7 +282,7 @@ fn venv() -> Option<&'static Path> {
 }
 
 fn is_gymnasium(text: &str) -> bool {
-    text.contains("env \"gymnasium\"")
+    text.contains("env \"gymnasium\"") || text.contains("env \"pettingzoo\"")
 }
 
 const CARTPOLE_PPO_2: &str = r#"experiment "walk" {
@@ -409,6 +427,17 @@ const BASES: &[Base] = &[
         name: "gym-scored",
         text: GYM_COUNTER,
         sets: &["env.id=\"TandemTest/Scored-v0\""],
+    },
+    Base {
+        name: "zoo",
+        text: ZOO,
+        sets: &[],
+    },
+    // Every agent observes a Dict beside its `action_mask`.
+    Base {
+        name: "zoo-masked",
+        text: ZOO,
+        sets: &["env.make-args=masked #true"],
     },
     // Evaluation after every second update, two episodes.
     Base {
@@ -843,6 +872,45 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.info-keys (gymnasium)",
             Change("gym-scored", &["env.info-keys=\"is_success\""]),
+        ),
+        // pettingzoo: as gymnasium; zoo_short.py makes the fixture's games 2 steps long,
+        // `long_game` 7, and `two_scouts` has 2 agents.
+        ("env \"pettingzoo\"", Change("zoo", &["env=cartpole"])),
+        (
+            "env.module (pettingzoo)",
+            Change("zoo", &["env.module=mpe2.simple_spread_v3"]),
+        ),
+        (
+            "env.function (pettingzoo)",
+            Change("zoo", &["env.function=long_game"]),
+        ),
+        (
+            "env.agents (pettingzoo)",
+            Change("zoo", &["env.function=two_scouts", "env.agents=2"]),
+        ),
+        (
+            "env.python (pettingzoo)",
+            Change("zoo", &["env.python=\"@VENV@/bin/python3\""]),
+        ),
+        (
+            "env.import (pettingzoo)",
+            Change("zoo", &["env.import=tests.gym_fixtures.zoo_short"]),
+        ),
+        (
+            "env.make-args (pettingzoo)",
+            Change("zoo", &["env.make-args=length 3"]),
+        ),
+        (
+            "env.workers (pettingzoo)",
+            Change("zoo", &["env.workers=1"]),
+        ),
+        (
+            "env.step-timeout (pettingzoo)",
+            Change("zoo", &["env.step-timeout=7"]),
+        ),
+        (
+            "env.action-mask (pettingzoo)",
+            Change("zoo-masked", &["env.action-mask=observation"]),
         ),
         // MPE simple_spread: mpe2's arguments.
         (

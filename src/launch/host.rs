@@ -61,20 +61,22 @@ fn cuda(resolved: &Resolved) -> Option<Diagnostic> {
     })
 }
 
-/// A gymnasium environment's `python` must be an interpreter here: a path that exists, or a
-/// name found on `PATH` (as the bridge starts it).
+/// A gymnasium or pettingzoo environment's `python` must be an interpreter here: a path that
+/// exists, or a name found on `PATH` (as the bridge starts it).
 fn interpreter(resolved: &Resolved) -> Option<Diagnostic> {
-    let Game::Gymnasium(gym) = &resolved.experiment.env.game else {
-        return None;
+    let python = match &resolved.experiment.env.game {
+        Game::Gymnasium(gym) => &gym.python,
+        Game::PettingZoo(zoo) => &zoo.python,
+        _ => return None,
     };
-    let why = why_not_a_program(&gym.python)?;
+    let why = why_not_a_program(python)?;
     Some(resolved.finding_at(
         Severity::Error,
         "env.python",
         "host::no-interpreter",
-        format!("`{}` is not an interpreter on this machine", gym.python),
+        format!("`{python}` is not an interpreter on this machine"),
         why,
-        "set `python` to an interpreter that has gymnasium (for example the venv that \
+        "set `python` to an interpreter that has gymnasium (and pettingzoo, for a pettingzoo environment; for example the venv that \
          scripts/gym-venv-setup.sh makes: .deps/venv-gym/bin/python; a relative path is from \
          the folder of the file that names it)",
     ))
@@ -100,13 +102,16 @@ fn why_not_a_program(name: &str) -> Option<&'static str> {
     (!found).then_some("not found on PATH")
 }
 
-/// Builds one gymnasium environment and checks its action space against the algorithm and its
-/// observation against the network (the resolver does both for the games it knows).
+/// Builds one gymnasium or pettingzoo environment and checks its action space against the
+/// algorithm and its observation against the network (the resolver does both for the games it
+/// knows); a pettingzoo environment's agents against its `agents` too.
 fn built(resolved: &Resolved) -> Vec<Diagnostic> {
     let e = &resolved.experiment;
-    if !matches!(e.env.game, Game::Gymnasium(_)) {
-        return Vec::new();
-    }
+    let (at, what) = match e.env.game {
+        Game::Gymnasium(_) => ("env.id", "gymnasium could not make it"),
+        Game::PettingZoo(_) => ("env.module", "the bridge could not build it"),
+        _ => return Vec::new(),
+    };
     let bridge = BridgeOptions {
         log_prefix: "validate ".into(),
         render: false,
@@ -119,10 +124,10 @@ fn built(resolved: &Resolved) -> Vec<Diagnostic> {
         Err(error) => {
             return vec![resolved.finding_at(
                 Severity::Error,
-                "env.id",
+                at,
                 "host::env",
                 "the environment cannot be built here",
-                "gymnasium could not make it",
+                what,
                 format!(
                     "{error}\n(`tandem validate --deep` builds one environment as a rank would)"
                 ),

@@ -2,7 +2,7 @@
 //! the specs this module builds networks from (torso, recurrent core, initialisation): [`ActorCriticSpec::from_experiment`].
 
 use anyhow::{Context, Result};
-use tandem_config::{ActionMask, Experiment, Game, Network, ObsSpace, Precision, Torso};
+use tandem_config::{ActionMask, Experiment, Network, ObsSpace, Precision, Torso};
 
 use super::actor_critic::ActorCriticSpec;
 use super::init::InitSpec;
@@ -40,10 +40,7 @@ impl ActorCriticSpec {
             scale_pixels,
             init: init_spec(config),
             core: core_spec(config)?,
-            action_mask: matches!(
-                &experiment.env.game,
-                Game::Gymnasium(gym) if gym.action_mask != ActionMask::None
-            ),
+            action_mask: experiment.env.game.action_mask() != ActionMask::None,
             // Set where the learner knows its seats (`network_for_seats`).
             actor_input: None,
         })

@@ -53,12 +53,14 @@ pub fn make_vec_env(experiment: &Experiment, rank: usize, threads: usize) -> Res
             )
         },
     )?;
-    if let (Some(info), Game::Gymnasium(gym)) = (envs.gym_info(), &experiment.env.game) {
+    let step_timeout = match &experiment.env.game {
+        Game::Gymnasium(gym) => Some(gym.step_timeout_s),
+        Game::PettingZoo(zoo) => Some(zoo.step_timeout_s),
+        _ => None,
+    };
+    if let (Some(info), Some(step_timeout)) = (envs.gym_info(), step_timeout) {
         // Two runs of one config on different interpreters must be told apart.
-        tracing::info!(
-            "rank {rank} environments: {info}, step timeout {} s",
-            gym.step_timeout_s
-        );
+        tracing::info!("rank {rank} environments: {info}, step timeout {step_timeout} s");
         if let Some(encoding) = &info.observation_encoding {
             tracing::info!(
                 "rank {rank} observation: {} {encoding}",

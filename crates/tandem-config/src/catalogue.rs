@@ -4,7 +4,7 @@
 use crate::diag::closest;
 use tandem_spec::game::names;
 pub use tandem_spec::game::{
-    ActionMask, Game, GameInfo, Gymnasium, Scalar, SpreadParams, TagParams, games,
+    ActionMask, Game, GameInfo, Gymnasium, PettingZoo, Scalar, SpreadParams, TagParams, games,
 };
 pub use tandem_spec::{ActionSpace, Dtype, Family, GameFacts, Layout, ObsShape, ObsSpace};
 
@@ -61,7 +61,7 @@ pub(crate) fn summary() -> String {
         games().partition(|g| g.family == Family::Atari);
     let natives: Vec<String> = natives.iter().map(|g| format!("\"{}\"", g.name)).collect();
     format!(
-        "{}, \"atari-<rom>\" for each of {} ALE ROMs (e.g. \"atari-pong\", \"atari-ms-pacman\"; docs/config.md lists them) and \"gymnasium\"",
+        "{}, \"atari-<rom>\" for each of {} ALE ROMs (e.g. \"atari-pong\", \"atari-ms-pacman\"; docs/config.md lists them), \"gymnasium\" and \"pettingzoo\"",
         natives.join(", "),
         atari.len()
     )

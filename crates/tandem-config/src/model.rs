@@ -14,7 +14,7 @@ pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
     ActionMask, ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape,
-    ObsSpace, Scalar, SpreadParams, TagParams,
+    ObsSpace, PettingZoo, Scalar, SpreadParams, TagParams,
 };
 
 settings! {
@@ -442,6 +442,23 @@ impl SectionKind for Game {
                     _ => Vec::new(),
                 },
             }),
+            "pettingzoo" => Game::PettingZoo(PettingZoo {
+                module: r.read("module"),
+                function: r.read("function"),
+                agents: r.read("agents"),
+                python: r.read("python"),
+                imports: match r.get("import") {
+                    Some(Val::Strings(m)) => m.clone(),
+                    _ => Vec::new(),
+                },
+                make_args: match r.get("make-args") {
+                    Some(Val::Args(a)) => a.clone(),
+                    _ => Vec::new(),
+                },
+                workers: r.read("workers"),
+                step_timeout_s: r.read("step-timeout"),
+                action_mask: r.read("action-mask"),
+            }),
             "mpe-simple-spread" => Game::MpeSimpleSpread(SpreadParams {
                 agents: r.read("agents"),
                 local_ratio: r.read("local-ratio"),
@@ -471,6 +488,17 @@ impl SectionKind for Game {
             w.write("step-timeout", &g.step_timeout_s);
             w.write("action-mask", &g.action_mask);
             w.put("info-keys", Val::Strings(g.info_keys.clone()));
+        }
+        if let Game::PettingZoo(z) = self {
+            w.write("module", &z.module);
+            w.write("function", &z.function);
+            w.write("agents", &z.agents);
+            w.write("python", &z.python);
+            w.put("import", Val::Strings(z.imports.clone()));
+            w.put("make-args", Val::Args(z.make_args.clone()));
+            w.write("workers", &z.workers);
+            w.write("step-timeout", &z.step_timeout_s);
+            w.write("action-mask", &z.action_mask);
         }
         if let Game::MpeSimpleSpread(p) = self {
             w.write("agents", &p.agents);
@@ -999,9 +1027,10 @@ impl Experiment {
     }
 
     /// Agents that act in each environment's game: 1, but for a multi-agent game, whose every
-    /// agent is a row of the batch (a gymnasium environment counts as one).
+    /// agent is a row of the batch (a gymnasium environment counts as one; a pettingzoo one as
+    /// its `agents` setting says, which the run checks against the built environment).
     pub fn agents_per_env(&self) -> usize {
-        self.env.game.info().map_or(1, |info| info.agents)
+        self.env.game.agents()
     }
 
     /// Rows each rank steps: its environments times their agents. Every per-rank buffer

@@ -223,12 +223,7 @@ const GYMNASIUM_KIND: Kind = Kind {
             Dflt::Required,
             "The id passed to `gymnasium.make`, e.g. `\"CartPole-v1\"` or `\"ALE/Pong-v5\"`.",
         ),
-        f(
-            "python",
-            Ty::Text,
-            Dflt::Str("python3"),
-            "The Python interpreter the workers run on: a path (a relative one from the folder of the file that names it; in `--set` or standard input, from the directory tandem runs in), or a name without `/` looked up on PATH. It must be able to import gymnasium.",
-        ),
+        PYTHON_FIELD,
         f(
             "import",
             Ty::Modules,
@@ -241,30 +236,84 @@ const GYMNASIUM_KIND: Kind = Kind {
             Dflt::NoArgs,
             "Keyword arguments of `gymnasium.make`, one `name value` per entry: `make-args { continuous #true; gravity -9.8 }`. Values are integers, numbers, booleans, strings or `#null` (Python's None); names are Python identifiers.",
         ),
-        f(
-            "workers",
-            COUNT,
-            Dflt::Workers,
-            "Python worker processes per rank, each stepping its share of the rank's environments; at most the rank's environments.",
-        ),
-        f(
-            "step-timeout",
-            SECONDS,
-            Dflt::Float(60.0),
-            "Seconds a worker may take for one step or reset before the run stops with an error.",
-        ),
-        f(
-            "action-mask",
-            Ty::Choice(tandem_spec::ActionMask::NAMES),
-            Dflt::Str("none"),
-            "Where the environment says which actions are valid: `\"info\"` (`info[\"action_mask\"]` of every reset and step, gymnasium's convention), `\"observation\"` (the `action_mask` entry of a Dict observation, PettingZoo's), or `\"none\"`. The mask (0/1, one entry per action, or per component's action of a MultiDiscrete) follows the observation as its last entries, and ppo and a2c give invalid actions no probability when acting and in the update, as MaskablePPO does. Needs Discrete or MultiDiscrete actions and a vector observation; `normalize-obs` and `keep-obs` would change the mask, so they are refused with it.",
-        ),
+        WORKERS_FIELD,
+        STEP_TIMEOUT_FIELD,
+        ACTION_MASK_FIELD,
         f(
             "info-keys",
             Ty::InfoKeys,
             Dflt::NoStrings,
             "Keys of the environment's `info` whose values are logged by name, as Stable-Baselines3's `info_keywords` and sample-factory's `episode_extra_stats` are: `info-keys \"is_success\" \"distance\"`. Each episode gives the value in the `info` of the step that ends it (Stable-Baselines3's Monitor reads `is_success` there), and the episodes that end are averaged: TensorBoard's `episode/info/<key>` over those of each update, `episode/recent_info/<key>` over the run's last 100 (summary.json's `recent_info`). A value is a number or a boolean, finite; the step that ends an episode must hold every key (other steps need not: many environments put `is_success` only there), else the run stops with an error naming the key. docs/environments.md says more.",
         ),
+    ],
+};
+
+const PYTHON_FIELD: Field = f(
+    "python",
+    Ty::Text,
+    Dflt::Str("python3"),
+    "The Python interpreter the workers run on: a path (a relative one from the folder of the file that names it; in `--set` or standard input, from the directory tandem runs in), or a name without `/` looked up on PATH. It must be able to import gymnasium.",
+);
+
+const WORKERS_FIELD: Field = f(
+    "workers",
+    COUNT,
+    Dflt::Workers,
+    "Python worker processes per rank, each stepping its share of the rank's environments; at most the rank's environments.",
+);
+
+const STEP_TIMEOUT_FIELD: Field = f(
+    "step-timeout",
+    SECONDS,
+    Dflt::Float(60.0),
+    "Seconds a worker may take for one step or reset before the run stops with an error.",
+);
+
+const ACTION_MASK_FIELD: Field = f(
+    "action-mask",
+    Ty::Choice(tandem_spec::ActionMask::NAMES),
+    Dflt::Str("none"),
+    "Where the environment says which actions are valid: `\"info\"` (`info[\"action_mask\"]` of every reset and step, gymnasium's convention), `\"observation\"` (the `action_mask` entry of a Dict observation, PettingZoo's), or `\"none\"`. The mask (0/1, one entry per action, or per component's action of a MultiDiscrete) follows the observation as its last entries, and ppo and a2c give invalid actions no probability when acting and in the update, as MaskablePPO does. Needs Discrete or MultiDiscrete actions and a vector observation; `normalize-obs` and `keep-obs` would change the mask, so they are refused with it.",
+);
+
+const PETTINGZOO_KIND: Kind = Kind {
+    name: "pettingzoo",
+    doc: "A PettingZoo environment of several agents, through its Parallel API, stepped by the gymnasium bridge's Python worker processes: `env \"pettingzoo\" { module \"mpe2.simple_spread_v3\"; agents 3 }`. Every agent is a row of the batch, a game's agents consecutive in `possible_agents` order; agents whose observations are vectors of different lengths share rows as wide as the widest. Each agent's team is its id without the trailing `_<n>` (`adversary_0` plays for `adversary`). The game ends when every agent is terminated or truncated; an agent that leaves before the others stops the run (not supported yet). No wrapper fits a game of several agents. docs/environments.md says more.",
+    fields: &[
+        f(
+            "module",
+            Ty::Text,
+            Dflt::Required,
+            "The Python module that holds the environment, e.g. `\"mpe2.simple_spread_v3\"` or a module of your own (the worker's working directory is on `sys.path`).",
+        ),
+        f(
+            "function",
+            Ty::Text,
+            Dflt::Str("parallel_env"),
+            "The module's function that builds the environment, called with `make-args` as keyword arguments; PettingZoo's environments name it `parallel_env`.",
+        ),
+        f(
+            "agents",
+            COUNT,
+            Dflt::Required,
+            "How many agents each game has (`len(possible_agents)`). The config counts every agent as a row of the batch (rows per rank, batch and minibatch sizes, the memory estimate) before anything is built, so it is said here; the run checks it against the built environment at its start and stops with the environment's count if they differ.",
+        ),
+        PYTHON_FIELD,
+        f(
+            "import",
+            Ty::Modules,
+            Dflt::NoStrings,
+            "Modules imported before the environment's module, in order.",
+        ),
+        f(
+            "make-args",
+            Ty::Args,
+            Dflt::NoArgs,
+            "Keyword arguments of the function, one `name value` per entry: `make-args { N 3; max_cycles 25 }`. Values are integers, numbers, booleans, strings or `#null` (Python's None); names are Python identifiers.",
+        ),
+        WORKERS_FIELD,
+        STEP_TIMEOUT_FIELD,
+        ACTION_MASK_FIELD,
     ],
 };
 
@@ -286,11 +335,14 @@ const fn concat<const N: usize>(parts: &[&[Kind]]) -> [Kind; N] {
     out
 }
 
-const ENV_KIND_COUNT: usize = NATIVE_KINDS.len() + ATARI_KINDS.len() + 1;
+const ENV_KIND_COUNT: usize = NATIVE_KINDS.len() + ATARI_KINDS.len() + 2;
 
-/// Every game `env` accepts: the catalogue's natives, every Atari ROM, gymnasium.
-static ENV_KINDS: [Kind; ENV_KIND_COUNT] =
-    concat(&[&NATIVE_KINDS, &ATARI_KINDS, &[GYMNASIUM_KIND]]);
+/// Every game `env` accepts: the catalogue's natives, every Atari ROM, gymnasium, pettingzoo.
+static ENV_KINDS: [Kind; ENV_KIND_COUNT] = concat(&[
+    &NATIVE_KINDS,
+    &ATARI_KINDS,
+    &[GYMNASIUM_KIND, PETTINGZOO_KIND],
+]);
 
 pub(crate) static ENV: Section = Section {
     name: "env",
@@ -747,14 +799,15 @@ mod tests {
 
     #[test]
     fn every_env_kind_is_a_game() {
-        for kind in ENV.kinds.iter().filter(|k| k.name != "gymnasium") {
+        let bridge = ["gymnasium", "pettingzoo"];
+        for kind in ENV.kinds.iter().filter(|k| !bridge.contains(&k.name)) {
             assert!(
                 crate::model::Game::from_name(kind.name).is_some(),
                 "{} has no game info",
                 kind.name
             );
         }
-        assert_eq!(ENV.kinds.len(), crate::games().count() + 1);
+        assert_eq!(ENV.kinds.len(), crate::games().count() + bridge.len());
         for info in crate::games() {
             assert!(
                 ENV.kind(info.name).is_some(),

@@ -27,7 +27,12 @@ pub(super) struct CrossCheck<'a, 'b> {
 
 impl CrossCheck<'_, '_> {
     fn ok(&self, paths: &[&str]) -> bool {
-        paths.iter().all(|p| !self.applier.failed.contains(*p))
+        // Every size counts rows, the environments times their agents (a pettingzoo
+        // environment's `agents`): a refused agent count leaves the sizes unchecked too.
+        let failed = |p: &str| self.applier.failed.contains(p);
+        paths
+            .iter()
+            .all(|p| !failed(p) && (*p != "env.envs" || !failed("env.agents")))
     }
 
     fn at(&self, path: &str) -> (SourceId, SourceSpan, bool) {
@@ -109,11 +114,16 @@ impl CrossCheck<'_, '_> {
         if self.ok(&["env", "algorithm"]) {
             self.learner_takes_the_actions();
         }
-        if let Game::Gymnasium(g) = &self.experiment.env.game {
-            self.gymnasium_workers(g.workers);
-            if g.action_mask != ActionMask::None {
-                self.action_mask();
-            }
+        let bridge_workers = match &self.experiment.env.game {
+            Game::Gymnasium(g) => Some(g.workers),
+            Game::PettingZoo(z) => Some(z.workers),
+            _ => None,
+        };
+        if let Some(workers) = bridge_workers {
+            self.gymnasium_workers(workers);
+        }
+        if self.experiment.env.game.action_mask() != ActionMask::None {
+            self.action_mask();
         }
         self.gains_need_orthogonal_init();
         self.recurrent_core();
@@ -706,6 +716,21 @@ impl CrossCheck<'_, '_> {
         let e = self.experiment;
         let path = "train.policies";
         let game = e.env.game.name();
+        if let Game::PettingZoo(z) = &e.env.game {
+            return self.report(
+                "config::inconsistent",
+                "several policies are not yet for pettingzoo environments".into(),
+                path,
+                "several policies",
+                Some(("env", "a pettingzoo environment")),
+                format!(
+                    "a policy plays the agents its pattern matches, and `{}`'s agent ids are known \
+                     only once the environment is built; remove `policies` (one policy then plays \
+                     every agent)",
+                    z.module
+                ),
+            );
+        }
         if !e.env.game.is_multi_agent() {
             return self.report(
                 "config::inconsistent",

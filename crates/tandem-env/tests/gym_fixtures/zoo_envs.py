@@ -5,17 +5,21 @@ Agents `scout_0` and `scout_1` observe 2 floats, `guard` 4; all act with Discret
 `masked`, every agent observes 4 floats in a Dict beside its `action_mask` (the scouts'
 [0, 1, 1], the guard's [1, 1, 0]). Observation at step t: scouts
 [t, seed], guard [t, seed, 10 + t, action taken]; each agent's reward is its action.
-The game ends (truncated) after `length` steps; with `leave_at`, `guard` terminates alone at
+The game ends (truncated) after `length` steps (`DEFAULT_LENGTH`, 4, unless given); with `leave_at`, `guard` terminates alone at
 that step while the scouts play on."""
 
 import numpy as np
 from gymnasium import spaces
 
+# Steps of a game when `length` is not given (zoo_short.py changes it).
+DEFAULT_LENGTH = 4
+
 
 class Zoo:
     metadata = {"name": "zoo_v0"}
 
-    def __init__(self, length=4, leave_at=-1, masked=False):
+    def __init__(self, length=None, leave_at=-1, masked=False):
+        length = DEFAULT_LENGTH if length is None else length
         self.length, self.leave_at, self.masked = length, leave_at, masked
         self.possible_agents = ["scout_0", "scout_1", "guard"]
         self.agents = []
@@ -66,6 +70,10 @@ class Zoo:
 
 def parallel_env(**kwargs):
     return Zoo(**kwargs)
+
+
+def long_game(**kwargs):
+    return Zoo(**dict(kwargs, length=7))
 
 
 def two_scouts(**kwargs):

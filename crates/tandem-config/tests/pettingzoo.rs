@@ -1,0 +1,107 @@
+//! `env "pettingzoo" { ... }`: what it resolves to, the canonical round trip (KDL and JSON)
+//! and hash, every size counting its `agents` as rows, and the mistakes it refuses at their
+//! place.
+
+use tandem_config::*;
+
+fn text(inner: &str, rest: &str) -> String {
+    format!(
+        "experiment \"x\" {{\n    env \"pettingzoo\" {{\n        module \"mpe2.simple_spread_v3\"\n{inner}    }}\n{rest}}}\n"
+    )
+}
+
+const SPREAD: &str = "        agents 3\n        make-args { N 3; max_cycles 25; }\n";
+
+fn zoo(e: &Experiment) -> PettingZoo {
+    match &e.env.game {
+        Game::PettingZoo(z) => z.clone(),
+        other => panic!("not pettingzoo: {other:?}"),
+    }
+}
+
+fn only_error(text: &str) -> Diagnostic {
+    let diags = resolve(&Source::Stdin(text.into()), &[]).expect_err("refused");
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    diags.iter().next().unwrap().clone()
+}
+
+#[test]
+fn a_pettingzoo_environment_resolves_round_trips_and_enters_the_hash() {
+    let e = resolve(&Source::Stdin(text(SPREAD, "")), &[])
+        .unwrap()
+        .experiment;
+    let z = zoo(&e);
+    assert_eq!(z.module, "mpe2.simple_spread_v3");
+    assert_eq!(z.function, "parallel_env");
+    assert_eq!(z.agents, 3);
+    assert_eq!(
+        z.make_args,
+        [
+            ("N".to_string(), Scalar::Int(3)),
+            ("max_cycles".to_string(), Scalar::Int(25))
+        ]
+    );
+    assert_eq!(z.action_mask, ActionMask::None);
+    assert!(e.env.game.is_multi_agent());
+    // Every agent is a row: the sizes the config derives count them.
+    assert_eq!(e.agents_per_env(), 3);
+    assert_eq!(e.per_rank_rows(), e.per_rank_envs() * 3);
+    assert_eq!(e.batch_size(), e.env.envs * 3 * e.train.rollout);
+    let canonical = canonical_kdl(&e);
+    for line in [
+        "    env \"pettingzoo\" {\n",
+        "        module \"mpe2.simple_spread_v3\"\n",
+        "        function \"parallel_env\"\n",
+        "        agents 3\n",
+    ] {
+        assert!(canonical.contains(line), "{line:?} not in {canonical}");
+    }
+    assert_eq!(parse_canonical(&canonical).unwrap(), e);
+    let back = resolve(&Source::Stdin(canonical_json(&e)), &[])
+        .unwrap()
+        .experiment;
+    assert_eq!(back, e);
+    // Another agent count, function or argument is another run.
+    let four = text(
+        "        agents 4\n        make-args { N 4; max_cycles 25; }\n",
+        "",
+    );
+    let four = resolve(&Source::Stdin(four), &[]).unwrap().experiment;
+    assert_ne!(config_hash(&four), config_hash(&e));
+    let sets = vec!["env.function=\"env\"".to_string()];
+    let other = resolve(&Source::Stdin(text(SPREAD, "")), &sets)
+        .unwrap()
+        .experiment;
+    assert_eq!(zoo(&other).function, "env");
+    assert_ne!(config_hash(&other), config_hash(&e));
+}
+
+#[test]
+fn the_agent_count_is_required_and_a_bad_setting_is_refused_at_its_line() {
+    let d = only_error(&text("", ""));
+    assert!(d.message().contains("agents"), "{}", d.message());
+    let d = only_error(&text("        agents 0\n", ""));
+    assert_eq!(d.line_column().map(|l| l.0), Some(4));
+    let d = only_error(&text("        agents 3\n        id \"CartPole-v1\"\n", ""));
+    assert_eq!(d.line_column().map(|l| l.0), Some(5));
+    let d = only_error(&text("        agents 3\n        make-args { 3N 1; }\n", ""));
+    assert_eq!(d.line_column().map(|l| l.0), Some(5));
+}
+
+#[test]
+fn several_policies_and_wrappers_are_refused() {
+    let policies = "    train {\n        policies {\n            a \"agent_*\"\n        }\n    }\n";
+    let d = only_error(&text(SPREAD, policies));
+    assert!(
+        d.message().contains("not yet for pettingzoo environments"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(8));
+    let wrapped = text(
+        &format!("{SPREAD}        wrappers {{\n            normalize-obs\n        }}\n"),
+        "",
+    );
+    let d = only_error(&wrapped);
+    assert!(d.message().contains("normalize-obs"), "{}", d.message());
+}
