@@ -177,6 +177,17 @@ fn an_agent_that_leaves_early_stops_the_run_naming_it_and_the_step() {
     }
     // Every later request reports the same failure.
     assert!(venv.step(&[0i64; 6][..]).is_err());
+    // Agents that change between games: at the reset that ends the first game.
+    let mut game = zoo(&python, FIXTURES, 3, &[("length", Scalar::Int(2))]);
+    game.function = "shifting".into();
+    let mut venv = build(game, &[1]).unwrap();
+    venv.reset();
+    venv.step(&[0i64; 3][..]).unwrap();
+    let error = venv.step(&[0i64; 3][..]).unwrap_err().to_string();
+    assert!(
+        error.contains("its possible_agents changed at a reset: ['scout_0', 'scout_1', 'guard'] became ['scout_0', 'guard']"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -194,6 +205,15 @@ fn the_experiments_agent_count_is_checked_against_the_game() {
     let mut other = zoo(&python, FIXTURES, 2, &[]);
     other.function = "two_scouts".into();
     assert_eq!(build(other, &[1]).unwrap().num_envs(), 2);
+    let mut mixed = zoo(&python, FIXTURES, 3, &[]);
+    mixed.function = "mixed_actions".into();
+    let error = build(mixed, &[1]).err().unwrap().to_string();
+    assert!(
+        error.contains(
+            "`tests.gym_fixtures.zoo_envs`'s agents act differently: guard takes 2 discrete actions"
+        ),
+        "{error}"
+    );
     let mut missing = zoo(&python, FIXTURES, 2, &[]);
     missing.function = "no_such".into();
     let error = build(missing, &[1]).err().unwrap().to_string();

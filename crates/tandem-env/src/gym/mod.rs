@@ -367,7 +367,7 @@ pub(crate) struct Sent {
 struct Shared {
     /// How messages name the environment ([`Launch::label`]).
     id: String,
-    /// The same, for [`ParallelEnv::name`].
+    /// The gymnasium id or PettingZoo module, for [`ParallelEnv::name`].
     name: &'static str,
     /// A PettingZoo game's agents, in `possible_agents` order; empty for gymnasium.
     agents: Vec<AgentSpec>,
@@ -507,7 +507,7 @@ impl Pool {
             shared: Arc::new(Shared {
                 id: gym.label.clone(),
                 // Once per pool: ParallelEnv names its game with a static string.
-                name: Box::leak(gym.label.clone().into_boxed_str()),
+                name: Box::leak(gym.id.clone().into_boxed_str()),
                 agents,
                 step_timeout: gym.step_timeout,
                 shm,

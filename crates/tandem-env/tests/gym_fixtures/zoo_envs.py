@@ -76,6 +76,28 @@ def long_game(**kwargs):
     return Zoo(**dict(kwargs, length=7))
 
 
+def mixed_actions(**kwargs):
+    env = Zoo(**kwargs)
+    env.action_space = lambda agent: spaces.Discrete(2 if agent == "guard" else 3)
+    return env
+
+
+class Shifting(Zoo):
+    """Loses `scout_1` from possible_agents at its second reset."""
+
+    resets = 0
+
+    def reset(self, seed=None, options=None):
+        self.resets += 1
+        if self.resets == 2:
+            self.possible_agents = ["scout_0", "guard"]
+        return super().reset(seed=seed, options=options)
+
+
+def shifting(**kwargs):
+    return Shifting(**kwargs)
+
+
 def two_scouts(**kwargs):
     env = Zoo(**kwargs)
     env.possible_agents = ["scout_0", "scout_1"]
