@@ -132,7 +132,11 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
         mean(&report.returns)
     );
     // Each policy's line where there are several (one seated policy is the run's one).
-    for (name, scores) in report.policy_scores.iter().filter(|_| report.policy_scores.len() > 1) {
+    for (name, scores) in report
+        .policy_scores
+        .iter()
+        .filter(|_| report.policy_scores.len() > 1)
+    {
         let random = args.random.contains(name);
         println!(
             "policy {name}{}: mean score over {} agent episode(s): {:.2}",

@@ -17,6 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("algo", &["nn", "seeds", "atomic", "torch_ops"]),
     ("dist", &["algo", "torch_ops"]),
     ("policy", &["algo", "nn"]),
+    ("cast", &["algo", "policy"]),
     (
         "train",
         &[
@@ -24,6 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "nn",
             "dist",
             "policy",
+            "cast",
             "seeds",
             "atomic",
             "logging",
@@ -35,6 +37,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "train",
             "policy",
+            "cast",
             "algo",
             "nn",
             "seeds",

@@ -186,10 +186,16 @@ fn a_centralised_critic_learns_and_resumes() {
     let out = train(&file, &dir, &[], Duration::from_secs(600));
     assert!(out.status.success(), "{}", text(&out));
     let score = summary_number(&dir, "final_score").unwrap();
-    assert!(score >= -22.0, "mpe-simple-spread-mappo.kdl ended at {score}");
+    assert!(
+        score >= -22.0,
+        "mpe-simple-spread-mappo.kdl ended at {score}"
+    );
     let names = final_parameters(&dir);
     // The critic's first layer reads own 18 + 3 agents x 18 + 3 floats; the actor's own 18.
-    for name in ["model.actor_torso.fc0.weight", "model.critic_torso.fc0.weight"] {
+    for name in [
+        "model.actor_torso.fc0.weight",
+        "model.critic_torso.fc0.weight",
+    ] {
         assert!(names.iter().any(|(n, _)| n == name), "no {name}");
     }
     let said = {
@@ -201,7 +207,10 @@ fn a_centralised_critic_learns_and_resumes() {
     };
     assert!(said.contains("mean score over 6 episode(s)"), "{said}");
     let mut cmd = tandem();
-    cmd.arg("export").arg(&dir).arg("-o").arg(dir.join("mappo.pt"));
+    cmd.arg("export")
+        .arg(&dir)
+        .arg("-o")
+        .arg(dir.join("mappo.pt"));
     let out = run(&mut cmd, Duration::from_secs(60));
     assert!(out.status.success(), "{}", text(&out));
     let run_of = |name: &str, sets: &[&str]| {

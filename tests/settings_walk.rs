@@ -1097,6 +1097,16 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("cartpole-ppo", &["network.core=lstm"]),
         ),
         (
+            "network.critic-input",
+            Change(
+                "mpe-spread",
+                &[
+                    "network.critic-input=state",
+                    "network.actor-critic=separate",
+                ],
+            ),
+        ),
+        (
             "network.core-size",
             Change("cartpole-lstm", &["network.core-size=8"]),
         ),
@@ -1191,6 +1201,13 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "train.max-steps",
             Change("cartpole-ppo", &["train.max-steps=128"]),
+        ),
+        (
+            "train.policies",
+            Change(
+                "mpe-tag",
+                &["train.policies=predators \"adversary_*\"; prey \"agent_*\""],
+            ),
         ),
         // log
         (

@@ -21,7 +21,6 @@ use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
 use crate::algo::Collective;
-use crate::algo::sampling::joint::Seated;
 use crate::algo::seats::Seats;
 use crate::nn::ActorCriticSpec;
 
@@ -160,6 +159,14 @@ pub trait Learner {
     fn seated(&mut self) -> Option<&mut dyn SeatedLearner> {
         None
     }
+}
+
+/// One policy's side of a joint rollout (`crate::algo::sampling::joint`): its network, the
+/// buffer it fills, the rows it plays.
+pub struct Seated<'a> {
+    pub model: &'a crate::nn::ActorCritic,
+    pub buffer: &'a mut crate::algo::storage::rollout::RolloutBuffer,
+    pub seats: &'a Seats,
 }
 
 /// A learner that plays some seats of a multi-agent batch whose other seats other policies

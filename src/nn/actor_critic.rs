@@ -313,13 +313,14 @@ impl ActorCritic {
             NetworkSpec::Mlp { .. } if spec.actor_input.is_some() => {
                 let len = spec.actor_input.unwrap_or_default();
                 ensure!(
-                    !spec.share_torso && spec.core.is_none() && matches!(obs_shape, [all] if *all > len),
+                    !spec.share_torso
+                        && spec.core.is_none()
+                        && matches!(obs_shape, [all] if *all > len),
                     "actor-critic: an actor reading the first {len} entries of observations of \
                      shape {obs_shape:?} needs separate torsos and no core"
                 );
                 let actor = Torso::new(&(root / "actor_torso"), &spec.network, init, &[len])?;
-                let critic =
-                    Torso::new(&(root / "critic_torso"), &spec.network, init, obs_shape)?;
+                let critic = Torso::new(&(root / "critic_torso"), &spec.network, init, obs_shape)?;
                 let heads = LinearHeads::new(root, actor.output_dim(), n, init);
                 Body::Separate {
                     actor,

@@ -105,3 +105,18 @@ fn several_policies_and_wrappers_are_refused() {
     let d = only_error(&wrapped);
     assert!(d.message().contains("normalize-obs"), "{}", d.message());
 }
+
+/// A centralised critic reads every agent's observation in the game, whose lengths the
+/// resolver knows only for its catalogue's games.
+#[test]
+fn a_centralised_critic_is_not_yet_for_pettingzoo() {
+    let d = only_error(&text(
+        SPREAD,
+        "    network \"mlp\" {\n        critic-input \"state\"\n    }\n",
+    ));
+    assert!(
+        d.message().contains("cannot read pettingzoo yet"),
+        "{}",
+        d.message()
+    );
+}

@@ -193,10 +193,15 @@ fn a_centralised_critic_needs_a_game_of_several_agents_and_a_critic_of_its_own()
     let several = resolve(&Source::Stdin(tag(TWO)), &state.map(String::from)).unwrap();
     assert_eq!(several.experiment.seated_policies().len(), 2);
     let d = only_error(&text("cartpole", ""), &state);
-    assert!(d.message().contains("cartpole has one agent"), "{}", d.message());
+    assert!(
+        d.message().contains("cartpole has one agent"),
+        "{}",
+        d.message()
+    );
     let d = only_error(&spread, &[state[0], "network.actor-critic=\"shared\""]);
     assert!(
-        d.message().contains("needs an actor and a critic of their own"),
+        d.message()
+            .contains("needs an actor and a critic of their own"),
         "{}",
         d.message()
     );

@@ -14,9 +14,8 @@ use anyhow::{Result, bail};
 use tch::Tensor;
 
 use super::actions::ActionKind;
-use super::learner::{Learner, Resumed, Round, Scalars, SeatedLearner, Setting};
+use super::learner::{Learner, Resumed, Round, Scalars, Seated, SeatedLearner, Setting};
 use super::sampling::Sampler;
-use super::sampling::joint::Seated;
 use super::seats::Seats;
 use super::storage::memory::{self, Memory};
 use crate::nn::{named_parameters, trainable_parameters_in_order};

@@ -13,18 +13,9 @@ use tandem_env::VecEnv;
 
 use super::collect::{Draws, Stepped, record_step, timed};
 use crate::algo::actions::{ActionBatch, ActionKind};
-use crate::algo::learner::Phases;
-use crate::algo::seats::Seats;
+use crate::algo::learner::{Phases, Seated};
 use crate::algo::storage::host_rows::{copy_rows_into, host_actions, rows_to_batch};
-use crate::algo::storage::rollout::RolloutBuffer;
-use crate::nn::{ActTaken, ActorCritic};
-
-/// One policy's side of a joint rollout: its network, the buffer it fills, the rows it plays.
-pub struct Seated<'a> {
-    pub model: &'a ActorCritic,
-    pub buffer: &'a mut RolloutBuffer,
-    pub seats: &'a Seats,
-}
+use crate::nn::ActTaken;
 
 /// Fills every player's buffer with one rollout of `envs` and returns each one's V(s_T), the
 /// values of its rows' observations after the last step. Phases as

@@ -826,11 +826,29 @@ impl CrossCheck<'_, '_> {
         if !e.env.game.is_multi_agent() {
             return self.report(
                 "config::inconsistent",
-                format!("{} has one agent: there is no game state beside its observation", e.env.game.name()),
+                format!(
+                    "{} has one agent: there is no game state beside its observation",
+                    e.env.game.name()
+                ),
                 path,
                 "a centralised critic",
                 Some(("env", "a game of one agent")),
                 "remove `critic-input`, or pick a game of several agents".into(),
+            );
+        }
+        if e.observation().is_none() {
+            return self.report(
+                "config::inconsistent",
+                format!(
+                    "a centralised critic cannot read {} yet: its agents' observations are \
+                     known only once it is built",
+                    e.env.game.name()
+                ),
+                path,
+                "a centralised critic",
+                Some(("env", "this environment")),
+                "remove `critic-input`, or use a game of the catalogue (`mpe-simple-spread`)"
+                    .into(),
             );
         }
         let mlp = matches!(e.network.torso, Torso::Mlp { .. });
