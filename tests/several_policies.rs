@@ -132,8 +132,11 @@ fn a_short_run_keeps_both_policies_under_their_names() {
 /// optimizers, the games and the recent episodes' policies come back from the checkpoint.
 #[test]
 fn a_stopped_run_of_several_policies_resumes_exactly() {
-    let whole = short_run("tag-whole", &["train.max-steps=49152"]);
-    let parts = short_run("tag-parts", &["train.max-steps=16384"]);
+    // One compute thread: the host passes, a fixed function of their inputs. With libtorch's
+    // two-thread path the resumed attempt's first update differed from the uninterrupted run's
+    // in 2 of 3 runs under the test harness (not reproduced by hand in 9; not yet explained).
+    let whole = short_run("tag-whole", &["threads=1", "train.max-steps=49152"]);
+    let parts = short_run("tag-parts", &["threads=1", "train.max-steps=16384"]);
     assert_eq!(
         summary_number(&parts, "global_step").unwrap() as u64,
         UPDATE
@@ -271,7 +274,8 @@ fn a_killed_rank_of_several_policies_stops_the_job() {
 
 /// The shipped file: each side learns against the other. Played greedily for 400 games, the
 /// learned predators catch the learned prey more than predators moving at random catch it,
-/// and the learned prey loses less to the learned predators than a prey moving at random.
+/// and the learned prey loses less to the learned predators than a prey moving at random, each
+/// by a margin (the file's comment says the figures).
 #[test]
 fn the_shipped_simple_tag_teaches_both_sides() {
     let dir = fresh_dir("tag-learns");
@@ -296,13 +300,15 @@ fn the_shipped_simple_tag_teaches_both_sides() {
          {prey_at_random:.2})",
         learned.0, learned.1
     );
+    // Seeds 1 to 3 gave 23.5/21.2/23.1 against 3.3 (predators) and -46.0/-44.8/-45.2 against
+    // -54.2/-53.7/-54.9 (prey): the margins hold less than half of what they reached.
     assert!(
-        learned.0 > predators_at_random,
+        learned.0 >= predators_at_random + 10.0,
         "learned predators {} vs random {predators_at_random}",
         learned.0
     );
     assert!(
-        learned.1 > prey_at_random,
+        learned.1 >= prey_at_random + 4.0,
         "learned prey {} vs random {prey_at_random}",
         learned.1
     );
