@@ -420,41 +420,42 @@ impl Env {
     }
 }
 
+/// A list of strings the bridge's kinds read (`import`, `info-keys`); none when unset.
+fn strings(r: &Reader, field: &str) -> Vec<String> {
+    match r.get(field) {
+        Some(Val::Strings(list)) => list.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// A block of keyword arguments the bridge's kinds read (`make-args`); none when unset.
+fn keyword_args(r: &Reader, field: &str) -> Vec<(String, Scalar)> {
+    match r.get(field) {
+        Some(Val::Args(args)) => args.clone(),
+        _ => Vec::new(),
+    }
+}
+
 impl SectionKind for Game {
     fn read(r: &Reader) -> Game {
         match r.kind() {
             "gymnasium" => Game::Gymnasium(Gymnasium {
                 id: r.read("id"),
                 python: r.read("python"),
-                imports: match r.get("import") {
-                    Some(Val::Strings(m)) => m.clone(),
-                    _ => Vec::new(),
-                },
-                make_args: match r.get("make-args") {
-                    Some(Val::Args(a)) => a.clone(),
-                    _ => Vec::new(),
-                },
+                imports: strings(r, "import"),
+                make_args: keyword_args(r, "make-args"),
                 workers: r.read("workers"),
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
-                info_keys: match r.get("info-keys") {
-                    Some(Val::Strings(k)) => k.clone(),
-                    _ => Vec::new(),
-                },
+                info_keys: strings(r, "info-keys"),
             }),
             "pettingzoo" => Game::PettingZoo(PettingZoo {
                 module: r.read("module"),
                 function: r.read("function"),
                 agents: r.read("agents"),
                 python: r.read("python"),
-                imports: match r.get("import") {
-                    Some(Val::Strings(m)) => m.clone(),
-                    _ => Vec::new(),
-                },
-                make_args: match r.get("make-args") {
-                    Some(Val::Args(a)) => a.clone(),
-                    _ => Vec::new(),
-                },
+                imports: strings(r, "import"),
+                make_args: keyword_args(r, "make-args"),
                 workers: r.read("workers"),
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
