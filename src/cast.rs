@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use tch::{Device, Tensor};
 
 use crate::algo::actions::{ActionBatch, ActionKind};
-use crate::algo::seats::Seats;
+use crate::algo::seats::{Seats, owners};
 use crate::algo::storage::host_rows::{host_actions, rows_to_batch};
 use crate::policy::Policy;
 use tandem_config::Experiment;
@@ -83,13 +83,15 @@ impl Cast {
         }
     }
 
-    /// What a policy's names start with in the learners' lists: `policy.<name>.` where there
-    /// are several, nothing for a run's one (a centralised critic's seats are one policy).
+    /// What a policy's names start with in the learners' lists (`policies::key`): `policy.<name>.`
+    /// where there are several, nothing for a run's one (a centralised critic's seats are one
+    /// policy).
     fn prefix(&self, name: &str) -> String {
-        match self {
-            Cast::Several(players) if players.len() > 1 => format!("policy.{name}."),
-            _ => String::new(),
-        }
+        let count = match self {
+            Cast::One(..) => 1,
+            Cast::Several(players) => players.len(),
+        };
+        crate::algo::policies::key(count, name, "", '.')
     }
 
     /// Takes up the learners' current networks (named as [`Cast::targets`] names them); every
@@ -98,15 +100,12 @@ impl Cast {
         match self {
             Cast::One(policy, _) => policy.copy_from(networks),
             Cast::Several(players) => {
-                let several = players.len() > 1;
+                let count = players.len();
                 for p in players.iter_mut() {
                     let Some(policy) = &mut p.policy else {
                         continue;
                     };
-                    let prefix = match several {
-                        true => format!("policy.{}.", p.name),
-                        false => String::new(),
-                    };
+                    let prefix = crate::algo::policies::key(count, &p.name, "", '.');
                     let own: Vec<(String, Tensor)> = networks
                         .iter()
                         .filter_map(|(n, t)| {
@@ -168,13 +167,8 @@ impl Cast {
         let Cast::Several(players) = self else {
             return (Vec::new(), vec![0; rows]);
         };
-        let mut by_row = vec![0; rows];
-        for (i, p) in players.iter().enumerate() {
-            for &row in p.seats.rows() {
-                by_row[row] = i;
-            }
-        }
-        (players.iter().map(|p| p.name.clone()).collect(), by_row)
+        let names = players.iter().map(|p| p.name.clone()).collect();
+        (names, owners(players.iter().map(|p| &p.seats), rows))
     }
 }
 

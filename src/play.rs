@@ -239,16 +239,12 @@ fn restored_seated(
     env: &mut tandem_env::VecEnv,
     name: &str,
 ) -> Result<(Policy, Vec<i64>)> {
-    let plans = experiment.seated_policies();
-    envs::restore_normalizers(env, ckpt)?;
-    env.freeze_normalizers();
     // The others act at random here: only the picked policy's network is built and restored.
-    let others: Vec<String> = (plans.iter().map(|p| p.name.clone()))
+    let others: Vec<String> = (experiment.seated_policies().into_iter())
+        .map(|p| p.name)
         .filter(|n| n != name)
         .collect();
-    let cast = Cast::build(experiment, env, &others)?;
-    checkpoint::restore_into(ckpt, &cast.targets())?;
-    let Cast::Several(players) = cast else {
+    let Cast::Several(players) = restored_cast(experiment, ckpt, env, &others)? else {
         unreachable!("a run of several policies casts several");
     };
     let player = players

@@ -132,27 +132,14 @@ fn a_short_run_keeps_both_policies_under_their_names() {
 /// optimizers, the games and the recent episodes' policies come back from the checkpoint.
 #[test]
 fn a_stopped_run_of_several_policies_resumes_exactly() {
-    // One compute thread: the host passes, a fixed function of their inputs. With libtorch's
-    // two-thread path the resumed attempt's first update differed from the uninterrupted run's
-    // in 2 of 3 runs under the test harness (not reproduced by hand in 9; not yet explained).
+    // One compute thread, as `resume_to_match` says why.
     let whole = short_run("tag-whole", &["threads=1", "train.max-steps=49152"]);
     let parts = short_run("tag-parts", &["threads=1", "train.max-steps=16384"]);
     assert_eq!(
         summary_number(&parts, "global_step").unwrap() as u64,
         UPDATE
     );
-    let mut cmd = tandem();
-    cmd.arg("train").arg("--resume").arg(&parts).args([
-        "--set",
-        "train.max-steps=49152",
-        "--quiet",
-    ]);
-    let out = run(&mut cmd, Duration::from_secs(120));
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        final_parameters(&whole) == final_parameters(&parts),
-        "the resumed run's parameters differ from the uninterrupted run's"
-    );
+    resume_to_match(&parts, 49152, &whole);
     for field in ["policy_predators_final_score", "policy_prey_final_score"] {
         assert_eq!(
             summary_number(&whole, field),

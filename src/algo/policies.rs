@@ -19,7 +19,7 @@ use tandem_env::VecEnv;
 use super::learner::{Learner, Resumed, Round, SeatedLearner, Setting};
 use super::sampling::collect::Draws;
 use super::sampling::joint::collect_joint;
-use super::seats::Seats;
+use super::seats::{Seats, owners};
 
 /// The name of a run's one policy.
 pub const SOLE: &str = "default";
@@ -59,14 +59,13 @@ impl Policies {
             [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
             plans => {
                 let mut learners = Vec::with_capacity(plans.len());
-                row_policy = vec![0; envs.num_envs()];
-                for (p, plan) in plans.iter().enumerate() {
-                    let seats = Seats::of_plan(experiment, envs, plan);
-                    for &row in seats.rows() {
-                        row_policy[row] = p;
-                    }
+                let seats: Vec<Seats> = (plans.iter())
+                    .map(|plan| Seats::of_plan(experiment, envs, plan))
+                    .collect();
+                row_policy = owners(&seats, envs.num_envs());
+                for (plan, seats) in plans.iter().zip(&seats) {
                     let setting = Setting {
-                        seats: Some(&seats),
+                        seats: Some(seats),
                         ..all_rows
                     };
                     let learner = super::build::build(&setting)
@@ -104,10 +103,7 @@ impl Policies {
 
     /// The name under which policy `policy`'s `name` is kept, `sep` between the parts.
     fn key(&self, policy: &str, name: &str, sep: char) -> String {
-        match self.learners.len() {
-            1 => name.to_string(),
-            _ => format!("policy{sep}{policy}{sep}{name}"),
-        }
+        key(self.learners.len(), policy, name, sep)
     }
 
     /// Every learner's named tensors, keyed by policy.
@@ -307,6 +303,17 @@ impl Policies {
                 .with_context(|| format!("policy {policy}"))?;
         }
         Ok(())
+    }
+}
+
+/// The name under which policy `policy`'s `name` is kept in a run of `policies` policies:
+/// `policy<sep><policy><sep><name>`, or `name` itself where the run has one (its checkpoints are
+/// those of a run before policies existed). `tandem play` and evaluation name what they restore
+/// by it too (`crate::cast`).
+pub fn key(policies: usize, policy: &str, name: &str, sep: char) -> String {
+    match policies {
+        1 => name.to_string(),
+        _ => format!("policy{sep}{policy}{sep}{name}"),
     }
 }
 

@@ -158,6 +158,18 @@ impl Seats {
     }
 }
 
+/// Which of `seats` (one per policy, in order) plays each of a batch's `rows` rows: the one
+/// row-to-policy map that training's episodes, evaluation's and `tandem play`'s are counted by.
+pub fn owners<'a>(seats: impl IntoIterator<Item = &'a Seats>, rows: usize) -> Vec<usize> {
+    let mut owner = vec![0; rows];
+    for (policy, seats) in seats.into_iter().enumerate() {
+        for &row in seats.rows() {
+            owner[row] = policy;
+        }
+    }
+    owner
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +189,8 @@ mod tests {
             [0., 1., 2., 8., 9., 10., 12., 13., 14., 20., 21., 22.]
         );
         assert_eq!(s.of_rows(&[1, 2, 3, 4, 5, 6]), [1, 3, 4, 6]);
+        let others = Seats::new(&[1], 3, 2, 3, 4);
+        assert_eq!(owners([&s, &others], 6), [0, 1, 0, 0, 1, 0]);
     }
 
     /// With the state, each seat reads its own columns, its whole game, then its agent.

@@ -106,6 +106,21 @@ pub fn gather_episodes(
     Ok(out)
 }
 
+/// Each of `names`' mean game score over the `episodes` its agents played, tagged
+/// `policy/<name>/<tag>`; a policy without episodes gets no scalar.
+pub fn policy_score_means(names: &[&str], episodes: &[Episode], tag: &str) -> Vec<(String, f64)> {
+    let mut means = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let scores: Vec<f64> = (episodes.iter().filter(|e| e.policy == i))
+            .map(|e| e.score)
+            .collect();
+        if let Some((mean, ..)) = summary(&scores) {
+            means.push((format!("policy/{name}/{tag}"), mean));
+        }
+    }
+    means
+}
+
 /// Mean, min and max of one value per rank.
 pub fn reduce_per_rank(pg: Option<&ProcessGroup>, value: f64) -> Result<(f64, f64, f64)> {
     let Some(pg) = pg else {

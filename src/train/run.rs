@@ -559,16 +559,8 @@ impl Run {
         if names.len() < 2 {
             return Ok(());
         }
-        let mut scalars = Vec::new();
+        let mut scalars = metrics::policy_score_means(&names, episodes, "episode/score_mean");
         for (i, name) in names.iter().enumerate() {
-            let scores: Vec<f64> = episodes
-                .iter()
-                .filter(|e| e.policy == i)
-                .map(|e| e.score)
-                .collect();
-            if let Some((mean, ..)) = metrics::summary(&scores) {
-                scalars.push((format!("policy/{name}/episode/score_mean"), mean));
-            }
             if let Some(recent) = self
                 .recent
                 .policy_score_last(i, metrics::FINAL_SCORE_EPISODES)
@@ -586,15 +578,7 @@ impl Run {
         if names.len() < 2 {
             return Ok(());
         }
-        let mut scalars = Vec::new();
-        for (i, name) in names.iter().enumerate() {
-            let scores: Vec<f64> = (episodes.iter().filter(|e| e.policy == i))
-                .map(|e| e.score)
-                .collect();
-            if let Some((mean, ..)) = metrics::summary(&scores) {
-                scalars.push((format!("policy/{name}/eval/score_mean"), mean));
-            }
-        }
+        let scalars = metrics::policy_score_means(&names, episodes, "eval/score_mean");
         let tagged: Vec<(&str, f64)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
         self.summaries.scalars(step, &tagged)
     }

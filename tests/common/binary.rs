@@ -291,6 +291,28 @@ pub fn resume_for_one_more_update(dir: &Path, stopped_at: u64) {
     assert!(now > stopped_at, "the resumed run stayed at step {now}");
 }
 
+/// Resumes the run stopped in `parts` up to `max_steps` global steps and asserts that it ends
+/// with the networks and optimizer state of `whole`, the same run never stopped.
+///
+/// The multi-agent callers train both on one compute thread (`threads=1`, the host passes, a
+/// fixed function of their inputs): with libtorch's two-thread path the resumed attempt's first
+/// update differed from the uninterrupted run's in 2 of 3 runs under the test harness (not
+/// reproduced by hand in 9; not yet explained).
+pub fn resume_to_match(parts: &Path, max_steps: u64, whole: &Path) {
+    let mut cmd = tandem();
+    let limit = format!("train.max-steps={max_steps}");
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(parts)
+        .args(["--set", &limit, "--quiet"]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        final_parameters(whole) == final_parameters(parts),
+        "the resumed run's parameters differ from the uninterrupted run's"
+    );
+}
+
 /// Trains tests/configs/ppo-cartpole.kdl with `sets` into a fresh `name` directory and asserts
 /// the mean score of its last 20 episodes reaches 475; returns the directory.
 pub fn ppo_cartpole_learns(name: &str, sets: &[&str]) -> PathBuf {
