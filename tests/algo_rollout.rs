@@ -28,6 +28,7 @@ fn arrays<'a>(terminated: &'a [f32], truncated: &'a [f32]) -> RolloutArrays<'a> 
         truncated,
         truncation_values: &TRUNCATION_VALUES,
         last_values: &LAST_VALUES,
+        acting: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn filled_buffer(with_truncation_values: bool) -> RolloutBuffer {
                 terminated: &column(&TERMINATED, t).to_kind(Kind::Bool),
                 truncated: &column(&TRUNCATED, t).to_kind(Kind::Bool),
                 truncation_values: (with_truncation_values && t == 0).then_some(&trunc_values),
+                acting: None,
             })
             .unwrap();
     }
@@ -222,6 +224,7 @@ fn buffer_rejects_truncation_without_final_values_and_bad_shapes() {
             terminated: &flags,
             truncated: &flags,
             truncation_values: None,
+            acting: None,
         })
         .unwrap_err()
         .to_string();
@@ -233,6 +236,120 @@ fn buffer_rejects_truncation_without_final_values_and_bad_shapes() {
         .gae_batch(&Tensor::zeros([2], (Kind::Float, Device::Cpu)), 0.9, 0.9)
         .unwrap_err();
     assert!(err.to_string().contains("holds 0 of 2 steps"), "{err}");
+}
+
+// A game of two agents taking turns (rows 0 and 1, step-major t * 2 + row): row 0 moves at
+// t0 and t2, row 1 at t1 and t3. Row 0 gets 0.25 while waiting at t1; its move at t2 wins the
+// game (row 0 +1, row 1 -1, both terminated); a new game starts at t3.
+const TURNS: [bool; 8] = [true, false, false, true, true, false, false, true];
+const TURN_REWARDS: [f32; 8] = [0.0, 0.0, 0.25, 0.0, 1.0, -1.0, 0.0, 0.0];
+const TURN_VALUES: [f32; 8] = [0.2, 0.1, 0.3, -0.2, 0.5, 0.0, 0.4, 0.3];
+const TURN_TERMINATED: [f32; 8] = [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0];
+const TURN_LAST_VALUES: [f32; 2] = [0.6, 0.7];
+
+fn turn_arrays() -> RolloutArrays<'static> {
+    RolloutArrays {
+        num_envs: 2,
+        rewards: &TURN_REWARDS,
+        values: &TURN_VALUES,
+        terminated: &TURN_TERMINATED,
+        truncated: &[0.0; 8],
+        truncation_values: &[0.0; 8],
+        last_values: &TURN_LAST_VALUES,
+        acting: Some(&TURNS),
+    }
+}
+
+#[test]
+fn turns_learn_from_each_rows_own_moves_with_what_came_until_its_next() {
+    // gamma 0.9, lambda 0.5, worked by hand, each row's turns only:
+    // row 0: t2 (won, terminated): d = 1 - .5 = .5, A = .5
+    //        t0: r = 0 + .25 (waiting at t1), bootstraps from V at its next turn t2 (.5):
+    //            d = .25 + .9*.5 - .2 = .5, A = .5 + .45*.5 = .725
+    // row 1: t3: bootstraps from V(s_4) = .7: d = .9*.7 - .3 = .33, A = .33
+    //        t1: the game ended while it waited (t2: -1, terminated): r = -1, no bootstrap:
+    //            d = -1 + .2 = -.8, A = -.8
+    // The steps a row waited through get zeros (and its values as returns).
+    let (advantages, returns) = generalized_advantages(&turn_arrays(), 0.9, 0.5).unwrap();
+    assert_close(&advantages, &[0.725, 0.0, 0.0, -0.8, 0.5, 0.0, 0.0, 0.33]);
+    assert_close(&returns, &[0.925, 0.1, 0.3, -1.0, 1.0, 0.0, 0.4, 0.63]);
+    // n-step: row 0: R2 = 1, R0 = .25 + .9*1 = 1.15; row 1: R3 = .9*.7 = .63, R1 = -1.
+    let n_step = n_step_returns(&turn_arrays(), 0.9).unwrap();
+    assert_close(&n_step, &[1.15, 0.0, 0.0, -1.0, 1.0, 0.0, 0.0, 0.63]);
+    let (_, lambda_one) = generalized_advantages(&turn_arrays(), 0.9, 1.0).unwrap();
+    for i in (0..8).filter(|&i| TURNS[i]) {
+        assert!((lambda_one[i] - n_step[i]).abs() < 1e-6, "index {i}");
+    }
+}
+
+#[test]
+fn every_row_acting_is_the_estimators_without_turns_to_the_bit() {
+    let all = [true; 6];
+    let plain = arrays(&TERMINATED, &TRUNCATED);
+    let turns = RolloutArrays {
+        acting: Some(&all),
+        ..plain
+    };
+    assert_eq!(
+        generalized_advantages(&turns, 0.9, 0.5).unwrap(),
+        generalized_advantages(&plain, 0.9, 0.5).unwrap()
+    );
+    assert_eq!(
+        n_step_returns(&turns, 0.9).unwrap(),
+        n_step_returns(&plain, 0.9).unwrap()
+    );
+    let err = vtrace(
+        &turn_arrays(),
+        &[0.0; 8],
+        0.9,
+        1.0,
+        VtraceClips { rho: 1.0, c: 1.0 },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("takes turns"), "{err}");
+}
+
+#[test]
+fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
+    let mut buffer = RolloutBuffer::new(4, 2, &[1], ActionKind::Discrete, Device::Cpu).unwrap();
+    for t in 0..4 {
+        let at = |values: &[f32]| Tensor::from_slice(&values[t * 2..t * 2 + 2]);
+        let obs = Tensor::from_slice(&[10.0 * t as f32, 10.0 * t as f32 + 1.0]).reshape([2, 1]);
+        buffer
+            .push(&StepRecord {
+                obs: &obs,
+                actions: &Tensor::from_slice(&[t as i64, 5]),
+                log_probs: &Tensor::from_slice(&[-0.5f32, -0.7]),
+                values: &at(&TURN_VALUES),
+                rewards: &at(&TURN_REWARDS),
+                terminated: &at(&TURN_TERMINATED).to_kind(Kind::Bool),
+                truncated: &Tensor::zeros([2], (Kind::Bool, Device::Cpu)),
+                truncation_values: None,
+                acting: Some(&TURNS[t * 2..t * 2 + 2]),
+            })
+            .unwrap();
+    }
+    let batch = buffer
+        .gae_batch(&Tensor::from_slice(&TURN_LAST_VALUES), 0.9, 0.5)
+        .unwrap();
+    // The moves: row 0 at t0, row 1 at t1, row 0 at t2, row 1 at t3.
+    assert_eq!(
+        Vec::<f32>::try_from(&batch.obs.reshape([-1])).unwrap(),
+        [0.0, 11.0, 20.0, 31.0]
+    );
+    assert_eq!(Vec::<i64>::try_from(&batch.actions).unwrap(), [0, 5, 2, 5]);
+    assert_close(
+        &Vec::<f32>::try_from(&batch.advantages).unwrap(),
+        &[0.725, -0.8, 0.5, 0.33],
+    );
+    let n_step = buffer
+        .n_step_batch(&Tensor::from_slice(&TURN_LAST_VALUES), 0.9)
+        .unwrap();
+    assert_close(
+        &Vec::<f32>::try_from(&n_step.returns).unwrap(),
+        &[1.15, -1.0, 1.0, 0.63],
+    );
 }
 
 #[test]
@@ -322,6 +439,7 @@ fn push_step(buffer: &mut RolloutBuffer, obs: &Tensor, actions: &Tensor) -> anyh
         terminated: &zeros,
         truncated: &zeros,
         truncation_values: None,
+        acting: None,
     })
 }
 

@@ -4,7 +4,8 @@
 use crate::diag::closest;
 use tandem_spec::game::names;
 pub use tandem_spec::game::{
-    ActionMask, Game, GameInfo, Gymnasium, PettingZoo, Scalar, SpreadParams, TagParams, games,
+    ActionMask, Game, GameInfo, Gymnasium, PettingZoo, Scalar, SpreadParams, TagParams, ZooApi,
+    games,
 };
 pub use tandem_spec::{ActionSpace, Dtype, Family, GameFacts, Layout, ObsShape, ObsSpace};
 

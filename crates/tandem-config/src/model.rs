@@ -14,7 +14,7 @@ pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
 pub use crate::catalogue::{
     ActionMask, ActionSpace, Dtype, Family, Game, GameFacts, GameInfo, Gymnasium, Layout, ObsShape,
-    ObsSpace, PettingZoo, Scalar, SpreadParams, TagParams,
+    ObsSpace, PettingZoo, Scalar, SpreadParams, TagParams, ZooApi,
 };
 
 settings! {
@@ -459,6 +459,7 @@ impl SectionKind for Game {
                 workers: r.read("workers"),
                 step_timeout_s: r.read("step-timeout"),
                 action_mask: r.read("action-mask"),
+                api: r.read("api"),
             }),
             "mpe-simple-spread" => Game::MpeSimpleSpread(SpreadParams {
                 agents: r.read("agents"),
@@ -497,6 +498,7 @@ impl SectionKind for Game {
             w.write("python", &z.python);
             w.put("import", Val::Strings(z.imports.clone()));
             w.put("make-args", Val::Args(z.make_args.clone()));
+            w.write("api", &z.api);
             w.write("workers", &z.workers);
             w.write("step-timeout", &z.step_timeout_s);
             w.write("action-mask", &z.action_mask);
@@ -666,6 +668,23 @@ impl Setting for ActionMask {
         ActionMask::ALL
             .into_iter()
             .find(|mask| mask.name() == text)
+            .unwrap_or_default()
+    }
+    fn to_val(&self) -> Val {
+        Val::Str(self.name().to_string())
+    }
+}
+
+/// `env "pettingzoo" { api }`: tandem-spec's choices, read by name.
+impl Setting for ZooApi {
+    fn from_val(val: Option<&Val>) -> Self {
+        let text = match val {
+            Some(Val::Str(s)) => s.as_str(),
+            _ => "",
+        };
+        ZooApi::ALL
+            .into_iter()
+            .find(|api| api.name() == text)
             .unwrap_or_default()
     }
     fn to_val(&self) -> Val {

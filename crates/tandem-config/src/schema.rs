@@ -311,6 +311,12 @@ const PETTINGZOO_KIND: Kind = Kind {
             Dflt::NoArgs,
             "Keyword arguments of the function, one `name value` per entry: `make-args { N 3; max_cycles 25 }`. Values are integers, numbers, booleans, strings or `#null` (Python's None); names are Python identifiers.",
         ),
+        f(
+            "api",
+            Ty::Choice(tandem_spec::ZooApi::NAMES),
+            Dflt::Str("parallel"),
+            "Which of PettingZoo's APIs `function` builds: `\"parallel\"` (every agent observes and acts on every step: `parallel_env`) or `\"aec\"` (agents take turns, as in the board games of `pettingzoo.classic`: `env`, with `function \"env\"`). In a turn-based game every agent still has a row on every step, and only the row of the agent whose turn it is (`agent_selection`) acts: the other rows' actions are not played, and the learner learns from each agent's own turns, its reward summing what it got until its next turn. Steps count every row, so a game of 20 moves between two agents is 40 steps. Needs ppo or a2c with synchronous sampling, one policy and no recurrent core; `action-mask \"observation\"` gives the mover only its legal moves (an agent waiting for its turn is shown every move as legal), and a move the mask forbids stops the run.",
+        ),
         WORKERS_FIELD,
         STEP_TIMEOUT_FIELD,
         ACTION_MASK_FIELD,

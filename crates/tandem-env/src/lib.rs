@@ -68,7 +68,7 @@ pub mod wrappers;
 pub mod atari;
 
 pub use env::{Env, RgbFrame, Step};
-pub use gym::{ActionMask, BridgeOptions, GymInfo, Gymnasium, PettingZoo, Scalar};
+pub use gym::{ActionMask, BridgeOptions, GymInfo, Gymnasium, PettingZoo, Scalar, ZooApi};
 pub use norm::NormStats;
 pub use space::{Action, ActionSpace, Actions, Dtype, Layout, ObsBuf, ObsShape, ObsSpace};
 pub use spec::{

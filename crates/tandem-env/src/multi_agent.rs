@@ -1,5 +1,6 @@
 //! Games several agents play at once ([`ParallelEnv`], PettingZoo's Parallel API): every agent
-//! observes and acts on every step, and each gets its own reward and flags. The agents of one
+//! observes and acts on every step, and each gets its own reward and flags; or in turns
+//! (PettingZoo's AEC API), where every agent observes on every step and one of them acts. The agents of one
 //! game are listed once ([`AgentSpec`]), in the game's order, and every buffer a game reads or
 //! writes holds them in that order.
 
@@ -31,7 +32,7 @@ impl AgentSpec {
     }
 }
 
-/// A game of several agents that all act on every step.
+/// A game of several agents that all act on every step, or that take turns.
 ///
 /// Contract: call [`ParallelEnv::reset`] before the first step, and again after a step that
 /// ends the episode, which ends it for every agent at once (no agent leaves early). `obs` holds every agent's observation, agent after agent, each as long
@@ -46,8 +47,21 @@ pub trait ParallelEnv: Send {
     /// Starts an episode. `Some(seed)` reseeds the game's random stream, `None` continues it.
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]);
 
-    /// Applies every agent's action at once and advances the game by one step.
+    /// Applies every agent's action at once and advances the game by one step. In a game
+    /// that takes turns, only the action of the agent whose turn it was is played.
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]);
+
+    /// Whether the agents take turns (PettingZoo's AEC API): one agent acts on each step,
+    /// [`ParallelEnv::turn`], and the others wait, observing.
+    fn takes_turns(&self) -> bool {
+        false
+    }
+
+    /// In a game that takes turns, the index of the agent to act on the next step (after the
+    /// latest reset or step); meaningless otherwise.
+    fn turn(&self) -> usize {
+        0
+    }
 
     /// The game seen from above, if it can draw itself (for `tandem play --gif` and evaluation
     /// videos).

@@ -972,6 +972,23 @@ impl VecEnv {
         &self.truncated
     }
 
+    /// Which rows act on the next step, in a batch of games whose agents take turns: in each
+    /// game the row of the agent whose turn it is (the other rows' actions are not played).
+    /// `None` when every row acts on every step.
+    pub fn acting(&self) -> Option<Vec<bool>> {
+        let turn = |slot: &Slot| match &slot.players {
+            Players::Several { game, .. } if game.takes_turns() => Some(game.turn()),
+            _ => None,
+        };
+        self.slots.first().and_then(turn)?;
+        let agents = self.agents;
+        let rows = self.slots.iter().flat_map(|slot| {
+            let mover = turn(slot);
+            (0..agents).map(move |j| mover == Some(j))
+        });
+        Some(rows.collect())
+    }
+
     /// Statistics of the games finished since the last call, in the order they ended
     /// (by step, then by environment index).
     pub fn drain_episodes(&mut self) -> Vec<EpisodeStats> {

@@ -3,7 +3,9 @@
 //! same actions, every observation, reward and flag equal, across episode ends), a fixture
 //! game whose agents observe vectors of different lengths (rows padded), an action mask from a
 //! Dict observation, an agent that leaves early and an agent count the experiment got wrong
-//! (both refused with the environment, the agent and the step). Needs the venv of
+//! (both refused with the environment, the agent and the step), and PettingZoo's connect four
+//! through the AEC API (whose turn it is, the masks of the mover and of the waiting player, a
+//! win, a move the mask forbids, and either API's function given the other's setting). Needs the venv of
 //! scripts/gym-venv-setup.sh (mpe2 1.1.1 and pettingzoo 1.27.0 in it); without it the tests
 //! skip, unless TANDEM_REQUIRE_PYTHON_TOOLS=1 (tests/common/tools.rs).
 
@@ -13,7 +15,7 @@ mod tools;
 use std::path::{Path, PathBuf};
 
 use tandem_env::mpe::simple_spread::SpreadParams;
-use tandem_env::{ActionMask, EnvSpec, Game, PettingZoo, Scalar, VecEnv};
+use tandem_env::{ActionMask, EnvSpec, Game, PettingZoo, Scalar, VecEnv, ZooApi};
 
 const FIXTURES: &str = "tests.gym_fixtures.zoo_envs";
 
@@ -46,6 +48,7 @@ fn zoo(python: &Path, module: &str, agents: usize, args: &[(&str, Scalar)]) -> P
         workers: 2,
         step_timeout_s: 30.0,
         action_mask: ActionMask::None,
+        api: ZooApi::Parallel,
     }
 }
 
@@ -218,4 +221,103 @@ fn the_experiments_agent_count_is_checked_against_the_game() {
     missing.function = "no_such".into();
     let error = build(missing, &[1]).err().unwrap().to_string();
     assert!(error.contains("has no function `no_such`"), "{error}");
+}
+
+fn connect_four(python: &Path, api: ZooApi) -> PettingZoo {
+    PettingZoo {
+        function: "env".into(),
+        action_mask: ActionMask::Observation,
+        api,
+        workers: 1,
+        ..zoo(python, "pettingzoo.classic.connect_four_v3", 2, &[])
+    }
+}
+
+/// Row `row`'s action mask: the last 7 entries of its observation.
+fn mask_of(envs: &VecEnv, row: usize) -> Vec<f32> {
+    let len = envs.obs_len();
+    envs.obs()[row * len..(row + 1) * len][len - 7..].to_vec()
+}
+
+#[test]
+fn connect_four_takes_turns_through_the_aec_api() {
+    let Some(python) = venv_python() else { return };
+    let mut envs = build(connect_four(&python, ZooApi::Aec), &[1, 2]).unwrap();
+    assert_eq!((envs.num_envs(), envs.obs_len()), (4, 91));
+    envs.reset();
+    // player_0 moves first in both games; the waiting player is shown every column as legal.
+    assert_eq!(envs.acting(), Some(vec![true, false, true, false]));
+    assert_eq!(mask_of(&envs, 1), [1.0; 7]);
+    // player_0 plays column 0, player_1 column 1, and so on: each row's action is played on its
+    // own turns only (the waiting row's 6 would be another column).
+    let mut rewards = Vec::new();
+    for t in 0..7 {
+        let (mover, waiter) = if t % 2 == 0 { (0, 1) } else { (1, 0) };
+        let mut actions = [6i64; 4];
+        actions[mover] = mover as i64;
+        actions[mover + 2] = mover as i64;
+        envs.step(&actions[..]).unwrap();
+        rewards.push(envs.rewards()[..2].to_vec());
+        if t < 6 {
+            assert_eq!(
+                envs.acting().unwrap()[..2],
+                [waiter == 0, waiter == 1],
+                "after move {t}"
+            );
+            assert!(!envs.terminated()[0], "after move {t}");
+        }
+    }
+    // player_0's fourth stone in column 0 wins: +1 and -1, the game over for both.
+    assert_eq!(rewards[6], [1.0, -1.0]);
+    assert!(rewards[..6].iter().all(|r| r == &[0.0, 0.0]), "{rewards:?}");
+    assert_eq!(envs.terminated(), [true, true, true, true]);
+    // The next game starts with player_0 to move again.
+    assert_eq!(envs.acting(), Some(vec![true, false, true, false]));
+    let episodes = envs.drain_episodes();
+    let scores: Vec<f64> = episodes.iter().map(|e| e.episode_return).collect();
+    assert_eq!(scores, [1.0, -1.0, 1.0, -1.0]);
+}
+
+#[test]
+fn a_move_the_mask_forbids_stops_the_run_naming_the_agent_and_the_legal_moves() {
+    let Some(python) = venv_python() else { return };
+    let mut envs = build(connect_four(&python, ZooApi::Aec), &[1]).unwrap();
+    envs.reset();
+    // Six stones fill column 3; the seventh is illegal.
+    for _ in 0..6 {
+        envs.step(&[3i64, 3][..]).unwrap();
+    }
+    assert_eq!(mask_of(&envs, 0), [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]);
+    let err = envs.step(&[3i64, 3][..]).unwrap_err().to_string();
+    assert!(
+        err.contains("agent `player_0` played action 3 at step 7 of its episode, which its action mask forbids (legal: [0, 1, 2, 4, 5, 6])"),
+        "{err}"
+    );
+}
+
+#[test]
+fn each_api_refuses_the_other_apis_environment_with_the_setting_to_change() {
+    let Some(python) = venv_python() else { return };
+    let err = build(connect_four(&python, ZooApi::Parallel), &[1])
+        .err()
+        .expect("an AEC environment as Parallel")
+        .to_string();
+    assert!(
+        err.contains("an AEC environment whose agents take turns")
+            && err.contains("Write `api \"aec\"`"),
+        "{err}"
+    );
+    let args = [("N", Scalar::Int(3))];
+    let spread = PettingZoo {
+        api: ZooApi::Aec,
+        ..zoo(&python, "mpe2.simple_spread_v3", 3, &args)
+    };
+    let err = build(spread, &[1])
+        .err()
+        .expect("a Parallel environment as AEC")
+        .to_string();
+    assert!(
+        err.contains("it is not an AEC environment") && err.contains("Write `api \"parallel\"`"),
+        "{err}"
+    );
 }

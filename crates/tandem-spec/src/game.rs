@@ -100,6 +100,12 @@ impl Game {
         }
     }
 
+    /// A game whose agents take turns (a PettingZoo AEC environment): one agent acts on each
+    /// step, and only its row's step is a transition of its own.
+    pub fn takes_turns(&self) -> bool {
+        matches!(self, Game::PettingZoo(p) if p.api == ZooApi::Aec)
+    }
+
     /// The catalogue game called `name`; `None` for unknown names and for `gymnasium`,
     /// which needs its settings.
     pub fn from_name(name: &str) -> Option<Game> {
@@ -186,6 +192,31 @@ pub struct PettingZoo {
     pub step_timeout_s: f64,
     /// Where each agent's action mask comes from, if it has one.
     pub action_mask: ActionMask,
+    /// Which of PettingZoo's APIs the function builds: every agent acting on every step, or
+    /// one agent a turn.
+    pub api: ZooApi,
+}
+
+/// PettingZoo's two APIs: Parallel (every agent observes and acts on every step) and AEC
+/// (agents take turns: on each step one agent, `agent_selection`, acts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZooApi {
+    #[default]
+    Parallel,
+    Aec,
+}
+
+impl ZooApi {
+    pub const ALL: [ZooApi; 2] = [ZooApi::Parallel, ZooApi::Aec];
+    pub const NAMES: &'static [&'static str] = &["parallel", "aec"];
+
+    /// The name the user writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZooApi::Parallel => "parallel",
+            ZooApi::Aec => "aec",
+        }
+    }
 }
 
 /// Where a gymnasium environment gives its action mask: one 0/1 entry per action (per

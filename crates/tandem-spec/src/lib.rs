@@ -13,6 +13,6 @@ mod space;
 pub mod wrapper;
 
 pub use fit::{Family, GameFacts, Misfit};
-pub use game::{ActionMask, Game, GameInfo, PettingZoo, SpreadParams, TagParams, Team};
+pub use game::{ActionMask, Game, GameInfo, PettingZoo, SpreadParams, TagParams, Team, ZooApi};
 pub use space::{ActionSpace, Dtype, ImageEntry, Layout, ObsShape, ObsSpace};
 pub use wrapper::Wrapper;

@@ -277,6 +277,33 @@ CASES = {
               "returns averaged (last 20 = 20 episodes), tandem's a row's, one agent's "
               "(last 20 = 20 agent-episodes, about 7 episodes); the same mean, not the same "
               "spread"),
+    # MAPPO: the same settings with a centralised critic on both sides. BenchMARL's MAPPO critic
+    # reads the game's state (PettingZoo's state(): every agent's observation, concatenated);
+    # tandem's reads the agent's own observation, every agent's and the agent's index.
+    "spread-mappo": case(
+        "benchmarl:mappo", "benchmarl",
+        ["--env", "pettingzoo", "--task", "simple_spread", "--mpe2", "simple_spread_v3",
+         "--task-config", json.dumps({"N": 3, "local_ratio": 0.5, "max_cycles": 25}),
+         "--experiment", json.dumps({
+             "share_policy_params": True, "prefer_continuous_actions": False,
+             "on_policy_collected_frames_per_batch": 3200, "on_policy_n_envs_per_worker": 25,
+             "on_policy_n_minibatch_iters": 4, "on_policy_minibatch_size": 800,
+             "lr": 2.5e-4, "gamma": 0.99, "clip_grad_norm": True, "clip_grad_val": 0.5}),
+         "--algorithm", json.dumps({
+             "share_param_critic": True, "clip_epsilon": 0.2, "entropy_coef": 0.01,
+             "critic_coef": 1.0, "loss_critic_type": "l2", "lmbda": 0.95,
+             "minibatch_advantage": False}),
+         "--model", json.dumps({"num_cells": [64, 64], "activation_class": "Tanh",
+                                "layer_class": "Linear"})],
+        "ppo-mpe-spread.kdl", 1_920_000, 3, ['network.critic-input="state"'],
+        notes="spread-ippo's settings and mapping (its notes) with a centralised critic on both "
+              "sides: BenchMARL 1.5.2 MAPPO (share_param_critic: one centralised critic, whose "
+              "input is the game's state where the task has one, PettingZoo's state(), every "
+              "agent's observation concatenated, and whose one value serves every agent) -> "
+              "network.critic-input \"state\" (tandem's critic reads the agent's own "
+              "observation, every agent's in the game's order and a one-hot of the agent's "
+              "index, so each agent has a value of its own). The actor reads the agent's own "
+              "observation on both sides"),
     "pong-ppo-atari-bf16": case(
         "cleanrl:ppo_atari_envpool", "cleanrl-envpool", ["--env-id", "Pong-v5"],
         "ppo-atari.kdl", 10_000_000, 3, ['env="atari-pong"', *BF16], peer_from="pong-ppo-atari",

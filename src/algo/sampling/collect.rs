@@ -230,6 +230,7 @@ impl RolloutCollector {
                 model.act_recurrent(&obs, &memory.starts, &memory.state)
             })?;
             let actions = host_actions(&model.env_actions(&taken.actions), self.action_kind)?;
+            let acting = envs.acting();
             let stepping = Instant::now();
             envs.step(&actions)?;
             phases.add("env", stepping.elapsed());
@@ -244,6 +245,7 @@ impl RolloutCollector {
                 buffer,
                 &Stepped::of(envs),
                 &obs,
+                acting.as_deref(),
                 &taken,
                 &truncation_value,
                 phases,
@@ -302,6 +304,8 @@ impl RolloutCollector {
         phases: &mut Phases,
     ) -> Result<()> {
         let obs = buffer.obs_row(t)?;
+        // Whose turn it is is a property of the observations the actions are chosen from.
+        let acting = envs.acting();
         let mut taken_by_group = Vec::with_capacity(self.groups);
         for g in 0..self.groups {
             let taken = self.act_and_step_group(t, g, &obs, model, envs, buffer, chosen, phases)?;
@@ -313,6 +317,7 @@ impl RolloutCollector {
             buffer,
             &Stepped::of(envs),
             &obs,
+            acting.as_deref(),
             &taken,
             &truncation_value,
             phases,
@@ -506,6 +511,7 @@ pub(super) fn record_step(
     buffer: &mut RolloutBuffer,
     stepped: &Stepped,
     obs: &Tensor,
+    acting: Option<&[bool]>,
     taken: &ActTaken,
     truncation_value: &dyn Fn(&Tensor) -> Result<Tensor>,
     phases: &mut Phases,
@@ -530,6 +536,7 @@ pub(super) fn record_step(
         terminated: &terminated,
         truncated: &truncated,
         truncation_values: truncation_values.as_ref(),
+        acting,
     })
 }
 

@@ -90,7 +90,16 @@ fn record_seats(
     };
     let model = p.model;
     let truncation_value = |finals: &Tensor| model.value(finals);
-    record_step(p.buffer, &stepped, obs, chosen, &truncation_value, phases)
+    // Several policies are not yet for games that take turns (the config refuses them).
+    record_step(
+        p.buffer,
+        &stepped,
+        obs,
+        None,
+        chosen,
+        &truncation_value,
+        phases,
+    )
 }
 
 /// Records s_T of a player's rows in its buffer and returns V(s_T).

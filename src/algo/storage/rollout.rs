@@ -7,6 +7,12 @@
 //! a *truncated* step (time limit) the episode was cut short, so the target bootstraps from
 //! V(final observation), which the trainer evaluates and passes in because the environment has
 //! already reset. In both cases the advantage recursion does not run across the boundary.
+//!
+//! In a game whose agents take turns, a row acts only on its own turns: between two of them it
+//! waits, observing. Its transitions are its turns ([`StepRecord::acting`]); a turn's reward is
+//! what the row got from that move until its next turn, and its target bootstraps from V at
+//! that next turn (or from the episode's end, if the game ended while it waited). Only the turns
+//! go into the batch.
 
 use anyhow::{Context, Result, bail, ensure};
 use tch::{Device, Kind, Tensor};
@@ -33,6 +39,9 @@ pub struct StepRecord<'a> {
     /// `[N]` V(final observation) for the truncated environments (other entries are ignored).
     /// Required whenever any environment is truncated-and-not-terminated at this step.
     pub truncation_values: Option<&'a Tensor>,
+    /// `[N]` in a game that takes turns, which rows acted (chose the action that was played);
+    /// `None` when every row acted.
+    pub acting: Option<&'a [bool]>,
 }
 
 /// Per-step, per-environment arrays in step-major order (index `t * num_envs + env`), the input
@@ -47,6 +56,8 @@ pub struct RolloutArrays<'a> {
     pub truncation_values: &'a [f32],
     /// `[N]` V(s_T): the observation after the last recorded step.
     pub last_values: &'a [f32],
+    /// Which steps were a row's own turns, in a game that takes turns; `None`: every step.
+    pub acting: Option<&'a [bool]>,
 }
 
 impl RolloutArrays<'_> {
@@ -69,6 +80,13 @@ impl RolloutArrays<'_> {
                 "rollout: {name} has {other} entries, rewards has {len}"
             );
         }
+        if let Some(acting) = self.acting {
+            ensure!(
+                acting.len() == len,
+                "rollout: acting has {} entries, rewards has {len}",
+                acting.len()
+            );
+        }
         ensure!(
             self.last_values.len() == self.num_envs,
             "rollout: last_values has {} entries for {} environments",
@@ -76,6 +94,11 @@ impl RolloutArrays<'_> {
             self.num_envs
         );
         Ok(len / self.num_envs)
+    }
+
+    /// Whether step index `i` was its row's turn.
+    fn acts(&self, i: usize) -> bool {
+        self.acting.is_none_or(|acting| acting[i])
     }
 
     /// The value the target at step index `i` (step `t`) bootstraps from, and whether the
@@ -94,11 +117,55 @@ impl RolloutArrays<'_> {
     }
 }
 
+/// What a row's steps between two of its turns add up to, walking backwards (a game that takes
+/// turns; with every row acting on every step it stays empty): the rewards the row got while
+/// it waited, and, where its episode ended while it waited, the value that end bootstraps from.
+#[derive(Default)]
+struct Waiting {
+    reward: f64,
+    end: Option<f64>,
+}
+
+impl Waiting {
+    /// A step the row waited through, with its reward and `bootstrap`'s answer for it.
+    fn wait(&mut self, reward: f32, (bootstrap, continues): (f64, bool)) {
+        if continues {
+            self.reward += reward as f64;
+        } else {
+            // The episode ended here: what comes after belongs to the next one.
+            *self = Waiting {
+                reward: reward as f64,
+                end: Some(bootstrap),
+            };
+        }
+    }
+
+    /// A turn: its reward with what the row got until its next turn, the value its target
+    /// bootstraps from, and whether the episode goes on to that next turn (whose value is
+    /// `next`). Empties the wait.
+    fn turn(
+        &mut self,
+        reward: f32,
+        (bootstrap, continues): (f64, bool),
+        next: f64,
+    ) -> (f64, f64, bool) {
+        let waited = std::mem::take(self);
+        match (continues, waited.end) {
+            (false, _) => (reward as f64, bootstrap, false),
+            (true, Some(end)) => (reward as f64 + waited.reward, end, false),
+            (true, None) => (reward as f64 + waited.reward, next, true),
+        }
+    }
+}
+
 /// GAE(lambda) (Schulman et al. 2016, eq. 16), returning `(advantages, returns)` with
 /// `returns = advantages + values` (the lambda-return the value function regresses on).
 ///
 ///   delta_t = r_t + gamma * V_boot(t) - V(s_t)
 ///   A_t     = delta_t + gamma * lambda * A_{t+1}   (only while the episode continues)
+///
+/// In a game that takes turns, t and t+1 are a row's consecutive turns and r_t sums what it got
+/// in between ([`Waiting`]); the steps it waited through get zeros.
 pub fn generalized_advantages(
     arrays: &RolloutArrays,
     gamma: f64,
@@ -109,11 +176,18 @@ pub fn generalized_advantages(
     let n = arrays.num_envs;
     let mut advantages = vec![0f32; arrays.rewards.len()];
     for env in 0..n {
-        let mut next_advantage = 0f64;
+        let (mut next_value, mut next_advantage) = (arrays.last_values[env] as f64, 0f64);
+        let mut waiting = Waiting::default();
         for t in (0..num_steps).rev() {
             let i = t * n + env;
-            let (bootstrap, continues) = arrays.bootstrap(t, env, num_steps);
-            let delta = arrays.rewards[i] as f64 + gamma * bootstrap - arrays.values[i] as f64;
+            let ends = arrays.bootstrap(t, env, num_steps);
+            if !arrays.acts(i) {
+                waiting.wait(arrays.rewards[i], ends);
+                continue;
+            }
+            let (reward, bootstrap, continues) = waiting.turn(arrays.rewards[i], ends, next_value);
+            let value = arrays.values[i] as f64;
+            let delta = reward + gamma * bootstrap - value;
             let carried = if continues {
                 gamma * lambda * next_advantage
             } else {
@@ -121,6 +195,7 @@ pub fn generalized_advantages(
             };
             next_advantage = delta + carried;
             advantages[i] = next_advantage as f32;
+            next_value = value;
         }
     }
     let returns = advantages
@@ -136,6 +211,9 @@ pub fn generalized_advantages(
 /// V(final observation) at a truncation, or from nothing at a termination.
 ///
 ///   R_t = r_t + gamma * R_{t+1}        (R_T = V(s_T))
+///
+/// In a game that takes turns, t and t+1 are a row's consecutive turns, as for
+/// [`generalized_advantages`]; the steps it waited through get zeros.
 pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
     check_discount(gamma, 1.0)?;
     let num_steps = arrays.num_steps()?;
@@ -143,11 +221,17 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
     let mut returns = vec![0f32; arrays.rewards.len()];
     for env in 0..n {
         let mut next_return = arrays.last_values[env] as f64;
+        let mut waiting = Waiting::default();
         for t in (0..num_steps).rev() {
             let i = t * n + env;
-            let (bootstrap, continues) = arrays.bootstrap(t, env, num_steps);
+            let ends = arrays.bootstrap(t, env, num_steps);
+            if !arrays.acts(i) {
+                waiting.wait(arrays.rewards[i], ends);
+                continue;
+            }
+            let (reward, bootstrap, continues) = waiting.turn(arrays.rewards[i], ends, next_return);
             let tail = if continues { next_return } else { bootstrap };
-            next_return = arrays.rewards[i] as f64 + gamma * tail;
+            next_return = reward + gamma * tail;
             returns[i] = next_return as f32;
         }
     }
@@ -182,6 +266,10 @@ pub fn vtrace(
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     check_discount(gamma, lambda)?;
     let num_steps = arrays.num_steps()?;
+    ensure!(
+        arrays.acting.is_none(),
+        "rollout: V-trace needs every row to act on every step, not a game that takes turns"
+    );
     ensure!(
         log_ratios.len() == arrays.rewards.len(),
         "rollout: {} log-ratios for {} steps",
@@ -422,6 +510,9 @@ pub struct RolloutBuffer {
     truncation_values: Tensor,
     /// Per step: whether truncation values were supplied.
     has_truncation_values: Vec<bool>,
+    /// `[T * N]` in a game that takes turns, which rows acted at each step
+    /// ([`StepRecord::acting`]); `None` while every row acted.
+    acting: Option<Vec<bool>>,
     /// `[T, N]` 1 where an episode starts at that step's observation (recurrent policies).
     starts: Tensor,
     /// `[N, width]` the recurrent state before the first step; `None` for a feed-forward policy.
@@ -545,6 +636,7 @@ impl RolloutBuffer {
             truncated: float(&tn),
             truncation_values: float(&tn),
             has_truncation_values: vec![false; num_steps as usize],
+            acting: None,
             starts: float(&tn),
             initial_state: None,
             bootstrap_obs: Tensor::zeros(&row_obs, (obs_kind, device)),
@@ -579,6 +671,7 @@ impl RolloutBuffer {
     pub fn reset(&mut self) {
         self.filled = 0;
         self.has_truncation_values.fill(false);
+        self.acting = None;
     }
 
     /// Makes the rollout a recurrent one: `state` `[N, width]` is each environment's state
@@ -692,6 +785,7 @@ impl RolloutBuffer {
         if let Some(v) = step.truncation_values {
             expect_shape("truncation_values", t, v, &[n])?;
         }
+        self.record_acting(t, step.acting)?;
         tch::no_grad(|| {
             // Observations written in place through `next_obs` are already there. (The storage
             // is contiguous, so row t starts t rows in.)
@@ -716,6 +810,27 @@ impl RolloutBuffer {
         });
         self.has_truncation_values[t as usize] = step.truncation_values.is_some();
         self.filled += 1;
+        Ok(())
+    }
+
+    /// Row t of [`RolloutBuffer::acting`]: made (every earlier row acting) on the first step
+    /// some row waited.
+    fn record_acting(&mut self, t: i64, acting: Option<&[bool]>) -> Result<()> {
+        let n = self.num_envs as usize;
+        let row = t as usize * n..(t as usize + 1) * n;
+        match (acting, &mut self.acting) {
+            (None, None) => {}
+            (None, Some(all)) => all[row].fill(true),
+            (Some(given), all) => {
+                ensure!(
+                    given.len() == n,
+                    "rollout step {t}: acting has {} entries, expected {n}",
+                    given.len()
+                );
+                let all = all.get_or_insert_with(|| vec![true; self.num_steps as usize * n]);
+                all[row].copy_from_slice(given);
+            }
+        }
         Ok(())
     }
 
@@ -766,6 +881,7 @@ impl RolloutBuffer {
             truncated: host_floats(&self.truncated)?,
             truncation_values: host_floats(&self.truncation_values)?,
             last_values: host_floats(last_values)?,
+            acting: self.acting.clone(),
         };
         let n = self.num_envs as usize;
         for (t, supplied) in self.has_truncation_values.iter().enumerate() {
@@ -809,7 +925,22 @@ impl RolloutBuffer {
             starts: self.starts.reshape([b]),
             initial_state: state.shallow_clone(),
         });
-        Ok(batch)
+        let Some(acting) = &self.acting else {
+            return Ok(batch);
+        };
+        // A game that takes turns: the batch is the rows' turns.
+        ensure!(
+            batch.sequences.is_none(),
+            "rollout: a recurrent policy's sequences cannot leave out the steps a row waited through"
+        );
+        let turns: Vec<i64> = (0..acting.len() as i64)
+            .filter(|&i| acting[i as usize])
+            .collect();
+        ensure!(
+            !turns.is_empty(),
+            "rollout: no row took a turn in this rollout"
+        );
+        Ok(batch.select(&Tensor::from_slice(&turns).to_device(self.obs.device())))
     }
 
     /// Everything the buffer holds, by name, for a checkpoint of a batch in flight
@@ -975,6 +1106,7 @@ struct HostArrays {
     truncated: Vec<f32>,
     truncation_values: Vec<f32>,
     last_values: Vec<f32>,
+    acting: Option<Vec<bool>>,
 }
 
 impl HostArrays {
@@ -987,6 +1119,7 @@ impl HostArrays {
             truncated: &self.truncated,
             truncation_values: &self.truncation_values,
             last_values: &self.last_values,
+            acting: self.acting.as_deref(),
         }
     }
 }

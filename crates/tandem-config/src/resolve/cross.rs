@@ -104,6 +104,9 @@ impl CrossCheck<'_, '_> {
         if self.experiment.network.critic_input == CriticInput::State {
             self.central_critic();
         }
+        if self.experiment.env.game.takes_turns() {
+            self.turns();
+        }
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -812,7 +815,9 @@ impl CrossCheck<'_, '_> {
             return;
         }
         let subject = format!("{} policies", plans.len());
-        self.seats_can_share_a_batch(&subject, path);
+        if self.seats_can_share_a_batch(&subject, path) {
+            self.policy_minibatches();
+        }
     }
 
     /// A centralised critic reads every agent's observation in a game beside the actor's own:
@@ -862,18 +867,56 @@ impl CrossCheck<'_, '_> {
                 "write `network \"mlp\" { actor-critic \"separate\" }`: the critic's torso reads the game's state, the actor's only the agent's observation".into(),
             );
         }
-        self.seats_can_share_a_batch("a centralised critic", path);
+        if self.seats_can_share_a_batch("a centralised critic", path) {
+            self.policy_minibatches();
+        }
     }
 
-    /// Learners that play seats of a batch (several policies, a centralised critic) share
-    /// each step of it: each collects synchronously, without a recurrent state, and splits its
-    /// own rows into minibatches. `subject` says what needs it, written at `path`.
-    fn seats_can_share_a_batch(&mut self, subject: &str, path: &str) {
+    /// A turn-based game: its learner keeps each row's own turns of a synchronous rollout,
+    /// one row a game on each step, and splits those into minibatches.
+    fn turns(&mut self) {
+        let e = self.experiment;
+        let path = "env.api";
+        if !self.ok(&[path, "env"]) {
+            return;
+        }
+        if !e.train.policies.0.is_empty() {
+            // Refused for every pettingzoo environment (`policies`).
+            return;
+        }
+        if !self.seats_can_share_a_batch("a turn-based game", path) {
+            return;
+        }
+        let Algorithm::Ppo(ppo) = &e.algorithm else {
+            return;
+        };
+        let turns = e.per_rank_envs() * e.train.rollout;
+        if !turns.is_multiple_of(ppo.minibatches) && self.ok(&["algorithm.minibatches"]) {
+            self.report(
+                "config::inconsistent",
+                format!(
+                    "a rank's {turns} turns cannot be split into {} minibatches",
+                    ppo.minibatches
+                ),
+                "algorithm.minibatches",
+                "does not divide the turns",
+                Some((path, "a turn-based game")),
+                "a rank learns from one turn a game on each step, environments a rank x rollout: \
+                 pick minibatches that divide it"
+                    .into(),
+            );
+        }
+    }
+
+    /// Learners that play seats of a batch (several policies, a centralised critic) or learn
+    /// from some of its rows (a turn-based game) collect synchronously, without a recurrent
+    /// state; false where `subject`, written at `path`, was refused for it.
+    fn seats_can_share_a_batch(&mut self, subject: &str, path: &str) -> bool {
         let e = self.experiment;
         let not_yet = |what: &str| format!("{subject} cannot {what} yet");
         if e.algorithm.facts().learns != Learns::OnPolicy && self.ok(&["algorithm"]) {
             let learners = Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "or");
-            return self.report(
+            self.report(
                 "config::inconsistent",
                 not_yet(&format!("learn with {}", e.algorithm.name())),
                 path,
@@ -881,6 +924,7 @@ impl CrossCheck<'_, '_> {
                 Some(("algorithm", "an off-policy learner")),
                 format!("it learns with {learners}"),
             );
+            return false;
         }
         let refusals = [
             (
@@ -904,7 +948,7 @@ impl CrossCheck<'_, '_> {
         ];
         for (refused, other, what, fix) in refusals {
             if refused && self.ok(&[other]) {
-                return self.report(
+                self.report(
                     "config::inconsistent",
                     not_yet(what),
                     path,
@@ -912,9 +956,10 @@ impl CrossCheck<'_, '_> {
                     Some((other, "this setting")),
                     fix.into(),
                 );
+                return false;
             }
         }
-        self.policy_minibatches();
+        true
     }
 
     /// PPO's minibatches split each policy's rows on each rank.

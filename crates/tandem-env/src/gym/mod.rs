@@ -70,7 +70,7 @@ use pool::{Failure, Worker, await_replies};
 use shm::{Layout, Shm};
 use tandem_spec::Wrapper;
 use tandem_spec::fit::{self, GameFacts};
-pub use tandem_spec::game::{ActionMask, Gymnasium, PettingZoo, Scalar};
+pub use tandem_spec::game::{ActionMask, Gymnasium, PettingZoo, Scalar, ZooApi};
 
 /// How this process runs a gymnasium environment's workers, beyond what the environment's
 /// settings ([`Gymnasium`]) say: not settings of the run, so not in the config.
@@ -93,6 +93,8 @@ pub(crate) enum Source {
         function: String,
         /// The agents the experiment says each game has, checked against the game's.
         agents: usize,
+        /// The function builds an AEC environment, whose agents take turns.
+        turns: bool,
     },
 }
 
@@ -166,6 +168,7 @@ impl Launch {
             module: zoo.module.clone(),
             function: zoo.function.clone(),
             agents: zoo.agents,
+            turns: zoo.api == tandem_spec::ZooApi::Aec,
         };
         let launch = Self::checked(&zoo.module, source, &common, options)?;
         let bad = |reason: &str| {
@@ -371,6 +374,8 @@ struct Shared {
     name: &'static str,
     /// A PettingZoo game's agents, in `possible_agents` order; empty for gymnasium.
     agents: Vec<AgentSpec>,
+    /// A PettingZoo AEC game: its worker writes whose turn it is after every step and reset.
+    turns: bool,
     step_timeout: Duration,
     shm: Shm,
     workers: Vec<Mutex<Worker>>,
@@ -405,11 +410,14 @@ impl Pool {
         check_wrappers(wrappers, gym)?;
         let mut workers = Vec::new();
         let shares = shares(seeds.len(), gym.workers);
-        let (kind, module, function) = match &gym.source {
-            Source::Gymnasium => ("gymnasium", "", ""),
+        let (kind, module, function, turns) = match &gym.source {
+            Source::Gymnasium => ("gymnasium", "", "", false),
             Source::PettingZoo {
-                module, function, ..
-            } => ("pettingzoo", module.as_str(), function.as_str()),
+                module,
+                function,
+                turns,
+                ..
+            } => ("pettingzoo", module.as_str(), function.as_str(), *turns),
         };
         for (w, envs) in shares.iter().cloned().enumerate() {
             let config = serde_json::json!({
@@ -421,6 +429,7 @@ impl Pool {
                 "make_args": gym.make_args,
                 "render": gym.render,
                 "action_mask": gym.action_mask.name(),
+                "api": if turns { "aec" } else { "parallel" },
                 "info_keys": gym.info_keys,
                 "lo": envs.start,
                 "hi": envs.end,
@@ -509,6 +518,7 @@ impl Pool {
                 // Once per pool: ParallelEnv names its game with a static string.
                 name: Box::leak(gym.id.clone().into_boxed_str()),
                 agents,
+                turns,
                 step_timeout: gym.step_timeout,
                 shm,
                 workers: workers.into_iter().map(Mutex::new).collect(),
@@ -1341,6 +1351,15 @@ impl ParallelEnv for ZooGame {
             l.obs
         };
         shared.copy_row(i, row, ObsBuf::F32(obs), "step");
+    }
+
+    fn takes_turns(&self) -> bool {
+        self.shared.turns
+    }
+
+    fn turn(&self) -> usize {
+        let l = &self.shared.shm.layout;
+        self.shared.shm.u64_at(l.turn + 8 * self.index) as usize
     }
 
     fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {

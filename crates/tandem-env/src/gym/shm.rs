@@ -40,6 +40,8 @@ pub(crate) struct Layout {
     pub ready: usize,
     pub seeded: usize,
     pub seed: usize,
+    /// A turn-based game's agent to act next, by its index (u64 per environment).
+    pub turn: usize,
     pub size: usize,
 }
 
@@ -66,6 +68,7 @@ impl Layout {
         let rew = next(n * per * 8);
         let info = next(n * info_keys * 8);
         let seed = next(n * 8);
+        let turn = next(n * 8);
         let term = next(n * per);
         let trunc = next(n * per);
         let stepped = next(n);
@@ -88,6 +91,7 @@ impl Layout {
             ready,
             seeded,
             seed,
+            turn,
             size: at.max(64),
         }
     }
@@ -104,6 +108,7 @@ impl Layout {
                 "obs": self.obs, "final": self.fin, "act": self.act, "rew": self.rew, "info": self.info,
                 "term": self.term, "trunc": self.trunc, "stepped": self.stepped,
                 "ready": self.ready, "seeded": self.seeded, "seed": self.seed,
+                "turn": self.turn,
             },
         })
     }

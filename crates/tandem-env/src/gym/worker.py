@@ -4,14 +4,15 @@ With "kind": "pettingzoo" each environment is a PettingZoo Parallel environment
 (`<module>.<function>(**make_args)`) of several agents, seen through `Parallel` as one
 environment whose observation, reward, flags and info are lists in `possible_agents` order;
 its observation row is every agent's encoded observation, agent after agent, and its action,
-reward and flag rows hold one entry per agent.
+reward and flag rows hold one entry per agent. With "api": "aec" it is an AEC environment seen
+through `Turns`: one agent moves a step, and the worker writes whose turn it is ("turn").
 
 tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observations,
 actions, rewards and flags live in a shared-memory file both sides map; the pipes carry
 one short line per request. Protocol (all lines end in a newline):
 
   stdin, first line:   JSON {"kind", "id", "module", "function", "imports", "make_args", "render",
-                             "action_mask", "info_keys", "lo", "hi"}
+                             "action_mask", "api", "info_keys", "lo", "hi"}
   reply:               JSON {"hello": ...} (interpreter, versions, spaces) or {"error": ...}
   stdin, second line:  JSON {"shm": path, "size": bytes, "n": envs, "agents": per env, "offsets": {...}}
   reply:               "k" or {"error": ...}
@@ -392,6 +393,102 @@ class Parallel:
         self.env.close()
 
 
+class Turns(Parallel):
+    """A PettingZoo AEC environment, whose agents take turns, seen as `Parallel` sees a
+    Parallel one: on each step the agent whose turn it is (`agent_selection`; `turn`, its
+    index) plays its entry of the actions and the others' entries are not played. Every
+    agent's observation, reward and flags are read after each move (`observe`, `rewards`,
+    `terminations`, `truncations`, `infos`). With an action mask (`mask`, the experiment's
+    action-mask), an agent waiting for its turn, and every agent once the game is over, is
+    shown every action as legal (its row's action is not played, and the mask a waiting agent
+    is given often allows nothing), and a move the mover's own mask forbids is an
+    `IllegalMove`."""
+
+    def __init__(self, env, np, mask):
+        super().__init__(env)
+        self.np, self.mask = np, mask
+        self.turn = 0
+        self.given = ([], [])
+
+    def observed(self, when, over=False):
+        """Every agent's observation and info, as `Parallel` lists them, and whose turn it is."""
+        live = getattr(self.env, "agents", self.names)
+        gone = [a for a in self.names if a not in live]
+        if gone:
+            raise Departure(
+                f"agent `{gone[0]}` left {when} while others played on; tandem's games end for every agent at once "
+                "(agents that leave before the others are not supported yet)"
+            )
+        obs = [self.env.observe(a) for a in self.names]
+        infos = self.env.infos if isinstance(self.env.infos, dict) else {}
+        infos = [infos.get(a, {}) for a in self.names]
+        self.given = (obs, infos)
+        if not over:
+            self.turn = self.names.index(self.env.agent_selection)
+        mover = None if over else self.turn
+        return self.shown(obs, infos, mover)
+
+    def shown(self, obs, infos, mover):
+        if self.mask == "none":
+            return obs, infos
+        shown_obs, shown_infos = [], []
+        for j, (o, i) in enumerate(zip(obs, infos)):
+            if j != mover:
+                if self.mask == "observation" and isinstance(o, dict) and "action_mask" in o:
+                    o = dict(o, action_mask=self.np.ones_like(o["action_mask"]))
+                if self.mask == "info" and isinstance(i, dict) and "action_mask" in i:
+                    i = dict(i, action_mask=self.np.ones_like(i["action_mask"]))
+            shown_obs.append(o)
+            shown_infos.append(i)
+        return shown_obs, shown_infos
+
+    def reset(self, seed=None):
+        self.env.reset(seed=seed)
+        self.steps = 0
+        self.check_possible("at a reset")
+        return self.observed("at a reset")
+
+    def check_legal(self, action):
+        if self.mask == "none" or not isinstance(action, int):
+            return
+        obs, infos = self.given
+        o, i = obs[self.turn], infos[self.turn]
+        if self.mask == "observation":
+            m = o.get("action_mask") if isinstance(o, dict) else None
+        else:
+            m = i.get("action_mask") if isinstance(i, dict) else None
+        if m is not None and not (0 <= action < len(m) and m[action]):
+            legal = [k for k in range(len(m)) if m[k]]
+            raise IllegalMove(
+                f"agent `{self.names[self.turn]}` played action {action} at step {self.steps + 1} of its episode, which its "
+                f"action mask forbids (legal: {legal})"
+            )
+
+    def step(self, actions):
+        action = actions[self.turn]
+        self.check_legal(action)
+        self.env.step(action)
+        self.steps += 1
+        when = f"at step {self.steps} of its episode"
+        self.check_possible(when)
+        rew = [float(r) for r in self.per_agent(self.env.rewards, "reward", when)]
+        term = [bool(t) for t in self.per_agent(self.env.terminations, "termination", when)]
+        trunc = [bool(t) for t in self.per_agent(self.env.truncations, "truncation", when)]
+        done = [t or u for t, u in zip(term, trunc)]
+        if any(done) and not all(done):
+            left = [a for a, d in zip(self.names, done) if d]
+            raise Departure(
+                f"agent `{left[0]}` left {when} while others played on; tandem's games end for every agent at once "
+                "(agents that leave before the others are not supported yet)"
+            )
+        obs, infos = self.observed(when, over=all(done))
+        return obs, rew, term, trunc, infos
+
+
+class IllegalMove(Exception):
+    """A move the mover's action mask forbids."""
+
+
 def describe_agents(env, np, mask):
     """Each agent's spaces as tandem reads them, and the game's observation: every agent's
     float32 vector (a Box flattened, anything else encoded as for gymnasium) agent after
@@ -415,6 +512,25 @@ def describe_agents(env, np, mask):
     total = sum(e["len"] for e in entries)
     game = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": entries, "repr": f"{len(agents)} agents", "mask": 0}
     return agents, game, encode
+
+
+def checked_api(env, turns, np, mask, function):
+    """`env` seen through `Turns` (the experiment's api "aec") or `Parallel`; an environment of
+    the other API is refused with the setting to change."""
+    # AEC environments (and their wrappers) iterate their agents; Parallel ones do not. The
+    # class is asked: an AEC wrapper refuses `agent_selection` before the first reset.
+    aec = callable(getattr(type(env), "agent_iter", None))
+    if turns and not aec:
+        raise TypeError(
+            f"`{function}` built {type(env).__name__}, which has no `agent_iter`: it is not an AEC environment. "
+            'Write `api "parallel"` for a Parallel environment, or name the module\'s AEC function (`function "env"`)'
+        )
+    if not turns and aec:
+        raise TypeError(
+            f"`{function}` built {type(env).__name__}, an AEC environment whose agents take turns (it has `agent_iter`). "
+            'Write `api "aec"` for it, or name the module\'s Parallel function (`function "parallel_env"`)'
+        )
+    return Turns(env, np, mask) if turns else Parallel(env)
 
 
 def start(config):
@@ -457,7 +573,9 @@ def start(config):
             message = f"module `{config['module']}` has no function `{config['function']}` (PettingZoo's environments expose `parallel_env`)"
             error("make", env=config["lo"], message=message, traceback="")
             return None
-        make = lambda: Parallel(factory(**kwargs))
+        turns = config["api"] == "aec"
+        mask = config["action_mask"]
+        make = lambda: checked_api(factory(**kwargs), turns, np, mask, config["function"])
     else:
         make = lambda: gymnasium.make(config["id"], **kwargs)
     envs = []
@@ -570,6 +688,7 @@ class Batch:
         self.ready = view("ready", np.uint8, [n])
         self.seeded = view("seeded", np.uint8, [n])
         self.seed = view("seed", np.uint64, [n])
+        self.turn = view("turn", np.uint64, [n]) if "turn" in off else None
 
     def put(self, rows, i, obs, info):
         rows[i] = obs if self.encode is None else self.encode(obs, info)
@@ -607,10 +726,12 @@ def step(batch, envs, base, lo, hi):
                 batch.ready[i] = 1
                 batch.seeded[i] = 0
             batch.put(batch.obs, i, obs, info)
+            if isinstance(env, Turns):
+                batch.turn[i] = env.turn
         except BadInfo as e:
             error("info", env=i, message=str(e))
             return
-        except Departure as e:
+        except (Departure, IllegalMove) as e:
             error("agents", env=i, message=str(e))
             return
         except Exception:
@@ -635,6 +756,8 @@ def reset(batch, envs, base, words):
             elif seed is not None:
                 env.action_space.seed(seed)
             batch.put(batch.obs, i, obs, info)
+            if isinstance(env, Turns):
+                batch.turn[i] = env.turn
         except Departure as e:
             error("agents", env=i, message=str(e))
             return

@@ -124,6 +124,8 @@ pub(super) fn push_complete_steps(batch: &mut OpenBatch) -> Result<()> {
             terminated: &cat(|p| &p.terminated),
             truncated: &cat(|p| &p.truncated),
             truncation_values: truncation_values.as_ref(),
+            // Free sampling is not for games that take turns (the config refuses it).
+            acting: None,
         })?;
     }
     Ok(())
