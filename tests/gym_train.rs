@@ -1449,3 +1449,52 @@ fn ppo_trains_a_pettingzoo_environment_and_its_agent_count_is_checked() {
     );
     assert_nothing_left("zoo-agents", &ran.output);
 }
+
+/// PettingZoo's connect four through the AEC API (`api "aec"`): one policy plays both players,
+/// PPO and A2C each train it with the action mask and never play a forbidden move (the bridge
+/// would stop the run), and every game gives its two rows opposite scores (+1 and -1, or 0 and
+/// 0), so the mean over whole games is exactly 0.
+#[test]
+fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
+    let Some(python) = venv_python() else { return };
+    for algorithm in ["ppo\" { epochs 2; minibatches 4 }", "a2c\""] {
+        let text = format!(
+            r#"experiment "four" {{
+    seed 1
+    devices "cpu"
+    threads 1
+    algorithm "{algorithm}
+    env "pettingzoo" {{
+        module "pettingzoo.classic.connect_four_v3"
+        function "env"
+        api "aec"
+        agents 2
+        action-mask "observation"
+        python "{}"
+        workers 1
+        envs 8
+    }}
+    network "mlp" {{ hidden 32 }}
+    train {{ total-steps 16384; rollout 32 }}
+}}
+"#,
+            python.display()
+        );
+        let (run_dir, ran) = train_text("zoo-four", &text, &[], Duration::from_secs(300));
+        assert!(ran.success, "{algorithm}: {}", ran.output);
+        assert_eq!(summary_number(&run_dir, "global_step"), Some(16384.0));
+        // 8192 moves in games of 7 to 42 moves, two episodes (one a player) a game.
+        let episodes = summary_number(&run_dir, "episodes").unwrap();
+        assert!(
+            (390.0..=2341.0).contains(&episodes),
+            "{algorithm}: {episodes}"
+        );
+        assert_eq!(episodes % 2.0, 0.0, "{algorithm}: {episodes}");
+        assert_eq!(
+            summary_number(&run_dir, "final_score"),
+            Some(0.0),
+            "{algorithm}"
+        );
+        assert_nothing_left("zoo-four", &ran.output);
+    }
+}

@@ -874,7 +874,7 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("gym-scored", &["env.info-keys=\"is_success\""]),
         ),
         // pettingzoo: as gymnasium; zoo_short.py makes the fixture's games 2 steps long,
-        // `long_game` 7, and `two_scouts` has 2 agents.
+        // `long_game` 7, `two_scouts` has 2 agents, and `turns` takes turns.
         ("env \"pettingzoo\"", Change("zoo", &["env=cartpole"])),
         (
             "env.module (pettingzoo)",
@@ -907,6 +907,11 @@ fn table() -> Vec<(&'static str, Proof)> {
         (
             "env.step-timeout (pettingzoo)",
             Change("zoo", &["env.step-timeout=7"]),
+        ),
+        // `turns` is the fixture game as an AEC environment (PettingZoo's own conversion).
+        (
+            "env.api (pettingzoo)",
+            Change("zoo", &["env.function=turns", "env.api=aec"]),
         ),
         (
             "env.action-mask (pettingzoo)",

@@ -120,3 +120,61 @@ fn a_centralised_critic_is_not_yet_for_pettingzoo() {
         d.message()
     );
 }
+
+const CONNECT_FOUR: &str = "        function \"env\"\n        api \"aec\"\n        agents 2\n";
+
+/// `api "aec"`: a turn-based game resolves, enters the hash, and is refused, at the `api` line
+/// with the other setting named, where its learner could not keep each row's own turns.
+#[test]
+fn a_turn_based_game_resolves_and_its_learners_limits_are_refused_at_api() {
+    let e = resolve(&Source::Stdin(text(CONNECT_FOUR, "")), &[])
+        .unwrap()
+        .experiment;
+    assert_eq!(zoo(&e).api, ZooApi::Aec);
+    assert!(e.env.game.takes_turns());
+    assert!(canonical_kdl(&e).contains("        api \"aec\"\n"));
+    let parallel = resolve(
+        &Source::Stdin(text(CONNECT_FOUR, "")),
+        &["env.api=\"parallel\"".to_string()],
+    )
+    .unwrap()
+    .experiment;
+    assert!(!parallel.env.game.takes_turns());
+    assert_ne!(config_hash(&parallel), config_hash(&e));
+    let refused = [
+        ("    algorithm \"dqn\"\n", "cannot learn with dqn yet"),
+        (
+            "    train {\n        sampling \"pipelined\"\n    }\n",
+            "cannot sample other than synchronously yet",
+        ),
+        (
+            "    train {\n        env-groups 2\n    }\n",
+            "cannot step the environments in groups yet",
+        ),
+        (
+            "    network \"mlp\" {\n        core \"lstm\"\n        actor-critic \"shared\"\n    }\n",
+            "cannot carry a recurrent core yet",
+        ),
+    ];
+    for (rest, said) in refused {
+        let d = only_error(&text(CONNECT_FOUR, rest));
+        assert!(
+            d.message() == format!("a turn-based game {said}"),
+            "{rest}: {}",
+            d.message()
+        );
+        assert_eq!(d.line_column().map(|l| l.0), Some(5), "{rest}");
+    }
+    // One turn a game on each step: 3 envs x rollout 4 = 12 turns a rank, not 8 minibatches
+    // (the 24 rows would split).
+    let d = only_error(&text(
+        &format!("{CONNECT_FOUR}        envs 3\n"),
+        "    algorithm \"ppo\" {\n        minibatches 8\n    }\n    train {\n        rollout 4\n    }\n",
+    ));
+    assert!(
+        d.message()
+            .contains("a rank's 12 turns cannot be split into 8 minibatches"),
+        "{}",
+        d.message()
+    );
+}

@@ -102,3 +102,11 @@ def two_scouts(**kwargs):
     env = Zoo(**kwargs)
     env.possible_agents = ["scout_0", "scout_1"]
     return env
+
+
+def turns(**kwargs):
+    """The same game as an AEC environment (PettingZoo's own conversion): its agents take
+    turns, each move stored until every agent has moved, when the game steps."""
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    return parallel_to_aec(Zoo(**kwargs))
