@@ -1434,7 +1434,8 @@ fn ppo_trains_a_pettingzoo_environment_and_its_agent_count_is_checked() {
     assert_eq!(summary_number(&run_dir, "episodes"), Some(36.0));
     let log = std::fs::read_to_string(run_dir.join("logs/rank-0.log")).unwrap();
     assert!(
-        log.contains("`mpe2.simple_spread_v3`, 2 worker(s)"),
+        log.contains("environments: pettingzoo 1.27.0 (gymnasium ")
+            && log.contains("`mpe2.simple_spread_v3`, 2 worker(s)"),
         "{log}"
     );
     assert_nothing_left("zoo-ppo", &ran.output);

@@ -270,6 +270,8 @@ pub struct GymInfo {
     pub python: String,
     pub python_version: String,
     pub gymnasium_version: String,
+    /// PettingZoo's version, for a PettingZoo environment.
+    pub pettingzoo_version: Option<String>,
     pub numpy_version: String,
     /// The spaces as Python prints them.
     pub observation_space: String,
@@ -283,10 +285,17 @@ pub struct GymInfo {
 
 impl std::fmt::Display for GymInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.pettingzoo_version {
+            Some(version) => write!(
+                f,
+                "pettingzoo {version} (gymnasium {})",
+                self.gymnasium_version
+            )?,
+            None => write!(f, "gymnasium {}", self.gymnasium_version)?,
+        }
         write!(
             f,
-            "gymnasium {} `{}`, {} worker(s) running {} (Python {}, numpy {})",
-            self.gymnasium_version,
+            " `{}`, {} worker(s) running {} (Python {}, numpy {})",
             self.id,
             self.worker_pids.len(),
             self.python,
@@ -476,6 +485,7 @@ impl Pool {
             python: text("python"),
             python_version: text("python_version"),
             gymnasium_version: text("gymnasium"),
+            pettingzoo_version: hello["pettingzoo"].as_str().map(str::to_owned),
             numpy_version: text("numpy"),
             observation_space: hello["obs"]["repr"].as_str().unwrap_or("?").to_owned(),
             action_space: hello["action"]["repr"].as_str().unwrap_or("?").to_owned(),

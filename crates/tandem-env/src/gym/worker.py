@@ -533,6 +533,15 @@ def checked_api(env, turns, np, mask, function):
     return Turns(env, np, mask) if turns else Parallel(env)
 
 
+def pettingzoo_version():
+    try:
+        from importlib.metadata import version
+
+        return version("pettingzoo")
+    except Exception:
+        return "(version unknown)"
+
+
 def start(config):
     if config["render"]:
         # Before anything imports mujoco, which reads it once. EGL needs no display.
@@ -607,6 +616,7 @@ def start(config):
             "python": sys.executable,
             "python_version": sys.version.split()[0],
             "gymnasium": gymnasium.__version__,
+            "pettingzoo": pettingzoo_version() if zoo else None,
             "numpy": np.__version__,
             "obs": obs,
             "action": act,
