@@ -658,34 +658,38 @@ impl Setting for AutoOr {
     }
 }
 
-/// `env "gymnasium" { action-mask }`: tandem-spec's choices, read by name.
+/// One of tandem-spec's named choices (`choices`, each written as `name` gives it), read by
+/// name; the schema admits only their names, so anything else reads as the default.
+fn choice_by_name<T: Copy + Default>(
+    val: Option<&Val>,
+    choices: &[T],
+    name: fn(T) -> &'static str,
+) -> T {
+    let text = match val {
+        Some(Val::Str(s)) => s.as_str(),
+        _ => "",
+    };
+    choices
+        .iter()
+        .copied()
+        .find(|&choice| name(choice) == text)
+        .unwrap_or_default()
+}
+
+/// `env "gymnasium" { action-mask }` (and pettingzoo's).
 impl Setting for ActionMask {
     fn from_val(val: Option<&Val>) -> Self {
-        let text = match val {
-            Some(Val::Str(s)) => s.as_str(),
-            _ => "",
-        };
-        ActionMask::ALL
-            .into_iter()
-            .find(|mask| mask.name() == text)
-            .unwrap_or_default()
+        choice_by_name(val, &ActionMask::ALL, ActionMask::name)
     }
     fn to_val(&self) -> Val {
         Val::Str(self.name().to_string())
     }
 }
 
-/// `env "pettingzoo" { api }`: tandem-spec's choices, read by name.
+/// `env "pettingzoo" { api }`.
 impl Setting for ZooApi {
     fn from_val(val: Option<&Val>) -> Self {
-        let text = match val {
-            Some(Val::Str(s)) => s.as_str(),
-            _ => "",
-        };
-        ZooApi::ALL
-            .into_iter()
-            .find(|api| api.name() == text)
-            .unwrap_or_default()
+        choice_by_name(val, &ZooApi::ALL, ZooApi::name)
     }
     fn to_val(&self) -> Val {
         Val::Str(self.name().to_string())

@@ -129,6 +129,24 @@ SHARED = ['network.actor-critic="shared"']
 # bfloat16 copies; a speed setting, so it must learn as float32 does against the same peer.
 BF16 = ['network.precision="bfloat16"']
 
+# BenchMARL's side of the simple_spread cases (spread-ippo, spread-mappo): the task, the
+# experiment and the algorithm's settings, and the model, as benchmarl_peer.py takes them.
+BENCHMARL_SPREAD = [
+    "--env", "pettingzoo", "--task", "simple_spread", "--mpe2", "simple_spread_v3",
+    "--task-config", json.dumps({"N": 3, "local_ratio": 0.5, "max_cycles": 25}),
+    "--experiment", json.dumps({
+        "share_policy_params": True, "prefer_continuous_actions": False,
+        "on_policy_collected_frames_per_batch": 3200, "on_policy_n_envs_per_worker": 25,
+        "on_policy_n_minibatch_iters": 4, "on_policy_minibatch_size": 800,
+        "lr": 2.5e-4, "gamma": 0.99, "clip_grad_norm": True, "clip_grad_val": 0.5}),
+    "--algorithm", json.dumps({
+        "share_param_critic": True, "clip_epsilon": 0.2, "entropy_coef": 0.01,
+        "critic_coef": 1.0, "loss_critic_type": "l2", "lmbda": 0.95,
+        "minibatch_advantage": False}),
+    "--model", json.dumps({"num_cells": [64, 64], "activation_class": "Tanh",
+                           "layer_class": "Linear"}),
+]
+
 # Settings are each peer's defaults written as values (reading the peer's source for its
 # defaults; nothing of its code is here). Where tandem cannot express a peer setting, the
 # KDL file or the note says so.
@@ -235,20 +253,7 @@ CASES = {
     # BenchMARL's IPPO with shared parameters. Steps are agent steps on both sides (tandem's
     # unit; benchmarl_peer.py runs steps / 3 of BenchMARL's environment frames).
     "spread-ippo": case(
-        "benchmarl:ippo", "benchmarl",
-        ["--env", "pettingzoo", "--task", "simple_spread", "--mpe2", "simple_spread_v3",
-         "--task-config", json.dumps({"N": 3, "local_ratio": 0.5, "max_cycles": 25}),
-         "--experiment", json.dumps({
-             "share_policy_params": True, "prefer_continuous_actions": False,
-             "on_policy_collected_frames_per_batch": 3200, "on_policy_n_envs_per_worker": 25,
-             "on_policy_n_minibatch_iters": 4, "on_policy_minibatch_size": 800,
-             "lr": 2.5e-4, "gamma": 0.99, "clip_grad_norm": True, "clip_grad_val": 0.5}),
-         "--algorithm", json.dumps({
-             "share_param_critic": True, "clip_epsilon": 0.2, "entropy_coef": 0.01,
-             "critic_coef": 1.0, "loss_critic_type": "l2", "lmbda": 0.95,
-             "minibatch_advantage": False}),
-         "--model", json.dumps({"num_cells": [64, 64], "activation_class": "Tanh",
-                                "layer_class": "Linear"})],
+        "benchmarl:ippo", "benchmarl", BENCHMARL_SPREAD,
         "ppo-mpe-spread.kdl", 1_920_000, 3,
         notes="BenchMARL 1.5.2 IPPO (torchrl 0.11.1, tensordict 0.11.0, torch 2.13.0 CPU; "
               "benchmarl_venv.sh) on PettingZoo 1.27's simple_spread_v3 from mpe2 1.1.1 (the "
@@ -281,20 +286,7 @@ CASES = {
     # reads the game's state (PettingZoo's state(): every agent's observation, concatenated);
     # tandem's reads the agent's own observation, every agent's and the agent's index.
     "spread-mappo": case(
-        "benchmarl:mappo", "benchmarl",
-        ["--env", "pettingzoo", "--task", "simple_spread", "--mpe2", "simple_spread_v3",
-         "--task-config", json.dumps({"N": 3, "local_ratio": 0.5, "max_cycles": 25}),
-         "--experiment", json.dumps({
-             "share_policy_params": True, "prefer_continuous_actions": False,
-             "on_policy_collected_frames_per_batch": 3200, "on_policy_n_envs_per_worker": 25,
-             "on_policy_n_minibatch_iters": 4, "on_policy_minibatch_size": 800,
-             "lr": 2.5e-4, "gamma": 0.99, "clip_grad_norm": True, "clip_grad_val": 0.5}),
-         "--algorithm", json.dumps({
-             "share_param_critic": True, "clip_epsilon": 0.2, "entropy_coef": 0.01,
-             "critic_coef": 1.0, "loss_critic_type": "l2", "lmbda": 0.95,
-             "minibatch_advantage": False}),
-         "--model", json.dumps({"num_cells": [64, 64], "activation_class": "Tanh",
-                                "layer_class": "Linear"})],
+        "benchmarl:mappo", "benchmarl", BENCHMARL_SPREAD,
         "ppo-mpe-spread.kdl", 1_920_000, 3, ['network.critic-input="state"'],
         notes="spread-ippo's settings and mapping (its notes) with a centralised critic on both "
               "sides: BenchMARL 1.5.2 MAPPO (share_param_critic: one centralised critic, whose "
