@@ -283,6 +283,30 @@ fn turns_learn_from_each_rows_own_moves_with_what_came_until_its_next() {
 }
 
 #[test]
+fn a_turns_reward_sums_every_step_the_row_waited_through() {
+    // Three agents, one move each (row 0 at t0, row 1 at t1, row 2 at t2). Row 0 gets .5 and
+    // .25 while it waits; its next turn is past the rollout, so it bootstraps from V(s_3) = 2.
+    let acting = [true, false, false, false, true, false, false, false, true];
+    let rewards = [0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.25, 1.0, 0.0];
+    let turns = RolloutArrays {
+        num_envs: 3,
+        rewards: &rewards,
+        values: &[0.5; 9],
+        terminated: &[0.0; 9],
+        truncated: &[0.0; 9],
+        truncation_values: &[0.0; 9],
+        last_values: &[2.0, 3.0, 4.0],
+        acting: Some(&acting),
+    };
+    // Row 0: .75 + .9*2 - .5 = 2.05. Row 1 (t1): 1 (at t2) + .9*3 - .5 = 3.2. Row 2 (t2):
+    // .9*4 - .5 = 3.1.
+    let returns = n_step_returns(&turns, 0.9).unwrap();
+    assert_close(&[returns[0], returns[4], returns[8]], &[2.55, 3.7, 3.6]);
+    let (advantages, _) = generalized_advantages(&turns, 0.9, 0.5).unwrap();
+    assert_close(&[advantages[0], advantages[4], advantages[8]], &[2.05, 3.2, 3.1]);
+}
+
+#[test]
 fn every_row_acting_is_the_estimators_without_turns_to_the_bit() {
     let all = [true; 6];
     let plain = arrays(&TERMINATED, &TRUNCATED);

@@ -813,24 +813,21 @@ impl RolloutBuffer {
         Ok(())
     }
 
-    /// Row t of [`RolloutBuffer::acting`]: made (every earlier row acting) on the first step
-    /// some row waited.
+    /// Row t of [`RolloutBuffer::acting`], made on the first step that says which rows acted
+    /// (every row acting on the steps that do not).
     fn record_acting(&mut self, t: i64, acting: Option<&[bool]>) -> Result<()> {
+        let Some(given) = acting else {
+            return Ok(());
+        };
         let n = self.num_envs as usize;
-        let row = t as usize * n..(t as usize + 1) * n;
-        match (acting, &mut self.acting) {
-            (None, None) => {}
-            (None, Some(all)) => all[row].fill(true),
-            (Some(given), all) => {
-                ensure!(
-                    given.len() == n,
-                    "rollout step {t}: acting has {} entries, expected {n}",
-                    given.len()
-                );
-                let all = all.get_or_insert_with(|| vec![true; self.num_steps as usize * n]);
-                all[row].copy_from_slice(given);
-            }
-        }
+        ensure!(
+            given.len() == n,
+            "rollout step {t}: acting has {} entries, expected {n}",
+            given.len()
+        );
+        let steps = self.num_steps as usize;
+        let all = self.acting.get_or_insert_with(|| vec![true; steps * n]);
+        all[t as usize * n..(t as usize + 1) * n].copy_from_slice(given);
         Ok(())
     }
 
