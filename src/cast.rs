@@ -55,7 +55,7 @@ impl Cast {
             let seats = Seats::of_plan(experiment, envs, &plan);
             let policy = match random.contains(&plan.name) {
                 true => None,
-                false => Some(seated_policy(experiment, envs, &seats)?),
+                false => Some(seated_policy(experiment, &plan.name, envs, &seats)?),
             };
             players.push(Player {
                 name: plan.name,
@@ -172,8 +172,14 @@ impl Cast {
     }
 }
 
-/// A fresh network of `experiment`'s learner for the rows of `seats`.
-fn seated_policy(experiment: &Experiment, envs: &VecEnv, seats: &Seats) -> Result<Policy> {
+/// A fresh network of policy `name`'s learner (by its own settings) for the rows of `seats`.
+fn seated_policy(
+    experiment: &Experiment,
+    name: &str,
+    envs: &VecEnv,
+    seats: &Seats,
+) -> Result<Policy> {
+    let experiment = &crate::algo::policies::experiment_of(experiment, name)?;
     let (spec, obs_shape, rows) =
         crate::algo::learner::network_for_seats(experiment, envs, Some(seats))?;
     Policy::build(experiment, &spec, &obs_shape, envs.action_space(), rows)

@@ -303,7 +303,10 @@ fn a_turns_reward_sums_every_step_the_row_waited_through() {
     let returns = n_step_returns(&turns, 0.9).unwrap();
     assert_close(&[returns[0], returns[4], returns[8]], &[2.55, 3.7, 3.6]);
     let (advantages, _) = generalized_advantages(&turns, 0.9, 0.5).unwrap();
-    assert_close(&[advantages[0], advantages[4], advantages[8]], &[2.05, 3.2, 3.1]);
+    assert_close(
+        &[advantages[0], advantages[4], advantages[8]],
+        &[2.05, 3.2, 3.1],
+    );
 }
 
 #[test]

@@ -300,3 +300,66 @@ fn the_shipped_simple_tag_teaches_both_sides() {
         learned.1
     );
 }
+
+/// A policy's own settings (`prey "agent_*" { ... }`): the prey learns with its own network,
+/// epochs and learning rate while the predators keep the experiment's, and play and export
+/// build each policy's network by its own settings.
+#[test]
+fn a_policy_learns_and_plays_by_its_own_settings() {
+    let dir = fresh_dir("tag-own");
+    let shipped = std::fs::read_to_string(example()).unwrap();
+    let own = shipped.replace(
+        "            prey \"agent_*\"\n",
+        "            prey \"agent_*\" {\n                network.hidden 32\n                algorithm.epochs 3\n                algorithm.lr 1e-3\n            }\n",
+    );
+    assert_ne!(own, shipped);
+    // Written elsewhere, so its include is named from the repository's experiments.
+    let include = format!(
+        "include \"{}/experiments/include/",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cfg = dir.with_extension("kdl");
+    std::fs::write(&cfg, own.replace("include \"include/", &include)).unwrap();
+    let sets = ["train.total-steps=163840", "train.max-steps=32768"];
+    let out = train(cfg.to_str().unwrap(), &dir, &sets, Duration::from_secs(180));
+    assert!(out.status.success(), "{}", text(&out));
+    let tensors =
+        tch::Tensor::load_multi(tandem::train::checkpoint::locate(&dir).unwrap()).unwrap();
+    let shape = |name: &str| {
+        let found = tensors.iter().find(|(n, _)| n == name);
+        found.unwrap_or_else(|| panic!("no {name}")).1.size()
+    };
+    // The prey's two torsos (actor, critic; stacked) are 32 wide over its 14 inputs; the
+    // predators' the experiment's 64 over their 16.
+    assert_eq!(shape("policy.prey.model.torsos.fc0.weight"), [2, 14, 32]);
+    assert_eq!(
+        shape("policy.predators.model.torsos.fc0.weight"),
+        [2, 16, 64]
+    );
+    assert_eq!(
+        scalar_values(&dir, "policy/prey/ppo/epochs").last(),
+        Some(&3.0)
+    );
+    assert_eq!(
+        scalar_values(&dir, "policy/predators/ppo/epochs").last(),
+        Some(&4.0)
+    );
+    let lr = |policy: &str| scalar_values(&dir, &format!("policy/{policy}/optim/learning_rate"))[0];
+    assert!(
+        (lr("prey") / lr("predators") - 1e-3 / 2.5e-4).abs() < 1e-3,
+        "{} {}",
+        lr("prey"),
+        lr("predators")
+    );
+    let said = play(&dir, &["--episodes", "4"]);
+    assert!(said.contains("policy prey: mean score"), "{said}");
+    let module = dir.join("prey.pt");
+    let mut cmd = tandem();
+    cmd.arg("export")
+        .arg(&dir)
+        .arg("-o")
+        .arg(&module)
+        .args(["--policy", "prey"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -64,7 +64,9 @@ impl Policies {
                     .collect();
                 row_policy = owners(&seats, envs.num_envs());
                 for (plan, seats) in plans.iter().zip(&seats) {
+                    let own = experiment_of(experiment, &plan.name)?;
                     let setting = Setting {
+                        experiment: &own,
                         seats: Some(seats),
                         ..all_rows
                     };
@@ -304,6 +306,13 @@ impl Policies {
         }
         Ok(())
     }
+}
+
+/// The experiment policy `name` learns by, with its own settings ([`Experiment::for_policy`]).
+pub fn experiment_of(experiment: &Experiment, name: &str) -> Result<Experiment> {
+    experiment
+        .for_policy(name)
+        .map_err(|diags| anyhow::anyhow!("policy {name}'s own settings: {diags}"))
 }
 
 /// The name under which policy `policy`'s `name` is kept in a run of `policies` policies:

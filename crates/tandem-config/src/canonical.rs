@@ -55,7 +55,7 @@ fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
         .collect()
 }
 
-fn kdl_value(v: &Val) -> String {
+pub(crate) fn kdl_value(v: &Val) -> String {
     match v {
         Val::Int(i) => i.to_string(),
         Val::Float(x) => float(*x),
@@ -76,7 +76,7 @@ fn kdl_value(v: &Val) -> String {
         Val::Threads(Threads::PerRank(n)) => n.to_string(),
         Val::Strings(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
         // Blocks are written by the caller.
-        Val::Wrappers(_) | Val::Args(_) => String::new(),
+        Val::Wrappers(_) | Val::Args(_) | Val::Policies(_) => String::new(),
     }
 }
 
@@ -148,6 +148,7 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                     }
                     out.push_str("        }\n");
                 }
+                Val::Policies(list) => write_policies(&mut out, field.name, list),
                 Val::Strings(m) if m.is_empty() => {
                     out.push_str(&format!("        {}\n", field.name))
                 }
@@ -158,6 +159,73 @@ pub fn canonical_kdl(e: &Experiment) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+/// `train.policies` in the canonical form: a policy of no settings of its own on one line,
+/// as before policies had any.
+fn write_policies(out: &mut String, name: &str, list: &[crate::model::Policy]) {
+    if list.is_empty() {
+        out.push_str(&format!("        {name} {{}}\n"));
+        return;
+    }
+    out.push_str(&format!("        {name} {{\n"));
+    for policy in list {
+        out.push_str(&format!(
+            "            {} {}",
+            policy.name,
+            quote(&policy.pattern)
+        ));
+        if policy.settings.is_empty() {
+            out.push('\n');
+            continue;
+        }
+        out.push_str(" {\n");
+        for (path, value) in &policy.settings {
+            out.push_str(&format!("                {path} {value}\n"));
+        }
+        out.push_str("            }\n");
+    }
+    out.push_str("        }\n");
+}
+
+/// A policy in the JSON form: its pattern, or, with settings of its own, an object of its
+/// pattern (`agents`) and each setting by path.
+fn policy_json(policy: &crate::model::Policy) -> serde_json::Value {
+    use serde_json::Value as J;
+    if policy.settings.is_empty() {
+        return J::String(policy.pattern.clone());
+    }
+    let mut object = serde_json::Map::new();
+    object.insert("agents".into(), J::String(policy.pattern.clone()));
+    for (path, value) in &policy.settings {
+        object.insert(path.clone(), kdl_arguments_json(value));
+    }
+    J::Object(object)
+}
+
+/// KDL arguments as canonical_kdl writes them (`0.001`, `128 128`, `"tanh"`) in JSON: one
+/// value, or a list of several.
+fn kdl_arguments_json(text: &str) -> serde_json::Value {
+    use serde_json::Value as J;
+    let node: kdl::KdlNode = format!("x {text}")
+        .parse()
+        .expect("canonical KDL arguments");
+    let mut values: Vec<J> = node
+        .entries()
+        .iter()
+        .map(|entry| match entry.value() {
+            kdl::KdlValue::Integer(i) => J::from(*i as i64),
+            kdl::KdlValue::Float(x) => serde_json::Number::from_f64(*x).map_or(J::Null, J::Number),
+            kdl::KdlValue::String(s) => J::String(s.clone()),
+            kdl::KdlValue::Bool(b) => J::Bool(*b),
+            kdl::KdlValue::Null => J::Null,
+        })
+        .collect();
+    if values.len() == 1 {
+        values.remove(0)
+    } else {
+        J::Array(values)
+    }
 }
 
 fn json_value(v: &Val) -> serde_json::Value {
@@ -180,6 +248,11 @@ fn json_value(v: &Val) -> serde_json::Value {
         Val::Args(args) => J::Object(
             args.iter()
                 .map(|(name, v)| (name.clone(), json_value(&scalar_val(v))))
+                .collect(),
+        ),
+        Val::Policies(list) => J::Object(
+            list.iter()
+                .map(|policy| (policy.name.clone(), policy_json(policy)))
                 .collect(),
         ),
         Val::Wrappers(list) => J::Array(

@@ -169,6 +169,30 @@ pub fn resolve(source: &Source, sets: &[String]) -> Result<Resolved, Diagnostics
     resolve::run(source, sets, true, None)
 }
 
+impl Experiment {
+    /// The experiment policy `name` of `train.policies` learns by: this one with the policy's
+    /// own settings set (the canonical form resolved again with them as `--set`s, so they are
+    /// checked as any value is); this one itself for a policy of no settings of its own, or a
+    /// name no policy has.
+    pub fn for_policy(&self, name: &str) -> Result<Experiment, Diagnostics> {
+        let policies = &self.train.policies.0;
+        let Some(policy) = policies.iter().find(|p| p.name == name) else {
+            return Ok(self.clone());
+        };
+        if policy.settings.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut shared = self.clone();
+        for p in &mut shared.train.policies.0 {
+            p.settings.clear();
+        }
+        let sets: Vec<String> = (policy.settings.iter())
+            .map(|(path, value)| format!("{path}={value}"))
+            .collect();
+        resolve(&Source::Stdin(canonical_kdl(&shared)), &sets).map(|r| r.experiment)
+    }
+}
+
 /// [`resolve`], and also refuses an experiment whose ranks on one machine need more memory
 /// than `machine` has available ([`memory_estimate`]), pointing at the setting that needs most.
 pub fn resolve_on(

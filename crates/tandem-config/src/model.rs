@@ -844,7 +844,7 @@ settings! {
         max_policy_lag: Option<u64> = "max-policy-lag", COUNT, Dflt::Null,
             "With sampling \"free\": a batch with any step chosen by parameters more than this many updates behind the learner is dropped, and the learner takes the next (sample-factory's max_policy_lag); `#null` learns from every batch.";
         policies: PolicyMap = "policies", Ty::Policies, Dflt::NoArgs,
-            "Several policies in one multi-agent game (ppo or a2c, synchronous sampling, no recurrent core): a block naming each policy and the ids of the agents it plays, `policies { predators \"adversary_*\"; prey \"agent_*\" }` (`*` matches any run of characters). Every agent is played by exactly one policy, and one policy's agents see observations of one length. Each policy has its own network and optimizer (the `network` and `algorithm` sections' settings), learns from its own agents' rows, and has its gradients averaged over the ranks on its own; all act on every step of one shared batch. Scalars are tagged `policy/<name>/` (each policy's episode and evaluation scores among them), checkpoints name tensors `policy.<name>.`; `tandem play` plays them all (`--random <name>` replaces one by uniform moves), `tandem export --policy <name>` exports one. Empty (the default): one policy, `default`, plays every agent (parameter sharing).";
+            "Several policies in one multi-agent game (ppo or a2c, synchronous sampling, no recurrent core): a block naming each policy and the ids of the agents it plays, `policies { predators \"adversary_*\"; prey \"agent_*\" }` (`*` matches any run of characters). Every agent is played by exactly one policy, and one policy's agents see observations of one length. Each policy has its own network and optimizer, by the `network` and `algorithm` sections' settings or by its own: a block after its pattern sets any of those sections' settings for it alone, `prey \"agent_*\" { algorithm.lr 1e-3; network.hidden 128 128 }` (the algorithm and torso kinds stay the experiment's; each value is checked as `--set` checks one, on the policy's whole experiment). It learns from its own agents' rows, and has its gradients averaged over the ranks on its own; all act on every step of one shared batch. Scalars are tagged `policy/<name>/` (each policy's episode and evaluation scores among them), checkpoints name tensors `policy.<name>.`; `tandem play` plays them all (`--random <name>` replaces one by uniform moves), `tandem export --policy <name>` exports one. Empty (the default): one policy, `default`, plays every agent (parameter sharing).";
         max_steps: Option<u64> = "max-steps", COUNT, Dflt::Null,
             "Stop after this many global steps, keeping schedules computed from total-steps (for short deterministic runs, e.g. `--set train.max-steps=4096`); `#null` runs to total-steps.";
     }
@@ -941,29 +941,32 @@ settings! {
     }
 }
 
-/// `train.policies`: each policy's name and the pattern of the agent ids it plays, sorted by
-/// name.
+/// `train.policies`: each policy's name, the pattern of the agent ids it plays and its own
+/// settings, sorted by name.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct PolicyMap(pub Vec<(String, String)>);
+pub struct PolicyMap(pub Vec<Policy>);
+
+/// One policy of `train.policies`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Policy {
+    pub name: String,
+    /// The agent ids it plays, `*` matching any run of characters.
+    pub pattern: String,
+    /// Its own values of the `algorithm` and `network` sections' settings, by path: each a
+    /// path (`algorithm.lr`) and the value as canonical KDL arguments (`0.001`), as `--set`
+    /// takes them ([`Experiment::for_policy`]).
+    pub settings: Vec<(String, String)>,
+}
 
 impl Setting for PolicyMap {
     fn from_val(val: Option<&Val>) -> Self {
-        let pairs = match val {
-            Some(Val::Args(args)) => args.iter(),
-            _ => [].iter(),
-        };
-        let strings = pairs.filter_map(|(name, pattern)| match pattern {
-            Scalar::Str(p) => Some((name.clone(), p.clone())),
-            _ => None,
-        });
-        PolicyMap(strings.collect())
+        match val {
+            Some(Val::Policies(list)) => PolicyMap(list.clone()),
+            _ => PolicyMap::default(),
+        }
     }
     fn to_val(&self) -> Val {
-        let args = self
-            .0
-            .iter()
-            .map(|(n, p)| (n.clone(), Scalar::Str(p.clone())));
-        Val::Args(args.collect())
+        Val::Policies(self.0.clone())
     }
 }
 
@@ -1024,15 +1027,15 @@ impl Experiment {
     /// matches); empty where one policy plays every agent.
     pub fn policy_plans(&self) -> Vec<PolicyPlan> {
         let agents = agents_of(&self.env.game);
-        let plan = |(name, pattern): &(String, String)| {
+        let plan = |policy: &Policy| {
             let mine: Vec<usize> = (0..agents.len())
-                .filter(|&i| agent_matches(pattern, &agents[i].0))
+                .filter(|&i| agent_matches(&policy.pattern, &agents[i].0))
                 .collect();
             let observation = mine
                 .first()
                 .map_or(ObsSpace::vector(0, Dtype::F32), |&i| agents[i].1);
             PolicyPlan {
-                name: name.clone(),
+                name: policy.name.clone(),
                 agents: mine,
                 observation,
             }

@@ -201,6 +201,8 @@ pub(crate) enum Val {
     Strings(Vec<String>),
     /// Keyword arguments, sorted by name.
     Args(Vec<(String, tandem_spec::game::Scalar)>),
+    /// `train.policies`, sorted by name.
+    Policies(Vec<crate::model::Policy>),
 }
 
 impl Val {

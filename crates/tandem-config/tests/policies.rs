@@ -213,3 +213,85 @@ fn a_centralised_critic_needs_a_game_of_several_agents_and_a_critic_of_its_own()
         d.message()
     );
 }
+
+const OWN: &str = "            predators \"adversary_*\"\n            prey \"agent_*\" {\n                network.hidden 32\n                algorithm.lr 1e-3\n            }\n";
+
+/// A policy's own settings: kept by path with canonical values, in the canonical KDL and JSON
+/// forms (the same run, the same hash, from either), in the hash, and applied by
+/// `for_policy` to the policy's experiment only.
+#[test]
+fn a_policys_own_settings_round_trip_and_make_its_experiment() {
+    let e = resolve(&Source::Stdin(tag(OWN)), &[]).unwrap().experiment;
+    let prey = &e.train.policies.0[1];
+    assert_eq!(
+        prey.settings,
+        [
+            ("algorithm.lr".to_string(), "0.001".to_string()),
+            ("network.hidden".to_string(), "32".to_string())
+        ]
+    );
+    let canonical = canonical_kdl(&e);
+    assert!(
+        canonical.contains("            prey \"agent_*\" {\n                algorithm.lr 0.001\n                network.hidden 32\n            }\n"),
+        "{canonical}"
+    );
+    assert_eq!(parse_canonical(&canonical).unwrap(), e);
+    let json = canonical_json(&e);
+    assert!(json.contains("\"algorithm.lr\""), "{json}");
+    let back = resolve(&Source::Stdin(json), &[]).unwrap().experiment;
+    assert_eq!(back, e);
+    assert_eq!(config_hash(&back), config_hash(&e));
+    let plain = resolve(&Source::Stdin(tag(TWO)), &[]).unwrap().experiment;
+    assert_ne!(config_hash(&plain), config_hash(&e));
+    // The prey's experiment has its settings; the predators' is the run's.
+    let own = e.for_policy("prey").unwrap();
+    let Algorithm::Ppo(ppo) = &own.algorithm else {
+        panic!("ppo")
+    };
+    assert_eq!(ppo.lr, 1e-3);
+    assert!(matches!(&own.network.torso, Torso::Mlp { hidden, .. } if hidden == &[32]));
+    assert!(own.train.policies.0.iter().all(|p| p.settings.is_empty()));
+    let Algorithm::Ppo(ppo) = &e.for_policy("predators").unwrap().algorithm else {
+        panic!("ppo")
+    };
+    assert_eq!(ppo.lr, 2.5e-4);
+    assert_eq!(e.for_policy("predators").unwrap(), e);
+}
+
+#[test]
+fn a_policys_own_settings_are_refused_at_their_place() {
+    let with = |settings: &str| {
+        tag(&format!(
+            "            predators \"adversary_*\"\n            prey \"agent_*\" {{\n{settings}            }}\n"
+        ))
+    };
+    // Line 8 is the prey's first setting, line 7 the prey.
+    let d = only_error(&with("                train.rollout 8\n"), &[]);
+    assert_eq!(
+        d.message(),
+        "policy `prey` cannot have a setting `train.rollout` of its own"
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(8));
+    let d = only_error(&with("                algorithm.lr \"fast\"\n"), &[]);
+    assert!(
+        d.message().contains("wrong type for `algorithm.lr`"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(8));
+    let d = only_error(
+        &with("                algorithm.lr 1e-3\n                algorithm.lr 2e-3\n"),
+        &[],
+    );
+    assert_eq!(d.message(), "policy `prey` sets `algorithm.lr` twice");
+    assert_eq!(d.line_column().map(|l| l.0), Some(9));
+    // A setting of another algorithm is checked against the policy's whole experiment.
+    let d = only_error(&with("                algorithm.epsilon-start 0.5\n"), &[]);
+    assert!(
+        d.message().starts_with("policy `prey`'s own settings: ")
+            && d.message().contains("epsilon-start"),
+        "{}",
+        d.message()
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(7));
+}

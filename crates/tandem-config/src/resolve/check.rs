@@ -453,11 +453,11 @@ impl Checker<'_> {
         let Some(block) = self.block_of(raw, example, &mut errs) else {
             return Err(errs);
         };
-        let mut policies: BTreeMap<String, (Scalar, SourceSpan)> = BTreeMap::new();
+        let mut policies: BTreeMap<String, (Policy, SourceSpan)> = BTreeMap::new();
         for node in block.nodes() {
             let (name, span) = (node.name().value(), node.name().span());
             match self.policy(node) {
-                Err(e) => errs.push(e),
+                Err(e) => errs.extend(e),
                 Ok(_) if policies.contains_key(name) => errs.push(
                     error(
                         "config::duplicate-setting",
@@ -467,23 +467,89 @@ impl Checker<'_> {
                     .also(source, policies[name].1, "first named here")
                     .help("each policy is named once; give the second another name"),
                 ),
-                Ok(pattern) => {
-                    policies.insert(name.to_string(), (Scalar::Str(pattern), span));
+                Ok(policy) => {
+                    policies.insert(name.to_string(), (policy, span));
                 }
             }
         }
         if errs.is_empty() {
             // Each policy's span, in the value's (name) order, for the cross-checks to point at.
             let spans = policies.values().map(|(_, span)| *span).collect();
-            let list = policies.into_iter().map(|(k, (v, _))| (k, v)).collect();
-            Ok((Val::Args(list), spans))
+            let list = policies.into_values().map(|(policy, _)| policy).collect();
+            Ok((Val::Policies(list), spans))
         } else {
             Err(errs)
         }
     }
 
-    /// One policy: `name "pattern"`.
-    fn policy(&self, node: &KdlNode) -> Result<String, DiagBuilder> {
+    /// One policy: `name "pattern"`, and a block of its own settings.
+    fn policy(&self, node: &KdlNode) -> Result<Policy, Vec<DiagBuilder>> {
+        let pattern = self.policy_pattern(node).map_err(|e| vec![e])?;
+        let settings = match node.children() {
+            None => Vec::new(),
+            Some(block) => self.policy_settings(node.name().value(), block)?,
+        };
+        Ok(Policy {
+            name: node.name().value().to_string(),
+            pattern,
+            settings,
+        })
+    }
+
+    /// A policy's own settings: `algorithm.<setting> VALUE` and `network.<setting> VALUE`, each
+    /// once, each value checked against the setting (of whichever kind has it: the cross-checks
+    /// check the policy's whole experiment) and kept as canonical KDL arguments, by path.
+    fn policy_settings(
+        &self,
+        policy: &str,
+        block: &kdl::KdlDocument,
+    ) -> Result<Vec<(String, String)>, Vec<DiagBuilder>> {
+        let source = self.source;
+        let mut settings: Vec<(String, String)> = Vec::new();
+        let mut errs = Vec::new();
+        for child in block.nodes() {
+            let (path, span) = (child.name().value(), child.name().span());
+            let Some(field) = policy_field(path) else {
+                errs.push(
+                    error(
+                        "config::policy-setting",
+                        format!("policy `{policy}` cannot have a setting `{path}` of its own"),
+                    )
+                    .at(source, span, "not an algorithm or network setting")
+                    .help("a policy's own settings are those of the `algorithm` and `network` sections, written with their section: `algorithm.lr 1e-3`, `network.hidden 128 128`"),
+                );
+                continue;
+            };
+            if settings.iter().any(|(p, _)| p == path) {
+                errs.push(
+                    error(
+                        "config::duplicate-setting",
+                        format!("policy `{policy}` sets `{path}` twice"),
+                    )
+                    .at(source, span, "set again here")
+                    .help("give each of a policy's settings once"),
+                );
+                continue;
+            }
+            let checker = Checker { source, path };
+            match checker.value(field, &raw_of_node(child)) {
+                Ok((val, _)) => {
+                    settings.push((path.to_string(), crate::canonical::kdl_value(&val)))
+                }
+                Err(e) => errs.extend(e),
+            }
+        }
+        // By path: the canonical order, whichever order the KDL or JSON form wrote them in.
+        settings.sort();
+        if errs.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// One policy's pattern: `name "pattern"`.
+    fn policy_pattern(&self, node: &KdlNode) -> Result<String, DiagBuilder> {
         let source = self.source;
         let name = node.name().value();
         let help = format!(
@@ -504,9 +570,9 @@ impl Checker<'_> {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_-*".contains(c))
         };
-        match (raw.args.as_slice(), &raw.children, raw.props.first()) {
-            ([(KdlValue::String(s), _)], None, None) if pattern(s) => Ok(s.clone()),
-            ([(_, span)], None, None) => Err(error(
+        match (raw.args.as_slice(), raw.props.first()) {
+            ([(KdlValue::String(s), _)], None) if pattern(s) => Ok(s.clone()),
+            ([(_, span)], None) => Err(error(
                 "config::agent-pattern",
                 format!("policy `{name}` needs a pattern of agent ids"),
             )
@@ -1116,3 +1182,18 @@ fn build_wrapper(spec: &WrapperSpec, vals: &BTreeMap<&'static str, Val>) -> Wrap
 
 /// The parameters given so far, with where each was written.
 type Given = BTreeMap<&'static str, (Val, SourceSpan)>;
+
+/// The setting `path` names among those a policy may have of its own: an `algorithm` or
+/// `network` setting of any kind that is written as values (not a block).
+fn policy_field(path: &str) -> Option<&'static Field> {
+    let (section, name) = path.split_once('.')?;
+    if !["algorithm", "network"].contains(&section) {
+        return None;
+    }
+    let section = schema::section(section)?;
+    let mut fields = section
+        .common
+        .iter()
+        .chain(section.kinds.iter().flat_map(|k| k.fields.iter()));
+    fields.find(|f| f.name == name && !matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies))
+}

@@ -756,7 +756,8 @@ impl CrossCheck<'_, '_> {
         let plans = e.policy_plans();
         let at = |i: usize| entry.items.get(i).copied().unwrap_or(entry.span);
         let mut refusals = Vec::new();
-        for (i, (plan, (_, pattern))) in plans.iter().zip(&e.train.policies.0).enumerate() {
+        for (i, (plan, Policy { pattern, .. })) in plans.iter().zip(&e.train.policies.0).enumerate()
+        {
             let name = &plan.name;
             if plan.agents.is_empty() {
                 refusals.push(
@@ -817,6 +818,32 @@ impl CrossCheck<'_, '_> {
         let subject = format!("{} policies", plans.len());
         if self.seats_can_share_a_batch(&subject, path) {
             self.policy_minibatches();
+        }
+        self.policies_own_settings(entry.source, &at);
+    }
+
+    /// Each policy's own settings, checked as its whole experiment
+    /// ([`Experiment::for_policy`]); a refusal points at the policy (`at` its index).
+    fn policies_own_settings(&mut self, source: SourceId, at: &dyn Fn(usize) -> SourceSpan) {
+        let e = self.experiment;
+        for (i, policy) in e.train.policies.0.iter().enumerate() {
+            let Err(diags) = e.for_policy(&policy.name) else {
+                continue;
+            };
+            for d in diags
+                .iter()
+                .filter(|d| d.severity() == crate::Severity::Error)
+            {
+                let under = d.label().map(|l| format!(" ({l})")).unwrap_or_default();
+                self.applier.push(
+                    error(
+                        "config::policy-setting",
+                        format!("policy `{}`'s own settings: {}{under}", policy.name, d.message()),
+                    )
+                    .at(source, at(i), "its own settings")
+                    .help(d.help().unwrap_or("a policy's own settings are checked with the rest of the experiment as `--set`s of it")),
+                );
+            }
         }
     }
 

@@ -220,7 +220,10 @@ impl Translator {
                         .map(|arg| {
                             let mut child = KdlNode::new(ident(&arg.key, arg.key_span));
                             child.set_span(span_to(arg.key_span, arg.value.span));
-                            push_opt(&mut child, self.scalar_entry(&arg.value, &arg.key));
+                            match &arg.value.value {
+                                Json::Object(inner) => self.policy_entry(&mut child, inner),
+                                _ => push_opt(&mut child, self.scalar_entry(&arg.value, &arg.key)),
+                            }
                             child
                         })
                         .collect();
@@ -234,6 +237,32 @@ impl Translator {
             _ => push_opt(&mut node, self.scalar_entry(&m.value, &m.key)),
         }
         node
+    }
+
+    /// A policy of its own settings (`{"agents": PATTERN, "algorithm.lr": 0.001, ...}`) as its
+    /// node: the pattern its argument, each setting a child.
+    fn policy_entry(&mut self, node: &mut KdlNode, members: &[Member]) {
+        self.check_unique(members);
+        let mut children = Vec::new();
+        for m in members {
+            if m.key == "agents" {
+                push_opt(node, self.scalar_entry(&m.value, &m.key));
+                continue;
+            }
+            let mut child = KdlNode::new(ident(&m.key, m.key_span));
+            child.set_span(span_to(m.key_span, m.value.span));
+            match &m.value.value {
+                Json::Array(items) => {
+                    for item in items {
+                        push_opt(&mut child, self.scalar_entry(item, &m.key));
+                    }
+                }
+                _ => push_opt(&mut child, self.scalar_entry(&m.value, &m.key)),
+            }
+            children.push(child);
+        }
+        let span = node.span();
+        node.set_children(block(children, span));
     }
 
     /// An array of objects: the wrapper list, each object `{"kind": NAME, PARAM: VALUE, ...}`.
