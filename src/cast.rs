@@ -52,10 +52,11 @@ impl Cast {
         }
         let mut players = Vec::with_capacity(plans.len());
         for plan in plans {
-            let seats = Seats::of_plan(experiment, envs, &plan);
+            let own = crate::algo::policies::experiment_of(experiment, &plan.name)?;
+            let seats = Seats::of_plan(&own, envs, &plan);
             let policy = match random.contains(&plan.name) {
                 true => None,
-                false => Some(seated_policy(experiment, &plan.name, envs, &seats)?),
+                false => Some(seated_policy(&own, envs, &seats)?),
             };
             players.push(Player {
                 name: plan.name,
@@ -172,14 +173,9 @@ impl Cast {
     }
 }
 
-/// A fresh network of policy `name`'s learner (by its own settings) for the rows of `seats`.
-fn seated_policy(
-    experiment: &Experiment,
-    name: &str,
-    envs: &VecEnv,
-    seats: &Seats,
-) -> Result<Policy> {
-    let experiment = &crate::algo::policies::experiment_of(experiment, name)?;
+/// A fresh network of the learner of a policy's `experiment` (its own) for the rows of
+/// `seats`.
+fn seated_policy(experiment: &Experiment, envs: &VecEnv, seats: &Seats) -> Result<Policy> {
     let (spec, obs_shape, rows) =
         crate::algo::learner::network_for_seats(experiment, envs, Some(seats))?;
     Policy::build(experiment, &spec, &obs_shape, envs.action_space(), rows)

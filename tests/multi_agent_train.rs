@@ -216,3 +216,37 @@ fn a_centralised_critic_learns_and_resumes() {
     let parts = run_of("mpe-mappo-parts", &["threads=1", "train.max-steps=9600"]);
     resume_to_match(&parts, 28800, &whole);
 }
+
+/// `network.agent-index`: the one shared policy reads each agent's index after its
+/// observation (18 + 3 floats into both torsos), trains, plays and exports; and the same
+/// run told no index reads 18 (the setting is not ignored).
+#[test]
+fn the_agents_index_is_read_by_the_shared_policy() {
+    let first_layer = |sets: &[&str]| {
+        let dir = fresh_dir(&format!("mpe-index-{}", sets.len()));
+        let mut all = vec!["train.total-steps=19200", "checkpoint.every=1"];
+        all.extend_from_slice(sets);
+        let out = train(&example(), &dir, &all, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+        let ckpt = tandem::train::checkpoint::locate(&dir).unwrap();
+        let tensors = tch::Tensor::load_multi(ckpt).unwrap();
+        let fc0 = tensors.iter().find(|(n, _)| n == "model.torsos.fc0.weight");
+        (dir, fc0.expect("model.torsos.fc0.weight").1.size())
+    };
+    let (dir, indexed) = first_layer(&["network.agent-index=#true"]);
+    // Two stacked torsos (actor, critic), 18 + 3 inputs, 64 units.
+    assert_eq!(indexed, [2, 21, 64]);
+    let (_, plain) = first_layer(&[]);
+    assert_eq!(plain, [2, 18, 64]);
+    let mut cmd = tandem();
+    cmd.arg("play").arg(&dir).args(["--episodes", "3"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let mut cmd = tandem();
+    cmd.arg("export")
+        .arg(&dir)
+        .arg("-o")
+        .arg(dir.join("indexed.pt"));
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -1102,6 +1102,10 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("cartpole-ppo", &["network.core=lstm"]),
         ),
         (
+            "network.agent-index",
+            Change("mpe-spread", &["network.agent-index=#true"]),
+        ),
+        (
             "network.critic-input",
             Change(
                 "mpe-spread",

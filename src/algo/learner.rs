@@ -200,11 +200,11 @@ pub fn network_for_seats(
         return Ok((spec, obs_shape, experiment.per_rank_rows()));
     };
     let batch = envs.env_observation_space();
-    let observation = tandem_env::ObsSpace::vector(seats.obs_len(), batch.dtype);
+    let observation = tandem_env::ObsSpace::vector(seats.actor_len(), batch.dtype);
     let mut spec = ActorCriticSpec::from_experiment(experiment, observation)?;
     // A centralised critic's input is longer than the actor's, which reads its leading part.
-    if seats.input_len() > seats.obs_len() {
-        spec.actor_input = Some(seats.obs_len() as i64);
+    if seats.input_len() > seats.actor_len() {
+        spec.actor_input = Some(seats.actor_len() as i64);
     }
     Ok((spec, vec![seats.input_len() as i64], seats.len()))
 }

@@ -59,14 +59,16 @@ impl Policies {
             [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
             plans => {
                 let mut learners = Vec::with_capacity(plans.len());
-                let seats: Vec<Seats> = (plans.iter())
-                    .map(|plan| Seats::of_plan(experiment, envs, plan))
+                let owns = (plans.iter())
+                    .map(|plan| experiment_of(experiment, &plan.name))
+                    .collect::<Result<Vec<_>>>()?;
+                let seats: Vec<Seats> = (plans.iter().zip(&owns))
+                    .map(|(plan, own)| Seats::of_plan(own, envs, plan))
                     .collect();
                 row_policy = owners(&seats, envs.num_envs());
-                for (plan, seats) in plans.iter().zip(&seats) {
-                    let own = experiment_of(experiment, &plan.name)?;
+                for ((plan, seats), own) in plans.iter().zip(&seats).zip(&owns) {
                     let setting = Setting {
-                        experiment: &own,
+                        experiment: own,
                         seats: Some(seats),
                         ..all_rows
                     };

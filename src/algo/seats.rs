@@ -3,8 +3,10 @@
 //! see. The batch holds a game's agents in consecutive rows, each as wide as the widest agent's
 //! observation (tandem-env pads the narrower ones with zeros), so a policy reads its rows'
 //! leading columns; everything it keeps (rollout buffer, network input) holds only those.
-//! A policy with a centralised critic (`network.critic-input "state"`) reads the game's state
-//! after them: every agent's row of the game, then a one-hot of the agent's index.
+//! A policy told its agents' indices (`network.agent-index`) reads, after its observation, a
+//! one-hot of the agent's index among the policy's agents; one with a centralised critic
+//! (`network.critic-input "state"`) reads the game's state after those: every agent's row of
+//! the game, then a one-hot of the agent's index in the game.
 
 use crate::algo::actions::ActionBatch;
 
@@ -19,6 +21,9 @@ pub struct Seats {
     row_len: usize,
     /// Agents of each game: where a row's game starts, and the one-hot's length.
     agents_per_game: usize,
+    /// The policy's agents in each game, where each seat's input carries the one-hot of its
+    /// agent's index among them after its observation (0: it does not).
+    indexed: usize,
     /// Whether each seat's input carries the game's state after its own observation.
     state: bool,
 }
@@ -43,6 +48,7 @@ impl Seats {
             obs_len,
             row_len,
             agents_per_game,
+            indexed: 0,
             state: false,
         }
     }
@@ -57,10 +63,22 @@ impl Seats {
         let agents = envs.agents_per_game();
         let games = envs.num_envs() / agents;
         let len = plan.observation.len();
-        let seats = Seats::new(&plan.agents, agents, games, len, envs.obs_len());
+        let mut seats = Seats::new(&plan.agents, agents, games, len, envs.obs_len());
+        if experiment.network.agent_index {
+            seats = seats.with_index(plan.agents.len());
+        }
         match experiment.network.critic_input {
             tandem_config::CriticInput::State => seats.with_state(),
             tandem_config::CriticInput::Own => seats,
+        }
+    }
+
+    /// These seats with each one's index among the policy's `agents` agents of a game after
+    /// its observation.
+    pub fn with_index(self, agents: usize) -> Seats {
+        Seats {
+            indexed: agents,
+            ..self
         }
     }
 
@@ -73,13 +91,19 @@ impl Seats {
         }
     }
 
-    /// Floats of one seat's input: its observation, then, with the state, every row of its
-    /// game and the one-hot of its agent.
+    /// Floats of one seat's input: its observation and its index, then, with the state,
+    /// every row of its game and the one-hot of its agent.
     pub fn input_len(&self) -> usize {
         match self.state {
-            false => self.obs_len,
-            true => self.obs_len + self.agents_per_game * (self.row_len + 1),
+            false => self.actor_len(),
+            true => self.actor_len() + self.agents_per_game * (self.row_len + 1),
         }
+    }
+
+    /// Floats of the input's part the actor reads: the observation and, where told, the
+    /// agent's index.
+    pub fn actor_len(&self) -> usize {
+        self.obs_len + self.indexed
     }
 
     /// How many rows the policy plays: its buffers' environments.
@@ -101,13 +125,18 @@ impl Seats {
     }
 
     /// The policy's inputs from a batch's `obs` (rows of `row_len`), seat after seat: its
-    /// rows' leading `obs_len` floats, each followed, with the state, by its game's rows and
-    /// its agent's one-hot.
+    /// rows' leading `obs_len` floats, each followed, where told, by its index among the
+    /// policy's agents, and, with the state, by its game's rows and its agent's one-hot.
     pub fn observations(&self, obs: &[f32]) -> Vec<f32> {
         let mut mine = Vec::with_capacity(self.rows.len() * self.input_len());
-        for &row in &self.rows {
+        for (seat, &row) in self.rows.iter().enumerate() {
             let start = row * self.row_len;
             mine.extend_from_slice(&obs[start..start + self.obs_len]);
+            if self.indexed > 0 {
+                // Seats run game after game, the policy's agents in order in each.
+                let index = seat % self.indexed;
+                mine.extend((0..self.indexed).map(|a| f32::from(u8::from(a == index))));
+            }
             if self.state {
                 let (game, agent) = (row / self.agents_per_game, row % self.agents_per_game);
                 let first = game * self.agents_per_game * self.row_len;
@@ -202,6 +231,29 @@ mod tests {
         assert_eq!(
             s.observations(&obs),
             [3., 1., 2., 3., 4., 0., 1., 7., 5., 6., 7., 8., 0., 1.]
+        );
+    }
+
+    /// Told the index, each seat reads its own columns, then its place among the policy's
+    /// agents (here agents 0 and 2 of each game: indices 0 and 1), then, with the state, the
+    /// game.
+    #[test]
+    fn an_indexed_seat_reads_its_place_among_the_policys_agents() {
+        let s = seats().with_index(2);
+        assert_eq!((s.actor_len(), s.input_len()), (5, 5));
+        let obs: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        assert_eq!(
+            s.observations(&obs),
+            [
+                0., 1., 2., 1., 0., 8., 9., 10., 0., 1., 12., 13., 14., 1., 0., 20., 21., 22., 0.,
+                1.
+            ]
+        );
+        let s = Seats::new(&[1], 2, 1, 1, 2).with_index(1).with_state();
+        assert_eq!((s.actor_len(), s.input_len()), (2, 2 + 2 * 3));
+        assert_eq!(
+            s.observations(&[1., 2., 3., 4.]),
+            [3., 1., 1., 2., 3., 4., 0., 1.]
         );
     }
 

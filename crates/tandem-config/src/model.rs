@@ -746,6 +746,8 @@ settings! {
             "Units of the recurrent core (with `core` \"lstm\" or \"gru\").";
         critic_input: CriticInput = "critic-input", Ty::Choice(CriticInput::NAMES), Dflt::Str("own"),
             "What the critic reads in a game of several agents: `\"own\"`, the agent's own observation, as the actor does (independent learners, IPPO); or `\"state\"`, the game's state, a centralised critic (MAPPO): every agent's observation in the game (each as wide as the batch's row, in the game's order) and a one-hot of the agent's index, after the agent's own observation, while the actor still reads only its own. Needs a multi-agent game, ppo or a2c with synchronous sampling, `actor-critic \"separate\"` MLP torsos and no core; the critic's first layer then reads own + agents x row + agents floats (a checkpoint's `critic_torso.*` and `actor_torso.*`, not the stacked `torsos.*`), and an exported policy takes the same input.";
+        agent_index: bool = "agent-index", Ty::Bool, Dflt::Bool(false),
+            "In a game of several agents, tell the policy which of its agents each row is: a one-hot of the agent's index among the agents the policy plays follows the agent's observation in the input of the actor and of the critic (one policy sharing its parameters over agents that should act differently, as MAPPO's agent id does). Needs a multi-agent game of the catalogue, ppo or a2c with synchronous sampling and no core; the torsos' first layer then reads observation + agents floats, and an exported policy takes the same input.";
         precision: Precision = "precision", Ty::Choice(Precision::NAMES), Dflt::Str("float32"),
             "The number format of an image torso's convolutions and dense layer (nature-cnn, minatar-cnn, impala-cnn): \"float32\", or \"bfloat16\", where each layer reads its input and a bfloat16 copy of its float32 weights and the torso's output returns to float32 for the heads, the recurrent core and the losses; gradients, optimizer state and checkpoints stay float32. On an Intel Xeon with AMX (Sapphire Rapids and later) Atari Breakout PPO trained 1.8 times as fast on one thread and MinAtar Breakout PPO 1.3 times (docs/performance.md); on a CPU without bfloat16 instructions libtorch converts in software, which may be much slower than float32 (not measured on these machines). Results differ from float32's from the first update (bfloat16 keeps 8 significant bits). MLP torsos refuse it: their small products run on the host in float32.";
     }
@@ -1007,12 +1009,14 @@ pub fn agents_of(game: &Game) -> Vec<(String, ObsSpace)> {
 
 impl Experiment {
     /// The policies that play seats of the batch: those of `train.policies`, or, where one
-    /// policy plays every agent with a centralised critic (`critic-input "state"`), that one,
-    /// `default`, over every agent (its observation the batch's row); empty otherwise.
+    /// policy plays every agent with a centralised critic (`critic-input "state"`) or told
+    /// each agent's index (`agent-index`), that one, `default`, over every agent (its
+    /// observation the batch's row); empty otherwise.
     pub fn seated_policies(&self) -> Vec<PolicyPlan> {
         let plans = self.policy_plans();
-        match self.network.critic_input {
-            CriticInput::State if plans.is_empty() => vec![PolicyPlan {
+        let seated = self.network.critic_input == CriticInput::State || self.network.agent_index;
+        match seated {
+            true if plans.is_empty() => vec![PolicyPlan {
                 name: "default".into(),
                 agents: (0..self.agents_per_env()).collect(),
                 observation: self

@@ -295,3 +295,35 @@ fn a_policys_own_settings_are_refused_at_their_place() {
     );
     assert_eq!(d.line_column().map(|l| l.0), Some(7));
 }
+
+/// `network.agent-index` makes the one policy a seated one (its input carries the index) and
+/// is refused, at its line, where there is no index to tell or the agents are not known.
+#[test]
+fn the_agents_index_needs_a_game_of_known_agents() {
+    let spread = "experiment \"x\" {\n    env \"mpe-simple-spread\"\n    network \"mlp\" {\n        agent-index #true\n    }\n}\n";
+    let e = resolve(&Source::Stdin(spread.into()), &[])
+        .unwrap()
+        .experiment;
+    let plans = e.seated_policies();
+    assert_eq!(plans.len(), 1);
+    assert_eq!(plans[0].agents, [0, 1, 2]);
+    let plain = resolve(
+        &Source::Stdin(spread.into()),
+        &["network.agent-index=#false".into()],
+    )
+    .unwrap()
+    .experiment;
+    assert!(plain.seated_policies().is_empty());
+    assert_ne!(config_hash(&plain), config_hash(&e));
+    let d = only_error(&spread.replace("mpe-simple-spread", "cartpole"), &[]);
+    assert_eq!(
+        d.message(),
+        "cartpole has one agent: there is no index to tell"
+    );
+    assert_eq!(d.line_column().map(|l| l.0), Some(4));
+    let d = only_error(spread, &["train.sampling=\"pipelined\""]);
+    assert_eq!(
+        d.message(),
+        "the agent's index cannot sample other than synchronously yet"
+    );
+}

@@ -107,6 +107,9 @@ impl CrossCheck<'_, '_> {
         if self.experiment.env.game.takes_turns() {
             self.turns();
         }
+        if self.experiment.network.agent_index {
+            self.agent_index();
+        }
         self.less_than_one_update();
         if self.ok(&["env", "env.wrappers"]) {
             self.wrappers();
@@ -895,6 +898,47 @@ impl CrossCheck<'_, '_> {
             );
         }
         if self.seats_can_share_a_batch("a centralised critic", path) {
+            self.policy_minibatches();
+        }
+    }
+
+    /// The agent's index in its policy's input: a game of several agents whose agents the
+    /// resolver knows, and a learner that plays seats.
+    fn agent_index(&mut self) {
+        let e = self.experiment;
+        let path = "network.agent-index";
+        if !self.ok(&[path, "env"]) {
+            return;
+        }
+        if !e.env.game.is_multi_agent() {
+            return self.report(
+                "config::inconsistent",
+                format!(
+                    "{} has one agent: there is no index to tell",
+                    e.env.game.name()
+                ),
+                path,
+                "the agent's index",
+                Some(("env", "a game of one agent")),
+                "remove `agent-index`, or pick a game of several agents".into(),
+            );
+        }
+        if e.observation().is_none() {
+            return self.report(
+                "config::inconsistent",
+                format!(
+                    "the agent's index is not yet for {}: its agents are known only once it is built",
+                    e.env.game.name()
+                ),
+                path,
+                "the agent's index",
+                Some(("env", "this environment")),
+                "remove `agent-index`, or use a game of the catalogue (`mpe-simple-spread`)".into(),
+            );
+        }
+        // Several policies and a centralised critic check the same for their seats.
+        let seated = !e.train.policies.0.is_empty() || e.network.critic_input == CriticInput::State;
+        if !seated && self.seats_can_share_a_batch("the agent's index", path) {
             self.policy_minibatches();
         }
     }
