@@ -182,7 +182,7 @@ fn seated_policy(experiment: &Experiment, envs: &VecEnv, seats: &Seats) -> Resul
 }
 
 /// `rows` actions drawn uniformly from `space` (from the current torch seed).
-fn uniform(space: &ActionSpace, rows: usize) -> Tensor {
+pub(crate) fn uniform(space: &ActionSpace, rows: usize) -> Tensor {
     let rows = rows as i64;
     let options = |n: usize| Tensor::randint(n as i64, [rows], (tch::Kind::Int64, Device::Cpu));
     match space {

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+use crate::algo::actions::ActionBatch;
+use crate::algo::storage::host_rows::host_actions;
 use crate::cast::Cast;
 use crate::policy::{Acting, Policy};
 use crate::seeds::{Purpose, derived_seed};
@@ -86,6 +88,12 @@ pub struct PlayArgs {
     /// given more than once.
     #[arg(long, value_name = "POLICY")]
     pub random: Vec<String>,
+    /// In a game of several agents, the agents whose ids match PATTERN (`*` matching any run
+    /// of characters: `player_1`, `adversary_*`) move uniformly at random, among the moves
+    /// their action mask allows, instead of as trained; the scores of those agents and of the
+    /// others are printed apart (how a self-play policy is held against a random opponent).
+    #[arg(long, value_name = "PATTERN")]
+    pub random_agents: Option<String>,
 }
 
 /// What an evaluation produced.
@@ -96,6 +104,9 @@ pub struct PlayReport {
     pub scores: Vec<f64>,
     /// With several policies, each one's name and its agents' episode scores.
     pub policy_scores: Vec<(String, Vec<f64>)>,
+    /// With `--random-agents`, the episode scores of the agents acting at random and of the
+    /// others.
+    pub random_agent_scores: Option<(Vec<f64>, Vec<f64>)>,
     pub gif_frames: usize,
     /// What the GIF cost: seconds spent drawing its frames and encoding them, its bytes.
     pub gif_cost: GifCost,
@@ -143,6 +154,20 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
             if random { " (acting at random)" } else { "" },
             scores.len(),
             mean(scores)
+        );
+    }
+    if let (Some(pattern), Some((random, others))) =
+        (&args.random_agents, &report.random_agent_scores)
+    {
+        println!(
+            "agents {pattern} (acting at random): mean score over {} agent episode(s): {:.2}",
+            random.len(),
+            mean(random)
+        );
+        println!(
+            "the other agents: mean score over {} agent episode(s): {:.2}",
+            others.len(),
+            mean(others)
         );
     }
     if let Some(gif) = &args.gif {
@@ -288,6 +313,11 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let mut cast = restored_cast(&experiment, &ckpt, &mut env, &args.random)?;
+    let random_rows = match &args.random_agents {
+        Some(pattern) => Some(RandomAgents::of(&env, pattern, &experiment)?),
+        None => None,
+    };
+    let mut random_agent_scores = random_rows.as_ref().map(|_| (Vec::new(), Vec::new()));
     let (names, policy_of_row) = cast.names_by_row(env.num_envs());
     let mut policy_scores: Vec<(String, Vec<f64>)> =
         names.into_iter().map(|n| (n, Vec::new())).collect();
@@ -330,7 +360,10 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
                 );
             }
         }
-        let actions = cast.act(&env, greedy)?;
+        let mut actions = cast.act(&env, greedy)?;
+        if let Some(random) = &random_rows {
+            random.replace(&env, &mut actions)?;
+        }
         env.step(&actions)?;
         cast.stepped(&env);
         steps += 1;
@@ -341,6 +374,13 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             let policy = policy_of_row.get(e.env_index).copied();
             if let Some((_, mine)) = policy.and_then(|p| policy_scores.get_mut(p)) {
                 mine.push(e.raw_score);
+            }
+            if let (Some(random), Some((theirs, others))) = (&random_rows, &mut random_agent_scores)
+            {
+                match random.rows[e.env_index] {
+                    true => theirs.push(e.raw_score),
+                    false => others.push(e.raw_score),
+                }
             }
             steps = 0;
         }
@@ -371,7 +411,85 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         returns,
         scores,
         policy_scores,
+        random_agent_scores,
         gif_frames,
         gif_cost: cost,
     })
+}
+
+/// `--random-agents`: the seats of the agents whose ids match the pattern (and which rows
+/// they are), and how many of each observation's last entries are the action mask their
+/// random moves keep to.
+struct RandomAgents {
+    seats: crate::algo::seats::Seats,
+    rows: Vec<bool>,
+    mask: usize,
+}
+
+impl RandomAgents {
+    fn of(
+        env: &tandem_env::VecEnv,
+        pattern: &str,
+        experiment: &tandem_config::Experiment,
+    ) -> Result<RandomAgents> {
+        let ids = env.agent_ids();
+        if ids.is_empty() {
+            bail!(
+                "--random-agents {pattern}: {} has one agent",
+                experiment.env.game.name()
+            );
+        }
+        let picked: Vec<usize> = (0..ids.len())
+            .filter(|&i| tandem_config::agent_matches(pattern, &ids[i]))
+            .collect();
+        if picked.is_empty() {
+            bail!(
+                "--random-agents {pattern} matches none of the agents, {}",
+                ids.join(", ")
+            );
+        }
+        let masked = experiment.env.game.action_mask() != tandem_config::ActionMask::None;
+        let mask = match (masked, env.action_space()) {
+            (false, _) => 0,
+            (true, tandem_env::ActionSpace::Discrete { n }) => *n,
+            (true, space) => {
+                bail!("--random-agents keeps to action masks of discrete moves, not {space}")
+            }
+        };
+        let (agents, len) = (ids.len(), env.obs_len());
+        let seats =
+            crate::algo::seats::Seats::new(&picked, agents, env.num_envs() / agents, len, len);
+        let mut rows = vec![false; env.num_envs()];
+        seats.rows().iter().for_each(|&r| rows[r] = true);
+        Ok(RandomAgents { seats, rows, mask })
+    }
+
+    /// Replaces the picked rows' actions by uniform draws (from the current torch seed), among
+    /// the moves their masks allow where the game has masks.
+    fn replace(&self, env: &tandem_env::VecEnv, actions: &mut ActionBatch) -> Result<()> {
+        let kind = crate::algo::actions::ActionKind::of(env.action_space());
+        let mine = match self.mask {
+            0 => host_actions(
+                &crate::cast::uniform(env.action_space(), self.seats.len()),
+                kind,
+            )?,
+            n => {
+                let len = env.obs_len();
+                let draw = |&row: &usize| {
+                    let mask = &env.obs()[(row + 1) * len - n..(row + 1) * len];
+                    let legal: Vec<i64> =
+                        (0..n as i64).filter(|&a| mask[a as usize] > 0.5).collect();
+                    let pick = tch::Tensor::randint(
+                        legal.len() as i64,
+                        [1],
+                        (tch::Kind::Int64, tch::Device::Cpu),
+                    );
+                    legal[pick.int64_value(&[0]) as usize]
+                };
+                ActionBatch::Discrete(self.seats.rows().iter().map(draw).collect())
+            }
+        };
+        self.seats.place_actions(&mine, actions);
+        Ok(())
+    }
 }

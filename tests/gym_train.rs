@@ -1497,5 +1497,23 @@ fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
             "{algorithm}"
         );
         assert_nothing_left("zoo-four", &ran.output);
+        // Against a player moving at random among its legal columns (none forbidden: the
+        // bridge would stop the game), each game's two scores still cancel.
+        let run = run_dir.to_str().unwrap();
+        let args = [run, "--random-agents", "player_1", "--episodes", "40"];
+        let played = run_to_end(
+            tandem_subcommand("zoo-four", "play", &args),
+            Duration::from_secs(120),
+        );
+        assert!(played.success, "{}", played.output);
+        let mean_of = |prefix: &str| -> f64 {
+            let line = played.output.lines().find(|l| l.starts_with(prefix));
+            let line = line.unwrap_or_else(|| panic!("no {prefix}: {}", played.output));
+            line.rsplit(": ").next().unwrap().trim().parse().unwrap()
+        };
+        let random =
+            mean_of("agents player_1 (acting at random): mean score over 20 agent episode(s)");
+        let learned = mean_of("the other agents: mean score over 20 agent episode(s)");
+        assert_eq!(random, -learned, "{}", played.output);
     }
 }

@@ -163,7 +163,7 @@ pub fn canonical_kdl(e: &Experiment) -> String {
 
 /// `train.policies` in the canonical form: a policy of no settings of its own on one line,
 /// as before policies had any.
-fn write_policies(out: &mut String, name: &str, list: &[crate::model::Policy]) {
+fn write_policies(out: &mut String, name: &str, list: &[crate::setting::Policy]) {
     if list.is_empty() {
         out.push_str(&format!("        {name} {{}}\n"));
         return;
@@ -190,7 +190,7 @@ fn write_policies(out: &mut String, name: &str, list: &[crate::model::Policy]) {
 
 /// A policy in the JSON form: its pattern, or, with settings of its own, an object of its
 /// pattern (`agents`) and each setting by path.
-fn policy_json(policy: &crate::model::Policy) -> serde_json::Value {
+fn policy_json(policy: &crate::setting::Policy) -> serde_json::Value {
     use serde_json::Value as J;
     if policy.settings.is_empty() {
         return J::String(policy.pattern.clone());

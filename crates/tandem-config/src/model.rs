@@ -948,17 +948,7 @@ settings! {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PolicyMap(pub Vec<Policy>);
 
-/// One policy of `train.policies`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Policy {
-    pub name: String,
-    /// The agent ids it plays, `*` matching any run of characters.
-    pub pattern: String,
-    /// Its own values of the `algorithm` and `network` sections' settings, by path: each a
-    /// path (`algorithm.lr`) and the value as canonical KDL arguments (`0.001`), as `--set`
-    /// takes them ([`Experiment::for_policy`]).
-    pub settings: Vec<(String, String)>,
-}
+pub use crate::setting::Policy;
 
 impl Setting for PolicyMap {
     fn from_val(val: Option<&Val>) -> Self {

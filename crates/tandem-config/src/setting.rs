@@ -202,7 +202,20 @@ pub(crate) enum Val {
     /// Keyword arguments, sorted by name.
     Args(Vec<(String, tandem_spec::game::Scalar)>),
     /// `train.policies`, sorted by name.
-    Policies(Vec<crate::model::Policy>),
+    Policies(Vec<Policy>),
+}
+
+/// One policy of `train.policies` (kept here, with the values, as the model's `PolicyMap`
+/// holds them).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Policy {
+    pub name: String,
+    /// The agent ids it plays, `*` matching any run of characters.
+    pub pattern: String,
+    /// Its own values of the `algorithm` and `network` sections' settings, by path: each a
+    /// path (`algorithm.lr`) and the value as canonical KDL arguments (`0.001`), as `--set`
+    /// takes them (`Experiment::for_policy`).
+    pub settings: Vec<(String, String)>,
 }
 
 impl Val {

@@ -702,6 +702,17 @@ impl VecEnv {
         self.agents
     }
 
+    /// The ids of a multi-agent game's agents, in the order of each game's rows; empty for
+    /// single-agent environments.
+    pub fn agent_ids(&self) -> Vec<String> {
+        match self.slots.first().map(|slot| &slot.players) {
+            Some(Players::Several { game, .. }) => {
+                game.agents().iter().map(|a| a.name.clone()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     pub fn action_space(&self) -> &ActionSpace {
         &self.action_space
     }
