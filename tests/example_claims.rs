@@ -119,6 +119,41 @@ const CLAIMS: &[Claim] = &[
         check: Check::Test("multi_agent_train::a_centralised_critic_learns_and_resumes"),
     },
     Claim {
+        file: "connect-four.kdl",
+        phrase: "scores 0.93 as the first player and 0.74 as the second",
+        check: Check::Test(
+            "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
+        ),
+    },
+    Claim {
+        file: "connect-four.kdl",
+        phrase: "--random-agents player_1 --episodes 400 --greedy",
+        check: Check::Test(
+            "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
+        ),
+    },
+    Claim {
+        file: "connect-four.kdl",
+        phrase: "Seed 1, played greedily over 200 games",
+        check: Check::Test(
+            "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
+        ),
+    },
+    Claim {
+        file: "connect-four.kdl",
+        phrase: "(a win counts 1, a loss -1)",
+        check: Check::Test(
+            "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
+        ),
+    },
+    Claim {
+        file: "connect-four.kdl",
+        phrase: "at least half of each",
+        check: Check::Test(
+            "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
+        ),
+    },
+    Claim {
         file: "mpe-simple-tag.kdl",
         phrase: "mpe2 1.1.1's",
         check: Check::Source {
