@@ -33,7 +33,7 @@ impl Cast {
     /// or the learner's tensors by the names [`Cast::targets`] gives); the policies `random`
     /// names act at random.
     pub fn build(experiment: &Experiment, envs: &VecEnv, random: &[String]) -> Result<Cast> {
-        let plans = experiment.seated_policies();
+        let plans = crate::algo::policies::seated_plans(experiment, envs)?;
         if plans.is_empty() {
             if let Some(name) = random.first() {
                 bail!("--random {name}: the run trained one policy; --random picks one of several");

@@ -432,7 +432,7 @@ impl RandomAgents {
         pattern: &str,
         experiment: &tandem_config::Experiment,
     ) -> Result<RandomAgents> {
-        let ids = env.agent_ids();
+        let ids: Vec<String> = env.agents().into_iter().map(|(id, _)| id).collect();
         if ids.is_empty() {
             bail!(
                 "--random-agents {pattern}: {} has one agent",

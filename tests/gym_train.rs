@@ -1559,3 +1559,75 @@ fn the_shipped_connect_four_beats_a_random_player_from_either_seat() {
         "{first} first, {second} second"
     );
 }
+
+/// Several policies over a pettingzoo environment (mpe2's own simple_tag through the bridge):
+/// the patterns are matched against the agents the built game has, each policy learns its
+/// team's rows (the prey with its own network), `tandem play` scores each; a pattern the game's
+/// agents do not fit stops the run at its start, naming the agents and what is wrong.
+#[test]
+fn several_policies_play_a_pettingzoo_games_teams() {
+    let Some(python) = venv_python() else { return };
+    let text = |policies: &str| {
+        format!(
+            r#"experiment "zoo-tag" {{
+    seed 1
+    threads 1
+    algorithm "ppo" {{ epochs 2; minibatches 2 }}
+    env "pettingzoo" {{
+        module "mpe2.simple_tag_v3"
+        agents 4
+        make-args {{ max_cycles 25; }}
+        python "{}"
+        workers 1
+        envs 4
+    }}
+    network "mlp" {{ hidden 16 16 }}
+    train {{
+        total-steps 1024
+        rollout 32
+        policies {{
+{policies}        }}
+    }}
+}}
+"#,
+            python.display()
+        )
+    };
+    let teams = "            predators \"adversary_*\"\n            prey \"agent_*\" { network.hidden 32; }\n";
+    let (run_dir, ran) = train_text("zoo-tag", &text(teams), &[], Duration::from_secs(300));
+    assert!(ran.success, "{}", ran.output);
+    let ckpt = tandem::train::checkpoint::locate(&run_dir).unwrap();
+    let tensors = tch::Tensor::load_multi(ckpt).unwrap();
+    let shape = |name: &str| {
+        let found = tensors.iter().find(|(n, _)| n == name);
+        found.unwrap_or_else(|| panic!("no {name}")).1.size()
+    };
+    // The prey's 14 floats into its own 32 units; the predators' 16 into the run's 16.
+    assert_eq!(shape("policy.prey.model.torsos.fc0.weight"), [2, 14, 32]);
+    assert_eq!(
+        shape("policy.predators.model.torsos.fc0.weight"),
+        [2, 16, 16]
+    );
+    let run = run_dir.to_str().unwrap();
+    let played = run_to_end(
+        tandem_subcommand("zoo-tag", "play", &[run, "--episodes", "8"]),
+        Duration::from_secs(120),
+    );
+    assert!(played.success, "{}", played.output);
+    for line in [
+        "policy predators: mean score over 6 agent episode(s)",
+        "policy prey: mean score over 2 agent episode(s)",
+    ] {
+        assert!(played.output.contains(line), "{}", played.output);
+    }
+    assert_nothing_left("zoo-tag", &ran.output);
+    let wrong = "            predators \"adversary_*\"\n            wolves \"wolf_*\"\n";
+    let (_, ran) = train_text("zoo-tag-wrong", &text(wrong), &[], Duration::from_secs(120));
+    assert!(!ran.success);
+    assert!(
+        ran.output.contains("train.policies does not fit the environment's agents (adversary_0, adversary_1, adversary_2, agent_0): policy `wolves`'s pattern `wolf_*` matches no agent; agent `agent_0` is played by no policy"),
+        "{}",
+        ran.output
+    );
+    assert_nothing_left("zoo-tag-wrong", &ran.output);
+}

@@ -53,7 +53,7 @@ impl Policies {
             device,
             seats: None,
         };
-        let plans = experiment.seated_policies();
+        let plans = seated_plans(experiment, envs)?;
         let mut row_policy = Vec::new();
         let learners = match plans.as_slice() {
             [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
@@ -308,6 +308,27 @@ impl Policies {
         }
         Ok(())
     }
+}
+
+/// The policies that play seats of `envs`' batch, over its game's agents as built (a
+/// pettingzoo environment's are known only then: its patterns are checked here, as the
+/// resolver checks the catalogue's games').
+pub fn seated_plans(
+    experiment: &Experiment,
+    envs: &VecEnv,
+) -> Result<Vec<tandem_config::PolicyPlan>> {
+    let agents = envs.agents();
+    let misfits = experiment.policy_misfits(&agents);
+    if !experiment.train.policies.0.is_empty() && !misfits.is_empty() {
+        let said: Vec<String> = misfits.iter().map(|m| m.message(experiment)).collect();
+        let ids: Vec<&str> = agents.iter().map(|(id, _)| id.as_str()).collect();
+        anyhow::bail!(
+            "train.policies does not fit the environment's agents ({}): {}",
+            ids.join(", "),
+            said.join("; ")
+        );
+    }
+    Ok(experiment.seated_policies_among(&agents))
 }
 
 /// The experiment policy `name` learns by, with its own settings ([`Experiment::for_policy`]).

@@ -104,7 +104,7 @@ fn why_not_a_program(name: &str) -> Option<&'static str> {
 
 /// Builds one gymnasium or pettingzoo environment and checks its action space against the
 /// algorithm and its observation against the network (the resolver does both for the games it
-/// knows); a pettingzoo environment's agents against its `agents` too.
+/// knows); a pettingzoo environment's agents against its `agents` and `train.policies` too.
 fn built(resolved: &Resolved) -> Vec<Diagnostic> {
     let e = &resolved.experiment;
     let (at, what) = match e.env.game {
@@ -137,7 +137,22 @@ fn built(resolved: &Resolved) -> Vec<Diagnostic> {
     action_space(resolved, &envs)
         .into_iter()
         .chain(network(resolved, &envs))
+        .chain(policies(resolved, &envs))
         .collect()
+}
+
+/// Several policies' patterns against the built game's agents, which the resolver knows only
+/// for the catalogue's games.
+fn policies(resolved: &Resolved, envs: &VecEnv) -> Option<Diagnostic> {
+    let refusal = crate::algo::policies::seated_plans(&resolved.experiment, envs).err()?;
+    Some(resolved.finding_at(
+        Severity::Error,
+        "train.policies",
+        "host::policies",
+        "the policies do not fit the environment's agents",
+        "several policies",
+        format!("{refusal:#}"),
+    ))
 }
 
 fn action_space(resolved: &Resolved, envs: &VecEnv) -> Option<Diagnostic> {

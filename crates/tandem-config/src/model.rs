@@ -997,13 +997,85 @@ pub fn agents_of(game: &Game) -> Vec<(String, ObsSpace)> {
     each.collect()
 }
 
+/// What is wrong with `train.policies` over a game's agents ([`Experiment::policy_misfits`]);
+/// policies by their index in `train.policies`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicyMisfit {
+    MatchesNone {
+        policy: usize,
+    },
+    MixedLengths {
+        policy: usize,
+        lengths: Vec<usize>,
+    },
+    Unplayed {
+        agent: String,
+    },
+    PlayedTwice {
+        agent: String,
+        policies: Vec<usize>,
+    },
+    /// A policy's rows on a rank (`batch`) do not split into ppo's minibatches.
+    Minibatches {
+        policy: usize,
+        batch: usize,
+        minibatches: usize,
+    },
+}
+
+impl PolicyMisfit {
+    /// What is wrong, in words, naming the policies of `e`.
+    pub fn message(&self, e: &Experiment) -> String {
+        let name = |p: &usize| e.train.policies.0[*p].name.as_str();
+        match self {
+            PolicyMisfit::MatchesNone { policy } => format!(
+                "policy `{}`'s pattern `{}` matches no agent",
+                name(policy),
+                e.train.policies.0[*policy].pattern
+            ),
+            PolicyMisfit::MixedLengths { policy, lengths } => {
+                let lengths: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
+                format!(
+                    "policy `{}` plays agents that observe different lengths ({})",
+                    name(policy),
+                    lengths.join(", ")
+                )
+            }
+            PolicyMisfit::Unplayed { agent } => format!("agent `{agent}` is played by no policy"),
+            PolicyMisfit::PlayedTwice { agent, policies } => {
+                let names: Vec<&str> = policies.iter().map(name).collect();
+                format!(
+                    "agent `{agent}` is played by {} (one policy an agent)",
+                    names.join(" and ")
+                )
+            }
+            PolicyMisfit::Minibatches {
+                policy,
+                batch,
+                minibatches,
+            } => format!(
+                "policy `{}`'s {batch} transitions a rank cannot be split into {minibatches} minibatches",
+                name(policy)
+            ),
+        }
+    }
+}
+
 impl Experiment {
     /// The policies that play seats of the batch: those of `train.policies`, or, where one
     /// policy plays every agent with a centralised critic (`critic-input "state"`) or told
     /// each agent's index (`agent-index`), that one, `default`, over every agent (its
-    /// observation the batch's row); empty otherwise.
+    /// observation the batch's row); empty otherwise. The agents are the game's as the
+    /// catalogue lists them; a pettingzoo environment's are known once it is built
+    /// ([`Experiment::seated_policies_among`]).
     pub fn seated_policies(&self) -> Vec<PolicyPlan> {
-        let plans = self.policy_plans();
+        self.seated_policies_among(&agents_of(&self.env.game))
+    }
+
+    /// [`Experiment::seated_policies`] for a game of `agents` (ids and observations, in the
+    /// game's order).
+    pub fn seated_policies_among(&self, agents: &[(String, ObsSpace)]) -> Vec<PolicyPlan> {
+        let plans = self.policy_plans_among(agents);
         let seated = self.network.critic_input == CriticInput::State || self.network.agent_index;
         match seated {
             true if plans.is_empty() => vec![PolicyPlan {
@@ -1018,9 +1090,66 @@ impl Experiment {
     }
 
     /// The policies of `train.policies`, each with the agents it plays (those its pattern
-    /// matches); empty where one policy plays every agent.
+    /// matches) among the game's as the catalogue lists them; empty where one policy plays
+    /// every agent.
     pub fn policy_plans(&self) -> Vec<PolicyPlan> {
-        let agents = agents_of(&self.env.game);
+        self.policy_plans_among(&agents_of(&self.env.game))
+    }
+
+    /// What is wrong with `train.policies` over a game of `agents`: a pattern that matches
+    /// none, a policy of agents that observe different lengths, an agent no policy or two
+    /// play, a policy's rows that ppo's minibatches do not split. Empty where nothing is.
+    pub fn policy_misfits(&self, agents: &[(String, ObsSpace)]) -> Vec<PolicyMisfit> {
+        let plans = self.policy_plans_among(agents);
+        let mut misfits = Vec::new();
+        for (policy, plan) in plans.iter().enumerate() {
+            if plan.agents.is_empty() {
+                misfits.push(PolicyMisfit::MatchesNone { policy });
+            }
+            let lengths: Vec<usize> = plan.agents.iter().map(|&a| agents[a].1.len()).collect();
+            if lengths.iter().any(|&len| len != plan.observation.len()) {
+                misfits.push(PolicyMisfit::MixedLengths { policy, lengths });
+            }
+        }
+        for (a, (agent, _)) in agents.iter().enumerate() {
+            let players: Vec<usize> = (0..plans.len())
+                .filter(|&p| plans[p].agents.contains(&a))
+                .collect();
+            match players.len() {
+                1 => {}
+                0 => misfits.push(PolicyMisfit::Unplayed {
+                    agent: agent.clone(),
+                }),
+                _ => misfits.push(PolicyMisfit::PlayedTwice {
+                    agent: agent.clone(),
+                    policies: players,
+                }),
+            }
+        }
+        if let (Algorithm::Ppo(ppo), true) = (&self.algorithm, misfits.is_empty()) {
+            for (policy, plan) in plans.iter().enumerate() {
+                let batch = self.per_rank_envs() * plan.agents.len() * self.train.rollout;
+                // A policy's own `algorithm.minibatches` (canonical: its digits) splits its rows.
+                let own = self.train.policies.0[policy].settings.iter();
+                let minibatches = own
+                    .filter(|(path, _)| path == "algorithm.minibatches")
+                    .find_map(|(_, value)| value.parse().ok())
+                    .unwrap_or(ppo.minibatches);
+                if !batch.is_multiple_of(minibatches) {
+                    misfits.push(PolicyMisfit::Minibatches {
+                        policy,
+                        batch,
+                        minibatches,
+                    });
+                }
+            }
+        }
+        misfits
+    }
+
+    /// [`Experiment::policy_plans`] for a game of `agents` (ids and observations, in the
+    /// game's order).
+    pub fn policy_plans_among(&self, agents: &[(String, ObsSpace)]) -> Vec<PolicyPlan> {
         let plan = |policy: &Policy| {
             let mine: Vec<usize> = (0..agents.len())
                 .filter(|&i| agent_matches(&policy.pattern, &agents[i].0))

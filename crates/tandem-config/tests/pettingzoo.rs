@@ -88,16 +88,34 @@ fn the_agent_count_is_required_and_a_bad_setting_is_refused_at_its_line() {
     assert_eq!(d.line_column().map(|l| l.0), Some(5));
 }
 
+/// Several policies resolve over a pettingzoo environment, whose agent ids are known once it
+/// is built (the run checks the patterns then), but not over a turn-based one; wrappers are
+/// refused.
 #[test]
-fn several_policies_and_wrappers_are_refused() {
+fn several_policies_wait_for_the_agents_and_wrappers_are_refused() {
     let policies = "    train {\n        policies {\n            a \"agent_*\"\n        }\n    }\n";
-    let d = only_error(&text(SPREAD, policies));
-    assert!(
-        d.message().contains("not yet for pettingzoo environments"),
-        "{}",
-        d.message()
+    let e = resolve(&Source::Stdin(text(SPREAD, policies)), &[])
+        .unwrap()
+        .experiment;
+    assert_eq!(e.train.policies.0.len(), 1);
+    // Over the built game's agents, the run's check names what is wrong.
+    let vector = |n| ObsSpace::vector(n, tandem_spec::Dtype::F32);
+    let agents = [
+        ("agent_0".to_string(), vector(18)),
+        ("adversary_0".to_string(), vector(18)),
+    ];
+    let misfits: Vec<String> = e
+        .policy_misfits(&agents)
+        .iter()
+        .map(|m| m.message(&e))
+        .collect();
+    assert_eq!(misfits, ["agent `adversary_0` is played by no policy"]);
+    let d = only_error(&text(CONNECT_FOUR, policies));
+    assert_eq!(
+        d.message(),
+        "several policies cannot play a turn-based game yet"
     );
-    assert_eq!(d.line_column().map(|l| l.0), Some(8));
+    assert_eq!(d.line_column().map(|l| l.0), Some(9));
     let wrapped = text(
         &format!("{SPREAD}        wrappers {{\n            normalize-obs\n        }}\n"),
         "",

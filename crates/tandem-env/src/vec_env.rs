@@ -702,13 +702,13 @@ impl VecEnv {
         self.agents
     }
 
-    /// The ids of a multi-agent game's agents, in the order of each game's rows; empty for
-    /// single-agent environments.
-    pub fn agent_ids(&self) -> Vec<String> {
+    /// A multi-agent game's agents, their ids and observations, in the order of each game's
+    /// rows; empty for single-agent environments.
+    pub fn agents(&self) -> Vec<(String, ObsSpace)> {
         match self.slots.first().map(|slot| &slot.players) {
-            Some(Players::Several { game, .. }) => {
-                game.agents().iter().map(|a| a.name.clone()).collect()
-            }
+            Some(Players::Several { game, .. }) => (game.agents().iter())
+                .map(|a| (a.name.clone(), a.observation))
+                .collect(),
             _ => Vec::new(),
         }
     }

@@ -717,26 +717,12 @@ impl CrossCheck<'_, '_> {
     }
 
     /// Several policies: a game of several agents, each agent played by exactly one policy,
-    /// one observation length a policy, and a learner that can share a batch.
+    /// one observation length a policy, and a learner that can share a batch. A pettingzoo
+    /// environment's agents are known once it is built: the run checks them at its start.
     fn policies(&mut self) {
         let e = self.experiment;
         let path = "train.policies";
         let game = e.env.game.name();
-        if let Game::PettingZoo(z) = &e.env.game {
-            return self.report(
-                "config::inconsistent",
-                "several policies are not yet for pettingzoo environments".into(),
-                path,
-                "several policies",
-                Some(("env", "a pettingzoo environment")),
-                format!(
-                    "a policy plays the agents its pattern matches, and `{}`'s agent ids are known \
-                     only once the environment is built; remove `policies` (one policy then plays \
-                     every agent)",
-                    z.module
-                ),
-            );
-        }
         if !e.env.game.is_multi_agent() {
             return self.report(
                 "config::inconsistent",
@@ -747,82 +733,95 @@ impl CrossCheck<'_, '_> {
                 "remove `policies`, or pick a game of several agents (`mpe-simple-tag`)".into(),
             );
         }
-        let agents = crate::model::agents_of(&e.env.game);
-        let listed = agents.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>();
-        let help = format!(
-            "{game}'s agents are {}: give every one exactly one policy",
-            listed.join(", ")
-        );
+        if e.env.game.takes_turns() {
+            return self.report(
+                "config::inconsistent",
+                "several policies cannot play a turn-based game yet".into(),
+                path,
+                "several policies",
+                Some(("env.api", "a turn-based game")),
+                "one policy plays every agent of a turn-based game (self-play by sharing its \
+                 parameters): remove `policies`"
+                    .into(),
+            );
+        }
         let Some(entry) = self.applier.entries.get(path).cloned() else {
             return;
         };
-        let plans = e.policy_plans();
         let at = |i: usize| entry.items.get(i).copied().unwrap_or(entry.span);
-        let mut refusals = Vec::new();
-        for (i, (plan, Policy { pattern, .. })) in plans.iter().zip(&e.train.policies.0).enumerate()
-        {
-            let name = &plan.name;
-            if plan.agents.is_empty() {
-                refusals.push(
-                    error(
-                        "config::policies",
-                        format!("policy `{name}`'s pattern `{pattern}` matches no agent"),
-                    )
-                    .at(entry.source, at(i), "matches no agent")
-                    .help(help.clone()),
-                );
+        let agents = crate::model::agents_of(&e.env.game);
+        let known = !matches!(e.env.game, Game::PettingZoo(_));
+        let (mut refused, mut minibatches) = (false, false);
+        for misfit in e.policy_misfits(&agents).into_iter().filter(|_| known) {
+            // One refusal of `minibatches`, for the first policy it does not split.
+            let split = matches!(misfit, PolicyMisfit::Minibatches { .. });
+            if split && std::mem::replace(&mut minibatches, true) {
+                continue;
             }
-            let lengths = plan.agents.iter().map(|&a| agents[a].1.len());
-            if lengths.clone().any(|len| len != plan.observation.len()) {
-                let lengths = lengths.map(|l| l.to_string()).collect::<Vec<_>>();
-                refusals.push(
-                    error(
-                        "config::policies",
-                        format!(
-                            "policy `{name}` plays agents that observe different lengths ({})",
-                            lengths.join(", ")
-                        ),
-                    )
-                    .at(entry.source, at(i), "agents of more than one team")
-                    .help("one network reads one length: give each team a policy of its own"),
-                );
-            }
+            refused |= !split;
+            self.policy_misfit(&misfit, entry.source, &at, &agents);
         }
-        for (a, id) in listed.iter().enumerate() {
-            let players: Vec<usize> = (0..plans.len())
-                .filter(|&p| plans[p].agents.contains(&a))
-                .collect();
-            let names = players.iter().map(|&p| plans[p].name.as_str());
-            let refusal = match players.as_slice() {
-                [_] => continue,
-                [] => error(
-                    "config::policies",
-                    format!("agent `{id}` is played by no policy"),
-                )
-                .at(entry.source, entry.span, "no pattern matches it"),
-                [first, second, ..] => error(
-                    "config::policies",
-                    format!(
-                        "agent `{id}` is played by {} (one policy an agent)",
-                        names.collect::<Vec<_>>().join(" and ")
-                    ),
-                )
-                .at(entry.source, at(*second), "plays it")
-                .also(entry.source, at(*first), "plays it too"),
-            };
-            refusals.push(refusal.help(help.clone()));
-        }
-        if !refusals.is_empty() {
-            for refusal in refusals {
-                self.applier.push(refusal);
-            }
+        if refused {
             return;
         }
-        let subject = format!("{} policies", plans.len());
-        if self.seats_can_share_a_batch(&subject, path) {
-            self.policy_minibatches();
-        }
+        let subject = format!("{} policies", e.train.policies.0.len());
+        self.seats_can_share_a_batch(&subject, path);
         self.policies_own_settings(entry.source, &at);
+    }
+
+    /// One of [`Experiment::policy_misfits`], at the policy it is about (`at` its index), or,
+    /// for an agent, the whole map.
+    fn policy_misfit(
+        &mut self,
+        misfit: &PolicyMisfit,
+        source: SourceId,
+        at: &dyn Fn(usize) -> SourceSpan,
+        agents: &[(String, ObsSpace)],
+    ) {
+        let e = self.experiment;
+        let message = misfit.message(e);
+        let listed: Vec<&str> = agents.iter().map(|(id, _)| id.as_str()).collect();
+        let help = format!(
+            "{}'s agents are {}: give every one exactly one policy",
+            e.env.game.name(),
+            listed.join(", ")
+        );
+        let b = match misfit {
+            PolicyMisfit::MatchesNone { policy } => error("config::policies", message)
+                .at(source, at(*policy), "matches no agent")
+                .help(help),
+            PolicyMisfit::MixedLengths { policy, .. } => error("config::policies", message)
+                .at(source, at(*policy), "agents of more than one team")
+                .help("one network reads one length: give each team a policy of its own"),
+            PolicyMisfit::Unplayed { .. } => {
+                let whole = self.applier.entries.get("train.policies").map(|e| e.span);
+                error("config::policies", message)
+                    .at(source, whole.unwrap_or(at(0)), "no pattern matches it")
+                    .help(help)
+            }
+            PolicyMisfit::PlayedTwice { policies, .. } => error("config::policies", message)
+                .at(source, at(policies[1]), "plays it")
+                .also(source, at(policies[0]), "plays it too")
+                .help(help),
+            PolicyMisfit::Minibatches { policy, .. } => {
+                if !self.ok(&["algorithm.minibatches"]) {
+                    return;
+                }
+                let agents = e.policy_plans()[*policy].agents.len();
+                return self.report(
+                    "config::inconsistent",
+                    message,
+                    "algorithm.minibatches",
+                    "does not divide a policy's batch",
+                    Some(("train.policies", "the policies")),
+                    format!(
+                        "each policy's batch on a rank is environments a rank x its agents \
+                         ({agents}) x rollout: pick minibatches that divide it"
+                    ),
+                );
+            }
+        };
+        self.applier.push(b);
     }
 
     /// Each policy's own settings, checked as its whole experiment
@@ -897,9 +896,7 @@ impl CrossCheck<'_, '_> {
                 "write `network \"mlp\" { actor-critic \"separate\" }`: the critic's torso reads the game's state, the actor's only the agent's observation".into(),
             );
         }
-        if self.seats_can_share_a_batch("a centralised critic", path) {
-            self.policy_minibatches();
-        }
+        self.seats_can_share_a_batch("a centralised critic", path);
     }
 
     /// The agent's index in its policy's input: a game of several agents whose agents the
@@ -938,8 +935,8 @@ impl CrossCheck<'_, '_> {
         }
         // Several policies and a centralised critic check the same for their seats.
         let seated = !e.train.policies.0.is_empty() || e.network.critic_input == CriticInput::State;
-        if !seated && self.seats_can_share_a_batch("the agent's index", path) {
-            self.policy_minibatches();
+        if !seated {
+            self.seats_can_share_a_batch("the agent's index", path);
         }
     }
 
@@ -952,7 +949,7 @@ impl CrossCheck<'_, '_> {
             return;
         }
         if !e.train.policies.0.is_empty() {
-            // Refused for every pettingzoo environment (`policies`).
+            // Several policies refuse a turn-based game (`policies`).
             return;
         }
         if !self.seats_can_share_a_batch("a turn-based game", path) {
@@ -1031,36 +1028,6 @@ impl CrossCheck<'_, '_> {
             }
         }
         true
-    }
-
-    /// PPO's minibatches split each policy's rows on each rank.
-    fn policy_minibatches(&mut self) {
-        let e = self.experiment;
-        let Algorithm::Ppo(ppo) = &e.algorithm else {
-            return;
-        };
-        let per_rank = |agents: usize| e.per_rank_envs() * agents * e.train.rollout;
-        for plan in e.policy_plans() {
-            let batch = per_rank(plan.agents.len());
-            if !batch.is_multiple_of(ppo.minibatches) && self.ok(&["algorithm.minibatches"]) {
-                return self.report(
-                    "config::inconsistent",
-                    format!(
-                        "policy `{}`'s {batch} transitions a rank cannot be split into {} \
-                         minibatches",
-                        plan.name, ppo.minibatches
-                    ),
-                    "algorithm.minibatches",
-                    "does not divide a policy's batch",
-                    Some(("train.policies", "the policies")),
-                    format!(
-                        "each policy's batch on a rank is environments a rank x its agents ({}) \
-                         x rollout: pick minibatches that divide it",
-                        plan.agents.len()
-                    ),
-                );
-            }
-        }
     }
 
     /// Epsilon decays.
