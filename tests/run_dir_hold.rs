@@ -144,6 +144,53 @@ fn a_run_dir_that_is_a_dangling_link_is_named_as_one() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A `--run-dir` that is a regular file, and a link planted where the lock file goes, are the
+/// user's mistakes: each refused with exit 2 and the path named (they were exit 1 with a bare
+/// "File exists" and "Too many levels of symbolic links").
+#[test]
+fn a_run_dir_that_is_a_file_and_a_link_at_the_lock_are_refused_with_exit_2() {
+    let base = fresh_dir("not-a-dir");
+    std::fs::create_dir_all(&base).unwrap();
+    let file = base.join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let cartpole = config("ppo-cartpole.kdl");
+    let out = train(
+        &cartpole,
+        &file,
+        &["train.max-steps=1024"],
+        Duration::from_secs(60),
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains(&format!("{} is a file, not a directory", file.display())),
+        "{all}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    let dir = base.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = dir.join(".tandem-lock");
+    std::os::unix::fs::symlink(&file, &lock).unwrap();
+    let out = train(
+        &cartpole,
+        &dir,
+        &["train.max-steps=1024"],
+        Duration::from_secs(60),
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains(&format!(
+            "{} is a symbolic link (to {})",
+            lock.display(),
+            file.display()
+        )),
+        "{all}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Two launchers started together into one directory: exactly one runs, every time.
 #[test]
 fn two_launchers_started_together_never_both_run() {

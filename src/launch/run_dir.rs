@@ -39,8 +39,21 @@ pub struct Hold {
 /// process holds it; then refuses links planted inside it.
 pub fn hold(dir: &Path) -> Result<Hold> {
     refuse_dangling_link(dir)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(UsageError(format!(
+            "{} is a file, not a directory: a run directory holds the run's files\nhelp: give \
+             --run-dir a directory (a new one is made)",
+            dir.display()
+        ))
+        .into());
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(LOCK_FILE);
+    // The lock file is opened without following a link (O_NOFOLLOW); one planted there is
+    // refused as any other is, before the open fails on it.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(planted(&path).into());
+    }
     let mut lock = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -139,19 +152,22 @@ fn refuse_planted_links(dir: &Path) -> Result<()> {
         for entry in entries {
             let entry = entry.with_context(|| format!("cannot list {}", place.display()))?;
             if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                let path = entry.path();
-                let target = std::fs::read_link(&path)
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_else(|_| "?".into());
-                return Err(UsageError(format!(
-                    "{} is a symbolic link (to {target}): tandem writes a run directory's files \
-                     itself and does not write through links planted in one\nhelp: remove the \
-                     link, or give another --run-dir",
-                    path.display()
-                ))
-                .into());
+                return Err(planted(&entry.path()).into());
             }
         }
     }
     Ok(())
+}
+
+/// The refusal of a symbolic link planted at `path` in a run directory.
+fn planted(path: &Path) -> UsageError {
+    let target = std::fs::read_link(path)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|_| "?".into());
+    UsageError(format!(
+        "{} is a symbolic link (to {target}): tandem writes a run directory's files itself and \
+         does not write through links planted in one\nhelp: remove the link, or give another \
+         --run-dir",
+        path.display()
+    ))
 }
