@@ -62,6 +62,7 @@ fn mark(name: &str) -> String {
 
 struct Ran {
     success: bool,
+    code: Option<i32>,
     output: String,
     took: Duration,
 }
@@ -98,6 +99,7 @@ fn run_to_end(mut cmd: Command, limit: Duration) -> Ran {
     let done = common::finish(cmd.spawn().unwrap(), limit);
     Ran {
         success: done.success,
+        code: done.status.code(),
         output: done.output,
         took: start.elapsed(),
     }
@@ -397,12 +399,26 @@ fn bad_gymnasium_input_is_a_clear_error_of_the_binary() {
         )
     };
     let fixtures = format!("\"{FIXTURES}\"");
-    let cases: Vec<(&str, String, Vec<&str>)> = vec![
-        (
-            "no-interpreter",
-            block("CartPole-v1", Path::new("/nonexistent/python"), ""),
-            vec!["cannot start the Python interpreter `/nonexistent/python`"],
+    // An interpreter that is not there is the user's mistake, found before any rank starts:
+    // exit 2, the setting named, nothing written.
+    let (run_dir, ran) = train_text(
+        "no-interpreter",
+        &experiment(
+            "\"cpu\"",
+            &block("CartPole-v1", Path::new("/nonexistent/python"), ""),
         ),
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(ran.code, Some(2), "{}", ran.output);
+    assert!(
+        ran.output
+            .contains("`/nonexistent/python` is not an interpreter on this machine"),
+        "{}",
+        ran.output
+    );
+    assert!(!run_dir.exists(), "{}", ran.output);
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
         (
             "no-gymnasium",
             block("CartPole-v1", &bare, ""),

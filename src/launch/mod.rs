@@ -458,6 +458,7 @@ pub struct TrainRequest {
 pub fn train(req: TrainRequest) -> Result<ExitCode> {
     let resume = resume_dir(&req)?;
     let (canonical, resolved) = resolve_canonical(&req)?;
+    refuse_what_this_machine_lacks(&resolved)?;
     let experiment = resolved.experiment.clone();
     let hash = tandem_config::config_hash(&experiment);
     if let Some(dir) = &resume {
@@ -504,6 +505,21 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         Some(me) => external_rank(request, &me),
         None => launch(&request),
     }
+}
+
+/// What `tandem validate` finds wrong with this machine for the run without building anything
+/// (an interpreter that is not there, CUDA not compiled in) is a usage error before any rank
+/// starts (exit 2), as a config mistake is.
+fn refuse_what_this_machine_lacks(resolved: &tandem_config::Resolved) -> Result<()> {
+    let lacks: tandem_config::Diagnostics = host::findings(resolved, false)
+        .into_iter()
+        .filter(|d| d.severity() == tandem_config::Severity::Error)
+        .collect();
+    if lacks.is_empty() {
+        return Ok(());
+    }
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    Err(UsageError(lacks.render(color).trim_end().to_string()).into())
 }
 
 /// The resumed directory ([`resume_dir`]) or `--run-dir`; else the one [`job_env::RunDirName`] says: in a job

@@ -414,6 +414,14 @@ pub struct Diagnostics {
     items: Vec<Diagnostic>,
 }
 
+/// Findings made outside the resolver (`tandem validate`'s and `train`'s checks of the machine),
+/// reported as the resolver's are.
+impl FromIterator<Diagnostic> for Diagnostics {
+    fn from_iter<I: IntoIterator<Item = Diagnostic>>(items: I) -> Self {
+        Diagnostics::new(items.into_iter().collect())
+    }
+}
+
 impl Diagnostics {
     pub(crate) fn new(items: Vec<Diagnostic>) -> Self {
         Diagnostics { items }
