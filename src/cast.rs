@@ -3,7 +3,7 @@
 //! several in its seats (`crate::algo::seats`), any of which may be replaced by uniformly random
 //! moves (`tandem play --random`) to measure what the others learned.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tch::{Device, Tensor};
 
 use crate::algo::actions::{ActionBatch, ActionKind};
@@ -36,7 +36,10 @@ impl Cast {
         let plans = crate::algo::policies::seated_plans(experiment, envs)?;
         if plans.is_empty() {
             if let Some(name) = random.first() {
-                bail!("--random {name}: the run trained one policy; --random picks one of several");
+                let said = format!(
+                    "--random {name}: the run trained one policy; --random picks one of several"
+                );
+                return Err(crate::usage::UsageError(said).into());
             }
             let (spec, obs_shape) = crate::algo::learner::network_for(experiment, envs)?;
             let space = envs.action_space();
@@ -45,10 +48,11 @@ impl Cast {
         }
         if let Some(name) = random.iter().find(|r| !plans.iter().any(|p| &&p.name == r)) {
             let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-            bail!(
+            let said = format!(
                 "--random {name}: the run's policies are {}",
                 names.join(", ")
             );
+            return Err(crate::usage::UsageError(said).into());
         }
         let mut players = Vec::with_capacity(plans.len());
         for plan in plans {

@@ -16,4 +16,5 @@ pub mod seeds;
 pub mod sweep;
 pub mod torch_ops;
 pub mod train;
+pub mod usage;
 pub mod version;

@@ -67,14 +67,18 @@ enum Command {
     /// Train the variants of an experiment (files, or a grid of --set values and --seeds),
     /// each in its own run directory, several at a time; print one table of their final scores
     /// and write a CSV of their score curves and a PNG plot of them.
+    #[command(after_help = SWEEP_EXIT_CODES)]
     Sweep(tandem::sweep::SweepRequest),
     /// Plot the score curves of runs (run directories, or folders of them such as a sweep's):
     /// mean over seeds with a 95% interval per group of runs that differ only in seed.
+    #[command(after_help = TOOL_EXIT_CODES)]
     Plot(tandem::sweep::PlotArgs),
     /// Evaluate a checkpoint with its own resolved config, optionally writing a GIF.
+    #[command(after_help = TOOL_EXIT_CODES)]
     Play(tandem::play::PlayArgs),
     /// Write a checkpoint's policy as a TorchScript module (observation normaliser included)
     /// that `torch.jit.load` runs without tandem.
+    #[command(after_help = TOOL_EXIT_CODES)]
     Export(tandem::export::ExportArgs),
     /// Internal: times the DDP benchmark's PPO update (Nature CNN) on one rank of DEVICE, one
     /// JSON line per batch size (for machines without cargo: scripts/device-check).
@@ -109,6 +113,20 @@ Exit status:
   75   stopped by SIGTERM or SIGUSR1 (a scheduler's notice, e.g. Slurm's --signal) after the
        update and its checkpoint: requeue and run the same command with --resume-if-exists
   130  stopped by Ctrl-C after the update and its checkpoint, or at once by a second signal";
+
+/// `tandem sweep --help`'s closing words.
+const SWEEP_EXIT_CODES: &str = "\
+Exit status:
+  0    every variant finished
+  1    a variant failed, or the sweep itself did (the table says which)
+  2    a mistake on the command line or in a variant's config; nothing ran";
+
+/// `tandem play`, `export` and `plot --help`'s closing words.
+const TOOL_EXIT_CODES: &str = "\
+Exit status:
+  0    done
+  1    failed (the error is printed)
+  2    a mistake on the command line";
 
 fn code(c: i32) -> ExitCode {
     ExitCode::from(c.clamp(0, 255) as u8)
@@ -209,12 +227,17 @@ fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// A subcommand's outcome: its code, or its error printed with exit 2 for the user's mistake
+/// ([`tandem::usage::UsageError`]) and 1 for anything else.
 fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tandem: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(match e.downcast_ref::<tandem::usage::UsageError>() {
+                Some(_) => 2,
+                None => 1,
+            })
         }
     }
 }

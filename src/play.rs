@@ -433,20 +433,19 @@ impl RandomAgents {
         experiment: &tandem_config::Experiment,
     ) -> Result<RandomAgents> {
         let ids: Vec<String> = env.agents().into_iter().map(|(id, _)| id).collect();
+        let mistake = |said: String| Err(crate::usage::UsageError(said).into());
         if ids.is_empty() {
-            bail!(
-                "--random-agents {pattern}: {} has one agent",
-                experiment.env.game.name()
-            );
+            let game = experiment.env.game.name();
+            return mistake(format!("--random-agents {pattern}: {game} has one agent"));
         }
         let picked: Vec<usize> = (0..ids.len())
             .filter(|&i| tandem_config::agent_matches(pattern, &ids[i]))
             .collect();
         if picked.is_empty() {
-            bail!(
-                "--random-agents {pattern} matches none of the agents, {}",
-                ids.join(", ")
-            );
+            let ids = ids.join(", ");
+            return mistake(format!(
+                "--random-agents {pattern} matches none of the agents, {ids}"
+            ));
         }
         let masked = experiment.env.game.action_mask() != tandem_config::ActionMask::None;
         let mask = match (masked, env.action_space()) {

@@ -13,11 +13,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("seeds", &[]),
     ("logging", &[]),
     ("torch_ops", &[]),
+    ("usage", &[]),
     ("nn", &["torch_ops"]),
     ("algo", &["nn", "seeds", "atomic", "torch_ops"]),
     ("dist", &["algo", "torch_ops"]),
     ("policy", &["algo", "nn"]),
-    ("cast", &["algo", "policy"]),
+    ("cast", &["algo", "policy", "usage"]),
     (
         "train",
         &[
@@ -35,6 +36,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "play",
         &[
+            "usage",
             "train",
             "policy",
             "cast",
@@ -47,10 +49,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("export", &["play", "train", "policy", "atomic"]),
     ("version", &["dist"]),
-    ("sweep", &["launch", "atomic"]),
+    ("sweep", &["launch", "atomic", "usage"]),
     (
         "launch",
         &[
+            "usage",
             "train",
             "dist",
             "algo",

@@ -106,7 +106,8 @@ fn a_short_run_keeps_both_policies_under_their_names() {
     let mut cmd = tandem();
     cmd.arg("play").arg(&dir).args(["--random", "wolves"]);
     let out = run(&mut cmd, Duration::from_secs(60));
-    assert!(!out.status.success());
+    // The user's mistake: exit 2 (`play --help`).
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         text(&out).contains("the run's policies are predators, prey"),
         "{}",

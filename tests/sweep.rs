@@ -174,11 +174,32 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    // The user's mistake, found before anything ran: exit 2, as `train`'s.
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("unknown setting `envz`"), "{err}");
     assert!(err.contains("bad.json:1:"), "{err}");
     assert!(err.contains("the sweep did not start"), "{err}");
     assert!(!sweep_dir.exists(), "a run started");
+    // So are a --set of no setting and seeds that run backwards; `sweep --help` says so.
+    for args in [vec!["--set", "algorithm.nope=1,2"], vec!["--seeds", "5..1"]] {
+        let out = tandem()
+            .arg("sweep")
+            .args(&args)
+            .arg("--dir")
+            .arg(&sweep_dir)
+            .arg(base_config())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!sweep_dir.exists(), "{args:?}: a run started");
+    }
+    let help = tandem().args(["sweep", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("2    a mistake on the command line or in a variant's config; nothing ran"),
+        "{help}"
+    );
 }
 
 /// The experiment the grid tests sweep.

@@ -398,10 +398,7 @@ fn warn_if_oversubscribed(experiment: &tandem_config::Experiment, ranks: &std::o
     }
 }
 
-/// A command-line mistake (exit code 2), as opposed to a failed run (exit code 1).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub use crate::usage::UsageError;
 
 /// `tandem train` as the command line states it (clap reads it; its field docs are the help).
 #[derive(Debug, Clone, Default, clap::Args)]

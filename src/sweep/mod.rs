@@ -196,18 +196,10 @@ pub fn called(name: &str) -> String {
 }
 
 pub fn run(req: &SweepRequest) -> Result<ExitCode> {
-    let axes: Vec<Axis> = req
-        .sets
-        .iter()
-        .map(|s| Axis::parse(s))
-        .collect::<Result<_>>()?;
-    let seeds = req.seeds.as_deref().map(grid::parse_seeds).transpose()?;
-    let variants = resolve_all(&grid::plan(&req.files, &axes, seeds.as_deref()))?;
-    let parallel = match req.parallel {
-        Some(0) => bail!("--parallel must be at least 1"),
-        Some(n) => n,
-        None => default_parallel(&variants, cores()),
-    };
+    // Every mistake of the command line or of a variant's config is found before anything
+    // runs: the user's (exit 2), as `train`'s are.
+    let (variants, parallel) =
+        planned(req).map_err(|e| crate::usage::UsageError(format!("{e:#}")))?;
     let dir = req
         .dir
         .clone()
@@ -231,6 +223,23 @@ pub fn run(req: &SweepRequest) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The sweep's variants, resolved, and how many run at once.
+fn planned(req: &SweepRequest) -> Result<(Vec<Variant>, usize)> {
+    let axes: Vec<Axis> = req
+        .sets
+        .iter()
+        .map(|s| Axis::parse(s))
+        .collect::<Result<_>>()?;
+    let seeds = req.seeds.as_deref().map(grid::parse_seeds).transpose()?;
+    let variants = resolve_all(&grid::plan(&req.files, &axes, seeds.as_deref()))?;
+    let parallel = match req.parallel {
+        Some(0) => bail!("--parallel must be at least 1"),
+        Some(n) => n,
+        None => default_parallel(&variants, cores()),
+    };
+    Ok((variants, parallel))
 }
 
 /// The machine's cores, as the launcher counts them.
