@@ -67,6 +67,33 @@ fn vtrace_matches_hand_computation_with_importance_weights_and_episode_ends() {
     assert_close(&advantages, &[0.4625, 2.6, 0.5, 0.9, 3.3, 0.0]);
 }
 
+/// Importance ratios above rho-bar and c-bar are truncated to them (Espeholt et al. 2018,
+/// eq. 1): with both bars at 1, a behaviour policy half as likely as the target (ratio 2)
+/// everywhere gives exactly the on-policy targets and advantages; with the bars at 1.5 and
+/// 1.25 the result differs from both, as untruncated weights (2) would too.
+#[test]
+fn vtrace_truncates_ratios_above_its_bars() {
+    let steps = arrays(&TERMINATED, &TRUNCATED);
+    let doubled = [2f32.ln(); 6];
+    let on_policy = [0.0f32; 6];
+    let unit = VtraceClips { rho: 1.0, c: 1.0 };
+    assert_eq!(
+        vtrace(&steps, &doubled, 0.9, 0.5, unit).unwrap(),
+        vtrace(&steps, &on_policy, 0.9, 0.5, unit).unwrap()
+    );
+    // rho = 1.5, c = lambda * 1.25 everywhere. Worked by hand as in the test above:
+    // env 0: t2: d = 1.5 * 3.3 = 4.95, v = 6.45, A = 4.95
+    //        t1 (terminated): d = 1.5 * (2 - 1) = 1.5, v = 2.5, A = 1.5
+    //        t0: d = 1.5 * (1 + .9*1 - .5) = 2.1, v - V = 2.1 + .9 * .625 * 1.5 = 2.94375,
+    //            v = 3.44375, A = 1.5 * (1 + .9 * 2.5 - .5) = 4.125
+    // env 1: t2 (terminated): d = 0, v = 1, A = 0 | t1: d = 1.5 * .9 = 1.35, v = 2.35,
+    //        A = 1.35 | t0 (truncated, bootstrap 4): d = 1.5 * 2.6 = 3.9, v = 4.9, A = 3.9
+    let bars = VtraceClips { rho: 1.5, c: 1.25 };
+    let (advantages, targets) = vtrace(&steps, &doubled, 0.9, 0.5, bars).unwrap();
+    assert_close(&targets, &[3.44375, 4.9, 2.5, 2.35, 6.45, 1.0]);
+    assert_close(&advantages, &[4.125, 3.9, 1.5, 1.35, 4.95, 0.0]);
+}
+
 #[test]
 fn vtrace_on_policy_gives_the_gae_returns() {
     // pi = mu: every weight is 1, so the targets are GAE(lambda)'s lambda-returns, and with
