@@ -29,7 +29,6 @@ use tch::{CModule, IValue, Kind, Tensor};
 
 use crate::play::CheckpointChoice;
 use crate::policy::{Outputs, Policy};
-use crate::train::checkpoint;
 use tandem_config::{Experiment, Wrapper};
 use tandem_env::norm::NormKind;
 
@@ -65,8 +64,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
 
 /// Writes the module and returns what it holds, in words.
 pub fn export(args: &ExportArgs) -> Result<String> {
-    let path = args.checkpoint.file()?;
-    let (ckpt, experiment) = checkpoint::open(&path)?;
+    let (ckpt, experiment, path) = args.checkpoint.open("export")?;
     let normalizer = Normalizer::of(&experiment)?;
     let bridge = tandem_env::BridgeOptions {
         log_prefix: String::new(),

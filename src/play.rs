@@ -50,6 +50,33 @@ impl CheckpointChoice {
         }
         checkpoint::pick(&self.path, self.checkpoint.as_deref())
     }
+
+    /// The chosen checkpoint, read, with its experiment and its path. A run directory's newest
+    /// (no `--checkpoint`) that is damaged gives way to the one before it, as `--resume` does,
+    /// and `command` says so on stderr; a checkpoint named (a file, `--checkpoint N` or `best`)
+    /// is read or refused as it is.
+    pub fn open(
+        &self,
+        command: &str,
+    ) -> Result<(checkpoint::Checkpoint, tandem_config::Experiment, PathBuf)> {
+        let chosen = self.file()?;
+        let named = self.path.is_file() || self.checkpoint.is_some();
+        let first = match checkpoint::open(&chosen) {
+            Ok((ckpt, experiment)) => return Ok((ckpt, experiment, chosen)),
+            Err(e) if named => return Err(e),
+            Err(e) => e,
+        };
+        let older = checkpoint::newest_first(&self.path)?;
+        let mut failed = format!("{first:#}");
+        for path in older.iter().filter(|p| **p != chosen) {
+            eprintln!("{command}: {failed}; trying {} instead", path.display());
+            match checkpoint::open(path) {
+                Ok((ckpt, experiment)) => return Ok((ckpt, experiment, path.clone())),
+                Err(e) => failed = format!("{e:#}"),
+            }
+        }
+        Err(first)
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -302,7 +329,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
-    let (ckpt, experiment) = checkpoint::open(&args.checkpoint.file()?)?;
+    let (ckpt, experiment, _) = args.checkpoint.open("play")?;
     // Drawing costs every step, so a gymnasium environment draws only for a GIF.
     let bridge = tandem_env::BridgeOptions {
         log_prefix: String::new(),

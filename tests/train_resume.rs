@@ -580,3 +580,39 @@ fn episode_lines(run_dir: &Path) -> Vec<(u64, String)> {
         })
         .collect()
 }
+
+/// `play` and `export` of a run directory whose newest checkpoint is damaged use the one before
+/// it, as `--resume` does, and say so; a checkpoint named (`--checkpoint 4`) is refused as it is.
+#[test]
+fn play_and_export_fall_back_from_a_damaged_newest_checkpoint() {
+    let dir = checkpoints_2_to_4("damaged-play");
+    let newest = dir.join("checkpoints/ckpt-000000004.pt");
+    cut_short(&newest);
+    let named = format!("{} is damaged", newest.display());
+    let before = dir.join("checkpoints/ckpt-000000003.pt");
+    let mut cmd = tandem();
+    cmd.arg("play").arg(&dir).args(["--episodes", "1"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("play: checkpoint {named}"))
+            && all.contains(&format!("trying {} instead", before.display())),
+        "{all}"
+    );
+    let module = dir.join("policy.pt");
+    let mut cmd = tandem();
+    cmd.arg("export").arg(&dir).arg("-o").arg(&module);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains(&format!("from {}", before.display())), "{all}");
+    let mut cmd = tandem();
+    cmd.arg("play")
+        .arg(&dir)
+        .args(["--episodes", "1", "--checkpoint", "4"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains(&named) && !all.contains("instead"), "{all}");
+}
