@@ -664,6 +664,32 @@ fn a_discrete_observation_outside_its_space_names_the_entry() {
     );
 }
 
+/// A Dict observation without an entry its space declares names the entry, the space and what
+/// the observation holds (it was a bare `KeyError: 'grid'` in a traceback).
+#[test]
+fn a_dict_observation_missing_an_entry_names_it_against_its_space() {
+    let Some(python) = venv_python() else { return };
+    let mut spec = gym(&python, "TandemTest/Structured-v0", 1);
+    // At step 2: gymnasium's own checker looks at the first step only.
+    spec.make_args = vec![("no_grid_at".into(), Scalar::Int(2))];
+    let mut envs = VecEnv::new(
+        &EnvSpec::new(Game::Gymnasium(spec)),
+        &env_seeds(1, 0, 0, 1),
+        1,
+    )
+    .unwrap();
+    envs.reset();
+    envs.step(&[0i64]).unwrap();
+    let message = envs.step(&[0i64]).unwrap_err().to_string();
+    assert!(
+        message.contains(
+            "environment 0: the observation has no entry `grid`, which its space declares (Dict("
+        ) && message.contains("its entries: `vel`, `pos`, `pair`, `flags`")
+            && !message.contains("Traceback"),
+        "{message}"
+    );
+}
+
 #[test]
 fn wrappers_that_step_twice_or_change_actions_are_refused_before_any_process_starts() {
     for chosen in [

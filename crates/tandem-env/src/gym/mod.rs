@@ -685,6 +685,7 @@ fn describe_failure(
                 text(&v, "message")
             ),
             "agents" => format!("{id}: game {}: {}", v["env"], text(&v, "message")),
+            "observation" => format!("{id}: environment {}: {}", v["env"], text(&v, "message")),
             "render" => format!(
                 "{id}: environment {} could not render: {}",
                 v["env"],

@@ -302,15 +302,30 @@ class Mask:
         return m.astype(np.float32)
 
 
-def leaves(space, x):
-    """The values of a Dict or Tuple observation in the order `entries` lists their spaces."""
+class BadObservation(Exception):
+    """An observation that lacks what its declared space holds, with where."""
+
+
+def leaves(space, x, path=""):
+    """The values of a Dict or Tuple observation in the order `entries` lists their spaces; an
+    entry the space declares and the observation lacks is a `BadObservation` naming it."""
     name = type(space).__name__
+    where = f"`{path}`" if path else "the observation"
     if name == "Dict":
+        if not isinstance(x, dict):
+            raise BadObservation(f"{where} is {type(x).__name__}, where its space is a Dict ({space!r})")
         for key, sub in space.spaces.items():
-            yield from leaves(sub, x[key])
+            if key not in x:
+                keys = ", ".join(f"`{k}`" for k in x) or "none"
+                raise BadObservation(
+                    f"{where} has no entry `{key}`, which its space declares ({space!r}); its entries: {keys}"
+                )
+            yield from leaves(sub, x[key], f"{path}.{key}" if path else str(key))
     elif name == "Tuple":
-        for sub, v in zip(space.spaces, x):
-            yield from leaves(sub, v)
+        if len(x) != len(space.spaces):
+            raise BadObservation(f"{where} has {len(x)} entries, where its space declares {len(space.spaces)} ({space!r})")
+        for i, (sub, v) in enumerate(zip(space.spaces, x)):
+            yield from leaves(sub, v, f"{path}[{i}]")
     else:
         yield x
 
@@ -744,6 +759,9 @@ def step(batch, envs, base, lo, hi):
         except (Departure, IllegalMove) as e:
             error("agents", env=i, message=str(e))
             return
+        except BadObservation as e:
+            error("observation", env=i, message=str(e))
+            return
         except Exception:
             error("step", env=i, traceback=traceback.format_exc())
             return
@@ -770,6 +788,9 @@ def reset(batch, envs, base, words):
                 batch.turn[i] = env.turn
         except Departure as e:
             error("agents", env=i, message=str(e))
+            return
+        except BadObservation as e:
+            error("observation", env=i, message=str(e))
             return
         except Exception:
             error("reset", env=i, traceback=traceback.format_exc())

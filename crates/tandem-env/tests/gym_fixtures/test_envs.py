@@ -128,7 +128,8 @@ class Structured(gym.Env):
     """A Dict observation of every space kind tandem encodes, its values a function of the
     step t: flags MultiBinary [t % 2, 1], grid MultiDiscrete [t % 2, t % 3], pair Tuple
     (t % 2, [0.5]), pos Discrete(5, start=1) 1 + t % 5, vel Box [t / 10, -t / 10]. Ends after
-    `length` steps; `bad_pos_at` returns pos 9 (outside its space) at that step."""
+    `length` steps; `bad_pos_at` returns pos 9 (outside its space) at that step, `no_grid_at`
+    an observation without its `grid` entry."""
 
     observation_space = spaces.Dict(
         {
@@ -141,8 +142,8 @@ class Structured(gym.Env):
     )
     action_space = spaces.Discrete(2)
 
-    def __init__(self, length=7, bad_pos_at=-1):
-        self.length, self.bad_pos_at = length, bad_pos_at
+    def __init__(self, length=7, bad_pos_at=-1, no_grid_at=-1):
+        self.length, self.bad_pos_at, self.no_grid_at = length, bad_pos_at, no_grid_at
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -151,13 +152,16 @@ class Structured(gym.Env):
 
     def _obs(self):
         t = self.t
-        return {
+        obs = {
             "vel": np.array([t / 10, -t / 10]),
             "pos": 9 if t == self.bad_pos_at else 1 + t % 5,
             "pair": (t % 2, np.array([0.5], dtype=np.float32)),
             "grid": np.array([t % 2, t % 3]),
             "flags": np.array([t % 2, 1], dtype=np.int8),
         }
+        if t == self.no_grid_at:
+            del obs["grid"]
+        return obs
 
     def step(self, action):
         self.t += 1
