@@ -616,3 +616,34 @@ fn play_and_export_fall_back_from_a_damaged_newest_checkpoint() {
     assert!(!out.status.success(), "{all}");
     assert!(all.contains(&named) && !all.contains("instead"), "{all}");
 }
+
+/// Environment snapshots whose checkpoint was never written (the ranks write theirs before rank
+/// 0 writes the checkpoint: a full disk or a kill between the two) are removed when the run is
+/// resumed, which continues from the checkpoint before them.
+#[test]
+fn snapshots_without_their_checkpoint_are_removed_by_a_resume() {
+    let dir = checkpoints_2_to_4("orphans");
+    let checkpoints = dir.join("checkpoints");
+    std::fs::remove_file(checkpoints.join("ckpt-000000004.pt")).unwrap();
+    let orphans: Vec<_> = (0..2)
+        .map(|rank| checkpoints.join(format!("ckpt-000000004.rank-{rank}.envs")))
+        .collect();
+    assert!(orphans.iter().all(|o| o.exists()));
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir).arg("--quiet");
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for orphan in &orphans {
+        assert!(
+            all.contains(&format!(
+                "removed {}, an environment snapshot whose checkpoint was never written",
+                orphan.display()
+            )),
+            "{all}"
+        );
+    }
+    // Update 4 again, from update 3's checkpoint: its checkpoint and snapshots written whole.
+    assert_eq!(summary_number(&dir, "global_step"), Some(1024.0));
+    assert!(checkpoints.join("ckpt-000000004.pt").exists());
+}

@@ -168,6 +168,15 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<Option<run_dir::Hold>> {
     if !req.resume && node_0 {
         refuse_existing_run(req)?;
     }
+    if req.resume && node_0 {
+        // Held: no rank of another run is writing a snapshot here.
+        for orphan in crate::train::checkpoint::remove_orphan_snapshots(&req.run_dir)? {
+            eprintln!(
+                "tandem: removed {}, an environment snapshot whose checkpoint was never written",
+                orphan.display()
+            );
+        }
+    }
     let logs = req.run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     if !req.resume && req.layout.node_rank == 0 {

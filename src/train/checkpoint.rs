@@ -184,6 +184,31 @@ fn entries(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
 }
 
 /// The model checkpoints among `entries`, oldest first.
+/// Removes the environment snapshots whose checkpoint was never written (every rank writes its
+/// snapshot before rank 0 writes the checkpoint; a full disk or a kill between the two leaves
+/// the snapshots alone), so that a run directory holds no snapshot without its checkpoint.
+/// Only for a run directory held with no run in it (a resume, before its ranks start). Returns
+/// the ones removed.
+pub fn remove_orphan_snapshots(run_dir: &Path) -> Result<Vec<PathBuf>> {
+    let files = entries(&checkpoint_dir(run_dir))?;
+    let written: std::collections::BTreeSet<u64> = checkpoints(&files)
+        .iter()
+        .filter_map(|p| update_of(p))
+        .collect();
+    let mut removed = Vec::new();
+    for (path, name) in files {
+        let orphan = name.starts_with("ckpt-")
+            && name.ends_with(".envs")
+            && update_of(&path).is_some_and(|u| !written.contains(&u));
+        if orphan {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
 fn checkpoints(entries: &[(PathBuf, String)]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = entries
         .iter()
