@@ -139,7 +139,7 @@ impl Normalizer {
             return Ok(None);
         };
         if let Some(later) = chain[at + 1..].iter().find(|w| w.changes_observation()) {
-            bail!(
+            crate::usage::mistake!(
                 "cannot export: `{}` changes the observations after `normalize-obs`, so an \
                  exported module given the environment's observations cannot normalise them as \
                  training did; put `normalize-obs` last among the wrappers that change \

@@ -37,6 +37,7 @@ enum Command {
     #[command(after_help = TRAIN_EXIT_CODES)]
     Train(tandem::launch::TrainRequest),
     /// Check experiment files and report every problem, with the line it is on.
+    #[command(after_help = CHECK_EXIT_CODES)]
     Validate {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
@@ -52,6 +53,7 @@ enum Command {
         format: String,
     },
     /// Print the fully resolved (canonical) config, or its hash.
+    #[command(after_help = CHECK_EXIT_CODES)]
     Resolve {
         #[arg(value_name = "FILE")]
         file: String,
@@ -120,6 +122,13 @@ Exit status:
   0    every variant finished
   1    a variant failed, or the sweep itself did (the table says which)
   2    a mistake on the command line or in a variant's config; nothing ran";
+
+/// `tandem validate` and `resolve --help`'s closing words.
+const CHECK_EXIT_CODES: &str = "\
+Exit status:
+  0    valid
+  1    a file is invalid (every problem is printed)
+  2    a mistake on the command line";
 
 /// `tandem play`, `export` and `plot --help`'s closing words.
 const TOOL_EXIT_CODES: &str = "\

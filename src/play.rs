@@ -36,12 +36,12 @@ impl CheckpointChoice {
     /// The checkpoint file chosen.
     pub fn file(&self) -> Result<PathBuf> {
         if self.best {
-            bail!("--best is now spelled --checkpoint best");
+            crate::usage::mistake!("--best is now spelled --checkpoint best");
         }
         checkpoint::must_exist(&self.path)?;
         if self.path.is_file() {
             if self.checkpoint.is_some() {
-                bail!(
+                crate::usage::mistake!(
                     "--checkpoint picks among a run directory's checkpoints; {} is a checkpoint file",
                     self.path.display()
                 );
@@ -245,7 +245,7 @@ pub fn restored_policy(
         [one] => return restored_seated(experiment, ckpt, env, &one.name),
         several => {
             let names: Vec<&str> = several.iter().map(|p| p.name.as_str()).collect();
-            bail!(
+            crate::usage::mistake!(
                 "the run trained {} policies ({}); pick one with --policy",
                 names.len(),
                 names.join(", ")
@@ -272,13 +272,16 @@ pub fn restored_one_of_several(
     let plans = experiment.policy_plans();
     if !plans.iter().any(|p| p.name == name) {
         let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-        bail!(match names.is_empty() {
-            true => format!("--policy {name}: the run trained one policy, which needs no name"),
-            false => format!(
-                "--policy {name}: the run's policies are {}",
-                names.join(", ")
-            ),
-        });
+        crate::usage::mistake!(
+            "{}",
+            match names.is_empty() {
+                true => format!("--policy {name}: the run trained one policy, which needs no name"),
+                false => format!(
+                    "--policy {name}: the run's policies are {}",
+                    names.join(", ")
+                ),
+            }
+        );
     }
     restored_seated(experiment, ckpt, env, name)
 }
@@ -327,7 +330,7 @@ fn restored_cast(
 
 pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     if args.episodes == 0 {
-        bail!("--episodes must be at least 1");
+        crate::usage::mistake!("--episodes must be at least 1");
     }
     let (ckpt, experiment, _) = args.checkpoint.open("play")?;
     // Drawing costs every step, so a gymnasium environment draws only for a GIF.
@@ -354,7 +357,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
 
     let want_gif = args.gif.is_some();
     if want_gif && env.render_rgb(0)?.is_none() {
-        bail!(
+        crate::usage::mistake!(
             "{} does not draw itself; --gif needs an image-based game",
             experiment.env.game.name()
         );
@@ -479,7 +482,9 @@ impl RandomAgents {
             (false, _) => 0,
             (true, tandem_env::ActionSpace::Discrete { n }) => *n,
             (true, space) => {
-                bail!("--random-agents keeps to action masks of discrete moves, not {space}")
+                crate::usage::mistake!(
+                    "--random-agents keeps to action masks of discrete moves, not {space}"
+                )
             }
         };
         let (agents, len) = (ids.len(), env.obs_len());

@@ -6,3 +6,11 @@
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// `bail!` for the user's mistake: returns early with a [`UsageError`] of the formatted words.
+macro_rules! mistake {
+    ($($words:tt)*) => {
+        return Err($crate::usage::UsageError(format!($($words)*)).into())
+    };
+}
+pub(crate) use mistake;

@@ -22,6 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "train",
         &[
+            "usage",
             "algo",
             "nn",
             "dist",
@@ -47,7 +48,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "torch_ops",
         ],
     ),
-    ("export", &["play", "train", "policy", "atomic"]),
+    ("export", &["play", "train", "policy", "atomic", "usage"]),
     ("version", &["dist"]),
     ("sweep", &["launch", "atomic", "usage"]),
     (

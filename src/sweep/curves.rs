@@ -225,7 +225,7 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     for path in paths {
         // As train::checkpoint::must_exist says it (sweep does not reach train).
         if std::fs::symlink_metadata(path).is_err() {
-            bail!("{} does not exist", path.display());
+            crate::usage::mistake!("{} does not exist", path.display());
         }
         if path.join("resolved.kdl").is_file() {
             dirs.push(path.clone());
@@ -242,7 +242,7 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             .filter(|p| p.join("resolved.kdl").is_file())
             .collect();
         if inside.is_empty() {
-            bail!(
+            crate::usage::mistake!(
                 "{} holds no run (no resolved.kdl in it or in the folders inside it)",
                 path.display()
             );
@@ -288,7 +288,7 @@ pub fn groups_of(dirs: &[PathBuf], options: &CurveOptions) -> Result<Vec<Group>>
         }
     }
     if !tags.is_empty() && !tags.contains(&options.metric) {
-        bail!(
+        crate::usage::mistake!(
             "no run logged the metric `{}`; they logged: {}",
             options.metric,
             tags.into_iter().collect::<Vec<_>>().join(", ")

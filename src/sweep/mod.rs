@@ -88,7 +88,7 @@ pub struct PlotArgs {
 pub fn plot_runs(args: &PlotArgs) -> Result<ExitCode> {
     plot::Format::of(&args.output)?;
     if args.smooth == 0 {
-        bail!("--smooth must be at least 1 (1: no smoothing)");
+        crate::usage::mistake!("--smooth must be at least 1 (1: no smoothing)");
     }
     let options = curves::CurveOptions {
         metric: args.metric.clone(),

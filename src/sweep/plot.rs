@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Once;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -64,11 +64,11 @@ impl Format {
             Some("png") => Ok(Format::Png),
             Some("svg") => Ok(Format::Svg),
             Some("pdf") => Ok(Format::Pdf),
-            Some(other) => bail!(
+            Some(other) => crate::usage::mistake!(
                 "cannot write a figure as .{other} ({}): name a .png, .svg or .pdf file",
                 path.display()
             ),
-            None => bail!(
+            None => crate::usage::mistake!(
                 "{} has no extension: name a .png, .svg or .pdf file",
                 path.display()
             ),

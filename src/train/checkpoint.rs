@@ -267,7 +267,7 @@ pub fn newest_first(run_dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn must_exist(path: &Path) -> Result<()> {
     // symlink_metadata: a dangling link exists; what it points at is the reader's to name.
     if std::fs::symlink_metadata(path).is_err() {
-        bail!("{} does not exist", path.display());
+        crate::usage::mistake!("{} does not exist", path.display());
     }
     Ok(())
 }
@@ -278,20 +278,21 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let dir = checkpoint_dir(path);
-    list(&dir)?.pop().with_context(|| {
-        format!(
+    match list(&dir)?.pop() {
+        Some(newest) => Ok(newest),
+        None => crate::usage::mistake!(
             "{} holds no checkpoint (looked in {})",
             path.display(),
             dir.display()
-        )
-    })
+        ),
+    }
 }
 
 /// A run directory's best checkpoint by evaluation ([`BEST_FILE`]).
 pub fn best(run_dir: &Path) -> Result<PathBuf> {
     let path = checkpoint_dir(run_dir).join(BEST_FILE);
     if !path.is_file() {
-        bail!(
+        crate::usage::mistake!(
             "{} holds no best checkpoint ({} is missing): a run keeps one only when it evaluates \
              (set `eval {{ every N }}`)",
             run_dir.display(),
@@ -308,16 +309,18 @@ pub fn pick(run_dir: &Path, which: Option<&str>) -> Result<PathBuf> {
         None => locate(run_dir),
         Some("best") => best(run_dir),
         Some(text) => {
-            let update: u64 = text.parse().map_err(|_| {
-                anyhow!("--checkpoint takes an update number or `best`, not `{text}`")
-            })?;
+            let Ok(update) = text.parse::<u64>() else {
+                crate::usage::mistake!(
+                    "--checkpoint takes an update number or `best`, not `{text}`"
+                );
+            };
             let path = checkpoint_dir(run_dir).join(file_name(update));
             if !path.is_file() {
                 let kept: Vec<String> = list(&checkpoint_dir(run_dir))?
                     .iter()
                     .filter_map(|p| update_of(p).map(|u| u.to_string()))
                     .collect();
-                bail!(
+                crate::usage::mistake!(
                     "{} holds no checkpoint of update {update}; it keeps {}",
                     run_dir.display(),
                     if kept.is_empty() {
