@@ -143,6 +143,7 @@ fn code(c: i32) -> ExitCode {
 
 fn main() {
     tandem::alloc::keep_freed_memory();
+    tandem::dist::raise_descriptor_limit();
     let code = run(Cli::parse());
     exit_without_teardown(code)
 }

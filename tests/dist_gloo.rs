@@ -237,6 +237,49 @@ fn hosting_on_a_port_held_by_another_program_fails_at_once() {
     drop(holder);
 }
 
+/// Strangers crowding the door (2,000 connections that never prove themselves, each a thread
+/// and a descriptor of rank 0's while it waits) cannot keep a rank out: the door lets a few
+/// dozen wait, closing the longest waiting to make room, and the rank gets in at once.
+#[test]
+fn a_crowd_of_idle_connections_cannot_keep_a_rank_out() {
+    use std::io::Read;
+    use tandem::dist::{JobSecret, Store};
+    let limit = tandem::dist::raise_descriptor_limit() as usize;
+    let crowd_size = 2_000.min(limit.saturating_sub(300));
+    let secret = JobSecret::derive(&["crowd test"]);
+    let timeout = Duration::from_secs(10);
+    let store = Store::host("127.0.0.1", 0, &secret, timeout).expect("hosting");
+    let port = store.port();
+    let connect = |_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // A first 200: the oldest of them is closed to make room at once (its greeting and nonce,
+    // then the end), not after the 3 s a connection may take to prove itself.
+    let opened = Instant::now();
+    let mut crowd: Vec<std::net::TcpStream> = (0..200).map(connect).collect();
+    let mut first = &crowd[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut heard = Vec::new();
+    let end = first.read_to_end(&mut heard);
+    assert!(
+        end.is_ok() && opened.elapsed() < Duration::from_secs(2),
+        "the oldest waiting connection was still open after {:?}: {end:?}",
+        opened.elapsed()
+    );
+    assert_eq!(heard.len(), 15 + 32, "{heard:?}");
+    crowd.extend((200..crowd_size).map(connect));
+    let start = Instant::now();
+    let rank = Store::connect("127.0.0.1", port, &secret, timeout).expect("the rank got in");
+    rank.set("k", b"v").unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(store.try_get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(crowd);
+}
+
 #[test]
 fn connecting_to_a_foreign_program_on_the_port_ends_at_the_deadline() {
     // A program that accepts connections and never answers: c10d's client would wait forever.

@@ -55,3 +55,30 @@ pub(crate) fn hostname() -> Option<String> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
 }
+
+/// Raises this process's limit on open descriptors to its hard limit, and returns the limit in
+/// force: rank 0's rendezvous door and every rank's connections hold a descriptor each, and a
+/// soft limit of 1024 (a common default) is soon reached when strangers crowd the door.
+pub fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write an `rlimit` this function owns, and change
+    // nothing but this process's descriptor limit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+    }
+    limit.rlim_cur
+}

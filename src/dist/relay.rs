@@ -27,8 +27,13 @@ use super::DistError;
 const GREETING: &[u8; 15] = b"tandem-store-1\n";
 const ADMITTED: u8 = b'+';
 const REFUSED: u8 = b'-';
-/// How long a connection may take to prove itself before the door closes it.
-const PROOF_TIME: Duration = Duration::from_secs(10);
+/// How long a connection may take to prove itself before the door closes it: a rank answers
+/// at once; a stranger holding the door open is cut off soon.
+const PROOF_TIME: Duration = Duration::from_secs(3);
+/// Connections the door lets wait to prove themselves at once; a new one beyond them closes
+/// the one that has waited longest, so a flood of idle connections (each a thread and a
+/// descriptor of rank 0's) can neither exhaust rank 0's descriptors nor keep a rank out.
+const MAX_WAITING: usize = 64;
 
 /// The job's shared secret: every rank of one job holds the same, nobody else should. A
 /// credential, not configuration: it changes nothing a run computes.
@@ -227,6 +232,7 @@ impl Door {
         let stopped = Arc::clone(&stop);
         let refusals = Arc::new(Refusals::new(Instant::now()));
         let counted = Arc::clone(&refusals);
+        let waiting = Arc::new(WaitingRoom::default());
         std::thread::Builder::new()
             .name("tandem-store-door".into())
             .spawn(move || {
@@ -238,11 +244,19 @@ impl Door {
                     let Ok(peer) = stream.peer_addr() else {
                         continue;
                     };
+                    let Some(ticket) = waiting.enter(&stream, peer, &counted) else {
+                        continue;
+                    };
                     let secret = secret.clone();
                     let counted = Arc::clone(&counted);
+                    let waiting = Arc::clone(&waiting);
                     let _ = std::thread::Builder::new()
                         .name("tandem-store-admit".into())
-                        .spawn(move || admit(stream, peer, store_port, &secret, &counted));
+                        .spawn(move || {
+                            admit(stream, peer, store_port, &secret, &counted, || {
+                                waiting.leave(ticket)
+                            })
+                        });
                 }
             })?;
         Ok(Door {
@@ -253,13 +267,54 @@ impl Door {
     }
 }
 
-/// One connection at the door: the proof, then the pipe to the store, or a logged refusal.
+/// The connections waiting to prove themselves, oldest first, each with its ticket: at most
+/// [`MAX_WAITING`], the oldest closed to make room.
+#[derive(Default)]
+struct WaitingRoom {
+    state: std::sync::Mutex<(u64, std::collections::VecDeque<(u64, TcpStream)>)>,
+}
+
+impl WaitingRoom {
+    /// Lets `stream` wait, closing the connection that waited longest where the room is full;
+    /// its ticket, or `None` where the stream cannot be kept track of (then it is closed).
+    fn enter(&self, stream: &TcpStream, peer: SocketAddr, refusals: &Refusals) -> Option<u64> {
+        let Ok(copy) = stream.try_clone() else {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return None;
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (next, queue) = &mut *state;
+        if queue.len() >= MAX_WAITING
+            && let Some((_, oldest)) = queue.pop_front()
+        {
+            let _ = oldest.shutdown(std::net::Shutdown::Both);
+            let why = format!("{MAX_WAITING} connections were waiting to prove themselves");
+            let from = oldest.peer_addr().unwrap_or(peer);
+            if let Some(line) = refusals.note(from, &why, Instant::now()) {
+                tracing::warn!("{line}");
+            }
+        }
+        *next += 1;
+        queue.push_back((*next, copy));
+        Some(*next)
+    }
+
+    /// The connection of `ticket` is done waiting (proven, refused or closed).
+    fn leave(&self, ticket: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1.retain(|(t, _)| *t != ticket);
+    }
+}
+
+/// One connection at the door: the proof, then the pipe to the store, or a logged refusal;
+/// `done_waiting` once the proof is decided.
 fn admit(
     mut stream: TcpStream,
     peer: SocketAddr,
     store_port: u16,
     secret: &JobSecret,
     refusals: &Refusals,
+    done_waiting: impl FnOnce(),
 ) {
     let refuse = |why: String| {
         if let Some(line) = refusals.note(peer, &why, Instant::now()) {
@@ -276,6 +331,7 @@ fn admit(
         stream.read_exact(&mut proof)?;
         Ok(secret.proof(&nonce).verify_slice(&proof).is_ok())
     })();
+    done_waiting();
     match checked {
         Ok(true) => {
             if stream.write_all(&[ADMITTED]).is_err() {
@@ -295,8 +351,10 @@ fn admit(
     }
 }
 
-/// Connects to rank 0's door at `addr:port`, retrying until `deadline` while nobody listens,
-/// and proves this rank holds `secret`. The stream is then a plain connection to the store.
+/// Connects to rank 0's door at `addr:port`, retrying until `deadline` while nobody listens or
+/// while the door closes the connection before this rank has proved itself (a door crowded by
+/// strangers closes its longest waiting connections), and proves this rank holds `secret`. The
+/// stream is then a plain connection to the store.
 pub(super) fn connect(
     addr: &str,
     port: u16,
@@ -310,10 +368,25 @@ pub(super) fn connect(
         after: start.elapsed(),
         missing: Vec::new(),
     };
-    let mut stream = dial(addr, port, deadline).map_err(|e| timeout(e.to_string()))?;
-    match prove(&mut stream, secret, deadline) {
-        Ok(true) => Ok(stream),
-        Ok(false) => Err(DistError::Invalid(format!(
+    let mut retried = false;
+    let proven = loop {
+        let mut stream = dial(addr, port, deadline).map_err(|e| timeout(e.to_string()))?;
+        match prove(&mut stream, secret, deadline) {
+            Err(e) if cut_off(&e) && Instant::now() < deadline => {
+                if !std::mem::replace(&mut retried, true) {
+                    tracing::warn!(
+                        "{what}: the door closed the connection before this rank proved itself \
+                         ({e}); retrying until the rendezvous deadline"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other.map(|ok| (ok, stream)),
+        }
+    };
+    match proven {
+        Ok((true, stream)) => Ok(stream),
+        Ok((false, _)) => Err(DistError::Invalid(format!(
             "{what}: the program on that port is not a tandem rendezvous store (it did not greet like one)"
         ))),
         Err(e)
@@ -337,6 +410,15 @@ pub(super) fn connect(
             message: e.to_string(),
         }),
     }
+}
+
+/// Whether `e` is the door closing a connection before it was proven: worth another try.
+fn cut_off(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+    )
 }
 
 /// A TCP connection to `addr:port`, retried until `deadline` while nobody listens there.
