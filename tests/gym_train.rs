@@ -1612,12 +1612,7 @@ fn several_policies_play_a_pettingzoo_games_teams() {
     let teams = "            predators \"adversary_*\"\n            prey \"agent_*\" { network.hidden 32; }\n";
     let (run_dir, ran) = train_text("zoo-tag", &text(teams), &[], Duration::from_secs(300));
     assert!(ran.success, "{}", ran.output);
-    let ckpt = tandem::train::checkpoint::locate(&run_dir).unwrap();
-    let tensors = tch::Tensor::load_multi(ckpt).unwrap();
-    let shape = |name: &str| {
-        let found = tensors.iter().find(|(n, _)| n == name);
-        found.unwrap_or_else(|| panic!("no {name}")).1.size()
-    };
+    let shape = |name: &str| common::binary::final_shape(&run_dir, name);
     // The prey's 14 floats into its own 32 units; the predators' 16 into the run's 16.
     assert_eq!(shape("policy.prey.model.torsos.fc0.weight"), [2, 14, 32]);
     assert_eq!(

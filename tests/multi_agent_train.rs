@@ -228,10 +228,8 @@ fn the_agents_index_is_read_by_the_shared_policy() {
         all.extend_from_slice(sets);
         let out = train(&example(), &dir, &all, Duration::from_secs(120));
         assert!(out.status.success(), "{}", text(&out));
-        let ckpt = tandem::train::checkpoint::locate(&dir).unwrap();
-        let tensors = tch::Tensor::load_multi(ckpt).unwrap();
-        let fc0 = tensors.iter().find(|(n, _)| n == "model.torsos.fc0.weight");
-        (dir, fc0.expect("model.torsos.fc0.weight").1.size())
+        let shape = final_shape(&dir, "model.torsos.fc0.weight");
+        (dir, shape)
     };
     let (dir, indexed) = first_layer(&["network.agent-index=#true"]);
     // Two stacked torsos (actor, critic), 18 + 3 inputs, 64 units.

@@ -324,12 +324,7 @@ fn a_policy_learns_and_plays_by_its_own_settings() {
     let sets = ["train.total-steps=163840", "train.max-steps=32768"];
     let out = train(cfg.to_str().unwrap(), &dir, &sets, Duration::from_secs(180));
     assert!(out.status.success(), "{}", text(&out));
-    let tensors =
-        tch::Tensor::load_multi(tandem::train::checkpoint::locate(&dir).unwrap()).unwrap();
-    let shape = |name: &str| {
-        let found = tensors.iter().find(|(n, _)| n == name);
-        found.unwrap_or_else(|| panic!("no {name}")).1.size()
-    };
+    let shape = |name: &str| final_shape(&dir, name);
     // The prey's two torsos (actor, critic; stacked) are 32 wide over its 14 inputs; the
     // predators' the experiment's 64 over their 16.
     assert_eq!(shape("policy.prey.model.torsos.fc0.weight"), [2, 14, 32]);

@@ -109,6 +109,17 @@ pub fn deterministic_scalars(run_dir: &Path) -> Vec<(String, i64, u32)> {
         .collect()
 }
 
+/// The shape of tensor `name` in `run_dir`'s newest checkpoint.
+pub fn final_shape(run_dir: &Path, name: &str) -> Vec<i64> {
+    let ckpt = tandem::train::checkpoint::locate(run_dir).unwrap();
+    let tensors = tch::Tensor::load_multi(&ckpt).unwrap();
+    let found = tensors.into_iter().find(|(n, _)| n == name);
+    found
+        .unwrap_or_else(|| panic!("no {name} in {}", ckpt.display()))
+        .1
+        .size()
+}
+
 pub fn final_parameters(run_dir: &Path) -> Vec<(String, Vec<u8>)> {
     let ckpt = tandem::train::checkpoint::locate(run_dir).unwrap();
     let mut tensors = tch::Tensor::load_multi(&ckpt).unwrap();
