@@ -319,7 +319,7 @@ pub fn seated_plans(
 ) -> Result<Vec<tandem_config::PolicyPlan>> {
     let agents = envs.agents();
     let misfits = experiment.policy_misfits(&agents);
-    if !experiment.train.policies.0.is_empty() && !misfits.is_empty() {
+    if !misfits.is_empty() {
         let said: Vec<String> = misfits.iter().map(|m| m.message(experiment)).collect();
         let ids: Vec<&str> = agents.iter().map(|(id, _)| id.as_str()).collect();
         anyhow::bail!(

@@ -1098,10 +1098,14 @@ impl Experiment {
 
     /// What is wrong with `train.policies` over a game of `agents`: a pattern that matches
     /// none, a policy of agents that observe different lengths, an agent no policy or two
-    /// play, a policy's rows that ppo's minibatches do not split. Empty where nothing is.
+    /// play, a policy's rows that ppo's minibatches do not split. Empty where nothing is, and
+    /// where there are no policies (one plays every agent).
     pub fn policy_misfits(&self, agents: &[(String, ObsSpace)]) -> Vec<PolicyMisfit> {
         let plans = self.policy_plans_among(agents);
         let mut misfits = Vec::new();
+        if plans.is_empty() {
+            return misfits;
+        }
         for (policy, plan) in plans.iter().enumerate() {
             if plan.agents.is_empty() {
                 misfits.push(PolicyMisfit::MatchesNone { policy });

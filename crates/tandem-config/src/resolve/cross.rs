@@ -849,6 +849,40 @@ impl CrossCheck<'_, '_> {
         }
     }
 
+    /// A seated setting (`subject`, written `setting` at `path`) needs a game of several agents
+    /// that the resolver knows (the catalogue's): false where it refused the setting, with the
+    /// words of `refusals` (for a game of one agent, for a game whose agents are known only once
+    /// it is built).
+    fn agents_are_known(
+        &mut self,
+        path: &str,
+        subject: &str,
+        setting: &str,
+        (one_agent, unknown): (String, String),
+    ) -> bool {
+        let e = self.experiment;
+        let refusal = if !e.env.game.is_multi_agent() {
+            let help = format!("remove `{setting}`, or pick a game of several agents");
+            (one_agent, ("env", "a game of one agent"), help)
+        } else if e.observation().is_none() {
+            let help =
+                format!("remove `{setting}`, or use a game of the catalogue (`mpe-simple-spread`)");
+            (unknown, ("env", "this environment"), help)
+        } else {
+            return true;
+        };
+        let (message, secondary, help) = refusal;
+        self.report(
+            "config::inconsistent",
+            message,
+            path,
+            subject,
+            Some(secondary),
+            help,
+        );
+        false
+    }
+
     /// A centralised critic reads every agent's observation in a game beside the actor's own:
     /// separate MLP torsos (the actor's reads fewer inputs), in a game of several agents.
     fn central_critic(&mut self) {
@@ -857,33 +891,16 @@ impl CrossCheck<'_, '_> {
         if !self.ok(&[path, "env", "network", "network.actor-critic"]) {
             return;
         }
-        if !e.env.game.is_multi_agent() {
-            return self.report(
-                "config::inconsistent",
-                format!(
-                    "{} has one agent: there is no game state beside its observation",
-                    e.env.game.name()
-                ),
-                path,
-                "a centralised critic",
-                Some(("env", "a game of one agent")),
-                "remove `critic-input`, or pick a game of several agents".into(),
-            );
-        }
-        if e.observation().is_none() {
-            return self.report(
-                "config::inconsistent",
-                format!(
-                    "a centralised critic cannot read {} yet: its agents' observations are \
-                     known only once it is built",
-                    e.env.game.name()
-                ),
-                path,
-                "a centralised critic",
-                Some(("env", "this environment")),
-                "remove `critic-input`, or use a game of the catalogue (`mpe-simple-spread`)"
-                    .into(),
-            );
+        let game = e.env.game.name();
+        let refusals = (
+            format!("{game} has one agent: there is no game state beside its observation"),
+            format!(
+                "a centralised critic cannot read {game} yet: its agents' observations are \
+                 known only once it is built"
+            ),
+        );
+        if !self.agents_are_known(path, "a centralised critic", "critic-input", refusals) {
+            return;
         }
         let mlp = matches!(e.network.torso, Torso::Mlp { .. });
         if !mlp || e.network.shared() {
@@ -907,31 +924,15 @@ impl CrossCheck<'_, '_> {
         if !self.ok(&[path, "env"]) {
             return;
         }
-        if !e.env.game.is_multi_agent() {
-            return self.report(
-                "config::inconsistent",
-                format!(
-                    "{} has one agent: there is no index to tell",
-                    e.env.game.name()
-                ),
-                path,
-                "the agent's index",
-                Some(("env", "a game of one agent")),
-                "remove `agent-index`, or pick a game of several agents".into(),
-            );
-        }
-        if e.observation().is_none() {
-            return self.report(
-                "config::inconsistent",
-                format!(
-                    "the agent's index is not yet for {}: its agents are known only once it is built",
-                    e.env.game.name()
-                ),
-                path,
-                "the agent's index",
-                Some(("env", "this environment")),
-                "remove `agent-index`, or use a game of the catalogue (`mpe-simple-spread`)".into(),
-            );
+        let game = e.env.game.name();
+        let refusals = (
+            format!("{game} has one agent: there is no index to tell"),
+            format!(
+                "the agent's index is not yet for {game}: its agents are known only once it is built"
+            ),
+        );
+        if !self.agents_are_known(path, "the agent's index", "agent-index", refusals) {
+            return;
         }
         // Several policies and a centralised critic check the same for their seats.
         let seated = !e.train.policies.0.is_empty() || e.network.critic_input == CriticInput::State;
