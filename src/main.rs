@@ -121,7 +121,15 @@ const SWEEP_EXIT_CODES: &str = "\
 Exit status:
   0    every variant finished
   1    a variant failed, or the sweep itself did (the table says which)
-  2    a mistake on the command line or in a variant's config; nothing ran";
+  2    a mistake on the command line, in a variant's config or in the --dir's sweep.json;
+       nothing ran
+  75   stopped by SIGTERM or SIGUSR1 after the running variants' update and checkpoint, or a
+       variant stopped on its own: continue with --resume DIR (or the same command again)
+  130  stopped by Ctrl-C after the running variants' update and checkpoint, or at once by a
+       second signal
+
+The variants run in process groups of their own: a stop signal reaches them through the
+sweep, and they stop (with a checkpoint) when the sweep's process ends, kill -9 included.";
 
 /// `tandem validate` and `resolve --help`'s closing words.
 const CHECK_EXIT_CODES: &str = "\

@@ -99,6 +99,11 @@ fn every_subcommand_exits_2_for_the_users_mistakes_and_says_so_in_its_help() {
         ),
         (vec!["sweep", missing], 2, "the sweep did not start"),
         (
+            vec!["sweep", "--resume", &run_dir],
+            2,
+            "holds no sweep.json (a sweep writes it when it starts)",
+        ),
+        (
             vec!["sweep", &cartpole, "--parallel", "0"],
             2,
             "--parallel must be at least 1",

@@ -197,7 +197,9 @@ fn a_variant_that_does_not_validate_stops_the_sweep_before_anything_runs() {
     let help = tandem().args(["sweep", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(
-        help.contains("2    a mistake on the command line or in a variant's config; nothing ran"),
+        help.contains(
+            "2    a mistake on the command line, in a variant's config or in the --dir's"
+        ),
         "{help}"
     );
 }
@@ -353,4 +355,201 @@ fn the_same_variant_twice_gets_two_run_directories() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep of `tests/configs/ppo-cartpole.kdl` over `seeds`, one variant at a time unless
+/// `parallel`, checkpointing every two updates, into `dir`.
+fn stoppable_sweep(dir: &Path, seeds: &str, parallel: &str, extra: &[&str]) -> Command {
+    let mut cmd = tandem();
+    cmd.args(["sweep", "--quiet", "--seeds", seeds, "--parallel", parallel])
+        .args(["--set", "checkpoint.every=2", "--dir"])
+        .arg(dir)
+        .args(extra)
+        .arg(base_config())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// Waits (at most a minute) until `run_dir` holds a checkpoint.
+fn wait_for_checkpoint(run_dir: &Path) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let written = std::fs::read_dir(run_dir.join("checkpoints")).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "pt"))
+        });
+        if written {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{} wrote no checkpoint in a minute", run_dir.display());
+}
+
+/// The rows of a sweep's table, without the line that names its folder.
+fn rows(dir: &Path) -> Vec<String> {
+    let table = std::fs::read_to_string(dir.join("sweep.txt")).unwrap();
+    table.lines().skip(1).map(String::from).collect()
+}
+
+/// SIGTERM to a sweep (a scheduler's notice): the running variant checkpoints, no other starts,
+/// the table is written with what finished, what stopped and what never started, and the exit is
+/// 75 as `train`'s. `--resume` then keeps what finished and ends with the table of a sweep that
+/// was never stopped: the same steps, episodes and final score for every variant.
+#[test]
+fn a_sweep_stopped_by_sigterm_exits_75_and_its_resume_ends_as_an_unstopped_sweep() {
+    let dir = fresh_dir("sigterm");
+    let (stopped, unstopped) = (dir.join("stopped"), dir.join("unstopped"));
+    let limit = ["--max-steps", "60000"];
+    let sweep = stoppable_sweep(&stopped, "1..3", "1", &limit)
+        .spawn()
+        .unwrap();
+    wait_for_checkpoint(&stopped.join("ppo-cartpole-seed2"));
+    common::send_signal(sweep.id(), libc::SIGTERM);
+    let done = common::finish(sweep, Duration::from_secs(120));
+    assert_eq!(done.status.code(), Some(75), "{}", done.output);
+    let table = rows(&stopped);
+    let row = |table: &[String], name: &str| {
+        table
+            .iter()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {table:#?}"))
+            .clone()
+    };
+    let first = row(&table, "ppo-cartpole-seed1");
+    assert!(
+        row(&table, "ppo-cartpole-seed2").ends_with("stopped"),
+        "{table:#?}"
+    );
+    assert!(
+        row(&table, "ppo-cartpole-seed3").ends_with("not started"),
+        "{table:#?}"
+    );
+    assert!(!stopped.join("ppo-cartpole-seed3").exists());
+    assert!(
+        stopped.join("sweep.csv").is_file(),
+        "the curves of what ran are written"
+    );
+
+    let mut resume = tandem();
+    resume
+        .args(["sweep", "--quiet", "--resume"])
+        .arg(&stopped)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let done = common::finish(resume.spawn().unwrap(), Duration::from_secs(300));
+    assert!(done.status.success(), "{}", done.output);
+    assert!(
+        done.output
+            .contains("continued: 1 finished before, 2 to run"),
+        "{}",
+        done.output
+    );
+    let resumed = rows(&stopped);
+    assert_eq!(
+        row(&resumed, "ppo-cartpole-seed1"),
+        first,
+        "a finished variant reran"
+    );
+
+    let sweep = stoppable_sweep(&unstopped, "1..3", "1", &limit)
+        .spawn()
+        .unwrap();
+    let done = common::finish(sweep, Duration::from_secs(300));
+    assert!(done.status.success(), "{}", done.output);
+    assert_eq!(resumed, rows(&unstopped));
+}
+
+/// The pids of the processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            found.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
+/// kill -9 of a sweep (nothing of it can run): its members still stop, each with a checkpoint,
+/// within 10 s; the same command again continues them to their end.
+#[test]
+fn a_sweep_killed_leaves_no_member_running_and_the_same_command_continues_it() {
+    let dir = fresh_dir("sigkill").join("runs");
+    let sweep = stoppable_sweep(&dir, "1..2", "2", &[]).spawn().unwrap();
+    for seed in [1, 2] {
+        wait_for_checkpoint(&dir.join(format!("ppo-cartpole-seed{seed}")));
+    }
+    common::send_signal(sweep.id(), libc::SIGKILL);
+    let done = common::finish(sweep, Duration::from_secs(30));
+    assert_eq!(done.status.code(), None, "killed: {}", done.output);
+    let start = std::time::Instant::now();
+    while !processes_naming(&dir).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        processes_naming(&dir),
+        Vec::<String>::new(),
+        "members outlived their sweep"
+    );
+    for seed in [1, 2] {
+        let run_dir = dir.join(format!("ppo-cartpole-seed{seed}"));
+        assert_eq!(
+            common::summary_number(&run_dir, "restarts"),
+            Some(0.0),
+            "seed {seed}"
+        );
+        let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+        assert!(
+            summary.contains("\"interrupted\": true"),
+            "seed {seed} was not asked to checkpoint and stop: {summary}"
+        );
+    }
+    let again = stoppable_sweep(&dir, "1..2", "2", &[]).spawn().unwrap();
+    let done = common::finish(again, Duration::from_secs(300));
+    assert!(done.status.success(), "{}", done.output);
+    for seed in [1, 2] {
+        let run_dir = dir.join(format!("ppo-cartpole-seed{seed}"));
+        assert_eq!(common::summary_number(&run_dir, "restarts"), Some(1.0));
+        assert_eq!(
+            common::summary_number(&run_dir, "global_step"),
+            Some(200192.0)
+        );
+    }
+}
+
+/// Ctrl-C: exit 130 as `train`'s, the table written; the folder's record then refuses another
+/// plan (exit 2, nothing runs) and takes the same one.
+#[test]
+fn ctrl_c_stops_a_sweep_with_130_and_its_folder_takes_only_the_same_sweep_again() {
+    let dir = fresh_dir("sigint").join("runs");
+    let limit = ["--max-steps", "20000"];
+    let sweep = stoppable_sweep(&dir, "1..2", "1", &limit).spawn().unwrap();
+    wait_for_checkpoint(&dir.join("ppo-cartpole-seed1"));
+    common::send_signal(sweep.id(), libc::SIGINT);
+    let done = common::finish(sweep, Duration::from_secs(120));
+    assert_eq!(done.status.code(), Some(130), "{}", done.output);
+    let table = rows(&dir).join("\n");
+    assert!(
+        table.contains("stopped") && table.contains("not started"),
+        "{table}"
+    );
+    assert!(table.contains("tandem sweep --resume"), "{table}");
+
+    let other = stoppable_sweep(&dir, "1..3", "1", &limit).output().unwrap();
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds another sweep"), "{err}");
+    assert!(!dir.join("ppo-cartpole-seed3").exists());
+
+    let same = stoppable_sweep(&dir, "1..2", "1", &limit).spawn().unwrap();
+    let done = common::finish(same, Duration::from_secs(300));
+    assert!(done.status.success(), "{}", done.output);
+    assert!(!rows(&dir).join("\n").contains("stopped"));
 }

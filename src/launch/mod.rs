@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use supervise::{Rank, STOPPED_GRACE, install_signal_counter, supervise};
+pub(crate) use supervise::install_signal_counter;
+use supervise::{Rank, STOPPED_GRACE, supervise};
 
 /// The libgomp spin count the launcher gives workers when the environment sets none (see
 /// where the workers are started).
@@ -363,19 +364,9 @@ fn start_worker(
     if std::env::var_os("TORCH_CPP_LOG_LEVEL").is_none() {
         cmd.env("TORCH_CPP_LOG_LEVEL", WORKER_TORCH_CPP_LOG_LEVEL);
     }
-    // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: it makes two raw syscalls (setpgid, prctl) and
-    // touches no memory, locks or allocator.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            // Own process group: a terminal's Ctrl-C reaches the launcher only, which decides
-            // what the ranks get. And no orphans: a worker dies with its launcher.
-            libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    // Own process group: a terminal's Ctrl-C reaches the launcher only, which decides what the
+    // ranks get. And no orphans: a worker dies with its launcher.
+    own_group_ending_with_parent(&mut cmd, libc::SIGKILL);
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot start the worker for rank {}", args.rank))?;
@@ -388,6 +379,29 @@ fn start_worker(
         .with_context(|| format!("cannot hand the config to rank {}", args.rank))?;
     drop(stdin);
     Ok(child)
+}
+
+/// Makes the process `cmd` starts the leader of a process group of its own (a terminal's
+/// Ctrl-C reaches only this process, which decides what its child gets) and sends it `signal`
+/// when this process ends, however it ends (kill -9 included): no child outlives its parent.
+/// Also used by `tandem sweep` for its members, with SIGTERM, so they checkpoint first.
+pub(crate) fn own_group_ending_with_parent(cmd: &mut Command, signal: libc::c_int) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed: it makes raw syscalls (setpgid, prctl, getppid, kill) with plain
+    // integers and touches no memory, locks or allocator.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, signal);
+            // The parent died between fork and prctl: the signal it would have sent, now.
+            if libc::getppid() != parent {
+                libc::kill(libc::getpid(), signal);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// More CPU ranks on this machine than cores this process may use: said before they start,

@@ -23,15 +23,25 @@ use super::{INTERRUPTED, PREEMPTED};
 /// socket that these and SIGCHLD (a rank ended) make readable, so that the supervisor wakes when
 /// there is news rather than at its next poll (a finished run ends at once, not up to a poll
 /// interval later).
-pub(super) struct Signals {
+pub(crate) struct Signals {
     count: Arc<AtomicUsize>,
     first: Arc<AtomicI32>,
     wake: UnixStream,
 }
 
 impl Signals {
+    /// How many stop signals came so far.
+    pub(crate) fn received(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// The first stop signal that came (0: none yet).
+    pub(crate) fn first(&self) -> libc::c_int {
+        self.first.load(Ordering::SeqCst)
+    }
+
     /// Returns after `timeout`, or sooner when a signal came since the last call.
-    fn wait(&self, timeout: Duration) {
+    pub(crate) fn wait(&self, timeout: Duration) {
         let mut fds = libc::pollfd {
             fd: self.wake.as_raw_fd(),
             events: libc::POLLIN,
@@ -49,7 +59,7 @@ impl Signals {
 
 /// Counts SIGINT, SIGTERM and SIGUSR1 from now on, and wakes [`Signals::wait`] on them and
 /// on SIGCHLD.
-pub(super) fn install_signal_counter() -> Result<Signals> {
+pub(crate) fn install_signal_counter() -> Result<Signals> {
     let (wake, wake_writer) =
         UnixStream::pair().context("cannot make the launcher's wake-up socket")?;
     wake.set_nonblocking(true)
@@ -174,14 +184,14 @@ struct Watch<'a> {
 impl Watch<'_> {
     /// Forwards the first stop signal to the ranks; true once another signal has come after it.
     fn second_signal(&mut self, signals: &Signals) -> bool {
-        let received = signals.count.load(Ordering::SeqCst);
+        let received = signals.received();
         if received <= self.forwarded {
             return false;
         }
         if self.forwarded > 0 {
             return true;
         }
-        forward_stop_request(self.children, signals.first.load(Ordering::SeqCst));
+        forward_stop_request(self.children, signals.first());
         self.forwarded = received;
         false
     }

@@ -13,11 +13,13 @@
 
 pub mod curves;
 pub mod grid;
+mod members;
 pub mod pdf;
 pub mod plot;
+pub mod record;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
@@ -28,7 +30,7 @@ use grid::{Axis, Planned};
 pub struct SweepRequest {
     /// The experiment files (KDL or JSON): the variants themselves, or with --set lists or
     /// --seeds the bases of the grid, in the order they run.
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "resume", value_name = "FILE")]
     pub files: Vec<String>,
     /// A setting and the values to sweep it over: PATH=V1,V2,... (e.g.
     /// algorithm.lr=1e-3,3e-4); every combination of every --set runs with each file.
@@ -53,6 +55,11 @@ pub struct SweepRequest {
     /// Only warnings and errors from the training runs.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Continue the stopped sweep in DIR (its sweep.json says what it trains): finished
+    /// variants are kept, the others continue from their checkpoints or start. The same
+    /// command again with --dir DIR does the same.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["files", "sets", "seeds", "name", "dir", "max_steps"])]
+    pub resume: Option<PathBuf>,
 }
 
 /// `tandem plot` as the command line states it.
@@ -157,12 +164,15 @@ fn finals(dirs: &[PathBuf], groups: &[curves::Group], options: &curves::CurveOpt
 /// One variant, resolved.
 #[derive(Debug, Clone)]
 pub struct Variant {
+    /// Its experiment file, as an absolute path (a continued sweep may run from elsewhere).
     pub file: String,
     /// The `--set`s its `tandem train` gets.
     pub sets: Vec<String>,
     /// Its run directory's name.
     pub name: String,
     pub seed: u64,
+    /// Its config hash: a continued sweep holds its variants to what was recorded.
+    pub hash: String,
     /// The canonical text without the name and seed lines: variants with the same key differ
     /// only in their seed, and their scores are averaged together.
     pub group_key: String,
@@ -171,18 +181,29 @@ pub struct Variant {
     pub cuda: bool,
 }
 
-/// What one variant's run left in its `summary.json` (or that it left none).
+/// A run's figures as its `summary.json` states them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    pub global_step: u64,
+    pub episodes: u64,
+    /// `final_score`: the mean game score of the run's last 100 episodes.
+    pub final_score: Option<f64>,
+    /// The rule `summary.json` names for it (`final_score_rule`).
+    pub rule: Option<String>,
+}
+
+/// Where one variant stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Finished {
-        global_step: u64,
-        episodes: u64,
-        /// `final_score`: the mean game score of the run's last 100 episodes.
-        final_score: Option<f64>,
-        /// The rule `summary.json` names for it (`final_score_rule`).
-        rule: Option<String>,
-    },
+    /// It ran to its end.
+    Finished(Figures),
+    /// It was stopped (it checkpointed: a continued sweep continues it), with its figures so
+    /// far where it wrote them.
+    Stopped(Option<Figures>),
     Failed(String),
+    Running,
+    /// The sweep stopped before it started.
+    NotStarted,
 }
 
 /// How the sweep names itself in what it says: `sweep` for the default name, else `sweep NAME`
@@ -195,38 +216,117 @@ pub fn called(name: &str) -> String {
     }
 }
 
-pub fn run(req: &SweepRequest) -> Result<ExitCode> {
-    // Every mistake of the command line or of a variant's config is found before anything
-    // runs: the user's (exit 2), as `train`'s are.
-    let (variants, parallel) =
-        planned(req).map_err(|e| crate::usage::UsageError(format!("{e:#}")))?;
-    let dir = req
-        .dir
-        .clone()
-        .unwrap_or_else(|| crate::launch::default_run_dir(&req.name));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    eprintln!(
-        "{}: {} variant{} in {}, {parallel} at a time",
-        called(&req.name),
-        variants.len(),
-        if variants.len() == 1 { "" } else { "s" },
-        dir.display()
-    );
-    let outcomes = train_all(req, &dir, &variants, parallel)?;
-    let table = table(&req.name, &dir, &variants, &outcomes);
-    crate::atomic::write_atomic(&dir.join("sweep.txt"), table.as_bytes())?;
-    print!("{table}");
-    write_curves(&req.name, &dir, &variants)?;
-    let failed = outcomes.iter().any(|o| matches!(o, Outcome::Failed(_)));
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+/// What a sweep trains, and where.
+pub struct Sweep {
+    pub name: String,
+    pub dir: PathBuf,
+    pub max_steps: Option<u64>,
+    pub variants: Vec<Variant>,
+    /// It continues an earlier start of itself (its folder's `sweep.json`).
+    pub continues: bool,
 }
 
-/// The sweep's variants, resolved, and how many run at once.
-fn planned(req: &SweepRequest) -> Result<(Vec<Variant>, usize)> {
+pub fn run(req: &SweepRequest) -> Result<ExitCode> {
+    // Every mistake of the command line, of a variant's config or of a continued sweep's record
+    // is found before anything runs: the user's (exit 2), as `train`'s are.
+    let (sweep, parallel) = planned(req).map_err(|e| crate::usage::UsageError(format!("{e:#}")))?;
+    std::fs::create_dir_all(&sweep.dir)
+        .with_context(|| format!("creating {}", sweep.dir.display()))?;
+    let record = record::Record::of(&sweep.name, sweep.max_steps, &sweep.variants);
+    if !sweep.continues {
+        crate::atomic::write_atomic(&sweep.dir.join(record::RECORD), record.to_json().as_bytes())
+            .with_context(|| format!("cannot write {}", sweep.dir.display()))?;
+    }
+    let outcomes = outcomes_before(&sweep);
+    say_start(&sweep, &outcomes, parallel);
+    let write_table = |outcomes: &[Outcome]| -> Result<String> {
+        let table = table(&sweep.name, &sweep.dir, &sweep.variants, outcomes);
+        crate::atomic::write_atomic(&sweep.dir.join("sweep.txt"), table.as_bytes())?;
+        Ok(table)
+    };
+    let starting = members::Starting {
+        parallel,
+        quiet: req.quiet,
+    };
+    let ended = members::train_all(&sweep, &starting, outcomes, |o| write_table(o).map(drop))?;
+    print!("{}", write_table(&ended.outcomes)?);
+    write_curves(&sweep.name, &sweep.dir, &sweep.variants)?;
+    Ok(exit_code(&ended))
+}
+
+/// Said once the sweep knows what it trains.
+fn say_start(sweep: &Sweep, outcomes: &[Outcome], parallel: usize) {
+    let n = sweep.variants.len();
+    let finished = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Finished(_)))
+        .count();
+    let continuing = if sweep.continues {
+        format!(
+            " (continued: {finished} finished before, {} to run)",
+            n - finished
+        )
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "{}: {n} variant{} in {}{continuing}, {parallel} at a time",
+        called(&sweep.name),
+        if n == 1 { "" } else { "s" },
+        sweep.dir.display()
+    );
+}
+
+/// Each variant's outcome before the sweep starts any: a continued sweep keeps the variants
+/// that finished (their `summary.json` says so); every other is still to run.
+fn outcomes_before(sweep: &Sweep) -> Vec<Outcome> {
+    sweep
+        .variants
+        .iter()
+        .map(|v| match read_summary(&sweep.dir.join(&v.name)) {
+            finished @ Outcome::Finished(_) if sweep.continues => finished,
+            _ => Outcome::NotStarted,
+        })
+        .collect()
+}
+
+/// 130 or 75 for a sweep stopped by Ctrl-C or by SIGTERM/SIGUSR1, as `tandem train`; else 1 if
+/// a variant failed, 75 if one stopped on its own (it continues with `--resume`), 0 if all
+/// finished.
+fn exit_code(ended: &members::Ended) -> ExitCode {
+    use crate::launch::{INTERRUPTED, PREEMPTED};
+    match ended.stopped_by {
+        Some(libc::SIGINT) => return ExitCode::from(INTERRUPTED),
+        Some(_) => return ExitCode::from(PREEMPTED),
+        None => {}
+    }
+    let any = |f: fn(&Outcome) -> bool| ended.outcomes.iter().any(f);
+    if any(|o| matches!(o, Outcome::Failed(_))) {
+        ExitCode::FAILURE
+    } else if any(|o| !matches!(o, Outcome::Finished(_))) {
+        ExitCode::from(PREEMPTED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The sweep's variants, resolved, and how many run at once: from the command line, or from
+/// the record of the sweep `--resume` continues. The command line's sweep continues the one in
+/// its `--dir` when that records the same plan, and is refused when it records another.
+fn planned(req: &SweepRequest) -> Result<(Sweep, usize)> {
+    let sweep = match &req.resume {
+        Some(dir) => resumed(dir)?,
+        None => from_command_line(req)?,
+    };
+    let parallel = match req.parallel {
+        Some(0) => bail!("--parallel must be at least 1"),
+        Some(n) => n,
+        None => default_parallel(&sweep.variants, cores()),
+    };
+    Ok((sweep, parallel))
+}
+
+fn from_command_line(req: &SweepRequest) -> Result<Sweep> {
     let axes: Vec<Axis> = req
         .sets
         .iter()
@@ -234,12 +334,83 @@ fn planned(req: &SweepRequest) -> Result<(Vec<Variant>, usize)> {
         .collect::<Result<_>>()?;
     let seeds = req.seeds.as_deref().map(grid::parse_seeds).transpose()?;
     let variants = resolve_all(&grid::plan(&req.files, &axes, seeds.as_deref()))?;
-    let parallel = match req.parallel {
-        Some(0) => bail!("--parallel must be at least 1"),
-        Some(n) => n,
-        None => default_parallel(&variants, cores()),
+    let dir = req
+        .dir
+        .clone()
+        .unwrap_or_else(|| crate::launch::default_run_dir(&req.name));
+    let mut sweep = Sweep {
+        name: req.name.clone(),
+        dir,
+        max_steps: req.max_steps,
+        variants,
+        continues: false,
     };
-    Ok((variants, parallel))
+    let Some(earlier) = record::Record::read(&sweep.dir)? else {
+        return Ok(sweep);
+    };
+    let differences = earlier.differences(&record::Record::of(
+        &sweep.name,
+        sweep.max_steps,
+        &sweep.variants,
+    ));
+    if !differences.is_empty() {
+        bail!(
+            "{} holds another sweep (its {}), which this command would mix with its own:\n  {}\n\
+             help: give another --dir, or continue that sweep with `tandem sweep --resume {}`",
+            sweep.dir.display(),
+            record::RECORD,
+            differences.join("\n  "),
+            sweep.dir.display()
+        );
+    }
+    sweep.continues = true;
+    Ok(sweep)
+}
+
+/// The sweep recorded in `dir`, each variant resolved again from its file and `--set`s and held
+/// to the config it recorded.
+fn resumed(dir: &Path) -> Result<Sweep> {
+    let Some(record) = record::Record::read(dir)? else {
+        bail!(
+            "{} holds no {} (a sweep writes it when it starts): there is no sweep there to \
+             continue",
+            dir.display(),
+            record::RECORD
+        );
+    };
+    let planned: Vec<Planned> = record
+        .variants
+        .iter()
+        .map(|v| Planned {
+            file: v.file.clone(),
+            sets: v.sets.clone(),
+            name_parts: Vec::new(),
+        })
+        .collect();
+    let mut variants = resolve_all(&planned)?;
+    for (variant, recorded) in variants.iter_mut().zip(&record.variants) {
+        variant.name = recorded.name.clone();
+    }
+    let differences = record.differences(&record::Record::of(
+        &record.name,
+        record.max_steps,
+        &variants,
+    ));
+    if !differences.is_empty() {
+        bail!(
+            "cannot continue the sweep in {}: {}\nhelp: restore the files as they were, or start \
+             a new sweep in another --dir",
+            dir.display(),
+            differences.join("; ")
+        );
+    }
+    Ok(Sweep {
+        name: record.name,
+        dir: dir.to_path_buf(),
+        max_steps: record.max_steps,
+        variants,
+        continues: true,
+    })
 }
 
 /// The machine's cores, as the launcher counts them.
@@ -256,105 +427,6 @@ pub fn default_parallel(variants: &[Variant], cores: usize) -> usize {
     }
     let widest = variants.iter().map(|v| v.cores).max().unwrap_or(1).max(1);
     (cores / widest).clamp(1, variants.len().max(1))
-}
-
-/// Trains every variant, `parallel` at a time, and reads each one's outcome. With more than
-/// one at a time, each variant's console goes to `<dir>/<variant>.console.log` instead of
-/// this terminal.
-fn train_all(
-    req: &SweepRequest,
-    dir: &Path,
-    variants: &[Variant],
-    parallel: usize,
-) -> Result<Vec<Outcome>> {
-    let exe = std::env::current_exe().context("finding the tandem executable")?;
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; variants.len()];
-    let mut running: Vec<(usize, Child)> = Vec::new();
-    let mut next = 0;
-    while next < variants.len() || !running.is_empty() {
-        while running.len() < parallel && next < variants.len() {
-            let variant = &variants[next];
-            eprintln!(
-                "{}: variant {}/{} ({}) starts",
-                called(&req.name),
-                next + 1,
-                variants.len(),
-                variant.name
-            );
-            let started = train_command(&exe, req, dir, variant, parallel > 1)
-                .and_then(|mut c| c.spawn().context("could not start tandem train"));
-            match started {
-                Ok(child) => running.push((next, child)),
-                Err(e) => outcomes[next] = Some(Outcome::Failed(format!("{e:#}"))),
-            }
-            next += 1;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let mut still = Vec::new();
-        for (i, mut child) in running {
-            match child.try_wait() {
-                Ok(None) => still.push((i, child)),
-                finished => {
-                    let outcome = match finished {
-                        Ok(Some(status)) if status.success() => {
-                            read_summary(&dir.join(&variants[i].name))
-                        }
-                        Ok(Some(status)) => Outcome::Failed(format!("tandem train {status}")),
-                        Err(e) => Outcome::Failed(format!("lost tandem train: {e}")),
-                        Ok(None) => unreachable!("matched above"),
-                    };
-                    eprintln!(
-                        "{}: variant {} ({}) {}",
-                        called(&req.name),
-                        i + 1,
-                        variants[i].name,
-                        match &outcome {
-                            Outcome::Finished { .. } => "finished".to_string(),
-                            Outcome::Failed(why) => format!("failed: {why}"),
-                        }
-                    );
-                    outcomes[i] = Some(outcome);
-                }
-            }
-        }
-        running = still;
-    }
-    Ok(outcomes
-        .into_iter()
-        .map(|o| o.expect("every variant ran"))
-        .collect())
-}
-
-fn train_command(
-    exe: &Path,
-    req: &SweepRequest,
-    dir: &Path,
-    variant: &Variant,
-    console_to_file: bool,
-) -> Result<Command> {
-    let mut train = Command::new(exe);
-    train
-        .arg("train")
-        .arg(&variant.file)
-        .arg("--run-dir")
-        .arg(dir.join(&variant.name))
-        .stdin(Stdio::null());
-    for set in &variant.sets {
-        train.arg("--set").arg(set);
-    }
-    if let Some(n) = req.max_steps {
-        train.arg("--max-steps").arg(n.to_string());
-    }
-    if req.quiet {
-        train.arg("--quiet");
-    }
-    if console_to_file {
-        let path = dir.join(format!("{}.console.log", variant.name));
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        train.stdout(file.try_clone()?).stderr(file);
-    }
-    Ok(train)
 }
 
 /// The CSV of every finished variant's score curve and the plot of each group's
@@ -405,11 +477,15 @@ pub fn resolve_all(planned: &[Planned]) -> Result<Vec<Variant>> {
             Ok(resolved) => {
                 let e = &resolved.experiment;
                 let ranks = e.devices.len().max(1);
+                let file = std::path::absolute(&plan.file).with_context(|| {
+                    format!("cannot find the current directory for {}", plan.file)
+                })?;
                 variants.push(Variant {
-                    file: plan.file.clone(),
+                    file: file.display().to_string(),
                     sets: plan.sets.clone(),
                     name: grid::run_name(&e.name, &plan.name_parts),
                     seed: e.seed,
+                    hash: tandem_config::config_hash(e),
                     group_key: curves::group_key(e),
                     cores: ranks * e.threads_for_rank((cores() / ranks).max(1)),
                     cuda: e.devices.iter().any(|d| d.is_cuda()),
@@ -456,6 +532,8 @@ fn distinct_names(variants: &mut [Variant]) {
     }
 }
 
+/// What a run's `summary.json` says: finished, or stopped (`interrupted`) with its figures so
+/// far; failed where it has none or it does not read.
 pub fn read_summary(run_dir: &Path) -> Outcome {
     let path = run_dir.join("summary.json");
     let text = match std::fs::read_to_string(&path) {
@@ -466,11 +544,16 @@ pub fn read_summary(run_dir: &Path) -> Outcome {
         Ok(json) => json,
         Err(e) => return Outcome::Failed(format!("{} is not JSON: {e}", path.display())),
     };
-    Outcome::Finished {
+    let figures = Figures {
         global_step: json["global_step"].as_u64().unwrap_or(0),
         episodes: json["episodes"].as_u64().unwrap_or(0),
         final_score: json["final_score"].as_f64(),
         rule: json["final_score_rule"].as_str().map(String::from),
+    };
+    if json["interrupted"].as_bool() == Some(true) {
+        Outcome::Stopped(Some(figures))
+    } else {
+        Outcome::Finished(figures)
     }
 }
 
@@ -538,28 +621,44 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
         "variant", "seed", "steps", "episodes", "final score"
     ));
     for (v, o) in variants.iter().zip(outcomes) {
+        let figures = |f: &Figures| {
+            format!(
+                "{:>10}  {:>8}  {:>12}",
+                f.global_step,
+                f.episodes,
+                f.final_score.map_or("-".to_string(), |r| format!("{r:.3}"))
+            )
+        };
         let cells = match o {
-            Outcome::Finished {
-                global_step,
-                episodes,
-                final_score,
-                ..
-            } => format!(
-                "{global_step:>10}  {episodes:>8}  {:>12}",
-                final_score.map_or("-".to_string(), |r| format!("{r:.3}"))
-            ),
+            Outcome::Finished(f) => figures(f),
+            Outcome::Stopped(Some(f)) => format!("{}  stopped", figures(f)),
+            Outcome::Stopped(None) => "stopped".to_string(),
             Outcome::Failed(why) => format!("failed: {why}"),
+            Outcome::Running => "running".to_string(),
+            Outcome::NotStarted => "not started".to_string(),
         };
         out.push_str(&format!("{:<width$}  {:>6}  {cells}\n", v.name, v.seed));
     }
     let rule = outcomes.iter().find_map(|o| match o {
-        Outcome::Finished { rule, .. } => rule.clone(),
-        Outcome::Failed(_) => None,
+        Outcome::Finished(f) | Outcome::Stopped(Some(f)) => f.rule.clone(),
+        _ => None,
     });
     out.push_str(&format!(
         "\nfinal score: {} (summary.json final_score)\n",
         rule.as_deref().unwrap_or("not in summary.json")
     ));
+    let unfinished = outcomes
+        .iter()
+        .filter(|o| !matches!(o, Outcome::Finished(_) | Outcome::Failed(_)))
+        .count();
+    if unfinished > 0 {
+        out.push_str(&format!(
+            "{unfinished} variant(s) not finished (a stopped one's score is its last 100 \
+             episodes so far); the groups below count finished variants only; continue with \
+             `tandem sweep --resume {}`\n",
+            dir.display()
+        ));
+    }
     let mut groups: Vec<&str> = Vec::new();
     for v in variants {
         if !groups.contains(&v.group_key.as_str()) {
@@ -573,8 +672,8 @@ pub fn table(name: &str, dir: &Path, variants: &[Variant], outcomes: &[Outcome])
             .zip(outcomes)
             .filter(|(v, _)| v.group_key == *key)
             .filter_map(|(_, o)| match o {
-                Outcome::Finished { final_score, .. } => *final_score,
-                Outcome::Failed(_) => None,
+                Outcome::Finished(f) => f.final_score,
+                _ => None,
             })
             .collect();
         let label = if groups.len() == 1 {
@@ -625,16 +724,18 @@ mod tests {
             sets: Vec::new(),
             name: name.into(),
             seed,
+            hash: String::new(),
             group_key: key.into(),
             cores: 1,
             cuda: false,
         };
-        let done = |r| Outcome::Finished {
+        let figures = |r| Figures {
             global_step: 100,
             episodes: 4,
             final_score: Some(r),
             rule: Some("mean game score of the last 100 episodes".into()),
         };
+        let done = |r| Outcome::Finished(figures(r));
         let variants = [
             v("a-1", 1, "lr 0.1\nx"),
             v("a-2", 2, "lr 0.1\nx"),
@@ -660,6 +761,24 @@ mod tests {
             "{t}"
         );
         assert!(t.starts_with("sweep s: 4 variants"), "{t}");
+        assert!(!t.contains("not finished"), "{t}");
+        // A stopped variant's score is shown but kept out of its group's mean.
+        let stopped = [
+            done(10.0),
+            Outcome::Stopped(Some(figures(90.0))),
+            Outcome::NotStarted,
+            Outcome::Running,
+        ];
+        let t = table("s", Path::new("d"), &variants, &stopped);
+        assert!(t.contains("group 1 (lr 0.1), n=1: 10.000"), "{t}");
+        assert!(t.contains("90.000  stopped"), "{t}");
+        let line = |name: &str| t.lines().find(|l| l.starts_with(name)).unwrap().to_string();
+        assert!(line("b-1").ends_with("1  not started"), "{t}");
+        assert!(line("b-2").ends_with("2  running"), "{t}");
+        assert!(
+            t.contains("3 variant(s) not finished") && t.contains("tandem sweep --resume d"),
+            "{t}"
+        );
         assert!(
             table("sweep", Path::new("d"), &variants, &outcomes).starts_with("sweep: 4 variants"),
             "the default name is not said twice"
