@@ -39,13 +39,14 @@ pub use canonical::{
 pub use catalogue::games;
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::*;
+pub use nesting::MAX_WORDS;
 pub use resolve::resolutions;
 pub use schema::{SettingInfo, SettingRole, reference_markdown, schema_settings};
 
 /// The most bytes a config file (or standard input, or an included file) may hold: far above
 /// any experiment (the shipped ones are a few kilobytes), and small enough that reading and
 /// checking one stays under a second (docs/design.md, "Config size").
-pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+pub const MAX_CONFIG_BYTES: usize = 256 << 10;
 
 /// Reads a config from `reader` (standard input) up to one byte past [`MAX_CONFIG_BYTES`]:
 /// enough for [`resolve`] to refuse a text that is too large, without holding all of it.

@@ -44,7 +44,7 @@ fn a_file_at_the_cap_is_read_and_one_byte_more_is_refused_with_its_size() {
     assert_eq!(d.file(), Some(over.display().to_string().as_str()));
     assert!(
         d.message()
-            .contains("is 1048577 bytes (1.0 MiB), more than the 1048576 bytes (1 MiB)"),
+            .contains("is 262145 bytes (256.0 KiB), more than the 262144 bytes (256 KiB)"),
         "{}",
         d.message()
     );
@@ -55,7 +55,7 @@ fn a_file_at_the_cap_is_read_and_one_byte_more_is_refused_with_its_size() {
     assert_eq!(d.code(), "config::too-large");
     assert_eq!(
         d.message(),
-        "<stdin> holds more than the 1048576 bytes (1 MiB) a config may hold"
+        "<stdin> holds more than the 262144 bytes (256 KiB) a config may hold"
     );
     let capped = tandem_config::read_capped(std::io::repeat(b' ')).unwrap();
     assert_eq!(capped.len(), MAX_CONFIG_BYTES + 1);
@@ -78,15 +78,15 @@ fn an_included_file_over_the_cap_is_refused_at_its_include() {
     assert_eq!(d.code(), "config::too-large", "{diags}");
     assert_eq!(d.line_column(), Some((2, 13)));
     assert!(
-        d.label().unwrap().starts_with("1048580 bytes (1.0 MiB)"),
+        d.label().unwrap().starts_with("262148 bytes (256.0 KiB)"),
         "{d:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn a_hundred_thousand_unknown_settings_print_fifty_and_a_count() {
-    let n = 100_000;
+fn nine_thousand_unknown_settings_print_fifty_and_a_count() {
+    let n = 9_000;
     let text = format!("experiment \"x\" {{\n{}}}\n", "    foo 1\n".repeat(n));
     assert!(text.len() <= MAX_CONFIG_BYTES);
     let diags = errors_of(&Source::Stdin(text));
@@ -147,8 +147,9 @@ fn nested(levels: usize) -> (String, usize) {
 
 #[test]
 fn blocks_nested_past_32_levels_are_refused_at_the_33rd_brace_without_recursing() {
-    // 100,000 levels overflowed the parser's stack long before the fix (1,500 did).
-    let (text, at) = nested(100_000);
+    // 60,000 levels (inside the size cap) overflowed the parser's stack long before the fix
+    // (1,500 did).
+    let (text, at) = nested(60_000);
     let diags = errors_of(&Source::Stdin(text.clone()));
     assert_eq!(diags.len(), 1, "{diags}");
     let d = diags.iter().next().unwrap();
@@ -246,8 +247,9 @@ fn includes_that_multiply_stop_at_the_file_limit_with_one_report() {
 }
 
 #[test]
-fn included_files_stop_at_four_mebibytes_in_all() {
-    // Five includes of a file just under the 1 MiB cap: each is allowed, the fifth's sum is not.
+fn included_files_stop_at_half_a_mebibyte_in_all() {
+    // Includes of a file just under the 256 KiB cap: each is allowed, the second's sum is, the
+    // third's is not.
     let dir = scratch("bytes");
     let big = format!(
         "// {}\nalgorithm \"ppo\"\n",
@@ -267,11 +269,11 @@ fn included_files_stop_at_four_mebibytes_in_all() {
         .find(|d| d.code() == "config::include-limit")
         .unwrap_or_else(|| panic!("{diags}"));
     assert!(
-        d.message().contains("more than the 4194304 (4 MiB)"),
+        d.message().contains("more than the 524288 (512 KiB)"),
         "{}",
         d.message()
     );
-    assert_eq!(d.line_column(), Some((7, 13)), "the fifth include");
+    assert_eq!(d.line_column(), Some((5, 13)), "the third include");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -325,4 +327,85 @@ fn a_pipe_with_a_writer_is_read_as_a_config() {
     let resolved = within_20s(move || resolve(&Source::Path(path), &[])).unwrap();
     drop(reader);
     assert_eq!(resolved.experiment.name, "x");
+}
+
+/// `experiment "x" { env "cartpole"; network "mlp" { hidden 1 1 ... } }` with `ones` values:
+/// seven words and the ones.
+fn hidden_of(ones: usize) -> String {
+    format!(
+        "experiment \"x\" {{\n    env \"cartpole\"\n    network \"mlp\" {{\n        hidden{}\n    }}\n}}\n",
+        " 1".repeat(ones)
+    )
+}
+
+fn word_refusals(diags: &Diagnostics) -> Vec<&tandem_config::Diagnostic> {
+    diags
+        .iter()
+        .filter(|d| d.code() == "config::too-large")
+        .collect()
+}
+
+#[test]
+fn more_than_20000_words_are_refused_at_the_20001st_over_files_and_sets() {
+    use tandem_config::MAX_WORDS;
+    assert_eq!(MAX_WORDS, 20_000);
+    // Exactly the budget is parsed; one word more is refused before parsing, at that word.
+    let at_budget = resolve(&Source::Stdin(hidden_of(MAX_WORDS - 7)), &[]);
+    if let Err(diags) = &at_budget {
+        assert!(word_refusals(diags).is_empty(), "{diags}");
+    }
+    let diags = errors_of(&Source::Stdin(hidden_of(MAX_WORDS - 6)));
+    let refusals = word_refusals(&diags);
+    assert_eq!(refusals.len(), 1, "{diags}");
+    let d = refusals[0];
+    assert_eq!(
+        d.message(),
+        "the experiment holds more than the 20000 words a resolution reads (values, names, \
+         strings and comments, over all its files and --sets)"
+    );
+    assert_eq!(d.label(), Some("word 20001"));
+    // Line 4 is `        hidden 1 1 ...`: the last `1` is the 20,001st word.
+    assert_eq!(d.line_column(), Some((4, 14 + 2 * (MAX_WORDS - 6))));
+    assert!(d.help().unwrap().contains("few hundred words"), "{d:?}");
+
+    // The budget is the resolution's: an include and a --set spend it too, and it is said once.
+    let dir = scratch("words");
+    std::fs::write(
+        dir.join("comments.kdl"),
+        "// many words\n".repeat(MAX_WORDS / 3),
+    )
+    .unwrap();
+    let main = dir.join("main.kdl");
+    std::fs::write(
+        &main,
+        "experiment \"x\" {\n    env \"cartpole\"\n    include \"comments.kdl\"\n    include \"comments.kdl\"\n}\n",
+    )
+    .unwrap();
+    let diags = errors_of(&Source::Path(main.clone()));
+    let refusals = word_refusals(&diags);
+    assert_eq!(refusals.len(), 1, "{diags}");
+    assert!(refusals[0].file().unwrap().ends_with("comments.kdl"));
+    let small = dir.join("small.kdl");
+    std::fs::write(&small, hidden_of(10)).unwrap();
+    let set = format!("network.hidden={}", "1 ".repeat(MAX_WORDS));
+    let diags = match resolve(&Source::Path(small), &[set]) {
+        Ok(_) => panic!("resolved"),
+        Err(d) => d,
+    };
+    let refusals = word_refusals(&diags);
+    assert_eq!(refusals.len(), 1, "{diags}");
+    assert_eq!(refusals[0].file(), Some("--set"));
+    // 17 words in the file: the --set's 19,984th value is word 20,001.
+    let column = "network.hidden=".len() + 2 * (MAX_WORDS - 17) + 1;
+    assert_eq!(refusals[0].line_column(), Some((1, column)));
+    // JSON counts alike: an array of 30,000 numbers.
+    let json = format!(
+        "{{\"experiment\": {{\"name\": \"x\", \"env\": {{\"game\": \"cartpole\"}}, \
+         \"network\": {{\"hidden\": [{}]}}}}}}",
+        vec!["1"; 30_000].join(",")
+    );
+    std::fs::write(dir.join("dense.json"), json).unwrap();
+    let diags = errors_of(&Source::Path(dir.join("dense.json")));
+    assert_eq!(word_refusals(&diags).len(), 1, "{diags}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
