@@ -197,6 +197,17 @@ fn fresh_dir(name: &str) -> PathBuf {
 /// Node `node`'s launcher, in its namespace, with its own run directory `dir/node-N` (as on a
 /// host of its own) and its console in `dir/node-N.txt`.
 fn launcher(net: &Net, node: usize, dir: &Path, sets: &[&str], env: &[(&str, &str)]) -> Child {
+    launcher_command(net, node, dir, sets, env).spawn().unwrap()
+}
+
+/// The command [`launcher`] starts.
+fn launcher_command(
+    net: &Net,
+    node: usize,
+    dir: &Path,
+    sets: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
     let run_dir = dir.join(format!("node-{node}"));
     let console = std::fs::File::create(dir.join(format!("node-{node}.txt"))).unwrap();
     let mut cmd = Command::new("ip");
@@ -232,7 +243,7 @@ fn launcher(net: &Net, node: usize, dir: &Path, sets: &[&str], env: &[(&str, &st
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(console);
-    cmd.spawn().unwrap()
+    cmd
 }
 
 fn long_run(net: &Net, node: usize, dir: &Path) -> Child {
@@ -459,6 +470,94 @@ fn a_stray_client_is_refused_and_logged_and_the_job_still_trains() {
             console(&dir, node)
         );
     }
+}
+
+/// `cmd` under `ulimit -n LIMIT`, soft and hard: what it starts cannot raise it.
+fn with_descriptor_limit(mut cmd: Command, limit: u64) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and makes one raw syscall with a
+    // struct on its own stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            let both = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &both) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A flood at the door from another host: 2,000 connections that never prove themselves,
+/// opened from node 1's host while rank 0 waits for the rendezvous and held while node 1
+/// joins, with both launchers under
+/// `ulimit -n 1024` (soft and hard: a common default, which the launcher cannot raise). About
+/// 1,000 such connections used to take every descriptor of rank 0, and node 1 failed at once.
+/// Node 1 joins and the job trains to its end. Seen failing with the door as it was (10 s to
+/// prove, no bound on the waiting, no retry): node 1 never joined.
+#[test]
+fn a_flood_of_connections_under_ulimit_1024_cannot_keep_node_1_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let Some(net) = Net::new() else { return };
+    tandem::dist::raise_descriptor_limit();
+    let dir = fresh_dir("flood");
+    // Time for the whole flood to be open before node 1 comes (it opens about 150 a second).
+    let sets = ["train.max-steps=4096", "sync.rendezvous-timeout=40.0"];
+    let limited =
+        |node| with_descriptor_limit(launcher_command(&net, node, &dir, &sets, &[]), 1024);
+    let mut nodes = Nodes(vec![limited(0).spawn().unwrap()]);
+    wait_for("rank 0 to host the store", Duration::from_secs(30), || {
+        rank_log(&dir, 0, 0).contains("joining 2 rank(s)")
+    });
+    let (opened, done) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let flood = {
+        let (opened, done) = (Arc::clone(&opened), Arc::clone(&done));
+        let path = format!("/var/run/netns/{}", net.ns(1));
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns(2) with an open namespace file; it moves only this thread.
+            let rc =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            let door = std::net::SocketAddr::from(([10, 231, 0, 1], PORT));
+            let mut held = Vec::new();
+            while held.len() < 2_000 && !done.load(Ordering::SeqCst) {
+                if let Ok(s) = TcpStream::connect_timeout(&door, Duration::from_secs(2)) {
+                    held.push(s);
+                    opened.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    wait_for("the flood's 2,000", Duration::from_secs(40), || {
+        opened.load(Ordering::SeqCst) >= 2_000
+    });
+    nodes.push(limited(1).spawn().unwrap());
+    for (node, l) in nodes.iter_mut().enumerate() {
+        let status = wait_or_kill(l, Duration::from_secs(120));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "node {node} ({status:?}):\n{}",
+            console(&dir, node)
+        );
+    }
+    done.store(true, Ordering::SeqCst);
+    flood.join().unwrap();
+    println!(
+        "MEASURED flood: {} connections opened from node 1's host; the job formed and trained",
+        opened.load(Ordering::SeqCst)
+    );
 }
 
 /// A node with another job secret is refused at the door, says so, and node 0 names it at the
