@@ -105,6 +105,14 @@ fn a_checkpoint_that_does_not_fit_names_its_file_and_the_full_disk() {
     );
     assert!(all.contains(&expected), "{all}");
     no_abort(&all);
+    // The checkpoint and its environment snapshot are written as one: the snapshot written
+    // before the checkpoint that did not fit is gone with it.
+    let left: Vec<_> = std::fs::read_dir(run_dir.join("checkpoints"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|f| !f.ends_with(".envs")), "{left:?}");
 }
 
 /// Pipelined sampling writes its batch in flight after the checkpoint, through the same in-memory

@@ -516,7 +516,17 @@ impl Run {
         }
         if self.rank == 0 {
             let state = self.checkpoint_state();
-            let path = checkpoint::save(&self.run_dir, &state, self.exp.checkpoint.keep)?;
+            let saved = checkpoint::save(&self.run_dir, &state, self.exp.checkpoint.keep);
+            let path = saved.inspect_err(|_| {
+                // The checkpoint and this rank's snapshot are one: the snapshot goes with a
+                // checkpoint that could not be written (a full disk). Other ranks' snapshots of
+                // this update are removed when the run is resumed.
+                let _ = std::fs::remove_file(checkpoint::env_snapshot_path(
+                    &self.run_dir,
+                    update,
+                    self.rank,
+                ));
+            })?;
             tracing::debug!("checkpoint {}", path.display());
         }
         self.policies
