@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Mutation testing of the numerical core (docs/mutants.md): cargo-mutants changes one operator,
+# constant or function body at a time in the files below and runs the tests that hold each file;
+# a mutant no test fails on ("missed") is either a test to write or a change that cannot be seen
+# (equivalent), and docs/mutants.md says which. Not in CI: a mutant costs a release build of the
+# crate and its test binaries (about 35 s on 2 cores), and the files below hold about 1,500.
+#
+#   scripts/mutants.sh GROUP...      estimators ppo ppo-host a2c optim ddp sac td3 dqn host-mlp
+#
+# Each group runs in a git worktree of HEAD (MUTANTS_TREE, default /tmp/tandem-mutants) with its
+# own target directory, so the checkout it was started from can go on building; its results go
+# to mutants.out/GROUP/ there (outcomes.json, missed.txt, caught.txt, timeout.txt).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tree=${MUTANTS_TREE:-/tmp/tandem-mutants}
+export PATH="$HOME/.cargo/bin:$PATH"
+export LIBTORCH=${LIBTORCH:-$root/.deps/libtorch}
+export TORCH_CPP_LOG_LEVEL=ERROR
+
+command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
+
+# GROUP -> "file;regex of the mutants to examine (empty: all);test targets"
+group() {
+    case "$1" in
+    estimators) echo "src/algo/storage/rollout.rs;vtrace|generalized_advantages|n_step_returns|bootstrap|Waiting::;--lib --test algo_rollout --test algo_ppo" ;;
+    ppo) echo "src/algo/ppo/mod.rs;;--lib --test algo_ppo --test algo_ppo_host" ;;
+    ppo-host) echo "src/algo/ppo/host.rs;;--test algo_ppo_host --test algo_ppo" ;;
+    a2c) echo "src/algo/a2c.rs;;--lib --test algo_ppo" ;;
+    optim) echo "src/algo/optim.rs;;--lib --test algo_ppo --test algo_ppo_host --test sac_equivalence --test td3_equivalence --test dqn_equivalence" ;;
+    ddp) echo "src/dist/ddp.rs;;--test dist_ddp" ;;
+    sac) echo "src/algo/sac/mod.rs;;--lib --test sac_equivalence --test algo_sac_host" ;;
+    td3) echo "src/algo/td3/mod.rs;;--lib --test td3_equivalence" ;;
+    dqn) echo "src/algo/dqn/mod.rs;;--test dqn_equivalence --test dqn_replay" ;;
+    host-mlp) echo "src/nn/host_mlp.rs;;--test algo_ppo_host --test nn_host_gemm --test algo_nn" ;;
+    *) echo "unknown group $1" >&2; return 2 ;;
+    esac
+}
+
+if [ $# -eq 0 ]; then
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+
+if [ ! -e "$tree/.git" ]; then
+    git -C "$root" worktree add --detach "$tree" HEAD
+    # A copy of the release build, so the first build there is of tandem's own crates only.
+    [ -d "$root/target" ] && [ ! -d "$tree/target" ] && cp -a "$root/target" "$tree/target"
+else
+    git -C "$tree" checkout --detach --quiet "$(git -C "$root" rev-parse HEAD)"
+fi
+[ -e "$tree/.deps" ] || ln -s "$root/.deps" "$tree/.deps"
+
+for name in "$@"; do
+    spec=$(group "$name")
+    IFS=';' read -r file re tests <<<"$spec"
+    args=(--in-place --profile release --file "$file" --output "mutants.out/$name"
+          --baseline skip --timeout 300 --build-timeout 900)
+    [ -n "$re" ] && args+=(--re "$re")
+    # shellcheck disable=SC2206
+    targets=($tests)
+    test_args=()
+    for t in "${targets[@]}"; do test_args+=(--cargo-test-arg="$t"); done
+    echo "== $name: $file ${re:+(matching $re)} with ${tests}"
+    (cd "$tree" && nice -n 10 cargo mutants "${args[@]}" "${test_args[@]}") || true
+    out="$tree/mutants.out/$name/mutants.out"
+    for kind in caught missed timeout unviable; do
+        printf '%s %s\n' "$(wc -l <"$out/$kind.txt" 2>/dev/null || echo 0)" "$kind"
+    done
+done
