@@ -61,9 +61,12 @@ for name in "$@"; do
     test_args=()
     for t in "${targets[@]}"; do test_args+=(--cargo-test-arg="$t"); done
     echo "== $name: $file ${re:+(matching $re)} with ${tests}"
+    mkdir -p "$tree/mutants.out/$name"
     (cd "$tree" && nice -n 10 cargo mutants "${args[@]}" "${test_args[@]}") || true
     out="$tree/mutants.out/$name/mutants.out"
     for kind in caught missed timeout unviable; do
-        printf '%s %s\n' "$(wc -l <"$out/$kind.txt" 2>/dev/null || echo 0)" "$kind"
+        n=0
+        [ -f "$out/$kind.txt" ] && n=$(wc -l <"$out/$kind.txt")
+        printf '%s %s\n' "$n" "$kind"
     done
 done
