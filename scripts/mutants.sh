@@ -55,7 +55,7 @@ for name in "$@"; do
     spec=$(group "$name")
     IFS=';' read -r file re tests <<<"$spec"
     args=(--in-place --profile mutants --file "$file" --output "mutants.out/$name"
-          --baseline skip --timeout 300 --build-timeout 900)
+          --baseline skip --timeout 60 --build-timeout 900)
     [ -n "$re" ] && args+=(--re "$re")
     # shellcheck disable=SC2206
     targets=($tests)

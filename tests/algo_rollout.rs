@@ -3,7 +3,7 @@
 
 use tandem::algo::actions::ActionKind;
 use tandem::algo::{
-    MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, VtraceClips,
+    LearnerView, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, VtraceClips,
     generalized_advantages, n_step_returns, vtrace,
 };
 use tch::{Device, Kind, Tensor};
@@ -223,6 +223,64 @@ fn buffer_flattens_step_major_with_the_same_estimates() {
         &Vec::<f32>::try_from(&n_step.advantages).unwrap(),
         &expected_adv,
     );
+}
+
+/// V-trace over the buffer takes the learner's log pi and V against the behaviour's stored log
+/// mu: the same as [`vtrace`] on those arrays with log rho = log pi - log mu.
+#[test]
+fn buffer_vtrace_uses_the_learners_ratios_and_values_against_the_stored_ones() {
+    let buffer = filled_buffer(true);
+    // The buffer's behaviour log mu is -0.5 and -0.7 at every step.
+    let behaviour = [-0.5f32, -0.7, -0.5, -0.7, -0.5, -0.7];
+    let shifts = [0.3f32, -0.2, 0.1, 0.0, -0.4, 0.5];
+    let learner_log_probs: Vec<f32> = behaviour.iter().zip(shifts).map(|(m, d)| m + d).collect();
+    let learner_values: Vec<f32> = VALUES.iter().map(|v| v + 0.25).collect();
+    let learner_last = [1.5f32, 6.0];
+    let view = LearnerView {
+        log_probs: Tensor::from_slice(&learner_log_probs),
+        values: Tensor::from_slice(&learner_values),
+        last_values: Tensor::from_slice(&learner_last),
+    };
+    let clips = VtraceClips { rho: 1.0, c: 1.0 };
+    let batch = buffer.vtrace_batch(&view, 0.9, 0.95, clips).unwrap();
+    let arrays = RolloutArrays {
+        num_envs: 2,
+        rewards: &REWARDS,
+        values: &learner_values,
+        terminated: &TERMINATED,
+        truncated: &TRUNCATED,
+        truncation_values: &TRUNCATION_VALUES,
+        last_values: &learner_last,
+        acting: None,
+    };
+    let (advantages, targets) = vtrace(&arrays, &shifts, 0.9, 0.95, clips).unwrap();
+    assert_close(
+        &Vec::<f32>::try_from(&batch.advantages).unwrap(),
+        &advantages,
+    );
+    assert_close(&Vec::<f32>::try_from(&batch.returns).unwrap(), &targets);
+    assert!(advantages.iter().any(|a| *a != 0.0), "{advantages:?}");
+}
+
+/// s_T as recorded, with its episode starts; in ready order a group fills its own rows of it in
+/// place, starting no episode there.
+#[test]
+fn the_bootstrap_observations_are_the_recorded_ones_and_groups_fill_their_rows() {
+    let mut buffer = filled_buffer(true);
+    let obs = Tensor::from_slice(&[1f32, 2., 3., 4., 5., 6.]).reshape([2, 3]);
+    buffer
+        .set_bootstrap(&obs, Some(&Tensor::from_slice(&[1i64, 1])))
+        .unwrap();
+    let floats = |t: &Tensor| Vec::<f32>::try_from(&t.reshape([-1])).unwrap();
+    let (recorded, starts) = buffer.bootstrap();
+    assert_eq!(floats(recorded), [1., 2., 3., 4., 5., 6.]);
+    assert_eq!(floats(starts), [1., 1.]);
+    let _ = buffer.bootstrap_rows(1, 1).fill_(9.0);
+    let (recorded, starts) = buffer.bootstrap();
+    assert_eq!(floats(recorded), [1., 2., 3., 9., 9., 9.]);
+    assert_eq!(floats(starts), [1., 0.]);
+    buffer.set_bootstrap(&obs, None).unwrap();
+    assert_eq!(floats(buffer.bootstrap().1), [0., 0.]);
 }
 
 #[test]
