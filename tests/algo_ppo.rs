@@ -558,6 +558,36 @@ fn assert_stats_close(one: &[f64], two: &[f64]) {
     }
 }
 
+/// Ranks holding batches of different sizes would take minibatches of different sizes (and a
+/// different number of collectives each): both refuse before the first step, naming the size.
+#[test]
+fn ranks_with_batches_of_different_sizes_refuse_the_update_before_any_step() {
+    let (initial, batch) = fixture(5);
+    let config = ppo_config(None);
+    let results = two_ranks(
+        rank_inputs(&initial, &batch, 4),
+        |_, (initial, half), collective| {
+            let (vs, model) = new_model();
+            load(&vs, &initial);
+            let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+            let error = ppo.update(&model, &half, 0.0, collective).unwrap_err();
+            (format!("{error:#}"), ppo.optimizer().step_count(), half.len())
+        },
+    );
+    for (error, steps, rows) in results {
+        assert!(
+            error.contains("ranks disagree on the number of optimizer steps"),
+            "{error}"
+        );
+        // Two minibatches of the rank's rows: 4 on the rank of 8, 2 on the rank of 4.
+        assert!(
+            error.contains(&format!("the minibatch size ({} here)", rows / 2)),
+            "{error}"
+        );
+        assert_eq!(steps, 0);
+    }
+}
+
 #[test]
 fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
     // Per minibatch, each rank normalises by the global minibatch's statistics, as one rank
