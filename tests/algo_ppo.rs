@@ -302,6 +302,15 @@ fn max_param_diff(a: &Snapshot, b: &Snapshot) -> f64 {
 #[test]
 fn advantages_are_normalised_over_the_batch_or_each_minibatch() {
     let (initial, batch) = fixture(5);
+    advantages_are_normalised_as_by_hand(&initial, &batch);
+    // Advantages spread over about 1e-7: the 1e-8 beside the standard deviation shows (a
+    // normalisation by std - 1e-8 would give twice the values here).
+    let mut tiny = copy_batch(&batch);
+    tiny.advantages = &batch.advantages * 1e-7;
+    advantages_are_normalised_as_by_hand(&initial, &tiny);
+}
+
+fn advantages_are_normalised_as_by_hand(initial: &Snapshot, batch: &Batch) {
     let a: Vec<f64> = Vec::<f32>::try_from(&batch.advantages)
         .unwrap()
         .iter()
@@ -338,20 +347,24 @@ fn advantages_are_normalised_over_the_batch_or_each_minibatch() {
             ..common::cleanrl_ppo()
         };
         let (vs, model) = new_model();
-        load(&vs, &initial);
+        load(&vs, initial);
         let mut ppo = Ppo::new(&vs, config, 0).unwrap();
         let stats = ppo
-            .update_with_minibatches(&model, &batch, 0.0, &plan, &mut Local)
+            .update_with_minibatches(&model, batch, 0.0, &plan, &mut Local)
             .unwrap();
         assert!(
-            (stats.policy_loss - expected).abs() < 1e-5,
+            (stats.policy_loss - expected).abs() < 1e-5 * expected.abs().max(1.0),
             "{mode:?}: policy loss {} vs {expected} by hand",
             stats.policy_loss
         );
     }
-    // The three differ, so the check above tells them apart.
+    // The normalisations differ, so the check above tells them apart.
     let batch_mean = minus_mean_of_first_8(moments(&a));
-    assert!(batch_mean.abs() > 0.05, "{batch_mean}");
+    let minibatch_mean = minus_mean_of_first_8(moments(&a[..8]));
+    assert!(
+        (batch_mean - minibatch_mean).abs() > 0.05,
+        "{batch_mean} {minibatch_mean}"
+    );
 }
 
 fn ppo_config(target_kl: Option<f64>) -> tandem_config::Ppo {
@@ -558,6 +571,46 @@ fn assert_stats_close(one: &[f64], two: &[f64]) {
     }
 }
 
+/// The KL early stop compares the ranks' MEAN epoch KL with the target: with the target between
+/// the mean and twice it, two ranks train on past the first epoch (a sum over ranks, or a
+/// product, would stop them there).
+#[test]
+fn the_kl_early_stop_reads_the_mean_over_ranks() {
+    let (initial, batch) = fixture(6);
+    let run = |config: tandem_config::Ppo| {
+        two_ranks(
+            rank_inputs(&initial, &batch, 8),
+            |_, (initial, half), collective| {
+                let (vs, model) = new_model();
+                load(&vs, &initial);
+                let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+                ppo.update(&model, &half, 0.0, collective).unwrap()
+            },
+        )
+    };
+    // One epoch alone: its mean KL over the ranks is what the stop would read after it.
+    let one_epoch = run(tandem_config::Ppo {
+        epochs: 1,
+        ..ppo_config(None)
+    });
+    let first_epoch_kl = one_epoch[0].approx_kl;
+    assert!(first_epoch_kl > 0.0, "{one_epoch:?}");
+    for target in [1.5 * first_epoch_kl, 0.5 * first_epoch_kl] {
+        let stats = run(ppo_config(Some(target)));
+        let expected = if target > first_epoch_kl { 2 } else { 1 };
+        for rank in &stats {
+            assert!(
+                if expected == 1 {
+                    rank.epochs_run == 1
+                } else {
+                    rank.epochs_run >= 2
+                },
+                "target {target} against a first-epoch KL of {first_epoch_kl}: {rank:?}"
+            );
+        }
+    }
+}
+
 /// Ranks holding batches of different sizes would take minibatches of different sizes (and a
 /// different number of collectives each): both refuse before the first step, naming the size.
 #[test]
@@ -571,7 +624,11 @@ fn ranks_with_batches_of_different_sizes_refuse_the_update_before_any_step() {
             load(&vs, &initial);
             let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
             let error = ppo.update(&model, &half, 0.0, collective).unwrap_err();
-            (format!("{error:#}"), ppo.optimizer().step_count(), half.len())
+            (
+                format!("{error:#}"),
+                ppo.optimizer().step_count(),
+                half.len(),
+            )
         },
     );
     for (error, steps, rows) in results {
