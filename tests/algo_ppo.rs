@@ -571,6 +571,32 @@ fn assert_stats_close(one: &[f64], two: &[f64]) {
     }
 }
 
+/// The reported gradient norm is the mean over the update's optimizer steps: with a learning
+/// rate too small to move the parameters, three epochs of the whole batch report the one
+/// epoch's norm (a sum, a product or a remainder over the steps would not).
+#[test]
+fn the_reported_gradient_norm_is_the_mean_over_the_steps() {
+    let (initial, batch) = fixture(7);
+    let norm = |epochs: usize| {
+        let config = tandem_config::Ppo {
+            lr: 1e-12,
+            epochs,
+            minibatches: 1,
+            max_grad_norm: None,
+            ..common::cleanrl_ppo()
+        };
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut ppo = Ppo::new(&vs, config, 0).unwrap();
+        let stats = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
+        assert_eq!(stats.optimizer_steps, epochs);
+        stats.grad_norm
+    };
+    let (one, three) = (norm(1), norm(3));
+    assert!(one > 0.1, "{one}");
+    assert!((three - one).abs() < 1e-6 * one, "{three} vs {one}");
+}
+
 /// The KL early stop compares the ranks' MEAN epoch KL with the target: with the target between
 /// the mean and twice it, two ranks train on past the first epoch (a sum over ranks, or a
 /// product, would stop them there).

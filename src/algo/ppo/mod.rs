@@ -198,9 +198,6 @@ impl Ppo {
         Ppo::new(vs, p.clone(), 0)
     }
 
-    pub fn config(&self) -> &Settings {
-        &self.config
-    }
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
     }
