@@ -252,38 +252,6 @@ impl Optimizer {
         firsts.chain(seconds).collect()
     }
 
-    /// Restores state saved from [`Optimizer::state_tensors`] and [`Optimizer::step_count`]
-    /// (a checkpoint). Every tensor must be present with its shape; nothing is changed otherwise.
-    pub fn load_state(&mut self, saved: &[(String, Tensor)], steps: u64) -> Result<()> {
-        let current = self.state_tensors();
-        ensure!(
-            saved.len() == current.len(),
-            "optimizer state: the checkpoint holds {} tensors, this optimizer has {}",
-            saved.len(),
-            current.len()
-        );
-        let by_name: std::collections::HashMap<&str, &Tensor> =
-            saved.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        for (name, tensor) in &current {
-            let Some(stored) = by_name.get(name.as_str()) else {
-                bail!("optimizer state: the checkpoint has no tensor {name}");
-            };
-            ensure!(
-                stored.size() == tensor.size(),
-                "optimizer state: {name} has shape {:?} in the checkpoint, {:?} here",
-                stored.size(),
-                tensor.size()
-            );
-        }
-        tch::no_grad(|| {
-            for (name, mut tensor) in current {
-                tensor.copy_(by_name[name.as_str()]);
-            }
-        });
-        self.steps = steps;
-        Ok(())
-    }
-
     /// Clears every parameter's gradient (in place: the gradients must stay views into the
     /// flat buffer, which DDP all-reduces).
     pub fn zero_grad(&mut self) {
@@ -600,6 +568,75 @@ mod tests {
             .into_iter()
             .map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
             .collect()
+    }
+
+    #[test]
+    fn hyperparameters_outside_their_ranges_are_refused() {
+        let (vs, _) = network(1, 2);
+        let adam = |beta1, beta2, eps| OptimizerSpec::Adam { beta1, beta2, eps };
+        for (spec, words) in [
+            (adam(1.0, 0.999, 1e-8), "beta1 must be in [0, 1), got 1"),
+            (adam(0.9, -0.1, 1e-8), "beta2 must be in [0, 1), got -0.1"),
+            (adam(0.9, 0.999, 0.0), "eps must be positive, got 0"),
+            (
+                OptimizerSpec::RmsProp {
+                    alpha: 1.5,
+                    eps: 1e-5,
+                },
+                "alpha must be in [0, 1), got 1.5",
+            ),
+            (
+                OptimizerSpec::RmsProp {
+                    alpha: 0.99,
+                    eps: f64::INFINITY,
+                },
+                "eps must be positive, got inf",
+            ),
+        ] {
+            let err = Optimizer::new(&vs, spec).unwrap_err().to_string();
+            assert!(err.contains(words), "{spec:?}: {err}");
+        }
+    }
+
+    /// What a resume does: the moments and the step count restored into a new optimizer make
+    /// its next step the uninterrupted one's, bias correction included.
+    #[test]
+    fn a_restored_step_count_continues_adams_bias_correction() {
+        let (a, layers_a) = network(4, 2);
+        let (b, layers_b) = network(5, 2);
+        let mut first = Optimizer::new(&a, adam()).unwrap();
+        let mut second = Optimizer::new(&b, adam()).unwrap();
+        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
+        let step = |opt: &mut Optimizer, layers: &[nn::Linear; 2]| {
+            opt.zero_grad();
+            layers[1]
+                .forward(&layers[0].forward(&x))
+                .square()
+                .sum(Kind::Float)
+                .backward();
+            opt.step(0.1).unwrap();
+        };
+        step(&mut first, &layers_a);
+        step(&mut first, &layers_a);
+        tch::no_grad(|| {
+            for ((_, mut mine), (_, theirs)) in parameters_in_order(&b)
+                .into_iter()
+                .zip(parameters_in_order(&a))
+            {
+                mine.copy_(&theirs);
+            }
+            for ((_, mut mine), (_, theirs)) in second
+                .state_tensors()
+                .into_iter()
+                .zip(first.state_tensors())
+            {
+                mine.copy_(&theirs);
+            }
+        });
+        second.set_step_count(first.step_count());
+        step(&mut first, &layers_a);
+        step(&mut second, &layers_b);
+        assert_eq!(values(&b), values(&a));
     }
 
     #[test]
