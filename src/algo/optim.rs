@@ -252,6 +252,38 @@ impl Optimizer {
         firsts.chain(seconds).collect()
     }
 
+    /// Restores state saved from [`Optimizer::state_tensors`] and [`Optimizer::step_count`]
+    /// (a checkpoint). Every tensor must be present with its shape; nothing is changed otherwise.
+    pub fn load_state(&mut self, saved: &[(String, Tensor)], steps: u64) -> Result<()> {
+        let current = self.state_tensors();
+        ensure!(
+            saved.len() == current.len(),
+            "optimizer state: the checkpoint holds {} tensors, this optimizer has {}",
+            saved.len(),
+            current.len()
+        );
+        let by_name: std::collections::HashMap<&str, &Tensor> =
+            saved.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        for (name, tensor) in &current {
+            let Some(stored) = by_name.get(name.as_str()) else {
+                bail!("optimizer state: the checkpoint has no tensor {name}");
+            };
+            ensure!(
+                stored.size() == tensor.size(),
+                "optimizer state: {name} has shape {:?} in the checkpoint, {:?} here",
+                stored.size(),
+                tensor.size()
+            );
+        }
+        tch::no_grad(|| {
+            for (name, mut tensor) in current {
+                tensor.copy_(by_name[name.as_str()]);
+            }
+        });
+        self.steps = steps;
+        Ok(())
+    }
+
     /// Clears every parameter's gradient (in place: the gradients must stay views into the
     /// flat buffer, which DDP all-reduces).
     pub fn zero_grad(&mut self) {
