@@ -602,6 +602,53 @@ mod tests {
             .collect()
     }
 
+    /// The global L2 norm of `vs`'s gradients, by hand.
+    fn grad_norm(vs: &VarStore) -> f64 {
+        parameters_in_order(vs)
+            .iter()
+            .map(|(_, p)| p.grad().square().sum(Kind::Double).double_value(&[]))
+            .sum::<f64>()
+            .sqrt()
+    }
+
+    /// Clipping returns the norm before it and scales only what it clips: the whole model, or
+    /// one group of a grouped optimizer (the others keep their gradients).
+    #[test]
+    fn clipping_reports_the_raw_norm_and_scales_only_its_gradients() {
+        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
+        let backward = |layers: &[nn::Linear; 2]| {
+            layers[1]
+                .forward(&layers[0].forward(&x))
+                .square()
+                .sum(Kind::Float)
+                .backward();
+        };
+        let (vs, layers) = network(6, 2);
+        let mut whole = Optimizer::new(&vs, adam()).unwrap();
+        backward(&layers);
+        let raw = grad_norm(&vs);
+        assert!(raw > 0.5, "{raw}");
+        let reported = whole.clip_grad_norm(0.5).unwrap();
+        assert!((reported - raw).abs() < 1e-5 * raw, "{reported} vs {raw}");
+        assert!((grad_norm(&vs) - 0.5).abs() < 1e-5, "{}", grad_norm(&vs));
+
+        let (actor, actor_layers) = network(7, 2);
+        let (critic, critic_layers) = network(8, 2);
+        let mut grouped =
+            Optimizer::grouped(&[("actor", &actor), ("critic", &critic)], adam()).unwrap();
+        backward(&actor_layers);
+        backward(&critic_layers);
+        let (actor_raw, critic_raw) = (grad_norm(&actor), grad_norm(&critic));
+        let g = grouped.group("critic").unwrap();
+        let reported = grouped.clip_group_grad_norm(g, 0.25).unwrap();
+        assert!(
+            (reported - critic_raw).abs() < 1e-5 * critic_raw,
+            "{reported} vs {critic_raw}"
+        );
+        assert!((grad_norm(&critic) - 0.25).abs() < 1e-5);
+        assert_eq!(grad_norm(&actor), actor_raw);
+    }
+
     #[test]
     fn hyperparameters_outside_their_ranges_are_refused() {
         let (vs, _) = network(1, 2);
