@@ -24,7 +24,7 @@ command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 group() {
     case "$1" in
     estimators) echo "src/algo/storage/rollout.rs;vtrace|generalized_advantages|n_step_returns|bootstrap|Waiting::;--lib --test algo_rollout --test algo_ppo" ;;
-    ppo) echo "src/algo/ppo/mod.rs;;--lib --test algo_ppo --test algo_ppo_host --test algo_recurrent --test dist_ppo" ;;
+    ppo) echo "src/algo/ppo/mod.rs;;--lib --test algo_ppo --test algo_ppo_host --test algo_ppo_host_update --test algo_recurrent --test dist_ppo" ;;
     ppo-host) echo "src/algo/ppo/host.rs;;--test algo_ppo_host --test algo_ppo" ;;
     a2c) echo "src/algo/a2c.rs;;--lib --test algo_ppo" ;;
     optim) echo "src/algo/optim.rs;;--lib --test algo_ppo --test algo_ppo_host --test sac_equivalence --test td3_equivalence --test dqn_equivalence" ;;
