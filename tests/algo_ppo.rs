@@ -597,6 +597,30 @@ fn the_reported_gradient_norm_is_the_mean_over_the_steps() {
     assert!((three - one).abs() < 1e-6 * one, "{three} vs {one}");
 }
 
+/// What an update reports goes to TensorBoard under these tags (docs and dashboards read them).
+#[test]
+fn an_updates_statistics_are_its_scalars_under_their_tags() {
+    let (initial, batch) = fixture(8);
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    let mut ppo = Ppo::new(&vs, ppo_config(None), 0).unwrap();
+    let stats = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
+    let scalars = stats.scalars();
+    let tag = |name: &str| {
+        scalars
+            .iter()
+            .find(|(t, _)| *t == name)
+            .unwrap_or_else(|| panic!("no {name} in {scalars:?}"))
+            .1
+    };
+    assert_eq!(tag("loss/policy"), stats.policy_loss);
+    assert_eq!(tag("loss/value"), stats.value_loss);
+    assert_eq!(tag("ppo/approx_kl"), stats.approx_kl);
+    assert_eq!(tag("ppo/epochs"), stats.epochs_run as f64);
+    assert_eq!(tag("optim/grad_norm"), stats.grad_norm);
+    assert!(stats.value_loss > 0.0 && stats.grad_norm > 0.0, "{stats:?}");
+}
+
 /// The KL early stop compares the ranks' MEAN epoch KL with the target: with the target between
 /// the mean and twice it, two ranks train on past the first epoch (a sum over ranks, or a
 /// product, would stop them there).

@@ -631,6 +631,17 @@ mod tests {
         let reported = whole.clip_grad_norm(0.5).unwrap();
         assert!((reported - raw).abs() < 1e-5 * raw, "{reported} vs {raw}");
         assert!((grad_norm(&vs) - 0.5).abs() < 1e-5, "{}", grad_norm(&vs));
+        // PyTorch's coefficient, max / (norm + 1e-6), where the 1e-6 shows: a norm of 2e-6
+        // clipped to 1e-6 ends at 2/3 of 1e-6.
+        tch::no_grad(|| {
+            for (_, p) in parameters_in_order(&vs) {
+                let mut g = p.grad();
+                let _ = g.g_mul_scalar_(2e-6 / 0.5);
+            }
+        });
+        whole.clip_grad_norm(1e-6).unwrap();
+        let tiny = grad_norm(&vs);
+        assert!((tiny - 2e-6 / 3.0).abs() < 1e-9, "{tiny}");
 
         let (actor, actor_layers) = network(7, 2);
         let (critic, critic_layers) = network(8, 2);
