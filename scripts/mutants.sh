@@ -7,6 +7,7 @@
 # Cargo.toml) and its tests: about 7 s on 2 cores, after a first build of about 3 minutes.
 #
 #   scripts/mutants.sh GROUP...      estimators ppo ppo-host a2c optim ddp sac td3 dqn host-mlp
+#   MUTANTS_RE='fn_a|fn_b' scripts/mutants.sh GROUP      only the mutants whose names match
 #
 # Each group runs in a git worktree of HEAD (MUTANTS_TREE, default /tmp/tandem-mutants) with its
 # own target directory, so the checkout it was started from can go on building; its results go
@@ -28,7 +29,7 @@ group() {
     ppo-host) echo "src/algo/ppo/host.rs;;--test algo_ppo_host --test algo_ppo" ;;
     a2c) echo "src/algo/a2c.rs;;--lib --test algo_ppo" ;;
     optim) echo "src/algo/optim.rs;;--lib --test algo_ppo --test algo_ppo_host --test sac_equivalence --test td3_equivalence --test dqn_equivalence" ;;
-    ddp) echo "src/dist/ddp.rs;;--test dist_ddp" ;;
+    ddp) echo "src/dist/ddp.rs;;--test dist_ddp --test dist_ppo" ;;
     sac) echo "src/algo/sac/mod.rs;;--lib --test sac_equivalence --test algo_sac_host" ;;
     td3) echo "src/algo/td3/mod.rs;;--lib --test td3_equivalence" ;;
     dqn) echo "src/algo/dqn/mod.rs;;--test dqn_equivalence --test dqn_replay" ;;
@@ -54,6 +55,8 @@ fi
 for name in "$@"; do
     spec=$(group "$name")
     IFS=';' read -r file re tests <<<"$spec"
+    # MUTANTS_RE narrows a group to some functions (a second look at what a first run missed).
+    re=${MUTANTS_RE:-$re}
     args=(--in-place --profile mutants --file "$file" --output "mutants.out/$name"
           --baseline skip --timeout 60 --build-timeout 900)
     [ -n "$re" ] && args+=(--re "$re")
