@@ -462,12 +462,18 @@ fn a_stray_client_is_refused_and_logged_and_the_job_still_trains() {
         ))
     });
     nodes.push(launcher(&net, 1, &dir, &short, &[]));
+    all_succeed(&mut nodes, &dir);
+}
+
+/// Waits for every launcher (two minutes at most) and asserts that each exited 0, showing a
+/// failed node's console.
+fn all_succeed(nodes: &mut Nodes, dir: &Path) {
     for (node, l) in nodes.iter_mut().enumerate() {
         let status = wait_or_kill(l, Duration::from_secs(120));
         assert!(
             status.is_some_and(|s| s.success()),
             "node {node} ({status:?}):\n{}",
-            console(&dir, node)
+            console(dir, node)
         );
     }
 }
@@ -544,14 +550,7 @@ fn a_flood_of_connections_under_ulimit_1024_cannot_keep_node_1_out() {
         opened.load(Ordering::SeqCst) >= 2_000
     });
     nodes.push(limited(1).spawn().unwrap());
-    for (node, l) in nodes.iter_mut().enumerate() {
-        let status = wait_or_kill(l, Duration::from_secs(120));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "node {node} ({status:?}):\n{}",
-            console(&dir, node)
-        );
-    }
+    all_succeed(&mut nodes, &dir);
     done.store(true, Ordering::SeqCst);
     flood.join().unwrap();
     println!(
@@ -596,14 +595,7 @@ fn a_node_with_another_job_secret_is_refused() {
         launcher(&net, 0, &dir, &short, &same),
         launcher(&net, 1, &dir, &short, &same),
     ]);
-    for (node, l) in nodes.iter_mut().enumerate() {
-        let status = wait_or_kill(l, Duration::from_secs(120));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "node {node} ({status:?}):\n{}",
-            console(&dir, node)
-        );
-    }
+    all_succeed(&mut nodes, &dir);
     assert!(rank_log(&dir, 1, 1).contains("job secret from TANDEM_JOB_SECRET"));
 }
 
