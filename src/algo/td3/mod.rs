@@ -479,6 +479,59 @@ mod tests {
             .collect()
     }
 
+    fn host(t: &Tensor) -> Vec<f64> {
+        Vec::<f64>::try_from(t.detach().to_kind(Kind::Double).flatten(0, -1)).unwrap()
+    }
+
+    /// The losses of Algorithm 1 worked sample by sample on the host, the networks read one
+    /// batch at a time: target smoothing (eq. 14), clipped double Q (eq. 10), both critics'
+    /// squared errors, and the actor's -Q_θ1(s, μ(s)); also what `q_mean` and `min_q` report.
+    #[test]
+    fn the_losses_are_algorithm_1_worked_sample_by_sample() {
+        let td3 = td3(1);
+        let b = batch();
+        let (sigma, clip, n) = (0.2, 0.5, 6usize);
+        let mu_next = host(&td3.target_actor.forward(&b.next_obs).unwrap());
+        let noise = host(&b.noise_next);
+        let smoothed: Vec<f32> = mu_next
+            .iter()
+            .zip(&noise)
+            .map(|(m, e)| (m + (e * sigma).clamp(-clip, clip)).clamp(-1.0, 1.0) as f32)
+            .collect();
+        let next = Tensor::from_slice(&smoothed).reshape([6, 2]);
+        let next_input = QInput::new(&b.next_obs, &next);
+        let [t1, t2] = &td3.target_critics;
+        let (t1, t2) = (
+            host(&t1.forward(&next_input)),
+            host(&t2.forward(&next_input)),
+        );
+        let (rewards, discounts) = (host(&b.rewards), host(&b.discounts));
+        let y: Vec<f64> = (0..n)
+            .map(|i| rewards[i] + discounts[i] * t1[i].min(t2[i]))
+            .collect();
+        let taken = QInput::new(&b.obs, &b.actions);
+        let q1 = host(&td3.critics[0].forward(&taken));
+        let q2 = host(&td3.critics[1].forward(&taken));
+        let squared = |q: &[f64]| (0..n).map(|i| (q[i] - y[i]).powi(2)).sum::<f64>() / n as f64;
+        let want = squared(&q1) + squared(&q2);
+        let got = td3.critic_loss(&b).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-5 * b.abs().max(1.0);
+        let loss = got.loss.double_value(&[]);
+        assert!(close(loss, want), "{loss} vs {want}");
+        let q_mean = (0..n).map(|i| (q1[i] + q2[i]) / 2.0).sum::<f64>() / n as f64;
+        assert!(close(got.q_mean.double_value(&[]), q_mean));
+        let min_q = host(&td3.min_q(&b.obs, &b.actions));
+        for i in 0..n {
+            assert!(close(min_q[i], q1[i].min(q2[i])), "{min_q:?}");
+        }
+        let own = td3.actor.forward(&b.obs).unwrap();
+        let q = host(&td3.critics[0].forward(&QInput::new(&b.obs, &own)));
+        let actor = -q.iter().sum::<f64>() / n as f64;
+        let got = td3.actor_loss(&b.obs).unwrap().double_value(&[]);
+        assert!(close(got, actor), "{got} vs {actor}");
+        assert!(actor.abs() > 1e-3 && want > 1e-3, "{actor} {want}");
+    }
+
     #[test]
     fn each_loss_moves_only_its_own_network() {
         let mut td3 = td3(2);
