@@ -233,8 +233,9 @@ impl Loader {
         use crate::nesting::{MAX_WORDS, word_starts};
         let left = MAX_WORDS.saturating_sub(self.words_read);
         let mut words = word_starts(&text[from..]).map(|at| at + from);
-        let Some(over) = words.nth(left) else {
-            self.words_read += word_starts(&text[from..]).count();
+        let fitting = words.by_ref().take(left).count();
+        let Some(over) = words.next() else {
+            self.words_read += fitting;
             return true;
         };
         self.words_read = MAX_WORDS + 1;
