@@ -183,7 +183,6 @@ fn entries(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
     Ok(out)
 }
 
-/// The model checkpoints among `entries`, oldest first.
 /// Removes the environment snapshots whose checkpoint was never written (every rank writes its
 /// snapshot before rank 0 writes the checkpoint; a full disk or a kill between the two leaves
 /// the snapshots alone), so that a run directory holds no snapshot without its checkpoint.
@@ -209,6 +208,7 @@ pub fn remove_orphan_snapshots(run_dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
+/// The model checkpoints among `entries`, oldest first.
 fn checkpoints(entries: &[(PathBuf, String)]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = entries
         .iter()
