@@ -232,9 +232,9 @@ pub fn run(req: &SweepRequest) -> Result<ExitCode> {
     let (sweep, parallel) = planned(req).map_err(|e| crate::usage::UsageError(format!("{e:#}")))?;
     std::fs::create_dir_all(&sweep.dir)
         .with_context(|| format!("creating {}", sweep.dir.display()))?;
-    let record = record::Record::of(&sweep.name, sweep.max_steps, &sweep.variants);
     if !sweep.continues {
-        crate::atomic::write_atomic(&sweep.dir.join(record::RECORD), record.to_json().as_bytes())
+        let record = record::Record::of(&sweep).to_json();
+        crate::atomic::write_atomic(&sweep.dir.join(record::RECORD), record.as_bytes())
             .with_context(|| format!("cannot write {}", sweep.dir.display()))?;
     }
     let outcomes = outcomes_before(&sweep);
@@ -348,11 +348,7 @@ fn from_command_line(req: &SweepRequest) -> Result<Sweep> {
     let Some(earlier) = record::Record::read(&sweep.dir)? else {
         return Ok(sweep);
     };
-    let differences = earlier.differences(&record::Record::of(
-        &sweep.name,
-        sweep.max_steps,
-        &sweep.variants,
-    ));
+    let differences = earlier.differences(&record::Record::of(&sweep));
     if !differences.is_empty() {
         bail!(
             "{} holds another sweep (its {}), which this command would mix with its own:\n  {}\n\
@@ -391,11 +387,14 @@ fn resumed(dir: &Path) -> Result<Sweep> {
     for (variant, recorded) in variants.iter_mut().zip(&record.variants) {
         variant.name = recorded.name.clone();
     }
-    let differences = record.differences(&record::Record::of(
-        &record.name,
-        record.max_steps,
-        &variants,
-    ));
+    let sweep = Sweep {
+        name: record.name.clone(),
+        dir: dir.to_path_buf(),
+        max_steps: record.max_steps,
+        variants,
+        continues: true,
+    };
+    let differences = record.differences(&record::Record::of(&sweep));
     if !differences.is_empty() {
         bail!(
             "cannot continue the sweep in {}: {}\nhelp: restore the files as they were, or start \
@@ -404,13 +403,7 @@ fn resumed(dir: &Path) -> Result<Sweep> {
             differences.join("; ")
         );
     }
-    Ok(Sweep {
-        name: record.name,
-        dir: dir.to_path_buf(),
-        max_steps: record.max_steps,
-        variants,
-        continues: true,
-    })
+    Ok(sweep)
 }
 
 /// The machine's cores, as the launcher counts them.

@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::Variant;
+use super::Sweep;
 
 /// The record's file name in the sweep's folder.
 pub const RECORD: &str = "sweep.json";
@@ -35,11 +35,12 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn of(name: &str, max_steps: Option<u64>, variants: &[Variant]) -> Record {
+    pub fn of(sweep: &Sweep) -> Record {
         Record {
-            name: name.to_string(),
-            max_steps,
-            variants: variants
+            name: sweep.name.clone(),
+            max_steps: sweep.max_steps,
+            variants: sweep
+                .variants
                 .iter()
                 .map(|v| Recorded {
                     file: v.file.clone(),
