@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-pub(crate) use supervise::install_signal_counter;
 use supervise::{Rank, STOPPED_GRACE, supervise};
+pub(crate) use supervise::{install_signal_counter, signal};
 
 /// The libgomp spin count the launcher gives workers when the environment sets none (see
 /// where the workers are started).

@@ -109,7 +109,9 @@ impl Rank {
     }
 }
 
-fn signal(pid: u32, sig: libc::c_int) {
+/// Sends `sig` to process `pid`, a child of this process that it has not reaped (callers skip
+/// the finished ones); also `tandem sweep`'s way to pass a stop signal to its variants.
+pub(crate) fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child we
     // have not reaped yet (callers skip the finished ones), so it cannot name a recycled pid.
     unsafe {

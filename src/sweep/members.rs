@@ -52,7 +52,7 @@ pub fn train_all(
                 say_stopping(sweep, signals.first(), running.len());
             }
             for (_, child) in &running {
-                signal(child, signals.first());
+                crate::launch::signal(child.id(), signals.first());
             }
             forwarded = signals.received();
         }
@@ -180,7 +180,7 @@ fn outcome_of(run_dir: &Path, status: std::process::ExitStatus) -> Outcome {
         Some(0) => read_summary(run_dir),
         Some(code) if code == PREEMPTED as i32 || code == INTERRUPTED as i32 => {
             match read_summary(run_dir) {
-                Outcome::Stopped(figures) => Outcome::Stopped(figures),
+                stopped @ Outcome::Stopped(_) => stopped,
                 // Stopped at once (a second signal) before it wrote a summary of this attempt.
                 _ => Outcome::Stopped(None),
             }
@@ -203,12 +203,4 @@ fn say_stopping(sweep: &Sweep, sig: libc::c_int, running: usize) {
         called(&sweep.name),
         sweep.dir.display()
     );
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) takes plain integers and touches no memory of ours. The child has not
-    // been reaped (it is still in the running list), so its pid cannot have been recycled.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
-    }
 }
