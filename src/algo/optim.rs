@@ -602,6 +602,16 @@ mod tests {
             .collect()
     }
 
+    /// Backpropagates the sum of squares of the two layers' output on a batch of ones.
+    fn backward(layers: &[nn::Linear; 2]) {
+        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
+        layers[1]
+            .forward(&layers[0].forward(&x))
+            .square()
+            .sum(Kind::Float)
+            .backward();
+    }
+
     /// The global L2 norm of `vs`'s gradients, by hand.
     fn grad_norm(vs: &VarStore) -> f64 {
         parameters_in_order(vs)
@@ -615,14 +625,6 @@ mod tests {
     /// one group of a grouped optimizer (the others keep their gradients).
     #[test]
     fn clipping_reports_the_raw_norm_and_scales_only_its_gradients() {
-        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
-        let backward = |layers: &[nn::Linear; 2]| {
-            layers[1]
-                .forward(&layers[0].forward(&x))
-                .square()
-                .sum(Kind::Float)
-                .backward();
-        };
         let (vs, layers) = network(6, 2);
         let mut whole = Optimizer::new(&vs, adam()).unwrap();
         backward(&layers);
@@ -696,14 +698,9 @@ mod tests {
         let (b, layers_b) = network(5, 2);
         let mut first = Optimizer::new(&a, adam()).unwrap();
         let mut second = Optimizer::new(&b, adam()).unwrap();
-        let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
         let step = |opt: &mut Optimizer, layers: &[nn::Linear; 2]| {
             opt.zero_grad();
-            layers[1]
-                .forward(&layers[0].forward(&x))
-                .square()
-                .sum(Kind::Float)
-                .backward();
+            backward(layers);
             opt.step(0.1).unwrap();
         };
         step(&mut first, &layers_a);
