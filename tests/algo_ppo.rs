@@ -285,6 +285,18 @@ fn fixture(seed: i64) -> (Snapshot, Batch) {
     (snapshot(&vs), batch)
 }
 
+/// A model holding `initial`'s parameters and its PPO learner (`shuffle_seed` as `Ppo::new`).
+fn learner(
+    initial: &Snapshot,
+    config: tandem_config::Ppo,
+    shuffle_seed: u64,
+) -> (VarStore, ActorCritic, Ppo) {
+    let (vs, model) = new_model();
+    load(&vs, initial);
+    let ppo = Ppo::new(&vs, config, shuffle_seed).unwrap();
+    (vs, model, ppo)
+}
+
 fn max_param_diff(a: &Snapshot, b: &Snapshot) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter()
@@ -346,9 +358,7 @@ fn advantages_are_normalised_as_by_hand(initial: &Snapshot, batch: &Batch) {
             normalize_advantages: mode,
             ..common::cleanrl_ppo()
         };
-        let (vs, model) = new_model();
-        load(&vs, initial);
-        let mut ppo = Ppo::new(&vs, config, 0).unwrap();
+        let (_vs, model, mut ppo) = learner(initial, config, 0);
         let stats = ppo
             .update_with_minibatches(&model, batch, 0.0, &plan, &mut Local)
             .unwrap();
@@ -383,9 +393,7 @@ fn ppo_config(target_kl: Option<f64>) -> tandem_config::Ppo {
 fn a_ppo_update_is_bit_reproducible_under_the_same_seed() {
     let run = || {
         let (initial, batch) = fixture(11);
-        let (vs, model) = new_model();
-        load(&vs, &initial);
-        let mut ppo = Ppo::new(&vs, ppo_config(None), 5).unwrap();
+        let (vs, model, mut ppo) = learner(&initial, ppo_config(None), 5);
         let first = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
         let second = ppo.update(&model, &batch, 0.5, &mut Local).unwrap();
         (snapshot(&vs), first, second)
@@ -585,9 +593,7 @@ fn the_reported_gradient_norm_is_the_mean_over_the_steps() {
             max_grad_norm: None,
             ..common::cleanrl_ppo()
         };
-        let (vs, model) = new_model();
-        load(&vs, &initial);
-        let mut ppo = Ppo::new(&vs, config, 0).unwrap();
+        let (_vs, model, mut ppo) = learner(&initial, config, 0);
         let stats = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
         assert_eq!(stats.optimizer_steps, epochs);
         stats.grad_norm
@@ -601,9 +607,7 @@ fn the_reported_gradient_norm_is_the_mean_over_the_steps() {
 #[test]
 fn an_updates_statistics_are_its_scalars_under_their_tags() {
     let (initial, batch) = fixture(8);
-    let (vs, model) = new_model();
-    load(&vs, &initial);
-    let mut ppo = Ppo::new(&vs, ppo_config(None), 0).unwrap();
+    let (_vs, model, mut ppo) = learner(&initial, ppo_config(None), 0);
     let stats = ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
     let scalars = stats.scalars();
     let tag = |name: &str| {
@@ -631,9 +635,7 @@ fn the_kl_early_stop_reads_the_mean_over_ranks() {
         two_ranks(
             rank_inputs(&initial, &batch, 8),
             |_, (initial, half), collective| {
-                let (vs, model) = new_model();
-                load(&vs, &initial);
-                let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+                let (_vs, model, mut ppo) = learner(&initial, config.clone(), 0);
                 ppo.update(&model, &half, 0.0, collective).unwrap()
             },
         )
@@ -670,9 +672,7 @@ fn ranks_with_batches_of_different_sizes_refuse_the_update_before_any_step() {
     let results = two_ranks(
         rank_inputs(&initial, &batch, 4),
         |_, (initial, half), collective| {
-            let (vs, model) = new_model();
-            load(&vs, &initial);
-            let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+            let (_vs, model, mut ppo) = learner(&initial, config.clone(), 0);
             let error = ppo.update(&model, &half, 0.0, collective).unwrap_err();
             (
                 format!("{error:#}"),
@@ -712,9 +712,7 @@ fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
         let (initial, batch) = fixture(3);
         let (per_rank_plans, whole_plan) = split_plans(epochs);
 
-        let (vs, model) = new_model();
-        load(&vs, &initial);
-        let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+        let (vs, model, mut ppo) = learner(&initial, config.clone(), 0);
         let plan: Vec<Vec<Tensor>> = whole_plan.iter().map(|e| to_plan(e)).collect();
         let one = ppo
             .update_with_minibatches(&model, &batch, 0.25, &plan, &mut Local)
@@ -724,9 +722,7 @@ fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
         let results = two_ranks(
             rank_inputs(&initial, &batch, 8),
             |rank, (initial, half), collective| {
-                let (vs, model) = new_model();
-                load(&vs, &initial);
-                let mut ppo = Ppo::new(&vs, config.clone(), 0).unwrap();
+                let (vs, model, mut ppo) = learner(&initial, config.clone(), 0);
                 let plan: Vec<Vec<Tensor>> =
                     per_rank_plans[rank].iter().map(|e| to_plan(e)).collect();
                 let stats = ppo
@@ -885,9 +881,7 @@ fn kl_early_stop_follows_rank_zeros_decision() {
 #[test]
 fn bad_updates_are_refused_with_reasons() {
     let (initial, batch) = fixture(6);
-    let (vs, model) = new_model();
-    load(&vs, &initial);
-    let mut ppo = Ppo::new(&vs, ppo_config(None), 0).unwrap();
+    let (_vs, model, mut ppo) = learner(&initial, ppo_config(None), 0);
     let err = ppo
         .update(&model, &batch, 1.5, &mut Local)
         .unwrap_err()
@@ -949,9 +943,7 @@ fn optimizer_state_survives_a_save_and_load() {
         minibatches: 1,
         ..ppo_config(None)
     };
-    let (vs, model) = new_model();
-    load(&vs, &initial);
-    let mut ppo = Ppo::new(&vs, config.clone(), 1).unwrap();
+    let (vs, model, mut ppo) = learner(&initial, config.clone(), 1);
     ppo.update(&model, &batch, 0.0, &mut Local).unwrap();
     let saved_params = snapshot(&vs);
     let saved_state: Snapshot = ppo
