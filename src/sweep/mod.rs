@@ -280,11 +280,14 @@ fn say_start(sweep: &Sweep, outcomes: &[Outcome], parallel: usize) {
 /// Each variant's outcome before the sweep starts any: a continued sweep keeps the variants
 /// that finished (their `summary.json` says so); every other is still to run.
 fn outcomes_before(sweep: &Sweep) -> Vec<Outcome> {
+    if !sweep.continues {
+        return vec![Outcome::NotStarted; sweep.variants.len()];
+    }
     sweep
         .variants
         .iter()
         .map(|v| match read_summary(&sweep.dir.join(&v.name)) {
-            finished @ Outcome::Finished(_) if sweep.continues => finished,
+            finished @ Outcome::Finished(_) => finished,
             _ => Outcome::NotStarted,
         })
         .collect()
