@@ -65,6 +65,7 @@ fn ppo_loss_matches_hand_computation() {
         &old_values,
         &advantages,
         &returns,
+        None,
         &config,
     );
     let close = |name: &str, got: f64, expected: f64| {
@@ -76,7 +77,7 @@ fn ppo_loss_matches_hand_computation() {
     close("policy loss", scalar(&loss.policy_loss), 0.25 / 3.0);
     close("value loss", scalar(&loss.value_loss), 0.5 * 1.7 / 3.0);
     close("entropy", scalar(&loss.entropy), 0.6);
-    let (approx_kl, clip_fraction) = ratio_diagnostics(&loss.log_ratio, config.clip);
+    let (approx_kl, clip_fraction) = ratio_diagnostics(&loss.log_ratio, config.clip, None);
     close("clip fraction", scalar(&clip_fraction), 2.0 / 3.0);
     close("total", scalar(&loss.total), 0.219);
     let kl: f64 = ratios.iter().map(|r| (r - 1.0) - r.ln()).sum::<f64>() / 3.0;
@@ -92,6 +93,7 @@ fn ppo_loss_matches_hand_computation() {
         &old_values,
         &advantages,
         &returns,
+        None,
         &unclipped_config,
     );
     close(
@@ -1040,4 +1042,183 @@ fn micro_batches_accumulate_to_the_minibatch_update() {
         err.contains("3 micro-batches do not divide the minibatch of 8"),
         "{err}"
     );
+}
+
+/// `batch` with the rows `active` marks 0 made nonsense (observations, old log-probabilities,
+/// advantages and returns moved far off) and marked in [`Batch::active`]: rows that did not act
+/// (a turn waited through, an agent gone) must weigh nothing, whatever they hold.
+fn masked(batch: &Batch, active: &[f32]) -> Batch {
+    let active = floats(active);
+    let off: Tensor = 1.0 - &active;
+    let mut b = Batch::new(
+        &batch.obs + off.unsqueeze(1) * 7.0,
+        batch.actions.copy(),
+        &batch.log_probs - &off * 0.5,
+        batch.values.copy(),
+        &batch.advantages + &off * 40.0,
+        &batch.returns - &off * 25.0,
+    )
+    .unwrap();
+    b.active = Some(active);
+    b
+}
+
+/// The rows of `batch` that `active` marks 1, as a batch of their own.
+fn acted(batch: &Batch, active: &[f32]) -> Batch {
+    let rows: Vec<i64> = (0..active.len() as i64)
+        .filter(|&i| active[i as usize] == 1.0)
+        .collect();
+    copy_batch(&batch.select(&Tensor::from_slice(&rows)))
+}
+
+fn ppo_numbers(s: &tandem::algo::PpoStats) -> Vec<f64> {
+    vec![
+        s.policy_loss,
+        s.value_loss,
+        s.entropy,
+        s.approx_kl,
+        s.clip_fraction,
+        s.explained_variance,
+        s.grad_norm,
+    ]
+}
+
+/// A batch whose rows did not all act learns what the batch of the rows that acted learns:
+/// the losses' means, the advantage statistics (over the batch or the minibatch), the KL and
+/// clip fraction, the explained variance are all over the rows that acted. Two epochs of one
+/// minibatch, so both see the same rows in each step.
+#[test]
+fn rows_that_did_not_act_weigh_nothing_in_a_ppo_update() {
+    let active = [1., 1., 0., 1., 0., 0., 1., 1., 1., 0., 1., 1., 0., 1., 1., 0.];
+    let (initial, batch) = fixture(8);
+    for normalize_advantages in [AdvantageNorm::Batch, AdvantageNorm::Minibatch] {
+        let config = tandem_config::Ppo {
+            normalize_advantages,
+            minibatches: 1,
+            epochs: 2,
+            ..ppo_config(None)
+        };
+        let run = |batch: &Batch| {
+            let (vs, model, mut ppo) = learner(&initial, config.clone(), 0);
+            let all = Tensor::arange(batch.len(), (Kind::Int64, Device::Cpu));
+            let plan = vec![vec![all.shallow_clone()], vec![all]];
+            let stats = ppo
+                .update_with_minibatches(&model, batch, 0.0, &plan, &mut Local)
+                .unwrap();
+            (snapshot(&vs), stats)
+        };
+        let (weighted, weighted_stats) = run(&masked(&batch, &active));
+        let (compact, compact_stats) = run(&acted(&batch, &active));
+        let diff = max_param_diff(&weighted, &compact);
+        assert!(diff < 1e-5, "{normalize_advantages:?}: parameters differ by {diff}");
+        assert!(max_param_diff(&initial, &compact) > 1e-3, "nothing moved");
+        assert_stats_close(&ppo_numbers(&weighted_stats), &ppo_numbers(&compact_stats));
+    }
+}
+
+/// Ranks whose batches hold different numbers of rows that acted (or none that did not)
+/// learn what one rank learns from their batches together: each minibatch's mean is over the
+/// rows that acted on every rank, not the mean of each rank's means.
+#[test]
+fn ranks_with_different_numbers_of_rows_that_acted_equal_one_rank() {
+    let first = [1., 1., 1., 1., 1., 1., 0., 1.];
+    let second = [0., 1., 0., 0., 1., 0., 1., 0.];
+    let every = [1.; 8];
+    for (masks, normalize_advantages) in [
+        ([&first, &second], AdvantageNorm::Batch),
+        ([&first, &second], AdvantageNorm::Minibatch),
+        // A rank whose rows all acted has no mask, and weighs its rows as the others do.
+        ([&every, &second], AdvantageNorm::Batch),
+    ] {
+        let config = tandem_config::Ppo {
+            normalize_advantages,
+            ..ppo_config(None)
+        };
+        let (initial, batch) = fixture(9);
+        let whole_mask: Vec<f32> = masks.iter().flat_map(|m| m.iter().copied()).collect();
+        let whole = masked(&batch, &whole_mask);
+        let (per_rank_plans, whole_plan) = split_plans(config.epochs);
+
+        let (vs, model, mut ppo) = learner(&initial, config.clone(), 0);
+        let plan: Vec<Vec<Tensor>> = whole_plan.iter().map(|e| to_plan(e)).collect();
+        let one = ppo
+            .update_with_minibatches(&model, &whole, 0.25, &plan, &mut Local)
+            .unwrap();
+        let one_rank_params = snapshot(&vs);
+
+        let halves = [0, 1].map(|rank| {
+            let mut half = copy_batch(&whole.narrow(rank * 8, 8).unwrap());
+            if masks[rank as usize] != &every {
+                half.active = Some(floats(masks[rank as usize]));
+            }
+            (copy_snapshot(&initial), half)
+        });
+        let results = two_ranks(halves, |rank, (initial, half), collective| {
+            let (vs, model, mut ppo) = learner(&initial, config.clone(), 0);
+            let plan: Vec<Vec<Tensor>> = per_rank_plans[rank].iter().map(|e| to_plan(e)).collect();
+            let stats = ppo
+                .update_with_minibatches(&model, &half, 0.25, &plan, collective)
+                .unwrap();
+            (snapshot(&vs), stats)
+        });
+        for (rank, (params, stats)) in results.iter().enumerate() {
+            let diff = max_param_diff(&one_rank_params, params);
+            assert!(
+                diff < 1e-5,
+                "{normalize_advantages:?}, rank {rank}: parameters differ by {diff}"
+            );
+            assert_stats_close(&ppo_numbers(&one), &ppo_numbers(stats));
+        }
+        assert!(max_param_diff(&initial, &one_rank_params) > 1e-3);
+    }
+}
+
+/// A2C's one step weighs the rows that did not act zero, on one rank and on two whose
+/// batches hold different numbers of rows that acted.
+#[test]
+fn rows_that_did_not_act_weigh_nothing_in_an_a2c_update() {
+    let config = tandem_config::A2c {
+        normalize_advantages: true,
+        entropy_coef: 0.01,
+        ..common::sb3_a2c()
+    };
+    let masks = [
+        [1., 0., 1., 1., 0., 1., 1., 1.],
+        [0., 0., 1., 0., 1., 0., 0., 0.],
+    ];
+    let whole_mask: Vec<f32> = masks.iter().flatten().copied().collect();
+    let (initial, batch) = fixture(10);
+    let run = |batch: &Batch| {
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut a2c = A2c::new(&vs, config.clone()).unwrap();
+        let stats = a2c.update(&model, batch, 0.0, &mut Local).unwrap();
+        (snapshot(&vs), stats)
+    };
+    let whole = masked(&batch, &whole_mask);
+    let (weighted, weighted_stats) = run(&whole);
+    let (compact, compact_stats) = run(&acted(&batch, &whole_mask));
+    assert!(max_param_diff(&weighted, &compact) < 1e-5);
+    assert!(max_param_diff(&initial, &compact) > 1e-3, "nothing moved");
+    let numbers = |s: &tandem::algo::A2cStats| {
+        vec![s.policy_loss, s.value_loss, s.entropy, s.explained_variance, s.grad_norm]
+    };
+    assert_stats_close(&numbers(&weighted_stats), &numbers(&compact_stats));
+
+    let halves = [0, 1].map(|rank| {
+        let mut half = copy_batch(&whole.narrow(rank * 8, 8).unwrap());
+        half.active = Some(floats(&masks[rank as usize]));
+        (copy_snapshot(&initial), half)
+    });
+    let results = two_ranks(halves, |_, (initial, half), collective| {
+        let (vs, model) = new_model();
+        load(&vs, &initial);
+        let mut a2c = A2c::new(&vs, config.clone()).unwrap();
+        a2c.update(&model, &half, 0.0, collective).unwrap();
+        snapshot(&vs)
+    });
+    for params in &results {
+        let diff = max_param_diff(&compact, params);
+        assert!(diff < 1e-5, "two ranks: parameters differ by {diff}");
+    }
 }

@@ -24,6 +24,8 @@ struct Case {
     space: ActionSpace,
     entropy_coef: f64,
     value_clip: Option<f64>,
+    /// Rows weighted in the loss (some weighing 0: rows that did not act).
+    weighted: bool,
 }
 
 fn network(activation: Activation, share_torso: bool) -> ActorCriticSpec {
@@ -79,6 +81,7 @@ fn setup(case: &Case, seed: i64) -> (VarStore, ActorCritic, Optimizer, Batch, Te
         obs,
         actions,
         sequences: None,
+        active: None,
     };
     let advantages = Tensor::randn([ROWS], opts);
     (vs, model, optimizer, batch, advantages)
@@ -112,11 +115,24 @@ fn gradients(vs: &VarStore) -> Vec<(String, Tensor)> {
         .collect()
 }
 
+/// Loss weights as an update gives them where some rows did not act: 0 for those, and the
+/// same factor for the others (world * rows / rows that acted).
+fn weights(case: &Case) -> Option<Tensor> {
+    case.weighted.then(|| {
+        let active = Tensor::arange(ROWS, (Kind::Int64, Device::Cpu))
+            .remainder(3)
+            .ne(1)
+            .to_kind(Kind::Float);
+        let scale = ROWS as f64 / active.sum(Kind::Double).double_value(&[]);
+        active * scale
+    })
+}
+
 fn autograd(
     model: &ActorCritic,
     optimizer: &mut Optimizer,
     batch: &Batch,
-    advantages: &Tensor,
+    (advantages, weights): (&Tensor, Option<&Tensor>),
     config: &tandem_config::Ppo,
 ) -> PpoTerms {
     optimizer.zero_grad();
@@ -133,6 +149,7 @@ fn autograd(
         &batch.values,
         advantages,
         &batch.returns,
+        weights,
         config,
     );
     loss.total.backward();
@@ -152,7 +169,14 @@ fn assert_close(what: &str, got: &Tensor, expected: &Tensor) {
 fn check(case: Case) {
     let (vs, model, mut optimizer, batch, advantages) = setup(&case, 7);
     let config = settings(&case);
-    let expected_terms = autograd(&model, &mut optimizer, &batch, &advantages, &config);
+    let weights = weights(&case);
+    let expected_terms = autograd(
+        &model,
+        &mut optimizer,
+        &batch,
+        (&advantages, weights.as_ref()),
+        &config,
+    );
     let expected = gradients(&vs);
 
     optimizer.zero_grad();
@@ -160,7 +184,7 @@ fn check(case: Case) {
         .expect("gradients laid out")
         .expect("a twin MLP has the host form");
     let terms = host
-        .accumulate(&batch, &advantages, 1.0, &config)
+        .accumulate(&batch, &advantages, weights.as_ref(), 1.0, &config)
         .expect("the host step");
     for ((name, got), (_, want)) in gradients(&vs).iter().zip(&expected) {
         assert_close(&format!("gradient of {name}"), got, want);
@@ -191,6 +215,7 @@ fn categorical_tanh_gradients_match_autograd() {
         space: ActionSpace::Discrete { n: 3 },
         entropy_coef: 0.0,
         value_clip: None,
+        weighted: false,
     });
 }
 
@@ -201,6 +226,7 @@ fn categorical_with_entropy_and_value_clip_matches_autograd() {
         space: ActionSpace::Discrete { n: 4 },
         entropy_coef: 0.05,
         value_clip: Some(0.2),
+        weighted: false,
     });
 }
 
@@ -211,6 +237,7 @@ fn categorical_relu_gradients_match_autograd() {
         space: ActionSpace::Discrete { n: 2 },
         entropy_coef: 0.01,
         value_clip: None,
+        weighted: false,
     });
 }
 
@@ -228,6 +255,7 @@ fn gaussian_gradients_match_autograd() {
         space: unit_box(),
         entropy_coef: 0.0,
         value_clip: Some(0.2),
+        weighted: false,
     });
 }
 
@@ -238,6 +266,32 @@ fn gaussian_with_entropy_matches_autograd() {
         space: unit_box(),
         entropy_coef: 0.02,
         value_clip: None,
+        weighted: false,
+    });
+}
+
+/// Rows weighted in the loss, some weighing nothing (rows that did not act): categorical.
+#[test]
+fn weighted_categorical_rows_match_autograd() {
+    check(Case {
+        activation: Activation::Tanh,
+        space: ActionSpace::Discrete { n: 4 },
+        entropy_coef: 0.05,
+        value_clip: Some(0.2),
+        weighted: true,
+    });
+}
+
+/// Rows weighted in the loss: Gaussian, whose entropy's gradient reaches the log-std through
+/// every weighted row.
+#[test]
+fn weighted_gaussian_rows_match_autograd() {
+    check(Case {
+        activation: Activation::Relu,
+        space: unit_box(),
+        entropy_coef: 0.02,
+        value_clip: None,
+        weighted: true,
     });
 }
 
@@ -248,12 +302,13 @@ fn micro_batches_add_up_to_the_minibatch_gradient() {
         space: ActionSpace::Discrete { n: 3 },
         entropy_coef: 0.01,
         value_clip: Some(0.2),
+        weighted: false,
     };
     let (vs, model, mut optimizer, batch, advantages) = setup(&case, 11);
     let config = settings(&case);
     let mut host = HostPpoStep::for_model(&model).unwrap().unwrap();
     optimizer.zero_grad();
-    host.accumulate(&batch, &advantages, 1.0, &config).unwrap();
+    host.accumulate(&batch, &advantages, None, 1.0, &config).unwrap();
     let whole = gradients(&vs);
     // Two halves, each weighted 1/2: the mean loss of each half averages to the whole's only
     // for equal halves, so the batch is cut at an even row count.
@@ -264,13 +319,13 @@ fn micro_batches_add_up_to_the_minibatch_gradient() {
     );
     let even = batch.narrow(0, 2 * half).unwrap();
     optimizer.zero_grad();
-    host.accumulate(&even, &advantages.narrow(0, 0, 2 * half), 1.0, &config)
+    host.accumulate(&even, &advantages.narrow(0, 0, 2 * half), None, 1.0, &config)
         .unwrap();
     let even_whole = gradients(&vs);
     optimizer.zero_grad();
-    host.accumulate(&first, &advantages.narrow(0, 0, half), 0.5, &config)
+    host.accumulate(&first, &advantages.narrow(0, 0, half), None, 0.5, &config)
         .unwrap();
-    host.accumulate(&second, &advantages.narrow(0, half, half), 0.5, &config)
+    host.accumulate(&second, &advantages.narrow(0, half, half), None, 0.5, &config)
         .unwrap();
     for ((name, got), (_, want)) in gradients(&vs).iter().zip(&even_whole) {
         assert_close(&format!("accumulated gradient of {name}"), got, want);
@@ -340,6 +395,7 @@ fn acting_on_the_host_samples_the_networks_policy() {
             space: space.clone(),
             entropy_coef: 0.0,
             value_clip: None,
+            weighted: false,
         };
         let (_vs, model, _optimizer, batch, _) = setup(&case, 5);
         let _rng = common::torch_rng();

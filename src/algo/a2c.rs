@@ -14,7 +14,9 @@ use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
 use crate::algo::Collective;
-use crate::algo::common::{check_batch, global_batch_stats, scheduled_lr, synchronised_step};
+use crate::algo::common::{
+    LossWeights, check_batch, global_batch_stats, scheduled_lr, synchronised_step, weighted_mean,
+};
 use crate::algo::learner::Scalars;
 use crate::algo::on_policy::update::{PolicyUpdate, UpdateAt, evaluate_rows};
 use crate::algo::optim::{Optimizer, OptimizerSpec};
@@ -98,17 +100,22 @@ impl A2c {
             batch.advantages.shallow_clone()
         };
 
+        // E[.] over the rows, or over the rows that acted where some rank's batch has rows
+        // that did not (the batch is one minibatch).
+        let all_rows = [Tensor::arange(batch.len(), (Kind::Int64, batch.device()))];
+        let weights = LossWeights::of(batch, &all_rows, global.masked, collective)?
+            .map(|w| w.of_all(0, batch));
+        let mean = |x: &Tensor| weighted_mean(x, weights.as_ref());
+
         let evaluation = evaluate_rows(
             model,
             batch,
             EntropyUse::for_coefficient(config.entropy_coef),
         )?;
         // -E[log pi(a|s) A]: the advantage is a constant weight (no gradient through it).
-        let policy_loss = -(&evaluation.log_probs * advantages.detach()).mean(Kind::Float);
-        let value_loss = (&batch.returns - &evaluation.values)
-            .square()
-            .mean(Kind::Float);
-        let entropy = evaluation.entropy.mean(Kind::Float);
+        let policy_loss = -mean(&(&evaluation.log_probs * advantages.detach()));
+        let value_loss = mean(&(&batch.returns - &evaluation.values).square());
+        let entropy = mean(&evaluation.entropy);
         let total = &policy_loss + &value_loss * config.value_coef - &entropy * config.entropy_coef;
 
         let position = || "the A2C step".to_string();

@@ -100,13 +100,17 @@ pub(crate) fn scheduled_lr(base: f64, anneal: bool, progress: f64) -> Result<f64
     })
 }
 
-/// Statistics of the whole global batch, summed over ranks in one collective.
+/// Statistics of the whole global batch, summed over ranks in one collective. Where a batch
+/// has rows that did not act ([`Batch::active`]), they are over the rows that acted.
 pub(crate) struct GlobalBatchStats {
     pub advantage_mean: f64,
     pub advantage_std: f64,
     /// 1 - Var[returns - values] / Var[returns] over the global batch; NaN when the returns
     /// have zero variance (the ratio is undefined).
     pub explained_variance: f64,
+    /// Whether some rank's batch has rows that did not act: then every rank weights its losses
+    /// ([`LossWeights`]).
+    pub masked: bool,
 }
 
 /// Sums per-rank moments of advantages, returns and value errors over all ranks, and checks that
@@ -124,21 +128,28 @@ pub(crate) fn global_batch_stats(
         batch.values.to_kind(Kind::Double),
     );
     let errors = &returns - &values;
-    let moments = Tensor::stack(
-        &[
-            advantages.sum(Kind::Double),
-            advantages.square().sum(Kind::Double),
-            returns.sum(Kind::Double),
-            returns.square().sum(Kind::Double),
-            errors.sum(Kind::Double),
-            errors.square().sum(Kind::Double),
-        ],
-        0,
-    );
+    // Rows that did not act count zero.
+    let (active, count) = match &batch.active {
+        Some(active) => {
+            let active = active.to_kind(Kind::Double);
+            let count = active.sum(Kind::Double);
+            (Some(active), count)
+        }
+        None => (None, Tensor::from(batch.len() as f64).to_device(batch.device())),
+    };
+    let sums_of = |x: &Tensor| match &active {
+        Some(w) => [(x * w).sum(Kind::Double), (x.square() * w).sum(Kind::Double)],
+        None => [x.sum(Kind::Double), x.square().sum(Kind::Double)],
+    };
+    let [a, a2] = sums_of(&advantages);
+    let [r, r2] = sums_of(&returns);
+    let [e, e2] = sums_of(&errors);
+    let moments = Tensor::stack(&[a, a2, r, r2, e, e2, count], 0);
     let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
     let steps = optimizer_steps as f64;
     let size = minibatch_size as f64;
-    sums.extend_from_slice(&[batch.len() as f64, steps, steps * steps, size, size * size]);
+    let masked = f64::from(u8::from(batch.active.is_some()));
+    sums.extend_from_slice(&[steps, steps * steps, size, size * size, masked]);
     collective.all_reduce_sum(&mut sums)?;
     let world = collective.world_size() as f64;
     let same_everywhere = |sum: f64, sum_sq: f64| world * sum_sq == sum * sum;
@@ -151,7 +162,7 @@ pub(crate) fn global_batch_stats(
     let n = sums[6];
     ensure!(
         n >= 2.0,
-        "update: the global batch has {n} samples; advantage statistics need at least 2"
+        "update: the global batch has {n} samples that acted; advantage statistics need at least 2"
     );
     let mean = |s: f64| s / n;
     let (advantage_mean, advantage_std) = mean_and_std(sums[0], sums[1], n);
@@ -167,7 +178,82 @@ pub(crate) fn global_batch_stats(
         advantage_mean,
         advantage_std,
         explained_variance,
+        masked: sums[11] > 0.0,
     })
+}
+
+/// The weights of a batch's rows in the mean losses of its minibatches, where some rank's batch
+/// has rows that did not act: w_i = a_i * world * B / C_k for row i of minibatch k, with a_i
+/// its [`Batch::active`] flag (1 where the batch has none), B the minibatch's size on each rank
+/// and C_k the rows that acted in minibatch k summed over the ranks. A rank's mean of
+/// w_i * loss_i, averaged over the ranks as DDP averages gradients, is then the mean over the
+/// global minibatch's rows that acted: what one rank holding every rank's rows would compute.
+pub(crate) struct LossWeights {
+    /// world * B / C_k for each minibatch, in the order given (0 where no row acted).
+    scales: Vec<f64>,
+}
+
+impl LossWeights {
+    /// The weights of the minibatches whose rows are `minibatches` (each `[B]`, the same `B`
+    /// on every rank), or `None` where no rank's batch has rows that did not act (`masked`,
+    /// from [`global_batch_stats`]): every weight would be 1. One collective when masked.
+    pub fn of(
+        batch: &Batch,
+        minibatches: &[Tensor],
+        masked: bool,
+        collective: &mut dyn Collective,
+    ) -> Result<Option<LossWeights>> {
+        if !masked {
+            return Ok(None);
+        }
+        let mut counts: Vec<f64> = match &batch.active {
+            Some(active) => {
+                let each: Vec<Tensor> = minibatches
+                    .iter()
+                    .map(|rows| active.index_select(0, rows).sum(Kind::Double))
+                    .collect();
+                Vec::<f64>::try_from(&Tensor::stack(&each, 0).to_device(tch::Device::Cpu))?
+            }
+            None => minibatches.iter().map(|rows| rows.size()[0] as f64).collect(),
+        };
+        collective.all_reduce_sum(&mut counts)?;
+        let world = collective.world_size() as f64;
+        let scales = minibatches
+            .iter()
+            .zip(counts)
+            .map(|(rows, count)| match count > 0.0 {
+                true => world * rows.size()[0] as f64 / count,
+                false => 0.0,
+            })
+            .collect();
+        Ok(Some(LossWeights { scales }))
+    }
+
+    /// The weights of `rows` of `batch` in minibatch `k`.
+    pub fn of_rows(&self, k: usize, batch: &Batch, rows: &Tensor) -> Tensor {
+        let scale = self.scales[k];
+        match &batch.active {
+            Some(active) => active.index_select(0, rows) * scale,
+            None => Tensor::full(rows.size(), scale, (Kind::Float, batch.device())),
+        }
+    }
+
+    /// The weights of every row of `batch`, the whole of minibatch `k`.
+    pub fn of_all(&self, k: usize, batch: &Batch) -> Tensor {
+        let scale = self.scales[k];
+        match &batch.active {
+            Some(active) => active * scale,
+            None => Tensor::full([batch.len()], scale, (Kind::Float, batch.device())),
+        }
+    }
+}
+
+/// The mean of `x` weighted by `weights` ([`LossWeights`]): mean(w * x); plain where `None`.
+pub fn weighted_mean(x: &Tensor, weights: Option<&Tensor>) -> Tensor {
+    match weights {
+        Some(w) => (x * w).mean(Kind::Float),
+        None => x.mean(Kind::Float),
+    }
 }
 
 /// The mean and the unbiased (n - 1) standard deviation of `n` values from their sum and sum of
@@ -183,21 +269,34 @@ pub(crate) fn mean_and_std(sum: f64, sum_sq: f64, n: f64) -> (f64, f64) {
 /// one rank holding the whole minibatch would), summed in one collective. Every row of the
 /// result is normalised; the caller reads the minibatch's.
 pub(crate) fn normalized_over_rows(
+    batch: &Batch,
     advantages: &Tensor,
     rows: &Tensor,
     collective: &mut dyn Collective,
 ) -> Result<Tensor> {
     let picked = advantages.index_select(0, rows).to_kind(Kind::Double);
-    let moments = Tensor::stack(
-        &[picked.sum(Kind::Double), picked.square().sum(Kind::Double)],
-        0,
-    );
+    // Rows that did not act count zero.
+    let [sum, sum_sq, count] = match &batch.active {
+        Some(active) => {
+            let w = active.index_select(0, rows).to_kind(Kind::Double);
+            [
+                (&picked * &w).sum(Kind::Double),
+                (picked.square() * &w).sum(Kind::Double),
+                w.sum(Kind::Double),
+            ]
+        }
+        None => [
+            picked.sum(Kind::Double),
+            picked.square().sum(Kind::Double),
+            Tensor::from(rows.size1()? as f64).to_device(batch.device()),
+        ],
+    };
+    let moments = Tensor::stack(&[sum, sum_sq, count], 0);
     let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
-    sums.push(rows.size1()? as f64);
     collective.all_reduce_sum(&mut sums)?;
     ensure!(
         sums[2] >= 2.0,
-        "update: a global minibatch of {} samples; normalising its advantages needs at least 2",
+        "update: a global minibatch of {} samples that acted; normalising its advantages needs at least 2",
         sums[2]
     );
     let (mean, std) = mean_and_std(sums[0], sums[1], sums[2]);

@@ -89,7 +89,7 @@ fn the_agent_count_is_required_and_a_bad_setting_is_refused_at_its_line() {
 }
 
 /// Several policies resolve over a pettingzoo environment, whose agent ids are known once it
-/// is built (the run checks the patterns then), but not over a turn-based one; wrappers are
+/// is built (the run checks the patterns then), a turn-based one included; wrappers are
 /// refused.
 #[test]
 fn several_policies_wait_for_the_agents_and_wrappers_are_refused() {
@@ -110,12 +110,12 @@ fn several_policies_wait_for_the_agents_and_wrappers_are_refused() {
         .map(|m| m.message(&e))
         .collect();
     assert_eq!(misfits, ["agent `adversary_0` is played by no policy"]);
-    let d = only_error(&text(CONNECT_FOUR, policies));
-    assert_eq!(
-        d.message(),
-        "several policies cannot play a turn-based game yet"
-    );
-    assert_eq!(d.line_column().map(|l| l.0), Some(9));
+    // A policy a side of a turn-based game (each learns from its own turns).
+    let sides = "    train {\n        policies {\n            first \"player_0\"\n            second \"player_1\"\n        }\n    }\n";
+    let e = resolve(&Source::Stdin(text(CONNECT_FOUR, sides)), &[])
+        .unwrap()
+        .experiment;
+    assert_eq!(e.train.policies.0.len(), 2);
     let wrapped = text(
         &format!("{SPREAD}        wrappers {{\n            normalize-obs\n        }}\n"),
         "",

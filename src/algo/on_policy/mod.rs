@@ -18,6 +18,7 @@ use super::learner::{Learner, Resumed, Round, Scalars, Seated, SeatedLearner, Se
 use super::sampling::Sampler;
 use super::seats::Seats;
 use super::storage::memory::{self, Memory};
+use super::storage::rollout::InactiveRows;
 use crate::nn::{named_parameters, trainable_parameters_in_order};
 use update::{Blueprint, Learning, PolicyUpdate};
 
@@ -56,6 +57,7 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             n_envs: n_envs as i64,
             action_kind: ActionKind::of(envs.action_space()),
             device,
+            inactive: inactive_rows(experiment, seats, envs),
         };
         let (vs, model) = blueprint.network()?;
         let rule = make_rule(&vs)?;
@@ -79,6 +81,23 @@ impl<U: PolicyUpdate> OnPolicy<U> {
             seats: seats.cloned(),
             latest: Vec::new(),
         })
+    }
+}
+
+/// The rows that did not act (turns waited through, agents gone from their games) are left out
+/// of a batch where as many acted on every rank: in a turn-based game one policy plays whole,
+/// one row a game on each step. Elsewhere their number varies (a policy playing one side of a
+/// turn-based game, agents that leave), and they are kept with zero weight, so every rank's
+/// batch has the same size.
+fn inactive_rows(
+    experiment: &tandem_config::Experiment,
+    seats: Option<&Seats>,
+    envs: &tandem_env::VecEnv,
+) -> InactiveRows {
+    let whole_game = seats.is_none_or(|s| s.len() == envs.num_envs());
+    match experiment.env.game.takes_turns() && whole_game {
+        true => InactiveRows::Dropped,
+        false => InactiveRows::Masked,
     }
 }
 

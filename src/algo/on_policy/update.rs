@@ -16,7 +16,7 @@ use crate::algo::Collective;
 use crate::algo::actions::ActionKind;
 use crate::algo::learner::{Limits, Round, Scalars};
 use crate::algo::optim::Optimizer;
-use crate::algo::storage::rollout::{Batch, LearnerView, RolloutBuffer};
+use crate::algo::storage::rollout::{Batch, InactiveRows, LearnerView, RolloutBuffer};
 use crate::nn::{ActorCritic, ActorCriticSpec, EntropyUse, Evaluation};
 
 /// An on-policy update rule: what PPO and A2C each do with a full rollout buffer.
@@ -110,6 +110,8 @@ pub struct Blueprint {
     pub n_envs: i64,
     pub action_kind: ActionKind,
     pub device: Device,
+    /// What its batches do with the rows that did not act.
+    pub inactive: InactiveRows,
 }
 
 impl Blueprint {
@@ -127,13 +129,15 @@ impl Blueprint {
     }
 
     pub fn buffer(&self) -> Result<RolloutBuffer> {
-        RolloutBuffer::new(
+        let mut buffer = RolloutBuffer::new(
             self.rollout,
             self.n_envs,
             &self.obs_shape,
             self.action_kind,
             self.device,
-        )
+        )?;
+        buffer.set_inactive_rows(self.inactive);
+        Ok(buffer)
     }
 }
 

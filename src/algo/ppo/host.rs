@@ -113,17 +113,23 @@ fn value_error(value: f32, old_value: f32, target: f32, value_clip: Option<f32>)
 }
 
 /// What the policy terms of a minibatch are computed from: the policy head's outputs
-/// `[rows, n]`, the old log-probabilities, the normalised advantages, the clip range, the
-/// entropy coefficient, and the factor of every row's gradient (1/rows times the micro-batch's
-/// share).
+/// `[rows, n]`, the old log-probabilities, the normalised advantages, the rows' loss weights
+/// (where weighted), the clip range, the entropy coefficient, and the factor of every row's
+/// gradient (1/rows times the micro-batch's share).
 struct PolicyRows<'a> {
     head: &'a [f32],
     n: usize,
     old_log_probs: &'a [f32],
     advantages: &'a [f32],
+    weights: Option<&'a [f32]>,
     eps: f32,
     entropy_coef: f32,
     scale: f32,
+}
+
+/// Row `i`'s weight in the loss's means: its loss weight, or 1 where the rows are not weighted.
+fn weight(weights: Option<&[f32]>, i: usize) -> f32 {
+    weights.map_or(1.0, |w| w[i])
 }
 
 /// L^CLIP's per-row losses and the entropies, summed over the rows, and each row's log r.
@@ -135,9 +141,9 @@ struct PolicySums {
 }
 
 impl PolicySums {
-    fn add(&mut self, s: &Surrogate, entropy: f32) {
-        self.loss += s.loss as f64;
-        self.entropy += entropy as f64;
+    fn add(&mut self, s: &Surrogate, entropy: f32, weight: f32) {
+        self.loss += (weight * s.loss) as f64;
+        self.entropy += (weight * entropy) as f64;
         self.log_ratios.push(s.log_ratio);
     }
 }
@@ -169,6 +175,7 @@ impl PolicyRows<'_> {
                 self.eps,
             );
             // d log p_a / d z_j = [j = a] - p_j; dH/dz_j = -p_j (log p_j + H).
+            let w = weight(self.weights, i);
             let grad_row = &mut grad[i * n..(i + 1) * n];
             for (j, (g, lp)) in grad_row.iter_mut().zip(&log_probs).enumerate() {
                 let p = lp.exp();
@@ -177,9 +184,9 @@ impl PolicyRows<'_> {
                 if self.entropy_coef != 0.0 {
                     d += self.entropy_coef * p * (lp + entropy);
                 }
-                *g = d * self.scale;
+                *g = d * self.scale * w;
             }
-            sums.add(&s, entropy);
+            sums.add(&s, entropy, w);
         }
         Ok(sums)
     }
@@ -218,16 +225,18 @@ impl PolicyRows<'_> {
                 self.eps,
             );
             // d log pi / d mu_k = z_k / sigma_k; d log pi / d log sigma_k = z_k^2 - 1.
+            let w = weight(self.weights, i);
             for k in 0..n {
                 let z = z(k);
-                grad[i * n + k] = s.grad_log_prob * z * (-log_std[k]).exp() * self.scale;
-                from_rows[k] += s.grad_log_prob * (z * z - 1.0);
+                grad[i * n + k] = s.grad_log_prob * z * (-log_std[k]).exp() * self.scale * w;
+                from_rows[k] += w * s.grad_log_prob * (z * z - 1.0);
             }
-            sums.add(&s, entropy);
+            sums.add(&s, entropy, w);
         }
-        // dH/d log sigma_k = 1 in every row: -c2 of it, averaged.
+        // dH/d log sigma_k = 1 in every row: -c2 of it, averaged over the weighted rows.
+        let rows = self.weights.map_or(b as f32, |w| w.iter().sum());
         for (g, from_rows) in grad_log_std.iter_mut().zip(&from_rows) {
-            *g += (from_rows - self.entropy_coef * b as f32) * self.scale;
+            *g += (from_rows - self.entropy_coef * rows) * self.scale;
         }
         Ok(sums)
     }
@@ -245,25 +254,32 @@ impl HostPpoStep {
     }
 
     /// Adds to the parameters' gradients `share` times the gradient of [`crate::algo::ppo_loss`] on
-    /// `rows` (with their normalised `advantages`), and returns its detached terms: what
-    /// `ppo_loss` and a backward of its total would give.
+    /// `rows` (with their normalised `advantages` and, where weighted, their loss `weights`),
+    /// and returns its detached terms: what `ppo_loss` and a backward of its total would give.
     pub fn accumulate(
         &mut self,
         rows: &Batch,
         advantages: &Tensor,
+        weights: Option<&Tensor>,
         share: f64,
         config: &Settings,
     ) -> Result<PpoTerms> {
-        let mut keep: [Option<Tensor>; 6] = Default::default();
-        let [k_obs, k_old, k_values, k_adv, k_returns, k_actions] = &mut keep;
+        let mut keep: [Option<Tensor>; 7] = Default::default();
+        let [k_obs, k_old, k_values, k_adv, k_returns, k_actions, k_weights] = &mut keep;
         let obs = host_floats(&rows.obs, k_obs, "the observations")?;
         let old_log_probs = host_floats(&rows.log_probs, k_old, "the old log-probabilities")?;
         let old_values = host_floats(&rows.values, k_values, "the old values")?;
         let advantages = host_floats(advantages, k_adv, "the advantages")?;
         let returns = host_floats(&rows.returns, k_returns, "the returns")?;
+        let weights = match weights {
+            Some(w) => Some(host_floats(w, k_weights, "the loss weights")?),
+            None => None,
+        };
         let b = old_log_probs.len();
         ensure!(
-            [old_values.len(), advantages.len(), returns.len()] == [b; 3] && b > 0,
+            [old_values.len(), advantages.len(), returns.len()] == [b; 3]
+                && weights.is_none_or(|w| w.len() == b)
+                && b > 0,
             "ppo (host): a minibatch's fields have different lengths"
         );
         let n = self.net.head_width();
@@ -286,6 +302,7 @@ impl HostPpoStep {
             n,
             old_log_probs,
             advantages,
+            weights,
             eps: config.clip as f32,
             entropy_coef: config.entropy_coef as f32,
             scale,
@@ -312,8 +329,9 @@ impl HostPpoStep {
         for i in 0..b {
             let (squared, grad) =
                 value_error(value_out[i * n], old_values[i], returns[i], value_clip);
-            squared_sum += squared as f64;
-            grad_value[i * n] = value_weight * grad * scale;
+            let w = weight(weights, i);
+            squared_sum += (w * squared) as f64;
+            grad_value[i * n] = value_weight * grad * scale * w;
         }
 
         self.net.backward(obs, &self.grad_heads)?;

@@ -23,8 +23,8 @@ use tch::{Kind, Reduction, Tensor};
 
 use crate::algo::Collective;
 use crate::algo::common::{
-    GlobalBatchStats, accumulate_gradients, check_batch, global_batch_stats, normalized_over_rows,
-    scheduled_lr, step_on_gradients,
+    GlobalBatchStats, LossWeights, accumulate_gradients, check_batch, global_batch_stats,
+    normalized_over_rows, scheduled_lr, step_on_gradients, weighted_mean,
 };
 use crate::algo::learner::Scalars;
 use crate::algo::on_policy::update::{PolicyUpdate, UpdateAt, evaluate_rows, learner_view};
@@ -67,29 +67,42 @@ impl PpoLoss {
     }
 }
 
-/// Two diagnostics of the probability ratios r = exp(`log_ratio`), over all its elements:
-/// E[(r - 1) - log r], the low-variance KL(old || new) estimator CleanRL logs, and the fraction
-/// of samples whose ratio left [1 - eps, 1 + eps]. For equally sized minibatches, over their
-/// concatenation they equal the mean of the per-minibatch values.
-pub fn ratio_diagnostics(log_ratio: &Tensor, clip_coef: f64) -> (Tensor, Tensor) {
+/// Two diagnostics of the probability ratios r = exp(`log_ratio`), over all its elements
+/// (weighted by the rows' loss `weights`, where some rows did not act): E[(r - 1) - log r], the
+/// low-variance KL(old || new) estimator CleanRL logs, and the fraction of samples whose ratio
+/// left [1 - eps, 1 + eps]. For equally sized minibatches, over their concatenation they equal
+/// the mean of the per-minibatch values.
+pub fn ratio_diagnostics(
+    log_ratio: &Tensor,
+    clip_coef: f64,
+    weights: Option<&Tensor>,
+) -> (Tensor, Tensor) {
     tch::no_grad(|| {
         let ratio_minus_one = log_ratio.exp() - 1.0;
-        let approx_kl = (&ratio_minus_one - log_ratio).mean(Kind::Float);
-        let clip_fraction = ratio_minus_one.abs().gt(clip_coef).mean(Kind::Float);
+        let approx_kl = weighted_mean(&(&ratio_minus_one - log_ratio), weights);
+        let outside = ratio_minus_one.abs().gt(clip_coef);
+        let clip_fraction = match weights {
+            Some(w) => weighted_mean(&outside.to_kind(Kind::Float), Some(w)),
+            None => outside.mean(Kind::Float),
+        };
         (approx_kl, clip_fraction)
     })
 }
 
 /// The PPO loss on one minibatch. `advantages` are already normalised (if at all);
-/// `old_log_probs`, `old_values` and `returns` come from the rollout.
+/// `old_log_probs`, `old_values` and `returns` come from the rollout. Each expectation E[.] is
+/// the mean over the rows, or, with `weights` ([`LossWeights`]: rows that did not act weigh
+/// 0), the mean of the weighted rows.
 pub fn ppo_loss(
     new: &Evaluation,
     old_log_probs: &Tensor,
     old_values: &Tensor,
     advantages: &Tensor,
     returns: &Tensor,
+    weights: Option<&Tensor>,
     config: &Settings,
 ) -> PpoLoss {
+    let mean = |x: &Tensor| weighted_mean(x, weights);
     // Probability ratio r_t(theta) = pi_theta(a_t|s_t) / pi_theta_old(a_t|s_t)  (eq. 6).
     let log_ratio = &new.log_probs - old_log_probs;
     let ratio = log_ratio.exp();
@@ -99,7 +112,7 @@ pub fn ppo_loss(
     let negated = -advantages;
     let unclipped = &negated * &ratio;
     let clipped = &negated * ratio.clamp(1.0 - eps, 1.0 + eps);
-    let policy_loss = unclipped.maximum(&clipped).mean(Kind::Float);
+    let policy_loss = mean(&unclipped.maximum(&clipped));
 
     // L^VF = (V_theta(s_t) - V_t^targ)^2 (eq. 9), halved as in CleanRL; optionally with the
     // value prediction clipped around the old one (Huang et al. 2022, detail 9).
@@ -109,13 +122,14 @@ pub fn ppo_loss(
             let clipped_values =
                 old_values + (&new.values - old_values).clamp(-value_eps, value_eps);
             let clipped = (clipped_values - returns).square();
-            unclipped.maximum(&clipped).mean(Kind::Float)
+            mean(&unclipped.maximum(&clipped))
         }
+        None if weights.is_some() => mean(&(&new.values - returns).square()),
         None => new.values.mse_loss(returns, Reduction::Mean),
     };
 
     // S[pi_theta](s_t), the entropy bonus.
-    let entropy = new.entropy.mean(Kind::Float);
+    let entropy = mean(&new.entropy);
 
     // Maximise L^CLIP - c1 L^VF + c2 S  (eq. 9)  <=>  minimise its negation. With c2 = 0 the
     // entropy term adds no gradient, so it is left out of the graph that backward walks (it is
@@ -253,6 +267,14 @@ impl Ppo {
         let lr = scheduled_lr(config.lr, config.anneal_lr, progress)?;
         let optimizer_steps = config.epochs * config.minibatches;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
+        // Each minibatch's rows, in plan order (environments stand for their sequences'
+        // rows), and their weights where some rank's batch has rows that did not act.
+        let minibatch_rows = plan
+            .iter()
+            .flatten()
+            .map(|indices| minibatch_rows(batch, indices))
+            .collect::<Result<Vec<_>>>()?;
+        let weights = LossWeights::of(batch, &minibatch_rows, global.masked, collective)?;
 
         // Advantage normalisation over the global batch (Huang et al. 2022, detail 7); per
         // minibatch, below, where the config asks for it.
@@ -273,10 +295,12 @@ impl Ppo {
         for (epoch, minibatches) in plan.iter().enumerate() {
             let epoch_start = record.log_ratios.len();
             for (k, indices) in minibatches.iter().enumerate() {
+                let position = epoch * minibatches.len() + k;
                 let per_minibatch = match config.normalize_advantages {
                     AdvantageNorm::Minibatch => Some(normalized_over_rows(
+                        batch,
                         &advantages,
-                        &minibatch_rows(batch, indices)?,
+                        &minibatch_rows[position],
                         collective,
                     )?),
                     AdvantageNorm::Off | AdvantageNorm::Batch => None,
@@ -285,6 +309,7 @@ impl Ppo {
                     batch,
                     advantages: per_minibatch.as_ref().unwrap_or(&advantages),
                     indices,
+                    weights: weights.as_ref().map(|w| (w, position)),
                 };
                 self.optimizer.zero_grad();
                 for part in minibatch.parts(config.micro_batches as i64)? {
@@ -292,7 +317,7 @@ impl Ppo {
                         Some(host) => part.accumulate_on_host(host, &config, collective)?,
                         None => part.accumulate_by_autograd(model, &config, collective)?,
                     };
-                    record.push(terms);
+                    record.push(terms, part.weights);
                 }
                 let position = || format!("epoch {epoch}, minibatch {k}");
                 record.grad_norm_sum += step_on_gradients(
@@ -306,12 +331,7 @@ impl Ppo {
             }
             record.epochs += 1;
             if let Some(target_kl) = config.target_kl
-                && epoch_kl_exceeds(
-                    &record.log_ratios[epoch_start..],
-                    target_kl,
-                    &config,
-                    collective,
-                )?
+                && epoch_kl_exceeds(&record, epoch_start, target_kl, &config, collective)?
             {
                 break;
             }
@@ -386,17 +406,21 @@ fn minibatch_rows(batch: &Batch, indices: &Tensor) -> Result<Tensor> {
     }
 }
 
-/// The rows of one minibatch, with their normalised advantages.
+/// The rows of one minibatch, with their normalised advantages, and where some rank's batch
+/// has rows that did not act, the weights of its rows (minibatch `.1` of `.0`).
 struct Minibatch<'a> {
     batch: &'a Batch,
     advantages: &'a Tensor,
     indices: &'a Tensor,
+    weights: Option<(&'a LossWeights, usize)>,
 }
 
-/// One micro-batch of a minibatch: its rows, and its share of the minibatch's gradient.
+/// One micro-batch of a minibatch: its rows, their weights in the loss (if weighted), and its
+/// share of the minibatch's gradient.
 struct MinibatchPart {
     rows: Batch,
     advantages: Tensor,
+    weights: Option<Tensor>,
     micro_batches: i64,
     is_last: bool,
 }
@@ -419,6 +443,7 @@ impl Minibatch<'_> {
             return Ok(vec![MinibatchPart {
                 rows: self.batch.select_all(),
                 advantages: self.advantages.shallow_clone(),
+                weights: self.weights.map(|(w, k)| w.of_all(k, self.batch)),
                 micro_batches,
                 is_last: true,
             }]);
@@ -440,6 +465,7 @@ impl Minibatch<'_> {
                     None => (self.batch.select(&rows), rows),
                 };
                 Ok(MinibatchPart {
+                    weights: self.weights.map(|(w, k)| w.of_rows(k, self.batch, &rows)),
                     rows: picked,
                     advantages: self.advantages.index_select(0, &rows),
                     micro_batches,
@@ -478,6 +504,7 @@ impl MinibatchPart {
             &self.values,
             &self.advantages,
             &self.returns,
+            self.weights.as_ref(),
             config,
         );
         self.accumulate_gradients(&loss.total, collective);
@@ -496,19 +523,27 @@ impl MinibatchPart {
             collective.before_backward();
         }
         let share = 1.0 / self.micro_batches as f64;
-        host.accumulate(&self.rows, &self.advantages, share, config)
+        host.accumulate(
+            &self.rows,
+            &self.advantages,
+            self.weights.as_ref(),
+            share,
+            config,
+        )
     }
 }
 
-/// Whether the epoch's mean approximate KL, averaged over ranks, exceeds `target_kl`; rank 0's
-/// answer is everyone's, so every rank runs the same number of collectives.
+/// Whether the mean approximate KL of the epoch whose parts start at `epoch_start` in
+/// `record`, averaged over ranks, exceeds `target_kl`; rank 0's answer is everyone's, so every
+/// rank runs the same number of collectives.
 fn epoch_kl_exceeds(
-    epoch_log_ratios: &[Tensor],
+    record: &UpdateRecord,
+    epoch_start: usize,
     target_kl: f64,
     config: &Settings,
     collective: &mut dyn Collective,
 ) -> Result<bool> {
-    let (epoch_kl, _) = ratio_diagnostics(&Tensor::cat(epoch_log_ratios, 0), config.clip);
+    let (epoch_kl, _) = record.ratio_diagnostics(epoch_start, config.clip);
     let mut kl = [epoch_kl.double_value(&[])];
     collective.all_reduce_sum(&mut kl)?;
     let mean_kl = kl[0] / collective.world_size() as f64;
@@ -525,17 +560,30 @@ struct UpdateRecord {
     value: Vec<Tensor>,
     entropy: Vec<Tensor>,
     log_ratios: Vec<Tensor>,
+    /// Each part's loss weights, where the update weighs its rows.
+    weights: Vec<Tensor>,
     grad_norm_sum: f64,
     steps: usize,
     epochs: usize,
 }
 
 impl UpdateRecord {
-    fn push(&mut self, loss: PpoTerms) {
+    fn push(&mut self, loss: PpoTerms, weights: Option<Tensor>) {
         self.policy.push(loss.policy_loss);
         self.value.push(loss.value_loss);
         self.entropy.push(loss.entropy);
         self.log_ratios.push(loss.log_ratio);
+        self.weights.extend(weights);
+    }
+
+    /// [`ratio_diagnostics`] over the parts from `start` on.
+    fn ratio_diagnostics(&self, start: usize, clip_coef: f64) -> (Tensor, Tensor) {
+        let weights = match self.weights.is_empty() {
+            true => None,
+            false => Some(Tensor::cat(&self.weights[start..], 0)),
+        };
+        let log_ratios = Tensor::cat(&self.log_ratios[start..], 0);
+        ratio_diagnostics(&log_ratios, clip_coef, weights.as_ref())
     }
 
     /// The update's statistics, averaged over ranks in one collective.
@@ -546,8 +594,7 @@ impl UpdateRecord {
         clip_coef: f64,
         collective: &mut dyn Collective,
     ) -> Result<PpoStats> {
-        let (approx_kl, clip_fraction) =
-            ratio_diagnostics(&Tensor::cat(&self.log_ratios, 0), clip_coef);
+        let (approx_kl, clip_fraction) = self.ratio_diagnostics(0, clip_coef);
         let [policy, value, entropy] =
             [self.policy, self.value, self.entropy].map(|t| Tensor::stack(&t, 0).mean(Kind::Float));
         let on_device = Tensor::stack(&[policy, value, entropy, approx_kl, clip_fraction], 0);

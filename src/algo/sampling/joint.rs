@@ -50,6 +50,8 @@ pub fn collect_joint(
             p.seats.place_actions(&mine, &mut actions);
             taken.push((obs, chosen));
         }
+        // Whose turn it is, and who has left, are properties of the observations acted on.
+        let acting = envs.acting();
         let stepping = Instant::now();
         envs.step(&actions)?;
         phases.add("env", stepping.elapsed());
@@ -57,7 +59,8 @@ pub fn collect_joint(
             if t + 1 < steps {
                 copy_rows_into(&p.buffer.obs_row(t + 1)?, &p.seats.observations(envs.obs()))?;
             }
-            record_seats(p, envs, &obs, &chosen, phases)?;
+            let mine = acting.as_deref().map(|acting| p.seats.of_rows(acting));
+            record_seats(p, envs, &obs, mine.as_deref(), &chosen, phases)?;
         }
     }
     let last_values = players
@@ -68,11 +71,13 @@ pub fn collect_joint(
     last_values
 }
 
-/// Pushes the step a player's rows just took into its buffer.
+/// Pushes the step a player's rows just took into its buffer; `acting`, which of them acted,
+/// where some did not.
 fn record_seats(
     p: &mut Seated,
     envs: &VecEnv,
     obs: &Tensor,
+    acting: Option<&[bool]>,
     chosen: &ActTaken,
     phases: &mut Phases,
 ) -> Result<()> {
@@ -90,12 +95,11 @@ fn record_seats(
     };
     let model = p.model;
     let truncation_value = |finals: &Tensor| model.value(finals);
-    // Several policies are not yet for games that take turns (the config refuses them).
     record_step(
         p.buffer,
         &stepped,
         obs,
-        None,
+        acting,
         chosen,
         &truncation_value,
         phases,

@@ -11,8 +11,14 @@
 //! In a game whose agents take turns, a row acts only on its own turns: between two of them it
 //! waits, observing. Its transitions are its turns ([`StepRecord::acting`]); a turn's reward is
 //! what the row got from that move until its next turn, and its target bootstraps from V at
-//! that next turn (or from the episode's end, if the game ended while it waited). Only the turns
-//! go into the batch.
+//! that next turn (or from the episode's end, if the game ended while it waited). An agent that
+//! left its game before the others is the same: its rows do not act until the game restarts.
+//!
+//! The batch then holds either only the rows that acted ([`InactiveRows::Dropped`]: where their
+//! number is the same on every rank, one row a game a step in a turn-based game that one policy
+//! plays), or every row with the others weighted zero in the loss ([`InactiveRows::Masked`],
+//! [`Batch::active`]: MAPPO's active masks, where their number varies, so every rank's batch
+//! keeps its size).
 
 use anyhow::{Context, Result, bail, ensure};
 use tch::{Device, Kind, Tensor};
@@ -328,6 +334,20 @@ pub struct Batch {
     pub returns: Tensor,
     /// For a recurrent policy: what recomputing its states over the rows needs.
     pub sequences: Option<Sequences>,
+    /// `[B]` 1 for the rows that are transitions of their own, 0 for rows that did not act
+    /// (a turn waited through, an agent gone from its game), which the losses weight zero;
+    /// `None`: every row acted.
+    pub active: Option<Tensor>,
+}
+
+/// What a rollout's batch does with the rows that did not act ([`StepRecord::acting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InactiveRows {
+    /// Leaves them out: for batches whose rows that acted are as many on every rank.
+    #[default]
+    Dropped,
+    /// Keeps them, marked in [`Batch::active`], so the batch has the same size on every rank.
+    Masked,
 }
 
 /// A batch's rows as whole environment sequences (row `t * envs + env`), for a recurrent policy
@@ -400,6 +420,7 @@ impl Batch {
             advantages,
             returns,
             sequences: None,
+            active: None,
         })
     }
 
@@ -428,6 +449,7 @@ impl Batch {
                 starts: s.starts.shallow_clone(),
                 initial_state: s.initial_state.shallow_clone(),
             }),
+            active: self.active.as_ref().map(Tensor::shallow_clone),
         }
     }
 
@@ -468,6 +490,7 @@ impl Batch {
             advantages: pick(&self.advantages),
             returns: pick(&self.returns),
             sequences: None,
+            active: self.active.as_ref().map(pick),
         }
     }
 
@@ -488,6 +511,7 @@ impl Batch {
             advantages: cut(&self.advantages),
             returns: cut(&self.returns),
             sequences: None,
+            active: self.active.as_ref().map(cut),
         })
     }
 }
@@ -510,9 +534,11 @@ pub struct RolloutBuffer {
     truncation_values: Tensor,
     /// Per step: whether truncation values were supplied.
     has_truncation_values: Vec<bool>,
-    /// `[T * N]` in a game that takes turns, which rows acted at each step
-    /// ([`StepRecord::acting`]); `None` while every row acted.
+    /// `[T * N]` which rows acted at each step ([`StepRecord::acting`]); `None` while every
+    /// row acted.
     acting: Option<Vec<bool>>,
+    /// What the batch does with the rows that did not act.
+    inactive: InactiveRows,
     /// `[T, N]` 1 where an episode starts at that step's observation (recurrent policies).
     starts: Tensor,
     /// `[N, width]` the recurrent state before the first step; `None` for a feed-forward policy.
@@ -637,6 +663,7 @@ impl RolloutBuffer {
             truncation_values: float(&tn),
             has_truncation_values: vec![false; num_steps as usize],
             acting: None,
+            inactive: InactiveRows::default(),
             starts: float(&tn),
             initial_state: None,
             bootstrap_obs: Tensor::zeros(&row_obs, (obs_kind, device)),
@@ -672,6 +699,12 @@ impl RolloutBuffer {
         self.filled = 0;
         self.has_truncation_values.fill(false);
         self.acting = None;
+    }
+
+    /// What the batch does with the rows that did not act: the learner's choice, made once
+    /// (it must be the same on every rank).
+    pub fn set_inactive_rows(&mut self, inactive: InactiveRows) {
+        self.inactive = inactive;
     }
 
     /// Makes the rollout a recurrent one: `state` `[N, width]` is each environment's state
@@ -925,7 +958,12 @@ impl RolloutBuffer {
         let Some(acting) = &self.acting else {
             return Ok(batch);
         };
-        // A game that takes turns: the batch is the rows' turns.
+        if self.inactive == InactiveRows::Masked {
+            let active: Vec<f32> = acting.iter().map(|&a| f32::from(u8::from(a))).collect();
+            batch.active = Some(self.device_tensor(&active));
+            return Ok(batch);
+        }
+        // The batch is the rows' own turns.
         ensure!(
             batch.sequences.is_none(),
             "rollout: a recurrent policy's sequences cannot leave out the steps a row waited through"

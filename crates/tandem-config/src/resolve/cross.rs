@@ -733,18 +733,6 @@ impl CrossCheck<'_, '_> {
                 "remove `policies`, or pick a game of several agents (`mpe-simple-tag`)".into(),
             );
         }
-        if e.env.game.takes_turns() {
-            return self.report(
-                "config::inconsistent",
-                "several policies cannot play a turn-based game yet".into(),
-                path,
-                "several policies",
-                Some(("env.api", "a turn-based game")),
-                "one policy plays every agent of a turn-based game (self-play by sharing its \
-                 parameters): remove `policies`"
-                    .into(),
-            );
-        }
         let Some(entry) = self.applier.entries.get(path).cloned() else {
             return;
         };
@@ -950,7 +938,8 @@ impl CrossCheck<'_, '_> {
             return;
         }
         if !e.train.policies.0.is_empty() {
-            // Several policies refuse a turn-based game (`policies`).
+            // Each policy learns from all its rows, those that waited weighted zero, and
+            // `policies` checks that its minibatches divide them.
             return;
         }
         if !self.seats_can_share_a_batch("a turn-based game", path) {
