@@ -116,15 +116,15 @@ fn gradients(vs: &VarStore) -> Vec<(String, Tensor)> {
 }
 
 /// Loss weights as an update gives them where some rows did not act: 0 for those, and the
-/// same factor for the others (world * rows / rows that acted).
+/// same factor for the others (world * rows / rows that acted, over every rank: here as on a
+/// rank whose rows acted less often than the others', so the weights do not sum to the rows).
 fn weights(case: &Case) -> Option<Tensor> {
     case.weighted.then(|| {
         let active = Tensor::arange(ROWS, (Kind::Int64, Device::Cpu))
             .remainder(3)
             .ne(1)
             .to_kind(Kind::Float);
-        let scale = ROWS as f64 / active.sum(Kind::Double).double_value(&[]);
-        active * scale
+        active * 1.3
     })
 }
 
