@@ -1089,7 +1089,9 @@ fn ppo_numbers(s: &tandem::algo::PpoStats) -> Vec<f64> {
 /// minibatch, so both see the same rows in each step.
 #[test]
 fn rows_that_did_not_act_weigh_nothing_in_a_ppo_update() {
-    let active = [1., 1., 0., 1., 0., 0., 1., 1., 1., 0., 1., 1., 0., 1., 1., 0.];
+    let active = [
+        1., 1., 0., 1., 0., 0., 1., 1., 1., 0., 1., 1., 0., 1., 1., 0.,
+    ];
     let (initial, batch) = fixture(8);
     for normalize_advantages in [AdvantageNorm::Batch, AdvantageNorm::Minibatch] {
         let config = tandem_config::Ppo {
@@ -1110,7 +1112,10 @@ fn rows_that_did_not_act_weigh_nothing_in_a_ppo_update() {
         let (weighted, weighted_stats) = run(&masked(&batch, &active));
         let (compact, compact_stats) = run(&acted(&batch, &active));
         let diff = max_param_diff(&weighted, &compact);
-        assert!(diff < 1e-5, "{normalize_advantages:?}: parameters differ by {diff}");
+        assert!(
+            diff < 1e-5,
+            "{normalize_advantages:?}: parameters differ by {diff}"
+        );
         assert!(max_param_diff(&initial, &compact) > 1e-3, "nothing moved");
         assert_stats_close(&ppo_numbers(&weighted_stats), &ppo_numbers(&compact_stats));
     }
@@ -1201,7 +1206,13 @@ fn rows_that_did_not_act_weigh_nothing_in_an_a2c_update() {
     assert!(max_param_diff(&weighted, &compact) < 1e-5);
     assert!(max_param_diff(&initial, &compact) > 1e-3, "nothing moved");
     let numbers = |s: &tandem::algo::A2cStats| {
-        vec![s.policy_loss, s.value_loss, s.entropy, s.explained_variance, s.grad_norm]
+        vec![
+            s.policy_loss,
+            s.value_loss,
+            s.entropy,
+            s.explained_variance,
+            s.grad_norm,
+        ]
     };
     assert_stats_close(&numbers(&weighted_stats), &numbers(&compact_stats));
 

@@ -308,7 +308,8 @@ fn micro_batches_add_up_to_the_minibatch_gradient() {
     let config = settings(&case);
     let mut host = HostPpoStep::for_model(&model).unwrap().unwrap();
     optimizer.zero_grad();
-    host.accumulate(&batch, &advantages, None, 1.0, &config).unwrap();
+    host.accumulate(&batch, &advantages, None, 1.0, &config)
+        .unwrap();
     let whole = gradients(&vs);
     // Two halves, each weighted 1/2: the mean loss of each half averages to the whole's only
     // for equal halves, so the batch is cut at an even row count.
@@ -319,14 +320,26 @@ fn micro_batches_add_up_to_the_minibatch_gradient() {
     );
     let even = batch.narrow(0, 2 * half).unwrap();
     optimizer.zero_grad();
-    host.accumulate(&even, &advantages.narrow(0, 0, 2 * half), None, 1.0, &config)
-        .unwrap();
+    host.accumulate(
+        &even,
+        &advantages.narrow(0, 0, 2 * half),
+        None,
+        1.0,
+        &config,
+    )
+    .unwrap();
     let even_whole = gradients(&vs);
     optimizer.zero_grad();
     host.accumulate(&first, &advantages.narrow(0, 0, half), None, 0.5, &config)
         .unwrap();
-    host.accumulate(&second, &advantages.narrow(0, half, half), None, 0.5, &config)
-        .unwrap();
+    host.accumulate(
+        &second,
+        &advantages.narrow(0, half, half),
+        None,
+        0.5,
+        &config,
+    )
+    .unwrap();
     for ((name, got), (_, want)) in gradients(&vs).iter().zip(&even_whole) {
         assert_close(&format!("accumulated gradient of {name}"), got, want);
     }

@@ -3,8 +3,8 @@
 
 use tandem::algo::actions::ActionKind;
 use tandem::algo::{
-    LearnerView, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord, VtraceClips,
-    generalized_advantages, n_step_returns, vtrace,
+    InactiveRows, LearnerView, MinibatchSampler, RolloutArrays, RolloutBuffer, StepRecord,
+    VtraceClips, generalized_advantages, n_step_returns, vtrace,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -422,9 +422,11 @@ fn every_row_acting_is_the_estimators_without_turns_to_the_bit() {
     assert!(err.contains("takes turns"), "{err}");
 }
 
-#[test]
-fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
+/// A buffer of the turns game, filled step by step, keeping what its batch does with the rows
+/// that waited as `inactive` says.
+fn turns_buffer(inactive: InactiveRows) -> RolloutBuffer {
     let mut buffer = RolloutBuffer::new(4, 2, &[1], ActionKind::Discrete, Device::Cpu).unwrap();
+    buffer.set_inactive_rows(inactive);
     for t in 0..4 {
         let at = |values: &[f32]| Tensor::from_slice(&values[t * 2..t * 2 + 2]);
         let obs = Tensor::from_slice(&[10.0 * t as f32, 10.0 * t as f32 + 1.0]).reshape([2, 1]);
@@ -442,6 +444,12 @@ fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
             })
             .unwrap();
     }
+    buffer
+}
+
+#[test]
+fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
+    let buffer = turns_buffer(InactiveRows::Dropped);
     let batch = buffer
         .gae_batch(&Tensor::from_slice(&TURN_LAST_VALUES), 0.9, 0.5)
         .unwrap();
@@ -451,6 +459,7 @@ fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
         [0.0, 11.0, 20.0, 31.0]
     );
     assert_eq!(Vec::<i64>::try_from(&batch.actions).unwrap(), [0, 5, 2, 5]);
+    assert!(batch.active.is_none());
     assert_close(
         &Vec::<f32>::try_from(&batch.advantages).unwrap(),
         &[0.725, -0.8, 0.5, 0.33],
@@ -462,6 +471,26 @@ fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
         &Vec::<f32>::try_from(&n_step.returns).unwrap(),
         &[1.15, -1.0, 1.0, 0.63],
     );
+}
+
+/// Kept with the waiting rows (a policy playing one side), the batch is every row in step
+/// order, the moves marked active with the same estimates as above, the waits inactive.
+#[test]
+fn a_masked_buffer_of_turns_keeps_every_row_and_marks_the_moves() {
+    let buffer = turns_buffer(InactiveRows::Masked);
+    let batch = buffer
+        .gae_batch(&Tensor::from_slice(&TURN_LAST_VALUES), 0.9, 0.5)
+        .unwrap();
+    assert_eq!(batch.len(), 8);
+    let active = Vec::<f32>::try_from(batch.active.as_ref().expect("marked")).unwrap();
+    let moves: Vec<f32> = TURNS.iter().map(|&m| f32::from(u8::from(m))).collect();
+    assert_eq!(active, moves);
+    let advantages = Vec::<f32>::try_from(&batch.advantages).unwrap();
+    let of_moves: Vec<f32> = (advantages.iter().zip(&TURNS))
+        .filter(|(_, m)| **m)
+        .map(|(a, _)| *a)
+        .collect();
+    assert_close(&of_moves, &[0.725, -0.8, 0.5, 0.33]);
 }
 
 #[test]

@@ -135,10 +135,16 @@ pub(crate) fn global_batch_stats(
             let count = active.sum(Kind::Double);
             (Some(active), count)
         }
-        None => (None, Tensor::from(batch.len() as f64).to_device(batch.device())),
+        None => (
+            None,
+            Tensor::from(batch.len() as f64).to_device(batch.device()),
+        ),
     };
     let sums_of = |x: &Tensor| match &active {
-        Some(w) => [(x * w).sum(Kind::Double), (x.square() * w).sum(Kind::Double)],
+        Some(w) => [
+            (x * w).sum(Kind::Double),
+            (x.square() * w).sum(Kind::Double),
+        ],
         None => [x.sum(Kind::Double), x.square().sum(Kind::Double)],
     };
     let [a, a2] = sums_of(&advantages);
@@ -214,7 +220,10 @@ impl LossWeights {
                     .collect();
                 Vec::<f64>::try_from(&Tensor::stack(&each, 0).to_device(tch::Device::Cpu))?
             }
-            None => minibatches.iter().map(|rows| rows.size()[0] as f64).collect(),
+            None => minibatches
+                .iter()
+                .map(|rows| rows.size()[0] as f64)
+                .collect(),
         };
         collective.all_reduce_sum(&mut counts)?;
         let world = collective.world_size() as f64;

@@ -36,8 +36,8 @@ pub use optim::{Optimizer, OptimizerSpec, clip_grad_norm};
 pub use ppo::host::PpoTerms;
 pub use ppo::{Ppo, PpoLoss, PpoStats, ppo_loss, ratio_diagnostics};
 pub use storage::rollout::{
-    Batch, LearnerView, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences, StepRecord,
-    VtraceClips, generalized_advantages, n_step_returns, vtrace,
+    Batch, InactiveRows, LearnerView, MinibatchSampler, RolloutArrays, RolloutBuffer, Sequences,
+    StepRecord, VtraceClips, generalized_advantages, n_step_returns, vtrace,
 };
 
 use std::time::Duration;

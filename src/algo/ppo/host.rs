@@ -265,7 +265,15 @@ impl HostPpoStep {
         config: &Settings,
     ) -> Result<PpoTerms> {
         let mut keep: [Option<Tensor>; 7] = Default::default();
-        let [k_obs, k_old, k_values, k_adv, k_returns, k_actions, k_weights] = &mut keep;
+        let [
+            k_obs,
+            k_old,
+            k_values,
+            k_adv,
+            k_returns,
+            k_actions,
+            k_weights,
+        ] = &mut keep;
         let obs = host_floats(&rows.obs, k_obs, "the observations")?;
         let old_log_probs = host_floats(&rows.log_probs, k_old, "the old log-probabilities")?;
         let old_values = host_floats(&rows.values, k_values, "the old values")?;
