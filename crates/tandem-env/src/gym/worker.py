@@ -392,47 +392,46 @@ class Parallel:
         for a in self.names:
             self.env.action_space(a).seed(seed)
 
-    def playing(self):
-        return [a for a, gone in zip(self.names, self.left) if not gone]
-
     def step(self, actions):
         # PettingZoo refuses actions of agents that are no longer in the game.
-        given = {a: act for a, act, gone in zip(self.names, actions, self.left) if not gone}
+        given = {a: act for a, act, away in zip(self.names, actions, self.left) if not away}
         obs, rew, term, trunc, infos = self.env.step(given)
         self.steps += 1
         when = f"at step {self.steps} of its episode"
         self.check_possible(when)
-        playing = self.playing()
         rew = self.of_playing(rew, "reward", when, 0.0, float)
         term = self.of_playing(term, "termination", when, False, bool)
         trunc = self.of_playing(trunc, "truncation", when, False, bool)
-        done = {a for a, t, u in zip(self.names, term, trunc) if t or u}
-        self.check_gone(playing, done, when)
+        done = [t or u for t, u in zip(term, trunc)]
+        # An agent that leaves may do so without a last observation.
+        obs = self.of_playing(obs, "observation", when, None, lambda o: o, excused=done)
+        self.check_gone(done, when)
         infos = infos if isinstance(infos, dict) else {}
-        infos = [infos.get(a, {}) if a in playing else {} for a in self.names]
-        last = [obs.get(a) if isinstance(obs, dict) and a in playing else None for a in self.names]
-        missing = [a for a, o in zip(self.names, last) if o is None and a in playing and a not in done]
-        if missing:
-            raise BadAgents(f"agent `{missing[0]}` is in the game {when}, and the environment gave no observation for it")
-        self.over = all(a in done for a in playing)
-        leaving = not self.over and bool(done)
-        self.last = last if leaving else None
-        self.left = [gone or a in done for a, gone in zip(self.names, self.left)]
-        now = last if self.over else [None if gone else o for o, gone in zip(last, self.left)]
+        infos = [{} if away else infos.get(a, {}) for a, away in zip(self.names, self.left)]
+        self.over = all(d or away for d, away in zip(done, self.left))
+        self.last = obs if any(done) and not self.over else None
+        self.left = [d or away for d, away in zip(done, self.left)]
+        now = obs if self.over else [None if away else o for o, away in zip(obs, self.left)]
         return now, rew, term, trunc, infos
 
-    def of_playing(self, given, what, when, absent, cast):
-        """The entries of `given` for the agents in the game (`absent` for those that left);
-        an agent in the game without one is named."""
-        playing = self.playing()
-        missing = [a for a in playing if not isinstance(given, dict) or a not in given]
-        if missing:
-            raise BadAgents(f"agent `{missing[0]}` is in the game {when}, and the environment gave no {what} for it")
-        return [cast(given[a]) if a in playing else absent for a in self.names]
+    def of_playing(self, given, what, when, absent, cast, excused=None):
+        """Each agent's entry of the dict `given`, cast; `absent` for an agent that has left,
+        or that `excused` (a flag per agent) lets go without one. An agent in the game without
+        one is named."""
+        given = given if isinstance(given, dict) else {}
+        entries = []
+        for j, (a, away) in enumerate(zip(self.names, self.left)):
+            if away or (a not in given and excused and excused[j]):
+                entries.append(absent)
+            elif a not in given:
+                raise BadAgents(f"agent `{a}` is in the game {when}, and the environment gave no {what} for it")
+            else:
+                entries.append(cast(given[a]))
+        return entries
 
-    def check_gone(self, playing, done, when):
-        live = getattr(self.env, "agents", self.names)
-        gone = [a for a in playing if a not in live and a not in done]
+    def check_gone(self, done, when):
+        live = set(getattr(self.env, "agents", self.names))
+        gone = [a for a, d, away in zip(self.names, done, self.left) if a not in live and not (d or away)]
         if gone:
             raise BadAgents(
                 f"agent `{gone[0]}` left {when} without being terminated or truncated (it is gone from `agents` "
