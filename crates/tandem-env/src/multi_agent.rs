@@ -1,8 +1,9 @@
 //! Games several agents play at once ([`ParallelEnv`], PettingZoo's Parallel API): every agent
 //! observes and acts on every step, and each gets its own reward and flags; or in turns
-//! (PettingZoo's AEC API), where every agent observes on every step and one of them acts. The agents of one
-//! game are listed once ([`AgentSpec`]), in the game's order, and every buffer a game reads or
-//! writes holds them in that order.
+//! (PettingZoo's AEC API), where every agent observes on every step and one of them acts. In
+//! the Parallel API an agent may leave before the others. The agents of one game are listed
+//! once ([`AgentSpec`]), in the game's order, and every buffer a game reads or writes holds
+//! them in that order.
 
 use crate::EnvError;
 use crate::env::{RgbFrame, Step};
@@ -35,8 +36,17 @@ impl AgentSpec {
 /// A game of several agents that all act on every step, or that take turns.
 ///
 /// Contract: call [`ParallelEnv::reset`] before the first step, and again after a step that
-/// ends the episode, which ends it for every agent at once (no agent leaves early). `obs` holds every agent's observation, agent after agent, each as long
-/// as its space; `actions` and `steps` hold one entry per agent.
+/// ends the game: one that sets `game_over` on every agent's step. `obs` holds every agent's
+/// observation, agent after agent, each as long as its space; `actions` and `steps` hold one
+/// entry per agent.
+///
+/// An agent may leave before the others (PettingZoo's Parallel API): its step that sets
+/// `terminated` or `truncated` while the game goes on (`game_over` unset) is its last, and
+/// [`ParallelEnv::last_observation`] then holds what it last observed. From that step until
+/// the game's end it is absent: its observation is zeros (where the game appends an action
+/// mask, one that allows every action, so a policy's masked choice stays defined), its steps
+/// are `Step::default()` but for `game_over` at the game's end, its action is not played, and
+/// [`ParallelEnv::acts`] says `false`. At the next reset every agent is back.
 pub trait ParallelEnv: Send {
     /// The game's name in the catalogue (`mpe-simple-spread`).
     fn name(&self) -> &'static str;
@@ -47,20 +57,29 @@ pub trait ParallelEnv: Send {
     /// Starts an episode. `Some(seed)` reseeds the game's random stream, `None` continues it.
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]);
 
-    /// Applies every agent's action at once and advances the game by one step. In a game
-    /// that takes turns, only the action of the agent whose turn it was is played.
+    /// Applies every agent's action at once and advances the game by one step. Only the
+    /// actions of the agents that act ([`ParallelEnv::acts`]) are played.
     fn step(&mut self, actions: &[Action<'_>], obs: &mut [f32], steps: &mut [Step]);
 
-    /// Whether the agents take turns (PettingZoo's AEC API): one agent acts on each step,
-    /// [`ParallelEnv::turn`], and the others wait, observing.
+    /// Whether the agents take turns (PettingZoo's AEC API): one agent acts on each step and
+    /// the others wait, observing.
     fn takes_turns(&self) -> bool {
         false
     }
 
-    /// In a game that takes turns, the index of the agent to act on the next step (after the
-    /// latest reset or step); meaningless otherwise.
-    fn turn(&self) -> usize {
-        0
+    /// Whether agent `agent` acts on the next step (after the latest reset or step): not
+    /// while it waits for its turn in a game that takes turns, nor once it has left the game.
+    fn acts(&self, agent: usize) -> bool {
+        let _ = agent;
+        true
+    }
+
+    /// The last observation of agent `agent`, which left the game at the latest step, into
+    /// `out` (as long as its own observation): a learner bootstraps from it when the agent
+    /// left by truncation. Asked only of games whose agents leave early; zeros otherwise.
+    fn last_observation(&self, agent: usize, out: &mut [f32]) {
+        let _ = agent;
+        out.fill(0.0);
     }
 
     /// The game seen from above, if it can draw itself (for `tandem play --gif` and evaluation

@@ -8,7 +8,11 @@
 //! the FIRST observation of the next episode; the LAST observation of the ended episode
 //! (needed to bootstrap a truncated episode) is in the same row of
 //! [`VecEnv::final_obs`], valid for the rows whose `terminated` or `truncated` flag is set
-//! in the latest step.
+//! in the latest step. An agent that leaves its game before the others (PettingZoo's
+//! Parallel API) has its flags set, and its last observation in `final_obs`, at the step it
+//! leaves at; until its game ends its row observes zeros and gets no reward or flags, and
+//! [`VecEnv::acting`] leaves it out. Its episode statistics are recorded when it leaves, the
+//! others' at the game's end.
 //!
 //! Snapshots ([`VecEnv::snapshot`], [`VecEnv::restore`]) capture the whole batch so a
 //! resumed run continues exactly where it stopped. Format (version
@@ -237,6 +241,10 @@ struct Seat {
     length: u64,
     raw_score: f64,
     finished: Option<EpisodeStats>,
+    /// The agent left the game in progress before the others (its episode is recorded), and
+    /// counts nothing until the game ends. Not in snapshots: only PettingZoo's games have
+    /// agents that leave, and their batches are never snapshotted.
+    left: bool,
 }
 
 impl Seat {
@@ -244,24 +252,48 @@ impl Seat {
         self.episode_return = 0.0;
         self.length = 0;
         self.raw_score = 0.0;
+        self.left = false;
     }
 
     /// Counts one step of row `row`; a step that ends the game records its statistics.
     fn record(&mut self, row: usize, step: &Step) {
+        self.count(step);
+        if step.done() && step.game_over {
+            self.finish(row, step);
+        }
+    }
+
+    /// Counts one step of a game's agent at row `row`. Its episode ends when its flags are
+    /// set: at the game's end, or when it leaves before the others, after which it counts
+    /// nothing (its return is what it had when it left) until the game's end.
+    fn record_agent(&mut self, row: usize, step: &Step) {
+        if self.left {
+            self.left = !step.game_over;
+            return;
+        }
+        self.count(step);
+        if step.done() {
+            self.finish(row, step);
+            self.left = !step.game_over;
+        }
+    }
+
+    fn count(&mut self, step: &Step) {
         self.episode_return += f64::from(step.reward);
         self.raw_score += f64::from(step.raw_reward);
         self.length += 1;
-        if step.done() && step.game_over {
-            self.finished = Some(EpisodeStats {
-                env_index: row,
-                episode_return: self.episode_return,
-                length: self.length,
-                raw_score: self.raw_score,
-                truncated: step.truncated && !step.terminated,
-                info: Vec::new(),
-            });
-            self.start();
-        }
+    }
+
+    fn finish(&mut self, row: usize, step: &Step) {
+        self.finished = Some(EpisodeStats {
+            env_index: row,
+            episode_return: self.episode_return,
+            length: self.length,
+            raw_score: self.raw_score,
+            truncated: step.truncated && !step.terminated,
+            info: Vec::new(),
+        });
+        self.start();
     }
 }
 
@@ -345,11 +377,12 @@ impl Slot {
                     }
                 }
                 for (j, (seat, step)) in self.seats.iter_mut().zip(steps.iter()).enumerate() {
-                    seat.record(first + j, step);
+                    seat.record_agent(first + j, step);
                     write_flags(step, j, &mut rows);
                 }
-                // The games end every agent's episode at once (the ParallelEnv contract).
-                if steps[0].done() {
+                // A game ends every agent's episode at once (the ParallelEnv contract), also
+                // of those that left it before.
+                if steps.iter().any(|step| step.game_over) {
                     rows.final_obs.copy_from_slice(rows.obs);
                     match packed {
                         None => game.reset(None, rows.obs),
@@ -358,9 +391,35 @@ impl Slot {
                             packed.spread(rows.obs);
                         }
                     }
+                } else {
+                    keep_last_observations(game.as_ref(), steps, packed.as_ref(), rows.final_obs);
                 }
             }
         }
+    }
+
+    /// Whether an agent of the slot has left its game (the slot plays one).
+    fn someone_left(&self) -> bool {
+        self.seats.iter().any(|seat| seat.left)
+    }
+}
+
+/// Writes into its row of `final_obs` the last observation of each agent that left `game`
+/// in its latest `steps` (its flags set while the game goes on), at the start of the row
+/// (the agent's own length, [`Packed`]) and zeros after it.
+fn keep_last_observations(
+    game: &dyn ParallelEnv,
+    steps: &[Step],
+    packed: Option<&Packed>,
+    final_obs: &mut [f32],
+) {
+    let width = final_obs.len() / steps.len();
+    let leaving = steps.iter().enumerate().filter(|(_, step)| step.done());
+    for (j, _) in leaving {
+        let row = &mut final_obs[j * width..(j + 1) * width];
+        let len = packed.map_or(width, |p| p.lens[j]);
+        game.last_observation(j, &mut row[..len]);
+        row[len..].fill(0.0);
     }
 }
 
@@ -983,19 +1042,26 @@ impl VecEnv {
         &self.truncated
     }
 
-    /// Which rows act on the next step, in a batch of games whose agents take turns: in each
-    /// game the row of the agent whose turn it is (the other rows' actions are not played).
-    /// `None` when every row acts on every step.
+    /// Which rows act on the next step, in a batch of games of several agents: in a game
+    /// whose agents take turns the row of the agent whose turn it is, and in any game not the
+    /// row of an agent that has left it (from the step after the one it left at until its
+    /// game's reset). The other rows' actions are not played. `None` when every row acts on
+    /// the next step (no game takes turns and no agent is absent).
     pub fn acting(&self) -> Option<Vec<bool>> {
-        let turn = |slot: &Slot| match &slot.players {
-            Players::Several { game, .. } if game.takes_turns() => Some(game.turn()),
-            _ => None,
+        let Some(Players::Several { game, .. }) = self.slots.first().map(|slot| &slot.players)
+        else {
+            return None;
         };
-        self.slots.first().and_then(turn)?;
+        // The games of a batch are all of one kind: the first says whether they take turns.
+        if !game.takes_turns() && !self.slots.iter().any(Slot::someone_left) {
+            return None;
+        }
         let agents = self.agents;
         let rows = self.slots.iter().flat_map(|slot| {
-            let mover = turn(slot);
-            (0..agents).map(move |j| mover == Some(j))
+            (0..agents).map(move |j| match &slot.players {
+                Players::Several { game, .. } => game.acts(j),
+                Players::One(_) => true,
+            })
         });
         Some(rows.collect())
     }

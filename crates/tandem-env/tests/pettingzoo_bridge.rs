@@ -2,8 +2,9 @@
 //! `simple_spread_v3` through the bridge against the native `mpe-simple-spread` (same seeds,
 //! same actions, every observation, reward and flag equal, across episode ends), a fixture
 //! game whose agents observe vectors of different lengths (rows padded), an action mask from a
-//! Dict observation, an agent that leaves early and an agent count the experiment got wrong
-//! (both refused with the environment, the agent and the step), and PettingZoo's connect four
+//! Dict observation, agents that leave their game early (absent until it ends), agents that
+//! break the API's rules and an agent count the experiment got wrong (refused with the
+//! environment, the agent and the step), and PettingZoo's connect four
 //! through the AEC API (whose turn it is, the masks of the mover and of the waiting player, a
 //! win, a move the mask forbids, and either API's function given the other's setting). Needs the venv of
 //! scripts/gym-venv-setup.sh (mpe2 1.1.1 and pettingzoo 1.27.0 in it); without it the tests
@@ -162,34 +163,210 @@ fn a_dict_observation_gives_its_action_mask() {
     );
 }
 
+/// Row `row` of a batch buffer of rows `width` wide.
+fn row(values: &[f32], width: usize, row: usize) -> &[f32] {
+    &values[row * width..(row + 1) * width]
+}
+
+/// Each drained episode as (row, return, length, truncated).
+fn episodes(venv: &mut VecEnv) -> Vec<(usize, f64, u64, bool)> {
+    let drained = venv.drain_episodes();
+    (drained.iter())
+        .map(|e| (e.env_index, e.episode_return, e.length, e.truncated))
+        .collect()
+}
+
+/// Two games whose `guard` (rows 2 and 5) terminates at step 2 of 5 while the scouts play on:
+/// it gets its reward and flag and leaves its last observation in `final_obs` then, and until
+/// its game ends it observes zeros, gets nothing, is left out of `acting()` and its action is
+/// not passed on (the fixture raises if it is). Its episode is counted once, when it leaves;
+/// the scouts' at the game's end. After the reset it plays again.
 #[test]
-fn an_agent_that_leaves_early_stops_the_run_naming_it_and_the_step() {
+fn an_agent_that_leaves_early_is_absent_until_its_game_ends() {
     let Some(python) = venv_python() else { return };
     let args = [("leave_at", Scalar::Int(2)), ("length", Scalar::Int(5))];
     let mut venv = build(zoo(&python, FIXTURES, 3, &args), &[1, 2]).unwrap();
     venv.reset();
-    venv.step(&[0i64; 6][..]).unwrap();
-    let error = venv.step(&[0i64; 6][..]).unwrap_err().to_string();
-    for part in [
-        "pettingzoo `tests.gym_fixtures.zoo_envs`",
-        "agent `guard` left at step 2",
-        "`scout_0`, `scout_1` played on",
-        "not supported yet",
-    ] {
-        assert!(error.contains(part), "{part:?} not in {error}");
+    assert_eq!(venv.acting(), None);
+    let actions = [1i64, 2, 2, 2, 1, 1];
+    let given: Vec<f32> = actions.iter().map(|&a| a as f32).collect();
+    venv.step(&actions[..]).unwrap();
+    assert_eq!(venv.rewards(), given);
+    assert_eq!(venv.acting(), None);
+    venv.step(&actions[..]).unwrap();
+    assert_eq!(venv.rewards(), given, "the guard's reward as it leaves");
+    assert_eq!(venv.terminated(), [false, false, true, false, false, true]);
+    assert!(venv.truncated().iter().all(|&t| !t));
+    assert_eq!(row(venv.final_obs(), 4, 2), [2.0, 1.0, 12.0, 2.0]);
+    assert_eq!(row(venv.final_obs(), 4, 5), [2.0, 2.0, 12.0, 1.0]);
+    assert_eq!(row(venv.obs(), 4, 2), [0.0; 4], "the guard is gone");
+    assert_eq!(row(venv.obs(), 4, 3), [2.0, 2.0, 0.0, 0.0]);
+    let away = Some(vec![true, true, false, true, true, false]);
+    assert_eq!(venv.acting(), away);
+    assert_eq!(
+        episodes(&mut venv),
+        [(2, 4.0, 2, false), (5, 2.0, 2, false)]
+    );
+    for t in 3..5 {
+        venv.step(&actions[..]).unwrap();
+        assert_eq!(venv.rewards(), [1.0, 2.0, 0.0, 2.0, 1.0, 0.0], "step {t}");
+        assert!(venv.terminated().iter().all(|&t| !t), "step {t}");
+        assert!(venv.truncated().iter().all(|&t| !t), "step {t}");
+        assert_eq!(row(venv.obs(), 4, 5), [0.0; 4], "step {t}");
+        assert_eq!(venv.acting(), away, "step {t}");
+        assert!(episodes(&mut venv).is_empty(), "step {t}");
     }
-    // Every later request reports the same failure.
-    assert!(venv.step(&[0i64; 6][..]).is_err());
-    // Agents that change between games: at the reset that ends the first game.
-    let mut game = zoo(&python, FIXTURES, 3, &[("length", Scalar::Int(2))]);
-    game.function = "shifting".into();
+    venv.step(&actions[..]).unwrap();
+    assert_eq!(venv.rewards(), [1.0, 2.0, 0.0, 2.0, 1.0, 0.0]);
+    assert_eq!(venv.truncated(), [true, true, false, true, true, false]);
+    assert!(venv.terminated().iter().all(|&t| !t));
+    assert_eq!(row(venv.final_obs(), 4, 1), [5.0, 1.0, 0.0, 0.0]);
+    assert_eq!(row(venv.final_obs(), 4, 2), [0.0; 4]);
+    assert_eq!(
+        row(venv.obs(), 4, 2),
+        [0.0, 1.0, 10.0, -1.0],
+        "back after the reset"
+    );
+    assert_eq!(venv.acting(), None);
+    assert_eq!(
+        episodes(&mut venv),
+        [
+            (0, 5.0, 5, true),
+            (1, 10.0, 5, true),
+            (3, 10.0, 5, true),
+            (4, 5.0, 5, true)
+        ]
+    );
+    venv.step(&actions[..]).unwrap();
+    assert_eq!(venv.rewards(), given, "the guard plays the next game");
+}
+
+/// A guard that leaves by truncation has `truncated` set and its last observation kept, to
+/// bootstrap from; while it is away its action mask allows every action.
+#[test]
+fn an_agent_that_leaves_by_truncation_keeps_its_last_observation_and_may_do_anything() {
+    let Some(python) = venv_python() else { return };
+    let args = [
+        ("leave_at", Scalar::Int(1)),
+        ("leave_by", Scalar::Str("truncation".into())),
+        ("length", Scalar::Int(3)),
+        ("masked", Scalar::Bool(true)),
+    ];
+    let mut game = zoo(&python, FIXTURES, 3, &args);
+    game.action_mask = ActionMask::Observation;
+    let mut venv = build(game, &[5]).unwrap();
+    venv.reset();
+    venv.step(&[1i64, 1, 1][..]).unwrap();
+    assert_eq!(venv.truncated(), [false, false, true]);
+    assert_eq!(venv.terminated(), [false; 3]);
+    let last = [1.0, 5.0, 11.0, 1.0, 1.0, 1.0, 0.0];
+    assert_eq!(row(venv.final_obs(), 7, 2), last);
+    let absent = [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+    assert_eq!(row(venv.obs(), 7, 2), absent);
+    assert_eq!(venv.acting(), Some(vec![true, true, false]));
+    assert_eq!(episodes(&mut venv), [(2, 1.0, 1, true)]);
+    venv.step(&[1i64, 1, 2][..]).unwrap();
+    assert_eq!(row(venv.obs(), 7, 2), absent);
+    assert_eq!(venv.rewards(), [1.0, 1.0, 0.0]);
+    venv.step(&[1i64, 1, 2][..]).unwrap();
+    assert_eq!(venv.truncated(), [true, true, false]);
+    assert_eq!(row(venv.final_obs(), 7, 2), absent);
+    assert_eq!(row(venv.obs(), 7, 2), [0.0, 5.0, 10.0, -1.0, 1.0, 1.0, 0.0]);
+    assert_eq!(venv.acting(), None);
+}
+
+/// The learner's game of agents that leave (`escape`): its game ends when the last runner
+/// leaves, whoever left before, or after 10 steps, truncating those still in it.
+#[test]
+fn escape_ends_when_every_runner_has_left_or_after_ten_steps() {
+    let Some(python) = venv_python() else { return };
+    let mut game = zoo(&python, FIXTURES, 3, &[]);
+    game.function = "escape".into();
+    let mut venv = build(game, &[1]).unwrap();
+    assert_eq!(venv.obs_len(), 2);
+    assert_eq!(venv.reset(), [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
+    venv.step(&[1i64, 0, 0][..]).unwrap();
+    assert_eq!(venv.rewards(), [1.0, -0.1, -0.1]);
+    assert_eq!(venv.terminated(), [true, false, false]);
+    assert_eq!(venv.final_obs()[..2], [0.1, 1.0]);
+    assert_eq!(venv.obs(), [0.0, 0.0, 0.1, 1.0, 0.1, 1.0]);
+    assert_eq!(venv.acting(), Some(vec![false, true, true]));
+    venv.step(&[0i64, 1, 1][..]).unwrap();
+    assert_eq!(venv.terminated(), [false, true, true]);
+    assert_eq!(venv.final_obs()[2..], [0.2, 1.0, 0.2, 1.0]);
+    assert_eq!(venv.obs(), [0.0, 1.0, 0.0, 1.0, 0.0, 1.0], "a new game");
+    assert_eq!(venv.acting(), None);
+    let scores: Vec<(usize, f64, u64)> = (episodes(&mut venv).iter())
+        .map(|&(row, score, length, _)| (row, (score * 10.0).round() / 10.0, length))
+        .collect();
+    assert_eq!(scores, [(0, 1.0, 1), (1, 0.9, 2), (2, 0.9, 2)]);
+    for _ in 0..10 {
+        venv.step(&[0i64; 3][..]).unwrap();
+    }
+    assert_eq!(venv.truncated(), [true; 3]);
+    let lengths: Vec<u64> = episodes(&mut venv).iter().map(|e| e.2).collect();
+    assert_eq!(lengths, [10; 3]);
+}
+
+/// The error of the batch's first step that fails, in `steps` steps of `function`'s game.
+fn failure(python: &Path, function: &str, args: &[(&str, Scalar)], steps: usize) -> String {
+    let mut game = zoo(python, FIXTURES, 3, args);
+    game.function = function.into();
     let mut venv = build(game, &[1]).unwrap();
     venv.reset();
-    venv.step(&[0i64; 3][..]).unwrap();
-    let error = venv.step(&[0i64; 3][..]).unwrap_err().to_string();
-    assert!(
-        error.contains("its possible_agents changed at a reset: ['scout_0', 'scout_1', 'guard'] became ['scout_0', 'guard']"),
-        "{error}"
+    let error = (0..steps).find_map(|_| venv.step(&[0i64; 3][..]).err());
+    let error = error.expect("a step fails").to_string();
+    // Every later request reports the same failure.
+    assert!(venv.step(&[0i64; 3][..]).is_err());
+    error
+}
+
+fn assert_says(error: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(error.contains(part), "{part:?} not in {error}");
+    }
+}
+
+/// What a Parallel game may not do stops the run naming the environment, the game, the agent
+/// and the step: leave `agents` without a flag, give no entry for an agent still in the game,
+/// change its agents between games. An AEC game's agent may not leave early at all.
+#[test]
+fn agents_that_break_the_rules_stop_the_run_naming_the_agent_and_the_step() {
+    let Some(python) = venv_python() else { return };
+    let fault = |f: &str| [("fault", Scalar::Str(f.into()))];
+    let error = failure(&python, "sloppy", &fault("unflagged"), 2);
+    assert_says(
+        &error,
+        &[
+            "pettingzoo `tests.gym_fixtures.zoo_envs`: game 0",
+            "agent `guard` left at step 2 of its episode without being terminated or truncated",
+        ],
+    );
+    let error = failure(&python, "sloppy", &fault("no_reward"), 2);
+    assert_says(
+        &error,
+        &[
+            "agent `guard` is in the game at step 2 of its episode, and the environment gave no reward for it",
+        ],
+    );
+    let error = failure(&python, "shifting", &[("length", Scalar::Int(2))], 2);
+    assert_says(
+        &error,
+        &[
+            "its possible_agents changed at a reset: ['scout_0', 'scout_1', 'guard'] became ['scout_0', 'guard']",
+        ],
+    );
+    let mut turns = zoo(&python, FIXTURES, 3, &[("leave_at", Scalar::Int(2))]);
+    (turns.function, turns.api) = ("turns".into(), ZooApi::Aec);
+    let mut venv = build(turns, &[1]).unwrap();
+    venv.reset();
+    let error = (0..7).find_map(|_| venv.step(&[0i64; 3][..]).err());
+    assert_says(
+        &error.expect("an AEC departure").to_string(),
+        &[
+            "agent `guard` left at step 6",
+            "not supported yet with api \"aec\"",
+        ],
     );
 }
 

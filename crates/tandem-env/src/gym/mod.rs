@@ -1172,17 +1172,21 @@ impl Shared {
         let bytes = shm.layout.obs_bytes;
         match obs {
             ObsBuf::U8(out) => shm.read(offset + index * bytes, out),
-            ObsBuf::F32(out) => {
-                shm.read_f32(offset + index * bytes, out);
-                if let Some((k, x)) = out.iter().enumerate().find(|(_, x)| !x.is_finite()) {
-                    self.record_not_finite(
-                        index,
-                        &format!("observation entry {k} is {x} (as float32)"),
-                        after,
-                    );
-                }
-            }
+            ObsBuf::F32(out) => self.read_finite(index, offset + index * bytes, out, after),
             ObsBuf::Skip => {}
+        }
+    }
+
+    /// Copies f32 observation values of environment `index` from byte `at`, a value that is
+    /// not finite recorded as [`Shared::copy_row`] does.
+    fn read_finite(&self, index: usize, at: usize, out: &mut [f32], after: &str) {
+        self.shm.read_f32(at, out);
+        if let Some((k, x)) = out.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+            self.record_not_finite(
+                index,
+                &format!("observation entry {k} is {x} (as float32)"),
+                after,
+            );
         }
     }
 
@@ -1316,11 +1320,20 @@ impl Env for GymEnv {
 
 /// A PettingZoo game of the pool, as [`ParallelEnv`]: hands out what its worker computed in
 /// the latest batch step or reset, every agent's observation agent after agent (the
-/// worker writes them so) and each agent's reward and flags. Its worker ends the game only
-/// when every agent is done, and stops the run when an agent leaves before.
+/// worker writes them so) and each agent's reward and flags. Its worker ends the game when
+/// every agent has left or is done; an agent that leaves before (Parallel API) is absent
+/// until then, as the worker writes it: zeros in its observation, reward and flags, its
+/// last observation in the `final` row, and a byte in `left`.
 struct ZooGame {
     shared: Arc<Shared>,
     index: usize,
+}
+
+impl ZooGame {
+    /// The byte where agent `agent`'s entry of a per-agent array at `offset` is.
+    fn agent_byte(&self, offset: usize, agent: usize) -> usize {
+        offset + self.index * self.shared.agents.len() + agent
+    }
 }
 
 impl ParallelEnv for ZooGame {
@@ -1347,20 +1360,21 @@ impl ParallelEnv for ZooGame {
             return;
         }
         let (shm, l) = (&shared.shm, &shared.shm.layout);
+        // A game that ended was reset by its worker, whose first observations wait for
+        // VecEnv's reset (`ready`); its last ones are in the `final` row.
+        let ended = shm.byte(l.ready + i) == 1;
         let first = i * steps.len();
         for (j, step) in steps.iter_mut().enumerate() {
             let (terminated, truncated) = (
                 shm.byte(l.term + first + j) == 1,
                 shm.byte(l.trunc + first + j) == 1,
             );
-            *step = Step::game(shared.reward(i, first + j), terminated, truncated);
+            *step = Step {
+                game_over: ended,
+                ..Step::game(shared.reward(i, first + j), terminated, truncated)
+            };
         }
-        // The worker reset a game that ended and kept its last observations.
-        let row = if steps.iter().all(Step::done) {
-            l.fin
-        } else {
-            l.obs
-        };
+        let row = if ended { l.fin } else { l.obs };
         shared.copy_row(i, row, ObsBuf::F32(obs), "step");
     }
 
@@ -1368,9 +1382,20 @@ impl ParallelEnv for ZooGame {
         self.shared.turns
     }
 
-    fn turn(&self) -> usize {
+    fn acts(&self, agent: usize) -> bool {
+        let (shm, l) = (&self.shared.shm, &self.shared.shm.layout);
+        let left = shm.byte(self.agent_byte(l.left, agent)) == 1;
+        let waits = self.shared.turns && shm.u64_at(l.turn + 8 * self.index) as usize != agent;
+        !left && !waits
+    }
+
+    fn last_observation(&self, agent: usize, out: &mut [f32]) {
         let l = &self.shared.shm.layout;
-        self.shared.shm.u64_at(l.turn + 8 * self.index) as usize
+        let before: usize = (self.shared.agents[..agent].iter())
+            .map(|a| a.observation.len())
+            .sum();
+        let at = l.fin + self.index * l.obs_bytes + 4 * before;
+        self.shared.read_finite(self.index, at, out, "step");
     }
 
     fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), EnvError> {

@@ -42,6 +42,9 @@ pub(crate) struct Layout {
     pub seed: usize,
     /// A turn-based game's agent to act next, by its index (u64 per environment).
     pub turn: usize,
+    /// 1 for each agent of a PettingZoo game that has left it before the others (from the
+    /// step it left at until the game's reset), 0 for those that play.
+    pub left: usize,
     pub size: usize,
 }
 
@@ -71,6 +74,7 @@ impl Layout {
         let turn = next(n * 8);
         let term = next(n * per);
         let trunc = next(n * per);
+        let left = next(n * per);
         let stepped = next(n);
         let ready = next(n);
         let seeded = next(n);
@@ -92,6 +96,7 @@ impl Layout {
             seeded,
             seed,
             turn,
+            left,
             size: at.max(64),
         }
     }
@@ -108,7 +113,7 @@ impl Layout {
                 "obs": self.obs, "final": self.fin, "act": self.act, "rew": self.rew, "info": self.info,
                 "term": self.term, "trunc": self.trunc, "stepped": self.stepped,
                 "ready": self.ready, "seeded": self.seeded, "seed": self.seed,
-                "turn": self.turn,
+                "turn": self.turn, "left": self.left,
             },
         })
     }

@@ -4,7 +4,10 @@ With "kind": "pettingzoo" each environment is a PettingZoo Parallel environment
 (`<module>.<function>(**make_args)`) of several agents, seen through `Parallel` as one
 environment whose observation, reward, flags and info are lists in `possible_agents` order;
 its observation row is every agent's encoded observation, agent after agent, and its action,
-reward and flag rows hold one entry per agent. With "api": "aec" it is an AEC environment seen
+reward and flag rows hold one entry per agent. An agent that leaves before the others is
+absent until the game ends: the worker writes its last observation into the "final" row at the
+step it leaves at, zeros (and an all-legal mask) as its observation, no reward or flags, and
+marks it in "left"; its action is not passed on. With "api": "aec" it is an AEC environment seen
 through `Turns`: one agent moves a step, and the worker writes whose turn it is ("turn").
 
 tandem (crates/tandem-env/src/gym) starts this file with `<python> -c`. Observations,
@@ -338,21 +341,30 @@ GL_HELP = (
 )
 
 
-class Departure(Exception):
-    """A PettingZoo agent that left its game while others play on, or agents that changed:
-    tandem's games end for every agent at once."""
+class BadAgents(Exception):
+    """Agents that break tandem's rules for a PettingZoo game, with the agent and the step:
+    possible_agents that change, an agent in the game that the environment gives no entry for,
+    one gone from `agents` without its flag set, or one that leaves an AEC game early."""
 
 
 class Parallel:
     """A PettingZoo Parallel environment seen as one environment whose observation, reward,
     terminated, truncated and info are lists, one entry per agent in `possible_agents` order.
-    The game ends when every agent is terminated or truncated; an agent that leaves before
-    (its flag set while others play on, or gone from `agents`) is a `Departure`."""
+
+    An agent may leave before the others: its flags set while others play on. From then until
+    the game ends it is absent (`left`): its action is not passed to the environment, and its
+    entries are None (its observation, which the encoder writes as zeros and an all-legal
+    mask), reward 0 and flags unset. The game is `over` when every agent has left or is done;
+    after a step that made agents leave, `last` holds every agent's observation with the
+    leavers' last ones (None where the environment gave none)."""
 
     def __init__(self, env):
         self.env = env
         self.names = list(env.possible_agents)
         self.steps = 0
+        self.left = [False] * len(self.names)
+        self.over = False
+        self.last = None
 
     def spaces(self):
         return [(self.env.observation_space(a), self.env.action_space(a)) for a in self.names]
@@ -360,52 +372,82 @@ class Parallel:
     def check_possible(self, when):
         now = list(self.env.possible_agents)
         if now != self.names:
-            raise Departure(f"its possible_agents changed {when}: {self.names} became {now}; tandem needs the same agents in every game")
-
-    def per_agent(self, given, what, when):
-        missing = [a for a in self.names if not isinstance(given, dict) or a not in given]
-        if missing:
-            raise Departure(
-                f"agent `{missing[0]}` left {when}: the environment gave no {what} for it; tandem's games end for every "
-                "agent at once (agents that leave before the others are not supported yet)"
-            )
-        return [given[a] for a in self.names]
+            raise BadAgents(f"its possible_agents changed {when}: {self.names} became {now}; tandem needs the same agents in every game")
 
     def reset(self, seed=None):
         obs, infos = self.env.reset(seed=seed)
         self.steps = 0
+        self.left = [False] * len(self.names)
+        self.over, self.last = False, None
         self.check_possible("at a reset")
+        missing = [a for a in self.names if not isinstance(obs, dict) or a not in obs]
+        if missing:
+            raise BadAgents(
+                f"agent `{missing[0]}` has no observation at a reset; every agent of possible_agents starts each game"
+            )
         infos = infos if isinstance(infos, dict) else {}
-        return self.per_agent(obs, "observation", "at a reset"), [infos.get(a, {}) for a in self.names]
+        return [obs[a] for a in self.names], [infos.get(a, {}) for a in self.names]
 
     def seed_actions(self, seed):
         for a in self.names:
             self.env.action_space(a).seed(seed)
 
     def step(self, actions):
-        obs, rew, term, trunc, infos = self.env.step(dict(zip(self.names, actions)))
+        # PettingZoo refuses actions of agents that are no longer in the game.
+        given = {a: act for a, act, away in zip(self.names, actions, self.left) if not away}
+        obs, rew, term, trunc, infos = self.env.step(given)
         self.steps += 1
         when = f"at step {self.steps} of its episode"
         self.check_possible(when)
-        rew = [float(r) for r in self.per_agent(rew, "reward", when)]
-        term = [bool(t) for t in self.per_agent(term, "termination", when)]
-        trunc = [bool(t) for t in self.per_agent(trunc, "truncation", when)]
+        rew = self.of_playing(rew, "reward", when, 0.0, float)
+        term = self.of_playing(term, "termination", when, False, bool)
+        trunc = self.of_playing(trunc, "truncation", when, False, bool)
         done = [t or u for t, u in zip(term, trunc)]
-        if not all(done):
-            left = [a for a, d in zip(self.names, done) if d]
-            left += [a for a in self.names if a not in getattr(self.env, "agents", self.names)]
-            if left:
-                playing = [a for a, d in zip(self.names, done) if not d]
-                raise Departure(
-                    f"agent `{left[0]}` left {when} while {', '.join(f'`{a}`' for a in playing)} played on; tandem's games end "
-                    "for every agent at once (agents that leave before the others are not supported yet)"
-                )
-        obs = self.per_agent(obs, "observation", when)
+        # An agent that leaves may do so without a last observation.
+        obs = self.of_playing(obs, "observation", when, None, lambda o: o, excused=done)
+        self.check_gone(done, when)
         infos = infos if isinstance(infos, dict) else {}
-        return obs, rew, term, trunc, [infos.get(a, {}) for a in self.names]
+        infos = [{} if away else infos.get(a, {}) for a, away in zip(self.names, self.left)]
+        self.over = all(d or away for d, away in zip(done, self.left))
+        self.last = obs if any(done) and not self.over else None
+        self.left = [d or away for d, away in zip(done, self.left)]
+        now = obs if self.over else [None if away else o for o, away in zip(obs, self.left)]
+        return now, rew, term, trunc, infos
+
+    def of_playing(self, given, what, when, absent, cast, excused=None):
+        """Each agent's entry of the dict `given`, cast; `absent` for an agent that has left,
+        or that `excused` (a flag per agent) lets go without one. An agent in the game without
+        one is named."""
+        given = given if isinstance(given, dict) else {}
+        entries = []
+        for j, (a, away) in enumerate(zip(self.names, self.left)):
+            if away or (a not in given and excused and excused[j]):
+                entries.append(absent)
+            elif a not in given:
+                raise BadAgents(f"agent `{a}` is in the game {when}, and the environment gave no {what} for it")
+            else:
+                entries.append(cast(given[a]))
+        return entries
+
+    def check_gone(self, done, when):
+        live = set(getattr(self.env, "agents", self.names))
+        gone = [a for a, d, away in zip(self.names, done, self.left) if a not in live and not (d or away)]
+        if gone:
+            raise BadAgents(
+                f"agent `{gone[0]}` left {when} without being terminated or truncated (it is gone from `agents` "
+                "and its flags are unset); an agent that leaves sets its termination or truncation at the step it leaves"
+            )
 
     def close(self):
         self.env.close()
+
+
+# An AEC agent that is done is selected once more, for a step with action None before it is
+# removed (PettingZoo's dead step); `Turns` does not take those yet.
+AEC_DEPARTURES = (
+    "tandem's AEC games end for every agent at once (agents that leave before the others are not supported yet "
+    'with api "aec"; a Parallel environment\'s may leave)'
+)
 
 
 class Turns(Parallel):
@@ -430,10 +472,7 @@ class Turns(Parallel):
         live = getattr(self.env, "agents", self.names)
         gone = [a for a in self.names if a not in live]
         if gone:
-            raise Departure(
-                f"agent `{gone[0]}` left {when} while others played on; tandem's games end for every agent at once "
-                "(agents that leave before the others are not supported yet)"
-            )
+            raise BadAgents(f"agent `{gone[0]}` left {when} while others played on; {AEC_DEPARTURES}")
         obs = [self.env.observe(a) for a in self.names]
         infos = self.env.infos if isinstance(self.env.infos, dict) else {}
         infos = [infos.get(a, {}) for a in self.names]
@@ -459,7 +498,7 @@ class Turns(Parallel):
 
     def reset(self, seed=None):
         self.env.reset(seed=seed)
-        self.steps = 0
+        self.steps, self.over = 0, False
         self.check_possible("at a reset")
         return self.observed("at a reset")
 
@@ -486,17 +525,15 @@ class Turns(Parallel):
         self.steps += 1
         when = f"at step {self.steps} of its episode"
         self.check_possible(when)
-        rew = [float(r) for r in self.per_agent(self.env.rewards, "reward", when)]
-        term = [bool(t) for t in self.per_agent(self.env.terminations, "termination", when)]
-        trunc = [bool(t) for t in self.per_agent(self.env.truncations, "truncation", when)]
+        rew = self.of_playing(self.env.rewards, "reward", when, 0.0, float)
+        term = self.of_playing(self.env.terminations, "termination", when, False, bool)
+        trunc = self.of_playing(self.env.truncations, "truncation", when, False, bool)
         done = [t or u for t, u in zip(term, trunc)]
         if any(done) and not all(done):
             left = [a for a, d in zip(self.names, done) if d]
-            raise Departure(
-                f"agent `{left[0]}` left {when} while others played on; tandem's games end for every agent at once "
-                "(agents that leave before the others are not supported yet)"
-            )
-        obs, infos = self.observed(when, over=all(done))
+            raise BadAgents(f"agent `{left[0]}` left {when} while others played on; {AEC_DEPARTURES}")
+        self.over = all(done)
+        obs, infos = self.observed(when, over=self.over)
         return obs, rew, term, trunc, infos
 
 
@@ -508,7 +545,7 @@ def describe_agents(env, np, mask):
     """Each agent's spaces as tandem reads them, and the game's observation: every agent's
     float32 vector (a Box flattened, anything else encoded as for gymnasium) agent after
     agent, with the encoder of the whole list."""
-    agents, encoders, entries = [], [], []
+    agents, encoders, absent, entries = [], [], [], []
     for name, (obs_space, act_space) in zip(env.names, env.spaces()):
         act = describe(act_space, np)
         obs, encode = describe_obs(obs_space, np, mask, act)
@@ -518,15 +555,29 @@ def describe_agents(env, np, mask):
             n = int(np.prod(obs["shape"]))
             encode = encode or (lambda o, i, n=n: np.asarray(o, dtype=np.float32).reshape(n))
             entries.append({"path": name, "space": repr(obs_space), "how": "values" if obs["kind"] == "box" else "encoded", "len": n})
+            absent.append(absent_row(np, n, obs.get("mask", 0)))
+        else:
+            absent.append(None)
         agents.append({"name": name, "obs": obs, "action": act})
         encoders.append(encode)
 
     def encode(obs, info):
-        return np.concatenate([e(o, i) for e, o, i in zip(encoders, obs, info)])
+        # None: an agent not in the game (Parallel's), written as its absent row.
+        rows = [a if o is None else e(o, i) for e, a, o, i in zip(encoders, absent, obs, info)]
+        return np.concatenate(rows)
 
     total = sum(e["len"] for e in entries)
     game = {"kind": "encoded", "dtype": "float32", "shape": [total], "entries": entries, "repr": f"{len(agents)} agents", "mask": 0}
     return agents, game, encode
+
+
+def absent_row(np, n, mask):
+    """The observation of an agent that has left its game: zeros, and where an action mask
+    ends the row, every action legal (a policy's masked choice needs one, as for an agent
+    waiting for its turn)."""
+    row = np.zeros(n, dtype=np.float32)
+    row[n - mask :] = 1.0
+    return row
 
 
 def checked_api(env, turns, np, mask, function):
@@ -714,9 +765,17 @@ class Batch:
         self.seeded = view("seeded", np.uint8, [n])
         self.seed = view("seed", np.uint64, [n])
         self.turn = view("turn", np.uint64, [n]) if "turn" in off else None
+        self.left = view("left", np.uint8, per) if "left" in off else None
 
     def put(self, rows, i, obs, info):
         rows[i] = obs if self.encode is None else self.encode(obs, info)
+
+    def put_agents(self, i, env):
+        """Which of game i's agents have left it, and whose turn it is."""
+        if isinstance(env, Parallel):
+            self.left[i] = env.left
+        if isinstance(env, Turns):
+            self.turn[i] = env.turn
 
     def put_info(self, i, info):
         for k, key in enumerate(self.info_keys):
@@ -738,6 +797,13 @@ class Batch:
         return self.act[i].astype(self.act_dtype, copy=True)
 
 
+def ended(env, terminated, truncated, np):
+    """Whether the step ended the episode: a game's when every agent has left or is done."""
+    if isinstance(env, Parallel):
+        return env.over
+    return np.all(np.logical_or(terminated, truncated))
+
+
 def step(batch, envs, base, lo, hi):
     for i in range(lo, hi):
         env = envs[i - base]
@@ -745,18 +811,20 @@ def step(batch, envs, base, lo, hi):
             obs, reward, terminated, truncated, info = env.step(batch.action(i))
             # Before a reset replaces it: an episode's end is what the keys are logged at.
             batch.put_info(i, info)
-            if batch.np.all(batch.np.logical_or(terminated, truncated)):
+            if ended(env, terminated, truncated, batch.np):
                 batch.put(batch.final, i, obs, info)
                 obs, info = env.reset()
                 batch.ready[i] = 1
                 batch.seeded[i] = 0
+            elif isinstance(env, Parallel) and env.last is not None:
+                # Agents left: their last observations, which tandem reads from this row.
+                batch.put(batch.final, i, env.last, info)
             batch.put(batch.obs, i, obs, info)
-            if isinstance(env, Turns):
-                batch.turn[i] = env.turn
+            batch.put_agents(i, env)
         except BadInfo as e:
             error("info", env=i, message=str(e))
             return
-        except (Departure, IllegalMove) as e:
+        except (BadAgents, IllegalMove) as e:
             error("agents", env=i, message=str(e))
             return
         except BadObservation as e:
@@ -784,9 +852,8 @@ def reset(batch, envs, base, words):
             elif seed is not None:
                 env.action_space.seed(seed)
             batch.put(batch.obs, i, obs, info)
-            if isinstance(env, Turns):
-                batch.turn[i] = env.turn
-        except Departure as e:
+            batch.put_agents(i, env)
+        except BadAgents as e:
             error("agents", env=i, message=str(e))
             return
         except BadObservation as e:

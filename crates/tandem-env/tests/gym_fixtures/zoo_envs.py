@@ -6,7 +6,15 @@ Agents `scout_0` and `scout_1` observe 2 floats, `guard` 4; all act with Discret
 [0, 1, 1], the guard's [1, 1, 0]). Observation at step t: scouts
 [t, seed], guard [t, seed, 10 + t, action taken]; each agent's reward is its action.
 The game ends (truncated) after `length` steps (`DEFAULT_LENGTH`, 4, unless given); with `leave_at`, `guard` terminates alone at
-that step while the scouts play on."""
+that step while the scouts play on (with `leave_by` "truncation", it is truncated instead).
+Like PettingZoo's own environments, a step refuses an action for an agent not in the game.
+
+`escape` is a tiny game to learn, for the learner's test of agents that leave early: agents
+`runner_0`, `runner_1` and `runner_2` observe Box(2) [t / 10, 1.0] at step t and act with
+Discrete(2). Action 1 leaves the game at once (terminated) with reward +1; action 0 stays, with
+reward -0.1. The game ends after 10 steps (truncating those still in it) or when every runner
+has left. A uniformly random policy scores about 0.90 per runner (leaving after k stays, with
+probability 2^-(k+1), scores 1 - 0.1 k); one that leaves at once scores 1.0."""
 
 import numpy as np
 from gymnasium import spaces
@@ -18,9 +26,10 @@ DEFAULT_LENGTH = 4
 class Zoo:
     metadata = {"name": "zoo_v0"}
 
-    def __init__(self, length=None, leave_at=-1, masked=False):
+    def __init__(self, length=None, leave_at=-1, leave_by="termination", masked=False):
         length = DEFAULT_LENGTH if length is None else length
         self.length, self.leave_at, self.masked = length, leave_at, masked
+        self.leave_by = leave_by
         self.possible_agents = ["scout_0", "scout_1", "guard"]
         self.agents = []
         self.t, self.seed, self.last = 0, -1, {}
@@ -52,11 +61,16 @@ class Zoo:
         return self.observe(), {a: {} for a in self.agents}
 
     def step(self, actions):
+        strangers = sorted(set(actions) - set(self.agents))
+        if strangers:
+            raise ValueError(f"actions given for {strangers}, which are not in the game (agents: {self.agents})")
         self.t += 1
         self.last = dict(actions)
         rewards = {a: float(actions[a]) for a in self.agents}
-        trunc = {a: self.t >= self.length for a in self.agents}
-        term = {a: a == "guard" and self.t == self.leave_at for a in self.agents}
+        leaves = {a: a == "guard" and self.t == self.leave_at for a in self.agents}
+        by_truncation = self.leave_by == "truncation"
+        trunc = {a: self.t >= self.length or (by_truncation and leaves[a]) for a in self.agents}
+        term = {a: leaves[a] and not by_truncation for a in self.agents}
         obs = self.observe()
         if self.t >= self.length:
             self.agents = []
@@ -70,6 +84,50 @@ class Zoo:
 
 def parallel_env(**kwargs):
     return Zoo(**kwargs)
+
+
+class Escape:
+    """The `escape` game of the module's documentation."""
+
+    metadata = {"name": "escape_v0"}
+    LENGTH = 10
+
+    def __init__(self):
+        self.possible_agents = [f"runner_{k}" for k in range(3)]
+        self.agents, self.t = [], 0
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 1.0, (2,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def observe(self):
+        return {a: np.array([self.t / self.LENGTH, 1.0], dtype=np.float32) for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return self.observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        strangers = sorted(set(actions) - set(self.agents))
+        if strangers:
+            raise ValueError(f"actions given for {strangers}, which are not in the game (agents: {self.agents})")
+        self.t += 1
+        leave = {a: int(actions[a]) == 1 for a in self.agents}
+        rewards = {a: 1.0 if leave[a] else -0.1 for a in self.agents}
+        term = dict(leave)
+        trunc = {a: not leave[a] and self.t >= self.LENGTH for a in self.agents}
+        obs, infos = self.observe(), {a: {} for a in self.agents}
+        self.agents = [a for a in self.agents if not (term[a] or trunc[a])]
+        return obs, rewards, term, trunc, infos
+
+    def close(self):
+        pass
+
+
+def escape(**kwargs):
+    return Escape(**kwargs)
 
 
 def long_game(**kwargs):
@@ -96,6 +154,27 @@ class Shifting(Zoo):
 
 def shifting(**kwargs):
     return Shifting(**kwargs)
+
+
+class Sloppy(Zoo):
+    """Breaks the Parallel API at step 2: with `fault` "unflagged", `guard` leaves `agents`
+    without a flag set; with "no_reward", it stays in the game and gets no reward."""
+
+    def __init__(self, fault, **kwargs):
+        super().__init__(**kwargs)
+        self.fault = fault
+
+    def step(self, actions):
+        obs, rewards, term, trunc, infos = super().step(actions)
+        if self.t == 2 and self.fault == "unflagged":
+            self.agents = [a for a in self.agents if a != "guard"]
+        if self.t == 2 and self.fault == "no_reward":
+            del rewards["guard"]
+        return obs, rewards, term, trunc, infos
+
+
+def sloppy(**kwargs):
+    return Sloppy(**kwargs)
 
 
 def two_scouts(**kwargs):
