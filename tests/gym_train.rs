@@ -1642,3 +1642,70 @@ fn several_policies_play_a_pettingzoo_games_teams() {
     );
     assert_nothing_left("zoo-tag-wrong", &ran.output);
 }
+
+/// The fixture's `escape` (crates/tandem-env/tests/gym_fixtures/zoo_envs.py): three runners
+/// each leave their game when they choose, +1 through a door open from step 4, -1 against it
+/// before (random play scores about -0.75 a runner). A runner that has left has rows until the
+/// game ends; they weigh nothing in the loss.
+fn escape(python: &Path, algorithm: &str, devices: &str) -> String {
+    format!(
+        r#"experiment "escape" {{
+    seed 1
+    devices {devices}
+    threads 1
+    algorithm "{algorithm}
+    env "pettingzoo" {{
+        module "{ZOO_FIXTURES}"
+        function "escape"
+        agents 3
+        python "{}"
+        workers 2
+        envs 8
+    }}
+    network "mlp" {{ hidden 32 32 }}
+    train {{ total-steps 100_000; rollout 32 }}
+}}
+"#,
+        python.display()
+    )
+}
+
+const ZOO_FIXTURES: &str = "tests.gym_fixtures.zoo_envs";
+
+/// Agents that leave before their game ends: PPO on one rank and on two (each rank's batch
+/// holding different numbers of rows that acted), and A2C, learn to wait for the door (final
+/// scores 0.98, 1.00 and 0.96 here; random play scores about -0.75). Free sampling
+/// over groups of environments, which cannot leave a row out, stops the run saying so.
+#[test]
+fn agents_that_leave_early_learn_on_one_rank_and_two() {
+    let Some(python) = venv_python() else { return };
+    let ppo = "ppo\" { epochs 4; minibatches 2; entropy-coef 0.01; lr 1e-3 }";
+    for (algorithm, devices) in [
+        (ppo, "\"cpu\""),
+        (ppo, "\"cpu\" \"cpu\""),
+        ("a2c\" { lr 1e-3 }", "\"cpu\""),
+    ] {
+        let text = escape(&python, algorithm, devices);
+        let (run_dir, ran) = train_text("zoo-escape", &text, &[], Duration::from_secs(300));
+        assert!(ran.success, "{algorithm} on {devices}: {}", ran.output);
+        let score = summary_number(&run_dir, "final_score").unwrap();
+        assert!(
+            score >= 0.9,
+            "{algorithm} on {devices}: final score {score}"
+        );
+        assert_nothing_left("zoo-escape", &ran.output);
+    }
+    let free = [
+        "train.sampling=free".to_string(),
+        "train.env-groups=2".to_string(),
+    ];
+    let text = escape(&python, ppo, "\"cpu\"");
+    let (_, ran) = train_text("zoo-escape-free", &text, &free, Duration::from_secs(300));
+    assert!(!ran.success);
+    assert!(
+        ran.output.contains("left it before the others")
+            && ran.output.contains("set `env-groups 1`"),
+        "{}",
+        ran.output
+    );
+}

@@ -274,7 +274,8 @@ pub fn vtrace(
     let num_steps = arrays.num_steps()?;
     ensure!(
         arrays.acting.is_none(),
-        "rollout: V-trace needs every row to act on every step, not a game that takes turns"
+        "rollout: V-trace needs every row to act on every step, not a game that takes turns \
+         or whose agents leave before it ends"
     );
     ensure!(
         log_ratios.len() == arrays.rewards.len(),

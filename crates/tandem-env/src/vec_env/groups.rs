@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    ActionCheck, Emit, EpisodeStats, GroupRows, SharedNorm, VecEnv, effective_stats, end_info,
-    merge_pending, set_current,
+    ActionCheck, Emit, EpisodeStats, GroupRows, SharedNorm, Slot, VecEnv, effective_stats,
+    end_info, merge_pending, set_current,
 };
 use crate::EnvError;
 use crate::gym::Pool as GymPool;
@@ -174,6 +174,16 @@ impl EnvGroup<'_> {
             return Err(error);
         }
         end_info(self.gym, &mut finished)?;
+        // A group's steps are recorded without knowing which rows acted (free sampling), so
+        // a row whose agent has left would be learned from as if it had played.
+        if let Some(slot) = self.rows.slots.iter().position(Slot::someone_left) {
+            return Err(EnvError::InvalidArgument(format!(
+                "an agent of game {} left it before the others; free sampling over groups of \
+                 environments cannot leave its rows out of learning: set `env-groups 1`, or \
+                 `sampling \"synchronous\"`",
+                self.rows.first / self.agents + slot
+            )));
+        }
         let mut shared = lock(self.shared);
         shared.episodes.extend(finished);
         if self.normalised {

@@ -11,10 +11,12 @@ Like PettingZoo's own environments, a step refuses an action for an agent not in
 
 `escape` is a tiny game to learn, for the learner's test of agents that leave early: agents
 `runner_0`, `runner_1` and `runner_2` observe Box(2) [t / 10, 1.0] at step t and act with
-Discrete(2). Action 1 leaves the game at once (terminated) with reward +1; action 0 stays, with
-reward -0.1. The game ends after 10 steps (truncating those still in it) or when every runner
-has left. A uniformly random policy scores about 0.90 per runner (leaving after k stays, with
-probability 2^-(k+1), scores 1 - 0.1 k); one that leaves at once scores 1.0."""
+Discrete(2). Action 1 leaves the game at once (terminated): with reward +1 through the door,
+which is open from step `DOOR` (4) on, and -1 against it before; action 0 stays, with reward 0.
+The game ends after 10 steps (terminating those still in it, with reward 0) or when every
+runner has left. A
+uniformly random policy leaves before the door opens 7 times in 8 and scores about -0.75 a
+runner; one that waits for the door scores 1.0."""
 
 import numpy as np
 from gymnasium import spaces
@@ -91,6 +93,7 @@ class Escape:
 
     metadata = {"name": "escape_v0"}
     LENGTH = 10
+    DOOR = 4
 
     def __init__(self):
         self.possible_agents = [f"runner_{k}" for k in range(3)]
@@ -115,9 +118,12 @@ class Escape:
             raise ValueError(f"actions given for {strangers}, which are not in the game (agents: {self.agents})")
         self.t += 1
         leave = {a: int(actions[a]) == 1 for a in self.agents}
-        rewards = {a: 1.0 if leave[a] else -0.1 for a in self.agents}
-        term = dict(leave)
-        trunc = {a: not leave[a] and self.t >= self.LENGTH for a in self.agents}
+        through = 1.0 if self.t >= self.DOOR else -1.0
+        rewards = {a: through if leave[a] else 0.0 for a in self.agents}
+        # The game's end is part of it (the door closes for good): a terminal state, not a time
+        # limit to bootstrap across.
+        term = {a: leave[a] or self.t >= self.LENGTH for a in self.agents}
+        trunc = {a: False for a in self.agents}
         obs, infos = self.observe(), {a: {} for a in self.agents}
         self.agents = [a for a in self.agents if not (term[a] or trunc[a])]
         return obs, rewards, term, trunc, infos
