@@ -21,11 +21,13 @@ pub enum Cast {
 }
 
 /// One policy of a run of several in its seats of the batch; without a network where it acts
-/// uniformly at random.
+/// uniformly at random (among the moves its action masks allow: `mask`, their length, 0 for
+/// a game without masks).
 pub struct Player {
     pub name: String,
     pub seats: Seats,
     pub policy: Option<Policy>,
+    pub mask: usize,
 }
 
 impl Cast {
@@ -54,6 +56,10 @@ impl Cast {
             );
             return Err(crate::usage::UsageError(said).into());
         }
+        let mask = match random.is_empty() {
+            true => 0,
+            false => mask_len(experiment, envs, "--random")?,
+        };
         let mut players = Vec::with_capacity(plans.len());
         for plan in plans {
             let own = crate::algo::policies::experiment_of(experiment, &plan.name)?;
@@ -66,6 +72,7 @@ impl Cast {
                 name: plan.name,
                 seats,
                 policy,
+                mask,
             });
         }
         Ok(Cast::Several(players))
@@ -144,6 +151,10 @@ impl Cast {
                 };
                 for p in players.iter_mut() {
                     let Some(policy) = &mut p.policy else {
+                        if p.mask > 0 {
+                            let legal = legal_moves(envs, p.seats.rows(), p.mask);
+                            p.seats.place_actions(&legal, &mut all);
+                        }
                         continue;
                     };
                     let shape = [p.seats.input_len() as i64];
@@ -183,6 +194,35 @@ fn seated_policy(experiment: &Experiment, envs: &VecEnv, seats: &Seats) -> Resul
     let (spec, obs_shape, rows) =
         crate::algo::learner::network_for_seats(experiment, envs, Some(seats))?;
     Policy::build(experiment, &spec, &obs_shape, envs.action_space(), rows)
+}
+
+/// How many entries at the end of each row's observation are the action mask that random
+/// moves keep to: the discrete moves' count where the experiment has masks, 0 without. `option`
+/// (`--random`) names what is refused for masks of other moves.
+pub(crate) fn mask_len(experiment: &Experiment, envs: &VecEnv, option: &str) -> Result<usize> {
+    let masked = experiment.env.game.action_mask() != tandem_config::ActionMask::None;
+    match (masked, envs.action_space()) {
+        (false, _) => Ok(0),
+        (true, ActionSpace::Discrete { n }) => Ok(*n),
+        (true, space) => {
+            crate::usage::mistake!("{option} keeps to action masks of discrete moves, not {space}")
+        }
+    }
+}
+
+/// A move for each of `rows`, drawn uniformly (from the current torch seed) among those its
+/// action mask, the last `mask` entries of its observation, allows.
+pub(crate) fn legal_moves(envs: &VecEnv, rows: &[usize], mask: usize) -> ActionBatch {
+    let len = envs.obs_len();
+    let draw = |&row: &usize| {
+        let allowed = &envs.obs()[(row + 1) * len - mask..(row + 1) * len];
+        let legal: Vec<i64> = (0..mask as i64)
+            .filter(|&a| allowed[a as usize] > 0.5)
+            .collect();
+        let pick = Tensor::randint(legal.len() as i64, [1], (tch::Kind::Int64, Device::Cpu));
+        legal[pick.int64_value(&[0]) as usize]
+    };
+    ActionBatch::Discrete(rows.iter().map(draw).collect())
 }
 
 /// `rows` actions drawn uniformly from `space` (from the current torch seed).

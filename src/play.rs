@@ -477,16 +477,7 @@ impl RandomAgents {
                 "--random-agents {pattern} matches none of the agents, {ids}"
             ));
         }
-        let masked = experiment.env.game.action_mask() != tandem_config::ActionMask::None;
-        let mask = match (masked, env.action_space()) {
-            (false, _) => 0,
-            (true, tandem_env::ActionSpace::Discrete { n }) => *n,
-            (true, space) => {
-                crate::usage::mistake!(
-                    "--random-agents keeps to action masks of discrete moves, not {space}"
-                )
-            }
-        };
+        let mask = crate::cast::mask_len(experiment, env, "--random-agents")?;
         let (agents, len) = (ids.len(), env.obs_len());
         let seats =
             crate::algo::seats::Seats::new(&picked, agents, env.num_envs() / agents, len, len);
@@ -504,21 +495,7 @@ impl RandomAgents {
                 &crate::cast::uniform(env.action_space(), self.seats.len()),
                 kind,
             )?,
-            n => {
-                let len = env.obs_len();
-                let draw = |&row: &usize| {
-                    let mask = &env.obs()[(row + 1) * len - n..(row + 1) * len];
-                    let legal: Vec<i64> =
-                        (0..n as i64).filter(|&a| mask[a as usize] > 0.5).collect();
-                    let pick = tch::Tensor::randint(
-                        legal.len() as i64,
-                        [1],
-                        (tch::Kind::Int64, tch::Device::Cpu),
-                    );
-                    legal[pick.int64_value(&[0]) as usize]
-                };
-                ActionBatch::Discrete(self.seats.rows().iter().map(draw).collect())
-            }
+            n => crate::cast::legal_moves(env, self.seats.rows(), n),
         };
         self.seats.place_actions(&mine, actions);
         Ok(())

@@ -154,6 +154,31 @@ const CLAIMS: &[Claim] = &[
         ),
     },
     Claim {
+        file: "connect-four-sides.kdl",
+        phrase: "scores 0.95 as `first` and 0.65 as `second`",
+        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+    },
+    Claim {
+        file: "connect-four-sides.kdl",
+        phrase: "--random second --episodes 400 --greedy",
+        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+    },
+    Claim {
+        file: "connect-four-sides.kdl",
+        phrase: "Seed 1, played greedily over 200 games",
+        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+    },
+    Claim {
+        file: "connect-four-sides.kdl",
+        phrase: "(a win counts 1, a loss -1)",
+        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+    },
+    Claim {
+        file: "connect-four-sides.kdl",
+        phrase: "at least half of each",
+        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+    },
+    Claim {
         file: "mpe-simple-tag.kdl",
         phrase: "mpe2 1.1.1's",
         check: Check::Source {

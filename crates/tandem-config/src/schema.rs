@@ -278,7 +278,7 @@ const ACTION_MASK_FIELD: Field = f(
 
 const PETTINGZOO_KIND: Kind = Kind {
     name: "pettingzoo",
-    doc: "A PettingZoo environment of several agents, through its Parallel API (or its AEC API, whose agents take turns: `api \"aec\"`), stepped by the gymnasium bridge's Python worker processes: `env \"pettingzoo\" { module \"mpe2.simple_spread_v3\"; agents 3 }`. Every agent is a row of the batch, a game's agents consecutive in `possible_agents` order; agents whose observations are vectors of different lengths share rows as wide as the widest. Each agent's team is its id without the trailing `_<n>` (`adversary_0` plays for `adversary`). The game ends when every agent is terminated or truncated; an agent that leaves before the others stops the run (not supported yet). No wrapper fits a game of several agents. docs/environments.md says more.",
+    doc: "A PettingZoo environment of several agents, through its Parallel API (or its AEC API, whose agents take turns: `api \"aec\"`), stepped by the gymnasium bridge's Python worker processes: `env \"pettingzoo\" { module \"mpe2.simple_spread_v3\"; agents 3 }`. Every agent is a row of the batch, a game's agents consecutive in `possible_agents` order; agents whose observations are vectors of different lengths share rows as wide as the widest. Each agent's team is its id without the trailing `_<n>` (`adversary_0` plays for `adversary`). The game ends when every agent has left or is terminated or truncated; an agent that leaves before the others (its own flags set) keeps its row, absent and weighing nothing in the loss, until the game ends. No wrapper fits a game of several agents. docs/environments.md says more.",
     fields: &[
         f(
             "module",

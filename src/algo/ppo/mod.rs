@@ -14,6 +14,10 @@
 //!
 //! Step 3's gradient is autograd's of [`ppo_loss`], or, for separate MLP torsos on one CPU
 //! thread, the same gradient worked out by hand ([`crate::algo::ppo::host`]).
+//!
+//! Where a batch keeps rows that did not act (a turn waited through, an agent gone from its
+//! game: [`Batch::active`]), every expectation in steps 2 to 4 is over the rows that acted, on
+//! every rank together (MAPPO's active masks, weighted as `common::LossWeights` says).
 
 pub mod host;
 
@@ -91,7 +95,7 @@ pub fn ratio_diagnostics(
 
 /// The PPO loss on one minibatch. `advantages` are already normalised (if at all);
 /// `old_log_probs`, `old_values` and `returns` come from the rollout. Each expectation E[.] is
-/// the mean over the rows, or, with `weights` ([`LossWeights`]: rows that did not act weigh
+/// the mean over the rows, or, with `weights` (`common::LossWeights`: rows that did not act weigh
 /// 0), the mean of the weighted rows.
 pub fn ppo_loss(
     new: &Evaluation,
