@@ -107,6 +107,13 @@ pub struct SacStats {
     pub critic_grad_norm: f64,
 }
 
+impl SacStats {
+    /// Whether the step's losses or temperature left the finite numbers: the run stops.
+    pub fn diverged(&self) -> bool {
+        !(self.critic_loss.is_finite() && self.actor_loss.is_finite() && self.alpha.is_finite())
+    }
+}
+
 pub struct Sac {
     config: Settings,
     /// α, fixed or tuned towards its target entropy (from the settings and the action space).
@@ -481,9 +488,7 @@ impl OffPolicyRule for SacRule {
     }
 
     fn diverged(&self) -> bool {
-        self.latest.as_ref().is_some_and(|s| {
-            !(s.critic_loss.is_finite() && s.actor_loss.is_finite() && s.alpha.is_finite())
-        })
+        self.latest.as_ref().is_some_and(SacStats::diverged)
     }
 
     box_learner_methods!(sac, "sac");
@@ -493,6 +498,7 @@ impl OffPolicyRule for SacRule {
 mod tests {
     use super::*;
     use crate::nn::{Activation, Init};
+    use tandem_config::AutoOr;
 
     fn sac(alpha: tandem_config::AutoOr, initial_alpha: f64) -> Sac {
         tch::manual_seed(3);
@@ -570,6 +576,105 @@ mod tests {
         let alpha_alone = gradients(&mut sac, &l.alpha);
         assert_eq!(summed[2], alpha_alone[2], "log alpha's gradient");
         assert!(summed[2][0] != 0.0 && summed[1].iter().any(|&g| g != 0.0));
+    }
+
+    /// The update's one backward (autograd's here, the host step forced off) leaves every
+    /// network the gradient of the summed losses, unclipped without a limit, and counts its
+    /// steps; its statistics are the losses it stepped on.
+    #[test]
+    fn an_update_steps_on_the_gradient_of_the_summed_losses_and_counts_its_steps() {
+        let (mut updated, mut by_hand) = (sac(AutoOr::Auto, 0.3), sac(AutoOr::Auto, 0.3));
+        updated.host = Some(None);
+        let b = batch();
+        let l = by_hand.losses(&b).unwrap();
+        let expected = gradients(&mut by_hand, &(&l.critic + &l.actor + &l.alpha));
+        let stats = updated.update(&b, &mut crate::algo::Local).unwrap();
+        assert_eq!(updated.group_gradients().unwrap(), expected);
+        assert_eq!(stats.critic_loss, l.critic.double_value(&[]));
+        assert_eq!(stats.actor_loss, l.actor.double_value(&[]));
+        updated.update(&b, &mut crate::algo::Local).unwrap();
+        assert_eq!(updated.gradient_steps(), 2);
+    }
+
+    /// A critic that diverges alone (a reward that is not a number reaches its target, not the
+    /// actor's loss) stops the step, as an actor that diverges would.
+    #[test]
+    fn a_critic_that_diverges_alone_stops_the_step() {
+        let mut sac = sac(AutoOr::Auto, 0.3);
+        sac.host = Some(None);
+        let mut b = batch();
+        b.rewards = b.rewards.fill_(f64::NAN);
+        let err = sac.update(&b, &mut crate::algo::Local).unwrap_err();
+        assert!(
+            err.to_string().contains("critics) at sac gradient step 0"),
+            "{err}"
+        );
+        assert_eq!(sac.gradient_steps(), 0);
+    }
+
+    #[test]
+    fn a_step_diverged_where_a_loss_or_the_temperature_is_not_finite() {
+        let finite = SacStats {
+            critic_loss: 1.0,
+            actor_loss: -2.0,
+            alpha_loss: 0.1,
+            alpha: 0.2,
+            q_mean: 3.0,
+            entropy: 1.0,
+            actor_grad_norm: 0.5,
+            critic_grad_norm: 0.5,
+        };
+        assert!(!finite.diverged());
+        for bad in [
+            SacStats {
+                critic_loss: f64::NAN,
+                ..finite.clone()
+            },
+            SacStats {
+                actor_loss: f64::INFINITY,
+                ..finite.clone()
+            },
+            SacStats {
+                alpha: f64::NAN,
+                ..finite.clone()
+            },
+        ] {
+            assert!(bad.diverged(), "{bad:?}");
+        }
+    }
+
+    /// "auto" tunes α towards an entropy of minus the action dimensions (2018b).
+    #[test]
+    fn the_automatic_target_entropy_is_minus_the_action_dimensions() {
+        let settings = Settings {
+            alpha: AutoOr::Auto,
+            target_entropy: AutoOr::Auto,
+            initial_alpha: 0.5,
+            ..Settings::default()
+        };
+        assert_eq!(
+            Temperature::of(&settings, 3),
+            Temperature::Tuned {
+                initial: 0.5,
+                target_entropy: -3.0
+            }
+        );
+    }
+
+    /// The value an exported policy reports at an action: the smaller of the twin critics'.
+    #[test]
+    fn min_q_is_the_smaller_critic_row_by_row() {
+        let sac = sac(AutoOr::Auto, 0.3);
+        let b = batch();
+        let q = sac.min_q(&b.obs, &b.actions);
+        let input = QInput::new(&b.obs, &b.actions);
+        let [q1, q2] = [&sac.critics[0], &sac.critics[1]].map(|c| c.forward(&input));
+        assert_eq!(q.size(), [6]);
+        let [q, q1, q2] = [q, q1, q2].map(|t| Vec::<f32>::try_from(&t).unwrap());
+        assert!(q1.iter().zip(&q2).any(|(a, b)| a < b) && q1.iter().zip(&q2).any(|(a, b)| a > b));
+        for i in 0..6 {
+            assert_eq!(q[i], q1[i].min(q2[i]), "row {i}");
+        }
     }
 
     #[test]
