@@ -273,12 +273,12 @@ impl Ppo {
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
         // Each minibatch's rows, in plan order (environments stand for their sequences'
         // rows), and their weights where some rank's batch has rows that did not act.
-        let minibatch_rows = plan
+        let rows_of = plan
             .iter()
             .flatten()
             .map(|indices| minibatch_rows(batch, indices))
             .collect::<Result<Vec<_>>>()?;
-        let weights = LossWeights::of(batch, &minibatch_rows, global.masked, collective)?;
+        let weights = LossWeights::of(batch, &rows_of, global.masked, collective)?;
 
         // Advantage normalisation over the global batch (Huang et al. 2022, detail 7); per
         // minibatch, below, where the config asks for it.
@@ -299,12 +299,12 @@ impl Ppo {
         for (epoch, minibatches) in plan.iter().enumerate() {
             let epoch_start = record.log_ratios.len();
             for (k, indices) in minibatches.iter().enumerate() {
-                let position = epoch * minibatches.len() + k;
+                let nth = epoch * minibatches.len() + k;
                 let per_minibatch = match config.normalize_advantages {
                     AdvantageNorm::Minibatch => Some(normalized_over_rows(
                         batch,
                         &advantages,
-                        &minibatch_rows[position],
+                        &rows_of[nth],
                         collective,
                     )?),
                     AdvantageNorm::Off | AdvantageNorm::Batch => None,
@@ -313,7 +313,7 @@ impl Ppo {
                     batch,
                     advantages: per_minibatch.as_ref().unwrap_or(&advantages),
                     indices,
-                    weights: weights.as_ref().map(|w| (w, position)),
+                    weights: weights.as_ref().map(|w| (w, nth)),
                 };
                 self.optimizer.zero_grad();
                 for part in minibatch.parts(config.micro_batches as i64)? {
