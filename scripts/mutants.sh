@@ -32,7 +32,7 @@ group() {
     ddp) echo "src/dist/ddp.rs;;--test dist_ddp --test dist_ppo" ;;
     sac) echo "src/algo/sac/mod.rs;;--lib --test sac_equivalence --test algo_sac_host" ;;
     td3) echo "src/algo/td3/mod.rs;;--lib --test td3_equivalence" ;;
-    dqn) echo "src/algo/dqn/mod.rs;;--test dqn_equivalence --test dqn_replay" ;;
+    dqn) echo "src/algo/dqn/mod.rs;;--test algo_dqn --test dqn_equivalence --test dqn_replay" ;;
     host-mlp) echo "src/nn/host_mlp.rs;;--test algo_ppo_host --test nn_host_gemm --test algo_nn" ;;
     *) echo "unknown group $1" >&2; return 2 ;;
     esac
