@@ -97,6 +97,7 @@ fn main() {
             &picked[3],
             &picked[4],
             &picked[5],
+            None,
             &config,
         );
         marks[3] = Instant::now();
@@ -115,7 +116,7 @@ fn main() {
         ));
         log_ratios.push(loss.log_ratio);
         if kept.len() == 20 {
-            let (kl, clip) = ratio_diagnostics(&Tensor::cat(&log_ratios, 0), 0.2);
+            let (kl, clip) = ratio_diagnostics(&Tensor::cat(&log_ratios, 0), 0.2, None);
             let terms = Tensor::stack(&kept, 0).mean_dim(0, false, Kind::Float);
             let all = Tensor::cat(&[terms, kl.reshape([1]), clip.reshape([1])], 0);
             let _ = Vec::<f64>::try_from(all.to_kind(Kind::Double)).expect("stats");

@@ -2,7 +2,8 @@
 # Creates the Python venv in which the export tests (tests/export.rs) load `tandem export`'s
 # TorchScript modules with `torch.jit.load` and run docs/export.md's example: torch 2.13.0, the
 # libtorch tandem is built on (a module loads in the torch that wrote it, or a newer one), on CPU,
-# and gymnasium's classic-control games. torch comes from the wheel scripts/setup downloads for
+# gymnasium's classic-control games, and onnx and onnxruntime for `tandem export --format onnx`
+# (torch converts, onnxruntime runs the graph in the tests without torch). torch comes from the wheel scripts/setup downloads for
 # libtorch (.deps/wheels, fetched here when missing), --no-deps with its pure-Python dependencies,
 # the CUDA runtime and CUPTI wheels libtorch_cpu needs, and stand-ins for the other NVIDIA
 # libraries its Python extension links (scripts/torch_cpu_stubs.py): gigabytes less than pip's
@@ -12,8 +13,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.deps/venv-torch"
 wheels="$root/.deps/wheels"
-check='import sys, torch, gymnasium
-sys.exit((torch.__version__.split("+")[0], gymnasium.__version__) != ("2.13.0", "1.4.0"))'
+check='import sys, torch, gymnasium, onnx, onnxruntime
+got = (torch.__version__.split("+")[0], gymnasium.__version__, onnx.__version__, onnxruntime.__version__)
+sys.exit(got != ("2.13.0", "1.4.0", "1.23.2", "1.31.1"))'
 
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$check" 2>/dev/null; then
     echo "$venv/bin/python"
@@ -31,6 +33,8 @@ pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
 "${pip[@]}" filelock==4.3.1 typing-extensions==4.16.0 setuptools==84.2.1 sympy==1.14.0 \
     mpmath==1.3.0 networkx==3.7 jinja2==3.1.6 markupsafe==3.0.4 fsspec==2026.9.0 \
     gymnasium==1.4.0 farama-notifications==0.0.6 numpy==2.5.5 cloudpickle==3.1.3 >&2
+"${pip[@]}" onnx==1.23.2 ml_dtypes==0.7.0 protobuf==7.36.2 onnxruntime==1.31.1 \
+    flatbuffers==25.12.19 packaging==26.3 >&2
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 "$venv/bin/python" "$root/scripts/torch_cpu_stubs.py" "$site" >&2
 "$venv/bin/python" -c "$check"

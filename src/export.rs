@@ -15,6 +15,10 @@
 //! (`initial_state(obs)` gives zeros, which is also what an episode's first step takes), and
 //! `next_state(obs, state)` gives the state after the step.
 //!
+//! `--format onnx` (or an output named `*.onnx`) writes the same module as one ONNX graph
+//! instead, by torch's exporter in a Python the user names ([`onnx`], `src/export_onnx.py`),
+//! checked by onnxruntime against the module: a policy that leaves without any torch.
+//!
 //! Tracing records the operations the policy ran on example observations; tch can trace only
 //! one method into a new module, so each further method is traced on a scratch module of the
 //! same class and its graph attached to the exported one ([`Traced::trace`]). Every export is
@@ -36,9 +40,14 @@ use tandem_env::norm::NormKind;
 pub struct ExportArgs {
     #[command(flatten)]
     pub checkpoint: CheckpointChoice,
-    /// The module's format.
-    #[arg(long, value_parser = ["torchscript"], default_value = "torchscript")]
-    pub format: String,
+    /// The module's format: TorchScript, or ONNX (one graph, run by onnxruntime without
+    /// torch). Default: ONNX for an output named `*.onnx`, else TorchScript.
+    #[arg(long, value_parser = ["torchscript", "onnx"])]
+    pub format: Option<String>,
+    /// For `--format onnx`: a Python with torch (2.13 or newer), onnx and onnxruntime, which
+    /// converts the traced module and checks the graph.
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    pub python: PathBuf,
     /// Where to write the module.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -55,6 +64,15 @@ const CLASS: &str = "TandemPolicy";
 /// size baked into the trace fails the check.
 const TRACE_BATCH: i64 = 2;
 const CHECK_BATCH: i64 = 7;
+
+impl ExportArgs {
+    fn writes_onnx(&self) -> bool {
+        match self.format.as_deref() {
+            Some(format) => format == "onnx",
+            None => self.output.extension().is_some_and(|e| e == "onnx"),
+        }
+    }
+}
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let summary = export(args)?;
@@ -110,13 +128,30 @@ pub fn export(args: &ExportArgs) -> Result<String> {
         obs_shape,
     };
     let module = exported.trace()?;
-    save(&module, &args.output)?;
-    exported.check(&args.output)?;
+    if !args.writes_onnx() {
+        save(&module, &args.output)?;
+        exported.check(&args.output)?;
+        return Ok(format!(
+            "wrote {} (TorchScript, from {}): {}",
+            args.output.display(),
+            path.display(),
+            exported.describe()?
+        ));
+    }
+    // The ONNX graph is converted from the checked TorchScript module, kept meanwhile beside
+    // the output under a name of its own.
+    let traced = onnx::scratch_path(&args.output, "torchscript");
+    save(&module, &traced)?;
+    let converted = exported
+        .check(&traced)
+        .and_then(|()| onnx::convert(&exported, &traced, args));
+    let _ = std::fs::remove_file(&traced);
     Ok(format!(
-        "wrote {} (TorchScript, from {}): {}",
+        "wrote {} ({}, from {}): {}",
         args.output.display(),
+        converted?,
         path.display(),
-        exported.describe()?
+        exported.describe_onnx()?
     ))
 }
 
@@ -257,6 +292,38 @@ impl Exported {
         Ok(())
     }
 
+    /// The ONNX graph's outputs besides `action`, as the module's methods name them, in order:
+    /// the distribution's parameters, then the value.
+    fn onnx_outputs(&self) -> Result<Vec<&'static str>> {
+        Ok((self.methods()?.into_iter())
+            .filter(|(_, pick)| matches!(pick, Pick::Parameter(_) | Pick::Value))
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    fn describe_onnx(&self) -> Result<String> {
+        let normalizer = if self.normalizer.is_some() {
+            "normalises observations with the checkpoint's statistics; "
+        } else {
+            ""
+        };
+        let mut outputs = vec!["action"];
+        outputs.extend(self.onnx_outputs()?);
+        let inputs = match self.policy.state_width() {
+            Some(width) => {
+                outputs.push("next_state");
+                format!(
+                    "inputs obs (float32), state [batch, {width}] (zeros at an episode's start)"
+                )
+            }
+            None => "input obs (float32)".to_string(),
+        };
+        Ok(format!(
+            "{normalizer}{inputs}; outputs {}",
+            outputs.join(", ")
+        ))
+    }
+
     fn describe(&self) -> Result<String> {
         let normalizer = if self.normalizer.is_some() {
             "normalises observations with the checkpoint's statistics; "
@@ -275,6 +342,85 @@ impl Exported {
             "{normalizer}methods {} take {takes}",
             methods.join(", ")
         ))
+    }
+}
+
+/// The ONNX export: the checked TorchScript module converted and checked again by
+/// `src/export_onnx.py` in the user's Python.
+mod onnx {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use anyhow::{Context, Result, bail};
+
+    use super::{ExportArgs, Exported};
+
+    /// The converter, run with `python -c`.
+    const SCRIPT: &str = include_str!("export_onnx.py");
+
+    /// ONNX's operator set the graph is written in (onnxruntime 1.16 and newer run it).
+    const OPSET: u32 = 17;
+
+    /// Where a stage of the conversion (`what`) waits: beside the output, hidden.
+    pub(super) fn scratch_path(output: &Path, what: &str) -> PathBuf {
+        let name = output
+            .file_name()
+            .map_or_else(|| "policy".into(), |n| n.to_string_lossy().into_owned());
+        output.with_file_name(format!(".{name}.{what}-{}", std::process::id()))
+    }
+
+    /// Converts `traced` into `args.output` and returns what wrote and checked it, in words.
+    /// The graph is written aside and moved under the name once checked: a failure leaves no
+    /// file there.
+    pub(super) fn convert(exported: &Exported, traced: &Path, args: &ExportArgs) -> Result<String> {
+        let written = scratch_path(&args.output, "onnx");
+        let spec = serde_json::json!({
+            "torchscript": traced,
+            "onnx": written,
+            "obs_shape": exported.obs_shape,
+            "state_width": exported.policy.state_width(),
+            "methods": exported.onnx_outputs()?,
+            "opset": OPSET,
+        });
+        let reply = run_python(&args.python, &spec).and_then(|reply| {
+            crate::atomic::replace_with(&args.output, |partial| std::fs::rename(&written, partial))
+                .with_context(|| format!("cannot write {}", args.output.display()))?;
+            Ok(reply)
+        });
+        let _ = std::fs::remove_file(&written);
+        let reply = reply?;
+        let version = |k: &str| reply[k].as_str().unwrap_or("?").to_string();
+        Ok(format!(
+            "ONNX opset {OPSET} by torch {}, checked by onnxruntime {}",
+            version("torch"),
+            version("onnxruntime")
+        ))
+    }
+
+    fn run_python(python: &Path, spec: &serde_json::Value) -> Result<serde_json::Value> {
+        let out = match Command::new(python)
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg(spec.to_string())
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => crate::usage::mistake!(
+                "--python {}: cannot run it ({e}); the ONNX export needs a Python with torch \
+                 (2.13 or newer), onnx and onnxruntime",
+                python.display()
+            ),
+        };
+        // A Python failure's traceback ends with what went wrong.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.trim().lines().collect();
+        let said = lines[lines.len().saturating_sub(6)..].join("\n");
+        match out.status.code() {
+            Some(0) => serde_json::from_slice(&out.stdout)
+                .with_context(|| format!("the ONNX converter's reply: {said}")),
+            Some(3) => crate::usage::mistake!("{said}"),
+            _ => bail!("the ONNX conversion failed: {said}"),
+        }
     }
 }
 

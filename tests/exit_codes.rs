@@ -28,6 +28,7 @@ fn every_subcommand_exits_2_for_the_users_mistakes_and_says_so_in_its_help() {
     let bmp = format!("{run_dir}/plot.bmp");
     let png = format!("{run_dir}/plot.png");
     let module = format!("{run_dir}/policy.pt");
+    let onnx = format!("{run_dir}/policy.onnx");
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (
             vec!["train", missing],
@@ -85,6 +86,18 @@ fn every_subcommand_exits_2_for_the_users_mistakes_and_says_so_in_its_help() {
             vec!["export", &run_dir, "--checkpoint", "99", "-o", &module],
             2,
             "holds no checkpoint of update 99",
+        ),
+        (
+            vec![
+                "export",
+                &run_dir,
+                "--python",
+                "/nonexistent/python",
+                "-o",
+                &onnx,
+            ],
+            2,
+            "--python /nonexistent/python: cannot run it",
         ),
         (vec!["plot", missing, "-o", &png], 2, "does not exist"),
         (

@@ -4,8 +4,10 @@
 //! taking them as the environment gives them before the observation normaliser. tandem's
 //! actions come from the checkpoint's policy acting as `tandem play --greedy` does; the
 //! observations the module reads come from a twin environment without `normalize-obs`, stepped
-//! with the same actions. Also: the module's other methods, the refusals, and the Python example
-//! of docs/export.md stepping gymnasium's CartPole.
+//! with the same actions. Each is also exported as ONNX (`--format onnx`), whose graph, run by
+//! onnxruntime in a Python that never imports torch, must give the same actions (exactly for
+//! discrete actions, within 1e-5 for boxes). Also: the module's other methods, the refusals, and
+//! the Python example of docs/export.md stepping gymnasium's CartPole.
 
 mod common;
 
@@ -178,7 +180,80 @@ print(json.dumps({
     (actions, reply["methods"].as_str().unwrap().to_string())
 }
 
-/// Exports a short run of `file` and holds the module's actions in Python to tandem's.
+/// Exports `run_dir`'s policy as ONNX by `python`'s torch into `<run>/policy.onnx`, runs the
+/// graph with onnxruntime alone (torch kept out of the process) on the played observations, as
+/// [`python_actions`] runs the module, and returns its actions and its outputs' names.
+fn onnx_actions(python: &Path, run_dir: &Path, played: &Played) -> (Vec<f64>, String) {
+    let graph = run_dir.join("policy.onnx");
+    let out = run(
+        tandem()
+            .arg("export")
+            .arg(run_dir)
+            .arg("-o")
+            .arg(&graph)
+            .arg("--python")
+            .arg(python),
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "ONNX export: {}", text(&out));
+    let mut shape = vec![OBSERVATIONS as i64];
+    shape.extend_from_slice(&played.obs_shape);
+    let meta = serde_json::json!({"shape": shape, "starts": played.starts});
+    let script = r#"
+import json, sys
+sys.modules["torch"] = None  # the graph must run without torch
+import numpy as np, onnxruntime
+session = onnxruntime.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+meta = json.loads(sys.argv[3])
+obs = np.fromfile(sys.argv[2], dtype=np.float32).reshape(meta["shape"])
+names = [o.name for o in session.get_outputs()]
+inputs = [i.name for i in session.get_inputs()]
+if "state" in inputs:
+    width = session.get_inputs()[1].shape[1]
+    actions = []
+    for t, start in enumerate(meta["starts"]):
+        if start:
+            state = np.zeros([1, width], dtype=np.float32)
+        out = dict(zip(names, session.run(None, {"obs": obs[t : t + 1], "state": state})))
+        actions.append(out["action"])
+        state = out["next_state"]
+    actions = np.concatenate(actions)
+else:
+    actions = session.run(["action"], {"obs": obs})[0]
+print(json.dumps({"actions": actions.astype(np.float64).flatten().tolist(), "names": " ".join(names)}))
+"#;
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(&graph)
+        .arg(run_dir.join("obs.f32"))
+        .arg(meta.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "onnxruntime: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = reply["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    (actions, reply["names"].as_str().unwrap().to_string())
+}
+
+/// The largest difference between two runs' actions.
+fn worst(got: &[f64], want: &[f64]) -> f64 {
+    (got.iter().zip(want))
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Exports a short run of `file` and holds the module's actions in Python to tandem's, then
+/// the ONNX graph's in onnxruntime.
 fn round_trip(name: &str, file: &str, sets: &[&str], methods: &str) {
     let dir = trained_and_exported(name, file, sets);
     let Some(python) = torch_python() else {
@@ -187,16 +262,46 @@ fn round_trip(name: &str, file: &str, sets: &[&str], methods: &str) {
     let played = play_greedily(&dir);
     let (got, described) = python_actions(&python, &dir, &played);
     assert_eq!(got.len(), played.actions.len(), "{name}");
-    let worst = (got.iter().zip(&played.actions))
-        .map(|(g, w)| (g - w).abs())
-        .fold(0.0, f64::max);
-    eprintln!("{name}: largest difference {worst}");
+    let worst_torch = worst(&got, &played.actions);
+    eprintln!("{name}: largest difference {worst_torch}");
     if played.discrete {
         assert_eq!(got, played.actions, "{name}: discrete actions differ");
     } else {
-        assert!(worst <= 1e-5, "{name}: box actions differ by up to {worst}");
+        assert!(
+            worst_torch <= 1e-5,
+            "{name}: box actions differ by up to {worst_torch}"
+        );
     }
     assert_eq!(described, methods, "{name}");
+
+    let (got, names) = onnx_actions(&python, &dir, &played);
+    assert_eq!(got.len(), played.actions.len(), "{name} (ONNX)");
+    let worst_onnx = worst(&got, &played.actions);
+    eprintln!("{name}: largest difference in onnxruntime {worst_onnx}");
+    if played.discrete {
+        assert_eq!(
+            got, played.actions,
+            "{name}: discrete actions differ in ONNX"
+        );
+    } else {
+        assert!(
+            worst_onnx <= 1e-5,
+            "{name}: ONNX box actions differ by up to {worst_onnx}"
+        );
+    }
+    // The graph's outputs: the action, then the module's methods by name.
+    let recurrent = methods.starts_with("recurrent=True");
+    let mut expected = vec!["action".to_string()];
+    expected.extend(
+        methods
+            .split(' ')
+            .skip(1)
+            .filter_map(|m| m.split_once('=').map(|(name, _)| name.to_string())),
+    );
+    if recurrent {
+        expected.push("next_state".into());
+    }
+    assert_eq!(names, expected.join(" "), "{name} (ONNX outputs)");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -316,6 +421,21 @@ fn export_refuses_a_missing_checkpoint_with_what_there_is() {
         !ok && said.contains("an update number or `best`, not `last`"),
         "{said}"
     );
+    // An ONNX export whose Python cannot run leaves nothing: no file, no scratch beside it.
+    let (ok, said) = export(&[
+        run_dir,
+        "--format",
+        "onnx",
+        "--python",
+        "/nonexistent/python",
+    ]);
+    assert!(!ok && said.contains("cannot run it"), "{said}");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("p.pt"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     let file = dir.join("checkpoints/ckpt-000000008.pt");
     let (ok, said) = export(&[file.to_str().unwrap(), "--checkpoint", "8"]);
     assert!(!ok && said.contains("is a checkpoint file"), "{said}");
