@@ -8,7 +8,7 @@ mod common;
 
 use common::seeded;
 use tandem::algo::Local;
-use tandem::algo::dqn::{Dqn, TransitionBatch, annealed, epsilon_at};
+use tandem::algo::dqn::{Dqn, DqnStats, TransitionBatch, annealed, beta_at, epsilon_at};
 use tandem::nn::{Activation, ActorCriticSpec, NetworkSpec};
 use tandem_config::Loss;
 use tch::{Device, Kind, Tensor};
@@ -137,9 +137,33 @@ fn the_td_loss_is_worked_row_by_row() {
 #[test]
 fn an_update_counts_its_gradient_steps() {
     let mut dqn = learner(true, Loss::Huber);
-    let (loss, _, _) = dqn.td_loss(&batch()).unwrap();
+    let (loss, delta, _) = dqn.td_loss(&batch()).unwrap();
     let stats = dqn.update(&batch(), &mut Local).unwrap();
     assert_eq!(stats.loss, loss.double_value(&[]));
+    // |δ| for the priorities, and its mean for the log.
+    let delta = Vec::<f32>::try_from(&delta.abs()).unwrap();
+    assert_eq!(stats.td_errors, delta);
+    let mean = delta.iter().map(|&d| d as f64).sum::<f64>() / ROWS as f64;
+    assert!(
+        (stats.td_abs_mean - mean).abs() < 1e-9,
+        "{}",
+        stats.td_abs_mean
+    );
+    assert!(!stats.diverged());
+    assert!(
+        DqnStats {
+            loss: f64::NAN,
+            ..stats.clone()
+        }
+        .diverged()
+    );
+    assert!(
+        DqnStats {
+            grad_norm: f64::INFINITY,
+            ..stats.clone()
+        }
+        .diverged()
+    );
     dqn.update(&batch(), &mut Local).unwrap();
     assert_eq!(dqn.gradient_steps(), 2);
     dqn.set_gradient_steps(40);
@@ -172,6 +196,13 @@ fn the_schedules_are_linear_then_flat() {
     assert!((eps(100) - 0.05).abs() < 1e-12);
     assert!((eps(900) - 0.05).abs() < 1e-12);
     assert!((annealed(0.4, 1.0, 0.25) - 0.55).abs() < 1e-12);
+    let cfg = tandem_config::Dqn {
+        priority_beta_start: 0.4,
+        priority_beta_end: 1.0,
+        ..Default::default()
+    };
+    assert!((beta_at(&cfg, 250, 1000) - 0.55).abs() < 1e-12);
+    assert_eq!(beta_at(&cfg, 1000, 1000), 1.0);
     assert_eq!(annealed(0.4, 1.0, -1.0), 0.4);
     assert_eq!(annealed(0.4, 1.0, 3.0), 1.0);
 }

@@ -46,6 +46,13 @@ pub struct DqnStats {
     pub td_errors: Vec<f32>,
 }
 
+impl DqnStats {
+    /// Whether the step's loss or gradient left the finite numbers: the run stops.
+    pub fn diverged(&self) -> bool {
+        !self.loss.is_finite() || !self.grad_norm.is_finite()
+    }
+}
+
 /// ε at `step` of `total` steps: linear from `start` to `end` over the first `fraction` of
 /// training, then constant (Mnih et al. 2015, Methods: "annealed linearly").
 pub fn epsilon_at(start: f64, end: f64, fraction: f64, step: u64, total: u64) -> f64 {
@@ -58,6 +65,16 @@ pub fn epsilon_at(start: f64, end: f64, fraction: f64, step: u64, total: u64) ->
 /// (the importance-sampling exponent β, Schaul et al. 2016, section 3.4).
 pub fn annealed(start: f64, end: f64, progress: f64) -> f64 {
     start + (end - start) * progress.clamp(0.0, 1.0)
+}
+
+/// Prioritised replay's importance-sampling exponent β at `step` of `total` steps: annealed
+/// from its start to its end over the whole run (Schaul et al. 2016, section 3.4).
+pub fn beta_at(cfg: &Settings, step: u64, total: u64) -> f64 {
+    annealed(
+        cfg.priority_beta_start,
+        cfg.priority_beta_end,
+        step as f64 / total as f64,
+    )
 }
 
 pub struct Dqn {
@@ -312,12 +329,7 @@ impl OffPolicyRule for DqnRule {
     }
 
     fn sampling_beta(&mut self, global_step: u64, total_steps: u64) -> f64 {
-        let cfg = self.dqn.config();
-        self.beta = annealed(
-            cfg.priority_beta_start,
-            cfg.priority_beta_end,
-            global_step as f64 / total_steps as f64,
-        );
+        self.beta = beta_at(self.dqn.config(), global_step, total_steps);
         self.beta
     }
 
@@ -384,9 +396,7 @@ impl OffPolicyRule for DqnRule {
     }
 
     fn diverged(&self) -> bool {
-        self.latest
-            .as_ref()
-            .is_some_and(|s| !s.loss.is_finite() || !s.grad_norm.is_finite())
+        self.latest.as_ref().is_some_and(DqnStats::diverged)
     }
 
     fn gradient_steps(&self) -> u64 {
