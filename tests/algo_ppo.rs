@@ -1225,11 +1225,14 @@ fn rows_that_did_not_act_weigh_nothing_in_an_a2c_update() {
         let (vs, model) = new_model();
         load(&vs, &initial);
         let mut a2c = A2c::new(&vs, config.clone()).unwrap();
-        a2c.update(&model, &half, 0.0, collective).unwrap();
-        snapshot(&vs)
+        let stats = a2c.update(&model, &half, 0.0, collective).unwrap();
+        (snapshot(&vs), stats)
     });
-    for params in &results {
+    for (params, stats) in &results {
         let diff = max_param_diff(&compact, params);
         assert!(diff < 1e-5, "two ranks: parameters differ by {diff}");
+        // Each rank's losses are its share of the global means: their mean over ranks is
+        // the one rank's.
+        assert_stats_close(&numbers(&compact_stats), &numbers(stats));
     }
 }
