@@ -309,19 +309,26 @@ impl Exported {
         };
         let mut outputs = vec!["action"];
         outputs.extend(self.onnx_outputs()?);
+        let obs = self.obs_batch_shape();
         let inputs = match self.policy.state_width() {
             Some(width) => {
                 outputs.push("next_state");
                 format!(
-                    "inputs obs (float32), state [batch, {width}] (zeros at an episode's start)"
+                    "inputs {obs} (float32), state [batch, {width}] (zeros at an episode's start)"
                 )
             }
-            None => "input obs (float32)".to_string(),
+            None => format!("input {obs} (float32)"),
         };
         Ok(format!(
             "{normalizer}{inputs}; outputs {}",
             outputs.join(", ")
         ))
+    }
+
+    /// `obs [batch, d0, d1, ...]`: what every method takes first (the Python package reads it).
+    fn obs_batch_shape(&self) -> String {
+        let dims: Vec<String> = self.obs_shape.iter().map(i64::to_string).collect();
+        format!("obs [batch, {}]", dims.join(", "))
     }
 
     fn describe(&self) -> Result<String> {
@@ -331,12 +338,13 @@ impl Exported {
             ""
         };
         let mut methods: Vec<&str> = self.methods()?.iter().map(|(name, _)| *name).collect();
+        let obs = self.obs_batch_shape();
         let takes = match self.policy.state_width() {
             Some(width) => {
                 methods.push("initial_state");
-                format!("(obs, state), state [batch, {width}]; initial_state takes obs")
+                format!("(obs, state), {obs}, state [batch, {width}]; initial_state takes obs")
             }
-            None => "(obs)".to_string(),
+            None => format!("(obs), {obs}"),
         };
         Ok(format!(
             "{normalizer}methods {} take {takes}",

@@ -16,13 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::binary::*;
-use tandem::algo::actions::ActionKind;
-use tandem::algo::storage::host_rows::{host_actions, rows_to_batch};
-use tandem::train::{checkpoint, envs};
-use tandem_config::Wrapper;
-use tandem_env::{BridgeOptions, VecEnv};
-
-const OBSERVATIONS: usize = 200;
+use common::greedy::{OBSERVATIONS, Played, play_greedily, torch_python};
 
 /// A shipped experiment by its file name in experiments/, or by its path from the repository's
 /// root.
@@ -33,20 +27,6 @@ fn experiment(name: &str) -> String {
     } else {
         format!("{root}/experiments/{name}")
     }
-}
-
-/// The Python of the export tests' venv, or `None` (after the tools rule) without it.
-fn torch_python() -> Option<PathBuf> {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/venv-torch/bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    common::tools::tool_missing(
-        &python.display().to_string(),
-        "loading exported modules in Python",
-        "scripts/setup --test (scripts/torch-venv-setup.sh) makes it",
-    );
-    None
 }
 
 /// A short run of `file` with `sets`, exported to `<run>/policy.pt`.
@@ -65,60 +45,6 @@ fn trained_and_exported(name: &str, file: &str, sets: &[&str]) -> PathBuf {
     assert!(out.status.success(), "export of {file}: {}", text(&out));
     assert!(text(&out).contains("wrote "), "{}", text(&out));
     dir
-}
-
-/// What tandem's policy did on [`OBSERVATIONS`] steps: the observations before normalisation,
-/// whether each began an episode, and the greedy actions (flattened).
-struct Played {
-    obs: Vec<f32>,
-    obs_shape: Vec<i64>,
-    starts: Vec<bool>,
-    actions: Vec<f64>,
-    discrete: bool,
-}
-
-fn play_greedily(run_dir: &Path) -> Played {
-    let path = checkpoint::locate(run_dir).unwrap();
-    let (ckpt, experiment) = checkpoint::open(&path).unwrap();
-    let spec = envs::env_spec(&experiment);
-    let mut raw_spec = spec.clone();
-    raw_spec
-        .wrappers
-        .retain(|w| !matches!(w, Wrapper::NormalizeObs { .. }));
-    let bridge = BridgeOptions {
-        log_prefix: String::new(),
-        render: false,
-    };
-    let mut env = VecEnv::with_bridge(&spec, &[7], 1, &bridge).unwrap();
-    let mut raw = VecEnv::with_bridge(&raw_spec, &[7], 1, &bridge).unwrap();
-    let (mut policy, obs_shape) =
-        tandem::play::restored_policy(&experiment, &ckpt, &mut env).unwrap();
-    let kind = ActionKind::of(env.action_space());
-    env.reset();
-    raw.reset();
-    let mut played = Played {
-        obs: Vec::new(),
-        obs_shape: obs_shape.clone(),
-        starts: Vec::new(),
-        actions: Vec::new(),
-        discrete: !env.action_space().is_box(),
-    };
-    let mut start = true;
-    for _ in 0..OBSERVATIONS {
-        played.obs.extend_from_slice(raw.obs());
-        played.starts.push(start);
-        let obs = rows_to_batch(env.obs(), 1, &obs_shape, tch::Device::Cpu);
-        let action = tch::no_grad(|| policy.act(&obs, true)).unwrap();
-        played.actions.extend(
-            Vec::<f64>::try_from(action.to_kind(tch::Kind::Double).flatten(0, -1)).unwrap(),
-        );
-        let batch = host_actions(&action, kind).unwrap();
-        env.step(&batch).unwrap();
-        raw.step(&batch).unwrap();
-        policy.stepped(&env);
-        start = env.terminated()[0] || env.truncated()[0];
-    }
-    played
 }
 
 /// Runs the exported module in Python on the played observations, one at a time with its state

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod equivalence;
 pub mod example_runs;
+pub mod greedy;
 pub mod tools;
 
 use std::io::Read;
