@@ -755,19 +755,7 @@ fn ppo_on_two_ranks_equals_ppo_on_one_rank_with_the_whole_batch() {
                 "the update did not move the parameters"
             );
             assert_eq!(stats.epochs_run, expected_epochs);
-            let numbers = |s: &tandem::algo::PpoStats| {
-                vec![
-                    s.policy_loss,
-                    s.value_loss,
-                    s.entropy,
-                    s.approx_kl,
-                    s.clip_fraction,
-                    s.explained_variance,
-                    s.grad_norm,
-                    s.learning_rate,
-                ]
-            };
-            assert_stats_close(&numbers(&one), &numbers(stats));
+            assert_stats_close(&ppo_numbers(&one), &ppo_numbers(stats));
         }
         assert!(
             results[0]
@@ -1071,6 +1059,7 @@ fn acted(batch: &Batch, active: &[f32]) -> Batch {
     copy_batch(&batch.select(&Tensor::from_slice(&rows)))
 }
 
+/// An update's statistics, in a list to compare.
 fn ppo_numbers(s: &tandem::algo::PpoStats) -> Vec<f64> {
     vec![
         s.policy_loss,
@@ -1080,6 +1069,7 @@ fn ppo_numbers(s: &tandem::algo::PpoStats) -> Vec<f64> {
         s.clip_fraction,
         s.explained_variance,
         s.grad_norm,
+        s.learning_rate,
     ]
 }
 

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::binary::*;
-use common::greedy::{OBSERVATIONS, Played, play_greedily, torch_python};
+use common::greedy::{OBSERVATIONS, Played, numbers, play_greedily, python_json, torch_python};
 
 /// A shipped experiment by its file name in experiments/, or by its path from the repository's
 /// root.
@@ -83,27 +83,16 @@ print(json.dumps({
     "methods": f"recurrent={recurrent} " + " ".join(f"{n}={list(t.shape)}" for n, t in outputs.items()),
 }))
 "#;
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .arg(run_dir.join("policy.pt"))
-        .arg(&obs_file)
-        .arg(meta.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let actions = reply["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    (actions, reply["methods"].as_str().unwrap().to_string())
+    let args = [
+        run_dir.join("policy.pt").into_os_string(),
+        obs_file.into_os_string(),
+        meta.to_string().into(),
+    ];
+    let reply = python_json(python, script, &args, &[]);
+    (
+        numbers(&reply["actions"]),
+        reply["methods"].as_str().unwrap().to_string(),
+    )
 }
 
 /// Exports `run_dir`'s policy as ONNX by `python`'s torch into `<run>/policy.onnx`, runs the
@@ -148,27 +137,16 @@ else:
     actions = session.run(["action"], {"obs": obs})[0]
 print(json.dumps({"actions": actions.astype(np.float64).flatten().tolist(), "names": " ".join(names)}))
 "#;
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .arg(&graph)
-        .arg(run_dir.join("obs.f32"))
-        .arg(meta.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "onnxruntime: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let actions = reply["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    (actions, reply["names"].as_str().unwrap().to_string())
+    let args = [
+        graph.into_os_string(),
+        run_dir.join("obs.f32").into_os_string(),
+        meta.to_string().into(),
+    ];
+    let reply = python_json(python, script, &args, &[]);
+    (
+        numbers(&reply["actions"]),
+        reply["names"].as_str().unwrap().to_string(),
+    )
 }
 
 /// The largest difference between two runs' actions.

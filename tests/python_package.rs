@@ -7,12 +7,13 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use common::binary::*;
-use common::greedy::{OBSERVATIONS, play_greedily, torch_python};
+use common::greedy::{OBSERVATIONS, numbers, play_greedily, python_json, torch_python};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -50,24 +51,13 @@ fn installed(python: &Path) -> &'static Path {
 }
 
 /// Runs `script` (its arguments after it) with the package importable and the binary named.
-fn python_json(python: &Path, site: &Path, script: &str, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .env("PYTHONPATH", site)
-        .env("TANDEM_BIN", env!("CARGO_BIN_EXE_tandem"))
-        .env("TORCH_CPP_LOG_LEVEL", "ERROR")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "python: {said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = said.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {said}"))
+fn package_json(python: &Path, site: &Path, script: &str, args: &[&str]) -> serde_json::Value {
+    let envs = [
+        ("PYTHONPATH", site.as_os_str()),
+        ("TANDEM_BIN", OsStr::new(env!("CARGO_BIN_EXE_tandem"))),
+        ("TORCH_CPP_LOG_LEVEL", OsStr::new("ERROR")),
+    ];
+    python_json(python, script, args, &envs)
 }
 
 const TRAIN: &str = r#"
@@ -115,9 +105,9 @@ fn the_package_trains_predicts_as_tandem_plays_and_validates() {
     let site = installed(&python);
     let run_dir = dir.join("run");
     let cartpole = root().join("experiments/cartpole.kdl");
-    let trained = python_json(
+    let trained = package_json(
         &python,
-        &site,
+        site,
         TRAIN,
         &[cartpole.to_str().unwrap(), run_dir.to_str().unwrap()],
     );
@@ -138,9 +128,9 @@ fn the_package_trains_predicts_as_tandem_plays_and_validates() {
     let bytes: Vec<u8> = played.obs.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(&obs_file, bytes).unwrap();
     let count = OBSERVATIONS.to_string();
-    let predicted = python_json(
+    let predicted = package_json(
         &python,
-        &site,
+        site,
         PREDICT,
         &[
             run_dir.to_str().unwrap(),
@@ -148,13 +138,8 @@ fn the_package_trains_predicts_as_tandem_plays_and_validates() {
             &count,
         ],
     );
-    let actions = |key: &str| -> Vec<f64> {
-        (predicted[key].as_array().unwrap().iter())
-            .map(|v| v.as_f64().unwrap())
-            .collect()
-    };
-    assert_eq!(actions("one"), played.actions, "one observation at a time");
-    assert_eq!(actions("batch"), played.actions, "a batch");
+    assert_eq!(numbers(&predicted["one"]), played.actions, "one at a time");
+    assert_eq!(numbers(&predicted["batch"]), played.actions, "a batch");
     assert!(predicted["state"].is_null(), "{predicted}");
     assert_eq!(predicted["shape"], serde_json::json!([4]));
     assert!(
@@ -178,7 +163,7 @@ fn the_optuna_example_runs_its_ten_trials() {
         .arg(&example)
         .args(["--trials", "10", "--steps", "8192", "--runs"])
         .arg(dir.join("runs"))
-        .env("PYTHONPATH", &site)
+        .env("PYTHONPATH", site)
         .env("TANDEM_BIN", env!("CARGO_BIN_EXE_tandem"))
         .output()
         .unwrap();

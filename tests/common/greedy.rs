@@ -2,7 +2,9 @@
 //! an exported policy (tests/export.rs) or the Python package's `predict`
 //! (tests/python_package.rs) must reproduce.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use tandem::algo::actions::ActionKind;
 use tandem::algo::storage::host_rows::{host_actions, rows_to_batch};
@@ -80,4 +82,35 @@ pub fn torch_python() -> Option<PathBuf> {
         "scripts/setup --test (scripts/torch-venv-setup.sh) makes it",
     );
     None
+}
+
+/// Runs `script` (`python -c`, its arguments `args`, the environment `envs` added) and returns
+/// the JSON object its last line printed: the Python side of these comparisons.
+pub fn python_json<A: AsRef<OsStr>>(
+    python: &Path,
+    script: &str,
+    args: &[A],
+    envs: &[(&str, &OsStr)],
+) -> serde_json::Value {
+    let mut command = Command::new(python);
+    command.arg("-c").arg(script).args(args);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "python: {said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = said.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {said}"))
+}
+
+/// A JSON array of numbers, as f64s.
+pub fn numbers(value: &serde_json::Value) -> Vec<f64> {
+    (value.as_array().unwrap().iter())
+        .map(|v| v.as_f64().unwrap())
+        .collect()
 }
