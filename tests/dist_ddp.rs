@@ -354,3 +354,95 @@ fn two_policies_on_two_ranks_each_equal_one_rank() {
         assert!(mine.iter().zip(&init).any(|(a, b)| (a - b).abs() > 0.1));
     }
 }
+
+/// Every averaging period of the periodic policy, in updates.
+const PERIOD: u64 = 5;
+
+/// A rank under `sync "periodic" { every 5 }`: steps on its own half alone, the parameters
+/// averaged over the ranks after every fifth update; prints its parameters and, after each
+/// update, whether the ranks should then agree (what the fingerprint check may demand).
+fn run_periodic_rank() {
+    let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+    let rank = pg.rank() as i64;
+    let vs = model(100 + rank);
+    let params = trainable_parameters_in_order(&vs);
+    let mut ddp = Ddp::new(pg, &params, SyncPolicy::Periodic { every: PERIOD }).unwrap();
+    ddp.broadcast_from_rank0(&params).unwrap();
+    let half = GLOBAL_BATCH / 2;
+    let (x, y) = data();
+    let (x, y) = (
+        x.narrow(0, rank * half, half),
+        y.narrow(0, rank * half, half),
+    );
+    let mut opt = adam(&vs);
+    let mut agree = Vec::new();
+    for _ in 0..UPDATES {
+        opt.zero_grad();
+        loss(&params, &x, &y).backward();
+        ddp.sync_gradients(&params).unwrap();
+        opt.step(0.05).unwrap();
+        ddp.after_step(&params).unwrap();
+        agree.push(f32::from(u8::from(ddp.ranks_should_agree())));
+    }
+    ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
+    print_params(&flat(&params));
+    print_values("AGREE", &agree);
+}
+
+/// The periodic policy by hand: two models from rank 0's start, each stepping on its half of
+/// the batch with its own Adam, their parameters replaced by the mean of both every `PERIOD`
+/// updates.
+fn periodic_reference() -> Vec<f32> {
+    let models = [model(100), model(100)];
+    let params: Vec<Vec<Tensor>> = models.iter().map(trainable_parameters_in_order).collect();
+    let mut opts: Vec<Optimizer> = models.iter().map(adam).collect();
+    let (x, y) = data();
+    let half = GLOBAL_BATCH / 2;
+    for update in 1..=UPDATES as u64 {
+        for (r, (p, opt)) in params.iter().zip(&mut opts).enumerate() {
+            let (x, y) = (
+                x.narrow(0, r as i64 * half, half),
+                y.narrow(0, r as i64 * half, half),
+            );
+            opt.zero_grad();
+            loss(p, &x, &y).backward();
+            opt.step(0.05).unwrap();
+        }
+        if update % PERIOD == 0 {
+            tch::no_grad(|| {
+                for (a, b) in params[0].iter().zip(&params[1]) {
+                    let mean = (a + b) / 2.0;
+                    let _ = a.shallow_clone().copy_(&mean);
+                    let _ = b.shallow_clone().copy_(&mean);
+                }
+            });
+        }
+    }
+    flat(&params[0])
+}
+
+/// `sync "periodic"`: ranks step alone between averages and hold rank-averaged parameters
+/// after every fifth update, exactly where the same schedule run by hand ends; they should
+/// agree after updates 5 and 10 only.
+#[test]
+fn periodic_policy_averages_the_ranks_parameters_every_period() {
+    if role().is_some() {
+        return run_periodic_rank();
+    }
+    let outputs = run_two(
+        "periodic_policy_averages_the_ranks_parameters_every_period",
+        &[],
+    );
+    let (p0, p1) = (parse_params(&outputs[0]), parse_params(&outputs[1]));
+    assert_eq!(p0, p1, "the last update averaged the ranks");
+    assert_close(&p0, &periodic_reference(), 1e-5);
+    // Averaging halves differs from one rank on the whole batch: the test tells them apart.
+    let (whole, _) = reference();
+    assert!(p0.iter().zip(&whole).any(|(a, b)| (a - b).abs() > 1e-3));
+    let agree: Vec<f32> = (1..=UPDATES as u64)
+        .map(|u| f32::from(u8::from(u % PERIOD == 0)))
+        .collect();
+    for out in &outputs {
+        assert_eq!(parse_values("AGREE", out), agree);
+    }
+}
