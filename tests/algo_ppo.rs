@@ -13,7 +13,8 @@ use tandem::algo::{
     ppo_loss, ratio_diagnostics,
 };
 use tandem::nn::{
-    Activation, ActorCritic, ActorCriticSpec, Evaluation, NetworkSpec, parameters_in_order,
+    Activation, ActorCritic, ActorCriticSpec, EntropyUse, Evaluation, NetworkSpec,
+    parameters_in_order,
 };
 use tandem_config::AdvantageNorm;
 use tandem_env::ActionSpace;
@@ -1225,4 +1226,57 @@ fn rows_that_did_not_act_weigh_nothing_in_an_a2c_update() {
         // the one rank's.
         assert_stats_close(&numbers(&compact_stats), &numbers(stats));
     }
+}
+
+/// A2C's step (Mnih et al. 2016) on the rollout's own policy: its gradient is that of
+/// -E[log pi(a|s) A'] + c_V E[(R - V(s))^2] - beta E[H] with A' the advantages normalised over
+/// the batch, built here by hand on a twin model; its statistics are those three means.
+#[test]
+fn an_a2c_step_descends_its_three_terms_worked_by_hand() {
+    let config = tandem_config::A2c {
+        normalize_advantages: true,
+        entropy_coef: 0.05,
+        value_coef: 0.7,
+        max_grad_norm: None,
+        ..common::sb3_a2c()
+    };
+    let (initial, batch) = fixture(12);
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    let mut a2c = A2c::new(&vs, config.clone()).unwrap();
+    let stats = a2c.update(&model, &batch, 0.0, &mut Local).unwrap();
+    let stepped: Vec<Tensor> = parameters_in_order(&vs)
+        .iter()
+        .map(|(_, p)| p.grad().copy())
+        .collect();
+
+    let (twin_vs, twin) = new_model();
+    load(&twin_vs, &initial);
+    let new = twin
+        .evaluate(&batch.obs, &batch.actions, EntropyUse::Differentiable)
+        .unwrap();
+    let a = &batch.advantages;
+    let normalised = (a - a.mean(Kind::Float)) / (a.std(true) + 1e-8);
+    let policy = -(&new.log_probs * normalised).mean(Kind::Float);
+    let value = (&batch.returns - &new.values).square().mean(Kind::Float);
+    let entropy = new.entropy.mean(Kind::Float);
+    let total = &policy + &value * config.value_coef - &entropy * config.entropy_coef;
+    total.backward();
+    for ((name, p), got) in parameters_in_order(&twin_vs).iter().zip(&stepped) {
+        let diff = scalar(&(p.grad() - got).abs().max());
+        assert!(diff < 1e-6, "{name}: gradients differ by {diff}");
+    }
+    assert!(
+        (stats.policy_loss - scalar(&policy)).abs() < 1e-6,
+        "{stats:?}"
+    );
+    assert!(
+        (stats.value_loss - scalar(&value)).abs() < 1e-6,
+        "{stats:?}"
+    );
+    assert!((stats.entropy - scalar(&entropy)).abs() < 1e-6, "{stats:?}");
+    let scalars = stats.scalars();
+    let tag = |t: &str| scalars.iter().find(|(n, _)| *n == t).map(|(_, v)| *v);
+    assert_eq!(tag("loss/value"), Some(stats.value_loss));
+    assert_eq!(tag("loss/entropy"), Some(stats.entropy));
 }

@@ -72,9 +72,6 @@ impl A2c {
         A2c::new(vs, a.clone())
     }
 
-    pub fn config(&self) -> &Settings {
-        &self.config
-    }
     pub fn optimizer(&self) -> &Optimizer {
         &self.optimizer
     }
