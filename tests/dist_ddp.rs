@@ -412,8 +412,8 @@ fn periodic_reference() -> Vec<f32> {
             tch::no_grad(|| {
                 for (a, b) in params[0].iter().zip(&params[1]) {
                     let mean = (a + b) / 2.0;
-                    let _ = a.shallow_clone().copy_(&mean);
-                    let _ = b.shallow_clone().copy_(&mean);
+                    a.shallow_clone().copy_(&mean);
+                    b.shallow_clone().copy_(&mean);
                 }
             });
         }
