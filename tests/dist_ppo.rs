@@ -240,6 +240,23 @@ fn micro_batches_on_two_real_ranks_equal_one_rank() {
     );
 }
 
+/// The same through autograd's backward, whose hooks start each bucket's all-reduce while
+/// the last micro-batch's backward runs (the host step of the MLP cases computes gradients
+/// without hooks): an image torso, which has no host form.
+#[test]
+fn micro_batches_through_autograd_on_two_real_ranks_equal_one_rank() {
+    let case = Case {
+        space: ActionSpace::Discrete { n: 4 },
+        masked: true,
+        image: true,
+    };
+    split_over_two_ranks(
+        "micro_batches_through_autograd_on_two_real_ranks_equal_one_rank",
+        4,
+        &case,
+    );
+}
+
 #[test]
 fn multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
     let case = Case {
