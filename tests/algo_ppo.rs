@@ -1280,3 +1280,56 @@ fn an_a2c_step_descends_its_three_terms_worked_by_hand() {
     assert_eq!(tag("loss/value"), Some(stats.value_loss));
     assert_eq!(tag("loss/entropy"), Some(stats.entropy));
 }
+
+/// A2C normalises advantages by (A - mean) / (std + 1e-8), as SB3's does: with advantages
+/// spread over about 1e-7, the 1e-8 beside the standard deviation is a tenth of it and shows
+/// in the policy loss (over advantages spread over about 2 it is below float precision).
+#[test]
+fn a2c_normalises_tiny_advantage_spreads_with_its_epsilon() {
+    let config = tandem_config::A2c {
+        normalize_advantages: true,
+        ..common::sb3_a2c()
+    };
+    let (initial, batch) = fixture(13);
+    let tiny = with_torch_rng(|| {
+        tch::manual_seed(4);
+        // Centred near 0, where float32 resolves a spread of 1e-7.
+        Tensor::randn([16], (Kind::Float, Device::Cpu)) * 1e-7
+    });
+    let batch = Batch::new(
+        batch.obs.copy(),
+        batch.actions.copy(),
+        batch.log_probs.copy(),
+        batch.values.copy(),
+        tiny,
+        batch.returns.copy(),
+    )
+    .unwrap();
+    let a = Vec::<f32>::try_from(&batch.advantages).unwrap();
+    let n = a.len() as f64;
+    let mean = a.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let std = (a.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let log_probs = Vec::<f32>::try_from(&batch.log_probs).unwrap();
+    let policy_loss = |eps: f64| {
+        -a.iter()
+            .zip(&log_probs)
+            .map(|(&v, &lp)| lp as f64 * (v as f64 - mean) / (std + eps))
+            .sum::<f64>()
+            / n
+    };
+    let (vs, model) = new_model();
+    load(&vs, &initial);
+    let mut a2c = A2c::new(&vs, config).unwrap();
+    let stats = a2c.update(&model, &batch, 0.0, &mut Local).unwrap();
+    let (with, without) = (policy_loss(1e-8), policy_loss(-1e-8));
+    let gap = (with - without).abs();
+    assert!(
+        gap > 0.1 * with.abs(),
+        "{with} vs {without}: the case cannot tell"
+    );
+    assert!(
+        (stats.policy_loss - with).abs() < 0.1 * gap,
+        "{} vs {with} (without the epsilon's sign: {without})",
+        stats.policy_loss
+    );
+}
