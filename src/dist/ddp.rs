@@ -520,3 +520,36 @@ fn buckets(params: &[Tensor], bucket_bytes: usize) -> Vec<Vec<usize>> {
     }
     buckets
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// FNV-1a over the shape's bytes, then the values' bytes: worked by hand for a tensor of
+    /// two bytes, and different for every one-bit change of a float among many.
+    #[test]
+    fn a_fingerprint_is_fnv_1a_of_shape_and_bytes_and_sees_one_bit() {
+        let t = Tensor::from_slice(&[7u8, 200]);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in 2i64.to_le_bytes().into_iter().chain([7u8, 200]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        assert_eq!(fingerprint(&t), h);
+        let values: Vec<f32> = (0..64).map(|i| i as f32 * 0.37 - 3.0).collect();
+        let base = fingerprint(&Tensor::from_slice(&values));
+        let mut seen = std::collections::HashSet::from([base]);
+        for i in 0..values.len() {
+            for bit in [0, 13, 31] {
+                let mut flipped = values.clone();
+                flipped[i] = f32::from_bits(flipped[i].to_bits() ^ (1 << bit));
+                assert!(
+                    seen.insert(fingerprint(&Tensor::from_slice(&flipped))),
+                    "value {i}, bit {bit}: a fingerprint seen before"
+                );
+            }
+        }
+        // The shape counts too: the same bytes as [2, 32] are another tensor.
+        let reshaped = Tensor::from_slice(&values).reshape([2, 32]);
+        assert_ne!(fingerprint(&reshaped), base);
+    }
+}
