@@ -29,7 +29,7 @@ group() {
     ppo-host) echo "src/algo/ppo/host.rs;;--test algo_ppo_host --test algo_ppo" ;;
     a2c) echo "src/algo/a2c.rs;;--lib --test algo_ppo" ;;
     optim) echo "src/algo/optim.rs;;--lib --test algo_ppo --test algo_ppo_host --test sac_equivalence --test td3_equivalence --test dqn_equivalence" ;;
-    ddp) echo "src/dist/ddp.rs;;--test dist_ddp --test dist_ppo" ;;
+    ddp) echo "src/dist/ddp.rs;;--lib --test dist_ddp --test dist_ppo" ;;
     sac) echo "src/algo/sac/mod.rs;;--lib --test sac_equivalence --test algo_sac_host" ;;
     td3) echo "src/algo/td3/mod.rs;;--lib --test td3_equivalence" ;;
     dqn) echo "src/algo/dqn/mod.rs;;--test algo_dqn --test dqn_equivalence --test dqn_replay" ;;
