@@ -198,15 +198,21 @@ fn run_two_policies_rank() {
     );
     let targets = [y.shallow_clone(), -y];
     let mut opts: Vec<Optimizer> = stores.iter().map(adam).collect();
+    // Through the learners' interface, as a joint round drives it.
+    let collective: &mut dyn Collective = &mut ddp;
+    assert_eq!(
+        (collective.rank() as i64, collective.world_size()),
+        (rank, 2)
+    );
     for _ in 0..UPDATES {
         for (part, (opt, params)) in opts.iter_mut().zip(&params).enumerate() {
-            ddp.select_part(part).unwrap();
+            collective.select_part(part).unwrap();
             opt.zero_grad();
-            ddp.before_backward();
+            collective.before_backward();
             loss(params, &x, &targets[part]).backward();
-            ddp.sync_gradients(params).unwrap();
+            collective.sync_gradients(params).unwrap();
             opt.step(0.05).unwrap();
-            ddp.after_step(params).unwrap();
+            collective.after_step(params).unwrap();
         }
     }
     ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
@@ -367,6 +373,7 @@ fn run_periodic_rank() {
     let vs = model(100 + rank);
     let params = trainable_parameters_in_order(&vs);
     let mut ddp = Ddp::new(pg, &params, SyncPolicy::Periodic { every: PERIOD }).unwrap();
+    assert_eq!((ddp.rank() as i64, ddp.world_size()), (rank, 2));
     ddp.broadcast_from_rank0(&params).unwrap();
     let half = GLOBAL_BATCH / 2;
     let (x, y) = data();
