@@ -215,9 +215,12 @@ fn run_two_policies_rank() {
             collective.after_step(params).unwrap();
         }
     }
+    // Rank 0's answer is every rank's, whatever each said.
+    let decided = [rank == 0, rank == 1].map(|mine| collective.decide(mine).unwrap());
     ddp.into_group().shutdown(Duration::from_secs(20)).unwrap();
     print_values("POLICY0", &flat(&params[0]));
     print_values("POLICY1", &flat(&params[1]));
+    print_values("DECIDED", &decided.map(|d| f32::from(u8::from(d))));
 }
 
 fn run_two(test: &str, extra: &[(&str, &str)]) -> Vec<String> {
@@ -358,6 +361,10 @@ fn two_policies_on_two_ranks_each_equal_one_rank() {
         assert_close(&mine, &flat(&params), 1e-5);
         let init = flat(&trainable_parameters_in_order(&model(seed)));
         assert!(mine.iter().zip(&init).any(|(a, b)| (a - b).abs() > 0.1));
+    }
+    // `decide(rank == 0)` then `decide(rank == 1)`: rank 0's true, then its false, on both.
+    for out in &outputs {
+        assert_eq!(parse_values("DECIDED", out), [1.0, 0.0]);
     }
 }
 
