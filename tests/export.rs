@@ -12,11 +12,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::binary::*;
-use common::greedy::{OBSERVATIONS, Played, numbers, play_greedily, python_json, torch_python};
+use common::greedy::{
+    OBSERVATIONS, Played, numbers, play_greedily, python_json, python_stdout, torch_python,
+};
 
 /// A shipped experiment by its file name in experiments/, or by its path from the repository's
 /// root.
@@ -365,17 +366,11 @@ fn the_documented_python_example_balances_gymnasiums_cartpole() {
     let Some(python) = torch_python() else {
         return;
     };
-    let out = Command::new(python)
-        .arg(root.join("examples/export/cartpole.py"))
-        .arg(dir.join("policy.pt"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        root.join("examples/export/cartpole.py"),
+        dir.join("policy.pt"),
+    ];
+    let said = python_stdout(&python, &args, &[]);
     let mean: f64 = said
         .lines()
         .last()

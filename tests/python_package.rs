@@ -13,7 +13,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::binary::*;
-use common::greedy::{OBSERVATIONS, numbers, play_greedily, python_json, torch_python};
+use common::greedy::{
+    OBSERVATIONS, numbers, play_greedily, python_json, python_stdout, torch_python,
+};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -159,20 +161,21 @@ fn the_optuna_example_runs_its_ten_trials() {
     std::fs::create_dir_all(&dir).unwrap();
     let site = installed(&python);
     let example = root().join("examples/optuna/cartpole_search.py");
-    let out = Command::new(&python)
-        .arg(&example)
-        .args(["--trials", "10", "--steps", "8192", "--runs"])
-        .arg(dir.join("runs"))
-        .env("PYTHONPATH", site)
-        .env("TANDEM_BIN", env!("CARGO_BIN_EXE_tandem"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let runs = dir.join("runs");
+    let args: Vec<&OsStr> = vec![
+        example.as_os_str(),
+        "--trials".as_ref(),
+        "10".as_ref(),
+        "--steps".as_ref(),
+        "8192".as_ref(),
+        "--runs".as_ref(),
+        runs.as_os_str(),
+    ];
+    let envs = [
+        ("PYTHONPATH", site.as_os_str()),
+        ("TANDEM_BIN", OsStr::new(env!("CARGO_BIN_EXE_tandem"))),
+    ];
+    let said = python_stdout(&python, &args, &envs);
     let trials = said.lines().filter(|l| l.starts_with("trial ")).count();
     assert_eq!(trials, 10, "{said}");
     assert!(

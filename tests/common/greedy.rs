@@ -84,16 +84,16 @@ pub fn torch_python() -> Option<PathBuf> {
     None
 }
 
-/// Runs `script` (`python -c`, its arguments `args`, the environment `envs` added) and returns
-/// the JSON object its last line printed: the Python side of these comparisons.
-pub fn python_json<A: AsRef<OsStr>>(
+/// Runs `python` with `args` (a script's path or `-c` and its text, then its arguments) and
+/// the environment `envs` added, and returns what it printed; a failure fails the test with its
+/// output.
+pub fn python_stdout<A: AsRef<OsStr>>(
     python: &Path,
-    script: &str,
     args: &[A],
     envs: &[(&str, &OsStr)],
-) -> serde_json::Value {
+) -> String {
     let mut command = Command::new(python);
-    command.arg("-c").arg(script).args(args);
+    command.args(args);
     for (name, value) in envs {
         command.env(name, value);
     }
@@ -104,6 +104,20 @@ pub fn python_json<A: AsRef<OsStr>>(
         "python: {said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    said
+}
+
+/// Runs `script` (`python -c`, its arguments `args`, the environment `envs` added) and returns
+/// the JSON object its last line printed: the Python side of these comparisons.
+pub fn python_json<A: AsRef<OsStr>>(
+    python: &Path,
+    script: &str,
+    args: &[A],
+    envs: &[(&str, &OsStr)],
+) -> serde_json::Value {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("-c"), OsStr::new(script)];
+    all.extend(args.iter().map(AsRef::as_ref));
+    let said = python_stdout(python, &all, envs);
     let last = said.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {said}"))
 }
