@@ -1,4 +1,4 @@
-"""`tandem export --format onnx`'s Python half (src/export.rs runs it with the `--python` the
+"""`tandem export --format onnx`'s Python half (src/export/onnx.rs runs it with the `--python` the
 user names): reads the TorchScript module tandem traced and checked, writes it as one ONNX
 graph, and holds that graph, run by onnxruntime, to the module on random inputs before the
 file is called done.
