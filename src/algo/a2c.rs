@@ -99,9 +99,13 @@ impl A2c {
 
         // E[.] over the rows, or over the rows that acted where some rank's batch has rows
         // that did not (the batch is one minibatch).
-        let all_rows = [Tensor::arange(batch.len(), (Kind::Int64, batch.device()))];
-        let weights = LossWeights::of(batch, &all_rows, global.masked, collective)?
-            .map(|w| w.of_all(0, batch));
+        let weights = match global.masked {
+            true => {
+                let all_rows = [Tensor::arange(batch.len(), (Kind::Int64, batch.device()))];
+                Some(LossWeights::of(batch, &all_rows, collective)?.of_all(0, batch))
+            }
+            false => None,
+        };
         let mean = |x: &Tensor| weighted_mean(x, weights.as_ref());
 
         let evaluation = evaluate_rows(

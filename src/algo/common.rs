@@ -128,18 +128,9 @@ pub(crate) fn global_batch_stats(
         batch.values.to_kind(Kind::Double),
     );
     let errors = &returns - &values;
-    // Rows that did not act count zero.
-    let (active, count) = match &batch.active {
-        Some(active) => {
-            let active = active.to_kind(Kind::Double);
-            let count = active.sum(Kind::Double);
-            (Some(active), count)
-        }
-        None => (
-            None,
-            Tensor::from(batch.len() as f64).to_device(batch.device()),
-        ),
-    };
+    // Rows that did not act count zero; their number is summed on the device, the batch's
+    // own known on the host.
+    let active = batch.active.as_ref().map(|a| a.to_kind(Kind::Double));
     let sums_of = |x: &Tensor| match &active {
         Some(w) => [
             (x * w).sum(Kind::Double),
@@ -147,11 +138,15 @@ pub(crate) fn global_batch_stats(
         ],
         None => [x.sum(Kind::Double), x.square().sum(Kind::Double)],
     };
-    let [a, a2] = sums_of(&advantages);
-    let [r, r2] = sums_of(&returns);
-    let [e, e2] = sums_of(&errors);
-    let moments = Tensor::stack(&[a, a2, r, r2, e, e2, count], 0);
-    let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
+    let mut moments: Vec<Tensor> = [&advantages, &returns, &errors]
+        .into_iter()
+        .flat_map(sums_of)
+        .collect();
+    moments.extend(active.as_ref().map(|w| w.sum(Kind::Double)));
+    let mut sums = Vec::<f64>::try_from(&Tensor::stack(&moments, 0).to_device(tch::Device::Cpu))?;
+    if active.is_none() {
+        sums.push(batch.len() as f64);
+    }
     let steps = optimizer_steps as f64;
     let size = minibatch_size as f64;
     let masked = f64::from(u8::from(batch.active.is_some()));
@@ -201,17 +196,14 @@ pub(crate) struct LossWeights {
 
 impl LossWeights {
     /// The weights of the minibatches whose rows are `minibatches` (each `[B]`, the same `B`
-    /// on every rank), or `None` where no rank's batch has rows that did not act (`masked`,
-    /// from [`global_batch_stats`]): every weight would be 1. One collective when masked.
+    /// on every rank), in one collective. Only where some rank's batch has rows that did not
+    /// act ([`GlobalBatchStats::masked`]): elsewhere every weight would be 1, and the losses
+    /// take plain means.
     pub fn of(
         batch: &Batch,
         minibatches: &[Tensor],
-        masked: bool,
         collective: &mut dyn Collective,
-    ) -> Result<Option<LossWeights>> {
-        if !masked {
-            return Ok(None);
-        }
+    ) -> Result<LossWeights> {
         let mut counts: Vec<f64> = match &batch.active {
             Some(active) => {
                 let each: Vec<Tensor> = minibatches
@@ -235,7 +227,7 @@ impl LossWeights {
                 false => 0.0,
             })
             .collect();
-        Ok(Some(LossWeights { scales }))
+        Ok(LossWeights { scales })
     }
 
     /// The weights of `rows` of `batch` in minibatch `k`.
@@ -284,24 +276,22 @@ pub(crate) fn normalized_over_rows(
     collective: &mut dyn Collective,
 ) -> Result<Tensor> {
     let picked = advantages.index_select(0, rows).to_kind(Kind::Double);
-    // Rows that did not act count zero.
-    let [sum, sum_sq, count] = match &batch.active {
+    // Rows that did not act count zero; the minibatch's size is known on the host.
+    let moments = match &batch.active {
         Some(active) => {
             let w = active.index_select(0, rows).to_kind(Kind::Double);
-            [
+            vec![
                 (&picked * &w).sum(Kind::Double),
                 (picked.square() * &w).sum(Kind::Double),
                 w.sum(Kind::Double),
             ]
         }
-        None => [
-            picked.sum(Kind::Double),
-            picked.square().sum(Kind::Double),
-            Tensor::from(rows.size1()? as f64).to_device(batch.device()),
-        ],
+        None => vec![picked.sum(Kind::Double), picked.square().sum(Kind::Double)],
     };
-    let moments = Tensor::stack(&[sum, sum_sq, count], 0);
-    let mut sums = Vec::<f64>::try_from(&moments.to_device(tch::Device::Cpu))?;
+    let mut sums = Vec::<f64>::try_from(&Tensor::stack(&moments, 0).to_device(tch::Device::Cpu))?;
+    if batch.active.is_none() {
+        sums.push(rows.size1()? as f64);
+    }
     collective.all_reduce_sum(&mut sums)?;
     ensure!(
         sums[2] >= 2.0,

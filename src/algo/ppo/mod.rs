@@ -271,14 +271,18 @@ impl Ppo {
         let lr = scheduled_lr(config.lr, config.anneal_lr, progress)?;
         let optimizer_steps = config.epochs * config.minibatches;
         let global = global_batch_stats(batch, optimizer_steps, minibatch_size, collective)?;
-        // Each minibatch's rows, in plan order (environments stand for their sequences'
-        // rows), and their weights where some rank's batch has rows that did not act.
-        let rows_of = plan
-            .iter()
-            .flatten()
-            .map(|indices| minibatch_rows(batch, indices))
-            .collect::<Result<Vec<_>>>()?;
-        let weights = LossWeights::of(batch, &rows_of, global.masked, collective)?;
+        // Where some rank's batch has rows that did not act: each minibatch's rows, in plan
+        // order (environments stand for their sequences' rows), and their weights.
+        let (rows_of, weights) = match global.masked {
+            true => {
+                let rows = (plan.iter().flatten())
+                    .map(|indices| minibatch_rows(batch, indices))
+                    .collect::<Result<Vec<_>>>()?;
+                let weights = LossWeights::of(batch, &rows, collective)?;
+                (rows, Some(weights))
+            }
+            false => (Vec::new(), None),
+        };
 
         // Advantage normalisation over the global batch (Huang et al. 2022, detail 7); per
         // minibatch, below, where the config asks for it.
@@ -301,12 +305,13 @@ impl Ppo {
             for (k, indices) in minibatches.iter().enumerate() {
                 let nth = epoch * minibatches.len() + k;
                 let per_minibatch = match config.normalize_advantages {
-                    AdvantageNorm::Minibatch => Some(normalized_over_rows(
-                        batch,
-                        &advantages,
-                        &rows_of[nth],
-                        collective,
-                    )?),
+                    AdvantageNorm::Minibatch => {
+                        let rows = match rows_of.get(nth) {
+                            Some(rows) => rows.shallow_clone(),
+                            None => minibatch_rows(batch, indices)?,
+                        };
+                        Some(normalized_over_rows(batch, &advantages, &rows, collective)?)
+                    }
                     AdvantageNorm::Off | AdvantageNorm::Batch => None,
                 };
                 let minibatch = Minibatch {
