@@ -302,11 +302,7 @@ impl Exported {
     }
 
     fn describe_onnx(&self) -> Result<String> {
-        let normalizer = if self.normalizer.is_some() {
-            "normalises observations with the checkpoint's statistics; "
-        } else {
-            ""
-        };
+        let normalizer = self.normalizer_note();
         let mut outputs = vec!["action"];
         outputs.extend(self.onnx_outputs()?);
         let obs = self.obs_batch_shape();
@@ -325,6 +321,14 @@ impl Exported {
         ))
     }
 
+    /// What the description says first where the module normalises observations.
+    fn normalizer_note(&self) -> &'static str {
+        match self.normalizer {
+            Some(_) => "normalises observations with the checkpoint's statistics; ",
+            None => "",
+        }
+    }
+
     /// `obs [batch, d0, d1, ...]`: what every method takes first (the Python package reads it).
     fn obs_batch_shape(&self) -> String {
         let dims: Vec<String> = self.obs_shape.iter().map(i64::to_string).collect();
@@ -332,11 +336,7 @@ impl Exported {
     }
 
     fn describe(&self) -> Result<String> {
-        let normalizer = if self.normalizer.is_some() {
-            "normalises observations with the checkpoint's statistics; "
-        } else {
-            ""
-        };
+        let normalizer = self.normalizer_note();
         let mut methods: Vec<&str> = self.methods()?.iter().map(|(name, _)| *name).collect();
         let obs = self.obs_batch_shape();
         let takes = match self.policy.state_width() {
