@@ -186,6 +186,7 @@ class Policy:
             self._module = torch.jit.load(str(self.path))
             self.recurrent = hasattr(self._module, "initial_state")
             self.obs_shape = None if obs_shape is None else list(obs_shape)
+            self._state_width = None
 
     def predict(self, obs, state=None, episode_start=None, deterministic=True):
         """tandem's action for `obs` (one observation, or a batch `[B, ...]`) and, for a
@@ -219,11 +220,15 @@ class Policy:
         return state
 
     def _width(self, batch):
+        """A recurrent state's width: the graph's declared input, or what the module's
+        `initial_state` gives, asked once."""
         if hasattr(self, "_session"):
             return self._session.get_inputs()[1].shape[1]
-        import torch
+        if self._state_width is None:
+            import torch
 
-        return self._module.initial_state(torch.from_numpy(batch[:1])).shape[1]
+            self._state_width = self._module.initial_state(torch.from_numpy(batch[:1])).shape[1]
+        return self._state_width
 
     def _run(self, batch, state):
         if hasattr(self, "_session"):
