@@ -282,7 +282,9 @@ int tdc_store_check(TdcStore* s, const char* key, int* present, char** err) {
 
 // `interfaces`: network interface names separated by commas (GLOO_SOCKET_IFNAME), one Gloo
 // device each; when empty, one device bound to `interface_host`'s address.
-int tdc_group_create_gloo(TdcStore* s, int rank, int size, int64_t timeout_ms,
+// `prefix`: where the group's own keys live in the store, so that they never meet tandem's
+// rendezvous keys nor another group's (a population member's group beside the job's).
+int tdc_group_create_gloo(TdcStore* s, const char* prefix, int rank, int size, int64_t timeout_ms,
                           const char* interface_host, const char* interfaces, int threads,
                           TdcGroup** out, char** err) {
   return guarded(err, [&] {
@@ -303,8 +305,7 @@ int tdc_group_create_gloo(TdcStore* s, int rank, int size, int64_t timeout_ms,
       }
     }
     if (threads > 0) opts->threads = threads;
-    // The group's own keys live under a prefix so they never meet tandem's rendezvous keys.
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo/", s->store);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), s->store);
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
     *out = new TdcGroup{pg};
   });
@@ -343,18 +344,18 @@ int tdc_set_cuda_device(int index, char** err) {
   });
 }
 
-int tdc_group_create_nccl(TdcStore* s, int rank, int size, int64_t timeout_ms, TdcGroup** out,
-                          char** err) {
+int tdc_group_create_nccl(TdcStore* s, const char* prefix, int rank, int size, int64_t timeout_ms,
+                          TdcGroup** out, char** err) {
   return guarded(err, [&] {
 #ifdef USE_C10D_NCCL
     init_logging_once();
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = std::chrono::milliseconds(timeout_ms);
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl/", s->store);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), s->store);
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
     *out = new TdcGroup{pg};
 #else
-    (void)s; (void)rank; (void)size; (void)timeout_ms; (void)out;
+    (void)s; (void)prefix; (void)rank; (void)size; (void)timeout_ms; (void)out;
     throw std::runtime_error(
         "this tandem was built without NCCL; rebuild with `cargo build --features cuda`");
 #endif

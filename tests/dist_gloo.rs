@@ -493,3 +493,51 @@ fn the_store_admits_only_ranks_that_hold_the_jobs_secret() {
     assert_eq!(store.try_get("k").unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(client.add("n", 2).unwrap(), 2);
 }
+
+/// Four ranks in two subgroups of two (a population's members): each group's all-reduce sums
+/// its own ranks' values only, the groups' collectives interleave with the job's without
+/// waiting on each other, and each group's shutdown is its own.
+#[test]
+fn subgroups_reduce_only_inside_themselves() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let rank = pg.rank();
+        let member = rank / 2;
+        let group = pg
+            .subgroup(
+                &format!("member-{member}"),
+                member * 2..member * 2 + 2,
+                Duration::from_secs(20),
+            )
+            .expect("subgroup");
+        assert_eq!((group.rank(), group.world_size()), (rank % 2, 2));
+        // Values 1, 10, 100, 1000 by rank: member 0 sums 11, member 1 sums 1100; a value that
+        // crossed into the other group would show in the sum.
+        let value = 10f32.powi(rank as i32);
+        let mut t = vec![Tensor::from_slice(&[value])];
+        group.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+        let expected = if member == 0 { 11.0 } else { 1100.0 };
+        assert_eq!(floats(&t[0]), vec![expected]);
+        // The job's group still spans all four, between the members' collectives.
+        let mut all = vec![Tensor::from_slice(&[value])];
+        pg.all_reduce(&mut all, ReduceOp::Sum).unwrap();
+        assert_eq!(floats(&all[0]), vec![1111.0]);
+        // A broadcast from the group's first rank reaches its own ranks alone.
+        let mut b = Tensor::from_slice(&[rank as f32]);
+        group.broadcast(&mut b, 0).unwrap();
+        assert_eq!(floats(&b), vec![(member * 2) as f32]);
+        group.shutdown(Duration::from_secs(20)).unwrap();
+        pg.shutdown(Duration::from_secs(20)).unwrap();
+        return;
+    }
+    common::compute_on_one_thread();
+    let port = free_port();
+    let test = "subgroups_reduce_only_inside_themselves";
+    let ranks: Vec<Child> = (0..4)
+        .map(|r| spawn_rank(test, r, 4, port, 20_000, &[]))
+        .collect();
+    for (r, child) in ranks.into_iter().enumerate() {
+        let done = finish(child, Duration::from_secs(90));
+        assert!(done.success, "rank {r} failed:\n{}", done.output);
+    }
+}

@@ -73,6 +73,7 @@ unsafe extern "C" {
 
     pub fn tdc_group_create_gloo(
         store: *mut TdcStore,
+        prefix: *const c_char,
         rank: c_int,
         size: c_int,
         timeout_ms: i64,
@@ -84,6 +85,7 @@ unsafe extern "C" {
     ) -> c_int;
     pub fn tdc_group_create_nccl(
         store: *mut TdcStore,
+        prefix: *const c_char,
         rank: c_int,
         size: c_int,
         timeout_ms: i64,

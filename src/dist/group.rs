@@ -241,7 +241,14 @@ pub struct ProcessGroup {
     collective_timeout: Duration,
     communication_slice: std::result::Result<Option<Duration>, String>,
     peers: Peers,
-    heartbeat: Heartbeat,
+    /// This process's heartbeat: the job's group beats, a subgroup leaves it to the job's.
+    heartbeat: Option<Heartbeat>,
+    /// What a subgroup is made with: the address Gloo binds to and the interfaces it uses.
+    interface: String,
+    gloo_interfaces: Vec<String>,
+    /// Where this group's own keys live in the store: `tandem` for the job's group,
+    /// `tandem/<name>` for a subgroup (its shutdown counts).
+    keys: String,
 }
 
 // SAFETY: `raw` is owned by this ProcessGroup alone and a c10d backend may be used from, and
@@ -273,7 +280,16 @@ impl ProcessGroup {
         let remaining = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
-        let (raw, communication_slice) = create_group(&store, opts, &interface, remaining)?;
+        let shape = GroupShape {
+            prefix: format!("{}/", opts.backend.name()),
+            rank: opts.rank,
+            size: opts.world_size,
+            backend: opts.backend,
+            collective_timeout: opts.collective_timeout,
+            interface: &interface,
+            gloo_interfaces: &opts.gloo_interfaces,
+        };
+        let (raw, communication_slice) = create_group(&store, &shape, remaining)?;
         let staging = match opts.backend {
             Backend::Nccl => Some(Device::Cuda(current_cuda_device()?)),
             Backend::Gloo => None,
@@ -290,7 +306,7 @@ impl ProcessGroup {
         };
         Ok(ProcessGroup {
             peers,
-            heartbeat,
+            heartbeat: Some(heartbeat),
             raw,
             store,
             rank: opts.rank,
@@ -299,6 +315,52 @@ impl ProcessGroup {
             staging,
             collective_timeout: opts.collective_timeout,
             communication_slice,
+            interface,
+            gloo_interfaces: opts.gloo_interfaces.clone(),
+            keys: "tandem".into(),
+        })
+    }
+
+    /// A group of `ranks` of this one (this rank among them), named `name` (unique in the job:
+    /// it keys the group in the store), whose collectives involve those ranks only; every rank
+    /// of `ranks` must form it, and no other. It shares this group's store and heartbeat, and
+    /// names a silent rank as this group would. Used for a population member's ranks.
+    pub fn subgroup(
+        &self,
+        name: &str,
+        ranks: std::ops::Range<usize>,
+        timeout: Duration,
+    ) -> Result<ProcessGroup> {
+        if !ranks.contains(&self.rank) || ranks.end > self.world_size {
+            return Err(DistError::Invalid(format!(
+                "rank {} cannot form group {name} of ranks {ranks:?} in a world of {}",
+                self.rank, self.world_size
+            )));
+        }
+        let shape = GroupShape {
+            prefix: format!("{name}/{}/", self.backend.name()),
+            rank: self.rank - ranks.start,
+            size: ranks.len(),
+            backend: self.backend,
+            collective_timeout: self.collective_timeout,
+            interface: &self.interface,
+            gloo_interfaces: &self.gloo_interfaces,
+        };
+        let (raw, communication_slice) = create_group(&self.store, &shape, timeout)?;
+        Ok(ProcessGroup {
+            raw,
+            store: Arc::clone(&self.store),
+            rank: shape.rank,
+            world_size: shape.size,
+            backend: self.backend,
+            staging: self.staging,
+            collective_timeout: self.collective_timeout,
+            communication_slice,
+            peers: self.peers.clone(),
+            heartbeat: None,
+            interface: self.interface.clone(),
+            gloo_interfaces: self.gloo_interfaces.clone(),
+            keys: format!("tandem/{name}"),
         })
     }
 
@@ -566,23 +628,25 @@ impl ProcessGroup {
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
         };
-        self.store.add("tandem/shutdown/finished", 1)?;
-        wait_for(
-            "tandem/shutdown/finished",
-            world,
-            "every rank to finish its last collective",
-        )?;
+        let (finished, left) = (
+            format!("{}/shutdown/finished", self.keys),
+            format!("{}/shutdown/left", self.keys),
+        );
+        self.store.add(&finished, 1)?;
+        wait_for(&finished, world, "every rank to finish its last collective")?;
         // Every rank is done with its collectives: no beat is needed to name a lost one, and
         // none may be in flight when rank 0's store closes.
-        self.heartbeat.stop();
+        if let Some(heartbeat) = &mut self.heartbeat {
+            heartbeat.stop();
+        }
         if self.rank == 0 {
             wait_for(
-                "tandem/shutdown/left",
+                &left,
                 world - 1,
                 "the other ranks to leave before the store closes",
             )?;
         } else {
-            self.store.add("tandem/shutdown/left", 1)?;
+            self.store.add(&left, 1)?;
         }
         Ok(())
     }
@@ -611,21 +675,29 @@ type CreatedGroup = (
     std::result::Result<Option<Duration>, String>,
 );
 
-fn create_group(
-    store: &Arc<Store>,
-    opts: &GroupOptions,
-    interface: &str,
-    timeout: Duration,
-) -> Result<CreatedGroup> {
+/// What a c10d group is formed with: where its keys live in the store, this rank's place in it,
+/// its backend and timeout, and (Gloo) the address and interfaces it binds to.
+struct GroupShape<'a> {
+    prefix: String,
+    rank: usize,
+    size: usize,
+    backend: Backend,
+    collective_timeout: Duration,
+    interface: &'a str,
+    gloo_interfaces: &'a [String],
+}
+
+fn create_group(store: &Arc<Store>, shape: &GroupShape, timeout: Duration) -> Result<CreatedGroup> {
     let store_ptr = SendPtr(store.raw);
     // Keep the store alive inside the thread even if we give up waiting on it.
     let keep = Arc::clone(store);
-    let rank = opts.rank as c_int;
-    let size = opts.world_size as c_int;
-    let collective_ms = opts.collective_timeout.as_millis() as i64;
-    let backend = opts.backend;
-    let host = cstring(interface, "the interface address")?;
-    let interfaces = cstring(&opts.gloo_interfaces.join(","), "the interface names")?;
+    let rank = shape.rank as c_int;
+    let size = shape.size as c_int;
+    let collective_ms = shape.collective_timeout.as_millis() as i64;
+    let backend = shape.backend;
+    let prefix = cstring(&shape.prefix, "the group's key prefix")?;
+    let host = cstring(shape.interface, "the interface address")?;
+    let interfaces = cstring(&shape.gloo_interfaces.join(","), "the interface names")?;
     let what = format!("forming the {} process group", backend.name());
     let context = what.clone();
     let group = with_deadline(&what, timeout, move || {
@@ -639,12 +711,14 @@ fn create_group(
         let mut out = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
         // SAFETY: `store_ptr` is the live store that `_keep` holds alive for this whole closure;
-        // `host` and `interfaces` are NUL-terminated and owned by the closure; `out` and `err` are valid
-        // out-pointers. On success the new group is owned by the ProcessGroup built from it.
+        // `prefix`, `host` and `interfaces` are NUL-terminated and owned by the closure; `out`
+        // and `err` are valid out-pointers. On success the new group is owned by the
+        // ProcessGroup built from it.
         let rc = unsafe {
             match backend {
                 Backend::Gloo => ffi::tdc_group_create_gloo(
                     store_ptr.0,
+                    prefix.as_ptr(),
                     rank,
                     size,
                     collective_ms,
@@ -656,6 +730,7 @@ fn create_group(
                 ),
                 Backend::Nccl => ffi::tdc_group_create_nccl(
                     store_ptr.0,
+                    prefix.as_ptr(),
                     rank,
                     size,
                     collective_ms,

@@ -8,6 +8,7 @@ use crate::Source;
 use crate::diag::{Diagnostics, SourceKind, Sources, error};
 use crate::model::{Device, Experiment, Scalar, Threads, Wrapper};
 use crate::schema::{self, SECTIONS};
+use crate::setting::ExploreRule;
 use crate::values::{self, Val, Values};
 use tandem_spec::wrapper::Value as WrapperValue;
 
@@ -76,7 +77,7 @@ pub(crate) fn kdl_value(v: &Val) -> String {
         Val::Threads(Threads::PerRank(n)) => n.to_string(),
         Val::Strings(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
         // Blocks are written by the caller.
-        Val::Wrappers(_) | Val::Args(_) | Val::Policies(_) => String::new(),
+        Val::Wrappers(_) | Val::Args(_) | Val::Policies(_) | Val::Explore(_) => String::new(),
     }
 }
 
@@ -149,6 +150,7 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                     out.push_str("        }\n");
                 }
                 Val::Policies(list) => write_policies(&mut out, field.name, list),
+                Val::Explore(list) => write_explore(&mut out, field.name, list),
                 Val::Strings(m) if m.is_empty() => {
                     out.push_str(&format!("        {}\n", field.name))
                 }
@@ -186,6 +188,51 @@ fn write_policies(out: &mut String, name: &str, list: &[crate::setting::Policy])
         out.push_str("            }\n");
     }
     out.push_str("        }\n");
+}
+
+fn write_explore(out: &mut String, name: &str, list: &[crate::setting::Explore]) {
+    if list.is_empty() {
+        out.push_str(&format!("        {name} {{}}\n"));
+        return;
+    }
+    out.push_str(&format!("        {name} {{\n"));
+    for explore in list {
+        out.push_str(&format!("            {}", explore.path));
+        match &explore.rule {
+            ExploreRule::Factor { factor, min, max } => out.push_str(&format!(
+                " factor={} min={} max={}",
+                float(*factor),
+                float(*min),
+                float(*max)
+            )),
+            ExploreRule::Values(values) => {
+                for v in values {
+                    out.push_str(&format!(" {}", float(*v)));
+                }
+            }
+        }
+        out.push_str(&format!(" spread=#{}\n", explore.spread));
+    }
+    out.push_str("        }\n");
+}
+
+/// A hyperparameter population-based training explores, in the JSON form: its rule's
+/// numbers (`factor`, `min`, `max`, or `values`) and `spread`.
+fn explore_json(explore: &crate::setting::Explore) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    match &explore.rule {
+        ExploreRule::Factor { factor, min, max } => {
+            o.insert("factor".into(), json_value(&Val::Float(*factor)));
+            o.insert("min".into(), json_value(&Val::Float(*min)));
+            o.insert("max".into(), json_value(&Val::Float(*max)));
+        }
+        ExploreRule::Values(values) => {
+            let list = values.iter().map(|v| json_value(&Val::Float(*v))).collect();
+            o.insert("values".into(), serde_json::Value::Array(list));
+        }
+    }
+    o.insert("spread".into(), serde_json::Value::Bool(explore.spread));
+    serde_json::Value::Object(o)
 }
 
 /// A policy in the JSON form: its pattern, or, with settings of its own, an object of its
@@ -253,6 +300,11 @@ fn json_value(v: &Val) -> serde_json::Value {
         Val::Policies(list) => J::Object(
             list.iter()
                 .map(|policy| (policy.name.clone(), policy_json(policy)))
+                .collect(),
+        ),
+        Val::Explore(list) => J::Object(
+            list.iter()
+                .map(|explore| (explore.path.clone(), explore_json(explore)))
                 .collect(),
         ),
         Val::Wrappers(list) => J::Array(

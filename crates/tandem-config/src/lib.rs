@@ -203,3 +203,32 @@ pub fn resolve_on(
 ) -> Result<Resolved, Diagnostics> {
     resolve::run(source, sets, true, Some(machine))
 }
+
+impl Experiment {
+    /// Member `member` of this experiment's population, as a run of its own: its share of the
+    /// devices (member k holds devices k*m..k*m+m-1), `seed` (the member's, which the caller
+    /// derives), no population, and the explored hyperparameters at `values` (path and value,
+    /// set as `--set`s are, so each is checked as any value is). Its sizes are divided over
+    /// its own ranks, as the population's resolution already checked.
+    pub fn for_member(
+        &self,
+        member: usize,
+        seed: u64,
+        values: &[(String, f64)],
+    ) -> Result<Experiment, Diagnostics> {
+        let mut alone = self.clone();
+        let ranks = self.world_size();
+        alone.devices = self.devices[member * ranks..(member + 1) * ranks].to_vec();
+        alone.seed = seed;
+        alone.population = Population::default();
+        let sets: Vec<String> = (values.iter())
+            .map(|(path, value)| {
+                format!(
+                    "{path}={}",
+                    canonical::kdl_value(&values::Val::Float(*value))
+                )
+            })
+            .collect();
+        resolve(&Source::Stdin(canonical_kdl(&alone)), &sets).map(|r| r.experiment)
+    }
+}

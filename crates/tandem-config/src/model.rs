@@ -29,6 +29,7 @@ settings! {
             log: Log = "log";
             checkpoint: Checkpoint = "checkpoint";
             eval: Eval = "eval";
+            population: Population = "population";
         }
         name: String = "name", Ty::Name, Dflt::Required,
             "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.";
@@ -52,26 +53,34 @@ algorithms! {
             learns: Learns::OnPolicy,
             acts: Acts::AnySpace,
             corrects_lag: true,
+            explorable: &[
+                "lr", "gamma", "gae-lambda", "clip", "value-clip", "entropy-coef", "value-coef",
+                "max-grad-norm", "target-kl",
+            ],
         };
         A2c(A2c) = AlgorithmFacts {
             learns: Learns::OnPolicy,
             acts: Acts::AnySpace,
             corrects_lag: false,
+            explorable: &["lr", "gamma", "gae-lambda", "entropy-coef", "value-coef", "max-grad-norm"],
         };
         Dqn(Dqn) = AlgorithmFacts {
             learns: Learns::OffPolicy,
             acts: Acts::Discrete,
             corrects_lag: false,
+            explorable: &[],
         };
         Sac(Sac) = AlgorithmFacts {
             learns: Learns::OffPolicy,
             acts: Acts::SquashedBox,
             corrects_lag: false,
+            explorable: &[],
         };
         Td3(Td3) = AlgorithmFacts {
             learns: Learns::OffPolicy,
             acts: Acts::SquashedBox,
             corrects_lag: false,
+            explorable: &[],
         };
     }
 }
@@ -86,6 +95,9 @@ pub struct AlgorithmFacts {
     /// against the behaviour policy's stored log-probabilities), so that pipelined and free
     /// sampling may feed it.
     pub corrects_lag: bool,
+    /// The settings of its section an update reads afresh each time, so that a population
+    /// member may change them during a run (`population.explore`).
+    pub explorable: &'static [&'static str],
 }
 
 /// Where a learner's experience comes from.
@@ -943,6 +955,56 @@ settings! {
     }
 }
 
+choices! {
+    /// What population-based training ranks members by (`population.objective`).
+    pub enum Objective {
+        /// The mean game score of the member's last 100 episodes (the final-score rule).
+        Score = "score",
+        /// The mean score of the member's latest evaluation (`eval.every` must be set).
+        Eval = "eval",
+    }
+}
+
+settings! {
+    /// The `population` section: Several members trained at once, each by its own ranks, with population-based training between them.
+    pub struct Population {
+        members: Option<u64> = "members", Ty::Int { min: 2, max: 4096 }, Dflt::Null,
+            "Train this many members at once, each a learner of its own on an equal share of the devices (member k on ranks k*m..k*m+m-1, m = devices / members), its gradients averaged inside its own ranks only; each member has its own seed (derived from the experiment's) and trains `train.total-steps` steps of its own. Its files go in `members/<k>/` of the run directory, laid out as a run's. `#null` (the default): one learner, no population. docs/population.md.";
+        period: u64 = "period", COUNT, Dflt::Int(50_000),
+            "Population-based training's interval, in each member's own environment steps: after the update that crosses a multiple of it, every member's objective is gathered, the bottom `exploit` fraction copies the parameters, optimiser state and observation normaliser of a member drawn from the top fraction, and explores (perturbs the hyperparameters of `explore`).";
+        objective: Objective = "objective", Ty::Choice(Objective::NAMES), Dflt::Str("score"),
+            "What members are ranked by: `\"score\"`, the mean score of the member's last 100 episodes; `\"eval\"`, its latest evaluation's mean score (needs `eval.every`).";
+        exploit: f64 = "exploit", Ty::Float {
+                min: 0.0,
+                min_open: false,
+                max: 0.5,
+                max_open: false,
+            }, Dflt::Float(0.25),
+            "The fraction of members (rounded up, at least one where it is above 0) that copy a better member at each period, and the fraction at the top they copy from; 0 trains the members side by side without exchange (a population of fixed hyperparameters, the baseline PBT is held against).";
+        explore: ExploreList = "explore", Ty::Explore, Dflt::NoArgs,
+            "The hyperparameters members differ in and explore: a block of number settings of the algorithm section, each `algorithm.lr factor=1.25 min=1e-5 max=1e-2` (multiplied or divided by factor, kept within the range) or `algorithm.entropy-coef 0 0.003 0.01 0.03` (a step to a neighbouring value); `spread=#false` starts every member from the experiment's value instead of a seeded draw from the range (log-uniform) or the list (uniform). Settings an update reads afresh each time: for ppo lr, gamma, gae-lambda, clip, value-clip, entropy-coef, value-coef, max-grad-norm, target-kl; for a2c lr, gamma, gae-lambda, entropy-coef, value-coef, max-grad-norm.";
+    }
+}
+
+/// `population.explore`: the hyperparameters population-based training explores, sorted by
+/// path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExploreList(pub Vec<Explore>);
+
+pub use crate::setting::{Explore, ExploreRule};
+
+impl Setting for ExploreList {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Explore(list)) => ExploreList(list.clone()),
+            _ => ExploreList::default(),
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Explore(self.0.clone())
+    }
+}
+
 /// `train.policies`: each policy's name, the pattern of the agent ids it plays and its own
 /// settings, sorted by name.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -1170,9 +1232,18 @@ impl Experiment {
         self.train.policies.0.iter().map(plan).collect()
     }
 
-    /// Number of ranks: one per device.
-    pub fn world_size(&self) -> usize {
+    /// The ranks of the whole job: one per device.
+    pub fn job_ranks(&self) -> usize {
         self.devices.len()
+    }
+
+    /// The ranks one learner spans, whose gradients are averaged together and over which
+    /// every global size is divided: every device, or a population member's share of them.
+    pub fn world_size(&self) -> usize {
+        match self.population.members {
+            Some(members) => self.devices.len() / (members as usize).max(1),
+            None => self.devices.len(),
+        }
     }
 
     /// Environments each rank runs. The resolver guarantees exact division.

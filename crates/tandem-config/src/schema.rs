@@ -11,8 +11,8 @@ use tandem_spec::game::{ATARI_DOC, Game};
 use tandem_spec::{SpreadParams, TagParams};
 
 use crate::model::{
-    Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Sync, SyncPolicy,
-    Torso, Train,
+    Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Population, Sync,
+    SyncPolicy, Torso, Train,
 };
 use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS, UNIT_CLOSED};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
@@ -413,8 +413,17 @@ pub(crate) static EVAL: Section = Section {
     common: Eval::FIELDS,
 };
 
+pub(crate) static POPULATION: Section = Section {
+    name: "population",
+    doc: "Several members trained at once, each by its own ranks, with population-based training between them (off unless `members` is set).",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: Population::FIELDS,
+};
+
 /// Every section in canonical order; the first holds the top-level settings.
-pub(crate) static SECTIONS: [&Section; 9] = [
+pub(crate) static SECTIONS: [&Section; 10] = [
     &TOP,
     &ALGORITHM,
     &ENV,
@@ -424,6 +433,7 @@ pub(crate) static SECTIONS: [&Section; 9] = [
     &LOG,
     &CHECKPOINT,
     &EVAL,
+    &POPULATION,
 ];
 
 pub(crate) fn section(name: &str) -> Option<&'static Section> {
@@ -438,7 +448,9 @@ pub(crate) fn takes_a_block(section: usize, name: &str) -> bool {
         .common
         .iter()
         .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
-        .any(|f| f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies))
+        .any(|f| {
+            f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies | Ty::Explore)
+        })
 }
 
 /// The wrappers as the schema reads them: tandem-spec's table (`tandem_spec::wrapper::WRAPPERS`,
@@ -532,6 +544,10 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::InfoKeys => "zero or more distinct strings".into(),
         Ty::Args => "block of `name value` keyword arguments".into(),
         Ty::Policies => "block of `name \"agent pattern\"` policies".into(),
+        Ty::Explore => {
+            "block of `algorithm.<setting> factor= min= max=` or `algorithm.<setting> VALUES...`"
+                .into()
+        }
         Ty::Devices => "device strings, or count= and kind=".into(),
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
         Ty::OrWord(word, inner) => format!("\"{word}\" or {}", describe(inner)),
@@ -875,7 +891,7 @@ mod tests {
             | (Ty::Threads, Dflt::Auto)
             | (Ty::Wrappers, Dflt::NoWrappers)
             | (Ty::Modules | Ty::InfoKeys, Dflt::NoStrings)
-            | (Ty::Args | Ty::Policies, Dflt::NoArgs) => true,
+            | (Ty::Args | Ty::Policies | Ty::Explore, Dflt::NoArgs) => true,
             _ => false,
         }
     }

@@ -41,6 +41,9 @@ pub(crate) enum Ty {
     /// A block of `name "pattern"`: each policy and the agent ids it plays (held as
     /// [`Val::Args`] of strings).
     Policies,
+    /// A block of `section.setting RULE`: the hyperparameters population-based training
+    /// explores and how ([`Explore`]).
+    Explore,
     /// The string given (`"auto"`: the learner decides), or a value of the inner type.
     OrWord(&'static str, &'static Ty),
 }
@@ -203,6 +206,8 @@ pub(crate) enum Val {
     Args(Vec<(String, tandem_spec::game::Scalar)>),
     /// `train.policies`, sorted by name.
     Policies(Vec<Policy>),
+    /// `population.explore`, sorted by path.
+    Explore(Vec<Explore>),
 }
 
 /// One policy of `train.policies` (kept here, with the values, as the model's `PolicyMap`
@@ -216,6 +221,30 @@ pub struct Policy {
     /// path (`algorithm.lr`) and the value as canonical KDL arguments (`0.001`), as `--set`
     /// takes them (`Experiment::for_policy`).
     pub settings: Vec<(String, String)>,
+}
+
+/// One hyperparameter population-based training explores (`population.explore`): a number
+/// setting of the algorithm section, how an exploiting member perturbs it, and whether the
+/// members start spread over its values or all from the experiment's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explore {
+    /// The setting's path, `algorithm.<name>`.
+    pub path: String,
+    pub rule: ExploreRule,
+    /// Whether each member starts from a value drawn from the rule's range or list (seeded),
+    /// rather than the experiment's own.
+    pub spread: bool,
+}
+
+/// How a hyperparameter moves when a member explores.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExploreRule {
+    /// Multiplied or divided by `factor` (each with probability 1/2), kept within
+    /// `[min, max]`; a spread start draws log-uniformly from that range.
+    Factor { factor: f64, min: f64, max: f64 },
+    /// One of these values, ascending: a step to a neighbour (up or down with probability
+    /// 1/2, staying put at an end it cannot pass); a spread start draws uniformly among them.
+    Values(Vec<f64>),
 }
 
 impl Val {

@@ -212,6 +212,7 @@ impl Checker<'_> {
             Ty::Wrappers => return self.wrappers(raw),
             Ty::Args => return self.args(raw),
             Ty::Policies => return self.policies(raw),
+            Ty::Explore => return self.explore(raw),
             _ => {}
         }
         let mut errs = Vec::new();
@@ -479,6 +480,213 @@ impl Checker<'_> {
             Ok((Val::Policies(list), spans))
         } else {
             Err(errs)
+        }
+    }
+
+    /// `explore { algorithm.lr factor=1.25 min=1e-5 max=1e-2; algorithm.entropy-coef 0 0.01 }`:
+    /// each number setting of the algorithm section once, with a factor and a range or a list
+    /// of values, each value checked against the setting; sorted by path. Whether the
+    /// experiment's algorithm has the setting and reads it afresh is the cross-check's.
+    fn explore(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let example = "write `explore { algorithm.lr factor=1.25 min=1e-5 max=1e-2; algorithm.entropy-coef 0 0.003 0.01 }`";
+        let mut errs = Vec::new();
+        let Some(block) = self.block_of(raw, example, &mut errs) else {
+            return Err(errs);
+        };
+        let mut explored: BTreeMap<String, (Explore, SourceSpan)> = BTreeMap::new();
+        for node in block.nodes() {
+            let (path, span) = (node.name().value(), node.name().span());
+            match self.explored(node) {
+                Err(e) => errs.extend(e),
+                Ok(_) if explored.contains_key(path) => errs.push(
+                    error(
+                        "config::duplicate-setting",
+                        format!("`{path}` is explored twice"),
+                    )
+                    .at(source, span, "given again here")
+                    .also(source, explored[path].1, "first given here")
+                    .help("give each explored setting once"),
+                ),
+                Ok(explore) => {
+                    explored.insert(path.to_string(), (explore, span));
+                }
+            }
+        }
+        if errs.is_empty() {
+            let spans = explored.values().map(|(_, span)| *span).collect();
+            let list = explored.into_values().map(|(explore, _)| explore).collect();
+            Ok((Val::Explore(list), spans))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// One explored setting: `algorithm.<name>` and its rule.
+    fn explored(&self, node: &KdlNode) -> Result<Explore, Vec<DiagBuilder>> {
+        let source = self.source;
+        let (path, span) = (node.name().value(), node.name().span());
+        let field = match policy_field(path) {
+            Some(field)
+                if path.starts_with("algorithm.") && matches!(field.ty, Ty::Float { .. }) =>
+            {
+                field
+            }
+            _ => {
+                return Err(vec![
+                    error(
+                        "config::explore-setting",
+                        format!("`{path}` cannot be explored"),
+                    )
+                    .at(source, span, "not a number setting of the algorithm section")
+                    .help("explore a number setting of the algorithm section, written with its section: `algorithm.lr factor=1.25 min=1e-5 max=1e-2`"),
+                ]);
+            }
+        };
+        let raw = raw_of_node(node);
+        let checker = Checker { source, path };
+        let number = |value: &KdlValue, at: SourceSpan| -> Result<f64, Vec<DiagBuilder>> {
+            let one = Raw {
+                args: vec![(value.clone(), at)],
+                props: Vec::new(),
+                children: None,
+                value_span: at,
+            };
+            match checker.value(field, &one)? {
+                (Val::Float(x), _) => Ok(x),
+                _ => Err(vec![
+                    error("config::type", format!("`{path}` explores numbers"))
+                        .at(source, at, "not a number")
+                        .help(format!("`{}`: {}", field.name, field.doc)),
+                ]),
+            }
+        };
+        let mut errs = Vec::new();
+        if let Some(children) = &raw.children {
+            errs.push(
+                error(
+                    "config::unexpected-block",
+                    format!("`{path}` takes no block"),
+                )
+                .at(source, children.span(), "unexpected block")
+                .help("write its rule on its line: `factor= min= max=`, or its values"),
+            );
+        }
+        let mut props: BTreeMap<&str, (f64, SourceSpan)> = BTreeMap::new();
+        let mut spread = true;
+        for (key, value, at) in &raw.props {
+            match (key.as_str(), value) {
+                ("spread", KdlValue::Bool(b)) => spread = *b,
+                ("spread", _) => errs.push(
+                    error("config::type", format!("`spread` of `{path}` is #true or #false"))
+                        .at(source, *at, "not a boolean")
+                        .help("`spread=#false` starts every member from the experiment's value"),
+                ),
+                ("factor", KdlValue::Integer(_) | KdlValue::Float(_)) => {
+                    let x = match value {
+                        KdlValue::Integer(i) => *i as f64,
+                        KdlValue::Float(x) => *x,
+                        _ => 0.0,
+                    };
+                    if !(x.is_finite() && x > 1.0 && x <= 100.0) {
+                        errs.push(
+                            error("config::range", format!("the factor of `{path}` is out of range"))
+                                .at(source, *at, format!("must be above 1 and at most 100, found {x}"))
+                                .help("an exploring member multiplies or divides the value by the factor: 1.2 or 1.25 are usual"),
+                        );
+                    }
+                    props.insert("factor", (x, *at));
+                }
+                ("min" | "max", _) => match number(value, *at) {
+                    Ok(x) => {
+                        props.insert(if key == "min" { "min" } else { "max" }, (x, *at));
+                    }
+                    Err(e) => errs.extend(e),
+                },
+                _ => errs.push(
+                    error("config::unexpected-property", format!("`{path}` takes no `{key}=`"))
+                        .at(source, *at, "unexpected property")
+                        .help("an explored setting takes `factor=`, `min=`, `max=` and `spread=`, or a list of values"),
+                ),
+            }
+        }
+        let rule = match (raw.args.is_empty(), props.is_empty()) {
+            (true, false) => match (props.get("factor"), props.get("min"), props.get("max")) {
+                (Some(&(factor, _)), Some(&(min, min_at)), Some(&(max, _))) => {
+                    if !(min > 0.0 && min < max) {
+                        errs.push(
+                            error(
+                                "config::range",
+                                format!("the range of `{path}` is empty or not positive"),
+                            )
+                            .at(
+                                source,
+                                min_at,
+                                format!("min {min} must be above 0 and below max {max}"),
+                            )
+                            .help("a factor moves a value within (0, inf): give 0 < min < max"),
+                        );
+                    }
+                    Some(ExploreRule::Factor { factor, min, max })
+                }
+                _ => {
+                    errs.push(
+                        error(
+                            "config::missing-value",
+                            format!("`{path}` needs factor=, min= and max="),
+                        )
+                        .at(source, raw.value_span, "incomplete rule")
+                        .help(format!("e.g. `{path} factor=1.25 min=1e-5 max=1e-2`")),
+                    );
+                    None
+                }
+            },
+            (false, true) => {
+                let mut values = Vec::new();
+                for (value, at) in &raw.args {
+                    match number(value, *at) {
+                        Ok(x) => values.push(x),
+                        Err(e) => errs.extend(e),
+                    }
+                }
+                values.sort_by(f64::total_cmp);
+                values.dedup();
+                if values.len() < 2 && errs.is_empty() {
+                    errs.push(
+                        error(
+                            "config::missing-value",
+                            format!("`{path}` needs two or more different values"),
+                        )
+                        .at(source, raw.value_span, "nothing to explore")
+                        .help(format!(
+                            "list two or more values for members to step between: `{path} A B C`"
+                        )),
+                    );
+                }
+                Some(ExploreRule::Values(values))
+            }
+            _ => {
+                errs.push(
+                    error("config::explore-rule", format!("`{path}` needs one rule"))
+                        .at(
+                            source,
+                            raw.value_span,
+                            "a factor and range, or a list of values",
+                        )
+                        .help(format!(
+                            "either `{path} factor=1.25 min=A max=B` or `{path} V1 V2 V3`"
+                        )),
+                );
+                None
+            }
+        };
+        match rule {
+            Some(rule) if errs.is_empty() => Ok(Explore {
+                path: path.to_string(),
+                rule,
+                spread,
+            }),
+            _ => Err(errs),
         }
     }
 
@@ -1195,5 +1403,7 @@ fn policy_field(path: &str) -> Option<&'static Field> {
         .common
         .iter()
         .chain(section.kinds.iter().flat_map(|k| k.fields.iter()));
-    fields.find(|f| f.name == name && !matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies))
+    fields.find(|f| {
+        f.name == name && !matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies | Ty::Explore)
+    })
 }

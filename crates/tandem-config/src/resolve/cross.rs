@@ -104,6 +104,11 @@ impl CrossCheck<'_, '_> {
         if self.experiment.network.critic_input == CriticInput::State {
             self.central_critic();
         }
+        if self.experiment.population.members.is_some() && self.ok(&["population", "devices"]) {
+            self.population();
+        } else {
+            self.population_unused();
+        }
         if self.experiment.env.game.takes_turns() {
             self.turns();
         }
@@ -902,6 +907,127 @@ impl CrossCheck<'_, '_> {
             );
         }
         self.seats_can_share_a_batch("a centralised critic", path);
+    }
+
+    /// A population: its members share the devices equally, each member one learner of one
+    /// policy, collected synchronously (an exploit changes a member's parameters between
+    /// updates, which a batch in flight would not see), and what it explores is a setting its
+    /// learner reads afresh at every update.
+    fn population(&mut self) {
+        let e = self.experiment;
+        let members = e.population.members.unwrap_or(1) as usize;
+        let devices = e.devices.len();
+        let path = "population.members";
+        if !devices.is_multiple_of(members) || devices < members {
+            let help = format!(
+                "each member trains on an equal share of the devices: list a multiple of {members} devices (`devices count={} kind=\"cpu\"`), or pick members dividing {devices}",
+                members * devices.div_ceil(members).max(1)
+            );
+            return self.report(
+                "config::inconsistent",
+                format!("{members} members cannot share {devices} device(s) equally"),
+                path,
+                "does not divide the devices",
+                Some(("devices", "these devices")),
+                help,
+            );
+        }
+        let refusals = [
+            (
+                !e.train.policies.0.is_empty(),
+                "train.policies",
+                "several policies",
+                "remove `policies`: each member is one policy",
+            ),
+            (
+                e.train.sampling != Sampling::Synchronous
+                    && e.algorithm.facts().learns == Learns::OnPolicy,
+                "train.sampling",
+                "pipelined or free sampling",
+                "set `sampling \"synchronous\"`: a member that copies another's parameters would learn from a batch its old ones collected",
+            ),
+            (
+                e.population.objective == Objective::Eval && e.eval.every.is_none(),
+                "population.objective",
+                "an objective of evaluations",
+                "set `eval { every N }`, or rank members by `objective \"score\"`",
+            ),
+        ];
+        for (refused, at, what, help) in refusals {
+            if refused && self.ok(&[at]) {
+                self.report(
+                    "config::inconsistent",
+                    format!("a population cannot have {what} yet"),
+                    at,
+                    what,
+                    Some((path, "a population")),
+                    help.into(),
+                );
+            }
+        }
+        self.explored_settings();
+    }
+
+    /// The population's settings do nothing without members: any written is refused.
+    fn population_unused(&mut self) {
+        if self.experiment.population.members.is_some() {
+            return;
+        }
+        // The canonical form writes every setting: only a value other than the default counts.
+        let p = &self.experiment.population;
+        let default = Population::default();
+        let changed = [
+            ("period", p.period != default.period),
+            ("objective", p.objective != default.objective),
+            ("exploit", p.exploit != default.exploit),
+            ("explore", !p.explore.0.is_empty()),
+        ];
+        for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
+            let path = format!("population.{name}");
+            if self.ok(&[&path]) {
+                self.report(
+                    "config::inconsistent",
+                    format!("`{name}` has no effect without a population"),
+                    &path,
+                    "set for a population",
+                    None,
+                    "set `members` in `population` (2 or more), or remove this setting".into(),
+                );
+            }
+        }
+    }
+
+    /// Each explored setting is one the experiment's learner reads afresh at every update.
+    fn explored_settings(&mut self) {
+        let e = self.experiment;
+        let path = "population.explore";
+        let Some(entry) = self.applier.entries.get(path).cloned() else {
+            return;
+        };
+        let facts = e.algorithm.facts();
+        let algorithm = e.algorithm.name();
+        for (i, explore) in e.population.explore.0.iter().enumerate() {
+            let name = explore.path.trim_start_matches("algorithm.");
+            if facts.explorable.contains(&name) {
+                continue;
+            }
+            let at = entry.items.get(i).copied().unwrap_or(entry.span);
+            let help = match facts.explorable {
+                [] => format!(
+                    "{algorithm} cannot change a setting during a run yet: remove `explore`, or train with {}",
+                    Algorithm::names_where(|f| !f.explorable.is_empty(), "or")
+                ),
+                some => format!("{algorithm} explores {}", listed(some, "and")),
+            };
+            self.applier.push(
+                error(
+                    "config::inconsistent",
+                    format!("{algorithm} cannot explore `{}`", explore.path),
+                )
+                .at(entry.source, at, "not read afresh at each update")
+                .help(help),
+            );
+        }
     }
 
     /// The agent's index in its policy's input: a game of several agents whose agents the

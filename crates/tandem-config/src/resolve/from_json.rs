@@ -199,6 +199,7 @@ impl Translator {
         let mut node = KdlNode::new(ident(&m.key, m.key_span));
         node.set_span(span_to(m.key_span, m.value.span));
         let is_block = schema::takes_a_block(section, &m.key);
+        let explores = schema::SECTIONS[section].name == "population" && m.key == "explore";
         match &m.value.value {
             Json::Array(items) if items.is_empty() && is_block => {
                 node.set_children(block(Vec::new(), m.value.span));
@@ -221,6 +222,14 @@ impl Translator {
                             let mut child = KdlNode::new(ident(&arg.key, arg.key_span));
                             child.set_span(span_to(arg.key_span, arg.value.span));
                             match &arg.value.value {
+                                Json::Object(inner) if explores => {
+                                    self.explore_entry(&mut child, inner)
+                                }
+                                Json::Array(items) if explores => {
+                                    for item in items {
+                                        push_opt(&mut child, self.scalar_entry(item, &arg.key));
+                                    }
+                                }
                                 Json::Object(inner) => self.policy_entry(&mut child, inner),
                                 _ => push_opt(&mut child, self.scalar_entry(&arg.value, &arg.key)),
                             }
@@ -263,6 +272,23 @@ impl Translator {
         }
         let span = node.span();
         node.set_children(block(children, span));
+    }
+
+    /// An explored setting's rule (`{"factor": 1.25, "min": 1e-5, "max": 0.01}` or
+    /// `{"values": [0, 0.01], "spread": false}`) as its node: the values its arguments, the
+    /// rest its properties.
+    fn explore_entry(&mut self, node: &mut KdlNode, members: &[Member]) {
+        self.check_unique(members);
+        for m in members {
+            match &m.value.value {
+                Json::Array(items) if m.key == "values" => {
+                    for item in items {
+                        push_opt(node, self.scalar_entry(item, &m.key));
+                    }
+                }
+                _ => push_opt(node, self.prop_entry(m)),
+            }
+        }
     }
 
     /// An array of objects: the wrapper list, each object `{"kind": NAME, PARAM: VALUE, ...}`.
