@@ -31,6 +31,11 @@ pub enum Purpose {
     /// Evaluation during training: its environments' seeds, and libtorch's generator while
     /// it acts.
     Eval = 11,
+    /// A population member's own seed (the seed of its run), by member.
+    Member = 12,
+    /// Population-based training's draws: a member's starting hyperparameters (by member and
+    /// explored setting), and each exploit's choices (by exploit).
+    Explore = 13,
 }
 
 /// The seed of the `purpose` stream of `rank` at `update`: SplitMix64 steps folding in each

@@ -166,6 +166,15 @@ impl PolicyUpdate for A2c {
     fn optimizer(&self) -> &Optimizer {
         &self.optimizer
     }
+    fn retune(&mut self, algorithm: &tandem_config::Algorithm) -> Result<()> {
+        match algorithm {
+            tandem_config::Algorithm::A2c(settings) => {
+                self.config = settings.clone();
+                Ok(())
+            }
+            other => anyhow::bail!("a2c cannot take {}'s settings", other.name()),
+        }
+    }
     fn optimizer_mut(&mut self) -> &mut Optimizer {
         &mut self.optimizer
     }

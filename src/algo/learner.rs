@@ -154,6 +154,15 @@ pub trait Learner {
     fn restore_rank_files(&mut self, _resumed: &Resumed) -> Result<()> {
         Ok(())
     }
+    /// Takes the settings of `experiment`'s algorithm section that its updates read afresh (a
+    /// population member's explored hyperparameters, `AlgorithmFacts::explorable`) for the
+    /// updates to come; the resolver lets no population explore a learner that cannot.
+    fn retune(&mut self, experiment: &Experiment) -> Result<()> {
+        anyhow::bail!(
+            "{} cannot change its settings during a run",
+            experiment.algorithm.name()
+        )
+    }
     /// The learner's side of a joint round, where it plays its seats of a batch beside other
     /// policies; `None` where it cannot (only synchronous feed-forward on-policy learners can).
     fn seated(&mut self) -> Option<&mut dyn SeatedLearner> {

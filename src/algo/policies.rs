@@ -150,6 +150,15 @@ impl Policies {
         each.collect()
     }
 
+    /// Every learner takes `experiment`'s explored settings ([`Learner::retune`]): a population
+    /// member's, whose one policy this is.
+    pub fn retune(&mut self, experiment: &Experiment) -> Result<()> {
+        for (_, learner) in &mut self.learners {
+            learner.retune(experiment)?;
+        }
+        Ok(())
+    }
+
     pub fn updates_per_round(&self) -> u64 {
         self.learners[0].1.updates_per_round()
     }

@@ -289,7 +289,7 @@ fn refuse_earlier_run_before_rendezvous(req: &LaunchRequest) -> Result<()> {
 
 /// Starts the local workers and supervises them until the job ends; returns the exit code.
 pub fn launch(req: &LaunchRequest) -> Result<ExitCode> {
-    let world = req.experiment.world_size();
+    let world = req.experiment.job_ranks();
     let ranks = local_ranks(world, &req.layout)?;
     let _hold = prepare_run_dir(req)?;
     warn_if_oversubscribed(&req.experiment, &ranks);
@@ -490,9 +490,9 @@ pub fn train(req: TrainRequest) -> Result<ExitCode> {
         master_addr: req.master_addr.clone(),
         master_port: req.master_port,
     };
-    let job = job_env::derive(&job_env::from_process()?, &flags, experiment.world_size())?;
+    let job = job_env::derive(&job_env::from_process()?, &flags, experiment.job_ranks())?;
     if req.nnodes.is_none() {
-        check_memory_for_ranks_here(&resolved, &job.plan, experiment.world_size())?;
+        check_memory_for_ranks_here(&resolved, &job.plan, experiment.job_ranks())?;
     }
     crate::dist::check_interfaces(&job.gloo_interfaces).map_err(|e| UsageError(e.to_string()))?;
     let run_dir = run_dir_for(&req, resume.as_ref(), &experiment.name, &hash, &job);
@@ -740,7 +740,7 @@ fn external_rank(req: LaunchRequest, me: &job_env::OneRank) -> Result<ExitCode> 
             format!(
                 "rank {} but the experiment lists {} device(s)",
                 me.rank,
-                req.experiment.world_size()
+                req.experiment.job_ranks()
             )
         })?;
     let credential =

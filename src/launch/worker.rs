@@ -226,11 +226,11 @@ fn bfloat16_hint(
 
 /// Refuses a rank started for another world size or device than the config gives it.
 fn check_placement(args: &WorkerArgs, experiment: &tandem_config::Experiment) -> Result<()> {
-    if args.world_size != experiment.world_size() {
+    if args.world_size != experiment.job_ranks() {
         bail!(
             "this rank was started for a world of {} ranks, but the config lists {} device(s)",
             args.world_size,
-            experiment.world_size()
+            experiment.job_ranks()
         );
     }
     let configured = experiment.devices[args.rank].to_string();

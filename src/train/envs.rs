@@ -98,6 +98,19 @@ pub fn normalizer_tensors(envs: &VecEnv) -> Vec<(String, Tensor)> {
         .collect()
 }
 
+/// Sets the environments' normalisers to `tensors`, as [`normalizer_tensors`] wrote them (a
+/// population member copying another's).
+pub fn set_normalizers(envs: &mut VecEnv, tensors: &[Tensor]) -> Result<()> {
+    let stats = (tensors.iter())
+        .map(|t| {
+            let sums = Vec::<f64>::try_from(t)?;
+            tandem_env::NormStats::from_sums(&sums).context("malformed normaliser statistics")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    envs.set_normalizer_stats(&stats)?;
+    Ok(())
+}
+
 pub fn restore_normalizers(envs: &mut VecEnv, ckpt: &Checkpoint) -> Result<()> {
     let count = envs.normalizer_stats().len();
     if count == 0 {

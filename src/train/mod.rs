@@ -10,6 +10,7 @@ pub mod console;
 pub mod envs;
 pub mod eval;
 pub mod metrics;
+pub mod population;
 pub mod report;
 mod run;
 pub mod update_bench;

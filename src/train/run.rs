@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tch::{Device, Tensor};
 
-use tandem_config::{EveryUnit, Experiment, IntervalUnit};
+use tandem_config::{EveryUnit, Experiment, IntervalUnit, Objective};
 use tandem_env::VecEnv;
 
 use super::checkpoint::{self, Checkpoint};
 use super::console::Console;
 use super::envs::{
-    make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, sync_normalizers,
+    make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, set_normalizers,
+    sync_normalizers,
 };
+use super::population::{Member, Population};
 use super::eval::{Evaluated, Evaluation, Recording};
 use super::metrics::{self, Episode, RecentEpisodes};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
@@ -32,11 +34,61 @@ use crate::algo::policies::Policies;
 use crate::dist::{Ddp, SyncPolicy};
 use crate::seeds::{Purpose, derived_seed};
 
-/// Runs one rank's training from its resolved config to the end (or to a stop request).
+/// Runs one rank's training from its resolved config to the end (or to a stop request): the
+/// run it describes, or, in a population, the run of this rank's member.
 pub fn run(ctx: RankContext) -> Result<Outcome> {
-    let mut run = Run::start(ctx)?;
+    let (ctx, population) = match ctx.experiment.population.members {
+        Some(_) => member_context(ctx)?,
+        None => (ctx, None),
+    };
+    let mut run = Run::start(ctx, population)?;
     let outcome = run.train()?;
     run.finish(outcome)
+}
+
+/// A population rank's context as its member's run: the member's experiment, its ranks'
+/// group (formed here, over the job's store) and its directory; the job's group goes to the
+/// population's side of the run.
+fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)> {
+    if ctx.resume {
+        bail!(
+            "resuming a population is not supported yet: start it again in a new run directory"
+        );
+    }
+    let (rank, ranks) = (ctx.pg.rank(), ctx.experiment.world_size());
+    let member = Member::of_rank(&ctx.experiment, rank, &ctx.run_dir)?;
+    let timeout = Duration::from_secs_f64(ctx.experiment.sync.rendezvous_timeout);
+    let first = member.index * ranks;
+    let group = ctx
+        .pg
+        .subgroup(&format!("member-{}", member.index), first..first + ranks, timeout)
+        .with_context(|| format!("forming member {}'s group", member.index))?;
+    std::fs::create_dir_all(&member.run_dir)
+        .with_context(|| format!("creating {}", member.run_dir.display()))?;
+    if rank == first {
+        // The member's run as it starts: trained alone, it is this member's run wherever no
+        // member copies another (`exploit 0`).
+        let start = member.run_dir.join("start.kdl");
+        let text = tandem_config::canonical_kdl(&member.experiment);
+        crate::atomic::write_atomic(&start, text.as_bytes())
+            .with_context(|| format!("writing {}", start.display()))?;
+    }
+    let population = Population::new(ctx.pg, ctx.experiment, &member, &ctx.run_dir);
+    population.record_start(&population.starting_values_of_all())?;
+    tracing::info!(
+        "member {} of the population, on ranks {first}..{} ({})",
+        member.index,
+        first + ranks,
+        member.run_dir.display()
+    );
+    let ctx = RankContext {
+        hash: tandem_config::config_hash(&member.experiment),
+        experiment: member.experiment,
+        pg: group,
+        run_dir: member.run_dir,
+        ..ctx
+    };
+    Ok((ctx, Some(population)))
 }
 
 /// The decisions of one exchange, the same on every rank.
@@ -71,6 +123,8 @@ struct Run {
     console: Console,
     interval: LogInterval,
     loop_start: (Instant, u64, f64),
+    /// In a population: the job's group and population-based training between the members.
+    population: Option<Population>,
 }
 
 /// What the current logging interval has seen.
@@ -93,7 +147,7 @@ impl LogInterval {
 impl Run {
     /// Environments, learner and DDP; the checkpoint when resuming; rank 0's state broadcast;
     /// then the summaries, console and clocks of the loop, from the step it starts at.
-    fn start(ctx: RankContext) -> Result<Run> {
+    fn start(ctx: RankContext, population: Option<Population>) -> Result<Run> {
         let RankContext {
             experiment: exp,
             hash,
@@ -165,9 +219,16 @@ impl Run {
             envs.reset();
         }
         let eval = Evaluation::new(&exp, rank, world)?;
+        // One console for the job: a population's first member's.
+        let console_rank = population.as_ref().map_or(rank, Population::job_rank);
+        if let Some(p) = &population {
+            let scalars = p.scalars(&p.values);
+            summaries.scalars(step, &tagged(&scalars))?;
+        }
         Ok(Run {
+            population,
             // The steps the run really takes (whole updates): the count ends at its total.
-            console: Console::new(rank == 0, console, tandem_config::steps_run(&exp).1, step),
+            console: Console::new(console_rank == 0, console, tandem_config::steps_run(&exp).1, step),
             interval: LogInterval::new(step),
             loop_start: (Instant::now(), step, process_cpu_seconds()),
             exp,
@@ -221,6 +282,11 @@ impl Run {
             }
             if self.eval_due(before) {
                 self.evaluate()?;
+            }
+            let exploit_due = (self.population.as_ref())
+                .is_some_and(|p| p.due(before.global_step, self.counters.global_step));
+            if exploit_due && decisions.stop.is_none() && !self.limits.reached(self.counters) {
+                self.exploit()?;
             }
             let last = decisions.stop.is_some() || self.limits.reached(self.counters);
             if last || self.checkpoint_due(before) {
@@ -282,7 +348,12 @@ impl Run {
             (rank0 && log_due) as u8 as f64,
             diverged as u8 as f64,
         ];
-        self.ddp.all_reduce_sum(&mut votes)?;
+        match &self.population {
+            // Every member stops after the same update, or the others would wait at the next
+            // exploit for it.
+            Some(population) => population.all_reduce_votes(&mut votes)?,
+            None => self.ddp.all_reduce_sum(&mut votes)?,
+        }
         let diverged = votes[3] > 0.0;
         let stop = if votes[1] > 0.0 {
             Some(Stop::Preempt)
@@ -689,9 +760,69 @@ impl Run {
             )?;
         }
         let timeout = Duration::from_secs_f64(self.exp.sync.collective_timeout);
+        let population = self.population.take();
         self.ddp.into_group().shutdown(timeout)?;
+        if let Some(population) = population {
+            population.shutdown()?;
+        }
         Ok(outcome)
     }
+
+    /// Population-based training's exploit and explore, on every rank of the job at the same
+    /// update: the members' objectives gathered and rank 0's plan taken; each member that
+    /// copies another receives its parameters, optimiser state and normalisers, and goes on
+    /// with the plan's hyperparameters.
+    fn exploit(&mut self) -> Result<()> {
+        let Some(mut population) = self.population.take() else {
+            return Ok(());
+        };
+        let done = self.exploit_in(&mut population);
+        self.population = Some(population);
+        done
+    }
+
+    fn exploit_in(&mut self, population: &mut Population) -> Result<()> {
+        let step = self.counters.global_step;
+        let objective = match population.objective() {
+            Objective::Score => self.recent.mean_score_last(metrics::FINAL_SCORE_EPISODES),
+            Objective::Eval => (self.evaluated.as_ref())
+                .and_then(|r| r.latest.as_ref())
+                .map(|(evaluated, _)| evaluated.score.0),
+        };
+        let steps = population.agree_on_plan(objective.unwrap_or(f64::NAN), step)?;
+        for (to, copy) in steps.iter().enumerate().filter(|(to, s)| s.source != *to) {
+            let state: Vec<Tensor> = self.policies.state().into_iter().map(|(_, t)| t).collect();
+            population.copy_member(copy.source, to, &state)?;
+            let normalizers: Vec<Tensor> =
+                normalizer_tensors(&self.envs).into_iter().map(|(_, t)| t).collect();
+            population.copy_member(copy.source, to, &normalizers)?;
+            if to == population.member {
+                set_normalizers(&mut self.envs, &normalizers)?;
+            }
+        }
+        let mine = &steps[population.member];
+        if mine.source != population.member {
+            population.values = mine.values.clone();
+            self.exp = population.experiment_with(&population.values)?;
+            self.policies.retune(&self.exp)?;
+            tracing::info!(
+                "exploit at step {step}: member {} copies member {} and goes on with {:?}",
+                population.member,
+                mine.source,
+                population.values
+            );
+        }
+        let mut scalars = population.scalars(&population.values);
+        scalars.push(("population/source".into(), mine.source as f64));
+        if let Some(objective) = objective {
+            scalars.push(("population/objective".into(), objective));
+        }
+        self.summaries.scalars(step, &tagged(&scalars))
+    }
+}
+
+fn tagged(scalars: &[(String, f64)]) -> Vec<(&str, f64)> {
+    scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect()
 }
 
 /// The latest evaluation of this attempt with its step, and the best mean score of the run

@@ -205,6 +205,16 @@ pub fn resolve_on(
 }
 
 impl Experiment {
+    /// The number at `path` (`algorithm.lr`): a number setting's value; `None` for `#null` or
+    /// a path that holds no number.
+    pub fn number_at(&self, path: &str) -> Option<f64> {
+        match values::from_experiment(self).get(path) {
+            Some(values::Val::Float(x)) => Some(*x),
+            Some(values::Val::Int(i)) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
     /// Member `member` of this experiment's population, as a run of its own: its share of the
     /// devices (member k holds devices k*m..k*m+m-1), `seed` (the member's, which the caller
     /// derives), no population, and the explored hyperparameters at `values` (path and value,

@@ -106,6 +106,10 @@ impl<U: PolicyUpdate> Learner for OnPolicy<U> {
         self.learning.steps_per_update
     }
 
+    fn retune(&mut self, experiment: &tandem_config::Experiment) -> Result<()> {
+        self.learning.rule.retune(&experiment.algorithm)
+    }
+
     fn trainable_parameters(&self) -> Vec<Tensor> {
         trainable_parameters_in_order(&self.learning.vs)
     }

@@ -33,6 +33,10 @@ pub trait PolicyUpdate {
         at: UpdateAt,
         collective: &mut dyn Collective,
     ) -> Result<Scalars>;
+    /// Takes `algorithm`'s settings for the updates to come (a population member's explored
+    /// hyperparameters: `AlgorithmFacts::explorable`, which an update reads afresh); refuses
+    /// another algorithm's section.
+    fn retune(&mut self, algorithm: &tandem_config::Algorithm) -> Result<()>;
 }
 
 /// Which update this is, for schedules and per-update random streams.

@@ -649,6 +649,15 @@ impl PolicyUpdate for Ppo {
     fn optimizer(&self) -> &Optimizer {
         &self.optimizer
     }
+    fn retune(&mut self, algorithm: &tandem_config::Algorithm) -> Result<()> {
+        match algorithm {
+            tandem_config::Algorithm::Ppo(settings) => {
+                self.config = settings.clone();
+                Ok(())
+            }
+            other => anyhow::bail!("ppo cannot take {}'s settings", other.name()),
+        }
+    }
     fn optimizer_mut(&mut self) -> &mut Optimizer {
         &mut self.optimizer
     }

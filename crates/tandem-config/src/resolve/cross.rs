@@ -1008,10 +1008,20 @@ impl CrossCheck<'_, '_> {
         let algorithm = e.algorithm.name();
         for (i, explore) in e.population.explore.0.iter().enumerate() {
             let name = explore.path.trim_start_matches("algorithm.");
+            let at = entry.items.get(i).copied().unwrap_or(entry.span);
             if facts.explorable.contains(&name) {
+                if !explore.spread && e.number_at(&explore.path).is_none() {
+                    self.applier.push(
+                        error(
+                            "config::inconsistent",
+                            format!("`{}` is #null: members cannot start from it", explore.path),
+                        )
+                        .at(entry.source, at, "spread=#false from #null")
+                        .help(format!("set `{}` to a number, or let the members start spread over the rule's values", explore.path)),
+                    );
+                }
                 continue;
             }
-            let at = entry.items.get(i).copied().unwrap_or(entry.span);
             let help = match facts.explorable {
                 [] => format!(
                     "{algorithm} cannot change a setting during a run yet: remove `explore`, or train with {}",

@@ -64,7 +64,7 @@ impl Labels {
 /// The error of an experiment whose ranks on `machine` need more memory than it has.
 pub(crate) fn misfit(e: &Experiment, labels: &Labels, machine: &Machine) -> Option<DiagBuilder> {
     let estimate = memory_estimate(e);
-    let ranks = machine.ranks_here(e.world_size());
+    let ranks = machine.ranks_here(e.job_ranks());
     let needed = estimate.per_rank().saturating_mul(ranks as u64);
     if needed <= machine.available_bytes {
         return None;

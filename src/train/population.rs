@@ -1,0 +1,341 @@
+//! A population's side of a rank (`population { members N }`, docs/population.md): which
+//! member this rank trains, with its own ranks, seed and hyperparameters ([`Member`]), and
+//! population-based training between the members ([`Population`]): every `period` of steps the
+//! members' objectives are gathered over the job's group, rank 0 of the job draws the plan (who
+//! copies whom, and the copies' new hyperparameters) and broadcasts it, each copying member
+//! receives its source's parameters, optimiser state and normalisers from the source's first
+//! rank, and takes its new hyperparameters. The rules themselves are pure functions
+//! ([`starting_values`], [`plan`]), so every choice follows from the seed and the objectives.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use tch::{Kind, Tensor};
+
+use tandem_config::{Experiment, ExploreRule, Objective};
+
+use crate::dist::{ProcessGroup, ReduceOp};
+use crate::seeds::{Purpose, derived_seed};
+
+/// The member a rank trains: its index, and its run as the population's config derives it.
+pub struct Member {
+    pub index: usize,
+    /// The member's own experiment: its devices, seed and starting hyperparameters.
+    pub experiment: Experiment,
+    /// Its explored hyperparameters, in `population.explore`'s order.
+    pub values: Vec<f64>,
+    /// Its files: `members/<index>/` of the run directory.
+    pub run_dir: PathBuf,
+}
+
+impl Member {
+    /// The member world rank `rank` trains in `population` (member k on ranks k*m..k*m+m-1).
+    pub fn of_rank(population: &Experiment, rank: usize, run_dir: &Path) -> Result<Member> {
+        let index = rank / population.world_size();
+        let values = starting_values(population, index);
+        let experiment = member_experiment(population, index, &values)?;
+        Ok(Member {
+            index,
+            experiment,
+            values,
+            run_dir: run_dir.join("members").join(index.to_string()),
+        })
+    }
+}
+
+/// Member `member`'s experiment with its explored hyperparameters at `values`.
+pub fn member_experiment(population: &Experiment, member: usize, values: &[f64]) -> Result<Experiment> {
+    let seed = derived_seed(population.seed, Purpose::Member, member as u64, 0);
+    let explored = &population.population.explore.0;
+    let sets: Vec<(String, f64)> = (explored.iter().zip(values))
+        .map(|(e, &v)| (e.path.clone(), v))
+        .collect();
+    population
+        .for_member(member, seed, &sets)
+        .map_err(|d| anyhow::anyhow!("member {member}'s experiment does not resolve:\n{}", d.render(false)))
+}
+
+/// A uniform draw in [0, 1) from the population's `Explore` stream at (`a`, `b`).
+fn unit(seed: u64, a: u64, b: u64) -> f64 {
+    (derived_seed(seed, Purpose::Explore, a, b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Member `member`'s starting hyperparameters, one per explored setting: drawn log-uniformly
+/// from a factor rule's range or uniformly from a list where the setting spreads, the
+/// experiment's own value where it does not.
+pub fn starting_values(population: &Experiment, member: usize) -> Vec<f64> {
+    let explored = &population.population.explore.0;
+    let draw = |i: usize| unit(population.seed, member as u64, i as u64);
+    (explored.iter().enumerate())
+        .map(|(i, explore)| match (&explore.rule, explore.spread) {
+            (_, false) => population.number_at(&explore.path).unwrap_or(f64::NAN),
+            (ExploreRule::Factor { min, max, .. }, true) => {
+                (min.ln() + draw(i) * (max.ln() - min.ln())).exp().clamp(*min, *max)
+            }
+            (ExploreRule::Values(values), true) => {
+                values[((draw(i) * values.len() as f64) as usize).min(values.len() - 1)]
+            }
+        })
+        .collect()
+}
+
+/// What one member does at an exploit: copy `source` (itself where it keeps its own) and
+/// train on with `values`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub source: usize,
+    pub values: Vec<f64>,
+}
+
+/// Population-based training's decision at exploit number `exploit`: members ranked by
+/// `objectives` (higher is better; NaN, a member without a score yet, lowest; ties to the
+/// lower index), the bottom `fraction` (rounded up, at least one) each copying a member drawn
+/// uniformly from the top as many, and perturbing the copy's hyperparameters by `rules`
+/// (explore); the others keep their own.
+pub fn plan(
+    seed: u64,
+    exploit: u64,
+    fraction: f64,
+    objectives: &[f64],
+    values: &[Vec<f64>],
+    rules: &[ExploreRule],
+) -> Vec<Step> {
+    let n = objectives.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    let key = |i: usize| if objectives[i].is_nan() { f64::NEG_INFINITY } else { objectives[i] };
+    order.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
+    let moving = if fraction > 0.0 { ((fraction * n as f64).ceil() as usize).clamp(1, n / 2) } else { 0 };
+    let (top, bottom) = (&order[..moving], &order[n - moving..]);
+    let mut steps: Vec<Step> = (0..n)
+        .map(|i| Step { source: i, values: values[i].clone() })
+        .collect();
+    for &member in bottom {
+        // Each draw has coordinates of its own, apart from the starting values' (whose first
+        // is a member, below 2^32): (exploit, member) with 0 picks the source, with i + 1 moves
+        // setting i.
+        let stream = ((exploit + 1) << 32) | member as u64;
+        let pick = unit(seed, stream, 0);
+        let source = top[((pick * top.len() as f64) as usize).min(top.len() - 1)];
+        let moved = (rules.iter().zip(&values[source]).enumerate())
+            .map(|(i, (rule, &v))| perturb(rule, v, unit(seed, stream, i as u64 + 1)))
+            .collect();
+        steps[member] = Step { source, values: moved };
+    }
+    steps
+}
+
+/// A hyperparameter after one exploration move, `u` a uniform draw: a factor rule multiplies
+/// (u < 1/2) or divides by its factor, within its range; a list steps to the next value up
+/// (u < 1/2) or down, staying put at an end it cannot pass.
+pub fn perturb(rule: &ExploreRule, value: f64, u: f64) -> f64 {
+    let up = u < 0.5;
+    match rule {
+        ExploreRule::Factor { factor, min, max } => {
+            let moved = if up { value * factor } else { value / factor };
+            moved.clamp(*min, *max)
+        }
+        ExploreRule::Values(values) => {
+            // The nearest listed value stands for one the list does not hold.
+            let at = (0..values.len())
+                .min_by(|&a, &b| (values[a] - value).abs().total_cmp(&(values[b] - value).abs()))
+                .unwrap_or(0);
+            let to = if up { (at + 1).min(values.len() - 1) } else { at.saturating_sub(1) };
+            values[to]
+        }
+    }
+}
+
+/// The population's side of a rank's run: the job's group (every member's ranks), this
+/// rank's member and its place, and the lineage file rank 0 of the job keeps.
+pub struct Population {
+    world: ProcessGroup,
+    pub member: usize,
+    members: usize,
+    ranks_per_member: usize,
+    population: Experiment,
+    pub values: Vec<f64>,
+    exploits: u64,
+    /// `population.jsonl` in the run directory, written by rank 0 of the job.
+    lineage: Option<PathBuf>,
+}
+
+impl Population {
+    pub fn new(world: ProcessGroup, population: Experiment, member: &Member, run_dir: &Path) -> Population {
+        let members = population.population.members.unwrap_or(1) as usize;
+        Population {
+            lineage: (world.rank() == 0).then(|| run_dir.join("population.jsonl")),
+            ranks_per_member: population.world_size(),
+            members,
+            member: member.index,
+            values: member.values.clone(),
+            exploits: 0,
+            population,
+            world,
+        }
+    }
+
+    /// The explored settings' paths, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.population.population.explore.0.iter().map(|e| e.path.clone()).collect()
+    }
+
+    pub fn objective(&self) -> Objective {
+        self.population.population.objective
+    }
+
+    /// Whether the update from `before` to `now` (the member's steps, the same on every member)
+    /// crossed the end of a period.
+    pub fn due(&self, before: u64, now: u64) -> bool {
+        let period = self.population.population.period.max(1);
+        now / period > before / period
+    }
+
+    /// Sums `votes` over every rank of the job (the stop decision spans the population).
+    pub fn all_reduce_votes(&self, votes: &mut [f64]) -> Result<()> {
+        let mut t = vec![Tensor::from_slice(votes)];
+        self.world.all_reduce(&mut t, ReduceOp::Sum)?;
+        votes.copy_from_slice(&Vec::<f64>::try_from(&t[0])?);
+        Ok(())
+    }
+
+    /// The exploit's plan, the same on every rank: each rank's objective and values gathered,
+    /// rank 0's draw broadcast (as `[source, values...]` a member).
+    pub fn agree_on_plan(&mut self, objective: f64, step: u64) -> Result<Vec<Step>> {
+        let width = 1 + self.values.len();
+        let mut mine = vec![objective];
+        mine.extend(&self.values);
+        let gathered = self.world.all_gather(&Tensor::from_slice(&mine))?;
+        let first_ranks = (0..self.members).map(|k| k * self.ranks_per_member);
+        let rows: Vec<Vec<f64>> = first_ranks
+            .map(|r| Vec::<f64>::try_from(&gathered[r]))
+            .collect::<std::result::Result<_, _>>()?;
+        let explore = &self.population.population;
+        let rules: Vec<ExploreRule> = explore.explore.0.iter().map(|e| e.rule.clone()).collect();
+        let mut flat = match self.world.rank() {
+            0 => {
+                let objectives: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+                let values: Vec<Vec<f64>> = rows.iter().map(|r| r[1..].to_vec()).collect();
+                let steps = plan(self.population.seed, self.exploits, explore.exploit, &objectives, &values, &rules);
+                let flat: Vec<f64> = (steps.iter())
+                    .flat_map(|s| std::iter::once(s.source as f64).chain(s.values.iter().copied()))
+                    .collect();
+                Tensor::from_slice(&flat)
+            }
+            _ => Tensor::zeros([(self.members * width) as i64], (Kind::Double, tch::Device::Cpu)),
+        };
+        self.world.broadcast(&mut flat, 0)?;
+        let flat = Vec::<f64>::try_from(&flat)?;
+        let steps: Vec<Step> = flat
+            .chunks(width)
+            .map(|c| Step { source: c[0] as usize, values: c[1..].to_vec() })
+            .collect();
+        if let Some(path) = &self.lineage {
+            append_lineage(path, (self.exploits, step), &rows, &steps, &self.paths())?;
+        }
+        self.exploits += 1;
+        Ok(steps)
+    }
+
+    /// Sends `tensors` from member `source`'s first rank to every rank of the job; the ranks
+    /// of member `to` keep what they receive (written into `tensors` in place), the others
+    /// receive into scratch copies. Every rank calls it with tensors of the same layout.
+    pub fn copy_member(&self, source: usize, to: usize, tensors: &[Tensor]) -> Result<()> {
+        let root = source * self.ranks_per_member;
+        let receives = self.member == to;
+        tch::no_grad(|| -> Result<()> {
+            for t in tensors {
+                let mut t = match receives || self.world.rank() == root {
+                    true => t.shallow_clone(),
+                    false => t.copy(),
+                };
+                self.world.broadcast(&mut t, root)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The first line of the lineage (every member's starting hyperparameters), by rank 0.
+    pub fn record_start(&self, starting: &[Vec<f64>]) -> Result<()> {
+        let Some(path) = &self.lineage else { return Ok(()) };
+        let paths = self.paths();
+        let mut line = String::new();
+        for (member, values) in starting.iter().enumerate() {
+            let entry = serde_json::json!({
+                "exploit": serde_json::Value::Null,
+                "step": 0,
+                "member": member,
+                "values": named(&paths, values),
+            });
+            line.push_str(&format!("{entry}\n"));
+        }
+        let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        file.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    /// Every member's starting values, as each rank derives them.
+    pub fn starting_values_of_all(&self) -> Vec<Vec<f64>> {
+        (0..self.members).map(|k| starting_values(&self.population, k)).collect()
+    }
+
+    /// The member's experiment with `values` (after it explored).
+    pub fn experiment_with(&self, values: &[f64]) -> Result<Experiment> {
+        member_experiment(&self.population, self.member, values)
+    }
+
+    /// Leaves the job's group (after the member's own).
+    pub fn shutdown(self) -> Result<()> {
+        let timeout = std::time::Duration::from_secs_f64(self.population.sync.collective_timeout);
+        self.world.shutdown(timeout)?;
+        Ok(())
+    }
+
+    /// The scalars of the member's hyperparameters `values`: `population/<path>`.
+    pub fn scalars(&self, values: &[f64]) -> Vec<(String, f64)> {
+        let paths = self.paths().into_iter();
+        paths.zip(values).map(|(p, &v)| (format!("population/{p}"), v)).collect()
+    }
+
+    /// This rank's place in the whole job.
+    pub fn job_rank(&self) -> usize {
+        self.world.rank()
+    }
+}
+
+fn named(paths: &[String], values: &[f64]) -> serde_json::Value {
+    let map = paths.iter().zip(values).map(|(p, v)| (p.clone(), serde_json::json!(v)));
+    serde_json::Value::Object(map.collect())
+}
+
+/// One line per member of exploit `exploit`: its objective, whom it copied (itself where it
+/// kept its own) and the hyperparameters it goes on with. Appended whole, as `scalars.jsonl`'s
+/// records are.
+fn append_lineage(
+    path: &Path,
+    (exploit, step): (u64, u64),
+    rows: &[Vec<f64>],
+    steps: &[Step],
+    paths: &[String],
+) -> Result<()> {
+    let mut text = String::new();
+    for (member, (row, decided)) in rows.iter().zip(steps).enumerate() {
+        let objective = if row[0].is_finite() { serde_json::json!(row[0]) } else { serde_json::Value::Null };
+        let entry = serde_json::json!({
+            "exploit": exploit,
+            "step": step,
+            "member": member,
+            "objective": objective,
+            "source": decided.source,
+            "values": named(paths, &decided.values),
+        });
+        text.push_str(&format!("{entry}\n"));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("appending to {}", path.display()))?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}

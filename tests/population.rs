@@ -1,0 +1,170 @@
+//! Populations through the built binary (docs/population.md): each member trained by its own
+//! ranks is exactly the run its `start.kdl` describes where no member copies another, and
+//! population-based training exploits at the same steps on every rank, reproducibly.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::binary::*;
+
+fn population(dir: &Path, config: &str) {
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, config).unwrap();
+    let mut cmd = tandem();
+    cmd.arg("train").arg(&file).arg("--run-dir").arg(dir);
+    let out = run(&mut cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The newest checkpoint of a run directory, as bytes.
+fn newest_checkpoint(dir: &Path) -> Vec<u8> {
+    let mut found: Vec<_> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt"))
+        .collect();
+    found.sort();
+    std::fs::read(found.last().expect("a checkpoint")).unwrap()
+}
+
+/// The networks' and optimiser's tensors of one checkpoint file, as bytes by name.
+fn learner_state(file: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut tensors = tch::Tensor::load_multi(file).unwrap();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let learner = tensors.into_iter().filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"));
+    learner
+        .map(|(n, t)| {
+            let t = t.contiguous();
+            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
+            t.copy_data_u8(&mut buf, t.numel());
+            (n, buf)
+        })
+        .collect()
+}
+
+fn lineage(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("population.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const TWO_BY_TWO: &str = r#"experiment "members" {
+    devices count=4 kind="cpu"
+    algorithm "ppo"
+    env "cartpole" { envs 4; }
+    train { total-steps 12288; }
+    log { console "plain"; }
+    population {
+        members 2
+        period 4096
+        exploit 0
+        explore { algorithm.lr factor=1.25 min=1e-4 max=1e-2; }
+    }
+}
+"#;
+
+/// Two members of two ranks each, with no exchange: member 1's checkpoint is byte for byte that
+/// of its `start.kdl` trained alone on two ranks, so no gradient of member 0 reached its
+/// all-reduce (a sum over the wrong ranks would change every parameter), and the two members
+/// differ (their own seeds and learning rates).
+#[test]
+fn a_member_that_copies_nobody_is_the_run_its_start_describes() {
+    let dir = fresh_dir("population-2x2");
+    population(&dir, TWO_BY_TWO);
+    let alone = fresh_dir("population-2x2-alone");
+    let out = train(
+        dir.join("members/1/start.kdl").to_str().unwrap(),
+        &alone,
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let member = newest_checkpoint(&dir.join("members/1"));
+    assert!(member == newest_checkpoint(&alone), "member 1 differs from its run alone");
+    assert!(member != newest_checkpoint(&dir.join("members/0")), "the members trained alike");
+    let start = std::fs::read_to_string(dir.join("members/1/start.kdl")).unwrap();
+    assert!(start.contains("devices \"cpu\" \"cpu\"\n"), "{start}");
+    assert!(start.contains("members #null"), "{start}");
+}
+
+const FOUR: &str = r#"experiment "pbt" {
+    devices count=4 kind="cpu"
+    algorithm "ppo"
+    env "cartpole" { envs 4; }
+    train { total-steps 20480; }
+    log { console "plain"; }
+    checkpoint { every 8; keep 10; }
+    population {
+        members 4
+        period 4096
+        explore {
+            algorithm.lr factor=1.25 min=1e-4 max=1e-2
+            algorithm.entropy-coef 0 0.001 0.01
+        }
+    }
+}
+"#;
+
+/// Four members of one rank: an exploit after each period's update (steps 4096, 8192, ...), in
+/// which the bottom quarter (one member) copies the top one and moves its hyperparameters by
+/// the rules; each member logs the values it trains with; and the same seed gives the same
+/// lineage and the same members, byte for byte.
+#[test]
+fn four_members_exploit_at_the_same_steps_and_reproduce() {
+    let dir = fresh_dir("population-4x1");
+    population(&dir, FOUR);
+    let lines = lineage(&dir);
+    let (start, exploits): (Vec<_>, Vec<_>) = lines.iter().partition(|l| l["exploit"].is_null());
+    assert_eq!(start.len(), 4);
+    // 20480 steps of 512 an update: periods end at 4096, 8192, 12288 and 16384 (the last
+    // update, 20480, exploits no more).
+    assert_eq!(exploits.len(), 4 * 4, "{lines:?}");
+    for (i, group) in exploits.chunks(4).enumerate() {
+        let step = 4096 * (i as u64 + 1);
+        assert!(group.iter().all(|l| l["step"] == step && l["exploit"] == i), "{group:?}");
+        let copied: Vec<_> = group.iter().filter(|l| l["source"] != l["member"]).collect();
+        assert_eq!(copied.len(), 1, "one member in four copies another: {group:?}");
+        let (copy, source) = (copied[0], &group[copied[0]["source"].as_u64().unwrap() as usize]);
+        let score = |l: &serde_json::Value| l["objective"].as_f64().unwrap_or(f64::NEG_INFINITY);
+        assert!(group.iter().all(|l| score(copy) <= score(l)), "the worst copies: {group:?}");
+        assert!(group.iter().all(|l| score(source) >= score(l)), "from the best: {group:?}");
+        let lr = |l: &serde_json::Value| l["values"]["algorithm.lr"].as_f64().unwrap();
+        let ratio = lr(copy) / lr(source);
+        let moved = [1.25, 0.8].iter().any(|f| (ratio - f).abs() < 1e-9);
+        let clamped = [1e-4, 1e-2].contains(&lr(copy));
+        assert!(moved || clamped, "lr moves by the factor: {copy} from {source}");
+    }
+    // A checkpoint of the update that exploits is written after the exchange: the copy holds
+    // its source's networks and optimiser state exactly.
+    for (i, group) in exploits.chunks(4).enumerate() {
+        let copy = group.iter().find(|l| l["source"] != l["member"]).unwrap();
+        let at = |member: &serde_json::Value| {
+            let name = format!("members/{member}/checkpoints/ckpt-{:09}.pt", 8 * (i + 1));
+            learner_state(&dir.join(name))
+        };
+        assert!(at(&copy["member"]) == at(&copy["source"]), "exploit {i}: {copy}");
+        let other = group.iter().find(|l| l["member"] != copy["source"] && l["member"] != copy["member"]);
+        assert!(at(&other.unwrap()["member"]) != at(&copy["source"]), "members differ");
+    }
+    // The copying member trains with what the lineage says from that step on.
+    let last = &exploits[exploits.len() - 4..];
+    let copy = last.iter().find(|l| l["source"] != l["member"]).unwrap();
+    let member = copy["member"].as_u64().unwrap();
+    let logged = deterministic_scalars(&dir.join(format!("members/{member}")));
+    let lr = (copy["values"]["algorithm.lr"].as_f64().unwrap() as f32).to_bits();
+    assert!(
+        logged.contains(&("population/algorithm.lr".into(), 16384, lr)),
+        "member {member} logs the learning rate it goes on with at the exploit"
+    );
+    let again = fresh_dir("population-4x1-again");
+    population(&again, FOUR);
+    assert_eq!(lines, lineage(&again));
+    for k in 0..4 {
+        let member = format!("members/{k}");
+        assert!(newest_checkpoint(&dir.join(&member)) == newest_checkpoint(&again.join(&member)));
+    }
+}
