@@ -33,7 +33,9 @@ fn newest_checkpoint(dir: &Path) -> Vec<u8> {
 fn learner_state(file: &Path) -> Vec<(String, Vec<u8>)> {
     let mut tensors = tch::Tensor::load_multi(file).unwrap();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    let learner = tensors.into_iter().filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"));
+    let learner = tensors
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"));
     learner
         .map(|(n, t)| {
             let t = t.contiguous();
@@ -84,8 +86,14 @@ fn a_member_that_copies_nobody_is_the_run_its_start_describes() {
     );
     assert!(out.status.success(), "{}", text(&out));
     let member = newest_checkpoint(&dir.join("members/1"));
-    assert!(member == newest_checkpoint(&alone), "member 1 differs from its run alone");
-    assert!(member != newest_checkpoint(&dir.join("members/0")), "the members trained alike");
+    assert!(
+        member == newest_checkpoint(&alone),
+        "member 1 differs from its run alone"
+    );
+    assert!(
+        member != newest_checkpoint(&dir.join("members/0")),
+        "the members trained alike"
+    );
     let start = std::fs::read_to_string(dir.join("members/1/start.kdl")).unwrap();
     assert!(start.contains("devices \"cpu\" \"cpu\"\n"), "{start}");
     assert!(start.contains("members #null"), "{start}");
@@ -125,18 +133,40 @@ fn four_members_exploit_at_the_same_steps_and_reproduce() {
     assert_eq!(exploits.len(), 4 * 4, "{lines:?}");
     for (i, group) in exploits.chunks(4).enumerate() {
         let step = 4096 * (i as u64 + 1);
-        assert!(group.iter().all(|l| l["step"] == step && l["exploit"] == i), "{group:?}");
-        let copied: Vec<_> = group.iter().filter(|l| l["source"] != l["member"]).collect();
-        assert_eq!(copied.len(), 1, "one member in four copies another: {group:?}");
-        let (copy, source) = (copied[0], &group[copied[0]["source"].as_u64().unwrap() as usize]);
+        assert!(
+            group.iter().all(|l| l["step"] == step && l["exploit"] == i),
+            "{group:?}"
+        );
+        let copied: Vec<_> = group
+            .iter()
+            .filter(|l| l["source"] != l["member"])
+            .collect();
+        assert_eq!(
+            copied.len(),
+            1,
+            "one member in four copies another: {group:?}"
+        );
+        let (copy, source) = (
+            copied[0],
+            &group[copied[0]["source"].as_u64().unwrap() as usize],
+        );
         let score = |l: &serde_json::Value| l["objective"].as_f64().unwrap_or(f64::NEG_INFINITY);
-        assert!(group.iter().all(|l| score(copy) <= score(l)), "the worst copies: {group:?}");
-        assert!(group.iter().all(|l| score(source) >= score(l)), "from the best: {group:?}");
+        assert!(
+            group.iter().all(|l| score(copy) <= score(l)),
+            "the worst copies: {group:?}"
+        );
+        assert!(
+            group.iter().all(|l| score(source) >= score(l)),
+            "from the best: {group:?}"
+        );
         let lr = |l: &serde_json::Value| l["values"]["algorithm.lr"].as_f64().unwrap();
         let ratio = lr(copy) / lr(source);
         let moved = [1.25, 0.8].iter().any(|f| (ratio - f).abs() < 1e-9);
         let clamped = [1e-4, 1e-2].contains(&lr(copy));
-        assert!(moved || clamped, "lr moves by the factor: {copy} from {source}");
+        assert!(
+            moved || clamped,
+            "lr moves by the factor: {copy} from {source}"
+        );
     }
     // A checkpoint of the update that exploits is written after the exchange: the copy holds
     // its source's networks and optimiser state exactly.
@@ -146,9 +176,17 @@ fn four_members_exploit_at_the_same_steps_and_reproduce() {
             let name = format!("members/{member}/checkpoints/ckpt-{:09}.pt", 8 * (i + 1));
             learner_state(&dir.join(name))
         };
-        assert!(at(&copy["member"]) == at(&copy["source"]), "exploit {i}: {copy}");
-        let other = group.iter().find(|l| l["member"] != copy["source"] && l["member"] != copy["member"]);
-        assert!(at(&other.unwrap()["member"]) != at(&copy["source"]), "members differ");
+        assert!(
+            at(&copy["member"]) == at(&copy["source"]),
+            "exploit {i}: {copy}"
+        );
+        let other = group
+            .iter()
+            .find(|l| l["member"] != copy["source"] && l["member"] != copy["member"]);
+        assert!(
+            at(&other.unwrap()["member"]) != at(&copy["source"]),
+            "members differ"
+        );
     }
     // The copying member trains with what the lineage says from that step on.
     let last = &exploits[exploits.len() - 4..];

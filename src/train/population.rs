@@ -45,15 +45,22 @@ impl Member {
 }
 
 /// Member `member`'s experiment with its explored hyperparameters at `values`.
-pub fn member_experiment(population: &Experiment, member: usize, values: &[f64]) -> Result<Experiment> {
+pub fn member_experiment(
+    population: &Experiment,
+    member: usize,
+    values: &[f64],
+) -> Result<Experiment> {
     let seed = derived_seed(population.seed, Purpose::Member, member as u64, 0);
     let explored = &population.population.explore.0;
     let sets: Vec<(String, f64)> = (explored.iter().zip(values))
         .map(|(e, &v)| (e.path.clone(), v))
         .collect();
-    population
-        .for_member(member, seed, &sets)
-        .map_err(|d| anyhow::anyhow!("member {member}'s experiment does not resolve:\n{}", d.render(false)))
+    population.for_member(member, seed, &sets).map_err(|d| {
+        anyhow::anyhow!(
+            "member {member}'s experiment does not resolve:\n{}",
+            d.render(false)
+        )
+    })
 }
 
 /// A uniform draw in [0, 1) from the population's `Explore` stream at (`a`, `b`).
@@ -70,9 +77,10 @@ pub fn starting_values(population: &Experiment, member: usize) -> Vec<f64> {
     (explored.iter().enumerate())
         .map(|(i, explore)| match (&explore.rule, explore.spread) {
             (_, false) => population.number_at(&explore.path).unwrap_or(f64::NAN),
-            (ExploreRule::Factor { min, max, .. }, true) => {
-                (min.ln() + draw(i) * (max.ln() - min.ln())).exp().clamp(*min, *max)
-            }
+            (ExploreRule::Factor { min, max, .. }, true) => (min.ln()
+                + draw(i) * (max.ln() - min.ln()))
+            .exp()
+            .clamp(*min, *max),
             (ExploreRule::Values(values), true) => {
                 values[((draw(i) * values.len() as f64) as usize).min(values.len() - 1)]
             }
@@ -103,12 +111,25 @@ pub fn plan(
 ) -> Vec<Step> {
     let n = objectives.len();
     let mut order: Vec<usize> = (0..n).collect();
-    let key = |i: usize| if objectives[i].is_nan() { f64::NEG_INFINITY } else { objectives[i] };
+    let key = |i: usize| {
+        if objectives[i].is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            objectives[i]
+        }
+    };
     order.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
-    let moving = if fraction > 0.0 { ((fraction * n as f64).ceil() as usize).clamp(1, n / 2) } else { 0 };
+    let moving = if fraction > 0.0 {
+        ((fraction * n as f64).ceil() as usize).clamp(1, n / 2)
+    } else {
+        0
+    };
     let (top, bottom) = (&order[..moving], &order[n - moving..]);
     let mut steps: Vec<Step> = (0..n)
-        .map(|i| Step { source: i, values: values[i].clone() })
+        .map(|i| Step {
+            source: i,
+            values: values[i].clone(),
+        })
         .collect();
     for &member in bottom {
         // Each draw has coordinates of its own, apart from the starting values' (whose first
@@ -120,7 +141,10 @@ pub fn plan(
         let moved = (rules.iter().zip(&values[source]).enumerate())
             .map(|(i, (rule, &v))| perturb(rule, v, unit(seed, stream, i as u64 + 1)))
             .collect();
-        steps[member] = Step { source, values: moved };
+        steps[member] = Step {
+            source,
+            values: moved,
+        };
     }
     steps
 }
@@ -138,9 +162,17 @@ pub fn perturb(rule: &ExploreRule, value: f64, u: f64) -> f64 {
         ExploreRule::Values(values) => {
             // The nearest listed value stands for one the list does not hold.
             let at = (0..values.len())
-                .min_by(|&a, &b| (values[a] - value).abs().total_cmp(&(values[b] - value).abs()))
+                .min_by(|&a, &b| {
+                    (values[a] - value)
+                        .abs()
+                        .total_cmp(&(values[b] - value).abs())
+                })
                 .unwrap_or(0);
-            let to = if up { (at + 1).min(values.len() - 1) } else { at.saturating_sub(1) };
+            let to = if up {
+                (at + 1).min(values.len() - 1)
+            } else {
+                at.saturating_sub(1)
+            };
             values[to]
         }
     }
@@ -161,7 +193,12 @@ pub struct Population {
 }
 
 impl Population {
-    pub fn new(world: ProcessGroup, population: Experiment, member: &Member, run_dir: &Path) -> Population {
+    pub fn new(
+        world: ProcessGroup,
+        population: Experiment,
+        member: &Member,
+        run_dir: &Path,
+    ) -> Population {
         let members = population.population.members.unwrap_or(1) as usize;
         Population {
             lineage: (world.rank() == 0).then(|| run_dir.join("population.jsonl")),
@@ -177,7 +214,13 @@ impl Population {
 
     /// The explored settings' paths, in order.
     pub fn paths(&self) -> Vec<String> {
-        self.population.population.explore.0.iter().map(|e| e.path.clone()).collect()
+        self.population
+            .population
+            .explore
+            .0
+            .iter()
+            .map(|e| e.path.clone())
+            .collect()
     }
 
     pub fn objective(&self) -> Objective {
@@ -216,19 +259,32 @@ impl Population {
             0 => {
                 let objectives: Vec<f64> = rows.iter().map(|r| r[0]).collect();
                 let values: Vec<Vec<f64>> = rows.iter().map(|r| r[1..].to_vec()).collect();
-                let steps = plan(self.population.seed, self.exploits, explore.exploit, &objectives, &values, &rules);
+                let steps = plan(
+                    self.population.seed,
+                    self.exploits,
+                    explore.exploit,
+                    &objectives,
+                    &values,
+                    &rules,
+                );
                 let flat: Vec<f64> = (steps.iter())
                     .flat_map(|s| std::iter::once(s.source as f64).chain(s.values.iter().copied()))
                     .collect();
                 Tensor::from_slice(&flat)
             }
-            _ => Tensor::zeros([(self.members * width) as i64], (Kind::Double, tch::Device::Cpu)),
+            _ => Tensor::zeros(
+                [(self.members * width) as i64],
+                (Kind::Double, tch::Device::Cpu),
+            ),
         };
         self.world.broadcast(&mut flat, 0)?;
         let flat = Vec::<f64>::try_from(&flat)?;
         let steps: Vec<Step> = flat
             .chunks(width)
-            .map(|c| Step { source: c[0] as usize, values: c[1..].to_vec() })
+            .map(|c| Step {
+                source: c[0] as usize,
+                values: c[1..].to_vec(),
+            })
             .collect();
         if let Some(path) = &self.lineage {
             append_lineage(path, (self.exploits, step), &rows, &steps, &self.paths())?;
@@ -257,7 +313,9 @@ impl Population {
 
     /// The first line of the lineage (every member's starting hyperparameters), by rank 0.
     pub fn record_start(&self, starting: &[Vec<f64>]) -> Result<()> {
-        let Some(path) = &self.lineage else { return Ok(()) };
+        let Some(path) = &self.lineage else {
+            return Ok(());
+        };
         let paths = self.paths();
         let mut line = String::new();
         for (member, values) in starting.iter().enumerate() {
@@ -269,14 +327,17 @@ impl Population {
             });
             line.push_str(&format!("{entry}\n"));
         }
-        let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         file.write_all(line.as_bytes())?;
         Ok(())
     }
 
     /// Every member's starting values, as each rank derives them.
     pub fn starting_values_of_all(&self) -> Vec<Vec<f64>> {
-        (0..self.members).map(|k| starting_values(&self.population, k)).collect()
+        (0..self.members)
+            .map(|k| starting_values(&self.population, k))
+            .collect()
     }
 
     /// The member's experiment with `values` (after it explored).
@@ -294,7 +355,10 @@ impl Population {
     /// The scalars of the member's hyperparameters `values`: `population/<path>`.
     pub fn scalars(&self, values: &[f64]) -> Vec<(String, f64)> {
         let paths = self.paths().into_iter();
-        paths.zip(values).map(|(p, &v)| (format!("population/{p}"), v)).collect()
+        paths
+            .zip(values)
+            .map(|(p, &v)| (format!("population/{p}"), v))
+            .collect()
     }
 
     /// This rank's place in the whole job.
@@ -304,7 +368,10 @@ impl Population {
 }
 
 fn named(paths: &[String], values: &[f64]) -> serde_json::Value {
-    let map = paths.iter().zip(values).map(|(p, v)| (p.clone(), serde_json::json!(v)));
+    let map = paths
+        .iter()
+        .zip(values)
+        .map(|(p, v)| (p.clone(), serde_json::json!(v)));
     serde_json::Value::Object(map.collect())
 }
 
@@ -320,7 +387,11 @@ fn append_lineage(
 ) -> Result<()> {
     let mut text = String::new();
     for (member, (row, decided)) in rows.iter().zip(steps).enumerate() {
-        let objective = if row[0].is_finite() { serde_json::json!(row[0]) } else { serde_json::Value::Null };
+        let objective = if row[0].is_finite() {
+            serde_json::json!(row[0])
+        } else {
+            serde_json::Value::Null
+        };
         let entry = serde_json::json!({
             "exploit": exploit,
             "step": step,
@@ -338,4 +409,121 @@ fn append_lineage(
         .with_context(|| format!("appending to {}", path.display()))?;
     file.write_all(text.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn factor() -> ExploreRule {
+        ExploreRule::Factor {
+            factor: 1.25,
+            min: 1e-4,
+            max: 1e-2,
+        }
+    }
+
+    #[test]
+    fn a_factor_multiplies_or_divides_within_its_range() {
+        assert_eq!(perturb(&factor(), 1e-3, 0.1), 1e-3 * 1.25);
+        assert_eq!(perturb(&factor(), 1e-3, 0.9), 1e-3 / 1.25);
+        assert_eq!(perturb(&factor(), 9e-3, 0.1), 1e-2);
+        assert_eq!(perturb(&factor(), 1.1e-4, 0.9), 1e-4);
+    }
+
+    #[test]
+    fn a_list_steps_to_a_neighbour_and_stays_at_its_ends() {
+        let list = ExploreRule::Values(vec![0.0, 0.001, 0.01]);
+        assert_eq!(perturb(&list, 0.001, 0.1), 0.01);
+        assert_eq!(perturb(&list, 0.001, 0.9), 0.0);
+        assert_eq!(perturb(&list, 0.01, 0.1), 0.01);
+        assert_eq!(perturb(&list, 0.0, 0.9), 0.0);
+        // A value the list does not hold moves from its nearest.
+        assert_eq!(perturb(&list, 0.002, 0.1), 0.01);
+    }
+
+    #[test]
+    fn the_bottom_fraction_copies_the_top_and_the_rest_keep_their_own() {
+        let values: Vec<Vec<f64>> = (0..8).map(|k| vec![1e-3 * (k + 1) as f64 / 8.0]).collect();
+        let objectives = [5.0, 1.0, f64::NAN, 7.0, 3.0, 8.0, 2.0, 6.0];
+        let steps = plan(1, 0, 0.25, &objectives, &values, &[factor()]);
+        // Ranked 5, 3, 7, 0, 4, 6, 1, 2 (NaN last): the bottom two copy one of the top two.
+        for (member, step) in steps.iter().enumerate() {
+            match member {
+                1 | 2 => {
+                    assert!([5, 3].contains(&step.source), "{member}: {step:?}");
+                    let ratio = step.values[0] / values[step.source][0];
+                    assert!((ratio - 1.25).abs() < 1e-12 || (ratio - 0.8).abs() < 1e-12);
+                }
+                _ => assert_eq!(
+                    step,
+                    &Step {
+                        source: member,
+                        values: values[member].clone()
+                    }
+                ),
+            }
+        }
+        assert_eq!(steps, plan(1, 0, 0.25, &objectives, &values, &[factor()]));
+        // Another exploit draws afresh: over several, both sources and both moves occur.
+        let draws: Vec<Vec<Step>> = (0..16)
+            .map(|e| plan(1, e, 0.25, &objectives, &values, &[factor()]))
+            .collect();
+        let sources: std::collections::BTreeSet<usize> =
+            draws.iter().map(|s| s[1].source).collect();
+        assert_eq!(sources.into_iter().collect::<Vec<_>>(), vec![3, 5]);
+        let ups = draws
+            .iter()
+            .filter(|s| s[1].values[0] > values[s[1].source][0])
+            .count();
+        assert!(ups > 0 && ups < 16, "{ups}");
+        // No exploit: everyone keeps its own; two members and any fraction: one copies.
+        let kept = plan(1, 0, 0.0, &objectives, &values, &[factor()]);
+        assert!(kept.iter().enumerate().all(|(k, s)| s.source == k));
+        let two = plan(1, 0, 0.5, &[1.0, 2.0], &values[..2], &[factor()]);
+        assert_eq!((two[0].source, two[1].source), (1, 1));
+    }
+
+    #[test]
+    fn members_start_spread_over_the_rule_or_from_the_experiment() {
+        let text = r#"experiment "p" {
+            devices "cpu" "cpu" "cpu" "cpu"
+            algorithm "ppo" { lr 3e-4; }
+            env "cartpole"
+            population {
+                members 4
+                explore {
+                    algorithm.lr factor=1.25 min=1e-4 max=1e-2
+                    algorithm.entropy-coef 0 0.001 0.01
+                    algorithm.clip factor=1.2 min=0.1 max=0.3 spread=#false
+                }
+            }
+        }"#;
+        let exp = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+            .unwrap()
+            .experiment;
+        // Sorted by path: clip, entropy-coef, lr.
+        let all: Vec<Vec<f64>> = (0..4).map(|k| starting_values(&exp, k)).collect();
+        assert!(all.iter().all(|v| v[0] == 0.2), "{all:?}");
+        assert!(
+            all.iter().all(|v| [0.0, 0.001, 0.01].contains(&v[1])),
+            "{all:?}"
+        );
+        assert!(all.iter().all(|v| (1e-4..=1e-2).contains(&v[2])), "{all:?}");
+        let lrs: std::collections::BTreeSet<u64> = all.iter().map(|v| v[2].to_bits()).collect();
+        assert_eq!(lrs.len(), 4, "each member draws its own: {all:?}");
+        let member = member_experiment(&exp, 2, &all[2]).unwrap();
+        match &member.algorithm {
+            tandem_config::Algorithm::Ppo(p) => {
+                assert_eq!((p.lr, p.entropy_coef, p.clip), (all[2][2], all[2][1], 0.2))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(member.devices.len(), 1);
+        assert_eq!(member.population.members, None);
+        assert_ne!(
+            member.seed,
+            member_experiment(&exp, 1, &all[2]).unwrap().seed
+        );
+    }
 }

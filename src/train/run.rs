@@ -23,9 +23,9 @@ use super::envs::{
     make_vec_env, normalizer_tensors, restore_envs, restore_normalizers, set_normalizers,
     sync_normalizers,
 };
-use super::population::{Member, Population};
 use super::eval::{Evaluated, Evaluation, Recording};
 use super::metrics::{self, Episode, RecentEpisodes};
+use super::population::{Member, Population};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
@@ -51,9 +51,7 @@ pub fn run(ctx: RankContext) -> Result<Outcome> {
 /// population's side of the run.
 fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)> {
     if ctx.resume {
-        bail!(
-            "resuming a population is not supported yet: start it again in a new run directory"
-        );
+        bail!("resuming a population is not supported yet: start it again in a new run directory");
     }
     let (rank, ranks) = (ctx.pg.rank(), ctx.experiment.world_size());
     let member = Member::of_rank(&ctx.experiment, rank, &ctx.run_dir)?;
@@ -61,7 +59,11 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
     let first = member.index * ranks;
     let group = ctx
         .pg
-        .subgroup(&format!("member-{}", member.index), first..first + ranks, timeout)
+        .subgroup(
+            &format!("member-{}", member.index),
+            first..first + ranks,
+            timeout,
+        )
         .with_context(|| format!("forming member {}'s group", member.index))?;
     std::fs::create_dir_all(&member.run_dir)
         .with_context(|| format!("creating {}", member.run_dir.display()))?;
@@ -228,7 +230,12 @@ impl Run {
         Ok(Run {
             population,
             // The steps the run really takes (whole updates): the count ends at its total.
-            console: Console::new(console_rank == 0, console, tandem_config::steps_run(&exp).1, step),
+            console: Console::new(
+                console_rank == 0,
+                console,
+                tandem_config::steps_run(&exp).1,
+                step,
+            ),
             interval: LogInterval::new(step),
             loop_start: (Instant::now(), step, process_cpu_seconds()),
             exp,
@@ -793,8 +800,10 @@ impl Run {
         for (to, copy) in steps.iter().enumerate().filter(|(to, s)| s.source != *to) {
             let state: Vec<Tensor> = self.policies.state().into_iter().map(|(_, t)| t).collect();
             population.copy_member(copy.source, to, &state)?;
-            let normalizers: Vec<Tensor> =
-                normalizer_tensors(&self.envs).into_iter().map(|(_, t)| t).collect();
+            let normalizers: Vec<Tensor> = normalizer_tensors(&self.envs)
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect();
             population.copy_member(copy.source, to, &normalizers)?;
             if to == population.member {
                 set_normalizers(&mut self.envs, &normalizers)?;
