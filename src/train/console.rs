@@ -114,6 +114,12 @@ impl Console {
     }
 
     /// The end-of-run summary.
+    /// Ends the progress bar without the run's closing lines (a population member's: the
+    /// population reports the whole).
+    pub fn close(&mut self) {
+        self.span = None;
+    }
+
     pub fn finish(
         &mut self,
         step: u64,

@@ -345,11 +345,33 @@ impl Population {
         member_experiment(&self.population, self.member, values)
     }
 
-    /// Leaves the job's group (after the member's own).
-    pub fn shutdown(self) -> Result<()> {
+    /// The population's end, after the member's own: every member's final score gathered and
+    /// the population's `summary.json` written by rank 0 of the job (its `final_score` the
+    /// best member's, by the final-score rule), then the job's group left.
+    pub fn finish(self, end: PopulationEnd) -> Result<()> {
+        let mine = Tensor::from_slice(&[end.final_score.unwrap_or(f64::NAN)]);
+        let gathered = self.world.all_gather(&mine)?;
+        let scores: Vec<f64> = (0..self.members)
+            .map(|k| gathered[k * self.ranks_per_member].double_value(&[0]))
+            .collect();
+        if let Some(lineage) = &self.lineage {
+            let dir = lineage.parent().unwrap_or(Path::new("."));
+            write_summary(dir, &scores, &end)?;
+            report(dir, &scores, &end);
+        }
         let timeout = std::time::Duration::from_secs_f64(self.population.sync.collective_timeout);
         self.world.shutdown(timeout)?;
         Ok(())
+    }
+
+    /// The member's hyperparameters `values` in words: `algorithm.lr 0.0012, ...`.
+    pub fn describe(&self, values: &[f64]) -> String {
+        let each = self
+            .paths()
+            .into_iter()
+            .zip(values)
+            .map(|(p, v)| format!("{p} {v}"));
+        each.collect::<Vec<_>>().join(", ")
     }
 
     /// The scalars of the member's hyperparameters `values`: `population/<path>`.
@@ -365,6 +387,94 @@ impl Population {
     pub fn job_rank(&self) -> usize {
         self.world.rank()
     }
+}
+
+/// Where a member's run ended, for the population's summary.
+pub struct PopulationEnd {
+    pub final_score: Option<f64>,
+    pub global_step: u64,
+    pub interrupted: bool,
+    /// The final-score rule's words.
+    pub rule: &'static str,
+}
+
+/// The population's `summary.json`: the best member's final score as the population's (the
+/// member PBT yields), which member that is, every member's, the steps of each and of all.
+fn write_summary(dir: &Path, scores: &[f64], end: &PopulationEnd) -> Result<()> {
+    let score = |x: f64| {
+        if x.is_finite() {
+            serde_json::json!(x)
+        } else {
+            serde_json::Value::Null
+        }
+    };
+    let best = best(scores);
+    let scores_json: Vec<serde_json::Value> = scores.iter().map(|&x| score(x)).collect();
+    // Flat, one line, in this order: as a run's summary.json is written.
+    let fields = [
+        (
+            "final_score",
+            best.map_or(serde_json::Value::Null, |k| score(scores[k])),
+        ),
+        ("final_score_member", serde_json::json!(best)),
+        (
+            "final_score_rule",
+            serde_json::json!(format!("the best member's {}", end.rule)),
+        ),
+        ("members", serde_json::json!(scores.len())),
+        ("member_final_scores", serde_json::Value::Array(scores_json)),
+        ("global_step", serde_json::json!(end.global_step)),
+        (
+            "population_steps",
+            serde_json::json!(end.global_step * scores.len() as u64),
+        ),
+        ("interrupted", serde_json::json!(end.interrupted)),
+    ];
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    let text = format!("{{{}}}\n", body.join(", "));
+    let path = dir.join("summary.json");
+    crate::atomic::write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The member of the highest final score (the lowest index among equals); `None` where no
+/// member finished an episode.
+fn best(scores: &[f64]) -> Option<usize> {
+    (0..scores.len())
+        .filter(|&k| scores[k].is_finite())
+        .max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)))
+}
+
+/// The population's closing lines on the console (rank 0 of the job's).
+fn report(dir: &Path, scores: &[f64], end: &PopulationEnd) {
+    let how = if end.interrupted {
+        "stopped on request"
+    } else {
+        "finished"
+    };
+    let each: Vec<String> = (scores.iter().enumerate())
+        .map(|(k, s)| match s.is_finite() {
+            true => format!("{k}: {s:.2}"),
+            false => format!("{k}: none"),
+        })
+        .collect();
+    tracing::info!(
+        "population {how}: {} members of {} steps each; final scores {}",
+        scores.len(),
+        end.global_step,
+        each.join(", ")
+    );
+    if let Some(k) = best(scores) {
+        tracing::info!(
+            "final score {:.3}: member {k}'s, the best member's {} (summary.json final_score)",
+            scores[k],
+            end.rule
+        );
+    }
+    tracing::info!("run directory: {} (members in members/<k>/)", dir.display());
 }
 
 fn named(paths: &[String], values: &[f64]) -> serde_json::Value {

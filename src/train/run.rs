@@ -25,7 +25,7 @@ use super::envs::{
 };
 use super::eval::{Evaluated, Evaluation, Recording};
 use super::metrics::{self, Episode, RecentEpisodes};
-use super::population::{Member, Population};
+use super::population::{Member, Population, PopulationEnd};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
@@ -745,8 +745,12 @@ impl Run {
             update,
             global_step,
         } = self.counters;
-        self.console
-            .finish(global_step, &self.recent, &self.run_dir, interrupted);
+        match &self.population {
+            Some(_) => self.console.close(),
+            None => self
+                .console
+                .finish(global_step, &self.recent, &self.run_dir, interrupted),
+        }
         if self.rank == 0 {
             let (started, start_step, start_cpu) = self.loop_start;
             write_summary(
@@ -770,7 +774,12 @@ impl Run {
         let population = self.population.take();
         self.ddp.into_group().shutdown(timeout)?;
         if let Some(population) = population {
-            population.shutdown()?;
+            population.finish(PopulationEnd {
+                final_score: metrics::final_score(&self.recent),
+                global_step,
+                interrupted,
+                rule: metrics::FINAL_SCORE_RULE,
+            })?;
         }
         Ok(outcome)
     }
@@ -815,10 +824,10 @@ impl Run {
             self.exp = population.experiment_with(&population.values)?;
             self.policies.retune(&self.exp)?;
             tracing::info!(
-                "exploit at step {step}: member {} copies member {} and goes on with {:?}",
+                "exploit at step {step}: member {} copies member {} and goes on with {}",
                 population.member,
                 mine.source,
-                population.values
+                population.describe(&population.values)
             );
         }
         let mut scalars = population.scalars(&population.values);
