@@ -455,6 +455,18 @@ const BASES: &[Base] = &[
         text: CARTPOLE_PPO_2,
         sets: &["sync=periodic"],
     },
+    // Two members of one rank, exploiting after every update, ranked by their evaluations or
+    // their scores.
+    Base {
+        name: "population",
+        text: CARTPOLE_PPO_2,
+        sets: &[
+            "population.members=2",
+            "population.period=64",
+            "population.explore=algorithm.lr factor=1.25 min=1e-4 max=1e-2",
+            "eval.every=2",
+        ],
+    },
 ];
 
 /// How a row proves its setting matters.
@@ -1218,6 +1230,30 @@ fn table() -> Vec<(&'static str, Proof)> {
                 &["train.policies=predators \"adversary_*\"; prey \"agent_*\""],
             ),
         ),
+        // population
+        (
+            "population.members",
+            Change("ppo-2", &["population.members=2"]),
+        ),
+        (
+            "population.period",
+            Change("population", &["population.period=128"]),
+        ),
+        (
+            "population.objective",
+            Change("population", &["population.objective=eval"]),
+        ),
+        (
+            "population.exploit",
+            Change("population", &["population.exploit=0"]),
+        ),
+        (
+            "population.explore",
+            Change(
+                "population",
+                &["population.explore=algorithm.entropy-coef 0 0.05 0.1"],
+            ),
+        ),
         // log
         (
             "log.tensorboard",
@@ -1419,10 +1455,25 @@ fn observe(dir: &Path, console: &str) -> Observed {
     let experiment = only_entry(&runs);
     let run = only_entry(&experiment);
     let run_dir = experiment.strip_prefix(dir).unwrap().display().to_string();
+    // A population's members are runs of their own under `members/<k>/`; its summary.json is
+    // the population's.
+    let members: Vec<PathBuf> = match std::fs::read_dir(run.join("members")) {
+        Ok(entries) => {
+            let mut found: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+            found.sort();
+            found
+        }
+        Err(_) => vec![run.clone()],
+    };
+    let member_tensors = members.iter().enumerate().flat_map(|(k, member)| {
+        tensors(member)
+            .into_iter()
+            .map(move |(n, t)| (format!("{k}/{n}"), t))
+    });
     Observed {
-        tensors: tensors(&run),
+        tensors: member_tensors.collect(),
         summary: summary(&run),
-        tensorboard: tensorboard(&run),
+        tensorboard: members.iter().flat_map(|m| tensorboard(m)).collect(),
         files: files(&run, &run),
         rank_logs: rank_logs(&run),
         console: console.lines().map(mask).collect(),

@@ -822,7 +822,10 @@ impl Run {
         if mine.source != population.member {
             population.values = mine.values.clone();
             self.exp = population.experiment_with(&population.values)?;
-            self.policies.retune(&self.exp)?;
+            // A population that explores nothing copies, and retunes nothing (any learner).
+            if !population.values.is_empty() {
+                self.policies.retune(&self.exp)?;
+            }
             tracing::info!(
                 "exploit at step {step}: member {} copies member {} and goes on with {}",
                 population.member,
