@@ -206,3 +206,94 @@ fn four_members_exploit_at_the_same_steps_and_reproduce() {
         assert!(newest_checkpoint(&dir.join(&member)) == newest_checkpoint(&again.join(&member)));
     }
 }
+
+/// Stopped at 10240 steps (between exploits) and resumed, the population ends as the
+/// uninterrupted one: the same lineage, every member's networks and optimiser the same, the
+/// same final scores.
+#[test]
+fn a_stopped_population_resumes_where_it_stopped() {
+    let whole = fresh_dir("population-whole");
+    population(&whole, FOUR);
+    let dir = fresh_dir("population-stopped");
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, FOUR).unwrap();
+    let out = train(
+        file.to_str().unwrap(),
+        &dir,
+        &["train.max-steps=10240"],
+        Duration::from_secs(240),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        lineage(&dir)
+            .iter()
+            .all(|l| l["step"].as_u64().unwrap() <= 8192)
+    );
+    let mut cmd = tandem();
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(&dir)
+        .args(["--set", "train.max-steps=#null"]);
+    let out = run(&mut cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(lineage(&dir), lineage(&whole));
+    for k in 0..4 {
+        let at =
+            |d: &Path| learner_state(&d.join(format!("members/{k}/checkpoints/ckpt-000000040.pt")));
+        assert!(
+            at(&dir) == at(&whole),
+            "member {k} differs from the uninterrupted run's"
+        );
+    }
+    let scores = |d: &Path| {
+        let text = std::fs::read_to_string(d.join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["member_final_scores"].clone()
+    };
+    assert_eq!(scores(&dir), scores(&whole));
+}
+
+/// Two members of two ranks stopped, then resumed on two devices: the members regroup to one
+/// rank each and train on from their checkpoints, exploiting at the periods left.
+#[test]
+fn a_population_resumes_on_another_number_of_ranks() {
+    let dir = fresh_dir("population-regroup");
+    let file = dir.with_extension("kdl");
+    let config = TWO_BY_TWO.replace("exploit 0", "exploit 0.5");
+    std::fs::write(&file, &config).unwrap();
+    let out = train(
+        file.to_str().unwrap(),
+        &dir,
+        &["train.max-steps=6144"],
+        Duration::from_secs(240),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir);
+    cmd.args([
+        "--set",
+        "train.max-steps=#null",
+        "--set",
+        "devices=\"cpu\" \"cpu\"",
+    ]);
+    let out = run(&mut cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+    let console = text(&out);
+    assert!(
+        console.contains("population finished: 2 members of 12288 steps each"),
+        "{console}"
+    );
+    let steps: Vec<u64> = lineage(&dir)
+        .iter()
+        .filter(|l| !l["exploit"].is_null())
+        .map(|l| l["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [4096, 4096, 8192, 8192]);
+    let log = std::fs::read_to_string(
+        dir.join("members/1/checkpoints")
+            .parent()
+            .unwrap()
+            .join("summary.json"),
+    )
+    .unwrap();
+    assert!(log.contains("\"world_size\": 1"), "{log}");
+}

@@ -587,6 +587,52 @@ fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
     Ok(has_checkpoint.then(|| dir.clone()))
 }
 
+/// [`check_resume_config`] for a population: the config is its run directory's `resolved.kdl`
+/// (devices and `train.max-steps` may change), and member 0 holds a readable checkpoint.
+fn check_population_resume(
+    dir: &Path,
+    now: &tandem_config::Experiment,
+    now_hash: &str,
+    canonical: &str,
+    allow: bool,
+) -> Result<()> {
+    use crate::train::checkpoint;
+    let member = dir.join("members").join("0");
+    let readable = checkpoint::newest_first(&member)?
+        .iter()
+        .any(|path| checkpoint::load(path).is_ok());
+    if !readable {
+        bail!(
+            "{} holds no readable checkpoint of member 0",
+            member.display()
+        );
+    }
+    let stored = dir.join("resolved.kdl");
+    let text = std::fs::read_to_string(&stored)
+        .with_context(|| format!("reading {}", stored.display()))?;
+    let mut run = tandem_config::parse_stored(&text, &stored.display().to_string())
+        .map_err(anyhow::Error::msg)?;
+    run.devices = now.devices.clone();
+    run.train.max_steps = now.train.max_steps;
+    if allow || tandem_config::config_hash(&run) == now_hash {
+        return Ok(());
+    }
+    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
+    Err(UsageError(format!(
+        "cannot resume {}: the config differs from the population's ({}):\n{}\n\
+         help: resume it as it was (only devices and train.max-steps may change), or start a new \
+         run in another --run-dir",
+        dir.display(),
+        stored.display(),
+        changes
+            .iter()
+            .map(|c| format!("    {c}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ))
+    .into())
+}
+
 /// A resume runs the config of the run it continues, its newest readable checkpoint's, give
 /// or take the world size (`devices`) and where it stops (`train.max-steps`, which no schedule
 /// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
@@ -600,6 +646,12 @@ fn check_resume_config(
     allow: bool,
 ) -> Result<()> {
     use crate::train::checkpoint;
+    // A population's members keep their checkpoints (`members/<k>/`), each under its member's
+    // config; the population's own is its run directory's `resolved.kdl`, which a resume
+    // compares against, once member 0 holds a checkpoint to continue from.
+    if now.population.members.is_some() {
+        return check_population_resume(dir, now, now_hash, canonical, allow);
+    }
     // A damaged one is skipped here in silence: the ranks warn when they skip it too.
     let mut found = None;
     let mut damaged = Vec::new();

@@ -30,16 +30,26 @@ pub struct Member {
 }
 
 impl Member {
-    /// The member world rank `rank` trains in `population` (member k on ranks k*m..k*m+m-1).
-    pub fn of_rank(population: &Experiment, rank: usize, run_dir: &Path) -> Result<Member> {
+    /// The member world rank `rank` trains in `population` (member k on ranks k*m..k*m+m-1),
+    /// at its start, or, resuming, with the hyperparameters of its newest readable checkpoint.
+    pub fn of_rank(
+        population: &Experiment,
+        rank: usize,
+        run_dir: &Path,
+        resume: bool,
+    ) -> Result<Member> {
         let index = rank / population.world_size();
-        let values = starting_values(population, index);
+        let member_dir = run_dir.join("members").join(index.to_string());
+        let values = match resume {
+            false => starting_values(population, index),
+            true => resumed_values(population, &member_dir)?,
+        };
         let experiment = member_experiment(population, index, &values)?;
         Ok(Member {
             index,
             experiment,
             values,
-            run_dir: run_dir.join("members").join(index.to_string()),
+            run_dir: member_dir,
         })
     }
 }
@@ -61,6 +71,30 @@ pub fn member_experiment(
             d.render(false)
         )
     })
+}
+
+/// The explored hyperparameters a member's newest readable checkpoint was written with (its
+/// config holds them: a member's experiment is retuned at every copy).
+fn resumed_values(population: &Experiment, member_dir: &Path) -> Result<Vec<f64>> {
+    use super::checkpoint;
+    let newest = (checkpoint::newest_first(member_dir)?.into_iter())
+        .find_map(|path| checkpoint::load(&path).ok().map(|c| (path, c)));
+    let Some((path, ckpt)) = newest else {
+        anyhow::bail!(
+            "{} holds no readable checkpoint to resume",
+            member_dir.display()
+        );
+    };
+    let place = path.display().to_string();
+    let saved =
+        tandem_config::parse_stored(&ckpt.resolved_config, &place).map_err(anyhow::Error::msg)?;
+    (population.population.explore.0.iter())
+        .map(|e| {
+            saved
+                .number_at(&e.path)
+                .with_context(|| format!("{place} holds no {}", e.path))
+        })
+        .collect()
 }
 
 /// A uniform draw in [0, 1) from the population's `Explore` stream at (`a`, `b`).
@@ -362,6 +396,41 @@ impl Population {
         let timeout = std::time::Duration::from_secs_f64(self.population.sync.collective_timeout);
         self.world.shutdown(timeout)?;
         Ok(())
+    }
+
+    /// After every member resumed: all at the same step (else the members' checkpoints do not
+    /// belong together), and rank 0's lineage cut back to that step, its exploits counted.
+    pub fn resumed_at(&mut self, step: u64) -> Result<()> {
+        let steps = self.world.all_gather(&Tensor::from_slice(&[step as i64]))?;
+        let steps: Vec<i64> = steps.iter().map(|t| t.int64_value(&[0])).collect();
+        let first = |k: usize| steps[k * self.ranks_per_member];
+        if let Some(k) = (0..self.members).find(|&k| first(k) != step as i64) {
+            anyhow::bail!(
+                "member {} resumed at step {step} but member {k} at step {}: the members' \
+                 checkpoints do not belong together (one damaged or missing?)",
+                self.member,
+                first(k)
+            );
+        }
+        let Some(path) = &self.lineage else {
+            return Ok(());
+        };
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let kept: Vec<&str> = (text.lines())
+            .filter(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .is_ok_and(|v| v["step"].as_u64().is_some_and(|s| s <= step))
+            })
+            .collect();
+        let exploits = kept
+            .iter()
+            .filter(|l| !l.contains("\"exploit\":null"))
+            .count();
+        self.exploits = (exploits / self.members) as u64;
+        let body: String = kept.iter().map(|l| format!("{l}\n")).collect();
+        crate::atomic::write_atomic(path, body.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     /// The member's hyperparameters `values` in words: `algorithm.lr 0.0012, ...`.

@@ -50,11 +50,8 @@ pub fn run(ctx: RankContext) -> Result<Outcome> {
 /// group (formed here, over the job's store) and its directory; the job's group goes to the
 /// population's side of the run.
 fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)> {
-    if ctx.resume {
-        bail!("resuming a population is not supported yet: start it again in a new run directory");
-    }
     let (rank, ranks) = (ctx.pg.rank(), ctx.experiment.world_size());
-    let member = Member::of_rank(&ctx.experiment, rank, &ctx.run_dir)?;
+    let member = Member::of_rank(&ctx.experiment, rank, &ctx.run_dir, ctx.resume)?;
     let timeout = Duration::from_secs_f64(ctx.experiment.sync.rendezvous_timeout);
     let first = member.index * ranks;
     let group = ctx
@@ -67,7 +64,7 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
         .with_context(|| format!("forming member {}'s group", member.index))?;
     std::fs::create_dir_all(&member.run_dir)
         .with_context(|| format!("creating {}", member.run_dir.display()))?;
-    if rank == first {
+    if rank == first && !ctx.resume {
         // The member's run as it starts: trained alone, it is this member's run wherever no
         // member copies another (`exploit 0`).
         let start = member.run_dir.join("start.kdl");
@@ -76,7 +73,9 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
             .with_context(|| format!("writing {}", start.display()))?;
     }
     let population = Population::new(ctx.pg, ctx.experiment, &member, &ctx.run_dir);
-    population.record_start(&population.starting_values_of_all())?;
+    if !ctx.resume {
+        population.record_start(&population.starting_values_of_all())?;
+    }
     tracing::info!(
         "member {} of the population, on ranks {first}..{} ({})",
         member.index,
@@ -214,6 +213,10 @@ impl Run {
             None => (Counters::default(), 0),
         };
         let step = counters.global_step;
+        let mut population = population;
+        if let (Some(p), true) = (&mut population, resumed.is_some()) {
+            p.resumed_at(step)?;
+        }
         let mut summaries =
             Summaries::open(&exp, rank, &run_dir, &hash, (step, resumed.is_some()))?;
         summaries.scalars(step, &[("run/restarts", restarts as f64)])?;
@@ -822,6 +825,8 @@ impl Run {
         if mine.source != population.member {
             population.values = mine.values.clone();
             self.exp = population.experiment_with(&population.values)?;
+            // The member's checkpoints hold this config and its hash from here on.
+            self.hash = tandem_config::config_hash(&self.exp);
             // A population that explores nothing copies, and retunes nothing (any learner).
             if !population.values.is_empty() {
                 self.policies.retune(&self.exp)?;
