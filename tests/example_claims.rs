@@ -154,6 +154,63 @@ const CLAIMS: &[Claim] = &[
         ),
     },
     Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "from 1e-5 to 1e-1",
+        check: Check::Settings {
+            resolve: "cartpole-pbt.kdl",
+            sets: &[],
+            holds: |e| {
+                let lr = &e.population.explore.0[0];
+                lr.path == "algorithm.lr"
+                    && matches!(lr.rule, tandem_config::ExploreRule::Factor { min, max, .. } if min == 1e-5 && max == 1e-1)
+            },
+        },
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "the 100k steps of a member",
+        check: Check::Settings {
+            resolve: "cartpole-pbt.kdl",
+            sets: &[],
+            holds: |e| e.train.total_steps == 100_000,
+        },
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "after every 10k steps",
+        check: Check::Settings {
+            resolve: "cartpole-pbt.kdl",
+            sets: &[],
+            holds: |e| e.population.period == 10_000,
+        },
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "learning rate by 1.25",
+        check: Check::Settings {
+            resolve: "cartpole-pbt.kdl",
+            sets: &[],
+            holds: |e| {
+                matches!(e.population.explore.0[0].rule, tandem_config::ExploreRule::Factor { factor, .. } if factor == 1.25)
+            },
+        },
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "Seed 1, the members' final scores: 376.9, 420.9, 422.8 and 446.1 (median 421.9)",
+        check: Check::Test("population::the_shipped_pbt_example_lifts_its_median_member"),
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "`--set population.exploit=0`): 370.0, 56.2, 39.8 and 446.1",
+        check: Check::Test("population::the_shipped_pbt_example_lifts_its_median_member"),
+    },
+    Claim {
+        file: "cartpole-pbt.kdl",
+        phrase: "median above 400 and the fixed one's below 300",
+        check: Check::Test("population::the_shipped_pbt_example_lifts_its_median_member"),
+    },
+    Claim {
         file: "connect-four-sides.kdl",
         phrase: "scores 0.95 as `first` and 0.65 as `second`",
         check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
