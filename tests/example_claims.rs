@@ -190,9 +190,7 @@ const CLAIMS: &[Claim] = &[
         check: Check::Settings {
             resolve: "cartpole-pbt.kdl",
             sets: &[],
-            holds: |e| {
-                matches!(e.population.explore.0[0].rule, tandem_config::ExploreRule::Factor { factor, .. } if factor == 1.25)
-            },
+            holds: |e| matches!(e.population.explore.0[0].rule, tandem_config::ExploreRule::Factor { factor, .. } if factor == 1.25),
         },
     },
     Claim {

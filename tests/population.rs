@@ -302,10 +302,16 @@ fn a_population_resumes_on_another_number_of_ranks() {
 /// member to 421.9, where the same population without exchange leaves it at 213.1.
 #[test]
 fn the_shipped_pbt_example_lifts_its_median_member() {
-    let example = format!("{}/experiments/cartpole-pbt.kdl", env!("CARGO_MANIFEST_DIR"));
+    let example = format!(
+        "{}/experiments/cartpole-pbt.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let median = |exploit: &str| {
         let dir = fresh_dir(&format!("population-example-{exploit}"));
-        let sets = [format!("population.exploit={exploit}"), "log.console=plain".into()];
+        let sets = [
+            format!("population.exploit={exploit}"),
+            "log.console=plain".into(),
+        ];
         let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
         let out = train(&example, &dir, &sets, Duration::from_secs(600));
         assert!(out.status.success(), "{}", text(&out));
@@ -319,5 +325,47 @@ fn the_shipped_pbt_example_lifts_its_median_member() {
     };
     let (pbt, fixed) = (median("0.25"), median("0"));
     assert!(pbt >= 400.0, "PBT's median member {pbt}");
-    assert!(fixed < 300.0, "the fixed population's median member {fixed}");
+    assert!(
+        fixed < 300.0,
+        "the fixed population's median member {fixed}"
+    );
+}
+
+/// A rank of a population that dies stops the job as a run's does: its name and cause, the
+/// others stopped within the collective timeout, no worker left behind.
+#[test]
+fn a_killed_member_rank_stops_the_population_with_its_name() {
+    killing_a_rank_of_a_run_stops_the_job_with_its_name(
+        "population-killed",
+        1,
+        &["population.members=2"],
+    );
+}
+
+/// Ctrl-C stops every member after the same update with a checkpoint each (exit 130), and the
+/// population resumes from them.
+#[test]
+fn an_interrupted_population_stops_together_and_resumes() {
+    let (dir, stopped_at) = ctrl_c_a_long_run(
+        "population-interrupted",
+        &["population.members=2", "population.period=2048"],
+    );
+    for k in 0..2 {
+        let member = dir.join(format!("members/{k}"));
+        let newest = tandem::train::checkpoint::locate(&member).unwrap();
+        let ckpt = tandem::train::checkpoint::load(&newest).unwrap();
+        assert_eq!(ckpt.global_step, stopped_at, "member {k}");
+    }
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir);
+    cmd.args(["--set", &format!("train.max-steps={}", stopped_at + 4096)]);
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        summary["global_step"].as_u64().unwrap() > stopped_at,
+        "{summary}"
+    );
+    assert_eq!(summary["interrupted"], false);
 }
