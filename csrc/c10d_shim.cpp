@@ -212,6 +212,12 @@ struct TdcGroup {
   c10::intrusive_ptr<c10d::Backend> backend;
 };
 
+// An all-reduce started and not yet waited for: the tensor it reduces in place and its work.
+struct TdcWork {
+  at::Tensor tensor;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
 extern "C" {
 
 // The entry points that are not `guarded` cannot throw, and say so with noexcept: tdc_free,
@@ -376,6 +382,25 @@ int tdc_allreduce(TdcGroup* g, at::Tensor** tensors, size_t n, int op, char** er
     }
   });
 }
+
+// Starts an all-reduce of `tensor` (in place; the work keeps the tensor alive) and returns at
+// once; `tdc_work_wait` waits for it. Collectives started on a group complete in the order
+// they were started, on every rank alike.
+int tdc_allreduce_start(TdcGroup* g, at::Tensor* tensor, int op, TdcWork** out, char** err) {
+  return guarded(err, [&] {
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_reduce_op(op);
+    std::vector<at::Tensor> one{*tensor};
+    auto work = g->backend->allreduce(one, opts);
+    *out = new TdcWork{*tensor, work};
+  });
+}
+
+int tdc_work_wait(TdcWork* w, char** err) {
+  return guarded(err, [&] { wait_work(w->work); });
+}
+
+void tdc_work_free(TdcWork* w) noexcept { delete w; }
 
 int tdc_broadcast(TdcGroup* g, at::Tensor* tensor, int root, char** err) {
   return guarded(err, [&] {

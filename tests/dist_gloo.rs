@@ -541,3 +541,34 @@ fn subgroups_reduce_only_inside_themselves() {
         assert!(done.success, "rank {r} failed:\n{}", done.output);
     }
 }
+
+/// A sum started without waiting (a population's stop votes) completes in order with the
+/// group's other collectives: two started back to back, a blocking all-reduce between, each
+/// gives its own sums; one dropped unwaited does not disturb the next.
+#[test]
+fn sums_started_without_waiting_complete_in_order() {
+    if role().is_some() {
+        let pg = ProcessGroup::connect(&child_options()).expect("rendezvous");
+        let r = pg.rank() as f64;
+        let first = pg.start_sum(&[r, 1.0]).unwrap();
+        let second = pg.start_sum(&[10.0 * r, 2.0]).unwrap();
+        let mut t = vec![Tensor::from_slice(&[r + 1.0])];
+        pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&t[0]).unwrap(), vec![3.0]);
+        assert_eq!(second.wait().unwrap(), vec![10.0, 4.0]);
+        assert_eq!(first.wait().unwrap(), vec![1.0, 2.0]);
+        drop(pg.start_sum(&[5.0, 5.0]).unwrap());
+        assert_eq!(
+            pg.start_sum(&[r, r]).unwrap().wait().unwrap(),
+            vec![1.0, 1.0]
+        );
+        pg.shutdown(Duration::from_secs(20)).unwrap();
+        return;
+    }
+    common::run_two_ranks(
+        "sums_started_without_waiting_complete_in_order",
+        20_000,
+        &[],
+        Duration::from_secs(60),
+    );
+}

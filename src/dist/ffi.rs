@@ -19,6 +19,12 @@ pub struct TdcGroup {
     _private: [u8; 0],
 }
 
+/// An all-reduce started and not yet waited for (`tdc_allreduce_start`).
+#[repr(C)]
+pub struct TdcWork {
+    _private: [u8; 0],
+}
+
 #[repr(C)]
 pub struct TdcReducer {
     _private: [u8; 0],
@@ -93,6 +99,15 @@ unsafe extern "C" {
         err: *mut *mut c_char,
     ) -> c_int;
     pub fn tdc_group_free(group: *mut TdcGroup);
+    pub fn tdc_allreduce_start(
+        group: *mut TdcGroup,
+        tensor: *mut C_tensor,
+        op: c_int,
+        out: *mut *mut TdcWork,
+        err: *mut *mut c_char,
+    ) -> c_int;
+    pub fn tdc_work_wait(work: *mut TdcWork, err: *mut *mut c_char) -> c_int;
+    pub fn tdc_work_free(work: *mut TdcWork);
 
     pub fn tdc_allreduce(
         group: *mut TdcGroup,

@@ -651,6 +651,39 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// Starts summing `values` over every rank and returns at once; [`PendingSum::wait`] gives
+    /// the sums. For control values every rank sends alike (the same number of them, the same
+    /// order of calls), so no layout check precedes it. Collectives complete in the order they
+    /// are started on a group, so a sum started now is done by the time a later blocking
+    /// collective of the group returns.
+    pub fn start_sum(&self, values: &[f64]) -> Result<PendingSum> {
+        let host = Tensor::from_slice(values);
+        let mut tensor = match self.staging {
+            Some(device) => host.to_device(device),
+            None => host,
+        };
+        let mut raw = std::ptr::null_mut();
+        let mut err = std::ptr::null_mut();
+        // SAFETY: `self.raw` is the live group this ProcessGroup owns; `tensor` is a valid tensor
+        // the work keeps alive (the shim holds a reference) until it is freed; `raw` and `err`
+        // are valid out-pointers.
+        let rc = unsafe {
+            ffi::tdc_allreduce_start(
+                self.raw,
+                tensor.as_mut_ptr(),
+                ReduceOp::Sum.code(),
+                &mut raw,
+                &mut err,
+            )
+        };
+        check(rc, err, "starting a sum over the ranks")?;
+        Ok(PendingSum {
+            raw,
+            tensor,
+            waited: false,
+        })
+    }
+
     pub fn barrier(&self) -> Result<()> {
         let mut err = std::ptr::null_mut();
         // SAFETY: live owned group, valid out-pointer.
@@ -666,6 +699,46 @@ impl ProcessGroup {
             )));
         }
         Ok(())
+    }
+}
+
+/// A sum over the ranks started by [`ProcessGroup::start_sum`] and not yet waited for. Dropped
+/// unwaited, it waits (ignoring a failure: the failure that dropped it is the one to report).
+pub struct PendingSum {
+    raw: *mut ffi::TdcWork,
+    tensor: Tensor,
+    waited: bool,
+}
+
+// SAFETY: the work handle is owned by this PendingSum alone, and a c10d work may be waited for
+// and freed on any thread.
+unsafe impl Send for PendingSum {}
+
+impl PendingSum {
+    /// Waits for the sum and returns it.
+    pub fn wait(mut self) -> Result<Vec<f64>> {
+        self.wait_raw()?;
+        Vec::<f64>::try_from(&self.tensor.to_device(Device::Cpu))
+            .map_err(|e| DistError::Invalid(e.to_string()))
+    }
+
+    fn wait_raw(&mut self) -> Result<()> {
+        self.waited = true;
+        let mut err = std::ptr::null_mut();
+        // SAFETY: `raw` came from a successful start and is not yet freed; `err` is a valid
+        // out-pointer.
+        let rc = unsafe { ffi::tdc_work_wait(self.raw, &mut err) };
+        check(rc, err, "a sum over the ranks")
+    }
+}
+
+impl Drop for PendingSum {
+    fn drop(&mut self) {
+        if !self.waited {
+            let _ = self.wait_raw();
+        }
+        // SAFETY: `raw` came from a successful start and is freed exactly once, here.
+        unsafe { ffi::tdc_work_free(self.raw) };
     }
 }
 

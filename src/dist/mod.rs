@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub use ddp::{Ddp, SyncPolicy};
 pub use group::{
-    Layout, ProcessGroup, ReduceOp, bind_device, check_interfaces, compiled_backends,
+    Layout, PendingSum, ProcessGroup, ReduceOp, bind_device, check_interfaces, compiled_backends,
     free_loopback_port, libtorch_version, set_cuda_device,
 };
 pub use liveness::Peers;

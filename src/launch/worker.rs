@@ -331,6 +331,14 @@ fn size_thread_pools(
 /// (niced 10 or more above it) leave their cores (`super::idle`). Measured once, at start, over
 /// 200 ms.
 fn threads_on_idle_cores(wanted: usize, local_ranks: usize) -> usize {
+    // One thread is the least there is: nothing to measure (200 ms of every start saved).
+    if wanted <= 1 {
+        tracing::info!(
+            target: crate::logging::LOG_ONLY,
+            "threads \"auto\": {wanted}, this rank's share of the cores"
+        );
+        return wanted;
+    }
     let Some(idle) = super::idle::available_cores(std::time::Duration::from_millis(200)) else {
         return wanted;
     };

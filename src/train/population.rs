@@ -15,7 +15,7 @@ use tch::{Kind, Tensor};
 
 use tandem_config::{Experiment, ExploreRule, Objective};
 
-use crate::dist::{ProcessGroup, ReduceOp};
+use crate::dist::{PendingSum, ProcessGroup};
 use crate::seeds::{Purpose, derived_seed};
 
 /// The member a rank trains: its index, and its run as the population's config derives it.
@@ -222,6 +222,8 @@ pub struct Population {
     population: Experiment,
     pub values: Vec<f64>,
     exploits: u64,
+    /// The stop requests of the last round, being summed over the job.
+    pending: Option<PendingSum>,
     /// `population.jsonl` in the run directory, written by rank 0 of the job.
     lineage: Option<PathBuf>,
 }
@@ -241,6 +243,7 @@ impl Population {
             member: member.index,
             values: member.values.clone(),
             exploits: 0,
+            pending: None,
             population,
             world,
         }
@@ -268,12 +271,17 @@ impl Population {
         now / period > before / period
     }
 
-    /// Sums `votes` over every rank of the job (the stop decision spans the population).
-    pub fn all_reduce_votes(&self, votes: &mut [f64]) -> Result<()> {
-        let mut t = vec![Tensor::from_slice(votes)];
-        self.world.all_reduce(&mut t, ReduceOp::Sum)?;
-        votes.copy_from_slice(&Vec::<f64>::try_from(&t[0])?);
-        Ok(())
+    /// This rank's stop requests of this round are started on their sum over the job, and the
+    /// sums started the round before are returned (none for the first round): every rank takes
+    /// the same decision after the same round, one round after the request, and no rank waits
+    /// for the others to finish their round unless they lag it by a whole round.
+    pub fn stop_votes_of_last_round(&mut self, votes: [f64; 2]) -> Result<[f64; 2]> {
+        let started = self.world.start_sum(&votes)?;
+        let last = match self.pending.replace(started) {
+            Some(pending) => pending.wait()?,
+            None => vec![0.0, 0.0],
+        };
+        Ok([last[0], last[1]])
     }
 
     /// The exploit's plan, the same on every rank: each rank's objective and values gathered,
@@ -382,7 +390,10 @@ impl Population {
     /// The population's end, after the member's own: every member's final score gathered and
     /// the population's `summary.json` written by rank 0 of the job (its `final_score` the
     /// best member's, by the final-score rule), then the job's group left.
-    pub fn finish(self, end: PopulationEnd) -> Result<()> {
+    pub fn finish(mut self, end: PopulationEnd) -> Result<()> {
+        if let Some(pending) = self.pending.take() {
+            pending.wait()?;
+        }
         let mine = Tensor::from_slice(&[end.final_score.unwrap_or(f64::NAN)]);
         let gathered = self.world.all_gather(&mine)?;
         let scores: Vec<f64> = (0..self.members)

@@ -358,11 +358,17 @@ impl Run {
             (rank0 && log_due) as u8 as f64,
             diverged as u8 as f64,
         ];
-        match &self.population {
+        let population_stop = match &mut self.population {
             // Every member stops after the same update, or the others would wait at the next
-            // exploit for it.
-            Some(population) => population.all_reduce_votes(&mut votes)?,
-            None => self.ddp.all_reduce_sum(&mut votes)?,
+            // exploit for it: stop requests are summed over the whole job, one round late (the
+            // sum of this round's runs while the next round does), so that no member waits for
+            // the others at every round; the log clock and divergence are the member's own.
+            Some(population) => Some(population.stop_votes_of_last_round([votes[0], votes[1]])?),
+            None => None,
+        };
+        self.ddp.all_reduce_sum(&mut votes)?;
+        if let Some([interrupt, preempt]) = population_stop {
+            (votes[0], votes[1]) = (interrupt, preempt);
         }
         let diverged = votes[3] > 0.0;
         let stop = if votes[1] > 0.0 {
