@@ -1,5 +1,5 @@
 //! Populations through the built binary (docs/population.md): each member trained by its own
-//! ranks is exactly the run its `start.kdl` describes where no member copies another, and
+//! ranks is exactly the run its `resolved.kdl` describes where no member copies another, and
 //! population-based training exploits at the same steps on every rank, reproducibly.
 
 mod common;
@@ -70,7 +70,7 @@ const TWO_BY_TWO: &str = r#"experiment "members" {
 "#;
 
 /// Two members of two ranks each, with no exchange: member 1's checkpoint is byte for byte that
-/// of its `start.kdl` trained alone on two ranks, so no gradient of member 0 reached its
+/// of its `resolved.kdl` trained alone on two ranks, so no gradient of member 0 reached its
 /// all-reduce (a sum over the wrong ranks would change every parameter), and the two members
 /// differ (their own seeds and learning rates).
 #[test]
@@ -79,7 +79,7 @@ fn a_member_that_copies_nobody_is_the_run_its_start_describes() {
     population(&dir, TWO_BY_TWO);
     let alone = fresh_dir("population-2x2-alone");
     let out = train(
-        dir.join("members/1/start.kdl").to_str().unwrap(),
+        dir.join("members/1/resolved.kdl").to_str().unwrap(),
         &alone,
         &[],
         Duration::from_secs(120),
@@ -94,7 +94,7 @@ fn a_member_that_copies_nobody_is_the_run_its_start_describes() {
         member != newest_checkpoint(&dir.join("members/0")),
         "the members trained alike"
     );
-    let start = std::fs::read_to_string(dir.join("members/1/start.kdl")).unwrap();
+    let start = std::fs::read_to_string(dir.join("members/1/resolved.kdl")).unwrap();
     assert!(start.contains("devices \"cpu\" \"cpu\"\n"), "{start}");
     assert!(start.contains("members #null"), "{start}");
 }
@@ -198,6 +198,29 @@ fn four_members_exploit_at_the_same_steps_and_reproduce() {
         logged.contains(&("population/algorithm.lr".into(), 16384, lr)),
         "member {member} logs the learning rate it goes on with at the exploit"
     );
+    // A member is played, exported and plotted as a run; the population names its members.
+    let mut play = tandem();
+    play.arg("play").arg(&dir).args(["--episodes", "2"]);
+    let out = run(&mut play, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("is a population: its members are the runs"),
+        "{}",
+        text(&out)
+    );
+    let mut play = tandem();
+    play.arg("play")
+        .arg(dir.join("members/3"))
+        .args(["--episodes", "2"]);
+    let out = run(&mut play, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let figure = dir.join("members.svg");
+    let mut plot = tandem();
+    plot.arg("plot").arg(&dir).arg("-o").arg(&figure);
+    let out = run(&mut plot, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&figure).unwrap();
+    assert_eq!(svg.matches("(1 seed)").count(), 4, "a curve a member");
     let again = fresh_dir("population-4x1-again");
     population(&again, FOUR);
     assert_eq!(lines, lineage(&again));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A population of N members against N separate runs of the same members (issue 68): the
 # population FILE (default experiments/cartpole-pbt.kdl, with `population.exploit=0` so that the
-# members' work is the same as alone) in one job, then each member's `start.kdl` as a run of its
+# members' work is the same as alone) in one job, then each member's `resolved.kdl` as a run of its
 # own, all N started at once; whole processes, wall-clock seconds, ROUNDS interleaved rounds.
 # Prints each round's times and the ratio (separate / population: above 1, the population is
 # faster).
@@ -33,7 +33,7 @@ for round in $(seq 1 "$rounds"); do
     start=$(now)
     pids=()
     for k in $(seq 0 $((members - 1))); do
-        "$tandem" train "$pop/members/$k/start.kdl" --run-dir "$out/round-$round-separate/$k" \
+        "$tandem" train "$pop/members/$k/resolved.kdl" --run-dir "$out/round-$round-separate/$k" \
             --set log.console=quiet 2>/dev/null &
         pids+=($!)
     done

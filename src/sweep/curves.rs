@@ -219,7 +219,7 @@ pub fn labels(keys: &[&str], fallback: &str) -> Vec<String> {
 }
 
 /// The run directories among `paths`: each path that holds a run (its `resolved.kdl`), or else
-/// the runs directly inside it (a sweep's directory), in name order.
+/// the runs directly inside it (a sweep's directory), or a population's members, in name order.
 pub fn run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for path in paths {
@@ -227,11 +227,18 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         if std::fs::symlink_metadata(path).is_err() {
             crate::usage::mistake!("{} does not exist", path.display());
         }
-        if path.join("resolved.kdl").is_file() {
+        // A population's runs are its members (docs/population.md).
+        let population = path.join("population.jsonl").is_file();
+        if path.join("resolved.kdl").is_file() && !population {
             dirs.push(path.clone());
             continue;
         }
-        let entries = std::fs::read_dir(path).with_context(|| {
+        let folder = if population {
+            path.join("members")
+        } else {
+            path.clone()
+        };
+        let entries = std::fs::read_dir(&folder).with_context(|| {
             format!(
                 "{} is neither a run directory nor a folder of runs",
                 path.display()

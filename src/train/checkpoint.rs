@@ -278,6 +278,15 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let dir = checkpoint_dir(path);
+    let members = path.join("members");
+    if !dir.exists() && members.is_dir() && path.join("population.jsonl").is_file() {
+        crate::usage::mistake!(
+            "{} is a population: its members are the runs, each with its own checkpoints; name \
+             one, {}",
+            path.display(),
+            members.join("<k>").display()
+        );
+    }
     match list(&dir)?.pop() {
         Some(newest) => Ok(newest),
         None => crate::usage::mistake!(

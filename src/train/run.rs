@@ -65,12 +65,20 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
     std::fs::create_dir_all(&member.run_dir)
         .with_context(|| format!("creating {}", member.run_dir.display()))?;
     if rank == first && !ctx.resume {
-        // The member's run as it starts: trained alone, it is this member's run wherever no
-        // member copies another (`exploit 0`).
-        let start = member.run_dir.join("start.kdl");
+        // The member's run as it starts, as a run's directory holds it (its checkpoints hold the
+        // config it trains with after a copy, as a resumed run's rewrite it): trained alone, it
+        // is this member's run wherever no member copies another (`exploit 0`); `tandem plot`
+        // and `sweep` read it as a run's.
         let text = tandem_config::canonical_kdl(&member.experiment);
-        crate::atomic::write_atomic(&start, text.as_bytes())
-            .with_context(|| format!("writing {}", start.display()))?;
+        let hash = tandem_config::config_hash(&member.experiment);
+        for (name, body) in [
+            ("resolved.kdl", text),
+            ("resolved.sha256", format!("{hash}\n")),
+        ] {
+            let path = member.run_dir.join(name);
+            crate::atomic::write_atomic(&path, body.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
     }
     let population = Population::new(ctx.pg, ctx.experiment, &member, &ctx.run_dir);
     if !ctx.resume {
