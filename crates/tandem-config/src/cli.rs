@@ -175,13 +175,21 @@ fn with_host_checks(
     Ok(resolved)
 }
 
-/// `runs 500224 steps (977 updates of 512); at least 1.2 MiB of memory a rank`.
+/// `runs 500224 steps (977 updates of 512); at least 1.2 MiB of memory a rank` (a population's:
+/// `4 members of 1 rank(s), each runs ...`).
 pub fn cost_line(resolved: &Resolved) -> String {
     let e = &resolved.experiment;
     let (updates, steps) = steps_run(e);
     let unit = crate::update_steps(e);
+    let each = match e.population.members {
+        Some(members) => format!(
+            "{members} members of {} rank(s), each runs",
+            e.world_size()
+        ),
+        None => "runs".into(),
+    };
     format!(
-        "runs {steps} steps ({updates} update{} of {unit}); at least {} of memory a rank",
+        "{each} {steps} steps ({updates} update{} of {unit}); at least {} of memory a rank",
         if updates == 1 { "" } else { "s" },
         Bytes(memory_estimate(e).per_rank())
     )
