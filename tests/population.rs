@@ -392,3 +392,39 @@ fn an_interrupted_population_stops_together_and_resumes() {
     );
     assert_eq!(summary["interrupted"], false);
 }
+
+/// A requeued job runs the same command again with `--resume-if-exists`: a population that has
+/// checkpointed continues (its members' checkpoints say so), it does not refuse nor start over.
+#[test]
+fn a_requeued_population_continues_with_resume_if_exists() {
+    let dir = fresh_dir("population-requeued");
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, FOUR).unwrap();
+    let again = |max_steps: &str| {
+        let mut cmd = tandem();
+        cmd.arg("train")
+            .arg(&file)
+            .arg("--run-dir")
+            .arg(&dir)
+            .arg("--resume-if-exists");
+        cmd.args(["--set", &format!("train.max-steps={max_steps}")]);
+        let out = run(&mut cmd, Duration::from_secs(240));
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    again("6144");
+    again("12288");
+    let exploits: Vec<u64> = (lineage(&dir).iter())
+        .filter(|l| !l["exploit"].is_null())
+        .map(|l| l["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        exploits,
+        [4096; 4]
+            .iter()
+            .chain(&[8192; 4])
+            .copied()
+            .collect::<Vec<_>>()
+    );
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(text.contains("\"global_step\": 12288"), "{text}");
+}

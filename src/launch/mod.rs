@@ -240,11 +240,22 @@ fn existing_run(req: &LaunchRequest) -> Result<Existing> {
     if dir.join("resolved.kdl").exists() {
         found.push("resolved.kdl".to_string());
     }
-    let checkpoints = crate::train::checkpoint::newest_first(dir)?.len();
+    // A population's checkpoints and summaries are its members'.
+    let runs = crate::train::checkpoint::checkpointing_dirs(dir);
+    let mut checkpoints = 0;
+    let mut events =
+        tandem_summary::reader::event_files(&dir.join("tensorboard")).unwrap_or_default();
+    for run in runs.iter().filter(|run| *run != dir) {
+        events.extend(
+            tandem_summary::reader::event_files(&run.join("tensorboard")).unwrap_or_default(),
+        );
+    }
+    for run in &runs {
+        checkpoints += crate::train::checkpoint::newest_first(run)?.len();
+    }
     if checkpoints > 0 {
         found.push(format!("{checkpoints} checkpoint(s)"));
     }
-    let events = tandem_summary::reader::event_files(&dir.join("tensorboard")).unwrap_or_default();
     if !events.is_empty() {
         found.push(format!("{} TensorBoard event file(s)", events.len()));
     }
@@ -583,7 +594,12 @@ fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
         )
         .into());
     };
-    let has_checkpoint = !crate::train::checkpoint::newest_first(dir)?.is_empty();
+    // A population continues when its members checkpointed (member 0 stands for all).
+    let home = crate::train::checkpoint::checkpointing_dirs(dir);
+    let has_checkpoint = match home.first() {
+        Some(run) => !crate::train::checkpoint::newest_first(run)?.is_empty(),
+        None => false,
+    };
     Ok(has_checkpoint.then(|| dir.clone()))
 }
 

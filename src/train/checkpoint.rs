@@ -272,6 +272,25 @@ pub fn must_exist(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether `run_dir` holds a population's run (docs/population.md): its members are runs of
+/// their own under `members/<k>/`, beside the lineage `population.jsonl`.
+pub fn is_population(run_dir: &Path) -> bool {
+    run_dir.join("population.jsonl").is_file() && run_dir.join("members").is_dir()
+}
+
+/// The run directories whose checkpoints say where `run_dir` stands: itself, or a population's
+/// members (each checkpoints at the same updates).
+pub fn checkpointing_dirs(run_dir: &Path) -> Vec<PathBuf> {
+    if !is_population(run_dir) {
+        return vec![run_dir.to_path_buf()];
+    }
+    let mut members: Vec<PathBuf> = std::fs::read_dir(run_dir.join("members"))
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    members.sort();
+    members
+}
+
 /// The newest checkpoint of a run directory, or the file itself when given a checkpoint file.
 pub fn locate(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
@@ -279,7 +298,7 @@ pub fn locate(path: &Path) -> Result<PathBuf> {
     }
     let dir = checkpoint_dir(path);
     let members = path.join("members");
-    if !dir.exists() && members.is_dir() && path.join("population.jsonl").is_file() {
+    if !dir.exists() && is_population(path) {
         crate::usage::mistake!(
             "{} is a population: its members are the runs, each with its own checkpoints; name \
              one, {}",

@@ -182,10 +182,7 @@ pub fn cost_line(resolved: &Resolved) -> String {
     let (updates, steps) = steps_run(e);
     let unit = crate::update_steps(e);
     let each = match e.population.members {
-        Some(members) => format!(
-            "{members} members of {} rank(s), each runs",
-            e.world_size()
-        ),
+        Some(members) => format!("{members} members of {} rank(s), each runs", e.world_size()),
         None => "runs".into(),
     };
     format!(

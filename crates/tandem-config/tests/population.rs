@@ -225,5 +225,8 @@ fn an_off_policy_learner_explores_nothing_yet() {
 fn validate_says_what_each_member_runs() {
     let resolved = resolve(&Source::Stdin(text(4, "", EXPLORE)), &[]).unwrap();
     let line = cli::cost_line(&resolved);
-    assert!(line.starts_with("2 members of 2 rank(s), each runs 1000448 steps"), "{line}");
+    assert!(
+        line.starts_with("2 members of 2 rank(s), each runs 1000448 steps"),
+        "{line}"
+    );
 }
