@@ -31,19 +31,25 @@ fn newest_checkpoint(dir: &Path) -> Vec<u8> {
 
 /// The networks' and optimiser's tensors of one checkpoint file, as bytes by name.
 fn learner_state(file: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut tensors = tch::Tensor::load_multi(file).unwrap();
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    let learner = tensors
-        .into_iter()
-        .filter(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer"));
-    learner
-        .map(|(n, t)| {
-            let t = t.contiguous();
-            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
-            t.copy_data_u8(&mut buf, t.numel());
-            (n, buf)
-        })
-        .collect()
+    let tensors = common::checkpoint_tensors(file).into_iter();
+    let learner = |name: &str| name.starts_with("model.") || name.starts_with("optimizer");
+    tensors.filter(|(name, _)| learner(name)).collect()
+}
+
+/// `config` trained in a fresh directory `name` up to `max_steps`, as a stopped job leaves it.
+fn stopped_at(name: &str, config: &str, max_steps: u64) -> std::path::PathBuf {
+    let dir = fresh_dir(name);
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, config).unwrap();
+    let set = format!("train.max-steps={max_steps}");
+    let out = train(
+        file.to_str().unwrap(),
+        &dir,
+        &[set.as_str()],
+        Duration::from_secs(240),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    dir
 }
 
 fn lineage(dir: &Path) -> Vec<serde_json::Value> {
@@ -237,16 +243,7 @@ fn four_members_exploit_at_the_same_steps_and_reproduce() {
 fn a_stopped_population_resumes_where_it_stopped() {
     let whole = fresh_dir("population-whole");
     population(&whole, FOUR);
-    let dir = fresh_dir("population-stopped");
-    let file = dir.with_extension("kdl");
-    std::fs::write(&file, FOUR).unwrap();
-    let out = train(
-        file.to_str().unwrap(),
-        &dir,
-        &["train.max-steps=10240"],
-        Duration::from_secs(240),
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let dir = stopped_at("population-stopped", FOUR, 10240);
     assert!(
         lineage(&dir)
             .iter()
@@ -279,17 +276,16 @@ fn a_stopped_population_resumes_where_it_stopped() {
 /// rank each and train on from their checkpoints, exploiting at the periods left.
 #[test]
 fn a_population_resumes_on_another_number_of_ranks() {
-    let dir = fresh_dir("population-regroup");
-    let file = dir.with_extension("kdl");
     let config = TWO_BY_TWO.replace("exploit 0", "exploit 0.5");
-    std::fs::write(&file, &config).unwrap();
-    let out = train(
-        file.to_str().unwrap(),
-        &dir,
-        &["train.max-steps=6144"],
-        Duration::from_secs(240),
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let dir = stopped_at("population-regroup", &config, 6144);
+    // Another config is refused, naming what differs from the population's.
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir).args(["--set", "population.period=2048"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let refusal = text(&out);
+    assert!(refusal.contains("differs from the population's"), "{refusal}");
+    assert!(refusal.contains("population.period: 4096 -> 2048"), "{refusal}");
     let mut cmd = tandem();
     cmd.arg("train").arg("--resume").arg(&dir);
     cmd.args([

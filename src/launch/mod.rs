@@ -603,20 +603,85 @@ fn resume_dir(req: &TrainRequest) -> Result<Option<PathBuf>> {
     Ok(has_checkpoint.then(|| dir.clone()))
 }
 
-/// [`check_resume_config`] for a population: the config is its run directory's `resolved.kdl`
-/// (devices and `train.max-steps` may change), and member 0 holds a readable checkpoint.
-fn check_population_resume(
+/// A resume runs the config of the run it continues, its newest readable checkpoint's (a
+/// population's: its run directory's `resolved.kdl`, once member 0 holds a checkpoint), give or
+/// take the world size (`devices`) and where it stops (`train.max-steps`, which no schedule
+/// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
+/// `--resume-if-exists`) is refused, saying what differs, unless `allow` (rank 0 records the
+/// change once the resume has succeeded; not for a population, whose members' configs derive
+/// from its own).
+fn check_resume_config(
     dir: &Path,
     now: &tandem_config::Experiment,
     now_hash: &str,
     canonical: &str,
     allow: bool,
 ) -> Result<()> {
+    let population = now.population.members.is_some();
+    let (mut run, against) = match population {
+        true => population_config(dir)?,
+        false => checkpoint_config(dir)?,
+    };
+    run.devices = now.devices.clone();
+    run.train.max_steps = now.train.max_steps;
+    if (allow && !population) || tandem_config::config_hash(&run) == now_hash {
+        return Ok(());
+    }
+    let changes =
+        crate::train::checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
+    let allowing = match population {
+        true => String::new(),
+        false => format!(
+            ", or pass --allow-config-change to continue under this config (recorded in {})",
+            dir.join("config-changes.log").display()
+        ),
+    };
+    Err(UsageError(format!(
+        "cannot resume {}: the config differs from {against}:\n{}\n\
+         help: resume it as it was (only devices and train.max-steps may change), start a new run \
+         in another --run-dir{allowing}",
+        dir.display(),
+        changes
+            .iter()
+            .map(|c| format!("    {c}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ))
+    .into())
+}
+
+/// The config a run's newest readable checkpoint was written with, and how to name it.
+fn checkpoint_config(dir: &Path) -> Result<(tandem_config::Experiment, String)> {
+    use crate::train::checkpoint;
+    // A damaged one is skipped here in silence: the ranks warn when they skip it too.
+    let mut damaged = Vec::new();
+    for path in checkpoint::newest_first(dir)? {
+        match checkpoint::load(&path) {
+            Ok(ckpt) => {
+                let place = path.display().to_string();
+                let run = tandem_config::parse_stored(&ckpt.resolved_config, &place)
+                    .map_err(anyhow::Error::msg)?;
+                return Ok((
+                    run,
+                    format!("the one its checkpoint {place} was written with"),
+                ));
+            }
+            Err(e) => damaged.push(format!("{e:#}")),
+        }
+    }
+    bail!(
+        "{} holds no readable checkpoint:\n{}",
+        dir.display(),
+        damaged.join("\n")
+    )
+}
+
+/// A population's config (its run directory's `resolved.kdl`: its members' checkpoints hold
+/// their own), once member 0 holds a readable checkpoint to continue from.
+fn population_config(dir: &Path) -> Result<(tandem_config::Experiment, String)> {
     use crate::train::checkpoint;
     let member = dir.join("members").join("0");
-    let readable = checkpoint::newest_first(&member)?
-        .iter()
-        .any(|path| checkpoint::load(path).is_ok());
+    let readable = (checkpoint::newest_first(&member)?.iter()).any(|p| checkpoint::load(p).is_ok());
     if !readable {
         bail!(
             "{} holds no readable checkpoint of member 0",
@@ -626,90 +691,9 @@ fn check_population_resume(
     let stored = dir.join("resolved.kdl");
     let text = std::fs::read_to_string(&stored)
         .with_context(|| format!("reading {}", stored.display()))?;
-    let mut run = tandem_config::parse_stored(&text, &stored.display().to_string())
-        .map_err(anyhow::Error::msg)?;
-    run.devices = now.devices.clone();
-    run.train.max_steps = now.train.max_steps;
-    if allow || tandem_config::config_hash(&run) == now_hash {
-        return Ok(());
-    }
-    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
-    Err(UsageError(format!(
-        "cannot resume {}: the config differs from the population's ({}):\n{}\n\
-         help: resume it as it was (only devices and train.max-steps may change), or start a new \
-         run in another --run-dir",
-        dir.display(),
-        stored.display(),
-        changes
-            .iter()
-            .map(|c| format!("    {c}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    ))
-    .into())
-}
-
-/// A resume runs the config of the run it continues, its newest readable checkpoint's, give
-/// or take the world size (`devices`) and where it stops (`train.max-steps`, which no schedule
-/// reads). Anything else (an edited `resolved.kdl`, a `--set`, another FILE under
-/// `--resume-if-exists`) is refused, saying what differs, unless `allow` (rank 0 records the
-/// change once the resume has succeeded).
-fn check_resume_config(
-    dir: &Path,
-    now: &tandem_config::Experiment,
-    now_hash: &str,
-    canonical: &str,
-    allow: bool,
-) -> Result<()> {
-    use crate::train::checkpoint;
-    // A population's members keep their checkpoints (`members/<k>/`), each under its member's
-    // config; the population's own is its run directory's `resolved.kdl`, which a resume
-    // compares against, once member 0 holds a checkpoint to continue from.
-    if now.population.members.is_some() {
-        return check_population_resume(dir, now, now_hash, canonical, allow);
-    }
-    // A damaged one is skipped here in silence: the ranks warn when they skip it too.
-    let mut found = None;
-    let mut damaged = Vec::new();
-    for path in checkpoint::newest_first(dir)? {
-        match checkpoint::load(&path) {
-            Ok(ckpt) => {
-                found = Some((path, ckpt));
-                break;
-            }
-            Err(e) => damaged.push(format!("{e:#}")),
-        }
-    }
-    let Some((path, ckpt)) = found else {
-        bail!(
-            "{} holds no readable checkpoint:\n{}",
-            dir.display(),
-            damaged.join("\n")
-        );
-    };
-    let mut run = tandem_config::parse_stored(&ckpt.resolved_config, &path.display().to_string())
-        .map_err(anyhow::Error::msg)?;
-    run.devices = now.devices.clone();
-    run.train.max_steps = now.train.max_steps;
-    if allow || tandem_config::config_hash(&run) == now_hash {
-        return Ok(());
-    }
-    let changes = checkpoint::config_difference(&tandem_config::canonical_kdl(&run), canonical);
-    Err(UsageError(format!(
-        "cannot resume {}: the config differs from the one its checkpoint {} was written with:\n{}\n\
-         help: resume it as it was (only devices and train.max-steps may change), start a new run \
-         in another --run-dir, or pass --allow-config-change to continue under this config \
-         (recorded in {})",
-        dir.display(),
-        path.display(),
-        changes
-            .iter()
-            .map(|c| format!("    {c}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        dir.join("config-changes.log").display()
-    ))
-    .into())
+    let place = stored.display().to_string();
+    let run = tandem_config::parse_stored(&text, &place).map_err(anyhow::Error::msg)?;
+    Ok((run, format!("the population's ({place})")))
 }
 
 /// The experiment the command line names (a file, stdin, or a resumed run's `resolved.kdl`, with
