@@ -77,7 +77,7 @@ fn every_example_experiment_validates_and_round_trips() {
         assert_eq!(config_hash(&again.experiment), config_hash(e));
         let json: serde_json::Value = serde_json::from_str(&canonical_json(e)).unwrap();
         assert_eq!(json["name"], e.name.as_str());
-        assert_eq!(json["devices"].as_array().unwrap().len(), e.world_size());
+        assert_eq!(json["devices"].as_array().unwrap().len(), e.job_ranks());
     }
 }
 

@@ -46,6 +46,14 @@ pub(super) fn integral(value: &KdlValue) -> Option<i128> {
     }
 }
 
+/// How a block of named entries refuses a name given twice ([`Checker::named_entries`]).
+struct Twice {
+    what: fn(&str) -> String,
+    again: &'static str,
+    first: &'static str,
+    help: &'static str,
+}
+
 pub(super) struct Checker<'a> {
     pub(super) source: SourceId,
     pub(super) path: &'a str,
@@ -448,39 +456,56 @@ impl Checker<'_> {
     /// letters, digits and `_`, with one pattern of the agent ids it plays (`*` matches any
     /// run of characters); sorted by name. Which agents a pattern matches is the cross-check's.
     fn policies(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
-        let source = self.source;
         let example = "write `policies { predators \"adversary_*\"; prey \"agent_*\" }`, a policy's name and the agents it plays";
+        let twice = Twice {
+            what: |name| format!("policy `{name}` is named twice"),
+            again: "named again here",
+            first: "first named here",
+            help: "each policy is named once; give the second another name",
+        };
+        let (list, spans) = self.named_entries(raw, example, twice, |node| self.policy(node))?;
+        Ok((Val::Policies(list), spans))
+    }
+
+    /// The entries of a block each named once by its node's name (`policies`, `explore`), each
+    /// read by `entry`, sorted by name, with the span of each (in that order, for the
+    /// cross-checks to point at); a name given twice is refused as `twice` says.
+    fn named_entries<T>(
+        &self,
+        raw: &Raw,
+        example: &str,
+        twice: Twice,
+        entry: impl Fn(&KdlNode) -> Result<T, Vec<DiagBuilder>>,
+    ) -> Result<(Vec<T>, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
         let mut errs = Vec::new();
         let Some(block) = self.block_of(raw, example, &mut errs) else {
             return Err(errs);
         };
-        let mut policies: BTreeMap<String, (Policy, SourceSpan)> = BTreeMap::new();
+        let mut entries: BTreeMap<String, (T, SourceSpan)> = BTreeMap::new();
         for node in block.nodes() {
             let (name, span) = (node.name().value(), node.name().span());
-            match self.policy(node) {
+            match entry(node) {
                 Err(e) => errs.extend(e),
-                Ok(_) if policies.contains_key(name) => errs.push(
-                    error(
-                        "config::duplicate-setting",
-                        format!("policy `{name}` is named twice"),
-                    )
-                    .at(source, span, "named again here")
-                    .also(source, policies[name].1, "first named here")
-                    .help("each policy is named once; give the second another name"),
+                Ok(_) if entries.contains_key(name) => errs.push(
+                    error("config::duplicate-setting", (twice.what)(name))
+                        .at(source, span, twice.again)
+                        .also(source, entries[name].1, twice.first)
+                        .help(twice.help),
                 ),
-                Ok(policy) => {
-                    policies.insert(name.to_string(), (policy, span));
+                Ok(value) => {
+                    entries.insert(name.to_string(), (value, span));
                 }
             }
         }
-        if errs.is_empty() {
-            // Each policy's span, in the value's (name) order, for the cross-checks to point at.
-            let spans = policies.values().map(|(_, span)| *span).collect();
-            let list = policies.into_values().map(|(policy, _)| policy).collect();
-            Ok((Val::Policies(list), spans))
-        } else {
-            Err(errs)
+        if !errs.is_empty() {
+            return Err(errs);
         }
+        let spans = entries.values().map(|(_, span)| *span).collect();
+        Ok((
+            entries.into_values().map(|(value, _)| value).collect(),
+            spans,
+        ))
     }
 
     /// `explore { algorithm.lr factor=1.25 min=1e-5 max=1e-2; algorithm.entropy-coef 0 0.01 }`:
@@ -488,38 +513,15 @@ impl Checker<'_> {
     /// of values, each value checked against the setting; sorted by path. Whether the
     /// experiment's algorithm has the setting and reads it afresh is the cross-check's.
     fn explore(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
-        let source = self.source;
         let example = "write `explore { algorithm.lr factor=1.25 min=1e-5 max=1e-2; algorithm.entropy-coef 0 0.003 0.01 }`";
-        let mut errs = Vec::new();
-        let Some(block) = self.block_of(raw, example, &mut errs) else {
-            return Err(errs);
+        let twice = Twice {
+            what: |path| format!("`{path}` is explored twice"),
+            again: "given again here",
+            first: "first given here",
+            help: "give each explored setting once",
         };
-        let mut explored: BTreeMap<String, (Explore, SourceSpan)> = BTreeMap::new();
-        for node in block.nodes() {
-            let (path, span) = (node.name().value(), node.name().span());
-            match self.explored(node) {
-                Err(e) => errs.extend(e),
-                Ok(_) if explored.contains_key(path) => errs.push(
-                    error(
-                        "config::duplicate-setting",
-                        format!("`{path}` is explored twice"),
-                    )
-                    .at(source, span, "given again here")
-                    .also(source, explored[path].1, "first given here")
-                    .help("give each explored setting once"),
-                ),
-                Ok(explore) => {
-                    explored.insert(path.to_string(), (explore, span));
-                }
-            }
-        }
-        if errs.is_empty() {
-            let spans = explored.values().map(|(_, span)| *span).collect();
-            let list = explored.into_values().map(|(explore, _)| explore).collect();
-            Ok((Val::Explore(list), spans))
-        } else {
-            Err(errs)
-        }
+        let (list, spans) = self.named_entries(raw, example, twice, |node| self.explored(node))?;
+        Ok((Val::Explore(list), spans))
     }
 
     /// One explored setting: `algorithm.<name>` and its rule.
