@@ -280,12 +280,21 @@ fn a_population_resumes_on_another_number_of_ranks() {
     let dir = stopped_at("population-regroup", &config, 6144);
     // Another config is refused, naming what differs from the population's.
     let mut cmd = tandem();
-    cmd.arg("train").arg("--resume").arg(&dir).args(["--set", "population.period=2048"]);
+    cmd.arg("train")
+        .arg("--resume")
+        .arg(&dir)
+        .args(["--set", "population.period=2048"]);
     let out = run(&mut cmd, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let refusal = text(&out);
-    assert!(refusal.contains("differs from the population's"), "{refusal}");
-    assert!(refusal.contains("population.period: 4096 -> 2048"), "{refusal}");
+    assert!(
+        refusal.contains("differs from the population's"),
+        "{refusal}"
+    );
+    assert!(
+        refusal.contains("population.period: 4096 -> 2048"),
+        "{refusal}"
+    );
     let mut cmd = tandem();
     cmd.arg("train").arg("--resume").arg(&dir);
     cmd.args([
@@ -423,4 +432,50 @@ fn a_requeued_population_continues_with_resume_if_exists() {
     );
     let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     assert!(text.contains("\"global_step\": 12288"), "{text}");
+}
+
+/// A sweep over seeds of a population reads each population's summary: the best member's final
+/// score, every member's episodes.
+#[test]
+fn a_sweep_of_populations_tables_their_best_members() {
+    let dir = fresh_dir("population-sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("members.kdl");
+    std::fs::write(&file, TWO_BY_TWO.replace("12288", "4096")).unwrap();
+    let mut cmd = tandem();
+    cmd.current_dir(&dir)
+        .arg("sweep")
+        .arg(&file)
+        .args(["--seeds", "1..2"]);
+    let out = run(&mut cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+    let table = text(&out);
+    for seed in 1..=2 {
+        let run_dir = std::fs::read_dir(dir.join("runs/sweep"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join(format!("members-seed{seed}"));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap())
+                .unwrap();
+        let score = summary["final_score"].as_f64().unwrap();
+        let episodes = summary["episodes"].as_u64().unwrap();
+        assert!(episodes > 0, "{summary}");
+        let row = format!("members-seed{seed}       {seed}        4096");
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .unwrap_or_else(|| panic!("{table}"));
+        assert!(
+            line.contains(&format!("{score:.3}")) && line.contains(&episodes.to_string()),
+            "{line}"
+        );
+    }
+    assert!(
+        table.contains("the best member's mean game score"),
+        "{table}"
+    );
 }

@@ -394,11 +394,15 @@ impl Population {
         if let Some(pending) = self.pending.take() {
             pending.wait()?;
         }
-        let mine = Tensor::from_slice(&[end.final_score.unwrap_or(f64::NAN)]);
-        let gathered = self.world.all_gather(&mine)?;
-        let scores: Vec<f64> = (0..self.members)
-            .map(|k| gathered[k * self.ranks_per_member].double_value(&[0]))
-            .collect();
+        let mine = [end.final_score.unwrap_or(f64::NAN), end.episodes as f64];
+        let gathered = self.world.all_gather(&Tensor::from_slice(&mine))?;
+        let first = |k: usize, i: i64| gathered[k * self.ranks_per_member].double_value(&[i]);
+        let scores: Vec<f64> = (0..self.members).map(|k| first(k, 0)).collect();
+        let episodes: f64 = (0..self.members).map(|k| first(k, 1)).sum();
+        let end = PopulationEnd {
+            episodes: episodes as u64,
+            ..end
+        };
         if let Some(lineage) = &self.lineage {
             let dir = lineage.parent().unwrap_or(Path::new("."));
             write_summary(dir, &scores, &end)?;
@@ -472,6 +476,8 @@ impl Population {
 /// Where a member's run ended, for the population's summary.
 pub struct PopulationEnd {
     pub final_score: Option<f64>,
+    /// The member's episodes (in the population's summary: every member's).
+    pub episodes: u64,
     pub global_step: u64,
     pub interrupted: bool,
     /// The final-score rule's words.
@@ -508,6 +514,7 @@ fn write_summary(dir: &Path, scores: &[f64], end: &PopulationEnd) -> Result<()> 
             "population_steps",
             serde_json::json!(end.global_step * scores.len() as u64),
         ),
+        ("episodes", serde_json::json!(end.episodes)),
         ("interrupted", serde_json::json!(end.interrupted)),
     ];
     let body: Vec<String> = fields

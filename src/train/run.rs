@@ -793,6 +793,7 @@ impl Run {
         if let Some(population) = population {
             population.finish(PopulationEnd {
                 final_score: metrics::final_score(&self.recent),
+                episodes: self.recent.total(),
                 global_step,
                 interrupted,
                 rule: metrics::FINAL_SCORE_RULE,
