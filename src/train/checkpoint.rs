@@ -794,7 +794,7 @@ mod tests {
 
     #[test]
     fn a_directory_without_checkpoints_is_a_clear_error() {
-        let dir = std::env::temp_dir().join(format!("tandem-ckpt-empty-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("tandem-ckpt-none-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let err = locate(&dir).unwrap_err().to_string();
         assert!(err.contains("holds no checkpoint"), "{err}");

@@ -531,6 +531,28 @@ mod tests {
         .unwrap()
     }
 
+    /// Two SACs alike: the second's variables copied from the first's, since two seeded builds
+    /// differ where another test draws from libtorch's one generator on another thread
+    /// meanwhile (the suite runs tests in parallel).
+    fn twins(alpha: tandem_config::AutoOr, initial_alpha: f64) -> (Sac, Sac) {
+        let first = sac(alpha, initial_alpha);
+        let mut second = sac(alpha, initial_alpha);
+        tch::no_grad(|| {
+            let pairs = second
+                .optimizer
+                .parameters()
+                .iter()
+                .zip(first.optimizer.parameters());
+            for (to, from) in pairs {
+                to.shallow_clone().copy_(from);
+            }
+            second.log_alpha.shallow_clone().copy_(&first.log_alpha);
+        });
+        // Targets start as their critics, as `Sac::new` makes them.
+        second.target_params.polyak(1.0);
+        (first, second)
+    }
+
     fn batch() -> SacBatch {
         let f = (Kind::Float, Device::Cpu);
         let grid = |k: i64, scale: f64| Tensor::arange(6 * k, f).reshape([6, k]) * scale;
@@ -583,7 +605,7 @@ mod tests {
     /// steps; its statistics are the losses it stepped on.
     #[test]
     fn an_update_steps_on_the_gradient_of_the_summed_losses_and_counts_its_steps() {
-        let (mut updated, mut by_hand) = (sac(AutoOr::Auto, 0.3), sac(AutoOr::Auto, 0.3));
+        let (mut updated, mut by_hand) = twins(AutoOr::Auto, 0.3);
         updated.host = Some(None);
         let b = batch();
         let l = by_hand.losses(&b).unwrap();
