@@ -681,6 +681,43 @@ mod tests {
         assert_eq!((two[0].source, two[1].source), (1, 1));
     }
 
+    /// Over many members, a factor rule's starting values are log-uniform (their logarithms'
+    /// median near the range's middle, the quarters near a quarter each) and a list's uniform.
+    #[test]
+    fn spread_starts_are_log_uniform_over_a_range_and_uniform_over_a_list() {
+        let text = r#"experiment "p" {
+            devices count=64 kind="cpu"
+            algorithm "ppo"
+            env "cartpole" { envs 64; }
+            population {
+                members 64
+                explore {
+                    algorithm.lr factor=1.25 min=1e-5 max=1e-1
+                    algorithm.entropy-coef 0 0.001 0.01
+                }
+            }
+        }"#;
+        let exp = tandem_config::resolve(&tandem_config::Source::Stdin(text.into()), &[])
+            .unwrap()
+            .experiment;
+        let all: Vec<Vec<f64>> = (0..64).map(|k| starting_values(&exp, k)).collect();
+        // ln 1e-5 .. ln 1e-1, in quarters of the logarithm's range.
+        let quarter = |x: f64| (((x.ln() - 1e-5f64.ln()) / (1e4f64.ln() / 4.0)) as usize).min(3);
+        let mut quarters = [0; 4];
+        for v in &all {
+            quarters[quarter(v[1])] += 1;
+        }
+        assert!(
+            quarters.iter().all(|&n| (8..=24).contains(&n)),
+            "{quarters:?}"
+        );
+        let mut listed = [0; 3];
+        for v in &all {
+            listed[[0.0, 0.001, 0.01].iter().position(|&x| x == v[0]).unwrap()] += 1;
+        }
+        assert!(listed.iter().all(|&n| (10..=32).contains(&n)), "{listed:?}");
+    }
+
     #[test]
     fn members_start_spread_over_the_rule_or_from_the_experiment() {
         let text = r#"experiment "p" {
