@@ -612,6 +612,19 @@ fn append_lineage(
 mod tests {
     use super::*;
 
+    /// What seed 7 drew when these rules were written ([`a_seeds_draws_stay_what_they_were`]).
+    const DRAWN: [(usize, bool); 8] = [
+        (0, false),
+        (0, false),
+        (0, true),
+        (0, false),
+        (1, true),
+        (1, true),
+        (0, false),
+        (0, true),
+    ];
+    const START: u64 = 702018;
+
     fn factor() -> ExploreRule {
         ExploreRule::Factor {
             factor: 1.25,
@@ -716,6 +729,35 @@ mod tests {
             listed[[0.0, 0.001, 0.01].iter().position(|&x| x == v[0]).unwrap()] += 1;
         }
         assert!(listed.iter().all(|&n| (10..=32).contains(&n)), "{listed:?}");
+    }
+
+    /// At most half the members move, however the fraction rounds (three members at 0.5: one).
+    #[test]
+    fn at_most_half_the_members_copy() {
+        let values: Vec<Vec<f64>> = (0..3).map(|k| vec![1e-3 * (k + 1) as f64]).collect();
+        let steps = plan(1, 0, 0.5, &[1.0, 2.0, 3.0], &values, &[factor()]);
+        let moved: Vec<usize> = (0..3).filter(|&k| steps[k].source != k).collect();
+        assert_eq!(moved, [0]);
+        assert_eq!(steps[0].source, 2);
+    }
+
+    /// A seed's draws are the same from version to version, so that a run resumed by another
+    /// tandem continues its lineage: over eight exploits of seed 7, the worst member's source
+    /// (one of the top two) and its move (up or down), and member 0's start, as this version
+    /// first drew them.
+    #[test]
+    fn a_seeds_draws_stay_what_they_were() {
+        let values: Vec<Vec<f64>> = (0..8).map(|k| vec![1e-3 * (k + 1) as f64]).collect();
+        let objectives = [8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0];
+        let drawn: Vec<(usize, bool)> = (0..8)
+            .map(|e| {
+                let step = &plan(7, e, 0.25, &objectives, &values, &[factor()])[7];
+                (step.source, step.values[0] > values[step.source][0])
+            })
+            .collect();
+        assert_eq!(drawn, DRAWN);
+        let start = (unit(7, 0, 0) * 1e6) as u64;
+        assert_eq!(start, START);
     }
 
     #[test]
