@@ -739,6 +739,13 @@ mod tests {
         let moved: Vec<usize> = (0..3).filter(|&k| steps[k].source != k).collect();
         assert_eq!(moved, [0]);
         assert_eq!(steps[0].source, 2);
+        // The second keeps its own values too: a bottom that reached it would move them, even
+        // where it drew itself as its source.
+        let second = Step {
+            source: 1,
+            values: values[1].clone(),
+        };
+        assert_eq!(steps[1], second);
     }
 
     /// A seed's draws are the same from version to version, so that a run resumed by another
