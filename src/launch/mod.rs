@@ -181,11 +181,7 @@ pub fn prepare_run_dir(req: &LaunchRequest) -> Result<Option<run_dir::Hold>> {
     let logs = req.run_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     if !req.resume && req.layout.node_rank == 0 {
-        crate::atomic::write_atomic(&resolved, req.canonical.as_bytes())?;
-        crate::atomic::write_atomic(
-            &req.run_dir.join("resolved.sha256"),
-            format!("{}\n", req.hash).as_bytes(),
-        )?;
+        crate::train::report::write_resolved(&req.run_dir, &req.canonical, &req.hash)?;
     }
     for entry in std::fs::read_dir(&logs)? {
         let path = entry?.path();

@@ -184,6 +184,21 @@ pub struct RunSummary<'a> {
     pub extra: Vec<(String, String)>,
 }
 
+/// A run directory's `resolved.kdl` (the canonical text of the config it runs) and
+/// `resolved.sha256` (its hash), each replaced atomically: what the launcher writes for a new
+/// run, a resumed run once its ranks have loaded their checkpoint, and a population's member.
+pub fn write_resolved(run_dir: &std::path::Path, canonical: &str, hash: &str) -> Result<()> {
+    for (name, body) in [
+        ("resolved.kdl", canonical.to_string()),
+        ("resolved.sha256", format!("{hash}\n")),
+    ] {
+        let path = run_dir.join(name);
+        crate::atomic::write_atomic(&path, body.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 pub fn write_summary(run_dir: &std::path::Path, s: &RunSummary) -> Result<()> {
     let json = |v: Option<f64>| v.map(|r| format!("{r}")).unwrap_or_else(|| "null".into());
     let fields = vec![

@@ -71,14 +71,7 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
         // and `sweep` read it as a run's.
         let text = tandem_config::canonical_kdl(&member.experiment);
         let hash = tandem_config::config_hash(&member.experiment);
-        for (name, body) in [
-            ("resolved.kdl", text),
-            ("resolved.sha256", format!("{hash}\n")),
-        ] {
-            let path = member.run_dir.join(name);
-            crate::atomic::write_atomic(&path, body.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
+        super::report::write_resolved(&member.run_dir, &text, &hash)?;
     }
     let population = Population::new(ctx.pg, ctx.experiment, &member, &ctx.run_dir);
     if !ctx.resume {
@@ -1090,12 +1083,7 @@ fn record_resumed_config(
         std::io::Write::write_all(&mut file, record.as_bytes())
             .with_context(|| format!("cannot write {}", log.display()))?;
     }
-    crate::atomic::write_atomic(&run_dir.join("resolved.kdl"), canonical.as_bytes())?;
-    crate::atomic::write_atomic(
-        &run_dir.join("resolved.sha256"),
-        format!("{hash}\n").as_bytes(),
-    )?;
-    Ok(())
+    super::report::write_resolved(run_dir, &canonical, hash)
 }
 
 /// Identical start on every rank, also after a resume (docs/design.md, "Ranks hold one model,
