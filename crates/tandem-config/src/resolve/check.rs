@@ -520,49 +520,24 @@ impl Checker<'_> {
             first: "first given here",
             help: "give each explored setting once",
         };
-        let (list, spans) = self.named_entries(raw, example, twice, |node| self.explored(node))?;
+        let (list, spans) = self.named_entries(raw, example, twice, |node| {
+            let path = node.name().value();
+            Checker {
+                source: self.source,
+                path,
+            }
+            .explored(node)
+        })?;
         Ok((Val::Explore(list), spans))
     }
 
-    /// One explored setting: `algorithm.<name>` and its rule.
+    /// One explored setting: `algorithm.<name>` and its rule, a factor and a range
+    /// ([`Checker::factor_rule`]) or a list of values ([`Checker::listed_rule`]).
     fn explored(&self, node: &KdlNode) -> Result<Explore, Vec<DiagBuilder>> {
         let source = self.source;
-        let (path, span) = (node.name().value(), node.name().span());
-        let field = match policy_field(path) {
-            Some(field)
-                if path.starts_with("algorithm.") && matches!(field.ty, Ty::Float { .. }) =>
-            {
-                field
-            }
-            _ => {
-                return Err(vec![
-                    error(
-                        "config::explore-setting",
-                        format!("`{path}` cannot be explored"),
-                    )
-                    .at(source, span, "not a number setting of the algorithm section")
-                    .help("explore a number setting of the algorithm section, written with its section: `algorithm.lr factor=1.25 min=1e-5 max=1e-2`"),
-                ]);
-            }
-        };
+        let path = node.name().value();
+        let field = self.explorable_field(node)?;
         let raw = raw_of_node(node);
-        let checker = Checker { source, path };
-        let number = |value: &KdlValue, at: SourceSpan| -> Result<f64, Vec<DiagBuilder>> {
-            let one = Raw {
-                args: vec![(value.clone(), at)],
-                props: Vec::new(),
-                children: None,
-                value_span: at,
-            };
-            match checker.value(field, &one)? {
-                (Val::Float(x), _) => Ok(x),
-                _ => Err(vec![
-                    error("config::type", format!("`{path}` explores numbers"))
-                        .at(source, at, "not a number")
-                        .help(format!("`{}`: {}", field.name, field.doc)),
-                ]),
-            }
-        };
         let mut errs = Vec::new();
         if let Some(children) = &raw.children {
             errs.push(
@@ -574,7 +549,89 @@ impl Checker<'_> {
                 .help("write its rule on its line: `factor= min= max=`, or its values"),
             );
         }
-        let mut props: BTreeMap<&str, (f64, SourceSpan)> = BTreeMap::new();
+        let (props, spread) = self.explore_props(field, &raw, &mut errs);
+        let rule = match (raw.args.is_empty(), props.is_empty()) {
+            (true, false) => self.factor_rule(&props, &raw, &mut errs),
+            (false, true) => Some(self.listed_rule(field, &raw, &mut errs)),
+            _ => {
+                errs.push(
+                    error("config::explore-rule", format!("`{path}` needs one rule"))
+                        .at(
+                            source,
+                            raw.value_span,
+                            "a factor and range, or a list of values",
+                        )
+                        .help(format!(
+                            "either `{path} factor=1.25 min=A max=B` or `{path} V1 V2 V3`"
+                        )),
+                );
+                None
+            }
+        };
+        match rule {
+            Some(rule) if errs.is_empty() => Ok(Explore {
+                path: path.to_string(),
+                rule,
+                spread,
+            }),
+            _ => Err(errs),
+        }
+    }
+
+    /// The number setting of the algorithm section an explore node names.
+    fn explorable_field(&self, node: &KdlNode) -> Result<&'static Field, Vec<DiagBuilder>> {
+        let (path, span) = (node.name().value(), node.name().span());
+        match policy_field(path) {
+            Some(field)
+                if path.starts_with("algorithm.") && matches!(field.ty, Ty::Float { .. }) =>
+            {
+                Ok(field)
+            }
+            _ => Err(vec![
+                error(
+                    "config::explore-setting",
+                    format!("`{path}` cannot be explored"),
+                )
+                .at(self.source, span, "not a number setting of the algorithm section")
+                .help("explore a number setting of the algorithm section, written with its section: `algorithm.lr factor=1.25 min=1e-5 max=1e-2`"),
+            ]),
+        }
+    }
+
+    /// One value of an explored setting (`min=`, `max=`, a listed value), checked as the
+    /// setting's own value is.
+    fn explored_number(
+        &self,
+        field: &Field,
+        value: &KdlValue,
+        at: SourceSpan,
+    ) -> Result<f64, Vec<DiagBuilder>> {
+        let one = Raw {
+            args: vec![(value.clone(), at)],
+            props: Vec::new(),
+            children: None,
+            value_span: at,
+        };
+        match self.value(field, &one)? {
+            (Val::Float(x), _) => Ok(x),
+            _ => Err(vec![
+                error("config::type", format!("`{}` explores numbers", self.path))
+                    .at(self.source, at, "not a number")
+                    .help(format!("`{}`: {}", field.name, field.doc)),
+            ]),
+        }
+    }
+
+    /// An explored setting's properties: `factor=`, `min=` and `max=` (each checked, with its
+    /// span) and `spread=` (`#true` where not given); a mistake goes into `errs`.
+    fn explore_props(
+        &self,
+        field: &Field,
+        raw: &Raw,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> (BTreeMap<&'static str, (f64, SourceSpan)>, bool) {
+        let (source, path) = (self.source, self.path);
+        let mut props = BTreeMap::new();
         let mut spread = true;
         for (key, value, at) in &raw.props {
             match (key.as_str(), value) {
@@ -599,7 +656,7 @@ impl Checker<'_> {
                     }
                     props.insert("factor", (x, *at));
                 }
-                ("min" | "max", _) => match number(value, *at) {
+                ("min" | "max", _) => match self.explored_number(field, value, *at) {
                     Ok(x) => {
                         props.insert(if key == "min" { "min" } else { "max" }, (x, *at));
                     }
@@ -612,84 +669,74 @@ impl Checker<'_> {
                 ),
             }
         }
-        let rule = match (raw.args.is_empty(), props.is_empty()) {
-            (true, false) => match (props.get("factor"), props.get("min"), props.get("max")) {
-                (Some(&(factor, _)), Some(&(min, min_at)), Some(&(max, _))) => {
-                    if !(min > 0.0 && min < max) {
-                        errs.push(
-                            error(
-                                "config::range",
-                                format!("the range of `{path}` is empty or not positive"),
-                            )
-                            .at(
-                                source,
-                                min_at,
-                                format!("min {min} must be above 0 and below max {max}"),
-                            )
-                            .help("a factor moves a value within (0, inf): give 0 < min < max"),
-                        );
-                    }
-                    Some(ExploreRule::Factor { factor, min, max })
-                }
-                _ => {
+        (props, spread)
+    }
+
+    /// `factor= min= max=`: all three, the range positive and not empty.
+    fn factor_rule(
+        &self,
+        props: &BTreeMap<&'static str, (f64, SourceSpan)>,
+        raw: &Raw,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> Option<ExploreRule> {
+        let (source, path) = (self.source, self.path);
+        match (props.get("factor"), props.get("min"), props.get("max")) {
+            (Some(&(factor, _)), Some(&(min, min_at)), Some(&(max, _))) => {
+                if !(min > 0.0 && min < max) {
                     errs.push(
                         error(
-                            "config::missing-value",
-                            format!("`{path}` needs factor=, min= and max="),
+                            "config::range",
+                            format!("the range of `{path}` is empty or not positive"),
                         )
-                        .at(source, raw.value_span, "incomplete rule")
-                        .help(format!("e.g. `{path} factor=1.25 min=1e-5 max=1e-2`")),
-                    );
-                    None
-                }
-            },
-            (false, true) => {
-                let mut values = Vec::new();
-                for (value, at) in &raw.args {
-                    match number(value, *at) {
-                        Ok(x) => values.push(x),
-                        Err(e) => errs.extend(e),
-                    }
-                }
-                values.sort_by(f64::total_cmp);
-                values.dedup();
-                if values.len() < 2 && errs.is_empty() {
-                    errs.push(
-                        error(
-                            "config::missing-value",
-                            format!("`{path}` needs two or more different values"),
+                        .at(
+                            source,
+                            min_at,
+                            format!("min {min} must be above 0 and below max {max}"),
                         )
-                        .at(source, raw.value_span, "nothing to explore")
-                        .help(format!(
-                            "list two or more values for members to step between: `{path} A B C`"
-                        )),
+                        .help("a factor moves a value within (0, inf): give 0 < min < max"),
                     );
                 }
-                Some(ExploreRule::Values(values))
+                Some(ExploreRule::Factor { factor, min, max })
             }
             _ => {
                 errs.push(
-                    error("config::explore-rule", format!("`{path}` needs one rule"))
-                        .at(
-                            source,
-                            raw.value_span,
-                            "a factor and range, or a list of values",
-                        )
-                        .help(format!(
-                            "either `{path} factor=1.25 min=A max=B` or `{path} V1 V2 V3`"
-                        )),
+                    error(
+                        "config::missing-value",
+                        format!("`{path}` needs factor=, min= and max="),
+                    )
+                    .at(source, raw.value_span, "incomplete rule")
+                    .help(format!("e.g. `{path} factor=1.25 min=1e-5 max=1e-2`")),
                 );
                 None
             }
-        };
-        match rule {
-            Some(rule) if errs.is_empty() => Ok(Explore {
-                path: path.to_string(),
-                rule,
-                spread,
-            }),
-            _ => Err(errs),
         }
+    }
+
+    /// A list of values: each checked, sorted, two or more different ones.
+    fn listed_rule(&self, field: &Field, raw: &Raw, errs: &mut Vec<DiagBuilder>) -> ExploreRule {
+        let path = self.path;
+        let mut values = Vec::new();
+        for (value, at) in &raw.args {
+            match self.explored_number(field, value, *at) {
+                Ok(x) => values.push(x),
+                Err(e) => errs.extend(e),
+            }
+        }
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        if values.len() < 2 && errs.is_empty() {
+            errs.push(
+                error(
+                    "config::missing-value",
+                    format!("`{path}` needs two or more different values"),
+                )
+                .at(self.source, raw.value_span, "nothing to explore")
+                .help(format!(
+                    "list two or more values for members to step between: `{path} A B C`"
+                )),
+            );
+        }
+        ExploreRule::Values(values)
     }
 
     /// One policy: `name "pattern"`, and a block of its own settings.
