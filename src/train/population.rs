@@ -353,19 +353,20 @@ impl Population {
         })
     }
 
-    /// The first line of the lineage (every member's starting hyperparameters), by rank 0.
-    pub fn record_start(&self, starting: &[Vec<f64>]) -> Result<()> {
+    /// The first lines of the lineage (every member's starting hyperparameters), by rank 0.
+    pub fn record_start(&self) -> Result<()> {
         let Some(path) = &self.lineage else {
             return Ok(());
         };
+        let starting = (0..self.members).map(|k| starting_values(&self.population, k));
         let paths = self.paths();
         let mut line = String::new();
-        for (member, values) in starting.iter().enumerate() {
+        for (member, values) in starting.enumerate() {
             let entry = serde_json::json!({
                 "exploit": serde_json::Value::Null,
                 "step": 0,
                 "member": member,
-                "values": named(&paths, values),
+                "values": named(&paths, &values),
             });
             line.push_str(&format!("{entry}\n"));
         }
@@ -373,13 +374,6 @@ impl Population {
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         file.write_all(line.as_bytes())?;
         Ok(())
-    }
-
-    /// Every member's starting values, as each rank derives them.
-    pub fn starting_values_of_all(&self) -> Vec<Vec<f64>> {
-        (0..self.members)
-            .map(|k| starting_values(&self.population, k))
-            .collect()
     }
 
     /// The member's experiment with `values` (after it explored).

@@ -75,7 +75,7 @@ fn member_context(ctx: RankContext) -> Result<(RankContext, Option<Population>)>
     }
     let population = Population::new(ctx.pg, ctx.experiment, &member, &ctx.run_dir);
     if !ctx.resume {
-        population.record_start(&population.starting_values_of_all())?;
+        population.record_start()?;
     }
     tracing::info!(
         "member {} of the population, on ranks {first}..{} ({})",
@@ -817,13 +817,15 @@ impl Run {
                 .map(|(evaluated, _)| evaluated.score.0),
         };
         let steps = population.agree_on_plan(objective.unwrap_or(f64::NAN), step)?;
+        // A member copies or is copied from, never both (top and bottom are apart), so each
+        // rank's tensors are taken once for every copy of this exploit.
+        let state: Vec<Tensor> = self.policies.state().into_iter().map(|(_, t)| t).collect();
+        let normalizers: Vec<Tensor> = normalizer_tensors(&self.envs)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
         for (to, copy) in steps.iter().enumerate().filter(|(to, s)| s.source != *to) {
-            let state: Vec<Tensor> = self.policies.state().into_iter().map(|(_, t)| t).collect();
             population.copy_member(copy.source, to, &state)?;
-            let normalizers: Vec<Tensor> = normalizer_tensors(&self.envs)
-                .into_iter()
-                .map(|(_, t)| t)
-                .collect();
             population.copy_member(copy.source, to, &normalizers)?;
             if to == population.member {
                 set_normalizers(&mut self.envs, &normalizers)?;
