@@ -36,6 +36,9 @@ pub enum Purpose {
     /// Population-based training's draws: a member's starting hyperparameters (by member and
     /// explored setting), and each exploit's choices (by exploit).
     Explore = 13,
+    /// A league's draws of each game's opponent (by rank and update; the game and the step
+    /// it starts at fold in after).
+    League = 14,
 }
 
 /// The seed of the `purpose` stream of `rank` at `update`: SplitMix64 steps folding in each

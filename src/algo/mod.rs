@@ -18,6 +18,7 @@ pub mod actions;
 pub mod build;
 mod common;
 pub mod dqn;
+pub mod league;
 pub mod learner;
 pub mod off_policy;
 pub mod on_policy;

@@ -16,6 +16,7 @@ use tch::{Device, Tensor};
 use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
+use super::league::League;
 use super::learner::{Learner, Resumed, Round, SeatedLearner, Setting};
 use super::sampling::collect::Draws;
 use super::sampling::joint::collect_joint;
@@ -33,6 +34,8 @@ pub struct Policies {
     rank: usize,
     /// The policy of each row of the rank's batch, where there are several (else empty: 0).
     row_policy: Vec<usize>,
+    /// The snapshots the one policy plays against, where the experiment has a league.
+    league: Option<League>,
 }
 
 impl Policies {
@@ -55,7 +58,17 @@ impl Policies {
         };
         let plans = seated_plans(experiment, envs)?;
         let mut row_policy = Vec::new();
+        let mut league = None;
         let learners = match plans.as_slice() {
+            [] if experiment.league.every.is_some() => {
+                let (built, seats) = League::new(experiment, envs, rank, device)?;
+                league = Some(built);
+                let setting = Setting {
+                    seats: Some(&seats),
+                    ..all_rows
+                };
+                vec![(SOLE.to_string(), super::build::build(&setting)?)]
+            }
             [] => vec![(SOLE.to_string(), super::build::build(&all_rows)?)],
             plans => {
                 let mut learners = Vec::with_capacity(plans.len());
@@ -83,6 +96,7 @@ impl Policies {
         policies.seed = experiment.seed;
         policies.rank = rank;
         policies.row_policy = row_policy;
+        policies.league = league;
         Ok(policies)
     }
 
@@ -102,6 +116,7 @@ impl Policies {
             seed: 0,
             rank: 0,
             row_policy: Vec::new(),
+            league: None,
         })
     }
 
@@ -135,12 +150,34 @@ impl Policies {
         self.row_policy.get(row).copied().unwrap_or(0)
     }
 
-    /// Global steps one update adds (all ranks together): every policy's rows' steps.
+    /// Whether row `row`'s episodes are a learner's, which the run scores (not a league
+    /// snapshot's).
+    pub fn scores_row(&self, row: usize) -> bool {
+        self.league.as_ref().is_none_or(|l| l.is_learners(row))
+    }
+
+    /// Global steps one update adds (all ranks together): every policy's rows' steps, and the
+    /// rows of a league's snapshots, as many again for each other agent of a game.
     pub fn steps_per_update(&self) -> u64 {
-        self.learners
+        let learners: u64 = self
+            .learners
             .iter()
             .map(|(_, l)| l.steps_per_update())
-            .sum()
+            .sum();
+        learners * self.league.as_ref().map_or(1, |l| l.agents() as u64)
+    }
+
+    /// What a checkpoint keeps of the league ([`League::state`]); nothing without one.
+    pub fn league_state(&self) -> Vec<(String, Tensor)> {
+        self.league.as_ref().map_or_else(Vec::new, League::state)
+    }
+
+    /// The league a checkpoint's `tensors` hold, where the run has one.
+    pub fn restore_league(&mut self, tensors: &[(String, Tensor)]) -> Result<()> {
+        match &mut self.league {
+            Some(league) => league.restore(tensors),
+            None => Ok(()),
+        }
     }
 
     /// Each policy's trainable tensors, policy after policy: the parts DDP averages one at a
@@ -211,7 +248,9 @@ impl Policies {
     /// critic's input), a joint round: all collect at once, then each learns from its rows.
     pub fn round(&mut self, envs: &mut VecEnv, round: Round) -> Result<()> {
         match &mut self.learners[..] {
-            [(_, learner)] if self.row_policy.is_empty() => learner.round(envs, round),
+            [(_, learner)] if self.row_policy.is_empty() && self.league.is_none() => {
+                learner.round(envs, round)
+            }
             _ => self.joint_round(envs, round),
         }
     }
@@ -231,6 +270,14 @@ impl Policies {
             rank: self.rank,
             update: counters.update,
         };
+        if let Some(league) = self.league.as_mut().filter(|l| !l.is_open()) {
+            // Opened here, once every rank holds the same parameters (broadcast or restored).
+            league.open(
+                &self.learners[0].1.networks(),
+                counters.global_step,
+                counters.update,
+            )?;
+        }
         let mut seated: Vec<&mut dyn SeatedLearner> = self
             .learners
             .iter_mut()
@@ -244,7 +291,7 @@ impl Policies {
             })
             .collect::<Result<_>>()?;
         let mut players: Vec<_> = seated.iter_mut().map(|s| s.player()).collect();
-        let last_values = collect_joint(&mut players, envs, draws, phases)?;
+        let last_values = collect_joint(&mut players, self.league.as_mut(), envs, draws, phases)?;
         drop(players);
         for (part, (learner, last)) in seated.iter_mut().zip(&last_values).enumerate() {
             collective.select_part(part)?;
@@ -258,19 +305,33 @@ impl Policies {
             };
             learner.learn_collected(last, round)?;
         }
+        drop(seated);
         collective.select_part(0)?;
+        let before = counters.global_step;
         counters.update += 1;
         counters.global_step += steps;
+        if let Some(league) = &mut self.league {
+            let learner = &self.learners[0].1;
+            league.updated(
+                collective,
+                || learner.networks(),
+                before,
+                counters.global_step,
+            )?;
+        }
         Ok(())
     }
 
-    /// Every learner's scalars of its latest update, tagged by policy.
+    /// Every learner's scalars of its latest update, tagged by policy, and the league's.
     pub fn scalars(&self) -> Vec<(String, f64)> {
         let keyed = self.learners.iter().flat_map(|(policy, learner)| {
             let scalars = learner.scalars().into_iter();
             scalars.map(move |(tag, value)| (self.key(policy, tag, '/'), value))
         });
-        keyed.collect()
+        let league = self.league.iter().flat_map(League::scalars);
+        keyed
+            .chain(league.map(|(tag, v)| (tag.to_string(), v)))
+            .collect()
     }
 
     /// Whether any learner's latest update diverged.

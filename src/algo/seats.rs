@@ -53,6 +53,27 @@ impl Seats {
         }
     }
 
+    /// The two sides of a league's games (`crate::algo::league`): in game g of `games` the
+    /// learner plays agent g mod `agents_per_game` (so a rank's games give it every seat
+    /// alike), the league's snapshots the others; both read whole rows, `row_len` wide.
+    pub fn league_sides(agents_per_game: usize, games: usize, row_len: usize) -> (Seats, Seats) {
+        let learner =
+            |row: &usize| row % agents_per_game == (row / agents_per_game) % agents_per_game;
+        let rows = 0..games * agents_per_game;
+        let (mine, theirs): (Vec<usize>, Vec<usize>) = rows.partition(learner);
+        let sides = Seats::new(&[], agents_per_game, 0, row_len, row_len);
+        (sides.with_rows(mine), sides.with_rows(theirs))
+    }
+
+    /// These seats' reading of a row, at `rows` instead (ascending).
+    pub fn with_rows(&self, rows: Vec<usize>) -> Seats {
+        debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
+        Seats {
+            rows,
+            ..self.clone()
+        }
+    }
+
     /// The seats of policy `plan` in `envs` (its agents in every game), with the game's state
     /// where the experiment's critic reads it.
     pub fn of_plan(
@@ -255,6 +276,20 @@ mod tests {
             s.observations(&[1., 2., 3., 4.]),
             [3., 1., 1., 2., 3., 4., 0., 1.]
         );
+    }
+
+    /// Three games of two agents: the learner plays agent 0 of game 0, agent 1 of game 1,
+    /// agent 0 of game 2; the league the rest.
+    #[test]
+    fn a_league_gives_the_learner_each_seat_in_turn() {
+        let (learner, league) = Seats::league_sides(2, 3, 4);
+        assert_eq!(
+            (learner.rows(), league.rows()),
+            (&[0, 3, 4][..], &[1, 2, 5][..])
+        );
+        assert_eq!((learner.input_len(), league.input_len()), (4, 4));
+        let (learner, _) = Seats::league_sides(3, 3, 1);
+        assert_eq!(learner.rows(), [0, 4, 8]);
     }
 
     #[test]

@@ -332,7 +332,10 @@ impl Run {
         }
         let policies = &self.policies;
         let played = |e: &tandem_env::EpisodeStats| Episode::of(e, policies.of_row(e.env_index));
-        let mine: Vec<Episode> = self.envs.drain_episodes().iter().map(played).collect();
+        let drained = self.envs.drain_episodes();
+        // A league's snapshots' episodes are not the run's: its score is the learner's.
+        let scored = drained.iter().filter(|e| policies.scores_row(e.env_index));
+        let mine: Vec<Episode> = scored.map(played).collect();
         let keys = self.exp.env.info_keys().len();
         let episodes = metrics::gather_episodes(Some(self.ddp.group()), &mine, keys)?;
         self.recent.extend(&episodes);
@@ -625,6 +628,7 @@ impl Run {
     /// the best evaluation so far, the run's counters and config.
     fn checkpoint_state(&self) -> Checkpoint {
         let mut tensors = self.policies.state();
+        tensors.extend(self.policies.league_state());
         for (name, value) in self.policies.counters() {
             tensors.push((
                 format!("learner.{name}"),
@@ -891,6 +895,9 @@ impl Place<'_> {
         // The learner's state is the same whatever the world size, so a checkpoint from 2 ranks
         // resumes on 1 and vice versa.
         checkpoint::restore_into(&ckpt, &policies.state())
+            .with_context(|| format!("restoring {}", path.display()))?;
+        policies
+            .restore_league(&ckpt.tensors)
             .with_context(|| format!("restoring {}", path.display()))?;
         for (name, _) in policies.counters() {
             let value = ckpt.counter(&format!("learner.{name}"))?;

@@ -30,6 +30,7 @@ settings! {
             checkpoint: Checkpoint = "checkpoint";
             eval: Eval = "eval";
             population: Population = "population";
+            league: League = "league";
         }
         name: String = "name", Ty::Name, Dflt::Required,
             "The experiment's name: the argument of `experiment`; letters, digits, `-`, `_`, `.`.";
@@ -983,6 +984,31 @@ settings! {
             "The fraction of members (rounded up, at least one where it is above 0) that copy a better member at each period, and the fraction at the top they copy from; 0 trains the members side by side without exchange (a population of fixed hyperparameters, the baseline PBT is held against).";
         explore: ExploreList = "explore", Ty::Explore, Dflt::NoArgs,
             "The hyperparameters members differ in and explore: a block of number settings of the algorithm section, each `algorithm.lr factor=1.25 min=1e-5 max=1e-2` (multiplied or divided by factor, kept within the range) or `algorithm.entropy-coef 0 0.003 0.01 0.03` (a step to a neighbouring value); `spread=#false` starts every member from the experiment's value instead of a seeded draw from the range (log-uniform) or the list (uniform). Settings an update reads afresh each time: for ppo lr, gamma, gae-lambda, clip, value-clip, entropy-coef, value-coef, max-grad-norm, target-kl; for a2c lr, gamma, gae-lambda, entropy-coef, value-coef, max-grad-norm.";
+    }
+}
+
+choices! {
+    /// How a league draws the opponent of each game (`league.opponent`).
+    pub enum OpponentRule {
+        /// The newest snapshot.
+        Latest = "latest",
+        /// Any snapshot, uniformly.
+        Uniform = "uniform",
+        /// Snapshots the learner scores least against, more often (prioritised fictitious
+        /// self-play).
+        WinRate = "win-rate",
+    }
+}
+
+settings! {
+    /// The `league` section: Self-play against the learner's past selves: every game's other seats played by a frozen snapshot drawn from a league.
+    pub struct League {
+        every: Option<u64> = "every", COUNT, Dflt::Null,
+            "Add a snapshot of the learner to its league every this many of its run's environment steps (after the update that crosses a multiple of it; the initial parameters are the first). In game g of a rank the learner plays agent g mod agents, and a snapshot drawn from the league when the game starts plays the others, acting as it learned, sampled; only the learner's rows are learned from. `#null` (the default): no league, one policy plays every agent. docs/population.md, Self-play.";
+        size: u64 = "size", Ty::Int { min: 1, max: 100_000 }, Dflt::Int(32),
+            "Snapshots the league keeps; when a new one would make more, the oldest leaves. Each is a copy of the network's parameters, on the rank's device.";
+        opponent: OpponentRule = "opponent", Ty::Choice(OpponentRule::NAMES), Dflt::Str("win-rate"),
+            "How each game's opponent is drawn: `\"latest\"`, the newest snapshot; `\"uniform\"`, any of them alike; `\"win-rate\"`, snapshot i with weight (1 - p_i)^2, where p_i = (wins + draws/2 + 1) / (games + 2) is the learner's score rate against it over the run, so the ones it beats least come most often (prioritised fictitious self-play).";
     }
 }
 

@@ -11,8 +11,8 @@ use tandem_spec::game::{ATARI_DOC, Game};
 use tandem_spec::{SpreadParams, TagParams};
 
 use crate::model::{
-    Acts, Algorithm, Checkpoint, Env, Eval, Experiment, Learns, Log, Network, Population, Sync,
-    SyncPolicy, Torso, Train,
+    Acts, Algorithm, Checkpoint, Env, Eval, Experiment, League, Learns, Log, Network, Population,
+    Sync, SyncPolicy, Torso, Train,
 };
 use crate::setting::{COUNT, ENVS_ON_POLICY, GYM_WORKERS, SECONDS, UNIT_CLOSED};
 pub(crate) use crate::setting::{Dflt, Field, Kind, Ty};
@@ -422,8 +422,17 @@ pub(crate) static POPULATION: Section = Section {
     common: Population::FIELDS,
 };
 
+pub(crate) static LEAGUE: Section = Section {
+    name: "league",
+    doc: "Self-play against the learner's past selves, drawn from a league of its snapshots (off unless `every` is set).",
+    kind_key: "",
+    kinds: &[],
+    default_kind: None,
+    common: League::FIELDS,
+};
+
 /// Every section in canonical order; the first holds the top-level settings.
-pub(crate) static SECTIONS: [&Section; 10] = [
+pub(crate) static SECTIONS: [&Section; 11] = [
     &TOP,
     &ALGORITHM,
     &ENV,
@@ -434,6 +443,7 @@ pub(crate) static SECTIONS: [&Section; 10] = [
     &CHECKPOINT,
     &EVAL,
     &POPULATION,
+    &LEAGUE,
 ];
 
 pub(crate) fn section(name: &str) -> Option<&'static Section> {

@@ -13,21 +13,25 @@ use tandem_env::VecEnv;
 
 use super::collect::{Draws, Stepped, record_step, timed};
 use crate::algo::actions::{ActionBatch, ActionKind};
+use crate::algo::league::League;
 use crate::algo::learner::{Phases, Seated};
 use crate::algo::storage::host_rows::{copy_rows_into, host_actions, rows_to_batch};
 use crate::nn::ActTaken;
 
 /// Fills every player's buffer with one rollout of `envs` and returns each one's V(s_T), the
 /// values of its rows' observations after the last step. Phases as
-/// [`super::collect::RolloutCollector::collect`]'s.
+/// [`super::collect::RolloutCollector::collect`]'s. With a `league`, its snapshots play the rows
+/// the players do not, acting after them.
 pub fn collect_joint(
     players: &mut [Seated],
+    mut league: Option<&mut League>,
     envs: &mut VecEnv,
     draws: Draws,
     phases: &mut Phases,
 ) -> Result<Vec<Tensor>> {
     let start = Instant::now();
-    let rows = players.iter().map(|p| p.seats.len()).sum::<usize>();
+    let opponents = league.as_ref().map_or(0, |l| l.opponent_rows());
+    let rows = opponents + players.iter().map(|p| p.seats.len()).sum::<usize>();
     ensure!(
         rows == envs.num_envs(),
         "the policies play {rows} rows of a batch of {}",
@@ -50,11 +54,17 @@ pub fn collect_joint(
             p.seats.place_actions(&mine, &mut actions);
             taken.push((obs, chosen));
         }
+        if let Some(league) = league.as_deref() {
+            timed(phases, "inference", || league.act(envs, &mut actions))?;
+        }
         // Whose turn it is, and who has left, are properties of the observations acted on.
         let acting = envs.acting();
         let stepping = Instant::now();
         envs.step(&actions)?;
         phases.add("env", stepping.elapsed());
+        if let Some(league) = league.as_deref_mut() {
+            league.stepped(envs, draws.update, t as u64);
+        }
         for (p, (obs, chosen)) in players.iter_mut().zip(taken) {
             if t + 1 < steps {
                 copy_rows_into(&p.buffer.obs_row(t + 1)?, &p.seats.observations(envs.obs()))?;

@@ -109,6 +109,11 @@ impl CrossCheck<'_, '_> {
         } else {
             self.population_unused();
         }
+        if self.experiment.league.every.is_some() && self.ok(&["league", "env"]) {
+            self.league();
+        } else {
+            self.league_unused();
+        }
         if self.experiment.env.game.takes_turns() {
             self.turns();
         }
@@ -966,6 +971,123 @@ impl CrossCheck<'_, '_> {
             }
         }
         self.explored_settings();
+    }
+
+    /// A league: the learner plays one seat of every game beside snapshots of itself, so the
+    /// game has several agents, the run one policy (the learner) that reads only its own
+    /// observation, collected synchronously, and each rank's games give it every seat alike.
+    fn league(&mut self) {
+        let e = self.experiment;
+        let path = "league.every";
+        let game = e.env.game.name();
+        if !e.env.game.is_multi_agent() {
+            return self.report(
+                "config::inconsistent",
+                format!("{game} has one agent: a league has no seat to give a snapshot"),
+                path,
+                "a league",
+                Some(("env", "a game of one agent")),
+                "remove `league`, or pick a game of several agents (a pettingzoo one, `mpe-simple-tag`)".into(),
+            );
+        }
+        let refusals = [
+            (
+                !e.train.policies.0.is_empty(),
+                "train.policies",
+                "several policies",
+                "remove `policies`: the league's learner is the run's one policy",
+            ),
+            (
+                e.network.critic_input == CriticInput::State,
+                "network.critic-input",
+                "a centralised critic",
+                "set `critic-input \"own\"`",
+            ),
+            (
+                e.network.agent_index,
+                "network.agent-index",
+                "agents told their index",
+                "set `agent-index #false`",
+            ),
+        ];
+        for (refused, at, what, help) in refusals {
+            if refused && self.ok(&[at]) {
+                self.report(
+                    "config::inconsistent",
+                    format!("a league cannot have {what} yet"),
+                    at,
+                    what,
+                    Some((path, "a league")),
+                    help.into(),
+                );
+            }
+        }
+        if !self.seats_can_share_a_batch("a league", path) {
+            return;
+        }
+        let (games, agents) = (e.per_rank_envs(), e.agents_per_env());
+        if !games.is_multiple_of(agents) && self.ok(&["env.envs"]) {
+            return self.report(
+                "config::inconsistent",
+                format!(
+                    "a rank's {games} games cannot give the learner each of the {agents} seats alike"
+                ),
+                "env.envs",
+                "games a rank",
+                Some((path, "a league")),
+                format!(
+                    "in game g the learner plays agent g mod {agents}: pick `envs` so that each rank has a multiple of {agents} games"
+                ),
+            );
+        }
+        let Algorithm::Ppo(ppo) = &e.algorithm else {
+            return;
+        };
+        // A turn-based game's turns are checked by `turns`, which counts the same rows.
+        let rows = games * e.train.rollout;
+        if !e.env.game.takes_turns()
+            && !rows.is_multiple_of(ppo.minibatches)
+            && self.ok(&["algorithm.minibatches"])
+        {
+            self.report(
+                "config::inconsistent",
+                format!(
+                    "the learner's {rows} rows of a rank's rollout cannot be split into {} minibatches",
+                    ppo.minibatches
+                ),
+                "algorithm.minibatches",
+                "does not divide its rows",
+                Some((path, "a league")),
+                "the learner plays one agent a game: pick minibatches that divide environments a rank x rollout".into(),
+            );
+        }
+    }
+
+    /// The league's settings do nothing without `every`: any written is refused.
+    fn league_unused(&mut self) {
+        if self.experiment.league.every.is_some() {
+            return;
+        }
+        let l = &self.experiment.league;
+        let default = crate::model::League::default();
+        let changed = [
+            ("size", l.size != default.size),
+            ("opponent", l.opponent != default.opponent),
+        ];
+        for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
+            let path = format!("league.{name}");
+            if self.ok(&[&path]) {
+                self.report(
+                    "config::inconsistent",
+                    format!("`{name}` has no effect without a league"),
+                    &path,
+                    "set for a league",
+                    None,
+                    "set `every` in `league` to train against snapshots, or remove this setting"
+                        .into(),
+                );
+            }
+        }
     }
 
     /// The population's settings do nothing without members: any written is refused.

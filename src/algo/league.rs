@@ -1,0 +1,531 @@
+//! Self-play against past selves ([`League`], the experiment's `league` section): the run's one
+//! learner plays one seat of every game (agent g mod agents in game g,
+//! [`Seats::league_sides`]), and a frozen snapshot of its network drawn from the league when
+//! the game starts plays the others, sampling its actions as it learned to. Only the learner's
+//! rows are learned from and scored.
+//!
+//! Every `league.every` steps the learner's parameters join the league (its initial ones first);
+//! past `league.size` the oldest leaves. The league keeps, for each snapshot, the learner's
+//! record against it and the rating the learner had when it was taken; the learner's Elo
+//! rating moves by its results against them. The records are summed over the learner's ranks
+//! after every update, so every rank holds the same league and rank 0's checkpoint holds it
+//! whole (`league.*` tensors); a resumed run draws its games' opponents afresh.
+
+use std::collections::VecDeque;
+
+use anyhow::{Context, Result, ensure};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use tandem_config::{Experiment, OpponentRule};
+use tandem_env::{ActionSpace, VecEnv};
+
+use super::Collective;
+use super::actions::{ActionBatch, ActionKind};
+use super::seats::Seats;
+use super::storage::host_rows::{host_actions, rows_to_batch};
+use crate::nn::{ActorCritic, ActorCriticSpec, copy_named, named_parameters};
+use crate::seeds::{Purpose, derived_seed};
+
+/// How far one game moves the learner's Elo rating.
+const ELO_K: f64 = 16.0;
+/// The rating the learner starts from, and its initial parameters' snapshot with it.
+const ELO_START: f64 = 1000.0;
+/// The recent win rate is over at least this many of the learner's latest games.
+const RECENT_GAMES: f64 = 100.0;
+
+/// A game's result for the learner: its return above, equal to or below the best of its
+/// opponents'.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    Win = 0,
+    Draw = 1,
+    Loss = 2,
+}
+
+/// Wins, draws and losses.
+type Record = [f64; 3];
+
+/// A frozen copy of the learner's network, and how the learner has fared against it.
+struct Snapshot {
+    /// Its place in the order snapshots were taken (0: the initial parameters).
+    id: u64,
+    /// The run's step at which it was taken.
+    step: u64,
+    /// The learner's rating when it was taken.
+    rating: f64,
+    /// The learner's wins, draws and losses against it, over the run.
+    record: Record,
+    /// The variables `model` reads.
+    vs: VarStore,
+    model: ActorCritic,
+}
+
+/// What a snapshot's network is: the learner's.
+pub struct Blueprint {
+    pub spec: ActorCriticSpec,
+    pub obs_shape: Vec<i64>,
+    pub action_space: ActionSpace,
+    pub device: Device,
+}
+
+pub struct League {
+    rule: OpponentRule,
+    size: usize,
+    every: u64,
+    blueprint: Blueprint,
+    agents: usize,
+    /// The snapshots' rows of the rank's batch.
+    opponents: Seats,
+    /// Oldest first.
+    snapshots: Vec<Snapshot>,
+    next_id: u64,
+    rating: f64,
+    /// Each game's opponent (a snapshot's id).
+    playing: Vec<u64>,
+    /// Each row's return in its current game.
+    returns: Vec<f64>,
+    /// This update's results on this rank, by snapshot (the `snapshots` order).
+    tally: Vec<Record>,
+    /// The latest updates' results over all ranks, oldest first: at least
+    /// [`RECENT_GAMES`] games where the run has played them.
+    recent: VecDeque<Record>,
+    /// Games finished at the latest update, over all ranks.
+    latest_games: f64,
+    seed: u64,
+    rank: usize,
+}
+
+impl League {
+    /// The league of `experiment` (whose `league.every` is set) on this rank's `envs`, and the
+    /// seats its learner plays; empty until [`League::open`] gives it the learner's initial
+    /// parameters.
+    pub fn new(
+        experiment: &Experiment,
+        envs: &VecEnv,
+        rank: usize,
+        device: Device,
+    ) -> Result<(League, Seats)> {
+        let every = experiment
+            .league
+            .every
+            .context("a league needs `league.every`")?;
+        let agents = envs.agents_per_game();
+        let games = envs.num_envs() / agents.max(1);
+        ensure!(
+            agents >= 2 && games.is_multiple_of(agents),
+            "a league needs games of several agents, a multiple of agents a rank: {games} \
+             game(s) of {agents} agent(s)"
+        );
+        let (learner, opponents) = Seats::league_sides(agents, games, envs.obs_len());
+        let (spec, obs_shape, _) =
+            super::learner::network_for_seats(experiment, envs, Some(&learner))?;
+        let blueprint = Blueprint {
+            spec,
+            obs_shape,
+            action_space: envs.action_space().clone(),
+            device,
+        };
+        let league = League {
+            rule: experiment.league.opponent,
+            size: experiment.league.size as usize,
+            every,
+            blueprint,
+            agents,
+            opponents,
+            snapshots: Vec::new(),
+            next_id: 0,
+            rating: ELO_START,
+            playing: vec![0; games],
+            returns: vec![0.0; games * agents],
+            tally: Vec::new(),
+            recent: VecDeque::new(),
+            latest_games: 0.0,
+            seed: experiment.seed,
+            rank,
+        };
+        Ok((league, learner))
+    }
+
+    /// Agents of a game: the run's steps are the learner's times this.
+    pub fn agents(&self) -> usize {
+        self.agents
+    }
+
+    /// Rows of the rank's batch the snapshots play.
+    pub fn opponent_rows(&self) -> usize {
+        self.opponents.len()
+    }
+
+    /// Whether the league holds its first snapshot ([`League::open`]).
+    pub fn is_open(&self) -> bool {
+        !self.snapshots.is_empty()
+    }
+
+    /// Whether row `row`'s episodes are the learner's (the run's scores), not a snapshot's.
+    pub fn is_learners(&self, row: usize) -> bool {
+        let agents = self.agents;
+        row % agents == (row / agents) % agents
+    }
+
+    /// Gives an empty league the learner's parameters at `step` (the first snapshot) and every
+    /// game its opponent; a league already holding snapshots (resumed) is left as it is.
+    pub fn open(&mut self, networks: &[(String, Tensor)], step: u64, update: u64) -> Result<()> {
+        if self.snapshots.is_empty() {
+            self.push(networks, step, self.rating)?;
+        }
+        for game in 0..self.playing.len() {
+            self.playing[game] = self.draw(update, 0, game);
+        }
+        Ok(())
+    }
+
+    /// A new snapshot of `networks` (the learner's), taken at `step` with `rating`; the oldest
+    /// leaves past the league's size, and its games draw another opponent.
+    fn push(&mut self, networks: &[(String, Tensor)], step: u64, rating: f64) -> Result<()> {
+        let snapshot = self.snapshot(self.next_id, step, rating, networks)?;
+        self.next_id += 1;
+        self.snapshots.push(snapshot);
+        self.tally.push([0.0; 3]);
+        if self.snapshots.len() > self.size {
+            let gone = self.snapshots.remove(0).id;
+            self.tally.remove(0);
+            let newest = self.snapshots.last().map_or(0, |s| s.id);
+            for playing in self.playing.iter_mut().filter(|p| **p == gone) {
+                *playing = newest;
+            }
+        }
+        Ok(())
+    }
+
+    /// A frozen network holding `networks`' parameters (named as the learner names them).
+    fn snapshot(
+        &self,
+        id: u64,
+        step: u64,
+        rating: f64,
+        networks: &[(String, Tensor)],
+    ) -> Result<Snapshot> {
+        let b = &self.blueprint;
+        let vs = VarStore::new(b.device);
+        let model = ActorCritic::new(&vs.root(), &b.spec, &b.obs_shape, b.action_space.clone())?;
+        let targets = named_parameters(&vs, "model");
+        copy_named(networks, "the learner's tensor", &targets, |name| {
+            format!("the league's snapshot {id} has no tensor `{name}`")
+        })?;
+        for (_, t) in &targets {
+            let _ = t.shallow_clone().set_requires_grad(false);
+        }
+        Ok(Snapshot {
+            id,
+            step,
+            rating,
+            record: [0.0; 3],
+            vs,
+            model,
+        })
+    }
+
+    /// The snapshot game `game` draws when it starts at step `t` of `update`'s rollout, by the
+    /// league's rule.
+    fn draw(&self, update: u64, t: u64, game: usize) -> u64 {
+        let n = self.snapshots.len();
+        let stream = derived_seed(self.seed, Purpose::League, self.rank as u64, update);
+        let u = (derived_seed(stream, Purpose::League, t, game as u64) >> 11) as f64
+            / (1u64 << 53) as f64;
+        let index = match self.rule {
+            OpponentRule::Latest => n - 1,
+            OpponentRule::Uniform => ((u * n as f64) as usize).min(n - 1),
+            OpponentRule::WinRate => {
+                let weights: Vec<f64> =
+                    self.snapshots.iter().map(|s| priority(&s.record)).collect();
+                pick(&weights, u)
+            }
+        };
+        self.snapshots[index].id
+    }
+
+    /// Every snapshot's actions for the rows of the games it plays, into `actions`; the draws
+    /// come from libtorch's generator, after the learner's.
+    pub fn act(&self, envs: &VecEnv, actions: &mut ActionBatch) -> Result<()> {
+        ensure!(self.is_open(), "the league was not opened");
+        let kind = ActionKind::of(envs.action_space());
+        let obs = envs.obs();
+        for snapshot in &self.snapshots {
+            let rows: Vec<usize> = (self.opponents.rows().iter().copied())
+                .filter(|&row| self.playing[row / self.agents] == snapshot.id)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let seats = self.opponents.with_rows(rows);
+            let shape = [seats.input_len() as i64];
+            let input = rows_to_batch(
+                &seats.observations(obs),
+                seats.len(),
+                &shape,
+                self.blueprint.device,
+            );
+            let chosen = tch::no_grad(|| snapshot.model.act(&input))?;
+            let theirs = host_actions(&snapshot.model.env_actions(&chosen.actions), kind)?;
+            seats.place_actions(&theirs, actions);
+        }
+        Ok(())
+    }
+
+    /// Counts the step `envs` just took: each row's reward into its game's returns, and the
+    /// result of every game the learner's row finished, whose slot then draws its next
+    /// opponent (at step `t` of `update`'s rollout).
+    pub fn stepped(&mut self, envs: &VecEnv, update: u64, t: u64) {
+        for (ret, &r) in self.returns.iter_mut().zip(envs.rewards()) {
+            *ret += f64::from(r);
+        }
+        let (terminated, truncated) = (envs.terminated(), envs.truncated());
+        for game in 0..self.playing.len() {
+            let first = game * self.agents;
+            let mine = first + game % self.agents;
+            if !(terminated[mine] || truncated[mine]) {
+                continue;
+            }
+            let rows = first..first + self.agents;
+            let theirs = (rows.clone().filter(|&r| r != mine))
+                .map(|r| self.returns[r])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let outcome = outcome(self.returns[mine], theirs);
+            if let Some(i) = self.index_of(self.playing[game]) {
+                self.tally[i][outcome as usize] += 1.0;
+            }
+            self.returns[rows].fill(0.0);
+            self.playing[game] = self.draw(update, t + 1, game);
+        }
+    }
+
+    fn index_of(&self, id: u64) -> Option<usize> {
+        self.snapshots.iter().position(|s| s.id == id)
+    }
+
+    /// After an update that took the run from `before` to `after` steps: the update's results
+    /// summed over the learner's ranks into the records and the rating, then, where the update
+    /// crossed a multiple of `league.every`, the learner's `networks` join the league.
+    pub fn updated(
+        &mut self,
+        collective: &mut dyn Collective,
+        networks: impl FnOnce() -> Vec<(String, Tensor)>,
+        before: u64,
+        after: u64,
+    ) -> Result<()> {
+        let mut flat: Vec<f64> = self.tally.iter().flatten().copied().collect();
+        collective.all_reduce_sum(&mut flat)?;
+        let results: Vec<Record> = flat.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
+        self.rating += elo_change(self.rating, &self.snapshots, &results);
+        let mut total = [0.0; 3];
+        for (snapshot, result) in self.snapshots.iter_mut().zip(&results) {
+            for k in 0..3 {
+                snapshot.record[k] += result[k];
+                total[k] += result[k];
+            }
+        }
+        self.tally.iter_mut().for_each(|t| *t = [0.0; 3]);
+        self.latest_games = total.iter().sum();
+        self.recent.push_back(total);
+        while self.recent.len() > 1
+            && games(&self.recent) - games_of(&self.recent[0]) >= RECENT_GAMES
+        {
+            self.recent.pop_front();
+        }
+        if before / self.every != after / self.every {
+            self.push(&networks(), after, self.rating)?;
+        }
+        Ok(())
+    }
+
+    /// The league's scalars of the latest update: the learner's rating, its win, draw and
+    /// score rates over its recent games, the snapshots held and the newest's step.
+    pub fn scalars(&self) -> Vec<(&'static str, f64)> {
+        let mut recent = [0.0; 3];
+        for r in &self.recent {
+            (0..3).for_each(|k| recent[k] += r[k]);
+        }
+        let n = recent.iter().sum::<f64>().max(1.0);
+        vec![
+            ("league/elo", self.rating),
+            ("league/win_rate", recent[0] / n),
+            ("league/draw_rate", recent[1] / n),
+            ("league/score_rate", (recent[0] + recent[1] / 2.0) / n),
+            ("league/games", self.latest_games),
+            ("league/snapshots", self.snapshots.len() as f64),
+            (
+                "league/newest_step",
+                self.snapshots.last().map_or(0.0, |s| s.step as f64),
+            ),
+        ]
+    }
+
+    /// What a checkpoint keeps of the league: each snapshot's parameters (`league.<i>.model.*`,
+    /// oldest first), their records (`league.records`: id, step, rating, wins, draws, losses a
+    /// row) and the learner's rating with the next snapshot's id (`league.state`).
+    pub fn state(&self) -> Vec<(String, Tensor)> {
+        let mut named = Vec::new();
+        let mut records = Vec::with_capacity(self.snapshots.len() * 6);
+        for (i, s) in self.snapshots.iter().enumerate() {
+            for (name, t) in named_parameters(&s.vs, "model") {
+                named.push((format!("league.{i}.{name}"), t));
+            }
+            records.extend([
+                s.id as f64,
+                s.step as f64,
+                s.rating,
+                s.record[0],
+                s.record[1],
+                s.record[2],
+            ]);
+        }
+        let rows = self.snapshots.len() as i64;
+        named.push((
+            "league.records".into(),
+            Tensor::from_slice(&records).reshape([rows, 6]),
+        ));
+        let state = [self.rating, self.next_id as f64];
+        named.push(("league.state".into(), Tensor::from_slice(&state)));
+        named
+    }
+
+    /// The league a checkpoint's `tensors` hold ([`League::state`]), in place of this one's.
+    pub fn restore(&mut self, tensors: &[(String, Tensor)]) -> Result<()> {
+        let find = |name: &str| {
+            (tensors.iter().find(|(n, _)| n == name))
+                .map(|(_, t)| t.shallow_clone())
+                .with_context(|| {
+                    format!("the checkpoint holds no `{name}`: it was written without a league")
+                })
+        };
+        let records =
+            Vec::<f64>::try_from(find("league.records")?.to_kind(Kind::Double).flatten(0, -1))?;
+        let state = Vec::<f64>::try_from(find("league.state")?.to_kind(Kind::Double))?;
+        ensure!(
+            records.len() % 6 == 0 && state.len() == 2,
+            "the checkpoint's league records are damaged"
+        );
+        self.snapshots.clear();
+        self.tally.clear();
+        for (i, row) in records.chunks(6).enumerate() {
+            let prefix = format!("league.{i}.");
+            let own: Vec<(String, Tensor)> = (tensors.iter())
+                .filter_map(|(n, t)| {
+                    n.strip_prefix(&prefix)
+                        .map(|n| (n.to_string(), t.shallow_clone()))
+                })
+                .collect();
+            let mut snapshot = self.snapshot(row[0] as u64, row[1] as u64, row[2], &own)?;
+            snapshot.record = [row[3], row[4], row[5]];
+            self.snapshots.push(snapshot);
+            self.tally.push([0.0; 3]);
+        }
+        self.rating = state[0];
+        self.next_id = state[1] as u64;
+        Ok(())
+    }
+}
+
+/// The result of a game in which the learner's return was `mine` and its best opponent's
+/// `theirs`.
+fn outcome(mine: f64, theirs: f64) -> Outcome {
+    match mine.partial_cmp(&theirs) {
+        Some(std::cmp::Ordering::Greater) => Outcome::Win,
+        Some(std::cmp::Ordering::Less) => Outcome::Loss,
+        _ => Outcome::Draw,
+    }
+}
+
+/// How often the win-rate rule draws a snapshot: (1 - p)^2, p the learner's score rate against
+/// it with one win and one loss assumed (an unplayed snapshot's p is 1/2).
+fn priority(record: &Record) -> f64 {
+    let [wins, draws, losses] = *record;
+    let p = (wins + draws / 2.0 + 1.0) / (wins + draws + losses + 2.0);
+    (1.0 - p).powi(2)
+}
+
+/// The index `u` (uniform in [0, 1)) falls on when each index takes its weight's share.
+fn pick(weights: &[f64], u: f64) -> usize {
+    let total: f64 = weights.iter().sum();
+    let mut at = u * total;
+    for (i, w) in weights.iter().enumerate() {
+        if at < *w {
+            return i;
+        }
+        at -= w;
+    }
+    weights.len() - 1
+}
+
+/// The Elo change of a player rated `rating` for `results` (wins, draws, losses) against
+/// opponents of the snapshots' ratings: K (S - E) summed over the games, S the score (1, 1/2,
+/// 0) and E = 1 / (1 + 10^((R_opponent - R) / 400)) the expected one, all at the rating
+/// before these games.
+fn elo_change(rating: f64, snapshots: &[Snapshot], results: &[Record]) -> f64 {
+    let ratings: Vec<f64> = snapshots.iter().map(|s| s.rating).collect();
+    elo_change_against(rating, &ratings, results)
+}
+
+fn elo_change_against(rating: f64, ratings: &[f64], results: &[Record]) -> f64 {
+    (ratings.iter().zip(results))
+        .map(|(theirs, [w, d, l])| {
+            let expected = 1.0 / (1.0 + 10f64.powf((theirs - rating) / 400.0));
+            ELO_K * (w + d / 2.0 - (w + d + l) * expected)
+        })
+        .sum()
+}
+
+fn games_of(r: &Record) -> f64 {
+    r.iter().sum()
+}
+
+fn games(recent: &VecDeque<Record>) -> f64 {
+    recent.iter().map(games_of).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_game_is_won_lost_or_drawn_against_the_best_opponent() {
+        assert_eq!(outcome(1.0, -1.0), Outcome::Win);
+        assert_eq!(outcome(-1.0, 1.0), Outcome::Loss);
+        assert_eq!(outcome(0.0, 0.0), Outcome::Draw);
+    }
+
+    /// Equal ratings expect half a point: a win gains K/2, a loss loses it, a draw changes
+    /// nothing; 400 points above, a win gains K/11.
+    #[test]
+    fn elo_moves_by_the_score_above_the_expected() {
+        let change = |r: f64, theirs: f64, res: Record| elo_change_against(r, &[theirs], &[res]);
+        assert!((change(1000.0, 1000.0, [1.0, 0.0, 0.0]) - 8.0).abs() < 1e-12);
+        assert!((change(1000.0, 1000.0, [0.0, 0.0, 1.0]) + 8.0).abs() < 1e-12);
+        assert_eq!(change(1000.0, 1000.0, [0.0, 1.0, 0.0]), 0.0);
+        assert!((change(1400.0, 1000.0, [1.0, 0.0, 0.0]) - 16.0 / 11.0).abs() < 1e-12);
+        let two = elo_change_against(
+            1000.0,
+            &[1000.0, 1400.0],
+            &[[2.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+        );
+        assert!((two - (16.0 - 16.0 / 11.0)).abs() < 1e-12);
+    }
+
+    /// The win-rate rule draws the snapshots the learner beats least most often, and never
+    /// leaves one out.
+    #[test]
+    fn the_win_rate_rule_favours_the_snapshots_it_scores_least_against() {
+        let unplayed = priority(&[0.0; 3]);
+        assert_eq!(unplayed, 0.25);
+        let beaten = priority(&[98.0, 0.0, 0.0]);
+        let beating = priority(&[0.0, 0.0, 98.0]);
+        assert!(beaten > 0.0 && beaten < unplayed && unplayed < beating);
+        assert!((beating - 0.99f64.powi(2)).abs() < 1e-12);
+        let weights = [1.0, 3.0];
+        assert_eq!(pick(&weights, 0.0), 0);
+        assert_eq!(pick(&weights, 0.2499), 0);
+        assert_eq!(pick(&weights, 0.25), 1);
+        assert_eq!(pick(&weights, 0.9999), 1);
+    }
+}
