@@ -121,6 +121,15 @@ pub struct PlayArgs {
     /// others are printed apart (how a self-play policy is held against a random opponent).
     #[arg(long, value_name = "PATTERN")]
     pub random_agents: Option<String>,
+    /// In a game of several agents, the agents `--opponent-agents` matches play as the policy
+    /// of this run directory's newest checkpoint, or of this checkpoint file, instead of as
+    /// trained (another run's, or an earlier checkpoint of this one: how a self-played policy
+    /// is held against its past); the games each side won are printed.
+    #[arg(long, value_name = "RUN_DIR|CHECKPOINT", requires = "opponent_agents", conflicts_with_all = ["random_agents", "random"])]
+    pub opponent: Option<PathBuf>,
+    /// The agents (a pattern as `--random-agents`') that `--opponent` plays.
+    #[arg(long, value_name = "PATTERN", requires = "opponent")]
+    pub opponent_agents: Option<String>,
 }
 
 /// What an evaluation produced.
@@ -131,9 +140,12 @@ pub struct PlayReport {
     pub scores: Vec<f64>,
     /// With several policies, each one's name and its agents' episode scores.
     pub policy_scores: Vec<(String, Vec<f64>)>,
-    /// With `--random-agents`, the episode scores of the agents acting at random and of the
-    /// others.
+    /// With `--random-agents` or `--opponent`, the episode scores of the agents replaced and
+    /// of the others.
     pub random_agent_scores: Option<(Vec<f64>, Vec<f64>)>,
+    /// With `--random-agents` or `--opponent`, the games the others won, drew and lost against
+    /// the agents replaced (by the game's scores: the others' best against theirs).
+    pub outcomes: Option<[usize; 3]>,
     pub gif_frames: usize,
     /// What the GIF cost: seconds spent drawing its frames and encoding them, its bytes.
     pub gif_cost: GifCost,
@@ -183,11 +195,11 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
             mean(scores)
         );
     }
-    if let (Some(pattern), Some((random, others))) =
-        (&args.random_agents, &report.random_agent_scores)
+    if let (Some((pattern, by)), Some((random, others))) =
+        (replaced(args), &report.random_agent_scores)
     {
         println!(
-            "agents {pattern} (acting at random): mean score over {} agent episode(s): {:.2}",
+            "agents {pattern} ({by}): mean score over {} agent episode(s): {:.2}",
             random.len(),
             mean(random)
         );
@@ -195,6 +207,14 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
             "the other agents: mean score over {} agent episode(s): {:.2}",
             others.len(),
             mean(others)
+        );
+    }
+    if let Some([won, drew, lost]) = report.outcomes {
+        let games = (won + drew + lost).max(1) as f64;
+        println!(
+            "the other agents won {won}, drew {drew} and lost {lost} of {} games ({:.1}% won)",
+            won + drew + lost,
+            100.0 * won as f64 / games
         );
     }
     if let Some(gif) = &args.gif {
@@ -209,6 +229,16 @@ pub fn run(args: &PlayArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pattern of the agents replaced and what replaces them, where `--random-agents` or
+/// `--opponent` is given.
+fn replaced(args: &PlayArgs) -> Option<(&str, String)> {
+    if let Some(pattern) = &args.random_agents {
+        return Some((pattern, "acting at random".into()));
+    }
+    let (path, pattern) = (args.opponent.as_ref()?, args.opponent_agents.as_ref()?);
+    Some((pattern, format!("playing {}", path.display())))
 }
 
 /// `--greedy` or `--sample` where given (clap refuses both), else as evaluation during
@@ -343,11 +373,17 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let mut cast = restored_cast(&experiment, &ckpt, &mut env, &args.random)?;
-    let random_rows = match &args.random_agents {
-        Some(pattern) => Some(RandomAgents::of(&env, pattern, &experiment)?),
-        None => None,
+    let random_rows = match (&args.random_agents, &args.opponent, &args.opponent_agents) {
+        (Some(pattern), ..) => Some(Replaced::of(&env, pattern, &experiment, By::Random)?),
+        (None, Some(path), Some(pattern)) => {
+            let by = By::Policy(Box::new(opponent(path, &experiment, &mut env)?));
+            Some(Replaced::of(&env, pattern, &experiment, by)?)
+        }
+        _ => None,
     };
+    let mut games = Games::new(env.agents_per_game());
     let mut random_agent_scores = random_rows.as_ref().map(|_| (Vec::new(), Vec::new()));
+    let mut random_rows = random_rows;
     let (names, policy_of_row) = cast.names_by_row(env.num_envs());
     let mut policy_scores: Vec<(String, Vec<f64>)> =
         names.into_iter().map(|n| (n, Vec::new())).collect();
@@ -391,11 +427,18 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             }
         }
         let mut actions = cast.act(&env, greedy)?;
-        if let Some(random) = &random_rows {
-            random.replace(&env, &mut actions)?;
+        if let Some(random) = &mut random_rows {
+            random.replace(&env, &mut actions, greedy)?;
         }
         env.step(&actions)?;
         cast.stepped(&env);
+        if let Some(Replaced {
+            by: By::Policy(opponent),
+            ..
+        }) = &mut random_rows
+        {
+            opponent.stepped(&env);
+        }
         steps += 1;
         for e in env.drain_episodes() {
             returns.push(e.episode_return);
@@ -407,10 +450,12 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
             }
             if let (Some(random), Some((theirs, others))) = (&random_rows, &mut random_agent_scores)
             {
-                match random.rows[e.env_index] {
+                let replaced = random.rows[e.env_index];
+                match replaced {
                     true => theirs.push(e.raw_score),
                     false => others.push(e.raw_score),
                 }
+                games.ended(e.env_index, replaced, e.raw_score);
             }
             steps = 0;
         }
@@ -441,32 +486,123 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         returns,
         scores,
         policy_scores,
+        outcomes: random_rows.as_ref().map(|_| games.outcomes),
         random_agent_scores,
         gif_frames,
         gif_cost: cost,
     })
 }
 
-/// `--random-agents`: the seats of the agents whose ids match the pattern (and which rows
-/// they are), and how many of each observation's last entries are the action mask their
-/// random moves keep to.
-struct RandomAgents {
+/// `--opponent`'s policy, restored to act in `env` as the run's policy does: a run of the same
+/// environment, whose observations neither run normalises (one environment holds one set of
+/// normaliser statistics).
+fn opponent(
+    path: &std::path::Path,
+    experiment: &tandem_config::Experiment,
+    env: &mut tandem_env::VecEnv,
+) -> Result<Cast> {
+    let choice = CheckpointChoice {
+        path: path.to_path_buf(),
+        checkpoint: None,
+        best: false,
+    };
+    let (ckpt, theirs, file) = choice.open("play")?;
+    if theirs.env != experiment.env {
+        crate::usage::mistake!(
+            "--opponent {}: its run plays another environment than this one (its `env` \
+             section differs)",
+            file.display()
+        );
+    }
+    if !env.normalizer_stats().is_empty() {
+        crate::usage::mistake!(
+            "--opponent cannot play an environment whose observations are normalised yet: one \
+             environment holds one set of statistics"
+        );
+    }
+    restored_cast(&theirs, &ckpt, env, &[])
+}
+
+/// The games the agents not replaced won, drew and lost, counted as their episodes end: a
+/// game is decided once every agent's episode has, by the best score of each side.
+struct Games {
+    agents: usize,
+    /// Each game's episodes ended so far: how many, and each side's best score (replaced,
+    /// others).
+    pending: std::collections::HashMap<usize, (usize, f64, f64)>,
+    outcomes: [usize; 3],
+}
+
+impl Games {
+    fn new(agents: usize) -> Games {
+        Games {
+            agents: agents.max(1),
+            pending: Default::default(),
+            outcomes: [0; 3],
+        }
+    }
+
+    fn ended(&mut self, row: usize, replaced: bool, score: f64) {
+        let game = row / self.agents;
+        let entry = (self.pending.entry(game)).or_insert((0, f64::NEG_INFINITY, f64::NEG_INFINITY));
+        entry.0 += 1;
+        match replaced {
+            true => entry.1 = entry.1.max(score),
+            false => entry.2 = entry.2.max(score),
+        }
+        if entry.0 == self.agents {
+            let (_, theirs, ours) = self.pending.remove(&game).unwrap_or_default();
+            let k = match ours.partial_cmp(&theirs) {
+                Some(std::cmp::Ordering::Greater) => 0,
+                Some(std::cmp::Ordering::Less) => 2,
+                _ => 1,
+            };
+            self.outcomes[k] += 1;
+        }
+    }
+}
+
+/// `--random-agents` or `--opponent`: the seats of the agents whose ids match the pattern
+/// (and which rows they are), and what plays them instead of the run's policy.
+struct Replaced {
     seats: crate::algo::seats::Seats,
     rows: Vec<bool>,
+    by: By,
+    /// Random moves: how many of each observation's last entries are the action mask they
+    /// keep to (0: none).
     mask: usize,
 }
 
-impl RandomAgents {
+/// What plays the agents [`Replaced`] picks.
+enum By {
+    /// Uniform moves, among those the action mask allows where the game has masks.
+    Random,
+    /// Another checkpoint's policy.
+    Policy(Box<Cast>),
+}
+
+impl By {
+    fn flag(&self) -> &'static str {
+        match self {
+            By::Random => "--random-agents",
+            By::Policy(_) => "--opponent-agents",
+        }
+    }
+}
+
+impl Replaced {
     fn of(
         env: &tandem_env::VecEnv,
         pattern: &str,
         experiment: &tandem_config::Experiment,
-    ) -> Result<RandomAgents> {
+        by: By,
+    ) -> Result<Replaced> {
+        let flag = by.flag();
         let ids: Vec<String> = env.agents().into_iter().map(|(id, _)| id).collect();
         let mistake = |said: String| Err(crate::usage::UsageError(said).into());
         if ids.is_empty() {
             let game = experiment.env.game.name();
-            return mistake(format!("--random-agents {pattern}: {game} has one agent"));
+            return mistake(format!("{flag} {pattern}: {game} has one agent"));
         }
         let picked: Vec<usize> = (0..ids.len())
             .filter(|&i| tandem_config::agent_matches(pattern, &ids[i]))
@@ -474,22 +610,50 @@ impl RandomAgents {
         if picked.is_empty() {
             let ids = ids.join(", ");
             return mistake(format!(
-                "--random-agents {pattern} matches none of the agents, {ids}"
+                "{flag} {pattern} matches none of the agents, {ids}"
             ));
         }
-        let mask = crate::cast::mask_len(experiment, env, "--random-agents")?;
+        if picked.len() == ids.len() {
+            return mistake(format!(
+                "{flag} {pattern} matches every agent; leave the run's policy at least one"
+            ));
+        }
         let (agents, len) = (ids.len(), env.obs_len());
         let seats =
             crate::algo::seats::Seats::new(&picked, agents, env.num_envs() / agents, len, len);
         let mut rows = vec![false; env.num_envs()];
         seats.rows().iter().for_each(|&r| rows[r] = true);
-        Ok(RandomAgents { seats, rows, mask })
+        let mask = match by {
+            By::Random => crate::cast::mask_len(experiment, env, flag)?,
+            By::Policy(_) => 0,
+        };
+        Ok(Replaced {
+            seats,
+            rows,
+            by,
+            mask,
+        })
     }
 
-    /// Replaces the picked rows' actions by uniform draws (from the current torch seed), among
-    /// the moves their masks allow where the game has masks.
-    fn replace(&self, env: &tandem_env::VecEnv, actions: &mut ActionBatch) -> Result<()> {
+    /// Replaces the picked rows' actions: by uniform draws (from the current torch seed),
+    /// among the moves their masks allow where the game has masks, or by the opponent's.
+    fn replace(
+        &mut self,
+        env: &tandem_env::VecEnv,
+        actions: &mut ActionBatch,
+        greedy: bool,
+    ) -> Result<()> {
         let kind = crate::algo::actions::ActionKind::of(env.action_space());
+        match &mut self.by {
+            By::Policy(opponent) => {
+                let theirs = opponent.act(env, greedy)?;
+                for &row in self.seats.rows() {
+                    actions.copy_row(row, &theirs, row);
+                }
+                return Ok(());
+            }
+            By::Random => {}
+        }
         let mine = match self.mask {
             0 => host_actions(
                 &crate::cast::uniform(env.action_space(), self.seats.len()),

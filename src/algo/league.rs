@@ -75,6 +75,8 @@ pub struct League {
     every: u64,
     blueprint: Blueprint,
     agents: usize,
+    /// For each agent of a game, the agents its result is against ([`rivals`]).
+    rivals: Vec<Vec<usize>>,
     /// The snapshots' rows of the rank's batch.
     opponents: Seats,
     /// Oldest first.
@@ -132,6 +134,13 @@ impl League {
             every,
             blueprint,
             agents,
+            rivals: rivals(
+                &envs
+                    .agents()
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect::<Vec<_>>(),
+            ),
             opponents,
             snapshots: Vec::new(),
             next_id: 0,
@@ -287,15 +296,14 @@ impl League {
             if !(terminated[mine] || truncated[mine]) {
                 continue;
             }
-            let rows = first..first + self.agents;
-            let theirs = (rows.clone().filter(|&r| r != mine))
-                .map(|r| self.returns[r])
+            let theirs = (self.rivals[game % self.agents].iter())
+                .map(|&agent| self.returns[first + agent])
                 .fold(f64::NEG_INFINITY, f64::max);
             let outcome = outcome(self.returns[mine], theirs);
             if let Some(i) = self.index_of(self.playing[game]) {
                 self.tally[i][outcome as usize] += 1.0;
             }
-            self.returns[rows].fill(0.0);
+            self.returns[first..first + self.agents].fill(0.0);
             self.playing[game] = self.draw(update, t + 1, game);
         }
     }
@@ -427,6 +435,23 @@ impl League {
     }
 }
 
+/// For each of a game's agents (`ids`, PettingZoo's), the agents its result is held against:
+/// those of other teams (a team is an id without its trailing `_<index>`: simple_tag's
+/// predators `adversary_*` against its prey), or, where every agent is of one team (connect
+/// four's `player_0` and `player_1`), every other agent.
+fn rivals(ids: &[String]) -> Vec<Vec<usize>> {
+    let team = |id: &str| id.rsplit_once('_').map_or(id, |(team, _)| team).to_string();
+    let teams: Vec<String> = ids.iter().map(|id| team(id)).collect();
+    let one_team = teams.iter().all(|t| *t == teams[0]);
+    (0..ids.len())
+        .map(|a| {
+            (0..ids.len())
+                .filter(|&b| b != a && (one_team || teams[b] != teams[a]))
+                .collect()
+        })
+        .collect()
+}
+
 /// The result of a game in which the learner's return was `mine` and its best opponent's
 /// `theirs`.
 fn outcome(mine: f64, theirs: f64) -> Outcome {
@@ -487,6 +512,14 @@ fn games(recent: &VecDeque<Record>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rivals_are_the_other_teams_or_every_other_player() {
+        let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let tag = ids(&["adversary_0", "adversary_1", "adversary_2", "agent_0"]);
+        assert_eq!(rivals(&tag), [vec![3], vec![3], vec![3], vec![0, 1, 2]]);
+        assert_eq!(rivals(&ids(&["player_0", "player_1"])), [vec![1], vec![0]]);
+    }
 
     #[test]
     fn a_game_is_won_lost_or_drawn_against_the_best_opponent() {
