@@ -32,9 +32,13 @@ fn config(devices: usize) -> String {
 }
 
 fn trained(name: &str, devices: usize, sets: &[&str]) -> std::path::PathBuf {
+    trained_from(name, &config(devices), sets)
+}
+
+fn trained_from(name: &str, config: &str, sets: &[&str]) -> std::path::PathBuf {
     let dir = fresh_dir(name);
     let file = dir.with_extension("kdl");
-    std::fs::write(&file, config(devices)).unwrap();
+    std::fs::write(&file, config).unwrap();
     let out = train(file.to_str().unwrap(), &dir, sets, Duration::from_secs(240));
     assert!(out.status.success(), "{}", text(&out));
     dir
@@ -48,11 +52,11 @@ fn f64s(bytes: &[u8]) -> Vec<f64> {
 }
 
 /// The league of a run's newest checkpoint: each snapshot's (id, step, rating, wins, draws,
-/// losses), and every tensor by name.
-fn league(dir: &Path) -> (Vec<[f64; 6]>, std::collections::BTreeMap<String, Vec<u8>>) {
+/// losses, member), and every tensor by name.
+fn league(dir: &Path) -> (Vec<[f64; 7]>, std::collections::BTreeMap<String, Vec<u8>>) {
     let tensors = common::checkpoint_tensors(dir);
     let records = f64s(&tensors["league.records"]);
-    let rows = records.chunks(6).map(|r| r.try_into().unwrap()).collect();
+    let rows = records.chunks(7).map(|r| r.try_into().unwrap()).collect();
     (rows, tensors)
 }
 
@@ -177,4 +181,48 @@ fn play_holds_one_checkpoint_against_another() {
         "{}",
         text(&every)
     );
+}
+
+/// Two members of one rank, each with a league of the population's snapshots: at every
+/// `every`, both members' parameters join both leagues, so member 0's snapshot of member 1 is
+/// byte for byte the one member 1 took of itself, and each league's snapshots alternate
+/// between the members.
+#[test]
+fn a_population_league_holds_every_members_snapshots() {
+    let config = config(2)
+        .replace("envs 16", "envs 8")
+        .replace("total-steps 16384", "total-steps 8192")
+        .replace("every 4096", "every 2048; pool \"population\"")
+        .replace(
+            "    log {",
+            "    population { members 2; exploit 0; }\n    log {",
+        );
+    let dir = trained_from("league-population", &config, &[]);
+    let (zero, zeros) = league(&dir.join("members/0"));
+    let (one, ones) = league(&dir.join("members/1"));
+    let members: Vec<f64> = zero.iter().map(|r| r[6]).collect();
+    assert_eq!(members, [0.0, 1.0].repeat(5), "{zero:?}");
+    let steps: Vec<f64> = one.iter().map(|r| r[1]).collect();
+    assert_eq!(
+        steps,
+        [
+            0.0, 0.0, 2048.0, 2048.0, 4096.0, 4096.0, 6144.0, 6144.0, 8192.0, 8192.0
+        ]
+    );
+    for i in 0..10 {
+        assert!(
+            snapshot(&zeros, i) == snapshot(&ones, i),
+            "snapshot {i} differs"
+        );
+    }
+    assert!(
+        snapshot(&zeros, 8) != snapshot(&zeros, 9),
+        "the members are alike"
+    );
+    // Member 1's newest snapshot of itself is member 1's learner.
+    let learner: Vec<(String, Vec<u8>)> = (ones.iter())
+        .filter(|(n, _)| n.starts_with("model."))
+        .map(|(n, t)| (n.clone(), t.clone()))
+        .collect();
+    assert!(snapshot(&ones, 9) == learner);
 }

@@ -467,6 +467,25 @@ const BASES: &[Base] = &[
             "eval.every=2",
         ],
     },
+    // simple_tag against a league: four games, a snapshot every update (of 512 steps).
+    Base {
+        name: "mpe-tag-league",
+        text: MPE_TAG,
+        sets: &["env.envs=4", "train.total-steps=2048", "league.every=512"],
+    },
+    // The same league in each of two members of one rank, without exchange.
+    Base {
+        name: "mpe-tag-league-population",
+        text: MPE_TAG,
+        sets: &[
+            "env.envs=4",
+            "train.total-steps=2048",
+            "league.every=512",
+            "devices=cpu cpu",
+            "population.members=2",
+            "population.exploit=0",
+        ],
+    },
 ];
 
 /// How a row proves its setting matters.
@@ -1253,6 +1272,20 @@ fn table() -> Vec<(&'static str, Proof)> {
                 "population",
                 &["population.explore=algorithm.entropy-coef 0 0.05 0.1"],
             ),
+        ),
+        // league
+        (
+            "league.every",
+            Change("mpe-tag-league", &["league.every=1024"]),
+        ),
+        ("league.size", Change("mpe-tag-league", &["league.size=2"])),
+        (
+            "league.opponent",
+            Change("mpe-tag-league", &["league.opponent=latest"]),
+        ),
+        (
+            "league.pool",
+            Change("mpe-tag-league-population", &["league.pool=population"]),
         ),
         // log
         (

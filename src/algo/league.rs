@@ -4,8 +4,9 @@
 //! the game starts plays the others, sampling its actions as it learned to. Only the learner's
 //! rows are learned from and scored.
 //!
-//! Every `league.every` steps the learner's parameters join the league (its initial ones first);
-//! past `league.size` the oldest leaves. The league keeps, for each snapshot, the learner's
+//! Every `league.every` steps the learner's parameters join the league (its initial ones first),
+//! or, with `league.pool "population"`, every population member's (sent by the run,
+//! `crate::train::population`); past `league.size` the oldest leave. The league keeps, for each snapshot, the learner's
 //! record against it and the rating the learner had when it was taken; the learner's Elo
 //! rating moves by its results against them. The records are summed over the learner's ranks
 //! after every update, so every rank holds the same league and rank 0's checkpoint holds it
@@ -46,14 +47,28 @@ enum Outcome {
 /// Wins, draws and losses.
 type Record = [f64; 3];
 
+/// Numbers a snapshot's row of `league.records` holds.
+const RECORD: usize = 7;
+
+/// A snapshot to add ([`League::add`]): whose (`None`: the learner's own), its networks, and
+/// the rating of whom it was taken of.
+pub struct Taken {
+    pub member: Option<usize>,
+    pub networks: Vec<(String, Tensor)>,
+    pub rating: f64,
+}
+
 /// A frozen copy of the learner's network, and how the learner has fared against it.
 struct Snapshot {
     /// Its place in the order snapshots were taken (0: the initial parameters).
     id: u64,
     /// The run's step at which it was taken.
     step: u64,
-    /// The learner's rating when it was taken.
+    /// The rating of the learner it was taken of, when it was taken.
     rating: f64,
+    /// The population member it was taken of (`league.pool "population"`); `None`: the
+    /// learner's own.
+    member: Option<usize>,
     /// The learner's wins, draws and losses against it, over the run.
     record: Record,
     /// The variables `model` reads.
@@ -94,14 +109,16 @@ pub struct League {
     recent: VecDeque<Record>,
     /// Games finished at the latest update, over all ranks.
     latest_games: f64,
+    /// Whether every game has drawn its opponent since the league was built (or restored).
+    drawn: bool,
     seed: u64,
     rank: usize,
 }
 
 impl League {
     /// The league of `experiment` (whose `league.every` is set) on this rank's `envs`, and the
-    /// seats its learner plays; empty until [`League::open`] gives it the learner's initial
-    /// parameters.
+    /// seats its learner plays; empty until [`League::add`] gives it the initial parameters
+    /// (the run's, at its start).
     pub fn new(
         experiment: &Experiment,
         envs: &VecEnv,
@@ -150,6 +167,7 @@ impl League {
             tally: Vec::new(),
             recent: VecDeque::new(),
             latest_games: 0.0,
+            drawn: false,
             seed: experiment.seed,
             rank,
         };
@@ -166,43 +184,63 @@ impl League {
         self.opponents.len()
     }
 
-    /// Whether the league holds its first snapshot ([`League::open`]).
-    pub fn is_open(&self) -> bool {
-        !self.snapshots.is_empty()
-    }
-
     /// Whether row `row`'s episodes are the learner's (the run's scores), not a snapshot's.
     pub fn is_learners(&self, row: usize) -> bool {
         let agents = self.agents;
         row % agents == (row / agents) % agents
     }
 
-    /// Gives an empty league the learner's parameters at `step` (the first snapshot) and every
-    /// game its opponent; a league already holding snapshots (resumed) is left as it is.
-    pub fn open(&mut self, networks: &[(String, Tensor)], step: u64, update: u64) -> Result<()> {
-        if self.snapshots.is_empty() {
-            self.push(networks, step, self.rating)?;
+    /// Whether the league holds no snapshot yet: the run's start, before [`League::add`] gives
+    /// it the initial parameters.
+    pub fn is_empty(&self) -> bool {
+        self.snapshots.is_empty()
+    }
+
+    /// The learner's rating.
+    pub fn rating(&self) -> f64 {
+        self.rating
+    }
+
+    /// Whether the update that took the run from `before` to `after` steps crossed a multiple
+    /// of `league.every`: new snapshots are due.
+    pub fn due(&self, before: u64, after: u64) -> bool {
+        before / self.every != after / self.every
+    }
+
+    /// New snapshots taken at `step`: each the `networks` (named as the learner names them)
+    /// of the learner, or of a member of its population, with that one's rating. Past the
+    /// league's size the oldest leave, and the games they played draw again (from the draws
+    /// of `step`).
+    pub fn add(&mut self, taken: Vec<Taken>, step: u64) -> Result<()> {
+        for t in taken {
+            let mut snapshot = self.snapshot(self.next_id, step, t.rating, &t.networks)?;
+            snapshot.member = t.member;
+            self.next_id += 1;
+            self.snapshots.push(snapshot);
+            self.tally.push([0.0; 3]);
         }
-        for game in 0..self.playing.len() {
-            self.playing[game] = self.draw(update, 0, game);
+        let excess = self.snapshots.len().saturating_sub(self.size);
+        let gone: Vec<u64> = self.snapshots.drain(..excess).map(|s| s.id).collect();
+        self.tally.drain(..excess);
+        if self.drawn && !gone.is_empty() {
+            for game in 0..self.playing.len() {
+                if gone.contains(&self.playing[game]) {
+                    self.playing[game] = self.draw(step, u64::MAX, game);
+                }
+            }
         }
         Ok(())
     }
 
-    /// A new snapshot of `networks` (the learner's), taken at `step` with `rating`; the oldest
-    /// leaves past the league's size, and its games draw another opponent.
-    fn push(&mut self, networks: &[(String, Tensor)], step: u64, rating: f64) -> Result<()> {
-        let snapshot = self.snapshot(self.next_id, step, rating, networks)?;
-        self.next_id += 1;
-        self.snapshots.push(snapshot);
-        self.tally.push([0.0; 3]);
-        if self.snapshots.len() > self.size {
-            let gone = self.snapshots.remove(0).id;
-            self.tally.remove(0);
-            let newest = self.snapshots.last().map_or(0, |s| s.id);
-            for playing in self.playing.iter_mut().filter(|p| **p == gone) {
-                *playing = newest;
+    /// Every game draws its opponent at `update`'s start, the first time (the run's start, or
+    /// its resumption) and only then.
+    pub fn draw_all(&mut self, update: u64) -> Result<()> {
+        ensure!(!self.is_empty(), "the league holds no snapshot to play");
+        if !self.drawn {
+            for game in 0..self.playing.len() {
+                self.playing[game] = self.draw(update, 0, game);
             }
+            self.drawn = true;
         }
         Ok(())
     }
@@ -229,6 +267,7 @@ impl League {
             id,
             step,
             rating,
+            member: None,
             record: [0.0; 3],
             vs,
             model,
@@ -257,7 +296,10 @@ impl League {
     /// Every snapshot's actions for the rows of the games it plays, into `actions`; the draws
     /// come from libtorch's generator, after the learner's.
     pub fn act(&self, envs: &VecEnv, actions: &mut ActionBatch) -> Result<()> {
-        ensure!(self.is_open(), "the league was not opened");
+        ensure!(
+            self.drawn,
+            "the league's games have not drawn their opponents"
+        );
         let kind = ActionKind::of(envs.action_space());
         let obs = envs.obs();
         for snapshot in &self.snapshots {
@@ -312,16 +354,9 @@ impl League {
         self.snapshots.iter().position(|s| s.id == id)
     }
 
-    /// After an update that took the run from `before` to `after` steps: the update's results
-    /// summed over the learner's ranks into the records and the rating, then, where the update
-    /// crossed a multiple of `league.every`, the learner's `networks` join the league.
-    pub fn updated(
-        &mut self,
-        collective: &mut dyn Collective,
-        networks: impl FnOnce() -> Vec<(String, Tensor)>,
-        before: u64,
-        after: u64,
-    ) -> Result<()> {
+    /// After an update: its results summed over the learner's ranks into the records and the
+    /// rating.
+    pub fn updated(&mut self, collective: &mut dyn Collective) -> Result<()> {
         let mut flat: Vec<f64> = self.tally.iter().flatten().copied().collect();
         collective.all_reduce_sum(&mut flat)?;
         let results: Vec<Record> = flat.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
@@ -340,9 +375,6 @@ impl League {
             && games(&self.recent) - games_of(&self.recent[0]) >= RECENT_GAMES
         {
             self.recent.pop_front();
-        }
-        if before / self.every != after / self.every {
-            self.push(&networks(), after, self.rating)?;
         }
         Ok(())
     }
@@ -370,28 +402,31 @@ impl League {
     }
 
     /// What a checkpoint keeps of the league: each snapshot's parameters (`league.<i>.model.*`,
-    /// oldest first), their records (`league.records`: id, step, rating, wins, draws, losses a
-    /// row) and the learner's rating with the next snapshot's id (`league.state`).
+    /// oldest first), their records (`league.records`: id, step, rating, wins, draws, losses,
+    /// member (-1: the learner's own) a row) and the learner's rating with the next snapshot's id (`league.state`).
     pub fn state(&self) -> Vec<(String, Tensor)> {
         let mut named = Vec::new();
-        let mut records = Vec::with_capacity(self.snapshots.len() * 6);
+        let mut records = Vec::with_capacity(self.snapshots.len() * RECORD);
         for (i, s) in self.snapshots.iter().enumerate() {
             for (name, t) in named_parameters(&s.vs, "model") {
                 named.push((format!("league.{i}.{name}"), t));
             }
+            let member = s.member.map_or(-1.0, |m| m as f64);
+            let [wins, draws, losses] = s.record;
             records.extend([
                 s.id as f64,
                 s.step as f64,
                 s.rating,
-                s.record[0],
-                s.record[1],
-                s.record[2],
+                wins,
+                draws,
+                losses,
+                member,
             ]);
         }
         let rows = self.snapshots.len() as i64;
         named.push((
             "league.records".into(),
-            Tensor::from_slice(&records).reshape([rows, 6]),
+            Tensor::from_slice(&records).reshape([rows, RECORD as i64]),
         ));
         let state = [self.rating, self.next_id as f64];
         named.push(("league.state".into(), Tensor::from_slice(&state)));
@@ -411,12 +446,12 @@ impl League {
             Vec::<f64>::try_from(find("league.records")?.to_kind(Kind::Double).flatten(0, -1))?;
         let state = Vec::<f64>::try_from(find("league.state")?.to_kind(Kind::Double))?;
         ensure!(
-            records.len() % 6 == 0 && state.len() == 2,
+            records.len() % RECORD == 0 && state.len() == 2,
             "the checkpoint's league records are damaged"
         );
         self.snapshots.clear();
         self.tally.clear();
-        for (i, row) in records.chunks(6).enumerate() {
+        for (i, row) in records.chunks(RECORD).enumerate() {
             let prefix = format!("league.{i}.");
             let own: Vec<(String, Tensor)> = (tensors.iter())
                 .filter_map(|(n, t)| {
@@ -426,11 +461,13 @@ impl League {
                 .collect();
             let mut snapshot = self.snapshot(row[0] as u64, row[1] as u64, row[2], &own)?;
             snapshot.record = [row[3], row[4], row[5]];
+            snapshot.member = (row[6] >= 0.0).then_some(row[6] as usize);
             self.snapshots.push(snapshot);
             self.tally.push([0.0; 3]);
         }
         self.rating = state[0];
         self.next_id = state[1] as u64;
+        self.drawn = false;
         Ok(())
     }
 }

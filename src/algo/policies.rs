@@ -16,7 +16,7 @@ use tch::{Device, Tensor};
 use tandem_config::Experiment;
 use tandem_env::VecEnv;
 
-use super::league::League;
+use super::league::{League, Taken};
 use super::learner::{Learner, Resumed, Round, SeatedLearner, Setting};
 use super::sampling::collect::Draws;
 use super::sampling::joint::collect_joint;
@@ -167,6 +167,17 @@ impl Policies {
         learners * self.league.as_ref().map_or(1, |l| l.agents() as u64)
     }
 
+    /// The league, where the run has one.
+    pub fn league(&self) -> Option<&League> {
+        self.league.as_ref()
+    }
+
+    /// Adds snapshots taken at `step` to the league ([`League::add`]).
+    pub fn add_to_league(&mut self, taken: Vec<Taken>, step: u64) -> Result<()> {
+        let league = self.league.as_mut().context("the run has no league")?;
+        league.add(taken, step)
+    }
+
     /// What a checkpoint keeps of the league ([`League::state`]); nothing without one.
     pub fn league_state(&self) -> Vec<(String, Tensor)> {
         self.league.as_ref().map_or_else(Vec::new, League::state)
@@ -270,13 +281,8 @@ impl Policies {
             rank: self.rank,
             update: counters.update,
         };
-        if let Some(league) = self.league.as_mut().filter(|l| !l.is_open()) {
-            // Opened here, once every rank holds the same parameters (broadcast or restored).
-            league.open(
-                &self.learners[0].1.networks(),
-                counters.global_step,
-                counters.update,
-            )?;
+        if let Some(league) = &mut self.league {
+            league.draw_all(counters.update)?;
         }
         let mut seated: Vec<&mut dyn SeatedLearner> = self
             .learners
@@ -307,17 +313,10 @@ impl Policies {
         }
         drop(seated);
         collective.select_part(0)?;
-        let before = counters.global_step;
         counters.update += 1;
         counters.global_step += steps;
         if let Some(league) = &mut self.league {
-            let learner = &self.learners[0].1;
-            league.updated(
-                collective,
-                || learner.networks(),
-                before,
-                counters.global_step,
-            )?;
+            league.updated(collective)?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use tch::{Kind, Tensor};
 
 use tandem_config::{Experiment, ExploreRule, Objective};
 
+use crate::algo::league::Taken;
 use crate::dist::{PendingSum, ProcessGroup};
 use crate::seeds::{Purpose, derived_seed};
 
@@ -260,6 +261,12 @@ impl Population {
             .collect()
     }
 
+    /// Whether every member's snapshots join every member's league (`league.pool
+    /// "population"`).
+    pub fn shares_league(&self) -> bool {
+        self.population.league.pool == tandem_config::LeaguePool::Population
+    }
+
     pub fn objective(&self) -> Objective {
         self.population.population.objective
     }
@@ -351,6 +358,33 @@ impl Population {
             }
             Ok(())
         })
+    }
+
+    /// Every member's league snapshot (`league.pool "population"`), on every rank of the job:
+    /// each member's first rank sends its `mine` (networks and rating) in turn. Every rank calls
+    /// it with networks of the same layout; its own are copied, never written.
+    pub fn gather_snapshots(&self, mine: &Taken) -> Result<Vec<Taken>> {
+        let mut taken = Vec::with_capacity(self.members);
+        tch::no_grad(|| -> Result<()> {
+            for member in 0..self.members {
+                let root = member * self.ranks_per_member;
+                let mut networks = Vec::with_capacity(mine.networks.len());
+                for (name, t) in &mine.networks {
+                    let mut copy = t.copy();
+                    self.world.broadcast(&mut copy, root)?;
+                    networks.push((name.clone(), copy));
+                }
+                let mut rating = Tensor::from_slice(&[mine.rating]);
+                self.world.broadcast(&mut rating, root)?;
+                taken.push(Taken {
+                    member: Some(member),
+                    networks,
+                    rating: rating.double_value(&[0]),
+                });
+            }
+            Ok(())
+        })?;
+        Ok(taken)
     }
 
     /// The first lines of the lineage (every member's starting hyperparameters), by rank 0.

@@ -29,6 +29,7 @@ use super::population::{Member, Population, PopulationEnd};
 use super::report::{RunSummary, Summaries, process_cpu_seconds, write_summary};
 use super::{Outcome, RankContext, Stop};
 use crate::algo::Collective;
+use crate::algo::league::Taken;
 use crate::algo::learner::{Counters, Limits, Phases, Resumed, Round};
 use crate::algo::policies::Policies;
 use crate::dist::{Ddp, SyncPolicy};
@@ -267,6 +268,11 @@ impl Run {
 
     /// Rounds until the limits or a stop.
     fn train(&mut self) -> Result<Outcome> {
+        // A league starts from the parameters every rank now holds (broadcast, or restored with
+        // the league).
+        if self.policies.league().is_some_and(|l| l.is_empty()) {
+            self.add_to_league()?;
+        }
         while !self.limits.reached(self.counters) {
             let before = self.counters;
             self.policies.round(
@@ -293,6 +299,11 @@ impl Run {
             }
             if self.eval_due(before) {
                 self.evaluate()?;
+            }
+            let league_due = (self.policies.league())
+                .is_some_and(|l| l.due(before.global_step, self.counters.global_step));
+            if league_due {
+                self.add_to_league()?;
             }
             let exploit_due = (self.population.as_ref())
                 .is_some_and(|p| p.due(before.global_step, self.counters.global_step));
@@ -797,6 +808,25 @@ impl Run {
             })?;
         }
         Ok(outcome)
+    }
+
+    /// Snapshots join the league: the learner's, or every member's of the population (each
+    /// rank of the job at the same update).
+    fn add_to_league(&mut self) -> Result<()> {
+        let Some(league) = self.policies.league() else {
+            return Ok(());
+        };
+        let mine = Taken {
+            member: None,
+            networks: self.policies.networks(),
+            rating: league.rating(),
+        };
+        let taken = match &self.population {
+            Some(population) if population.shares_league() => population.gather_snapshots(&mine)?,
+            _ => vec![mine],
+        };
+        self.policies
+            .add_to_league(taken, self.counters.global_step)
     }
 
     /// Population-based training's exploit and explore, on every rank of the job at the same

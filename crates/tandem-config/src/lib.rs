@@ -231,6 +231,9 @@ impl Experiment {
         alone.devices = self.devices[member * ranks..(member + 1) * ranks].to_vec();
         alone.seed = seed;
         alone.population = Population::default();
+        // Alone, a member's league holds its own snapshots; the population's are the
+        // population's to send (its `resolved.kdl` says so).
+        alone.league.pool = LeaguePool::Own;
         let sets: Vec<String> = (values.iter())
             .map(|(path, value)| {
                 format!(

@@ -1000,6 +1000,16 @@ choices! {
     }
 }
 
+choices! {
+    /// Whose snapshots join a league (`league.pool`).
+    pub enum LeaguePool {
+        /// The learner's own.
+        Own = "own",
+        /// Every member's of the learner's population.
+        Population = "population",
+    }
+}
+
 settings! {
     /// The `league` section: Self-play against the learner's past selves: every game's other seats played by a frozen snapshot drawn from a league.
     pub struct League {
@@ -1007,6 +1017,8 @@ settings! {
             "Add a snapshot of the learner to its league every this many of its run's environment steps (after the update that crosses a multiple of it; the initial parameters are the first). In game g of a rank the learner plays agent g mod agents, and a snapshot drawn from the league when the game starts plays the others, acting as it learned, sampled; only the learner's rows are learned from. `#null` (the default): no league, one policy plays every agent. docs/population.md, Self-play.";
         size: u64 = "size", Ty::Int { min: 1, max: 100_000 }, Dflt::Int(32),
             "Snapshots the league keeps; when a new one would make more, the oldest leaves. Each is a copy of the network's parameters, on the rank's device.";
+        pool: LeaguePool = "pool", Ty::Choice(LeaguePool::NAMES), Dflt::Str("own"),
+            "Whose snapshots join the league: `\"own\"`, the learner's; `\"population\"`, every member's of its population at each `every` (members' parameters are sent to every rank of the job then; needs `population.members`), so each member also plays the others' past selves.";
         opponent: OpponentRule = "opponent", Ty::Choice(OpponentRule::NAMES), Dflt::Str("win-rate"),
             "How each game's opponent is drawn: `\"latest\"`, the newest snapshot; `\"uniform\"`, any of them alike; `\"win-rate\"`, snapshot i with weight (1 - p_i)^2, where p_i = (wins + draws/2 + 1) / (games + 2) is the learner's score rate against it over the run, so the ones it beats least come most often (prioritised fictitious self-play).";
     }

@@ -33,7 +33,7 @@ fn a_league_resolves_round_trips_and_enters_the_hash() {
     );
     let canonical = canonical_kdl(&e);
     assert!(
-        canonical.contains("    league {\n        every 5000\n        size 4\n        opponent \"win-rate\"\n    }\n"),
+        canonical.contains("    league {\n        every 5000\n        size 4\n        pool \"own\"\n        opponent \"win-rate\"\n    }\n"),
         "{canonical}"
     );
     assert_eq!(resolved(&canonical), e);
@@ -151,4 +151,34 @@ fn league_settings_without_a_league_are_refused() {
     assert!(d.help().unwrap().contains("set `every`"), "{:?}", d.help());
     let d = only_error(&text(1, 8, "", "        opponent \"uniform\"\n"));
     assert_eq!(d.message(), "`opponent` has no effect without a league");
+}
+
+/// The population's snapshots need a population; a member alone keeps its own league (the
+/// population sends it the others').
+#[test]
+fn a_population_pool_needs_a_population_and_its_members_pool_their_own() {
+    let d = only_error(&text(
+        1,
+        8,
+        "",
+        "        every 1000\n        pool \"population\"\n",
+    ));
+    assert_eq!(
+        d.message(),
+        "a league of the population's snapshots needs a population"
+    );
+    assert_eq!(d.label(), Some("the population's snapshots"));
+    let d = only_error(&text(1, 8, "", "        pool \"population\"\n"));
+    assert_eq!(d.message(), "`pool` has no effect without a league");
+    let population = "    population { members 2; exploit 0; }\n";
+    let e = resolved(&text(
+        2,
+        16,
+        population,
+        "        every 1000\n        pool \"population\"\n",
+    ));
+    assert_eq!(e.league.pool, LeaguePool::Population);
+    let member = e.for_member(1, 7, &[]).unwrap();
+    assert_eq!(member.league.pool, LeaguePool::Own);
+    assert_eq!(member.league.every, Some(1000));
 }

@@ -1010,6 +1010,19 @@ impl CrossCheck<'_, '_> {
                 "set `agent-index #false`",
             ),
         ];
+        if e.league.pool == LeaguePool::Population
+            && e.population.members.is_none()
+            && self.ok(&["league.pool"])
+        {
+            self.report(
+                "config::inconsistent",
+                "a league of the population's snapshots needs a population".into(),
+                "league.pool",
+                "the population's snapshots",
+                None,
+                "set `members` in `population`, or `pool \"own\"`".into(),
+            );
+        }
         for (refused, at, what, help) in refusals {
             if refused && self.ok(&[at]) {
                 self.report(
@@ -1072,6 +1085,7 @@ impl CrossCheck<'_, '_> {
         let default = crate::model::League::default();
         let changed = [
             ("size", l.size != default.size),
+            ("pool", l.pool != default.pool),
             ("opponent", l.opponent != default.opponent),
         ];
         for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
