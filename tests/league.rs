@@ -226,3 +226,49 @@ fn a_population_league_holds_every_members_snapshots() {
         .collect();
     assert!(snapshot(&ones, 9) == learner);
 }
+
+/// Two members with leagues, ranked by a scalar their learners log (`objective "scalar"`,
+/// `league/elo`): each exploit's objectives are the members' ratings at that step; a tag no
+/// learner logs stops the run at the first period, listing those it logs.
+#[test]
+fn a_population_ranks_its_members_by_a_logged_scalar() {
+    let population = "    population {\n        members 2\n        period 4096\n        objective \"scalar\"\n        objective-scalar \"league/elo\"\n        explore { algorithm.lr factor=1.25 min=1e-4 max=1e-2; }\n    }\n    log {";
+    let config = config(2)
+        .replace("envs 16", "envs 8")
+        .replace("total-steps 16384", "total-steps 8192")
+        .replace("every 4096", "every 2048")
+        .replace("    log {", population)
+        .replace("console \"plain\";", "console \"plain\"; interval 1;");
+    let dir = trained_from("league-population-elo", &config, &[]);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("population.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| !l["exploit"].is_null())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        let member = line["member"].as_u64().unwrap();
+        assert_eq!(line["step"].as_u64(), Some(4096), "{line}");
+        let scalars = std::fs::read_to_string(dir.join(format!("members/{member}/scalars.jsonl")));
+        let elo = (scalars.unwrap().lines())
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|l| l["step"].as_u64() == Some(4096) && !l["league/elo"].is_null())
+            .map(|l| l["league/elo"].as_f64().unwrap())
+            .expect("league/elo at step 4096");
+        assert_eq!(line["objective"].as_f64(), Some(elo), "member {member}");
+        assert_ne!(elo, 1000.0, "member {member} never moved its rating");
+    }
+    let unknown = config.replace("league/elo", "league/nothing");
+    let dir = fresh_dir("league-population-unknown-scalar");
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, unknown).unwrap();
+    let out = train(file.to_str().unwrap(), &dir, &[], Duration::from_secs(240));
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(
+        said.contains("population.objective-scalar `league/nothing` is not a scalar the learner logs; it logs ")
+            && said.contains("league/elo"),
+        "{said}"
+    );
+}

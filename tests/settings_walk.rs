@@ -1263,6 +1263,16 @@ fn table() -> Vec<(&'static str, Proof)> {
             Change("population", &["population.objective=eval"]),
         ),
         (
+            "population.objective-scalar",
+            Change(
+                "population",
+                &[
+                    "population.objective=scalar",
+                    "population.objective-scalar=loss/entropy",
+                ],
+            ),
+        ),
+        (
             "population.exploit",
             Change("population", &["population.exploit=0"]),
         ),

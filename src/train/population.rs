@@ -267,6 +267,11 @@ impl Population {
         self.population.league.pool == tandem_config::LeaguePool::Population
     }
 
+    /// The tag of the scalar members are ranked by, with `objective "scalar"`.
+    pub fn objective_scalar(&self) -> Option<&str> {
+        self.population.population.objective_scalar.as_deref()
+    }
+
     pub fn objective(&self) -> Objective {
         self.population.population.objective
     }

@@ -810,6 +810,21 @@ impl Run {
         Ok(outcome)
     }
 
+    /// The latest value of the scalar a population ranks its members by (`objective-scalar`),
+    /// among the learner's and its league's of the latest update.
+    fn objective_scalar(&self, population: &Population) -> Result<f64> {
+        let tag = population.objective_scalar().unwrap_or_default();
+        let scalars = self.policies.scalars();
+        if let Some((_, value)) = scalars.iter().find(|(t, _)| *t == tag) {
+            return Ok(*value);
+        }
+        let logged: Vec<&str> = scalars.iter().map(|(t, _)| t.as_str()).collect();
+        bail!(
+            "population.objective-scalar `{tag}` is not a scalar the learner logs; it logs {}",
+            logged.join(", ")
+        )
+    }
+
     /// Snapshots join the league: the learner's, or every member's of the population (each
     /// rank of the job at the same update).
     fn add_to_league(&mut self) -> Result<()> {
@@ -849,6 +864,7 @@ impl Run {
             Objective::Eval => (self.evaluated.as_ref())
                 .and_then(|r| r.latest.as_ref())
                 .map(|(evaluated, _)| evaluated.score.0),
+            Objective::Scalar => Some(self.objective_scalar(population)?),
         };
         let steps = population.agree_on_plan(objective.unwrap_or(f64::NAN), step)?;
         // A member copies or is copied from, never both (top and bottom are apart), so each

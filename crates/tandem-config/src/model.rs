@@ -963,6 +963,8 @@ choices! {
         Score = "score",
         /// The mean score of the member's latest evaluation (`eval.every` must be set).
         Eval = "eval",
+        /// A scalar the member's learner logs at every update (`objective-scalar`).
+        Scalar = "scalar",
     }
 }
 
@@ -974,7 +976,9 @@ settings! {
         period: u64 = "period", COUNT, Dflt::Int(50_000),
             "Population-based training's interval, in each member's own environment steps: after the update that crosses a multiple of it, every member's objective is gathered, the bottom `exploit` fraction copies the parameters, optimiser state and observation normaliser of a member drawn from the top fraction, and explores (perturbs the hyperparameters of `explore`).";
         objective: Objective = "objective", Ty::Choice(Objective::NAMES), Dflt::Str("score"),
-            "What members are ranked by: `\"score\"`, the mean score of the member's last 100 episodes; `\"eval\"`, its latest evaluation's mean score (needs `eval.every`).";
+            "What members are ranked by: `\"score\"`, the mean score of the member's last 100 episodes; `\"eval\"`, its latest evaluation's mean score (needs `eval.every`); `\"scalar\"`, the latest value of the scalar `objective-scalar` names.";
+        objective_scalar: Option<String> = "objective-scalar", Ty::Text, Dflt::Null,
+            "With `objective \"scalar\"`, the tag of the scalar members are ranked by, higher ranking higher: one the member's learner logs at every update, as TensorBoard shows it (`league/elo`, a league's rating; `league/win_rate`; `loss/entropy`...). A tag the learner does not log stops the run at the first period, listing those it does.";
         exploit: f64 = "exploit", Ty::Float {
                 min: 0.0,
                 min_open: false,

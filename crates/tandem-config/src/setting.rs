@@ -341,6 +341,7 @@ impl Setting for Vec<usize> {
 pub(crate) trait Nullable: Setting {}
 impl Nullable for f64 {}
 impl Nullable for u64 {}
+impl Nullable for String {}
 
 impl Setting for Vec<crate::devices::Device> {
     fn from_val(val: Option<&Val>) -> Self {

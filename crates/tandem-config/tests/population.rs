@@ -230,3 +230,37 @@ fn validate_says_what_each_member_runs() {
         "{line}"
     );
 }
+
+/// Members ranked by a scalar need its tag; a tag without that objective, or without a
+/// population, is refused where it is written.
+#[test]
+fn a_scalar_objective_names_its_scalar() {
+    let ranked = |extra: &str| text(2, "", &format!("        members 2\n{extra}"));
+    let e = resolved(&ranked(
+        "        objective \"scalar\"\n        objective-scalar \"loss/entropy\"\n",
+    ));
+    assert_eq!(e.population.objective, Objective::Scalar);
+    assert_eq!(
+        e.population.objective_scalar.as_deref(),
+        Some("loss/entropy")
+    );
+    assert_eq!(resolved(&canonical_kdl(&e)), e);
+    let d = only_error(&ranked("        objective \"scalar\"\n"));
+    assert_eq!(d.message(), "members ranked by a scalar need its tag");
+    assert!(
+        d.help().unwrap().contains("objective-scalar"),
+        "{:?}",
+        d.help()
+    );
+    let d = only_error(&ranked("        objective-scalar \"loss/entropy\"\n"));
+    assert_eq!(
+        d.message(),
+        "`objective-scalar` has no effect unless members are ranked by a scalar"
+    );
+    let alone = "experiment \"x\" {\n    algorithm \"ppo\"\n    env \"cartpole\"\n    population {\n        objective-scalar \"loss/entropy\"\n    }\n}\n";
+    let d = only_error(alone);
+    assert_eq!(
+        d.message(),
+        "`objective-scalar` has no effect without a population"
+    );
+}

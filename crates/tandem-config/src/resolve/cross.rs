@@ -970,6 +970,29 @@ impl CrossCheck<'_, '_> {
                 );
             }
         }
+        let path = "population.objective-scalar";
+        let scalar = e.population.objective == Objective::Scalar;
+        if scalar && e.population.objective_scalar.is_none() && self.ok(&["population.objective"]) {
+            self.report(
+                "config::inconsistent",
+                "members ranked by a scalar need its tag".into(),
+                "population.objective",
+                "which scalar?",
+                None,
+                "name it: `objective-scalar \"league/elo\"` (a tag the learner logs at every update)".into(),
+            );
+        }
+        let unused = !scalar;
+        if unused && e.population.objective_scalar.is_some() && self.ok(&[path]) {
+            self.report(
+                "config::inconsistent",
+                "`objective-scalar` has no effect unless members are ranked by a scalar".into(),
+                path,
+                "a scalar",
+                Some(("population.objective", "members ranked by this")),
+                "set `objective \"scalar\"`, or remove `objective-scalar`".into(),
+            );
+        }
         self.explored_settings();
     }
 
@@ -1117,6 +1140,7 @@ impl CrossCheck<'_, '_> {
             ("objective", p.objective != default.objective),
             ("exploit", p.exploit != default.exploit),
             ("explore", !p.explore.0.is_empty()),
+            ("objective-scalar", p.objective_scalar.is_some()),
         ];
         for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
             let path = format!("population.{name}");
