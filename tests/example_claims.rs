@@ -156,7 +156,9 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "connect-four-league.kdl",
         phrase: "every 250,000 steps",
-        check: settings("connect-four-league.kdl", |e| e.league.every == Some(250_000)),
+        check: settings("connect-four-league.kdl", |e| {
+            e.league.every == Some(250_000)
+        }),
     },
     Claim {
         file: "connect-four-league.kdl",
@@ -173,17 +175,23 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "connect-four-league.kdl",
         phrase: "Seed 1, over 200 games (100 as either player)",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "the final policy wins 178",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "it wins 135 against its",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
@@ -195,27 +203,37 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "connect-four-league.kdl",
         phrase: "--random-agents player_1 --episodes 200 --greedy",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "ckpt-000000489.pt",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "--opponent-agents player_1 --episodes 200 --sample",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "each with player_0). tests/gym_train.rs holds it to at least 170 and 120",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "connect-four-league.kdl",
         phrase: "about 15 minutes); CI trains it for 300k steps",
-        check: Check::LongTest("gym_train::the_shipped_connect_four_league_beats_random_and_its_past"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_league_beats_random_and_its_past",
+        ),
     },
     Claim {
         file: "cartpole-pbt.kdl",

@@ -1,6 +1,9 @@
 //! `league { ... }`: self-play against the learner's past selves. What it resolves to, its round
 //! trips and hash, and the mistakes it refuses at their place.
 
+mod common;
+
+use common::{resolved, the_error as only_error};
 use tandem_config::*;
 
 /// simple_tag (four agents) on `devices` ranks, `envs` games, with `extra` settings and this
@@ -9,18 +12,6 @@ fn text(devices: usize, envs: usize, extra: &str, league: &str) -> String {
     format!(
         "experiment \"x\" {{\n    devices count={devices} kind=\"cpu\"\n    algorithm \"ppo\" {{ minibatches 2; }}\n    env \"mpe-simple-tag\" {{ envs {envs}; }}\n{extra}    league {{\n{league}    }}\n}}\n"
     )
-}
-
-fn resolved(text: &str) -> Experiment {
-    resolve(&Source::Stdin(text.into()), &[])
-        .unwrap_or_else(|d| panic!("{}", d.render(false)))
-        .experiment
-}
-
-fn only_error(text: &str) -> Diagnostic {
-    let diags = resolve(&Source::Stdin(text.into()), &[]).expect_err("refused");
-    assert_eq!(diags.len(), 1, "{}", diags.render(false));
-    diags.iter().next().unwrap().clone()
 }
 
 #[test]

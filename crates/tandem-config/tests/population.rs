@@ -3,6 +3,9 @@
 //! and JSON round trips and the hash, a member's own experiment, and the mistakes it refuses at
 //! their place.
 
+mod common;
+
+use common::{resolved, the_error as only_error};
 use tandem_config::*;
 
 fn text(devices: usize, extra: &str, population: &str) -> String {
@@ -12,18 +15,6 @@ fn text(devices: usize, extra: &str, population: &str) -> String {
 }
 
 const EXPLORE: &str = "        members 2\n        explore {\n            algorithm.lr factor=1.25 min=1e-4 max=1e-2\n            algorithm.entropy-coef 0.01 0 0.001 spread=#false\n        }\n";
-
-fn resolved(text: &str) -> Experiment {
-    resolve(&Source::Stdin(text.into()), &[])
-        .unwrap_or_else(|d| panic!("{}", d.render(false)))
-        .experiment
-}
-
-fn only_error(text: &str) -> Diagnostic {
-    let diags = resolve(&Source::Stdin(text.into()), &[]).expect_err("refused");
-    assert_eq!(diags.len(), 1, "{}", diags.render(false));
-    diags.iter().next().unwrap().clone()
-}
 
 #[test]
 fn a_population_divides_sizes_over_a_members_ranks_and_round_trips() {
