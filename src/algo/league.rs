@@ -23,7 +23,7 @@ use tandem_env::{ActionSpace, VecEnv};
 
 use super::Collective;
 use super::actions::{ActionBatch, ActionKind};
-use super::seats::Seats;
+use super::seats::{Seats, is_league_learners, league_learner_agent};
 use super::storage::host_rows::{host_actions, rows_to_batch};
 use crate::nn::{ActorCritic, ActorCriticSpec, copy_named, named_parameters};
 use crate::seeds::{Purpose, derived_seed};
@@ -186,8 +186,7 @@ impl League {
 
     /// Whether row `row`'s episodes are the learner's (the run's scores), not a snapshot's.
     pub fn is_learners(&self, row: usize) -> bool {
-        let agents = self.agents;
-        row % agents == (row / agents) % agents
+        is_league_learners(row, self.agents)
     }
 
     /// Whether the league holds no snapshot yet: the run's start, before [`League::add`] gives
@@ -334,11 +333,12 @@ impl League {
         let (terminated, truncated) = (envs.terminated(), envs.truncated());
         for game in 0..self.playing.len() {
             let first = game * self.agents;
-            let mine = first + game % self.agents;
+            let seat = league_learner_agent(game, self.agents);
+            let mine = first + seat;
             if !(terminated[mine] || truncated[mine]) {
                 continue;
             }
-            let theirs = (self.rivals[game % self.agents].iter())
+            let theirs = (self.rivals[seat].iter())
                 .map(|&agent| self.returns[first + agent])
                 .fold(f64::NEG_INFINITY, f64::max);
             let outcome = outcome(self.returns[mine], theirs);

@@ -57,8 +57,7 @@ impl Seats {
     /// learner plays agent g mod `agents_per_game` (so a rank's games give it every seat
     /// alike), the league's snapshots the others; both read whole rows, `row_len` wide.
     pub fn league_sides(agents_per_game: usize, games: usize, row_len: usize) -> (Seats, Seats) {
-        let learner =
-            |row: &usize| row % agents_per_game == (row / agents_per_game) % agents_per_game;
+        let learner = |row: &usize| is_league_learners(*row, agents_per_game);
         let rows = 0..games * agents_per_game;
         let (mine, theirs): (Vec<usize>, Vec<usize>) = rows.partition(learner);
         let sides = Seats::new(&[], agents_per_game, 0, row_len, row_len);
@@ -206,6 +205,17 @@ impl Seats {
             _ => unreachable!("every policy of a batch chooses actions of the batch's one kind"),
         }
     }
+}
+
+/// The agent a league's learner plays in game `game` of `agents_per_game` agents: agent g mod
+/// agents, so that a rank's games give it every seat alike.
+pub fn league_learner_agent(game: usize, agents_per_game: usize) -> usize {
+    game % agents_per_game
+}
+
+/// Whether row `row` of a batch of games of `agents_per_game` agents is a league's learner's.
+pub fn is_league_learners(row: usize, agents_per_game: usize) -> bool {
+    row % agents_per_game == league_learner_agent(row / agents_per_game, agents_per_game)
 }
 
 /// Which of `seats` (one per policy, in order) plays each of a batch's `rows` rows: the one
