@@ -7,7 +7,7 @@
 # Cargo.toml) and its tests: about 7 s on 2 cores, after a first build of about 3 minutes.
 #
 #   scripts/mutants.sh GROUP...      estimators ppo ppo-host a2c optim ddp sac td3 dqn host-mlp
-#                                    population
+#                                    population league
 #   MUTANTS_RE='fn_a|fn_b' scripts/mutants.sh GROUP      only the mutants whose names match
 #
 # Each group runs in a git worktree of HEAD (MUTANTS_TREE, default /tmp/tandem-mutants) with its
@@ -36,6 +36,7 @@ group() {
     dqn) echo "src/algo/dqn/mod.rs;;--test algo_dqn --test dqn_equivalence --test dqn_replay" ;;
     host-mlp) echo "src/nn/host_mlp.rs;;--test algo_ppo_host --test nn_host_gemm --test algo_nn" ;;
     population) echo "src/train/population.rs;unit|starting_values|plan|perturb|best|due;--lib --test population" ;;
+    league) echo "src/algo/league.rs;;--lib --test league" ;;
     *) echo "unknown group $1" >&2; return 2 ;;
     esac
 }
