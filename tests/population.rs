@@ -479,3 +479,21 @@ fn a_sweep_of_populations_tables_their_best_members() {
         "{table}"
     );
 }
+
+/// A resume needs every member's checkpoint: one member without any is named before a rank
+/// starts.
+#[test]
+fn a_population_missing_a_members_checkpoints_is_refused_by_name() {
+    let config = TWO_BY_TWO.replace("count=4", "count=2");
+    let dir = stopped_at("population-member-lost", &config, 4096);
+    std::fs::remove_dir_all(dir.join("members/1/checkpoints")).unwrap();
+    let mut cmd = tandem();
+    cmd.arg("train").arg("--resume").arg(&dir);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(
+        said.contains("holds no readable checkpoint of member 1"),
+        "{said}"
+    );
+}

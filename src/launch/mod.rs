@@ -673,22 +673,24 @@ fn checkpoint_config(dir: &Path) -> Result<(tandem_config::Experiment, String)> 
 }
 
 /// A population's config (its run directory's `resolved.kdl`: its members' checkpoints hold
-/// their own), once member 0 holds a readable checkpoint to continue from.
+/// their own), once every member holds a readable checkpoint to continue from.
 fn population_config(dir: &Path) -> Result<(tandem_config::Experiment, String)> {
     use crate::train::checkpoint;
-    let member = dir.join("members").join("0");
-    let readable = (checkpoint::newest_first(&member)?.iter()).any(|p| checkpoint::load(p).is_ok());
-    if !readable {
-        bail!(
-            "{} holds no readable checkpoint of member 0",
-            member.display()
-        );
-    }
     let stored = dir.join("resolved.kdl");
     let text = std::fs::read_to_string(&stored)
         .with_context(|| format!("reading {}", stored.display()))?;
     let place = stored.display().to_string();
     let run = tandem_config::parse_stored(&text, &place).map_err(anyhow::Error::msg)?;
+    for k in 0..run.population.members.unwrap_or(1) {
+        let member = dir.join("members").join(k.to_string());
+        let newest = checkpoint::newest_first(&member)?;
+        if !newest.iter().any(|p| checkpoint::load(p).is_ok()) {
+            bail!(
+                "{} holds no readable checkpoint of member {k}",
+                member.display()
+            );
+        }
+    }
     Ok((run, format!("the population's ({place})")))
 }
 
