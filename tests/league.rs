@@ -272,3 +272,21 @@ fn a_population_ranks_its_members_by_a_logged_scalar() {
         "{said}"
     );
 }
+
+/// On one rank, a run stopped half way and resumed (its environments continue from their
+/// snapshots, its games from their opponents and returns) ends as the uninterrupted one: the
+/// learner, the league, its records and rating, byte for byte.
+#[test]
+fn a_stopped_league_run_resumes_exactly() {
+    let whole = trained("league-exact-whole", 1, &[]);
+    let stopped = trained("league-exact-stopped", 1, &["train.max-steps=4096"]);
+    let mut cmd = tandem();
+    let sets = ["--set", "train.max-steps=#null"];
+    cmd.arg("train").arg("--resume").arg(&stopped).args(sets);
+    let out = run(&mut cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        common::checkpoint_tensors(&stopped) == common::checkpoint_tensors(&whole),
+        "the resumed league run differs from the uninterrupted one"
+    );
+}

@@ -10,9 +10,12 @@
 //! record against it and the rating the learner had when it was taken; the learner's Elo
 //! rating moves by its results against them. The records are summed over the learner's ranks
 //! after every update, so every rank holds the same league and rank 0's checkpoint holds it
-//! whole (`league.*` tensors); a resumed run draws its games' opponents afresh.
+//! whole (`league.*` tensors); each rank keeps its games in progress (their opponents and
+//! returns) beside it, so a resumed run whose environments continue plays on exactly as the
+//! uninterrupted one, and one whose environments start afresh draws their opponents afresh.
 
 use std::collections::VecDeque;
+use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
 use tch::nn::VarStore;
@@ -23,6 +26,7 @@ use tandem_env::{ActionSpace, VecEnv};
 
 use super::Collective;
 use super::actions::{ActionBatch, ActionKind};
+use super::learner::Resumed;
 use super::seats::{Seats, is_league_learners, league_learner_agent};
 use super::storage::host_rows::{host_actions, rows_to_batch};
 use crate::nn::{ActorCritic, ActorCriticSpec, copy_named, named_parameters};
@@ -428,9 +432,77 @@ impl League {
             "league.records".into(),
             Tensor::from_slice(&records).reshape([rows, RECORD as i64]),
         ));
-        let state = [self.rating, self.next_id as f64];
+        // The rating, the next id, the latest update's games, then the recent window's
+        // records, oldest first.
+        let mut state = vec![self.rating, self.next_id as f64, self.latest_games];
+        state.extend(self.recent.iter().flatten());
         named.push(("league.state".into(), Tensor::from_slice(&state)));
         named
+    }
+
+    /// Writes this rank's games in progress (each one's opponent, each row's return so far)
+    /// into checkpoint directory `dir`, with the run's step.
+    pub fn save_rank(&self, dir: &Path, rank: usize, global_step: u64) -> Result<()> {
+        let games = serde_json::json!({
+            "global_step": global_step,
+            "playing": self.playing,
+            "returns": self.returns,
+        });
+        let file = games_file(dir, rank);
+        crate::atomic::write_atomic(&file, games.to_string().as_bytes())
+            .with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    /// This rank's games in progress, where its environments continue the saved episodes:
+    /// then a resumed run plays on exactly as the uninterrupted one; otherwise (or where the
+    /// file does not match the checkpoint, with a warning) every game draws its opponent
+    /// afresh.
+    pub fn restore_rank(&mut self, resumed: &Resumed, rank: usize) -> Result<()> {
+        if !resumed.envs_restored {
+            tracing::info!("rank {rank}: fresh games draw their league opponents afresh");
+            return Ok(());
+        }
+        let file = games_file(resumed.dir, rank);
+        let read = || -> Result<(Vec<u64>, Vec<f64>)> {
+            let text = std::fs::read_to_string(&file)?;
+            let games: serde_json::Value = serde_json::from_str(&text)?;
+            let step = games["global_step"].as_u64();
+            ensure!(
+                step == Some(resumed.global_step),
+                "it was written at step {step:?}, the checkpoint at {}",
+                resumed.global_step
+            );
+            let playing: Vec<u64> = serde_json::from_value(games["playing"].clone())?;
+            let returns: Vec<f64> = serde_json::from_value(games["returns"].clone())?;
+            ensure!(
+                playing.len() == self.playing.len() && returns.len() == self.returns.len(),
+                "it holds {} games of {} rows, this rank plays {} of {}",
+                playing.len(),
+                returns.len(),
+                self.playing.len(),
+                self.returns.len()
+            );
+            let unknown = playing.iter().find(|id| self.index_of(**id).is_none());
+            ensure!(
+                unknown.is_none(),
+                "snapshot {unknown:?} is not in the league"
+            );
+            Ok((playing, returns))
+        };
+        match read() {
+            Ok((playing, returns)) => {
+                self.playing = playing;
+                self.returns = returns;
+                self.drawn = true;
+            }
+            // The games go on against opponents drawn afresh: the run continues, not exactly.
+            Err(e) => tracing::warn!(
+                "rank {rank}: cannot resume the league's games from {} ({e:#}); their \
+                 opponents are drawn afresh",
+                file.display()
+            ),
+        }
+        Ok(())
     }
 
     /// The league a checkpoint's `tensors` hold ([`League::state`]), in place of this one's.
@@ -446,7 +518,7 @@ impl League {
             Vec::<f64>::try_from(find("league.records")?.to_kind(Kind::Double).flatten(0, -1))?;
         let state = Vec::<f64>::try_from(find("league.state")?.to_kind(Kind::Double))?;
         ensure!(
-            records.len() % RECORD == 0 && state.len() == 2,
+            records.len() % RECORD == 0 && state.len() >= 3 && state.len() % 3 == 0,
             "the checkpoint's league records are damaged"
         );
         self.snapshots.clear();
@@ -467,9 +539,16 @@ impl League {
         }
         self.rating = state[0];
         self.next_id = state[1] as u64;
+        self.latest_games = state[2];
+        self.recent = state[3..].chunks(3).map(|r| [r[0], r[1], r[2]]).collect();
         self.drawn = false;
         Ok(())
     }
+}
+
+/// Where rank `rank` keeps its league games in progress in a checkpoint directory.
+fn games_file(dir: &Path, rank: usize) -> std::path::PathBuf {
+    dir.join(format!("league-rank{rank}.json"))
 }
 
 /// For each of a game's agents (`ids`, PettingZoo's), the agents its result is held against:

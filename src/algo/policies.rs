@@ -349,6 +349,9 @@ impl Policies {
 
     /// Each learner's per-rank files, in a folder of its policy's where there are several.
     pub fn save_rank_files(&mut self, dir: &Path, global_step: u64) -> Result<()> {
+        if let Some(league) = &self.league {
+            league.save_rank(dir, self.rank, global_step)?;
+        }
         let several = self.learners.len() > 1;
         for (policy, learner) in &mut self.learners {
             let dir = policy_dir(dir, policy, several);
@@ -364,6 +367,9 @@ impl Policies {
     }
 
     pub fn restore_rank_files(&mut self, resumed: &Resumed) -> Result<()> {
+        if let Some(league) = &mut self.league {
+            league.restore_rank(resumed, self.rank)?;
+        }
         let several = self.learners.len() > 1;
         for (policy, learner) in &mut self.learners {
             let dir = policy_dir(resumed.dir, policy, several);
