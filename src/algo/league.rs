@@ -280,20 +280,9 @@ impl League {
     /// The snapshot game `game` draws when it starts at step `t` of `update`'s rollout, by the
     /// league's rule.
     fn draw(&self, update: u64, t: u64, game: usize) -> u64 {
-        let n = self.snapshots.len();
-        let stream = derived_seed(self.seed, Purpose::League, self.rank as u64, update);
-        let u = (derived_seed(stream, Purpose::League, t, game as u64) >> 11) as f64
-            / (1u64 << 53) as f64;
-        let index = match self.rule {
-            OpponentRule::Latest => n - 1,
-            OpponentRule::Uniform => ((u * n as f64) as usize).min(n - 1),
-            OpponentRule::WinRate => {
-                let weights: Vec<f64> =
-                    self.snapshots.iter().map(|s| priority(&s.record)).collect();
-                pick(&weights, u)
-            }
-        };
-        self.snapshots[index].id
+        let u = unit(self.seed, self.rank, update, t, game);
+        let records: Vec<Record> = self.snapshots.iter().map(|s| s.record).collect();
+        self.snapshots[choose(self.rule, &records, u)].id
     }
 
     /// Every snapshot's actions for the rows of the games it plays, into `actions`; the draws
@@ -331,10 +320,16 @@ impl League {
     /// result of every game the learner's row finished, whose slot then draws its next
     /// opponent (at step `t` of `update`'s rollout).
     pub fn stepped(&mut self, envs: &VecEnv, update: u64, t: u64) {
-        for (ret, &r) in self.returns.iter_mut().zip(envs.rewards()) {
+        let step = (envs.rewards(), envs.terminated(), envs.truncated());
+        self.count(step, update, t);
+    }
+
+    /// [`League::stepped`] on a step's rewards and flags, one per row.
+    fn count(&mut self, step: (&[f32], &[bool], &[bool]), update: u64, t: u64) {
+        let (rewards, terminated, truncated) = step;
+        for (ret, &r) in self.returns.iter_mut().zip(rewards) {
             *ret += f64::from(r);
         }
-        let (terminated, truncated) = (envs.terminated(), envs.truncated());
         for game in 0..self.playing.len() {
             let first = game * self.agents;
             let seat = league_learner_agent(game, self.agents);
@@ -578,6 +573,27 @@ fn outcome(mine: f64, theirs: f64) -> Outcome {
     }
 }
 
+/// A uniform draw in [0, 1) from the league's stream at (rank, update), for the game `game`
+/// starting at step `t`.
+fn unit(seed: u64, rank: usize, update: u64, t: u64, game: usize) -> f64 {
+    let stream = derived_seed(seed, Purpose::League, rank as u64, update);
+    (derived_seed(stream, Purpose::League, t, game as u64) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The snapshot (an index into `records`, oldest first, at least one) that `rule` draws with
+/// `u`, uniform in [0, 1).
+fn choose(rule: OpponentRule, records: &[Record], u: f64) -> usize {
+    let n = records.len();
+    match rule {
+        OpponentRule::Latest => n - 1,
+        OpponentRule::Uniform => ((u * n as f64) as usize).min(n - 1),
+        OpponentRule::WinRate => {
+            let weights: Vec<f64> = records.iter().map(priority).collect();
+            pick(&weights, u)
+        }
+    }
+}
+
 /// How often the win-rate rule draws a snapshot: (1 - p)^2, p the learner's score rate against
 /// it with one win and one loss assumed (an unplayed snapshot's p is 1/2).
 fn priority(record: &Record) -> f64 {
@@ -628,6 +644,164 @@ fn games(recent: &VecDeque<Record>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nn::{Activation, Init, InitSpec, NetworkSpec};
+
+    /// A league of `games` games of two agents, `player_0` and `player_1`, on one rank, over a
+    /// tiny network (3 observations, 2 actions), by `rule`, keeping `size`.
+    fn league(games: usize, rule: OpponentRule, size: usize) -> League {
+        let init = InitSpec {
+            scheme: Init::Orthogonal,
+            torso_gain: 1.0,
+            policy_gain: 0.01,
+            value_gain: 1.0,
+        };
+        let network = NetworkSpec::Mlp {
+            hidden: vec![4],
+            activation: Activation::Tanh,
+        };
+        let (_, opponents) = Seats::league_sides(2, games, 3);
+        League {
+            rule,
+            size,
+            every: 100,
+            blueprint: Blueprint {
+                spec: ActorCriticSpec::for_network(network, init),
+                obs_shape: vec![3],
+                action_space: ActionSpace::Discrete { n: 2 },
+                device: Device::Cpu,
+            },
+            agents: 2,
+            rivals: rivals(&["player_0".into(), "player_1".into()]),
+            opponents,
+            snapshots: Vec::new(),
+            next_id: 0,
+            rating: ELO_START,
+            playing: vec![0; games],
+            returns: vec![0.0; games * 2],
+            tally: Vec::new(),
+            recent: VecDeque::new(),
+            latest_games: 0.0,
+            drawn: false,
+            seed: 1,
+            rank: 0,
+        }
+    }
+
+    /// The learner's own parameters, as a fresh network of the league's blueprint holds them.
+    fn learner(l: &League) -> Vec<(String, Tensor)> {
+        let b = &l.blueprint;
+        let vs = VarStore::new(Device::Cpu);
+        let _model =
+            ActorCritic::new(&vs.root(), &b.spec, &b.obs_shape, b.action_space.clone()).unwrap();
+        named_parameters(&vs, "model")
+            .into_iter()
+            .map(|(n, t)| (n, t.copy()))
+            .collect()
+    }
+
+    fn taken(l: &League) -> Vec<Taken> {
+        vec![Taken {
+            member: None,
+            networks: learner(l),
+            rating: l.rating,
+        }]
+    }
+
+    /// Two games: the learner plays agent 0 of game 0 and agent 1 of game 1. Its rewards add up
+    /// over a game's steps, it wins game 0 (1 against -1 over two steps) and loses game 1 (its
+    /// agent 1 ends at -1); each result goes to the snapshot the game played, and the update
+    /// moves the rating from the snapshot's by K (S - E): one win and one loss at equal ratings
+    /// leave it, two wins raise it by K.
+    #[test]
+    fn games_are_scored_for_the_learner_and_move_its_rating() {
+        let mut l = league(2, OpponentRule::Latest, 8);
+        l.add(taken(&l), 0).unwrap();
+        l.draw_all(0).unwrap();
+        let none = [false; 4];
+        l.count((&[0.5, 0.0, 0.0, 0.0], &none, &none), 0, 0);
+        let ended = [true; 4];
+        l.count((&[0.5, -1.0, 1.0, -1.0], &ended, &none), 0, 1);
+        assert_eq!(l.tally, [[1.0, 0.0, 1.0]]);
+        assert_eq!(l.returns, [0.0; 4], "a finished game's returns start again");
+        l.updated(&mut crate::algo::Local).unwrap();
+        assert_eq!(l.snapshots[0].record, [1.0, 0.0, 1.0]);
+        assert_eq!(l.rating, ELO_START);
+        // Truncation ends a game too: two wins.
+        l.count((&[1.0, 0.0, 0.0, 1.0], &none, &ended), 1, 0);
+        l.updated(&mut crate::algo::Local).unwrap();
+        assert_eq!(l.snapshots[0].record, [3.0, 0.0, 1.0]);
+        assert!(
+            (l.rating - (ELO_START + ELO_K)).abs() < 1e-9,
+            "{}",
+            l.rating
+        );
+        let scalars: std::collections::HashMap<_, _> = l.scalars().into_iter().collect();
+        assert_eq!(scalars["league/win_rate"], 0.75);
+        assert_eq!(scalars["league/games"], 2.0);
+        // A game still going counts nothing.
+        l.count((&[1.0, -1.0, 1.0, -1.0], &none, &none), 2, 0);
+        assert_eq!(l.tally, [[0.0; 3]]);
+    }
+
+    /// Past its size the oldest snapshots leave, the games that played them draw a snapshot
+    /// still held, and ids keep counting.
+    #[test]
+    fn the_oldest_snapshots_leave_and_their_games_draw_again() {
+        let mut l = league(4, OpponentRule::Uniform, 2);
+        l.add(taken(&l), 0).unwrap();
+        l.draw_all(0).unwrap();
+        assert_eq!(l.playing, [0; 4]);
+        l.add(taken(&l), 100).unwrap();
+        l.add(taken(&l), 200).unwrap();
+        let ids: Vec<u64> = l.snapshots.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(l.tally.len(), 2);
+        assert!(
+            l.playing.iter().all(|id| ids.contains(id)),
+            "{:?}",
+            l.playing
+        );
+        assert!(l.due(99, 100) && !l.due(100, 199) && l.due(150, 250));
+    }
+
+    /// Each rule over three snapshots: the newest; a third of [0, 1) each; the win-rate weights.
+    #[test]
+    fn each_rule_draws_its_snapshot() {
+        let records = [[0.0; 3], [10.0, 0.0, 0.0], [0.0, 0.0, 10.0]];
+        assert_eq!(choose(OpponentRule::Latest, &records, 0.0), 2);
+        let uniform = |u| choose(OpponentRule::Uniform, &records, u);
+        assert_eq!(
+            (uniform(0.0), uniform(0.34), uniform(0.67), uniform(0.999)),
+            (0, 1, 2, 2)
+        );
+        // Weights 1/4, (1/12)^2 and (11/12)^2 (of 1.097): the unbeaten snapshot most.
+        let win_rate = |u| choose(OpponentRule::WinRate, &records, u);
+        assert_eq!(
+            (win_rate(0.0), win_rate(0.22), win_rate(0.23), win_rate(0.9)),
+            (0, 0, 1, 2)
+        );
+    }
+
+    /// The draws are uniform in [0, 1), differ by every coordinate, and stay what they were.
+    #[test]
+    fn a_leagues_draws_are_its_seeds() {
+        let draws: Vec<f64> = (0..1000).map(|g| unit(1, 0, 3, 5, g)).collect();
+        assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
+        let mean = draws.iter().sum::<f64>() / 1000.0;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+        let base = unit(1, 0, 3, 5, 7);
+        for other in [
+            unit(2, 0, 3, 5, 7),
+            unit(1, 1, 3, 5, 7),
+            unit(1, 0, 4, 5, 7),
+            unit(1, 0, 3, 6, 7),
+        ] {
+            assert_ne!(base, other);
+        }
+        assert_eq!(base, PINNED);
+    }
+
+    const PINNED: f64 = 0.600514241849159;
 
     #[test]
     fn rivals_are_the_other_teams_or_every_other_player() {
