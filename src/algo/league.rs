@@ -743,6 +743,24 @@ mod tests {
         assert_eq!(l.tally, [[0.0; 3]]);
     }
 
+    /// The recent rates cover the fewest latest updates that hold at least 100 games: after
+    /// updates of 60 wins, 60 losses and 60 draws, the last two.
+    #[test]
+    fn the_recent_rates_cover_at_least_the_last_100_games() {
+        let mut l = league(2, OpponentRule::Latest, 8);
+        l.add(taken(&l), 0).unwrap();
+        let rates = |l: &League| {
+            let s: std::collections::HashMap<_, _> = l.scalars().into_iter().collect();
+            (s["league/win_rate"], s["league/draw_rate"])
+        };
+        for (k, expected) in [(0, (1.0, 0.0)), (2, (0.5, 0.0)), (1, (0.0, 0.5))] {
+            l.tally[0][k] = 60.0;
+            l.updated(&mut crate::algo::Local).unwrap();
+            assert_eq!(rates(&l), expected, "after the update of results {k}");
+        }
+        assert_eq!(l.recent.len(), 2);
+    }
+
     /// Past its size the oldest snapshots leave, the games that played them draw a snapshot
     /// still held, and ids keep counting.
     #[test]
