@@ -863,6 +863,9 @@ mod tests {
         let beating = priority(&[0.0, 0.0, 98.0]);
         assert!(beaten > 0.0 && beaten < unplayed && unplayed < beating);
         assert!((beating - 0.99f64.powi(2)).abs() < 1e-12);
+        // A draw counts half: ten draws are even.
+        assert!((priority(&[0.0, 10.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert!((priority(&[3.0, 4.0, 1.0]) - (1.0 - 6.0 / 10.0f64).powi(2)).abs() < 1e-12);
         let weights = [1.0, 3.0];
         assert_eq!(pick(&weights, 0.0), 0);
         assert_eq!(pick(&weights, 0.2499), 0);
