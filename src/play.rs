@@ -373,7 +373,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let mut cast = restored_cast(&experiment, &ckpt, &mut env, &args.random)?;
-    let random_rows = match (&args.random_agents, &args.opponent, &args.opponent_agents) {
+    let mut random_rows = match (&args.random_agents, &args.opponent, &args.opponent_agents) {
         (Some(pattern), ..) => Some(Replaced::of(&env, pattern, &experiment, By::Random)?),
         (None, Some(path), Some(pattern)) => {
             let by = By::Policy(Box::new(opponent(path, &experiment, &mut env)?));
@@ -383,7 +383,6 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
     };
     let mut games = Games::new(env.agents_per_game());
     let mut random_agent_scores = random_rows.as_ref().map(|_| (Vec::new(), Vec::new()));
-    let mut random_rows = random_rows;
     let (names, policy_of_row) = cast.names_by_row(env.num_envs());
     let mut policy_scores: Vec<(String, Vec<f64>)> =
         names.into_iter().map(|n| (n, Vec::new())).collect();
@@ -552,12 +551,7 @@ impl Games {
         }
         if entry.0 == self.agents {
             let (_, theirs, ours) = self.pending.remove(&game).unwrap_or_default();
-            let k = match ours.partial_cmp(&theirs) {
-                Some(std::cmp::Ordering::Greater) => 0,
-                Some(std::cmp::Ordering::Less) => 2,
-                _ => 1,
-            };
-            self.outcomes[k] += 1;
+            self.outcomes[crate::algo::league::outcome(ours, theirs) as usize] += 1;
         }
     }
 }
@@ -644,7 +638,7 @@ impl Replaced {
         greedy: bool,
     ) -> Result<()> {
         let kind = crate::algo::actions::ActionKind::of(env.action_space());
-        match &mut self.by {
+        let mine = match &mut self.by {
             By::Policy(opponent) => {
                 let theirs = opponent.act(env, greedy)?;
                 for &row in self.seats.rows() {
@@ -652,14 +646,11 @@ impl Replaced {
                 }
                 return Ok(());
             }
-            By::Random => {}
-        }
-        let mine = match self.mask {
-            0 => host_actions(
+            By::Random if self.mask == 0 => host_actions(
                 &crate::cast::uniform(env.action_space(), self.seats.len()),
                 kind,
             )?,
-            n => crate::cast::legal_moves(env, self.seats.rows(), n),
+            By::Random => crate::cast::legal_moves(env, self.seats.rows(), self.mask),
         };
         self.seats.place_actions(&mine, actions);
         Ok(())

@@ -37,9 +37,7 @@ fn trained(name: &str, devices: usize, sets: &[&str]) -> std::path::PathBuf {
 
 fn trained_from(name: &str, config: &str, sets: &[&str]) -> std::path::PathBuf {
     let dir = fresh_dir(name);
-    let file = dir.with_extension("kdl");
-    std::fs::write(&file, config).unwrap();
-    let out = train(file.to_str().unwrap(), &dir, sets, Duration::from_secs(240));
+    let out = train_text(config, &dir, sets, Duration::from_secs(240));
     assert!(out.status.success(), "{}", text(&out));
     dir
 }
@@ -66,6 +64,14 @@ fn episodes(dir: &Path) -> f64 {
     summary["episodes"].as_f64().unwrap()
 }
 
+/// The learner's own tensors of a checkpoint (`model.*`).
+fn learner(tensors: &std::collections::BTreeMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>)> {
+    (tensors.iter())
+        .filter(|(n, _)| n.starts_with("model."))
+        .map(|(n, t)| (n.clone(), t.clone()))
+        .collect()
+}
+
 /// Snapshot `i`'s tensors, named as the learner's (`model.*`).
 fn snapshot(
     tensors: &std::collections::BTreeMap<String, Vec<u8>>,
@@ -88,10 +94,7 @@ fn a_league_holds_the_learners_past_and_its_record_against_it() {
     assert_eq!(steps, [0.0, 2048.0, 4096.0, 6144.0, 8192.0]);
     let ids: Vec<f64> = records.iter().map(|r| r[0]).collect();
     assert_eq!(ids, [0.0, 1.0, 2.0, 3.0, 4.0]);
-    let learner: Vec<(String, Vec<u8>)> = (tensors.iter())
-        .filter(|(n, _)| n.starts_with("model."))
-        .map(|(n, t)| (n.clone(), t.clone()))
-        .collect();
+    let learner = learner(&tensors);
     assert!(!learner.is_empty());
     assert!(
         snapshot(&tensors, 4) == learner,
@@ -220,11 +223,7 @@ fn a_population_league_holds_every_members_snapshots() {
         "the members are alike"
     );
     // Member 1's newest snapshot of itself is member 1's learner.
-    let learner: Vec<(String, Vec<u8>)> = (ones.iter())
-        .filter(|(n, _)| n.starts_with("model."))
-        .map(|(n, t)| (n.clone(), t.clone()))
-        .collect();
-    assert!(snapshot(&ones, 9) == learner);
+    assert!(snapshot(&ones, 9) == learner(&ones));
 }
 
 /// Two members with leagues, ranked by a scalar their learners log (`objective "scalar"`,
@@ -240,11 +239,8 @@ fn a_population_ranks_its_members_by_a_logged_scalar() {
         .replace("    log {", population)
         .replace("console \"plain\";", "console \"plain\"; interval 1;");
     let dir = trained_from("league-population-elo", &config, &[]);
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("population.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|l: &serde_json::Value| !l["exploit"].is_null())
+    let lines: Vec<serde_json::Value> = (lineage(&dir).into_iter())
+        .filter(|l| !l["exploit"].is_null())
         .collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
     for line in &lines {
@@ -261,9 +257,7 @@ fn a_population_ranks_its_members_by_a_logged_scalar() {
     }
     let unknown = config.replace("league/elo", "league/nothing");
     let dir = fresh_dir("league-population-unknown-scalar");
-    let file = dir.with_extension("kdl");
-    std::fs::write(&file, unknown).unwrap();
-    let out = train(file.to_str().unwrap(), &dir, &[], Duration::from_secs(240));
+    let out = train_text(&unknown, &dir, &[], Duration::from_secs(240));
     assert!(!out.status.success());
     let said = text(&out);
     assert!(

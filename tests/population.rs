@@ -39,25 +39,10 @@ fn learner_state(file: &Path) -> Vec<(String, Vec<u8>)> {
 /// `config` trained in a fresh directory `name` up to `max_steps`, as a stopped job leaves it.
 fn stopped_at(name: &str, config: &str, max_steps: u64) -> std::path::PathBuf {
     let dir = fresh_dir(name);
-    let file = dir.with_extension("kdl");
-    std::fs::write(&file, config).unwrap();
     let set = format!("train.max-steps={max_steps}");
-    let out = train(
-        file.to_str().unwrap(),
-        &dir,
-        &[set.as_str()],
-        Duration::from_secs(240),
-    );
+    let out = train_text(config, &dir, &[set.as_str()], Duration::from_secs(240));
     assert!(out.status.success(), "{}", text(&out));
     dir
-}
-
-fn lineage(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("population.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 const TWO_BY_TWO: &str = r#"experiment "members" {

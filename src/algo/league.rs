@@ -40,9 +40,9 @@ const ELO_START: f64 = 1000.0;
 const RECENT_GAMES: f64 = 100.0;
 
 /// A game's result for the learner: its return above, equal to or below the best of its
-/// opponents'.
+/// opponents'. Its value is the result's index in a record (wins, draws, losses).
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Outcome {
+pub enum Outcome {
     Win = 0,
     Draw = 1,
     Loss = 2,
@@ -81,11 +81,11 @@ struct Snapshot {
 }
 
 /// What a snapshot's network is: the learner's.
-pub struct Blueprint {
-    pub spec: ActorCriticSpec,
-    pub obs_shape: Vec<i64>,
-    pub action_space: ActionSpace,
-    pub device: Device,
+struct Blueprint {
+    spec: ActorCriticSpec,
+    obs_shape: Vec<i64>,
+    action_space: ActionSpace,
+    device: Device,
 }
 
 pub struct League {
@@ -111,8 +111,6 @@ pub struct League {
     /// The latest updates' results over all ranks, oldest first: at least
     /// [`RECENT_GAMES`] games where the run has played them.
     recent: VecDeque<Record>,
-    /// Games finished at the latest update, over all ranks.
-    latest_games: f64,
     /// Whether every game has drawn its opponent since the league was built (or restored).
     drawn: bool,
     seed: u64,
@@ -155,13 +153,7 @@ impl League {
             every,
             blueprint,
             agents,
-            rivals: rivals(
-                &envs
-                    .agents()
-                    .into_iter()
-                    .map(|(id, _)| id)
-                    .collect::<Vec<_>>(),
-            ),
+            rivals: rivals(&envs.teams()),
             opponents,
             snapshots: Vec::new(),
             next_id: 0,
@@ -170,7 +162,6 @@ impl League {
             returns: vec![0.0; games * agents],
             tally: Vec::new(),
             recent: VecDeque::new(),
-            latest_games: 0.0,
             drawn: false,
             seed: experiment.seed,
             rank,
@@ -216,8 +207,7 @@ impl League {
     /// of `step`).
     pub fn add(&mut self, taken: Vec<Taken>, step: u64) -> Result<()> {
         for t in taken {
-            let mut snapshot = self.snapshot(self.next_id, step, t.rating, &t.networks)?;
-            snapshot.member = t.member;
+            let snapshot = self.snapshot(self.next_id, step, t.member, t.rating, &t.networks)?;
             self.next_id += 1;
             self.snapshots.push(snapshot);
             self.tally.push([0.0; 3]);
@@ -248,11 +238,13 @@ impl League {
         Ok(())
     }
 
-    /// A frozen network holding `networks`' parameters (named as the learner names them).
+    /// A frozen network holding `networks`' parameters (named as the learner names them), of
+    /// `member` (`None`: the learner's own) rated `rating`, with no record yet.
     fn snapshot(
         &self,
         id: u64,
         step: u64,
+        member: Option<usize>,
         rating: f64,
         networks: &[(String, Tensor)],
     ) -> Result<Snapshot> {
@@ -270,7 +262,7 @@ impl League {
             id,
             step,
             rating,
-            member: None,
+            member,
             record: [0.0; 3],
             vs,
             model,
@@ -368,7 +360,6 @@ impl League {
             }
         }
         self.tally.iter_mut().for_each(|t| *t = [0.0; 3]);
-        self.latest_games = total.iter().sum();
         self.recent.push_back(total);
         while self.recent.len() > 1
             && games(&self.recent) - games_of(&self.recent[0]) >= RECENT_GAMES
@@ -391,7 +382,7 @@ impl League {
             ("league/win_rate", recent[0] / n),
             ("league/draw_rate", recent[1] / n),
             ("league/score_rate", (recent[0] + recent[1] / 2.0) / n),
-            ("league/games", self.latest_games),
+            ("league/games", self.recent.back().map_or(0.0, games_of)),
             ("league/snapshots", self.snapshots.len() as f64),
             (
                 "league/newest_step",
@@ -402,7 +393,8 @@ impl League {
 
     /// What a checkpoint keeps of the league: each snapshot's parameters (`league.<i>.model.*`,
     /// oldest first), their records (`league.records`: id, step, rating, wins, draws, losses,
-    /// member (-1: the learner's own) a row) and the learner's rating with the next snapshot's id (`league.state`).
+    /// member (-1: the learner's own) a row) and the learner's rating, the next snapshot's id
+    /// and the recent window (`league.state`).
     pub fn state(&self) -> Vec<(String, Tensor)> {
         let mut named = Vec::new();
         let mut records = Vec::with_capacity(self.snapshots.len() * RECORD);
@@ -427,9 +419,8 @@ impl League {
             "league.records".into(),
             Tensor::from_slice(&records).reshape([rows, RECORD as i64]),
         ));
-        // The rating, the next id, the latest update's games, then the recent window's
-        // records, oldest first.
-        let mut state = vec![self.rating, self.next_id as f64, self.latest_games];
+        // The rating, the next id, then the recent window's records, oldest first.
+        let mut state = vec![self.rating, self.next_id as f64];
         state.extend(self.recent.iter().flatten());
         named.push(("league.state".into(), Tensor::from_slice(&state)));
         named
@@ -513,7 +504,7 @@ impl League {
             Vec::<f64>::try_from(find("league.records")?.to_kind(Kind::Double).flatten(0, -1))?;
         let state = Vec::<f64>::try_from(find("league.state")?.to_kind(Kind::Double))?;
         ensure!(
-            records.len() % RECORD == 0 && state.len() >= 3 && state.len() % 3 == 0,
+            records.len() % RECORD == 0 && state.len() >= 2 && (state.len() - 2) % 3 == 0,
             "the checkpoint's league records are damaged"
         );
         self.snapshots.clear();
@@ -526,16 +517,15 @@ impl League {
                         .map(|n| (n.to_string(), t.shallow_clone()))
                 })
                 .collect();
-            let mut snapshot = self.snapshot(row[0] as u64, row[1] as u64, row[2], &own)?;
+            let member = (row[6] >= 0.0).then_some(row[6] as usize);
+            let mut snapshot = self.snapshot(row[0] as u64, row[1] as u64, member, row[2], &own)?;
             snapshot.record = [row[3], row[4], row[5]];
-            snapshot.member = (row[6] >= 0.0).then_some(row[6] as usize);
             self.snapshots.push(snapshot);
             self.tally.push([0.0; 3]);
         }
         self.rating = state[0];
         self.next_id = state[1] as u64;
-        self.latest_games = state[2];
-        self.recent = state[3..].chunks(3).map(|r| [r[0], r[1], r[2]]).collect();
+        self.recent = state[2..].chunks(3).map(|r| [r[0], r[1], r[2]]).collect();
         self.drawn = false;
         Ok(())
     }
@@ -546,26 +536,24 @@ fn games_file(dir: &Path, rank: usize) -> std::path::PathBuf {
     dir.join(format!("league-rank{rank}.json"))
 }
 
-/// For each of a game's agents (`ids`, PettingZoo's), the agents its result is held against:
-/// those of other teams (a team is an id without its trailing `_<index>`: simple_tag's
-/// predators `adversary_*` against its prey), or, where every agent is of one team (connect
-/// four's `player_0` and `player_1`), every other agent.
-fn rivals(ids: &[String]) -> Vec<Vec<usize>> {
-    let team = |id: &str| id.rsplit_once('_').map_or(id, |(team, _)| team).to_string();
-    let teams: Vec<String> = ids.iter().map(|id| team(id)).collect();
+/// For each of a game's agents (of `teams`, each agent's team), the agents its result is held
+/// against: those of other teams (simple_tag's predators `adversary` against its prey), or,
+/// where every agent is of one team (connect four's `player_0` and `player_1`), every other
+/// agent.
+fn rivals(teams: &[String]) -> Vec<Vec<usize>> {
     let one_team = teams.iter().all(|t| *t == teams[0]);
-    (0..ids.len())
+    (0..teams.len())
         .map(|a| {
-            (0..ids.len())
+            (0..teams.len())
                 .filter(|&b| b != a && (one_team || teams[b] != teams[a]))
                 .collect()
         })
         .collect()
 }
 
-/// The result of a game in which the learner's return was `mine` and its best opponent's
-/// `theirs`.
-fn outcome(mine: f64, theirs: f64) -> Outcome {
+/// The result of a game in which one side's best return (or score) was `mine` and the other
+/// side's best `theirs`.
+pub fn outcome(mine: f64, theirs: f64) -> Outcome {
     match mine.partial_cmp(&theirs) {
         Some(std::cmp::Ordering::Greater) => Outcome::Win,
         Some(std::cmp::Ordering::Less) => Outcome::Loss,
@@ -671,7 +659,7 @@ mod tests {
                 device: Device::Cpu,
             },
             agents: 2,
-            rivals: rivals(&["player_0".into(), "player_1".into()]),
+            rivals: rivals(&["player".into(), "player".into()]),
             opponents,
             snapshots: Vec::new(),
             next_id: 0,
@@ -680,7 +668,6 @@ mod tests {
             returns: vec![0.0; games * 2],
             tally: Vec::new(),
             recent: VecDeque::new(),
-            latest_games: 0.0,
             drawn: false,
             seed: 1,
             rank: 0,
@@ -823,10 +810,10 @@ mod tests {
 
     #[test]
     fn rivals_are_the_other_teams_or_every_other_player() {
-        let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let tag = ids(&["adversary_0", "adversary_1", "adversary_2", "agent_0"]);
+        let teams = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let tag = teams(&["adversary", "adversary", "adversary", "agent"]);
         assert_eq!(rivals(&tag), [vec![3], vec![3], vec![3], vec![0, 1, 2]]);
-        assert_eq!(rivals(&ids(&["player_0", "player_1"])), [vec![1], vec![0]]);
+        assert_eq!(rivals(&teams(&["player", "player"])), [vec![1], vec![0]]);
     }
 
     #[test]

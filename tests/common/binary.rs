@@ -95,6 +95,22 @@ pub fn train(cfg: &str, dir: &Path, sets: &[&str], limit: Duration) -> Output {
     run(&mut cmd, limit)
 }
 
+/// [`train`] of the experiment `text`, written beside run directory `dir` as `<dir>.kdl`.
+pub fn train_text(text: &str, dir: &Path, sets: &[&str], limit: Duration) -> Output {
+    let file = dir.with_extension("kdl");
+    std::fs::write(&file, text).unwrap();
+    train(file.to_str().unwrap(), dir, sets, limit)
+}
+
+/// A population's lineage, `population.jsonl`: one JSON value a line.
+pub fn lineage(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("population.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Scalars of a run's event file as (tag, step, value bits), skipping wall-clock measurements.
 pub fn deterministic_scalars(run_dir: &Path) -> Vec<(String, i64, u32)> {
     let files = tandem_summary::reader::event_files(&run_dir.join("tensorboard")).unwrap();

@@ -52,7 +52,7 @@ pub use groups::EnvGroup;
 use crate::EnvError;
 use crate::env::{Env, Step};
 use crate::gym::{BridgeOptions, GymInfo, Launch, Pool as GymPool, Sent};
-use crate::multi_agent::ParallelEnv;
+use crate::multi_agent::{AgentSpec, ParallelEnv};
 use crate::norm::{NormKind, NormStats, Normalizer};
 use crate::snapshot::{Persist, checksum, load_buffer, snapshot_error, take};
 use crate::space::{
@@ -764,11 +764,21 @@ impl VecEnv {
     /// A multi-agent game's agents, their ids and observations, in the order of each game's
     /// rows; empty for single-agent environments.
     pub fn agents(&self) -> Vec<(String, ObsSpace)> {
+        (self.agent_specs().iter())
+            .map(|a| (a.name.clone(), a.observation))
+            .collect()
+    }
+
+    /// The team each of a multi-agent game's agents plays for ([`AgentSpec::team`]), in the
+    /// order of each game's rows; empty for single-agent environments.
+    pub fn teams(&self) -> Vec<String> {
+        self.agent_specs().iter().map(|a| a.team.clone()).collect()
+    }
+
+    fn agent_specs(&self) -> &[AgentSpec] {
         match self.slots.first().map(|slot| &slot.players) {
-            Some(Players::Several { game, .. }) => (game.agents().iter())
-                .map(|a| (a.name.clone(), a.observation))
-                .collect(),
-            _ => Vec::new(),
+            Some(Players::Several { game, .. }) => game.agents(),
+            _ => &[],
         }
     }
 

@@ -1111,20 +1111,8 @@ impl CrossCheck<'_, '_> {
             ("pool", l.pool != default.pool),
             ("opponent", l.opponent != default.opponent),
         ];
-        for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
-            let path = format!("league.{name}");
-            if self.ok(&[&path]) {
-                self.report(
-                    "config::inconsistent",
-                    format!("`{name}` has no effect without a league"),
-                    &path,
-                    "set for a league",
-                    None,
-                    "set `every` in `league` to train against snapshots, or remove this setting"
-                        .into(),
-                );
-            }
-        }
+        let help = "set `every` in `league` to train against snapshots, or remove this setting";
+        self.refuse_unused("league", "a league", &changed, help);
     }
 
     /// The population's settings do nothing without members: any written is refused.
@@ -1142,16 +1130,23 @@ impl CrossCheck<'_, '_> {
             ("explore", !p.explore.0.is_empty()),
             ("objective-scalar", p.objective_scalar.is_some()),
         ];
-        for (name, _) in changed.into_iter().filter(|(_, changed)| *changed) {
-            let path = format!("population.{name}");
+        let help = "set `members` in `population` (2 or more), or remove this setting";
+        self.refuse_unused("population", "a population", &changed, help);
+    }
+
+    /// Each setting of `section` that `changed` marks written, refused at its place: it has no
+    /// effect without `what` (the setting that enables the section is off).
+    fn refuse_unused(&mut self, section: &str, what: &str, changed: &[(&str, bool)], help: &str) {
+        for (name, _) in changed.iter().filter(|(_, changed)| *changed) {
+            let path = format!("{section}.{name}");
             if self.ok(&[&path]) {
                 self.report(
                     "config::inconsistent",
-                    format!("`{name}` has no effect without a population"),
+                    format!("`{name}` has no effect without {what}"),
                     &path,
-                    "set for a population",
+                    &format!("set for {what}"),
                     None,
-                    "set `members` in `population` (2 or more), or remove this setting".into(),
+                    help.into(),
                 );
             }
         }
