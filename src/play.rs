@@ -373,14 +373,7 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         tandem_env::VecEnv::with_bridge(&envs::scoring_env_spec(&experiment), &[seed], 1, &bridge)
             .context("cannot build the evaluation environment")?;
     let mut cast = restored_cast(&experiment, &ckpt, &mut env, &args.random)?;
-    let mut random_rows = match (&args.random_agents, &args.opponent, &args.opponent_agents) {
-        (Some(pattern), ..) => Some(Replaced::of(&env, pattern, &experiment, By::Random)?),
-        (None, Some(path), Some(pattern)) => {
-            let by = By::Policy(Box::new(opponent(path, &experiment, &mut env)?));
-            Some(Replaced::of(&env, pattern, &experiment, by)?)
-        }
-        _ => None,
-    };
+    let mut random_rows = replaced_agents(args, &experiment, &mut env)?;
     let mut games = Games::new(env.agents_per_game());
     let mut random_agent_scores = random_rows.as_ref().map(|_| (Vec::new(), Vec::new()));
     let (names, policy_of_row) = cast.names_by_row(env.num_envs());
@@ -431,12 +424,8 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         }
         env.step(&actions)?;
         cast.stepped(&env);
-        if let Some(Replaced {
-            by: By::Policy(opponent),
-            ..
-        }) = &mut random_rows
-        {
-            opponent.stepped(&env);
+        if let Some(replaced) = &mut random_rows {
+            replaced.stepped(&env);
         }
         steps += 1;
         for e in env.drain_episodes() {
@@ -490,6 +479,24 @@ pub fn evaluate(args: &PlayArgs) -> Result<PlayReport> {
         gif_frames,
         gif_cost: cost,
     })
+}
+
+/// The agents `--random-agents` or `--opponent-agents` replaces in `env`, and what replaces
+/// them; `None` without either.
+fn replaced_agents(
+    args: &PlayArgs,
+    experiment: &tandem_config::Experiment,
+    env: &mut tandem_env::VecEnv,
+) -> Result<Option<Replaced>> {
+    let (pattern, by) = match (&args.random_agents, &args.opponent, &args.opponent_agents) {
+        (Some(pattern), ..) => (pattern, By::Random),
+        (None, Some(path), Some(pattern)) => (
+            pattern,
+            By::Policy(Box::new(opponent(path, experiment, env)?)),
+        ),
+        _ => return Ok(None),
+    };
+    Ok(Some(Replaced::of(env, pattern, experiment, by)?))
 }
 
 /// `--opponent`'s policy, restored to act in `env` as the run's policy does: a run of the same
@@ -627,6 +634,14 @@ impl Replaced {
             by,
             mask,
         })
+    }
+
+    /// After a batch step: an opponent's recurrent state zeroed where an episode ended, as the
+    /// run's policy's is.
+    fn stepped(&mut self, env: &tandem_env::VecEnv) {
+        if let By::Policy(opponent) = &mut self.by {
+            opponent.stepped(env);
+        }
     }
 
     /// Replaces the picked rows' actions: by uniform draws (from the current torch seed),
