@@ -29,6 +29,7 @@ fn arrays<'a>(terminated: &'a [f32], truncated: &'a [f32]) -> RolloutArrays<'a> 
         truncation_values: &TRUNCATION_VALUES,
         last_values: &LAST_VALUES,
         acting: None,
+        last_acting: None,
     }
 }
 
@@ -252,6 +253,7 @@ fn buffer_vtrace_uses_the_learners_ratios_and_values_against_the_stored_ones() {
         truncation_values: &TRUNCATION_VALUES,
         last_values: &learner_last,
         acting: None,
+        last_acting: None,
     };
     let (advantages, targets) = vtrace(&arrays, &shifts, 0.9, 0.95, clips).unwrap();
     assert_close(
@@ -269,7 +271,7 @@ fn the_bootstrap_observations_are_the_recorded_ones_and_groups_fill_their_rows()
     let mut buffer = filled_buffer(true);
     let obs = Tensor::from_slice(&[1f32, 2., 3., 4., 5., 6.]).reshape([2, 3]);
     buffer
-        .set_bootstrap(&obs, Some(&Tensor::from_slice(&[1i64, 1])))
+        .set_bootstrap(&obs, Some(&Tensor::from_slice(&[1i64, 1])), None)
         .unwrap();
     let floats = |t: &Tensor| Vec::<f32>::try_from(&t.reshape([-1])).unwrap();
     let (recorded, starts) = buffer.bootstrap();
@@ -279,7 +281,7 @@ fn the_bootstrap_observations_are_the_recorded_ones_and_groups_fill_their_rows()
     let (recorded, starts) = buffer.bootstrap();
     assert_eq!(floats(recorded), [1., 2., 3., 9., 9., 9.]);
     assert_eq!(floats(starts), [1., 0.]);
-    buffer.set_bootstrap(&obs, None).unwrap();
+    buffer.set_bootstrap(&obs, None, None).unwrap();
     assert_eq!(floats(buffer.bootstrap().1), [0., 0.]);
 }
 
@@ -342,6 +344,7 @@ fn turn_arrays() -> RolloutArrays<'static> {
         truncation_values: &[0.0; 8],
         last_values: &TURN_LAST_VALUES,
         acting: Some(&TURNS),
+        last_acting: None,
     }
 }
 
@@ -382,6 +385,7 @@ fn a_turns_reward_sums_every_step_the_row_waited_through() {
         truncation_values: &[0.0; 9],
         last_values: &[2.0, 3.0, 4.0],
         acting: Some(&acting),
+        last_acting: None,
     };
     // Row 0: .75 + .9*2 - .5 = 2.05. Row 1 (t1): 1 (at t2) + .9*3 - .5 = 3.2. Row 2 (t2):
     // .9*4 - .5 = 3.1.
@@ -394,12 +398,53 @@ fn a_turns_reward_sums_every_step_the_row_waited_through() {
     );
 }
 
+/// A row that waits at s_T has no next turn in the rollout: V(s_T) is the value of an
+/// observation it does not act on. Its last turn is left unlearned and the turn before it
+/// bootstraps from its value; a row whose turn comes at s_T bootstraps from V(s_T) as before.
+#[test]
+fn a_row_waiting_after_the_rollout_leaves_its_last_turn_unlearned() {
+    // Two rows taking turns (row 0 at t0 and t2, row 1 at t1 and t3), no game ends; at s_4 it
+    // is row 0's turn, so row 1's V(s_4) = 9 is of a waiting row.
+    let acting = [true, false, false, true, true, false, false, true];
+    let rewards = [0.0, 0.0, 0.0, 0.0, 0.5, -0.25, 0.0, 0.0];
+    let values = [0.2, 0.0, 0.0, 0.3, 0.4, 0.0, 0.0, 0.6];
+    let turns = RolloutArrays {
+        num_envs: 2,
+        rewards: &rewards,
+        values: &values,
+        terminated: &[0.0; 8],
+        truncated: &[0.0; 8],
+        truncation_values: &[0.0; 8],
+        last_values: &[1.0, 9.0],
+        acting: Some(&acting),
+        last_acting: Some(&[true, false]),
+    };
+    assert_eq!(turns.unbootstrapped_turns().unwrap(), [None, Some(7)]);
+    // gamma .9, lambda .5. Row 0: t2: .5 + .9*1 - .4 = 1; t0: .9*.4 - .2 + .45*1 = .61.
+    // Row 1: t3 unlearned (advantage 0, target its value .6); t1: -.25 (waited at t2)
+    // + .9*.6 - .3 = -.01, nothing carried from t3.
+    let (advantages, returns) = generalized_advantages(&turns, 0.9, 0.5).unwrap();
+    assert_close(&advantages, &[0.61, 0.0, 0.0, -0.01, 1.0, 0.0, 0.0, 0.0]);
+    assert_close(&returns, &[0.81, 0.0, 0.0, 0.29, 1.4, 0.0, 0.0, 0.6]);
+    let n_step = n_step_returns(&turns, 0.9).unwrap();
+    assert_close(&n_step, &[1.26, 0.0, 0.0, 0.29, 1.4, 0.0, 0.0, 0.6]);
+    // Every row acting at s_T: row 1's t3 bootstraps from 9 (.9*9 - .6 = 7.5), and t1 with it.
+    let every = RolloutArrays {
+        last_acting: Some(&[true, true]),
+        ..turns
+    };
+    assert_eq!(every.unbootstrapped_turns().unwrap(), [None, None]);
+    let (advantages, _) = generalized_advantages(&every, 0.9, 0.5).unwrap();
+    assert_close(&[advantages[3], advantages[7]], &[3.365, 7.5]);
+}
+
 #[test]
 fn every_row_acting_is_the_estimators_without_turns_to_the_bit() {
     let all = [true; 6];
     let plain = arrays(&TERMINATED, &TRUNCATED);
     let turns = RolloutArrays {
         acting: Some(&all),
+        last_acting: None,
         ..plain
     };
     assert_eq!(
@@ -471,6 +516,34 @@ fn a_buffer_of_turns_batches_only_the_moves_in_step_order() {
         &Vec::<f32>::try_from(&n_step.returns).unwrap(),
         &[1.15, -1.0, 1.0, 0.63],
     );
+}
+
+/// Row 1 waits at s_4 (row 0 moves next): its move at t3 weighs zero in either batch, with
+/// no advantage; its move at t1, whose game ended while it waited, keeps its estimate.
+#[test]
+fn a_buffer_of_turns_weighs_zero_the_move_after_which_the_row_waits_out_the_rollout() {
+    let last_obs = Tensor::from_slice(&[40.0f32, 41.0]).reshape([2, 1]);
+    for inactive in [InactiveRows::Dropped, InactiveRows::Masked] {
+        let mut buffer = turns_buffer(inactive);
+        buffer
+            .set_bootstrap(&last_obs, None, Some(&[true, false]))
+            .unwrap();
+        let batch = buffer
+            .gae_batch(&Tensor::from_slice(&TURN_LAST_VALUES), 0.9, 0.5)
+            .unwrap();
+        let active = Vec::<f32>::try_from(batch.active.as_ref().expect("weighted")).unwrap();
+        let advantages = Vec::<f32>::try_from(&batch.advantages).unwrap();
+        match inactive {
+            InactiveRows::Dropped => {
+                assert_eq!(active, [1.0, 1.0, 1.0, 0.0]);
+                assert_close(&advantages, &[0.725, -0.8, 0.5, 0.0]);
+            }
+            InactiveRows::Masked => {
+                assert_eq!(active, [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+                assert_close(&[advantages[3], advantages[7]], &[-0.8, 0.0]);
+            }
+        }
+    }
 }
 
 /// Kept with the waiting rows (a policy playing one side), the batch is every row in step

@@ -181,7 +181,7 @@ impl RolloutCollector {
         phases: &mut Phases,
     ) -> Result<Tensor> {
         let last_obs = self.current_obs(envs, buffer);
-        buffer.set_bootstrap(&last_obs, None)?;
+        buffer.set_bootstrap(&last_obs, None, envs.acting().as_deref())?;
         timed(phases, "inference", || {
             tch::no_grad(|| model.value(&last_obs))
         })
@@ -259,7 +259,7 @@ impl RolloutCollector {
             memory.state = state;
         }
         let last_obs = self.current_obs(envs, buffer);
-        buffer.set_bootstrap(&last_obs, Some(&memory.starts))?;
+        buffer.set_bootstrap(&last_obs, Some(&memory.starts), envs.acting().as_deref())?;
         let last_values = timed(phases, "inference", || {
             model.value_recurrent(&last_obs, &memory.starts, &memory.state)
         })?;

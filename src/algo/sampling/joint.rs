@@ -126,7 +126,8 @@ fn bootstrap(p: &mut Seated, envs: &VecEnv, phases: &mut Phases) -> Result<Tenso
         &shape,
         device,
     );
-    p.buffer.set_bootstrap(&last_obs, None)?;
+    let acting = envs.acting().map(|acting| p.seats.of_rows(&acting));
+    p.buffer.set_bootstrap(&last_obs, None, acting.as_deref())?;
     timed(phases, "inference", || {
         tch::no_grad(|| p.model.value(&last_obs))
     })

@@ -11,8 +11,12 @@
 //! In a game whose agents take turns, a row acts only on its own turns: between two of them it
 //! waits, observing. Its transitions are its turns ([`StepRecord::acting`]); a turn's reward is
 //! what the row got from that move until its next turn, and its target bootstraps from V at
-//! that next turn (or from the episode's end, if the game ended while it waited). An agent that
-//! left its game before the others is the same: its rows do not act until the game restarts.
+//! that next turn (or from the episode's end, if the game ended while it waited). A row still
+//! waiting after the rollout's last step has its next turn in the next rollout: V(s_T) is the
+//! value of an observation it does not act on, which the critic never learns, so its last turn
+//! is not learned from ([`RolloutArrays::unbootstrapped_turns`]) and the turns before it
+//! bootstrap from V at that turn. An agent that left its game before the others is the same: its
+//! rows do not act until the game restarts.
 //!
 //! The batch then holds either only the rows that acted ([`InactiveRows::Dropped`]: where their
 //! number is the same on every rank, one row a game a step in a turn-based game that one policy
@@ -64,6 +68,8 @@ pub struct RolloutArrays<'a> {
     pub last_values: &'a [f32],
     /// Which steps were a row's own turns, in a game that takes turns; `None`: every step.
     pub acting: Option<&'a [bool]>,
+    /// `[N]` which rows act on s_T, where `acting` is given; `None`: every row.
+    pub last_acting: Option<&'a [bool]>,
 }
 
 impl RolloutArrays<'_> {
@@ -99,7 +105,46 @@ impl RolloutArrays<'_> {
             self.last_values.len(),
             self.num_envs
         );
+        if let Some(last_acting) = self.last_acting {
+            ensure!(
+                last_acting.len() == self.num_envs,
+                "rollout: last_acting has {} entries for {} environments",
+                last_acting.len(),
+                self.num_envs
+            );
+        }
         Ok(len / self.num_envs)
+    }
+
+    /// For each row, the step index of its turn that has no next turn's value to bootstrap
+    /// from: its last turn in the rollout, where the row waits at s_T (its next turn comes in
+    /// the next rollout, and V(s_T) is the value of an observation it does not act on) and its
+    /// episode did not end since. The estimators leave that turn unlearned and bootstrap the
+    /// turns before it from V at it; the batch weighs it zero.
+    pub fn unbootstrapped_turns(&self) -> Result<Vec<Option<usize>>> {
+        let num_steps = self.num_steps()?;
+        let n = self.num_envs;
+        let (Some(_), Some(last_acting)) = (self.acting, self.last_acting) else {
+            return Ok(vec![None; n]);
+        };
+        let last_turn = |env: usize| {
+            for t in (0..num_steps).rev() {
+                let i = t * n + env;
+                if !self.bootstrap(t, env, num_steps).1 {
+                    return None;
+                }
+                if self.acts(i) {
+                    return Some(i);
+                }
+            }
+            None
+        };
+        Ok((0..n)
+            .map(|env| match last_acting[env] {
+                true => None,
+                false => last_turn(env),
+            })
+            .collect())
     }
 
     /// Whether step index `i` was its row's turn.
@@ -180,6 +225,7 @@ pub fn generalized_advantages(
     check_discount(gamma, lambda)?;
     let num_steps = arrays.num_steps()?;
     let n = arrays.num_envs;
+    let unbootstrapped = arrays.unbootstrapped_turns()?;
     let mut advantages = vec![0f32; arrays.rewards.len()];
     for env in 0..n {
         let (mut next_value, mut next_advantage) = (arrays.last_values[env] as f64, 0f64);
@@ -191,8 +237,13 @@ pub fn generalized_advantages(
                 waiting.wait(arrays.rewards[i], ends);
                 continue;
             }
-            let (reward, bootstrap, continues) = waiting.turn(arrays.rewards[i], ends, next_value);
             let value = arrays.values[i] as f64;
+            if unbootstrapped[env] == Some(i) {
+                // Unlearned (advantage 0, target its own value): the turns before bootstrap here.
+                (waiting, next_value, next_advantage) = (Waiting::default(), value, 0.0);
+                continue;
+            }
+            let (reward, bootstrap, continues) = waiting.turn(arrays.rewards[i], ends, next_value);
             let delta = reward + gamma * bootstrap - value;
             let carried = if continues {
                 gamma * lambda * next_advantage
@@ -224,6 +275,7 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
     check_discount(gamma, 1.0)?;
     let num_steps = arrays.num_steps()?;
     let n = arrays.num_envs;
+    let unbootstrapped = arrays.unbootstrapped_turns()?;
     let mut returns = vec![0f32; arrays.rewards.len()];
     for env in 0..n {
         let mut next_return = arrays.last_values[env] as f64;
@@ -233,6 +285,13 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
             let ends = arrays.bootstrap(t, env, num_steps);
             if !arrays.acts(i) {
                 waiting.wait(arrays.rewards[i], ends);
+                continue;
+            }
+            if unbootstrapped[env] == Some(i) {
+                // Unlearned (its return is its own value): the turns before bootstrap here.
+                next_return = arrays.values[i] as f64;
+                returns[i] = next_return as f32;
+                waiting = Waiting::default();
                 continue;
             }
             let (reward, bootstrap, continues) = waiting.turn(arrays.rewards[i], ends, next_return);
@@ -548,6 +607,8 @@ pub struct RolloutBuffer {
     /// starts an episode: what a learner evaluates its own V(s_T) on (V-trace).
     bootstrap_obs: Tensor,
     bootstrap_starts: Tensor,
+    /// `[N]` which rows act on s_T, in a game that takes turns ([`RolloutArrays::last_acting`]).
+    bootstrap_acting: Option<Vec<bool>>,
     filled: i64,
 }
 
@@ -669,6 +730,7 @@ impl RolloutBuffer {
             initial_state: None,
             bootstrap_obs: Tensor::zeros(&row_obs, (obs_kind, device)),
             bootstrap_starts: float(&[num_envs]),
+            bootstrap_acting: None,
             filled: 0,
         })
     }
@@ -700,6 +762,7 @@ impl RolloutBuffer {
         self.filled = 0;
         self.has_truncation_values.fill(false);
         self.acting = None;
+        self.bootstrap_acting = None;
     }
 
     /// What the batch does with the rows that did not act: the learner's choice, made once
@@ -722,15 +785,30 @@ impl RolloutBuffer {
         Ok(())
     }
 
-    /// Records the observations after the rollout's last step (`[N, ...obs_shape]`) and, for a
-    /// recurrent policy, which of them start an episode (`[N]`, 1 or 0).
-    pub fn set_bootstrap(&mut self, obs: &Tensor, starts: Option<&Tensor>) -> Result<()> {
+    /// Records the observations after the rollout's last step (`[N, ...obs_shape]`), for a
+    /// recurrent policy which of them start an episode (`[N]`, 1 or 0), and in a game that
+    /// takes turns which rows act on them (`[N]`).
+    pub fn set_bootstrap(
+        &mut self,
+        obs: &Tensor,
+        starts: Option<&Tensor>,
+        acting: Option<&[bool]>,
+    ) -> Result<()> {
         expect_shape(
             "bootstrap obs",
             self.filled,
             obs,
             &self.bootstrap_obs.size(),
         )?;
+        if let Some(acting) = acting {
+            ensure!(
+                acting.len() == self.num_envs as usize,
+                "rollout buffer: {} rows act on s_T, expected one flag for each of {}",
+                acting.len(),
+                self.num_envs
+            );
+        }
+        self.bootstrap_acting = acting.map(<[bool]>::to_vec);
         tch::no_grad(|| {
             self.bootstrap_obs.copy_(obs);
             match starts {
@@ -913,6 +991,7 @@ impl RolloutBuffer {
             truncation_values: host_floats(&self.truncation_values)?,
             last_values: host_floats(last_values)?,
             acting: self.acting.clone(),
+            last_acting: self.bootstrap_acting.clone(),
         };
         let n = self.num_envs as usize;
         for (t, supplied) in self.has_truncation_values.iter().enumerate() {
@@ -940,7 +1019,14 @@ impl RolloutBuffer {
             .reshape([-1])
     }
 
-    fn flat_batch(&self, advantages: &[f32], returns: &[f32]) -> Result<Batch> {
+    /// The batch of the rollout's rows with these advantages and returns; `unlearned`, per
+    /// row, a turn that weighs zero ([`RolloutArrays::unbootstrapped_turns`]).
+    fn flat_batch(
+        &self,
+        advantages: &[f32],
+        returns: &[f32],
+        unlearned: &[Option<usize>],
+    ) -> Result<Batch> {
         let b = self.num_steps * self.num_envs;
         let mut obs_shape = vec![b];
         obs_shape.extend_from_slice(&self.obs_shape);
@@ -959,9 +1045,15 @@ impl RolloutBuffer {
         let Some(acting) = &self.acting else {
             return Ok(batch);
         };
+        let mut learned = acting.clone();
+        for &i in unlearned.iter().flatten() {
+            learned[i] = false;
+        }
+        let weights = |rows: &mut dyn Iterator<Item = usize>| -> Vec<f32> {
+            rows.map(|i| f32::from(u8::from(learned[i]))).collect()
+        };
         if self.inactive == InactiveRows::Masked {
-            let active: Vec<f32> = acting.iter().map(|&a| f32::from(u8::from(a))).collect();
-            batch.active = Some(self.device_tensor(&active));
+            batch.active = Some(self.device_tensor(&weights(&mut (0..learned.len()))));
             return Ok(batch);
         }
         // The batch is the rows' own turns.
@@ -976,7 +1068,12 @@ impl RolloutBuffer {
             !turns.is_empty(),
             "rollout: no row took a turn in this rollout"
         );
-        Ok(batch.select(&Tensor::from_slice(&turns).to_device(self.obs.device())))
+        let mut batch = batch.select(&Tensor::from_slice(&turns).to_device(self.obs.device()));
+        if unlearned.iter().any(Option::is_some) {
+            let mut rows = turns.iter().map(|&i| i as usize);
+            batch.active = Some(self.device_tensor(&weights(&mut rows)));
+        }
+        Ok(batch)
     }
 
     /// Everything the buffer holds, by name, for a checkpoint of a batch in flight
@@ -1074,9 +1171,9 @@ impl RolloutBuffer {
     /// `last_values` is V(s_T) `[N]` for the observations after the last step.
     pub fn gae_batch(&self, last_values: &Tensor, gamma: f64, lambda: f64) -> Result<Batch> {
         let host = self.host_arrays(last_values)?;
-        let (advantages, returns) =
-            generalized_advantages(&host.view(self.num_envs as usize), gamma, lambda)?;
-        self.flat_batch(&advantages, &returns)
+        let arrays = host.view(self.num_envs as usize);
+        let (advantages, returns) = generalized_advantages(&arrays, gamma, lambda)?;
+        self.flat_batch(&advantages, &returns, &arrays.unbootstrapped_turns()?)
     }
 
     /// The flattened rollout with V-trace advantages and targets ([`vtrace`]): `learner` holds
@@ -1104,25 +1201,27 @@ impl RolloutBuffer {
             lambda,
             clips,
         )?;
-        self.flat_batch(&advantages, &targets)
+        // V-trace runs where every row acts on every step, so every target bootstraps.
+        self.flat_batch(&advantages, &targets, &[])
     }
 
     /// The flattened steps with zero advantages and returns: what a learner evaluates itself on.
     pub fn steps(&self) -> Result<Batch> {
         let zeros = vec![0f32; (self.num_steps * self.num_envs) as usize];
-        self.flat_batch(&zeros, &zeros)
+        self.flat_batch(&zeros, &zeros, &[])
     }
 
     /// The flattened rollout with n-step returns and advantages `R_t - V(s_t)` (A2C).
     pub fn n_step_batch(&self, last_values: &Tensor, gamma: f64) -> Result<Batch> {
         let host = self.host_arrays(last_values)?;
-        let returns = n_step_returns(&host.view(self.num_envs as usize), gamma)?;
+        let arrays = host.view(self.num_envs as usize);
+        let returns = n_step_returns(&arrays, gamma)?;
         let advantages: Vec<f32> = returns
             .iter()
             .zip(&host.values)
             .map(|(r, v)| r - v)
             .collect();
-        self.flat_batch(&advantages, &returns)
+        self.flat_batch(&advantages, &returns, &arrays.unbootstrapped_turns()?)
     }
 }
 
@@ -1143,6 +1242,7 @@ struct HostArrays {
     truncation_values: Vec<f32>,
     last_values: Vec<f32>,
     acting: Option<Vec<bool>>,
+    last_acting: Option<Vec<bool>>,
 }
 
 impl HostArrays {
@@ -1156,6 +1256,7 @@ impl HostArrays {
             truncation_values: &self.truncation_values,
             last_values: &self.last_values,
             acting: self.acting.as_deref(),
+            last_acting: self.last_acting.as_deref(),
         }
     }
 }
