@@ -1569,9 +1569,9 @@ fn the_shipped_connect_four_beats_a_random_player_from_either_seat() {
     };
     let (first, second) = (against_random("player_1"), against_random("player_0"));
     eprintln!("connect four against a random player: {first:.2} first, {second:.2} second");
-    // Seed 1 here: 0.93 first, 0.74 second.
+    // Seed 1 here: 0.91 first, 0.81 second.
     assert!(
-        first >= 0.465 && second >= 0.37,
+        first >= 0.455 && second >= 0.405,
         "{first} first, {second} second"
     );
 }
@@ -1606,9 +1606,9 @@ fn the_shipped_connect_four_sides_each_beat_a_random_player() {
     let first = against_random("second", "first");
     let second = against_random("first", "second");
     eprintln!("connect four sides against a random player: {first:.2} first, {second:.2} second");
-    // Seed 1 here: 0.95 first, 0.65 second.
+    // Seed 1 here: 0.87 first, 0.74 second.
     assert!(
-        first >= 0.475 && second >= 0.325,
+        first >= 0.435 && second >= 0.37,
         "{first} first, {second} second"
     );
 }
@@ -1648,8 +1648,8 @@ fn connect_four_wins(name: &str, dir: &Path, against: Option<&Path>, acting: &st
 }
 
 /// Self-play against a league (`experiments/connect-four-league.kdl`), shortened to 300k steps:
-/// the learner, playing greedily, wins at least 150 of 200 games against a random
-/// player, 100 as each player (seed 1 here: 178; a random player wins about half).
+/// the learner, playing greedily, wins at least 175 of 200 games against a random
+/// player, 100 as each player (seed 1 here: 192; a random player wins about half).
 #[test]
 fn a_league_learner_beats_a_random_player_at_connect_four() {
     if venv_python().is_none() {
@@ -1669,15 +1669,15 @@ fn a_league_learner_beats_a_random_player_at_connect_four() {
     assert!(ran.success, "{}", ran.output);
     let won = connect_four_wins("zoo-four-league", &dir, None, "--greedy");
     eprintln!("connect four league (300k steps) against a random player: {won} of 200 won");
-    assert!(won >= 150, "{won} of 200");
+    assert!(won >= 175, "{won} of 200");
 }
 
-/// The shipped `experiments/connect-four-league.kdl`'s claims, by hand (about 15 minutes):
-/// over 200 games, 100 as either player, the final policy, playing greedily, wins at least 170
-/// against a random player (seed 1 here: 178), and, sampling, at least 120 against its
-/// checkpoint from a quarter of the run (seed 1 here: 135).
+/// The shipped `experiments/connect-four-league.kdl`'s claims, by hand (about 9 minutes):
+/// over 200 games, 100 as either player, the final policy, playing greedily, wins at least 190
+/// against a random player (95%, the bar; seed 1 here: 192), and, sampling, at least
+/// 120 (60%) against its checkpoint from a quarter of the run (seed 1 here: 196).
 #[test]
-#[ignore = "the shipped connect four league: about 15 minutes; run with --ignored"]
+#[ignore = "the shipped connect four league: about 9 minutes; run with --ignored"]
 fn the_shipped_connect_four_league_beats_random_and_its_past() {
     if venv_python().is_none() {
         return;
@@ -1689,13 +1689,13 @@ fn the_shipped_connect_four_league_beats_random_and_its_past() {
     assert!(ran.success, "{}", ran.output);
     let name = "zoo-four-league-shipped";
     let random = connect_four_wins(name, &dir, None, "--greedy");
-    // 2M of 8M steps, at 4096 steps an update.
-    let quarter = dir.join("checkpoints/ckpt-000000489.pt");
+    // 500k of 2M steps, at 4096 steps an update.
+    let quarter = dir.join("checkpoints/ckpt-000000123.pt");
     let past = connect_four_wins(name, &dir, Some(&quarter), "--sample");
     eprintln!(
         "connect four league: {random} of 200 against random, {past} of 200 against a quarter"
     );
-    assert!(random >= 170 && past >= 120, "{random} and {past} of 200");
+    assert!(random >= 190 && past >= 120, "{random} and {past} of 200");
 }
 
 /// Several policies over a pettingzoo environment (mpe2's own simple_tag through the bridge):
