@@ -227,7 +227,7 @@ pub fn generalized_advantages(
     let n = arrays.num_envs;
     let unbootstrapped = arrays.unbootstrapped_turns()?;
     let mut advantages = vec![0f32; arrays.rewards.len()];
-    for env in 0..n {
+    for (env, &unlearned) in unbootstrapped.iter().enumerate() {
         let (mut next_value, mut next_advantage) = (arrays.last_values[env] as f64, 0f64);
         let mut waiting = Waiting::default();
         for t in (0..num_steps).rev() {
@@ -238,7 +238,7 @@ pub fn generalized_advantages(
                 continue;
             }
             let value = arrays.values[i] as f64;
-            if unbootstrapped[env] == Some(i) {
+            if unlearned == Some(i) {
                 // Unlearned (advantage 0, target its own value): the turns before bootstrap here.
                 (waiting, next_value, next_advantage) = (Waiting::default(), value, 0.0);
                 continue;
@@ -277,7 +277,7 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
     let n = arrays.num_envs;
     let unbootstrapped = arrays.unbootstrapped_turns()?;
     let mut returns = vec![0f32; arrays.rewards.len()];
-    for env in 0..n {
+    for (env, &unlearned) in unbootstrapped.iter().enumerate() {
         let mut next_return = arrays.last_values[env] as f64;
         let mut waiting = Waiting::default();
         for t in (0..num_steps).rev() {
@@ -287,7 +287,7 @@ pub fn n_step_returns(arrays: &RolloutArrays, gamma: f64) -> Result<Vec<f32>> {
                 waiting.wait(arrays.rewards[i], ends);
                 continue;
             }
-            if unbootstrapped[env] == Some(i) {
+            if unlearned == Some(i) {
                 // Unlearned (its return is its own value): the turns before bootstrap here.
                 next_return = arrays.values[i] as f64;
                 returns[i] = next_return as f32;
