@@ -25,7 +25,7 @@ command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 # GROUP -> "file;regex of the mutants to examine (empty: all);test targets"
 group() {
     case "$1" in
-    estimators) echo "src/algo/storage/rollout.rs;vtrace|generalized_advantages|n_step_returns|bootstrap|Waiting::;--lib --test algo_rollout --test algo_ppo" ;;
+    estimators) echo "src/algo/storage/rollout.rs;vtrace|generalized_advantages|n_step_returns|bootstrap|Waiting::|flat_batch;--lib --test algo_rollout --test algo_ppo" ;;
     ppo) echo "src/algo/ppo/mod.rs;;--lib --test algo_ppo --test algo_ppo_host --test algo_ppo_host_update --test algo_recurrent --test dist_ppo" ;;
     ppo-host) echo "src/algo/ppo/host.rs;;--test algo_ppo_host --test algo_ppo" ;;
     a2c) echo "src/algo/a2c.rs;;--lib --test algo_ppo" ;;
