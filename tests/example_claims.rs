@@ -600,6 +600,26 @@ const CLAIMS: &[Claim] = &[
     },
     Claim {
         file: "cartpole-dqn.kdl",
+        phrase: "its last 20 episodes at 499 or more at the end",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "falls to 402 after 150k steps and ends at 430",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "on Intel and on AMD with AVX-512 it is",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
+        phrase: "AMD EPYC with AVX2 only (Zen 3)",
+        check: Check::Test("dqn_train::dqn_solves_cartpole_on_one_rank"),
+    },
+    Claim {
+        file: "cartpole-dqn.kdl",
         phrase: "On 2 ranks",
         check: Check::Settings {
             resolve: "cartpole-dqn.kdl",
