@@ -1650,8 +1650,9 @@ fn connect_four_wins(name: &str, dir: &Path, against: Option<&Path>, acting: &st
 }
 
 /// Self-play against a league (`experiments/connect-four-league.kdl`), shortened to 300k steps:
-/// the learner, playing greedily, wins at least 175 of 200 games against a random
-/// player, 100 as each player (seed 1 here: 192; a random player wins about half).
+/// the learner, playing greedily, wins at least 170 of 200 games against a random
+/// player, 100 as each player (seed 1 here, AMD EPYC Zen 3: 192; the bar leaves room for
+/// other CPU kinds' kernels; a random player wins about half).
 #[test]
 fn a_league_learner_beats_a_random_player_at_connect_four() {
     if venv_python().is_none() {
@@ -1671,7 +1672,7 @@ fn a_league_learner_beats_a_random_player_at_connect_four() {
     assert!(ran.success, "{}", ran.output);
     let won = connect_four_wins("zoo-four-league", &dir, None, "--greedy");
     eprintln!("connect four league (300k steps) against a random player: {won} of 200 won");
-    assert!(won >= 175, "{won} of 200");
+    assert!(won >= 170, "{won} of 200");
 }
 
 /// The shipped `experiments/connect-four-league.kdl`'s claims, by hand (about 9 minutes):
