@@ -73,9 +73,10 @@ pub fn collect_joint(
             record_seats(p, envs, &obs, mine.as_deref(), &chosen, phases)?;
         }
     }
+    let acting = envs.acting();
     let last_values = players
         .iter_mut()
-        .map(|p| bootstrap(p, envs, phases))
+        .map(|p| bootstrap(p, envs, acting.as_deref(), phases))
         .collect();
     phases.add("rollout", start.elapsed());
     last_values
@@ -116,8 +117,14 @@ fn record_seats(
     )
 }
 
-/// Records s_T of a player's rows in its buffer and returns V(s_T).
-fn bootstrap(p: &mut Seated, envs: &VecEnv, phases: &mut Phases) -> Result<Tensor> {
+/// Records s_T of a player's rows in its buffer, with which of them act on it (`acting`, every
+/// row's, where some do not), and returns V(s_T).
+fn bootstrap(
+    p: &mut Seated,
+    envs: &VecEnv,
+    acting: Option<&[bool]>,
+    phases: &mut Phases,
+) -> Result<Tensor> {
     let device = p.buffer.device();
     let shape = [p.seats.input_len() as i64];
     let last_obs = rows_to_batch(
@@ -126,8 +133,8 @@ fn bootstrap(p: &mut Seated, envs: &VecEnv, phases: &mut Phases) -> Result<Tenso
         &shape,
         device,
     );
-    let acting = envs.acting().map(|acting| p.seats.of_rows(&acting));
-    p.buffer.set_bootstrap(&last_obs, None, acting.as_deref())?;
+    let mine = acting.map(|acting| p.seats.of_rows(acting));
+    p.buffer.set_bootstrap(&last_obs, None, mine.as_deref())?;
     timed(phases, "inference", || {
         tch::no_grad(|| p.model.value(&last_obs))
     })

@@ -1049,11 +1049,10 @@ impl RolloutBuffer {
         for &i in unlearned.iter().flatten() {
             learned[i] = false;
         }
-        let weights = |rows: &mut dyn Iterator<Item = usize>| -> Vec<f32> {
-            rows.map(|i| f32::from(u8::from(learned[i]))).collect()
-        };
+        let weight = |i: usize| f32::from(u8::from(learned[i]));
         if self.inactive == InactiveRows::Masked {
-            batch.active = Some(self.device_tensor(&weights(&mut (0..learned.len()))));
+            let weights: Vec<f32> = (0..learned.len()).map(weight).collect();
+            batch.active = Some(self.device_tensor(&weights));
             return Ok(batch);
         }
         // The batch is the rows' own turns.
@@ -1070,8 +1069,8 @@ impl RolloutBuffer {
         );
         let mut batch = batch.select(&Tensor::from_slice(&turns).to_device(self.obs.device()));
         if unlearned.iter().any(Option::is_some) {
-            let mut rows = turns.iter().map(|&i| i as usize);
-            batch.active = Some(self.device_tensor(&weights(&mut rows)));
+            let weights: Vec<f32> = turns.iter().map(|&i| weight(i as usize)).collect();
+            batch.active = Some(self.device_tensor(&weights));
         }
         Ok(batch)
     }
