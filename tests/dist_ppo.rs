@@ -6,7 +6,8 @@
 //! parameters hardly depend on the gradient's scale, so they alone would not show a DDP that
 //! summed where it should average. The same holds for multi-discrete actions (one categorical
 //! per component), for masked actions (ruled-out logits set to -1e8) and for an image observed
-//! beside a vector (an image torso whose dense layer reads the vector too).
+//! beside a vector (an image torso whose dense layer reads the vector too), and for a network
+//! declared as layers.
 
 mod common;
 
@@ -19,6 +20,8 @@ use common::{
 use tandem::algo::{Batch, Collective, Local, Ppo};
 use tandem::dist::{Ddp, ProcessGroup, SyncPolicy};
 use tandem::nn::{ActorCritic, ActorCriticSpec, NetworkSpec, trainable_parameters_in_order};
+use tandem_config::Layer;
+use tandem_config::layer::Activation;
 use tandem_env::ActionSpace;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -44,6 +47,8 @@ struct Case {
     space: ActionSpace,
     masked: bool,
     image: bool,
+    /// Read by a network declared as layers (a residual MLP with a layer norm) instead.
+    declared: bool,
 }
 
 const IMAGE: [i64; 3] = [1, 5, 5];
@@ -67,6 +72,19 @@ impl Case {
     }
 
     fn network(&self) -> NetworkSpec {
+        if self.declared {
+            return NetworkSpec::Layers(vec![
+                Layer::Linear { out: 32 },
+                Layer::Activation(Activation::Tanh),
+                Layer::Residual {
+                    body: vec![
+                        Layer::LayerNorm,
+                        Layer::Linear { out: 32 },
+                        Layer::Activation(Activation::Tanh),
+                    ],
+                },
+            ]);
+        }
         if !self.image {
             return NetworkSpec::default_mlp();
         }
@@ -217,6 +235,7 @@ fn three_actions() -> Case {
         space: ActionSpace::Discrete { n: 3 },
         masked: false,
         image: false,
+        declared: false,
     }
 }
 
@@ -249,6 +268,7 @@ fn micro_batches_through_autograd_on_two_real_ranks_equal_one_rank() {
         space: ActionSpace::Discrete { n: 4 },
         masked: true,
         image: true,
+        declared: false,
     };
     split_over_two_ranks(
         "micro_batches_through_autograd_on_two_real_ranks_equal_one_rank",
@@ -265,6 +285,7 @@ fn multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
         },
         masked: false,
         image: false,
+        declared: false,
     };
     split_over_two_ranks(
         "multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
@@ -279,6 +300,7 @@ fn masked_ppo_split_over_two_real_ranks_equals_one_rank() {
         space: ActionSpace::Discrete { n: 5 },
         masked: true,
         image: false,
+        declared: false,
     };
     split_over_two_ranks(
         "masked_ppo_split_over_two_real_ranks_equals_one_rank",
@@ -295,6 +317,7 @@ fn masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank() {
         },
         masked: true,
         image: false,
+        declared: false,
     };
     split_over_two_ranks(
         "masked_multi_discrete_ppo_split_over_two_real_ranks_equals_one_rank",
@@ -311,9 +334,25 @@ fn image_beside_a_vector_ppo_split_over_two_real_ranks_equals_one_rank() {
         space: ActionSpace::Discrete { n: 4 },
         masked: true,
         image: true,
+        declared: false,
     };
     split_over_two_ranks(
         "image_beside_a_vector_ppo_split_over_two_real_ranks_equals_one_rank",
+        1,
+        &case,
+    );
+}
+
+/// A network declared as layers (`network "layers"`): separate actor and critic torsos
+/// through autograd, a residual block and a layer norm's weights among the reduced gradients.
+#[test]
+fn declared_layers_ppo_split_over_two_real_ranks_equals_one_rank() {
+    let case = Case {
+        declared: true,
+        ..three_actions()
+    };
+    split_over_two_ranks(
+        "declared_layers_ppo_split_over_two_real_ranks_equals_one_rank",
         1,
         &case,
     );

@@ -660,6 +660,23 @@ const CLAIMS: &[Claim] = &[
         ),
     },
     Claim {
+        file: "cartpole-residual.kdl",
+        phrase: "a mean score of 500 over the last 20 episodes on seed 1",
+        check: Check::Test("train_learning::the_residual_mlp_declared_as_layers_solves_cartpole"),
+    },
+    Claim {
+        file: "cartpole-residual.kdl",
+        phrase: "holds at least 475",
+        check: Check::Test("train_learning::the_residual_mlp_declared_as_layers_solves_cartpole"),
+    },
+    Claim {
+        file: "cartpole-residual.kdl",
+        phrase: "seeds 2 and 3 and seed 1 on two",
+        check: Check::LongTest(
+            "train_learning::the_residual_mlp_solves_cartpole_on_seeds_2_and_3_and_on_two_ranks",
+        ),
+    },
+    Claim {
         file: "cartpole.kdl",
         phrase: "a mean score of 500 over the last 20 episodes on seeds 1-5",
         check: Check::Test("train_learning::the_first_run_solves_cartpole_on_seeds_1_to_5"),

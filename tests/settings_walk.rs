@@ -397,6 +397,19 @@ const BASES: &[Base] = &[
         sets: &[],
     },
     Base {
+        name: "cartpole-layers",
+        text: CARTPOLE_PPO,
+        sets: &["network=layers", "network.layers=linear 8; tanh"],
+    },
+    Base {
+        name: "minatar-layers",
+        text: MINATAR_PPO,
+        sets: &[
+            "network=layers",
+            "network.layers=conv 4 kernel=3; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+        ],
+    },
+    Base {
         name: "atari-impala",
         text: ATARI_PPO,
         sets: &["network=impala-cnn"],
@@ -1350,8 +1363,147 @@ fn table() -> Vec<(&'static str, Proof)> {
             "eval.video-every",
             Change("cartpole-eval", &["eval.video-every=1"]),
         ),
+        // network "layers" and its layers: each layer added to (or changed in) a tiny list
+        (
+            "network \"layers\"",
+            Change("cartpole-layers", &["network=mlp"]),
+        ),
+        (
+            "network.layers (layers)",
+            Change("cartpole-layers", &["network.layers=linear 8; relu"]),
+        ),
+        ("linear", Change("cartpole-layers", &[CARTPOLE_TWO_LINEAR])),
+        (
+            "linear.out",
+            Change("cartpole-layers", &["network.layers=linear 9; tanh"]),
+        ),
+        ("conv", Change("minatar-layers", &[MINATAR_TWO_CONVS])),
+        (
+            "conv.out",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 5 kernel=3; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "conv.kernel",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=2; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "conv.stride",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=3 stride=2; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "conv.padding",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=3 padding=1; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        ("max-pool", Change("minatar-layers", &[MINATAR_NO_POOL])),
+        (
+            "max-pool.kernel",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=3; relu; max-pool 3 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "max-pool.stride",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=3; relu; max-pool 2 stride=1; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "max-pool.padding",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=conv 4 kernel=3; relu; max-pool 2 stride=2 padding=1; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        // `flatten` changes a picture's shape, not its values (a linear layer and the heads
+        // flatten by themselves): a convolution after it is refused.
+        (
+            "flatten",
+            Change(
+                "minatar-layers",
+                &["network.layers=conv 4 kernel=3; flatten; conv 4 kernel=3; linear 16"],
+            ),
+        ),
+        (
+            "layer-norm",
+            Change(
+                "cartpole-layers",
+                &["network.layers=linear 8; layer-norm; tanh"],
+            ),
+        ),
+        (
+            "relu",
+            Change("cartpole-layers", &["network.layers=linear 8; relu"]),
+        ),
+        (
+            "tanh",
+            Change("cartpole-layers", &["network.layers=linear 8"]),
+        ),
+        (
+            "elu",
+            Change("cartpole-layers", &["network.layers=linear 8; elu"]),
+        ),
+        (
+            "gelu",
+            Change("cartpole-layers", &["network.layers=linear 8; gelu"]),
+        ),
+        (
+            "silu",
+            Change("cartpole-layers", &["network.layers=linear 8; silu"]),
+        ),
+        (
+            "sigmoid",
+            Change("cartpole-layers", &["network.layers=linear 8; sigmoid"]),
+        ),
+        (
+            "scale-pixels",
+            Change(
+                "minatar-layers",
+                &[
+                    "network.layers=scale-pixels; conv 4 kernel=3; relu; max-pool 2 stride=2; flatten; linear 16; relu",
+                ],
+            ),
+        ),
+        (
+            "residual",
+            Change(
+                "cartpole-layers",
+                &["network.layers=linear 8; residual { tanh; linear 8 }; tanh"],
+            ),
+        ),
     ]
 }
+
+const CARTPOLE_TWO_LINEAR: &str = "network.layers=linear 8; tanh; linear 8; tanh";
+const MINATAR_TWO_CONVS: &str = "network.layers=conv 4 kernel=3; relu; conv 4 kernel=3; relu; max-pool 2 stride=2; flatten; linear 16; relu";
+const MINATAR_NO_POOL: &str = "network.layers=conv 4 kernel=3; relu; flatten; linear 16; relu";
 
 /// The row name of a schema entry: the path, with the kind it belongs to in parentheses,
 /// a kind as `section "kind"`, a wrapper by its name and a parameter as `wrapper.param`.

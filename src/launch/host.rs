@@ -22,6 +22,34 @@ pub fn findings(resolved: &Resolved, deep: bool) -> Vec<Diagnostic> {
     found
 }
 
+/// With `deep`, a declared network's layers and the shape each gives, on what the network
+/// reads: the observation the config knows, or for a gymnasium or pettingzoo game what one
+/// environment built here observes. Nothing for the built-in torsos, or where a layer does
+/// not fit (the findings say so).
+pub fn network_shapes(resolved: &Resolved, deep: bool) -> Vec<String> {
+    let e = &resolved.experiment;
+    let tandem_config::Torso::Layers { layers } = &e.network.torso else {
+        return Vec::new();
+    };
+    if !deep {
+        return Vec::new();
+    }
+    let input: Vec<usize> = match e.observation() {
+        Some(obs) => obs.network_shape(),
+        None => {
+            let shape = build_one(e).ok().and_then(|envs| {
+                let (_, shape) = crate::algo::learner::network_for(e, &envs).ok()?;
+                Some(shape.iter().map(|&d| d.max(0) as usize).collect())
+            });
+            match shape {
+                Some(shape) => shape,
+                None => return Vec::new(),
+            }
+        }
+    };
+    tandem_config::layer::table(layers, &input).unwrap_or_default()
+}
+
 /// A CUDA device in a build without CUDA is an error; one this machine does not have is a
 /// warning (the run may be meant for another machine).
 fn cuda(resolved: &Resolved) -> Option<Diagnostic> {
@@ -102,6 +130,16 @@ fn why_not_a_program(name: &str) -> Option<&'static str> {
     (!found).then_some("not found on PATH")
 }
 
+/// One environment of the experiment's game, built as a rank would through the bridge.
+fn build_one(e: &tandem_config::Experiment) -> Result<VecEnv, tandem_env::EnvError> {
+    let bridge = BridgeOptions {
+        log_prefix: "validate ".into(),
+        render: false,
+    };
+    let seeds = tandem_env::env_seeds(e.seed, 0, 0, 1);
+    VecEnv::with_bridge(&crate::train::envs::env_spec(e), &seeds, 1, &bridge)
+}
+
 /// Builds one gymnasium or pettingzoo environment and checks its action space against the
 /// algorithm and its observation against the network (the resolver does both for the games it
 /// knows); a pettingzoo environment's agents against its `agents` and `train.policies` too.
@@ -112,12 +150,7 @@ fn built(resolved: &Resolved) -> Vec<Diagnostic> {
         Game::PettingZoo(_) => ("env.module", "the bridge could not build it"),
         _ => return Vec::new(),
     };
-    let bridge = BridgeOptions {
-        log_prefix: "validate ".into(),
-        render: false,
-    };
-    let seeds = tandem_env::env_seeds(e.seed, 0, 0, 1);
-    let envs = match VecEnv::with_bridge(&crate::train::envs::env_spec(e), &seeds, 1, &bridge) {
+    let envs = match build_one(e) {
         Ok(envs) => envs,
         // The bridge's error holds Python's whole exception message (several lines, or one
         // longer than a label keeps) and its traceback: the help carries it, message first.

@@ -1,5 +1,5 @@
 //! Neural networks for the learners: the torsos declared by [`NetworkSpec`] (MLP, Nature CNN,
-//! MinAtar conv net, IMPALA ResNet), the [`ActorCritic`] built on them (the networks only one
+//! MinAtar conv net, IMPALA ResNet, or the experiment's own list of layers), the [`ActorCritic`] built on them (the networks only one
 //! learner owns live in its room: DQN's Q-network in `algo::dqn`, SAC's actor and critics in
 //! `algo::sac`, TD3's actor in `algo::td3`), the action distributions (categorical for
 //! discrete actions, Gaussian for boxes, whose bounds [`ActionBounds`] maps), and the
@@ -16,6 +16,7 @@
 
 mod actor_critic;
 mod bounds;
+mod declared;
 pub(crate) mod distribution;
 pub mod host_gemm;
 pub(crate) mod host_mlp;

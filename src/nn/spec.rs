@@ -71,6 +71,7 @@ fn network_spec(torso: &Torso) -> Result<NetworkSpec> {
             channels: size(name, "channels", *channels)?,
             features: size(name, "features", *features)?,
         },
+        Torso::Layers { layers } => NetworkSpec::Layers(layers.clone()),
         Torso::ImpalaCnn { channels, features } => NetworkSpec::ImpalaResNet {
             channels: sizes(name, "channels", channels)?,
             hidden: size(name, "features", *features)?,

@@ -6,6 +6,7 @@ use anyhow::{Context, Result, bail, ensure};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+use super::declared;
 use super::init::{InitSpec, LayerInit, conv, init_stacked_slice, linear};
 
 /// Nonlinearity between MLP layers: the config's `activation`.
@@ -43,6 +44,10 @@ pub enum NetworkSpec {
     /// conv, a 3x3 stride-2 max pool and two residual blocks; then ReLU, a fully connected layer
     /// of `hidden` units and ReLU.
     ImpalaResNet { channels: Vec<i64>, hidden: i64 },
+    /// The layers an experiment declares, in order ([`tandem_config::Layer`]); the output is
+    /// flattened for the heads. They read the observation as the network receives it (a row
+    /// for an image beside a vector) and scale nothing they are not told to.
+    Layers(Vec<tandem_config::Layer>),
     /// An image torso (one of the above) over the image an observation holds beside a vector
     /// ([`tandem_spec::ImageEntry`]: the row's first `C * H * W` values, channels first), whose
     /// fully connected layer reads the vector's values after the image's flattened features.
@@ -80,7 +85,7 @@ impl NetworkSpec {
     /// Whether this torso reads images (and so expects `C x H x W`, or an image beside a vector).
     pub fn is_image(&self) -> bool {
         match self {
-            NetworkSpec::Mlp { .. } => false,
+            NetworkSpec::Mlp { .. } | NetworkSpec::Layers(_) => false,
             NetworkSpec::Bfloat16(torso) => torso.is_image(),
             _ => true,
         }
@@ -93,7 +98,9 @@ impl NetworkSpec {
             NetworkSpec::NatureCnn { .. } | NetworkSpec::ImpalaResNet { .. } => true,
             NetworkSpec::ImageBesideVector { image, .. } => image.reads_raw_pixels(),
             NetworkSpec::Bfloat16(torso) => torso.reads_raw_pixels(),
-            NetworkSpec::Mlp { .. } | NetworkSpec::MinAtarCnn { .. } => false,
+            NetworkSpec::Mlp { .. } | NetworkSpec::MinAtarCnn { .. } | NetworkSpec::Layers(_) => {
+                false
+            }
         }
     }
 
@@ -103,6 +110,7 @@ impl NetworkSpec {
             NetworkSpec::NatureCnn { .. } => "nature-cnn",
             NetworkSpec::MinAtarCnn { .. } => "minatar-cnn",
             NetworkSpec::ImpalaResNet { .. } => "impala-resnet",
+            NetworkSpec::Layers(_) => "layers",
             NetworkSpec::ImageBesideVector { image, .. } => image.name(),
             NetworkSpec::Bfloat16(torso) => torso.name(),
         }
@@ -231,6 +239,8 @@ enum Layers {
         stages: Vec<ImpalaStage>,
         fc: nn::Linear,
     },
+    /// The experiment's own layers.
+    Declared(Vec<declared::Built>),
 }
 
 #[derive(Debug)]
@@ -363,6 +373,15 @@ impl Torso {
             NetworkSpec::ImpalaResNet { channels, hidden } => {
                 impala(path, spec, image()?, channels, (*hidden, extra), torso)
             }
+            NetworkSpec::Layers(layers) => {
+                let (built, output_dim) = declared::build(path, layers, obs_shape, torso)?;
+                Ok(Torso {
+                    layers: Layers::Declared(built),
+                    output_dim,
+                    beside: None,
+                    compute: Compute::Float32,
+                })
+            }
             NetworkSpec::ImageBesideVector { .. } => bail!(
                 "network {}: an image beside a vector holds one image torso, not another",
                 spec.name()
@@ -484,6 +503,7 @@ impl Layers {
                 }
                 compute.linear(fc, &joined(x.flatten(1, -1).relu())).relu()
             }
+            Layers::Declared(layers) => declared::forward(layers, obs),
         }
     }
 }

@@ -253,6 +253,11 @@ fn torso_params(shape: &[usize], torso: &Torso) -> (f64, f64) {
     let conv = |cin: f64, cout: f64, k: f64| (cin * k * k + 1.0) * cout;
     let shrink = |x: f64, k: f64, s: f64| ((x - k) / s + 1.0).floor().max(1.0);
     match torso {
+        // A list that does not fit its input is refused by the network check; it weighs nothing.
+        Torso::Layers { layers } => tandem_spec::layer::parameters(layers, shape)
+            .map_or((0.0, 0.0), |(params, features)| {
+                (params as f64, features as f64)
+            }),
         Torso::Mlp { hidden, .. } => {
             let mut input = c * h * w;
             let mut params = 0.0;

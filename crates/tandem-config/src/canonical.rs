@@ -10,7 +10,8 @@ use crate::model::{Device, Experiment, Scalar, Threads, Wrapper};
 use crate::schema::{self, SECTIONS};
 use crate::setting::ExploreRule;
 use crate::values::{self, Val, Values};
-use tandem_spec::wrapper::Value as WrapperValue;
+use tandem_spec::Layer;
+use tandem_spec::wrapper::{Param, Value as WrapperValue};
 
 fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -38,10 +39,20 @@ fn float(x: f64) -> String {
 
 /// The wrapper's parameters by name, in tandem-spec's declared order.
 fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
-    w.info()
-        .params
+    named(w.info().params, w.params())
+}
+
+/// The layer's parameters by name, in tandem-spec's declared order.
+fn layer_params(layer: &Layer) -> Vec<(&'static str, Val)> {
+    let info = tandem_spec::layer::info(layer.name()).expect("every layer is in LAYERS");
+    named(info.params, layer.params())
+}
+
+/// Declared parameters with their values, as settings' values.
+fn named(params: &'static [Param], values: Vec<WrapperValue>) -> Vec<(&'static str, Val)> {
+    params
         .iter()
-        .zip(w.params())
+        .zip(values)
         .map(|(param, value)| {
             let value = match value {
                 WrapperValue::Int(i) => Val::Int(i),
@@ -54,6 +65,45 @@ fn wrapper_params(w: &Wrapper) -> Vec<(&'static str, Val)> {
             (param.name, value)
         })
         .collect()
+}
+
+/// `list` as a canonical block's lines at `indent` spaces: each layer with every parameter
+/// named, a residual's block below it.
+fn write_layers(out: &mut String, list: &[Layer], indent: usize) {
+    let pad = " ".repeat(indent);
+    for layer in list {
+        out.push_str(&format!("{pad}{}", layer.name()));
+        for (key, v) in layer_params(layer) {
+            out.push_str(&format!(" {key}={}", kdl_value(&v)));
+        }
+        if let Layer::Residual { body } = layer {
+            out.push_str(" {\n");
+            write_layers(out, body, indent + 4);
+            out.push_str(&format!("{pad}}}"));
+        }
+        out.push('\n');
+    }
+}
+
+/// `list` in the JSON form: an array of objects naming their kind, a residual's layers under
+/// `"layers"`.
+fn layers_json(list: &[Layer]) -> serde_json::Value {
+    use serde_json::Value as J;
+    J::Array(
+        list.iter()
+            .map(|layer| {
+                let mut o = serde_json::Map::new();
+                o.insert("kind".into(), J::String(layer.name().into()));
+                for (key, v) in layer_params(layer) {
+                    o.insert(key.into(), json_value(&v));
+                }
+                if let Layer::Residual { body } = layer {
+                    o.insert("layers".into(), layers_json(body));
+                }
+                J::Object(o)
+            })
+            .collect(),
+    )
 }
 
 pub(crate) fn kdl_value(v: &Val) -> String {
@@ -77,7 +127,9 @@ pub(crate) fn kdl_value(v: &Val) -> String {
         Val::Threads(Threads::PerRank(n)) => n.to_string(),
         Val::Strings(m) => m.iter().map(|m| quote(m)).collect::<Vec<_>>().join(" "),
         // Blocks are written by the caller.
-        Val::Wrappers(_) | Val::Args(_) | Val::Policies(_) | Val::Explore(_) => String::new(),
+        Val::Wrappers(_) | Val::Layers(_) | Val::Args(_) | Val::Policies(_) | Val::Explore(_) => {
+            String::new()
+        }
     }
 }
 
@@ -134,6 +186,11 @@ pub fn canonical_kdl(e: &Experiment) -> String {
                         }
                         out.push('\n');
                     }
+                    out.push_str("        }\n");
+                }
+                Val::Layers(list) => {
+                    out.push_str(&format!("        {} {{\n", field.name));
+                    write_layers(&mut out, list, 12);
                     out.push_str("        }\n");
                 }
                 Val::Args(args) if args.is_empty() => {
@@ -307,6 +364,7 @@ fn json_value(v: &Val) -> serde_json::Value {
                 .map(|explore| (explore.path.clone(), explore_json(explore)))
                 .collect(),
         ),
+        Val::Layers(list) => layers_json(list),
         Val::Wrappers(list) => J::Array(
             list.iter()
                 .map(|w| {

@@ -37,14 +37,22 @@ fn check_sets(sets: &[String]) -> Result<(), String> {
 
 /// A caller's checks of a resolved experiment against what the resolver does not look at
 /// (this build, this machine's programs): errors make the file invalid, warnings are reported.
-pub type HostCheck<'a> = dyn Fn(&Resolved) -> Vec<Diagnostic> + 'a;
+pub type HostCheck<'a> = dyn Fn(&Resolved) -> HostFindings + 'a;
+
+/// What a caller's checks found: problems, and lines shown under a valid file's cost line
+/// (a declared network's shapes, which `validate --deep` computes).
+#[derive(Debug, Default)]
+pub struct HostFindings {
+    pub diagnostics: Vec<Diagnostic>,
+    pub notes: Vec<String>,
+}
 
 /// `tandem validate FILE...`: checks every file, reports every problem of each, and
 /// checks that one rank of each fits in this machine's available memory (where the ranks
 /// will run is not known here).
 /// Returns the text to print on standard output and the exit code.
 pub fn validate(files: &[String], json: bool, color: bool) -> (String, i32) {
-    validate_with(files, &[], json, color, &|_| Vec::new())
+    validate_with(files, &[], json, color, &|_| HostFindings::default())
 }
 
 /// [`validate`] with `--set` overrides applied to every file, and `host`'s checks of each
@@ -80,7 +88,8 @@ pub fn validate_with(
             },
             Err(message) => Err(Err(message)),
         };
-        let outcome = outcome.and_then(|resolved| with_host_checks(resolved, host));
+        let mut notes = Vec::new();
+        let outcome = outcome.and_then(|resolved| with_host_checks(resolved, host, &mut notes));
         let mut report = serde_json::Map::new();
         report.insert("file".into(), file.clone().into());
         match outcome {
@@ -91,6 +100,12 @@ pub fn validate_with(
                 text.push_str(&resolved.warnings.render(color));
                 text.push_str(&format!("ok: {file} (sha256 {})\n", &hash[..16]));
                 text.push_str(&format!("    {}\n", cost_line(&resolved)));
+                for note in &notes {
+                    text.push_str(&format!("    {note}\n"));
+                }
+                if !notes.is_empty() {
+                    report.insert("notes".into(), notes.clone().into());
+                }
                 report.insert("valid".into(), true.into());
                 report.insert("hash".into(), hash.into());
                 let (updates, steps) = steps_run(&resolved.experiment);
@@ -163,8 +178,13 @@ pub fn validate_with(
 fn with_host_checks(
     mut resolved: Resolved,
     host: &HostCheck,
+    notes: &mut Vec<String>,
 ) -> Result<Resolved, Result<Diagnostics, String>> {
-    let found = host(&resolved);
+    let HostFindings {
+        diagnostics: found,
+        notes: found_notes,
+    } = host(&resolved);
+    *notes = found_notes;
     let mut all: Vec<Diagnostic> = resolved.warnings.iter().cloned().collect();
     let invalid = found.iter().any(|d| d.severity() == Severity::Error);
     all.extend(found);

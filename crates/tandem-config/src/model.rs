@@ -9,6 +9,7 @@ use crate::setting::{
 };
 
 pub use tandem_spec::Wrapper;
+pub use tandem_spec::layer::{self, Layer};
 
 pub use crate::devices::{Device, SMALL_LAYER_MACS, Threads};
 
@@ -583,6 +584,10 @@ kinds! {
                         max: 65_536,
                     }, Dflt::Int(256),
                 "Width of the final dense layer.";
+        },
+        Layers = "layers", "A network of your own: the layers of its `layers` block, in order, from the observation to the heads (see Layers below); shapes are checked against the observation where the config knows it, and when the run builds the network." {
+            layers: Vec<tandem_spec::Layer> = "layers", Ty::Layers, Dflt::Required,
+                "The torso's layers, in order: `layers { linear 64; tanh; residual { linear 64; tanh } }`. The heads (and a recurrent core, with `core`) follow the last layer, reading its output flattened.";
         },
     }
 }
@@ -1365,21 +1370,42 @@ impl Experiment {
     fn layers_are_small(&self) -> bool {
         match &self.network.torso {
             Torso::MinatarCnn { .. } | Torso::NatureCnn { .. } | Torso::ImpalaCnn { .. } => false,
-            Torso::Mlp { hidden, .. } => {
-                let widest = match hidden.as_slice() {
-                    [only] => only * only,
-                    layers => layers.windows(2).map(|w| w[0] * w[1]).max().unwrap_or(0),
-                };
-                let rows = match &self.algorithm {
-                    Algorithm::Ppo(_) => self.per_rank_minibatch_size().unwrap_or(0),
-                    Algorithm::A2c(_) => self.per_rank_batch(),
-                    Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_) => {
-                        self.per_rank_batch_size().unwrap_or(0)
-                    }
-                };
-                rows.saturating_mul(widest) < SMALL_LAYER_MACS
+            Torso::Layers { layers } => {
+                let layers = tandem_spec::layer::preorder(layers);
+                if layers
+                    .iter()
+                    .any(|l| matches!(l, tandem_spec::Layer::Conv { .. }))
+                {
+                    return false;
+                }
+                let widths: Vec<usize> = layers
+                    .iter()
+                    .filter_map(|l| match l {
+                        tandem_spec::Layer::Linear { out } => Some(*out as usize),
+                        _ => None,
+                    })
+                    .collect();
+                self.rows_times_widest(&widths) < SMALL_LAYER_MACS
             }
+            Torso::Mlp { hidden, .. } => self.rows_times_widest(hidden) < SMALL_LAYER_MACS,
         }
+    }
+
+    /// The rows of one update's product times its widest layer's weights (in x out), with
+    /// `hidden`'s widths in order.
+    fn rows_times_widest(&self, hidden: &[usize]) -> usize {
+        let widest = match hidden {
+            [only] => only * only,
+            layers => layers.windows(2).map(|w| w[0] * w[1]).max().unwrap_or(0),
+        };
+        let rows = match &self.algorithm {
+            Algorithm::Ppo(_) => self.per_rank_minibatch_size().unwrap_or(0),
+            Algorithm::A2c(_) => self.per_rank_batch(),
+            Algorithm::Dqn(_) | Algorithm::Sac(_) | Algorithm::Td3(_) => {
+                self.per_rank_batch_size().unwrap_or(0)
+            }
+        };
+        rows.saturating_mul(widest)
     }
 
     /// Global environment steps this run takes: `max-steps` when set, else `total-steps`.

@@ -55,15 +55,20 @@ impl Section {
     }
 }
 
+/// A wrapper or a layer as the schema reads it: a node of a block with named parameters.
 #[derive(Debug)]
-pub(crate) struct WrapperSpec {
+pub(crate) struct ItemSpec {
+    /// What it is, as messages say: "wrapper" or "layer".
+    pub kind: &'static str,
     pub name: &'static str,
     pub doc: &'static str,
+    /// A node with two parameters, for help texts: `frame-skip 4 max-pool=#false`.
+    pub example: &'static str,
     /// The first parameter may also be written as the wrapper's only argument.
     pub params: Vec<Field>,
 }
 
-impl WrapperSpec {
+impl ItemSpec {
     /// The parameter a wrapper takes as all its arguments: its first, when that is a list
     /// (`keep-obs 0 2`).
     pub(crate) fn list_argument(&self) -> Option<&Field> {
@@ -459,18 +464,24 @@ pub(crate) fn takes_a_block(section: usize, name: &str) -> bool {
         .iter()
         .chain(section.kinds.iter().flat_map(|k| k.fields.iter()))
         .any(|f| {
-            f.name == name && matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies | Ty::Explore)
+            f.name == name
+                && matches!(
+                    f.ty,
+                    Ty::Wrappers | Ty::Layers | Ty::Args | Ty::Policies | Ty::Explore
+                )
         })
 }
 
 /// The wrappers as the schema reads them: tandem-spec's table (`tandem_spec::wrapper::WRAPPERS`,
 /// where each is declared once) in the schema's types.
-pub(crate) static WRAPPERS: LazyLock<Vec<WrapperSpec>> = LazyLock::new(|| {
+pub(crate) static WRAPPERS: LazyLock<Vec<ItemSpec>> = LazyLock::new(|| {
     tandem_spec::wrapper::WRAPPERS
         .iter()
-        .map(|w| WrapperSpec {
+        .map(|w| ItemSpec {
+            kind: "wrapper",
             name: w.name,
             doc: w.doc,
+            example: "frame-skip 4 max-pool=#false",
             params: w.params.iter().map(wrapper_field).collect(),
         })
         .collect()
@@ -505,8 +516,27 @@ fn wrapper_field(p: &tandem_spec::wrapper::Param) -> Field {
     f(p.name, ty, default, p.doc)
 }
 
-pub(crate) fn wrapper(name: &str) -> Option<&'static WrapperSpec> {
+pub(crate) fn wrapper(name: &str) -> Option<&'static ItemSpec> {
     WRAPPERS.iter().find(|w| w.name == name)
+}
+
+/// The layers of a declared network as the schema reads them: tandem-spec's table
+/// (`tandem_spec::layer::LAYERS`, where each is declared once) in the schema's types.
+pub(crate) static LAYERS: LazyLock<Vec<ItemSpec>> = LazyLock::new(|| {
+    tandem_spec::layer::LAYERS
+        .iter()
+        .map(|l| ItemSpec {
+            kind: "layer",
+            name: l.name,
+            doc: l.doc,
+            example: tandem_spec::layer::written::SHORT,
+            params: l.params.iter().map(wrapper_field).collect(),
+        })
+        .collect()
+});
+
+pub(crate) fn layer(name: &str) -> Option<&'static ItemSpec> {
+    LAYERS.iter().find(|l| l.name == name)
 }
 
 fn float_text(x: f64) -> String {
@@ -562,6 +592,7 @@ pub(crate) fn describe(ty: &Ty) -> String {
         Ty::Threads => "integer >= 1 or \"auto\"".into(),
         Ty::OrWord(word, inner) => format!("\"{word}\" or {}", describe(inner)),
         Ty::Wrappers => "block of wrappers".into(),
+        Ty::Layers => "block of layers".into(),
     }
 }
 
@@ -586,7 +617,7 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
         Dflt::NoStrings => "none".into(),
         Dflt::ActorCritic => format!(
-            "`\"separate\"` for {} on an mlp without a core, else `\"shared\"`",
+            "`\"separate\"` for {} on an mlp or layers without a core, else `\"shared\"`",
             Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "and")
         ),
         Dflt::Envs => format!(
@@ -615,11 +646,11 @@ pub(crate) fn envs_default(algorithm: &str, ranks: usize) -> usize {
 }
 
 /// `network.actor-critic`'s default, from the learner and the network: separate torsos for
-/// an actor-critic MLP without a recurrent core, one shared torso otherwise (image torsos,
+/// an actor-critic MLP or declared layers without a recurrent core, one shared torso otherwise (image torsos,
 /// recurrent cores; dqn, sac and td3 do not read it).
 pub(crate) fn actor_critic_default(algorithm: &str, torso: &str, core: &str) -> &'static str {
     let actor_critic = Algorithm::facts_of(algorithm).is_some_and(|f| f.learns == Learns::OnPolicy);
-    if actor_critic && torso == "mlp" && core == "none" {
+    if actor_critic && (torso == "mlp" || torso == "layers") && core == "none" {
         "separate"
     } else {
         "shared"
@@ -719,7 +750,31 @@ pub fn reference_markdown() -> String {
         field_rows(&mut out, &w.params);
         out.push('\n');
     }
+    layers_reference(&mut out);
     out
+}
+
+/// The `### Layers` section: what `network "layers"` may hold.
+fn layers_reference(out: &mut String) {
+    use tandem_spec::layer::{MAX_DEPTH, MAX_LAYERS, written};
+    out.push_str(&format!(
+        "### Layers\n\nInside `network \"layers\" {{ layers {{ ... }} }}`, one node per layer, applied in order from the observation (as the network receives it: `[len]` for vectors, `[C, H, W]` for pictures, one row for a picture beside a vector) to the heads, which read the last layer's output flattened (`{}`). The first parameter may be written as the only argument (`{}`); the canonical form names every parameter (`{}`); JSON writes a list of objects, `{}`, a residual's layers under `\"layers\"` (`{}`). At most {MAX_LAYERS} layers, counting those inside residual blocks, nested at most {MAX_DEPTH} deep. Linear and convolution weights start as `init` says for torso layers (`torso-gain`); variables are named by each layer's place, `torso.0.weight` (a residual's layers below its own, `torso.2.1.weight`; `actor_torso.*` and `critic_torso.*` for separate torsos). Shapes are checked against the observation where the config knows it, else when the run builds the network; `tandem validate --deep` lists them.\n\n",
+        written::LIST,
+        written::SHORT,
+        written::CANONICAL,
+        written::JSON,
+        written::RESIDUAL_JSON
+    ));
+    out.push_str("| layer | meaning |\n|---|---|\n");
+    for l in LAYERS.iter() {
+        out.push_str(&format!("| `{}` | {} |\n", l.name, l.doc));
+    }
+    out.push('\n');
+    for l in LAYERS.iter().filter(|l| !l.params.is_empty()) {
+        out.push_str(&format!("#### layer `{}`\n\n", l.name));
+        field_rows(out, &l.params);
+        out.push('\n');
+    }
 }
 
 /// One setting of the schema, as tools and tests outside this crate see it.
@@ -752,10 +807,13 @@ pub enum SettingRole {
     Kind,
     Wrapper,
     WrapperParameter,
+    /// A layer of `network "layers"`, and one of a layer's parameters (`conv.kernel`).
+    Layer,
+    LayerParameter,
 }
 
-/// Every setting of the schema, every kind of every section and every wrapper with
-/// its parameters, in canonical order: what a test needs to cover each of them.
+/// Every setting of the schema, every kind of every section, every wrapper and every layer
+/// with its parameters, in canonical order: what a test needs to cover each of them.
 pub fn schema_settings() -> Vec<SettingInfo> {
     let mut out = Vec::new();
     for section in SECTIONS {
@@ -801,6 +859,26 @@ pub fn schema_settings() -> Vec<SettingInfo> {
                 "wrappers",
                 None,
                 SettingRole::WrapperParameter,
+                p,
+            ));
+        }
+    }
+    for l in LAYERS.iter() {
+        out.push(SettingInfo {
+            path: l.name.to_string(),
+            section: "layers",
+            kind: None,
+            role: SettingRole::Layer,
+            ty: "layer".into(),
+            default: "-".into(),
+        });
+        for p in &l.params {
+            let path = format!("{}.{}", l.name, p.name);
+            out.push(setting_info(
+                path,
+                "layers",
+                None,
+                SettingRole::LayerParameter,
                 p,
             ));
         }

@@ -36,6 +36,8 @@ pub(crate) enum Ty {
     Devices,
     Threads,
     Wrappers,
+    /// A block of layers, a residual holding a block of its own ([`tandem_spec::Layer`]).
+    Layers,
     /// A block of `name value` keyword arguments.
     Args,
     /// A block of `name "pattern"`: each policy and the agent ids it plays (held as
@@ -199,6 +201,7 @@ pub(crate) enum Val {
     Devices(Vec<crate::devices::Device>),
     Threads(crate::devices::Threads),
     Wrappers(Vec<tandem_spec::Wrapper>),
+    Layers(Vec<tandem_spec::Layer>),
     /// A list of strings, in order: what they name is the setting's type's (`Ty::Modules`,
     /// `Ty::InfoKeys`).
     Strings(Vec<String>),
@@ -401,6 +404,18 @@ impl Setting for Vec<tandem_spec::Wrapper> {
     }
     fn to_val(&self) -> Val {
         Val::Wrappers(self.clone())
+    }
+}
+
+impl Setting for Vec<tandem_spec::Layer> {
+    fn from_val(val: Option<&Val>) -> Self {
+        match val {
+            Some(Val::Layers(list)) => list.clone(),
+            _ => Vec::new(),
+        }
+    }
+    fn to_val(&self) -> Val {
+        Val::Layers(self.clone())
     }
 }
 

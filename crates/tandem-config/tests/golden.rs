@@ -79,6 +79,8 @@ fn every_invalid_config_renders_as_its_golden() {
         "config::not-divisible",
         "config::wrapper-mismatch",
         "config::network-mismatch",
+        "config::layer-mismatch",
+        "config::unknown-layer",
         "config::include-cycle",
         "config::include-missing",
         "config::unknown-path",

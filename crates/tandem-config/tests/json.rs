@@ -275,3 +275,46 @@ fn a_shorthand_section_kind_and_a_minimal_experiment() {
     );
     assert_eq!(hash_of(&json, &[]), hash_of(&kdl, &[]));
 }
+
+#[test]
+fn a_declared_networks_layers_are_checked_at_their_json_lines_inside_a_residual_too() {
+    let dir = scratch("layers");
+    let file = write(
+        &dir,
+        "layers.json",
+        r#"{
+  "name": "layers",
+  "env": {"game": "cartpole"},
+  "network": {
+    "kind": "layers",
+    "layers": [
+      {"kind": "linear", "out": 16},
+      {"kind": "residual", "layers": [
+        {"kind": "layer-norm"},
+        {"kind": "linear", "out": 8}
+      ]},
+      {"kind": "tanh"}
+    ]
+  }
+}
+"#,
+    );
+    let found = errors(&file);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (code, line, label) = &found[0];
+    assert_eq!((code.as_str(), *line), ("config::layer-mismatch", 8));
+    assert!(label.contains("reads [16] and gives [8]"), "{label}");
+    // Within the residual: an unknown parameter at its own line.
+    let file = write(
+        &dir,
+        "typo.json",
+        &std::fs::read_to_string(&file)
+            .unwrap()
+            .replace(r#""out": 8"#, r#""width": 16"#),
+    );
+    let codes: Vec<(String, usize)> = errors(&file).into_iter().map(|(c, l, _)| (c, l)).collect();
+    assert!(
+        codes.contains(&("config::unknown-property".to_string(), 10)),
+        "{codes:?}"
+    );
+}

@@ -230,7 +230,7 @@ impl Range {
     }
 }
 
-const fn param(
+pub(crate) const fn param(
     name: &'static str,
     range: Range,
     default: Option<Value>,

@@ -2,15 +2,16 @@
 //! `devices` and of each wrapper, with a located diagnostic for each mistake.
 
 use std::collections::BTreeMap;
+use tandem_spec::layer::{self, Layer};
 use tandem_spec::wrapper::written;
 
-use kdl::{KdlNode, KdlValue};
+use kdl::{KdlDocument, KdlNode, KdlValue};
 use miette::SourceSpan;
 
 use super::{Raw, found, raw_of_node};
 use crate::diag::{DiagBuilder, SourceId, did_you_mean, error};
 use crate::model::*;
-use crate::schema::{self, Dflt, Field, Ty, WrapperSpec};
+use crate::schema::{self, Dflt, Field, ItemSpec, Ty};
 use crate::values::Val;
 use tandem_spec::wrapper::Value as WrapperValue;
 
@@ -218,6 +219,7 @@ impl Checker<'_> {
         match field.ty {
             Ty::Devices => return self.devices(raw).map(|v| (v, Vec::new())),
             Ty::Wrappers => return self.wrappers(raw),
+            Ty::Layers => return self.layers(raw),
             Ty::Args => return self.args(raw),
             Ty::Policies => return self.policies(raw),
             Ty::Explore => return self.explore(raw),
@@ -1126,6 +1128,162 @@ impl Checker<'_> {
         }
     }
 
+    /// `layers { linear 64; tanh; residual { ... } }`: the layers and each one's span, in
+    /// preorder (a residual before the layers of its block), as the shape checks count them.
+    fn layers(&self, raw: &Raw) -> Result<(Val, Vec<SourceSpan>), Vec<DiagBuilder>> {
+        let source = self.source;
+        let mut errs = Vec::new();
+        let values = raw.args.iter().map(|(_, span)| span);
+        for span in values.chain(raw.props.iter().map(|(_, _, span)| span)) {
+            errs.push(
+                error(
+                    "config::unexpected-argument",
+                    "`layers` takes a block, not values",
+                )
+                .at(source, *span, "unexpected value")
+                .help(format!("write `layers {{ {} }}`", layer::written::LIST)),
+            );
+        }
+        let Some(block) = &raw.children else {
+            errs.push(
+                error("config::missing-block", "`layers` needs a block")
+                    .at(source, raw.value_span, "no block")
+                    .help(format!("write `layers {{ {} }}`", layer::written::LIST)),
+            );
+            return Err(errs);
+        };
+        let mut spans = Vec::new();
+        let list = self.layer_block(block, 0, &mut spans, &mut errs);
+        if list.is_empty() && errs.is_empty() {
+            errs.push(
+                error("config::missing-value", "`layers` holds no layer")
+                    .at(source, block.span(), "empty block")
+                    .help(format!(
+                        "declare the torso's layers: `layers {{ {} }}`",
+                        layer::written::LIST
+                    )),
+            );
+        }
+        if errs.is_empty() {
+            Ok((Val::Layers(list), spans))
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// The layers of one block, `depth` residual blocks deep; their spans are appended to
+    /// `spans` in preorder.
+    fn layer_block(
+        &self,
+        block: &KdlDocument,
+        depth: usize,
+        spans: &mut Vec<SourceSpan>,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> Vec<Layer> {
+        let mut list = Vec::new();
+        for node in block.nodes() {
+            if spans.len() == layer::MAX_LAYERS {
+                errs.push(
+                    error(
+                        "config::too-many-layers",
+                        format!("a network declares at most {} layers", layer::MAX_LAYERS),
+                    )
+                    .at(self.source, node.span(), "one too many")
+                    .help("counting those inside residual blocks; declare fewer"),
+                );
+                return list;
+            }
+            spans.push(node.span());
+            if let Some(layer) = self.layer(node, depth, spans, errs) {
+                list.push(layer);
+            }
+        }
+        list
+    }
+
+    fn layer(
+        &self,
+        node: &KdlNode,
+        depth: usize,
+        spans: &mut Vec<SourceSpan>,
+        errs: &mut Vec<DiagBuilder>,
+    ) -> Option<Layer> {
+        let source = self.source;
+        let name = node.name().value();
+        let Some(spec) = schema::layer(name) else {
+            errs.push(
+                error("config::unknown-layer", format!("unknown layer `{name}`"))
+                    .at(source, node.name().span(), "unknown layer")
+                    .help(did_you_mean(name, schema::LAYERS.iter().map(|l| l.name))),
+            );
+            return None;
+        };
+        let raw = raw_of_node(node);
+        let before = errs.len();
+        let mut given = Given::new();
+        let body = match (&raw.children, layer::info(name).is_some_and(|l| l.block)) {
+            (Some(block), true) if depth + 1 > layer::MAX_DEPTH => {
+                errs.push(
+                    error(
+                        "config::too-deep",
+                        format!("residual blocks nest at most {} deep", layer::MAX_DEPTH),
+                    )
+                    .at(source, block.span(), "one level too deep")
+                    .help("declare the layers without this block"),
+                );
+                Vec::new()
+            }
+            (Some(block), true) => {
+                let body = self.layer_block(block, depth + 1, spans, errs);
+                if block.nodes().is_empty() {
+                    errs.push(
+                        error(
+                            "config::missing-value",
+                            format!("layer `{name}` holds no layer"),
+                        )
+                        .at(source, block.span(), "empty block")
+                        .help("e.g. `residual { linear 64; tanh }`"),
+                    );
+                }
+                body
+            }
+            (None, true) => {
+                errs.push(
+                    error(
+                        "config::missing-block",
+                        format!("layer `{name}` needs a block"),
+                    )
+                    .at(source, node.span(), "no block")
+                    .help("e.g. `residual { linear 64; tanh }`"),
+                );
+                Vec::new()
+            }
+            (Some(block), false) => {
+                errs.push(
+                    error(
+                        "config::unexpected-block",
+                        format!("layer `{name}` takes no block"),
+                    )
+                    .at(source, block.span(), "unexpected block")
+                    .help(format!(
+                        "write parameters as properties, e.g. `{}`",
+                        spec.example
+                    )),
+                );
+                Vec::new()
+            }
+            (None, false) => Vec::new(),
+        };
+        self.wrapper_args(spec, &raw, &mut given, errs);
+        self.wrapper_props(spec, &raw, &mut given, errs);
+        let vals = self.wrapper_defaults(spec, node, given, errs);
+        if errs.len() > before {
+            return None;
+        }
+        let layer = Layer::from_params(name, &item_values(spec, &vals), body);
+        Some(layer.unwrap_or_else(|| unreachable!("layer `{name}` is declared in tandem-spec")))
+    }
+
     fn wrapper(&self, node: &KdlNode) -> Result<Wrapper, Vec<DiagBuilder>> {
         let source = self.source;
         let name = node.name().value();
@@ -1164,7 +1322,7 @@ impl Checker<'_> {
     /// The wrapper's argument: its first parameter.
     fn wrapper_args(
         &self,
-        spec: &'static WrapperSpec,
+        spec: &'static ItemSpec,
         raw: &Raw,
         given: &mut Given,
         errs: &mut Vec<DiagBuilder>,
@@ -1180,15 +1338,18 @@ impl Checker<'_> {
                 Some(_) => errs.push(
                     error(
                         "config::extra-value",
-                        format!("wrapper `{name}` takes at most one argument"),
+                        format!("{} `{name}` takes at most one argument", spec.kind),
                     )
                     .at(source, *span, "extra argument")
-                    .help("name the other parameters, e.g. `frame-skip 4 max-pool=#false`"),
+                    .help(format!(
+                        "name the other parameters, e.g. `{}`",
+                        spec.example
+                    )),
                 ),
                 None => errs.push(
                     error(
                         "config::unexpected-argument",
-                        format!("wrapper `{name}` takes no parameters"),
+                        format!("{} `{name}` takes no parameters", spec.kind),
                     )
                     .at(source, *span, "unexpected argument")
                     .help(format!("write just `{name}`")),
@@ -1248,7 +1409,7 @@ impl Checker<'_> {
     /// The wrapper's named parameters.
     fn wrapper_props(
         &self,
-        spec: &'static WrapperSpec,
+        spec: &'static ItemSpec,
         raw: &Raw,
         given: &mut Given,
         errs: &mut Vec<DiagBuilder>,
@@ -1265,7 +1426,7 @@ impl Checker<'_> {
                 errs.push(
                     error(
                         "config::unknown-property",
-                        format!("unknown parameter `{key}` of wrapper `{name}`"),
+                        format!("unknown parameter `{key}` of {} `{name}`", spec.kind),
                     )
                     .at(source, *span, "unknown parameter")
                     .help(help),
@@ -1317,7 +1478,7 @@ impl Checker<'_> {
     /// Every parameter: as given, or its default; a required one missing is an error.
     fn wrapper_defaults(
         &self,
-        spec: &'static WrapperSpec,
+        spec: &'static ItemSpec,
         node: &KdlNode,
         mut given: Given,
         errs: &mut Vec<DiagBuilder>,
@@ -1337,7 +1498,7 @@ impl Checker<'_> {
                     None => errs.push(
                         error(
                             "config::missing-value",
-                            format!("wrapper `{name}` needs `{}`", param.name),
+                            format!("{} `{name}` needs `{}`", spec.kind, param.name),
                         )
                         .at(source, node.span(), format!("no `{}`", param.name))
                         .help(format!(
@@ -1354,11 +1515,14 @@ impl Checker<'_> {
     }
 }
 
-/// A value for a wrapper's required number in help texts: a count (time-limit's 1000 steps)
-/// or a fraction (scale-reward's factor).
+/// A value for a wrapper's or layer's required number in help texts: a window's side (up to
+/// 64), a layer's width, a count (time-limit's 1000 steps) or a fraction (scale-reward's
+/// factor).
 fn example_number(param: &Field) -> &'static str {
     match param.ty {
         Ty::Float { .. } => "0.1",
+        Ty::Int { max, .. } if max <= 64 => "3",
+        Ty::Int { max, .. } if max <= 65_536 => "64",
         _ => "1000",
     }
 }
@@ -1419,9 +1583,14 @@ fn check_device_set(
 
 /// The typed wrapper from its complete parameters, through tandem-spec's declaration of it
 /// (its parameters in order; checked above against their types and ranges).
-fn build_wrapper(spec: &WrapperSpec, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
-    let values: Vec<WrapperValue> = spec
-        .params
+fn build_wrapper(spec: &ItemSpec, vals: &BTreeMap<&'static str, Val>) -> Wrapper {
+    Wrapper::from_params(spec.name, &item_values(spec, vals))
+        .unwrap_or_else(|| unreachable!("wrapper `{}` is declared in tandem-spec", spec.name))
+}
+
+/// A wrapper's or layer's checked parameters as tandem-spec's values, in declared order.
+fn item_values(spec: &ItemSpec, vals: &BTreeMap<&'static str, Val>) -> Vec<WrapperValue> {
+    spec.params
         .iter()
         .map(|p| match vals.get(p.name) {
             Some(Val::Int(i)) => WrapperValue::Int(*i),
@@ -1430,11 +1599,12 @@ fn build_wrapper(spec: &WrapperSpec, vals: &BTreeMap<&'static str, Val>) -> Wrap
             Some(Val::IntList(list)) => {
                 WrapperValue::Indices(list.iter().fold(0u64, |m, &i| m | 1 << i))
             }
-            _ => unreachable!("wrapper `{}`: parameter `{}` is checked", spec.name, p.name),
+            _ => unreachable!(
+                "{} `{}`: parameter `{}` is checked",
+                spec.kind, spec.name, p.name
+            ),
         })
-        .collect();
-    Wrapper::from_params(spec.name, &values)
-        .unwrap_or_else(|| unreachable!("wrapper `{}` is declared in tandem-spec", spec.name))
+        .collect()
 }
 
 /// The parameters given so far, with where each was written.

@@ -1690,10 +1690,20 @@ impl CrossCheck<'_, '_> {
     fn precision_needs_an_image_torso(&mut self) {
         let network = &self.experiment.network;
         if network.precision == Precision::Float32
-            || !matches!(network.torso, Torso::Mlp { .. })
+            || !matches!(network.torso, Torso::Mlp { .. } | Torso::Layers { .. })
             || !self.ok(&["network", "network.precision"])
         {
             return;
+        }
+        if matches!(network.torso, Torso::Layers { .. }) {
+            return self.report(
+                "config::precision-needs-image-torso",
+                "`precision \"bfloat16\"` is for the built-in image torsos, not `layers`".into(),
+                "network.precision",
+                "bfloat16 convolutions and dense layer",
+                Some(("network", "declared layers")),
+                "declared layers compute in float32; remove `precision`, or use nature-cnn, minatar-cnn or impala-cnn".into(),
+            );
         }
         self.report(
             "config::precision-needs-image-torso",
@@ -1704,6 +1714,39 @@ impl CrossCheck<'_, '_> {
             "an MLP's small products gain nothing from bfloat16 (they run on the host in float32); \
              remove `precision`, or use an image torso (nature-cnn, minatar-cnn, impala-cnn)"
                 .into(),
+        );
+    }
+
+    /// A declared network's layers held to tandem-spec's shape rule on the game's observation
+    /// (the network is built by the same rule): the first layer that cannot read what reaches
+    /// it is named at its line.
+    fn layers_fit(&mut self, layers: &[tandem_spec::Layer], obs: ObsSpace) {
+        let Some(entry) = self.applier.entries.get("network.layers").cloned() else {
+            return;
+        };
+        let input = obs.network_shape();
+        let Err(misfit) = tandem_spec::layer::shapes(layers, &input) else {
+            return;
+        };
+        let Some(span) = entry.items.get(misfit.at) else {
+            return;
+        };
+        let e = self.experiment;
+        self.applier.push(
+            error(
+                "config::layer-mismatch",
+                format!(
+                    "layer `{}` does not fit the observations of {}",
+                    tandem_spec::layer::preorder(layers)[misfit.at].name(),
+                    e.env.game.name()
+                ),
+            )
+            .at(entry.source, *span, misfit.message)
+            .help(format!(
+                "the network reads {} ({} after its wrappers); `tandem validate --deep` shows each layer's shape",
+                tandem_spec::layer::shown(&input),
+                obs.describe()
+            )),
         );
     }
 
@@ -1719,6 +1762,7 @@ impl CrossCheck<'_, '_> {
             ObsShape::Vector { .. } => false,
         };
         let need = match &e.network.torso {
+            Torso::Layers { layers } => return self.layers_fit(layers, obs),
             Torso::NatureCnn { .. } if obs.is_pixel_image() && at_least(36) => None,
             Torso::NatureCnn { .. } => Some("image observations of at least 36x36"),
             Torso::MinatarCnn { .. } if obs.is_planes() && at_least(3) => None,

@@ -291,8 +291,14 @@ impl Translator {
         }
     }
 
-    /// An array of objects: the wrapper list, each object `{"kind": NAME, PARAM: VALUE, ...}`.
+    /// An array of objects: the wrapper or layer list, each object `{"kind": NAME, PARAM:
+    /// VALUE, ...}`; a residual layer's own list is its `"layers"`.
     fn item_nodes(&mut self, items: &[Spanned], key: &str) -> Vec<KdlNode> {
+        let example = if key == "layers" {
+            tandem_spec::layer::written::JSON
+        } else {
+            written::JSON
+        };
         let mut nodes = Vec::new();
         for item in items {
             let Json::Object(members) = &item.value else {
@@ -302,10 +308,7 @@ impl Translator {
                         format!("`{key}` mixes objects and plain values"),
                     )
                     .at(self.source, item.span, "not an object")
-                    .help(format!(
-                        "each wrapper is an object naming its kind: {}",
-                        written::JSON
-                    )),
+                    .help(format!("each item is an object naming its kind: {example}")),
                 );
                 continue;
             };
@@ -318,16 +321,13 @@ impl Translator {
                             SourceSpan::new(item.span.offset().into(), 1),
                             "no `kind` key",
                         )
-                        .help(format!(
-                            "each wrapper is an object naming its kind: {}",
-                            written::JSON
-                        )),
+                        .help(format!("each item is an object naming its kind: {example}")),
                 );
                 continue;
             };
             let Json::String(name) = &kind.value.value else {
                 self.diags.push(
-                    error("json::kind-type", "`kind` is the wrapper's name, a string")
+                    error("json::kind-type", "`kind` is the item's name, a string")
                         .at(self.source, kind.value.span, "not a string")
                         .help("for example {\"kind\": \"grayscale\"}"),
                 );
@@ -336,6 +336,14 @@ impl Translator {
             let mut node = KdlNode::new(ident(name, kind.value.span));
             node.set_span(item.span);
             for prop in members.iter().filter(|m| m.key != "kind") {
+                if let Json::Array(layers) = &prop.value.value
+                    && key == "layers"
+                    && prop.key == "layers"
+                {
+                    let nodes = self.item_nodes(layers, "layers");
+                    node.set_children(block(nodes, prop.value.span));
+                    continue;
+                }
                 if let Json::Array(values) = &prop.value.value
                     && is_list_argument(name, &prop.key)
                 {
