@@ -301,27 +301,37 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "connect-four-sides.kdl",
         phrase: "scores 0.87 as `first` and 0.74 as `second`",
-        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_sides_each_beat_a_random_player",
+        ),
     },
     Claim {
         file: "connect-four-sides.kdl",
         phrase: "--random second --episodes 400 --greedy",
-        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_sides_each_beat_a_random_player",
+        ),
     },
     Claim {
         file: "connect-four-sides.kdl",
         phrase: "Seed 1, played greedily over 200 games",
-        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_sides_each_beat_a_random_player",
+        ),
     },
     Claim {
         file: "connect-four-sides.kdl",
         phrase: "(a win counts 1, a loss -1)",
-        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_sides_each_beat_a_random_player",
+        ),
     },
     Claim {
         file: "connect-four-sides.kdl",
         phrase: "at least half of each",
-        check: Check::Test("gym_train::the_shipped_connect_four_sides_each_beat_a_random_player"),
+        check: Check::LongTest(
+            "gym_train::the_shipped_connect_four_sides_each_beat_a_random_player",
+        ),
     },
     Claim {
         file: "mpe-simple-tag.kdl",
@@ -448,23 +458,23 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "ant-ppo.kdl",
         phrase: "Seed 1 scores 100 or more over its last 20 episodes within 400k steps",
-        check: Check::Test("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
+        check: Check::LongTest("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
     },
     Claim {
         file: "ant-ppo.kdl",
         phrase: "a random policy scores about -40",
-        check: Check::Test("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
+        check: Check::LongTest("gym_train::the_shipped_ant_preset_walks_within_400k_steps"),
     },
     // walker2d-sac.kdl
     Claim {
         file: "walker2d-sac.kdl",
         phrase: "Seed 1 scores 150 or more over its last 20 episodes within 10k steps",
-        check: Check::Test("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
+        check: Check::LongTest("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
     },
     Claim {
         file: "walker2d-sac.kdl",
         phrase: "a random policy scores about 2",
-        check: Check::Test("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
+        check: Check::LongTest("gym_train::the_shipped_walker2d_sac_preset_walks_within_10k_steps"),
     },
     // pong-ppo.kdl
     Claim {
@@ -505,7 +515,7 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "bipedalwalker-ppo.kdl",
         phrase: "Seed 1 scores -70 or more over its last 20 episodes within 1M steps",
-        check: Check::Test("gym_train::the_shipped_bipedalwalker_preset_walks_within_1m_steps"),
+        check: Check::LongTest("gym_train::the_shipped_bipedalwalker_preset_walks_within_1m_steps"),
     },
     // lunarlander-continuous-ppo.kdl
     Claim {
