@@ -1472,14 +1472,19 @@ fn ppo_trains_a_pettingzoo_environment_and_its_agent_count_is_checked() {
     assert_nothing_left("zoo-agents", &ran.output);
 }
 
-/// PettingZoo's connect four through the AEC API (`api "aec"`): one policy plays both players,
-/// PPO and A2C each train it with the action mask and never play a forbidden move (the bridge
+/// PettingZoo's connect four through the AEC API (`api "aec"`): one policy plays both players
+/// (or, once with PPO, a policy a side), PPO and A2C each train it with the action mask and never play a forbidden move (the bridge
 /// would stop the run), and every game gives its two rows opposite scores (+1 and -1, or 0 and
 /// 0), so the mean over whole games is exactly 0.
 #[test]
 fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
     let Some(python) = venv_python() else { return };
-    for algorithm in ["ppo\" { epochs 2; minibatches 4 }", "a2c\""] {
+    let sides = r#"policies { first "player_0"; second "player_1" }"#;
+    for (algorithm, policies) in [
+        ("ppo\" { epochs 2; minibatches 4 }", ""),
+        ("a2c\"", ""),
+        ("ppo\" { epochs 2; minibatches 4 }", sides),
+    ] {
         let text = format!(
             r#"experiment "four" {{
     seed 1
@@ -1497,7 +1502,7 @@ fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
         envs 8
     }}
     network "mlp" {{ hidden 32 }}
-    train {{ total-steps 16384; rollout 32 }}
+    train {{ total-steps 16384; rollout 32; {policies} }}
 }}
 "#,
             python.display()
@@ -1517,6 +1522,13 @@ fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
             Some(0.0),
             "{algorithm}"
         );
+        if !policies.is_empty() {
+            // A policy a side: every game's two scores are the two policies' (the rows of the
+            // other side's moves weigh nothing in each one's loss: tests/algo_ppo.rs).
+            let first = summary_number(&run_dir, "policy_first_final_score").unwrap();
+            let second = summary_number(&run_dir, "policy_second_final_score").unwrap();
+            assert_eq!(first, -second, "{first} {second}");
+        }
         assert_nothing_left("zoo-four", &ran.output);
         // Against a player moving at random among its legal columns (none forbidden: the
         // bridge would stop the game), each game's two scores still cancel.
