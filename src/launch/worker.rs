@@ -209,7 +209,11 @@ fn bfloat16_hint(
     network: &tandem_config::Network,
     cpuinfo: impl FnOnce() -> String,
 ) -> Option<&'static str> {
-    let image_torso = !matches!(network.torso, tandem_config::Torso::Mlp { .. });
+    // Declared layers compute in float32 (the resolver refuses bfloat16 for them).
+    let image_torso = !matches!(
+        network.torso,
+        tandem_config::Torso::Mlp { .. } | tandem_config::Torso::Layers { .. }
+    );
     let float32 = network.precision == tandem_config::Precision::Float32;
     let amx = || {
         cpuinfo()

@@ -22,7 +22,9 @@ impl ActorCriticSpec {
     pub fn from_experiment(experiment: &Experiment, built: ObsSpace) -> Result<ActorCriticSpec> {
         let config = &experiment.network;
         let observation = experiment.observation().unwrap_or(built);
-        let network = match (network_spec(&config.torso)?, observation.image_entry()) {
+        let torso =
+            declared_preset(&config.torso, observation).unwrap_or_else(|| config.torso.clone());
+        let network = match (network_spec(&torso)?, observation.image_entry()) {
             (image, Some(entry)) if image.is_image() => NetworkSpec::ImageBesideVector {
                 image: Box::new(image),
                 shape: entry.shape.map(|d| d as i64),
@@ -45,6 +47,20 @@ impl ActorCriticSpec {
             actor_input: None,
         })
     }
+}
+
+/// The built-in torso a declared list of layers spells out exactly ([`Torso::preset_of`]), so
+/// that it builds as that torso does: the same variables, draws and fast paths (the host MLP,
+/// channels-last convolutions), and so the same run. Not on an image observed beside a vector,
+/// which an image preset would read differently from the list (the list reads the flat row).
+fn declared_preset(torso: &Torso, observation: ObsSpace) -> Option<Torso> {
+    let Torso::Layers { layers } = torso else {
+        return None;
+    };
+    if observation.image_entry().is_some() {
+        return None;
+    }
+    Torso::preset_of(layers, observation.is_pixel_image())
 }
 
 fn core_spec(config: &Network) -> Result<Option<CoreSpec>> {

@@ -592,6 +592,121 @@ kinds! {
     }
 }
 
+impl Torso {
+    /// A built-in torso as the layers it is, for observations that are (`pixels`) or are not
+    /// raw 0..255 pixels (the Nature and IMPALA torsos scale those, MinAtar's planes are 0/1):
+    /// `network "layers"` with this list builds the same network, variables, draws and fast
+    /// paths included ([`Torso::preset_of`]). `None` for a declared list itself.
+    pub fn as_layers(&self, pixels: bool) -> Option<Vec<Layer>> {
+        use layer::Activation::Relu;
+        let relu = Layer::Activation(Relu);
+        let conv = |out: usize, kernel: u32, stride: u32, padding: u32| Layer::Conv {
+            out: out as u32,
+            kernel,
+            stride,
+            padding,
+        };
+        let linear = |out: usize| Layer::Linear { out: out as u32 };
+        let scale: Vec<Layer> = if pixels {
+            vec![Layer::ScalePixels]
+        } else {
+            Vec::new()
+        };
+        Some(match self {
+            Torso::Layers { .. } => return None,
+            Torso::Mlp { hidden, activation } => {
+                let activation = Layer::Activation(match activation {
+                    Activation::Tanh => layer::Activation::Tanh,
+                    Activation::Relu => Relu,
+                });
+                hidden
+                    .iter()
+                    .flat_map(|&width| [linear(width), activation.clone()])
+                    .collect()
+            }
+            Torso::NatureCnn { features } => {
+                let convs =
+                    [(32, 8, 4), (64, 4, 2), (64, 3, 1)].map(|(out, k, s)| conv(out, k, s, 0));
+                let mut list = scale;
+                for c in convs {
+                    list.extend([c, relu.clone()]);
+                }
+                list.extend([linear(*features), relu]);
+                list
+            }
+            Torso::MinatarCnn { channels, features } => {
+                vec![
+                    conv(*channels, 3, 1, 0),
+                    relu.clone(),
+                    linear(*features),
+                    relu,
+                ]
+            }
+            Torso::ImpalaCnn { channels, features } => {
+                let mut list = scale;
+                for &c in channels {
+                    let block = Layer::Residual {
+                        body: vec![
+                            relu.clone(),
+                            conv(c, 3, 1, 1),
+                            relu.clone(),
+                            conv(c, 3, 1, 1),
+                        ],
+                    };
+                    let pool = Layer::MaxPool {
+                        kernel: 3,
+                        stride: 2,
+                        padding: 1,
+                    };
+                    list.extend([conv(c, 3, 1, 1), pool, block.clone(), block]);
+                }
+                list.extend([relu.clone(), linear(*features), relu]);
+                list
+            }
+        })
+    }
+
+    /// The built-in torso `layers` spell out for observations that are (`pixels`) or are not
+    /// raw pixels, if any: its parameters read off the list, then held to its
+    /// [`Torso::as_layers`] exactly.
+    pub fn preset_of(layers: &[Layer], pixels: bool) -> Option<Torso> {
+        let outs = |pick: fn(&Layer) -> Option<u32>| -> Vec<usize> {
+            layers.iter().filter_map(pick).map(|o| o as usize).collect()
+        };
+        let linears = outs(|l| match l {
+            Layer::Linear { out } => Some(*out),
+            _ => None,
+        });
+        let convs = outs(|l| match l {
+            Layer::Conv { out, .. } => Some(*out),
+            _ => None,
+        });
+        let features = linears.last().copied().unwrap_or(0);
+        let activation = match layers.get(1) {
+            Some(Layer::Activation(layer::Activation::Relu)) => Activation::Relu,
+            _ => Activation::Tanh,
+        };
+        let candidates = [
+            Torso::Mlp {
+                hidden: linears.clone(),
+                activation,
+            },
+            Torso::NatureCnn { features },
+            Torso::MinatarCnn {
+                channels: convs.first().copied().unwrap_or(0),
+                features,
+            },
+            Torso::ImpalaCnn {
+                channels: convs,
+                features,
+            },
+        ];
+        candidates
+            .into_iter()
+            .find(|torso| torso.as_layers(pixels).as_deref() == Some(layers))
+    }
+}
+
 choices! {
     /// How the network's weights start.
     pub enum Init {
@@ -1429,6 +1544,76 @@ impl Experiment {
     /// The game's action space; `None` for gymnasium.
     pub fn actions(&self) -> Option<ActionSpace> {
         self.env.game.info().map(|i| i.actions)
+    }
+}
+
+#[cfg(test)]
+mod preset_tests {
+    use super::*;
+
+    fn presets() -> Vec<Torso> {
+        vec![
+            Torso::Mlp {
+                hidden: vec![64, 32],
+                activation: Activation::Tanh,
+            },
+            Torso::Mlp {
+                hidden: vec![256],
+                activation: Activation::Relu,
+            },
+            Torso::NatureCnn { features: 512 },
+            Torso::MinatarCnn {
+                channels: 16,
+                features: 128,
+            },
+            Torso::ImpalaCnn {
+                channels: vec![16, 32, 32],
+                features: 256,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_preset_is_found_again_from_its_layers_on_pixels_and_not() {
+        for torso in presets() {
+            for pixels in [false, true] {
+                let layers = torso.as_layers(pixels).unwrap();
+                assert_eq!(
+                    Torso::preset_of(&layers, pixels),
+                    Some(torso.clone()),
+                    "{layers:?}"
+                );
+            }
+        }
+        assert_eq!(Torso::Layers { layers: Vec::new() }.as_layers(true), None);
+    }
+
+    #[test]
+    fn a_list_that_differs_from_a_preset_anywhere_is_no_preset() {
+        let nature = Torso::NatureCnn { features: 512 }.as_layers(true).unwrap();
+        // Without the pixel scaling it is the preset only where observations are not pixels.
+        assert_eq!(Torso::preset_of(&nature[1..], true), None);
+        assert!(Torso::preset_of(&nature[1..], false).is_some());
+        let mut wider = nature.clone();
+        wider[1] = Layer::Conv {
+            out: 32,
+            kernel: 8,
+            stride: 4,
+            padding: 1,
+        };
+        assert_eq!(Torso::preset_of(&wider, true), None);
+        let mixed = vec![
+            Layer::Linear { out: 8 },
+            Layer::Activation(layer::Activation::Tanh),
+            Layer::Linear { out: 8 },
+            Layer::Activation(layer::Activation::Relu),
+        ];
+        assert_eq!(Torso::preset_of(&mixed, false), None);
+        let gelu = vec![
+            Layer::Linear { out: 8 },
+            Layer::Activation(layer::Activation::Gelu),
+        ];
+        assert_eq!(Torso::preset_of(&gelu, false), None);
     }
 }
 

@@ -617,7 +617,7 @@ pub(crate) fn default_text(d: &Dflt) -> String {
         Dflt::NoWrappers | Dflt::NoArgs => "empty".into(),
         Dflt::NoStrings => "none".into(),
         Dflt::ActorCritic => format!(
-            "`\"separate\"` for {} on an mlp or layers without a core, else `\"shared\"`",
+            "`\"separate\"` for {} on an mlp (or layers without a convolution) without a core, else `\"shared\"`",
             Algorithm::names_where(|f| f.learns == Learns::OnPolicy, "and")
         ),
         Dflt::Envs => format!(
@@ -646,11 +646,16 @@ pub(crate) fn envs_default(algorithm: &str, ranks: usize) -> usize {
 }
 
 /// `network.actor-critic`'s default, from the learner and the network: separate torsos for
-/// an actor-critic MLP or declared layers without a recurrent core, one shared torso otherwise (image torsos,
+/// an actor-critic MLP, or declared layers without a convolution (`reads_vectors`), without
+/// a recurrent core, one shared torso otherwise (image torsos,
 /// recurrent cores; dqn, sac and td3 do not read it).
-pub(crate) fn actor_critic_default(algorithm: &str, torso: &str, core: &str) -> &'static str {
+pub(crate) fn actor_critic_default(
+    algorithm: &str,
+    reads_vectors: bool,
+    core: &str,
+) -> &'static str {
     let actor_critic = Algorithm::facts_of(algorithm).is_some_and(|f| f.learns == Learns::OnPolicy);
-    if actor_critic && (torso == "mlp" || torso == "layers") && core == "none" {
+    if actor_critic && reads_vectors && core == "none" {
         "separate"
     } else {
         "shared"
@@ -754,6 +759,63 @@ pub fn reference_markdown() -> String {
     out
 }
 
+/// The built-in torsos as the layers they are (`Torso::as_layers`), on raw pixels where they
+/// scale them.
+fn presets_reference(out: &mut String) {
+    use crate::model::{Activation, Torso};
+    out.push_str("The built-in torsos are presets of this language: a list that spells one out exactly (for the observation at hand: the Nature and IMPALA torsos begin with `scale-pixels` on raw 0..255 pixels and not otherwise) builds as that torso does, with its variables' names, draws and fast paths, and trains the same run bit for bit (`tests/layer_presets.rs`); any other list builds as declared, through autograd. On raw pixels:\n\n| preset | its layers |\n|---|---|\n");
+    let presets = [
+        (
+            "`mlp` with `hidden 64 64` (tanh)",
+            Torso::Mlp {
+                hidden: vec![64, 64],
+                activation: Activation::Tanh,
+            },
+        ),
+        (
+            "`nature-cnn` with `features 512`",
+            Torso::NatureCnn { features: 512 },
+        ),
+        (
+            "`minatar-cnn` with `channels 16`, `features 128`",
+            Torso::MinatarCnn {
+                channels: 16,
+                features: 128,
+            },
+        ),
+        (
+            "`impala-cnn` with `channels 16 32`, `features 256`",
+            Torso::ImpalaCnn {
+                channels: vec![16, 32],
+                features: 256,
+            },
+        ),
+    ];
+    for (label, torso) in presets {
+        let list = torso.as_layers(true).unwrap_or_default();
+        out.push_str(&format!("| {label} | `{}` |\n", written_list(&list)));
+    }
+    out.push('\n');
+}
+
+/// `list` as one line, `;` between layers, every parameter named, a block in braces.
+fn written_list(list: &[tandem_spec::Layer]) -> String {
+    let info = |name: &str| tandem_spec::layer::info(name).map_or(&[][..], |l| l.params);
+    list.iter()
+        .map(|layer| {
+            let mut text = layer.name().to_string();
+            for (param, value) in info(layer.name()).iter().zip(layer.params()) {
+                text.push_str(&format!(" {}={value}", param.name));
+            }
+            if !layer.body().is_empty() {
+                text.push_str(&format!(" {{ {} }}", written_list(layer.body())));
+            }
+            text
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The `### Layers` section: what `network "layers"` may hold.
 fn layers_reference(out: &mut String) {
     use tandem_spec::layer::{MAX_DEPTH, MAX_LAYERS, written};
@@ -765,6 +827,7 @@ fn layers_reference(out: &mut String) {
         written::JSON,
         written::RESIDUAL_JSON
     ));
+    presets_reference(out);
     out.push_str("| layer | meaning |\n|---|---|\n");
     for l in LAYERS.iter() {
         out.push_str(&format!("| `{}` | {} |\n", l.name, l.doc));

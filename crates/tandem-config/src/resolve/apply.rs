@@ -431,9 +431,19 @@ fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
         _ => 1,
     };
     if defaulted(ACTOR_CRITIC) {
+        let reads_vectors = match text(values, "network").as_str() {
+            "mlp" => true,
+            "layers" => match values.get("network.layers") {
+                Some(Val::Layers(list)) => !tandem_spec::layer::preorder(list)
+                    .iter()
+                    .any(|l| matches!(l, tandem_spec::Layer::Conv { .. })),
+                _ => true,
+            },
+            _ => false,
+        };
         let derived = crate::schema::actor_critic_default(
             &algorithm,
-            &text(values, "network"),
+            reads_vectors,
             &text(values, "network.core"),
         );
         values.insert(ACTOR_CRITIC.into(), Val::Str(derived.into()));
