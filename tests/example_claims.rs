@@ -670,6 +670,20 @@ const CLAIMS: &[Claim] = &[
         ),
     },
     Claim {
+        file: "minatar-breakout-residual.kdl",
+        phrase: "Seed 1 scores 10.1 over its last 20 episodes within 500k steps on one rank, 8.55 on two",
+        check: Check::LongTest(
+            "train_learning::the_residual_minatar_network_learns_breakout_on_one_and_two_ranks",
+        ),
+    },
+    Claim {
+        file: "minatar-breakout-residual.kdl",
+        phrase: "holds at least 3 on both",
+        check: Check::LongTest(
+            "train_learning::the_residual_minatar_network_learns_breakout_on_one_and_two_ranks",
+        ),
+    },
+    Claim {
         file: "cartpole-residual.kdl",
         phrase: "a mean score of 500 over the last 20 episodes on seed 1",
         check: Check::Test("train_learning::the_residual_mlp_declared_as_layers_solves_cartpole"),

@@ -220,6 +220,24 @@ fn a_cartpole_mlp_policy_acts_in_python_as_in_tandem() {
     );
 }
 
+/// Networks declared as layers: the residual MLP (a layer norm inside), and MinAtar's residual
+/// convolutions.
+#[test]
+fn policies_of_declared_layers_act_in_python_as_in_tandem() {
+    round_trip(
+        "residual-mlp",
+        "cartpole-residual.kdl",
+        &["train.total-steps=8192"],
+        "recurrent=False logits=[200, 2] value=[200]",
+    );
+    round_trip(
+        "residual-conv",
+        "minatar-breakout-residual.kdl",
+        &["train.total-steps=4096"],
+        "recurrent=False logits=[200, 3] value=[200]",
+    );
+}
+
 #[test]
 fn a_breakout_cnn_policy_acts_in_python_as_in_tandem() {
     round_trip(

@@ -333,6 +333,33 @@ fn the_shipped_minatar_breakout_preset_learns_within_500k_steps() {
     assert!(steps < 500_000.0 + 16.0 * 128.0, "ran {steps} steps");
 }
 
+/// experiments/minatar-breakout-residual.kdl's claim (a network declared as layers, residual
+/// convolutions): its first 500k steps score at least the preset's 3 on one rank and on two.
+/// About 5 minutes, so not on CI; run it with --ignored.
+#[test]
+#[ignore = "two MinAtar Breakout runs of a declared residual network, about 5 minutes; run with --ignored"]
+fn the_residual_minatar_network_learns_breakout_on_one_and_two_ranks() {
+    let shipped = format!(
+        "{}/experiments/minatar-breakout-residual.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut scores = Vec::new();
+    for (name, devices) in [
+        ("residual-minatar-1", "devices=\"cpu\""),
+        ("residual-minatar-2", "devices=\"cpu\" \"cpu\""),
+    ] {
+        let dir = fresh_dir(name);
+        let sets = ["train.max-steps=500000", devices];
+        let out = train(&shipped, &dir, &sets, Duration::from_secs(900));
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        scores.push(summary_number(&dir, "last_20_score_mean").unwrap());
+    }
+    assert!(
+        scores.iter().all(|&s| s >= 3.0),
+        "minatar-breakout-residual.kdl after 500k steps, one rank and two: {scores:?}"
+    );
+}
+
 /// experiments/breakout.kdl's claim, the first 800k steps of its 10M on its two CPU ranks: seed
 /// 1 scores 12 or more over its last 20 games (21.05 measured, in 30 minutes beside another
 /// run; its games over the first 50k steps scored 0 to 10). Not on CI; run it with
