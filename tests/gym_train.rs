@@ -1128,6 +1128,72 @@ fn the_shipped_frozenlake_preset_reaches_the_goal_within_40k_steps() {
 /// `validate --deep` builds the torso for the built environment's observation and refuses, at
 /// the network's line, an image torso on vectors or on an image too small for its windows
 /// (beside a vector too); the shipped lamps example passes.
+/// A network declared as layers: `validate --deep` lists each layer's shape on what the
+/// network reads, for a game the config knows and for a gymnasium environment it builds, and
+/// names the layer that does not fit what the built environment observes.
+#[test]
+fn validate_deep_shows_declared_layers_shapes_and_the_layer_that_does_not_fit() {
+    let shown = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(args)
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), all)
+    };
+    let shipped = format!(
+        "{}/experiments/cartpole-residual.kdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, all) = shown(&["validate", "--deep", &shipped]);
+    assert_eq!(code, Some(0), "{all}");
+    for line in [
+        "network layers on [4]:",
+        "1 linear out=64 -> [64]",
+        "3 residual -> [64]",
+        "4   layer-norm -> [64]",
+    ] {
+        assert!(all.contains(line), "lacks `{line}`: {all}");
+    }
+    // Without --deep, no table.
+    let (_, plain) = shown(&["validate", &shipped]);
+    assert!(!plain.contains("network layers on"), "{plain}");
+
+    let Some(python) = venv_python() else { return };
+    let dir = fresh_dir("validate-deep-layers");
+    let file = |name: &str, layers: &str| {
+        let path = dir.join(name);
+        let text = format!(
+            "experiment \"x\" {{\n    algorithm \"ppo\"\n    env \"gymnasium\" {{\n        id \"CartPole-v1\"\n        python \"{}\"\n    }}\n    network \"layers\" {{ layers {{ {layers} }} }}\n}}\n",
+            python.display()
+        );
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let fits = file("fits.kdl", "linear 16; tanh");
+    let (code, all) = shown(&["validate", "--deep", &fits]);
+    assert_eq!(code, Some(0), "{all}");
+    assert!(
+        all.contains("network layers on [4]:") && all.contains("1 linear out=16 -> [16]"),
+        "{all}"
+    );
+    let misfit = file("misfit.kdl", "linear 16; max-pool 2");
+    let (code, all) = shown(&["validate", "--deep", &misfit]);
+    assert_eq!(code, Some(1), "{all}");
+    let all = all.split_whitespace().collect::<Vec<_>>().join(" ");
+    for words in [
+        "host::network",
+        "layer 2 (`max-pool`, counting from 1 in the order written) does not fit",
+        "max-pool reads a picture [C, H, W]; it is given [16]",
+    ] {
+        assert!(all.contains(words), "lacks `{words}`: {all}");
+    }
+}
+
 #[test]
 fn validate_deep_refuses_a_network_the_built_observation_cannot_feed() {
     let Some(python) = venv_python() else { return };

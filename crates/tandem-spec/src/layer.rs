@@ -592,6 +592,11 @@ mod tests {
             "conv reads a picture [C, H, W]; it is given [8]"
         );
 
+        // A window as wide as the picture fits, once.
+        assert_eq!(
+            output_shape(&[conv(4, 10, 1)], &[1, 10, 10]).unwrap(),
+            vec![4, 1, 1]
+        );
         let too_wide = [conv(4, 3, 1), conv(4, 9, 1)];
         let misfit = shapes(&too_wide, &[1, 10, 10]).unwrap_err();
         assert_eq!(misfit.at, 1);
@@ -629,6 +634,30 @@ mod tests {
             padding: 2,
         }];
         assert!(shapes(&too_padded, &[1, 8, 8]).is_err());
+        // torch's bound: padding at most half the kernel, half included.
+        let pool = |kernel, padding| {
+            [Layer::MaxPool {
+                kernel,
+                stride: 1,
+                padding,
+            }]
+        };
+        assert_eq!(
+            output_shape(&pool(2, 1), &[1, 8, 8]).unwrap(),
+            vec![1, 9, 9]
+        );
+        let refused = shapes(&pool(5, 3), &[1, 8, 8]).unwrap_err();
+        assert_eq!(
+            refused.message,
+            "max-pool's padding 3 is more than half its kernel 5"
+        );
+    }
+
+    #[test]
+    fn the_table_finds_each_layer_by_its_name() {
+        assert_eq!(info("conv").map(|l| l.params.len()), Some(4));
+        assert_eq!(info("residual").map(|l| l.block), Some(true));
+        assert!(info("dense").is_none());
     }
 
     #[test]

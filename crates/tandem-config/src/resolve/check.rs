@@ -1623,6 +1623,10 @@ fn policy_field(path: &str) -> Option<&'static Field> {
         .iter()
         .chain(section.kinds.iter().flat_map(|k| k.fields.iter()));
     fields.find(|f| {
-        f.name == name && !matches!(f.ty, Ty::Wrappers | Ty::Args | Ty::Policies | Ty::Explore)
+        f.name == name
+            && !matches!(
+                f.ty,
+                Ty::Wrappers | Ty::Layers | Ty::Args | Ty::Policies | Ty::Explore
+            )
     })
 }
