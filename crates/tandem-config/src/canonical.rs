@@ -88,22 +88,28 @@ fn write_layers(out: &mut String, list: &[Layer], indent: usize) {
 /// `list` in the JSON form: an array of objects naming their kind, a residual's layers under
 /// `"layers"`.
 fn layers_json(list: &[Layer]) -> serde_json::Value {
-    use serde_json::Value as J;
-    J::Array(
+    serde_json::Value::Array(
         list.iter()
             .map(|layer| {
-                let mut o = serde_json::Map::new();
-                o.insert("kind".into(), J::String(layer.name().into()));
-                for (key, v) in layer_params(layer) {
-                    o.insert(key.into(), json_value(&v));
-                }
-                if let Layer::Residual { body } = layer {
+                let mut item = item_json(layer.name(), layer_params(layer));
+                if let (Layer::Residual { body }, serde_json::Value::Object(o)) = (layer, &mut item)
+                {
                     o.insert("layers".into(), layers_json(body));
                 }
-                J::Object(o)
+                item
             })
             .collect(),
     )
+}
+
+/// A wrapper or a layer in the JSON form: `{"kind": NAME, PARAM: VALUE, ...}`.
+fn item_json(name: &str, params: Vec<(&'static str, Val)>) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    o.insert("kind".into(), serde_json::Value::String(name.into()));
+    for (key, v) in params {
+        o.insert(key.into(), json_value(&v));
+    }
+    serde_json::Value::Object(o)
 }
 
 pub(crate) fn kdl_value(v: &Val) -> String {
@@ -367,14 +373,7 @@ fn json_value(v: &Val) -> serde_json::Value {
         Val::Layers(list) => layers_json(list),
         Val::Wrappers(list) => J::Array(
             list.iter()
-                .map(|w| {
-                    let mut o = serde_json::Map::new();
-                    o.insert("kind".into(), J::String(w.name().into()));
-                    for (key, v) in wrapper_params(w) {
-                        o.insert(key.into(), json_value(&v));
-                    }
-                    J::Object(o)
-                })
+                .map(|w| item_json(w.name(), wrapper_params(w)))
                 .collect(),
         ),
     }

@@ -906,47 +906,42 @@ pub fn schema_settings() -> Vec<SettingInfo> {
             ));
         }
     }
-    for w in WRAPPERS.iter() {
-        out.push(SettingInfo {
-            path: w.name.to_string(),
-            section: "wrappers",
-            kind: None,
-            role: SettingRole::Wrapper,
-            ty: "wrapper".into(),
-            default: "-".into(),
-        });
-        for p in &w.params {
-            let path = format!("{}.{}", w.name, p.name);
-            out.push(setting_info(
-                path,
-                "wrappers",
-                None,
-                SettingRole::WrapperParameter,
-                p,
-            ));
-        }
-    }
-    for l in LAYERS.iter() {
-        out.push(SettingInfo {
-            path: l.name.to_string(),
-            section: "layers",
-            kind: None,
-            role: SettingRole::Layer,
-            ty: "layer".into(),
-            default: "-".into(),
-        });
-        for p in &l.params {
-            let path = format!("{}.{}", l.name, p.name);
-            out.push(setting_info(
-                path,
-                "layers",
-                None,
-                SettingRole::LayerParameter,
-                p,
-            ));
-        }
-    }
+    items(
+        &mut out,
+        &WRAPPERS,
+        "wrappers",
+        [SettingRole::Wrapper, SettingRole::WrapperParameter],
+    );
+    items(
+        &mut out,
+        &LAYERS,
+        "layers",
+        [SettingRole::Layer, SettingRole::LayerParameter],
+    );
     out
+}
+
+/// Each wrapper or layer of `list` and its parameters, in `section`, with their `roles`.
+fn items(
+    out: &mut Vec<SettingInfo>,
+    list: &[ItemSpec],
+    section: &'static str,
+    roles: [SettingRole; 2],
+) {
+    for item in list {
+        out.push(SettingInfo {
+            path: item.name.to_string(),
+            section,
+            kind: None,
+            role: roles[0],
+            ty: item.kind.into(),
+            default: "-".into(),
+        });
+        for p in &item.params {
+            let path = format!("{}.{}", item.name, p.name);
+            out.push(setting_info(path, section, None, roles[1], p));
+        }
+    }
 }
 
 fn setting_info(

@@ -99,6 +99,13 @@ const WIDTH: Range = Range::Int {
 const CHANNELS: Range = Range::Int { min: 1, max: 4096 };
 const WINDOW: Range = Range::Int { min: 1, max: 64 };
 const PADDING: Range = Range::Int { min: 0, max: 64 };
+const KERNEL: Param = param("kernel", WINDOW, None, "Window side, in pixels.");
+const STRIDE: Param = param(
+    "stride",
+    WINDOW,
+    Some(Value::Int(1)),
+    "Pixels between windows.",
+);
 
 const fn activation(name: &'static str, doc: &'static str) -> LayerInfo {
     LayerInfo {
@@ -122,13 +129,8 @@ pub const LAYERS: &[LayerInfo] = &[
         doc: "A 2-D convolution (with a bias) over a channels-first picture `[C, H, W]`.",
         params: &[
             param("out", CHANNELS, None, "Output channels."),
-            param("kernel", WINDOW, None, "Window side, in pixels."),
-            param(
-                "stride",
-                WINDOW,
-                Some(Value::Int(1)),
-                "Pixels between windows.",
-            ),
+            KERNEL,
+            STRIDE,
             param(
                 "padding",
                 PADDING,
@@ -142,13 +144,8 @@ pub const LAYERS: &[LayerInfo] = &[
         name: "max-pool",
         doc: "The largest value of each window, per channel, over a picture `[C, H, W]`.",
         params: &[
-            param("kernel", WINDOW, None, "Window side, in pixels."),
-            param(
-                "stride",
-                WINDOW,
-                Some(Value::Int(1)),
-                "Pixels between windows.",
-            ),
+            KERNEL,
+            STRIDE,
             param(
                 "padding",
                 PADDING,
