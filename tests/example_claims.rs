@@ -121,35 +121,35 @@ const CLAIMS: &[Claim] = &[
     Claim {
         file: "connect-four.kdl",
         phrase: "scores 0.91 as the first player and 0.81 as the second",
-        check: Check::Test(
+        check: Check::LongTest(
             "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
         ),
     },
     Claim {
         file: "connect-four.kdl",
         phrase: "--random-agents player_1 --episodes 400 --greedy",
-        check: Check::Test(
+        check: Check::LongTest(
             "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
         ),
     },
     Claim {
         file: "connect-four.kdl",
         phrase: "Seed 1, played greedily over 200 games",
-        check: Check::Test(
+        check: Check::LongTest(
             "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
         ),
     },
     Claim {
         file: "connect-four.kdl",
         phrase: "(a win counts 1, a loss -1)",
-        check: Check::Test(
+        check: Check::LongTest(
             "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
         ),
     },
     Claim {
         file: "connect-four.kdl",
         phrase: "at least half of each",
-        check: Check::Test(
+        check: Check::LongTest(
             "gym_train::the_shipped_connect_four_beats_a_random_player_from_either_seat",
         ),
     },

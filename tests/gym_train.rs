@@ -1621,6 +1621,7 @@ fn ppo_and_a2c_train_connect_four_taking_turns_without_a_forbidden_move() {
 /// 200 games as either player against a player moving at random among its legal columns,
 /// scores (a win 1, a loss -1) at least half of what seed 1 reached here.
 #[test]
+#[ignore = "about two and a half minutes of connect four (the league's test holds connect four self-play learning on CI); run with --ignored"]
 fn the_shipped_connect_four_beats_a_random_player_from_either_seat() {
     if venv_python().is_none() {
         return;
