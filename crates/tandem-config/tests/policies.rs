@@ -294,6 +294,20 @@ fn a_policys_own_settings_are_refused_at_their_place() {
         d.message()
     );
     assert_eq!(d.line_column().map(|l| l.0), Some(7));
+    // A network's layers are a block, which a policy's own settings cannot hold.
+    let d = only_error(&with("                network.layers \"linear 8\"\n"), &[]);
+    assert_eq!(
+        d.message(),
+        "policy `prey` cannot have a setting `network.layers` of its own"
+    );
+    assert_eq!(
+        d.label(),
+        Some("not an algorithm or network setting written as values")
+    );
+    assert!(
+        d.help()
+            .is_some_and(|h| h.contains("not blocks such as `network.layers`"))
+    );
 }
 
 /// `network.agent-index` makes the one policy a seated one (its input carries the index) and

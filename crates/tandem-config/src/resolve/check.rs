@@ -774,8 +774,8 @@ impl Checker<'_> {
                         "config::policy-setting",
                         format!("policy `{policy}` cannot have a setting `{path}` of its own"),
                     )
-                    .at(source, span, "not an algorithm or network setting")
-                    .help("a policy's own settings are those of the `algorithm` and `network` sections, written with their section: `algorithm.lr 1e-3`, `network.hidden 128 128`"),
+                    .at(source, span, "not an algorithm or network setting written as values")
+                    .help("a policy's own settings are those of the `algorithm` and `network` sections written as values (not blocks such as `network.layers`), with their section: `algorithm.lr 1e-3`, `network.hidden 128 128`"),
                 );
                 continue;
             };
