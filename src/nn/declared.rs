@@ -39,11 +39,11 @@ pub(crate) fn build(
 ) -> Result<(Vec<Built>, i64)> {
     let input: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let Err(misfit) = layer::shapes(layers, &input) {
-        let name = layer::preorder(layers)[misfit.at].name();
         bail!(
-            "network layers: layer {} (`{name}`, counting from 1 in the order written) does not fit: {}; \
+            "network layers: layer {} (`{}`, counting from 1 in the order written) does not fit: {}; \
              the network reads {}",
             misfit.at + 1,
+            misfit.name,
             misfit.message,
             layer::shown(&input)
         );

@@ -1485,15 +1485,9 @@ impl Experiment {
     fn layers_are_small(&self) -> bool {
         match &self.network.torso {
             Torso::MinatarCnn { .. } | Torso::NatureCnn { .. } | Torso::ImpalaCnn { .. } => false,
+            Torso::Layers { layers } if layer::convolves(layers) => false,
             Torso::Layers { layers } => {
-                let layers = tandem_spec::layer::preorder(layers);
-                if layers
-                    .iter()
-                    .any(|l| matches!(l, tandem_spec::Layer::Conv { .. }))
-                {
-                    return false;
-                }
-                let widths: Vec<usize> = layers
+                let widths: Vec<usize> = layer::preorder(layers)
                     .iter()
                     .filter_map(|l| match l {
                         tandem_spec::Layer::Linear { out } => Some(*out as usize),

@@ -295,11 +295,21 @@ pub fn preorder(list: &[Layer]) -> Vec<&Layer> {
     out
 }
 
+/// Whether `list` convolves anywhere (inside residual blocks too): a network of pictures,
+/// which defaults to one shared torso and whose products are large enough for more threads.
+pub fn convolves(list: &[Layer]) -> bool {
+    preorder(list)
+        .iter()
+        .any(|layer| matches!(layer, Layer::Conv { .. }))
+}
+
 /// A layer that cannot read what reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Misfit {
     /// The layer's place in [`preorder`].
     pub at: usize,
+    /// The layer's name, `conv`.
+    pub name: &'static str,
     /// What is wrong, e.g. "conv reads a picture [C, H, W]; it is given [64]".
     pub message: String,
 }
@@ -326,7 +336,11 @@ fn walk(
 ) -> Result<Vec<usize>, Misfit> {
     for layer in list {
         let at = out.len();
-        let misfit = |message: String| Misfit { at, message };
+        let misfit = |message: String| Misfit {
+            at,
+            name: layer.name(),
+            message,
+        };
         shape = match layer {
             Layer::Residual { body } => {
                 out.push(Vec::new());
@@ -574,7 +588,7 @@ mod tests {
             },
         ];
         let misfit = shapes(&block_changes_width, &[3]).unwrap_err();
-        assert_eq!(misfit.at, 1);
+        assert_eq!((misfit.at, misfit.name), (1, "residual"));
         assert!(
             misfit.message.contains("reads [8] and gives [4]"),
             "{}",
@@ -583,7 +597,7 @@ mod tests {
 
         let conv_on_a_vector = [Layer::Linear { out: 8 }, Layer::Flatten, conv(4, 3, 1)];
         let misfit = shapes(&conv_on_a_vector, &[3]).unwrap_err();
-        assert_eq!(misfit.at, 2);
+        assert_eq!((misfit.at, misfit.name), (2, "conv"));
         assert_eq!(
             misfit.message,
             "conv reads a picture [C, H, W]; it is given [8]"

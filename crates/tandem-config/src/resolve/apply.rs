@@ -434,9 +434,7 @@ fn derive_defaults(values: &mut Values, provenance: &BTreeMap<String, Origin>) {
         let reads_vectors = match text(values, "network").as_str() {
             "mlp" => true,
             "layers" => match values.get("network.layers") {
-                Some(Val::Layers(list)) => !tandem_spec::layer::preorder(list)
-                    .iter()
-                    .any(|l| matches!(l, tandem_spec::Layer::Conv { .. })),
+                Some(Val::Layers(list)) => !tandem_spec::layer::convolves(list),
                 _ => true,
             },
             _ => false,

@@ -1737,7 +1737,7 @@ impl CrossCheck<'_, '_> {
                 "config::layer-mismatch",
                 format!(
                     "layer `{}` does not fit the observations of {}",
-                    tandem_spec::layer::preorder(layers)[misfit.at].name(),
+                    misfit.name,
                     e.env.game.name()
                 ),
             )
