@@ -191,10 +191,8 @@ fn run(cli: Cli) -> ExitCode {
             }),
             _,
         ) => {
-            let host = |resolved: &tandem_config::Resolved| tandem_config::cli::HostFindings {
-                diagnostics: tandem::launch::host::findings(resolved, deep),
-                notes: tandem::launch::host::network_shapes(resolved, deep),
-            };
+            let host =
+                |resolved: &tandem_config::Resolved| tandem::launch::host::check(resolved, deep);
             let (text, c) =
                 tandem_config::cli::validate_with(&files, &sets, format == "json", color, &host);
             if format == "json" || c == 0 {

@@ -2,52 +2,56 @@
 //! look at (a resolution is a function of its files): CUDA compiled in and GPUs here, the
 //! gymnasium interpreter, and, with `deep`, a gymnasium environment's action space against the
 //! algorithm and its observation against the network, which only building the environment
-//! tells. `tandem validate` reports these at the
+//! tells, and the shapes of a network declared as layers. `tandem validate` reports these at the
 //! setting's line, so it accepts nothing that `train` refuses at once.
 
 use std::path::Path;
 
+use tandem_config::cli::HostFindings;
 use tandem_config::{Device, Diagnostic, Game, Resolved, Severity};
 use tandem_env::{BridgeOptions, VecEnv};
 
 /// Every finding for `resolved` here; the environment is built (a Python worker started for
 /// gymnasium) only with `deep`, and only when nothing cheaper has failed.
 pub fn findings(resolved: &Resolved, deep: bool) -> Vec<Diagnostic> {
-    let mut found: Vec<Diagnostic> = cuda(resolved).into_iter().collect();
-    found.extend(interpreter(resolved));
-    let failed = found.iter().any(|d| d.severity() == Severity::Error);
-    if deep && !failed {
-        found.extend(built(resolved));
-    }
-    found
+    check(resolved, deep).diagnostics
 }
 
-/// With `deep`, a declared network's layers and the shape each gives, on what the network
-/// reads: the observation the config knows, or for a gymnasium or pettingzoo game what one
-/// environment built here observes. Nothing for the built-in torsos, or where a layer does
-/// not fit (the findings say so).
-pub fn network_shapes(resolved: &Resolved, deep: bool) -> Vec<String> {
+/// [`findings`], and with `deep` a declared network's layers and the shape each gives, from
+/// one build of the environment.
+pub fn check(resolved: &Resolved, deep: bool) -> HostFindings {
+    let mut diagnostics: Vec<Diagnostic> = cuda(resolved).into_iter().collect();
+    diagnostics.extend(interpreter(resolved));
+    let failed = diagnostics.iter().any(|d| d.severity() == Severity::Error);
+    if !deep || failed {
+        return HostFindings {
+            diagnostics,
+            notes: Vec::new(),
+        };
+    }
+    let (found, built_input) = built(resolved);
+    diagnostics.extend(found);
+    HostFindings {
+        diagnostics,
+        notes: network_shapes(resolved, built_input),
+    }
+}
+
+/// A declared network's layers and the shape each gives, on what the network reads: the
+/// observation the config knows, else `built_input`, what it reads of the environment built
+/// here. Nothing for the built-in torsos, or where a layer does not fit (the findings say so).
+fn network_shapes(resolved: &Resolved, built_input: Option<Vec<usize>>) -> Vec<String> {
     let e = &resolved.experiment;
     let tandem_config::Torso::Layers { layers } = &e.network.torso else {
         return Vec::new();
     };
-    if !deep {
-        return Vec::new();
-    }
-    let input: Vec<usize> = match e.observation() {
-        Some(obs) => obs.network_shape(),
-        None => {
-            let shape = build_one(e).ok().and_then(|envs| {
-                let (_, shape) = crate::algo::learner::network_for(e, &envs).ok()?;
-                Some(shape.iter().map(|&d| d.max(0) as usize).collect())
-            });
-            match shape {
-                Some(shape) => shape,
-                None => return Vec::new(),
-            }
-        }
-    };
-    tandem_config::layer::table(layers, &input).unwrap_or_default()
+    let input = e
+        .observation()
+        .map(|obs| obs.network_shape())
+        .or(built_input);
+    input
+        .and_then(|input| tandem_config::layer::table(layers, &input))
+        .unwrap_or_default()
 }
 
 /// A CUDA device in a build without CUDA is an error; one this machine does not have is a
@@ -143,19 +147,20 @@ fn build_one(e: &tandem_config::Experiment) -> Result<VecEnv, tandem_env::EnvErr
 /// Builds one gymnasium or pettingzoo environment and checks its action space against the
 /// algorithm and its observation against the network (the resolver does both for the games it
 /// knows); a pettingzoo environment's agents against its `agents` and `train.policies` too.
-fn built(resolved: &Resolved) -> Vec<Diagnostic> {
+/// With the findings, the shape the network reads of it (`None` where nothing was built).
+fn built(resolved: &Resolved) -> (Vec<Diagnostic>, Option<Vec<usize>>) {
     let e = &resolved.experiment;
     let (at, what) = match e.env.game {
         Game::Gymnasium(_) => ("env.id", "gymnasium could not make it"),
         Game::PettingZoo(_) => ("env.module", "the bridge could not build it"),
-        _ => return Vec::new(),
+        _ => return (Vec::new(), None),
     };
     let envs = match build_one(e) {
         Ok(envs) => envs,
         // The bridge's error holds Python's whole exception message (several lines, or one
         // longer than a label keeps) and its traceback: the help carries it, message first.
         Err(error) => {
-            return vec![resolved.finding_at(
+            let finding = resolved.finding_at(
                 Severity::Error,
                 at,
                 "host::env",
@@ -164,14 +169,19 @@ fn built(resolved: &Resolved) -> Vec<Diagnostic> {
                 format!(
                     "{error}\n(`tandem validate --deep` builds one environment as a rank would)"
                 ),
-            )];
+            );
+            return (vec![finding], None);
         }
     };
-    action_space(resolved, &envs)
+    let input = crate::algo::learner::network_for(e, &envs)
+        .ok()
+        .map(|(_, shape)| shape.iter().map(|&d| d.max(0) as usize).collect());
+    let found = action_space(resolved, &envs)
         .into_iter()
         .chain(network(resolved, &envs))
         .chain(policies(resolved, &envs))
-        .collect()
+        .collect();
+    (found, input)
 }
 
 /// Several policies' patterns against the built game's agents, which the resolver knows only
