@@ -800,13 +800,9 @@ fn presets_reference(out: &mut String) {
 
 /// `list` as one line, `;` between layers, every parameter named, a block in braces.
 fn written_list(list: &[tandem_spec::Layer]) -> String {
-    let info = |name: &str| tandem_spec::layer::info(name).map_or(&[][..], |l| l.params);
     list.iter()
         .map(|layer| {
-            let mut text = layer.name().to_string();
-            for (param, value) in info(layer.name()).iter().zip(layer.params()) {
-                text.push_str(&format!(" {}={value}", param.name));
-            }
+            let mut text = layer.written();
             if !layer.body().is_empty() {
                 text.push_str(&format!(" {{ {} }}", written_list(layer.body())));
             }

@@ -275,6 +275,17 @@ impl Layer {
         })
     }
 
+    /// The layer as a config writes it, every parameter named (`conv out=32 kernel=8 stride=4
+    /// padding=0`), without its block.
+    pub fn written(&self) -> String {
+        let params = info(self.name()).map_or(&[][..], |info| info.params);
+        let mut text = self.name().to_string();
+        for (param, value) in params.iter().zip(self.params()) {
+            text.push_str(&format!(" {}={value}", param.name));
+        }
+        text
+    }
+
     /// The layers a residual block holds; none for any other layer.
     pub fn body(&self) -> &[Layer] {
         match self {
@@ -452,22 +463,11 @@ pub fn table(list: &[Layer], shape: &[usize]) -> Option<Vec<String>> {
     let mut depths = Vec::new();
     depth_of(list, 0, &mut depths);
     for (i, (layer, depth)) in preorder(list).into_iter().zip(depths).enumerate() {
-        let params: Vec<String> = info(layer.name())
-            .map(|info| info.params)
-            .unwrap_or_default()
-            .iter()
-            .zip(layer.params())
-            .map(|(p, v)| format!("{}={v}", p.name))
-            .collect();
-        let written = [layer.name().to_string()]
-            .into_iter()
-            .chain(params)
-            .collect::<Vec<_>>()
-            .join(" ");
         lines.push(format!(
-            "  {:>3} {}{written} -> {}",
+            "  {:>3} {}{} -> {}",
             i + 1,
             "  ".repeat(depth),
+            layer.written(),
             shown(&shapes[i])
         ));
     }
